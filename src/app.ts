@@ -1,0 +1,186 @@
+import fs from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { GraphQLError } from 'graphql';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { useServer } from 'graphql-ws/use/ws';
+import { WebSocketServer } from 'ws';
+import type { Config } from './config.js';
+import type { Context } from './context.js';
+import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
+import { createLocalEvents, type Events } from './events.js';
+import { createLoaders } from './loaders.js';
+import { createLogger, type Logger } from './log.js';
+import { createOrm, migrate, type DbTarget } from './orm.js';
+import { schema } from './schema.js';
+import { BadTokenError, resolveViewer } from './services/auth.js';
+import { ensureAdminAccess } from './services/bootstrap.js';
+import { createSecretBox, type SecretBox } from './services/secrets.js';
+import { handleStatusPage } from './status/pages.js';
+
+/** A built service: start() listens, stop() closes everything in order. */
+export interface App {
+  readonly config: Config;
+  readonly orm: MikroORM;
+  readonly yoga: YogaServerInstance<Record<string, unknown>, Context>;
+  readonly log: Logger;
+  readonly events: Events;
+  /** The admin token created on the first start of an empty database (null otherwise). */
+  readonly firstAdminToken: string | null;
+  start(): Promise<{ port: number; url: string }>;
+  stop(): Promise<void>;
+}
+
+/** The key that seals provider accounts: configured, or generated once next to the embedded database. */
+function loadSecretKey(config: Config, log: Logger): string {
+  if (config.secretKey) return config.secretKey;
+  const file = path.join(config.dataDir, 'secret.key');
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(config.dataDir, { recursive: true });
+    fs.writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
+  }
+  if (config.databaseUrl) {
+    log.warn({ file }, 'TAGSCHED_SECRET_KEY is not set: provider accounts are sealed with a key kept in the data directory; set the same key on every server process');
+  }
+  return fs.readFileSync(file, 'utf8').trim();
+}
+
+/** Opens the database (embedded when no URL), migrates, and builds the HTTP + WebSocket GraphQL service. */
+export async function buildApp(config: Config, options: { log?: Logger; events?: Events } = {}): Promise<App> {
+  const log = options.log ?? createLogger(config.logLevel);
+  let embedded: EmbeddedPg | null = null;
+  let target: DbTarget;
+  if (config.databaseUrl) {
+    target = { clientUrl: config.databaseUrl };
+  } else {
+    embedded = await startEmbeddedPg(config.dataDir);
+    target = embedded.target;
+    log.info({ dataDir: embedded.dataDir }, 'no DATABASE_URL: using the embedded PostgreSQL (PGlite); set DATABASE_URL to use a PostgreSQL server');
+  }
+  // PGlite serves one session: one pooled connection, or transactions on two connections deadlock.
+  const orm = await createOrm(target, {
+    pool: embedded ? { min: 0, max: 1 } : { min: 0, max: 10 },
+    logger: (message) => log.debug({ orm: true }, message),
+  });
+  const applied = await migrate(orm, config.databaseUrl);
+  if (applied.length) log.info({ migrations: applied }, 'database migrated');
+  const { firstToken } = await ensureAdminAccess(orm.em.fork(), config.adminToken);
+  if (firstToken) {
+    // Printed on stderr, outside the JSON log, exactly once: it is the only copy.
+    process.stderr.write(`\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`);
+  }
+  const secrets: SecretBox = createSecretBox(loadSecretKey(config, log));
+  const events = options.events ?? createLocalEvents();
+
+  async function makeContext(authorization: string | null | undefined): Promise<Context> {
+    const em = orm.em.fork();
+    let viewer;
+    try {
+      viewer = await resolveViewer(em, authorization);
+    } catch (err) {
+      if (err instanceof BadTokenError) {
+        throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+      }
+      throw err;
+    }
+    return { em, viewer, config, secrets, events, log, loaders: createLoaders(em) };
+  }
+
+  const yoga = createYoga<Record<string, unknown>, Context>({
+    schema,
+    graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
+    logging: {
+      debug: (...args) => log.debug({ args }, 'yoga'),
+      info: (...args) => log.info({ args }, 'yoga'),
+      warn: (...args) => log.warn({ args }, 'yoga'),
+      error: (...args) => log.error({ args }, 'yoga'),
+    },
+    context: ({ request }) => makeContext(request.headers.get('authorization')),
+  });
+
+  const httpServer: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = req.url ?? '/';
+    if (url === '/healthz') {
+      orm.em
+        .getConnection()
+        .execute('select 1')
+        .then(
+          () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}'),
+          () => res.writeHead(503, { 'content-type': 'application/json' }).end('{"status":"database unavailable"}'),
+        );
+      return;
+    }
+    if (url.startsWith('/-/status/')) {
+      handleStatusPage(orm.em.fork(), config, url, res).catch((err: unknown) => {
+        log.error({ err }, 'status page failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error');
+      });
+      return;
+    }
+    void yoga(req, res);
+  });
+
+  const wss = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
+  const wsServer = useServer<{ authorization?: string; Authorization?: string }>(
+    {
+      execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
+      subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => unknown }).subscribe(args) as never,
+      onConnect: async (ctx) => {
+        const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
+        try {
+          await resolveViewer(orm.em.fork(), typeof auth === 'string' ? auth : null);
+          return true;
+        } catch (err) {
+          if (err instanceof BadTokenError) return false;
+          throw err;
+        }
+      },
+      onSubscribe: async (ctx, _id, params) => {
+        const { schema: s, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
+        const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
+        const args = {
+          schema: s,
+          operationName: params.operationName,
+          document: parse(params.query),
+          variableValues: params.variables,
+          contextValue: await makeContext(typeof auth === 'string' ? auth : null),
+          rootValue: { execute, subscribe },
+        };
+        const errors = validate(args.schema, args.document);
+        return errors.length ? errors : args;
+      },
+    },
+    wss,
+  );
+
+  return {
+    config,
+    orm,
+    yoga,
+    log,
+    events,
+    firstAdminToken: firstToken,
+    async start() {
+      await new Promise<void>((resolve, reject) => {
+        httpServer.once('error', reject);
+        httpServer.listen(config.port, config.host, () => resolve());
+      });
+      const { port } = httpServer.address() as AddressInfo;
+      const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}/graphql`;
+      log.info({ port, url }, 'tagsched is listening');
+      return { port, url };
+    },
+    async stop() {
+      await wsServer.dispose();
+      const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+      httpServer.closeAllConnections();
+      await closed;
+      await orm.close(true);
+      await embedded?.stop();
+    },
+  };
+}

@@ -1,0 +1,74 @@
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import type { TagEntry, TagRefusal } from '../tags/types.js';
+import { UserSchema } from './user.js';
+import { WorkerSchema } from './worker.js';
+import { WorkspaceSchema } from './workspace.js';
+
+/** The life of a work request: BLOCKED until its dependencies completed, then PENDING, ASSIGNED, RUNNING, and an end. */
+export const WORK_REQUEST_STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'ABORTED'] as const;
+export type WorkRequestStatus = (typeof WORK_REQUEST_STATUSES)[number];
+
+/** How a completed work request ended. */
+export const WORK_REQUEST_RESULTS = ['SUCCESS', 'FAILURE', 'ERROR', 'SKIPPED'] as const;
+export type WorkRequestResult = (typeof WORK_REQUEST_RESULTS)[number];
+
+/**
+ * One task to run. The user's own tags are kept as given until the request becomes PENDING; then
+ * the two task tag sets are computed once and frozen (entries for people, `text[]` for matching).
+ */
+export const WorkRequestSchema = defineEntity({
+  name: 'WorkRequest',
+  tableName: 'work_request',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    workspace: () => p.manyToOne(WorkspaceSchema),
+    createdBy: () => p.manyToOne(UserSchema),
+    taskType: p.string().length(20),
+    taskName: p.string().length(100),
+    taskData: p.json<Record<string, unknown>>(),
+    status: p.enum([...WORK_REQUEST_STATUSES]).default('BLOCKED'),
+    result: p.enum([...WORK_REQUEST_RESULTS]).nullable(),
+    /** Why the request failed, was aborted, or went back to the queue; null when nothing went wrong. */
+    statusReason: p.text().nullable(),
+    priorityBase: p.integer().default(0),
+    priorityAdjustment: p.integer().default(0),
+    worker: () => p.manyToOne(WorkerSchema).nullable(),
+    dependencies: () =>
+      p.manyToMany(WorkRequestSchema).pivotTable('work_request_dependency').owner().joinColumn('work_request_id').inverseJoinColumn('depends_on_id'),
+    userProvidedTags: p.array().columnType('text[]').default([]),
+    userRequiredTags: p.array().columnType('text[]').default([]),
+    providedTags: p.array().columnType('text[]').default([]),
+    requiredTags: p.array().columnType('text[]').default([]),
+    providedEntries: p.json<TagEntry[]>().default('[]'),
+    requiredEntries: p.json<TagEntry[]>().default('[]'),
+    /** Rule tags refused for their provenance when the sets were computed. */
+    droppedTags: p.json<TagRefusal[]>().default('[]'),
+    retryCount: p.integer().default(0),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    pendingAt: p.datetime().nullable(),
+    assignedAt: p.datetime().nullable(),
+    startedAt: p.datetime().nullable(),
+    completedAt: p.datetime().nullable(),
+  },
+  indexes: [
+    { properties: 'workspace' },
+    { properties: 'worker' },
+    { properties: 'status' },
+    // Tag filters of `workRequests(filter: {requiresTag, providesTag})`. fastupdate is off because the GIN
+    // pending list made containment queries ten times slower after bulk inserts.
+    {
+      name: 'work_request_provided_tags_gin',
+      expression: `create index "work_request_provided_tags_gin" on "work_request" using gin ("provided_tags") with (fastupdate = off)`,
+    },
+    {
+      name: 'work_request_required_tags_gin',
+      expression: `create index "work_request_required_tags_gin" on "work_request" using gin ("required_tags") with (fastupdate = off)`,
+    },
+    // The queue order of DESIGN §6, over pending work only.
+    {
+      name: 'work_request_pending_order',
+      expression: `create index "work_request_pending_order" on "work_request" (("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING'`,
+    },
+  ],
+});
+export type WorkRequest = InferEntity<typeof WorkRequestSchema>;

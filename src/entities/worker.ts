@@ -1,0 +1,41 @@
+import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import type { TagEntry, TagRefusal } from '../tags/types.js';
+import type { WorkerMetadata } from '../tags/worker-tags.js';
+import { WorkerPoolSchema } from './worker-pool.js';
+
+/** What a worker runs: it must match the `worker:type:*` a task requires. */
+export const WORKER_TYPES = ['worker', 'server', 'signing', 'not-assignable'] as const;
+export type WorkerType = (typeof WORKER_TYPES)[number];
+
+/**
+ * A machine that runs work requests. The computed tag sets are stored twice on purpose: as
+ * entries with provenance (for people) and as plain `text[]` (for the bulk matcher's indexes).
+ */
+export const WorkerSchema = defineEntity({
+  name: 'Worker',
+  tableName: 'worker',
+  properties: {
+    id: p.integer().primary().autoincrement(),
+    name: p.string().length(150).unique(),
+    type: p.enum([...WORKER_TYPES]).default('worker'),
+    pool: () => p.manyToOne(WorkerPoolSchema).nullable(),
+    staticMetadata: p.json<WorkerMetadata>().default('{}'),
+    dynamicMetadata: p.json<WorkerMetadata>().default('{}'),
+    concurrency: p.integer().default(1),
+    enabled: p.boolean().default(true),
+    draining: p.boolean().default(false),
+    connectedAt: p.datetime().nullable(),
+    lastSeenAt: p.datetime().nullable(),
+    registeredAt: p.datetime().onCreate(() => new Date()),
+    instanceCreatedAt: p.datetime().nullable(),
+    /** Set when a dynamic worker's instance is gone: it is inactive, kept for history. */
+    terminatedAt: p.datetime().nullable(),
+    providedTags: p.array().columnType('text[]').default([]),
+    requiredTags: p.array().columnType('text[]').default([]),
+    providedEntries: p.json<TagEntry[]>().default('[]'),
+    requiredEntries: p.json<TagEntry[]>().default('[]'),
+    rejectedTags: p.json<TagRefusal[]>().default('[]'),
+  },
+  indexes: [{ properties: 'pool' }],
+});
+export type Worker = InferEntity<typeof WorkerSchema>;

@@ -1,0 +1,21 @@
+import { printSchema, lexicographicSortSchema } from 'graphql';
+import { builder } from './builder.js';
+import './schema/scalars.js';
+import './schema/errors.js';
+import './schema/tag-entry.js';
+import './schema/worker-pool.js';
+import './schema/worker.js';
+import './schema/workspace.js';
+import './schema/environment.js';
+import './schema/work-request.js';
+
+builder.queryType({});
+builder.mutationType({});
+
+/** The executable GraphQL schema. */
+export const schema = builder.toSchema();
+
+/** The SDL committed as schema.graphql (sorted, so the diff of a change shows only the change). */
+export function printedSchema(): string {
+  return printSchema(lexicographicSortSchema(schema));
+}

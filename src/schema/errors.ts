@@ -1,0 +1,49 @@
+import { builder } from '../builder.js';
+import {
+  AlreadyExistsError,
+  AppError,
+  ERROR_CODES,
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../errors.js';
+
+const ErrorCode = builder.enumType('ErrorCode', { values: Object.values(ERROR_CODES) });
+
+/** The interface every typed error implements. */
+export const ErrorInterface = builder.interfaceRef<AppError>('Error').implement({
+  description: 'A failure the client can fix; `code` is stable, `message` says what to change',
+  fields: (t) => ({
+    code: t.field({ type: ErrorCode, resolve: (e) => e.code }),
+    message: t.exposeString('message'),
+  }),
+});
+
+builder.objectType(InputError, {
+  name: 'InputError',
+  interfaces: [ErrorInterface],
+  isTypeOf: (e) => e instanceof InputError,
+  fields: (t) => ({
+    path: t.exposeString('path', { nullable: true, description: 'The input field at fault, e.g. input.providedTags[2]' }),
+    tag: t.exposeString('tag', { nullable: true, description: 'The tag at fault, when there is one' }),
+  }),
+});
+builder.objectType(NotFoundError, {
+  name: 'NotFoundError',
+  interfaces: [ErrorInterface],
+  isTypeOf: (e) => e instanceof NotFoundError,
+  fields: (t) => ({ path: t.exposeString('path', { nullable: true }) }),
+});
+for (const [cls, name] of [
+  [AlreadyExistsError, 'AlreadyExistsError'],
+  [ForbiddenError, 'ForbiddenError'],
+  [UnauthenticatedError, 'UnauthenticatedError'],
+  [InvalidStateError, 'InvalidStateError'],
+] as const) {
+  builder.objectType(cls, { name, interfaces: [ErrorInterface], isTypeOf: (e) => e instanceof cls, fields: () => ({}) });
+}
+
+/** The errors every mutation may return. */
+export const COMMON_ERRORS = [InputError, NotFoundError, AlreadyExistsError, ForbiddenError, UnauthenticatedError, InvalidStateError];

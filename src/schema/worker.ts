@@ -1,0 +1,213 @@
+import type { FilterQuery } from '@mikro-orm/core';
+import { builder } from '../builder.js';
+import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
+import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';
+import { COMMON_ERRORS } from './errors.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
+import { WorkerPoolRef } from './worker-pool.js';
+
+/** What a worker is doing, as the status page shows it. */
+export const WORKER_STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'DISABLED', 'INACTIVE'] as const;
+export type WorkerStatus = (typeof WORKER_STATUSES)[number];
+
+const WorkerStatusEnum = builder.enumType('WorkerStatus', { values: WORKER_STATUSES });
+const WorkerTypeEnum = builder.enumType('WorkerType', {
+  values: Object.fromEntries(WORKER_TYPES.map((v) => [v.toUpperCase().replace('-', '_'), { value: v }])) as Record<string, { value: (typeof WORKER_TYPES)[number] }>,
+});
+
+/** Whether a worker counts as connected: a live connection and metadata reported recently enough. */
+export function isConnected(worker: Worker, now: Date, freshMs: number): boolean {
+  return worker.connectedAt != null && worker.lastSeenAt != null && now.getTime() - worker.lastSeenAt.getTime() <= freshMs;
+}
+
+/** The status of a worker given how many work requests it holds (ASSIGNED or RUNNING). */
+export function workerStatus(worker: Worker, activeWork: number, now: Date, freshMs: number): WorkerStatus {
+  if (worker.terminatedAt) return 'INACTIVE';
+  if (!worker.enabled) return 'DISABLED';
+  if (!isConnected(worker, now, freshMs)) return 'DISCONNECTED';
+  if (worker.draining) return 'DRAINING';
+  return activeWork > 0 ? 'BUSY' : 'IDLE';
+}
+
+/** A worker. */
+export const WorkerRef = builder.loadableObjectRef<Worker, number>('Worker', {
+  load: async (ids, ctx) => {
+    const workers = await ctx.em.find(WorkerSchema, { id: { $in: [...ids] } });
+    return ids.map((id) => workers.find((w) => w.id === id) ?? new Error(`no worker ${id}`));
+  },
+});
+
+WorkerRef.implement({
+  fields: (t) => ({
+    name: t.exposeString('name'),
+    type: t.field({ type: WorkerTypeEnum, resolve: (w) => w.type }),
+    pool: t.field({ type: WorkerPoolRef, nullable: true, resolve: (w) => w.pool?.id ?? null }),
+    status: t.field({
+      type: WorkerStatusEnum,
+      resolve: async (w, _args, ctx) => workerStatus(w, await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
+    }),
+    activeWorkCount: t.int({
+      description: 'Work requests assigned to or running on this worker',
+      resolve: (w, _args, ctx) => ctx.loaders.activeWorkCount.load(w.id),
+    }),
+    concurrency: t.exposeInt('concurrency'),
+    enabled: t.exposeBoolean('enabled'),
+    draining: t.exposeBoolean('draining'),
+    providedTags: t.field({ type: [TagEntryRef], resolve: (w) => w.providedEntries }),
+    requiredTags: t.field({ type: [TagEntryRef], resolve: (w) => w.requiredEntries }),
+    rejectedTags: t.field({ type: [TagRefusalRef], description: 'Tags the worker or its admin tried to add and may not', resolve: (w) => w.rejectedTags }),
+    staticMetadata: t.field({ type: 'JSON', resolve: (w) => w.staticMetadata }),
+    dynamicMetadata: t.field({ type: 'JSON', resolve: (w) => w.dynamicMetadata }),
+    connectedAt: t.expose('connectedAt', { type: 'DateTime', nullable: true }),
+    lastSeenAt: t.expose('lastSeenAt', { type: 'DateTime', nullable: true }),
+    registeredAt: t.expose('registeredAt', { type: 'DateTime' }),
+    instanceCreatedAt: t.expose('instanceCreatedAt', { type: 'DateTime', nullable: true }),
+    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true }),
+  }),
+});
+
+const WorkerFilter = builder.inputType('WorkerFilter', {
+  fields: (t) => ({
+    pool: t.string(),
+    type: t.field({ type: WorkerTypeEnum }),
+    providesTag: t.string({ description: 'Only workers providing this exact tag' }),
+    requiresTag: t.string({ description: 'Only workers requiring this exact tag' }),
+    includeInactive: t.boolean({ description: 'Also list terminated dynamic workers (hidden by default)', defaultValue: false }),
+  }),
+});
+
+const TaskVersionInput = builder.inputType('TaskVersionInput', {
+  fields: (t) => ({ type: t.string({ required: true }), name: t.string({ required: true }), version: t.int({ required: true }) }),
+});
+
+const WorkerMetadataInput = builder.inputType('WorkerMetadataInput', {
+  description: 'System facts and tags; the server derives tags from the facts (DESIGN §3)',
+  fields: (t) => ({
+    architectures: t.stringList({ description: 'Debian architectures the machine runs natively (dpkg --print-architecture, arch-test)' }),
+    cpuCount: t.int(),
+    totalPhysicalMemory: t.float({ description: 'Bytes' }),
+    diskFree: t.float({ description: 'Bytes free in the work directory' }),
+    executors: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu' }),
+    tools: t.stringList({ description: 'sbuild, autopkgtest, mmdebstrap, debsign, sbsign, …' }),
+    tasks: t.field({ type: [TaskVersionInput], description: 'Tasks and versions the worker can run' }),
+    providedTags: t.stringList(),
+    requiredTags: t.stringList({ description: 'Honoured in static (admin) metadata only' }),
+  }),
+});
+
+const WorkerTokenPayload = builder.objectRef<{ worker: Worker; token: string }>('WorkerTokenPayload').implement({
+  fields: (t) => ({
+    worker: t.field({ type: WorkerRef, resolve: (p) => p.worker }),
+    token: t.exposeString('token', { description: 'The worker token, shown once' }),
+  }),
+});
+
+const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'WorkerConnection' });
+
+builder.queryFields((t) => ({
+  workers: t.field({
+    type: WorkerConnection,
+    args: {
+      filter: t.arg({ type: WorkerFilter }),
+      first: t.arg.int(),
+      after: t.arg.string(),
+    },
+    description: 'Workers by name; terminated dynamic workers are hidden unless filter.includeInactive',
+    resolve: async (_root, args, ctx) => {
+      const size = pageSize(args);
+      const after = decodeCursor(args.after, (v): v is string => typeof v === 'string');
+      const f = args.filter;
+      const where: FilterQuery<Worker> = {};
+      if (!f?.includeInactive) where.terminatedAt = null;
+      if (f?.pool) where.pool = { name: f.pool };
+      if (f?.type) where.type = f.type;
+      if (f?.providesTag) where.providedTags = { $contains: [f.providesTag] };
+      if (f?.requiresTag) where.requiredTags = { $contains: [f.requiresTag] };
+      if (after !== null) where.name = { $gt: after };
+      const rows = await ctx.em.find(WorkerSchema, where, { orderBy: { name: 'asc' }, limit: size + 1 });
+      return toConnection(rows, size, (w) => encodeCursor(w.name), after !== null);
+    },
+  }),
+  worker: t.field({
+    type: WorkerRef,
+    nullable: true,
+    args: { name: t.arg.string({ required: true }) },
+    resolve: (_root, { name }, ctx) => ctx.em.findOne(WorkerSchema, { name }),
+  }),
+}));
+
+const switchField = (change: keyof typeof WORKER_SWITCHES, description: string) =>
+  builder.mutationField(`${change}Worker`, (t) =>
+    t.field({
+      type: WorkerRef,
+      description,
+      errors: { types: COMMON_ERRORS },
+      args: { name: t.arg.string({ required: true }) },
+      resolve: (_root, { name }, ctx) => switchWorker(ctx.em, ctx.viewer, ctx.events, name, change),
+    }),
+  );
+switchField('drain', 'Admin: the worker finishes what it runs and receives nothing new');
+switchField('undrain', 'Admin: the worker receives work again');
+switchField('enable', 'Admin: the worker may receive work');
+switchField('disable', 'Admin: the worker receives nothing (what it runs is not stopped)');
+
+builder.mutationFields((t) => ({
+  registerWorker: t.field({
+    type: WorkerTokenPayload,
+    description: 'Admin: registers a worker and returns its token (shown once)',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RegisterWorkerInput', {
+          fields: (f) => ({
+            name: f.string({ required: true }),
+            type: f.field({ type: WorkerTypeEnum }),
+            concurrency: f.int(),
+            pool: f.string(),
+            staticMetadata: f.field({ type: WorkerMetadataInput }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_root, { input }, ctx) => registerWorker(ctx.em, ctx.viewer, ctx.config, input),
+  }),
+  activateWorker: t.field({
+    type: WorkerTokenPayload,
+    description: 'With a pool activation token: creates this instance as a worker of the pool and returns its worker token',
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: builder.inputType('ActivateWorkerInput', { fields: (f) => ({ name: f.string() }) }), required: true }) },
+    resolve: (_root, { input }, ctx) => activateWorker(ctx.em, ctx.viewer, ctx.config, input),
+  }),
+  reportWorkerMetadata: t.field({
+    type: WorkerRef,
+    description: 'Worker token: reports dynamic metadata; the worker tags are recomputed (refused tags are recorded, never fatal)',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('ReportWorkerMetadataInput', { fields: (f) => ({ metadata: f.field({ type: WorkerMetadataInput, required: true }) }) }),
+        required: true,
+      }),
+    },
+    resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
+  }),
+  setWorkerStaticMetadata: t.field({
+    type: WorkerRef,
+    description: 'Admin: replaces the static metadata of a worker (admin provenance) and recomputes its tags',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('SetWorkerStaticMetadataInput', {
+          fields: (f) => ({
+            name: f.string({ required: true }),
+            metadata: f.field({ type: WorkerMetadataInput, required: true }),
+            concurrency: f.int(),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_root, { input }, ctx) => setWorkerStaticMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
+  }),
+}));

@@ -1,0 +1,203 @@
+import { builder } from '../builder.js';
+import { GroupSchema, type Group } from '../entities/group.js';
+import { TaskRuleSchema, type TaskRule } from '../entities/task-rule.js';
+import { UserSchema, type User } from '../entities/user.js';
+import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
+import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
+import { isAdmin } from '../services/auth.js';
+import { addGroupMembers, createGroup, createUser, createWorkspace, roleIn, setWorkspaceMember, updateWorkspace, visibleWorkspaceIds } from '../services/directory.js';
+import { createTaskRule } from '../services/task-rules.js';
+import { COMMON_ERRORS } from './errors.js';
+
+const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
+  values: Object.fromEntries(WORKSPACE_ROLES.map((r) => [r.toUpperCase(), { value: r }])) as Record<string, { value: (typeof WORKSPACE_ROLES)[number] }>,
+});
+
+/** A user, as others see it (a name; never its tokens). */
+export const UserRef = builder.loadableObjectRef<User, number>('User', {
+  load: async (ids, ctx) => {
+    const users = await ctx.em.find(UserSchema, { id: { $in: [...ids] } });
+    return ids.map((id) => users.find((u) => u.id === id) ?? new Error(`no user ${id}`));
+  },
+});
+UserRef.implement({
+  fields: (t) => ({
+    username: t.exposeString('username'),
+    isAdmin: t.exposeBoolean('isAdmin'),
+  }),
+});
+
+/** A workspace, written `scope/name`. */
+export const WorkspaceRef = builder.loadableObjectRef<Workspace, number>('Workspace', {
+  load: async (ids, ctx) => {
+    const list = await ctx.em.find(WorkspaceSchema, { id: { $in: [...ids] } }, { populate: ['scope'] });
+    return ids.map((id) => list.find((w) => w.id === id) ?? new Error(`no workspace ${id}`));
+  },
+});
+
+const MemberRef = builder.objectRef<{ user: User; role: (typeof WORKSPACE_ROLES)[number] }>('WorkspaceMember').implement({
+  fields: (t) => ({
+    user: t.field({ type: UserRef, resolve: (m) => m.user }),
+    role: t.field({ type: WorkspaceRoleEnum, resolve: (m) => m.role }),
+  }),
+});
+
+/** A task rule of a workspace or of the site. */
+export const TaskRuleRef = builder.objectRef<TaskRule>('TaskRule').implement({
+  fields: (t) => ({
+    name: t.exposeString('name'),
+    workspace: t.field({ type: WorkspaceRef, nullable: true, description: 'Null for a site rule', resolve: (r) => r.workspace?.id ?? null }),
+    taskName: t.exposeString('taskName', { nullable: true }),
+    expression: t.exposeString('expression', { nullable: true }),
+    providedTags: t.exposeStringList('providedTags'),
+    requiredTags: t.exposeStringList('requiredTags'),
+  }),
+});
+
+WorkspaceRef.implement({
+  fields: (t) => ({
+    name: t.string({ description: 'scope/name', resolve: (w) => `${w.scope.name}/${w.name}` }),
+    scope: t.string({ resolve: (w) => w.scope.name }),
+    isPublic: t.exposeBoolean('isPublic'),
+    providableTagPrefixes: t.exposeStringList('providableTagPrefixes', { description: 'Task-provided tag prefixes members may set' }),
+    viewerRole: t.field({ type: WorkspaceRoleEnum, nullable: true, resolve: (w, _a, ctx) => roleIn(ctx.em, ctx.viewer, w) }),
+    members: t.field({
+      type: [MemberRef],
+      description: 'Visible to admins and the workspace members',
+      resolve: async (w, _a, ctx) => {
+        if (!isAdmin(ctx.viewer) && (await roleIn(ctx.em, ctx.viewer, w)) === null) return [];
+        const members = await ctx.em.find(WorkspaceMemberSchema, { workspace: w }, { populate: ['user'], orderBy: { user: { username: 'asc' } } });
+        return members.map((m) => ({ user: m.user, role: m.role }));
+      },
+    }),
+    rules: t.field({
+      type: [TaskRuleRef],
+      resolve: (w, _a, ctx) => ctx.em.find(TaskRuleSchema, { workspace: w }, { orderBy: { name: 'asc' } }),
+    }),
+  }),
+});
+
+const GroupRef = builder.objectRef<Group>('Group').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    scope: t.string({ resolve: (g) => g.scope.name }),
+    workspace: t.field({ type: WorkspaceRef, nullable: true, resolve: (g) => g.workspace?.id ?? null }),
+    members: t.field({ type: [UserRef], resolve: async (g) => (await g.members.loadItems()).slice().sort((a, b) => a.username.localeCompare(b.username)) }),
+  }),
+});
+
+const UserTokenPayload = builder.objectRef<{ user: User; token: string }>('UserTokenPayload').implement({
+  fields: (t) => ({
+    user: t.field({ type: UserRef, resolve: (p) => p.user }),
+    token: t.exposeString('token', { description: 'Shown once' }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  workspaces: t.field({
+    type: [WorkspaceRef],
+    description: 'Public workspaces, and private ones the viewer belongs to',
+    resolve: async (_r, _a, ctx) => {
+      const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
+      return ctx.em.find(WorkspaceSchema, visible === 'all' ? {} : { id: { $in: visible } }, { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' } });
+    },
+  }),
+  siteRules: t.field({ type: [TaskRuleRef], resolve: (_r, _a, ctx) => ctx.em.find(TaskRuleSchema, { workspace: null }, { orderBy: { name: 'asc' } }) }),
+  groups: t.field({
+    type: [GroupRef],
+    args: { scope: t.arg.string({ required: true }) },
+    resolve: (_r, { scope }, ctx) => ctx.em.find(GroupSchema, { scope: { name: scope } }, { populate: ['scope'], orderBy: { name: 'asc' } }),
+  }),
+  me: t.field({
+    type: UserRef,
+    nullable: true,
+    description: 'The user of the bearer token, if it is a user token',
+    resolve: (_r, _a, ctx) => (ctx.viewer.kind === 'user' ? ctx.viewer.user : null),
+  }),
+}));
+
+const WorkspaceInput = builder.inputType('WorkspaceInput', {
+  fields: (t) => ({
+    name: t.string({ required: true, description: 'scope/name' }),
+    isPublic: t.boolean(),
+    providableTagPrefixes: t.stringList(),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  createUser: t.field({
+    type: UserTokenPayload,
+    description: 'Admin: creates a user and returns its token (shown once)',
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: builder.inputType('CreateUserInput', { fields: (f) => ({ username: f.string({ required: true }), isAdmin: f.boolean() }) }), required: true }) },
+    resolve: (_r, { input }, ctx) => createUser(ctx.em, ctx.viewer, input),
+  }),
+  createWorkspace: t.field({
+    type: WorkspaceRef,
+    description: 'Admin: creates a workspace (and its scope when new)',
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: WorkspaceInput, required: true }) },
+    resolve: (_r, { input }, ctx) => createWorkspace(ctx.em, ctx.viewer, input),
+  }),
+  updateWorkspace: t.field({
+    type: WorkspaceRef,
+    description: 'Admins and owners: visibility and the tag prefixes members may provide',
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: WorkspaceInput, required: true }) },
+    resolve: (_r, { input }, ctx) => updateWorkspace(ctx.em, ctx.viewer, input),
+  }),
+  setWorkspaceMember: t.field({
+    type: WorkspaceRef,
+    description: 'Admins and owners: adds a member or changes its role',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('SetWorkspaceMemberInput', {
+          fields: (f) => ({ workspace: f.string({ required: true }), username: f.string({ required: true }), role: f.field({ type: WorkspaceRoleEnum }) }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => setWorkspaceMember(ctx.em, ctx.viewer, input),
+  }),
+  createGroup: t.field({
+    type: GroupRef,
+    description: 'Admin: a group in a scope, optionally tied to a workspace; its members get task:group:* tags',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('CreateGroupInput', { fields: (f) => ({ scope: f.string({ required: true }), name: f.string({ required: true }), workspace: f.string() }) }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => createGroup(ctx.em, ctx.viewer, input),
+  }),
+  addGroupMembers: t.field({
+    type: GroupRef,
+    errors: { types: COMMON_ERRORS },
+    args: { group: t.arg.id({ required: true }), usernames: t.arg.stringList({ required: true }) },
+    resolve: (_r, args, ctx) => addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(args.group), usernames: args.usernames }),
+  }),
+  createTaskRule: t.field({
+    type: TaskRuleRef,
+    description: 'A workspace rule (admins and owners) or, without workspace, a site rule (admins)',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('CreateTaskRuleInput', {
+          fields: (f) => ({
+            workspace: f.string(),
+            name: f.string({ required: true }),
+            taskName: f.string(),
+            expression: f.string({ description: 'e.g. "task:source-package:linux or task:source-package:libreoffice"' }),
+            providedTags: f.stringList(),
+            requiredTags: f.stringList(),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => createTaskRule(ctx.em, ctx.viewer, ctx.config, input),
+  }),
+}));

@@ -1,0 +1,73 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { TokenSchema } from '../entities/token.js';
+import type { User } from '../entities/user.js';
+import type { WorkerPool } from '../entities/worker-pool.js';
+import type { Worker } from '../entities/worker.js';
+import { ForbiddenError, UnauthenticatedError } from '../errors.js';
+import { hashToken } from './tokens.js';
+
+/** Who is asking: resolved once per operation from the bearer token. */
+export type Viewer =
+  | { readonly kind: 'anonymous' }
+  | { readonly kind: 'user'; readonly user: User; readonly isAdmin: boolean }
+  | { readonly kind: 'worker'; readonly worker: Worker }
+  | { readonly kind: 'activation'; readonly pool: WorkerPool; readonly tokenId: number };
+
+/** Why a presented token was refused; the service answers 401 with this text and nothing else. */
+export class BadTokenError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BadTokenError';
+  }
+}
+
+/** Reads `Bearer <token>` (or a bare token) and returns the viewer; throws BadTokenError for an unknown or disabled token. */
+export async function resolveViewer(em: EntityManager, presented: string | null | undefined): Promise<Viewer> {
+  if (!presented) return { kind: 'anonymous' };
+  const value = presented.replace(/^Bearer\s+/i, '').trim();
+  if (!value) return { kind: 'anonymous' };
+  const token = await em.findOne(TokenSchema, { hash: hashToken(value) }, { populate: ['user', 'worker', 'pool'] });
+  if (!token) throw new BadTokenError('the bearer token is not valid');
+  if (!token.enabled) throw new BadTokenError('the bearer token is disabled');
+  switch (token.kind) {
+    case 'admin':
+    case 'user':
+      if (!token.user) throw new BadTokenError('the bearer token has no user');
+      return { kind: 'user', user: token.user, isAdmin: token.kind === 'admin' || token.user.isAdmin };
+    case 'worker':
+      if (!token.worker) throw new BadTokenError('the bearer token has no worker');
+      if (token.worker.terminatedAt) throw new BadTokenError('the worker of this token is terminated');
+      return { kind: 'worker', worker: token.worker };
+    case 'activation':
+      if (!token.pool || token.usedAt) throw new BadTokenError('the activation token was already used');
+      return { kind: 'activation', pool: token.pool, tokenId: token.id };
+    default:
+      throw new BadTokenError('the bearer token is of an unknown kind');
+  }
+}
+
+/** The acting user, or a typed error for workers and anonymous callers. */
+export function requireUser(viewer: Viewer): { user: User; isAdmin: boolean } {
+  if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
+  if (viewer.kind !== 'user') throw new ForbiddenError('this operation is for users, not worker tokens');
+  return viewer;
+}
+
+/** The acting admin, or a typed error. */
+export function requireAdmin(viewer: Viewer): User {
+  const { user, isAdmin } = requireUser(viewer);
+  if (!isAdmin) throw new ForbiddenError('only admins may do this');
+  return user;
+}
+
+/** The acting worker, or a typed error. */
+export function requireWorker(viewer: Viewer): Worker {
+  if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
+  if (viewer.kind !== 'worker') throw new ForbiddenError('this operation needs a worker token');
+  return viewer.worker;
+}
+
+/** True when the viewer is an admin user. */
+export function isAdmin(viewer: Viewer): boolean {
+  return viewer.kind === 'user' && viewer.isAdmin;
+}

@@ -1,0 +1,52 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { TaskRuleSchema, type TaskRule } from '../entities/task-rule.js';
+import { ERROR_CODES, ForbiddenError, InputError } from '../errors.js';
+import { parseExpression } from '../tags/expression.js';
+import type { Config } from '../config.js';
+import { isAdmin, requireUser, type Viewer } from './auth.js';
+import { findWorkspace, roleIn } from './directory.js';
+import { checkTags, nameSchema, parseInput } from './validate.js';
+
+/** Input of a workspace or site task rule. */
+export interface TaskRuleInput {
+  workspace?: string | null;
+  name: string;
+  taskName?: string | null;
+  expression?: string | null;
+  providedTags?: string[] | null;
+  requiredTags?: string[] | null;
+}
+
+/**
+ * Creates a task rule: with a workspace it is that workspace's rule (admins and owners), without one a
+ * site rule (admins). The expression and tags are checked now, so that a rule never breaks analysis later.
+ */
+export async function createTaskRule(em: EntityManager, viewer: Viewer, config: Config, input: TaskRuleInput): Promise<TaskRule> {
+  requireUser(viewer);
+  const workspace = input.workspace ? await findWorkspace(em, viewer, input.workspace, 'input.workspace') : null;
+  if (workspace ? !isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner' : !isAdmin(viewer)) {
+    throw new ForbiddenError(workspace ? 'only admins and workspace owners may add workspace rules' : 'only admins may add site rules');
+  }
+  const name = parseInput(nameSchema, input.name, 'input.name');
+  if (input.taskName != null) parseInput(nameSchema, input.taskName, 'input.taskName');
+  const expression = input.expression?.trim() || null;
+  if (expression) {
+    const parsed = parseExpression(expression);
+    if (!parsed.ok) {
+      throw new InputError(ERROR_CODES.INVALID_RULE, `input.expression: ${parsed.error.message}`, 'input.expression');
+    }
+  }
+  const providedTags = input.providedTags ?? [];
+  const requiredTags = input.requiredTags ?? [];
+  checkTags(providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet);
+  checkTags(requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet);
+  if (!providedTags.length && !requiredTags.length) {
+    throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
+  }
+  if (await em.count(TaskRuleSchema, { workspace, name })) {
+    throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
+  }
+  const rule = em.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
+  await em.flush();
+  return rule;
+}

@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { validateTagList } from '../tags/syntax.js';
+import type { TagSide } from '../tags/types.js';
+import { ERROR_CODES, InputError } from '../errors.js';
+
+/** Names of scopes, workspaces, groups, pools, workers and rules: no spaces, no slashes. */
+export const nameSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(100, 'must be at most 100 characters')
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, 'may contain only letters, digits and . _ + - (and start with a letter or digit)');
+
+/** Parses input with a zod schema; the first problem becomes an INVALID_INPUT error naming its path. */
+export function parseInput<T>(schema: z.ZodType<T>, value: unknown, path: string): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const where = [path, ...issue.path.map(String)].join('.');
+  throw new InputError(ERROR_CODES.INVALID_INPUT, `${where}: ${issue.message}`, where);
+}
+
+/** Checks a list of tags from a client: their number and their syntax. Nothing about provenance. */
+export function checkTags(tags: readonly string[], side: TagSide, path: string, maxTags: number): void {
+  if (tags.length > maxTags) {
+    throw new InputError(ERROR_CODES.TOO_MANY_TAGS, `${path}: at most ${maxTags} tags are accepted, got ${tags.length}`, path);
+  }
+  const [first] = validateTagList(tags, side);
+  if (first) {
+    const index = tags.indexOf(first.tag);
+    throw new InputError(ERROR_CODES.INVALID_TAG, first.message, `${path}[${index}]`, first.tag);
+  }
+}
+
+/** Splits `scope/name` (the way workspaces are written in inputs). */
+export function splitWorkspaceName(full: string, path: string): { scope: string; name: string } {
+  const parts = full.split('/');
+  if (parts.length !== 2 || !parts[0] || !parts[1]) {
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: a workspace is written "scope/name", got "${full}"`, path);
+  }
+  return { scope: parts[0], name: parts[1] };
+}

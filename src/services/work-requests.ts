@@ -1,0 +1,272 @@
+import { LockMode } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import type { Config } from '../config.js';
+import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
+import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
+import type { Events } from '../events.js';
+import { validateTaskInput, type AnalysisError } from '../tasks/analyze.js';
+import { isAdmin, requireUser, type Viewer } from './auth.js';
+import { findWorkspace, roleIn, visibleWorkspaceIds } from './directory.js';
+import { analyzeRequest } from './task-analysis.js';
+import { checkTags, parseInput } from './validate.js';
+
+/** Input of createWorkRequest. */
+export interface CreateWorkRequestInput {
+  workspace: string;
+  taskType: string;
+  taskName: string;
+  taskData?: unknown;
+  providedTags?: string[] | null;
+  requiredTags?: string[] | null;
+  priorityBase?: number | null;
+  priorityAdjustment?: number | null;
+  dependsOn?: (string | number)[] | null;
+}
+
+/** The services a work-request operation needs. */
+export interface WorkRequestDeps {
+  em: EntityManager;
+  viewer: Viewer;
+  config: Config;
+  events: Events;
+}
+
+const TERMINAL = ['COMPLETED', 'ABORTED'] as const;
+
+function analysisErrorToInput(e: AnalysisError): InputError {
+  const code = ERROR_CODES[e.code];
+  const path = e.path ? `input.${e.path}` : 'input';
+  return new InputError(code, e.message, path, e.tag ?? null);
+}
+
+function parseId(raw: string | number, path: string): number {
+  const id = typeof raw === 'number' ? raw : Number(raw);
+  if (!Number.isSafeInteger(id) || id <= 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a work request id`, path);
+  return id;
+}
+
+/** Finds a work request the viewer may see (others look like missing ones). */
+export async function findVisibleWorkRequest(em: EntityManager, viewer: Viewer, rawId: string | number, path = 'id'): Promise<WorkRequest> {
+  const id = parseId(rawId, path);
+  const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope'] });
+  if (!wr || !(await canSeeWorkRequest(em, viewer, wr))) throw new NotFoundError(`${path}: no work request ${rawId}`, path);
+  return wr;
+}
+
+/** Workers see only their own assignments; users the work of public workspaces and of their own. */
+export async function canSeeWorkRequest(em: EntityManager, viewer: Viewer, wr: WorkRequest): Promise<boolean> {
+  if (viewer.kind === 'worker') return wr.worker?.id === viewer.worker.id;
+  if (viewer.kind === 'activation') return false;
+  const visible = await visibleWorkspaceIds(em, viewer);
+  return visible === 'all' || visible.includes(wr.workspace.id);
+}
+
+/**
+ * Creates a work request. Everything is checked before anything is written: the task and its data,
+ * the tags and who may add them, the environment, the dependencies, the workspace and the viewer's
+ * right to submit there. With all dependencies completed it becomes PENDING at once, its tag sets
+ * computed and frozen; otherwise it waits BLOCKED.
+ */
+export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWorkRequestInput): Promise<WorkRequest> {
+  const { em, viewer, config } = deps;
+  const { user } = requireUser(viewer);
+  const dataSize = Buffer.byteLength(JSON.stringify(input.taskData ?? null), 'utf8');
+  if (dataSize > config.maxTaskDataBytes) {
+    throw new InputError(ERROR_CODES.TASK_DATA_TOO_LARGE, `input.taskData: ${dataSize} bytes of JSON is over the limit of ${config.maxTaskDataBytes}`, 'input.taskData');
+  }
+  const providedTags = input.providedTags ?? [];
+  const requiredTags = input.requiredTags ?? [];
+  checkTags(providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet);
+  checkTags(requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet);
+  const priorityBase = parseInput(z.number().int().min(-1_000_000).max(1_000_000), input.priorityBase ?? 0, 'input.priorityBase');
+  const priorityAdjustment = parseInput(z.number().int().min(-1_000_000).max(1_000_000), input.priorityAdjustment ?? 0, 'input.priorityAdjustment');
+  if (priorityAdjustment > 0 && !isAdmin(viewer)) throw new ForbiddenError('only admins may raise a priority (positive priorityAdjustment)');
+
+  const workspace = await findWorkspace(em, viewer, input.workspace, 'input.workspace');
+  const role = await roleIn(em, viewer, workspace);
+  if (!isAdmin(viewer) && (role === null || role === 'viewer')) {
+    throw new ForbiddenError(`you may not submit work to workspace "${input.workspace}": only its owners and contributors may`);
+  }
+
+  const validation = validateTaskInput(input.taskType, input.taskName, input.taskData);
+  if (!validation.ok) throw analysisErrorToInput(validation.error);
+  // Analyse now, so that a request that could never be tagged is refused at the door, not later.
+  const probe = await analyzeRequest(em, config, {
+    workspace,
+    creator: user,
+    taskType: input.taskType,
+    taskName: input.taskName,
+    taskData: input.taskData,
+    environmentId: validation.environmentId,
+    userProvidedTags: providedTags,
+    userRequiredTags: requiredTags,
+  });
+  if (!probe.ok) throw analysisErrorToInput(probe.errors[0]);
+
+  const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `input.dependsOn[${i}]`)))];
+  const wr = await em.transactional(async (tx) => {
+    // FOR SHARE: a dependency cannot complete between this check and our commit, so none is missed.
+    const dependencies = dependencyIds.length
+      ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] })
+      : [];
+    for (const id of dependencyIds) {
+      const dep = dependencies.find((d) => d.id === id);
+      if (!dep || !(await canSeeWorkRequest(tx, viewer, dep))) {
+        throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `input.dependsOn: no work request ${id}`, 'input.dependsOn');
+      }
+      if (dep.status === 'ABORTED') {
+        throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `input.dependsOn: work request ${id} was aborted and will never complete`, 'input.dependsOn');
+      }
+    }
+    const created = tx.create(WorkRequestSchema, {
+      workspace,
+      createdBy: user,
+      taskType: input.taskType,
+      taskName: input.taskName,
+      taskData: validation.data as Record<string, unknown>,
+      priorityBase,
+      priorityAdjustment,
+      userProvidedTags: providedTags,
+      userRequiredTags: requiredTags,
+    });
+    for (const dep of dependencies) created.dependencies.add(dep);
+    if (dependencies.every((d) => d.status === 'COMPLETED')) {
+      await queueWorkRequest(tx, config, created);
+    }
+    await tx.flush();
+    return created;
+  });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: workspace.id });
+  return wr;
+}
+
+/**
+ * BLOCKED → PENDING: computes the two task tag sets once and freezes them. If they cannot be
+ * computed (a rule or environment changed since submission) the request is ABORTED with the reason
+ * and both sets stay empty: never half-tagged, never schedulable.
+ */
+export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest): Promise<void> {
+  const workspace = wr.workspace;
+  await em.populate(workspace, ['scope']);
+  const validation = validateTaskInput(wr.taskType, wr.taskName, wr.taskData);
+  const analysis = validation.ok
+    ? await analyzeRequest(em, config, {
+        workspace,
+        creator: wr.createdBy,
+        taskType: wr.taskType,
+        taskName: wr.taskName,
+        taskData: wr.taskData,
+        environmentId: validation.environmentId,
+        userProvidedTags: wr.userProvidedTags,
+        userRequiredTags: wr.userRequiredTags,
+      })
+    : { ok: false as const, errors: [validation.error] };
+  const now = new Date();
+  if (!analysis.ok) {
+    wr.status = 'ABORTED';
+    wr.completedAt = now;
+    wr.statusReason = `could not compute the task tags: ${analysis.errors.map((e) => e.message).join('; ')}`;
+    return;
+  }
+  wr.status = 'PENDING';
+  wr.pendingAt = now;
+  wr.providedTags = analysis.providedTags;
+  wr.requiredTags = analysis.requiredTags;
+  wr.providedEntries = analysis.provided;
+  wr.requiredEntries = analysis.required;
+  wr.droppedTags = analysis.dropped;
+}
+
+/**
+ * After requests finished: dependents whose dependencies are now all COMPLETED become PENDING, and
+ * dependents of an ABORTED request are aborted too (they could never run). Returns the ids it changed.
+ */
+export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<number[]> {
+  const changed: number[] = [];
+  let frontier = finishedIds;
+  while (frontier.length) {
+    const rows = await em.getConnection().execute<{ id: number }[]>(
+      `select distinct d.work_request_id as id from work_request_dependency d
+         join work_request w on w.id = d.work_request_id
+        where d.depends_on_id in (${frontier.map(() => '?').join(',')}) and w.status = 'BLOCKED'`,
+      frontier,
+    );
+    const dependents = rows.length
+      ? await em.find(WorkRequestSchema, { id: { $in: rows.map((r) => r.id) } }, { populate: ['dependencies', 'workspace', 'createdBy'], lockMode: LockMode.PESSIMISTIC_WRITE })
+      : [];
+    const aborted: number[] = [];
+    for (const wr of dependents) {
+      const deps = wr.dependencies.getItems();
+      const abortedDep = deps.find((d) => d.status === 'ABORTED');
+      if (abortedDep) {
+        wr.status = 'ABORTED';
+        wr.completedAt = new Date();
+        wr.statusReason = `dependency ${abortedDep.id} was aborted`;
+        aborted.push(wr.id);
+        changed.push(wr.id);
+      } else if (deps.every((d) => d.status === 'COMPLETED')) {
+        await queueWorkRequest(em, config, wr);
+        if (wr.status === 'ABORTED') aborted.push(wr.id);
+        changed.push(wr.id);
+      }
+    }
+    await em.flush();
+    frontier = aborted;
+  }
+  return changed;
+}
+
+/** Aborts a request that has not finished. The creator, the workspace's owners and admins may. */
+export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | number): Promise<WorkRequest> {
+  const { em, viewer, config } = deps;
+  const { user } = requireUser(viewer);
+  const wr = await findVisibleWorkRequest(em, viewer, rawId);
+  const mayAbort = isAdmin(viewer) || wr.createdBy.id === user.id || (await roleIn(em, viewer, wr.workspace)) === 'owner';
+  if (!mayAbort) throw new ForbiddenError('only the creator, the workspace owners and admins may abort a work request');
+  if ((TERMINAL as readonly string[]).includes(wr.status)) throw new InvalidStateError(`work request ${wr.id} is already ${wr.status}`);
+  const changed = await em.transactional(async (tx) => {
+    const locked = await tx.findOneOrFail(WorkRequestSchema, { id: wr.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+    if ((TERMINAL as readonly string[]).includes(locked.status)) throw new InvalidStateError(`work request ${wr.id} is already ${locked.status}`);
+    locked.status = 'ABORTED';
+    locked.completedAt = new Date();
+    locked.statusReason = `aborted by ${user.username}`;
+    await tx.flush();
+    return [locked.id, ...(await settleDependents(tx, config, [locked.id]))];
+  });
+  await em.refresh(wr);
+  for (const id of changed) deps.events.publish('workRequestChanged', { id, workspaceId: wr.workspace.id });
+  return wr;
+}
+
+/** Adds dependencies to a BLOCKED request; a dependency cycle is refused. */
+export async function addWorkRequestDependencies(deps: WorkRequestDeps, rawId: string | number, rawDependsOn: (string | number)[]): Promise<WorkRequest> {
+  const { em, viewer } = deps;
+  const { user } = requireUser(viewer);
+  const wr = await findVisibleWorkRequest(em, viewer, rawId);
+  if (!isAdmin(viewer) && wr.createdBy.id !== user.id) throw new ForbiddenError('only the creator and admins may change dependencies');
+  const ids = [...new Set(rawDependsOn.map((d, i) => parseId(d, `dependsOn[${i}]`)))];
+  await em.transactional(async (tx) => {
+    const locked = await tx.findOneOrFail(WorkRequestSchema, { id: wr.id }, { lockMode: LockMode.PESSIMISTIC_WRITE, populate: ['dependencies'] });
+    if (locked.status !== 'BLOCKED') throw new InvalidStateError(`work request ${wr.id} is ${locked.status}: dependencies can only be added while it is BLOCKED`);
+    const targets = await tx.find(WorkRequestSchema, { id: { $in: ids } }, { populate: ['workspace'] });
+    for (const id of ids) {
+      const target = targets.find((t) => t.id === id);
+      if (!target || !(await canSeeWorkRequest(tx, viewer, target))) throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: no work request ${id}`, 'dependsOn');
+      if (target.status === 'ABORTED') throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: work request ${id} was aborted and will never complete`, 'dependsOn');
+    }
+    // A cycle exists when the request is reachable from one of its new dependencies.
+    const [{ cycle }] = await tx.getConnection().execute<{ cycle: boolean }[]>(
+      `with recursive reach(id) as (
+         select unnest(?::int[])
+         union select d.depends_on_id from work_request_dependency d join reach r on d.work_request_id = r.id
+       ) select exists(select 1 from reach where id = ?) as cycle`,
+      [`{${ids.join(',')}}`, wr.id],
+    );
+    if (cycle) throw new InputError(ERROR_CODES.DEPENDENCY_CYCLE, `dependsOn: work request ${wr.id} would depend on itself through ${ids.join(', ')}`, 'dependsOn');
+    for (const t of targets) locked.dependencies.add(t);
+    await tx.flush();
+  });
+  await em.refresh(wr, { populate: ['dependencies'] });
+  return wr;
+}

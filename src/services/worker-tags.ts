@@ -1,0 +1,25 @@
+import type { Config } from '../config.js';
+import type { WorkerPool } from '../entities/worker-pool.js';
+import type { Worker } from '../entities/worker.js';
+import { computeWorkerTags } from '../tags/worker-tags.js';
+
+/**
+ * Recomputes a worker's two tag sets from its type, pool, static and dynamic metadata and stores them
+ * on the entity (flushed by the caller). Called on every report and every admin change.
+ */
+export function refreshWorkerTags(worker: Worker, pool: WorkerPool | null, config: Config): void {
+  const result = computeWorkerTags({
+    type: worker.type,
+    pool: pool
+      ? { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications }
+      : null,
+    staticMetadata: worker.staticMetadata,
+    dynamicMetadata: worker.dynamicMetadata,
+    sizeThresholds: config.sizeThresholds,
+  });
+  worker.providedTags = result.providedTags;
+  worker.requiredTags = result.requiredTags;
+  worker.providedEntries = result.provided;
+  worker.requiredEntries = result.required;
+  worker.rejectedTags = result.rejected;
+}

@@ -1,0 +1,326 @@
+/**
+ * Derives a worker's provided and required tag sets (DESIGN §3) and a pool's template sets
+ * (DESIGN §4) from the type, the pool, and the static (admin) and dynamic (worker) metadata.
+ *
+ * Metadata is untrusted JSON: nothing in it makes these functions throw. A value of the wrong
+ * shape is skipped and recorded as a refusal naming its key, and a tag the provenance rules
+ * refuse is recorded too, so that a worker's heartbeat never fails because of one bad tag.
+ */
+import { PROVENANCE_TRUST } from './provenance.js';
+import { BYTES_PER_GIB, DEFAULT_SIZE_THRESHOLDS, sizeClass } from './size-class.js';
+import type { SizeThresholds } from './size-class.js';
+import { parseTag } from './syntax.js';
+import { TagSetBuilder } from './tag-set.js';
+import { REFUSAL_CODES } from './types.js';
+import type { Provenance, TagEntry, TagRefusal } from './types.js';
+
+/** Static (admin) or dynamic (worker-reported) metadata of a worker; every key is optional and untrusted. */
+export interface WorkerMetadata {
+  'system:architectures'?: string[];
+  'system:cpu_count'?: number;
+  /** Bytes. */
+  'system:total_physical_memory'?: number;
+  /** Bytes. */
+  'system:disk_free'?: number;
+  'system:executors'?: string[];
+  'system:tools'?: string[];
+  'system:tasks'?: { type: string; name: string; version: number }[];
+  provided_tags?: string[];
+  required_tags?: string[];
+  [key: string]: unknown;
+}
+
+/** The instance size of a pool's workers, and whatever else its provider needs. */
+export interface PoolSpecifications {
+  cpuCount?: number;
+  memoryGib?: number;
+  diskGib?: number;
+  [key: string]: unknown;
+}
+
+/** What of a pool decides the tags of the workers it starts. */
+export interface PoolTagInput {
+  name: string;
+  providedTags: readonly string[];
+  requiredTags: readonly string[];
+  specifications: PoolSpecifications;
+}
+
+/** Everything a worker's tag sets depend on, already loaded from the database. */
+export interface WorkerTagInput {
+  type: 'worker' | 'server' | 'signing' | 'not-assignable';
+  pool: PoolTagInput | null;
+  staticMetadata: WorkerMetadata;
+  dynamicMetadata: WorkerMetadata;
+  sizeThresholds: SizeThresholds;
+}
+
+/** The two sets of a worker or pool template, with their entries, their tags and what was refused. */
+export interface ComputedWorkerTags {
+  provided: TagEntry[];
+  required: TagEntry[];
+  providedTags: string[];
+  requiredTags: string[];
+  rejected: TagRefusal[];
+}
+
+/** Who wrote a piece of input, which decides the provenance of the tags it yields. */
+interface Origin {
+  readonly provenance: Provenance;
+  readonly source: string;
+  /** How messages name the input. */
+  readonly label: string;
+}
+
+const STATIC_ORIGIN: Origin = { provenance: 'admin', source: 'static-metadata', label: 'static metadata' };
+const DYNAMIC_ORIGIN: Origin = { provenance: 'worker', source: 'dynamic-metadata', label: 'dynamic metadata' };
+
+const WORKER_TYPES: readonly string[] = ['worker', 'server', 'signing', 'not-assignable'];
+
+/** Facts that are lists of names, each becoming one tag under a prefix. */
+const LIST_FACTS = [
+  { key: 'system:architectures', prefix: 'worker:build-arch:' },
+  { key: 'system:executors', prefix: 'worker:executor:' },
+  { key: 'system:tools', prefix: 'worker:cap:' },
+] as const;
+
+/** Facts that are numbers, each becoming one valued tag; byte counts are floored to whole GiB. */
+const NUMBER_FACTS = [
+  { key: 'system:cpu_count', name: 'worker:cpu-count', toValue: (n: number) => n },
+  { key: 'system:total_physical_memory', name: 'worker:memory-gib', toValue: (n: number) => Math.floor(n / BYTES_PER_GIB) },
+  { key: 'system:disk_free', name: 'worker:disk-gib', toValue: (n: number) => Math.floor(n / BYTES_PER_GIB) },
+] as const;
+
+/** Pool specifications that become valued tags. */
+const SPEC_TAGS = [
+  { key: 'cpuCount', name: 'worker:cpu-count' },
+  { key: 'memoryGib', name: 'worker:memory-gib' },
+  { key: 'diskGib', name: 'worker:disk-gib' },
+] as const;
+
+type JsonRecord = Readonly<Record<string, unknown>>;
+
+function isRecord(value: unknown): value is JsonRecord {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Absent and null both mean "not said", so an admin can write null without inventing a fact. */
+function has(record: JsonRecord, key: string): boolean {
+  return Object.hasOwn(record, key) && record[key] !== undefined && record[key] !== null;
+}
+
+/** What a refusal shows as the "tag" of a value that is not one; never calls a method of the value. */
+function render(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return '(list)';
+  return `(${typeof value})`;
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
+}
+
+/** Canonical decimal for ordinary numbers; anything else (negative, NaN, 1e+21) is refused by the syntax. */
+function formatNumber(n: number): string {
+  return Object.is(n, -0) ? '0' : String(n);
+}
+
+/** The two builders of a worker, with the helpers that read untrusted values into them. */
+class WorkerSets {
+  readonly provided = new TagSetBuilder('worker-provided');
+  readonly required = new TagSetBuilder('worker-required');
+
+  garbage(builder: TagSetBuilder, value: unknown, origin: Origin, what: string, expected: string): void {
+    builder.refuse(
+      render(value),
+      origin.provenance,
+      origin.source,
+      REFUSAL_CODES.INVALID_SYNTAX,
+      `${origin.label} ${what} must be ${expected}, got ${kindOf(value)}; it was skipped`,
+    );
+  }
+
+  /** The string elements of a list value; everything else is recorded and skipped. */
+  strings(builder: TagSetBuilder, value: unknown, origin: Origin, key: string): string[] {
+    if (!Array.isArray(value)) {
+      this.garbage(builder, value, origin, `"${key}"`, 'a list of strings');
+      return [];
+    }
+    const result: string[] = [];
+    value.forEach((element: unknown, i) => {
+      if (typeof element === 'string') result.push(element);
+      else this.garbage(builder, element, origin, `"${key}"[${i}]`, 'a string');
+    });
+    return result;
+  }
+
+  addTagLists(metadata: JsonRecord, origin: Origin): void {
+    if (has(metadata, 'provided_tags')) {
+      const tags = this.strings(this.provided, metadata.provided_tags, origin, 'provided_tags');
+      this.provided.addAll(tags, origin.provenance, origin.source);
+    }
+    if (has(metadata, 'required_tags')) {
+      // A worker's own required tags are refused by the set's provenance rule, and recorded as such.
+      const tags = this.strings(this.required, metadata.required_tags, origin, 'required_tags');
+      this.required.addAll(tags, origin.provenance, origin.source);
+    }
+  }
+
+  addFacts(staticMetadata: JsonRecord, dynamicMetadata: JsonRecord): void {
+    const pick = (key: string): { value: unknown; origin: Origin } | null => {
+      if (has(staticMetadata, key)) return { value: staticMetadata[key], origin: STATIC_ORIGIN };
+      if (has(dynamicMetadata, key)) return { value: dynamicMetadata[key], origin: DYNAMIC_ORIGIN };
+      return null;
+    };
+    for (const { key, prefix } of LIST_FACTS) {
+      const fact = pick(key);
+      if (fact === null) continue;
+      for (const name of this.strings(this.provided, fact.value, fact.origin, key)) {
+        this.provided.add(`${prefix}${name}`, fact.origin.provenance, fact.origin.source);
+      }
+    }
+    for (const { key, name, toValue } of NUMBER_FACTS) {
+      const fact = pick(key);
+      if (fact === null) continue;
+      if (typeof fact.value === 'number') {
+        this.provided.add(`${name}=${formatNumber(toValue(fact.value))}`, fact.origin.provenance, fact.origin.source);
+      } else {
+        this.garbage(this.provided, fact.value, fact.origin, `"${key}"`, 'a number');
+      }
+    }
+    const tasks = pick('system:tasks');
+    if (tasks !== null) this.addTaskFacts(tasks.value, tasks.origin);
+  }
+
+  private addTaskFacts(value: unknown, origin: Origin): void {
+    if (!Array.isArray(value)) {
+      this.garbage(this.provided, value, origin, '"system:tasks"', 'a list of {type, name, version}');
+      return;
+    }
+    value.forEach((element: unknown, i) => {
+      const task = readTaskFact(element);
+      if (task === null) {
+        this.garbage(this.provided, element, origin, `"system:tasks"[${i}]`, '{type, name, version} with a whole version');
+      } else {
+        this.provided.add(`worker:task:${task.type}:${task.name}:version:${task.version}`, origin.provenance, origin.source);
+      }
+    });
+  }
+
+  addPool(pool: PoolTagInput): void {
+    const origin: Origin = { provenance: 'admin', source: `pool:${pool.name}`, label: `pool "${pool.name}"` };
+    this.provided.addAll(this.strings(this.provided, pool.providedTags, origin, 'providedTags'), 'admin', origin.source);
+    this.required.addAll(this.strings(this.required, pool.requiredTags, origin, 'requiredTags'), 'admin', origin.source);
+
+    const specOrigin: Origin = { ...origin, source: `pool:${pool.name}:specifications` };
+    const specs: unknown = pool.specifications;
+    if (!isRecord(specs)) {
+      if (specs !== null && specs !== undefined) this.garbage(this.provided, specs, specOrigin, 'specifications', 'an object');
+      return;
+    }
+    for (const { key, name } of SPEC_TAGS) {
+      if (!has(specs, key)) continue;
+      const value = specs[key];
+      if (typeof value === 'number') this.provided.add(`${name}=${formatNumber(value)}`, 'admin', specOrigin.source);
+      else this.garbage(this.provided, value, specOrigin, `specification "${key}"`, 'a number');
+    }
+  }
+
+  /**
+   * The class comes from the values the set kept (so a pool's specifications, which beat the
+   * worker's own report, also decide its class), with the provenance of the least trusted of them.
+   */
+  addSizeClass(thresholds: SizeThresholds): void {
+    const entries = this.provided.entries();
+    const chosen = SPEC_TAGS.map(({ name }) => strongestValue(entries, name));
+    const [cpu, memory, disk] = chosen;
+    if (cpu === null || memory === null || disk === null) return;
+    const size = sizeClass({ cpuCount: cpu.value, memoryGib: memory.value, diskGib: disk.value }, thresholds);
+    if (size === null) return;
+    let weakest = cpu;
+    for (const c of [memory, disk]) {
+      if (PROVENANCE_TRUST[c.entry.provenance] < PROVENANCE_TRUST[weakest.entry.provenance]) weakest = c;
+    }
+    this.provided.add(`worker:size:${size}`, weakest.entry.provenance, weakest.entry.source);
+  }
+
+  result(): ComputedWorkerTags {
+    return {
+      provided: this.provided.entries(),
+      required: this.required.entries(),
+      providedTags: this.provided.tags(),
+      requiredTags: this.required.tags(),
+      rejected: [...this.provided.refusals(), ...this.required.refusals()],
+    };
+  }
+}
+
+function readTaskFact(value: unknown): { type: string; name: string; version: number } | null {
+  if (!isRecord(value)) return null;
+  const { type, name, version } = value;
+  if (typeof type !== 'string' || typeof name !== 'string' || typeof version !== 'number') return null;
+  return Number.isSafeInteger(version) && version >= 0 ? { type, name, version } : null;
+}
+
+/** The most trusted accepted entry giving a value to this name (all accepted entries of a name agree on it). */
+function strongestValue(entries: readonly TagEntry[], name: string): { entry: TagEntry; value: number } | null {
+  let best: { entry: TagEntry; value: number } | null = null;
+  for (const entry of entries) {
+    const parsed = parseTag(entry.tag, 'provided');
+    if (!parsed.ok || parsed.tag.kind !== 'value' || parsed.tag.name !== name) continue;
+    if (best === null || PROVENANCE_TRUST[entry.provenance] > PROVENANCE_TRUST[best.entry.provenance]) {
+      best = { entry, value: parsed.tag.value };
+    }
+  }
+  return best;
+}
+
+function metadataRecord(sets: WorkerSets, value: unknown, origin: Origin): JsonRecord {
+  if (isRecord(value)) return value;
+  if (value !== null && value !== undefined) sets.garbage(sets.provided, value, origin, 'as a whole', 'an object');
+  return {};
+}
+
+/**
+ * Computes a worker's two tag sets. Per-worker admin input comes before the pool, so that on a
+ * valued tag both give, the worker's static metadata wins (equal trust: the first one added).
+ * Facts merge per key with static over dynamic; `provided_tags` of both are kept, each with its
+ * own provenance, since adding a tag the rules allow can only be checked, not overridden.
+ */
+export function computeWorkerTags(input: WorkerTagInput): ComputedWorkerTags {
+  const sets = new WorkerSets();
+  const staticMetadata = metadataRecord(sets, input.staticMetadata, STATIC_ORIGIN);
+  const dynamicMetadata = metadataRecord(sets, input.dynamicMetadata, DYNAMIC_ORIGIN);
+
+  const typeOrigin: Origin = { provenance: 'system', source: 'worker.type', label: 'worker' };
+  if (WORKER_TYPES.includes(input.type)) sets.provided.add(`worker:type:${input.type}`, 'system', typeOrigin.source);
+  else sets.garbage(sets.provided, input.type, typeOrigin, 'type', `one of ${WORKER_TYPES.join(', ')}`);
+
+  sets.addTagLists(staticMetadata, STATIC_ORIGIN);
+  sets.addFacts(staticMetadata, dynamicMetadata);
+  if (input.pool !== null) sets.addPool(input.pool);
+  sets.addTagLists(dynamicMetadata, DYNAMIC_ORIGIN);
+  sets.addSizeClass(input.sizeThresholds);
+  return sets.result();
+}
+
+/**
+ * Computes the tags any worker started by a pool will have: the pool's tags, the valued tags and
+ * size class of its specifications, and `worker:type:worker`; scaling from zero matches on these.
+ */
+export function computePoolTemplateTags(
+  pool: PoolTagInput,
+  sizeThresholds: SizeThresholds = DEFAULT_SIZE_THRESHOLDS,
+): ComputedWorkerTags {
+  const sets = new WorkerSets();
+  sets.provided.add('worker:type:worker', 'system', 'pool-template');
+  sets.addPool(pool);
+  sets.addSizeClass(sizeThresholds);
+  return sets.result();
+}
