@@ -1,0 +1,69 @@
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { createTestDatabase } from './db.js';
+
+/** The response of one GraphQL operation. */
+export interface GqlResult<T = Record<string, any>> {
+  status: number;
+  data?: T;
+  errors?: { message: string; extensions?: Record<string, unknown> }[];
+}
+
+/** A test harness: the real app on its own database, driven through yoga.fetch. */
+export interface TestApp {
+  app: App;
+  adminToken: string;
+  dbUrl: string;
+  gql<T = Record<string, any>>(query: string, variables?: Record<string, unknown>, token?: string | null): Promise<GqlResult<T>>;
+  /** Runs SQL directly, to check what was (not) written. */
+  sql<T = Record<string, any>>(query: string, params?: unknown[]): Promise<T[]>;
+}
+
+export const ADMIN_TOKEN = 'tsk_admin_test-admin-token-0123456789';
+
+/** Builds the app on a fresh database before the file's tests, and tears it down after. */
+export function useTestApp(overrides: Partial<Config> = {}): TestApp {
+  const harness = {} as TestApp;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    drop = db.drop;
+    const config = loadConfig(
+      {},
+      {
+        databaseUrl: db.url,
+        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+        adminToken: ADMIN_TOKEN,
+        secretKey: 'test-secret-key',
+        port: 0,
+        host: '127.0.0.1',
+        ...overrides,
+      },
+    );
+    const app = await buildApp(config, { log: createLogger('silent') });
+    Object.assign(harness, {
+      app,
+      adminToken: ADMIN_TOKEN,
+      dbUrl: db.url,
+      async gql(query: string, variables?: Record<string, unknown>, token: string | null = ADMIN_TOKEN) {
+        const headers: Record<string, string> = { 'content-type': 'application/json' };
+        if (token) headers.authorization = `Bearer ${token}`;
+        const res = await app.yoga.fetch('http://test/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
+        const body = (await res.json()) as GqlResult;
+        return { status: res.status, ...body };
+      },
+      async sql(query: string, params: unknown[] = []) {
+        return app.orm.em.getConnection().execute(query, params);
+      },
+    });
+  });
+  afterAll(async () => {
+    await harness.app?.stop();
+    await drop?.();
+  });
+  return harness;
+}
