@@ -15,7 +15,7 @@ const intArray = (ids: readonly number[]) => `{${ids.join(',')}}`;
 export function createLoaders(em: EntityManager): Loaders {
   return {
     activeWorkCount: new DataLoader(async (ids) => {
-      const rows = await em.getConnection().execute<{ worker_id: number; n: number }[]>(
+      const rows = await em.execute<{ worker_id: number; n: number }[]>(
         `select worker_id, count(*)::int as n from work_request
           where worker_id = any(?::int[]) and status in ('ASSIGNED', 'RUNNING') group by worker_id`,
         [intArray(ids)],
@@ -24,7 +24,7 @@ export function createLoaders(em: EntityManager): Loaders {
       return ids.map((id) => byId.get(id) ?? 0);
     }),
     dependencyIds: new DataLoader(async (ids) => {
-      const rows = await em.getConnection().execute<{ work_request_id: number; depends_on_id: number }[]>(
+      const rows = await em.execute<{ work_request_id: number; depends_on_id: number }[]>(
         'select work_request_id, depends_on_id from work_request_dependency where work_request_id = any(?::int[]) order by depends_on_id',
         [intArray(ids)],
       );

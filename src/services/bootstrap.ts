@@ -13,7 +13,7 @@ export const BOOTSTRAP_ADMIN = 'admin';
 export async function ensureAdminAccess(em: EntityManager, configuredToken: string | null): Promise<{ firstToken: string | null }> {
   return em.transactional(async (tx) => {
     // Serialise concurrent first starts of several processes.
-    await tx.getConnection().execute('select pg_advisory_xact_lock(72707370)');
+    await tx.execute('select pg_advisory_xact_lock(72707370)');
     let admin = await tx.findOne(UserSchema, { username: BOOTSTRAP_ADMIN });
     admin ??= tx.create(UserSchema, { username: BOOTSTRAP_ADMIN, isAdmin: true });
     let firstToken: string | null = null;

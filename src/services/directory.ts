@@ -35,7 +35,7 @@ export async function canSeeWorkspace(em: EntityManager, viewer: Viewer, workspa
 /** Ids of the workspaces whose work the viewer may see, or 'all' for admins. */
 export async function visibleWorkspaceIds(em: EntityManager, viewer: Viewer): Promise<number[] | 'all'> {
   if (isAdmin(viewer)) return 'all';
-  const rows = await em.getConnection().execute<{ id: number }[]>(
+  const rows = await em.execute<{ id: number }[]>(
     `select w.id from workspace w where w.is_public
      union select m.workspace_id from workspace_member m where m.user_id = ?`,
     [viewer.kind === 'user' ? viewer.user.id : -1],

@@ -34,7 +34,7 @@ const toRule = (r: { name: string; taskName?: string | null; expression?: string
 export async function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest): Promise<WorkRequestAnalysis> {
   const scope = req.workspace.scope;
   const [groups, rules, environment] = await Promise.all([
-    em.getConnection().execute<{ name: string; workspace: string | null }[]>(
+    em.execute<{ name: string; workspace: string | null }[]>(
       `select g.name, w.name as workspace
          from user_group g
          join user_group_member m on m.group_id = g.id

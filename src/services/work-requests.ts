@@ -186,7 +186,7 @@ export async function settleDependents(em: EntityManager, config: Config, finish
   const changed: number[] = [];
   let frontier = finishedIds;
   while (frontier.length) {
-    const rows = await em.getConnection().execute<{ id: number }[]>(
+    const rows = await em.execute<{ id: number }[]>(
       `select distinct d.work_request_id as id from work_request_dependency d
          join work_request w on w.id = d.work_request_id
         where d.depends_on_id in (${frontier.map(() => '?').join(',')}) and w.status = 'BLOCKED'`,
@@ -256,7 +256,7 @@ export async function addWorkRequestDependencies(deps: WorkRequestDeps, rawId: s
       if (target.status === 'ABORTED') throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: work request ${id} was aborted and will never complete`, 'dependsOn');
     }
     // A cycle exists when the request is reachable from one of its new dependencies.
-    const [{ cycle }] = await tx.getConnection().execute<{ cycle: boolean }[]>(
+    const [{ cycle }] = await tx.execute<{ cycle: boolean }[]>(
       `with recursive reach(id) as (
          select unnest(?::int[])
          union select d.depends_on_id from work_request_dependency d join reach r on d.work_request_id = r.id

@@ -111,14 +111,17 @@ export async function activateWorker(
   const pool = viewer.pool;
   const name = parseInput(nameSchema, input.name ?? `${pool.name}-${Date.now().toString(36)}`, 'input.name');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
-  const activation = await em.findOneOrFail(TokenSchema, { id: viewer.tokenId });
-  activation.usedAt = new Date();
-  activation.enabled = false;
-  const worker = em.create(WorkerSchema, { name, type: 'worker', pool, instanceCreatedAt: new Date() });
-  refreshWorkerTags(worker, pool, config);
-  const { value } = issueToken(em, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
-  await em.flush();
-  return { worker, token: value };
+  const tokenId = viewer.tokenId;
+  return em.transactional(async (tx) => {
+    // Claim the token with one conditional update: of concurrent uses of the same token, exactly one wins.
+    const claimed = await tx.nativeUpdate(TokenSchema, { id: tokenId, usedAt: null, enabled: true }, { usedAt: new Date(), enabled: false });
+    if (claimed === 0) throw new UnauthenticatedError('the activation token was already used');
+    const worker = tx.create(WorkerSchema, { name, type: 'worker', pool, instanceCreatedAt: new Date() });
+    refreshWorkerTags(worker, pool, config);
+    const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
+    await tx.flush();
+    return { worker, token: value };
+  });
 }
 
 /** A worker reports its dynamic metadata: stored, tags recomputed, bad tags dropped and recorded, never refused for them. */

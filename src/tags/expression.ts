@@ -144,13 +144,17 @@ class Parser {
       this.next += 1;
       return { kind: 'tag', tag: token.text };
     }
-    throw new ParseFailure(`expected a tag or "(" at position ${token.position}, got ${describe(token)}`, token.position);
+    throw new ParseFailure(
+      `expected a tag or "(" at position ${token.position}, got ${describe(token)}`,
+      token.position,
+    );
   }
 
   private checkDepth(depth: number, token: Token): void {
     if (depth >= MAX_EXPRESSION_DEPTH) {
       throw new ParseFailure(
-        `expression nested too deeply at position ${token.position}: at most ${MAX_EXPRESSION_DEPTH} levels of "(" and "not"`,
+        `expression nested too deeply at position ${token.position}: ` +
+          `at most ${MAX_EXPRESSION_DEPTH} levels of "(" and "not"`,
         token.position,
       );
     }
@@ -164,8 +168,8 @@ export function parseExpression(src: string): ParseExpressionResult {
   try {
     return { ok: true, expression: new Parser(tokens).parseAll() };
   } catch (error) {
-    if (error instanceof ParseFailure) return { ok: false, error: { message: error.message, position: error.position } };
-    throw error;
+    if (!(error instanceof ParseFailure)) throw error;
+    return { ok: false, error: { message: error.message, position: error.position } };
   }
 }
 

@@ -68,7 +68,9 @@ export function checkContribution(
   if (!setAllows.includes(provenance)) {
     return {
       code: REFUSAL_CODES.PROVENANCE_NOT_ALLOWED_FOR_SET,
-      message: `tag ${quoted} cannot be added to the ${set} set by ${provenance}: only ${listWords(setAllows)} may add to it`,
+      message:
+        `tag ${quoted} cannot be added to the ${set} set by ${provenance}: ` +
+        `only ${listWords(setAllows)} may add to it`,
     };
   }
 
@@ -88,7 +90,9 @@ export function checkContribution(
     const why = ontology === CUSTOM_ONTOLOGY && provenance === 'worker' ? '; a worker may not invent custom tags' : '';
     return {
       code: REFUSAL_CODES.PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY,
-      message: `tag ${quoted} may only be provided by ${listWords(allowed)}, not ${provenance} (${ontologyLabel(ontology)})${why}`,
+      message:
+        `tag ${quoted} may only be provided by ${listWords(allowed)}, not ${provenance} ` +
+        `(${ontologyLabel(ontology)})${why}`,
     };
   }
 

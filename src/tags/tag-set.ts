@@ -144,7 +144,8 @@ export class TagSetBuilder {
     for (const item of this.items) {
       if (item.entry === undefined || item.valued === null) continue;
       const current = winners.get(item.valued.name);
-      if (current === undefined || PROVENANCE_TRUST[item.entry.provenance] > PROVENANCE_TRUST[current.entry.provenance]) {
+      const trust = PROVENANCE_TRUST[item.entry.provenance];
+      if (current === undefined || trust > PROVENANCE_TRUST[current.entry.provenance]) {
         winners.set(item.valued.name, { entry: item.entry, valued: item.valued });
       }
     }

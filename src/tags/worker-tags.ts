@@ -11,6 +11,8 @@ import { BYTES_PER_GIB, DEFAULT_SIZE_THRESHOLDS, sizeClass } from './size-class.
 import type { SizeThresholds } from './size-class.js';
 import { parseTag } from './syntax.js';
 import { TagSetBuilder } from './tag-set.js';
+import { describeValue, hasValue, isRecord, kindOf } from './untrusted-json.js';
+import type { JsonRecord } from './untrusted-json.js';
 import { REFUSAL_CODES } from './types.js';
 import type { Provenance, TagEntry, TagRefusal } from './types.js';
 
@@ -84,11 +86,15 @@ const LIST_FACTS = [
   { key: 'system:tools', prefix: 'worker:cap:' },
 ] as const;
 
+function wholeGib(bytes: number): number {
+  return Math.floor(bytes / BYTES_PER_GIB);
+}
+
 /** Facts that are numbers, each becoming one valued tag; byte counts are floored to whole GiB. */
 const NUMBER_FACTS = [
   { key: 'system:cpu_count', name: 'worker:cpu-count', toValue: (n: number) => n },
-  { key: 'system:total_physical_memory', name: 'worker:memory-gib', toValue: (n: number) => Math.floor(n / BYTES_PER_GIB) },
-  { key: 'system:disk_free', name: 'worker:disk-gib', toValue: (n: number) => Math.floor(n / BYTES_PER_GIB) },
+  { key: 'system:total_physical_memory', name: 'worker:memory-gib', toValue: wholeGib },
+  { key: 'system:disk_free', name: 'worker:disk-gib', toValue: wholeGib },
 ] as const;
 
 /** Pool specifications that become valued tags. */
@@ -97,34 +103,6 @@ const SPEC_TAGS = [
   { key: 'memoryGib', name: 'worker:memory-gib' },
   { key: 'diskGib', name: 'worker:disk-gib' },
 ] as const;
-
-type JsonRecord = Readonly<Record<string, unknown>>;
-
-function isRecord(value: unknown): value is JsonRecord {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Absent and null both mean "not said", so an admin can write null without inventing a fact. */
-function has(record: JsonRecord, key: string): boolean {
-  return Object.hasOwn(record, key) && record[key] !== undefined && record[key] !== null;
-}
-
-/** What a refusal shows as the "tag" of a value that is not one; never calls a method of the value. */
-function render(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  if (value === null || value === undefined) return String(value);
-  if (Array.isArray(value)) return '(list)';
-  return `(${typeof value})`;
-}
-
-function kindOf(value: unknown): string {
-  if (value === null) return 'null';
-  if (value === undefined) return 'undefined';
-  if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'object') return 'an object';
-  return `a ${typeof value}`;
-}
 
 /** Canonical decimal for ordinary numbers; anything else (negative, NaN, 1e+21) is refused by the syntax. */
 function formatNumber(n: number): string {
@@ -138,7 +116,7 @@ class WorkerSets {
 
   garbage(builder: TagSetBuilder, value: unknown, origin: Origin, what: string, expected: string): void {
     builder.refuse(
-      render(value),
+      describeValue(value),
       origin.provenance,
       origin.source,
       REFUSAL_CODES.INVALID_SYNTAX,
@@ -161,11 +139,11 @@ class WorkerSets {
   }
 
   addTagLists(metadata: JsonRecord, origin: Origin): void {
-    if (has(metadata, 'provided_tags')) {
+    if (hasValue(metadata, 'provided_tags')) {
       const tags = this.strings(this.provided, metadata.provided_tags, origin, 'provided_tags');
       this.provided.addAll(tags, origin.provenance, origin.source);
     }
-    if (has(metadata, 'required_tags')) {
+    if (hasValue(metadata, 'required_tags')) {
       // A worker's own required tags are refused by the set's provenance rule, and recorded as such.
       const tags = this.strings(this.required, metadata.required_tags, origin, 'required_tags');
       this.required.addAll(tags, origin.provenance, origin.source);
@@ -174,8 +152,8 @@ class WorkerSets {
 
   addFacts(staticMetadata: JsonRecord, dynamicMetadata: JsonRecord): void {
     const pick = (key: string): { value: unknown; origin: Origin } | null => {
-      if (has(staticMetadata, key)) return { value: staticMetadata[key], origin: STATIC_ORIGIN };
-      if (has(dynamicMetadata, key)) return { value: dynamicMetadata[key], origin: DYNAMIC_ORIGIN };
+      if (hasValue(staticMetadata, key)) return { value: staticMetadata[key], origin: STATIC_ORIGIN };
+      if (hasValue(dynamicMetadata, key)) return { value: dynamicMetadata[key], origin: DYNAMIC_ORIGIN };
       return null;
     };
     for (const { key, prefix } of LIST_FACTS) {
@@ -206,26 +184,32 @@ class WorkerSets {
     value.forEach((element: unknown, i) => {
       const task = readTaskFact(element);
       if (task === null) {
-        this.garbage(this.provided, element, origin, `"system:tasks"[${i}]`, '{type, name, version} with a whole version');
-      } else {
-        this.provided.add(`worker:task:${task.type}:${task.name}:version:${task.version}`, origin.provenance, origin.source);
+        const expected = '{type, name, version} with a whole version';
+        this.garbage(this.provided, element, origin, `"system:tasks"[${i}]`, expected);
+        return;
       }
+      const tag = `worker:task:${task.type}:${task.name}:version:${task.version}`;
+      this.provided.add(tag, origin.provenance, origin.source);
     });
   }
 
   addPool(pool: PoolTagInput): void {
     const origin: Origin = { provenance: 'admin', source: `pool:${pool.name}`, label: `pool "${pool.name}"` };
-    this.provided.addAll(this.strings(this.provided, pool.providedTags, origin, 'providedTags'), 'admin', origin.source);
-    this.required.addAll(this.strings(this.required, pool.requiredTags, origin, 'requiredTags'), 'admin', origin.source);
+    const provided = this.strings(this.provided, pool.providedTags, origin, 'providedTags');
+    this.provided.addAll(provided, origin.provenance, origin.source);
+    const required = this.strings(this.required, pool.requiredTags, origin, 'requiredTags');
+    this.required.addAll(required, origin.provenance, origin.source);
 
     const specOrigin: Origin = { ...origin, source: `pool:${pool.name}:specifications` };
     const specs: unknown = pool.specifications;
     if (!isRecord(specs)) {
-      if (specs !== null && specs !== undefined) this.garbage(this.provided, specs, specOrigin, 'specifications', 'an object');
+      if (specs !== null && specs !== undefined) {
+        this.garbage(this.provided, specs, specOrigin, 'specifications', 'an object');
+      }
       return;
     }
     for (const { key, name } of SPEC_TAGS) {
-      if (!has(specs, key)) continue;
+      if (!hasValue(specs, key)) continue;
       const value = specs[key];
       if (typeof value === 'number') this.provided.add(`${name}=${formatNumber(value)}`, 'admin', specOrigin.source);
       else this.garbage(this.provided, value, specOrigin, `specification "${key}"`, 'a number');
@@ -290,8 +274,8 @@ function metadataRecord(sets: WorkerSets, value: unknown, origin: Origin): JsonR
 /**
  * Computes a worker's two tag sets. Per-worker admin input comes before the pool, so that on a
  * valued tag both give, the worker's static metadata wins (equal trust: the first one added).
- * Facts merge per key with static over dynamic; `provided_tags` of both are kept, each with its
- * own provenance, since adding a tag the rules allow can only be checked, not overridden.
+ * Facts merge per key with static over dynamic, but the `provided_tags` of both are kept: they
+ * are lists to add up, not values to choose between, and each entry is checked as its own provenance.
  */
 export function computeWorkerTags(input: WorkerTagInput): ComputedWorkerTags {
   const sets = new WorkerSets();

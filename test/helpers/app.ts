@@ -53,8 +53,8 @@ export function useTestApp(overrides: Partial<Config> = {}): TestApp {
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (token) headers.authorization = `Bearer ${token}`;
         const res = await app.yoga.fetch('http://test/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
-        const body = (await res.json()) as GqlResult;
-        return { status: res.status, ...body };
+        const body = (await res.json()) as Omit<GqlResult, 'status'>;
+        return { ...body, status: res.status };
       },
       async sql(query: string, params: unknown[] = []) {
         return app.orm.em.getConnection().execute(query, params);

@@ -127,7 +127,7 @@ describe('computeWorkerTags', () => {
   });
 
   it('treats a null static fact as absent', () => {
-    const result = computeWorkerTags(input({ staticMetadata: { 'system:cpu_count': null }, dynamicMetadata: { 'system:cpu_count': 2 } }));
+    const result = computeWorkerTags(input({ staticMetadata: { 'system:cpu_count': null } as unknown as WorkerMetadata, dynamicMetadata: { 'system:cpu_count': 2 } }));
     expect(result.providedTags).toContain('worker:cpu-count=2');
   });
 
@@ -298,7 +298,7 @@ describe('computeWorkerTags', () => {
   });
 
   it('records garbage in the pool specifications', () => {
-    const result = computeWorkerTags(input({ pool: pool({ specifications: { cpuCount: 'four', memoryGib: -1 } }) }));
+    const result = computeWorkerTags(input({ pool: pool({ specifications: { cpuCount: 'four', memoryGib: -1 } as unknown as PoolTagInput['specifications'] }) }));
     expect(result.rejected.map((r) => [r.tag, r.source])).toEqual([
       ['four', 'pool:cloud:specifications'],
       ['worker:memory-gib=-1', 'pool:cloud:specifications'],

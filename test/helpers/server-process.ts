@@ -1,0 +1,66 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+
+/** A tagsched server started the way `npm start` starts it, as a child process. */
+export interface ServerProcess {
+  url: string;
+  stderr: () => string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  child: ChildProcess;
+}
+
+/** Starts `src/server.ts` with the given environment (PORT=0) and waits for its "listening" log line. */
+export function startServerProcess(env: Record<string, string | undefined>, timeoutMs = 90_000): Promise<ServerProcess> {
+  const cleanEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env })) {
+    if (v !== undefined) cleanEnv[k] = v;
+  }
+  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], { env: cleanEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start in ${timeoutMs} ms:\n${out}\n${err}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening:\n${out}\n${err}`));
+    });
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      for (const line of out.split('\n')) {
+        if (!line.includes('tagsched is listening')) continue;
+        const { url } = JSON.parse(line) as { url: string };
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        child.stdout!.off('data', onData);
+        child.stdout!.resume(); // keep draining the pipe so the child never blocks on a full buffer
+        resolve({
+          url,
+          child,
+          stderr: () => err,
+          stop: (signal = 'SIGTERM') =>
+            new Promise((done) => {
+              if (child.exitCode !== null) return done(child.exitCode);
+              child.once('exit', (code) => done(code));
+              child.kill(signal);
+            }),
+        });
+        return;
+      }
+    };
+    child.stdout!.on('data', onData);
+  });
+}
+
+/** Runs one GraphQL operation over real HTTP. */
+export async function httpGql(url: string, query: string, variables: Record<string, unknown> = {}, token?: string) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify({ query, variables }),
+  });
+  return { status: res.status, ...((await res.json()) as { data?: Record<string, any>; errors?: unknown[] }) };
+}
