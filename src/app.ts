@@ -15,6 +15,7 @@ import { createLocalEvents, type Events } from './events.js';
 import { createLoaders } from './loaders.js';
 import { createLogger, type Logger } from './log.js';
 import { createOrm, migrate, type DbTarget } from './orm.js';
+import { createScheduler, type Scheduler } from './scheduler/scheduler.js';
 import { schema } from './schema.js';
 import { BadTokenError, resolveViewer } from './services/auth.js';
 import { ensureAdminAccess } from './services/bootstrap.js';
@@ -28,6 +29,7 @@ export interface App {
   readonly yoga: YogaServerInstance<Record<string, unknown>, Context>;
   readonly log: Logger;
   readonly events: Events;
+  readonly scheduler: Scheduler;
   /** The admin token created on the first start of an empty database (null otherwise). */
   readonly firstAdminToken: string | null;
   start(): Promise<{ port: number; url: string }>;
@@ -63,6 +65,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // PGlite serves one session: one pooled connection, or transactions on two connections deadlock.
   const orm = await createOrm(target, {
     pool: embedded ? { min: 0, max: 1 } : { min: 0, max: 10 },
+    // At debug level every SQL statement is logged (without its parameters, which may hold secrets),
+    // so that an operator, or a test counting the statements of an operation, sees them all.
+    debug: log.isLevelEnabled('debug') ? ['query'] : false,
     logger: (message) => log.debug({ orm: true }, message),
   });
   const applied = await migrate(orm, config.databaseUrl);
@@ -74,6 +79,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   }
   const secrets: SecretBox = createSecretBox(loadSecretKey(config, log));
   const events = options.events ?? createLocalEvents();
+  const scheduler = createScheduler({ orm, config, log, events });
 
   async function makeContext(authorization: string | null | undefined): Promise<Context> {
     const em = orm.em.fork();
@@ -86,7 +92,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       }
       throw err;
     }
-    return { em, viewer, config, secrets, events, log, loaders: createLoaders(em) };
+    return { em, viewer, config, secrets, events, log, loaders: createLoaders(em, config), scheduler };
   }
 
   const yoga = createYoga<Record<string, unknown>, Context>({
@@ -163,8 +169,10 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     yoga,
     log,
     events,
+    scheduler,
     firstAdminToken: firstToken,
     async start() {
+      scheduler.start();
       await new Promise<void>((resolve, reject) => {
         httpServer.once('error', reject);
         httpServer.listen(config.port, config.host, () => resolve());
@@ -175,6 +183,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       return { port, url };
     },
     async stop() {
+      await scheduler.stop();
       await wsServer.dispose();
       const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections();

@@ -19,6 +19,12 @@ export interface Config {
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   readonly graphiql: boolean;
+  /** Whether passes run by themselves (on events and periodically); off, only requestWork and explicit passes assign. */
+  readonly schedulerAutomatic: boolean;
+  /** The periodic fallback pass, in milliseconds. */
+  readonly schedulerIntervalMs: number;
+  /** How long a triggered pass waits for more triggers to share it, in milliseconds. */
+  readonly schedulerDebounceMs: number;
 }
 
 function intVar(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -66,6 +72,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     graphiql: (env.NODE_ENV ?? 'development') !== 'production',
+    schedulerAutomatic: env.TAGSCHED_SCHEDULER !== 'manual',
+    schedulerIntervalMs: intVar(env, 'TAGSCHED_SCHEDULER_INTERVAL_SECONDS', 10) * 1000, // 10 seconds
+    schedulerDebounceMs: intVar(env, 'TAGSCHED_SCHEDULER_DEBOUNCE_MS', 5), // 5 ms
     ...overrides,
   };
   return Object.freeze(config);

@@ -3,6 +3,7 @@ import type { Config } from './config.js';
 import type { Events } from './events.js';
 import type { Loaders } from './loaders.js';
 import type { Logger } from './log.js';
+import type { Scheduler } from './scheduler/scheduler.js';
 import type { Viewer } from './services/auth.js';
 import type { SecretBox } from './services/secrets.js';
 
@@ -15,4 +16,5 @@ export interface Context {
   readonly events: Events;
   readonly log: Logger;
   readonly loaders: Loaders;
+  readonly scheduler: Scheduler;
 }

@@ -7,6 +7,8 @@ import { createPubSub, type PubSub } from 'graphql-yoga';
 export type Topics = {
   workRequestChanged: [{ id: number; workspaceId: number }];
   workerChanged: [{ id: number; name: string }];
+  /** A request was assigned to a worker (published after the commit). */
+  workAssigned: [{ workRequestId: number; workerId: number }];
 };
 
 /** The pub/sub every operation publishes to. */

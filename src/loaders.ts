@@ -1,5 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import DataLoader from 'dataloader';
+import type { Config } from './config.js';
+import { intArray } from './db/arrays.js';
+import { candidatesOf, loadTaskTags } from './scheduler/candidates.js';
+import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
+import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
 
 /** Per-operation batch loaders for values that are not objects of the schema (objects use Pothos loadable refs). */
 export interface Loaders {
@@ -7,13 +12,35 @@ export interface Loaders {
   readonly activeWorkCount: DataLoader<number, number>;
   /** The ids a work request depends on, per work request id. */
   readonly dependencyIds: DataLoader<number, number[]>;
+  /** Every active worker with its load, read once per operation. */
+  workerStates(): Promise<WorkerState[]>;
+  /** The enabled pools with their template tags, read once per operation. */
+  poolTemplates(): Promise<PoolTemplate[]>;
+  /** The candidate workers per work request id (all matching, or only those with a free slot now). */
+  candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
 }
 
-const intArray = (ids: readonly number[]) => `{${ids.join(',')}}`;
-
 /** Creates fresh loaders for one operation. */
-export function createLoaders(em: EntityManager): Loaders {
+export function createLoaders(em: EntityManager, config: Config): Loaders {
+  let states: Promise<WorkerState[]> | null = null;
+  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs));
+  const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
+  let templates: Promise<PoolTemplate[]> | null = null;
   return {
+    workerStates,
+    poolTemplates: () => (templates ??= loadPoolTemplates(em, config)),
+    candidates(availableOnly) {
+      let loader = candidateLoaders.get(availableOnly);
+      if (!loader) {
+        loader = new DataLoader(async (ids) => {
+          const [tasks, workers] = await Promise.all([loadTaskTags(em, ids), workerStates()]);
+          const found = candidatesOf(tasks, workers, availableOnly);
+          return ids.map((id) => found.get(id) ?? []);
+        });
+        candidateLoaders.set(availableOnly, loader);
+      }
+      return loader;
+    },
     activeWorkCount: new DataLoader(async (ids) => {
       const rows = await em.execute<{ worker_id: number; n: number }[]>(
         `select worker_id, count(*)::int as n from work_request

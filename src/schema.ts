@@ -8,6 +8,8 @@ import './schema/worker.js';
 import './schema/workspace.js';
 import './schema/environment.js';
 import './schema/work-request.js';
+import './schema/work-lifecycle.js';
+import './schema/scheduling.js';
 
 builder.queryType({});
 builder.mutationType({});

@@ -1,6 +1,8 @@
 import { EnvironmentSchema } from './environment.js';
 import { GroupSchema } from './group.js';
 import { ScopeSchema } from './scope.js';
+import { SignificantTagSchema } from './significant-tag.js';
+import { TaskClassSchema } from './task-class.js';
 import { TaskRuleSchema } from './task-rule.js';
 import { TokenSchema } from './token.js';
 import { UserSchema } from './user.js';
@@ -23,4 +25,6 @@ export const entities = [
   WorkerSchema,
   TokenSchema,
   WorkRequestSchema,
+  TaskClassSchema,
+  SignificantTagSchema,
 ];

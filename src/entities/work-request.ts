@@ -43,6 +43,8 @@ export const WorkRequestSchema = defineEntity({
     requiredEntries: p.json<TagEntry[]>().default('[]'),
     /** Rule tags refused for their provenance when the sets were computed. */
     droppedTags: p.json<TagRefusal[]>().default('[]'),
+    /** The task class of a PENDING request (src/scheduler/classes.ts); null before. */
+    classId: p.integer().nullable(),
     retryCount: p.integer().default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
     pendingAt: p.datetime().nullable(),
@@ -68,6 +70,16 @@ export const WorkRequestSchema = defineEntity({
     {
       name: 'work_request_pending_order',
       expression: `create index "work_request_pending_order" on "work_request" (("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING'`,
+    },
+    // The scheduler's probe: the head of the queue of one task class.
+    {
+      name: 'work_request_pending_class_order',
+      expression: `create index "work_request_pending_class_order" on "work_request" ("class_id", ("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING'`,
+    },
+    // A worker's load: what it holds now.
+    {
+      name: 'work_request_active_worker',
+      expression: `create index "work_request_active_worker" on "work_request" ("worker_id") where "status" in ('ASSIGNED', 'RUNNING')`,
     },
   ],
 });

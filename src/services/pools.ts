@@ -9,7 +9,7 @@ import { requireAdmin, type Viewer } from './auth.js';
 import type { SecretBox } from './secrets.js';
 import { issueToken } from './tokens.js';
 import { checkTags, nameSchema, parseInput } from './validate.js';
-import { refreshWorkerTags } from './worker-tags.js';
+import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
 export interface WorkerPoolInput {
@@ -86,6 +86,7 @@ export async function createWorkerPool(
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
   applyPoolInput(pool, input, config, secrets);
   await em.flush();
+  await noteRequiredTags(em, pool.requiredTags);
   return pool;
 }
 
@@ -105,6 +106,7 @@ export async function updateWorkerPool(
   const workers = await em.find(WorkerSchema, { pool });
   for (const worker of workers) refreshWorkerTags(worker, pool, config);
   await em.flush();
+  await noteRequiredTags(em, pool.requiredTags);
   for (const worker of workers) events.publish('workerChanged', { id: worker.id, name: worker.name });
   return pool;
 }

@@ -5,6 +5,8 @@ import type { Config } from '../config.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
 import type { Events } from '../events.js';
+import { classIdsFor } from '../scheduler/classes.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
 import { validateTaskInput, type AnalysisError } from '../tasks/analyze.js';
 import { isAdmin, requireUser, type Viewer } from './auth.js';
 import { findWorkspace, roleIn, visibleWorkspaceIds } from './directory.js';
@@ -30,6 +32,7 @@ export interface WorkRequestDeps {
   viewer: Viewer;
   config: Config;
   events: Events;
+  scheduler: Scheduler;
 }
 
 const TERMINAL = ['COMPLETED', 'ABORTED'] as const;
@@ -138,6 +141,7 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     return created;
   });
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: workspace.id });
+  if (wr.status === 'PENDING') deps.scheduler.trigger('new-pending');
   return wr;
 }
 
@@ -176,6 +180,7 @@ export async function queueWorkRequest(em: EntityManager, config: Config, wr: Wo
   wr.providedEntries = analysis.provided;
   wr.requiredEntries = analysis.required;
   wr.droppedTags = analysis.dropped;
+  [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
 }
 
 /**
@@ -236,6 +241,7 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
   });
   await em.refresh(wr);
   for (const id of changed) deps.events.publish('workRequestChanged', { id, workspaceId: wr.workspace.id });
+  deps.scheduler.trigger('work-finished');
   return wr;
 }
 

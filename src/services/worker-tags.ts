@@ -1,6 +1,8 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import type { Worker } from '../entities/worker.js';
+import { registerSignificantTags } from '../scheduler/classes.js';
 import { computeWorkerTags } from '../tags/worker-tags.js';
 
 /**
@@ -22,4 +24,9 @@ export function refreshWorkerTags(worker: Worker, pool: WorkerPool | null, confi
   worker.providedEntries = result.provided;
   worker.requiredEntries = result.required;
   worker.rejectedTags = result.rejected;
+}
+
+/** Makes the tags workers or pools require significant for task classes (after they are stored). */
+export async function noteRequiredTags(em: EntityManager, requiredTags: readonly string[]): Promise<void> {
+  if (requiredTags.length) await em.transactional((tx) => registerSignificantTags(tx, requiredTags));
 }

@@ -10,7 +10,7 @@ import type { WorkerMetadata } from '../tags/worker-tags.js';
 import { requireAdmin, requireWorker, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput } from './validate.js';
-import { refreshWorkerTags } from './worker-tags.js';
+import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {
@@ -96,6 +96,7 @@ export async function registerWorker(
   refreshWorkerTags(worker, pool, config);
   const { value } = issueToken(em, { kind: 'worker', worker, label: `worker ${name}` });
   await em.flush();
+  await noteRequiredTags(em, worker.requiredTags);
   return { worker, token: value };
 }
 
@@ -157,6 +158,7 @@ export async function setWorkerStaticMetadata(
   if (input.concurrency != null) worker.concurrency = parseInput(z.number().int().min(1).max(1024), input.concurrency, 'input.concurrency');
   refreshWorkerTags(worker, await loadPool(em, worker), config);
   await em.flush();
+  await noteRequiredTags(em, worker.requiredTags);
   events.publish('workerChanged', { id: worker.id, name: worker.name });
   return worker;
 }

@@ -58,7 +58,7 @@ function rejectedTable(rejected: TagRefusal[]): string {
 }
 
 async function statuses(em: EntityManager, config: Config, workers: Worker[], now: Date): Promise<WorkerStatus[]> {
-  const loaders = createLoaders(em);
+  const loaders = createLoaders(em, config);
   const counts = await Promise.all(workers.map((w) => loaders.activeWorkCount.load(w.id)));
   return workers.map((w, i) => workerStatus(w, counts[i], now, config.metadataFreshMs));
 }

@@ -41,10 +41,12 @@ export function useTestApp(overrides: Partial<Config> = {}): TestApp {
         secretKey: 'test-secret-key',
         port: 0,
         host: '127.0.0.1',
+        // Tests run passes themselves (app.scheduler.runPass()), so that what they see is deterministic.
+        schedulerAutomatic: false,
         ...overrides,
       },
     );
-    const app = await buildApp(config, { log: createLogger('silent') });
+    const app = await buildApp(config, { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
     Object.assign(harness, {
       app,
       adminToken: ADMIN_TOKEN,

@@ -1,0 +1,49 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { intArray } from '../db/arrays.js';
+import { classFits, type TaskClassRow } from './class-cache.js';
+import { classKey, tagName } from './classes.js';
+import { groupBy, workerSignature, type WorkerState } from './snapshot.js';
+
+/** The tags of a work request, as the bulk matcher reads them. */
+export interface TaskTagsRow {
+  readonly id: number;
+  readonly providedTags: readonly string[];
+  readonly requiredTags: readonly string[];
+}
+
+/**
+ * The workers that could run each task, decided class × class: tasks are grouped by their required
+ * tags and the provided tags some worker requires, workers by their tag signature, and each pair of
+ * groups is matched once. `availableOnly` keeps the workers with a free slot now.
+ */
+export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly WorkerState[], availableOnly: boolean): Map<number, WorkerState[]> {
+  const pool = availableOnly ? workers.filter((w) => w.free > 0) : workers;
+  const significant = new Set(workers.flatMap((w) => w.requiredTags.map(tagName)));
+  const workerGroups = [...groupBy(pool, workerSignature).values()];
+  const taskGroups = groupBy(
+    tasks.map((t) => {
+      const sig = t.providedTags.filter((tag) => significant.has(tagName(tag)));
+      return { task: t, cls: { id: 0, requiredTags: t.requiredTags, significantProvidedTags: sig } satisfies TaskClassRow };
+    }),
+    (x) => classKey(x.cls.requiredTags, x.cls.significantProvidedTags),
+  );
+  const out = new Map<number, WorkerState[]>();
+  for (const group of taskGroups.values()) {
+    const fitting = workerGroups
+      .filter((g) => classFits(group[0].cls, g[0]))
+      .flat()
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const { task } of group) out.set(task.id, fitting);
+  }
+  return out;
+}
+
+/** Loads the tags of many work requests in one statement. */
+export async function loadTaskTags(em: EntityManager, ids: readonly number[]): Promise<TaskTagsRow[]> {
+  if (!ids.length) return [];
+  const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
+    'select id, provided_tags, required_tags from work_request where id = any(?::int[])',
+    [intArray(ids)],
+  );
+  return rows.map((r) => ({ id: r.id, providedTags: r.provided_tags, requiredTags: r.required_tags }));
+}

@@ -1,0 +1,86 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { intArray, textArray } from '../db/arrays.js';
+
+const CLASSIFY_LOCK = 72707371; // shared while classifying, exclusive while the significant set grows
+
+/** The name of a tag, without `=N` or `>=N`. */
+export function tagName(tag: string): string {
+  const i = tag.search(/>?=/);
+  return i < 0 ? tag : tag.slice(0, i);
+}
+
+/** The canonical key of a class: its required tags and its significant provided tags, both sorted. */
+export function classKey(required: readonly string[], significantProvided: readonly string[]): string {
+  const sort = (a: readonly string[]) => [...new Set(a)].sort();
+  return `${sort(required).join(' ')}|${sort(significantProvided).join(' ')}`;
+}
+
+/** The tags of one work request, as the classifier reads them. */
+export interface ClassifiableTags {
+  readonly providedTags: readonly string[];
+  readonly requiredTags: readonly string[];
+}
+
+/**
+ * The task class of each tag pair, creating the classes that do not exist yet. A request's provided
+ * tags take part only by the names some worker or pool requires, so per-package tags never split a
+ * class. Runs inside the caller's transaction, which holds the classification lock until it commits.
+ */
+export async function classIdsFor(em: EntityManager, items: readonly ClassifiableTags[], exclusive = false): Promise<number[]> {
+  if (!items.length) return [];
+  if (!exclusive) await em.execute('select pg_advisory_xact_lock_shared(?)', [CLASSIFY_LOCK]);
+  const names = [...new Set(items.flatMap((r) => r.providedTags.map(tagName)))];
+  const significant = new Set(
+    names.length ? (await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)])).map((r) => r.tag) : [],
+  );
+  const keyed = items.map((r) => {
+    const sig = [...new Set(r.providedTags.filter((t) => significant.has(tagName(t))))].sort();
+    const required = [...new Set(r.requiredTags)].sort();
+    return { key: classKey(required, sig), required, sig };
+  });
+  const distinct = [...new Map(keyed.map((k) => [k.key, k])).values()];
+  await em.execute(
+    `insert into task_class (key, required_tags, significant_provided_tags, created_at)
+     select k, string_to_array(r, ' '), string_to_array(s, ' '), now()
+       from unnest(?::text[], ?::text[], ?::text[]) as v(k, r, s)
+     on conflict (key) do nothing`,
+    [textArray(distinct.map((d) => d.key)), textArray(distinct.map((d) => d.required.join(' '))), textArray(distinct.map((d) => d.sig.join(' ')))],
+  );
+  const classes = await em.execute<{ id: number; key: string }[]>('select id, key from task_class where key = any(?::text[])', [textArray(distinct.map((d) => d.key))]);
+  const idOf = new Map(classes.map((c) => [c.key, c.id]));
+  return keyed.map((k) => idOf.get(k.key)!);
+}
+
+async function reclassify(em: EntityManager, ids: readonly number[]): Promise<void> {
+  if (!ids.length) return;
+  const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
+    'select id, provided_tags, required_tags from work_request where id = any(?::int[])',
+    [intArray(ids)],
+  );
+  const classIds = await classIdsFor(em, rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })), true);
+  await em.execute(`update work_request w set class_id = v.class_id from unnest(?::int[], ?::int[]) as v(id, class_id) where w.id = v.id`, [
+    intArray(rows.map((r) => r.id)),
+    intArray(classIds),
+  ]);
+}
+
+/**
+ * Records tags that a worker or pool requires. A tag name new to the significant set re-classifies
+ * the pending requests that provide it, so exclusive workers find them. Runs inside the caller's transaction.
+ */
+export async function registerSignificantTags(em: EntityManager, requiredTags: readonly string[]): Promise<void> {
+  const names = [...new Set(requiredTags.map(tagName))];
+  if (!names.length) return;
+  const known = await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)]);
+  const fresh = names.filter((n) => !known.some((k) => k.tag === n));
+  if (!fresh.length) return;
+  await em.execute('select pg_advisory_xact_lock(?)', [CLASSIFY_LOCK]);
+  await em.execute(`insert into significant_tag (tag, created_at) select unnest(?::text[]), now() on conflict do nothing`, [textArray(fresh)]);
+  // The affected requests are those providing a tag of one of these names (plain, or with a value).
+  const affected = await em.execute<{ id: number }[]>(
+    `select id from work_request where status = 'PENDING'
+        and exists (select 1 from unnest(provided_tags) t where split_part(t, '=', 1) = any(?::text[]))`,
+    [textArray(fresh)],
+  );
+  await reclassify(em, affected.map((a) => a.id));
+}

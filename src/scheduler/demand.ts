@@ -1,0 +1,182 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../config.js';
+import type { WorkerPool } from '../entities/worker-pool.js';
+import { matchTags } from '../tags/match.js';
+import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
+import { loadPoolTemplates, type PoolTemplate } from './pool-templates.js';
+import { groupBy, loadWorkerStates, workerSignature, type WorkerState } from './snapshot.js';
+
+/** Seconds a task is assumed to take when its history has none (DESIGN §7). */
+export const DEFAULT_TASK_SECONDS = 600;
+const HISTORY_DAYS = 30;
+const SAMPLE_IDS = 20;
+
+/** Why a pool launches fewer instances than it needs. */
+export const LAUNCH_LIMITS = { MAX_ACTIVE_INSTANCES: 'MAX_ACTIVE_INSTANCES', MONTHLY_BUDGET: 'MONTHLY_BUDGET' } as const;
+export type LaunchLimit = (typeof LAUNCH_LIMITS)[keyof typeof LAUNCH_LIMITS];
+
+/** One pool's part of the demand. */
+export interface PoolDemand {
+  readonly pool: WorkerPool;
+  /** Pending requests its template tags can run. */
+  readonly pendingRunnable: number;
+  /** Of those, the ones left to this pool: not served by idle capacity nor by an earlier pool. */
+  readonly pendingAssigned: number;
+  /** Free slots of available workers (static or pooled) that can run what this pool can run. */
+  readonly idleCompatibleSlots: number;
+  readonly averageTaskSeconds: number;
+  readonly workersRequired: number;
+  readonly activeInstances: number;
+  readonly startingInstances: number;
+  readonly launch: number;
+  readonly limitedBy: LaunchLimit[];
+  /** Idle pool workers past the idle timeout, beyond the minimum kept idle: to stop. */
+  readonly stop: WorkerState[];
+}
+
+/** Pending requests no worker and no pool could ever run, grouped by what they require. */
+export interface UnschedulableGroup {
+  readonly count: number;
+  readonly sampleIds: number[];
+  readonly requiredTags: readonly string[];
+  readonly providedTags: readonly string[];
+  /** The nearest workers or pool, with what is missing on each side. */
+  readonly nearest: { pool: string | null; workerNames: string[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+}
+
+/** The whole answer. */
+export interface ProvisioningDemand {
+  readonly pendingTotal: number;
+  readonly pools: PoolDemand[];
+  readonly unschedulable: UnschedulableGroup[];
+}
+
+const taskNameOf = (c: TaskClassRow) => {
+  const t = c.requiredTags.find((tag) => tag.startsWith('worker:task:'));
+  return t ? t.split(':')[3] : null; // worker:task:{type}:{name}:version:{v}
+};
+
+/**
+ * DESIGN §7 in bulk: pending work is counted per task class (one index-only scan), each class is
+ * matched once against each worker signature and each pool template, idle capacity serves first,
+ * the rest goes to the first pool (by name) that can run it and has room, and each pool's needs
+ * follow from the history's average task duration and its target latency, within its limits.
+ */
+export async function computeDemand(em: EntityManager, cache: ClassCache, config: Config, now: Date): Promise<ProvisioningDemand> {
+  await cache.refresh(em);
+  const [counts, workers, pools, durations, runtime] = await Promise.all([
+    em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
+    loadWorkerStates(em, now, config.metadataFreshMs),
+    loadPoolTemplates(em, config),
+    em.execute<{ task_name: string; seconds: number }[]>(
+      `select task_name, avg(extract(epoch from completed_at - started_at))::float as seconds from work_request
+        where status = 'COMPLETED' and started_at is not null and completed_at > now() - make_interval(days => ?) group by task_name`,
+      [HISTORY_DAYS],
+    ),
+    em.execute<{ pool_id: number; seconds: number }[]>(
+      `select pool_id, coalesce(sum(extract(epoch from least(coalesce(terminated_at, now()), now()) - greatest(coalesce(instance_created_at, registered_at), date_trunc('month', now())))), 0)::float as seconds
+         from worker where pool_id is not null and coalesce(terminated_at, now()) >= date_trunc('month', now()) group by pool_id`,
+    ),
+  ]);
+  const avg = new Map(durations.map((d) => [d.task_name, d.seconds]));
+  const classById = new Map(cache.all().map((c) => [c.id, c]));
+  const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
+  const workerGroups = [...groupBy(workers, workerSignature).values()];
+  // Idle slots are consumed once, by the first classes that can use them.
+  const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
+  const perPool = new Map<number, { runnable: number; assigned: number; workSeconds: number; idleSlots: Set<number> }>();
+  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, workSeconds: 0, idleSlots: new Set() });
+  const unschedulable: { cls: TaskClassRow; count: number }[] = [];
+
+  for (const { class_id, n } of counts) {
+    const cls = classById.get(class_id);
+    if (!cls) continue;
+    const fittingWorkers = workerGroups.filter((g) => classFits(cls, g[0])).flat();
+    const fittingPools = pools.filter((p) => classFits(cls, p));
+    if (!fittingWorkers.length && !fittingPools.length) {
+      if (!cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
+      continue;
+    }
+    let residual = n;
+    for (const w of fittingWorkers) {
+      const free = slotsLeft.get(w.id) ?? 0;
+      const used = Math.min(free, residual);
+      slotsLeft.set(w.id, free - used);
+      residual -= used;
+    }
+    const seconds = avg.get(taskNameOf(cls) ?? '') ?? DEFAULT_TASK_SECONDS;
+    for (const p of fittingPools) {
+      const d = perPool.get(p.pool.id)!;
+      d.runnable += n;
+      for (const w of fittingWorkers) if (w.free > 0) d.idleSlots.add(w.id);
+    }
+    const target = fittingPools.find((p) => p.pool.enabled);
+    if (target && residual > 0) {
+      const d = perPool.get(target.pool.id)!;
+      d.assigned += residual;
+      d.workSeconds += residual * seconds;
+    }
+  }
+
+  const poolDemands: PoolDemand[] = pools.map((p) => {
+    const d = perPool.get(p.pool.id)!;
+    const mine = workers.filter((w) => w.poolId === p.pool.id);
+    const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED').length;
+    const idle = mine.filter((w) => !w.unavailable && w.active === 0);
+    const concurrency = Math.max(1, Number(p.pool.specifications.concurrency ?? 1) || 1);
+    const byLatency = Math.ceil(d.workSeconds / (p.pool.targetLatencySeconds * concurrency));
+    const workersRequired = Math.min(byLatency, Math.ceil(d.assigned / concurrency));
+    const wanted = Math.max(workersRequired - starting, p.pool.minIdleInstances - idle.length - starting, 0);
+    const room = Math.max(0, p.pool.maxActiveInstances - mine.length);
+    const limitedBy: LaunchLimit[] = [];
+    let launch = Math.min(wanted, room);
+    if (launch < wanted) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    const used = runtime.find((r) => r.pool_id === p.pool.id)?.seconds ?? 0;
+    if (launch > 0 && p.pool.monthlyRuntimeBudgetSeconds != null && used >= p.pool.monthlyRuntimeBudgetSeconds) {
+      launch = 0;
+      limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
+    }
+    const idleTooLong = idle
+      .filter((w) => w.idleSince && now.getTime() - w.idleSince.getTime() > p.pool.idleTimeoutSeconds * 1000)
+      .sort((a, b) => a.idleSince!.getTime() - b.idleSince!.getTime());
+    // Keep the minimum idle, and keep everything when this pool still has work waiting for it.
+    const stop = d.assigned > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - p.pool.minIdleInstances));
+    return {
+      pool: p.pool,
+      pendingRunnable: d.runnable,
+      pendingAssigned: d.assigned,
+      idleCompatibleSlots: [...d.idleSlots].reduce((s, id) => s + (workers.find((w) => w.id === id)?.free ?? 0), 0),
+      averageTaskSeconds: d.assigned ? d.workSeconds / d.assigned : DEFAULT_TASK_SECONDS,
+      workersRequired,
+      activeInstances: mine.length,
+      startingInstances: starting,
+      launch,
+      limitedBy,
+      stop,
+    };
+  });
+
+  const groups: UnschedulableGroup[] = [];
+  for (const { cls, count } of unschedulable) {
+    const sample = await em.execute<{ id: number }[]>(
+      `select id from work_request where status = 'PENDING' and class_id = ? order by priority_base + priority_adjustment desc, created_at, id limit ?`,
+      [cls.id, SAMPLE_IDS],
+    );
+    groups.push({ count, sampleIds: sample.map((s) => s.id), requiredTags: cls.requiredTags, providedTags: cls.significantProvidedTags, nearest: nearest(cls, workerGroups, pools) });
+  }
+  return { pendingTotal, pools: poolDemands, unschedulable: groups };
+}
+
+function nearest(cls: TaskClassRow, workerGroups: WorkerState[][], pools: PoolTemplate[]): UnschedulableGroup['nearest'] {
+  const task = { provided: cls.significantProvidedTags, required: cls.requiredTags };
+  const options = [
+    ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), m: matchTags(task, { provided: g[0].providedTags, required: g[0].requiredTags }) })),
+    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], m: matchTags(task, { provided: p.providedTags, required: p.requiredTags }) })),
+  ];
+  const size = (o: (typeof options)[number]) => o.m.missingOnWorker.length + o.m.missingOnTask.length;
+  const best = Math.min(...options.map(size));
+  return options
+    .filter((o) => size(o) === best)
+    .slice(0, 5)
+    .map((o) => ({ pool: o.pool, workerNames: o.workerNames, missingOnWorker: o.m.missingOnWorker, missingOnTask: o.m.missingOnTask }));
+}

@@ -1,0 +1,85 @@
+import { matchTags } from '../tags/match.js';
+import type { UnavailableReason } from './availability.js';
+import type { TaskTagsRow } from './candidates.js';
+import type { PoolTemplate } from './pool-templates.js';
+import { groupBy, workerSignature, type WorkerState } from './snapshot.js';
+
+/** Where a work request stands, as data. */
+export const DIAGNOSIS_STATES = {
+  /** Not PENDING: nothing to wait for (or it is BLOCKED on dependencies). */
+  NOT_PENDING: 'NOT_PENDING',
+  /** An available matching worker has a free slot: the next pass assigns it. */
+  READY: 'READY',
+  /** Matching workers are available but all busy: it waits for capacity. */
+  WAITING_FOR_CAPACITY: 'WAITING_FOR_CAPACITY',
+  /** Matching workers exist but none is available (disconnected, draining, disabled). */
+  WAITING_FOR_WORKERS: 'WAITING_FOR_WORKERS',
+  /** No worker matches, but a pool could start one. */
+  WAITING_FOR_PROVISIONING: 'WAITING_FOR_PROVISIONING',
+  /** Internal and workflow tasks run on the server and are never assigned to workers. */
+  NOT_ASSIGNABLE: 'NOT_ASSIGNABLE',
+  /** No worker and no pool could ever run it. */
+  UNSCHEDULABLE: 'UNSCHEDULABLE',
+} as const;
+export type DiagnosisState = (typeof DIAGNOSIS_STATES)[keyof typeof DIAGNOSIS_STATES];
+
+/** A group of workers (or one pool) that cannot run the request, and exactly why. */
+export interface Mismatch {
+  readonly pool: string | null;
+  readonly workerCount: number;
+  /** The first few worker names of the group (all of them for a pool: none). */
+  readonly workerNames: string[];
+  /** Tags the request requires that these workers do not provide. */
+  readonly missingOnWorker: string[];
+  /** Tags these workers require that the request does not provide. */
+  readonly missingOnTask: string[];
+}
+
+/** Why a request waits. */
+export interface Diagnosis {
+  readonly state: DiagnosisState;
+  readonly matchingWorkers: number;
+  readonly availableWorkers: number;
+  readonly busyWorkers: number;
+  readonly unavailableWorkers: { reason: UnavailableReason; count: number }[];
+  readonly matchingPools: string[];
+  readonly mismatches: Mismatch[];
+}
+
+const NAMES_PER_GROUP = 10;
+
+/** Diagnoses one request against every worker (grouped by tag signature) and every enabled pool. */
+export function diagnose(task: TaskTagsRow & { status: string }, workers: readonly WorkerState[], pools: readonly PoolTemplate[]): Diagnosis {
+  const taskSets = { provided: task.providedTags, required: task.requiredTags };
+  const mismatches: Mismatch[] = [];
+  const matching: WorkerState[] = [];
+  for (const group of groupBy(workers, workerSignature).values()) {
+    const m = matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags });
+    if (m.ok && group[0].type !== 'not-assignable') matching.push(...group);
+    else if (!m.ok) {
+      mismatches.push({ pool: null, workerCount: group.length, workerNames: group.slice(0, NAMES_PER_GROUP).map((w) => w.name), missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+    }
+  }
+  const matchingPools: string[] = [];
+  for (const p of pools) {
+    const m = matchTags(taskSets, { provided: p.providedTags, required: p.requiredTags });
+    if (m.ok) matchingPools.push(p.pool.name);
+    else mismatches.push({ pool: p.pool.name, workerCount: 0, workerNames: [], missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+  }
+  mismatches.sort((a, b) => a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) || b.workerCount - a.workerCount);
+  const available = matching.filter((w) => w.free > 0).length;
+  const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
+  const unavailable = [...groupBy(matching.filter((w) => w.unavailable), (w) => w.unavailable!).entries()].map(([reason, list]) => ({
+    reason: reason as UnavailableReason,
+    count: list.length,
+  }));
+  let state: DiagnosisState;
+  if (task.status !== 'PENDING') state = DIAGNOSIS_STATES.NOT_PENDING;
+  else if (task.requiredTags.includes('worker:type:not-assignable')) state = DIAGNOSIS_STATES.NOT_ASSIGNABLE;
+  else if (available) state = DIAGNOSIS_STATES.READY;
+  else if (busy) state = DIAGNOSIS_STATES.WAITING_FOR_CAPACITY;
+  else if (matching.length) state = DIAGNOSIS_STATES.WAITING_FOR_WORKERS;
+  else if (matchingPools.length) state = DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING;
+  else state = DIAGNOSIS_STATES.UNSCHEDULABLE;
+  return { state, matchingWorkers: matching.length, availableWorkers: available, busyWorkers: busy, unavailableWorkers: unavailable, matchingPools, mismatches };
+}

@@ -1,0 +1,98 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../config.js';
+import { intArray } from '../db/arrays.js';
+import { unavailableReason } from './availability.js';
+import type { ClassCache } from './class-cache.js';
+import type { Assignment } from './next-work.js';
+import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
+
+const PASS_LOCK = 72707372; // one pass at a time across all server processes
+
+interface FreeWorker {
+  id: number;
+  free: number;
+  eligible: number[];
+}
+
+/**
+ * One full scheduling pass, in bulk: every available worker with a free slot, every task class it may
+ * run, and the heads of those classes' queues, matched in queue order in memory and written in one
+ * statement. A request that no free worker can run is simply not among the heads asked for, so it
+ * never blocks the requests behind it. Runs inside the caller's transaction; returns the assignments.
+ */
+export async function runPass(em: EntityManager, cache: ClassCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
+  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [PASS_LOCK]);
+  if (!locked) return []; // another process is running a pass right now
+  // Workers busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
+  const rows = await em.execute<
+    { id: number; type: string; enabled: boolean; draining: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
+  >(
+    `select id, type, enabled, draining, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
+       from worker
+      where enabled and not draining and terminated_at is null and type <> 'not-assignable' and connected_at is not null
+      for update skip locked`,
+  );
+  const loads = new Map(
+    (
+      await em.execute<{ worker_id: number; n: number }[]>(
+        `select worker_id, count(*)::int as n from work_request where status in ('ASSIGNED', 'RUNNING') and worker_id = any(?::int[]) group by worker_id`,
+        [intArray(rows.map((r) => r.id))],
+      )
+    ).map((r) => [r.worker_id, r.n]),
+  );
+  await cache.refresh(em);
+  const workers: FreeWorker[] = [];
+  for (const r of rows) {
+    const facts = { type: r.type, enabled: r.enabled, draining: r.draining, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at };
+    const free = r.concurrency - (loads.get(r.id) ?? 0);
+    if (free <= 0 || unavailableReason(facts, now, config.metadataFreshMs)) continue;
+    const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
+    if (eligible.length) workers.push({ id: r.id, free, eligible });
+  }
+  if (!workers.length) return [];
+
+  // A class can take at most the free slots of the workers eligible for it.
+  const slotsPerClass = new Map<number, number>();
+  for (const w of workers) for (const c of w.eligible) slotsPerClass.set(c, Math.min(maxAssignments, (slotsPerClass.get(c) ?? 0) + w.free));
+  const classIds = [...slotsPerClass.keys()];
+  const heads = await em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)!))]);
+  if (!heads.length) return [];
+  const lockable = new Set((await em.execute<{ id: number }[]>(LOCK_ALL_SQL, [intArray(heads.map((h) => h.id))])).map((r) => r.id));
+
+  // Specialised workers first: a worker that can run fewer classes should not lose its only work to a generalist.
+  const byClass = new Map<number, FreeWorker[]>();
+  for (const w of [...workers].sort((a, b) => a.eligible.length - b.eligible.length || a.id - b.id)) {
+    for (const c of w.eligible) {
+      let list = byClass.get(c);
+      if (!list) byClass.set(c, (list = []));
+      list.push(w);
+    }
+  }
+  // Free slots only ever decrease, so each class's cursor only moves forward: linear in all.
+  const cursor = new Map<number, number>();
+  const nextFree = (classId: number): FreeWorker | undefined => {
+    const list = byClass.get(classId);
+    if (!list) return undefined;
+    let i = cursor.get(classId) ?? 0;
+    while (i < list.length && list[i].free <= 0) i++;
+    cursor.set(classId, i);
+    return list[i];
+  };
+  const assignments: Assignment[] = [];
+  for (const head of heads) {
+    if (assignments.length >= maxAssignments) break;
+    if (!lockable.has(head.id)) continue;
+    const worker = nextFree(head.class_id);
+    if (!worker) continue;
+    worker.free--;
+    assignments.push({ workRequestId: head.id, workerId: worker.id });
+  }
+  if (assignments.length) {
+    await em.execute(
+      `update work_request w set status = 'ASSIGNED', worker_id = v.worker_id, assigned_at = ?
+         from unnest(?::int[], ?::int[]) as v(id, worker_id) where w.id = v.id`,
+      [now, intArray(assignments.map((a) => a.workRequestId)), intArray(assignments.map((a) => a.workerId))],
+    );
+  }
+  return assignments;
+}

@@ -1,0 +1,31 @@
+/**
+ * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order
+ * (effective priority desc, then oldest, then id). Each class probe walks the partial index
+ * `work_request_pending_class_order`, so the cost grows with the number of classes probed, not with
+ * the length of the queue.
+ */
+export const CLASS_HEADS_SQL = `
+  select t.id, t.class_id, t.prio, t.created_at
+    from unnest(?::int[], ?::int[]) as c(id, lim)
+    cross join lateral (
+      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.created_at
+        from work_request w
+       where w.status = 'PENDING' and w.class_id = c.id
+       order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+       limit c.lim
+    ) t
+   order by t.prio desc, t.created_at, t.id`;
+
+/** Locks the first candidate still PENDING and not locked by another caller, in queue order. */
+export const LOCK_FIRST_SQL = `
+  select w.id from work_request w
+   where w.id = any(?::int[]) and w.status = 'PENDING'
+   order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+   limit 1
+   for update skip locked`;
+
+/** Locks every candidate still PENDING and not locked by another caller. */
+export const LOCK_ALL_SQL = `
+  select w.id from work_request w
+   where w.id = any(?::int[]) and w.status = 'PENDING'
+   for update skip locked`;

@@ -1,0 +1,99 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Config } from '../config.js';
+import type { Events } from '../events.js';
+import type { Logger } from '../log.js';
+import { ClassCache } from './class-cache.js';
+import { assignNextWork, type Assignment } from './next-work.js';
+import { runPass } from './pass.js';
+
+/** Why a pass was asked for (logged, and useful when reading a trace). */
+export type PassReason = 'new-pending' | 'worker-changed' | 'work-finished' | 'periodic' | 'startup';
+
+/** The process's scheduler: pull assignment, event-triggered passes and the periodic fallback pass. */
+export interface Scheduler {
+  readonly classes: ClassCache;
+  /** Assigns the next request to this worker (its own transaction), or returns null. */
+  requestWork(workerId: number): Promise<Assignment | null>;
+  /** Runs one full pass now. */
+  runPass(): Promise<Assignment[]>;
+  /** Asks for a pass soon; calls close together share one pass. */
+  trigger(reason: PassReason): void;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/** Creates the scheduler of one server process. */
+export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events }): Scheduler {
+  const { orm, config, log, events } = deps;
+  const classes = new ClassCache();
+  let timer: NodeJS.Timeout | null = null;
+  let debounce: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let again = false;
+  let stopped = false;
+  let changes: AsyncIterator<unknown> | null = null;
+
+  const publish = (assignments: readonly Assignment[]) => {
+    for (const a of assignments) events.publish('workAssigned', a);
+  };
+
+  async function pass(): Promise<Assignment[]> {
+    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, config, new Date()));
+    publish(assignments); // after the commit: a subscriber must find the row assigned
+    if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
+    return assignments;
+  }
+
+  function runSoon(reason: PassReason): void {
+    if (stopped) return;
+    if (running) {
+      again = true; // one more pass after this one: it may have missed what triggered us
+      return;
+    }
+    running = pass()
+      .catch((err: unknown) => log.error({ err, reason }, 'scheduling pass failed'))
+      .finally(() => {
+        running = null;
+        if (again) {
+          again = false;
+          runSoon(reason);
+        }
+      });
+  }
+
+  return {
+    classes,
+    async requestWork(workerId) {
+      const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date()));
+      if (assignment) publish([assignment]);
+      return assignment;
+    },
+    runPass: pass,
+    trigger(reason) {
+      if (debounce || stopped || !config.schedulerAutomatic) return;
+      debounce = setTimeout(() => {
+        debounce = null;
+        runSoon(reason);
+      }, config.schedulerDebounceMs);
+    },
+    start() {
+      if (!config.schedulerAutomatic) return;
+      // Any change of a worker (connected, reported, undrained, enabled, retagged) may free capacity.
+      changes = events.subscribe('workerChanged')[Symbol.asyncIterator]();
+      const iterator = changes;
+      void (async () => {
+        while (!stopped && !(await iterator.next()).done) this.trigger('worker-changed');
+      })();
+      timer = setInterval(() => runSoon('periodic'), config.schedulerIntervalMs);
+      timer.unref();
+      runSoon('startup');
+    },
+    async stop() {
+      stopped = true;
+      await changes?.return?.();
+      if (timer) clearInterval(timer);
+      if (debounce) clearTimeout(debounce);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,154 @@
+import { builder } from '../builder.js';
+import type { Context } from '../context.js';
+import { intArray } from '../db/arrays.js';
+import { UNAVAILABLE } from '../scheduler/availability.js';
+import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
+import { DIAGNOSIS_STATES, diagnose, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
+import type { WorkerState } from '../scheduler/snapshot.js';
+import { visibleWorkspaceIds } from '../services/directory.js';
+import { WorkRequestRef } from './work-request.js';
+import { WorkerRef } from './worker.js';
+import { WorkerPoolRef } from './worker-pool.js';
+
+const DiagnosisStateEnum = builder.enumType('DiagnosisState', { values: Object.values(DIAGNOSIS_STATES) });
+const UnavailableEnum = builder.enumType('UnavailableReason', { values: Object.values(UNAVAILABLE) });
+const LaunchLimitEnum = builder.enumType('LaunchLimit', { values: Object.values(LAUNCH_LIMITS) });
+
+const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
+  description: 'A group of workers with the same tags, or a pool, that cannot run the request, and why',
+  fields: (t) => ({
+    pool: t.exposeString('pool', { nullable: true, description: 'The pool, for a pool template; null for a group of workers' }),
+    workerCount: t.exposeInt('workerCount'),
+    workerNames: t.exposeStringList('workerNames', { description: 'The first few workers of the group' }),
+    missingOnWorker: t.exposeStringList('missingOnWorker', { description: 'Tags the request requires that these workers do not provide' }),
+    missingOnTask: t.exposeStringList('missingOnTask', { description: 'Tags these workers require that the request does not provide' }),
+  }),
+});
+
+const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
+  description: 'Why a work request waits, as data',
+  fields: (t) => ({
+    state: t.field({ type: DiagnosisStateEnum, resolve: (d) => d.state }),
+    matchingWorkers: t.exposeInt('matchingWorkers', { description: 'Workers whose tags match, available or not' }),
+    availableWorkers: t.exposeInt('availableWorkers', { description: 'Matching workers with a free slot now' }),
+    busyWorkers: t.exposeInt('busyWorkers', { description: 'Matching workers that are available but full' }),
+    unavailableWorkers: t.field({
+      type: [builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
+        fields: (f) => ({ reason: f.field({ type: UnavailableEnum, resolve: (u) => u.reason as keyof typeof UNAVAILABLE }), count: f.exposeInt('count') }),
+      })],
+      resolve: (d) => d.unavailableWorkers,
+    }),
+    matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
+    mismatches: t.field({ type: [MismatchRef], description: 'Nearest first', resolve: (d) => d.mismatches }),
+  }),
+});
+
+const workerIds = (list: WorkerState[], first: number) => list.slice(0, first).map((w) => w.id);
+
+builder.objectFields(WorkRequestRef, (t) => ({
+  candidateWorkers: t.field({
+    type: [WorkerRef],
+    description: 'The workers that could run it (batched: a list of requests costs a bounded number of statements)',
+    args: { availableOnly: t.arg.boolean({ defaultValue: true }), first: t.arg.int({ defaultValue: 100 }) },
+    resolve: async (wr, args, ctx) => workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), args.first ?? 100),
+  }),
+  diagnosis: t.field({
+    type: DiagnosisRef,
+    description: 'Why it waits: per group of workers and per pool, the missing tags on each side',
+    resolve: async (wr, _a, ctx) => diagnose({ id: wr.id, status: wr.status, providedTags: wr.providedTags, requiredTags: wr.requiredTags }, await ctx.loaders.workerStates(), await ctx.loaders.poolTemplates()),
+  }),
+}));
+
+interface Candidates {
+  workRequestId: number;
+  workers: WorkerState[];
+}
+
+const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').implement({
+  fields: (t) => ({
+    workRequestId: t.id({ resolve: (c) => String(c.workRequestId) }),
+    count: t.int({ resolve: (c) => c.workers.length }),
+    workerNames: t.stringList({ args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name) }),
+    workers: t.field({ type: [WorkerRef], args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => workerIds(c.workers, a.first ?? 100) }),
+  }),
+});
+
+/** The requested ids the viewer may see (one statement for all of them). */
+async function visibleIds(ctx: Context, ids: number[]): Promise<number[]> {
+  if (!ids.length) return [];
+  const rows = await ctx.em.execute<{ id: number; workspace_id: number; worker_id: number | null }[]>(
+    'select id, workspace_id, worker_id from work_request where id = any(?::int[])',
+    [intArray(ids)],
+  );
+  if (ctx.viewer.kind === 'worker') {
+    const me = ctx.viewer.worker.id;
+    return rows.filter((r) => r.worker_id === me).map((r) => r.id);
+  }
+  if (ctx.viewer.kind === 'activation') return [];
+  const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
+  return rows.filter((r) => visible === 'all' || visible.includes(r.workspace_id)).map((r) => r.id);
+}
+
+const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
+  fields: (t) => ({
+    pool: t.field({ type: WorkerPoolRef, resolve: (d) => d.pool }),
+    pendingRunnable: t.exposeInt('pendingRunnable', { description: 'Pending requests its template tags can run' }),
+    pendingAssigned: t.exposeInt('pendingAssigned', { description: 'Of those, the ones left for this pool after idle capacity and earlier pools' }),
+    idleCompatibleSlots: t.exposeInt('idleCompatibleSlots', { description: 'Free slots of available workers that can run what this pool can run' }),
+    averageTaskSeconds: t.exposeFloat('averageTaskSeconds'),
+    workersRequired: t.exposeInt('workersRequired', { description: 'Instances needed to serve its share within the target latency' }),
+    activeInstances: t.exposeInt('activeInstances'),
+    startingInstances: t.exposeInt('startingInstances', { description: 'Instances created but not connected yet' }),
+    launch: t.exposeInt('launch', { description: 'Instances to start now, within the limits' }),
+    limitedBy: t.field({ type: [LaunchLimitEnum], resolve: (d) => d.limitedBy }),
+    stopWorkers: t.field({ type: [WorkerRef], description: 'Idle pool workers past the idle timeout, to stop', resolve: (d) => d.stop.map((w) => w.id) }),
+  }),
+});
+
+const NearestRef = builder.objectRef<UnschedulableGroup['nearest'][number]>('NearestMatch').implement({
+  fields: (t) => ({
+    pool: t.exposeString('pool', { nullable: true }),
+    workerNames: t.exposeStringList('workerNames'),
+    missingOnWorker: t.exposeStringList('missingOnWorker'),
+    missingOnTask: t.exposeStringList('missingOnTask'),
+  }),
+});
+
+const UnschedulableRef = builder.objectRef<UnschedulableGroup>('UnschedulableGroup').implement({
+  description: 'Pending requests that no worker and no pool could ever run',
+  fields: (t) => ({
+    count: t.exposeInt('count'),
+    sampleWorkRequestIds: t.idList({ resolve: (g) => g.sampleIds.map(String) }),
+    requiredTags: t.exposeStringList('requiredTags'),
+    providedTags: t.exposeStringList('providedTags', { description: 'The significant provided tags (those some worker requires)' }),
+    nearest: t.field({ type: [NearestRef], description: 'The nearest workers or pools and what is missing', resolve: (g) => g.nearest }),
+  }),
+});
+
+const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('ProvisioningDemand').implement({
+  fields: (t) => ({
+    pendingTotal: t.exposeInt('pendingTotal'),
+    pools: t.field({ type: [PoolDemandRef], resolve: (d) => d.pools }),
+    unschedulable: t.field({ type: [UnschedulableRef], resolve: (d) => d.unschedulable }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  candidateWorkers: t.field({
+    type: [CandidatesRef],
+    description: 'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
+    args: { workRequestIds: t.arg.idList({ required: true }), availableOnly: t.arg.boolean({ defaultValue: true }) },
+    resolve: async (_r, args, ctx) => {
+      const ids = [...new Set(args.workRequestIds.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0))];
+      const visible = await visibleIds(ctx, ids);
+      const loader = ctx.loaders.candidates(args.availableOnly ?? true);
+      const lists = await Promise.all(visible.map((id) => loader.load(id)));
+      return visible.map((id, i) => ({ workRequestId: id, workers: lists[i] }));
+    },
+  }),
+  provisioningDemand: t.field({
+    type: DemandRef,
+    description: 'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
+    resolve: (_r, _a, ctx) => computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date()),
+  }),
+}));

@@ -1,0 +1,69 @@
+import { LockMode } from '@mikro-orm/core';
+import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
+import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { isAdmin, requireWorker } from './auth.js';
+import { settleDependents, type WorkRequestDeps } from './work-requests.js';
+
+/** Pull: the calling worker gets its next work request (assigned atomically), or null. */
+export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | null> {
+  const worker = requireWorker(deps.viewer);
+  // A worker that asks is alive: the call counts as a heartbeat.
+  const now = new Date();
+  await deps.em.nativeUpdate('Worker', { id: worker.id }, { lastSeenAt: now, connectedAt: worker.connectedAt ?? now });
+  const assignment = await deps.scheduler.requestWork(worker.id);
+  if (!assignment) return null;
+  const wr = await deps.em.findOneOrFail(WorkRequestSchema, { id: assignment.workRequestId }, { populate: ['workspace'] });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
+  return wr;
+}
+
+async function lockAssigned(deps: WorkRequestDeps, rawId: string, tx: WorkRequestDeps['em']): Promise<WorkRequest> {
+  const id = Number(rawId);
+  const wr = Number.isSafeInteger(id) ? await tx.findOne(WorkRequestSchema, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE }) : null;
+  const viewer = deps.viewer;
+  // To a worker, another worker's request does not exist.
+  if (!wr || (viewer.kind === 'worker' && wr.worker?.id !== viewer.worker.id)) throw new NotFoundError(`id: no work request ${rawId} assigned to you`, 'id');
+  return wr;
+}
+
+/** The assignee acknowledges its assignment and starts it: ASSIGNED → RUNNING. */
+export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Promise<WorkRequest> {
+  requireWorker(deps.viewer);
+  const wr = await deps.em.transactional(async (tx) => {
+    const locked = await lockAssigned(deps, rawId, tx);
+    if (locked.status === 'RUNNING') return locked; // a repeated acknowledgement is harmless
+    if (locked.status !== 'ASSIGNED') throw new InvalidStateError(`work request ${rawId} is ${locked.status}, not ASSIGNED`);
+    locked.status = 'RUNNING';
+    locked.startedAt = new Date();
+    await tx.flush();
+    return locked;
+  });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
+  return wr;
+}
+
+/**
+ * Records the result of a request: its assignee (or an admin) completes it; dependents whose
+ * dependencies are now all complete become PENDING, and a pass is triggered for the freed slot.
+ */
+export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, result: WorkRequestResult): Promise<WorkRequest> {
+  const viewer = deps.viewer;
+  if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
+  if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
+  const { wr, changed } = await deps.em.transactional(async (tx) => {
+    const locked = await lockAssigned(deps, rawId, tx);
+    if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
+      throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
+    }
+    const now = new Date();
+    locked.status = 'COMPLETED';
+    locked.result = result;
+    locked.startedAt ??= now;
+    locked.completedAt = now;
+    await tx.flush();
+    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]) };
+  });
+  for (const id of [wr.id, ...changed]) deps.events.publish('workRequestChanged', { id, workspaceId: wr.workspace.id });
+  deps.scheduler.trigger('work-finished');
+  return wr;
+}
