@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
+import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
+import { InputError, NotFoundError } from '../errors.js';
 import { WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { visibleWorkspaceIds } from '../services/directory.js';
 import { abortWorkRequest, addWorkRequestDependencies, createWorkRequest, findVisibleWorkRequest } from '../services/work-requests.js';
@@ -11,7 +13,7 @@ import { WorkerRef } from './worker.js';
 import { UserRef, WorkspaceRef } from './workspace.js';
 
 const StatusEnum = builder.enumType('WorkRequestStatus', { values: WORK_REQUEST_STATUSES });
-const ResultEnum = builder.enumType('WorkRequestResult', { values: WORK_REQUEST_RESULTS });
+export const ResultEnum = builder.enumType('WorkRequestResult', { values: WORK_REQUEST_RESULTS });
 
 /** A work request. */
 export const WorkRequestRef = builder.objectRef<WorkRequest>('WorkRequest');
@@ -56,6 +58,16 @@ const WorkRequestFilter = builder.inputType('WorkRequestFilter', {
   }),
 });
 
+/** The `scope/name` of a filter; a query has no result union, so a malformed one is a GraphQL error the client can read, like a bad cursor. */
+function workspaceFilter(full: string): { scope: string; name: string } {
+  try {
+    return splitWorkspaceName(full, 'filter.workspace');
+  } catch (err) {
+    if (err instanceof InputError) throw new GraphQLError(err.message, { extensions: { code: err.code } });
+    throw err;
+  }
+}
+
 const WorkRequestConnection = builder.connectionObject({ type: WorkRequestRef, name: 'WorkRequestConnection' });
 
 builder.queryFields((t) => ({
@@ -77,7 +89,7 @@ builder.queryFields((t) => ({
       const and: FilterQuery<WorkRequest>[] = [where];
       if (f?.status?.length) and.push({ status: { $in: f.status } });
       if (f?.workspace) {
-        const { scope, name } = splitWorkspaceName(f.workspace, 'filter.workspace');
+        const { scope, name } = workspaceFilter(f.workspace);
         and.push({ workspace: { name, scope: { name: scope } } });
       }
       if (f?.taskName) and.push({ taskName: f.taskName });
@@ -96,8 +108,9 @@ builder.queryFields((t) => ({
     resolve: async (_root, { id }, ctx) => {
       try {
         return await findVisibleWorkRequest(ctx.em, ctx.viewer, String(id));
-      } catch {
-        return null;
+      } catch (err) {
+        if (err instanceof NotFoundError || err instanceof InputError) return null; // unknown, invisible or malformed id
+        throw err;
       }
     },
   }),

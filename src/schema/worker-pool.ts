@@ -1,6 +1,7 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
+import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags } from '../tags/worker-tags.js';
 import { COMMON_ERRORS } from './errors.js';
 import { TagEntryRef } from './tag-entry.js';
@@ -13,8 +14,12 @@ export const WorkerPoolRef = builder.loadableObjectRef<WorkerPool, number>('Work
   },
 });
 
-const template = (pool: WorkerPool) =>
-  computePoolTemplateTags({ name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications });
+// The configured size thresholds, as for the pool's workers: a template must classify its size like they do.
+const template = (pool: WorkerPool, sizeThresholds: SizeThresholds) =>
+  computePoolTemplateTags(
+    { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications },
+    sizeThresholds,
+  );
 
 WorkerPoolRef.implement({
   fields: (t) => ({
@@ -30,9 +35,9 @@ WorkerPoolRef.implement({
     templateProvidedTags: t.field({
       type: [TagEntryRef],
       description: 'What any worker this pool starts will provide: pool tags, specification values, worker:type:worker',
-      resolve: (pool) => template(pool).provided,
+      resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).provided,
     }),
-    templateRequiredTags: t.field({ type: [TagEntryRef], resolve: (pool) => template(pool).required }),
+    templateRequiredTags: t.field({ type: [TagEntryRef], resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required }),
     maxActiveInstances: t.exposeInt('maxActiveInstances'),
     minIdleInstances: t.exposeInt('minIdleInstances'),
     idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds'),

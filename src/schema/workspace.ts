@@ -5,7 +5,7 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 import { isAdmin } from '../services/auth.js';
-import { addGroupMembers, createGroup, createUser, createWorkspace, roleIn, setWorkspaceMember, updateWorkspace, visibleWorkspaceIds } from '../services/directory.js';
+import { addGroupMembers, createGroup, createUser, createWorkspace, setWorkspaceMember, updateWorkspace, visibleWorkspaceIds } from '../services/directory.js';
 import { createTaskRule } from '../services/task-rules.js';
 import { COMMON_ERRORS } from './errors.js';
 
@@ -60,19 +60,36 @@ WorkspaceRef.implement({
     scope: t.string({ resolve: (w) => w.scope.name }),
     isPublic: t.exposeBoolean('isPublic'),
     providableTagPrefixes: t.exposeStringList('providableTagPrefixes', { description: 'Task-provided tag prefixes members may set' }),
-    viewerRole: t.field({ type: WorkspaceRoleEnum, nullable: true, resolve: (w, _a, ctx) => roleIn(ctx.em, ctx.viewer, w) }),
-    members: t.field({
-      type: [MemberRef],
-      description: 'Visible to admins and the workspace members',
-      resolve: async (w, _a, ctx) => {
-        if (!isAdmin(ctx.viewer) && (await roleIn(ctx.em, ctx.viewer, w)) === null) return [];
-        const members = await ctx.em.find(WorkspaceMemberSchema, { workspace: w }, { populate: ['user'], orderBy: { user: { username: 'asc' } } });
-        return members.map((m) => ({ user: m.user, role: m.role }));
+    // Lists of workspaces batch these three per operation: one query each, whatever the length.
+    viewerRole: t.loadable({
+      type: WorkspaceRoleEnum,
+      nullable: true,
+      load: async (ids: number[], ctx) => {
+        if (ctx.viewer.kind !== 'user') return ids.map(() => null);
+        const mine = await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: ids }, user: ctx.viewer.user });
+        return ids.map((id) => mine.find((m) => m.workspace.id === id)?.role ?? null);
       },
+      resolve: (w) => w.id,
     }),
-    rules: t.field({
-      type: [TaskRuleRef],
-      resolve: (w, _a, ctx) => ctx.em.find(TaskRuleSchema, { workspace: w }, { orderBy: { name: 'asc' } }),
+    members: t.loadableList({
+      type: MemberRef,
+      description: 'Visible to admins and the workspace members',
+      load: async (ids: number[], ctx) => {
+        const members = await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: ids } }, { populate: ['user'], orderBy: { user: { username: 'asc' } } });
+        const viewerId = ctx.viewer.kind === 'user' ? ctx.viewer.user.id : null;
+        return ids.map((id) => {
+          const ofWorkspace = members.filter((m) => m.workspace.id === id);
+          const maySee = isAdmin(ctx.viewer) || ofWorkspace.some((m) => m.user.id === viewerId);
+          return maySee ? ofWorkspace.map((m) => ({ user: m.user, role: m.role })) : [];
+        });
+      },
+      resolve: (w) => w.id,
+    }),
+    rules: t.loadableGroup({
+      type: TaskRuleRef,
+      load: (ids: number[], ctx) => ctx.em.find(TaskRuleSchema, { workspace: { $in: ids } }, { orderBy: { name: 'asc' } }),
+      group: (rule) => rule.workspace!.id,
+      resolve: (w) => w.id,
     }),
   }),
 });
@@ -83,7 +100,17 @@ const GroupRef = builder.objectRef<Group>('Group').implement({
     name: t.exposeString('name'),
     scope: t.string({ resolve: (g) => g.scope.name }),
     workspace: t.field({ type: WorkspaceRef, nullable: true, resolve: (g) => g.workspace?.id ?? null }),
-    members: t.field({ type: [UserRef], resolve: async (g) => (await g.members.loadItems()).slice().sort((a, b) => a.username.localeCompare(b.username)) }),
+    members: t.loadableList({
+      type: UserRef,
+      load: async (ids: number[], ctx) => {
+        const groups = await ctx.em.find(GroupSchema, { id: { $in: ids } }, { populate: ['members'] });
+        return ids.map((id) => {
+          const members = groups.find((g) => g.id === id)?.members.getItems() ?? [];
+          return members.slice().sort((a, b) => a.username.localeCompare(b.username));
+        });
+      },
+      resolve: (g) => g.id,
+    }),
   }),
 });
 

@@ -1,0 +1,244 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createSecretBox } from '../../src/services/secrets.js';
+import { useTestApp } from '../helpers/app.js';
+import { ERROR_FIELDS, createPool, expectResult, ok, registerWorker, snapshot, tagsOf } from '../helpers/fixtures.js';
+
+/** A site where 8 CPUs already make a big worker (the default floor is 16): templates must follow the configuration. */
+const SIZE_THRESHOLDS = { medium: { cpuCount: 4, memoryGib: 8, diskGib: 50 }, big: { cpuCount: 8, memoryGib: 32, diskGib: 200 } };
+const t = useTestApp({ sizeThresholds: SIZE_THRESHOLDS });
+
+/** The credentials under test: this value must never come back out of the server. */
+const SECRET = 'sk-live-9f8e7d6c5b4a-DO-NOT-LEAK';
+const ROTATED_SECRET = 'sk-live-rotated-0011223344-DO-NOT-LEAK';
+
+const POOL_FIELDS = `name providerType hasProviderAccount specifications providedTags requiredTags
+  templateProvidedTags { tag provenance source } templateRequiredTags { tag provenance source }
+  maxActiveInstances minIdleInstances idleTimeoutSeconds targetLatencySeconds monthlyRuntimeBudgetSeconds enabled createdAt`;
+
+const POOL_MUTATION = (field: 'createWorkerPool' | 'updateWorkerPool') =>
+  `mutation($i: WorkerPoolInput!) { ${field}(input: $i) { __typename ... on WorkerPool { ${POOL_FIELDS} } ${ERROR_FIELDS} } }`;
+
+/** Every response that shows a pool, to search for the secret. */
+const responses: unknown[] = [];
+
+async function sealedAccount(name: string): Promise<string | null> {
+  const [row] = await t.sql<{ provider_account_encrypted: string | null }>('select provider_account_encrypted from worker_pool where name = ?', [name]);
+  return row.provider_account_encrypted;
+}
+
+describe('createWorkerPool', () => {
+  it('creates a pool with its template tags and seals the provider account', async () => {
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
+      i: {
+        name: 'cloud-big',
+        providerType: 'exec',
+        providerAccount: { apiKey: SECRET, region: 'eu-west-1' },
+        specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, image: 'debian-trixie' },
+        providedTags: ['worker:class:large', 'site:cloud', 'worker:build-arch:amd64'],
+        requiredTags: ['site:cloud-only'],
+        maxActiveInstances: 20,
+        minIdleInstances: 1,
+        idleTimeoutSeconds: 300,
+        targetLatencySeconds: 120,
+        monthlyRuntimeBudgetSeconds: 3_600_000,
+      },
+    });
+    responses.push(pool);
+    expect(pool).toMatchObject({
+      name: 'cloud-big',
+      providerType: 'exec',
+      hasProviderAccount: true,
+      specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, image: 'debian-trixie' },
+      providedTags: ['worker:class:large', 'site:cloud', 'worker:build-arch:amd64'],
+      requiredTags: ['site:cloud-only'],
+      maxActiveInstances: 20,
+      minIdleInstances: 1,
+      idleTimeoutSeconds: 300,
+      targetLatencySeconds: 120,
+      monthlyRuntimeBudgetSeconds: 3_600_000,
+      enabled: true,
+    });
+    expect(pool.templateProvidedTags).toEqual(
+      expect.arrayContaining([
+        { tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'pool-template' },
+        { tag: 'worker:class:large', provenance: 'ADMIN', source: 'pool:cloud-big' },
+        { tag: 'site:cloud', provenance: 'ADMIN', source: 'pool:cloud-big' },
+        { tag: 'worker:build-arch:amd64', provenance: 'ADMIN', source: 'pool:cloud-big' },
+        { tag: 'worker:cpu-count=16', provenance: 'ADMIN', source: 'pool:cloud-big:specifications' },
+        { tag: 'worker:memory-gib=64', provenance: 'ADMIN', source: 'pool:cloud-big:specifications' },
+        { tag: 'worker:disk-gib=200', provenance: 'ADMIN', source: 'pool:cloud-big:specifications' },
+        { tag: 'worker:size:big', provenance: 'ADMIN', source: 'pool:cloud-big:specifications' },
+      ]),
+    );
+    expect(pool.templateProvidedTags).toHaveLength(8);
+    expect(pool.templateRequiredTags).toEqual([{ tag: 'site:cloud-only', provenance: 'ADMIN', source: 'pool:cloud-big' }]);
+
+    const sealed = await sealedAccount('cloud-big');
+    expect(sealed).toMatch(/^v1:/);
+    expect(sealed).not.toContain(SECRET);
+    expect(sealed).not.toContain('apiKey');
+    // It is the account, encrypted with the configured key.
+    expect(JSON.parse(createSecretBox('test-secret-key').open(sealed!))).toEqual({ apiKey: SECRET, region: 'eu-west-1' });
+  });
+
+  it('uses defaults and says when no provider account is set', async () => {
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), { i: { name: 'local-small' } });
+    responses.push(pool);
+    expect(pool).toMatchObject({
+      name: 'local-small',
+      providerType: 'local',
+      hasProviderAccount: false,
+      specifications: {},
+      providedTags: [],
+      requiredTags: [],
+      maxActiveInstances: 10,
+      minIdleInstances: 0,
+      monthlyRuntimeBudgetSeconds: null,
+      enabled: true,
+    });
+    expect(pool.templateProvidedTags).toEqual([{ tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'pool-template' }]);
+    expect(await sealedAccount('local-small')).toBeNull();
+  });
+
+  it("classifies the template's size with the configured thresholds, as its workers are", async () => {
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), { i: { name: 'eight-cpus', specifications: { cpuCount: 8, memoryGib: 32, diskGib: 200 } } });
+    responses.push(pool);
+    await registerWorker(t, 'eight-1', { pool: 'eight-cpus' });
+    const { worker } = await ok(t, '{ worker(name: "eight-1") { providedTags { tag } } }');
+    expect(tagsOf(worker.providedTags)).toContain('worker:size:big');
+    expect(tagsOf(pool.templateProvidedTags)).toContain('worker:size:big');
+    expect(tagsOf(pool.templateProvidedTags)).not.toContain('worker:size:medium');
+  });
+
+  it.each([
+    ['a taken name', { name: 'cloud-big' }, { code: 'ALREADY_EXISTS' }],
+    ['an unknown provider type', { name: 'p-1', providerType: 'aws-magic' }, { code: 'INVALID_INPUT', path: 'input.providerType' }],
+    ['an invalid pool tag', { name: 'p-2', providedTags: ['ok:tag', 'bad tag'] }, { code: 'INVALID_TAG', path: 'input.providedTags[1]', tag: 'bad tag' }],
+    ['a minimum on the provided side', { name: 'p-3', providedTags: ['worker:cpu-count>=4'] }, { code: 'INVALID_TAG', path: 'input.providedTags[0]' }],
+    ['a negative instance limit', { name: 'p-4', maxActiveInstances: -1 }, { code: 'INVALID_INPUT', path: 'input.maxActiveInstances' }],
+    ['a provider account that is not an object', { name: 'p-5', providerAccount: [SECRET] }, { code: 'INVALID_INPUT', path: 'input.providerAccount' }],
+    ['a specification of the wrong type', { name: 'p-6', specifications: { cpuCount: 'many' } }, { code: 'INVALID_INPUT', path: 'input.specifications.cpuCount' }],
+  ])('refuses %s and writes nothing', async (_label, input, expected) => {
+    const before = await snapshot(t, ['worker_pool']);
+    const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: input });
+    expect(r.createWorkerPool).toMatchObject(expected);
+    expect(JSON.stringify(r)).not.toContain(SECRET);
+    expect(await snapshot(t, ['worker_pool'])).toEqual(before);
+  });
+});
+
+describe('updateWorkerPool', () => {
+  beforeAll(async () => {
+    await createPool(t, { name: 'upd', providedTags: ['site:old'], specifications: { cpuCount: 4, memoryGib: 8, diskGib: 50 }, providerAccount: { apiKey: SECRET } });
+    await registerWorker(t, 'upd-1', { pool: 'upd' });
+    await registerWorker(t, 'upd-2', { pool: 'upd', staticMetadata: { providedTags: ['site:mine'] } });
+    await registerWorker(t, 'not-upd', {});
+  });
+
+  const workerTags = async (name: string) => {
+    const r = await ok(t, 'query($n: String!) { worker(name: $n) { providedTags { tag provenance source } requiredTags { tag provenance source } } }', { n: name });
+    return r.worker as { providedTags: { tag: string; provenance: string; source: string }[]; requiredTags: { tag: string }[] };
+  };
+
+  it("recomputes its workers' tags when the pool's tags and specifications change", async () => {
+    expect(tagsOf((await workerTags('upd-1')).providedTags)).toContain('site:old');
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), {
+      i: { name: 'upd', providedTags: ['site:new', 'worker:class:large'], requiredTags: ['site:exclusive'], specifications: { cpuCount: 16, memoryGib: 32, diskGib: 200 } },
+    });
+    responses.push(pool);
+    expect(pool.providedTags).toEqual(['site:new', 'worker:class:large']);
+    expect(pool.hasProviderAccount).toBe(true);
+
+    for (const name of ['upd-1', 'upd-2']) {
+      const w = await workerTags(name);
+      const provided = tagsOf(w.providedTags);
+      expect(provided).not.toContain('site:old');
+      expect(provided).not.toContain('worker:cpu-count=4');
+      expect(w.providedTags).toEqual(
+        expect.arrayContaining([
+          { tag: 'site:new', provenance: 'ADMIN', source: 'pool:upd' },
+          { tag: 'worker:class:large', provenance: 'ADMIN', source: 'pool:upd' },
+          { tag: 'worker:cpu-count=16', provenance: 'ADMIN', source: 'pool:upd:specifications' },
+          { tag: 'worker:size:big', provenance: 'ADMIN', source: 'pool:upd:specifications' },
+        ]),
+      );
+      expect(w.requiredTags).toEqual([{ tag: 'site:exclusive', provenance: 'ADMIN', source: 'pool:upd' }]);
+    }
+    // The worker's own static metadata stays.
+    expect(tagsOf((await workerTags('upd-2')).providedTags)).toContain('site:mine');
+    // Workers of other pools are untouched.
+    expect(tagsOf((await workerTags('not-upd')).providedTags)).toEqual(['worker:type:worker']);
+    // The matcher's plain column follows.
+    const [row] = await t.sql<{ provided_tags: string[]; required_tags: string[] }>(`select provided_tags, required_tags from worker where name = 'upd-1'`);
+    expect(row.provided_tags).toContain('site:new');
+    expect(row.provided_tags).not.toContain('site:old');
+    expect(row.required_tags).toEqual(['site:exclusive']);
+  });
+
+  it('keeps the fields it is not given, and re-seals a new provider account', async () => {
+    const sealedBefore = await sealedAccount('upd');
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), { i: { name: 'upd', enabled: false, providerAccount: { apiKey: ROTATED_SECRET } } });
+    responses.push(pool);
+    expect(pool).toMatchObject({ enabled: false, providedTags: ['site:new', 'worker:class:large'], specifications: { cpuCount: 16 }, hasProviderAccount: true });
+    const sealedAfter = await sealedAccount('upd');
+    expect(sealedAfter).not.toBe(sealedBefore);
+    expect(sealedAfter).not.toContain(ROTATED_SECRET);
+    expect(JSON.parse(createSecretBox('test-secret-key').open(sealedAfter!))).toEqual({ apiKey: ROTATED_SECRET });
+  });
+
+  it.each([
+    ['an unknown pool', { name: 'nope', enabled: true }, { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.name' }],
+    ['an invalid required tag', { name: 'upd', requiredTags: ['site:fine', 'worker:memory-gib=4'] }, { code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'worker:memory-gib=4' }],
+  ])('refuses %s and changes nothing (pool nor workers)', async (_label, input, expected) => {
+    const before = await snapshot(t, ['worker_pool', 'worker']);
+    const r = await ok(t, POOL_MUTATION('updateWorkerPool'), { i: input });
+    expect(r.updateWorkerPool).toMatchObject(expected);
+    expect(await snapshot(t, ['worker_pool', 'worker'])).toEqual(before);
+  });
+});
+
+describe('workerPools and workerPool', () => {
+  it('list every pool by name, and find one by name', async () => {
+    const all = await ok(t, `{ workerPools { ${POOL_FIELDS} } }`);
+    responses.push(all);
+    expect(all.workerPools.map((p: { name: string }) => p.name)).toEqual(['cloud-big', 'eight-cpus', 'local-small', 'upd']);
+    const one = await ok(t, `{ workerPool(name: "cloud-big") { ${POOL_FIELDS} } }`);
+    responses.push(one);
+    expect(one.workerPool).toEqual(all.workerPools[0]);
+    expect(await ok(t, '{ workerPool(name: "nope") { name } }')).toEqual({ workerPool: null });
+  });
+
+  it('are readable by anonymous callers and worker tokens, still without the account', async () => {
+    const workerToken = await registerWorker(t, 'reader', { pool: 'cloud-big' });
+    for (const token of [null, workerToken]) {
+      const r = await ok(t, `{ workerPools { ${POOL_FIELDS} } workerPool(name: "cloud-big") { ${POOL_FIELDS} } }`, {}, token);
+      responses.push(r);
+      expect(r.workerPool.hasProviderAccount).toBe(true);
+    }
+  });
+
+  it('are shown through workers too', async () => {
+    const r = await ok(t, `{ workers(filter: { includeInactive: true }) { edges { node { name pool { ${POOL_FIELDS} } } } } worker(name: "upd-1") { pool { ${POOL_FIELDS} } } }`);
+    responses.push(r);
+    expect(r.worker.pool.name).toBe('upd');
+  });
+
+  it('never return the provider account, in any response that shows a pool', async () => {
+    expect(responses.length).toBeGreaterThanOrEqual(8);
+    const sealed = [await sealedAccount('cloud-big'), await sealedAccount('upd')];
+    for (const response of responses) {
+      const text = JSON.stringify(response);
+      expect(text).not.toContain(SECRET);
+      expect(text).not.toContain(ROTATED_SECRET);
+      expect(text).not.toContain('apiKey');
+      expect(text).not.toContain('eu-west-1');
+      for (const s of sealed) expect(text).not.toContain(s);
+    }
+  });
+
+  it('offers no field that could return it', async () => {
+    const r = await ok(t, '{ __type(name: "WorkerPool") { fields { name } } }');
+    const fields = r.__type.fields.map((f: { name: string }) => f.name);
+    expect(fields.filter((f: string) => /account|secret|credential/i.test(f))).toEqual(['hasProviderAccount']);
+  });
+});
