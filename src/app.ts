@@ -10,6 +10,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import type { Config } from './config.js';
 import type { Context } from './context.js';
+import { AppError } from './errors.js';
 import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
 import { createLocalEvents, type Events } from './events.js';
 import { createLoaders } from './loaders.js';
@@ -97,6 +98,23 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
 
   const yoga = createYoga<Record<string, unknown>, Context>({
     schema,
+    maskedErrors: {
+      // A client-fixable error thrown outside a result union (a query argument, a cursor) keeps its
+      // message and code; anything else is a bug: logged in full, masked to the client.
+      maskError(error, message) {
+        // Unwrap: graphql-js wraps what a resolver throws in a located GraphQLError (compare by name,
+        // not instanceof: test runners may load two copies of graphql).
+        let inner: unknown = error;
+        while (inner instanceof Error && inner.name === 'GraphQLError' && (inner as GraphQLError).originalError) inner = (inner as GraphQLError).originalError;
+        const located = error as GraphQLError;
+        if (inner instanceof AppError) {
+          return new GraphQLError(inner.message, { nodes: located.nodes, path: located.path, extensions: { code: inner.code } });
+        }
+        if (inner instanceof Error && inner.name === 'GraphQLError') return inner as GraphQLError; // meant for the client
+        log.error({ err: inner }, 'unexpected error');
+        return new GraphQLError(message, { nodes: located.nodes, path: located.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+      },
+    },
     graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
     logging: {
       debug: (...args) => log.debug({ args }, 'yoga'),

@@ -9,6 +9,7 @@ import { AlreadyExistsError, ForbiddenError, NotFoundError } from '../errors.js'
 import { isAdmin, requireAdmin, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput, splitWorkspaceName } from './validate.js';
+import { creating } from './flush.js';
 
 /** Finds a workspace by `scope/name`; a private one the viewer may not see is reported as not found. */
 export async function findWorkspace(em: EntityManager, viewer: Viewer, full: string, path: string): Promise<Workspace> {
@@ -54,7 +55,7 @@ export async function createUser(
   if (await em.count(UserSchema, { username })) throw new AlreadyExistsError(`a user "${username}" already exists`);
   const user = em.create(UserSchema, { username, isAdmin: input.isAdmin ?? false });
   const { value } = issueToken(em, { kind: input.isAdmin ? 'admin' : 'user', user, label: `created for ${username}` });
-  await em.flush();
+  await creating(`a user "${username}"`, () => em.flush());
   return { user, token: value };
 }
 
@@ -88,7 +89,7 @@ export async function createWorkspace(
     isPublic: fields.isPublic ?? true,
     providableTagPrefixes: fields.providableTagPrefixes ?? [],
   });
-  await em.flush();
+  await creating(`a workspace "${input.name}"`, () => em.flush());
   return workspace;
 }
 
@@ -147,7 +148,7 @@ export async function createGroup(
     throw new AlreadyExistsError(`a group "${name}" already exists there`);
   }
   const group = em.create(GroupSchema, { scope, name, workspace });
-  await em.flush();
+  await creating(`a group "${name}"`, () => em.flush());
   return group;
 }
 

@@ -10,6 +10,7 @@ import type { SecretBox } from './secrets.js';
 import { issueToken } from './tokens.js';
 import { checkTags, nameSchema, parseInput } from './validate.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
+import { creating } from './flush.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
 export interface WorkerPoolInput {
@@ -85,7 +86,7 @@ export async function createWorkerPool(
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
   applyPoolInput(pool, input, config, secrets);
-  await em.flush();
+  await creating(`a worker pool "${name}"`, () => em.flush());
   await noteRequiredTags(em, pool.requiredTags);
   return pool;
 }

@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import { isAdmin, requireUser, type Viewer } from './auth.js';
 import { findWorkspace, roleIn } from './directory.js';
 import { checkTags, nameSchema, parseInput } from './validate.js';
+import { creating } from './flush.js';
 
 /** Input of a workspace or site task rule. */
 export interface TaskRuleInput {
@@ -47,6 +48,6 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
     throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
   }
   const rule = em.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
-  await em.flush();
+  await creating(`a rule "${name}"`, () => em.flush());
   return rule;
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { Config } from '../config.js';
@@ -11,6 +12,7 @@ import { requireAdmin, requireWorker, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput } from './validate.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
+import { creating } from './flush.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {
@@ -95,7 +97,7 @@ export async function registerWorker(
   const worker = em.create(WorkerSchema, { name, type, concurrency, pool, staticMetadata, instanceCreatedAt: pool ? new Date() : null });
   refreshWorkerTags(worker, pool, config);
   const { value } = issueToken(em, { kind: 'worker', worker, label: `worker ${name}` });
-  await em.flush();
+  await creating(`a worker "${name}"`, () => em.flush());
   await noteRequiredTags(em, worker.requiredTags);
   return { worker, token: value };
 }
@@ -110,10 +112,10 @@ export async function activateWorker(
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'activation') throw new ForbiddenError('activateWorker needs an activation token');
   const pool = viewer.pool;
-  const name = parseInput(nameSchema, input.name ?? `${pool.name}-${Date.now().toString(36)}`, 'input.name');
+  const name = parseInput(nameSchema, input.name ?? `${pool.name}-${randomBytes(4).toString('hex')}`, 'input.name');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
   const tokenId = viewer.tokenId;
-  return em.transactional(async (tx) => {
+  return creating(`a worker "${name}"`, () => em.transactional(async (tx) => {
     // Claim the token with one conditional update: of concurrent uses of the same token, exactly one wins.
     const claimed = await tx.nativeUpdate(TokenSchema, { id: tokenId, usedAt: null, enabled: true }, { usedAt: new Date(), enabled: false });
     if (claimed === 0) throw new UnauthenticatedError('the activation token was already used');
@@ -122,7 +124,7 @@ export async function activateWorker(
     const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
     await tx.flush();
     return { worker, token: value };
-  });
+  }));
 }
 
 /** A worker reports its dynamic metadata: stored, tags recomputed, bad tags dropped and recorded, never refused for them. */

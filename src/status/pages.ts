@@ -92,7 +92,7 @@ async function workerPage(em: EntityManager, config: Config, name: string): Prom
 <dt>Specifications</dt><dd><code>${escape(JSON.stringify(pool.specifications))}</code></dd>
 <dt>Limits</dt><dd>at most ${pool.maxActiveInstances} active, ${pool.minIdleInstances} idle kept, idle timeout ${pool.idleTimeoutSeconds} s, target latency ${pool.targetLatencySeconds} s</dd>
 <dt>Enabled</dt><dd>${pool.enabled ? 'yes' : 'no'}</dd></dl>
-<h3>Template tags (provided)</h3>${tagTable(computePoolTemplateTags({ name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications }).provided)}`
+<h3>Template tags (provided)</h3>${tagTable(computePoolTemplateTags({ name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications }, config.sizeThresholds).provided)}`
     : '';
   const body = `<h1>Worker ${escape(worker.name)}</h1><dl>
 <dt>Type</dt><dd>${escape(worker.type)}</dd>
