@@ -12,16 +12,20 @@ import type { Config } from './config.js';
 import type { Context } from './context.js';
 import { AppError } from './errors.js';
 import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
-import { createLocalEvents, type Events } from './events.js';
+import { createLocalEvents, createPgEvents, type Events } from './events.js';
 import { createLoaders } from './loaders.js';
 import { createLogger, type Logger } from './log.js';
 import { createOrm, migrate, type DbTarget } from './orm.js';
 import { createScheduler, type Scheduler } from './scheduler/scheduler.js';
 import { schema } from './schema.js';
-import { BadTokenError, resolveViewer } from './services/auth.js';
+import { BadTokenError, resolveViewer, type Viewer } from './services/auth.js';
+import { markConnected, markDisconnected } from './services/presence.js';
 import { ensureAdminAccess } from './services/bootstrap.js';
 import { createSecretBox, type SecretBox } from './services/secrets.js';
 import { handleStatusPage } from './status/pages.js';
+
+/** The WebSocket close code for a missing, wrong or disabled token. */
+export const CLOSE_UNAUTHORIZED = 4401;
 
 /** A built service: start() listens, stop() closes everything in order. */
 export interface App {
@@ -79,7 +83,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     process.stderr.write(`\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`);
   }
   const secrets: SecretBox = createSecretBox(loadSecretKey(config, log));
-  const events = options.events ?? createLocalEvents();
+  // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
+  // embedded database is one process (and its single session cannot LISTEN across connections).
+  const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents());
   const scheduler = createScheduler({ orm, config, log, events });
 
   async function makeContext(authorization: string | null | undefined): Promise<Context> {
@@ -149,19 +155,40 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   });
 
   const wss = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
+  // Open worker connections of this process, to mark a worker disconnected when its last one closes.
+  const connections = new Map<number, number>();
+  const workerOf = new WeakMap<object, number>();
   const wsServer = useServer<{ authorization?: string; Authorization?: string }>(
     {
       execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
       subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => unknown }).subscribe(args) as never,
       onConnect: async (ctx) => {
         const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
+        let viewer: Viewer;
         try {
-          await resolveViewer(orm.em.fork(), typeof auth === 'string' ? auth : null);
-          return true;
+          viewer = await resolveViewer(orm.em.fork(), typeof auth === 'string' ? auth : null);
         } catch (err) {
-          if (err instanceof BadTokenError) return false;
-          throw err;
+          if (!(err instanceof BadTokenError)) throw err;
+          // 4401: the agent must not retry with the same token.
+          ctx.extra.socket.close(CLOSE_UNAUTHORIZED, `Unauthorized: ${err.message}`);
+          return false;
         }
+        if (viewer.kind === 'worker') {
+          const id = viewer.worker.id;
+          workerOf.set(ctx, id);
+          const n = (connections.get(id) ?? 0) + 1;
+          connections.set(id, n);
+          await markConnected(orm.em.fork(), events, id);
+        }
+        return true;
+      },
+      onDisconnect: async (ctx) => {
+        const id = workerOf.get(ctx);
+        if (id === undefined) return;
+        const n = (connections.get(id) ?? 1) - 1;
+        if (n > 0) return void connections.set(id, n);
+        connections.delete(id);
+        await markDisconnected(orm.em.fork(), events, id).catch((err: unknown) => log.warn({ err, workerId: id }, 'could not record a disconnection'));
       },
       onSubscribe: async (ctx, _id, params) => {
         const { schema: s, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
@@ -206,6 +233,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections();
       await closed;
+      await events.close?.();
       await orm.close(true);
       await embedded?.stop();
     },

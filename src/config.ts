@@ -21,6 +21,12 @@ export interface Config {
   readonly graphiql: boolean;
   /** Whether passes run by themselves (on events and periodically); off, only requestWork and explicit passes assign. */
   readonly schedulerAutomatic: boolean;
+  /** An assignment not acknowledged (startWorkRequest) within this goes back to PENDING, in milliseconds. */
+  readonly ackTimeoutMs: number;
+  /** A RUNNING request whose worker has not been heard from for this long is re-queued, in milliseconds. */
+  readonly heartbeatTimeoutMs: number;
+  /** Re-queues a request may go through before it is ABORTED. */
+  readonly maxRetries: number;
   /** The periodic fallback pass, in milliseconds. */
   readonly schedulerIntervalMs: number;
   /** How long a triggered pass waits for more triggers to share it, in milliseconds. */
@@ -72,6 +78,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     graphiql: (env.NODE_ENV ?? 'development') !== 'production',
+    ackTimeoutMs: intVar(env, 'TAGSCHED_ACK_TIMEOUT_SECONDS', 60) * 1000, // one minute
+    heartbeatTimeoutMs: intVar(env, 'TAGSCHED_HEARTBEAT_TIMEOUT_SECONDS', 120) * 1000, // two minutes
+    maxRetries: intVar(env, 'TAGSCHED_MAX_RETRIES', 3),
     schedulerAutomatic: env.TAGSCHED_SCHEDULER !== 'manual',
     schedulerIntervalMs: intVar(env, 'TAGSCHED_SCHEDULER_INTERVAL_SECONDS', 10) * 1000, // 10 seconds
     schedulerDebounceMs: intVar(env, 'TAGSCHED_SCHEDULER_DEBOUNCE_MS', 5), // 5 ms

@@ -1,4 +1,12 @@
-import { createPubSub, type PubSub } from 'graphql-yoga';
+import { createPubSub, type PubSub, type PubSubEventTarget } from 'graphql-yoga';
+import pg from 'pg';
+import type { Logger } from './log.js';
+
+/** What an assignment event carries. */
+export interface AssignmentEvent {
+  workRequestId: number;
+  workerId: number;
+}
 
 /**
  * The events the service publishes after a commit. Payloads are small ids, never entities: a
@@ -7,14 +15,134 @@ import { createPubSub, type PubSub } from 'graphql-yoga';
 export type Topics = {
   workRequestChanged: [{ id: number; workspaceId: number }];
   workerChanged: [{ id: number; name: string }];
-  /** A request was assigned to a worker (published after the commit). */
-  workAssigned: [{ workRequestId: number; workerId: number }];
+  /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
+  workAssigned: [workerId: string, payload: AssignmentEvent];
 };
 
 /** The pub/sub every operation publishes to. */
-export type Events = PubSub<Topics>;
+export type Events = PubSub<Topics> & { close?: () => Promise<void> };
 
-/** An in-process pub/sub (one server process, or the embedded database). */
+/** An in-process pub/sub (one server process, or the embedded database whose single session cannot LISTEN across connections). */
 export function createLocalEvents(): Events {
   return createPubSub<Topics>();
+}
+
+const CHANNEL_PREFIX = 'tagsched:';
+const RECONNECT_MS = { first: 250, max: 5_000 } as const;
+
+type Listener = EventListenerOrEventListenerObject;
+
+/**
+ * A yoga event target on PostgreSQL LISTEN/NOTIFY, so that events cross server processes: one
+ * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
+ * restarts, and a small pool for NOTIFY. Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
+ */
+export function createPgEventTarget(connectionString: string, log: Logger): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void> } {
+  const listeners = new Map<string, Set<Listener>>();
+  const notifier = new pg.Pool({ connectionString, max: 2, idleTimeoutMillis: 10_000 });
+  notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
+  let client: pg.Client | null = null;
+  let closed = false;
+  let delay: number = RECONNECT_MS.first;
+  const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
+  const channelOf = (type: string) => {
+    const channel = CHANNEL_PREFIX + type;
+    if (Buffer.byteLength(channel) > 63) throw new Error(`event channel too long: ${channel}`);
+    return channel;
+  };
+
+  const dispatchLocal = (type: string, detail: unknown) => {
+    const event = new CustomEvent(type, { detail });
+    for (const l of listeners.get(type) ?? []) {
+      if (typeof l === 'function') l(event);
+      else l.handleEvent(event);
+    }
+  };
+
+  async function connect(): Promise<void> {
+    const c = new pg.Client({ connectionString });
+    c.on('notification', (msg) => {
+      if (!msg.channel.startsWith(CHANNEL_PREFIX)) return;
+      try {
+        dispatchLocal(msg.channel.slice(CHANNEL_PREFIX.length), msg.payload ? JSON.parse(msg.payload) : null);
+      } catch (err) {
+        log.error({ err, channel: msg.channel }, 'bad event payload');
+      }
+    });
+    const lost = (err?: Error) => {
+      if (client !== c) return;
+      client = null;
+      c.removeAllListeners();
+      c.end().catch(() => undefined);
+      if (!closed) {
+        log.warn({ err: err?.message, retryInMs: delay }, 'event listener connection lost; reconnecting');
+        scheduleReconnect();
+      }
+    };
+    c.on('error', lost);
+    c.on('end', () => lost());
+    await c.connect();
+    client = c;
+    for (const type of listeners.keys()) await c.query(`LISTEN ${quote(channelOf(type))}`);
+    delay = RECONNECT_MS.first;
+    log.info('event listener connected');
+  }
+
+  function scheduleReconnect(): void {
+    const wait = delay;
+    delay = Math.min(delay * 2, RECONNECT_MS.max);
+    setTimeout(() => {
+      if (closed) return;
+      connect().catch((err: Error) => {
+        log.warn({ err: err.message, retryInMs: delay }, 'event listener reconnect failed');
+        scheduleReconnect();
+      });
+    }, wait).unref();
+  }
+
+  const ready = connect();
+  ready.catch(() => scheduleReconnect());
+
+  return {
+    ready,
+    addEventListener(type: string, listener: Listener | null) {
+      if (!listener) return;
+      let set = listeners.get(type);
+      if (!set) {
+        listeners.set(type, (set = new Set()));
+        client?.query(`LISTEN ${quote(channelOf(type))}`).catch((err: Error) => log.warn({ err: err.message }, 'LISTEN failed'));
+      }
+      set.add(listener);
+    },
+    removeEventListener(type: string, listener: Listener | null) {
+      const set = listeners.get(type);
+      if (!set || !listener) return;
+      set.delete(listener);
+      if (!set.size) {
+        listeners.delete(type);
+        client?.query(`UNLISTEN ${quote(channelOf(type))}`).catch(() => undefined);
+      }
+    },
+    dispatchEvent(event: CustomEvent) {
+      notifier
+        .query('select pg_notify($1, $2)', [channelOf(event.type), JSON.stringify(event.detail ?? null)])
+        .catch((err: Error) => log.warn({ err: err.message, type: event.type }, 'event not published'));
+      return true;
+    },
+    async close() {
+      closed = true;
+      const c = client;
+      client = null;
+      await c?.end().catch(() => undefined);
+      await notifier.end();
+    },
+  } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void> };
+}
+
+/** Events that cross server processes through PostgreSQL. */
+export function createPgEvents(connectionString: string, log: Logger): Events {
+  const target = createPgEventTarget(connectionString, log);
+  const pubsub = createPubSub<Topics>({ eventTarget: target }) as Events;
+  pubsub.close = () => target.close();
+  return pubsub;
 }

@@ -10,6 +10,7 @@ import './schema/environment.js';
 import './schema/work-request.js';
 import './schema/work-lifecycle.js';
 import './schema/scheduling.js';
+import './schema/subscriptions.js';
 
 builder.queryType({});
 builder.mutationType({});

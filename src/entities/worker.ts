@@ -24,6 +24,8 @@ export const WorkerSchema = defineEntity({
     concurrency: p.integer().default(1),
     enabled: p.boolean().default(true),
     draining: p.boolean().default(false),
+    /** Set by the worker's own agent when it is shutting down (SIGTERM): it finishes its work and takes nothing new. */
+    shuttingDown: p.boolean().default(false),
     connectedAt: p.datetime().nullable(),
     lastSeenAt: p.datetime().nullable(),
     registeredAt: p.datetime().onCreate(() => new Date()),

@@ -3,6 +3,7 @@ export interface AvailabilityFacts {
   readonly type: string;
   readonly enabled: boolean;
   readonly draining: boolean;
+  readonly shuttingDown: boolean;
   readonly terminatedAt: Date | string | null;
   readonly connectedAt: Date | string | null;
   readonly lastSeenAt: Date | string | null;
@@ -16,6 +17,7 @@ export const UNAVAILABLE = {
   DISCONNECTED: 'DISCONNECTED',
   STALE: 'STALE',
   DRAINING: 'DRAINING',
+  SHUTTING_DOWN: 'SHUTTING_DOWN',
 } as const;
 export type UnavailableReason = (typeof UNAVAILABLE)[keyof typeof UNAVAILABLE];
 
@@ -27,5 +29,6 @@ export function unavailableReason(w: AvailabilityFacts, now: Date, freshMs: numb
   if (!w.connectedAt) return UNAVAILABLE.DISCONNECTED;
   if (!w.lastSeenAt || now.getTime() - new Date(w.lastSeenAt).getTime() > freshMs) return UNAVAILABLE.STALE;
   if (w.draining) return UNAVAILABLE.DRAINING;
+  if (w.shuttingDown) return UNAVAILABLE.SHUTTING_DOWN;
   return null;
 }

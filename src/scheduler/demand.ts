@@ -136,8 +136,9 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
       launch = 0;
       limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
     }
+    // An idle worker whose free slots were counted above as serving pending work is needed, not idle.
     const idleTooLong = idle
-      .filter((w) => w.idleSince && now.getTime() - w.idleSince.getTime() > p.pool.idleTimeoutSeconds * 1000)
+      .filter((w) => slotsLeft.get(w.id) === w.free && w.idleSince && now.getTime() - w.idleSince.getTime() > p.pool.idleTimeoutSeconds * 1000)
       .sort((a, b) => a.idleSince!.getTime() - b.idleSince!.getTime());
     // Keep the minimum idle, and keep everything when this pool still has work waiting for it.
     const stop = d.assigned > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - p.pool.minIdleInstances));

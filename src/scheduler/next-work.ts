@@ -22,14 +22,14 @@ export interface Assignment {
  */
 export async function assignNextWork(em: EntityManager, cache: ClassCache, config: Config, workerId: number, now: Date): Promise<Assignment | null> {
   const [w] = await em.execute<
-    { id: number; type: string; enabled: boolean; draining: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
+    { id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
   >(
-    `select id, type, enabled, draining, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
+    `select id, type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
        from worker where id = ? for update`,
     [workerId],
   );
   if (!w) return null;
-  const facts = { type: w.type, enabled: w.enabled, draining: w.draining, terminatedAt: w.terminated_at, connectedAt: w.connected_at, lastSeenAt: w.last_seen_at };
+  const facts = { type: w.type, enabled: w.enabled, draining: w.draining, shuttingDown: w.shutting_down, terminatedAt: w.terminated_at, connectedAt: w.connected_at, lastSeenAt: w.last_seen_at };
   if (unavailableReason(facts, now, config.metadataFreshMs)) return null;
   const [{ n }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
   if (n >= w.concurrency) return null;

@@ -25,11 +25,11 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   if (!locked) return []; // another process is running a pass right now
   // Workers busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
   const rows = await em.execute<
-    { id: number; type: string; enabled: boolean; draining: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
+    { id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
   >(
-    `select id, type, enabled, draining, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
+    `select id, type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
        from worker
-      where enabled and not draining and terminated_at is null and type <> 'not-assignable' and connected_at is not null
+      where enabled and not draining and not shutting_down and terminated_at is null and type <> 'not-assignable' and connected_at is not null
       for update skip locked`,
   );
   const loads = new Map(
@@ -43,7 +43,7 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   await cache.refresh(em);
   const workers: FreeWorker[] = [];
   for (const r of rows) {
-    const facts = { type: r.type, enabled: r.enabled, draining: r.draining, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at };
+    const facts = { type: r.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at };
     const free = r.concurrency - (loads.get(r.id) ?? 0);
     if (free <= 0 || unavailableReason(facts, now, config.metadataFreshMs)) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });

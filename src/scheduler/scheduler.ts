@@ -2,7 +2,9 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
+import { settleDependents } from '../services/work-requests.js';
 import { ClassCache } from './class-cache.js';
+import { expireLeases } from './leases.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
 
@@ -16,6 +18,8 @@ export interface Scheduler {
   requestWork(workerId: number): Promise<Assignment | null>;
   /** Runs one full pass now. */
   runPass(): Promise<Assignment[]>;
+  /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
+  sweepLeases(): Promise<number>;
   /** Asks for a pass soon; calls close together share one pass. */
   trigger(reason: PassReason): void;
   start(): void;
@@ -34,7 +38,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
   let changes: AsyncIterator<unknown> | null = null;
 
   const publish = (assignments: readonly Assignment[]) => {
-    for (const a of assignments) events.publish('workAssigned', a);
+    for (const a of assignments) events.publish('workAssigned', String(a.workerId), a);
   };
 
   async function pass(): Promise<Assignment[]> {
@@ -42,6 +46,19 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     publish(assignments); // after the commit: a subscriber must find the row assigned
     if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
     return assignments;
+  }
+
+  async function sweep(): Promise<number> {
+    const now = new Date();
+    const { changes, settled } = await orm.em.fork().transactional(async (tx) => {
+      const changes = await expireLeases(tx, now, config);
+      const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
+      return { changes, settled: aborted.length ? await settleDependents(tx, config, aborted) : [] };
+    });
+    for (const c of changes) events.publish('workRequestChanged', { id: c.id, workspaceId: c.workspaceId });
+    for (const s of settled) events.publish('workRequestChanged', s);
+    if (changes.length) log.warn({ requeued: changes.filter((c) => c.status === 'PENDING').length, aborted: changes.filter((c) => c.status === 'ABORTED').length }, 'leases expired');
+    return changes.length;
   }
 
   function runSoon(reason: PassReason): void {
@@ -69,6 +86,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       return assignment;
     },
     runPass: pass,
+    sweepLeases: sweep,
     trigger(reason) {
       if (debounce || stopped || !config.schedulerAutomatic) return;
       debounce = setTimeout(() => {
@@ -84,7 +102,11 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       void (async () => {
         while (!stopped && !(await iterator.next()).done) this.trigger('worker-changed');
       })();
-      timer = setInterval(() => runSoon('periodic'), config.schedulerIntervalMs);
+      timer = setInterval(() => {
+        sweep()
+          .catch((err: unknown) => log.error({ err }, 'lease sweep failed'))
+          .finally(() => runSoon('periodic'));
+      }, config.schedulerIntervalMs);
       timer.unref();
       runSoon('startup');
     },

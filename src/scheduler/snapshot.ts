@@ -25,7 +25,7 @@ export async function loadWorkerStates(em: EntityManager, now: Date, freshMs: nu
   const rows = await em.execute<
     {
       id: number; name: string; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[]; concurrency: number;
-      enabled: boolean; draining: boolean; terminated_at: string | null; connected_at: string | null; last_seen_at: string | null; registered_at: string;
+      enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: string | null; connected_at: string | null; last_seen_at: string | null; registered_at: string;
       instance_created_at: string | null; active: number; last_done: string | null;
     }[]
   >(
@@ -40,7 +40,7 @@ export async function loadWorkerStates(em: EntityManager, now: Date, freshMs: nu
   );
   return rows.map((r) => {
     const unavailable = unavailableReason(
-      { type: r.type, enabled: r.enabled, draining: r.draining, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at },
+      { type: r.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at },
       now,
       freshMs,
     );

@@ -1,7 +1,9 @@
 import { builder } from '../builder.js';
-import { completeWorkRequest, requestWork, startWorkRequest } from '../services/work-lifecycle.js';
+import { heartbeat } from '../services/presence.js';
+import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work-lifecycle.js';
 import { COMMON_ERRORS } from './errors.js';
 import { ResultEnum, WorkRequestRef } from './work-request.js';
+import { WorkerRef } from './worker.js';
 
 const RequestWorkPayload = builder.objectRef<{ workRequest: Awaited<ReturnType<typeof requestWork>> }>('RequestWorkPayload').implement({
   fields: (t) => ({
@@ -9,7 +11,40 @@ const RequestWorkPayload = builder.objectRef<{ workRequest: Awaited<ReturnType<t
   }),
 });
 
+const HeartbeatPayload = builder.objectRef<Awaited<ReturnType<typeof heartbeat>>>('HeartbeatPayload').implement({
+  fields: (t) => ({
+    worker: t.field({ type: WorkerRef, resolve: (p) => p.worker }),
+    draining: t.boolean({ description: 'Whether the worker takes no new work (admin drain, or its own shutdown)', resolve: (p) => p.worker.draining || p.worker.shuttingDown }),
+    assignedWorkRequests: t.field({
+      type: [WorkRequestRef],
+      description: 'Work assigned to this worker and not acknowledged yet: the agent picks up anything a lost push missed',
+      resolve: (p) => p.assigned,
+    }),
+  }),
+});
+
+const HeartbeatInput = builder.inputType('HeartbeatInput', {
+  fields: (t) => ({
+    shuttingDown: t.boolean({ description: 'The agent is shutting down: finish what runs, take nothing new' }),
+    running: t.idList({ description: 'What the agent is running (informational)' }),
+  }),
+});
+
 builder.mutationFields((t) => ({
+  heartbeat: t.field({
+    type: HeartbeatPayload,
+    description: 'Worker token: the agent is alive (lighter than a metadata report)',
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: HeartbeatInput, required: true }) },
+    resolve: (_r, { input }, ctx) => heartbeat(ctx.em, ctx.viewer, ctx.events, input),
+  }),
+  releaseWorkRequest: t.field({
+    type: WorkRequestRef,
+    description: 'Worker token: gives an assignment back to the queue untouched (no handler for it, shutting down)',
+    errors: { types: COMMON_ERRORS },
+    args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
+    resolve: (_r, { id, reason }, ctx) => releaseWorkRequest(ctx, String(id), reason),
+  }),
   requestWork: t.field({
     type: RequestWorkPayload,
     description: 'Worker token: atomically assigns and returns the next work request this worker may run (pull)',

@@ -26,7 +26,7 @@ export function workerStatus(worker: Worker, activeWork: number, now: Date, fres
   if (worker.terminatedAt) return 'INACTIVE';
   if (!worker.enabled) return 'DISABLED';
   if (!isConnected(worker, now, freshMs)) return 'DISCONNECTED';
-  if (worker.draining) return 'DRAINING';
+  if (worker.draining || worker.shuttingDown) return 'DRAINING';
   return activeWork > 0 ? 'BUSY' : 'IDLE';
 }
 
@@ -54,6 +54,7 @@ WorkerRef.implement({
     concurrency: t.exposeInt('concurrency'),
     enabled: t.exposeBoolean('enabled'),
     draining: t.exposeBoolean('draining'),
+    shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
     providedTags: t.field({ type: [TagEntryRef], resolve: (w) => w.providedEntries }),
     requiredTags: t.field({ type: [TagEntryRef], resolve: (w) => w.requiredEntries }),
     rejectedTags: t.field({ type: [TagRefusalRef], description: 'Tags the worker or its admin tried to add and may not', resolve: (w) => w.rejectedTags }),

@@ -63,7 +63,29 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     await tx.flush();
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]) };
   });
-  for (const id of [wr.id, ...changed]) deps.events.publish('workRequestChanged', { id, workspaceId: wr.workspace.id });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
+  for (const change of changed) deps.events.publish('workRequestChanged', change);
+  deps.scheduler.trigger('work-finished');
+  return wr;
+}
+
+/** The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no retry is counted. */
+export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, reason: string): Promise<WorkRequest> {
+  const me = requireWorker(deps.viewer);
+  const wr = await deps.em.transactional(async (tx) => {
+    const locked = await lockAssigned(deps, rawId, tx);
+    if (locked.status !== 'ASSIGNED' && locked.status !== 'RUNNING') {
+      throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be released`);
+    }
+    locked.status = 'PENDING';
+    locked.worker = null;
+    locked.assignedAt = null;
+    locked.startedAt = null;
+    locked.statusReason = `released by worker ${me.name}: ${reason.slice(0, 500)}`;
+    await tx.flush();
+    return locked;
+  });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
   deps.scheduler.trigger('work-finished');
   return wr;
 }

@@ -187,8 +187,8 @@ export async function queueWorkRequest(em: EntityManager, config: Config, wr: Wo
  * After requests finished: dependents whose dependencies are now all COMPLETED become PENDING, and
  * dependents of an ABORTED request are aborted too (they could never run). Returns the ids it changed.
  */
-export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<number[]> {
-  const changed: number[] = [];
+export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<{ id: number; workspaceId: number }[]> {
+  const changed: { id: number; workspaceId: number }[] = [];
   let frontier = finishedIds;
   while (frontier.length) {
     const rows = await em.execute<{ id: number }[]>(
@@ -209,11 +209,11 @@ export async function settleDependents(em: EntityManager, config: Config, finish
         wr.completedAt = new Date();
         wr.statusReason = `dependency ${abortedDep.id} was aborted`;
         aborted.push(wr.id);
-        changed.push(wr.id);
+        changed.push({ id: wr.id, workspaceId: wr.workspace.id });
       } else if (deps.every((d) => d.status === 'COMPLETED')) {
         await queueWorkRequest(em, config, wr);
         if (wr.status === 'ABORTED') aborted.push(wr.id);
-        changed.push(wr.id);
+        changed.push({ id: wr.id, workspaceId: wr.workspace.id });
       }
     }
     await em.flush();
@@ -237,10 +237,10 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
     locked.completedAt = new Date();
     locked.statusReason = `aborted by ${user.username}`;
     await tx.flush();
-    return [locked.id, ...(await settleDependents(tx, config, [locked.id]))];
+    return [{ id: locked.id, workspaceId: wr.workspace.id }, ...(await settleDependents(tx, config, [locked.id]))];
   });
   await em.refresh(wr);
-  for (const id of changed) deps.events.publish('workRequestChanged', { id, workspaceId: wr.workspace.id });
+  for (const change of changed) deps.events.publish('workRequestChanged', change);
   deps.scheduler.trigger('work-finished');
   return wr;
 }

@@ -1,0 +1,117 @@
+import { Repeater } from 'graphql-yoga';
+import { builder } from '../builder.js';
+import type { Context } from '../context.js';
+import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
+import { WorkerSchema, type Worker } from '../entities/worker.js';
+import { requireWorker } from '../services/auth.js';
+import { canSeeWorkRequest } from '../services/work-requests.js';
+import { splitWorkspaceName } from '../services/validate.js';
+import { WorkRequestRef } from './work-request.js';
+import { WorkerRef } from './worker.js';
+
+/**
+ * A worker's assignments: first what is assigned to it and not acknowledged yet (a reconnecting agent
+ * gets it again), then each new assignment as it is made. The event stream is opened before the
+ * catch-up query, so nothing assigned in between is missed; ids already sent are not sent twice.
+ */
+async function* assignmentsOf(ctx: Context): AsyncGenerator<WorkRequest> {
+  const worker = requireWorker(ctx.viewer);
+  const stream = ctx.events.subscribe('workAssigned', String(worker.id))[Symbol.asyncIterator]();
+  const sent = new Set<number>();
+  try {
+    const backlog = await ctx.em.fork().find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
+    for (const wr of backlog) {
+      sent.add(wr.id);
+      yield wr;
+    }
+    for (;;) {
+      const next = await stream.next();
+      if (next.done) return;
+      const id = next.value.workRequestId;
+      if (sent.has(id)) continue;
+      // Reload: the assignment may have been taken back (lease) between the event and now.
+      const wr = await ctx.em.fork().findOne(WorkRequestSchema, { id, worker: worker.id, status: 'ASSIGNED' });
+      if (!wr) continue;
+      sent.add(id);
+      yield wr;
+    }
+  } finally {
+    await stream.return?.();
+  }
+}
+
+async function* workRequestChanges(ctx: Context, id: number | null, workspace: string | null): AsyncGenerator<WorkRequest> {
+  const filter = workspace ? splitWorkspaceName(workspace, 'workspace') : null;
+  const stream = ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await stream.next();
+      if (next.done) return;
+      if (id !== null && next.value.id !== id) continue;
+      const em = ctx.em.fork();
+      const wr = await em.findOne(WorkRequestSchema, { id: next.value.id }, { populate: ['workspace', 'workspace.scope'] });
+      if (!wr || (filter && (wr.workspace.name !== filter.name || wr.workspace.scope.name !== filter.scope))) continue;
+      if (!(await canSeeWorkRequest(em, ctx.viewer, wr))) continue; // the visibility rules of DESIGN §8, per event
+      yield wr;
+    }
+  } finally {
+    await stream.return?.();
+  }
+}
+
+async function* workerChanges(ctx: Context, name: string | null): AsyncGenerator<Worker> {
+  const stream = ctx.events.subscribe('workerChanged')[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await stream.next();
+      if (next.done) return;
+      if (name !== null && next.value.name !== name) continue;
+      const worker = await ctx.em.fork().findOne(WorkerSchema, { id: next.value.id });
+      if (worker) yield worker;
+    }
+  } finally {
+    await stream.return?.();
+  }
+}
+
+/** Wraps a generator so that closing the subscription ends it at once, even while it awaits an event. */
+function stoppable<T>(source: () => AsyncGenerator<T>): AsyncIterable<T> {
+  return new Repeater<T>(async (push, stop) => {
+    const it = source();
+    let done = false;
+    void stop.then(() => {
+      done = true;
+      void it.return(undefined);
+    });
+    try {
+      for (let r = await it.next(); !r.done && !done; r = await it.next()) await push(r.value);
+    } finally {
+      stop();
+    }
+  });
+}
+
+builder.subscriptionType({
+  fields: (t) => ({
+    assignments: t.field({
+      type: WorkRequestRef,
+      description: 'Worker token: the work assigned to this worker, unacknowledged assignments first',
+      subscribe: (_r, _a, ctx) => stoppable(() => assignmentsOf(ctx)),
+      resolve: (wr: WorkRequest) => wr,
+    }),
+    workRequestChanged: t.field({
+      type: WorkRequestRef,
+      description: 'Changes of one request, or of a workspace (scope/name), or of everything the viewer may see',
+      args: { id: t.arg.id(), workspace: t.arg.string() },
+      subscribe: (_r, args, ctx) => stoppable(() => workRequestChanges(ctx, args.id != null ? Number(args.id) : null, args.workspace ?? null)),
+      resolve: (wr: WorkRequest) => wr,
+    }),
+    workerChanged: t.field({
+      type: WorkerRef,
+      description: 'Changes of one worker (by name) or of all workers: connection, status, tags',
+      args: { name: t.arg.string() },
+      subscribe: (_r, args, ctx) => stoppable(() => workerChanges(ctx, args.name ?? null)),
+      resolve: (w: Worker) => w,
+    }),
+  }),
+});

@@ -1,0 +1,59 @@
+import { createClient, type Client } from 'graphql-ws';
+import WebSocket from 'ws';
+
+/** A real graphql-ws client for a token; `closed` resolves with the close event's code and reason. */
+export function wsClient(httpUrl: string, token: string | null, options: { retry?: boolean } = {}) {
+  let resolveClosed: (v: { code: number; reason: string }) => void;
+  const closed = new Promise<{ code: number; reason: string }>((r) => (resolveClosed = r));
+  const client: Client = createClient({
+    url: httpUrl.replace(/^http/, 'ws'),
+    webSocketImpl: WebSocket,
+    lazy: false,
+    retryAttempts: options.retry ? 10 : 0,
+    retryWait: () => new Promise((r) => setTimeout(r, 100)),
+    connectionParams: token ? { authorization: `Bearer ${token}` } : {},
+    on: { closed: (e) => resolveClosed({ code: (e as { code: number }).code, reason: String((e as { reason: unknown }).reason) }) },
+    onNonLazyError: () => undefined,
+  });
+  return { client, closed };
+}
+
+/** Subscribes and collects the events; `next(n)` waits until n have arrived. */
+export function collect<T = Record<string, any>>(client: Client, query: string, variables: Record<string, unknown> = {}) {
+  const items: T[] = [];
+  const errors: unknown[] = [];
+  let waiters: (() => void)[] = [];
+  const dispose = client.subscribe<T>(
+    { query, variables },
+    {
+      next: (v) => {
+        if (v.errors) errors.push(...v.errors);
+        if (v.data) items.push(v.data as T);
+        for (const w of waiters) w();
+        waiters = [];
+      },
+      error: (e) => {
+        errors.push(e);
+        for (const w of waiters) w();
+      },
+      complete: () => undefined,
+    },
+  );
+  return {
+    items,
+    errors,
+    dispose,
+    async next(n: number, timeoutMs = 10_000): Promise<T[]> {
+      const deadline = Date.now() + timeoutMs;
+      while (items.length < n) {
+        if (errors.length) throw new Error(`subscription error: ${JSON.stringify(errors)}`);
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${n} events, got ${items.length}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 50);
+        });
+      }
+      return items.slice(0, n);
+    },
+  };
+}
