@@ -19,7 +19,7 @@ export interface Scheduler {
   /** Runs one full pass now. */
   runPass(): Promise<Assignment[]>;
   /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
-  sweepLeases(): Promise<number>;
+  sweepLeases(now?: Date): Promise<number>;
   /** Asks for a pass soon; calls close together share one pass. */
   trigger(reason: PassReason): void;
   start(): void;
@@ -35,7 +35,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
   let running: Promise<unknown> | null = null;
   let again = false;
   let stopped = false;
-  let changes: AsyncIterator<unknown> | null = null;
+  const streams: AsyncIterator<unknown>[] = [];
 
   const publish = (assignments: readonly Assignment[]) => {
     for (const a of assignments) events.publish('workAssigned', String(a.workerId), a);
@@ -48,8 +48,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     return assignments;
   }
 
-  async function sweep(): Promise<number> {
-    const now = new Date();
+  async function sweep(now = new Date()): Promise<number> {
     const { changes, settled } = await orm.em.fork().transactional(async (tx) => {
       const changes = await expireLeases(tx, now, config);
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
@@ -96,14 +95,17 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     },
     start() {
       if (!config.schedulerAutomatic) return;
-      // Any change of a worker (connected, reported, undrained, enabled, retagged) may free capacity.
-      changes = events.subscribe('workerChanged')[Symbol.asyncIterator]();
-      const iterator = changes;
-      void (async () => {
-        while (!stopped && !(await iterator.next()).done) this.trigger('worker-changed');
-      })();
+      // Any change of a worker (connected, reported, undrained, retagged) or of a request (new pending
+      // work, work finished), in this process or, through PostgreSQL, in another, may allow assignments.
+      for (const [topic, reason] of [['workerChanged', 'worker-changed'], ['workRequestChanged', 'new-pending']] as const) {
+        const iterator = events.subscribe(topic)[Symbol.asyncIterator]();
+        streams.push(iterator);
+        void (async () => {
+          while (!stopped && !(await iterator.next()).done) this.trigger(reason);
+        })();
+      }
       timer = setInterval(() => {
-        sweep()
+        sweep(new Date())
           .catch((err: unknown) => log.error({ err }, 'lease sweep failed'))
           .finally(() => runSoon('periodic'));
       }, config.schedulerIntervalMs);
@@ -112,7 +114,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     },
     async stop() {
       stopped = true;
-      await changes?.return?.();
+      await Promise.all(streams.map((it) => it.return?.()));
       if (timer) clearInterval(timer);
       if (debounce) clearTimeout(debounce);
       await running;
