@@ -1,0 +1,278 @@
+/**
+ * The agent's loop: take assignments from the subscription (each id once), acknowledge, run
+ * the handler and report its result (again and again until the server has it), release what it
+ * cannot run, heartbeat and report metadata, and drain on a signal.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { retry, StoppedError, Waker } from './backoff.js';
+import { AuthError, TransientError, type AssignmentStream, type AssignmentStreamOptions } from './client.js';
+import type { AgentConfig } from './config.js';
+import { metadataInput, type Facts } from './facts.js';
+import { MESSAGES, type Logger } from './log.js';
+import type { Answer, Api, Assignment, TypedError } from './operations.js';
+import { suggestedParallelism } from './parallelism.js';
+import { resultOf, type Outcome, type Run, type RunSpec, type TaskResult } from './runner.js';
+
+/** The process exit codes of tagsched-worker. */
+export const EXIT_CODES = { drained: 0, failure: 1, tokenRefused: 2, usage: 64 } as const;
+
+/** Why the agent hands an assignment back to the queue. */
+export const RELEASE_REASONS = {
+  shuttingDown: 'the worker is shutting down',
+  noHandler: (taskName: string) => `no handler for task ${taskName} on this worker`,
+} as const;
+
+/** Everything the loop talks to; main.ts gives the real ones, tests fakes. */
+export interface AgentDeps {
+  config: AgentConfig;
+  log: Logger;
+  api: Api;
+  openStream(handlers: Pick<AssignmentStreamOptions, 'onConnected' | 'onAssignment' | 'onFatal'>): AssignmentStream;
+  detectFacts(): Promise<Facts>;
+  startRun(spec: RunSpec): Run;
+  /** os.availableParallelism() and os.loadavg()[0], sampled when a handler starts. */
+  load(): { cpuCount: number; load1: number };
+  /** What handlers inherit (runner.ts removes the tokens). */
+  env: NodeJS.ProcessEnv;
+  /** Known from the state file; otherwise learnt from the first metadata report. */
+  workerName: string | null;
+}
+
+/** A running agent. */
+export interface Agent {
+  /** Runs until drained (EXIT_CODES.drained) or the token is refused (EXIT_CODES.tokenRefused). */
+  run(): Promise<number>;
+  /** SIGTERM / SIGINT: no new work, finish what runs, report, then run() resolves. */
+  drain(signal: string): void;
+}
+
+/**
+ * Where an assignment is. A re-sent id that is still being handled is ignored; a finished one is taken
+ * again, because the server only sends what is ASSIGNED to us now: the same id again means the
+ * request was re-queued and given back to us (a stale copy is refused by startWorkRequest, harmlessly).
+ */
+type Phase = 'starting' | 'running' | 'reporting' | 'done';
+
+/** Ids remembered for de-duplication; the oldest finished ones are forgotten past this. */
+const MAX_REMEMBERED = 10_000;
+
+const errorFields = (e: TypedError) => ({ type: e.type, code: e.code, message: e.message });
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+function outcomeFields(o: Outcome): Record<string, unknown> {
+  if (o.kind === 'exit') return { exitCode: o.code };
+  if (o.kind === 'signal') return { signal: o.signal };
+  return { error: o.error };
+}
+
+/** Builds the agent; nothing happens before run(). */
+export function createAgent(deps: AgentDeps): Agent {
+  const { config, log, api } = deps;
+  const runsDir = path.join(config.workDir, 'runs');
+  const phases = new Map<string, Phase>();
+  const work = new Set<Promise<void>>();
+  const runs = new Set<Run>();
+  const stop = new AbortController(); // ends every retry: the run is over
+  const waker = new Waker();
+  const timers: NodeJS.Timeout[] = [];
+  let stream: AssignmentStream | null = null;
+  let draining = false;
+  let finished = false;
+  let serverDraining = false;
+  let drainHeartbeat: Promise<void> = Promise.resolve();
+  let workerName = deps.workerName;
+  let metadataRunning = false;
+  let metadataAgain = false;
+  let resolveExit: (code: number) => void = () => {};
+  const exited = new Promise<number>((resolve) => (resolveExit = resolve));
+
+  /** The ids the server should consider ours: acknowledged and not yet reported. */
+  const held = () => [...phases].filter(([, p]) => p === 'running' || p === 'reporting').map(([id]) => id);
+
+  function setPhase(id: string, phase: Phase) {
+    phases.set(id, phase);
+    if (phases.size <= MAX_REMEMBERED) return;
+    for (const [old, p] of phases) {
+      if (phases.size <= MAX_REMEMBERED) break;
+      if (p === 'done') phases.delete(old);
+    }
+  }
+
+  /** Calls the server until it answers: network failures wait and retry; a refused token ends the run. */
+  async function persist<T>(operation: string, fields: Record<string, unknown>, fn: () => Promise<Answer<T>>): Promise<Answer<T>> {
+    try {
+      return await retry(fn, {
+        shouldRetry: (err) => err instanceof TransientError,
+        maxBackoffMs: config.maxBackoffMs,
+        signal: stop.signal,
+        waker,
+        onRetry: (err, attempt, delayMs) => log.warn({ operation, ...fields, attempt, delayMs, error: messageOf(err) }, MESSAGES.retrying),
+      });
+    } catch (err) {
+      if (err instanceof AuthError) {
+        fail(err);
+        throw new StoppedError('token refused');
+      }
+      throw err;
+    }
+  }
+
+  async function release(id: string, reason: string) {
+    const answer = await persist('releaseWorkRequest', { id }, () => api.releaseWorkRequest(id, reason));
+    if (answer.ok) log.info({ id, reason }, MESSAGES.released);
+    else log.warn({ id, reason, ...errorFields(answer.error) }, 'release refused');
+  }
+
+  async function execute(a: Assignment, command: string): Promise<TaskResult> {
+    const { cpuCount, load1 } = deps.load();
+    const parallel = suggestedParallelism({ cpuCount, load1, running: runs.size + 1 });
+    const startedAt = Date.now();
+    const run = deps.startRun({ task: a, command, runsDir, parallel, env: deps.env });
+    runs.add(run);
+    if (run.pid !== undefined) log.info({ id: a.id, taskName: a.taskName, pid: run.pid, parallel, logFile: run.logFile }, MESSAGES.started);
+    const outcome = await run.done;
+    runs.delete(run);
+    const result = resultOf(outcome);
+    log.info({ id: a.id, result, ...outcomeFields(outcome), durationMs: Date.now() - startedAt }, MESSAGES.finished);
+    return result;
+  }
+
+  async function handle(a: Assignment) {
+    const { id } = a;
+    try {
+      const command = config.handlers.get(a.taskName);
+      if (draining || command === undefined) {
+        await release(id, draining ? RELEASE_REASONS.shuttingDown : RELEASE_REASONS.noHandler(a.taskName));
+        return;
+      }
+      const ack = await persist('startWorkRequest', { id }, () => api.startWorkRequest(id));
+      if (!ack.ok) {
+        log.warn({ id, ...errorFields(ack.error) }, MESSAGES.assignmentDropped);
+        return;
+      }
+      setPhase(id, 'running');
+      const result = await execute(a, command);
+      setPhase(id, 'reporting');
+      const done = await persist('completeWorkRequest', { id, result }, () => api.completeWorkRequest(id, result));
+      if (done.ok) log.info({ id, result }, MESSAGES.resultReported);
+      else log.warn({ id, result, ...errorFields(done.error) }, MESSAGES.resultDropped);
+    } catch (err) {
+      if (!(err instanceof StoppedError)) log.error({ id, err }, 'the assignment could not be handled');
+    } finally {
+      setPhase(id, 'done');
+    }
+  }
+
+  function onAssignment(a: Assignment) {
+    if (finished) return;
+    const phase = phases.get(a.id);
+    if (phase !== undefined && phase !== 'done') {
+      log.info({ id: a.id, phase }, MESSAGES.duplicateIgnored);
+      return;
+    }
+    setPhase(a.id, 'starting');
+    log.info({ id: a.id, taskType: a.taskType, taskName: a.taskName }, MESSAGES.assignmentReceived);
+    const p = handle(a).finally(() => {
+      work.delete(p);
+      finishIfDrained();
+    });
+    work.add(p);
+  }
+
+  async function heartbeat() {
+    try {
+      const answer = await api.heartbeat({ shuttingDown: draining, running: held() });
+      if (!answer.ok) {
+        log.warn(errorFields(answer.error), 'heartbeat refused');
+        return;
+      }
+      if (answer.value.draining !== serverDraining) {
+        serverDraining = answer.value.draining;
+        log.info({ draining: serverDraining }, MESSAGES.serverDraining);
+      }
+      for (const a of answer.value.assigned) onAssignment(a);
+    } catch (err) {
+      if (err instanceof AuthError) fail(err);
+      else log.warn({ error: messageOf(err) }, 'heartbeat failed');
+    }
+  }
+
+  /** One report at a time; a request meanwhile (a reconnect) sends fresh facts once more after it. */
+  async function reportMetadata() {
+    if (metadataRunning) {
+      metadataAgain = true;
+      return;
+    }
+    metadataRunning = true;
+    try {
+      do {
+        metadataAgain = false;
+        const input = metadataInput(await deps.detectFacts(), config.handlers.keys(), config.providedTags);
+        const answer = await persist('reportWorkerMetadata', {}, () => api.reportWorkerMetadata(input));
+        if (!answer.ok) {
+          log.error(errorFields(answer.error), 'metadata refused');
+          continue;
+        }
+        const { name, status, rejectedTags } = answer.value;
+        if (workerName === null) log.setBindings({ worker: name });
+        workerName = name;
+        const { architectures, cpuCount, executors, tools } = input;
+        log.info({ status, architectures, cpuCount, executors, tools, tasks: input.tasks.map((t) => t.name) }, MESSAGES.metadataReported);
+        for (const r of rejectedTags) log.warn({ tag: r.tag, code: r.code, reason: r.reason }, MESSAGES.tagRejected);
+      } while (metadataAgain && !finished);
+    } catch (err) {
+      if (!(err instanceof StoppedError)) log.error({ error: messageOf(err) }, 'metadata report failed');
+    } finally {
+      metadataRunning = false;
+    }
+  }
+
+  function onConnected() {
+    waker.wakeAll(); // results waiting out a backoff go now
+    void reportMetadata();
+    void heartbeat();
+  }
+
+  function finishIfDrained() {
+    if (draining && work.size === 0) void finish(EXIT_CODES.drained);
+  }
+
+  async function finish(code: number) {
+    if (finished) return;
+    finished = true;
+    stop.abort();
+    for (const t of timers) clearInterval(t);
+    if (code !== EXIT_CODES.drained) for (const r of runs) r.kill('SIGTERM');
+    await drainHeartbeat;
+    await stream?.close();
+    resolveExit(code);
+  }
+
+  function fail(err: AuthError) {
+    if (finished) return;
+    log.error({ detail: err.message, hint: 'check --token / TAGSCHED_WORKER_TOKEN, or remove the state file to activate again' }, MESSAGES.tokenRefused);
+    void finish(EXIT_CODES.tokenRefused);
+  }
+
+  return {
+    async run() {
+      fs.mkdirSync(runsDir, { recursive: true });
+      stream = deps.openStream({ onConnected, onAssignment, onFatal: fail });
+      timers.push(setInterval(() => void heartbeat(), config.heartbeatIntervalMs));
+      timers.push(setInterval(() => void reportMetadata(), config.metadataIntervalMs));
+      return exited;
+    },
+    drain(signal) {
+      if (finished) return;
+      if (draining) {
+        log.warn({ signal, running: held().length, hint: 'running work finishes first; SIGKILL stops now' }, MESSAGES.alreadyDraining);
+        return;
+      }
+      draining = true;
+      log.info({ signal, running: held().length, pending: work.size }, MESSAGES.draining);
+      drainHeartbeat = heartbeat();
+      finishIfDrained();
+    },
+  };
+}

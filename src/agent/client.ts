@@ -1,0 +1,261 @@
+/**
+ * The agent's two ways to the server: mutations over HTTP (fetch; they survive a WebSocket cut),
+ * and the assignments subscription over graphql-ws, which reconnects and resubscribes by itself.
+ * Failures are sorted into three kinds, because each calls for something different.
+ */
+import { CloseCode, createClient, type Client } from 'graphql-ws';
+import WebSocket from 'ws';
+import { backoffDelay } from './backoff.js';
+import type { Logger } from './log.js';
+import { MESSAGES } from './log.js';
+import { assignmentSchema, DOCUMENTS, type Assignment, type Request } from './operations.js';
+
+/** The server refused the token (HTTP 401, WebSocket 4401/4403, UNAUTHENTICATED): stop, exit 2. */
+export class AuthError extends Error {
+  override readonly name = 'AuthError';
+}
+
+/** The server could not be reached or could not answer now: try again later. */
+export class TransientError extends Error {
+  override readonly name = 'TransientError';
+}
+
+/** The server does not understand the request (a schema mismatch): trying again will not help. */
+export class ProtocolError extends Error {
+  override readonly name = 'ProtocolError';
+}
+
+interface GraphqlBody {
+  data?: Record<string, unknown> | null;
+  errors?: { message?: string; extensions?: { code?: string } }[];
+}
+
+const AUTH_CODES = new Set(['UNAUTHENTICATED', 'FORBIDDEN']);
+
+/**
+ * The error a GraphQL-over-HTTP answer stands for, or null when `data` can be used. 5xx, 408 and
+ * 429 are transient, and so is a masked server error (INTERNAL_SERVER_ERROR: the database may be
+ * restarting); any other GraphQL error means the request itself is wrong.
+ */
+export function errorOfResponse(status: number, body: unknown): Error | null {
+  const errors = (body as GraphqlBody | null)?.errors ?? [];
+  const summary = errors.map((e) => e.message ?? '').join('; ').slice(0, 500);
+  const codes = errors.map((e) => e.extensions?.code);
+  if (status === 401 || status === 403 || codes.some((c) => c !== undefined && AUTH_CODES.has(c))) {
+    return new AuthError(summary || `HTTP ${status}`);
+  }
+  if (status >= 500 || status === 408 || status === 429) return new TransientError(`HTTP ${status}${summary ? `: ${summary}` : ''}`);
+  if (codes.includes('INTERNAL_SERVER_ERROR')) return new TransientError(`server error: ${summary}`);
+  if (errors.length) return new ProtocolError(summary);
+  if (status < 200 || status >= 300) return new ProtocolError(`HTTP ${status}`);
+  const data = (body as GraphqlBody | null)?.data;
+  if (!data || typeof data !== 'object') return new ProtocolError('the answer has no data');
+  return null;
+}
+
+/** Mutations over HTTP with a bearer token, each bounded by `timeoutMs`. */
+export function createHttpRequest(options: { url: string; token: string; timeoutMs: number; fetch?: typeof fetch }): Request {
+  const doFetch = options.fetch ?? fetch;
+  return async (query, variables) => {
+    let response: Response;
+    let body: unknown;
+    try {
+      response = await doFetch(options.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/graphql-response+json, application/json',
+          authorization: `Bearer ${options.token}`,
+        },
+        body: JSON.stringify({ query, variables }),
+        signal: AbortSignal.timeout(options.timeoutMs),
+      });
+      const text = await response.text();
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = null;
+      }
+    } catch (err) {
+      // fetch rejects on refused connections, resets, DNS failures and the timeout alike.
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new TransientError(cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err)));
+    }
+    const error = errorOfResponse(response.status, body);
+    if (error) throw error;
+    return (body as GraphqlBody).data as Record<string, unknown>;
+  };
+}
+
+/** The token refusal a subscription error stands for, or null for anything worth retrying. */
+export function authFailureOf(err: unknown): AuthError | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === CloseCode.Unauthorized || code === CloseCode.Forbidden) {
+    const reason = (err as { reason?: unknown }).reason;
+    return new AuthError(`WebSocket closed with ${code}${reason ? `: ${String(reason)}` : ''}`);
+  }
+  if (Array.isArray(err)) {
+    const refused = (err as NonNullable<GraphqlBody['errors']>).find((e) => AUTH_CODES.has(e?.extensions?.code ?? ''));
+    if (refused) return new AuthError(refused.message ?? 'subscription refused');
+  }
+  return null;
+}
+
+/**
+ * Disposes a client without waiting on, or failing with, a connection attempt in progress
+ * (graphql-ws awaits it, and rethrows its error).
+ */
+function disposeQuietly(c: Client, waitMs = 1000): Promise<void> {
+  const disposed = Promise.resolve()
+    .then(() => c.dispose())
+    .catch(() => {});
+  return Promise.race([disposed, new Promise<void>((resolve) => setTimeout(resolve, waitMs).unref())]);
+}
+
+function describe(err: unknown): string {
+  if (Array.isArray(err)) return err.map((e: { message?: string }) => e.message).join('; ');
+  const e = err as { code?: unknown; reason?: unknown; message?: unknown } | null;
+  if (e && e.code !== undefined) return `${String(e.code)} ${String(e.reason ?? e.message ?? '')}`.trim();
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** What the assignments stream reports to the agent. */
+export interface AssignmentStreamOptions {
+  wsUrl: string;
+  token: string;
+  maxBackoffMs: number;
+  keepAliveMs: number;
+  handshakeTimeoutMs: number;
+  log: Logger;
+  /** Every (re)connection: the subscription is (re)sent on it. */
+  onConnected(reconnect: boolean): void;
+  onAssignment(assignment: Assignment): void;
+  /** The token was refused: the stream has stopped for good. */
+  onFatal(error: AuthError): void;
+}
+
+/** A running subscription; close() ends it. */
+export interface AssignmentStream {
+  close(): Promise<void>;
+}
+
+/**
+ * Subscribes to `assignments` and keeps the subscription alive: graphql-ws retries cut
+ * connections (backoff with jitter, every failure but a refused token), a ping unanswered for
+ * `keepAliveMs` counts as a cut, and an error that graphql-ws gives up on (a 4500 while the
+ * server's database is down, a completed subscription) starts a new client after a backoff.
+ */
+export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStream {
+  const { log } = o;
+  // graphql-ws creates its sockets itself; a subclass is how ws gets its handshake timeout.
+  class TimedWebSocket extends WebSocket {
+    constructor(address: string, protocols?: string | string[]) {
+      super(address, protocols, { handshakeTimeout: o.handshakeTimeoutMs });
+    }
+  }
+  let closed = false;
+  let everConnected = false;
+  let restarts = 0;
+  let client: Client | null = null;
+  let restartTimer: NodeJS.Timeout | undefined;
+
+  const retryWait = async (retries: number) => {
+    const delayMs = backoffDelay(retries, o.maxBackoffMs);
+    log.info({ attempt: retries + 1, delayMs }, MESSAGES.reconnecting);
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+  };
+
+  function start() {
+    let connected = false;
+    let pongTimer: NodeJS.Timeout | undefined;
+    let lastError = '';
+    const c = createClient({
+      url: o.wsUrl,
+      webSocketImpl: TimedWebSocket,
+      connectionParams: { authorization: `Bearer ${o.token}` },
+      lazy: true,
+      retryAttempts: Infinity,
+      shouldRetry: (e) => authFailureOf(e) === null,
+      retryWait,
+      keepAlive: o.keepAliveMs,
+      connectionAckWaitTimeout: o.handshakeTimeoutMs,
+    });
+    client = c;
+    c.on('connected', () => {
+      connected = true;
+      restarts = 0;
+      log.info({ reconnect: everConnected }, MESSAGES.connected);
+      log.info(MESSAGES.subscribed);
+      o.onConnected(everConnected);
+      everConnected = true;
+    });
+    c.on('ping', (received) => {
+      if (received) return;
+      clearTimeout(pongTimer);
+      pongTimer = setTimeout(() => {
+        log.warn({ waitedMs: o.keepAliveMs }, 'no answer to a ping: the connection counts as cut');
+        c.terminate();
+      }, o.keepAliveMs);
+    });
+    c.on('pong', (received) => {
+      if (received) clearTimeout(pongTimer);
+    });
+    c.on('error', (err) => {
+      lastError = describe((err as { error?: unknown }).error ?? err);
+    });
+    c.on('closed', (event) => {
+      clearTimeout(pongTimer);
+      if (closed) return;
+      const { code, reason } = event as { code?: number; reason?: string };
+      if (connected) log.warn({ code, reason: reason || lastError || undefined }, MESSAGES.disconnected);
+      else log.debug({ code, error: lastError || reason || undefined }, 'connection attempt failed');
+      connected = false;
+    });
+    c.subscribe<{ assignments: unknown }>(
+      { query: DOCUMENTS.assignments },
+      {
+        next(result) {
+          if (result.errors?.length) log.error({ errors: result.errors }, 'the assignments subscription sent errors');
+          if (!result.data) return;
+          const parsed = assignmentSchema.safeParse(result.data.assignments);
+          if (parsed.success) o.onAssignment(parsed.data);
+          else log.error({ error: parsed.error.message }, 'an assignment without the expected fields was ignored');
+        },
+        error(err) {
+          if (closed) return;
+          const auth = authFailureOf(err);
+          if (auth) {
+            closed = true;
+            void disposeQuietly(c);
+            o.onFatal(auth);
+            return;
+          }
+          log.warn({ error: describe(err) }, 'the assignments subscription failed');
+          restartLater(c);
+        },
+        complete() {
+          if (closed) return;
+          log.warn('the server ended the assignments subscription');
+          restartLater(c);
+        },
+      },
+    );
+  }
+
+  function restartLater(c: Client) {
+    void disposeQuietly(c);
+    const delayMs = backoffDelay(restarts, o.maxBackoffMs);
+    restarts += 1;
+    log.info({ attempt: restarts, delayMs }, MESSAGES.reconnecting);
+    restartTimer = setTimeout(start, delayMs);
+  }
+
+  start();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(restartTimer);
+      if (client) await disposeQuietly(client);
+    },
+  };
+}

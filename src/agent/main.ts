@@ -1,0 +1,144 @@
+/**
+ * tagsched-worker's entry: read the options, find or activate the worker token, run the agent
+ * until it drains or its token is refused, and exit with a code that says which (EXIT_CODES).
+ */
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import { CommanderError } from 'commander';
+import { createAgent, EXIT_CODES, type Agent } from './agent.js';
+import { retry, StoppedError } from './backoff.js';
+import { AuthError, createHttpRequest, openAssignmentStream, TransientError } from './client.js';
+import { parseConfig, UsageError, type AgentConfig } from './config.js';
+import { detectFacts, systemProbe } from './facts.js';
+import { createLogger, MESSAGES, type Logger } from './log.js';
+import { createApi } from './operations.js';
+import { startRun } from './runner.js';
+import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
+
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+
+/** The server refused to activate this instance (the activation token is used, expired or unknown). */
+class ActivationRefusedError extends Error {
+  override readonly name = 'ActivationRefusedError';
+}
+
+/** Trades the activation token for a worker token (once), and keeps it in the state file. */
+async function activate(config: AgentConfig, log: Logger, activationToken: string, signal: AbortSignal): Promise<AgentState> {
+  const api = createApi(createHttpRequest({ url: config.serverUrl, token: activationToken, timeoutMs: config.requestTimeoutMs }));
+  const answer = await retry(() => api.activateWorker(config.name), {
+    shouldRetry: (err) => err instanceof TransientError,
+    maxBackoffMs: config.maxBackoffMs,
+    signal,
+    onRetry: (err, attempt, delayMs) => log.warn({ operation: 'activateWorker', attempt, delayMs, error: (err as Error).message }, MESSAGES.retrying),
+  });
+  if (!answer.ok) throw new ActivationRefusedError(`${answer.error.code}: ${answer.error.message}`);
+  const state: AgentState = { workerToken: answer.value.token, workerName: answer.value.workerName, server: config.serverUrl };
+  writeState(config.stateFile, state);
+  log.info({ worker: state.workerName, stateFile: config.stateFile }, MESSAGES.activated);
+  return state;
+}
+
+/** Runs the agent and returns the process exit code. */
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let config: AgentConfig;
+  try {
+    config = parseConfig(argv, env, { version });
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT_CODES.usage; // commander has printed why
+    if (err instanceof UsageError) {
+      process.stderr.write(`tagsched-worker: ${err.message}\n(run with --help for the options)\n`);
+      return EXIT_CODES.usage;
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  const exit = (code: number) => {
+    log.info({ code }, MESSAGES.exited);
+    return code;
+  };
+  process.on('unhandledRejection', (err) => {
+    log.fatal({ err }, 'unexpected error');
+    process.exit(EXIT_CODES.failure);
+  });
+
+  // Signals are caught from the start: an activation waiting for the server stops cleanly.
+  const stopping = new AbortController();
+  let agent: Agent | null = null;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (agent) return agent.drain(signal);
+    log.info({ signal, running: 0 }, MESSAGES.draining);
+    stopping.abort();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+
+  log.info(
+    { version, server: config.serverUrl, workDir: config.workDir, handlers: [...config.handlers.keys()], providedTags: config.providedTags },
+    MESSAGES.starting,
+  );
+  if (config.handlers.size === 0) log.warn('no --handler given: this worker offers no task and will get no work');
+
+  try {
+    fs.mkdirSync(config.workDir, { recursive: true });
+    const choice = chooseCredential(config, readState(config.stateFile));
+    if (choice.kind === 'none') {
+      log.error({ reason: choice.reason }, 'cannot start');
+      return exit(EXIT_CODES.usage);
+    }
+    let token: string;
+    let workerName: string | null;
+    if (choice.kind === 'token') {
+      ({ token, workerName } = choice);
+    } else {
+      if (choice.replacesStateFor) log.warn({ stateFile: config.stateFile, server: choice.replacesStateFor }, 'the state file is for another server: activating again');
+      const state = await activate(config, log, choice.activationToken, stopping.signal);
+      ({ workerToken: token, workerName } = state);
+    }
+    if (workerName !== null) log.setBindings({ worker: workerName });
+    if (stopping.signal.aborted) return exit(EXIT_CODES.drained);
+
+    const probe = systemProbe(env);
+    agent = createAgent({
+      config,
+      log,
+      api: createApi(createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs })),
+      openStream: (handlers) =>
+        openAssignmentStream({
+          wsUrl: config.wsUrl,
+          token,
+          maxBackoffMs: config.maxBackoffMs,
+          keepAliveMs: config.keepAliveMs,
+          handshakeTimeoutMs: config.requestTimeoutMs,
+          log,
+          ...handlers,
+        }),
+      detectFacts: () => detectFacts(probe, config.workDir),
+      startRun,
+      load: () => ({ cpuCount: os.availableParallelism(), load1: os.loadavg()[0] }),
+      env,
+      workerName,
+    });
+    return exit(await agent.run());
+  } catch (err) {
+    if (err instanceof StoppedError) return exit(EXIT_CODES.drained);
+    if (err instanceof AuthError || err instanceof ActivationRefusedError) {
+      log.error({ detail: err.message }, 'the server refused the activation token');
+      return exit(EXIT_CODES.tokenRefused);
+    }
+    if (err instanceof StateFileError) {
+      log.error({ detail: err.message }, 'cannot start');
+      return exit(EXIT_CODES.usage);
+    }
+    log.fatal({ err }, 'unexpected error');
+    return exit(EXIT_CODES.failure);
+  }
+}
+
+main(process.argv.slice(2), process.env).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`tagsched-worker: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(EXIT_CODES.failure);
+  },
+);
