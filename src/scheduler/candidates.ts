@@ -1,8 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray } from '../db/arrays.js';
-import { classFits, type TaskClassRow } from './class-cache.js';
+import { fitsOf, type TaskClassRow } from './class-cache.js';
 import { classKey, tagName } from './classes.js';
-import { groupBy, workerSignature, type WorkerState } from './snapshot.js';
+import { MatchKeys } from './match-keys.js';
+import { groupBy, type WorkerState } from './snapshot.js';
 
 /** The tags of a work request, as the bulk matcher reads them. */
 export interface TaskTagsRow {
@@ -13,13 +14,17 @@ export interface TaskTagsRow {
 
 /**
  * The workers that could run each task, decided class × class: tasks are grouped by their required
- * tags and the provided tags some worker requires, workers by their tag signature, and each pair of
- * groups is matched once. `availableOnly` keeps the workers with a free slot now.
+ * tags and the provided tags some worker requires, workers by their match key for these tasks'
+ * requirements, and each pair of groups is matched once. `availableOnly` keeps the workers with a
+ * free slot now. Each list is in worker name order.
  */
 export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly WorkerState[], availableOnly: boolean): Map<number, WorkerState[]> {
-  const pool = availableOnly ? workers.filter((w) => w.free > 0) : workers;
+  const byName = (availableOnly ? workers.filter((w) => w.free > 0) : [...workers]).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const significant = new Set(workers.flatMap((w) => w.requiredTags.map(tagName)));
-  const workerGroups = [...groupBy(pool, workerSignature).values()];
+  const keys = new MatchKeys(tasks.flatMap((t) => t.requiredTags));
+  const keyOf = byName.map((w) => keys.keyOf(w));
+  const fitsOfKey = new Map<string, (c: TaskClassRow) => boolean>();
+  for (let i = 0; i < byName.length; i++) if (!fitsOfKey.has(keyOf[i])) fitsOfKey.set(keyOf[i], fitsOf(byName[i]));
   const taskGroups = groupBy(
     tasks.map((t) => {
       const sig = t.providedTags.filter((tag) => significant.has(tagName(tag)));
@@ -29,10 +34,8 @@ export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly Wo
   );
   const out = new Map<number, WorkerState[]>();
   for (const group of taskGroups.values()) {
-    const fitting = workerGroups
-      .filter((g) => classFits(group[0].cls, g[0]))
-      .flat()
-      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const fits = new Set([...fitsOfKey].filter(([, fitsClass]) => fitsClass(group[0].cls)).map(([key]) => key));
+    const fitting = byName.filter((_, i) => fits.has(keyOf[i]));
     for (const { task } of group) out.set(task.id, fitting);
   }
   return out;

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { matchTags } from '../tags/match.js';
+import { matchTags, missingTags, ProvidedTagIndex } from '../tags/match.js';
+import { MatchKeys } from './match-keys.js';
 
 /** A task class as the scheduler decides it. */
 export interface TaskClassRow {
@@ -21,16 +22,23 @@ export function classFits(c: TaskClassRow, w: WorkerTags): boolean {
   return matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags }).ok;
 }
 
-const signature = (w: WorkerTags) => `${w.type}\u0000${w.providedTags.join(' ')}\u0000${w.requiredTags.join(' ')}`;
+/** {@link classFits} for one worker against many classes, its provided tags indexed once. */
+export function fitsOf(w: WorkerTags): (c: TaskClassRow) => boolean {
+  if (w.type === 'not-assignable') return () => false;
+  const index = new ProvidedTagIndex(w.providedTags);
+  return (c) => c.requiredTags.every((t) => index.satisfies(t)) && missingTags(w.requiredTags, c.significantProvidedTags).length === 0;
+}
 
 /**
- * The task classes, cached in the process (they never change once created), and each worker tag
- * signature's eligible classes, computed once per signature and extended as new classes appear:
- * the class × class decisions of DESIGN §6, so the hot path does no tag matching at all.
+ * The task classes, cached in the process (they never change once created), and the eligible
+ * classes of each worker match key (match-keys.ts), computed once per key and extended as new
+ * classes appear: the class × class decisions of DESIGN §6, so the hot path does no tag matching
+ * at all. Keys ignore what no class requires (exact disk sizes, cpu counts), so there are few of them.
  */
 export class ClassCache {
   private readonly classes: TaskClassRow[] = [];
   private maxId = 0;
+  private readonly keys = new MatchKeys();
   private readonly eligible = new Map<string, { upTo: number; ids: number[] }>();
 
   /** Loads the classes created since the last refresh (one indexed query). */
@@ -42,6 +50,8 @@ export class ClassCache {
     for (const r of rows) {
       this.classes.push({ id: r.id, requiredTags: r.required_tags, significantProvidedTags: r.significant_provided_tags });
       this.maxId = r.id;
+      // A requirement no class had before may split a key: start the keys over (rare: a new tag or minimum).
+      if (this.keys.add(r.required_tags)) this.eligible.clear();
     }
   }
 
@@ -50,16 +60,22 @@ export class ClassCache {
     return this.classes;
   }
 
+  /** The key under which workers get the same eligible classes (match-keys.ts). */
+  keyOf(w: WorkerTags): string {
+    return this.keys.keyOf(w);
+  }
+
   /** The ids of the classes a worker with these tags may run. */
   eligibleFor(w: WorkerTags): number[] {
-    const key = signature(w);
+    const key = this.keys.keyOf(w);
     let entry = this.eligible.get(key);
     if (!entry) {
       entry = { upTo: 0, ids: [] };
       this.eligible.set(key, entry);
     }
     if (entry.upTo < this.maxId) {
-      for (const c of this.classes) if (c.id > entry.upTo && classFits(c, w)) entry.ids.push(c.id);
+      const fits = fitsOf(w);
+      for (const c of this.classes) if (c.id > entry.upTo && fits(c)) entry.ids.push(c.id);
       entry.upTo = this.maxId;
     }
     return entry.ids;

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, textArray } from '../db/arrays.js';
 
 const CLASSIFY_LOCK = 72707371; // shared while classifying, exclusive while the significant set grows
+const CREATE_LOCK = 72707373; // held from creating a class to commit, so that class ids become visible in id order
 
 /** The name of a tag, without `=N` or `>=N`. */
 export function tagName(tag: string): string {
@@ -39,15 +40,22 @@ export async function classIdsFor(em: EntityManager, items: readonly Classifiabl
     return { key: classKey(required, sig), required, sig };
   });
   const distinct = [...new Map(keyed.map((k) => [k.key, k])).values()];
-  await em.execute(
-    `insert into task_class (key, required_tags, significant_provided_tags, created_at)
-     select k, string_to_array(r, ' '), string_to_array(s, ' '), now()
-       from unnest(?::text[], ?::text[], ?::text[]) as v(k, r, s)
-     on conflict (key) do nothing`,
-    [textArray(distinct.map((d) => d.key)), textArray(distinct.map((d) => d.required.join(' '))), textArray(distinct.map((d) => d.sig.join(' ')))],
-  );
-  const classes = await em.execute<{ id: number; key: string }[]>('select id, key from task_class where key = any(?::text[])', [textArray(distinct.map((d) => d.key))]);
-  const idOf = new Map(classes.map((c) => [c.key, c.id]));
+  const select = (keys: string[]) => em.execute<{ id: number; key: string }[]>('select id, key from task_class where key = any(?::text[])', [textArray(keys)]);
+  const idOf = new Map((await select(distinct.map((d) => d.key))).map((c) => [c.key, c.id]));
+  const missing = distinct.filter((d) => !idOf.has(d.key));
+  if (missing.length) {
+    // Caches load the classes above the highest id they have seen (class-cache.ts): a class committed
+    // after one with a higher id would be missed for good. Creators take turns, each until its commit.
+    await em.execute('select pg_advisory_xact_lock(?)', [CREATE_LOCK]);
+    await em.execute(
+      `insert into task_class (key, required_tags, significant_provided_tags, created_at)
+       select k, string_to_array(r, ' '), string_to_array(s, ' '), now()
+         from unnest(?::text[], ?::text[], ?::text[]) as v(k, r, s)
+       on conflict (key) do nothing`,
+      [textArray(missing.map((d) => d.key)), textArray(missing.map((d) => d.required.join(' '))), textArray(missing.map((d) => d.sig.join(' ')))],
+    );
+    for (const c of await select(missing.map((d) => d.key))) idOf.set(c.key, c.id);
+  }
   return keyed.map((k) => idOf.get(k.key)!);
 }
 
@@ -66,7 +74,7 @@ async function reclassify(em: EntityManager, ids: readonly number[]): Promise<vo
 
 /**
  * Records tags that a worker or pool requires. A tag name new to the significant set re-classifies
- * the pending requests that provide it, so exclusive workers find them. Runs inside the caller's transaction.
+ * the unfinished requests that provide it, so exclusive workers find them. Runs inside the caller's transaction.
  */
 export async function registerSignificantTags(em: EntityManager, requiredTags: readonly string[]): Promise<void> {
   const names = [...new Set(requiredTags.map(tagName))];
@@ -76,9 +84,10 @@ export async function registerSignificantTags(em: EntityManager, requiredTags: r
   if (!fresh.length) return;
   await em.execute('select pg_advisory_xact_lock(?)', [CLASSIFY_LOCK]);
   await em.execute(`insert into significant_tag (tag, created_at) select unnest(?::text[]), now() on conflict do nothing`, [textArray(fresh)]);
-  // The affected requests are those providing a tag of one of these names (plain, or with a value).
+  // The affected requests are those providing a tag of one of these names (plain, or with a value);
+  // assigned and running ones too, since a lease or a release can put them back in the queue.
   const affected = await em.execute<{ id: number }[]>(
-    `select id from work_request where status = 'PENDING'
+    `select id from work_request where status in ('PENDING', 'ASSIGNED', 'RUNNING')
         and exists (select 1 from unnest(provided_tags) t where split_part(t, '=', 1) = any(?::text[]))`,
     [textArray(fresh)],
   );

@@ -1,10 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
+import { intArray } from '../db/arrays.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
-import { matchTags } from '../tags/match.js';
+import { missingTags, ProvidedTagIndex } from '../tags/match.js';
 import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
 import { loadPoolTemplates, type PoolTemplate } from './pool-templates.js';
-import { groupBy, loadWorkerStates, workerSignature, type WorkerState } from './snapshot.js';
+import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
 
 /** Seconds a task is assumed to take when its history has none (DESIGN §7). */
 export const DEFAULT_TASK_SECONDS = 600;
@@ -58,9 +59,10 @@ const taskNameOf = (c: TaskClassRow) => {
 
 /**
  * DESIGN §7 in bulk: pending work is counted per task class (one index-only scan), each class is
- * matched once against each worker signature and each pool template, idle capacity serves first,
- * the rest goes to the first pool (by name) that can run it and has room, and each pool's needs
- * follow from the history's average task duration and its target latency, within its limits.
+ * matched against each group of workers alike for every class (one match key, whose eligible
+ * classes the cache keeps) and each pool template, idle capacity serves first, the rest goes to the
+ * first pool (by name) that can run it and has room, and each pool's needs follow from the
+ * history's average task duration and its target latency, within its limits.
  */
 export async function computeDemand(em: EntityManager, cache: ClassCache, config: Config, now: Date): Promise<ProvisioningDemand> {
   await cache.refresh(em);
@@ -81,34 +83,43 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
   const avg = new Map(durations.map((d) => [d.task_name, d.seconds]));
   const classById = new Map(cache.all().map((c) => [c.id, c]));
   const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
-  const workerGroups = [...groupBy(workers, workerSignature).values()];
-  // Idle slots are consumed once, by the first classes that can use them.
+  const workerGroups = [...groupBy(workers, (w) => cache.keyOf(w)).values()];
+  const eligible = workerGroups.map((g) => new Set(cache.eligibleFor(g[0])));
+  const groupFree = workerGroups.map((g) => g.reduce((sum, w) => sum + w.free, 0));
+  // Idle slots are consumed once, by the first classes that can use them; each group's workers front to back.
   const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
-  const perPool = new Map<number, { runnable: number; assigned: number; workSeconds: number; idleSlots: Set<number> }>();
-  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, workSeconds: 0, idleSlots: new Set() });
+  const groupCursor = workerGroups.map(() => 0);
+  const perPool = new Map<number, { runnable: number; assigned: number; workSeconds: number; idleGroups: Set<number> }>();
+  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, workSeconds: 0, idleGroups: new Set() });
   const unschedulable: { cls: TaskClassRow; count: number }[] = [];
 
   for (const { class_id, n } of counts) {
     const cls = classById.get(class_id);
     if (!cls) continue;
-    const fittingWorkers = workerGroups.filter((g) => classFits(cls, g[0])).flat();
+    const fittingGroups = workerGroups.flatMap((_, i) => (eligible[i].has(cls.id) ? [i] : []));
     const fittingPools = pools.filter((p) => classFits(cls, p));
-    if (!fittingWorkers.length && !fittingPools.length) {
+    if (!fittingGroups.length && !fittingPools.length) {
       if (!cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
       continue;
     }
     let residual = n;
-    for (const w of fittingWorkers) {
-      const free = slotsLeft.get(w.id) ?? 0;
-      const used = Math.min(free, residual);
-      slotsLeft.set(w.id, free - used);
-      residual -= used;
+    for (const i of fittingGroups) {
+      const group = workerGroups[i];
+      while (residual > 0 && groupCursor[i] < group.length) {
+        const w = group[groupCursor[i]];
+        const left = slotsLeft.get(w.id) ?? 0;
+        const used = Math.min(left, residual);
+        slotsLeft.set(w.id, left - used);
+        residual -= used;
+        if (left === used) groupCursor[i]++; // this worker has nothing left
+      }
+      if (!residual) break;
     }
     const seconds = avg.get(taskNameOf(cls) ?? '') ?? DEFAULT_TASK_SECONDS;
     for (const p of fittingPools) {
       const d = perPool.get(p.pool.id)!;
       d.runnable += n;
-      for (const w of fittingWorkers) if (w.free > 0) d.idleSlots.add(w.id);
+      for (const i of fittingGroups) d.idleGroups.add(i);
     }
     const target = fittingPools.find((p) => p.pool.enabled);
     if (target && residual > 0) {
@@ -146,7 +157,7 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
       pool: p.pool,
       pendingRunnable: d.runnable,
       pendingAssigned: d.assigned,
-      idleCompatibleSlots: [...d.idleSlots].reduce((s, id) => s + (workers.find((w) => w.id === id)?.free ?? 0), 0),
+      idleCompatibleSlots: [...d.idleGroups].reduce((sum, i) => sum + groupFree[i], 0),
       averageTaskSeconds: d.assigned ? d.workSeconds / d.assigned : DEFAULT_TASK_SECONDS,
       workersRequired,
       activeInstances: mine.length,
@@ -157,27 +168,51 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
     };
   });
 
-  const groups: UnschedulableGroup[] = [];
-  for (const { cls, count } of unschedulable) {
-    const sample = await em.execute<{ id: number }[]>(
-      `select id from work_request where status = 'PENDING' and class_id = ? order by priority_base + priority_adjustment desc, created_at, id limit ?`,
-      [cls.id, SAMPLE_IDS],
-    );
-    groups.push({ count, sampleIds: sample.map((s) => s.id), requiredTags: cls.requiredTags, providedTags: cls.significantProvidedTags, nearest: nearest(cls, workerGroups, pools) });
-  }
+  // The first requests of every unschedulable class, in one statement.
+  const samples = unschedulable.length
+    ? await em.execute<{ class_id: number; id: number }[]>(
+        `select c.id as class_id, s.id from unnest(?::int[]) as c(id)
+           cross join lateral (
+             select id from work_request where status = 'PENDING' and class_id = c.id
+              order by priority_base + priority_adjustment desc, created_at, id limit ?
+           ) s`,
+        [intArray(unschedulable.map((u) => u.cls.id)), SAMPLE_IDS],
+      )
+    : [];
+  const sampleOf = groupBy(samples, (x) => String(x.class_id));
+  const options = [
+    ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), index: new ProvidedTagIndex(g[0].providedTags), required: g[0].requiredTags })),
+    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
+  ];
+  const groups: UnschedulableGroup[] = unschedulable.map(({ cls, count }) => ({
+    count,
+    sampleIds: (sampleOf.get(String(cls.id)) ?? []).map((x) => x.id),
+    requiredTags: cls.requiredTags,
+    providedTags: cls.significantProvidedTags,
+    nearest: nearest(cls, options),
+  }));
   return { pendingTotal, pools: poolDemands, unschedulable: groups };
 }
 
-function nearest(cls: TaskClassRow, workerGroups: WorkerState[][], pools: PoolTemplate[]): UnschedulableGroup['nearest'] {
-  const task = { provided: cls.significantProvidedTags, required: cls.requiredTags };
-  const options = [
-    ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), m: matchTags(task, { provided: g[0].providedTags, required: g[0].requiredTags }) })),
-    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], m: matchTags(task, { provided: p.providedTags, required: p.requiredTags }) })),
-  ];
-  const size = (o: (typeof options)[number]) => o.m.missingOnWorker.length + o.m.missingOnTask.length;
-  const best = Math.min(...options.map(size));
-  return options
-    .filter((o) => size(o) === best)
+/** A group of workers or a pool as a candidate for the nearest match, its provided tags indexed once. */
+interface NearestOption {
+  readonly pool: string | null;
+  readonly workerNames: string[];
+  readonly index: ProvidedTagIndex;
+  readonly required: readonly string[];
+}
+
+function nearest(cls: TaskClassRow, options: readonly NearestOption[]): UnschedulableGroup['nearest'] {
+  // As matchTags: the unsatisfied requirements of each side, once each, in their order.
+  const missing = options.map((o) => ({
+    o,
+    missingOnWorker: [...new Set(cls.requiredTags)].filter((t) => !o.index.satisfies(t)),
+    missingOnTask: missingTags(o.required, cls.significantProvidedTags),
+  }));
+  const size = (m: (typeof missing)[number]) => m.missingOnWorker.length + m.missingOnTask.length;
+  const best = Math.min(...missing.map(size));
+  return missing
+    .filter((m) => size(m) === best)
     .slice(0, 5)
-    .map((o) => ({ pool: o.pool, workerNames: o.workerNames, missingOnWorker: o.m.missingOnWorker, missingOnTask: o.m.missingOnTask }));
+    .map((m) => ({ pool: m.o.pool, workerNames: m.o.workerNames, missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask }));
 }

@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { intArray } from '../db/arrays.js';
 import { unavailableReason } from './availability.js';
 import type { ClassCache } from './class-cache.js';
-import { CLASS_HEADS_SQL, LOCK_FIRST_SQL } from './queue-sql.js';
+import { CLASS_HEADS_EVEN_SQL, LOCK_FIRST_SQL } from './queue-sql.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;
@@ -39,7 +39,7 @@ export async function assignNextWork(em: EntityManager, cache: ClassCache, confi
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const heads = await em.execute<{ id: number }[]>(`${CLASS_HEADS_SQL} limit ?`, [intArray(eligible), intArray(eligible.map(() => perClass)), perClass]);
+    const heads = await em.execute<{ id: number }[]>(CLASS_HEADS_EVEN_SQL, [intArray(eligible), perClass, perClass]);
     if (!heads.length) return null;
     const [locked] = await em.execute<{ id: number }[]>(LOCK_FIRST_SQL, [intArray(heads.map((h) => h.id))]);
     if (locked) {

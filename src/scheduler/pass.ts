@@ -7,6 +7,7 @@ import type { Assignment } from './next-work.js';
 import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
 
 const PASS_LOCK = 72707372; // one pass at a time across all server processes
+const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 
 interface FreeWorker {
   id: number;
@@ -57,7 +58,6 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const classIds = [...slotsPerClass.keys()];
   const heads = await em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)!))]);
   if (!heads.length) return [];
-  const lockable = new Set((await em.execute<{ id: number }[]>(LOCK_ALL_SQL, [intArray(heads.map((h) => h.id))])).map((r) => r.id));
 
   // Specialised workers first: a worker that can run fewer classes should not lose its only work to a generalist.
   const byClass = new Map<number, FreeWorker[]>();
@@ -68,25 +68,46 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
       list.push(w);
     }
   }
-  // Free slots only ever decrease, so each class's cursor only moves forward: linear in all.
-  const cursor = new Map<number, number>();
-  const nextFree = (classId: number): FreeWorker | undefined => {
-    const list = byClass.get(classId);
-    if (!list) return undefined;
-    let i = cursor.get(classId) ?? 0;
-    while (i < list.length && list[i].free <= 0) i++;
-    cursor.set(classId, i);
-    return list[i];
+  const initialFree = new Map(workers.map((w) => [w, w.free]));
+  const match = (skipped: ReadonlySet<number>): Assignment[] => {
+    for (const [w, free] of initialFree) w.free = free;
+    // Free slots only ever decrease, so each class's cursor only moves forward: linear in all.
+    const cursor = new Map<number, number>();
+    const nextFree = (classId: number): FreeWorker | undefined => {
+      const list = byClass.get(classId);
+      if (!list) return undefined;
+      let i = cursor.get(classId) ?? 0;
+      while (i < list.length && list[i].free <= 0) i++;
+      cursor.set(classId, i);
+      return list[i];
+    };
+    const out: Assignment[] = [];
+    for (const head of heads) {
+      if (out.length >= maxAssignments) break;
+      if (skipped.has(head.id)) continue;
+      const worker = nextFree(head.class_id);
+      if (!worker) continue;
+      worker.free--;
+      out.push({ workRequestId: head.id, workerId: worker.id });
+    }
+    return out;
   };
-  const assignments: Assignment[] = [];
-  for (const head of heads) {
-    if (assignments.length >= maxAssignments) break;
-    if (!lockable.has(head.id)) continue;
-    const worker = nextFree(head.class_id);
-    if (!worker) continue;
-    worker.free--;
-    assignments.push({ workRequestId: head.id, workerId: worker.id });
+  // Match first, then lock only the chosen requests: the heads are up to every class's free slots and
+  // classes share workers, so locking them all would lock many times more rows than get assigned.
+  // A chosen request that a concurrent requestWork holds is skipped and the matching runs again.
+  const skipped = new Set<number>();
+  const held = new Set<number>();
+  let chosen: Assignment[] = [];
+  for (let round = 0; round < MATCH_ROUNDS; round++) {
+    chosen = match(skipped);
+    const toLock = chosen.map((a) => a.workRequestId).filter((id) => !held.has(id));
+    if (!toLock.length) break;
+    for (const r of await em.execute<{ id: number }[]>(LOCK_ALL_SQL, [intArray(toLock)])) held.add(r.id);
+    const missed = toLock.filter((id) => !held.has(id));
+    if (!missed.length) break;
+    for (const id of missed) skipped.add(id);
   }
+  const assignments = chosen.filter((a) => held.has(a.workRequestId));
   if (assignments.length) {
     await em.execute(
       `update work_request w set status = 'ASSIGNED', worker_id = v.worker_id, assigned_at = ?

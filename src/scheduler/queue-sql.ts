@@ -16,6 +16,25 @@ export const CLASS_HEADS_SQL = `
     ) t
    order by t.prio desc, t.created_at, t.id`;
 
+/**
+ * The same heads with one limit for every class (one worker's request). The limit is a plain
+ * parameter the planner can see: behind `unnest` it guesses a tenth of each class, and with a
+ * hundred classes that guess crosses jit_above_cost, adding some 15 ms of JIT compilation to a
+ * query that runs in 1 to 3 ms.
+ */
+export const CLASS_HEADS_EVEN_SQL = `
+  select t.id, t.class_id, t.prio, t.created_at
+    from unnest(?::int[]) as c(id)
+    cross join lateral (
+      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.created_at
+        from work_request w
+       where w.status = 'PENDING' and w.class_id = c.id
+       order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+       limit ?
+    ) t
+   order by t.prio desc, t.created_at, t.id
+   limit ?`;
+
 /** Locks the first candidate still PENDING and not locked by another caller, in queue order. */
 export const LOCK_FIRST_SQL = `
   select w.id from work_request w

@@ -4,7 +4,7 @@ import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import { settleDependents } from '../services/work-requests.js';
 import { ClassCache } from './class-cache.js';
-import { expireLeases } from './leases.js';
+import { disconnectSilentWorkers, expireLeases } from './leases.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
 
@@ -48,15 +48,19 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     return assignments;
   }
 
-  async function sweep(now = new Date()): Promise<number> {
-    const { changes, settled } = await orm.em.fork().transactional(async (tx) => {
-      const changes = await expireLeases(tx, now, config);
+  async function sweep(now = new Date(), watchingSince: Date | null = null): Promise<number> {
+    const { changes, settled, gone } = await orm.em.fork().transactional(async (tx) => {
+      const changes = await expireLeases(tx, now, config, watchingSince);
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
-      return { changes, settled: aborted.length ? await settleDependents(tx, config, aborted) : [] };
+      return { changes, settled: aborted.length ? await settleDependents(tx, config, aborted) : [], gone: await disconnectSilentWorkers(tx, changes, now, config) };
     });
+    for (const w of gone) events.publish('workerChanged', w);
     for (const c of changes) events.publish('workRequestChanged', { id: c.id, workspaceId: c.workspaceId });
     for (const s of settled) events.publish('workRequestChanged', s);
-    if (changes.length) log.warn({ requeued: changes.filter((c) => c.status === 'PENDING').length, aborted: changes.filter((c) => c.status === 'ABORTED').length }, 'leases expired');
+    if (changes.length) {
+      const counts = { requeued: changes.filter((c) => c.status === 'PENDING').length, aborted: changes.filter((c) => c.status === 'ABORTED').length };
+      log.warn({ ...counts, silentWorkersDisconnected: gone.map((w) => w.name) }, 'leases expired');
+    }
     return changes.length;
   }
 
@@ -104,8 +108,10 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
           while (!stopped && !(await iterator.next()).done) this.trigger(reason);
         })();
       }
+      // Leases are judged only on silence this process could have heard: see expireLeases.
+      const startedAt = new Date();
       timer = setInterval(() => {
-        sweep(new Date())
+        sweep(new Date(), startedAt)
           .catch((err: unknown) => log.error({ err }, 'lease sweep failed'))
           .finally(() => runSoon('periodic'));
       }, config.schedulerIntervalMs);

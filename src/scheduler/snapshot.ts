@@ -29,7 +29,12 @@ export async function loadWorkerStates(em: EntityManager, now: Date, freshMs: nu
       instance_created_at: string | null; active: number; last_done: string | null;
     }[]
   >(
-    `select w.*, coalesce(a.active, 0)::int as active, a.last_done
+    // Named columns only: the metadata and tag entries are large JSON that nothing here reads. The tag
+    // arrays travel as JSON, which the driver parses natively; its text[] parser is four times slower.
+    `select w.id, w.name, w.type, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags,
+            w.concurrency, w.enabled, w.draining, w.shutting_down,
+            w.terminated_at, w.connected_at, w.last_seen_at, w.registered_at, w.instance_created_at,
+            coalesce(a.active, 0)::int as active, a.last_done
        from worker w
        left join (
          select worker_id, count(*) filter (where status in ('ASSIGNED', 'RUNNING')) as active, max(completed_at) as last_done

@@ -80,13 +80,19 @@ async function visibleIds(ctx: Context, ids: number[]): Promise<number[]> {
     'select id, workspace_id, worker_id from work_request where id = any(?::int[])',
     [intArray(ids)],
   );
+  let allowed: (r: (typeof rows)[number]) => boolean;
   if (ctx.viewer.kind === 'worker') {
     const me = ctx.viewer.worker.id;
-    return rows.filter((r) => r.worker_id === me).map((r) => r.id);
+    allowed = (r) => r.worker_id === me;
+  } else if (ctx.viewer.kind === 'activation') {
+    return [];
+  } else {
+    const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
+    allowed = (r) => visible === 'all' || visible.includes(r.workspace_id);
   }
-  if (ctx.viewer.kind === 'activation') return [];
-  const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
-  return rows.filter((r) => visible === 'all' || visible.includes(r.workspace_id)).map((r) => r.id);
+  // In the order they were asked for.
+  const ok = new Set(rows.filter(allowed).map((r) => r.id));
+  return ids.filter((id) => ok.has(id));
 }
 
 const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({

@@ -14,9 +14,9 @@ import { WorkerRef } from './worker.js';
  * gets it again), then each new assignment as it is made. The event stream is opened before the
  * catch-up query, so nothing assigned in between is missed; ids already sent are not sent twice.
  */
-async function* assignmentsOf(ctx: Context): AsyncGenerator<WorkRequest> {
+async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerator<WorkRequest> {
   const worker = requireWorker(ctx.viewer);
-  const stream = ctx.events.subscribe('workAssigned', String(worker.id))[Symbol.asyncIterator]();
+  const stream = endedBy(closed, ctx.events.subscribe('workAssigned', String(worker.id))[Symbol.asyncIterator]());
   const sent = new Set<number>();
   try {
     const backlog = await ctx.em.fork().find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
@@ -40,9 +40,9 @@ async function* assignmentsOf(ctx: Context): AsyncGenerator<WorkRequest> {
   }
 }
 
-async function* workRequestChanges(ctx: Context, id: number | null, workspace: string | null): AsyncGenerator<WorkRequest> {
+async function* workRequestChanges(ctx: Context, closed: Promise<void>, id: number | null, workspace: string | null): AsyncGenerator<WorkRequest> {
   const filter = workspace ? splitWorkspaceName(workspace, 'workspace') : null;
-  const stream = ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
+  const stream = endedBy(closed, ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator]());
   try {
     for (;;) {
       const next = await stream.next();
@@ -59,8 +59,8 @@ async function* workRequestChanges(ctx: Context, id: number | null, workspace: s
   }
 }
 
-async function* workerChanges(ctx: Context, name: string | null): AsyncGenerator<Worker> {
-  const stream = ctx.events.subscribe('workerChanged')[Symbol.asyncIterator]();
+async function* workerChanges(ctx: Context, closed: Promise<void>, name: string | null): AsyncGenerator<Worker> {
+  const stream = endedBy(closed, ctx.events.subscribe('workerChanged')[Symbol.asyncIterator]());
   try {
     for (;;) {
       const next = await stream.next();
@@ -74,10 +74,21 @@ async function* workerChanges(ctx: Context, name: string | null): AsyncGenerator
   }
 }
 
+/**
+ * Ends an event stream when `closed` settles: its pending next() then resolves as done. A generator
+ * awaiting an event cannot be ended by its own return() (that waits for the pending next), so a
+ * closed socket would otherwise wait for the next event: the connection's onDisconnect (the worker
+ * marked disconnected) with it, and the event listener would stay.
+ */
+function endedBy<T>(closed: Promise<void>, stream: AsyncIterator<T>): AsyncIterator<T> {
+  void closed.then(() => stream.return?.());
+  return stream;
+}
+
 /** Wraps a generator so that closing the subscription ends it at once, even while it awaits an event. */
-function stoppable<T>(source: () => AsyncGenerator<T>): AsyncIterable<T> {
+function stoppable<T>(source: (closed: Promise<void>) => AsyncGenerator<T>): AsyncIterable<T> {
   return new Repeater<T>(async (push, stop) => {
-    const it = source();
+    const it = source(stop.then(() => undefined));
     let done = false;
     void stop.then(() => {
       done = true;
@@ -96,21 +107,21 @@ builder.subscriptionType({
     assignments: t.field({
       type: WorkRequestRef,
       description: 'Worker token: the work assigned to this worker, unacknowledged assignments first',
-      subscribe: (_r, _a, ctx) => stoppable(() => assignmentsOf(ctx)),
+      subscribe: (_r, _a, ctx) => stoppable((closed) => assignmentsOf(ctx, closed)),
       resolve: (wr: WorkRequest) => wr,
     }),
     workRequestChanged: t.field({
       type: WorkRequestRef,
       description: 'Changes of one request, or of a workspace (scope/name), or of everything the viewer may see',
       args: { id: t.arg.id(), workspace: t.arg.string() },
-      subscribe: (_r, args, ctx) => stoppable(() => workRequestChanges(ctx, args.id != null ? Number(args.id) : null, args.workspace ?? null)),
+      subscribe: (_r, args, ctx) => stoppable((closed) => workRequestChanges(ctx, closed, args.id != null ? Number(args.id) : null, args.workspace ?? null)),
       resolve: (wr: WorkRequest) => wr,
     }),
     workerChanged: t.field({
       type: WorkerRef,
       description: 'Changes of one worker (by name) or of all workers: connection, status, tags',
       args: { name: t.arg.string() },
-      subscribe: (_r, args, ctx) => stoppable(() => workerChanges(ctx, args.name ?? null)),
+      subscribe: (_r, args, ctx) => stoppable((closed) => workerChanges(ctx, closed, args.name ?? null)),
       resolve: (w: Worker) => w,
     }),
   }),

@@ -1,0 +1,62 @@
+/**
+ * Requirements of a set of task classes (or requests), reduced to what tells workers apart for them:
+ * the plain tags some of them require, and per valued name the minimums they ask for.
+ */
+export class MatchKeys {
+  private readonly plain = new Set<string>();
+  /** Per valued name (`worker:memory-gib`), the minimums asked for, ascending. */
+  private readonly minima = new Map<string, number[]>();
+
+  constructor(requiredTags: Iterable<string> = []) {
+    this.add(requiredTags);
+  }
+
+  /** Takes more requirements into account; true when keys computed before may no longer be valid. */
+  add(requiredTags: Iterable<string>): boolean {
+    let changed = false;
+    for (const tag of requiredTags) {
+      const i = tag.indexOf('>=');
+      if (i < 0) {
+        if (!this.plain.has(tag)) {
+          this.plain.add(tag);
+          changed = true;
+        }
+        continue;
+      }
+      const name = tag.slice(0, i);
+      const minimum = Number(tag.slice(i + 2));
+      const list = this.minima.get(name) ?? [];
+      if (list.includes(minimum)) continue;
+      list.push(minimum);
+      list.sort((a, b) => a - b);
+      this.minima.set(name, list);
+      changed = true;
+    }
+    return changed;
+  }
+
+  /**
+   * A worker's (or pool template's) key: its type, its required tags, and of its provided tags only
+   * those some requirement names, a valued one as the highest minimum it reaches. Workers with
+   * equal keys match every one of these requirements the same way, so a match can be decided once
+   * per key: workers report their exact disk, memory and cpu count, which would otherwise make
+   * nearly every worker a group of its own.
+   */
+  keyOf(w: { readonly type: string; readonly providedTags: readonly string[]; readonly requiredTags: readonly string[] }): string {
+    const seen: string[] = [];
+    for (const tag of w.providedTags) {
+      if (this.plain.has(tag)) {
+        seen.push(tag);
+        continue;
+      }
+      const i = tag.indexOf('='); // only valued provided tags hold one (DESIGN §2.1)
+      const minima = i < 0 ? undefined : this.minima.get(tag.slice(0, i));
+      if (!minima) continue;
+      const value = Number(tag.slice(i + 1));
+      let reached = -1;
+      for (const m of minima) if (value >= m) reached = m;
+      seen.push(`${tag.slice(0, i)}>=${reached}`);
+    }
+    return `${w.type}\u0000${seen.sort().join(' ')}\u0000${[...w.requiredTags].sort().join(' ')}`;
+  }
+}

@@ -1,0 +1,517 @@
+/**
+ * The scheduling rules of DESIGN §2.2, §6 and §7, one table per rule, through the public surface:
+ * workers register and report over GraphQL, requests are submitted over GraphQL, and the answers
+ * are read from requestWork, explicit passes, candidateWorkers, diagnosis and provisioningDemand.
+ */
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
+import { resetScheduling } from '../helpers/scheduler-fixtures.js';
+
+const t = useTestApp();
+
+type Json = Record<string, any>;
+
+const GIB = 1024 ** 3;
+
+/** What an agent on a machine of that architecture reports. */
+const metadata = (arch = 'amd64', extra: Json = {}): Json => ({
+  architectures: [arch],
+  cpuCount: 4,
+  totalPhysicalMemory: 8 * GIB,
+  diskFree: 60 * GIB,
+  executors: ['unshare'],
+  tools: ['sbuild'],
+  tasks: [
+    { type: 'worker', name: 'sbuild', version: 1 },
+    { type: 'worker', name: 'noop', version: 1 },
+  ],
+  ...extra,
+});
+
+/** Registers a worker, reports its metadata (so it is connected) and returns its token. */
+async function worker(name: string, opts: { arch?: string; concurrency?: number; type?: string; pool?: string; requiredTags?: string[]; meta?: Json } = {}): Promise<string> {
+  const token = await registerWorker(t, name, {
+    concurrency: opts.concurrency,
+    type: opts.type,
+    pool: opts.pool,
+    staticMetadata: opts.requiredTags ? { requiredTags: opts.requiredTags } : undefined,
+  });
+  await reportMetadata(t, token, metadata(opts.arch, opts.meta));
+  return token;
+}
+
+const sbuildOf = (arch: string, extra: Json = {}): Json => ({
+  workspace: 'debian/main',
+  taskType: 'worker',
+  taskName: 'sbuild',
+  taskData: { source_package: 'hello', host_architecture: arch },
+  ...extra,
+});
+const noop = (extra: Json = {}): Json => ({ workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {}, ...extra });
+
+/** Submits as admin and returns the id. */
+async function queue(input: Json): Promise<string> {
+  return (await submitOk(t, input)).id as string;
+}
+
+const REQUEST_WORK = `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } ${ERROR_FIELDS} } }`;
+
+/** A worker pulls: the id it got, or null. */
+async function pull(token: string): Promise<string | null> {
+  const data = await ok(t, REQUEST_WORK, {}, token);
+  expect(data.requestWork.__typename).toBe('RequestWorkPayload');
+  return data.requestWork.workRequest?.id ?? null;
+}
+
+async function complete(id: string, token: string): Promise<void> {
+  const data = await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ${ERROR_FIELDS} } }`, { id }, token);
+  expect(data.completeWorkRequest.__typename).toBe('WorkRequest');
+}
+
+/** The worker names that could run a request (all that match, or the available ones). */
+async function candidates(id: string, availableOnly = false): Promise<string[]> {
+  const data = await ok(t, `query($ids: [ID!]!, $a: Boolean) { candidateWorkers(workRequestIds: $ids, availableOnly: $a) { workerNames } }`, { ids: [id], a: availableOnly });
+  return data.candidateWorkers[0].workerNames as string[];
+}
+
+/** Who holds which request now, from the table itself. */
+async function holders(): Promise<Record<string, string>> {
+  const rows = await t.sql<{ id: number; name: string }>(`select r.id, w.name from work_request r join worker w on w.id = r.worker_id where r.status in ('ASSIGNED', 'RUNNING')`);
+  return Object.fromEntries(rows.map((r) => [String(r.id), r.name]));
+}
+
+async function statusOf(id: string): Promise<string> {
+  const [row] = await t.sql<{ status: string }>('select status from work_request where id = ?', [Number(id)]);
+  return row.status;
+}
+
+const adminSwitch = (mutation: 'drainWorker' | 'undrainWorker' | 'disableWorker' | 'enableWorker', name: string) =>
+  expectResult(t, 'Worker', `mutation($n: String!) { ${mutation}(name: $n) { __typename ${ERROR_FIELDS} } }`, { n: name });
+
+beforeAll(async () => {
+  await createWorkspace(t, 'debian/main');
+  await createWorkspace(t, 'debian/security');
+});
+
+beforeEach(async () => {
+  await resetScheduling(t);
+});
+
+describe('order: effective priority, then oldest, then id', () => {
+  // Each request: [priorityBase, priorityAdjustment, seconds after a common creation time]; the expected order by index.
+  const cases: { name: string; requests: [number, number, number][]; order: number[] }[] = [
+    { name: 'higher priority first', requests: [[0, 0, 0], [5, 0, 1], [1, 0, 2]], order: [1, 2, 0] },
+    { name: 'same priority: oldest first', requests: [[0, 0, 2], [0, 0, 0], [0, 0, 1]], order: [1, 2, 0] },
+    { name: 'same priority and age: lowest id first', requests: [[0, 0, 0], [0, 0, 0], [0, 0, 0]], order: [0, 1, 2] },
+    { name: 'the effective priority is base + adjustment', requests: [[5, -5, 0], [0, 0, 1], [1, 3, 2]], order: [2, 0, 1] },
+    { name: 'priority beats age, age beats id', requests: [[1, 0, 9], [2, 0, 9], [1, 0, 3], [2, 0, 9]], order: [1, 3, 2, 0] },
+  ];
+  for (const via of ['requestWork', 'runPass'] as const) {
+    it.each(cases)(`${via}: $name`, async ({ requests, order }) => {
+      const token = await worker('solo');
+      const ids: string[] = [];
+      for (const [priorityBase, priorityAdjustment] of requests) ids.push(await queue(noop({ priorityBase, priorityAdjustment })));
+      for (const [i, [, , seconds]] of requests.entries()) {
+        await t.sql(`update work_request set created_at = '2026-01-01T00:00:00Z'::timestamptz + make_interval(secs => ?) where id = ?`, [seconds, Number(ids[i])]);
+      }
+      const got: string[] = [];
+      for (let i = 0; i < requests.length; i++) {
+        const id = via === 'requestWork' ? await pull(token) : String((await t.app.scheduler.runPass())[0]?.workRequestId ?? null);
+        got.push(id!);
+        await complete(id!, token);
+      }
+      expect(got).toEqual(order.map((i) => ids[i]));
+    });
+  }
+});
+
+describe('skipping: a request nobody can run does not block the ones behind it', () => {
+  it.each(['requestWork', 'runPass'] as const)('%s: an arm64 request of priority 100 does not stop amd64 work', async (via) => {
+    const token = await worker('amd');
+    const blocked = await queue(sbuildOf('arm64', { priorityBase: 100 }));
+    const low = await queue(sbuildOf('amd64', { priorityBase: -5 }));
+    const got = via === 'requestWork' ? await pull(token) : String((await t.app.scheduler.runPass())[0]?.workRequestId);
+    expect(got).toBe(low);
+    expect(await statusOf(blocked)).toBe('PENDING');
+  });
+
+  it('a request only a busy worker can run does not stop another worker from taking the next one', async () => {
+    const arm = await worker('arm', { arch: 'arm64' });
+    const amd = await worker('amd');
+    const armJob1 = await queue(sbuildOf('arm64', { priorityBase: 10 }));
+    const armJob2 = await queue(sbuildOf('arm64', { priorityBase: 9 }));
+    const anyJob = await queue(noop({ priorityBase: 1 }));
+    expect(await pull(arm)).toBe(armJob1);
+    // armJob2 heads the queue but only the busy arm worker can run it: amd takes the next one it can.
+    expect(await pull(amd)).toBe(anyJob);
+    expect(await statusOf(armJob2)).toBe('PENDING');
+    await complete(armJob1, arm);
+    expect(await pull(arm)).toBe(armJob2);
+  });
+});
+
+describe('capacity and concurrency: a worker never holds more than its concurrency', () => {
+  it.each([1, 2, 3])('concurrency %i, pulled one call after another', async (concurrency) => {
+    const token = await worker('w', { concurrency });
+    for (let i = 0; i < 5; i++) await queue(noop());
+    const got: (string | null)[] = [];
+    for (let i = 0; i < concurrency + 2; i++) got.push(await pull(token));
+    expect(got.filter(Boolean)).toHaveLength(concurrency);
+    expect(got.slice(concurrency)).toEqual([null, null]);
+    expect(await t.app.scheduler.runPass()).toEqual([]);
+    // A finished request frees exactly one slot.
+    await complete(got[0]!, token);
+    expect(await t.app.scheduler.runPass()).toHaveLength(1);
+    expect(await pull(token)).toBeNull();
+  });
+
+  it('concurrency 3, ten calls at once: three assignments, all different', async () => {
+    const token = await worker('w', { concurrency: 3 });
+    for (let i = 0; i < 10; i++) await queue(noop());
+    const got = await Promise.all(Array.from({ length: 10 }, () => pull(token)));
+    const ids = got.filter((g): g is string => g !== null);
+    expect(ids).toHaveLength(3);
+    expect(new Set(ids).size).toBe(3);
+    expect(Object.values(await holders())).toEqual(['w', 'w', 'w']);
+  });
+
+  it('a pass fills every free slot and no more', async () => {
+    await worker('one', { concurrency: 1 });
+    await worker('three', { concurrency: 3 });
+    for (let i = 0; i < 10; i++) await queue(noop());
+    expect(await t.app.scheduler.runPass()).toHaveLength(4);
+    const held = Object.values(await holders());
+    expect(held.filter((n) => n === 'one')).toHaveLength(1);
+    expect(held.filter((n) => n === 'three')).toHaveLength(3);
+    expect(await t.app.scheduler.runPass()).toEqual([]);
+  });
+});
+
+describe('drain: a draining worker finishes what it runs and receives nothing new', () => {
+  it('gets nothing from requestWork or a pass, still completes its work, and gets work again once undrained', async () => {
+    const token = await worker('w', { concurrency: 2 });
+    const first = await queue(noop({ priorityBase: 1 }));
+    const second = await queue(noop());
+    expect(await pull(token)).toBe(first);
+    await adminSwitch('drainWorker', 'w');
+    expect(await pull(token)).toBeNull();
+    expect(await t.app.scheduler.runPass()).toEqual([]);
+    expect(await candidates(second, true)).toEqual([]);
+    const diagnosis = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason count } } } }`, { id: second });
+    expect(diagnosis.workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_WORKERS', unavailableWorkers: [{ reason: 'DRAINING', count: 1 }] });
+    const started = await ok(t, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id: first }, token);
+    expect(started.startWorkRequest.__typename).toBe('WorkRequest');
+    await complete(first, token);
+    expect(await pull(token)).toBeNull();
+    await adminSwitch('undrainWorker', 'w');
+    expect(await pull(token)).toBe(second);
+  });
+
+  it.each([
+    ['drainWorker', 'DRAINING'],
+    ['disableWorker', 'DISABLED'],
+  ] as const)('after %s, the pass leaves its requests pending (%s)', async (mutation, reason) => {
+    await worker('w');
+    const id = await queue(noop());
+    await adminSwitch(mutation, 'w');
+    expect(await t.app.scheduler.runPass()).toEqual([]);
+    const data = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason } } } }`, { id });
+    expect(data.workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_WORKERS', unavailableWorkers: [{ reason }] });
+  });
+});
+
+describe('exclusivity: a worker that requires task:workspace:debian:security runs only that workspace', () => {
+  const SECURITY = 'task:workspace:debian:security';
+  const makeExclusive = {
+    'registered before the tasks are queued': { before: true, after: async () => {} },
+    'registered after the tasks are queued (they are re-classified)': { before: false, after: async () => void (await worker('sec', { requiredTags: [SECURITY] })) },
+    'made exclusive after the tasks are queued (static metadata)': {
+      before: false,
+      after: async () => {
+        await worker('sec');
+        await expectResult(t, 'Worker', `mutation($i: SetWorkerStaticMetadataInput!) { setWorkerStaticMetadata(input: $i) { __typename ${ERROR_FIELDS} } }`, {
+          i: { name: 'sec', metadata: { requiredTags: [SECURITY] } },
+        });
+      },
+    },
+  };
+  it.each(Object.entries(makeExclusive))('%s', async (_name, { before, after }) => {
+    if (before) await worker('sec', { requiredTags: [SECURITY] });
+    const main = [await queue(noop({ priorityBase: 10 })), await queue(noop({ priorityBase: 10 }))];
+    const security = [await queue(noop({ workspace: 'debian/security' })), await queue(noop({ workspace: 'debian/security' }))];
+    await after();
+    expect(await candidates(main[0])).toEqual([]);
+    expect(await candidates(security[0])).toEqual(['sec']);
+    // A general worker may run both; the exclusive one only the security tasks, whatever their priority.
+    await worker('general');
+    expect(await candidates(security[0])).toEqual(['general', 'sec']);
+    await t.sql(`update worker set concurrency = 3 where name = 'sec'`);
+    expect((await t.app.scheduler.runPass()).length).toBeGreaterThan(0);
+    const held = await holders();
+    expect(Object.entries(held).filter(([, w]) => w === 'sec').map(([id]) => id).sort()).toEqual([...security].sort());
+    expect(held[main[0]]).toBe('general');
+  });
+
+  it('a request taken back from another worker after the exclusive worker appeared goes to it', async () => {
+    const general = await worker('general');
+    const id = await queue(noop({ workspace: 'debian/security' }));
+    expect(await pull(general)).toBe(id);
+    const token = await worker('sec', { requiredTags: [SECURITY] });
+    const released = await ok(t, `mutation($id: ID!) { releaseWorkRequest(id: $id, reason: "no handler") { __typename ${ERROR_FIELDS} } }`, { id }, general);
+    expect(released.releaseWorkRequest.__typename).toBe('WorkRequest');
+    await adminSwitch('drainWorker', 'general');
+    expect(await candidates(id, true)).toEqual(['sec']);
+    expect(await pull(token)).toBe(id);
+  });
+
+  it('the exclusive worker pulling gets a security task though main work has a higher priority, then nothing', async () => {
+    await queue(noop({ priorityBase: 50 }));
+    const security = await queue(noop({ workspace: 'debian/security' }));
+    const token = await worker('sec', { requiredTags: [SECURITY], concurrency: 2 });
+    expect(await pull(token)).toBe(security);
+    expect(await pull(token)).toBeNull();
+  });
+});
+
+describe('not-assignable tasks: internal and workflow tasks are never assigned', () => {
+  const tasks = {
+    internal: { workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'done' } },
+    workflow: { workspace: 'debian/main', taskType: 'workflow', taskName: 'sbuild', taskData: { input: { source_artifact: 1 }, target_distribution: 'trixie', architectures: ['amd64'] } },
+  };
+  it.each(Object.entries(tasks))('%s: no worker of any type gets it, and it is not counted as unschedulable', async (_kind, input) => {
+    const tokens = [await worker('plain'), await worker('server', { type: 'SERVER' }), await worker('na', { type: 'NOT_ASSIGNABLE' })];
+    const id = await queue(input);
+    for (const token of tokens) expect(await pull(token)).toBeNull();
+    expect(await t.app.scheduler.runPass()).toEqual([]);
+    expect(await statusOf(id)).toBe('PENDING');
+    expect(await candidates(id)).toEqual([]);
+    const data = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state } } provisioningDemand { pendingTotal unschedulable { count } } }`, { id });
+    expect(data.workRequest.diagnosis.state).toBe('NOT_ASSIGNABLE');
+    expect(data.provisioningDemand).toEqual({ pendingTotal: 1, unschedulable: [] });
+  });
+});
+
+describe('server and signing tasks go only to server and signing workers', () => {
+  const FINGERPRINT = 'A'.repeat(40);
+  const cases = [
+    { name: 'servernoop', input: { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: {} }, runsOn: 'server' },
+    { name: 'debsign', input: { workspace: 'debian/main', taskType: 'signing', taskName: 'debsign', taskData: { unsigned: 1, key: FINGERPRINT } }, runsOn: 'signing' },
+    { name: 'noop (a worker task)', input: noop(), runsOn: 'plain' },
+  ];
+  it.each(cases)('$name runs on the $runsOn worker only', async ({ input, runsOn }) => {
+    const tokens: Record<string, string> = {
+      plain: await worker('plain', { meta: { tools: ['sbuild', 'debsign'] } }),
+      server: await worker('server', { type: 'SERVER', meta: { tasks: [{ type: 'server', name: 'servernoop', version: 1 }, { type: 'worker', name: 'noop', version: 1 }] } }),
+      signing: await worker('signing', { type: 'SIGNING', meta: { tools: ['debsign'], tasks: [{ type: 'signing', name: 'debsign', version: 1 }, { type: 'worker', name: 'noop', version: 1 }] } }),
+    };
+    const id = await queue(input);
+    expect(await candidates(id)).toEqual([runsOn]);
+    for (const [name, token] of Object.entries(tokens)) if (name !== runsOn) expect(await pull(token)).toBeNull();
+    expect(await pull(tokens[runsOn])).toBe(id);
+  });
+});
+
+describe('valued tags: worker:memory-gib>=8', () => {
+  it.each([
+    { memoryGib: 4, runs: false },
+    { memoryGib: 8, runs: true },
+    { memoryGib: 16, runs: true },
+  ])('a worker with $memoryGib GiB: runs it = $runs', async ({ memoryGib, runs }) => {
+    const token = await worker('w', { meta: { totalPhysicalMemory: memoryGib * GIB } });
+    const id = await queue(noop({ requiredTags: ['worker:memory-gib>=8'] }));
+    expect(await candidates(id)).toEqual(runs ? ['w'] : []);
+    expect(await pull(token)).toBe(runs ? id : null);
+    if (!runs) {
+      const data = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state mismatches { workerNames missingOnWorker missingOnTask } } } }`, { id });
+      expect(data.workRequest.diagnosis).toEqual({ state: 'UNSCHEDULABLE', mismatches: [{ workerNames: ['w'], missingOnWorker: ['worker:memory-gib>=8'], missingOnTask: [] }] });
+    }
+  });
+
+  it('among several workers, exactly those at or above the minimum', async () => {
+    for (const gib of [2, 7, 8, 9, 64]) await worker(`mem-${String(gib).padStart(2, '0')}`, { meta: { totalPhysicalMemory: gib * GIB } });
+    const id = await queue(noop({ requiredTags: ['worker:memory-gib>=8'] }));
+    expect(await candidates(id)).toEqual(['mem-08', 'mem-09', 'mem-64']);
+  });
+});
+
+const DEMAND = `{ provisioningDemand { pendingTotal
+  pools { pool { name } pendingRunnable pendingAssigned idleCompatibleSlots workersRequired activeInstances launch limitedBy stopWorkers { name } }
+  unschedulable { count sampleWorkRequestIds requiredTags nearest { pool workerNames missingOnWorker missingOnTask } } } }`;
+
+const RISCV_POOL = {
+  name: 'cloud-riscv',
+  providedTags: ['worker:build-arch:riscv64', 'worker:executor:unshare', 'worker:cap:sbuild', 'worker:task:worker:sbuild:version:1'],
+};
+
+describe('pools: demand scales from zero, within the limits, and stops idle instances', () => {
+  it.each([
+    { pending: 2, maxActiveInstances: 3, launch: 2, limitedBy: [] },
+    { pending: 3, maxActiveInstances: 3, launch: 3, limitedBy: [] },
+    { pending: 10, maxActiveInstances: 3, launch: 3, limitedBy: ['MAX_ACTIVE_INSTANCES'] },
+  ])('a pool with no instance and $pending requests only it can run: launch $launch', async ({ pending, maxActiveInstances, launch, limitedBy }) => {
+    await createPool(t, { ...RISCV_POOL, maxActiveInstances });
+    await worker('amd'); // can run none of them
+    for (let i = 0; i < pending; i++) await queue(sbuildOf('riscv64'));
+    await queue(sbuildOf('amd64')); // the static worker's, not the pool's
+    const { provisioningDemand: d } = await ok(t, DEMAND);
+    expect(d.pendingTotal).toBe(pending + 1);
+    expect(d.pools).toEqual([
+      { pool: { name: 'cloud-riscv' }, pendingRunnable: pending, pendingAssigned: pending, idleCompatibleSlots: 0, workersRequired: pending, activeInstances: 0, launch, limitedBy, stopWorkers: [] },
+    ]);
+    expect(d.unschedulable).toEqual([]);
+  });
+
+  it('a pool whose instances are busy launches for what is left, counting them against the maximum', async () => {
+    await createPool(t, { ...RISCV_POOL, maxActiveInstances: 3 });
+    const token = await worker('riscv-1', { pool: 'cloud-riscv', arch: 'riscv64' });
+    for (let i = 0; i < 5; i++) await queue(sbuildOf('riscv64'));
+    expect(await pull(token)).not.toBeNull();
+    const { provisioningDemand: d } = await ok(t, DEMAND);
+    expect(d.pools[0]).toMatchObject({ pendingRunnable: 4, pendingAssigned: 4, activeInstances: 1, workersRequired: 4, launch: 2, limitedBy: ['MAX_ACTIVE_INSTANCES'] });
+  });
+
+  it('idle pool instances past idleTimeoutSeconds are to stop; recent ones, and ones pending work needs, are kept', async () => {
+    await createPool(t, { ...RISCV_POOL, idleTimeoutSeconds: 60 });
+    await worker('riscv-old', { pool: 'cloud-riscv', arch: 'riscv64' });
+    await worker('riscv-new', { pool: 'cloud-riscv', arch: 'riscv64' });
+    await t.sql(`update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour' where name = 'riscv-old'`);
+    let { provisioningDemand: d } = await ok(t, DEMAND);
+    expect(d.pools[0]).toMatchObject({ launch: 0, activeInstances: 2, stopWorkers: [{ name: 'riscv-old' }] });
+
+    // minIdleInstances keeps that many idle, the oldest are stopped first.
+    await expectResult(t, 'WorkerPool', `mutation { updateWorkerPool(input: { name: "cloud-riscv", minIdleInstances: 2 }) { __typename ${ERROR_FIELDS} } }`);
+    ({ provisioningDemand: d } = await ok(t, DEMAND));
+    expect(d.pools[0].stopWorkers).toEqual([]);
+    await expectResult(t, 'WorkerPool', `mutation { updateWorkerPool(input: { name: "cloud-riscv", minIdleInstances: 0 }) { __typename ${ERROR_FIELDS} } }`);
+
+    // Pending work for both instances: the old one is idle capacity that serves it, not one to stop.
+    await queue(sbuildOf('riscv64'));
+    await queue(sbuildOf('riscv64'));
+    ({ provisioningDemand: d } = await ok(t, DEMAND));
+    expect(d.pools[0]).toMatchObject({ pendingRunnable: 2, pendingAssigned: 0, launch: 0, idleCompatibleSlots: 2 });
+    expect(d.pools[0].stopWorkers).toEqual([]);
+  });
+
+  it('a disabled pool is left out of the demand; what only it could run is unschedulable', async () => {
+    await createPool(t, { ...RISCV_POOL, enabled: false });
+    const id = await queue(sbuildOf('riscv64'));
+    const { provisioningDemand: d } = await ok(t, DEMAND);
+    expect(d.pools).toEqual([]);
+    expect(d.unschedulable).toMatchObject([{ count: 1, sampleWorkRequestIds: [id] }]);
+  });
+});
+
+describe('diagnosis: why a pending request waits', () => {
+  const DIAGNOSIS = `query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingWorkers availableWorkers busyWorkers
+    unavailableWorkers { reason count } matchingPools mismatches { pool workerNames missingOnWorker missingOnTask } } } }`;
+  const cases: { state: string; setup: () => Promise<string>; expected: Json }[] = [
+    {
+      state: 'READY',
+      setup: async () => (await worker('amd'), queue(sbuildOf('amd64'))),
+      expected: { matchingWorkers: 1, availableWorkers: 1, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [] },
+    },
+    {
+      state: 'WAITING_FOR_CAPACITY',
+      setup: async () => {
+        const token = await worker('amd');
+        await queue(sbuildOf('amd64', { priorityBase: 1 }));
+        await pull(token);
+        return queue(sbuildOf('amd64'));
+      },
+      expected: { matchingWorkers: 1, availableWorkers: 0, busyWorkers: 1, unavailableWorkers: [] },
+    },
+    {
+      state: 'WAITING_FOR_WORKERS',
+      setup: async () => {
+        await worker('amd');
+        await t.sql(`update worker set connected_at = null where name = 'amd'`);
+        return queue(sbuildOf('amd64'));
+      },
+      expected: { matchingWorkers: 1, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }] },
+    },
+    {
+      state: 'WAITING_FOR_PROVISIONING',
+      setup: async () => {
+        await createPool(t, RISCV_POOL);
+        await worker('amd');
+        return queue(sbuildOf('riscv64'));
+      },
+      expected: { matchingWorkers: 0, matchingPools: ['cloud-riscv'], mismatches: [{ pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }] },
+    },
+    {
+      state: 'UNSCHEDULABLE',
+      setup: async () => {
+        await worker('amd');
+        await worker('sec', { requiredTags: ['task:workspace:debian:security'], arch: 'riscv64' });
+        return queue(sbuildOf('riscv64'));
+      },
+      expected: {
+        matchingWorkers: 0,
+        matchingPools: [],
+        mismatches: [
+          { pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] },
+          { pool: null, workerNames: ['sec'], missingOnWorker: [], missingOnTask: ['task:workspace:debian:security'] },
+        ],
+      },
+    },
+    {
+      state: 'NOT_ASSIGNABLE',
+      setup: async () => (await worker('amd'), queue({ workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 's' } })),
+      expected: { matchingWorkers: 0 },
+    },
+  ];
+  it.each(cases)('$state', async ({ state, setup, expected }) => {
+    const id = await setup();
+    const data = await ok(t, DIAGNOSIS, { id });
+    expect(data.workRequest.diagnosis).toMatchObject({ state, ...expected });
+  });
+
+  it('the demand lists unschedulable requests apart, with the nearest workers and the missing tags', async () => {
+    await worker('amd');
+    const id = await queue(sbuildOf('riscv64'));
+    const { provisioningDemand: d } = await ok(t, DEMAND);
+    expect(d.unschedulable).toEqual([
+      {
+        count: 1,
+        sampleWorkRequestIds: [id],
+        requiredTags: expect.arrayContaining(['worker:build-arch:riscv64']),
+        nearest: [{ pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }],
+      },
+    ]);
+  });
+});
+
+describe('priorityAdjustment: raising a priority needs an admin', () => {
+  const cases = [
+    { who: 'a contributor', admin: false, adjustment: 5, allowed: false },
+    { who: 'a contributor', admin: false, adjustment: 0, allowed: true },
+    { who: 'a contributor', admin: false, adjustment: -5, allowed: true },
+    { who: 'an admin user', admin: true, adjustment: 5, allowed: true },
+  ];
+  let n = 0;
+  it.each(cases)('$who with adjustment $adjustment: allowed = $allowed', async ({ admin, adjustment, allowed }) => {
+    const username = `prio-${n++}`;
+    const token = await createUser(t, username, admin);
+    await expectResult(t, 'Workspace', `mutation($u: String!) { setWorkspaceMember(input: { workspace: "debian/main", username: $u, role: CONTRIBUTOR }) { __typename ${ERROR_FIELDS} } }`, { u: username });
+    const before = await t.sql<{ n: number }>('select count(*)::int as n from work_request');
+    const res = await submit(t, noop({ priorityBase: 1, priorityAdjustment: adjustment }), token);
+    if (allowed) {
+      expect(res.__typename).toBe('WorkRequest');
+      const [row] = await t.sql<{ p: number }>('select priority_base + priority_adjustment as p from work_request where id = ?', [Number(res.id)]);
+      expect(row.p).toBe(1 + adjustment);
+    } else {
+      expect(res).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
+      expect(await t.sql('select count(*)::int as n from work_request')).toEqual(before);
+    }
+  });
+
+  it('an admin adjustment moves a request ahead in the queue', async () => {
+    const token = await worker('w');
+    const first = await queue(noop({ priorityBase: 3 }));
+    const raised = await queue(noop({ priorityBase: 0, priorityAdjustment: 4 }));
+    expect(await pull(token)).toBe(raised);
+    await complete(raised, token);
+    expect(await pull(token)).toBe(first);
+  });
+});
