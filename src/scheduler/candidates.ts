@@ -21,10 +21,19 @@ export interface TaskTagsRow {
 export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly WorkerState[], availableOnly: boolean): Map<number, WorkerState[]> {
   const byName = (availableOnly ? workers.filter((w) => w.free > 0) : [...workers]).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const significant = new Set(workers.flatMap((w) => w.requiredTags.map(tagName)));
+  // Workers by match key: a key's workers decide every one of these tasks alike.
   const keys = new MatchKeys(tasks.flatMap((t) => t.requiredTags));
-  const keyOf = byName.map((w) => keys.keyOf(w));
-  const fitsOfKey = new Map<string, (c: TaskClassRow) => boolean>();
-  for (let i = 0; i < byName.length; i++) if (!fitsOfKey.has(keyOf[i])) fitsOfKey.set(keyOf[i], fitsOf(byName[i]));
+  const keyIndex = new Map<string, number>();
+  const fitsOfKey: ((c: TaskClassRow) => boolean)[] = [];
+  const keyOfWorker = byName.map((w) => {
+    const key = keys.keyOf(w);
+    let k = keyIndex.get(key);
+    if (k === undefined) {
+      keyIndex.set(key, (k = fitsOfKey.length));
+      fitsOfKey.push(fitsOf(w));
+    }
+    return k;
+  });
   const taskGroups = groupBy(
     tasks.map((t) => {
       const sig = t.providedTags.filter((tag) => significant.has(tagName(tag)));
@@ -33,9 +42,12 @@ export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly Wo
     (x) => classKey(x.cls.requiredTags, x.cls.significantProvidedTags),
   );
   const out = new Map<number, WorkerState[]>();
+  const lists = new Map<string, WorkerState[]>(); // task groups that fit the same keys share one list
   for (const group of taskGroups.values()) {
-    const fits = new Set([...fitsOfKey].filter(([, fitsClass]) => fitsClass(group[0].cls)).map(([key]) => key));
-    const fitting = byName.filter((_, i) => fits.has(keyOf[i]));
+    const fits = fitsOfKey.map((fitsClass) => fitsClass(group[0].cls));
+    const which = fits.map(Number).join('');
+    let fitting = lists.get(which);
+    if (!fitting) lists.set(which, (fitting = byName.filter((_, i) => fits[keyOfWorker[i]])));
     for (const { task } of group) out.set(task.id, fitting);
   }
   return out;
@@ -45,7 +57,8 @@ export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly Wo
 export async function loadTaskTags(em: EntityManager, ids: readonly number[]): Promise<TaskTagsRow[]> {
   if (!ids.length) return [];
   const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
-    'select id, provided_tags, required_tags from work_request where id = any(?::int[])',
+    // Arrays as JSON: the driver parses JSON natively, text[] several times slower.
+    'select id, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags from work_request where id = any(?::int[])',
     [intArray(ids)],
   );
   return rows.map((r) => ({ id: r.id, providedTags: r.provided_tags, requiredTags: r.required_tags }));

@@ -28,7 +28,9 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const rows = await em.execute<
     { id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
   >(
-    `select id, type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
+    // Tag arrays as JSON: for thousands of workers the driver's text[] parser costs a few hundred ms.
+    `select id, type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency,
+            to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags
        from worker
       where enabled and not draining and not shutting_down and terminated_at is null and type <> 'not-assignable' and connected_at is not null
       for update skip locked`,
