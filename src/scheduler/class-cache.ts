@@ -55,6 +55,11 @@ export class ClassCache {
     }
   }
 
+  /** Loads new classes only when the database has a class this process has not seen (`latestId` from a query it already makes). */
+  async refreshIfBehind(em: EntityManager, latestId: number): Promise<void> {
+    if (latestId > this.maxId) await this.refresh(em);
+  }
+
   /** Every known class. */
   all(): readonly TaskClassRow[] {
     return this.classes;

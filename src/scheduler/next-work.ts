@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { intArray } from '../db/arrays.js';
 import { unavailableReason } from './availability.js';
 import type { ClassCache } from './class-cache.js';
-import { CLASS_HEADS_EVEN_SQL, LOCK_FIRST_SQL } from './queue-sql.js';
+import { ASSIGN_FIRST_SQL } from './queue-sql.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;
@@ -21,31 +21,34 @@ export interface Assignment {
  * Runs inside the caller's transaction.
  */
 export async function assignNextWork(em: EntityManager, cache: ClassCache, config: Config, workerId: number, now: Date): Promise<Assignment | null> {
+  // The worker, locked, and the newest class id (to refresh the cache only when behind).
   const [w] = await em.execute<
-    { id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
+    {
+      id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: string | null; connected_at: string | null;
+      last_seen_at: string | null; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number;
+    }[]
   >(
-    `select id, type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency, provided_tags, required_tags
-       from worker where id = ? for update`,
+    `select w.id, w.type, w.enabled, w.draining, w.shutting_down, w.terminated_at, w.connected_at, w.last_seen_at, w.concurrency,
+            w.provided_tags, w.required_tags, (select coalesce(max(id), 0) from task_class) as latest_class
+       from worker w where w.id = ? for update of w`,
     [workerId],
   );
   if (!w) return null;
   const facts = { type: w.type, enabled: w.enabled, draining: w.draining, shuttingDown: w.shutting_down, terminatedAt: w.terminated_at, connectedAt: w.connected_at, lastSeenAt: w.last_seen_at };
   if (unavailableReason(facts, now, config.metadataFreshMs)) return null;
-  const [{ n }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
-  if (n >= w.concurrency) return null;
+  // Its load in a statement of its own: one that started before the lock was granted would still see
+  // the snapshot from before a concurrent call of the same worker committed its assignment.
+  const [{ active }] = await em.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
+  if (active >= w.concurrency) return null;
 
-  await cache.refresh(em);
+  await cache.refreshIfBehind(em, w.latest_class);
   const eligible = cache.eligibleFor({ type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const heads = await em.execute<{ id: number }[]>(CLASS_HEADS_EVEN_SQL, [intArray(eligible), perClass, perClass]);
-    if (!heads.length) return null;
-    const [locked] = await em.execute<{ id: number }[]>(LOCK_FIRST_SQL, [intArray(heads.map((h) => h.id))]);
-    if (locked) {
-      await em.execute(`update work_request set status = 'ASSIGNED', worker_id = ?, assigned_at = ? where id = ?`, [workerId, now, locked.id]);
-      return { workRequestId: locked.id, workerId };
-    }
+    const [r] = await em.execute<{ heads: number; id: number | null }[]>(ASSIGN_FIRST_SQL, [intArray(eligible), perClass, perClass, workerId, now]);
+    if (r.id !== null) return { workRequestId: r.id, workerId };
+    if (r.heads === 0) return null; // nothing this worker may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper
   }
   return null;

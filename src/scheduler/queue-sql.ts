@@ -35,16 +35,29 @@ export const CLASS_HEADS_EVEN_SQL = `
    order by t.prio desc, t.created_at, t.id
    limit ?`;
 
-/** Locks the first candidate still PENDING and not locked by another caller, in queue order. */
-export const LOCK_FIRST_SQL = `
-  select w.id from work_request w
-   where w.id = any(?::int[]) and w.status = 'PENDING'
-   order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
-   limit 1
-   for update skip locked`;
-
 /** Locks every candidate still PENDING and not locked by another caller. */
 export const LOCK_ALL_SQL = `
   select w.id from work_request w
    where w.id = any(?::int[]) and w.status = 'PENDING'
    for update skip locked`;
+
+/**
+ * One worker's pull in one statement: the heads of its eligible classes, the first of them still
+ * PENDING and not locked by another caller (SKIP LOCKED), assigned to it. Returns how many heads
+ * there were (none: nothing to do; some but no id: all taken by concurrent callers, look deeper).
+ */
+export const ASSIGN_FIRST_SQL = `
+  with heads as (${CLASS_HEADS_EVEN_SQL}),
+  pick as (
+    select w.id from work_request w join heads h on h.id = w.id
+     where w.status = 'PENDING'
+     order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+     limit 1
+     for update of w skip locked
+  ),
+  assigned as (
+    update work_request u set status = 'ASSIGNED', worker_id = ?, assigned_at = ?
+      from pick where u.id = pick.id
+    returning u.id
+  )
+  select (select count(*) from heads)::int as heads, (select id from assigned) as id`;

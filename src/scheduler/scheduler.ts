@@ -42,6 +42,11 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
   };
 
   async function pass(): Promise<Assignment[]> {
+    // Most triggers (a worker connecting, work starting or finishing) come when nothing waits: one
+    // probe of the pending index then spares loading and locking every connected worker. Work that
+    // becomes pending after the probe triggers a pass of its own.
+    const [{ pending }] = await orm.em.getConnection().execute<{ pending: boolean }[]>(`select exists (select 1 from work_request where status = 'PENDING') as pending`);
+    if (!pending) return [];
     const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, config, new Date()));
     publish(assignments); // after the commit: a subscriber must find the row assigned
     if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
