@@ -19,7 +19,7 @@ import { createOrm, migrate, type DbTarget } from './orm.js';
 import { createScheduler, type Scheduler } from './scheduler/scheduler.js';
 import { schema } from './schema.js';
 import { BadTokenError, resolveViewer, type Viewer } from './services/auth.js';
-import { markConnected, markDisconnected } from './services/presence.js';
+import { markConnected, markDisconnected, markManyDisconnected } from './services/presence.js';
 import { ensureAdminAccess } from './services/bootstrap.js';
 import { createSecretBox, type SecretBox } from './services/secrets.js';
 import { handleStatusPage } from './status/pages.js';
@@ -158,6 +158,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // Open worker connections of this process, to mark a worker disconnected when its last one closes.
   const connections = new Map<number, number>();
   const workerOf = new WeakMap<object, number>();
+  let stopping = false;
   const wsServer = useServer<{ authorization?: string; Authorization?: string }>(
     {
       execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
@@ -184,7 +185,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       },
       onDisconnect: async (ctx) => {
         const id = workerOf.get(ctx);
-        if (id === undefined) return;
+        if (id === undefined || stopping) return; // stop() records them all at once
         const n = (connections.get(id) ?? 1) - 1;
         if (n > 0) return void connections.set(id, n);
         connections.delete(id);
@@ -229,10 +230,17 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     },
     async stop() {
       await scheduler.stop();
+      // The workers connected here are marked disconnected before the database closes: one statement
+      // instead of each socket's onDisconnect, which would race the ORM's close and leave them
+      // "connected" for the other processes' passes to give work they cannot receive.
+      stopping = true;
       await wsServer.dispose();
       const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections();
       await closed;
+      const held = [...connections.keys()];
+      connections.clear();
+      await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
       await events.close?.();
       await orm.close(true);
       await embedded?.stop();

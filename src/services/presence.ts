@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { intArray } from '../db/arrays.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import type { Events } from '../events.js';
@@ -44,4 +45,14 @@ export async function markDisconnected(em: EntityManager, events: Events, worker
   worker.connectedAt = null;
   await em.flush();
   events.publish('workerChanged', { id: worker.id, name: worker.name });
+}
+
+/** This process stops: the workers whose connections it held are disconnected (one statement). */
+export async function markManyDisconnected(em: EntityManager, events: Events, workerIds: readonly number[]): Promise<void> {
+  if (!workerIds.length) return;
+  const rows = await em.execute<{ id: number; name: string }[]>(
+    `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
+    [intArray(workerIds)],
+  );
+  for (const w of rows) events.publish('workerChanged', { id: w.id, name: w.name });
 }

@@ -1,0 +1,465 @@
+/**
+ * `npm run bench:ws`: the WebSocket side of DESIGN §10 on a real server process.
+ *
+ *   - create → assignment at a subscribed worker: with 1,000 idle workers connected over graphql-ws
+ *     and subscribed to `assignments`, a request is created over HTTP (admin), one at a time, and the
+ *     time until its assignment arrives at the worker's client is measured (automatic passes on,
+ *     default debounce); the worker then acknowledges and completes it over HTTP before the next one.
+ *     Target: p99 ≤ 50 ms.
+ *   - memory per idle connection: RSS and V8 heap of the server process (measured inside it, after a
+ *     full GC) with 0, 1,000 and 5,000 open idle subscribed connections. Target: < 100 KiB each.
+ *
+ * The server runs in a child process (this file with `--server`: buildApp on a fresh database
+ * `tagsched_bench_ws`), so that the clients do not share its event loop. Options:
+ *   --requests N   measured requests (default 300, after 20 warm-up ones)
+ *   --idle N       connections for the last memory point (default 5000)
+ *   --workers N    connected workers for the latency (default 1000)
+ *   --cpu-prof FILE    write a CPU profile of the server process during the latency measurement
+ *   --heap-snapshots PREFIX   write heap snapshots of the server at each memory point (PREFIX-<n>.heapsnapshot)
+ *   --settle S     seconds of quiet before each memory point (default 2)
+ * BENCH_DATABASE_URL (default postgres://root@127.0.0.1:5432/postgres) names the PostgreSQL server.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import { Session } from 'node:inspector';
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import v8 from 'node:v8';
+import { createClient, type Client } from 'graphql-ws';
+import pg from 'pg';
+import WebSocket from 'ws';
+
+const ADMIN = 'tsk_admin_bench-ws-0123456789abcdef';
+const DB_NAME = 'tagsched_bench_ws';
+
+interface MemoryPoint {
+  /** Used / committed per V8 heap space, for the log. */
+  spaces?: Record<string, string>;
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+}
+
+type ToServer = { type: 'memory' } | { type: 'stop' } | { type: 'profile-start' } | { type: 'profile-stop'; file: string } | { type: 'heap-snapshot'; file: string } | { type: 'trace' };
+/** When the server published an event about a work request (epoch ms, sub-millisecond). */
+type TraceEntry = [topic: string, workRequestId: number, at: number];
+type FromServer = { type: 'listening'; url: string; pid: number } | ({ type: 'memory' } & MemoryPoint) | { type: 'profiled' } | { type: 'trace'; entries: TraceEntry[] };
+
+/** Now, in epoch milliseconds with sub-millisecond precision: comparable across the two processes. */
+const clock = () => performance.timeOrigin + performance.now();
+
+// ---------------------------------------------------------------------------------------------
+// The server process.
+
+async function serveForBench(): Promise<void> {
+  const { buildApp } = await import('../src/app.js');
+  const { loadConfig } = await import('../src/config.js');
+  const app = await buildApp(loadConfig());
+  // Each event the server publishes about a request, timed: where the create → push time goes.
+  const trace: TraceEntry[] = [];
+  const publish = app.events.publish.bind(app.events) as (...args: unknown[]) => void;
+  (app.events as { publish: unknown }).publish = (...args: unknown[]) => {
+    const payload = args.at(-1) as { id?: number; workRequestId?: number };
+    const id = args[0] === 'workAssigned' ? payload.workRequestId : args[0] === 'workRequestChanged' ? payload.id : undefined;
+    if (id !== undefined && trace.length < 100_000) trace.push([args[0] as string, id, clock()]);
+    publish(...args);
+  };
+  const { url } = await app.start();
+  const send = (m: FromServer) => process.send!(m);
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const inspector = new Session();
+  inspector.connect();
+  process.on('message', (m: ToServer) => {
+    if (m.type === 'memory') {
+      // Twice: the first collection may leave what finalizers free for the second.
+      gc?.();
+      gc?.();
+      const { rss, heapTotal, heapUsed, external } = process.memoryUsage();
+      const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((h) => [h.space_name, `${Math.round(h.space_used_size / 2 ** 20)}/${Math.round(h.space_size / 2 ** 20)} MiB`]));
+      send({ type: 'memory', rss, heapTotal, heapUsed, external, spaces });
+    } else if (m.type === 'trace') {
+      send({ type: 'trace', entries: trace.splice(0) });
+    } else if (m.type === 'heap-snapshot') {
+      const out = fs.openSync(m.file, 'w');
+      const write = (message: { params: { chunk: string } }) => fs.writeSync(out, message.params.chunk);
+      inspector.on('HeapProfiler.addHeapSnapshotChunk', write as never);
+      inspector.post('HeapProfiler.takeHeapSnapshot', { reportProgress: false }, () => {
+        inspector.off('HeapProfiler.addHeapSnapshotChunk', write as never);
+        fs.closeSync(out);
+        send({ type: 'profiled' });
+      });
+    } else if (m.type === 'profile-start') {
+      inspector.post('Profiler.enable', () => inspector.post('Profiler.start'));
+    } else if (m.type === 'profile-stop') {
+      inspector.post('Profiler.stop', (err, { profile }) => {
+        if (err) console.error(`profiling failed: ${err.message}`);
+        else fs.writeFileSync(m.file, JSON.stringify(profile));
+        send({ type: 'profiled' });
+      });
+    } else if (m.type === 'stop') {
+      void app.stop().finally(() => process.exit(0));
+    }
+  });
+  process.on('disconnect', () => process.exit(1)); // the bench died: do not outlive it
+  send({ type: 'listening', url, pid: process.pid });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bench.
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const ms = (n: number) => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`;
+const kib = (bytes: number) => `${int(bytes / 1024)} KiB`;
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
+
+function adminDbUrl(): string {
+  return process.env.BENCH_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres';
+}
+
+async function freshDatabase(): Promise<string> {
+  const c = new pg.Client({ connectionString: adminDbUrl() });
+  await c.connect();
+  try {
+    await c.query(`drop database if exists "${DB_NAME}" with (force)`);
+    await c.query(`create database "${DB_NAME}"`);
+  } finally {
+    await c.end();
+  }
+  const u = new URL(adminDbUrl());
+  u.pathname = `/${DB_NAME}`;
+  return u.toString();
+}
+
+class ServerProcess {
+  private waiting: ((m: FromServer) => void)[] = [];
+  private constructor(
+    readonly child: ChildProcess,
+    readonly url: string,
+  ) {
+    child.on('message', (m: FromServer) => this.waiting.shift()?.(m));
+  }
+
+  static start(databaseUrl: string): Promise<ServerProcess> {
+    const child = fork(fileURLToPath(import.meta.url), ['--server'], {
+      execArgv: ['--import', 'tsx', '--expose-gc', ...(process.env.BENCH_SERVER_FLAGS ?? '').split(' ').filter(Boolean)],
+      env: {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'warn',
+        NODE_ENV: 'production',
+        TAGSCHED_ADMIN_TOKEN: ADMIN,
+        TAGSCHED_SECRET_KEY: 'bench-ws-secret-key',
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    return new Promise((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the server exited with ${code} before listening`)));
+      child.once('message', (m: FromServer) => {
+        if (m.type !== 'listening') return reject(new Error(`unexpected message ${JSON.stringify(m)}`));
+        child.removeAllListeners('exit');
+        resolve(new ServerProcess(child, m.url));
+      });
+    });
+  }
+
+  memory(): Promise<MemoryPoint> {
+    return new Promise((resolve) => {
+      this.waiting.push((m) => resolve(m as MemoryPoint));
+      this.child.send({ type: 'memory' } satisfies ToServer);
+    });
+  }
+
+  profile(file?: string): Promise<void> {
+    if (!file) {
+      this.child.send({ type: 'profile-start' } satisfies ToServer);
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      this.waiting.push(() => resolve());
+      this.child.send({ type: 'profile-stop', file } satisfies ToServer);
+    });
+  }
+
+  trace(): Promise<TraceEntry[]> {
+    return new Promise((resolve) => {
+      this.waiting.push((m) => resolve((m as { entries: TraceEntry[] }).entries));
+      this.child.send({ type: 'trace' } satisfies ToServer);
+    });
+  }
+
+  heapSnapshot(file: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.waiting.push(() => resolve());
+      this.child.send({ type: 'heap-snapshot', file } satisfies ToServer);
+    });
+  }
+
+  stop(): Promise<void> {
+    return new Promise((resolve) => {
+      this.child.once('exit', () => resolve());
+      this.child.send({ type: 'stop' } satisfies ToServer);
+    });
+  }
+}
+
+async function gql<T = Record<string, any>>(url: string, query: string, variables: Record<string, unknown>, token: string): Promise<T> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = (await res.json()) as { data?: T; errors?: unknown[] };
+  if (!res.ok || body.errors?.length || !body.data) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body).slice(0, 500)}`);
+  return body.data;
+}
+
+/** Runs `fn` over `items` with at most `limit` at a time. */
+async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i], i);
+      }
+    }),
+  );
+  return out;
+}
+
+const META = { architectures: ['amd64'], cpuCount: 4, totalPhysicalMemory: 8 * 2 ** 30, diskFree: 100 * 2 ** 30, executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
+
+/** Registers workers w-<from>…w-<to-1> and reports their metadata, so that they are available once connected. */
+async function registerWorkers(url: string, from: number, to: number): Promise<string[]> {
+  const names = Array.from({ length: to - from }, (_, i) => `w-${String(from + i).padStart(5, '0')}`);
+  return pool(names, 16, async (name) => {
+    const d = await gql(url, `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`, { n: name }, ADMIN);
+    const token = d.registerWorker.token as string;
+    if (!token) throw new Error(`registerWorker ${name}: ${JSON.stringify(d)}`);
+    await gql(url, `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
+    return token;
+  });
+}
+
+/** A lightweight worker: one graphql-ws client subscribed to its assignments; acknowledges and completes them over HTTP. */
+class LightWorker {
+  readonly client: Client;
+  private subscribed!: Promise<void>;
+  constructor(
+    readonly url: string,
+    readonly token: string,
+    onAssignment: (id: string, at: number, worker: LightWorker) => void,
+  ) {
+    this.client = createClient({
+      url: url.replace(/^http/, 'ws'),
+      webSocketImpl: WebSocket,
+      lazy: false,
+      retryAttempts: 0,
+      connectionParams: { authorization: `Bearer ${token}` },
+      onNonLazyError: (err) => console.error('connection failed', err),
+    });
+    this.subscribed = new Promise((resolve, reject) => {
+      this.client.on('connected', () => resolve());
+      this.client.on('closed', (e) => reject(new Error(`closed before connecting: ${JSON.stringify(e)}`)));
+    });
+    this.client.subscribe<{ assignments: { id: string } }>(
+      { query: 'subscription { assignments { id } }' },
+      {
+        next: (r) => {
+          const at = performance.now();
+          if (r.data) onAssignment(r.data.assignments.id, at, this);
+        },
+        error: (e) => console.error('subscription error', e),
+        complete: () => undefined,
+      },
+    );
+  }
+
+  ready(): Promise<void> {
+    return this.subscribed;
+  }
+
+  async finish(id: string): Promise<void> {
+    await gql(this.url, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, this.token);
+    await gql(this.url, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id }, this.token);
+  }
+}
+
+/** Waits until the server's workers table says `n` workers are connected (their subscriptions are then being set up). */
+async function waitConnected(databaseUrl: string, n: number): Promise<void> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    for (;;) {
+      const { rows } = await c.query<{ n: number }>('select count(*)::int as n from worker where connected_at is not null');
+      if (rows[0].n >= n) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await c.end();
+  }
+}
+
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { requests: { type: 'string', default: '300' }, idle: { type: 'string', default: '5000' }, workers: { type: 'string', default: '1000' }, 'cpu-prof': { type: 'string' }, 'heap-snapshots': { type: 'string' }, settle: { type: 'string', default: '2' } },
+  });
+  const measured = Number(values.requests);
+  const idleTotal = Number(values.idle);
+  const connected = Number(values.workers);
+  const warmup = 20;
+  // Before each memory point: the connection storm's garbage collected and the heap given time to shrink.
+  const settle = () => new Promise((r) => setTimeout(r, Number(values.settle) * 1000));
+  const log = (m: string) => process.stderr.write(`${m}\n`);
+
+  log(`bench:ws: ${os.availableParallelism()} CPUs, node ${process.version}; database ${DB_NAME}`);
+  const databaseUrl = await freshDatabase();
+  const server = await ServerProcess.start(databaseUrl);
+  const profileFile = values['cpu-prof'];
+  const clients: LightWorker[] = [];
+  try {
+    const url = server.url;
+    await gql(url, `mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`, {}, ADMIN);
+    let t = performance.now();
+    const tokens = await registerWorkers(url, 0, Math.max(connected, idleTotal));
+    log(`registered ${int(tokens.length)} workers and reported their metadata in ${ms(performance.now() - t)}`);
+    await settle();
+    const mem0 = await server.memory();
+    const snapshot = (n: number) => (values['heap-snapshots'] ? server.heapSnapshot(`${values['heap-snapshots']}-${n}.heapsnapshot`) : Promise.resolve());
+    await snapshot(0);
+    log(`0 connections: ${JSON.stringify(mem0)}`);
+
+    // Arrivals: the creator waits on the id it created.
+    const arrivals = new Map<string, (at: number, w: LightWorker) => void>();
+    const early = new Map<string, { at: number; w: LightWorker }>();
+    const onAssignment = (id: string, at: number, w: LightWorker) => {
+      const waiter = arrivals.get(id);
+      if (waiter) waiter(at, w);
+      else early.set(id, { at, w });
+    };
+    const connect = async (from: number, to: number) => {
+      const batch = tokens.slice(from, to).map((token) => new LightWorker(url, token, onAssignment));
+      clients.push(...batch);
+      await pool(batch, 200, (c) => c.ready());
+      await waitConnected(databaseUrl, to);
+    };
+
+    t = performance.now();
+    await connect(0, connected);
+    log(`connected ${int(connected)} workers in ${ms(performance.now() - t)}`);
+    await settle();
+    const mem1 = await server.memory();
+    await snapshot(connected);
+    log(`${int(connected)} connections: ${JSON.stringify(mem1)}`);
+
+    const latencies: number[] = [];
+    const createTimes: number[] = [];
+    const sent = new Map<string, { t0: number; arrival: number }>();
+    const createOne = async (): Promise<number> => {
+      const t0 = performance.now();
+      const epoch0 = clock();
+      const d = await gql(url, `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`, {}, ADMIN);
+      createTimes.push(performance.now() - t0);
+      const id = d.createWorkRequest.id as string;
+      const { at, w } = await new Promise<{ at: number; w: LightWorker }>((resolve, reject) => {
+        const got = early.get(id);
+        if (got) {
+          early.delete(id);
+          return resolve(got);
+        }
+        const timer = setTimeout(() => reject(new Error(`request ${id} did not arrive in 30 s`)), 30_000);
+        arrivals.set(id, (at2, w2) => {
+          clearTimeout(timer);
+          arrivals.delete(id);
+          resolve({ at: at2, w: w2 });
+        });
+      });
+      sent.set(id, { t0: epoch0, arrival: performance.timeOrigin + at });
+      await w.finish(id); // the worker is idle again before the next request
+      return at - t0;
+    };
+    for (let i = 0; i < warmup; i++) await createOne();
+    createTimes.length = 0;
+    sent.clear();
+    await server.trace();
+    if (profileFile) await server.profile();
+    for (let i = 0; i < measured; i++) latencies.push(await createOne());
+    if (profileFile) await server.profile(profileFile);
+    latencies.sort((a, b) => a - b);
+    createTimes.sort((a, b) => a - b);
+    // Where the time goes, per request: created (the create's commit, when its event is published),
+    // assigned (the pass's commit, when the push is published), delivered (at the worker's client).
+    const published = new Map<string, { created?: number; assigned?: number }>();
+    for (const [topic, id, at] of await server.trace()) {
+      const e = published.get(String(id)) ?? {};
+      if (topic === 'workRequestChanged' && e.created === undefined) e.created = at;
+      if (topic === 'workAssigned' && e.assigned === undefined) e.assigned = at;
+      published.set(String(id), e);
+    }
+    const phases = { created: [] as number[], assigned: [] as number[], delivered: [] as number[] };
+    for (const [id, { t0, arrival }] of sent) {
+      const e = published.get(id);
+      if (e?.created === undefined || e.assigned === undefined) continue;
+      phases.created.push(e.created - t0);
+      phases.assigned.push(e.assigned - e.created);
+      phases.delivered.push(arrival - e.assigned);
+    }
+    for (const a of Object.values(phases)) a.sort((x, y) => x - y);
+    log(`latency over ${measured}: p50 ${ms(quantile(latencies, 0.5))}, p99 ${ms(quantile(latencies, 0.99))}, max ${ms(latencies.at(-1)!)}`);
+
+    let memN: MemoryPoint | null = null;
+    if (idleTotal > connected) {
+      t = performance.now();
+      await connect(connected, idleTotal);
+      log(`connected ${int(idleTotal)} workers in ${ms(performance.now() - t)}`);
+      await settle();
+      memN = await server.memory();
+      await snapshot(idleTotal);
+      log(`${int(idleTotal)} connections: ${JSON.stringify(memN)}`);
+    }
+
+    const perConn = (m: MemoryPoint, n: number, key: 'rss' | 'heapUsed') => (m[key] - mem0[key]) / n;
+    const p99 = quantile(latencies, 0.99);
+    const lines = [
+      `## bench:ws (${os.availableParallelism()} CPUs, ${int(connected)} subscribed workers, ${measured} requests one at a time)`,
+      '',
+      '| measurement | value | target |',
+      '|---|---|---|',
+      `| create → assignment at the worker, p50 | ${ms(quantile(latencies, 0.5))} | |`,
+      `| create → assignment at the worker, p99 | ${ms(p99)} | ≤ 50 ms ${p99 <= 50 ? '✅' : '❌'} |`,
+      `| create → assignment at the worker, max | ${ms(latencies.at(-1)!)} | |`,
+      `| createWorkRequest answered (HTTP round trip), p50 / p99 | ${ms(quantile(createTimes, 0.5))} / ${ms(quantile(createTimes, 0.99))} | |`,
+      `| ① sent → created (commit, event published), p50 / p99 | ${ms(quantile(phases.created, 0.5))} / ${ms(quantile(phases.created, 0.99))} | |`,
+      `| ② created → assigned (pass committed, push published), p50 / p99 | ${ms(quantile(phases.assigned, 0.5))} / ${ms(quantile(phases.assigned, 0.99))} | |`,
+      `| ③ assigned → delivered at the worker, p50 / p99 | ${ms(quantile(phases.delivered, 0.5))} / ${ms(quantile(phases.delivered, 0.99))} | |`,
+      `| server RSS / heap, 0 connections | ${mib(mem0.rss)} / ${mib(mem0.heapUsed)} | |`,
+      `| server RSS / heap, ${int(connected)} connections | ${mib(mem1.rss)} / ${mib(mem1.heapUsed)} | |`,
+      ...(memN ? [`| server RSS / heap, ${int(idleTotal)} connections | ${mib(memN.rss)} / ${mib(memN.heapUsed)} | |`] : []),
+      `| per idle connection (${int(connected)}): RSS / heap | ${kib(perConn(mem1, connected, 'rss'))} / ${kib(perConn(mem1, connected, 'heapUsed'))} | < 100 KiB |`,
+      ...(memN
+        ? [
+            `| per idle connection (${int(idleTotal)}): RSS / heap | ${kib(perConn(memN, idleTotal, 'rss'))} / ${kib(perConn(memN, idleTotal, 'heapUsed'))} | < 100 KiB ${perConn(memN, idleTotal, 'rss') < 100 * 1024 ? '✅' : '❌'} |`,
+          ]
+        : []),
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    await Promise.all(clients.map((c) => c.client.dispose()));
+    await server.stop();
+  }
+}
+
+if (process.argv.includes('--server')) {
+  await serveForBench();
+} else {
+  await main();
+  process.exit(0);
+}

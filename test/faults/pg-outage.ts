@@ -1,0 +1,65 @@
+/**
+ * PostgreSQL going away under load, shared by the two variants: every connection of the service to
+ * its database terminated (pg-backends.test.ts, in the normal suite), and a real restart of the
+ * PostgreSQL server (pg-restart.test.ts, alone, behind `npm run test:pg-restart`).
+ */
+import { expect, it } from 'vitest';
+import { collect, wsClient } from '../helpers/ws.js';
+import { expectExactlyOnce, settled, until, useFleet, type Fleet } from './harness.js';
+
+/** Registers the test of one variant; `cut` breaks every connection the service has to PostgreSQL. */
+export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
+  const f = useFleet();
+
+  /** Retries like a client does until the service answers; a failed attempt may still have been written. */
+  const retrying = <T>(what: string, fn: () => Promise<T>) => until(what, fn, 60_000, 200);
+
+  it('under load: the service and its listener recover by themselves, no request is lost or run twice, and new work still reaches a subscribed worker through LISTEN/NOTIFY', async () => {
+    const server = await f.server();
+    const agents = [await f.agent({ name: 'a', url: server.url, concurrency: 2, sleep: '0.3' }), await f.agent({ name: 'b', url: server.url, concurrency: 2, sleep: '0.3' })];
+
+    // A probe: a server-type worker that runs only servernoop (the agents cannot), subscribed over a
+    // WebSocket and never heartbeating, so an assignment can only reach it as a push, through NOTIFY
+    // and the server's LISTEN connection.
+    const probeToken = (await f.gql(server.url, `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
+    const probe = wsClient(server.url, probeToken);
+    const pushed = collect<{ assignments: { id: string } }>(probe.client, `subscription { assignments { id } }`);
+    try {
+      const report = await f.gql(server.url, `mutation { reportWorkerMetadata(input: { metadata: { tasks: [{ type: "server", name: "servernoop", version: 1 }] } }) { ... on Worker { status } } }`, {}, probeToken);
+      expect(report.data!.reportWorkerMetadata).toEqual({ status: 'IDLE' });
+      const listenerUp = () => server.logs.filter((l) => l.msg === 'event listener connected').length;
+
+      const ids: string[] = [];
+      for (let round = 0; round < 3; round++) {
+        for (let i = 0; i < 10; i++) ids.push(await retrying('a request to be created', () => f.createNoop(server.url)));
+        const before = listenerUp();
+        await cut(f);
+        await until('the event listener to reconnect', () => listenerUp() > before);
+      }
+
+      // After the cuts: new work is still assigned, and pushed.
+      const after = [await f.createNoop(server.url), await f.createNoop(server.url)];
+      const forProbe = (await f.gql(server.url, `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "server", taskName: "servernoop", taskData: {} }) { ... on WorkRequest { id } } }`)).data!.createWorkRequest.id as string;
+      expect(await pushed.next(1, 60_000)).toEqual([{ assignments: { id: forProbe } }]);
+      for (const op of ['startWorkRequest', 'completeWorkRequest']) {
+        const r = await f.gql(server.url, `mutation($id: ID!) { ${op}(id: $id${op === 'completeWorkRequest' ? ', result: SUCCESS' : ''}) { __typename } }`, { id: forProbe }, probeToken);
+        expect(r.data![op]).toEqual({ __typename: 'WorkRequest' });
+      }
+
+      const final = await settled(f, [...ids, ...after]);
+      expect(final.filter((s) => after.includes(s.id)).map((s) => s.status)).toEqual(['COMPLETED', 'COMPLETED']);
+      // Whatever the database holds (a create whose answer was lost may have been written too) ran
+      // exactly once; nothing was aborted.
+      const everything = (await settled(f)).filter((s) => s.id !== forProbe);
+      expect(everything.length).toBeGreaterThanOrEqual(ids.length + after.length);
+      expect(expectExactlyOnce(f, everything)).toEqual({ completed: everything.length, aborted: 0 });
+      for (const a of agents) expect(a.logged('result dropped'), a.name).toEqual([]);
+      // The process survived, and answers.
+      expect(server.child.exitCode).toBeNull();
+      expect(await (await fetch(new URL('/healthz', server.url))).json()).toEqual({ status: 'ok' });
+    } finally {
+      pushed.dispose();
+      await probe.client.dispose();
+    }
+  }, 150_000);
+}
