@@ -17,7 +17,10 @@
  *   --cpu-prof FILE    write a CPU profile of the server process during the latency measurement
  *   --heap-snapshots PREFIX   write heap snapshots of the server at each memory point (PREFIX-<n>.heapsnapshot)
  *   --settle S     seconds of quiet before each memory point (default 2)
- * BENCH_DATABASE_URL (default postgres://root@127.0.0.1:5432/postgres) names the PostgreSQL server.
+ * BENCH_DATABASE_URL (default postgres://root@127.0.0.1:5432/postgres) names the PostgreSQL server;
+ * BENCH_SERVER_FLAGS adds node flags to the server process (e.g. --compact-on-every-full-gc). The
+ * bench database is dropped at the end. 5,000 connections need about 10,000 file descriptors
+ * (both ends run here): check `ulimit -n`.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -132,6 +135,16 @@ async function freshDatabase(): Promise<string> {
   const u = new URL(adminDbUrl());
   u.pathname = `/${DB_NAME}`;
   return u.toString();
+}
+
+async function dropDatabase(): Promise<void> {
+  const c = new pg.Client({ connectionString: adminDbUrl() });
+  await c.connect();
+  try {
+    await c.query(`drop database if exists "${DB_NAME}" with (force)`);
+  } finally {
+    await c.end();
+  }
 }
 
 class ServerProcess {
@@ -329,7 +342,9 @@ async function main(): Promise<void> {
     const url = server.url;
     await gql(url, `mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`, {}, ADMIN);
     let t = performance.now();
-    const tokens = await registerWorkers(url, 0, Math.max(connected, idleTotal));
+    // Only the workers about to connect are registered: a worker that reported its metadata counts as
+    // connected (it may pull over HTTP), and every pass would consider it.
+    const tokens = await registerWorkers(url, 0, connected);
     log(`registered ${int(tokens.length)} workers and reported their metadata in ${ms(performance.now() - t)}`);
     await settle();
     const mem0 = await server.memory();
@@ -418,6 +433,9 @@ async function main(): Promise<void> {
     let memN: MemoryPoint | null = null;
     if (idleTotal > connected) {
       t = performance.now();
+      tokens.push(...(await registerWorkers(url, connected, idleTotal)));
+      log(`registered ${int(idleTotal - connected)} more workers in ${ms(performance.now() - t)}`);
+      t = performance.now();
       await connect(connected, idleTotal);
       log(`connected ${int(idleTotal)} workers in ${ms(performance.now() - t)}`);
       await settle();
@@ -440,13 +458,13 @@ async function main(): Promise<void> {
       `| ① sent → created (commit, event published), p50 / p99 | ${ms(quantile(phases.created, 0.5))} / ${ms(quantile(phases.created, 0.99))} | |`,
       `| ② created → assigned (pass committed, push published), p50 / p99 | ${ms(quantile(phases.assigned, 0.5))} / ${ms(quantile(phases.assigned, 0.99))} | |`,
       `| ③ assigned → delivered at the worker, p50 / p99 | ${ms(quantile(phases.delivered, 0.5))} / ${ms(quantile(phases.delivered, 0.99))} | |`,
-      `| server RSS / heap, 0 connections | ${mib(mem0.rss)} / ${mib(mem0.heapUsed)} | |`,
-      `| server RSS / heap, ${int(connected)} connections | ${mib(mem1.rss)} / ${mib(mem1.heapUsed)} | |`,
-      ...(memN ? [`| server RSS / heap, ${int(idleTotal)} connections | ${mib(memN.rss)} / ${mib(memN.heapUsed)} | |`] : []),
-      `| per idle connection (${int(connected)}): RSS / heap | ${kib(perConn(mem1, connected, 'rss'))} / ${kib(perConn(mem1, connected, 'heapUsed'))} | < 100 KiB |`,
+      `| server RSS / V8 heap used / committed, 0 connections | ${mib(mem0.rss)} / ${mib(mem0.heapUsed)} / ${mib(mem0.heapTotal)} | |`,
+      `| server RSS / V8 heap used / committed, ${int(connected)} connections | ${mib(mem1.rss)} / ${mib(mem1.heapUsed)} / ${mib(mem1.heapTotal)} | |`,
+      ...(memN ? [`| server RSS / V8 heap used / committed, ${int(idleTotal)} connections | ${mib(memN.rss)} / ${mib(memN.heapUsed)} / ${mib(memN.heapTotal)} | |`] : []),
+      `| per idle connection (${int(connected)}): RSS / heap used | ${kib(perConn(mem1, connected, 'rss'))} / ${kib(perConn(mem1, connected, 'heapUsed'))} | < 100 KiB |`,
       ...(memN
         ? [
-            `| per idle connection (${int(idleTotal)}): RSS / heap | ${kib(perConn(memN, idleTotal, 'rss'))} / ${kib(perConn(memN, idleTotal, 'heapUsed'))} | < 100 KiB ${perConn(memN, idleTotal, 'rss') < 100 * 1024 ? '✅' : '❌'} |`,
+            `| per idle connection (${int(idleTotal)}): RSS / heap used | ${kib(perConn(memN, idleTotal, 'rss'))} / ${kib(perConn(memN, idleTotal, 'heapUsed'))} | < 100 KiB ${perConn(memN, idleTotal, 'rss') < 100 * 1024 ? '✅' : '❌'} |`,
           ]
         : []),
     ];
@@ -454,6 +472,7 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all(clients.map((c) => c.client.dispose()));
     await server.stop();
+    await dropDatabase();
   }
 }
 

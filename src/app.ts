@@ -159,6 +159,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   const connections = new Map<number, number>();
   const workerOf = new WeakMap<object, number>();
   let stopping = false;
+  /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
+  const recording = new Map<number, Promise<void>>();
   const wsServer = useServer<{ authorization?: string; Authorization?: string }>(
     {
       execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
@@ -189,7 +191,12 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
         const n = (connections.get(id) ?? 1) - 1;
         if (n > 0) return void connections.set(id, n);
         connections.delete(id);
-        await markDisconnected(orm.em.fork(), events, id).catch((err: unknown) => log.warn({ err, workerId: id }, 'could not record a disconnection'));
+        const recorded = markDisconnected(orm.em.fork(), events, id).catch((err: unknown) => {
+          if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
+        });
+        recording.set(id, recorded);
+        await recorded;
+        if (recording.get(id) === recorded) recording.delete(id);
       },
       onSubscribe: async (ctx, _id, params) => {
         const { schema: s, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
@@ -238,7 +245,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections();
       await closed;
-      const held = [...connections.keys()];
+      const held = [...new Set([...connections.keys(), ...recording.keys()])];
       connections.clear();
       await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
       await events.close?.();

@@ -50,8 +50,11 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
-  const { wr, changed } = await deps.em.transactional(async (tx) => {
+  const { wr, changed, repeated } = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
+    // The same report again, from the worker that made it: the answer to the first was lost (a cut
+    // connection, a killed server) and the agent retried. It was recorded: say so, change nothing.
+    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') return { wr: locked, changed: [], repeated: true };
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
@@ -61,8 +64,9 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     locked.startedAt ??= now;
     locked.completedAt = now;
     await tx.flush();
-    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]) };
+    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false };
   });
+  if (repeated) return wr;
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   deps.scheduler.trigger('work-finished');

@@ -71,4 +71,25 @@ describe.sequential('a cut connection', () => {
     expectExactlyOnce(f, [s]);
     expect(c.logged('assignment received').map((l) => l.id)).toEqual([id]);
   }, 120_000);
+
+  it('losing the answer to a result: the agent reports it again, and the server takes the repeat as the same report', async () => {
+    const server = await f.server(env);
+    const proxy = await f.proxy(server.port);
+    const d = await f.agent({ name: 'd', url: proxy.urlFor(server.url), sleep: '1' });
+    const id = await f.createNoop(server.url);
+    await until('d to run it', () => f.executions().some((e) => e.id === id && e.agent === 'd'));
+    proxy.dropAnswers(true);
+    // The report arrives and is recorded; its answer never comes back, and the agent tries again.
+    await until('the server to have the result', async () => (await states(f, [id]))[0].status === 'COMPLETED');
+    await d.waitForLog('retrying', (l) => l.operation === 'completeWorkRequest' && l.id === id);
+    proxy.dropAnswers(false);
+    const outcome = await until('d to hear back', () => d.logs.find((l) => l.id === id && (l.msg === 'result reported' || l.msg === 'result dropped')));
+    expect(outcome).toMatchObject({ msg: 'result reported', result: 'SUCCESS' });
+    const [s] = await settled(f, [id]);
+    expect(s).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS', worker: 'd', retryCount: 0 });
+    expectExactlyOnce(f, [s]);
+    // The same worker reporting another result for it is still refused.
+    const other = await f.gql(server.url, `mutation($id: ID!) { completeWorkRequest(id: $id, result: FAILURE) { __typename ... on Error { code } } }`, { id }, d.token);
+    expect(other.data!.completeWorkRequest).toEqual({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
+  }, 120_000);
 });

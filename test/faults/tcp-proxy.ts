@@ -10,7 +10,8 @@ interface Pair {
 /**
  * A TCP proxy between an agent and a server, to cut connections the way a network does: `cut()`
  * resets every connection (both ends see it), `blackhole()` stops forwarding on the open ones
- * without closing them (a silent cut: only keep-alives can find out), `close()`/`reopen()` refuse
+ * without closing them (a silent cut: only keep-alives can find out), `dropAnswers()` lets requests
+ * through and loses what the server answers, `close()`/`reopen()` refuse
  * and accept new connections on the same port, and `retarget()` points new connections at another
  * server (a restarted one). HTTP and WebSocket both go through it.
  */
@@ -18,6 +19,8 @@ export class TcpProxy {
   readonly port: number;
   private readonly pairs = new Set<Pair>();
   private server: net.Server;
+  /** Requests reach the server, its answers are lost (open and new connections alike). */
+  private answersDropped = false;
 
   private constructor(
     server: net.Server,
@@ -71,6 +74,11 @@ export class TcpProxy {
     return this.pairs.size;
   }
 
+  /** From now on (until called with false) what the server sends is lost; what it is sent still arrives. */
+  dropAnswers(drop: boolean): void {
+    this.answersDropped = drop;
+  }
+
   /** Refuses new connections and cuts the open ones. */
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -99,7 +107,7 @@ export class TcpProxy {
       upstream.destroy();
     };
     client.on('data', (d) => void (pair.blackholed || upstream.write(d)));
-    upstream.on('data', (d) => void (pair.blackholed || client.write(d)));
+    upstream.on('data', (d) => void (pair.blackholed || this.answersDropped || client.write(d)));
     for (const s of [client, upstream]) {
       s.on('error', () => undefined);
       s.on('close', end);
