@@ -43,6 +43,7 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
   let client: pg.Client | null = null;
   let closed = false;
+  const sending = new Set<Promise<unknown>>();
   let delay: number = RECONNECT_MS.first;
   const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
   const channelOf = (type: string) => {
@@ -124,9 +125,11 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
       }
     },
     dispatchEvent(event: CustomEvent) {
-      notifier
+      const sent: Promise<unknown> = notifier
         .query('select pg_notify($1, $2)', [channelOf(event.type), JSON.stringify(event.detail ?? null)])
-        .catch((err: Error) => log.warn({ err: err.message, type: event.type }, 'event not published'));
+        .catch((err: Error) => log.warn({ err: err.message, type: event.type }, 'event not published'))
+        .finally(() => sending.delete(sent));
+      sending.add(sent);
       return true;
     },
     async close() {
@@ -134,6 +137,7 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
       const c = client;
       client = null;
       await c?.end().catch(() => undefined);
+      await Promise.allSettled([...sending]); // what was published before close() is sent
       await notifier.end();
     },
   } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void> };
