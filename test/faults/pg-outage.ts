@@ -15,7 +15,9 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
   const retrying = <T>(what: string, fn: () => Promise<T>) => until(what, fn, 60_000, 200);
 
   it('under load: the service and its listener recover by themselves, no request is lost or run twice, and new work still reaches a subscribed worker through LISTEN/NOTIFY', async () => {
-    const server = await f.server();
+    // Lost pushes reach the agents with their next heartbeat (every second); the probe, which never
+    // heartbeats, gets a long ack lease, so that a slow machine does not take its work back.
+    const server = await f.server({ TAGSCHED_ACK_TIMEOUT_SECONDS: '30' });
     const agents = [await f.agent({ name: 'a', url: server.url, concurrency: 2, sleep: '0.3' }), await f.agent({ name: 'b', url: server.url, concurrency: 2, sleep: '0.3' })];
 
     // A probe: a server-type worker that runs only servernoop (the agents cannot), subscribed over a

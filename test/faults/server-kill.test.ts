@@ -58,14 +58,14 @@ describe.sequential('a server killed', () => {
     const s1 = await f.server({}, 'down-0');
     const proxy = await f.proxy(s1.port);
     const url = proxy.urlFor(s1.url);
-    const p = await f.agent({ name: 'p', url, sleep: '15' });
+    const p = await f.agent({ name: 'p', url, sleep: '20' });
     const id = await f.createNoop(s1.url);
     await until('p to run the request', () => f.executions().some((e) => e.id === id && e.agent === 'p'));
     await f.agent({ name: 'q', url }); // idle: it would take the request if it were re-queued
     await s1.kill();
     await proxy.close();
-    // Down for longer than the lease (4 s): p has not been heard from for longer than that.
-    await until('p to be silent for longer than the heartbeat lease', async () => (await f.sql(`select now() - last_seen_at > interval '5 seconds' as silent from worker where name = 'p'`))[0].silent);
+    // Down for longer than the lease (6 s): p has not been heard from for longer than that.
+    await until('p to be silent for longer than the heartbeat lease', async () => (await f.sql(`select now() - last_seen_at > interval '7 seconds' as silent from worker where name = 'p'`))[0].silent);
     const s2 = await f.server({}, 'down-1');
     proxy.retarget(s2.port);
     // The network comes back a little after the server, once its periodic sweeps (every 1 s) have run.
