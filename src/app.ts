@@ -21,6 +21,7 @@ import { schema } from './schema.js';
 import { BadTokenError, resolveViewer, type Viewer } from './services/auth.js';
 import { markConnected, markDisconnected, markManyDisconnected } from './services/presence.js';
 import { ensureAdminAccess } from './services/bootstrap.js';
+import { settleDependents } from './services/work-requests.js';
 import { createSecretBox, type SecretBox } from './services/secrets.js';
 import { handleStatusPage } from './status/pages.js';
 
@@ -86,7 +87,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
   const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents());
-  const scheduler = createScheduler({ orm, config, log, events });
+  // The scheduler depends on the lifecycle through this one function, not on the services layer.
+  const scheduler = createScheduler({ orm, config, log, events, settleDependents });
 
   async function makeContext(authorization: string | null | undefined): Promise<Context> {
     const em = orm.em.fork();

@@ -2,7 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
-import { settleDependents } from '../services/work-requests.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { ClassCache } from './class-cache.js';
 import { disconnectSilentWorkers, expireLeases } from './leases.js';
 import { assignNextWork, type Assignment } from './next-work.js';
@@ -26,9 +26,12 @@ export interface Scheduler {
   stop(): Promise<void>;
 }
 
+/** What happens to the dependents of requests a lease sweep aborted (the work-request lifecycle, given by the app). */
+export type SettleDependents = (em: EntityManager, config: Config, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
+
 /** Creates the scheduler of one server process. */
-export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events }): Scheduler {
-  const { orm, config, log, events } = deps;
+export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events; settleDependents: SettleDependents }): Scheduler {
+  const { orm, config, log, events, settleDependents } = deps;
   const classes = new ClassCache();
   let timer: NodeJS.Timeout | null = null;
   let debounce: NodeJS.Timeout | null = null;
