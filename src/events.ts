@@ -13,14 +13,19 @@ export interface AssignmentEvent {
  * subscriber reloads what it shows through its own EntityManager, with its own visibility rules.
  */
 export type Topics = {
-  workRequestChanged: [{ id: number; workspaceId: number }];
+  /** `status` is set when the change is an assignment (the scheduler needs no pass for those). */
+  workRequestChanged: [{ id: number; workspaceId: number; status?: 'ASSIGNED' }];
   workerChanged: [{ id: number; name: string }];
   /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
   workAssigned: [workerId: string, payload: AssignmentEvent];
 };
 
-/** The pub/sub every operation publishes to. */
-export type Events = PubSub<Topics> & { close?: () => Promise<void> };
+/**
+ * The pub/sub every operation publishes to. `listening` (cross-process events only) resolves when
+ * every subscription opened so far also hears the other processes: call it after a stream's first
+ * next() (which is what subscribes) and before reading the state the stream will keep current.
+ */
+export type Events = PubSub<Topics> & { close?: () => Promise<void>; listening?: () => Promise<void> };
 
 /** An in-process pub/sub (one server process, or the embedded database whose single session cannot LISTEN across connections). */
 export function createLocalEvents(): Events {
@@ -37,12 +42,23 @@ type Listener = EventListenerOrEventListenerObject;
  * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
  * restarts, and a small pool for NOTIFY. Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
  */
-export function createPgEventTarget(connectionString: string, log: Logger): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void> } {
+export function createPgEventTarget(connectionString: string, log: Logger): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> } {
   const listeners = new Map<string, Set<Listener>>();
   const notifier = new pg.Pool({ connectionString, max: 2, idleTimeoutMillis: 10_000 });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
   let client: pg.Client | null = null;
   let closed = false;
+  // LISTEN and UNLISTEN go one at a time on the listening connection (pg wants no concurrent queries).
+  let commands: Promise<void> = Promise.resolve();
+  const onListener = (c: pg.Client, sql: string): Promise<void> =>
+    (commands = commands.then(async () => {
+      if (client !== c) return; // lost meanwhile: the reconnect LISTENs to every channel again
+      try {
+        await c.query(sql);
+      } catch (err) {
+        if (!closed && client === c) log.warn({ err: (err as Error).message, sql }, 'event listener command failed');
+      }
+    }));
   const sending = new Set<Promise<unknown>>();
   let delay: number = RECONNECT_MS.first;
   const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
@@ -84,7 +100,7 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
     c.on('end', () => lost());
     await c.connect();
     client = c;
-    for (const type of listeners.keys()) await c.query(`LISTEN ${quote(channelOf(type))}`);
+    for (const type of listeners.keys()) await onListener(c, `LISTEN ${quote(channelOf(type))}`);
     delay = RECONNECT_MS.first;
     log.info('event listener connected');
   }
@@ -106,12 +122,13 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
 
   return {
     ready,
+    listening: () => commands,
     addEventListener(type: string, listener: Listener | null) {
       if (!listener) return;
       let set = listeners.get(type);
       if (!set) {
         listeners.set(type, (set = new Set()));
-        client?.query(`LISTEN ${quote(channelOf(type))}`).catch((err: Error) => log.warn({ err: err.message }, 'LISTEN failed'));
+        if (client) void onListener(client, `LISTEN ${quote(channelOf(type))}`);
       }
       set.add(listener);
     },
@@ -121,7 +138,7 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
       set.delete(listener);
       if (!set.size) {
         listeners.delete(type);
-        client?.query(`UNLISTEN ${quote(channelOf(type))}`).catch(() => undefined);
+        if (client && !closed) void onListener(client, `UNLISTEN ${quote(channelOf(type))}`);
       }
     },
     dispatchEvent(event: CustomEvent) {
@@ -140,7 +157,7 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
       await Promise.allSettled([...sending]); // what was published before close() is sent
       await notifier.end();
     },
-  } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void> };
+  } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> };
 }
 
 /** Events that cross server processes through PostgreSQL. */
@@ -148,5 +165,6 @@ export function createPgEvents(connectionString: string, log: Logger): Events {
   const target = createPgEventTarget(connectionString, log);
   const pubsub = createPubSub<Topics>({ eventTarget: target }) as Events;
   pubsub.close = () => target.close();
+  pubsub.listening = () => target.listening();
   return pubsub;
 }

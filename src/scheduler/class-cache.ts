@@ -37,6 +37,7 @@ export function fitsOf(w: WorkerTags): (c: TaskClassRow) => boolean {
  */
 export class ClassCache {
   private readonly classes: TaskClassRow[] = [];
+  private readonly byId = new Map<number, TaskClassRow>();
   private maxId = 0;
   private readonly keys = new MatchKeys();
   private readonly eligible = new Map<string, { upTo: number; ids: number[] }>();
@@ -48,7 +49,9 @@ export class ClassCache {
       [this.maxId],
     );
     for (const r of rows) {
-      this.classes.push({ id: r.id, requiredTags: r.required_tags, significantProvidedTags: r.significant_provided_tags });
+      const row = { id: r.id, requiredTags: r.required_tags, significantProvidedTags: r.significant_provided_tags };
+      this.classes.push(row);
+      this.byId.set(row.id, row);
       this.maxId = r.id;
       // A requirement no class had before may split a key: start the keys over (rare: a new tag or minimum).
       if (this.keys.add(r.required_tags)) this.eligible.clear();
@@ -63,6 +66,11 @@ export class ClassCache {
   /** Every known class. */
   all(): readonly TaskClassRow[] {
     return this.classes;
+  }
+
+  /** One class, if this process has loaded it. */
+  get(id: number): TaskClassRow | undefined {
+    return this.byId.get(id);
   }
 
   /** The key under which workers get the same eligible classes (match-keys.ts). */

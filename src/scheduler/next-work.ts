@@ -12,15 +12,25 @@ const ATTEMPTS = 4;
 export interface Assignment {
   readonly workRequestId: number;
   readonly workerId: number;
+  /** The request's workspace, for the workRequestChanged event. */
+  readonly workspaceId: number;
 }
 
 /**
  * Atomically assigns the next work request a worker may run, or returns null. The worker row is
  * locked, so one worker's concurrent calls never exceed its concurrency; candidate rows are taken
  * with SKIP LOCKED, so concurrent workers never get the same request and never wait on each other.
- * Runs inside the caller's transaction.
+ * With `skipLocked` a worker locked by another transaction is passed over (null) instead of waited
+ * for. Runs inside the caller's transaction.
  */
-export async function assignNextWork(em: EntityManager, cache: ClassCache, config: Config, workerId: number, now: Date): Promise<Assignment | null> {
+export async function assignNextWork(
+  em: EntityManager,
+  cache: ClassCache,
+  config: Config,
+  workerId: number,
+  now: Date,
+  options: { skipLocked?: boolean } = {},
+): Promise<Assignment | null> {
   // The worker, locked, and the newest class id (to refresh the cache only when behind).
   const [w] = await em.execute<
     {
@@ -30,10 +40,10 @@ export async function assignNextWork(em: EntityManager, cache: ClassCache, confi
   >(
     `select w.id, w.type, w.enabled, w.draining, w.shutting_down, w.terminated_at, w.connected_at, w.last_seen_at, w.concurrency,
             w.provided_tags, w.required_tags, (select coalesce(max(id), 0) from task_class) as latest_class
-       from worker w where w.id = ? for update of w`,
+       from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
     [workerId],
   );
-  if (!w) return null;
+  if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
   const facts = { type: w.type, enabled: w.enabled, draining: w.draining, shuttingDown: w.shutting_down, terminatedAt: w.terminated_at, connectedAt: w.connected_at, lastSeenAt: w.last_seen_at };
   if (unavailableReason(facts, now, config.metadataFreshMs)) return null;
   // Its load in a statement of its own: one that started before the lock was granted would still see
@@ -46,8 +56,8 @@ export async function assignNextWork(em: EntityManager, cache: ClassCache, confi
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const [r] = await em.execute<{ heads: number; id: number | null }[]>(ASSIGN_FIRST_SQL, [intArray(eligible), perClass, perClass, workerId, now]);
-    if (r.id !== null) return { workRequestId: r.id, workerId };
+    const [r] = await em.execute<{ heads: number; id: number | null; workspace_id: number | null }[]>(ASSIGN_FIRST_SQL, [intArray(eligible), perClass, perClass, workerId, now]);
+    if (r.id !== null) return { workRequestId: r.id, workerId, workspaceId: r.workspace_id! };
     if (r.heads === 0) return null; // nothing this worker may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper
   }

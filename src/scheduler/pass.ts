@@ -71,7 +71,8 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
     }
   }
   const initialFree = new Map(workers.map((w) => [w, w.free]));
-  const match = (skipped: ReadonlySet<number>): Assignment[] => {
+  type Match = Omit<Assignment, 'workspaceId'>;
+  const match = (skipped: ReadonlySet<number>): Match[] => {
     for (const [w, free] of initialFree) w.free = free;
     // Free slots only ever decrease, so each class's cursor only moves forward: linear in all.
     const cursor = new Map<number, number>();
@@ -83,7 +84,7 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
       cursor.set(classId, i);
       return list[i];
     };
-    const out: Assignment[] = [];
+    const out: Match[] = [];
     for (const head of heads) {
       if (out.length >= maxAssignments) break;
       if (skipped.has(head.id)) continue;
@@ -99,7 +100,7 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   // A chosen request that a concurrent requestWork holds is skipped and the matching runs again.
   const skipped = new Set<number>();
   const held = new Set<number>();
-  let chosen: Assignment[] = [];
+  let chosen: Match[] = [];
   for (let round = 0; round < MATCH_ROUNDS; round++) {
     chosen = match(skipped);
     const toLock = chosen.map((a) => a.workRequestId).filter((id) => !held.has(id));
@@ -110,12 +111,13 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
     for (const id of missed) skipped.add(id);
   }
   const assignments = chosen.filter((a) => held.has(a.workRequestId));
-  if (assignments.length) {
-    await em.execute(
-      `update work_request w set status = 'ASSIGNED', worker_id = v.worker_id, assigned_at = ?
-         from unnest(?::int[], ?::int[]) as v(id, worker_id) where w.id = v.id`,
-      [now, intArray(assignments.map((a) => a.workRequestId)), intArray(assignments.map((a) => a.workerId))],
-    );
-  }
-  return assignments;
+  if (!assignments.length) return [];
+  const updated = await em.execute<{ id: number; workspace_id: number }[]>(
+    `update work_request w set status = 'ASSIGNED', worker_id = v.worker_id, assigned_at = ?
+       from unnest(?::int[], ?::int[]) as v(id, worker_id) where w.id = v.id
+     returning w.id, w.workspace_id`,
+    [now, intArray(assignments.map((a) => a.workRequestId)), intArray(assignments.map((a) => a.workerId))],
+  );
+  const workspaceOf = new Map(updated.map((r) => [r.id, r.workspace_id]));
+  return assignments.map((a) => ({ ...a, workspaceId: workspaceOf.get(a.workRequestId)! }));
 }

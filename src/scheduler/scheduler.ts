@@ -7,6 +7,7 @@ import { ClassCache } from './class-cache.js';
 import { disconnectSilentWorkers, expireLeases } from './leases.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
+import { placeRequest } from './place.js';
 
 /** Why a pass was asked for (logged, and useful when reading a trace). */
 export type PassReason = 'new-pending' | 'worker-changed' | 'work-finished' | 'periodic' | 'startup';
@@ -16,6 +17,11 @@ export interface Scheduler {
   readonly classes: ClassCache;
   /** Assigns the next request to this worker (its own transaction), or returns null. */
   requestWork(workerId: number): Promise<Assignment | null>;
+  /**
+   * Places a request that just became PENDING on a free worker at once, if there is one (place.ts),
+   * before its change is published; the passes that change triggers then find nothing to do.
+   */
+  placeNew(request: { id: number; classId: number }): Promise<void>;
   /** Runs one full pass now. */
   runPass(): Promise<Assignment[]>;
   /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
@@ -41,8 +47,12 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
   const streams: AsyncIterator<unknown>[] = [];
 
   const publish = (assignments: readonly Assignment[]) => {
-    for (const a of assignments) events.publish('workAssigned', String(a.workerId), a);
+    for (const a of assignments) {
+      events.publish('workAssigned', String(a.workerId), { workRequestId: a.workRequestId, workerId: a.workerId });
+      events.publish('workRequestChanged', { id: a.workRequestId, workspaceId: a.workspaceId, status: 'ASSIGNED' });
+    }
   };
+  const placing = new Set<Promise<void>>();
 
   async function pass(): Promise<Assignment[]> {
     // Most triggers (a worker connecting, work starting or finishing) come when nothing waits: one
@@ -96,6 +106,19 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       if (assignment) publish([assignment]);
       return assignment;
     },
+    async placeNew(request) {
+      if (stopped || !config.schedulerAutomatic) return;
+      const placed = orm.em
+        .fork()
+        .transactional((tx) => placeRequest(tx, classes, config, request, new Date()))
+        .then(publish, (err: unknown) => {
+          log.error({ err, workRequestId: request.id }, 'placing a new request failed');
+          this.trigger('new-pending'); // the pass will place it
+        });
+      placing.add(placed);
+      await placed;
+      placing.delete(placed);
+    },
     runPass: pass,
     sweepLeases: sweep,
     trigger(reason) {
@@ -109,13 +132,18 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       if (!config.schedulerAutomatic) return;
       // Any change of a worker (connected, reported, undrained, retagged) or of a request (new pending
       // work, work finished), in this process or, through PostgreSQL, in another, may allow assignments.
-      for (const [topic, reason] of [['workerChanged', 'worker-changed'], ['workRequestChanged', 'new-pending']] as const) {
-        const iterator = events.subscribe(topic)[Symbol.asyncIterator]();
-        streams.push(iterator);
-        void (async () => {
-          while (!stopped && !(await iterator.next()).done) this.trigger(reason);
-        })();
-      }
+      // An assignment (status ASSIGNED) never lets another one be made: no pass for those.
+      const workers = events.subscribe('workerChanged')[Symbol.asyncIterator]();
+      const requests = events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
+      streams.push(workers, requests);
+      void (async () => {
+        while (!stopped && !(await workers.next()).done) this.trigger('worker-changed');
+      })();
+      void (async () => {
+        for (let next = await requests.next(); !stopped && !next.done; next = await requests.next()) {
+          if (next.value.status !== 'ASSIGNED') this.trigger('new-pending');
+        }
+      })();
       // Leases are judged only on silence this process could have heard: see expireLeases.
       const startedAt = new Date();
       timer = setInterval(() => {
@@ -131,7 +159,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       await Promise.all(streams.map((it) => it.return?.()));
       if (timer) clearInterval(timer);
       if (debounce) clearTimeout(debounce);
-      await running;
+      await Promise.all([running, ...placing]);
     },
   };
 }

@@ -7,7 +7,7 @@ import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundErr
 import type { Events } from '../events.js';
 import { classIdsFor } from '../scheduler/classes.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import { validateTaskInput, type AnalysisError } from '../tasks/analyze.js';
+import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
 import { isAdmin, requireUser, type Viewer } from './auth.js';
 import { findWorkspace, roleIn, visibleWorkspaceIds } from './directory.js';
 import { analyzeRequest } from './task-analysis.js';
@@ -135,37 +135,25 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     });
     for (const dep of dependencies) created.dependencies.add(dep);
     if (dependencies.every((d) => d.status === 'COMPLETED')) {
-      await queueWorkRequest(tx, config, created);
+      await queueWorkRequest(tx, config, created, probe); // the tags just computed: nothing changed in between
     }
     await tx.flush();
     return created;
   });
+  // Placed first, so that the passes its change triggers (here and in other processes) find it taken.
+  if (wr.status === 'PENDING' && wr.classId !== undefined && wr.classId !== null) await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId });
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: workspace.id });
-  if (wr.status === 'PENDING') deps.scheduler.trigger('new-pending');
   return wr;
 }
 
 /**
  * BLOCKED → PENDING: computes the two task tag sets once and freezes them. If they cannot be
  * computed (a rule or environment changed since submission) the request is ABORTED with the reason
- * and both sets stay empty: never half-tagged, never schedulable.
+ * and both sets stay empty: never half-tagged, never schedulable. `analysis` is one computed by the
+ * caller a moment ago (a request created with nothing to wait for); otherwise it is computed here.
  */
-export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest): Promise<void> {
-  const workspace = wr.workspace;
-  await em.populate(workspace, ['scope']);
-  const validation = validateTaskInput(wr.taskType, wr.taskName, wr.taskData);
-  const analysis = validation.ok
-    ? await analyzeRequest(em, config, {
-        workspace,
-        creator: wr.createdBy,
-        taskType: wr.taskType,
-        taskName: wr.taskName,
-        taskData: wr.taskData,
-        environmentId: validation.environmentId,
-        userProvidedTags: wr.userProvidedTags,
-        userRequiredTags: wr.userRequiredTags,
-      })
-    : { ok: false as const, errors: [validation.error] };
+export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<void> {
+  analysis ??= await analyzeQueued(em, config, wr);
   const now = new Date();
   if (!analysis.ok) {
     wr.status = 'ABORTED';
@@ -181,6 +169,24 @@ export async function queueWorkRequest(em: EntityManager, config: Config, wr: Wo
   wr.requiredEntries = analysis.required;
   wr.droppedTags = analysis.dropped;
   [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
+}
+
+/** The analysis of a stored request, as it would be submitted now. */
+async function analyzeQueued(em: EntityManager, config: Config, wr: WorkRequest): Promise<WorkRequestAnalysis> {
+  const workspace = wr.workspace;
+  await em.populate(workspace, ['scope']);
+  const validation = validateTaskInput(wr.taskType, wr.taskName, wr.taskData);
+  if (!validation.ok) return { ok: false, errors: [validation.error] };
+  return analyzeRequest(em, config, {
+    workspace,
+    creator: wr.createdBy,
+    taskType: wr.taskType,
+    taskName: wr.taskName,
+    taskData: wr.taskData,
+    environmentId: validation.environmentId,
+    userProvidedTags: wr.userProvidedTags,
+    userRequiredTags: wr.userRequiredTags,
+  });
 }
 
 /**

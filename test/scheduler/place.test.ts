@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+
+// Automatic scheduling on, but no pass can run during a test (the debounce and the interval are an
+// hour, and app.start() is never called): whatever is assigned here was placed by createWorkRequest.
+const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
+
+const META = (arch: string, memoryGib = 8) => ({
+  architectures: [arch],
+  cpuCount: 4,
+  totalPhysicalMemory: memoryGib * 1024 ** 3,
+  diskFree: 60 * 1024 ** 3,
+  executors: ['unshare'],
+  tools: ['sbuild'],
+  tasks: [{ type: 'worker', name: 'sbuild', version: 1 }],
+});
+
+async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[] } = {}): Promise<string> {
+  const reg = await t.gql(
+    `mutation($n: String!, $c: Int, $s: WorkerMetadataInput) { registerWorker(input: { name: $n, concurrency: $c, staticMetadata: $s }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
+    { n: name, c: opts.concurrency ?? 1, s: opts.requiredTags ? { requiredTags: opts.requiredTags } : null },
+  );
+  const token = reg.data!.registerWorker.token as string;
+  expect(token, JSON.stringify(reg)).toBeDefined();
+  const rep = await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META(arch, opts.memoryGib) }, token);
+  expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
+  return token;
+}
+
+async function sbuild(arch: string, extra: { requiredTags?: string[]; workspace?: string } = {}): Promise<string> {
+  const r = await t.gql(
+    `mutation($w: String!, $d: JSON!, $r: [String!]) { createWorkRequest(input: { workspace: $w, taskType: "worker", taskName: "sbuild", taskData: $d, requiredTags: $r }) { ... on WorkRequest { id } ... on Error { code message } } }`,
+    { w: extra.workspace ?? 'debian/main', d: { source_package: 'hello', host_architecture: arch }, r: extra.requiredTags ?? null },
+  );
+  expect(r.data!.createWorkRequest.id, JSON.stringify(r)).toBeDefined();
+  return r.data!.createWorkRequest.id as string;
+}
+
+async function stateOf(id: string): Promise<{ status: string; worker: string | null }> {
+  const [row] = await t.sql<{ status: string; worker: string | null }>(`select r.status, w.name as worker from work_request r left join worker w on w.id = r.worker_id where r.id = ?`, [id]);
+  return row;
+}
+
+describe('a new request is placed at once on a free worker (no pass)', () => {
+  it('goes to an idle worker that may run it, and not to one that may not', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
+    await worker('place-amd', 'amd64');
+    const id = await sbuild('amd64');
+    expect(await stateOf(id)).toEqual({ status: 'ASSIGNED', worker: 'place-amd' });
+    // No worker builds for s390x: it waits, and nothing else changed.
+    const other = await sbuild('s390x');
+    expect(await stateOf(other)).toEqual({ status: 'PENDING', worker: null });
+  });
+
+  it('does not exceed a worker’s concurrency', async () => {
+    await worker('place-i386', 'i386', { concurrency: 1 });
+    const first = await sbuild('i386');
+    const second = await sbuild('i386');
+    expect(await stateOf(first)).toEqual({ status: 'ASSIGNED', worker: 'place-i386' });
+    expect(await stateOf(second)).toEqual({ status: 'PENDING', worker: null });
+  });
+
+  it('checks minimums exactly: a worker with too little memory is passed over for one with enough', async () => {
+    await worker('place-ppc-small', 'ppc64el', { memoryGib: 4 });
+    const big = await sbuild('ppc64el', { requiredTags: ['worker:memory-gib>=16'] });
+    expect(await stateOf(big)).toEqual({ status: 'PENDING', worker: null });
+    await worker('place-ppc-large', 'ppc64el', { memoryGib: 32 });
+    const big2 = await sbuild('ppc64el', { requiredTags: ['worker:memory-gib>=16'] });
+    // The large worker pulls the head of its queue: the older request of the same class, not the new one.
+    expect(await stateOf(big)).toEqual({ status: 'ASSIGNED', worker: 'place-ppc-large' });
+    expect(await stateOf(big2)).toEqual({ status: 'PENDING', worker: null });
+  });
+
+  it('keeps an exclusive worker for the work it requires', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/security" }) { __typename } }`);
+    await worker('place-mips-exclusive', 'mips64el', { requiredTags: ['task:workspace:debian:security'] });
+    const foreign = await sbuild('mips64el');
+    expect(await stateOf(foreign)).toEqual({ status: 'PENDING', worker: null });
+    const own = await sbuild('mips64el', { workspace: 'debian/security' });
+    expect(await stateOf(own)).toEqual({ status: 'ASSIGNED', worker: 'place-mips-exclusive' });
+  });
+
+  it('publishes the assignment to the worker and as a work request change', async () => {
+    await worker('place-riscv', 'riscv64');
+    const seen: { topic: string; id: number; status?: string }[] = [];
+    const workerId = Number((await t.sql<{ id: number }>(`select id from worker where name = 'place-riscv'`))[0].id);
+    const assigned = t.app.events.subscribe('workAssigned', String(workerId))[Symbol.asyncIterator]();
+    const changed = t.app.events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
+    const firstAssigned = assigned.next(); // subscribes
+    const firstChanged = changed.next();
+    await t.app.events.listening?.();
+    const id = await sbuild('riscv64');
+    const a = await firstAssigned;
+    seen.push({ topic: 'workAssigned', id: a.value.workRequestId });
+    for (const c of [await firstChanged, await changed.next()]) seen.push({ topic: 'workRequestChanged', id: c.value.id, status: c.value.status });
+    await assigned.return?.();
+    await changed.return?.();
+    expect(seen).toEqual([
+      { topic: 'workAssigned', id: Number(id) },
+      { topic: 'workRequestChanged', id: Number(id), status: 'ASSIGNED' },
+      { topic: 'workRequestChanged', id: Number(id), status: undefined },
+    ]);
+  });
+});
