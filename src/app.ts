@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { MikroORM } from '@mikro-orm/postgresql';
-import { GraphQLError } from 'graphql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { getOperationAST, GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
@@ -13,7 +13,7 @@ import type { Context } from './context.js';
 import { AppError } from './errors.js';
 import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
 import { createLocalEvents, createPgEvents, type Events } from './events.js';
-import { createLoaders } from './loaders.js';
+import { createLoaders, type Loaders } from './loaders.js';
 import { createLogger, type Logger } from './log.js';
 import { createOrm, migrate, type DbTarget } from './orm.js';
 import { createScheduler, type Scheduler } from './scheduler/scheduler.js';
@@ -90,18 +90,47 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // The scheduler depends on the lifecycle through this one function, not on the services layer.
   const scheduler = createScheduler({ orm, config, log, events, settleDependents });
 
+  /** A context for a viewer; `em`, when given, is the fork the viewer was read with. */
+  function contextFor(viewer: Viewer, em?: EntityManager): Context {
+    let scope: { em: EntityManager; loaders: Loaders } | null = null;
+    const open = () => {
+      if (!scope) {
+        const fork = em ?? orm.em.fork();
+        em = undefined;
+        scope = { em: fork, loaders: createLoaders(fork, config) };
+      }
+      return scope;
+    };
+    return {
+      viewer,
+      config,
+      secrets,
+      events,
+      log,
+      scheduler,
+      get em() {
+        return open().em;
+      },
+      get loaders() {
+        return open().loaders;
+      },
+      renew() {
+        scope = null;
+        em = undefined;
+      },
+    };
+  }
+
   async function makeContext(authorization: string | null | undefined): Promise<Context> {
     const em = orm.em.fork();
-    let viewer;
     try {
-      viewer = await resolveViewer(em, authorization);
+      return contextFor(await resolveViewer(em, authorization), em);
     } catch (err) {
       if (err instanceof BadTokenError) {
         throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
       }
       throw err;
     }
-    return { em, viewer, config, secrets, events, log, loaders: createLoaders(em, config), scheduler };
   }
 
   const yoga = createYoga<Record<string, unknown>, Context>({
@@ -160,6 +189,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // Open worker connections of this process, to mark a worker disconnected when its last one closes.
   const connections = new Map<number, number>();
   const workerOf = new WeakMap<object, number>();
+  // The viewer of each connection, resolved once when it opens: its subscriptions share it.
+  const viewerOf = new WeakMap<object, Viewer>();
   let stopping = false;
   /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
   const recording = new Map<number, Promise<void>>();
@@ -178,6 +209,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
           ctx.extra.socket.close(CLOSE_UNAUTHORIZED, `Unauthorized: ${err.message}`);
           return false;
         }
+        viewerOf.set(ctx, viewer);
         if (viewer.kind === 'worker') {
           const id = viewer.worker.id;
           workerOf.set(ctx, id);
@@ -202,17 +234,16 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       },
       onSubscribe: async (ctx, _id, params) => {
         const { schema: s, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
+        const document = parse(params.query);
+        const errors = validate(s, document);
+        if (errors.length) return errors;
+        // A subscription lives as long as the connection: it uses the connection's viewer and opens a
+        // database session only per event. A query or mutation checks the token again, as over HTTP.
+        const viewer = viewerOf.get(ctx);
+        const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
         const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const args = {
-          schema: s,
-          operationName: params.operationName,
-          document: parse(params.query),
-          variableValues: params.variables,
-          contextValue: await makeContext(typeof auth === 'string' ? auth : null),
-          rootValue: { execute, subscribe },
-        };
-        const errors = validate(args.schema, args.document);
-        return errors.length ? errors : args;
+        const contextValue = isSubscription && viewer ? contextFor(viewer) : await makeContext(typeof auth === 'string' ? auth : null);
+        return { schema: s, operationName: params.operationName, document, variableValues: params.variables, contextValue, rootValue: { execute, subscribe } };
       },
     },
     wss,

@@ -7,9 +7,15 @@ import type { Scheduler } from './scheduler/scheduler.js';
 import type { Viewer } from './services/auth.js';
 import type { SecretBox } from './services/secrets.js';
 
-/** What every resolver gets: its own EntityManager fork, the viewer, and the process-wide services. */
+/**
+ * What every resolver gets: its own EntityManager fork, the viewer, and the process-wide services.
+ * The fork and the loaders are made on first use; renew() drops them, so that the next use gets new
+ * ones: a subscription renews before each event it sends (fresh data, no stale loader cache) and
+ * after it (an idle subscription holds no database session state).
+ */
 export interface Context {
   readonly em: EntityManager;
+  renew(): void;
   readonly viewer: Viewer;
   readonly config: Config;
   readonly secrets: SecretBox;

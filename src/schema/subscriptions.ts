@@ -11,29 +11,38 @@ import { WorkerRef } from './worker.js';
 
 /**
  * A worker's assignments: first what is assigned to it and not acknowledged yet (a reconnecting agent
- * gets it again), then each new assignment as it is made. The event stream is opened before the
- * catch-up query, so nothing assigned in between is missed; ids already sent are not sent twice.
+ * gets it again), then each new assignment as it is made. The event stream is listening (in every
+ * process) before the catch-up query, so nothing assigned in between is missed; ids already sent are
+ * not sent twice.
  */
 async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerator<WorkRequest> {
   const worker = requireWorker(ctx.viewer);
   const stream = endedBy(closed, ctx.events.subscribe('workAssigned', String(worker.id))[Symbol.asyncIterator]());
+  let next = stream.next(); // a stream subscribes on its first next()
   const sent = new Set<number>();
   try {
-    const backlog = await ctx.em.fork().find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
+    await ctx.events.listening?.();
+    ctx.renew();
+    const backlog = await ctx.em.find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
     for (const wr of backlog) {
       sent.add(wr.id);
       yield wr;
     }
+    ctx.renew(); // idle until the next assignment: hold no session
     for (;;) {
-      const next = await stream.next();
-      if (next.done) return;
-      const id = next.value.workRequestId;
+      const event = await next;
+      if (event.done) return;
+      next = stream.next();
+      const id = event.value.workRequestId;
       if (sent.has(id)) continue;
       // Reload: the assignment may have been taken back (lease) between the event and now.
-      const wr = await ctx.em.fork().findOne(WorkRequestSchema, { id, worker: worker.id, status: 'ASSIGNED' });
-      if (!wr) continue;
-      sent.add(id);
-      yield wr;
+      ctx.renew();
+      const wr = await ctx.em.findOne(WorkRequestSchema, { id, worker: worker.id, status: 'ASSIGNED' });
+      if (wr) {
+        sent.add(id);
+        yield wr;
+      }
+      ctx.renew();
     }
   } finally {
     await stream.return?.();
@@ -48,11 +57,12 @@ async function* workRequestChanges(ctx: Context, closed: Promise<void>, id: numb
       const next = await stream.next();
       if (next.done) return;
       if (id !== null && next.value.id !== id) continue;
-      const em = ctx.em.fork();
-      const wr = await em.findOne(WorkRequestSchema, { id: next.value.id }, { populate: ['workspace', 'workspace.scope'] });
-      if (!wr || (filter && (wr.workspace.name !== filter.name || wr.workspace.scope.name !== filter.scope))) continue;
-      if (!(await canSeeWorkRequest(em, ctx.viewer, wr))) continue; // the visibility rules of DESIGN §8, per event
-      yield wr;
+      ctx.renew();
+      const wr = await ctx.em.findOne(WorkRequestSchema, { id: next.value.id }, { populate: ['workspace', 'workspace.scope'] });
+      const wanted = wr !== null && (!filter || (wr.workspace.name === filter.name && wr.workspace.scope.name === filter.scope));
+      // The visibility rules of DESIGN §8, per event.
+      if (wanted && (await canSeeWorkRequest(ctx.em, ctx.viewer, wr))) yield wr;
+      ctx.renew();
     }
   } finally {
     await stream.return?.();
@@ -66,8 +76,10 @@ async function* workerChanges(ctx: Context, closed: Promise<void>, name: string 
       const next = await stream.next();
       if (next.done) return;
       if (name !== null && next.value.name !== name) continue;
-      const worker = await ctx.em.fork().findOne(WorkerSchema, { id: next.value.id });
+      ctx.renew();
+      const worker = await ctx.em.findOne(WorkerSchema, { id: next.value.id });
       if (worker) yield worker;
+      ctx.renew();
     }
   } finally {
     await stream.return?.();

@@ -92,4 +92,29 @@ describe('graphql-ws on the GraphQL port', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(seen.items.every((e: any) => e.workRequestChanged.workspace.name === 'debian/main')).toBe(true);
   });
+
+  it('shows each event as it is now: one long-lived subscription, the worker IDLE then BUSY then IDLE', async () => {
+    const name = 'w-fresh';
+    const freshToken = (await t.gql(`mutation { registerWorker(input: { name: "w-fresh" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
+    const admin = wsClient(url, t.adminToken);
+    clients.push(admin.client);
+    const seen = collect(admin.client, `subscription($n: String) { workerChanged(name: $n) { name status activeWorkCount } }`, { n: name });
+    await new Promise((r) => setTimeout(r, 200));
+    const report = () => t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, freshToken);
+    await report();
+    expect(await seen.next(1)).toEqual([{ workerChanged: { name, status: 'IDLE', activeWorkCount: 0 } }]);
+    await noop(aliceToken);
+    const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, freshToken);
+    const id = pulled.data!.requestWork.workRequest.id as string; // the oldest pending request: earlier tests may have left one
+    await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, freshToken);
+    // Each report is an event; the last one seen must show the worker as it is after that report.
+    const afterReport = async () => {
+      const before = seen.items.length;
+      await report();
+      return (await seen.next(before + 1)).at(-1);
+    };
+    expect(await afterReport()).toEqual({ workerChanged: { name, status: 'BUSY', activeWorkCount: 1 } });
+    await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id }, freshToken);
+    expect(await afterReport()).toEqual({ workerChanged: { name, status: 'IDLE', activeWorkCount: 0 } });
+  });
 });
