@@ -18,7 +18,7 @@ import { createLogger, type Logger } from './log.js';
 import { createOrm, migrate, type DbTarget } from './orm.js';
 import { createScheduler, type Scheduler } from './scheduler/scheduler.js';
 import { schema } from './schema.js';
-import { BadTokenError, resolveViewer, type Viewer } from './services/auth.js';
+import { BadTokenError, identityOf, resolveViewer, viewerIn, type Viewer, type ViewerIdentity } from './services/auth.js';
 import { markConnected, markDisconnected, markManyDisconnected } from './services/presence.js';
 import { ensureAdminAccess } from './services/bootstrap.js';
 import { settleDependents } from './services/work-requests.js';
@@ -90,19 +90,24 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // The scheduler depends on the lifecycle through this one function, not on the services layer.
   const scheduler = createScheduler({ orm, config, log, events, settleDependents });
 
-  /** A context for a viewer; `em`, when given, is the fork the viewer was read with. */
-  function contextFor(viewer: Viewer, em?: EntityManager): Context {
-    let scope: { em: EntityManager; loaders: Loaders } | null = null;
+  /**
+   * A context for a viewer; `em`, when given, is the fork the viewer was read with. Given an identity
+   * (a subscription's, kept by its connection), the viewer is made again in each new fork.
+   */
+  function contextFor(who: Viewer | { identity: ViewerIdentity }, em?: EntityManager): Context {
+    let scope: { em: EntityManager; loaders: Loaders; viewer: Viewer } | null = null;
     const open = () => {
       if (!scope) {
         const fork = em ?? orm.em.fork();
         em = undefined;
-        scope = { em: fork, loaders: createLoaders(fork, config) };
+        scope = { em: fork, loaders: createLoaders(fork, config), viewer: 'identity' in who ? viewerIn(fork, who.identity) : who };
       }
       return scope;
     };
     return {
-      viewer,
+      get viewer() {
+        return 'identity' in who ? open().viewer : who;
+      },
       config,
       secrets,
       events,
@@ -189,8 +194,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // Open worker connections of this process, to mark a worker disconnected when its last one closes.
   const connections = new Map<number, number>();
   const workerOf = new WeakMap<object, number>();
-  // The viewer of each connection, resolved once when it opens: its subscriptions share it.
-  const viewerOf = new WeakMap<object, Viewer>();
+  // Who each connection is, resolved once when it opens: its subscriptions share it.
+  const identityOfConnection = new WeakMap<object, ViewerIdentity>();
   let stopping = false;
   /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
   const recording = new Map<number, Promise<void>>();
@@ -209,7 +214,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
           ctx.extra.socket.close(CLOSE_UNAUTHORIZED, `Unauthorized: ${err.message}`);
           return false;
         }
-        viewerOf.set(ctx, viewer);
+        identityOfConnection.set(ctx, identityOf(viewer));
         if (viewer.kind === 'worker') {
           const id = viewer.worker.id;
           workerOf.set(ctx, id);
@@ -239,10 +244,10 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
         if (errors.length) return errors;
         // A subscription lives as long as the connection: it uses the connection's viewer and opens a
         // database session only per event. A query or mutation checks the token again, as over HTTP.
-        const viewer = viewerOf.get(ctx);
+        const identity = identityOfConnection.get(ctx);
         const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
         const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const contextValue = isSubscription && viewer ? contextFor(viewer) : await makeContext(typeof auth === 'string' ? auth : null);
+        const contextValue = isSubscription && identity ? contextFor({ identity }) : await makeContext(typeof auth === 'string' ? auth : null);
         return { schema: s, operationName: params.operationName, document, variableValues: params.variables, contextValue, rootValue: { execute, subscribe } };
       },
     },

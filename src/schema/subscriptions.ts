@@ -16,14 +16,14 @@ import { WorkerRef } from './worker.js';
  * not sent twice.
  */
 async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerator<WorkRequest> {
-  const worker = requireWorker(ctx.viewer);
-  const stream = endedBy(closed, ctx.events.subscribe('workAssigned', String(worker.id))[Symbol.asyncIterator]());
+  const workerId = requireWorker(ctx.viewer).id; // the id only: the entity would keep its EntityManager
+  const stream = endedBy(closed, ctx.events.subscribe('workAssigned', String(workerId))[Symbol.asyncIterator]());
   let next = stream.next(); // a stream subscribes on its first next()
   const sent = new Set<number>();
   try {
     await ctx.events.listening?.();
     ctx.renew();
-    const backlog = await ctx.em.find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
+    const backlog = await ctx.em.find(WorkRequestSchema, { worker: workerId, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
     for (const wr of backlog) {
       sent.add(wr.id);
       yield wr;
@@ -37,7 +37,7 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
       if (sent.has(id)) continue;
       // Reload: the assignment may have been taken back (lease) between the event and now.
       ctx.renew();
-      const wr = await ctx.em.findOne(WorkRequestSchema, { id, worker: worker.id, status: 'ASSIGNED' });
+      const wr = await ctx.em.findOne(WorkRequestSchema, { id, worker: workerId, status: 'ASSIGNED' });
       if (wr) {
         sent.add(id);
         yield wr;

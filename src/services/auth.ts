@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { TokenSchema } from '../entities/token.js';
-import type { User } from '../entities/user.js';
-import type { WorkerPool } from '../entities/worker-pool.js';
-import type { Worker } from '../entities/worker.js';
+import { UserSchema, type User } from '../entities/user.js';
+import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
+import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { ForbiddenError, UnauthenticatedError } from '../errors.js';
 import { hashToken } from './tokens.js';
 
@@ -12,6 +12,44 @@ export type Viewer =
   | { readonly kind: 'user'; readonly user: User; readonly isAdmin: boolean }
   | { readonly kind: 'worker'; readonly worker: Worker }
   | { readonly kind: 'activation'; readonly pool: WorkerPool; readonly tokenId: number };
+
+/**
+ * A viewer reduced to ids, to keep for as long as a connection lives: entities would hold the
+ * EntityManager they were read with, and everything it read.
+ */
+export type ViewerIdentity =
+  | { readonly kind: 'anonymous' }
+  | { readonly kind: 'user'; readonly userId: number; readonly isAdmin: boolean }
+  | { readonly kind: 'worker'; readonly workerId: number }
+  | { readonly kind: 'activation'; readonly poolId: number; readonly tokenId: number };
+
+/** The ids of a viewer. */
+export function identityOf(viewer: Viewer): ViewerIdentity {
+  switch (viewer.kind) {
+    case 'anonymous':
+      return viewer;
+    case 'user':
+      return { kind: 'user', userId: viewer.user.id, isAdmin: viewer.isAdmin };
+    case 'worker':
+      return { kind: 'worker', workerId: viewer.worker.id };
+    case 'activation':
+      return { kind: 'activation', poolId: viewer.pool.id, tokenId: viewer.tokenId };
+  }
+}
+
+/** A viewer again, in an EntityManager, with references (ids, not loaded rows) for its entities. */
+export function viewerIn(em: EntityManager, identity: ViewerIdentity): Viewer {
+  switch (identity.kind) {
+    case 'anonymous':
+      return identity;
+    case 'user':
+      return { kind: 'user', user: em.getReference(UserSchema, identity.userId), isAdmin: identity.isAdmin };
+    case 'worker':
+      return { kind: 'worker', worker: em.getReference(WorkerSchema, identity.workerId) };
+    case 'activation':
+      return { kind: 'activation', pool: em.getReference(WorkerPoolSchema, identity.poolId), tokenId: identity.tokenId };
+  }
+}
 
 /** Why a presented token was refused; the service answers 401 with this text and nothing else. */
 export class BadTokenError extends Error {
