@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, GraphQLError } from 'graphql';
+import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
@@ -157,7 +158,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
         return new GraphQLError(message, { nodes: located.nodes, path: located.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
       },
     },
+    // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
     graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
+    renderGraphiQL,
     logging: {
       debug: (...args) => log.debug({ args }, 'yoga'),
       info: (...args) => log.info({ args }, 'yoga'),
