@@ -5,7 +5,6 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, GraphQLError } from 'graphql';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
@@ -76,6 +75,16 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     // so that an operator, or a test counting the statements of an operation, sees them all.
     debug: log.isLevelEnabled('debug') ? ['query'] : false,
     logger: (message) => log.debug({ orm: true }, message),
+    // The query builder's own warnings ("Connection Error: …" when PostgreSQL drops a pooled
+    // connection) go to the JSON log instead of bare lines on the console.
+    driverOptions: {
+      log: {
+        warn: (message: unknown) => log.warn({ knex: true }, String(message)),
+        error: (message: unknown) => log.error({ knex: true }, String(message)),
+        deprecate: (method: unknown, alternative: unknown) => log.debug({ knex: true, method, alternative }, 'deprecated'),
+        debug: (message: unknown) => log.debug({ knex: true }, typeof message === 'string' ? message : JSON.stringify(message)),
+      },
+    },
   });
   const applied = await migrate(orm, config.databaseUrl);
   if (applied.length) log.info({ migrations: applied }, 'database migrated');
@@ -159,8 +168,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       },
     },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
+    // Its bundle (some 30 MiB of heap) is loaded when someone first opens it, not in every process.
     graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
-    renderGraphiQL,
+    renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     logging: {
       debug: (...args) => log.debug({ args }, 'yoga'),
       info: (...args) => log.info({ args }, 'yoga'),
