@@ -3,6 +3,7 @@ import { GroupSchema } from './group.js';
 import { ScopeSchema } from './scope.js';
 import { SignificantTagSchema } from './significant-tag.js';
 import { TaskClassSchema } from './task-class.js';
+import { TaskDurationSchema } from './task-duration.js';
 import { TaskRuleSchema } from './task-rule.js';
 import { TokenSchema } from './token.js';
 import { UserSchema } from './user.js';
@@ -27,4 +28,5 @@ export const entities = [
   WorkRequestSchema,
   TaskClassSchema,
   SignificantTagSchema,
+  TaskDurationSchema,
 ];

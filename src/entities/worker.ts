@@ -28,6 +28,8 @@ export const WorkerSchema = defineEntity({
     shuttingDown: p.boolean().default(false),
     connectedAt: p.datetime().nullable(),
     lastSeenAt: p.datetime().nullable(),
+    /** When it last completed a request (kept at completion: idle time without reading history). */
+    lastCompletedAt: p.datetime().nullable(),
     registeredAt: p.datetime().onCreate(() => new Date()),
     instanceCreatedAt: p.datetime().nullable(),
     /** Set when a dynamic worker's instance is gone: it is inactive, kept for history. */

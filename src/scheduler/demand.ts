@@ -71,8 +71,10 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
     loadWorkerStates(em, now, config.metadataFreshMs),
     loadPoolTemplates(em, config),
     em.execute<{ task_name: string; seconds: number }[]>(
-      `select task_name, avg(extract(epoch from completed_at - started_at))::float as seconds from work_request
-        where status = 'COMPLETED' and started_at is not null and completed_at > now() - make_interval(days => ?) group by task_name`,
+      // Totals kept per task and day as requests complete (services/work-lifecycle.ts): a few rows per
+      // task, whatever the size of the history.
+      `select task_name, (sum(seconds) / sum(runs))::float as seconds from task_duration
+        where day > ((now() - make_interval(days => ?)) at time zone 'UTC')::date group by task_name having sum(runs) > 0`,
       [HISTORY_DAYS],
     ),
     em.execute<{ pool_id: number; seconds: number }[]>(

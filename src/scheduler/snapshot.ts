@@ -20,7 +20,7 @@ export interface WorkerState {
   readonly idleSince: Date | null;
 }
 
-/** Every worker that is not terminated, with its load, in two statements whatever their number. */
+/** Every worker that is not terminated, with its load, in one statement whatever their number or their history. */
 export async function loadWorkerStates(em: EntityManager, now: Date, freshMs: number): Promise<WorkerState[]> {
   const rows = await em.execute<
     {
@@ -34,11 +34,11 @@ export async function loadWorkerStates(em: EntityManager, now: Date, freshMs: nu
     `select w.id, w.name, w.type, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags,
             w.concurrency, w.enabled, w.draining, w.shutting_down,
             w.terminated_at, w.connected_at, w.last_seen_at, w.registered_at, w.instance_created_at,
-            coalesce(a.active, 0)::int as active, a.last_done
+            coalesce(a.active, 0)::int as active, w.last_completed_at as last_done
        from worker w
        left join (
-         select worker_id, count(*) filter (where status in ('ASSIGNED', 'RUNNING')) as active, max(completed_at) as last_done
-           from work_request where worker_id is not null and status in ('ASSIGNED', 'RUNNING', 'COMPLETED') group by worker_id
+         -- Only the work held now (the partial index work_request_active_worker), never the history.
+         select worker_id, count(*) as active from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id
        ) a on a.worker_id = w.id
       where w.terminated_at is null
       order by w.name`,

@@ -1,4 +1,5 @@
 import { LockMode } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { isAdmin, requireWorker } from './auth.js';
@@ -64,6 +65,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     locked.startedAt ??= now;
     locked.completedAt = now;
     await tx.flush();
+    await recordCompletion(tx, locked, now);
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false };
   });
   if (repeated) return wr;
@@ -71,6 +73,22 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   deps.scheduler.trigger('work-finished');
   return wr;
+}
+
+/**
+ * What the scheduler keeps from a completion instead of reading history: the worker's last completion
+ * (its idle time) and the run's duration in its task's total for the day (demand's estimates).
+ */
+async function recordCompletion(em: EntityManager, wr: WorkRequest, now: Date): Promise<void> {
+  if (wr.worker) {
+    await em.execute(`update worker set last_completed_at = greatest(coalesce(last_completed_at, ?), ?) where id = ?`, [now, now, wr.worker.id]);
+  }
+  const seconds = Math.max(0, (now.getTime() - (wr.startedAt ?? now).getTime()) / 1000);
+  await em.execute(
+    `insert into task_duration (task_type, task_name, day, runs, seconds) values (?, ?, (?::timestamptz at time zone 'UTC')::date, 1, ?)
+     on conflict (task_type, task_name, day) do update set runs = task_duration.runs + 1, seconds = task_duration.seconds + excluded.seconds`,
+    [wr.taskType, wr.taskName, now, seconds],
+  );
 }
 
 /** The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no retry is counted. */

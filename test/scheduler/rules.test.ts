@@ -515,3 +515,53 @@ describe('priorityAdjustment: raising a priority needs an admin', () => {
     expect(await pull(token)).toBe(first);
   });
 });
+
+describe('history is kept as requests complete, not read back from all of it', () => {
+  /** A pool instance that has completed `durations` (seconds) of riscv64 sbuilds, then was drained. */
+  async function instanceThatRan(name: string, durations: number[]): Promise<string> {
+    const token = await worker(name, { pool: 'cloud-riscv', arch: 'riscv64' });
+    for (const seconds of durations) {
+      const id = await queue(sbuildOf('riscv64'));
+      expect(await pull(token)).toBe(id);
+      await t.sql(`update work_request set started_at = now() - make_interval(secs => ?) where id = ?`, [seconds, Number(id)]);
+      await complete(id, token);
+    }
+    return token;
+  }
+
+  it('demand estimates work from the last 30 days of durations of the same task', async () => {
+    await createPool(t, { ...RISCV_POOL, maxActiveInstances: 20, targetLatencySeconds: 900 });
+    await instanceThatRan('riscv-ran', [30, 90]);
+    const rows = await t.sql<{ task_name: string; runs: number; seconds: number }>(`select task_name, runs, seconds from task_duration`);
+    expect(rows.map((r) => ({ ...r, seconds: Math.round(r.seconds) }))).toEqual([{ task_name: 'sbuild', runs: 2, seconds: 120 }]);
+    // Older than 30 days: not counted, however long.
+    await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'sbuild', current_date - 40, 5, 1000000)`);
+    await adminSwitch('drainWorker', 'riscv-ran'); // no idle capacity: the pool must start instances
+    for (let i = 0; i < 10; i++) await queue(sbuildOf('riscv64'));
+    const { provisioningDemand: d } = await ok(t, DEMAND);
+    // 10 requests × 60 s on average = 600 s of work: one instance meets a 900 s target (600 s each
+    // with no history: seven instances; with the old row counted, all twenty).
+    expect(d.pools[0]).toMatchObject({ pendingAssigned: 10, workersRequired: 1 });
+  });
+
+  it('a pool instance is idle since its last completion', async () => {
+    await createPool(t, { ...RISCV_POOL, idleTimeoutSeconds: 60 });
+    await instanceThatRan('riscv-busy-until-now', [5]);
+    await t.sql(`update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour' where name = 'riscv-busy-until-now'`);
+    let { provisioningDemand: d } = await ok(t, DEMAND);
+    expect(d.pools[0].stopWorkers).toEqual([]); // registered an hour ago, but it just finished work
+    const [{ last }] = await t.sql<{ last: string | null }>(`select last_completed_at as last from worker where name = 'riscv-busy-until-now'`);
+    expect(last).not.toBeNull();
+    await t.sql(`update worker set last_completed_at = now() - interval '2 minutes' where name = 'riscv-busy-until-now'`);
+    ({ provisioningDemand: d } = await ok(t, DEMAND));
+    expect(d.pools[0].stopWorkers).toEqual([{ name: 'riscv-busy-until-now' }]);
+  });
+
+  it('a completion reported twice counts once', async () => {
+    await createPool(t, RISCV_POOL);
+    const token = await instanceThatRan('riscv-twice', [10]);
+    const [{ id }] = await t.sql<{ id: number }>(`select id from work_request where status = 'COMPLETED'`);
+    await complete(String(id), token); // the same report again: the first answer was lost
+    expect(await t.sql(`select runs from task_duration`)).toEqual([{ runs: 1 }]);
+  });
+});
