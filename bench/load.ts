@@ -30,6 +30,8 @@ export interface LoadedDatabase {
   /** The id of the first work request (ids are consecutive, in creation order). */
   readonly firstRequestId: number;
   readonly classCount: number;
+  /** Completed requests loaded as history. */
+  readonly historyRows: number;
   /** Milliseconds per loading phase. */
   readonly timings: Record<string, number>;
 }
@@ -54,7 +56,7 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 const joined = (tags: readonly string[]) => tags.join(' '); // tags never contain whitespace (DESIGN §2.1)
 
 /** Drops and recreates the database, migrates it, and loads the workload into it. */
-export async function loadWorkload(workload: Workload, serverUrl: string, dbName: string): Promise<LoadedDatabase> {
+export async function loadWorkload(workload: Workload, serverUrl: string, dbName: string, options: { history?: number } = {}): Promise<LoadedDatabase> {
   const timings: Record<string, number> = {};
   const url = withDatabase(serverUrl, dbName);
   let p = phase('create and migrate database');
@@ -83,7 +85,13 @@ export async function loadWorkload(workload: Workload, serverUrl: string, dbName
     const classCount = new Set(classOfVariant).size;
     timings.classes = p.end(`${workload.variants.length} variants in ${classCount} classes`);
 
-    const firstRequestId = await loadQueue(client, workload, ids, classOfVariant, timings);
+    const historyRows = Math.round((options.history ?? 0) * workload.rows.variant.length);
+    const firstRequestId = await loadQueue(client, workload, ids, classOfVariant, timings, { historyRows, workerIds });
+    if (historyRows) {
+      p = phase('history: last completions and task durations');
+      await recordHistory(client);
+      timings.historyTotals = p.end();
+    }
 
     p = phase('check a sample against the analysis');
     await checkSample(client, orm, workload, ids, firstRequestId);
@@ -92,7 +100,7 @@ export async function loadWorkload(workload: Workload, serverUrl: string, dbName
     p = phase('vacuum analyze');
     await client.query('vacuum analyze');
     timings.vacuum = p.end();
-    return { url, orm, workerIds, firstRequestId, classCount, timings };
+    return { url, orm, workerIds, firstRequestId, classCount, historyRows, timings };
   } catch (err) {
     await orm.close(true);
     throw err;
@@ -191,7 +199,14 @@ async function loadWorkers(c: pg.Client, w: Workload, poolIds: readonly number[]
  * server assembles the tag arrays (the package tag sorted in, byte order as the analysis sorts),
  * the entries (the package entry appended last; entries are for display) and the taskData.
  */
-async function loadQueue(c: pg.Client, w: Workload, ids: DirectoryIds, classOfVariant: readonly number[], timings: Record<string, number>): Promise<number> {
+async function loadQueue(
+  c: pg.Client,
+  w: Workload,
+  ids: DirectoryIds,
+  classOfVariant: readonly number[],
+  timings: Record<string, number>,
+  history: { historyRows: number; workerIds: readonly number[] },
+): Promise<number> {
   const n = w.rows.variant.length;
   let p = phase('queue: variants and packages');
   await c.query(`create temp table bench_variant (id int primary key, workspace_id int, task_name text, task_data jsonb, user_required text[],
@@ -256,8 +271,13 @@ async function loadQueue(c: pg.Client, w: Workload, ids: DirectoryIds, classOfVa
     );
     p.update(end);
   }
-  await c.query(`set session_replication_role = origin`);
   timings.insert = p.end(`${n} requests`);
+  if (history.historyRows) {
+    p = phase('history: completed requests', history.historyRows);
+    await loadHistoryRows(c, history.historyRows, history.workerIds, (done) => p.update(done));
+    timings.history = p.end(`${history.historyRows} completed requests`);
+  }
+  await c.query(`set session_replication_role = origin`);
 
   p = phase('queue: rebuild indexes', indexes.length);
   await c.query(`set maintenance_work_mem = '512MB'`);
@@ -269,6 +289,44 @@ async function loadQueue(c: pg.Client, w: Workload, ids: DirectoryIds, classOfVa
   timings.indexes = p.end();
   const [{ first }] = (await c.query<{ first: number }>('select min(id)::int as first from work_request')).rows;
   return first;
+}
+
+/**
+ * The history of a farm: completed copies of queued requests (same tasks, tags and classes), run by
+ * random workers over the last 30 days for 1 to 21 minutes each. Seeded, so runs are comparable.
+ */
+async function loadHistoryRows(c: pg.Client, rows: number, workerIds: readonly number[], progress: (done: number) => void): Promise<void> {
+  await c.query('select setseed(0.4242)');
+  const [{ first, last }] = (await c.query<{ first: number; last: number }>(`select min(id)::int as first, max(id)::int as last from work_request`)).rows;
+  const span = last - first + 1;
+  for (let done = 0; done < rows; ) {
+    const batch = Math.min(BATCH_ROWS, rows - done);
+    await c.query(
+      `insert into work_request (workspace_id, created_by_id, task_type, task_name, task_data, status, result, priority_base, priority_adjustment,
+                                 user_required_tags, provided_tags, required_tags, provided_entries, required_entries, class_id,
+                                 created_at, pending_at, assigned_at, started_at, completed_at, worker_id)
+       select r.workspace_id, r.created_by_id, r.task_type, r.task_name, r.task_data, 'COMPLETED', 'SUCCESS', r.priority_base, r.priority_adjustment,
+              r.user_required_tags, r.provided_tags, r.required_tags, r.provided_entries, r.required_entries, r.class_id,
+              h.started - interval '1 minute', h.started - interval '1 minute', h.started, h.started, h.started + make_interval(secs => h.secs),
+              ($4::int[])[1 + floor(random() * $5)::int]
+         from (select $1::int + ((g.i + $2::int) % $3::int) as id, now() - make_interval(secs => random() * 30 * 86400) as started, 60 + random() * 1200 as secs
+                 from generate_series(0, $6::int - 1) as g(i)) h
+         join work_request r on r.id = h.id`,
+      [first, done, span, `{${workerIds.join(',')}}`, workerIds.length, batch],
+    );
+    done += batch;
+    progress(done);
+  }
+}
+
+/** What the service keeps at each completion (services/work-lifecycle.ts), for the loaded history. */
+async function recordHistory(c: pg.Client): Promise<void> {
+  await c.query(`update worker w set last_completed_at = h.last
+                   from (select worker_id, max(completed_at) as last from work_request where status = 'COMPLETED' group by worker_id) h
+                  where h.worker_id = w.id`);
+  await c.query(`insert into task_duration (task_type, task_name, day, runs, seconds)
+                 select task_type, task_name, (completed_at at time zone 'UTC')::date, count(*), sum(extract(epoch from completed_at - started_at))
+                   from work_request where status = 'COMPLETED' group by 1, 2, 3`);
 }
 
 /** Compares random rows with the real analysis of their own stored input, and their class with the real classifier. */

@@ -34,6 +34,7 @@ interface Row {
 const ROWS: Row[] = [
   { label: 'load: generate + insert, index, vacuum', target: '', cell: (r) => `${formatMs(r.load.generateMs)} + ${formatMs(r.load.loadMs)}` },
   { label: 'request variants → task classes', target: '', cell: (r) => `${int(r.load.variants)} → ${int(r.load.classes)}` },
+  { label: 'history: completed requests (last 30 days)', target: '', cell: (r) => int(r.load.history ?? 0) },
   { label: 'next work, first call per worker: p50 / p99', target: '', cell: (r) => `${formatMs(r.new.nextWork.cold.p50)} / ${formatMs(r.new.nextWork.cold.p99)}` },
   { label: 'next work, repeated calls: p50 / p99', target: 'p99 ≤ 5 ms (W=10k, P=1M)', cell: (r) => `${formatMs(r.new.nextWork.warm.p50)} / ${formatMs(r.new.nextWork.warm.p99)}` },
   { label: 'floor: a transaction locking one row, p50 / p99', target: '', cell: (r) => `${formatMs(r.new.nextWork.floor.p50)} / ${formatMs(r.new.nextWork.floor.p99)}` },

@@ -32,6 +32,7 @@ interface Options {
   runs: number;
   oldCapSeconds: number;
   old: boolean;
+  history: number;
   seed: number;
   databaseUrl: string;
   dbName: string;
@@ -47,6 +48,12 @@ const positiveInt = (raw: string) => {
   return n;
 };
 
+const nonNegative = (raw: string) => {
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('expected a number ≥ 0');
+  return n;
+};
+
 function parseSizes(raw: string): { workers: number; requests: number }[] {
   return raw.split(',').map((part) => {
     const m = /^\s*(\d+)\s*x\s*(\d+)\s*$/.exec(part);
@@ -56,7 +63,7 @@ function parseSizes(raw: string): { workers: number; requests: number }[] {
 }
 
 function stageOptions(o: Options, size: { workers: number; requests: number }): StageOptions {
-  return { ...size, seed: o.seed, serverUrl: o.databaseUrl, dbName: o.dbName, calls: o.calls, runs: o.runs, oldCapMs: o.oldCapSeconds * 1000 };
+  return { ...size, seed: o.seed, serverUrl: o.databaseUrl, dbName: o.dbName, calls: o.calls, runs: o.runs, oldCapMs: o.oldCapSeconds * 1000, history: o.history };
 }
 
 /** Runs one stage in a child process (its own memory peak) and reads back its result. */
@@ -64,7 +71,7 @@ async function runChild(o: Options, stage: Stage, size: string, dir: string): Pr
   const out = path.join(dir, `${stage}-${size}.json`);
   const self = fileURLToPath(import.meta.url);
   const args = [...process.execArgv, self, '--stage', stage, '--size', size, '--out', out, '--calls', String(o.calls), '--runs', String(o.runs)];
-  args.push('--old-cap-seconds', String(o.oldCapSeconds), '--seed', String(o.seed), '--database-url', o.databaseUrl, '--db-name', o.dbName);
+  args.push('--old-cap-seconds', String(o.oldCapSeconds), '--seed', String(o.seed), '--database-url', o.databaseUrl, '--db-name', o.dbName, '--history', String(o.history));
   const started = performance.now();
   const code = await new Promise<number | null>((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] });
@@ -118,6 +125,7 @@ const program = new Command('bench')
   .option('--runs <n>', 'runs of each GraphQL operation', positiveInt, 5)
   .option('--old-cap-seconds <n>', 'wall-clock budget of each old-walk operation', positiveInt, Number(process.env.BENCH_OLD_CAP_SECONDS) || 60)
   .option('--no-old', 'skip the old per-pair walk')
+  .option('--history <ratio>', 'completed requests in the history per pending request (spread over the last 30 days)', nonNegative, 1)
   .option('--seed <n>', 'workload seed', positiveInt, Number(process.env.BENCH_SEED) || 20261121)
   .option('--database-url <url>', 'a PostgreSQL server URL (any database on it)', process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres')
   .option('--db-name <name>', 'the database to drop, recreate and load', 'tagsched_bench')

@@ -33,6 +33,8 @@ export interface StageOptions {
   readonly runs: number;
   /** Wall-clock budget of each old-walk operation, in milliseconds. */
   readonly oldCapMs: number;
+  /** Completed requests in the history per pending request. */
+  readonly history: number;
 }
 
 /** Peak memory of a stage's process. */
@@ -50,6 +52,8 @@ export interface LoadResult {
   readonly timings: Record<string, number>;
   readonly variants: number;
   readonly classes: number;
+  /** Completed requests loaded as history. */
+  readonly history: number;
   readonly memory: Memory;
 }
 
@@ -59,10 +63,10 @@ export async function loadStage(o: StageOptions): Promise<LoadResult> {
   const workload = generateWorkload({ workers: o.workers, requests: o.requests }, o.seed);
   const generateMs = p.end(`${workload.variants.length} request variants`);
   const started = performance.now();
-  const db = await loadWorkload(workload, o.serverUrl, o.dbName);
+  const db = await loadWorkload(workload, o.serverUrl, o.dbName, { history: o.history });
   const loadMs = performance.now() - started;
   await db.orm.close(true);
-  return { generateMs, loadMs, timings: db.timings, variants: workload.variants.length, classes: db.classCount, memory: memory() };
+  return { generateMs, loadMs, timings: db.timings, variants: workload.variants.length, classes: db.classCount, history: db.historyRows, memory: memory() };
 }
 
 /** What the new-scheduler stage reports. */
