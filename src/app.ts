@@ -168,7 +168,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       },
     },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
-    // Its bundle (some 30 MiB of heap) is loaded when someone first opens it, not in every process.
+    // Its bundle (some 49 MiB of heap) is loaded when someone first opens it, not in every process.
     graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     logging: {
