@@ -110,7 +110,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       if (!scope) {
         const fork = em ?? orm.em.fork();
         em = undefined;
-        scope = { em: fork, loaders: createLoaders(fork, config), viewer: 'identity' in who ? viewerIn(fork, who.identity) : who };
+        scope = { em: fork, loaders: createLoaders(fork, config, scheduler.workers), viewer: 'identity' in who ? viewerIn(fork, who.identity) : who };
       }
       return scope;
     };

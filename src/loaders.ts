@@ -5,6 +5,7 @@ import { intArray } from './db/arrays.js';
 import { candidatesOf, loadTaskTags } from './scheduler/candidates.js';
 import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
 import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
+import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
 
 /** Per-operation batch loaders for values that are not objects of the schema (objects use Pothos loadable refs). */
 export interface Loaders {
@@ -20,10 +21,10 @@ export interface Loaders {
   candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
 }
 
-/** Creates fresh loaders for one operation. */
-export function createLoaders(em: EntityManager, config: Config): Loaders {
+/** Creates fresh loaders for one operation; `workers` is the process's snapshot of the workers' shapes. */
+export function createLoaders(em: EntityManager, config: Config, workers?: WorkerSnapshot): Loaders {
   let states: Promise<WorkerState[]> | null = null;
-  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs));
+  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, workers));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
   let templates: Promise<PoolTemplate[]> | null = null;
   return {

@@ -39,6 +39,8 @@ export const WorkerSchema = defineEntity({
     providedEntries: p.json<TagEntry[]>().default('[]'),
     requiredEntries: p.json<TagEntry[]>().default('[]'),
     rejectedTags: p.json<TagRefusal[]>().default('[]'),
+    /** Raised by PostgreSQL (a trigger) when the name, type, pool, concurrency, tags or registration change: see scheduler/worker-snapshot.ts. */
+    shapeVersion: p.bigint().default(0).lazy().hidden(),
   },
   indexes: [{ properties: 'pool' }],
 });

@@ -6,6 +6,7 @@ import { missingTags, ProvidedTagIndex } from '../tags/match.js';
 import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
 import { loadPoolTemplates, type PoolTemplate } from './pool-templates.js';
 import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
+import type { WorkerSnapshot } from './worker-snapshot.js';
 
 /** Seconds a task is assumed to take when its history has none (DESIGN §7). */
 export const DEFAULT_TASK_SECONDS = 600;
@@ -64,11 +65,11 @@ const taskNameOf = (c: TaskClassRow) => {
  * first pool (by name) that can run it and has room, and each pool's needs follow from the
  * history's average task duration and its target latency, within its limits.
  */
-export async function computeDemand(em: EntityManager, cache: ClassCache, config: Config, now: Date): Promise<ProvisioningDemand> {
+export async function computeDemand(em: EntityManager, cache: ClassCache, config: Config, now: Date, snapshot?: WorkerSnapshot): Promise<ProvisioningDemand> {
   await cache.refresh(em);
   const [counts, workers, pools, durations, runtime] = await Promise.all([
     em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
-    loadWorkerStates(em, now, config.metadataFreshMs),
+    loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
     loadPoolTemplates(em, config),
     em.execute<{ task_name: string; seconds: number }[]>(
       // Totals kept per task and day as requests complete (services/work-lifecycle.ts): a few rows per

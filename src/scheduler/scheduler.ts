@@ -8,6 +8,7 @@ import { disconnectSilentWorkers, expireLeases } from './leases.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
 import { placeRequest } from './place.js';
+import { WorkerSnapshot } from './worker-snapshot.js';
 
 /** Why a pass was asked for (logged, and useful when reading a trace). */
 export type PassReason = 'new-pending' | 'worker-changed' | 'work-finished' | 'periodic' | 'startup';
@@ -15,6 +16,8 @@ export type PassReason = 'new-pending' | 'worker-changed' | 'work-finished' | 'p
 /** The process's scheduler: pull assignment, event-triggered passes and the periodic fallback pass. */
 export interface Scheduler {
   readonly classes: ClassCache;
+  /** The workers' shapes (tags, pool, concurrency), kept for the bulk questions. */
+  readonly workers: WorkerSnapshot;
   /** Assigns the next request to this worker (its own transaction), or returns null. */
   requestWork(workerId: number): Promise<Assignment | null>;
   /**
@@ -39,6 +42,7 @@ export type SettleDependents = (em: EntityManager, config: Config, abortedIds: n
 export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events; settleDependents: SettleDependents }): Scheduler {
   const { orm, config, log, events, settleDependents } = deps;
   const classes = new ClassCache();
+  const workers = new WorkerSnapshot();
   let timer: NodeJS.Timeout | null = null;
   let debounce: NodeJS.Timeout | null = null;
   let running: Promise<unknown> | null = null;
@@ -101,6 +105,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
 
   return {
     classes,
+    workers,
     async requestWork(workerId) {
       const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date()));
       if (assignment) publish([assignment]);

@@ -155,6 +155,6 @@ builder.queryFields((t) => ({
   provisioningDemand: t.field({
     type: DemandRef,
     description: 'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
-    resolve: (_r, _a, ctx) => computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date()),
+    resolve: (_r, _a, ctx) => computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date(), ctx.scheduler.workers),
   }),
 }));

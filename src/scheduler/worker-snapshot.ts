@@ -1,0 +1,109 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { intArray, toDate } from '../db/arrays.js';
+import { unavailableReason } from './availability.js';
+import type { WorkerState } from './snapshot.js';
+
+/** What a worker is, as opposed to what it is doing: kept between operations. */
+interface WorkerShape {
+  readonly version: string;
+  readonly name: string;
+  readonly type: string;
+  readonly poolId: number | null;
+  readonly providedTags: readonly string[];
+  readonly requiredTags: readonly string[];
+  readonly concurrency: number;
+  readonly registeredAt: Date;
+  readonly instanceCreatedAt: Date | null;
+}
+
+// What changes all the time (connection, heartbeats, load), read for every worker each time; with the
+// version of its shape, which PostgreSQL raises whenever the shape changes (migration worker_shape).
+const STATE_SQL = `
+  select w.id, w.shape_version::text as version, w.enabled, w.draining, w.shutting_down,
+         w.connected_at, w.last_seen_at, w.last_completed_at, coalesce(a.active, 0)::int as active
+    from worker w
+    left join (
+      -- Only the work held now (the partial index work_request_active_worker), never the history.
+      select worker_id, count(*) as active from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id
+    ) a on a.worker_id = w.id
+   where w.terminated_at is null
+   order by w.name`;
+
+// The shapes of the workers this process has not seen, or has seen at an older version. Tag arrays
+// travel as JSON, which the driver parses natively; its text[] parser is four times slower.
+const SHAPE_SQL = `
+  select id, shape_version::text as version, name, type, pool_id, to_json(provided_tags) as provided_tags,
+         to_json(required_tags) as required_tags, concurrency, registered_at, instance_created_at
+    from worker where id = any(?::int[])`;
+
+/**
+ * Every active worker with its load, for the bulk questions (candidates, diagnosis, demand). The
+ * shapes (tags above all: most of the bytes) are kept in the process between operations and re-read
+ * only for workers whose shape version moved, so an operation over 10,000 workers reads their state
+ * (a few small columns) and not their tags. Shared by the operations of one server process.
+ */
+export class WorkerSnapshot {
+  private shapes = new Map<number, WorkerShape>();
+  /** Shapes read in full so far (what the snapshot spares shows as this not growing). */
+  shapesRead = 0;
+
+  /** The workers that are not terminated, in name order, with their state now. */
+  async load(em: EntityManager, now: Date, freshMs: number): Promise<WorkerState[]> {
+    const rows = await em.execute<
+      { id: number; version: string; enabled: boolean; draining: boolean; shutting_down: boolean; connected_at: string | null; last_seen_at: string | null; last_completed_at: string | null; active: number }[]
+    >(STATE_SQL);
+    const outdated = rows.filter((r) => this.shapes.get(r.id)?.version !== r.version).map((r) => r.id);
+    if (outdated.length) await this.read(em, outdated);
+    if (this.shapes.size > rows.length) this.forgetAllBut(rows.map((r) => r.id)); // terminated or removed
+
+    const states: WorkerState[] = [];
+    for (const r of rows) {
+      const s = this.shapes.get(r.id);
+      if (!s) continue; // removed between the two statements
+      const unavailable = unavailableReason(
+        { type: s.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: null, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at },
+        now,
+        freshMs,
+      );
+      states.push({
+        id: r.id,
+        name: s.name,
+        type: s.type,
+        poolId: s.poolId,
+        providedTags: s.providedTags,
+        requiredTags: s.requiredTags,
+        concurrency: s.concurrency,
+        active: r.active,
+        unavailable,
+        free: unavailable ? 0 : Math.max(0, s.concurrency - r.active),
+        idleSince: toDate(r.last_completed_at) ?? s.instanceCreatedAt ?? s.registeredAt,
+      });
+    }
+    return states;
+  }
+
+  private async read(em: EntityManager, ids: readonly number[]): Promise<void> {
+    const rows = await em.execute<
+      { id: number; version: string; name: string; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[]; concurrency: number; registered_at: string; instance_created_at: string | null }[]
+    >(SHAPE_SQL, [intArray(ids)]);
+    this.shapesRead += rows.length;
+    for (const r of rows) {
+      this.shapes.set(r.id, {
+        version: r.version,
+        name: r.name,
+        type: r.type,
+        poolId: r.pool_id,
+        providedTags: r.provided_tags,
+        requiredTags: r.required_tags,
+        concurrency: r.concurrency,
+        registeredAt: toDate(r.registered_at)!,
+        instanceCreatedAt: toDate(r.instance_created_at),
+      });
+    }
+  }
+
+  private forgetAllBut(ids: readonly number[]): void {
+    const keep = new Set(ids);
+    for (const id of this.shapes.keys()) if (!keep.has(id)) this.shapes.delete(id);
+  }
+}
