@@ -21,10 +21,10 @@ export interface Loaders {
   candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
 }
 
-/** Creates fresh loaders for one operation; `workers` is the process's snapshot of the workers' shapes. */
-export function createLoaders(em: EntityManager, config: Config, workers?: WorkerSnapshot): Loaders {
+/** Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers' shapes. */
+export function createLoaders(em: EntityManager, config: Config, snapshot?: WorkerSnapshot): Loaders {
   let states: Promise<WorkerState[]> | null = null;
-  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, workers));
+  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, snapshot));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
   let templates: Promise<PoolTemplate[]> | null = null;
   return {
@@ -35,7 +35,7 @@ export function createLoaders(em: EntityManager, config: Config, workers?: Worke
       if (!loader) {
         loader = new DataLoader(async (ids) => {
           const [tasks, workers] = await Promise.all([loadTaskTags(em, ids), workerStates()]);
-          const found = candidatesOf(tasks, workers, availableOnly);
+          const found = candidatesOf(tasks, workers, availableOnly, snapshot ? (required) => snapshot.keying(required) : undefined);
           return ids.map((id) => found.get(id) ?? []);
         });
         candidateLoaders.set(availableOnly, loader);

@@ -16,17 +16,27 @@ export interface TaskTagsRow {
  * The workers that could run each task, decided class × class: tasks are grouped by their required
  * tags and the provided tags some worker requires, workers by their match key for these tasks'
  * requirements, and each pair of groups is matched once. `availableOnly` keeps the workers with a
- * free slot now. Each list is in worker name order.
+ * free slot now. Each list is in worker name order. `keying` gives the match key of a worker for
+ * the tasks' requirements: a fresh MatchKeys by default, or a process's WorkerSnapshot.keying, which
+ * keeps each worker's key between calls.
  */
-export function candidatesOf(tasks: readonly TaskTagsRow[], workers: readonly WorkerState[], availableOnly: boolean): Map<number, WorkerState[]> {
+export function candidatesOf(
+  tasks: readonly TaskTagsRow[],
+  workers: readonly WorkerState[],
+  availableOnly: boolean,
+  keying: (requiredTags: readonly string[]) => (w: WorkerState) => string = (requiredTags) => {
+    const keys = new MatchKeys(requiredTags);
+    return (w) => keys.keyOf(w);
+  },
+): Map<number, WorkerState[]> {
   const byName = (availableOnly ? workers.filter((w) => w.free > 0) : [...workers]).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const significant = new Set(workers.flatMap((w) => w.requiredTags.map(tagName)));
   // Workers by match key: a key's workers decide every one of these tasks alike.
-  const keys = new MatchKeys(tasks.flatMap((t) => t.requiredTags));
+  const keyOf = keying(tasks.flatMap((t) => t.requiredTags));
   const keyIndex = new Map<string, number>();
   const fitsOfKey: ((c: TaskClassRow) => boolean)[] = [];
   const keyOfWorker = byName.map((w) => {
-    const key = keys.keyOf(w);
+    const key = keyOf(w);
     let k = keyIndex.get(key);
     if (k === undefined) {
       keyIndex.set(key, (k = fitsOfKey.length));

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, toDate } from '../db/arrays.js';
 import { unavailableReason } from './availability.js';
+import { MatchKeys } from './match-keys.js';
 import type { WorkerState } from './snapshot.js';
 
 /** What a worker is, as opposed to what it is doing: kept between operations. */
@@ -46,6 +47,11 @@ export class WorkerSnapshot {
   private shapes = new Map<number, WorkerShape>();
   /** Shapes read in full so far (what the snapshot spares shows as this not growing). */
   shapesRead = 0;
+  /** Match keys for the candidates: every requirement asked about so far in this process (they only grow). */
+  private readonly keys = new MatchKeys();
+  private keysGeneration = 0;
+  /** Per worker shape, its key under `keys` and the generation it was computed in. */
+  private readonly keyOfShape = new WeakMap<WorkerShape, { generation: number; key: string }>();
 
   /** The workers that are not terminated, in name order, with their state now. */
   async load(em: EntityManager, now: Date, freshMs: number): Promise<WorkerState[]> {
@@ -80,6 +86,25 @@ export class WorkerSnapshot {
       });
     }
     return states;
+  }
+
+  /**
+   * Match keys for tasks with these requirements, kept per worker shape between calls: keys under
+   * more requirements than asked are finer, never wrong (equal keys decide every requirement alike),
+   * and keying 10,000 workers is most of a candidates call. Computed again only for shapes that
+   * changed, or when a requirement never seen before arrives.
+   */
+  keying(requiredTags: readonly string[]): (w: WorkerState) => string {
+    if (this.keys.add(requiredTags)) this.keysGeneration++;
+    const generation = this.keysGeneration;
+    return (w) => {
+      const shape = this.shapes.get(w.id);
+      // A state made from another read (or a shape replaced since): key it afresh.
+      if (!shape || shape.providedTags !== w.providedTags || shape.requiredTags !== w.requiredTags || shape.type !== w.type) return this.keys.keyOf(w);
+      let cached = this.keyOfShape.get(shape);
+      if (cached?.generation !== generation) this.keyOfShape.set(shape, (cached = { generation, key: this.keys.keyOf(w) }));
+      return cached.key;
+    };
   }
 
   private async read(em: EntityManager, ids: readonly number[]): Promise<void> {

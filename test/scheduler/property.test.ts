@@ -18,6 +18,7 @@ import { assignNextWork } from '../../src/scheduler/next-work.js';
 import { runPass } from '../../src/scheduler/pass.js';
 import type { PoolTemplate } from '../../src/scheduler/pool-templates.js';
 import { loadWorkerStates, type WorkerState } from '../../src/scheduler/snapshot.js';
+import { WorkerSnapshot } from '../../src/scheduler/worker-snapshot.js';
 import { matchTags } from '../../src/tags/match.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../../src/tags/size-class.js';
 import { computePoolTemplateTags } from '../../src/tags/worker-tags.js';
@@ -197,15 +198,18 @@ describe('the bulk matcher against matchTags, in memory', () => {
   });
 
   it('candidatesOf returns, per request, the workers matchTags accepts (available now, or all)', () => {
+    // One snapshot for all the runs, as in a server process: its keys grow with every run's requirements.
+    const snapshot = new WorkerSnapshot();
     fc.assert(
       fc.property(worldArb, fc.boolean(), (world, availableOnly) => {
         const { workers, requests } = rowsOf(world);
         const states = workers.filter((w) => !w.terminated).map((w, i) => stateOf(w, i + 1));
         const tasks = requests.map((r, i) => ({ id: i + 1, providedTags: r.providedTags, requiredTags: r.requiredTags }));
+        const expected = tasks.map((task) => states.filter((s) => matches(task, s) && (!availableOnly || s.free > 0)).sort(byName).map((s) => s.name));
         const found = candidatesOf(tasks, states, availableOnly);
-        expect(tasks.map((task) => (found.get(task.id) ?? []).map((s) => s.name))).toEqual(
-          tasks.map((task) => states.filter((s) => matches(task, s) && (!availableOnly || s.free > 0)).sort(byName).map((s) => s.name)),
-        );
+        expect(tasks.map((task) => (found.get(task.id) ?? []).map((s) => s.name))).toEqual(expected);
+        const keyed = candidatesOf(tasks, states, availableOnly, (required) => snapshot.keying(required));
+        expect(tasks.map((task) => (keyed.get(task.id) ?? []).map((s) => s.name))).toEqual(expected);
       }),
       { numRuns: PURE_RUNS },
     );
