@@ -61,10 +61,11 @@ const ROWS: Row[] = [
     target: '',
     cell: (r) => (r.old ? `${approx(r.old.pass.extrapolated)}${times(passRate(warmPass(r)) / r.old.pass.perSecond)}` : ''),
   },
-  { label: 'candidates of 1,000 requests (GraphQL), p50', target: '≤ 100 ms', cell: (r) => `${formatMs(r.new.candidates.latency.p50)} (${int(r.new.candidates.averageCandidates)} per request)` },
+  { label: 'candidates of 1,000 requests (GraphQL), first call of the process', target: '', cell: (r) => formatMs(r.new.candidates.firstMs) },
+  { label: 'candidates of 1,000 requests (GraphQL), p50 after it', target: '≤ 100 ms', cell: (r) => `${formatMs(r.new.candidates.latency.p50)} (${int(r.new.candidates.averageCandidates)} per request)` },
   { label: 'old walk: candidates of 1,000 requests', target: '', cell: (r) => (r.old ? `${approx(r.old.candidates.extrapolated)}${formatMs(r.old.candidates.ms)}` : 'skipped') },
   { label: 'candidates: old / new', target: '', cell: (r) => (r.old ? `${approx(r.old.candidates.extrapolated)}${ratio(r.old.candidates.ms, r.new.candidates.latency.p50)}` : '') },
-  { label: 'provisioning demand, 10 pools (GraphQL), p50', target: '≤ 1 s (P=1M)', cell: (r) => formatMs(r.new.demand.latency.p50) },
+  { label: 'provisioning demand, 10 pools (GraphQL), first call / p50 after it', target: '≤ 1 s (P=1M)', cell: (r) => `${formatMs(r.new.demand.firstMs)} / ${formatMs(r.new.demand.latency.p50)}` },
   { label: 'old walk: demand of 10 pools', target: '', cell: (r) => (r.old ? `${approx(r.old.demand.extrapolated)}${formatMs(r.old.demand.ms)}` : 'skipped') },
   { label: 'demand: old / new', target: '', cell: (r) => (r.old ? `${approx(r.old.demand.extrapolated)}${ratio(r.old.demand.ms, r.new.demand.latency.p50)}` : '') },
   { label: 'peak RSS / heap, scheduler process', target: '', cell: (r) => `${mib(r.new.memory.maxRssBytes)} / ${mib(r.new.memory.heapUsedBytes)}` },
@@ -82,7 +83,7 @@ export function markdownTable(results: readonly SizeResult[], o: Pick<StageOptio
   ];
   const notes = [
     '',
-    `Seed ${o.seed}; next work: ${o.calls} calls per round on random workers, each its own committed transaction; GraphQL operations: p50 of ${o.runs} runs;`,
+    `Seed ${o.seed}; next work: ${o.calls} calls per round on random workers, each its own committed transaction; GraphQL operations: p50 of ${o.runs} runs after a first one;`,
     `old walk: each operation within ${formatMs(o.oldCapMs)}, "~" = extrapolated linearly from the part it walked in that time.`,
   ];
   return [...lines, ...notes].join('\n');

@@ -29,7 +29,7 @@ export function candidatesOf(
     return (w) => keys.keyOf(w);
   },
 ): Map<number, WorkerState[]> {
-  const byName = (availableOnly ? workers.filter((w) => w.free > 0) : [...workers]).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const byName = inNameOrder(availableOnly ? workers.filter((w) => w.free > 0) : workers);
   const significant = new Set(workers.flatMap((w) => w.requiredTags.map(tagName)));
   // Workers by match key: a key's workers decide every one of these tasks alike.
   const keyOf = keying(tasks.flatMap((t) => t.requiredTags));
@@ -51,16 +51,36 @@ export function candidatesOf(
     }),
     (x) => classKey(x.cls.requiredTags, x.cls.significantProvidedTags),
   );
+  // Each key's workers, as positions in name order: a list is gathered from the keys that fit, in
+  // time proportional to its length, not to the number of workers.
+  const positionsOfKey: number[][] = fitsOfKey.map(() => []);
+  keyOfWorker.forEach((k, i) => positionsOfKey[k].push(i));
   const out = new Map<number, WorkerState[]>();
   const lists = new Map<string, WorkerState[]>(); // task groups that fit the same keys share one list
   for (const group of taskGroups.values()) {
-    const fits = fitsOfKey.map((fitsClass) => fitsClass(group[0].cls));
-    const which = fits.map(Number).join('');
-    let fitting = lists.get(which);
-    if (!fitting) lists.set(which, (fitting = byName.filter((_, i) => fits[keyOfWorker[i]])));
-    for (const { task } of group) out.set(task.id, fitting);
+    const fitting = fitsOfKey.flatMap((fitsClass, k) => (fitsClass(group[0].cls) ? [k] : []));
+    const which = fitting.join(',');
+    let list = lists.get(which);
+    if (!list) {
+      let size = 0;
+      for (const k of fitting) size += positionsOfKey[k].length;
+      const positions = new Int32Array(size);
+      let at = 0;
+      for (const k of fitting) for (const i of positionsOfKey[k]) positions[at++] = i;
+      positions.sort();
+      list = Array.from(positions, (i) => byName[i]);
+      lists.set(which, list);
+    }
+    for (const { task } of group) out.set(task.id, list);
   }
   return out;
+}
+
+/** The workers in name order (code unit order): as given when they already are (the snapshot reads them so), else sorted. */
+function inNameOrder(workers: readonly WorkerState[]): readonly WorkerState[] {
+  let sorted = true;
+  for (let i = 1; i < workers.length && sorted; i++) sorted = workers[i - 1].name < workers[i].name;
+  return sorted ? workers : [...workers].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /** Loads the tags of many work requests in one statement. */

@@ -28,7 +28,7 @@ const STATE_SQL = `
       select worker_id, count(*) as active from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id
     ) a on a.worker_id = w.id
    where w.terminated_at is null
-   order by w.name`;
+   order by w.name collate "C"`;
 
 // The shapes of the workers this process has not seen, or has seen at an older version. Tag arrays
 // travel as JSON, which the driver parses natively; its text[] parser is four times slower.
