@@ -31,15 +31,35 @@ export abstract class AppError extends Error {
 
 /** The input is wrong; `path` names the field (e.g. `input.taskData.host_architecture`), `tag` the tag at fault. */
 export class InputError extends AppError {
+  /** Every problem found in the input, this one first: a client can fix them all in one go. */
+  readonly problems: readonly InputProblem[];
+
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly path: string | null = null,
     readonly tag: string | null = null,
+    more: readonly InputProblem[] = [],
   ) {
     super(message);
     this.name = 'InputError';
+    this.problems = [{ code, message, path, tag }, ...more];
   }
+
+  /** One error for several problems (at least one), the first of them its own code, message, path and tag. */
+  static of(problems: readonly InputProblem[]): InputError {
+    const [first, ...rest] = problems;
+    if (!first) throw new Error('InputError.of needs at least one problem');
+    return new InputError(first.code, first.message, first.path, first.tag, rest);
+  }
+}
+
+/** One problem of an input. */
+export interface InputProblem {
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly path: string | null;
+  readonly tag: string | null;
 }
 
 /** Something named in the input does not exist (or the viewer may not see it, which looks the same). */

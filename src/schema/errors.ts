@@ -5,6 +5,7 @@ import {
   ERROR_CODES,
   ForbiddenError,
   InputError,
+  type InputProblem,
   InvalidStateError,
   NotFoundError,
   UnauthenticatedError,
@@ -21,6 +22,16 @@ export const ErrorInterface = builder.interfaceRef<AppError>('Error').implement(
   }),
 });
 
+const InputProblemRef = builder.objectRef<InputProblem>('InputProblem').implement({
+  description: 'One problem of an input',
+  fields: (t) => ({
+    code: t.field({ type: ErrorCode, resolve: (p) => p.code }),
+    message: t.exposeString('message'),
+    path: t.exposeString('path', { nullable: true }),
+    tag: t.exposeString('tag', { nullable: true }),
+  }),
+});
+
 builder.objectType(InputError, {
   name: 'InputError',
   interfaces: [ErrorInterface],
@@ -28,6 +39,11 @@ builder.objectType(InputError, {
   fields: (t) => ({
     path: t.exposeString('path', { nullable: true, description: 'The input field at fault, e.g. input.providedTags[2]' }),
     tag: t.exposeString('tag', { nullable: true, description: 'The tag at fault, when there is one' }),
+    problems: t.field({
+      type: [InputProblemRef],
+      description: 'Every problem found, this error first (the others too, so that all can be fixed at once)',
+      resolve: (e) => [...e.problems],
+    }),
   }),
 });
 builder.objectType(NotFoundError, {

@@ -24,10 +24,9 @@ export function checkTags(tags: readonly string[], side: TagSide, path: string, 
   if (tags.length > maxTags) {
     throw new InputError(ERROR_CODES.TOO_MANY_TAGS, `${path}: at most ${maxTags} tags are accepted, got ${tags.length}`, path);
   }
-  const [first] = validateTagList(tags, side);
-  if (first) {
-    const index = tags.indexOf(first.tag);
-    throw new InputError(ERROR_CODES.INVALID_TAG, first.message, `${path}[${index}]`, first.tag);
+  const refused = validateTagList(tags, side);
+  if (refused.length) {
+    throw InputError.of(refused.map((r) => ({ code: ERROR_CODES.INVALID_TAG, message: r.message, path: `${path}[${tags.indexOf(r.tag)}]`, tag: r.tag })));
   }
 }
 

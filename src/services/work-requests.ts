@@ -37,10 +37,9 @@ export interface WorkRequestDeps {
 
 const TERMINAL = ['COMPLETED', 'ABORTED'] as const;
 
-function analysisErrorToInput(e: AnalysisError): InputError {
-  const code = ERROR_CODES[e.code];
-  const path = e.path ? `input.${e.path}` : 'input';
-  return new InputError(code, e.message, path, e.tag ?? null);
+/** All the problems of an analysis, as one typed error (the first is its own code and message). */
+function analysisErrorToInput(...errors: AnalysisError[]): InputError {
+  return InputError.of(errors.map((e) => ({ code: ERROR_CODES[e.code], message: e.message, path: e.path ? `input.${e.path}` : 'input', tag: e.tag ?? null })));
 }
 
 function parseId(raw: string | number, path: string): number {
@@ -105,7 +104,7 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     userProvidedTags: providedTags,
     userRequiredTags: requiredTags,
   });
-  if (!probe.ok) throw analysisErrorToInput(probe.errors[0]);
+  if (!probe.ok) throw analysisErrorToInput(...probe.errors);
 
   const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `input.dependsOn[${i}]`)))];
   const wr = await em.transactional(async (tx) => {

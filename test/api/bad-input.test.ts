@@ -265,3 +265,38 @@ describe('other limits', () => {
     expect(await snapshot(t)).toEqual(before);
   });
 });
+
+describe('every problem of an input at once', () => {
+  const PROBLEMS = `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) {
+    __typename ... on InputError { code path tag problems { code path tag message } } } }`;
+  async function problemsOf(change: Json): Promise<Json> {
+    const before = await snapshot(t);
+    const data = await ok(t, PROBLEMS, { i: { ...sbuild('bad/main'), ...change } }, alice);
+    expect(await snapshot(t)).toEqual(before);
+    return data.createWorkRequest;
+  }
+
+  it('two malformed tags: both, in order, each with its path; the error itself is the first', async () => {
+    const r = await problemsOf({ requiredTags: ['bad tag', 'site:ok', 'worker:cpu-count=4'] });
+    expect(r).toMatchObject({ __typename: 'InputError', code: 'INVALID_TAG', path: 'input.requiredTags[0]', tag: 'bad tag' });
+    expect(r.problems.map((p: Json) => [p.code, p.path, p.tag])).toEqual([
+      ['INVALID_TAG', 'input.requiredTags[0]', 'bad tag'],
+      ['INVALID_TAG', 'input.requiredTags[2]', 'worker:cpu-count=4'],
+    ]);
+    for (const p of r.problems) expect(p.message.length).toBeGreaterThan(10);
+  });
+
+  it('two tags the user may not provide: both', async () => {
+    const r = await problemsOf({ providedTags: ['site:gpu', 'task:scope:debian'] });
+    expect(r.problems.map((p: Json) => [p.code, p.path, p.tag])).toEqual([
+      ['TAG_NOT_ALLOWED', 'input.providedTags[0]', 'site:gpu'],
+      ['TAG_NOT_ALLOWED', 'input.providedTags[1]', 'task:scope:debian'],
+    ]);
+  });
+
+  it('one problem: the list holds the error itself', async () => {
+    const r = await problemsOf({ taskName: 'sbuild2' });
+    expect(r.problems).toEqual([{ code: 'UNKNOWN_TASK', path: r.path, tag: null, message: expect.any(String) }]);
+    expect(r.path).toBe('input.taskName');
+  });
+});
