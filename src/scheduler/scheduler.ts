@@ -24,7 +24,7 @@ export interface Scheduler {
    * Places a request that just became PENDING on a free worker at once, if there is one (place.ts),
    * before its change is published; the passes that change triggers then find nothing to do.
    */
-  placeNew(request: { id: number; classId: number }): Promise<void>;
+  placeNew(request: { id: number; classId: number }): Promise<Assignment[]>;
   /** Runs one full pass now. */
   runPass(): Promise<Assignment[]>;
   /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
@@ -56,7 +56,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       events.publish('workRequestChanged', { id: a.workRequestId, workspaceId: a.workspaceId, status: 'ASSIGNED' });
     }
   };
-  const placing = new Set<Promise<void>>();
+  const placing = new Set<Promise<Assignment[]>>();
 
   async function pass(): Promise<Assignment[]> {
     // Most triggers (a worker connecting, work starting or finishing) come when nothing waits: one
@@ -112,17 +112,27 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       return assignment;
     },
     async placeNew(request) {
-      if (stopped || !config.schedulerAutomatic) return;
+      if (stopped || !config.schedulerAutomatic) return [];
       const placed = orm.em
         .fork()
         .transactional((tx) => placeRequest(tx, classes, config, request, new Date()))
-        .then(publish, (err: unknown) => {
-          log.error({ err, workRequestId: request.id }, 'placing a new request failed');
-          this.trigger('new-pending'); // the pass will place it
-        });
+        .then(
+          (assignments) => {
+            publish(assignments);
+            return assignments;
+          },
+          (err: unknown) => {
+            log.error({ err, workRequestId: request.id }, 'placing a new request failed');
+            this.trigger('new-pending'); // the pass will place it
+            return [];
+          },
+        );
       placing.add(placed);
-      await placed;
-      placing.delete(placed);
+      try {
+        return await placed;
+      } finally {
+        placing.delete(placed);
+      }
     },
     runPass: pass,
     sweepLeases: sweep,

@@ -57,11 +57,11 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config
   }
   if (input.specifications != null) pool.specifications = parseInput(specificationsSchema, input.specifications, 'input.specifications');
   if (input.providedTags != null) {
-    checkTags(input.providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet);
+    checkTags([input.providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet]);
     pool.providedTags = input.providedTags;
   }
   if (input.requiredTags != null) {
-    checkTags(input.requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet);
+    checkTags([input.requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
     pool.requiredTags = input.requiredTags;
   }
   const limits = parseInput(limitsSchema, input, 'input');

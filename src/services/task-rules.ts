@@ -39,8 +39,7 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
   }
   const providedTags = input.providedTags ?? [];
   const requiredTags = input.requiredTags ?? [];
-  checkTags(providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet);
-  checkTags(requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet);
+  checkTags([providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet], [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
   if (!providedTags.length && !requiredTags.length) {
     throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
   }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { validateTagList } from '../tags/syntax.js';
 import type { TagSide } from '../tags/types.js';
-import { ERROR_CODES, InputError } from '../errors.js';
+import { ERROR_CODES, InputError, type InputProblem } from '../errors.js';
 
 /** Names of scopes, workspaces, groups, pools, workers and rules: no spaces, no slashes. */
 export const nameSchema = z
@@ -19,15 +19,18 @@ export function parseInput<T>(schema: z.ZodType<T>, value: unknown, path: string
   throw new InputError(ERROR_CODES.INVALID_INPUT, `${where}: ${issue.message}`, where);
 }
 
-/** Checks a list of tags from a client: their number and their syntax. Nothing about provenance. */
-export function checkTags(tags: readonly string[], side: TagSide, path: string, maxTags: number): void {
+/** Checks lists of tags from a client, all of them at once: their number and their syntax. Nothing about provenance. */
+export function checkTags(...sets: [tags: readonly string[], side: TagSide, path: string, maxTags: number][]): void {
+  const problems = sets.flatMap(([tags, side, path, maxTags]) => tagProblems(tags, side, path, maxTags));
+  if (problems.length) throw InputError.of(problems);
+}
+
+/** What is wrong with one list of tags: too many of them, or each tag that breaks the syntax. */
+function tagProblems(tags: readonly string[], side: TagSide, path: string, maxTags: number): InputProblem[] {
   if (tags.length > maxTags) {
-    throw new InputError(ERROR_CODES.TOO_MANY_TAGS, `${path}: at most ${maxTags} tags are accepted, got ${tags.length}`, path);
+    return [{ code: ERROR_CODES.TOO_MANY_TAGS, message: `${path}: at most ${maxTags} tags are accepted, got ${tags.length}`, path, tag: null }];
   }
-  const refused = validateTagList(tags, side);
-  if (refused.length) {
-    throw InputError.of(refused.map((r) => ({ code: ERROR_CODES.INVALID_TAG, message: r.message, path: `${path}[${tags.indexOf(r.tag)}]`, tag: r.tag })));
-  }
+  return validateTagList(tags, side).map((r) => ({ code: ERROR_CODES.INVALID_TAG, message: r.message, path: `${path}[${tags.indexOf(r.tag)}]`, tag: r.tag }));
 }
 
 /** Splits `scope/name` (the way workspaces are written in inputs). */

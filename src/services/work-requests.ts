@@ -79,8 +79,7 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
   }
   const providedTags = input.providedTags ?? [];
   const requiredTags = input.requiredTags ?? [];
-  checkTags(providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet);
-  checkTags(requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet);
+  checkTags([providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet], [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
   const priorityBase = parseInput(z.number().int().min(-1_000_000).max(1_000_000), input.priorityBase ?? 0, 'input.priorityBase');
   const priorityAdjustment = parseInput(z.number().int().min(-1_000_000).max(1_000_000), input.priorityAdjustment ?? 0, 'input.priorityAdjustment');
   if (priorityAdjustment > 0 && !isAdmin(viewer)) throw new ForbiddenError('only admins may raise a priority (positive priorityAdjustment)');
@@ -140,7 +139,10 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     return created;
   });
   // Placed first, so that the passes its change triggers (here and in other processes) find it taken.
-  if (wr.status === 'PENDING' && wr.classId !== undefined && wr.classId !== null) await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId });
+  if (wr.status === 'PENDING' && wr.classId != null) {
+    const placed = await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId });
+    if (placed.some((a) => a.workRequestId === wr.id)) await em.refresh(wr); // answer with what it is now: ASSIGNED
+  }
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: workspace.id });
   return wr;
 }

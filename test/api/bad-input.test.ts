@@ -286,6 +286,14 @@ describe('every problem of an input at once', () => {
     for (const p of r.problems) expect(p.message.length).toBeGreaterThan(10);
   });
 
+  it('malformed tags in both lists: all of them, provided first', async () => {
+    const r = await problemsOf({ providedTags: ['', 'site:ok'], requiredTags: ['bad tag'] });
+    expect(r.problems.map((p: Json) => [p.code, p.path])).toEqual([
+      ['INVALID_TAG', 'input.providedTags[0]'],
+      ['INVALID_TAG', 'input.requiredTags[0]'],
+    ]);
+  });
+
   it('two tags the user may not provide: both', async () => {
     const r = await problemsOf({ providedTags: ['site:gpu', 'task:scope:debian'] });
     expect(r.problems.map((p: Json) => [p.code, p.path, p.tag])).toEqual([

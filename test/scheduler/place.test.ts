@@ -45,8 +45,14 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
   it('goes to an idle worker that may run it, and not to one that may not', async () => {
     await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
     await worker('place-amd', 'amd64');
-    const id = await sbuild('amd64');
-    expect(await stateOf(id)).toEqual({ status: 'ASSIGNED', worker: 'place-amd' });
+    const created = await t.gql(
+      `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "sbuild", taskData: { source_package: "hello", host_architecture: "amd64" } }) { ... on WorkRequest { id status worker { name } } } }`,
+    );
+    // The answer says what the request is once the mutation returns: already assigned.
+    expect(created.data!.createWorkRequest).toMatchObject({ status: 'ASSIGNED', worker: { name: 'place-amd' } });
+    expect(await stateOf(created.data!.createWorkRequest.id)).toEqual({ status: 'ASSIGNED', worker: 'place-amd' });
+    const id = await sbuild('amd64'); // concurrency 1: the next one waits
+    expect(await stateOf(id)).toEqual({ status: 'PENDING', worker: null });
     // No worker builds for s390x: it waits, and nothing else changed.
     const other = await sbuild('s390x');
     expect(await stateOf(other)).toEqual({ status: 'PENDING', worker: null });
