@@ -19,16 +19,18 @@ interface WorkerShape {
 
 // What changes all the time (connection, heartbeats, load), read for every worker each time; with the
 // version of its shape, which PostgreSQL raises whenever the shape changes (migration worker_shape).
+// Times as epoch milliseconds: for 10,000 workers, numbers are much cheaper to read than timestamps.
+// No ORDER BY: the rows are put in name order from the shapes kept here.
 const STATE_SQL = `
   select w.id, w.shape_version::text as version, w.enabled, w.draining, w.shutting_down,
-         w.connected_at, w.last_seen_at, w.last_completed_at, coalesce(a.active, 0)::int as active
+         (extract(epoch from w.connected_at) * 1000)::float8 as connected_ms, (extract(epoch from w.last_seen_at) * 1000)::float8 as last_seen_ms,
+         (extract(epoch from w.last_completed_at) * 1000)::float8 as last_completed_ms, coalesce(a.active, 0)::int as active
     from worker w
     left join (
       -- Only the work held now (the partial index work_request_active_worker), never the history.
       select worker_id, count(*) as active from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id
     ) a on a.worker_id = w.id
-   where w.terminated_at is null
-   order by w.name collate "C"`;
+   where w.terminated_at is null`;
 
 // The shapes of the workers this process has not seen, or has seen at an older version. Tag arrays
 // travel as JSON, which the driver parses natively; its text[] parser is four times slower.
@@ -56,18 +58,25 @@ export class WorkerSnapshot {
   /** The workers that are not terminated, in name order, with their state now. */
   async load(em: EntityManager, now: Date, freshMs: number): Promise<WorkerState[]> {
     const rows = await em.execute<
-      { id: number; version: string; enabled: boolean; draining: boolean; shutting_down: boolean; connected_at: string | null; last_seen_at: string | null; last_completed_at: string | null; active: number }[]
+      { id: number; version: string; enabled: boolean; draining: boolean; shutting_down: boolean; connected_ms: number | null; last_seen_ms: number | null; last_completed_ms: number | null; active: number }[]
     >(STATE_SQL);
     const outdated = rows.filter((r) => this.shapes.get(r.id)?.version !== r.version).map((r) => r.id);
     if (outdated.length) await this.read(em, outdated);
     if (this.shapes.size > rows.length) this.forgetAllBut(rows.map((r) => r.id)); // terminated or removed
-
     const states: WorkerState[] = [];
     for (const r of rows) {
       const s = this.shapes.get(r.id);
       if (!s) continue; // removed between the two statements
       const unavailable = unavailableReason(
-        { type: s.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: null, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at },
+        {
+          type: s.type,
+          enabled: r.enabled,
+          draining: r.draining,
+          shuttingDown: r.shutting_down,
+          terminatedAt: null,
+          connectedAt: r.connected_ms === null ? null : new Date(r.connected_ms),
+          lastSeenAt: r.last_seen_ms === null ? null : new Date(r.last_seen_ms),
+        },
         now,
         freshMs,
       );
@@ -82,10 +91,11 @@ export class WorkerSnapshot {
         active: r.active,
         unavailable,
         free: unavailable ? 0 : Math.max(0, s.concurrency - r.active),
-        idleSince: toDate(r.last_completed_at) ?? s.instanceCreatedAt ?? s.registeredAt,
+        idleSince: r.last_completed_ms === null ? (s.instanceCreatedAt ?? s.registeredAt) : new Date(r.last_completed_ms),
       });
     }
-    return states;
+    // Name order (code unit order, as everywhere in the bulk questions); names are unique.
+    return states.sort((a, b) => (a.name < b.name ? -1 : 1));
   }
 
   /**
