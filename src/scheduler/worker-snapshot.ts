@@ -5,17 +5,11 @@ import { MatchKeys } from './match-keys.js';
 import type { WorkerState } from './snapshot.js';
 
 /** What a worker is, as opposed to what it is doing: kept between operations. */
-interface WorkerShape {
+type WorkerShape = Pick<WorkerState, 'name' | 'type' | 'poolId' | 'providedTags' | 'requiredTags' | 'concurrency'> & {
   readonly version: string;
-  readonly name: string;
-  readonly type: string;
-  readonly poolId: number | null;
-  readonly providedTags: readonly string[];
-  readonly requiredTags: readonly string[];
-  readonly concurrency: number;
   readonly registeredAt: Date;
   readonly instanceCreatedAt: Date | null;
-}
+};
 
 // What changes all the time (connection, heartbeats, load), read for every worker each time; with the
 // version of its shape, which PostgreSQL raises whenever the shape changes (migration worker_shape).

@@ -1,19 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
+import { AMD64_METADATA } from '../helpers/fixtures.js';
 
 // Automatic scheduling on, but no pass can run during a test (the debounce and the interval are an
 // hour, and app.start() is never called): whatever is assigned here was placed by createWorkRequest.
 const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
 
-const META = (arch: string, memoryGib = 8) => ({
-  architectures: [arch],
-  cpuCount: 4,
-  totalPhysicalMemory: memoryGib * 1024 ** 3,
-  diskFree: 60 * 1024 ** 3,
-  executors: ['unshare'],
-  tools: ['sbuild'],
-  tasks: [{ type: 'worker', name: 'sbuild', version: 1 }],
-});
+const META = (arch: string, memoryGib = 8) => ({ ...AMD64_METADATA, architectures: [arch], totalPhysicalMemory: memoryGib * 1024 ** 3 });
 
 async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[] } = {}): Promise<string> {
   const reg = await t.gql(

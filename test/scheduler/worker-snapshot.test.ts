@@ -2,19 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { loadWorkerStates } from '../../src/scheduler/snapshot.js';
 import { WorkerSnapshot } from '../../src/scheduler/worker-snapshot.js';
 import { useTestApp } from '../helpers/app.js';
-import { ok } from '../helpers/fixtures.js';
+import { AMD64_METADATA, ok } from '../helpers/fixtures.js';
 
 const t = useTestApp();
 
-const META = (arch: string, extra: Record<string, unknown> = {}) => ({
-  architectures: [arch],
-  cpuCount: 4,
-  totalPhysicalMemory: 8 * 1024 ** 3,
-  diskFree: 60 * 1024 ** 3,
-  executors: ['unshare'],
-  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
-  ...extra,
-});
+const META = (arch: string, extra: Record<string, unknown> = {}) => ({ ...AMD64_METADATA, architectures: [arch], ...extra });
 
 async function register(name: string, arch: string): Promise<string> {
   const data = await ok(t, `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name });
