@@ -49,19 +49,27 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
   }
 }
 
-async function* workRequestChanges(ctx: Context, closed: Promise<void>, id: number | null, workspace: string | null): AsyncGenerator<WorkRequest> {
-  const filter = workspace ? splitWorkspaceName(workspace, 'workspace') : null;
-  const stream = endedBy(closed, ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator]());
+/**
+ * The events that `wanted` keeps, each reloaded by `load` in a fresh session (renewed
+ * before the load and dropped once the event is sent: an idle subscription holds none) and sent
+ * unless `load` finds nothing to send.
+ */
+async function* reloadedEvents<P, T>(
+  ctx: Context,
+  closed: Promise<void>,
+  events: AsyncIterable<P>,
+  wanted: (payload: P) => boolean,
+  load: (payload: P) => Promise<T | null>,
+): AsyncGenerator<T> {
+  const stream = endedBy(closed, events[Symbol.asyncIterator]());
   try {
     for (;;) {
       const next = await stream.next();
       if (next.done) return;
-      if (id !== null && next.value.id !== id) continue;
+      if (!wanted(next.value)) continue;
       ctx.renew();
-      const wr = await ctx.em.findOne(WorkRequestSchema, { id: next.value.id }, { populate: ['workspace', 'workspace.scope'] });
-      const wanted = wr !== null && (!filter || (wr.workspace.name === filter.name && wr.workspace.scope.name === filter.scope));
-      // The visibility rules of DESIGN §8, per event.
-      if (wanted && (await canSeeWorkRequest(ctx.em, ctx.viewer, wr))) yield wr;
+      const value = await load(next.value);
+      if (value !== null) yield value;
       ctx.renew();
     }
   } finally {
@@ -69,21 +77,23 @@ async function* workRequestChanges(ctx: Context, closed: Promise<void>, id: numb
   }
 }
 
-async function* workerChanges(ctx: Context, closed: Promise<void>, name: string | null): AsyncGenerator<Worker> {
-  const stream = endedBy(closed, ctx.events.subscribe('workerChanged')[Symbol.asyncIterator]());
-  try {
-    for (;;) {
-      const next = await stream.next();
-      if (next.done) return;
-      if (name !== null && next.value.name !== name) continue;
-      ctx.renew();
-      const worker = await ctx.em.findOne(WorkerSchema, { id: next.value.id });
-      if (worker) yield worker;
-      ctx.renew();
-    }
-  } finally {
-    await stream.return?.();
-  }
+function workRequestChanges(ctx: Context, closed: Promise<void>, id: number | null, workspace: string | null): AsyncGenerator<WorkRequest> {
+  const filter = workspace ? splitWorkspaceName(workspace, 'workspace') : null;
+  return reloadedEvents(
+    ctx,
+    closed,
+    ctx.events.subscribe('workRequestChanged'),
+    (e) => id === null || e.id === id,
+    async (e) => {
+      const wr = await ctx.em.findOne(WorkRequestSchema, { id: e.id }, { populate: ['workspace', 'workspace.scope'] });
+      if (!wr || (filter && (wr.workspace.name !== filter.name || wr.workspace.scope.name !== filter.scope))) return null;
+      return (await canSeeWorkRequest(ctx.em, ctx.viewer, wr)) ? wr : null; // the visibility rules of DESIGN §8, per event
+    },
+  );
+}
+
+function workerChanges(ctx: Context, closed: Promise<void>, name: string | null): AsyncGenerator<Worker> {
+  return reloadedEvents(ctx, closed, ctx.events.subscribe('workerChanged'), (e) => name === null || e.name === name, (e) => ctx.em.findOne(WorkerSchema, { id: e.id }));
 }
 
 /**
