@@ -3,19 +3,35 @@ import type { Config } from './config.js';
 import type { Events } from './events.js';
 import type { Loaders } from './loaders.js';
 import type { Logger } from './log.js';
+import type { LifecycleRecorder } from './metrics/recorder.js';
 import type { Scheduler } from './scheduler/scheduler.js';
 import type { Viewer } from './services/auth.js';
 import type { SecretBox } from './services/secrets.js';
 
+/** The WebSocket an operation came over: its token is checked again before each event it is sent. */
+export interface ConnectionHandle {
+  /** The token the connection authenticated with (null: anonymous). */
+  readonly tokenId: number | null;
+  /** Whether that token may still be used (one statement per event for all the subscribers of the process). */
+  stillValid(): Promise<boolean>;
+  /** Closes the connection because its token was refused (4401). */
+  refuse(reason: string): void;
+}
+
 /**
- * What every resolver gets: its own EntityManager fork, the viewer, and the process-wide services.
- * The fork and the loaders are made on first use; renew() drops them, so that the next use gets new
- * ones: a subscription renews before each event it sends (fresh data, no stale loader cache) and
- * after it (an idle subscription holds no database session state).
+ * What every resolver gets: an EntityManager fork, the viewer, and the process-wide services.
+ * The fork and the loaders are made on first use; renew() drops them. A subscription calls
+ * enterEvent(payload) before it handles an event: it then reads in that event's session, shared by
+ * every subscriber of the process (context-factory.ts), and renew() once the event is sent (an idle
+ * subscription holds no database session state).
  */
 export interface Context {
   readonly em: EntityManager;
   renew(): void;
+  /** Takes the session of this event (its payload object), opened by the first subscriber that handles it. */
+  enterEvent(event: object): void;
+  /** `compute()` once per session: an event's object loaded once for all the subscribers that share it. */
+  shared<T>(name: string, compute: () => Promise<T>): Promise<T>;
   readonly viewer: Viewer;
   readonly config: Config;
   readonly secrets: SecretBox;
@@ -23,4 +39,8 @@ export interface Context {
   readonly log: Logger;
   readonly loaders: Loaders;
   readonly scheduler: Scheduler;
+  /** The WebSocket of a subscription (null over HTTP). */
+  readonly connection: ConnectionHandle | null;
+  /** This process's metrics of the work lifecycle. */
+  readonly metrics: LifecycleRecorder;
 }

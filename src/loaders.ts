@@ -1,8 +1,11 @@
+import type { EntityName, FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import DataLoader from 'dataloader';
 import type { Config } from './config.js';
-import { intArray } from './db/arrays.js';
+import { intArray, textArray } from './db/arrays.js';
+import { InstanceSchema, type Instance } from './entities/instance.js';
 import { candidatesOf, loadTaskTags } from './scheduler/candidates.js';
+import { monthRuntimeByPool } from './scheduler/pool-runtime.js';
 import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
 import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
 import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
@@ -11,14 +14,24 @@ import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
 export interface Loaders {
   /** Number of ASSIGNED or RUNNING work requests per worker id. */
   readonly activeWorkCount: DataLoader<number, number>;
-  /** The ids a work request depends on, per work request id. */
-  readonly dependencyIds: DataLoader<number, number[]>;
   /** Every active worker with its load, read once per operation. */
   workerStates(): Promise<WorkerState[]>;
   /** The enabled pools with their template tags, read once per operation. */
   poolTemplates(): Promise<PoolTemplate[]>;
+  /** Each pool's runtime this month, in seconds, by pool id (read once per operation). */
+  monthRuntimes(): Promise<Map<number, number>>;
+  /**
+   * Each pool's instances, newest first: `size` of them at most, in `states` when given, older than
+   * the instance `olderThan` when given; per pool id, one statement for all the pools of a list.
+   */
+  instancePage(page: { states: readonly string[] | null; size: number; olderThan: number | null }): DataLoader<number, Instance[]>;
   /** The candidate workers per work request id (all matching, or only those with a free slot now). */
   candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
+  /**
+   * Objects of the schema by id, the same whoever asks: the loadable refs load through these, so that
+   * the subscribers of one event, whatever their viewers, share one statement per kind of object.
+   */
+  byId<T extends { id: number }>(entity: EntityName<T>, populate?: readonly string[]): DataLoader<number, T | null>;
 }
 
 /** Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers' shapes. */
@@ -27,7 +40,43 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
   const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, snapshot));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
   let templates: Promise<PoolTemplate[]> | null = null;
+  const byIdLoaders = new Map<unknown, DataLoader<number, unknown>>();
+  let runtimes: Promise<Map<number, number>> | null = null;
+  const instancePages = new Map<string, DataLoader<number, Instance[]>>();
   return {
+    byId<T extends { id: number }>(entity: EntityName<T>, populate: readonly string[] = []) {
+      let loader = byIdLoaders.get(entity) as DataLoader<number, T | null> | undefined;
+      if (!loader) {
+        loader = new DataLoader<number, T | null>(async (ids) => {
+          const rows = (await em.find(entity, { id: { $in: [...ids] } } as unknown as FilterQuery<T>, { populate: populate as never })) as T[];
+          const found = new Map(rows.map((r) => [r.id, r]));
+          return ids.map((id) => found.get(id) ?? null);
+        });
+        byIdLoaders.set(entity, loader as DataLoader<number, unknown>);
+      }
+      return loader;
+    },
+    instancePage(page) {
+      const key = JSON.stringify(page);
+      let loader = instancePages.get(key);
+      if (!loader) {
+        loader = new DataLoader(async (poolIds) => {
+          const rows = await em.execute<{ id: number }[]>(
+            `select id from (
+               select i.id, row_number() over (partition by i.pool_id order by i.id desc) as n
+                 from instance i
+                where i.pool_id = any(?::int[]) and (?::text[] is null or i.state = any(?::text[])) and (?::int is null or i.id < ?::int)
+             ) x where n <= ?`,
+            [intArray(poolIds), page.states && textArray(page.states), page.states && textArray(page.states), page.olderThan, page.olderThan, page.size],
+          );
+          const found = rows.length ? await em.find(InstanceSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { id: 'desc' } }) : [];
+          return poolIds.map((id) => found.filter((i) => i.pool.id === id));
+        });
+        instancePages.set(key, loader);
+      }
+      return loader;
+    },
+    monthRuntimes: () => (runtimes ??= monthRuntimeByPool(em)),
     workerStates,
     poolTemplates: () => (templates ??= loadPoolTemplates(em, config)),
     candidates(availableOnly) {
@@ -50,13 +99,6 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       );
       const byId = new Map(rows.map((r) => [r.worker_id, r.n]));
       return ids.map((id) => byId.get(id) ?? 0);
-    }),
-    dependencyIds: new DataLoader(async (ids) => {
-      const rows = await em.execute<{ work_request_id: number; depends_on_id: number }[]>(
-        'select work_request_id, depends_on_id from work_request_dependency where work_request_id = any(?::int[]) order by depends_on_id',
-        [intArray(ids)],
-      );
-      return ids.map((id) => rows.filter((r) => r.work_request_id === id).map((r) => r.depends_on_id));
     }),
   };
 }

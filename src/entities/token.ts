@@ -22,6 +22,10 @@ export const TokenSchema = defineEntity({
     enabled: p.boolean().default(true),
     createdAt: p.datetime().onCreate(() => new Date()),
     usedAt: p.datetime().nullable(),
+    /** After this instant the token is refused (null: it does not expire). */
+    expiresAt: p.datetime().nullable(),
+    /** When it was revoked (by revokeToken, a rotation, or a new TAGSCHED_ADMIN_TOKEN); a revoked token is refused. */
+    revokedAt: p.datetime().nullable(),
   },
 });
 export type Token = InferEntity<typeof TokenSchema>;

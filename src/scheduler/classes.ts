@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { ADVISORY_LOCKS } from '../db/advisory-locks.js';
 import { intArray, textArray } from '../db/arrays.js';
 
-const CLASSIFY_LOCK = 72707371; // shared while classifying, exclusive while the significant set grows
-const CREATE_LOCK = 72707373; // held from creating a class to commit, so that class ids become visible in id order
+const CLASSIFY_LOCK = ADVISORY_LOCKS.CLASSIFY;
+const CREATE_LOCK = ADVISORY_LOCKS.CREATE_CLASS;
 
 /** The name of a tag, without `=N` or `>=N`. */
 export function tagName(tag: string): string {
@@ -14,6 +16,11 @@ export function tagName(tag: string): string {
 export function classKey(required: readonly string[], significantProvided: readonly string[]): string {
   const sort = (a: readonly string[]) => [...new Set(a)].sort();
   return `${sort(required).join(' ')}|${sort(significantProvided).join(' ')}`;
+}
+
+/** What makes a class unique in the database: the SHA-256 of its key, in hex (the key itself can be too long to index). */
+export function classKeyHash(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
 /** The tags of one work request, as the classifier reads them. */
@@ -40,7 +47,11 @@ export async function classIdsFor(em: EntityManager, items: readonly Classifiabl
     return { key: classKey(required, sig), required, sig };
   });
   const distinct = [...new Map(keyed.map((k) => [k.key, k])).values()];
-  const select = (keys: string[]) => em.execute<{ id: number; key: string }[]>('select id, key from task_class where key = any(?::text[])', [textArray(keys)]);
+  const select = async (keys: string[]) => {
+    const wanted = new Set(keys);
+    const rows = await em.execute<{ id: number; key: string }[]>('select id, key from task_class where key_hash = any(?::text[])', [textArray(keys.map(classKeyHash))]);
+    return rows.filter((c) => wanted.has(c.key));
+  };
   const idOf = new Map((await select(distinct.map((d) => d.key))).map((c) => [c.key, c.id]));
   const missing = distinct.filter((d) => !idOf.has(d.key));
   if (missing.length) {
@@ -48,11 +59,16 @@ export async function classIdsFor(em: EntityManager, items: readonly Classifiabl
     // after one with a higher id would be missed for good. Creators take turns, each until its commit.
     await em.execute('select pg_advisory_xact_lock(?)', [CREATE_LOCK]);
     await em.execute(
-      `insert into task_class (key, required_tags, significant_provided_tags, created_at)
-       select k, string_to_array(r, ' '), string_to_array(s, ' '), now()
-         from unnest(?::text[], ?::text[], ?::text[]) as v(k, r, s)
-       on conflict (key) do nothing`,
-      [textArray(missing.map((d) => d.key)), textArray(missing.map((d) => d.required.join(' '))), textArray(missing.map((d) => d.sig.join(' ')))],
+      `insert into task_class (key, key_hash, required_tags, significant_provided_tags, created_at)
+       select k, h, string_to_array(r, ' '), string_to_array(s, ' '), now()
+         from unnest(?::text[], ?::text[], ?::text[], ?::text[]) as v(k, h, r, s)
+       on conflict (key_hash) do nothing`,
+      [
+        textArray(missing.map((d) => d.key)),
+        textArray(missing.map((d) => classKeyHash(d.key))),
+        textArray(missing.map((d) => d.required.join(' '))),
+        textArray(missing.map((d) => d.sig.join(' '))),
+      ],
     );
     for (const c of await select(missing.map((d) => d.key))) idOf.set(c.key, c.id);
   }

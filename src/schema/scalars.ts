@@ -1,5 +1,6 @@
 import { GraphQLError, Kind } from 'graphql';
 import { builder } from '../builder.js';
+import { MAX_INPUT_DEPTH } from '../services/validate.js';
 
 builder.scalarType('DateTime', {
   description: 'An instant, as an ISO 8601 string in UTC',
@@ -15,7 +16,9 @@ builder.scalarType('JSON', {
   description: 'Any JSON value',
   serialize: (value) => value,
   parseValue: (value) => value,
-  parseLiteral: function parse(ast): unknown {
+  parseLiteral: function parse(ast, _variables, depth = 0): unknown {
+    // Bounded here, before recursing: the arguments' check (input-guard.ts) sees the value only once parsed.
+    if (depth > MAX_INPUT_DEPTH) throw new GraphQLError(`JSON literals may be nested at most ${MAX_INPUT_DEPTH} levels deep`, { extensions: { code: 'INVALID_INPUT' } });
     switch (ast.kind) {
       case Kind.STRING:
       case Kind.BOOLEAN:
@@ -26,9 +29,9 @@ builder.scalarType('JSON', {
       case Kind.NULL:
         return null;
       case Kind.LIST:
-        return ast.values.map((v) => parse(v));
+        return ast.values.map((v) => parse(v, _variables, depth + 1));
       case Kind.OBJECT:
-        return Object.fromEntries(ast.fields.map((f) => [f.name.value, parse(f.value)]));
+        return Object.fromEntries(ast.fields.map((f) => [f.name.value, parse(f.value, _variables, depth + 1)]));
       default:
         throw new GraphQLError('JSON literals may not use variables inside');
     }

@@ -1,13 +1,16 @@
+import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
 import { GroupSchema, type Group } from '../entities/group.js';
 import { TaskRuleSchema, type TaskRule } from '../entities/task-rule.js';
 import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
-import { isAdmin } from '../services/auth.js';
-import { addGroupMembers, createGroup, createUser, createWorkspace, setWorkspaceMember, updateWorkspace, visibleWorkspaceIds } from '../services/directory.js';
+import { asFilter } from '../db/condition.js';
+import { addGroupMembers, createGroup, createUser, createWorkspace, setWorkspaceMember, updateWorkspace } from '../services/directory.js';
+import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/visibility.js';
 import { createTaskRule } from '../services/task-rules.js';
 import { COMMON_ERRORS } from './errors.js';
+import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
   values: Object.fromEntries(WORKSPACE_ROLES.map((r) => [r.toUpperCase(), { value: r }])) as Record<string, { value: (typeof WORKSPACE_ROLES)[number] }>,
@@ -15,10 +18,7 @@ const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
 
 /** A user, as others see it (a name; never its tokens). */
 export const UserRef = builder.loadableObjectRef<User, number>('User', {
-  load: async (ids, ctx) => {
-    const users = await ctx.em.find(UserSchema, { id: { $in: [...ids] } });
-    return ids.map((id) => users.find((u) => u.id === id) ?? new Error(`no user ${id}`));
-  },
+  load: async (ids, ctx) => (await ctx.loaders.byId<User>(UserSchema).loadMany(ids)).map((u, i) => u ?? new Error(`no user ${ids[i]}`)),
 });
 UserRef.implement({
   fields: (t) => ({
@@ -29,10 +29,7 @@ UserRef.implement({
 
 /** A workspace, written `scope/name`. */
 export const WorkspaceRef = builder.loadableObjectRef<Workspace, number>('Workspace', {
-  load: async (ids, ctx) => {
-    const list = await ctx.em.find(WorkspaceSchema, { id: { $in: [...ids] } }, { populate: ['scope'] });
-    return ids.map((id) => list.find((w) => w.id === id) ?? new Error(`no workspace ${id}`));
-  },
+  load: async (ids, ctx) => (await ctx.loaders.byId<Workspace>(WorkspaceSchema, ['scope']).loadMany(ids)).map((w, i) => w ?? new Error(`no workspace ${ids[i]}`)),
 });
 
 const MemberRef = builder.objectRef<{ user: User; role: (typeof WORKSPACE_ROLES)[number] }>('WorkspaceMember').implement({
@@ -75,19 +72,23 @@ WorkspaceRef.implement({
       type: MemberRef,
       description: 'Visible to admins and the workspace members',
       load: async (ids: number[], ctx) => {
-        const members = await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: ids } }, { populate: ['user'], orderBy: { user: { username: 'asc' } } });
-        const viewerId = ctx.viewer.kind === 'user' ? ctx.viewer.user.id : null;
-        return ids.map((id) => {
-          const ofWorkspace = members.filter((m) => m.workspace.id === id);
-          const maySee = isAdmin(ctx.viewer) || ofWorkspace.some((m) => m.user.id === viewerId);
-          return maySee ? ofWorkspace.map((m) => ({ user: m.user, role: m.role })) : [];
-        });
+        const audience = await audienceOf(ctx.em, ctx.viewer);
+        const shown = ids.filter((id) => canSeeWorkspaceMembers(audience, { id, isPublic: false }));
+        const members = shown.length
+          ? await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: shown } }, { populate: ['user'], orderBy: { user: { username: 'asc' } } })
+          : [];
+        return ids.map((id) => members.filter((m) => m.workspace.id === id).map((m) => ({ user: m.user, role: m.role })));
       },
       resolve: (w) => w.id,
     }),
     rules: t.loadableGroup({
       type: TaskRuleRef,
-      load: (ids: number[], ctx) => ctx.em.find(TaskRuleSchema, { workspace: { $in: ids } }, { orderBy: { name: 'asc' } }),
+      description: 'Visible with the workspace (a worker reaching a private workspace through its assignment sees none)',
+      load: (ids: number[], ctx) => {
+        const principal = principalOf(ctx.viewer);
+        const where: FilterQuery<TaskRule>[] = [{ workspace: { $in: ids } }, asFilter((alias) => ruleSql(principal, alias))];
+        return ctx.em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
+      },
       group: (rule) => rule.workspace!.id,
       resolve: (w) => w.id,
     }),
@@ -102,8 +103,11 @@ const GroupRef = builder.objectRef<Group>('Group').implement({
     workspace: t.field({ type: WorkspaceRef, nullable: true, resolve: (g) => g.workspace?.id ?? null }),
     members: t.loadableList({
       type: UserRef,
+      description: 'Visible to admins and the group members',
       load: async (ids: number[], ctx) => {
-        const groups = await ctx.em.find(GroupSchema, { id: { $in: ids } }, { populate: ['members'] });
+        const audience = await audienceOf(ctx.em, ctx.viewer);
+        const shown = ids.filter((id) => canSeeGroupMembers(audience, { id }));
+        const groups = shown.length ? await ctx.em.find(GroupSchema, { id: { $in: shown } }, { populate: ['members'] }) : [];
         return ids.map((id) => {
           const members = groups.find((g) => g.id === id)?.members.getItems() ?? [];
           return members.slice().sort((a, b) => a.username.localeCompare(b.username));
@@ -125,16 +129,28 @@ builder.queryFields((t) => ({
   workspaces: t.field({
     type: [WorkspaceRef],
     description: 'Public workspaces, and private ones the viewer belongs to',
-    resolve: async (_r, _a, ctx) => {
-      const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
-      return ctx.em.find(WorkspaceSchema, visible === 'all' ? {} : { id: { $in: visible } }, { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' } });
+    resolve: (_r, _a, ctx) => {
+      const principal = principalOf(ctx.viewer);
+      return ctx.em.find(WorkspaceSchema, asFilter((alias) => workspaceSql(principal, alias)), { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' } });
     },
   }),
-  siteRules: t.field({ type: [TaskRuleRef], resolve: (_r, _a, ctx) => ctx.em.find(TaskRuleSchema, { workspace: null }, { orderBy: { name: 'asc' } }) }),
+  siteRules: t.field({
+    type: [TaskRuleRef],
+    resolve: (_r, _a, ctx) => {
+      const principal = principalOf(ctx.viewer);
+      const where: FilterQuery<TaskRule>[] = [{ workspace: null }, asFilter((alias) => ruleSql(principal, alias))];
+      return ctx.em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
+    },
+  }),
   groups: t.field({
     type: [GroupRef],
+    description: 'The groups of a scope the viewer may see: with their workspace, or with some workspace of the scope for scope-wide groups',
     args: { scope: t.arg.string({ required: true }) },
-    resolve: (_r, { scope }, ctx) => ctx.em.find(GroupSchema, { scope: { name: scope } }, { populate: ['scope'], orderBy: { name: 'asc' } }),
+    resolve: (_r, { scope }, ctx) => {
+      const principal = principalOf(ctx.viewer);
+      const where: FilterQuery<Group>[] = [{ scope: { name: scope } }, asFilter((alias) => groupSql(principal, alias))];
+      return ctx.em.find(GroupSchema, { $and: where }, { populate: ['scope'], orderBy: { name: 'asc' } });
+    },
   }),
   me: t.field({
     type: UserRef,
@@ -157,15 +173,34 @@ builder.mutationFields((t) => ({
     type: UserTokenPayload,
     description: 'Admin: creates a user and returns its token (shown once)',
     errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: builder.inputType('CreateUserInput', { fields: (f) => ({ username: f.string({ required: true }), isAdmin: f.boolean() }) }), required: true }) },
-    resolve: (_r, { input }, ctx) => createUser(ctx.em, ctx.viewer, input),
+    args: {
+      input: t.arg({ type: builder.inputType('CreateUserInput', { fields: (f) => ({ username: f.string({ required: true }), isAdmin: f.boolean() }) }), required: true }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
+    },
+    resolve: (_r, { input, idempotencyKey }, ctx) =>
+      createOnce<{ user: User; token: string }>(
+        ctx,
+        'createUser',
+        idempotencyKey,
+        input,
+        { idOf: (r) => r.user.id, secretOf: (r) => r.token, replay: async (em, id, token) => ({ user: await em.findOneOrFail(UserSchema, { id }), token: token ?? '' }) },
+        (tx) => createUser(tx, ctx.viewer, input),
+      ),
   }),
   createWorkspace: t.field({
     type: WorkspaceRef,
     description: 'Admin: creates a workspace (and its scope when new)',
     errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: WorkspaceInput, required: true }) },
-    resolve: (_r, { input }, ctx) => createWorkspace(ctx.em, ctx.viewer, input),
+    args: { input: t.arg({ type: WorkspaceInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    resolve: (_r, { input, idempotencyKey }, ctx) =>
+      createOnce<Workspace>(
+        ctx,
+        'createWorkspace',
+        idempotencyKey,
+        input,
+        { idOf: (w) => w.id, replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }) },
+        (tx) => createWorkspace(tx, ctx.viewer, input),
+      ),
   }),
   updateWorkspace: t.field({
     type: WorkspaceRef,

@@ -4,14 +4,15 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { ForbiddenError, UnauthenticatedError } from '../errors.js';
-import { hashToken } from './tokens.js';
+import { hashToken, tokenRefusal } from './tokens.js';
 
-/** Who is asking: resolved once per operation from the bearer token. */
+/** Who is asking: resolved once per operation from the bearer token (`tokenId` is that token). */
 export type Viewer =
   | { readonly kind: 'anonymous' }
-  | { readonly kind: 'user'; readonly user: User; readonly isAdmin: boolean }
-  | { readonly kind: 'worker'; readonly worker: Worker }
-  | { readonly kind: 'activation'; readonly pool: WorkerPool; readonly tokenId: number };
+  | { readonly kind: 'user'; readonly user: User; readonly isAdmin: boolean; readonly tokenId: number }
+  | { readonly kind: 'worker'; readonly worker: Worker; readonly tokenId: number }
+  /** A one-shot activation token: pool-wide (an admin made it), or bound to the worker the provisioner created for one instance. */
+  | { readonly kind: 'activation'; readonly pool: WorkerPool; readonly tokenId: number; readonly workerId: number | null };
 
 /**
  * A viewer reduced to ids, to keep for as long as a connection lives: entities would hold the
@@ -19,9 +20,9 @@ export type Viewer =
  */
 export type ViewerIdentity =
   | { readonly kind: 'anonymous' }
-  | { readonly kind: 'user'; readonly userId: number; readonly isAdmin: boolean }
-  | { readonly kind: 'worker'; readonly workerId: number }
-  | { readonly kind: 'activation'; readonly poolId: number; readonly tokenId: number };
+  | { readonly kind: 'user'; readonly userId: number; readonly isAdmin: boolean; readonly tokenId: number }
+  | { readonly kind: 'worker'; readonly workerId: number; readonly tokenId: number }
+  | { readonly kind: 'activation'; readonly poolId: number; readonly tokenId: number; readonly workerId: number | null };
 
 /** The ids of a viewer. */
 export function identityOf(viewer: Viewer): ViewerIdentity {
@@ -29,11 +30,11 @@ export function identityOf(viewer: Viewer): ViewerIdentity {
     case 'anonymous':
       return viewer;
     case 'user':
-      return { kind: 'user', userId: viewer.user.id, isAdmin: viewer.isAdmin };
+      return { kind: 'user', userId: viewer.user.id, isAdmin: viewer.isAdmin, tokenId: viewer.tokenId };
     case 'worker':
-      return { kind: 'worker', workerId: viewer.worker.id };
+      return { kind: 'worker', workerId: viewer.worker.id, tokenId: viewer.tokenId };
     case 'activation':
-      return { kind: 'activation', poolId: viewer.pool.id, tokenId: viewer.tokenId };
+      return { kind: 'activation', poolId: viewer.pool.id, tokenId: viewer.tokenId, workerId: viewer.workerId };
   }
 }
 
@@ -43,11 +44,11 @@ export function viewerIn(em: EntityManager, identity: ViewerIdentity): Viewer {
     case 'anonymous':
       return identity;
     case 'user':
-      return { kind: 'user', user: em.getReference(UserSchema, identity.userId), isAdmin: identity.isAdmin };
+      return { kind: 'user', user: em.getReference(UserSchema, identity.userId), isAdmin: identity.isAdmin, tokenId: identity.tokenId };
     case 'worker':
-      return { kind: 'worker', worker: em.getReference(WorkerSchema, identity.workerId) };
+      return { kind: 'worker', worker: em.getReference(WorkerSchema, identity.workerId), tokenId: identity.tokenId };
     case 'activation':
-      return { kind: 'activation', pool: em.getReference(WorkerPoolSchema, identity.poolId), tokenId: identity.tokenId };
+      return { kind: 'activation', pool: em.getReference(WorkerPoolSchema, identity.poolId), tokenId: identity.tokenId, workerId: identity.workerId };
   }
 }
 
@@ -59,29 +60,49 @@ export class BadTokenError extends Error {
   }
 }
 
-/** Reads `Bearer <token>` (or a bare token) and returns the viewer; throws BadTokenError for an unknown or disabled token. */
-export async function resolveViewer(em: EntityManager, presented: string | null | undefined): Promise<Viewer> {
-  if (!presented) return { kind: 'anonymous' };
+/** A presented token, accepted: who it acts for, and until when (null: no expiry). */
+export interface Authenticated {
+  readonly viewer: Viewer;
+  readonly expiresAt: Date | null;
+}
+
+/**
+ * Reads `Bearer <token>` (or a bare token) and returns the viewer; throws BadTokenError for a token
+ * that is unknown, or refused by the rule of tokenRefusal (revoked, disabled, expired, …).
+ */
+export async function authenticate(em: EntityManager, presented: string | null | undefined, now = new Date()): Promise<Authenticated> {
+  if (!presented) return { viewer: { kind: 'anonymous' }, expiresAt: null };
   const value = presented.replace(/^Bearer\s+/i, '').trim();
-  if (!value) return { kind: 'anonymous' };
+  if (!value) return { viewer: { kind: 'anonymous' }, expiresAt: null };
   const token = await em.findOne(TokenSchema, { hash: hashToken(value) }, { populate: ['user', 'worker', 'pool'] });
   if (!token) throw new BadTokenError('the bearer token is not valid');
-  if (!token.enabled) throw new BadTokenError('the bearer token is disabled');
+  const refusal = tokenRefusal(token, token.worker?.terminatedAt != null, now);
+  if (refusal) throw new BadTokenError(refusal);
+  const expiresAt = token.expiresAt ?? null;
   switch (token.kind) {
     case 'admin':
     case 'user':
       if (!token.user) throw new BadTokenError('the bearer token has no user');
-      return { kind: 'user', user: token.user, isAdmin: token.kind === 'admin' || token.user.isAdmin };
+      return { viewer: { kind: 'user', user: token.user, isAdmin: token.kind === 'admin' || token.user.isAdmin, tokenId: token.id }, expiresAt };
     case 'worker':
       if (!token.worker) throw new BadTokenError('the bearer token has no worker');
-      if (token.worker.terminatedAt) throw new BadTokenError('the worker of this token is terminated');
-      return { kind: 'worker', worker: token.worker };
+      return { viewer: { kind: 'worker', worker: token.worker, tokenId: token.id }, expiresAt };
     case 'activation':
-      if (!token.pool || token.usedAt) throw new BadTokenError('the activation token was already used');
-      return { kind: 'activation', pool: token.pool, tokenId: token.id };
+      if (!token.pool) throw new BadTokenError('the activation token has no pool');
+      return { viewer: { kind: 'activation', pool: token.pool, tokenId: token.id, workerId: token.worker?.id ?? null }, expiresAt };
     default:
       throw new BadTokenError('the bearer token is of an unknown kind');
   }
+}
+
+/** The viewer of a presented token (see authenticate). */
+export async function resolveViewer(em: EntityManager, presented: string | null | undefined): Promise<Viewer> {
+  return (await authenticate(em, presented)).viewer;
+}
+
+/** The token the viewer presented, or null for anonymous callers. */
+export function tokenIdOf(viewer: Viewer | ViewerIdentity): number | null {
+  return viewer.kind === 'anonymous' ? null : viewer.tokenId;
 }
 
 /** The acting user, or a typed error for workers and anonymous callers. */

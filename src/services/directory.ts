@@ -10,12 +10,13 @@ import { isAdmin, requireAdmin, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput, splitWorkspaceName } from './validate.js';
 import { creating } from './flush.js';
+import { viewerSeesWorkspace } from './visibility.js';
 
 /** Finds a workspace by `scope/name`; a private one the viewer may not see is reported as not found. */
 export async function findWorkspace(em: EntityManager, viewer: Viewer, full: string, path: string): Promise<Workspace> {
   const { scope, name } = splitWorkspaceName(full, path);
   const workspace = await em.findOne(WorkspaceSchema, { name, scope: { name: scope } }, { populate: ['scope'] });
-  if (!workspace || !(await canSeeWorkspace(em, viewer, workspace))) {
+  if (!workspace || !(await viewerSeesWorkspace(em, viewer, workspace))) {
     throw new NotFoundError(`${path}: no workspace "${full}"`, path);
   }
   return workspace;
@@ -26,22 +27,6 @@ export async function roleIn(em: EntityManager, viewer: Viewer, workspace: Works
   if (viewer.kind !== 'user') return null;
   const member = await em.findOne(WorkspaceMemberSchema, { workspace, user: viewer.user });
   return member?.role ?? null;
-}
-
-/** Public workspaces are visible to all; private ones to their members and admins. */
-export async function canSeeWorkspace(em: EntityManager, viewer: Viewer, workspace: Workspace): Promise<boolean> {
-  return workspace.isPublic || isAdmin(viewer) || (await roleIn(em, viewer, workspace)) !== null;
-}
-
-/** Ids of the workspaces whose work the viewer may see, or 'all' for admins. */
-export async function visibleWorkspaceIds(em: EntityManager, viewer: Viewer): Promise<number[] | 'all'> {
-  if (isAdmin(viewer)) return 'all';
-  const rows = await em.execute<{ id: number }[]>(
-    `select w.id from workspace w where w.is_public
-     union select m.workspace_id from workspace_member m where m.user_id = ?`,
-    [viewer.kind === 'user' ? viewer.user.id : -1],
-  );
-  return rows.map((r) => r.id);
 }
 
 /** Creates a user and returns a token for it (shown once). Admin only. */
@@ -59,8 +44,14 @@ export async function createUser(
   return { user, token: value };
 }
 
+/**
+ * The scope of this name, created when missing. Concurrent callers may create it at once: the insert
+ * yields to the one that wins (`on conflict do nothing`) and everybody reads the row that is there,
+ * so that no caller fails for a scope it did not ask to create. Call it once the input is checked.
+ */
 async function findOrCreateScope(em: EntityManager, name: string): Promise<Scope> {
-  return (await em.findOne(ScopeSchema, { name })) ?? em.create(ScopeSchema, { name });
+  await em.execute('insert into scope (name, created_at) values (?, now()) on conflict (name) do nothing', [name]);
+  return em.findOneOrFail(ScopeSchema, { name });
 }
 
 const workspaceInput = z.object({
@@ -80,7 +71,7 @@ export async function createWorkspace(
   parseInput(nameSchema, name, 'input.name(workspace)');
   const fields = parseInput(workspaceInput, input, 'input');
   const scope = await findOrCreateScope(em, scopeName);
-  if (scope.id && (await em.count(WorkspaceSchema, { scope, name }))) {
+  if (await em.count(WorkspaceSchema, { scope, name })) {
     throw new AlreadyExistsError(`a workspace "${input.name}" already exists`);
   }
   const workspace = em.create(WorkspaceSchema, {
@@ -123,10 +114,13 @@ export async function setWorkspaceMember(
   const role = parseInput(z.enum(WORKSPACE_ROLES), input.role ?? 'contributor', 'input.role');
   const user = await em.findOne(UserSchema, { username: input.username });
   if (!user) throw new NotFoundError(`input.username: no user "${input.username}"`, 'input.username');
-  const member = await em.findOne(WorkspaceMemberSchema, { workspace, user });
-  if (member) member.role = role;
-  else em.create(WorkspaceMemberSchema, { workspace, user, role });
-  await em.flush();
+  // One statement, so that concurrent calls for the same pair cannot both insert: the last role wins.
+  await em.execute(
+    `insert into workspace_member (workspace_id, user_id, role) values (?, ?, ?)
+     on conflict (workspace_id, user_id) do update set role = excluded.role`,
+    [workspace.id, user.id, role],
+  );
+  await em.findOne(WorkspaceMemberSchema, { workspace, user }, { refresh: true }); // what this session shows next is the stored role
   return workspace;
 }
 
@@ -139,12 +133,12 @@ export async function createGroup(
   requireAdmin(viewer);
   const scopeName = parseInput(nameSchema, input.scope, 'input.scope');
   const name = parseInput(nameSchema, input.name, 'input.name');
-  const scope = await findOrCreateScope(em, scopeName);
   const workspace = input.workspace ? await findWorkspace(em, viewer, input.workspace, 'input.workspace') : null;
-  if (workspace && workspace.scope.id !== scope.id) {
+  if (workspace && workspace.scope.name !== scopeName) {
     throw new NotFoundError(`input.workspace: "${input.workspace}" is not in scope "${scopeName}"`, 'input.workspace');
   }
-  if (scope.id && (await em.count(GroupSchema, { scope, name, workspace }))) {
+  const scope = workspace ? workspace.scope : await findOrCreateScope(em, scopeName);
+  if (await em.count(GroupSchema, { scope, name, workspace })) {
     throw new AlreadyExistsError(`a group "${name}" already exists there`);
   }
   const group = em.create(GroupSchema, { scope, name, workspace });
@@ -159,7 +153,7 @@ export async function addGroupMembers(
   input: { groupId: number; usernames: string[] },
 ): Promise<Group> {
   requireAdmin(viewer);
-  const group = await em.findOne(GroupSchema, { id: input.groupId }, { populate: ['members'] });
+  const group = await em.findOne(GroupSchema, { id: input.groupId }, { populate: ['members', 'scope'] });
   if (!group) throw new NotFoundError(`input.group: no group ${input.groupId}`, 'input.group');
   const users = await em.find(UserSchema, { username: { $in: input.usernames } });
   const missing = input.usernames.filter((u) => !users.some((x) => x.username === u));

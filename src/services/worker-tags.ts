@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import type { Worker } from '../entities/worker.js';
 import { registerSignificantTags } from '../scheduler/classes.js';
+import { poolTagInput } from '../scheduler/pool-templates.js';
 import { computeWorkerTags } from '../tags/worker-tags.js';
 
 /**
@@ -12,9 +13,7 @@ import { computeWorkerTags } from '../tags/worker-tags.js';
 export function refreshWorkerTags(worker: Worker, pool: WorkerPool | null, config: Config): void {
   const result = computeWorkerTags({
     type: worker.type,
-    pool: pool
-      ? { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications }
-      : null,
+    pool: pool ? poolTagInput(pool) : null,
     staticMetadata: worker.staticMetadata,
     dynamicMetadata: worker.dynamicMetadata,
     sizeThresholds: config.sizeThresholds,

@@ -8,6 +8,12 @@ import type { TagSide } from './types.js';
 /** The longest name a tag may have, not counting its `=N` or `>=N` suffix. */
 export const MAX_TAG_LENGTH = 255;
 
+/**
+ * The longest number N of a valued tag, in characters: enough for any count, size or version, and
+ * short enough that a tag always fits the database's indexes (a number of 200,000 digits did not).
+ */
+export const MAX_NUMBER_LENGTH = 32;
+
 /** Stable names of the syntax rules, carried by {@link TagSyntaxError.rule}. */
 export const TAG_SYNTAX_RULES = {
   EMPTY: 'empty',
@@ -16,6 +22,7 @@ export const TAG_SYNTAX_RULES = {
   VALUE_ON_REQUIRED_SIDE: 'value-on-required-side',
   MINIMUM_ON_PROVIDED_SIDE: 'minimum-on-provided-side',
   BAD_NUMBER: 'bad-number',
+  NUMBER_TOO_LONG: 'number-too-long',
 } as const;
 /** One of {@link TAG_SYNTAX_RULES}. */
 export type TagSyntaxRule = (typeof TAG_SYNTAX_RULES)[keyof typeof TAG_SYNTAX_RULES];
@@ -99,6 +106,9 @@ export function parseTag(raw: string, side: TagSide): ParseTagResult {
     );
   }
   const text = rest.slice(suffix.length);
+  if (text.length > MAX_NUMBER_LENGTH) {
+    return fail(raw, TAG_SYNTAX_RULES.NUMBER_TOO_LONG, `N in "${suffix}N" is ${text.length} characters long, at most ${MAX_NUMBER_LENGTH} characters are allowed`);
+  }
   const number = Number(text);
   if (!CANONICAL_NUMBER.test(text) || !Number.isFinite(number)) {
     return fail(

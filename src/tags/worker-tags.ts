@@ -6,6 +6,7 @@
  * shape is skipped and recorded as a refusal naming its key, and a tag the provenance rules
  * refuse is recorded too, so that a worker's heartbeat never fails because of one bad tag.
  */
+import { imageTags, type CatalogTask } from './pool-image.js';
 import { PROVENANCE_TRUST } from './provenance.js';
 import { BYTES_PER_GIB, DEFAULT_SIZE_THRESHOLDS, sizeClass } from './size-class.js';
 import type { SizeThresholds } from './size-class.js';
@@ -32,11 +33,16 @@ export interface WorkerMetadata {
   [key: string]: unknown;
 }
 
-/** The instance size of a pool's workers, and whatever else its provider needs. */
+/** The instance size of a pool's workers, what its image holds, and whatever else its provider needs (validated in services/pool-specifications.ts). */
 export interface PoolSpecifications {
   cpuCount?: number;
   memoryGib?: number;
   diskGib?: number;
+  concurrency?: number;
+  architectures?: string[];
+  enableBackends?: string[];
+  enableTasks?: string[];
+  handlers?: { task: string; command: string }[];
   [key: string]: unknown;
 }
 
@@ -46,6 +52,8 @@ export interface PoolTagInput {
   providedTags: readonly string[];
   requiredTags: readonly string[];
   specifications: PoolSpecifications;
+  /** The tasks its `enableTasks` and `handlers` may name (the task registry's WORKER_TASK_CATALOG). */
+  taskCatalog: readonly CatalogTask[];
 }
 
 /** Everything a worker's tag sets depend on, already loaded from the database. */
@@ -214,6 +222,27 @@ class WorkerSets {
       if (typeof value === 'number') this.provided.add(`${name}=${formatNumber(value)}`, 'admin', specOrigin.source);
       else this.garbage(this.provided, value, specOrigin, `specification "${key}"`, 'a number');
     }
+    const list = (key: string): string[] | undefined => (hasValue(specs, key) ? this.strings(this.provided, specs[key], specOrigin, `specifications.${key}`) : undefined);
+    const image = {
+      architectures: list('architectures'),
+      enableBackends: list('enableBackends'),
+      enableTasks: list('enableTasks'),
+      handlerTasks: hasValue(specs, 'handlers') ? this.handlerTasks(specs.handlers, specOrigin) : undefined,
+    };
+    for (const { tag } of imageTags(image, pool.taskCatalog)) this.provided.add(tag, 'admin', specOrigin.source);
+  }
+
+  /** The task names of a pool's `handlers` ({task, command} each); anything else is recorded and skipped. */
+  private handlerTasks(value: unknown, origin: Origin): string[] {
+    if (!Array.isArray(value)) {
+      this.garbage(this.provided, value, origin, '"specifications.handlers"', 'a list of {task, command}');
+      return [];
+    }
+    return value.flatMap((h: unknown, i) => {
+      if (isRecord(h) && typeof h.task === 'string') return [h.task];
+      this.garbage(this.provided, h, origin, `"specifications.handlers"[${i}]`, '{task, command}');
+      return [];
+    });
   }
 
   /**
@@ -296,7 +325,8 @@ export function computeWorkerTags(input: WorkerTagInput): ComputedWorkerTags {
 
 /**
  * Computes the tags any worker started by a pool will have: the pool's tags, the valued tags and
- * size class of its specifications, and `worker:type:worker`; scaling from zero matches on these.
+ * size class of its specifications, what its image holds (pool-image.ts), and `worker:type:worker`;
+ * scaling from zero matches on these.
  */
 export function computePoolTemplateTags(
   pool: PoolTagInput,

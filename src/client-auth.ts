@@ -1,0 +1,41 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { throttledMessage, type AuthThrottle } from './limits/auth-throttle.js';
+import { capText, type Logger } from './log.js';
+import { authenticate, BadTokenError, type Authenticated } from './services/auth.js';
+
+/** Why a client was turned away before its operation ran: 401 (a bad token) or 429 (throttled). */
+export class ClientRefusal extends Error {
+  constructor(
+    readonly status: 401 | 429,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ClientRefusal';
+  }
+}
+
+/**
+ * Authenticates a client of HTTP or WebSocket from its address and presented token: an address
+ * that failed too often is refused (429) before the token is looked up; a failure is counted and
+ * logged at warn (a client mistake, or someone guessing: never an error, never the token itself).
+ */
+export function createClientAuth(throttle: AuthThrottle, log: Logger) {
+  return async function authenticateClient(em: EntityManager, presented: string | null | undefined, address: string): Promise<Authenticated> {
+    if (presented) {
+      const wait = await throttle.retryAfterMs(address);
+      if (wait > 0) {
+        log.warn({ address: capText(address, 64), retryAfterMs: wait }, 'authentication throttled');
+        throw new ClientRefusal(429, throttledMessage(wait));
+      }
+    }
+    try {
+      return await authenticate(em, presented);
+    } catch (err) {
+      if (!(err instanceof BadTokenError)) throw err;
+      await throttle.failed(address);
+      log.warn({ address: capText(address, 64), reason: err.message }, 'authentication failed');
+      throw new ClientRefusal(401, err.message);
+    }
+  };
+}
+export type ClientAuth = ReturnType<typeof createClientAuth>;

@@ -1,0 +1,69 @@
+import type { Plugin } from 'graphql-yoga';
+import { blockFieldSuggestionsPlugin } from '@escape.tech/graphql-armor-block-field-suggestions';
+import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases';
+import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
+import { maxDirectivesPlugin } from '@escape.tech/graphql-armor-max-directives';
+import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
+import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
+import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import { costError, operationCost } from './cost.js';
+
+/** Names the setting of a refused operation in its error: `extensions.code` LIMIT_EXCEEDED and `extensions.limit`. */
+function naming(setting: string, log: Logger) {
+  return [
+    (_ctx: unknown, err: GraphQLError) => {
+      Object.assign(err.extensions, { code: 'LIMIT_EXCEEDED', limit: setting });
+      log.info({ limit: setting, reason: err.message }, 'operation refused by a limit');
+    },
+  ];
+}
+
+/**
+ * The bounds every operation meets before it runs (DESIGN §15), over HTTP and over WebSocket alike
+ * (ws/server.ts runs the same envelop): GraphQL Armor's document limits (tokens while parsing, so a
+ * document nested 5,000 deep is cut short before the parser recurses; then depth, aliases and
+ * directives at validation), the estimated cost (cost.ts) before execution, and, as settings,
+ * introspection and field suggestions.
+ */
+export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
+  const { limits } = config;
+  const plugins: Plugin[] = [
+    maxTokensPlugin({ n: limits.maxTokens, onReject: naming('TAGSCHED_MAX_TOKENS', log) }),
+    // Introspection counts too: a query nesting __schema { types { fields { type { fields … is deep.
+    maxDepthPlugin({ n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, onReject: naming('TAGSCHED_MAX_DEPTH', log) }),
+    maxAliasesPlugin({ n: limits.maxAliases, onReject: naming('TAGSCHED_MAX_ALIASES', log) }),
+    maxDirectivesPlugin({ n: limits.maxDirectives, onReject: naming('TAGSCHED_MAX_DIRECTIVES', log) }),
+    useCostLimit(limits.maxCost, log),
+  ];
+  if (!config.introspection) plugins.push(useDisableIntrospection() as Plugin);
+  if (!config.fieldSuggestions) plugins.push(blockFieldSuggestionsPlugin());
+  return plugins;
+}
+
+/** Refuses, before anything runs, an operation whose estimated cost is over `max`. */
+function useCostLimit(max: number, log: Logger): Plugin {
+  const check = (args: ExecutionArgs): GraphQLError | null => {
+    let cost: number;
+    try {
+      cost = operationCost(args.schema, args.document as DocumentNode, args.variableValues as Record<string, unknown> | undefined, args.operationName);
+    } catch (err) {
+      if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
+      throw err;
+    }
+    if (cost <= max) return null;
+    log.info({ limit: 'TAGSCHED_MAX_COST', cost, max }, 'operation refused by a limit');
+    return costError(cost, max);
+  };
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      const refused = check(args);
+      if (refused) setResultAndStopExecution({ errors: [refused] });
+    },
+    onSubscribe({ args, setResultAndStopExecution }) {
+      const refused = check(args);
+      if (refused) setResultAndStopExecution({ errors: [refused] });
+    },
+  };
+}

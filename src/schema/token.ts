@@ -1,0 +1,96 @@
+import { builder } from '../builder.js';
+import { TOKEN_KINDS, type Token } from '../entities/token.js';
+import { createToken, listTokens, revokeToken, rotateToken } from '../services/token-lifecycle.js';
+import { tokenRefusal } from '../services/tokens.js';
+import { COMMON_ERRORS } from './errors.js';
+
+const TokenKindEnum = builder.enumType('TokenKind', {
+  values: Object.fromEntries(TOKEN_KINDS.map((k) => [k.toUpperCase(), { value: k }])) as Record<string, { value: (typeof TOKEN_KINDS)[number] }>,
+});
+
+/** A bearer token as its owner and admins see it: never its value, which is shown once and not stored. */
+export const TokenRef = builder.objectRef<Token>('Token').implement({
+  description: 'A bearer token, without its value',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    kind: t.field({ type: TokenKindEnum, resolve: (tk) => tk.kind }),
+    label: t.exposeString('label'),
+    username: t.string({ nullable: true, description: 'The user it acts for (admin and user tokens)', resolve: (tk) => tk.user?.username ?? null }),
+    worker: t.string({ nullable: true, description: 'The worker it acts for (worker tokens)', resolve: (tk) => tk.worker?.name ?? null }),
+    pool: t.string({ nullable: true, description: 'The pool it activates a worker of (activation tokens)', resolve: (tk) => tk.pool?.name ?? null }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true }),
+    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
+    usedAt: t.expose('usedAt', { type: 'DateTime', nullable: true, description: 'When an activation token was used' }),
+    valid: t.boolean({
+      description: 'Whether it is accepted now (not revoked, disabled, expired or used up)',
+      resolve: (tk) => tokenRefusal(tk, tk.worker?.terminatedAt != null, new Date()) === null,
+    }),
+  }),
+});
+
+const TokenValuePayload = builder.objectRef<{ token: Token; value: string }>('TokenValuePayload').implement({
+  fields: (t) => ({
+    token: t.field({ type: TokenRef, resolve: (p) => p.token }),
+    value: t.exposeString('value', { description: 'The bearer token itself: shown once, never again' }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  tokens: t.field({
+    type: [TokenRef],
+    description: "A user's or a worker's tokens, newest first, without their values. Admins: anyone's; users: their own (the default); workers: their own",
+    args: { username: t.arg.string(), worker: t.arg.string() },
+    resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, args),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  createToken: t.field({
+    type: TokenValuePayload,
+    description: 'A new user token (admins: for any user; users: for themselves), optionally expiring; its value is shown once',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('CreateTokenInput', {
+          fields: (f) => ({
+            username: f.string({ description: 'Default: the caller' }),
+            label: f.string(),
+            expiresAt: f.field({ type: 'DateTime', description: 'Refused from this instant on; default: never' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => createToken(ctx.em, ctx.viewer, input),
+  }),
+  revokeToken: t.field({
+    type: TokenRef,
+    description: 'Revokes a token (admins: any; users: their own; workers: their own): refused from now on, its WebSockets closed',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RevokeTokenInput', { fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => revokeToken(ctx.em, ctx.viewer, ctx.events, input),
+  }),
+  rotateToken: t.field({
+    type: TokenValuePayload,
+    description: 'A new value for a token (same owner, kind and label), shown once; the old value is revoked at once',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RotateTokenInput', {
+          fields: (f) => ({
+            id: f.id({ description: 'Default: the token of this request' }),
+            expiresAt: f.field({ type: 'DateTime', description: 'Default: the same lifetime as the old token (none if it had none)' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => rotateToken(ctx.em, ctx.viewer, ctx.events, input),
+  }),
+}));

@@ -1,0 +1,204 @@
+import type { Server } from 'node:http';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { getOperationAST, GraphQLError } from 'graphql';
+import type { YogaServerInstance } from 'graphql-yoga';
+import { useServer } from 'graphql-ws/use/ws';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { ClientRefusal, type ClientAuth } from '../client-auth.js';
+import type { Config } from '../config.js';
+import type { ConnectionHandle, Context } from '../context.js';
+import type { ContextFactory } from '../context-factory.js';
+import type { Events } from '../events.js';
+import type { Logger } from '../log.js';
+import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/auth.js';
+import { markConnected, markDisconnected, markManyDisconnected } from '../services/presence.js';
+import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
+import type { TokenGuard } from './token-guard.js';
+
+/** What one graphql-ws connection keeps: who it is, its token, and the handle its subscriptions check. */
+interface ConnectionState {
+  identity: ViewerIdentity;
+  handle: ConnectionHandle;
+}
+
+/** What the connections gauge is told. */
+export interface ConnectionRecorder {
+  connectionOpened(kind: Viewer['kind']): void;
+  connectionClosed(kind: Viewer['kind']): void;
+}
+
+/** The address a socket's client connects from. */
+const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: string } }) => request.socket?.remoteAddress ?? (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ?? 'unknown';
+
+/**
+ * The graphql-ws server on the HTTP server's GraphQL path (DESIGN §8, §15): a connection
+ * authenticates once (throttled like HTTP), counts against its token's connections, is closed when
+ * its token is revoked (in any process: `tokensRevoked`) or expires, and runs each operation through
+ * yoga's envelop (the same parse, validation and cost limits as HTTP). Messages are bounded
+ * (`maxPayload`), and so are the operations of one connection. Worker connections mark their worker
+ * connected; the last one to close marks it disconnected.
+ */
+export function startWsServer(deps: {
+  httpServer: Server;
+  yoga: YogaServerInstance<Record<string, unknown>, Context>;
+  orm: MikroORM;
+  config: Config;
+  log: Logger;
+  events: Events;
+  contexts: ContextFactory;
+  authenticateClient: ClientAuth;
+  tokenGuard: TokenGuard;
+  /** Told of every connection counted and closed (the connections gauge). */
+  metrics?: ConnectionRecorder;
+}) {
+  const { yoga, orm, config, log, events, contexts, authenticateClient, tokenGuard } = deps;
+  const { limits } = config;
+  // The upgrades to the GraphQL path are handed over by hand (noServer): attached to the HTTP server,
+  // the WebSocket server would also re-emit the HTTP server's own errors (a port in use at start-up)
+  // and graphql-ws would print them as its own.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxWsMessageBytes });
+  deps.httpServer.on('upgrade', (req, socket, head) => {
+    if (new URL(req.url ?? '/', 'http://upgrade').pathname !== yoga.graphqlEndpoint) {
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+  });
+  const registry = createConnectionRegistry({ maxPerToken: limits.maxConnectionsPerToken });
+  // Open worker connections of this process, to mark a worker disconnected when its last one closes.
+  const workerConnections = new Map<number, number>();
+  const workerOf = new WeakMap<object, number>();
+  const states = new WeakMap<object, ConnectionState>();
+  let stopping = false;
+  /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
+  const recording = new Map<number, Promise<void>>();
+
+  // A revocation anywhere closes this process's sockets of those tokens at once.
+  const revocations = events.subscribe('tokensRevoked')[Symbol.asyncIterator]();
+  void (async () => {
+    for (let r = await revocations.next(); !r.done; r = await revocations.next()) {
+      const closed = registry.closeTokens(r.value.tokenIds, 'the bearer token was revoked');
+      if (closed) log.info({ tokens: r.value.tokenIds, connections: closed }, 'closed the connections of revoked tokens');
+    }
+  })().catch((err: unknown) => log.error({ err }, 'revocation listener failed'));
+
+  const authorizationOf = (params: Record<string, unknown> | undefined) => {
+    const auth = params?.authorization ?? params?.Authorization;
+    return typeof auth === 'string' ? auth : null;
+  };
+
+  const server = useServer<Record<string, unknown>>(
+    {
+      execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
+      subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => unknown }).subscribe(args) as never,
+      onConnect: async (ctx) => {
+        const socket = ctx.extra.socket;
+        const address = addressOf(socket, ctx.extra.request);
+        let viewer: Viewer;
+        let expiresAt: Date | null;
+        try {
+          ({ viewer, expiresAt } = await authenticateClient(orm.em.fork(), authorizationOf(ctx.connectionParams), address));
+        } catch (err) {
+          if (!(err instanceof ClientRefusal)) throw err;
+          // 4401: the agent must not retry with the same token; 4429: it may, later.
+          socket.close(err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
+          return false;
+        }
+        const tokenId = tokenIdOf(viewer);
+        const handle: ConnectionHandle = {
+          tokenId,
+          stillValid: () => (tokenId === null ? Promise.resolve(true) : tokenGuard.isValid(tokenId)),
+          refuse: (reason) => socket.close(CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`),
+        };
+        if (tokenId !== null && !registry.add(tokenId, socket, expiresAt)) {
+          log.warn({ tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' }, 'connection refused: too many for its token');
+          socket.close(CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
+          return false;
+        }
+        states.set(ctx, { identity: identityOf(viewer), handle });
+        deps.metrics?.connectionOpened(viewer.kind);
+        if (viewer.kind === 'worker') {
+          const id = viewer.worker.id;
+          workerOf.set(ctx, id);
+          workerConnections.set(id, (workerConnections.get(id) ?? 0) + 1);
+          await markConnected(orm.em.fork(), events, id);
+        }
+        return true;
+      },
+      onClose: (ctx) => {
+        const state = states.get(ctx);
+        if (state?.handle.tokenId != null) registry.remove(state.handle.tokenId, ctx.extra.socket);
+        // Every close, acknowledged or not: only connections that were counted have a state.
+        if (state) deps.metrics?.connectionClosed(state.identity.kind);
+        states.delete(ctx);
+      },
+      onDisconnect: async (ctx) => {
+        const id = workerOf.get(ctx);
+        if (id === undefined || stopping) return; // stop() records them all at once
+        const n = (workerConnections.get(id) ?? 1) - 1;
+        if (n > 0) return void workerConnections.set(id, n);
+        workerConnections.delete(id);
+        const recorded = markDisconnected(orm.em.fork(), events, id).catch((err: unknown) => {
+          if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
+        });
+        recording.set(id, recorded);
+        await recorded;
+        if (recording.get(id) === recorded) recording.delete(id);
+      },
+      onSubscribe: async (ctx, _id, params) => {
+        if (Object.keys(ctx.subscriptions).length > limits.maxSubscriptionsPerConnection) {
+          return [
+            new GraphQLError(`this connection runs ${limits.maxSubscriptionsPerConnection} operations already (TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION): complete one first`, {
+              extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION' },
+            }),
+          ];
+        }
+        const { schema, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
+        // The document limits throw (the token limit while parsing, the others from validation rules):
+        // the client gets them as the operation's errors, as over HTTP.
+        let document;
+        let errors: readonly GraphQLError[];
+        try {
+          document = parse(params.query);
+          errors = validate(schema, document);
+        } catch (err) {
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
+        if (errors.length) return [...errors];
+        const state = states.get(ctx);
+        if (!state) return [new GraphQLError('the connection is not initialised', { extensions: { code: 'UNAUTHENTICATED' } })];
+        // A subscription lives as long as the connection: it uses the connection's viewer and opens a
+        // database session only per event. A query or mutation checks the token again, as over HTTP.
+        const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
+        let contextValue: Context;
+        if (isSubscription) contextValue = contexts.forSubscription(state.identity, state.handle);
+        else {
+          const em = orm.em.fork();
+          try {
+            const { viewer } = await authenticateClient(em, authorizationOf(ctx.connectionParams), addressOf(ctx.extra.socket, ctx.extra.request));
+            contextValue = contexts.forOperation(viewer, em, state.handle);
+          } catch (err) {
+            if (!(err instanceof ClientRefusal)) throw err;
+            state.handle.refuse(err.message);
+            return [new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED' } })];
+          }
+        }
+        return { schema, operationName: params.operationName, document, variableValues: params.variables, contextValue, rootValue: { execute, subscribe } };
+      },
+    },
+    wss,
+  );
+
+  return {
+    /** Closes every connection and marks this process's workers disconnected (one statement). */
+    async stop(): Promise<void> {
+      stopping = true;
+      await revocations.return?.();
+      await server.dispose();
+      const held = [...new Set([...workerConnections.keys(), ...recording.keys()])];
+      workerConnections.clear();
+      await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
+    },
+  };
+}
