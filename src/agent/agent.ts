@@ -10,9 +10,11 @@ import { AuthError, TransientError, type AssignmentStream, type AssignmentStream
 import type { AgentConfig } from './config.js';
 import { metadataInput, type Facts } from './facts.js';
 import { MESSAGES, type Logger } from './log.js';
-import type { Answer, Api, Assignment, TypedError } from './operations.js';
+import { NUL_REPLACEMENT } from '../services/log-text.js';
+import { startShipper } from './log-shipper.js';
+import type { Answer, Api, Assignment, RunReport, TypedError } from './operations.js';
 import { suggestedParallelism } from './parallelism.js';
-import { resultOf, type Outcome, type Run, type RunSpec, type TaskResult } from './runner.js';
+import { REASON_FILE, resultOf, type Outcome, type Run, type RunSpec, type TaskResult } from './runner.js';
 
 /** The process exit codes of tagsched-worker. */
 export const EXIT_CODES = { drained: 0, failure: 1, tokenRefused: 2, usage: 64 } as const;
@@ -64,6 +66,29 @@ function outcomeFields(o: Outcome): Record<string, unknown> {
   if (o.kind === 'exit') return { exitCode: o.code };
   if (o.kind === 'signal') return { signal: o.signal };
   return { error: o.error };
+}
+
+/** The most of a handler's reason file that is read (the server keeps 1000 characters). */
+const MAX_REASON_BYTES = 4096;
+
+/** What the result is reported with: the exit code, and a reason when the agent knows one. */
+function reportOf(outcome: Outcome, runDir: string): RunReport {
+  if (outcome.kind === 'signal') return { exitCode: null, reason: `the handler was killed by ${outcome.signal}` };
+  if (outcome.kind === 'not-started') return { exitCode: null, reason: `the handler could not be started: ${outcome.error}` };
+  if (outcome.code === 0) return { exitCode: 0, reason: null };
+  let reason: string | null = null;
+  try {
+    const fd = fs.openSync(path.join(runDir, REASON_FILE), 'r');
+    try {
+      const buf = Buffer.alloc(MAX_REASON_BYTES);
+      reason = buf.subarray(0, fs.readSync(fd, buf, 0, MAX_REASON_BYTES, 0)).toString('utf8').replaceAll('\u0000', NUL_REPLACEMENT).trim() || null;
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    // no reason file: the server takes the last lines of the output
+  }
+  return { exitCode: outcome.code, reason };
 }
 
 /** Builds the agent; nothing happens before run(). */
@@ -124,18 +149,28 @@ export function createAgent(deps: AgentDeps): Agent {
     else log.warn({ id, reason, ...errorFields(answer.error) }, 'release refused');
   }
 
-  async function execute(a: Assignment, command: string): Promise<TaskResult> {
+  async function execute(a: Assignment, command: string): Promise<{ result: TaskResult; report: RunReport }> {
     const { cpuCount, load1 } = deps.load();
     const parallel = suggestedParallelism({ cpuCount, load1, running: runs.size + 1 });
     const startedAt = Date.now();
     const run = deps.startRun({ task: a, command, runsDir, parallel, env: deps.env });
     runs.add(run);
     if (run.pid !== undefined) log.info({ id: a.id, taskName: a.taskName, pid: run.pid, parallel, logFile: run.logFile }, MESSAGES.started);
+    const shipper = startShipper({
+      id: a.id,
+      file: run.logFile,
+      api,
+      intervalMs: config.logIntervalMs,
+      send: persist,
+      onRefused: (error) => log.warn({ id: a.id, ...errorFields(error) }, MESSAGES.outputRefused),
+    });
     const outcome = await run.done;
     runs.delete(run);
     const result = resultOf(outcome);
     log.info({ id: a.id, result, ...outcomeFields(outcome), durationMs: Date.now() - startedAt }, MESSAGES.finished);
-    return result;
+    // The output is all on the server before the result: a reader of a completed request has it all.
+    await shipper.finish();
+    return { result, report: reportOf(outcome, run.dir) };
   }
 
   async function handle(a: Assignment) {
@@ -152,9 +187,9 @@ export function createAgent(deps: AgentDeps): Agent {
         return;
       }
       setPhase(id, 'running');
-      const result = await execute(a, command);
+      const { result, report } = await execute(a, command);
       setPhase(id, 'reporting');
-      const done = await persist('completeWorkRequest', { id, result }, () => api.completeWorkRequest(id, result));
+      const done = await persist('completeWorkRequest', { id, result, exitCode: report.exitCode }, () => api.completeWorkRequest(id, result, report));
       if (done.ok) log.info({ id, result }, MESSAGES.resultReported);
       else log.warn({ id, result, ...errorFields(done.error) }, MESSAGES.resultDropped);
     } catch (err) {

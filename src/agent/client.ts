@@ -158,10 +158,13 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
   let restarts = 0;
   let client: Client | null = null;
   let restartTimer: NodeJS.Timeout | undefined;
+  // Why the last connection ended or the last attempt failed, for the reconnecting line: an operator
+  // reading "reconnecting" wants to know whether the server is down, refusing, or gone quiet.
+  let cause = '';
 
   const retryWait = async (retries: number) => {
     const delayMs = backoffDelay(retries, o.maxBackoffMs);
-    log.info({ attempt: retries + 1, delayMs }, MESSAGES.reconnecting);
+    log.info({ attempt: retries + 1, delayMs, cause: cause || undefined }, MESSAGES.reconnecting);
     await new Promise((resolve) => setTimeout(resolve, delayMs));
   };
 
@@ -184,6 +187,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
     c.on('connected', () => {
       connected = true;
       restarts = 0;
+      cause = '';
       log.info({ reconnect: everConnected }, MESSAGES.connected);
       log.info(MESSAGES.subscribed);
       o.onConnected(everConnected);
@@ -194,6 +198,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
       clearTimeout(pongTimer);
       pongTimer = setTimeout(() => {
         log.warn({ waitedMs: o.keepAliveMs }, 'no answer to a ping: the connection counts as cut');
+        cause = `no answer to a ping within ${o.keepAliveMs} ms`;
         c.terminate();
       }, o.keepAliveMs);
     });
@@ -202,11 +207,13 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
     });
     c.on('error', (err) => {
       lastError = describe((err as { error?: unknown }).error ?? err);
+      cause = lastError;
     });
     c.on('closed', (event) => {
       clearTimeout(pongTimer);
       if (closed) return;
       const { code, reason } = event as { code?: number; reason?: string };
+      if (!cause.startsWith('no answer to a ping')) cause = reason ? `closed by the server (${code}: ${reason})` : lastError || `connection closed (${code ?? 'no code'})`;
       if (connected) log.warn({ code, reason: reason || lastError || undefined }, MESSAGES.disconnected);
       else log.debug({ code, error: lastError || reason || undefined }, 'connection attempt failed');
       connected = false;
@@ -231,11 +238,13 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
             return;
           }
           log.warn({ error: describe(err) }, 'the assignments subscription failed');
+          cause = `the assignments subscription failed: ${describe(err)}`;
           restartLater(c);
         },
         complete() {
           if (closed) return;
           log.warn('the server ended the assignments subscription');
+          cause = 'the server ended the assignments subscription';
           restartLater(c);
         },
       },
@@ -246,7 +255,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
     void disposeQuietly(c);
     const delayMs = backoffDelay(restarts, o.maxBackoffMs);
     restarts += 1;
-    log.info({ attempt: restarts, delayMs }, MESSAGES.reconnecting);
+    log.info({ attempt: restarts, delayMs, cause: cause || undefined }, MESSAGES.reconnecting);
     restartTimer = setTimeout(start, delayMs);
   }
 

@@ -33,6 +33,8 @@ export interface AgentConfig {
   readonly requestTimeoutMs: number;
   /** WebSocket pings; a ping not answered within as long again means the connection is dead. */
   readonly keepAliveMs: number;
+  /** How long a handler's output may wait to be sent with more, in milliseconds. */
+  readonly logIntervalMs: number;
   readonly logLevel: LogLevel;
 }
 
@@ -56,6 +58,7 @@ export const ENV = {
   maxBackoff: 'TAGSCHED_MAX_BACKOFF',
   requestTimeout: 'TAGSCHED_REQUEST_TIMEOUT',
   keepaliveInterval: 'TAGSCHED_KEEPALIVE_INTERVAL',
+  logInterval: 'TAGSCHED_LOG_INTERVAL',
   logLevel: 'TAGSCHED_LOG_LEVEL',
 } as const;
 type Key = keyof typeof ENV;
@@ -68,6 +71,7 @@ const DEFAULTS = {
   maxBackoff: '30',
   requestTimeout: '30',
   keepaliveInterval: '10',
+  logInterval: '1',
   logLevel: 'info',
 } as const;
 
@@ -79,10 +83,12 @@ const HELP_AFTER = `
 Handlers:
   A handler runs one task: \`--handler sbuild='run-sbuild --verbose'\`. Its command runs with
   /bin/sh -c in a fresh directory <work-dir>/runs/<id>, with the task JSON
-  {"id","taskType","taskName","taskData"} on stdin, stdout and stderr in <work-dir>/runs/<id>/log,
-  and the environment variables TAGSCHED_WORK_REQUEST_ID, TAGSCHED_TASK_NAME and
-  TAGSCHED_PARALLEL (a -jN: the CPUs idle over the last minute, shared among the running tasks,
-  at least 1). Exit 0 reports SUCCESS, 1 FAILURE, anything else (or a signal) ERROR.
+  {"id","taskType","taskName","taskData"} on stdin, stdout and stderr in <work-dir>/runs/<id>/log
+  (and sent to the server as they come, every --log-interval), and the environment variables
+  TAGSCHED_WORK_REQUEST_ID, TAGSCHED_TASK_NAME, TAGSCHED_PARALLEL (a -jN: the CPUs idle over the
+  last minute, shared among the running tasks, at least 1) and TAGSCHED_REASON_FILE. Exit 0 reports
+  SUCCESS, 1 FAILURE, anything else (or a signal) ERROR, with the exit code. A FAILURE or ERROR
+  takes as its reason what the handler wrote to $TAGSCHED_REASON_FILE, else its last lines of output.
   In ${ENV.handler}, entries are separated by newlines, or by ";" before the next NAME=.
   Only tasks with a handler are offered to the server.
 
@@ -130,6 +136,7 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
   option('--max-backoff <s>', 'maxBackoff', 'longest wait between two attempts to reach the server', timing, DEFAULTS.maxBackoff);
   option('--request-timeout <s>', 'requestTimeout', 'longest wait for one HTTP request or WebSocket handshake', timing, DEFAULTS.requestTimeout);
   option('--keepalive-interval <s>', 'keepaliveInterval', 'WebSocket pings; no answer within as long again is a cut connection', timing, DEFAULTS.keepaliveInterval);
+  option('--log-interval <s>', 'logInterval', "how long a handler's output waits to be sent with more", timing, DEFAULTS.logInterval);
   option('--log-level <level>', 'logLevel', `JSON log lines on stdout: ${LOG_LEVELS.join(', ')}`, 'Logging:', DEFAULTS.logLevel);
   program.addHelpText('after', HELP_AFTER);
   return program;
@@ -225,6 +232,7 @@ export function parseConfig(
     maxBackoffMs: seconds('maxBackoff'),
     requestTimeoutMs: seconds('requestTimeout'),
     keepAliveMs: seconds('keepaliveInterval'),
+    logIntervalMs: seconds('logInterval'),
     logLevel: logLevel.data,
   });
 }

@@ -11,13 +11,14 @@ export const MESSAGES = {
   connected: 'connected', // reconnect
   subscribed: 'subscribed',
   disconnected: 'disconnected', // code, reason
-  reconnecting: 'reconnecting', // attempt, delayMs
+  reconnecting: 'reconnecting', // attempt, delayMs, cause (why the last connection ended or attempt failed)
   metadataReported: 'metadata reported', // status, architectures, executors, tools, tasks
   tagRejected: 'tag rejected by the server', // tag, code, reason
   assignmentReceived: 'assignment received', // id, taskType, taskName
   duplicateIgnored: 'duplicate assignment ignored', // id
   started: 'started', // id, taskName, pid, parallel, logFile
   finished: 'finished', // id, result, exitCode | signal | error, durationMs
+  outputRefused: 'output refused by the server: no more is sent', // id, code, message
   resultReported: 'result reported', // id, result
   resultDropped: 'result dropped', // id, result, code, message
   assignmentDropped: 'assignment dropped', // id, code, message

@@ -3,9 +3,9 @@
  * until it drains or its token is refused, and exit with a code that says which (EXIT_CODES).
  */
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import { CommanderError } from 'commander';
+import packageJson from '../../package.json' with { type: 'json' };
 import { createAgent, EXIT_CODES, type Agent } from './agent.js';
 import { retry, StoppedError } from './backoff.js';
 import { AuthError, createHttpRequest, openAssignmentStream, TransientError } from './client.js';
@@ -16,7 +16,8 @@ import { createApi } from './operations.js';
 import { startRun } from './runner.js';
 import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
 
-const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+// Imported rather than read at run time, so that the bundled agent (dist/tagsched-worker.mjs) carries it.
+const { version } = packageJson;
 
 /** The server refused to activate this instance (the activation token is used, expired or unknown). */
 class ActivationRefusedError extends Error {

@@ -41,8 +41,11 @@ export const DOCUMENTS = {
   startWorkRequest: `mutation StartWorkRequest($id: ID!) {
   startWorkRequest(id: $id) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
-  completeWorkRequest: `mutation CompleteWorkRequest($id: ID!, $r: WorkRequestResult!) {
-  completeWorkRequest(id: $id, result: $r) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
+  completeWorkRequest: `mutation CompleteWorkRequest($id: ID!, $r: WorkRequestResult!, $exitCode: Int, $reason: String) {
+  completeWorkRequest(id: $id, result: $r, exitCode: $exitCode, statusReason: $reason) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
+}`,
+  appendWorkRequestLog: `mutation AppendWorkRequestLog($i: AppendWorkRequestLogInput!) {
+  appendWorkRequestLog(input: $i) { __typename ... on WorkRequestLogAck { nextOffset accepted } ${ERROR_FIELDS} }
 }`,
   releaseWorkRequest: `mutation ReleaseWorkRequest($id: ID!, $reason: String!) {
   releaseWorkRequest(id: $id, reason: $reason) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
@@ -82,6 +85,22 @@ export interface WorkerReport {
   rejectedTags: { tag: string; code?: string; reason: string }[];
 }
 
+/** How a run ended, reported with its result. */
+export interface RunReport {
+  /** The handler's exit code; null when it did not exit by itself. */
+  exitCode: number | null;
+  /** Why it failed, when the agent knows (a signal, a handler that did not start, the handler's reason file); null lets the server take the last lines of the output. */
+  reason: string | null;
+}
+
+/** A chunk of a run's output: `bytes` bytes of the output, from byte `offset`, decoded as `text`. */
+export interface LogChunk {
+  id: string;
+  offset: number;
+  bytes: number;
+  text: string;
+}
+
 /** The worker protocol's mutations. */
 export interface Api {
   activateWorker(name: string | null): Promise<Answer<{ token: string; workerName: string }>>;
@@ -89,7 +108,9 @@ export interface Api {
   /** The answer also lists what is assigned to this worker and not acknowledged: a push the subscription lost. */
   heartbeat(input: { shuttingDown: boolean; running: string[] }): Promise<Answer<{ draining: boolean; assigned: Assignment[] }>>;
   startWorkRequest(id: string): Promise<Answer<{ id: string; status: string }>>;
-  completeWorkRequest(id: string, result: TaskResult): Promise<Answer<{ id: string; status: string }>>;
+  completeWorkRequest(id: string, result: TaskResult, report?: RunReport): Promise<Answer<{ id: string; status: string }>>;
+  /** The answer says where the next chunk starts (the server's count): a repeat or a misplaced chunk is not stored twice. */
+  appendWorkRequestLog(chunk: LogChunk): Promise<Answer<{ nextOffset: number; accepted: boolean }>>;
   releaseWorkRequest(id: string, reason: string): Promise<Answer<{ id: string; status: string }>>;
 }
 
@@ -120,8 +141,13 @@ export function createApi(request: Request): Api {
     async startWorkRequest(id) {
       return answer(await request(DOCUMENTS.startWorkRequest, { id }), 'startWorkRequest', 'WorkRequest', workRequestState);
     },
-    async completeWorkRequest(id, result) {
-      return answer(await request(DOCUMENTS.completeWorkRequest, { id, r: result }), 'completeWorkRequest', 'WorkRequest', workRequestState);
+    async completeWorkRequest(id, result, report) {
+      const variables = { id, r: result, exitCode: report?.exitCode ?? null, reason: report?.reason ?? null };
+      return answer(await request(DOCUMENTS.completeWorkRequest, variables), 'completeWorkRequest', 'WorkRequest', workRequestState);
+    },
+    async appendWorkRequestLog(chunk) {
+      const schema = z.object({ nextOffset: z.number(), accepted: z.boolean() });
+      return answer(await request(DOCUMENTS.appendWorkRequestLog, { i: chunk }), 'appendWorkRequestLog', 'WorkRequestLogAck', schema);
     },
     async releaseWorkRequest(id, reason) {
       return answer(await request(DOCUMENTS.releaseWorkRequest, { id, reason }), 'releaseWorkRequest', 'WorkRequest', workRequestState);

@@ -57,6 +57,9 @@ export interface Run {
   kill(signal: NodeJS.Signals): void;
 }
 
+/** Where in its directory a handler may write why it failed (TAGSCHED_REASON_FILE). */
+export const REASON_FILE = 'reason';
+
 /** Environment variables the agent may hold that a handler must not see. */
 export const SECRET_ENV = ['TAGSCHED_WORKER_TOKEN', 'TAGSCHED_ACTIVATION_TOKEN'] as const;
 
@@ -103,6 +106,7 @@ export function startRun(spec: RunSpec): Run {
     TAGSCHED_WORK_REQUEST_ID: spec.task.id,
     TAGSCHED_TASK_NAME: spec.task.taskName,
     TAGSCHED_PARALLEL: String(spec.parallel),
+    TAGSCHED_REASON_FILE: path.join(dir, REASON_FILE),
   };
   for (const name of SECRET_ENV) delete env[name];
   const child = spawn('/bin/sh', ['-c', HANDLER_SHELL, 'tagsched-handler', spec.command], {

@@ -30,9 +30,13 @@ export const WorkRequestSchema = defineEntity({
     result: p.enum([...WORK_REQUEST_RESULTS]).nullable(),
     /** Why the request failed, was aborted, or went back to the queue; null when nothing went wrong. */
     statusReason: p.text().nullable(),
+    /** The handler's exit code, as its agent reported it; null when it did not exit by itself (a signal) or nobody said. */
+    exitCode: p.integer().nullable(),
     priorityBase: p.integer().default(0),
     priorityAdjustment: p.integer().default(0),
     worker: () => p.manyToOne(WorkerSchema).nullable(),
+    /** The workflow that created it (services/orchestration.ts); null for a request submitted by a client. */
+    parent: () => p.manyToOne(WorkRequestSchema).nullable(),
     dependencies: () =>
       p.manyToMany(WorkRequestSchema).pivotTable('work_request_dependency').owner().joinColumn('work_request_id').inverseJoinColumn('depends_on_id'),
     userProvidedTags: p.array().columnType('text[]').default([]),
@@ -47,6 +51,7 @@ export const WorkRequestSchema = defineEntity({
     classId: p.integer().nullable(),
     retryCount: p.integer().default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
+    /** When it last became PENDING (a re-queued request is pending again from then). */
     pendingAt: p.datetime().nullable(),
     assignedAt: p.datetime().nullable(),
     startedAt: p.datetime().nullable(),
@@ -56,6 +61,11 @@ export const WorkRequestSchema = defineEntity({
     { properties: 'workspace' },
     { properties: 'worker' },
     { properties: 'status' },
+    // A workflow's children.
+    {
+      name: 'work_request_parent',
+      expression: `create index "work_request_parent" on "work_request" ("parent_id") where "parent_id" is not null`,
+    },
     // Tag filters of `workRequests(filter: {requiresTag, providesTag})`. fastupdate is off because the GIN
     // pending list made containment queries ten times slower after bulk inserts.
     {
@@ -75,6 +85,11 @@ export const WorkRequestSchema = defineEntity({
     {
       name: 'work_request_pending_class_order',
       expression: `create index "work_request_pending_class_order" on "work_request" ("class_id", ("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING'`,
+    },
+    // The metrics' count of unfinished work per workspace and status, read with an index-only scan.
+    {
+      name: 'work_request_unfinished_workspace',
+      expression: `create index "work_request_unfinished_workspace" on "work_request" ("workspace_id", "status") where "status" in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING')`,
     },
     // A worker's load: what it holds now.
     {

@@ -60,9 +60,14 @@ builder.mutationFields((t) => ({
   }),
   completeWorkRequest: t.field({
     type: WorkRequestRef,
-    description: 'The assigned worker (or an admin) records the result',
+    description: 'The assigned worker (or an admin) records the result, with the handler\'s exit code; a FAILURE or ERROR without a statusReason takes the last lines of the output as its reason',
     errors: { types: COMMON_ERRORS },
-    args: { id: t.arg.id({ required: true }), result: t.arg({ type: ResultEnum, required: true }) },
-    resolve: (_r, { id, result }, ctx) => completeWorkRequest(ctx, String(id), result),
+    args: {
+      id: t.arg.id({ required: true }),
+      result: t.arg({ type: ResultEnum, required: true }),
+      exitCode: t.arg.int({ description: "The handler's exit code; omitted when it ended by a signal" }),
+      statusReason: t.arg.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
+    },
+    resolve: (_r, { id, result, exitCode, statusReason }, ctx) => completeWorkRequest(ctx, String(id), result, { exitCode, statusReason }),
   }),
 }));

@@ -2,7 +2,10 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { isOrchestrated } from '../tasks/types.js';
 import { isAdmin, requireWorker } from './auth.js';
+import { compactLog, lastOutputLines } from './job-output.js';
+import { cleanReason } from './log-text.js';
 import { settleDependents, type WorkRequestDeps } from './work-requests.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */
@@ -43,11 +46,32 @@ export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Pr
   return wr;
 }
 
+/** How the handler ended, as its agent tells it with the result. */
+export interface RunOutcome {
+  /** The handler's exit code; null or absent when it did not exit by itself. */
+  exitCode?: number | null;
+  /** Why it failed, in the agent's (or the admin's) words; without one, a FAILURE or ERROR takes the last lines of its output. */
+  statusReason?: string | null;
+}
+
+/**
+ * The reason a FAILURE or ERROR is recorded with: the one given, else the last lines the run wrote,
+ * else what is known of its end.
+ */
+async function failureReason(em: EntityManager, wr: WorkRequest, outcome: RunOutcome): Promise<string> {
+  const given = outcome.statusReason != null ? cleanReason(outcome.statusReason) : null;
+  if (given) return given;
+  const lines = await lastOutputLines(em, wr.id);
+  if (lines) return lines;
+  return outcome.exitCode != null ? `exit code ${outcome.exitCode}, and no output` : 'no reason given, and no output';
+}
+
 /**
  * Records the result of a request: its assignee (or an admin) completes it; dependents whose
  * dependencies are now all complete become PENDING, and a pass is triggered for the freed slot.
+ * A FAILURE or ERROR always gets a statusReason (failureReason); the log is compacted.
  */
-export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, result: WorkRequestResult): Promise<WorkRequest> {
+export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, result: WorkRequestResult, outcome: RunOutcome = {}): Promise<WorkRequest> {
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
@@ -59,16 +83,21 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
+    if (isOrchestrated(locked.taskType)) throw new InvalidStateError(`work request ${rawId} is a ${locked.taskType} task, which the server completes (a workflow when its children have finished)`);
     const now = new Date();
     locked.status = 'COMPLETED';
     locked.result = result;
     locked.startedAt ??= now;
     locked.completedAt = now;
+    locked.exitCode = outcome.exitCode ?? null;
+    if (result === 'FAILURE' || result === 'ERROR') locked.statusReason = await failureReason(tx, locked, outcome);
     await tx.flush();
     await recordCompletion(tx, locked, now);
+    await compactLog(tx, locked.id);
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false };
   });
   if (repeated) return wr;
+  deps.metrics?.completed(wr);
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   deps.scheduler.trigger('work-finished');
@@ -100,6 +129,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be released`);
     }
     locked.status = 'PENDING';
+    locked.pendingAt = new Date();
     locked.worker = null;
     locked.assignedAt = null;
     locked.startedAt = null;

@@ -1,0 +1,97 @@
+/**
+ * The gauges that come from the database, computed at each scrape into a registry of that scrape
+ * (two scrapes at once never share values): the unfinished work requests by workspace and status,
+ * the pending ones by task class, the active workers by status and pool, and each pool's demand.
+ * Every process answers the same values; they cost four statements and the demand's own.
+ *
+ * Workspace labels: a scraper with TAGSCHED_METRICS_TOKEN sees every workspace by name; without
+ * a token configured, private workspaces are summed into one label value (PRIVATE_WORKSPACE), so
+ * that nobody learns their names or their number from /metrics.
+ */
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { Gauge, Registry } from 'prom-client';
+import type { Config } from '../config.js';
+import { toDate } from '../db/arrays.js';
+import { computeDemand } from '../scheduler/demand.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import { workerStatus } from '../schema/worker.js';
+
+/** The label value every private workspace is counted under when names are not shown. */
+export const PRIVATE_WORKSPACE = '(private)';
+/** The pool label value of workers that belong to no pool (static workers). */
+export const NO_POOL = '';
+/** The statuses the work-request gauge counts: the unfinished ones (finished ones grow with history). */
+export const UNFINISHED_STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING'] as const;
+
+interface Deps {
+  orm: MikroORM;
+  config: Config;
+  scheduler: Scheduler;
+}
+
+const gauge = (registry: Registry, name: string, help: string, labelNames: readonly string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
+
+/** Reads the database gauges into a new registry. */
+export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNames: boolean }): Promise<Registry> {
+  const started = performance.now();
+  const registry = new Registry();
+  const em = deps.orm.em.fork();
+  const now = new Date();
+
+  // Both counts are index-only scans: of work_request_unfinished_workspace and of the queue's own index.
+  const byStatus = await em.execute<{ workspace_id: number; status: string; n: number }[]>(
+    `select workspace_id, status, count(*)::int as n from work_request
+      where status in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING') group by workspace_id, status`,
+  );
+  const pendingByClass = await em.execute<{ class_id: number; n: number }[]>(
+    `select class_id, count(*)::int as n from work_request where status = 'PENDING' and class_id is not null group by class_id`,
+  );
+  const workspaces = await em.execute<{ id: number; name: string; is_public: boolean }[]>(
+    `select w.id, s.name || '/' || w.name as name, w.is_public from workspace w join scope s on s.id = w.scope_id`,
+  );
+  const workspaceLabel = new Map(workspaces.map((w) => [w.id, w.is_public || options.workspaceNames ? w.name : PRIVATE_WORKSPACE]));
+  const requests = gauge(registry, 'tagsched_work_requests', 'Unfinished work requests (BLOCKED, PENDING, ASSIGNED, RUNNING) by workspace and status', ['workspace', 'status']);
+  const byWorkspace = new Map<string, number>();
+  for (const g of byStatus) {
+    const key = JSON.stringify([workspaceLabel.get(g.workspace_id) ?? PRIVATE_WORKSPACE, g.status]);
+    byWorkspace.set(key, (byWorkspace.get(key) ?? 0) + g.n);
+  }
+  for (const [key, n] of byWorkspace) {
+    const [workspace, status] = JSON.parse(key) as [string, string];
+    requests.set({ workspace, status }, n);
+  }
+  const pending = gauge(registry, 'tagsched_pending_work_requests', 'PENDING work requests by task class id (one series per class with pending work)', ['class']);
+  for (const c of pendingByClass) pending.set({ class: String(c.class_id) }, c.n);
+
+  const workers = await em.execute<{ pool: string | null; enabled: boolean; draining: boolean; shutting_down: boolean; connected_at: Date | string | null; last_seen_at: Date | string | null; active: number }[]>(
+    `select p.name as pool, w.enabled, w.draining, w.shutting_down, w.connected_at, w.last_seen_at, coalesce(a.n, 0)::int as active
+       from worker w
+       left join worker_pool p on p.id = w.pool_id
+       left join (select worker_id, count(*) as n from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id) a on a.worker_id = w.id
+      where w.terminated_at is null`,
+  );
+  const workerGauge = gauge(registry, 'tagsched_workers', 'Active workers (terminated pool workers left out) by status and pool ("" for no pool)', ['status', 'pool']);
+  const workerCounts = new Map<string, number>();
+  for (const w of workers) {
+    const facts = { terminatedAt: null, enabled: w.enabled, draining: w.draining, shuttingDown: w.shutting_down, connectedAt: toDate(w.connected_at), lastSeenAt: toDate(w.last_seen_at) };
+    const key = JSON.stringify([workerStatus(facts, w.active, now, deps.config.metadataFreshMs), w.pool ?? NO_POOL]);
+    workerCounts.set(key, (workerCounts.get(key) ?? 0) + 1);
+  }
+  for (const [key, n] of workerCounts) {
+    const [status, pool] = JSON.parse(key) as [string, string];
+    workerGauge.set({ status, pool }, n);
+  }
+
+  const demand = await computeDemand(em, deps.scheduler.classes, deps.config, now, deps.scheduler.workers, undefined, pendingByClass);
+  const launch = gauge(registry, 'tagsched_pool_launch', 'Instances each enabled pool should launch now (provisioning demand)', ['pool']);
+  const required = gauge(registry, 'tagsched_pool_workers_required', 'Workers each enabled pool needs for the pending work left to it (provisioning demand)', ['pool']);
+  const runnable = gauge(registry, 'tagsched_pool_pending_runnable', 'Pending work requests each enabled pool could run', ['pool']);
+  for (const d of demand.pools) {
+    launch.set({ pool: d.pool.name }, d.launch);
+    required.set({ pool: d.pool.name }, d.workersRequired);
+    runnable.set({ pool: d.pool.name }, d.pendingRunnable);
+  }
+  gauge(registry, 'tagsched_unschedulable_work_requests', 'Pending work requests that no worker and no pool could ever run').set(demand.unschedulable.reduce((sum, g) => sum + g.count, 0));
+  gauge(registry, 'tagsched_metrics_database_seconds', 'How long this scrape took to read the database gauges').set((performance.now() - started) / 1000);
+  return registry;
+}
