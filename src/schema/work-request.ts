@@ -1,12 +1,18 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
+import { costOf, pagedCost } from '../limits/cost.js';
 import { InputError, NotFoundError } from '../errors.js';
 import { WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
-import { visibleWorkspaceIds } from '../services/directory.js';
+import type { Context } from '../context.js';
+import { intArray } from '../db/arrays.js';
+import { asFilter } from '../db/condition.js';
 import { abortWorkRequest, addWorkRequestDependencies, createWorkRequest, findVisibleWorkRequest } from '../services/work-requests.js';
 import { splitWorkspaceName } from '../services/validate.js';
+import { idempotent } from '../services/idempotency.js';
+import { principalOf, workRequestSql } from '../services/visibility.js';
 import { COMMON_ERRORS } from './errors.js';
+import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerRef } from './worker.js';
@@ -14,6 +20,21 @@ import { UserRef, WorkspaceRef } from './workspace.js';
 
 const StatusEnum = builder.enumType('WorkRequestStatus', { values: WORK_REQUEST_STATUSES });
 export const ResultEnum = builder.enumType('WorkRequestResult', { values: WORK_REQUEST_RESULTS });
+
+/** The dependencies of each request, those the viewer may see by id and the others as a count (one statement). */
+async function dependenciesOf(ctx: Context, ids: number[]): Promise<{ visible: number[]; hidden: number }[]> {
+  const visible = workRequestSql(principalOf(ctx.viewer), 'dep');
+  const rows = await ctx.em.execute<{ work_request_id: number; depends_on_id: number; visible: boolean }[]>(
+    `select d.work_request_id, d.depends_on_id, ${visible.sql} as visible
+       from work_request_dependency d join work_request dep on dep.id = d.depends_on_id
+      where d.work_request_id = any(?::int[]) order by d.depends_on_id`,
+    [...visible.params, intArray(ids)],
+  );
+  return ids.map((id) => {
+    const mine = rows.filter((r) => r.work_request_id === id);
+    return { visible: mine.filter((r) => r.visible).map((r) => r.depends_on_id), hidden: mine.filter((r) => !r.visible).length };
+  });
+}
 
 /** A work request. */
 export const WorkRequestRef = builder.objectRef<WorkRequest>('WorkRequest');
@@ -32,7 +53,18 @@ WorkRequestRef.implement({
     workspace: t.field({ type: WorkspaceRef, resolve: (w) => w.workspace.id }),
     createdBy: t.field({ type: UserRef, resolve: (w) => w.createdBy.id }),
     worker: t.field({ type: WorkerRef, nullable: true, resolve: (w) => w.worker?.id ?? null }),
-    dependsOn: t.field({ type: ['ID'], resolve: async (w, _a, ctx) => (await ctx.loaders.dependencyIds.load(w.id)).map(String) }),
+    dependsOn: t.loadableList({
+      type: 'ID',
+      description: 'The requests it depends on that the viewer may see',
+      load: async (ids: number[], ctx) => (await dependenciesOf(ctx, ids)).map((d) => d.visible.map(String)),
+      resolve: (w) => w.id,
+    }),
+    hiddenDependencyCount: t.loadable({
+      type: 'Int',
+      description: 'The requests it depends on that the viewer may not see, counted only',
+      load: async (ids: number[], ctx) => (await dependenciesOf(ctx, ids)).map((d) => d.hidden),
+      resolve: (w) => w.id,
+    }),
     providedTags: t.field({ type: [TagEntryRef], description: 'Frozen when the request became PENDING', resolve: (w) => w.providedEntries }),
     requiredTags: t.field({ type: [TagEntryRef], description: 'Frozen when the request became PENDING', resolve: (w) => w.requiredEntries }),
     droppedTags: t.field({ type: [TagRefusalRef], description: 'Rule tags refused for their provenance', resolve: (w) => w.droppedTags }),
@@ -40,7 +72,7 @@ WorkRequestRef.implement({
     userRequiredTags: t.exposeStringList('userRequiredTags', { description: 'As submitted' }),
     retryCount: t.exposeInt('retryCount'),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
-    pendingAt: t.expose('pendingAt', { type: 'DateTime', nullable: true }),
+    pendingAt: t.expose('pendingAt', { type: 'DateTime', nullable: true, description: 'When it last became PENDING (a re-queued request is pending again from then)' }),
     assignedAt: t.expose('assignedAt', { type: 'DateTime', nullable: true }),
     startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true }),
     completedAt: t.expose('completedAt', { type: 'DateTime', nullable: true }),
@@ -70,23 +102,61 @@ function workspaceFilter(full: string): { scope: string; name: string } {
 
 const WorkRequestConnection = builder.connectionObject({ type: WorkRequestRef, name: 'WorkRequestConnection' });
 
+/** The rows of these ids the viewer may see, by id (one statement). */
+async function visibleById(ctx: Context, ids: readonly number[]): Promise<Map<number, WorkRequest>> {
+  const and: FilterQuery<WorkRequest>[] = [{ id: { $in: [...ids] } }, asFilter((alias) => workRequestSql(principalOf(ctx.viewer), alias))];
+  const rows = await ctx.em.find(WorkRequestSchema, { $and: and });
+  return new Map(rows.map((r) => [r.id, r]));
+}
+
+builder.objectFields(WorkRequestRef, (t) => ({
+  parent: t.loadable({
+    type: WorkRequestRef,
+    nullable: true,
+    description: 'The workflow that created it (null for a request a client submitted)',
+    load: async (ids: number[], ctx) => {
+      const found = await visibleById(ctx, ids);
+      return ids.map((id) => found.get(id) ?? null);
+    },
+    resolve: (w) => w.parent?.id ?? null,
+  }),
+  children: t.loadable({
+    type: WorkRequestConnection,
+    description: 'What a workflow expanded into, in creation order (empty for other requests)',
+    byPath: true, // one statement for the children of every workflow at this place of the query, paged alike
+    extensions: costOf(pagedCost()),
+    args: { first: t.arg.int(), after: t.arg.string() },
+    load: async (ids: number[], ctx, args) => {
+      const size = pageSize(args);
+      const after = decodeCursor(args.after, (v): v is number => typeof v === 'number') ?? 0;
+      const visible = workRequestSql(principalOf(ctx.viewer), 'c');
+      // Each workflow's first size + 1 children after the cursor: the extra one says there is a next page.
+      const rows = await ctx.em.execute<{ id: number; parent_id: number }[]>(
+        `select id, parent_id from (
+           select c.id, c.parent_id, row_number() over (partition by c.parent_id order by c.id) as n
+             from work_request c where c.parent_id = any(?::int[]) and c.id > ? and ${visible.sql}
+         ) page where n <= ? order by id`,
+        [intArray(ids), after, ...visible.params, size + 1],
+      );
+      const found = rows.length ? await visibleById(ctx, rows.map((r) => r.id)) : new Map<number, WorkRequest>();
+      return ids.map((id) => toConnection(rows.filter((r) => r.parent_id === id).map((r) => found.get(r.id)!), size, (c) => encodeCursor(c.id), args.after != null));
+    },
+    resolve: (w) => w.id,
+  }),
+}));
+
 builder.queryFields((t) => ({
   workRequests: t.field({
     type: WorkRequestConnection,
     description: 'Newest first; only the work the viewer may see',
+    extensions: costOf(pagedCost()),
     args: { filter: t.arg({ type: WorkRequestFilter }), first: t.arg.int(), after: t.arg.string() },
     resolve: async (_root, args, ctx) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => typeof v === 'number');
       const f = args.filter;
-      const where: FilterQuery<WorkRequest> = {};
-      if (ctx.viewer.kind === 'worker') where.worker = ctx.viewer.worker.id;
-      else if (ctx.viewer.kind === 'activation') return toConnection([], size, () => '', false);
-      else {
-        const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
-        if (visible !== 'all') where.workspace = { $in: visible };
-      }
-      const and: FilterQuery<WorkRequest>[] = [where];
+      const principal = principalOf(ctx.viewer);
+      const and: FilterQuery<WorkRequest>[] = [asFilter((alias) => workRequestSql(principal, alias))];
       if (f?.status?.length) and.push({ status: { $in: f.status } });
       if (f?.workspace) {
         const { scope, name } = workspaceFilter(f.workspace);
@@ -134,8 +204,19 @@ builder.mutationFields((t) => ({
   createWorkRequest: t.field({
     type: WorkRequestRef,
     errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: CreateWorkRequestInput, required: true }) },
-    resolve: (_r, { input }, ctx) => createWorkRequest(ctx, { ...input, dependsOn: input.dependsOn?.map(String) }),
+    args: { input: t.arg({ type: CreateWorkRequestInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    resolve: (_r, { input, idempotencyKey }, ctx) => {
+      const request = { ...input, dependsOn: input.dependsOn?.map(String) };
+      return idempotent<WorkRequest>(
+        { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.idempotencyKeyTtlMs },
+        'createWorkRequest',
+        idempotencyKey,
+        request,
+        { idOf: (wr) => wr.id, replay: (em, id) => em.findOneOrFail(WorkRequestSchema, { id }) },
+        // The key commits in the request's own transaction; placement and events follow, as without a key.
+        (record) => createWorkRequest(ctx, request, { record }),
+      );
+    },
   }),
   abortWorkRequest: t.field({
     type: WorkRequestRef,

@@ -17,6 +17,8 @@ export interface AnalysisRequest {
   environmentId: number | null;
   userProvidedTags: readonly string[];
   userRequiredTags: readonly string[];
+  /** `workflow:ID` for a workflow's child (see WorkRequestAnalysisInput.dataSource). */
+  dataSource?: string | null;
 }
 
 const toRule = (r: { name: string; taskName?: string | null; expression?: string | null; providedTags: string[]; requiredTags: string[] }): TaskRule => ({
@@ -63,5 +65,6 @@ export async function analyzeRequest(em: EntityManager, config: Config, req: Ana
     userProvidablePrefixes: req.workspace.providableTagPrefixes,
     workspaceRules: rules.filter((r) => r.workspace).map(toRule),
     siteRules: rules.filter((r) => !r.workspace).map(toRule),
+    dataSource: req.dataSource ?? null,
   });
 }

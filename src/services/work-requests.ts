@@ -6,12 +6,16 @@ import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
 import type { Events } from '../events.js';
 import { classIdsFor } from '../scheduler/classes.js';
+import type { LifecycleRecorder } from '../metrics/recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
 import { isAdmin, requireUser, type Viewer } from './auth.js';
-import { findWorkspace, roleIn, visibleWorkspaceIds } from './directory.js';
+import { findWorkspace, roleIn } from './directory.js';
+import { abortAll, completeFinishedWorkflows, lockOpenDescendants, runOrchestrated, type Orchestrated, type RequestChange } from './orchestration.js';
 import { analyzeRequest } from './task-analysis.js';
+import { planChildren } from './workflow-expansion.js';
 import { checkTags, parseInput } from './validate.js';
+import { viewerSeesWorkRequest } from './visibility.js';
 
 /** Input of createWorkRequest. */
 export interface CreateWorkRequestInput {
@@ -33,6 +37,8 @@ export interface WorkRequestDeps {
   config: Config;
   events: Events;
   scheduler: Scheduler;
+  /** Told of completions (the run-time histogram); none when absent. */
+  metrics?: LifecycleRecorder;
 }
 
 const TERMINAL = ['COMPLETED', 'ABORTED'] as const;
@@ -52,16 +58,8 @@ function parseId(raw: string | number, path: string): number {
 export async function findVisibleWorkRequest(em: EntityManager, viewer: Viewer, rawId: string | number, path = 'id'): Promise<WorkRequest> {
   const id = parseId(rawId, path);
   const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope'] });
-  if (!wr || !(await canSeeWorkRequest(em, viewer, wr))) throw new NotFoundError(`${path}: no work request ${rawId}`, path);
+  if (!wr || !(await viewerSeesWorkRequest(em, viewer, wr))) throw new NotFoundError(`${path}: no work request ${rawId}`, path);
   return wr;
-}
-
-/** Workers see only their own assignments; users the work of public workspaces and of their own. */
-export async function canSeeWorkRequest(em: EntityManager, viewer: Viewer, wr: WorkRequest): Promise<boolean> {
-  if (viewer.kind === 'worker') return wr.worker?.id === viewer.worker.id;
-  if (viewer.kind === 'activation') return false;
-  const visible = await visibleWorkspaceIds(em, viewer);
-  return visible === 'all' || visible.includes(wr.workspace.id);
 }
 
 /**
@@ -70,7 +68,11 @@ export async function canSeeWorkRequest(em: EntityManager, viewer: Viewer, wr: W
  * right to submit there. With all dependencies completed it becomes PENDING at once, its tag sets
  * computed and frozen; otherwise it waits BLOCKED.
  */
-export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWorkRequestInput): Promise<WorkRequest> {
+export async function createWorkRequest(
+  deps: WorkRequestDeps,
+  input: CreateWorkRequestInput,
+  options: { record?: (tx: EntityManager, created: WorkRequest) => Promise<void> } = {},
+): Promise<WorkRequest> {
   const { em, viewer, config } = deps;
   const { user } = requireUser(viewer);
   const dataSize = Buffer.byteLength(JSON.stringify(input.taskData ?? null), 'utf8');
@@ -104,16 +106,29 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     userRequiredTags: requiredTags,
   });
   if (!probe.ok) throw analysisErrorToInput(...probe.errors);
+  if (validation.task.type === 'workflow') {
+    // Its children too: a workflow that could not be expanded is refused now, not ABORTED later.
+    const children = await planChildren(em, config, {
+      workspace,
+      creator: user,
+      taskName: input.taskName,
+      taskData: validation.data,
+      userProvidedTags: providedTags,
+      userRequiredTags: requiredTags,
+      id: null,
+    });
+    if (!children.ok) throw analysisErrorToInput(...children.errors);
+  }
 
   const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `input.dependsOn[${i}]`)))];
-  const wr = await em.transactional(async (tx) => {
+  const { wr, changed } = await em.transactional(async (tx) => {
     // FOR SHARE: a dependency cannot complete between this check and our commit, so none is missed.
     const dependencies = dependencyIds.length
       ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] })
       : [];
     for (const id of dependencyIds) {
       const dep = dependencies.find((d) => d.id === id);
-      if (!dep || !(await canSeeWorkRequest(tx, viewer, dep))) {
+      if (!dep || !(await viewerSeesWorkRequest(tx, viewer, dep))) {
         throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `input.dependsOn: no work request ${id}`, 'input.dependsOn');
       }
       if (dep.status === 'ABORTED') {
@@ -132,11 +147,15 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
       userRequiredTags: requiredTags,
     });
     for (const dep of dependencies) created.dependencies.add(dep);
+    let changed: RequestChange[] = [];
     if (dependencies.every((d) => d.status === 'COMPLETED')) {
-      await queueWorkRequest(tx, config, created, probe); // the tags just computed: nothing changed in between
+      const outcome = await queueWorkRequest(tx, config, created, probe); // the tags just computed: nothing changed in between
+      await tx.flush();
+      changed = [...outcome.changed, ...(await settleDependents(tx, config, outcome.finished))];
     }
     await tx.flush();
-    return created;
+    await options.record?.(tx, created); // an idempotency key commits with the request (services/idempotency.ts)
+    return { wr: created, changed };
   });
   // Placed first, so that the passes its change triggers (here and in other processes) find it taken.
   if (wr.status === 'PENDING' && wr.classId != null) {
@@ -144,6 +163,7 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     if (placed.some((a) => a.workRequestId === wr.id)) await em.refresh(wr); // answer with what it is now: ASSIGNED
   }
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: workspace.id });
+  for (const change of changed) deps.events.publish('workRequestChanged', change); // a workflow's children
   return wr;
 }
 
@@ -152,15 +172,17 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
  * computed (a rule or environment changed since submission) the request is ABORTED with the reason
  * and both sets stay empty: never half-tagged, never schedulable. `analysis` is one computed by the
  * caller a moment ago (a request created with nothing to wait for); otherwise it is computed here.
+ * What the server runs itself runs now (orchestration.ts): a synchronization point completes, a
+ * workflow expands. Returns what that changed, and the requests that finished (to settle).
  */
-export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<void> {
+export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<Orchestrated> {
   analysis ??= await analyzeQueued(em, config, wr);
   const now = new Date();
   if (!analysis.ok) {
     wr.status = 'ABORTED';
     wr.completedAt = now;
     wr.statusReason = `could not compute the task tags: ${analysis.errors.map((e) => e.message).join('; ')}`;
-    return;
+    return { changed: [], finished: [wr.id] };
   }
   wr.status = 'PENDING';
   wr.pendingAt = now;
@@ -170,6 +192,7 @@ export async function queueWorkRequest(em: EntityManager, config: Config, wr: Wo
   wr.requiredEntries = analysis.required;
   wr.droppedTags = analysis.dropped;
   [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
+  return runOrchestrated(em, config, wr);
 }
 
 /** The analysis of a stored request, as it would be submitted now. */
@@ -187,27 +210,32 @@ async function analyzeQueued(em: EntityManager, config: Config, wr: WorkRequest)
     environmentId: validation.environmentId,
     userProvidedTags: wr.userProvidedTags,
     userRequiredTags: wr.userRequiredTags,
+    dataSource: wr.parent ? `workflow:${wr.parent.id}` : null,
   });
 }
 
 /**
- * After requests finished: dependents whose dependencies are now all COMPLETED become PENDING, and
- * dependents of an ABORTED request are aborted too (they could never run). Returns the ids it changed.
+ * After requests finished: dependents whose dependencies are now all COMPLETED become PENDING (and
+ * what the server runs itself runs: orchestration.ts), dependents of an ABORTED request are aborted
+ * too (they could never run), and workflows whose children have all finished complete. What finishes
+ * on the way is settled in turn. Returns the requests it changed, for the caller to publish.
  */
-export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<{ id: number; workspaceId: number }[]> {
-  const changed: { id: number; workspaceId: number }[] = [];
+export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<RequestChange[]> {
+  const changed: RequestChange[] = [];
   let frontier = finishedIds;
   while (frontier.length) {
+    const next: number[] = [];
     const rows = await em.execute<{ id: number }[]>(
       `select distinct d.work_request_id as id from work_request_dependency d
          join work_request w on w.id = d.work_request_id
         where d.depends_on_id in (${frontier.map(() => '?').join(',')}) and w.status = 'BLOCKED'`,
       frontier,
     );
+    // Still BLOCKED once locked: a concurrent settler that got there first has queued it (and, for a
+    // workflow, expanded it) already, and it must not be queued twice.
     const dependents = rows.length
-      ? await em.find(WorkRequestSchema, { id: { $in: rows.map((r) => r.id) } }, { populate: ['dependencies', 'workspace', 'createdBy'], lockMode: LockMode.PESSIMISTIC_WRITE })
+      ? await em.find(WorkRequestSchema, { id: { $in: rows.map((r) => r.id) }, status: 'BLOCKED' }, { populate: ['dependencies', 'workspace', 'createdBy'], lockMode: LockMode.PESSIMISTIC_WRITE })
       : [];
-    const aborted: number[] = [];
     for (const wr of dependents) {
       const deps = wr.dependencies.getItems();
       const abortedDep = deps.find((d) => d.status === 'ABORTED');
@@ -215,18 +243,21 @@ export async function settleDependents(em: EntityManager, config: Config, finish
         wr.status = 'ABORTED';
         wr.completedAt = new Date();
         wr.statusReason = `dependency ${abortedDep.id} was aborted`;
-        aborted.push(wr.id);
+        next.push(wr.id);
         changed.push({ id: wr.id, workspaceId: wr.workspace.id });
       } else if (deps.every((d) => d.status === 'COMPLETED')) {
-        await queueWorkRequest(em, config, wr);
-        if (wr.status === 'ABORTED') aborted.push(wr.id);
-        changed.push({ id: wr.id, workspaceId: wr.workspace.id });
+        const outcome = await queueWorkRequest(em, config, wr);
+        changed.push({ id: wr.id, workspaceId: wr.workspace.id }, ...outcome.changed);
+        next.push(...outcome.finished);
       }
     }
     await em.flush();
-    frontier = aborted;
+    const workflows = await completeFinishedWorkflows(em, frontier);
+    changed.push(...workflows);
+    next.push(...workflows.map((w) => w.id));
+    frontier = next;
   }
-  return changed;
+  return [...new Map(changed.map((c) => [c.id, c])).values()];
 }
 
 /** Aborts a request that has not finished. The creator, the workspace's owners and admins may. */
@@ -238,13 +269,18 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
   if (!mayAbort) throw new ForbiddenError('only the creator, the workspace owners and admins may abort a work request');
   if ((TERMINAL as readonly string[]).includes(wr.status)) throw new InvalidStateError(`work request ${wr.id} is already ${wr.status}`);
   const changed = await em.transactional(async (tx) => {
+    // A workflow's open children are locked before it, as the completion of a child locks them (orchestration.ts).
+    const children = await lockOpenDescendants(tx, wr.id);
     const locked = await tx.findOneOrFail(WorkRequestSchema, { id: wr.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
     if ((TERMINAL as readonly string[]).includes(locked.status)) throw new InvalidStateError(`work request ${wr.id} is already ${locked.status}`);
     locked.status = 'ABORTED';
     locked.completedAt = new Date();
     locked.statusReason = `aborted by ${user.username}`;
+    // Children that an expansion committed while this waited for the workflow's lock are open too.
+    const late = (await lockOpenDescendants(tx, wr.id)).filter((c) => !children.includes(c));
+    const aborted = abortAll([...children, ...late], `workflow ${wr.id} was aborted by ${user.username}`);
     await tx.flush();
-    return [{ id: locked.id, workspaceId: wr.workspace.id }, ...(await settleDependents(tx, config, [locked.id]))];
+    return [{ id: locked.id, workspaceId: wr.workspace.id }, ...aborted, ...(await settleDependents(tx, config, [locked.id, ...aborted.map((a) => a.id)]))];
   });
   await em.refresh(wr);
   for (const change of changed) deps.events.publish('workRequestChanged', change);
@@ -265,7 +301,7 @@ export async function addWorkRequestDependencies(deps: WorkRequestDeps, rawId: s
     const targets = await tx.find(WorkRequestSchema, { id: { $in: ids } }, { populate: ['workspace'] });
     for (const id of ids) {
       const target = targets.find((t) => t.id === id);
-      if (!target || !(await canSeeWorkRequest(tx, viewer, target))) throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: no work request ${id}`, 'dependsOn');
+      if (!target || !(await viewerSeesWorkRequest(tx, viewer, target))) throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: no work request ${id}`, 'dependsOn');
       if (target.status === 'ABORTED') throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: work request ${id} was aborted and will never complete`, 'dependsOn');
     }
     // A cycle exists when the request is reachable from one of its new dependencies.

@@ -63,6 +63,11 @@ export interface WorkRequestAnalysisInput {
   userProvidablePrefixes: readonly string[];
   workspaceRules: readonly TaskRule[];
   siteRules: readonly TaskRule[];
+  /**
+   * The source of the tags derived from the taskData and its environment, when someone other than the
+   * user wrote that data: `workflow:ID` for a workflow's child. Null keeps `task-data:FIELD` and `environment:ID`.
+   */
+  dataSource?: string | null;
 }
 
 /** The two tag sets of a work request, or every error that prevented computing them. */
@@ -171,8 +176,12 @@ function analyzeTask(
   // An environment the data does not name must not sway the analysis.
   const environment = environmentId === null ? null : input.environment;
   const own = task.analyze(data, { environment, defaultArchitecture: input.defaultArchitecture });
-  return { provided: own.provided, required: [...registryRequiredTags(task), ...own.required] };
+  const attribute = (tags: TaskTag[]) => (input.dataSource ? tags.map((t) => (FROM_DATA.test(t.source) ? { ...t, source: input.dataSource! } : t)) : tags);
+  return { provided: attribute(own.provided), required: [...registryRequiredTags(task), ...attribute(own.required)] };
 }
+
+/** The sources of a task's own tags that come from its taskData (and the environment it names). */
+const FROM_DATA = /^(task-data:|environment:)/;
 
 interface CompiledRule {
   provenance: Provenance;

@@ -4,6 +4,7 @@ import { servernoopTask } from './server/servernoop.js';
 import { debsignTask } from './signing/debsign.js';
 import { generatekeyTask } from './signing/generatekey.js';
 import { signTask } from './signing/sign.js';
+import type { CatalogTask } from '../tags/pool-image.js';
 import type { TaskDefinition } from './types.js';
 import { autopkgtestTask } from './worker/autopkgtest.js';
 import { blhcTask } from './worker/blhc.js';
@@ -34,6 +35,17 @@ export const TASKS: readonly TaskDefinition[] = [
   sbuildWorkflow,
   debianPipelineWorkflow,
 ];
+
+/**
+ * The tasks a worker (or signing worker) runs, as pool specifications name them (`enableTasks`,
+ * `handlers`): what an image built for them provides (tags/pool-image.ts).
+ */
+export const WORKER_TASK_CATALOG: readonly CatalogTask[] = TASKS.filter((t) => t.type === 'worker' || t.type === 'signing').map((t) => ({
+  type: t.type,
+  name: t.name,
+  version: t.version,
+  tools: t.tools ?? [],
+}));
 
 /** The task of that type and name, or undefined when the registry has none. */
 export function findTask(type: string, name: string): TaskDefinition | undefined {

@@ -16,6 +16,18 @@ export const sourcePackageName = z
   .string()
   .regex(/^[a-z0-9][a-z0-9+.-]+$/, 'expected a Debian source package name such as hello');
 
+/** A Debian build profile (`nocheck`, `nodoc`, ...). */
+export const buildProfile = z.string().regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a build profile such as nocheck');
+
+/** A distribution's vendor or codename (`debian`, `trixie`): the characters an environment's codename may have. */
+export const distributionPart = z.string().max(100).regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a name such as debian or trixie');
+
+/** `vendor:codename`, e.g. `debian:trixie`. */
+export const targetDistribution = z
+  .string()
+  .max(201)
+  .regex(/^[a-z0-9][a-z0-9.+-]*:[a-z0-9][a-z0-9.+-]*$/, 'expected vendor:codename such as debian:trixie');
+
 /** A database id (artifact, environment, ...): ids start at 1. */
 export const objectId = z.number().int().positive();
 

@@ -9,8 +9,17 @@ export const TASK_TYPES = ['worker', 'server', 'signing', 'internal', 'workflow'
 /** One of {@link TASK_TYPES}. */
 export type TaskType = (typeof TASK_TYPES)[number];
 
-/** Task types that never run on a worker, so they require `worker:type:not-assignable`. */
+/**
+ * Task types the server orchestrates itself and never hands to a worker, so they require
+ * `worker:type:not-assignable`: a synchronization point completes when its dependencies have, a
+ * workflow expands into children and completes with them (services/orchestration.ts).
+ */
 export const UNASSIGNABLE_TASK_TYPES: readonly TaskType[] = ['internal', 'workflow'];
+
+/** Whether the server runs a task of this type itself (see {@link UNASSIGNABLE_TASK_TYPES}). */
+export function isOrchestrated(taskType: string): boolean {
+  return (UNASSIGNABLE_TASK_TYPES as readonly string[]).includes(taskType);
+}
 
 /** Executor backends a task may ask for; `auto` lets the worker pick its default, `unshare`. */
 export const EXECUTOR_BACKENDS = ['auto', 'unshare', 'incus-lxc', 'incus-vm', 'qemu'] as const;
@@ -46,15 +55,52 @@ export interface TaskTags {
   required: TaskTag[];
 }
 
+/** What a workflow's expansion may look up, read by the caller beforehand (the expansion stays pure). */
+export interface WorkflowContext {
+  /** The newest environment of that codename and architecture (and variant, when given), or null. */
+  environment(codename: string, architecture: string, variant: string | null): EnvironmentFacts | null;
+  /** The architectures that have an environment of that codename (and variant, when given), sorted. */
+  architectures(codename: string, variant: string | null): string[];
+}
+
+/** One child a workflow creates: a work request of its own, analysed as any other when it becomes PENDING. */
+export interface ChildPlan {
+  /** Names the child within its workflow (`sbuild:arm64`), for the other children's `dependsOn`. */
+  key: string;
+  taskType: TaskType;
+  taskName: string;
+  /** Every field is the workflow's: the tags derived from them name the workflow as their source. */
+  taskData: Record<string, unknown>;
+  /** Keys of earlier children it waits for. */
+  dependsOn: string[];
+}
+
+/** Why a workflow cannot be expanded: the field of its taskData to fix. */
+export interface WorkflowPlanError {
+  code: 'UNKNOWN_ENVIRONMENT';
+  message: string;
+  path: string;
+}
+
+/** The children of a workflow, in creation order (a child's dependencies come before it), or why there are none. */
+export type WorkflowPlan = { ok: true; children: ChildPlan[] } | { ok: false; errors: WorkflowPlanError[] };
+
 /** One task of the registry: its identity, its taskData schema and its tag analysis. */
 export interface TaskDefinition<D = unknown> {
   type: TaskType;
   name: string;
   version: number;
   description: string;
+  /**
+   * The tools (`worker:cap:{tool}`) a worker needs for this task, whatever its data: what a worker
+   * image must install to run it. None when absent. Its analysis requires at most these.
+   */
+  tools?: readonly string[];
   schema: z.ZodType<D>;
   /** The environment the validated data names, so the caller can look it up before analysis. */
   environmentId(data: D): number | null;
   /** Pure: the same data and context always give the same tags in the same order. */
   analyze(data: D, ctx: TaskAnalysisContext): TaskTags;
+  /** Workflows only (every workflow has one): the children it expands into when it becomes PENDING. Pure. */
+  expand?(data: D, ctx: WorkflowContext): WorkflowPlan;
 }

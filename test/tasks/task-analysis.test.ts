@@ -151,13 +151,13 @@ const ROWS: Row[] = [
   {
     label: 'sbuild workflow',
     type: 'workflow', name: 'sbuild',
-    data: { input: { source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'], arch_all_host_architecture: 'amd64' },
+    data: { input: { source_package: 'hello', source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'], arch_all_host_architecture: 'amd64' },
     provided: [], required: [],
   },
   {
     label: 'debian_pipeline workflow',
     type: 'workflow', name: 'debian_pipeline',
-    data: { source_artifact: 5, vendor: 'debian', codename: 'trixie', enable_lintian: true },
+    data: { source_package: 'hello', source_artifact: 5, vendor: 'debian', codename: 'trixie', enable_lintian: true },
     provided: [], required: [],
   },
 ];

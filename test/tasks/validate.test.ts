@@ -98,8 +98,11 @@ describe('validateTaskInput', () => {
     ['internal', 'synchronization_point', {}, 'taskData.step'],
     ['server', 'servernoop', { result: 'yes' }, 'taskData.result'],
     ['worker', 'simplesystemimagebuild', { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian', suite: 'sid' }], disk_image: { format: 'vmdk' } }, 'taskData.disk_image.format'],
-    ['workflow', 'sbuild', { input: {}, target_distribution: 'debian:trixie', architectures: ['amd64'] }, 'taskData.input.source_artifact'],
-    ['workflow', 'debian_pipeline', { source_artifact: 1, vendor: 'debian' }, 'taskData.codename'],
+    ['workflow', 'sbuild', { input: { source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64'] }, 'taskData.input.source_package'],
+    ['workflow', 'sbuild', { input: { source_package: 'hello' }, target_distribution: 'trixie', architectures: ['amd64'] }, 'taskData.target_distribution'],
+    ['workflow', 'sbuild', { input: { source_package: 'hello' }, target_distribution: 'debian:trixie', architectures: ['amd64'], enable_upload: true }, 'taskData.enable_upload'],
+    ['workflow', 'debian_pipeline', { source_package: 'hello', source_artifact: 1, vendor: 'debian' }, 'taskData.codename'],
+    ['workflow', 'debian_pipeline', { source_package: 'hello', vendor: 'debian', codename: 'trixie', enable_lintian: 'yes' }, 'taskData.enable_lintian'],
   ])('refuses %s/%s data at %s', (type, name, data, path) => {
     const result = validateTaskInput(type, name, data);
     expect(result.ok).toBe(false);

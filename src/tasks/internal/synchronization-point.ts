@@ -1,4 +1,4 @@
-/** The synchronization_point internal task: a marker in a workflow graph that runs nowhere. */
+/** The synchronization_point internal task: a marker in a dependency graph that no worker runs. */
 import { z } from 'zod';
 import { noTags } from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
@@ -10,7 +10,7 @@ const schema = z
   })
   .strict();
 
-/** Completes when its dependencies do; the server handles it, no worker ever gets it. */
+/** Completed by the server (SUCCESS) as soon as its dependencies have completed (services/orchestration.ts). */
 export const synchronizationPointTask: TaskDefinition<z.output<typeof schema>> = {
   type: 'internal',
   name: 'synchronization_point',

@@ -16,6 +16,7 @@ export const debsignTask: TaskDefinition<z.output<typeof schema>> = {
   name: 'debsign',
   version: 1,
   description: 'Sign a Debian upload with debsign.',
+  tools: ['debsign'],
   schema,
   environmentId: () => null,
   analyze: () => ({ provided: [], required: [{ tag: 'worker:cap:debsign', source: 'task-registry' }] }),

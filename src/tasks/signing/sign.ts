@@ -23,6 +23,7 @@ export const signTask: TaskDefinition<z.output<typeof schema>> = {
   name: 'sign',
   version: 1,
   description: 'Sign artifacts with a key held by a signing worker.',
+  tools: ['sbsign'],
   schema,
   environmentId: () => null,
   analyze,

@@ -19,6 +19,7 @@ export const autopkgtestTask: TaskDefinition<z.output<typeof schema>> = {
   name: 'autopkgtest',
   version: 1,
   description: 'Run the autopkgtest suite of a Debian source package.',
+  tools: ['autopkgtest'],
   schema,
   environmentId: executorEnvironmentId,
   analyze: (data, ctx) => executorTags(data, ctx, 'autopkgtest'),

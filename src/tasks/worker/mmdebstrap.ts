@@ -11,6 +11,7 @@ export const mmdebstrapTask: TaskDefinition<z.output<typeof schema>> = {
   name: 'mmdebstrap',
   version: 1,
   description: 'Bootstrap a Debian system tarball with mmdebstrap.',
+  tools: ['mmdebstrap'],
   schema,
   environmentId: () => null,
   analyze: (data) => bootstrapTags(data),

@@ -1,6 +1,6 @@
 /** The sbuild worker task: builds a source package into binary packages. */
 import { z } from 'zod';
-import { debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
+import { buildProfile, debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
 
 const schema = z
@@ -9,7 +9,7 @@ const schema = z
     host_architecture: debianArchitecture,
     ...executorFields,
     build_components: z.array(z.enum(['any', 'all', 'source'])).min(1).optional(),
-    build_profiles: z.array(z.string().regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a build profile such as nocheck')).optional(),
+    build_profiles: z.array(buildProfile).optional(),
   })
   .strict();
 
@@ -19,6 +19,7 @@ export const sbuildTask: TaskDefinition<z.output<typeof schema>> = {
   name: 'sbuild',
   version: 1,
   description: 'Build a Debian source package with sbuild.',
+  tools: ['sbuild'],
   schema,
   environmentId: executorEnvironmentId,
   analyze: (data, ctx) => executorTags(data, ctx, 'sbuild'),

@@ -33,6 +33,7 @@ export const simplesystemimagebuildTask: TaskDefinition<z.output<typeof schema>>
   name: 'simplesystemimagebuild',
   version: 1,
   description: 'Build a bootable Debian disk image.',
+  tools: ['mmdebstrap'],
   schema,
   environmentId: () => null,
   analyze: (data) => bootstrapTags(data),

@@ -1,0 +1,128 @@
+/**
+ * The built-in server workers: two app instances (two server processes) on one database, each with
+ * its server worker, automatic scheduling and events through PostgreSQL. Server tasks are assigned,
+ * run and completed like any work; each runs once; a server worker restarted under its name takes back
+ * what its previous process held, as an expired lease. test/workflows/pipeline.test.ts kills a real
+ * server process to show the lease rules taking work from a dead one.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { serverWorkerName } from '../../src/server-tasks/server-workers.js';
+import { until } from '../faults/harness.js';
+import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
+import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
+import { captureLog } from '../helpers/log-capture.js';
+
+const SERVER_WORKERS: Partial<Config> = { serverWorkers: 1, serverWorkerConcurrency: 2, schedulerAutomatic: true };
+const logA = captureLog('info');
+const a = useTestApp(SERVER_WORKERS, { log: () => logA.log });
+/** The second process listens on a port of its own, so that it can be started again under the same worker name. */
+const B_PORT = 4761;
+let logB = captureLog('info');
+let b: App | null = null;
+
+async function startB(): Promise<App> {
+  logB = captureLog('info');
+  const app = await buildApp(
+    loadConfig({}, { databaseUrl: a.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: B_PORT, host: '127.0.0.1', serverWorkers: 0, ...SERVER_WORKERS }),
+    { log: logB.log },
+  );
+  await app.start();
+  return app;
+}
+
+beforeAll(async () => {
+  await a.app.start();
+  b = await startB();
+  await createWorkspace(a, 'debian/main');
+});
+afterAll(async () => {
+  await b?.stop();
+});
+
+const servernoop = (data: Record<string, unknown> = {}) => ({ workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: data });
+const started = (id: string) => [...logA.lines(), ...logB.lines()].filter((l) => l.msg === 'server task started' && String(l.id) === id);
+
+async function finished(ids: string[]) {
+  return until(`requests ${ids.join(', ')} to finish`, async () => {
+    const rows = await a.sql<{ id: number; status: string; result: string | null; retry_count: number; worker: string; type: string }>(
+      `select r.id, r.status, r.result, r.retry_count, w.name as worker, w.type from work_request r left join worker w on w.id = r.worker_id where r.id = any(?::int[]) order by r.id`,
+      [`{${ids.join(',')}}`],
+    );
+    return rows.every((r) => r.status === 'COMPLETED' || r.status === 'ABORTED') && rows;
+  });
+}
+
+describe('built-in server workers', () => {
+  it('each process has one, named after its host and port, connected, of type server, offering its server tasks', async () => {
+    const names = [a.app.serverWorkers.names, b!.serverWorkers.names];
+    expect(names[1]).toEqual([serverWorkerName(os.hostname(), B_PORT, 1, 1)]);
+    const data = await ok(a, `{ workers(first: 10) { edges { node { name type status concurrency providedTags { tag provenance source } } } } }`);
+    const servers = data.workers.edges.map((e: any) => e.node).filter((w: any) => w.type === 'SERVER');
+    expect(servers.map((w: any) => w.name).sort()).toEqual(names.flat().sort());
+    for (const w of servers) {
+      expect(w).toMatchObject({ status: 'IDLE', concurrency: 2 });
+      expect(w.providedTags).toEqual(
+        expect.arrayContaining([
+          { tag: 'worker:type:server', provenance: 'SYSTEM', source: 'worker.type' },
+          { tag: 'worker:task:server:servernoop:version:1', provenance: 'WORKER', source: 'dynamic-metadata' },
+        ]),
+      );
+    }
+  });
+
+  it('run servernoop through the ordinary lifecycle, with the result its data asks for', async () => {
+    const ids = [(await submitOk(a, servernoop())).id, (await submitOk(a, servernoop({ result: false }))).id];
+    const rows = await finished(ids);
+    expect(rows.map((r) => [r.status, r.result, r.type, r.retry_count])).toEqual([
+      ['COMPLETED', 'SUCCESS', 'server', 0],
+      ['COMPLETED', 'FAILURE', 'server', 0],
+    ]);
+    for (const id of ids) expect(started(id)).toHaveLength(1);
+  });
+
+  it('two processes never run a server task twice: many created through both at once each run exactly once', async () => {
+    const through = { ...a, gql: (q: string, v?: Record<string, unknown>, token?: string | null) => gqlOn(b!, q, v, token) } as typeof a;
+    const ids = (await Promise.all(Array.from({ length: 40 }, (_, i) => submitOk(i % 2 ? a : through, servernoop())))).map((r) => r.id as string);
+
+    const rows = await finished(ids);
+    expect(rows.every((r) => r.status === 'COMPLETED' && r.result === 'SUCCESS' && r.retry_count === 0)).toBe(true);
+    for (const id of ids) expect(started(id), `request ${id}`).toHaveLength(1);
+    const runners = new Set(rows.map((r) => r.worker));
+    expect([...runners].every((n) => [...a.app.serverWorkers.names, ...b!.serverWorkers.names].includes(n))).toBe(true);
+  });
+
+  it('a process that stops marks its server worker disconnected; started again on its port, it takes back the run its previous process held, as an expired lease', async () => {
+    const [nameB] = b!.serverWorkers.names;
+    await b!.stop();
+    b = null;
+    const [row] = await a.sql<{ id: number; connected_at: Date | null }>(`select id, connected_at from worker where name = ?`, [nameB]);
+    expect(row.connected_at).toBeNull();
+
+    // A run B held when it died: the other server worker is disabled so that only B can take it again.
+    const [nameA] = a.app.serverWorkers.names;
+    await ok(a, `mutation($n: String!) { disableWorker(name: $n) { __typename } }`, { n: nameA });
+    try {
+      const id = (await submitOk(a, servernoop())).id as string;
+      await a.sql(`update work_request set status = 'RUNNING', worker_id = ?, assigned_at = now(), started_at = now() where id = ?`, [row.id, Number(id)]);
+      b = await startB();
+      const [done] = await finished([id]);
+      expect(done).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS', retry_count: 1, worker: nameB });
+      expect(logB.lines().filter((l) => l.msg === 'took back the work its previous process held')).toEqual([expect.objectContaining({ worker: nameB, taken: [Number(id)] })]);
+      expect(started(id)).toHaveLength(1);
+    } finally {
+      await ok(a, `mutation($n: String!) { enableWorker(name: $n) { __typename } }`, { n: nameA });
+    }
+  });
+});
+
+/** The same GraphQL operation, sent to another app instance. */
+async function gqlOn(app: App, query: string, variables?: Record<string, unknown>, token: string | null = ADMIN_TOKEN) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await app.yoga.fetch('http://test/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
+  return { ...((await res.json()) as Record<string, any>), status: res.status };
+}
