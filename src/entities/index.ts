@@ -1,5 +1,7 @@
 import { EnvironmentSchema } from './environment.js';
 import { GroupSchema } from './group.js';
+import { IdempotencyKeySchema } from './idempotency-key.js';
+import { InstanceSchema } from './instance.js';
 import { ScopeSchema } from './scope.js';
 import { SignificantTagSchema } from './significant-tag.js';
 import { TaskClassSchema } from './task-class.js';
@@ -7,6 +9,8 @@ import { TaskDurationSchema } from './task-duration.js';
 import { TaskRuleSchema } from './task-rule.js';
 import { TokenSchema } from './token.js';
 import { UserSchema } from './user.js';
+import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
+import { WorkRequestLogSchema } from './work-request-log.js';
 import { WorkRequestSchema } from './work-request.js';
 import { WorkerPoolSchema } from './worker-pool.js';
 import { WorkerSchema } from './worker.js';
@@ -29,4 +33,8 @@ export const entities = [
   TaskClassSchema,
   SignificantTagSchema,
   TaskDurationSchema,
+  IdempotencyKeySchema,
+  WorkRequestLogSchema,
+  WorkRequestLogChunkSchema,
+  InstanceSchema,
 ];

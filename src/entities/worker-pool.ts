@@ -1,10 +1,6 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { PoolSpecifications } from '../tags/worker-tags.js';
 
-/** Provider kinds; cloud providers join this list, each with its own provisioner module. */
-export const PROVIDER_TYPES = ['local', 'exec'] as const;
-export type ProviderType = (typeof PROVIDER_TYPES)[number];
-
 /** A template for dynamic workers on a provider, with tags, limits and an encrypted provider account. */
 export const WorkerPoolSchema = defineEntity({
   name: 'WorkerPool',
@@ -12,6 +8,7 @@ export const WorkerPoolSchema = defineEntity({
   properties: {
     id: p.integer().primary().autoincrement(),
     name: p.string().length(100).unique(),
+    /** A key of the provider registry (src/provisioner/providers.ts). */
     providerType: p.string().length(50),
     /** AES-256-GCM ciphertext of the provider account JSON; never leaves the server. */
     providerAccountEncrypted: p.text().nullable(),
@@ -25,6 +22,15 @@ export const WorkerPoolSchema = defineEntity({
     /** Monthly runtime budget in seconds of instance time; null means unlimited. */
     monthlyRuntimeBudgetSeconds: p.integer().nullable(),
     enabled: p.boolean().default(true),
+    /** Launches that failed in a row since the last one that worked (src/scheduler/pool-health.ts). */
+    launchFailures: p.integer().default(0),
+    /** No launch is tried before this, after failures (backoff); null when none failed. */
+    launchRetryAt: p.datetime().nullable(),
+    /** The last provider error of the pool (launch, stop or list), for admins; never a secret. */
+    lastError: p.text().nullable(),
+    /** The kind of that error (quota, capacity, auth, timeout, invalid, unavailable). */
+    lastErrorKind: p.string().length(20).nullable(),
+    lastErrorAt: p.datetime().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
   },
 });

@@ -1,10 +1,13 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { intArray } from '../db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../db/condition.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import { missingTags, ProvidedTagIndex } from '../tags/match.js';
 import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
-import { loadPoolTemplates, type PoolTemplate } from './pool-templates.js';
+import { poolHealth } from './pool-health.js';
+import { monthRuntimeByPool } from './pool-runtime.js';
+import { loadPoolTemplates, poolConcurrency } from './pool-templates.js';
 import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
 import type { WorkerSnapshot } from './worker-snapshot.js';
 
@@ -14,7 +17,12 @@ const HISTORY_DAYS = 30;
 const SAMPLE_IDS = 20;
 
 /** Why a pool launches fewer instances than it needs. */
-export const LAUNCH_LIMITS = { MAX_ACTIVE_INSTANCES: 'MAX_ACTIVE_INSTANCES', MONTHLY_BUDGET: 'MONTHLY_BUDGET' } as const;
+export const LAUNCH_LIMITS = {
+  MAX_ACTIVE_INSTANCES: 'MAX_ACTIVE_INSTANCES',
+  MONTHLY_BUDGET: 'MONTHLY_BUDGET',
+  /** Its last launches failed: it waits before trying again (pool-health.ts). */
+  BACKOFF: 'BACKOFF',
+} as const;
 export type LaunchLimit = (typeof LAUNCH_LIMITS)[keyof typeof LAUNCH_LIMITS];
 
 /** One pool's part of the demand. */
@@ -32,6 +40,10 @@ export interface PoolDemand {
   readonly startingInstances: number;
   readonly launch: number;
   readonly limitedBy: LaunchLimit[];
+  /** The pool's instances' runtime this month, in seconds (pool-runtime.ts). */
+  readonly monthRuntimeSeconds: number;
+  /** Its launches keep failing (pool-health.ts); `pool.lastError` says why. */
+  readonly degraded: boolean;
   /** Idle pool workers past the idle timeout, beyond the minimum kept idle: to stop. */
   readonly stop: WorkerState[];
 }
@@ -50,7 +62,10 @@ export interface UnschedulableGroup {
 export interface ProvisioningDemand {
   readonly pendingTotal: number;
   readonly pools: PoolDemand[];
+  /** The groups with at least one request the reader may see, with only those requests' ids. */
   readonly unschedulable: UnschedulableGroup[];
+  /** Unschedulable requests of the groups the reader may see none of: counted, never described. */
+  readonly hiddenUnschedulableCount: number;
 }
 
 const taskNameOf = (c: TaskClassRow) => {
@@ -59,16 +74,52 @@ const taskNameOf = (c: TaskClassRow) => {
 };
 
 /**
- * DESIGN §7 in bulk: pending work is counted per task class (one index-only scan), each class is
- * matched against each group of workers alike for every class (one match key, whose eligible
- * classes the cache keeps) and each pool template, idle capacity serves first, the rest goes to the
- * first pool (by name) that can run it and has room, and each pool's needs follow from the
- * history's average task duration and its target latency, within its limits.
+ * How much pending work a pool can still take, in the two measures `workersRequired` counts: slots
+ * (requests at once) and seconds of work within its target latency, for the instances it may still
+ * launch plus those starting. A pool can take a request while either measure has room.
  */
-export async function computeDemand(em: EntityManager, cache: ClassCache, config: Config, now: Date, snapshot?: WorkerSnapshot): Promise<ProvisioningDemand> {
+class PoolRoom {
+  private slots: number;
+  private seconds: number;
+  constructor(instances: number, concurrency: number, latencySeconds: number) {
+    this.slots = instances * concurrency;
+    this.seconds = instances * concurrency * latencySeconds;
+  }
+
+  /** Takes up to `n` requests of `seconds` each; returns how many it took. */
+  take(n: number, seconds: number): number {
+    const bySeconds = seconds > 0 ? Math.floor(this.seconds / seconds) : n;
+    const k = Math.max(0, Math.min(n, Math.max(this.slots, bySeconds)));
+    this.slots -= k;
+    this.seconds -= k * seconds;
+    return k;
+  }
+}
+
+/**
+ * DESIGN §7 and §11 in bulk: pending work is counted per task class (one index-only scan), each
+ * class is matched against each group of workers alike for every class (one match key, whose
+ * eligible classes the cache keeps) and each pool template. Free slots serve first, static workers'
+ * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
+ * name order, each taking what its limits leave it room for (maxActiveInstances, the month's budget,
+ * a backoff after failed launches) and the next pool the rest; what no pool has room for stays with
+ * the first. Each pool's needs follow from the history's average task duration and its target
+ * latency, within its limits. `visibleWork` is the reader's visibility rule for work requests
+ * (services/visibility.ts); by default all work is visible.
+ */
+export async function computeDemand(
+  em: EntityManager,
+  cache: ClassCache,
+  config: Config,
+  now: Date,
+  snapshot?: WorkerSnapshot,
+  visibleWork: (alias: string) => SqlCondition = () => ALWAYS,
+  /** The pending requests per class, when the caller has just counted them (the metrics do). */
+  pendingByClass?: readonly { class_id: number; n: number }[],
+): Promise<ProvisioningDemand> {
   await cache.refresh(em);
-  const [counts, workers, pools, durations, runtime] = await Promise.all([
-    em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
+  const [counts, loaded, pools, durations, runtime] = await Promise.all([
+    (pendingByClass as { class_id: number; n: number }[] | undefined) ?? em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
     loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
     loadPoolTemplates(em, config),
     em.execute<{ task_name: string; seconds: number }[]>(
@@ -78,11 +129,11 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
         where day > ((now() - make_interval(days => ?)) at time zone 'UTC')::date group by task_name having sum(runs) > 0`,
       [HISTORY_DAYS],
     ),
-    em.execute<{ pool_id: number; seconds: number }[]>(
-      `select pool_id, coalesce(sum(extract(epoch from least(coalesce(terminated_at, now()), now()) - greatest(coalesce(instance_created_at, registered_at), date_trunc('month', now())))), 0)::float as seconds
-         from worker where pool_id is not null and coalesce(terminated_at, now()) >= date_trunc('month', now()) group by pool_id`,
-    ),
+    monthRuntimeByPool(em),
   ]);
+  // Static workers first (a stable sort keeps name order within each kind): their free slots serve
+  // before any pool worker's, here as in the passes, so that idle pool workers can be stopped.
+  const workers = [...loaded].sort((a, b) => Number(a.poolId !== null) - Number(b.poolId !== null));
   const avg = new Map(durations.map((d) => [d.task_name, d.seconds]));
   const classById = new Map(cache.all().map((c) => [c.id, c]));
   const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
@@ -92,8 +143,23 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
   // Idle slots are consumed once, by the first classes that can use them; each group's workers front to back.
   const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
   const groupCursor = workerGroups.map(() => 0);
-  const perPool = new Map<number, { runnable: number; assigned: number; workSeconds: number; idleGroups: Set<number> }>();
-  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, workSeconds: 0, idleGroups: new Set() });
+  // `declined`: requests offered that its limits left no room for (they went to the next pool).
+  const perPool = new Map<number, { runnable: number; assigned: number; declined: number; workSeconds: number; idleGroups: Set<number> }>();
+  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, declined: 0, workSeconds: 0, idleGroups: new Set() });
+  // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
+  const limitsOf = new Map(
+    pools.map((p) => {
+      const mine = workers.filter((w) => w.poolId === p.pool.id);
+      const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED').length;
+      const used = runtime.get(p.pool.id) ?? 0;
+      const overBudget = p.pool.monthlyRuntimeBudgetSeconds != null && used >= p.pool.monthlyRuntimeBudgetSeconds;
+      const health = poolHealth(p.pool, now, config.degradedAfterFailures);
+      const room = Math.max(0, p.pool.maxActiveInstances - mine.length);
+      const concurrency = poolConcurrency(p.pool.specifications);
+      const launchable = overBudget || health.backingOff ? 0 : room;
+      return [p.pool.id, { mine, starting, used, overBudget, health, room, concurrency, free: new PoolRoom(launchable + starting, concurrency, p.pool.targetLatencySeconds) }];
+    }),
+  );
   const unschedulable: { cls: TaskClassRow; count: number }[] = [];
 
   for (const { class_id, n } of counts) {
@@ -124,31 +190,41 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
       d.runnable += n;
       for (const i of fittingGroups) d.idleGroups.add(i);
     }
-    const target = fittingPools.find((p) => p.pool.enabled);
-    if (target && residual > 0) {
-      const d = perPool.get(target.pool.id)!;
-      d.assigned += residual;
-      d.workSeconds += residual * seconds;
+    // The rest to the pools in name order, each as far as its limits let it; what none has room for stays with the first.
+    const give = (poolId: number, n: number) => {
+      const d = perPool.get(poolId)!;
+      d.assigned += n;
+      d.workSeconds += n * seconds;
+    };
+    for (const p of fittingPools) {
+      if (!residual) break;
+      const took = limitsOf.get(p.pool.id)!.free.take(residual, seconds);
+      if (took) give(p.pool.id, took);
+      perPool.get(p.pool.id)!.declined += residual - took;
+      residual -= took;
     }
+    if (residual && fittingPools.length) give(fittingPools[0].pool.id, residual);
   }
 
   const poolDemands: PoolDemand[] = pools.map((p) => {
     const d = perPool.get(p.pool.id)!;
-    const mine = workers.filter((w) => w.poolId === p.pool.id);
-    const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED').length;
+    const { mine, starting, used, overBudget, health, room, concurrency } = limitsOf.get(p.pool.id)!;
     const idle = mine.filter((w) => !w.unavailable && w.active === 0);
-    const concurrency = Math.max(1, Number(p.pool.specifications.concurrency ?? 1) || 1);
     const byLatency = Math.ceil(d.workSeconds / (p.pool.targetLatencySeconds * concurrency));
     const workersRequired = Math.min(byLatency, Math.ceil(d.assigned / concurrency));
     const wanted = Math.max(workersRequired - starting, p.pool.minIdleInstances - idle.length - starting, 0);
-    const room = Math.max(0, p.pool.maxActiveInstances - mine.length);
+    // Why it launches fewer than its share, or passed part of it on to the next pool.
     const limitedBy: LaunchLimit[] = [];
     let launch = Math.min(wanted, room);
-    if (launch < wanted) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
-    const used = runtime.find((r) => r.pool_id === p.pool.id)?.seconds ?? 0;
-    if (launch > 0 && p.pool.monthlyRuntimeBudgetSeconds != null && used >= p.pool.monthlyRuntimeBudgetSeconds) {
+    const cut = wanted > 0 || d.declined > 0;
+    if (launch < wanted || (d.declined > 0 && !overBudget && !health.backingOff)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    if (overBudget && cut) {
       launch = 0;
       limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
+    }
+    if (health.backingOff && cut) {
+      launch = 0;
+      limitedBy.push(LAUNCH_LIMITS.BACKOFF);
     }
     // An idle worker whose free slots were counted above as serving pending work is needed, not idle.
     const idleTooLong = idle
@@ -167,19 +243,23 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
       startingInstances: starting,
       launch,
       limitedBy,
+      monthRuntimeSeconds: used,
+      degraded: health.degraded,
       stop,
     };
   });
 
-  // The first requests of every unschedulable class, in one statement.
+  // The first requests of every unschedulable class that the reader may see, in one statement: a class
+  // none of whose requests it may see is only counted (its tags may be someone's private user tags).
+  const visible = visibleWork('s');
   const samples = unschedulable.length
     ? await em.execute<{ class_id: number; id: number }[]>(
-        `select c.id as class_id, s.id from unnest(?::int[]) as c(id)
+        `select c.id as class_id, x.id from unnest(?::int[]) as c(id)
            cross join lateral (
-             select id from work_request where status = 'PENDING' and class_id = c.id
-              order by priority_base + priority_adjustment desc, created_at, id limit ?
-           ) s`,
-        [intArray(unschedulable.map((u) => u.cls.id)), SAMPLE_IDS],
+             select s.id from work_request s where s.status = 'PENDING' and s.class_id = c.id and ${visible.sql}
+              order by s.priority_base + s.priority_adjustment desc, s.created_at, s.id limit ?
+           ) x`,
+        [intArray(unschedulable.map((u) => u.cls.id)), ...visible.params, SAMPLE_IDS],
       )
     : [];
   const sampleOf = groupBy(samples, (x) => String(x.class_id));
@@ -187,14 +267,16 @@ export async function computeDemand(em: EntityManager, cache: ClassCache, config
     ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), index: new ProvidedTagIndex(g[0].providedTags), required: g[0].requiredTags })),
     ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
   ];
-  const groups: UnschedulableGroup[] = unschedulable.map(({ cls, count }) => ({
+  const shown = unschedulable.filter(({ cls }) => sampleOf.has(String(cls.id)));
+  const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
     count,
-    sampleIds: (sampleOf.get(String(cls.id)) ?? []).map((x) => x.id),
+    sampleIds: sampleOf.get(String(cls.id))!.map((x) => x.id),
     requiredTags: cls.requiredTags,
     providedTags: cls.significantProvidedTags,
     nearest: nearest(cls, options),
   }));
-  return { pendingTotal, pools: poolDemands, unschedulable: groups };
+  const hiddenUnschedulableCount = unschedulable.filter((u) => !sampleOf.has(String(u.cls.id))).reduce((sum, u) => sum + u.count, 0);
+  return { pendingTotal, pools: poolDemands, unschedulable: groups, hiddenUnschedulableCount };
 }
 
 /** A group of workers or a pool as a candidate for the nearest match, its provided tags indexed once. */

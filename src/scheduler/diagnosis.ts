@@ -1,4 +1,5 @@
 import { matchTags } from '../tags/match.js';
+import { isOrchestrated } from '../tasks/types.js';
 import type { UnavailableReason } from './availability.js';
 import type { TaskTagsRow } from './candidates.js';
 import type { PoolTemplate } from './pool-templates.js';
@@ -16,8 +17,11 @@ export const DIAGNOSIS_STATES = {
   WAITING_FOR_WORKERS: 'WAITING_FOR_WORKERS',
   /** No worker matches, but a pool could start one. */
   WAITING_FOR_PROVISIONING: 'WAITING_FOR_PROVISIONING',
-  /** Internal and workflow tasks run on the server and are never assigned to workers. */
-  NOT_ASSIGNABLE: 'NOT_ASSIGNABLE',
+  /**
+   * An internal or workflow task, whatever its status: the server runs it and no worker ever will (a
+   * synchronization point completes when its dependencies have, a workflow runs through its children).
+   */
+  ORCHESTRATED: 'ORCHESTRATED',
   /** No worker and no pool could ever run it. */
   UNSCHEDULABLE: 'UNSCHEDULABLE',
 } as const;
@@ -48,8 +52,14 @@ export interface Diagnosis {
 
 const NAMES_PER_GROUP = 10;
 
-/** Diagnoses one request against every worker (grouped by tag signature) and every enabled pool. */
-export function diagnose(task: TaskTagsRow & { status: string }, workers: readonly WorkerState[], pools: readonly PoolTemplate[]): Diagnosis {
+const ORCHESTRATED: Diagnosis = { state: DIAGNOSIS_STATES.ORCHESTRATED, matchingWorkers: 0, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [] };
+
+/**
+ * Diagnoses one request against every worker (grouped by tag signature) and every enabled pool; an
+ * orchestrated one (internal, workflow) against none, since no worker is ever meant to run it.
+ */
+export function diagnose(task: TaskTagsRow & { status: string; taskType: string }, workers: readonly WorkerState[], pools: readonly PoolTemplate[]): Diagnosis {
+  if (isOrchestrated(task.taskType)) return ORCHESTRATED;
   const taskSets = { provided: task.providedTags, required: task.requiredTags };
   const mismatches: Mismatch[] = [];
   const matching: WorkerState[] = [];
@@ -75,7 +85,6 @@ export function diagnose(task: TaskTagsRow & { status: string }, workers: readon
   }));
   let state: DiagnosisState;
   if (task.status !== 'PENDING') state = DIAGNOSIS_STATES.NOT_PENDING;
-  else if (task.requiredTags.includes('worker:type:not-assignable')) state = DIAGNOSIS_STATES.NOT_ASSIGNABLE;
   else if (available) state = DIAGNOSIS_STATES.READY;
   else if (busy) state = DIAGNOSIS_STATES.WAITING_FOR_CAPACITY;
   else if (matching.length) state = DIAGNOSIS_STATES.WAITING_FOR_WORKERS;

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
-import { intArray } from '../db/arrays.js';
+import { intArray, toDate } from '../db/arrays.js';
 import { unavailableReason } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { ASSIGN_FIRST_SQL } from './queue-sql.js';
@@ -14,6 +14,8 @@ export interface Assignment {
   readonly workerId: number;
   /** The request's workspace, for the workRequestChanged event. */
   readonly workspaceId: number;
+  /** When the request last became PENDING (for the assignment latency metric). */
+  readonly pendingAt?: Date | null;
 }
 
 /**
@@ -56,8 +58,14 @@ export async function assignNextWork(
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const [r] = await em.execute<{ heads: number; id: number | null; workspace_id: number | null }[]>(ASSIGN_FIRST_SQL, [intArray(eligible), perClass, perClass, workerId, now]);
-    if (r.id !== null) return { workRequestId: r.id, workerId, workspaceId: r.workspace_id! };
+    const [r] = await em.execute<{ heads: number; id: number | null; workspace_id: number | null; pending_at: Date | string | null }[]>(ASSIGN_FIRST_SQL, [
+      intArray(eligible),
+      perClass,
+      perClass,
+      workerId,
+      now,
+    ]);
+    if (r.id !== null) return { workRequestId: r.id, workerId, workspaceId: r.workspace_id!, pendingAt: toDate(r.pending_at) };
     if (r.heads === 0) return null; // nothing this worker may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper
   }

@@ -1,19 +1,29 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
-import { intArray } from '../db/arrays.js';
+import { ADVISORY_LOCKS } from '../db/advisory-locks.js';
+import { intArray, toDate } from '../db/arrays.js';
 import { unavailableReason } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import type { Assignment } from './next-work.js';
 import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
 
-const PASS_LOCK = 72707372; // one pass at a time across all server processes
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 
 interface FreeWorker {
   id: number;
   free: number;
   eligible: number[];
+  pooled: boolean;
 }
+
+/**
+ * The order in which free workers are offered work (DESIGN §17), a preference and never a filter:
+ * static workers before pool workers (so that pools can shrink), then the specialised before the
+ * generalists (a worker that can run fewer classes should not lose its only work to one that can run
+ * more), then by id. The placement of a new request (place.ts) uses the same order.
+ */
+export const workerPreference = (a: { pooled: boolean; eligible: number; id: number }, b: { pooled: boolean; eligible: number; id: number }) =>
+  Number(a.pooled) - Number(b.pooled) || a.eligible - b.eligible || a.id - b.id;
 
 /**
  * One full scheduling pass, in bulk: every available worker with a free slot, every task class it may
@@ -22,14 +32,14 @@ interface FreeWorker {
  * never blocks the requests behind it. Runs inside the caller's transaction; returns the assignments.
  */
 export async function runPass(em: EntityManager, cache: ClassCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
-  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [PASS_LOCK]);
+  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [ADVISORY_LOCKS.PASS]);
   if (!locked) return []; // another process is running a pass right now
   // Workers busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
   const rows = await em.execute<
-    { id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
+    { id: number; type: string; pool_id: number | null; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
   >(
     // Tag arrays as JSON: for thousands of workers the driver's text[] parser costs a few hundred ms.
-    `select id, type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency,
+    `select id, type, pool_id, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency,
             to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags
        from worker
       where enabled and not draining and not shutting_down and terminated_at is null and type <> 'not-assignable' and connected_at is not null
@@ -50,7 +60,7 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
     const free = r.concurrency - (loads.get(r.id) ?? 0);
     if (free <= 0 || unavailableReason(facts, now, config.metadataFreshMs)) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (eligible.length) workers.push({ id: r.id, free, eligible });
+    if (eligible.length) workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null });
   }
   if (!workers.length) return [];
 
@@ -61,9 +71,9 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const heads = await em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)!))]);
   if (!heads.length) return [];
 
-  // Specialised workers first: a worker that can run fewer classes should not lose its only work to a generalist.
   const byClass = new Map<number, FreeWorker[]>();
-  for (const w of [...workers].sort((a, b) => a.eligible.length - b.eligible.length || a.id - b.id)) {
+  const preferred = [...workers].sort((a, b) => workerPreference({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
+  for (const w of preferred) {
     for (const c of w.eligible) {
       let list = byClass.get(c);
       if (!list) byClass.set(c, (list = []));
@@ -112,12 +122,12 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   }
   const assignments = chosen.filter((a) => held.has(a.workRequestId));
   if (!assignments.length) return [];
-  const updated = await em.execute<{ id: number; workspace_id: number }[]>(
+  const updated = await em.execute<{ id: number; workspace_id: number; pending_at: Date | string | null }[]>(
     `update work_request w set status = 'ASSIGNED', worker_id = v.worker_id, assigned_at = ?
        from unnest(?::int[], ?::int[]) as v(id, worker_id) where w.id = v.id
-     returning w.id, w.workspace_id`,
+     returning w.id, w.workspace_id, w.pending_at`,
     [now, intArray(assignments.map((a) => a.workRequestId)), intArray(assignments.map((a) => a.workerId))],
   );
-  const workspaceOf = new Map(updated.map((r) => [r.id, r.workspace_id]));
-  return assignments.map((a) => ({ ...a, workspaceId: workspaceOf.get(a.workRequestId)! }));
+  const rowOf = new Map(updated.map((r) => [r.id, r]));
+  return assignments.map((a) => ({ ...a, workspaceId: rowOf.get(a.workRequestId)!.workspace_id, pendingAt: toDate(rowOf.get(a.workRequestId)!.pending_at) }));
 }

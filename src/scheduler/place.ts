@@ -4,6 +4,7 @@ import { textArray } from '../db/arrays.js';
 import { unavailableReason } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { assignNextWork, type Assignment } from './next-work.js';
+import { workerPreference } from './pass.js';
 
 const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones
 const ATTEMPTS = 4; // workers tried before the request is left to the next pass
@@ -12,10 +13,11 @@ const ATTEMPTS = 4; // workers tried before the request is left to the next pass
  * Free, available workers that may run a class, as far as SQL can tell cheaply: every plain tag the
  * class requires is among the worker's provided tags, and the worker's plain requirements are among
  * the class's significant provided tags. Minimums (`NAME>=N`) on either side are left to the exact
- * test in memory, so this only ever lets through too many, never too few, of the first workers.
+ * test in memory, so this only ever lets through too many, never too few, of the first workers
+ * (static workers before pool workers, as workerPreference orders them).
  */
 const FREE_FOR_CLASS_SQL = `
-  select w.id, w.type, w.enabled, w.draining, w.shutting_down, w.terminated_at, w.connected_at, w.last_seen_at,
+  select w.id, w.type, w.pool_id, w.enabled, w.draining, w.shutting_down, w.terminated_at, w.connected_at, w.last_seen_at,
          to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
     from worker w
    where w.enabled and not w.draining and not w.shutting_down and w.terminated_at is null
@@ -23,15 +25,15 @@ const FREE_FOR_CLASS_SQL = `
      and w.provided_tags @> ?::text[]
      and (w.required_tags <@ ?::text[] or exists (select 1 from unnest(w.required_tags) t where strpos(t, '>=') > 0))
      and w.concurrency > (select count(*) from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING'))
-   order by w.id
+   order by w.pool_id is not null, w.id
    limit ${CANDIDATES}`;
 
 /**
  * Places a request that just became PENDING, at once: the reverse of requestWork. It looks for a
  * free worker that may run the request's class and lets that worker pull (assignNextWork), so the
  * worker gets what it would have got by asking: the first request in queue order of all the classes
- * it may run, which is the new one unless older work it may run is waiting too. Specialised workers
- * (fewer eligible classes) are tried first, as in a pass. Workers busy in another transaction are
+ * it may run, which is the new one unless older work it may run is waiting too. Workers are tried in
+ * the pass's order of preference (workerPreference: static before pool workers, then specialised). Workers busy in another transaction are
  * skipped, not waited for.
  *
  * This spares the full pass (every connected worker loaded and locked) for the common case of a
@@ -50,20 +52,20 @@ export async function placeRequest(
   const taskClass = cache.get(request.classId);
   if (!taskClass) return [];
   const rows = await em.execute<
-    { id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: string | null; connected_at: string | null; last_seen_at: string | null; provided_tags: string[]; required_tags: string[] }[]
+    { id: number; type: string; pool_id: number | null; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: string | null; connected_at: string | null; last_seen_at: string | null; provided_tags: string[]; required_tags: string[] }[]
   >(FREE_FOR_CLASS_SQL, [
     new Date(now.getTime() - config.metadataFreshMs),
     textArray(taskClass.requiredTags.filter((t) => !t.includes('>='))),
     textArray(taskClass.significantProvidedTags),
   ]);
-  const candidates: { id: number; eligible: number }[] = [];
+  const candidates: { id: number; eligible: number; pooled: boolean }[] = [];
   for (const r of rows) {
     const facts = { type: r.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at };
     if (unavailableReason(facts, now, config.metadataFreshMs)) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length });
+    if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null });
   }
-  candidates.sort((a, b) => a.eligible - b.eligible || a.id - b.id);
+  candidates.sort(workerPreference);
 
   const assignments: Assignment[] = [];
   for (const c of candidates.slice(0, ATTEMPTS)) {

@@ -58,6 +58,7 @@ export const ASSIGN_FIRST_SQL = `
   assigned as (
     update work_request u set status = 'ASSIGNED', worker_id = ?, assigned_at = ?
       from pick where u.id = pick.id
-    returning u.id, u.workspace_id
+    returning u.id, u.workspace_id, u.pending_at
   )
-  select (select count(*) from heads)::int as heads, (select id from assigned) as id, (select workspace_id from assigned) as workspace_id`;
+  select (select count(*) from heads)::int as heads, (select id from assigned) as id, (select workspace_id from assigned) as workspace_id,
+         (select pending_at from assigned) as pending_at`;

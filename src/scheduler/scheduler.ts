@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { NO_METRICS, type AssignmentVia, type SchedulerRecorder } from '../metrics/recorder.js';
 import { ClassCache } from './class-cache.js';
 import { disconnectSilentWorkers, expireLeases } from './leases.js';
 import { assignNextWork, type Assignment } from './next-work.js';
@@ -39,8 +40,9 @@ export interface Scheduler {
 export type SettleDependents = (em: EntityManager, config: Config, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
 
 /** Creates the scheduler of one server process. */
-export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events; settleDependents: SettleDependents }): Scheduler {
+export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events; settleDependents: SettleDependents; metrics?: SchedulerRecorder }): Scheduler {
   const { orm, config, log, events, settleDependents } = deps;
+  const metrics = deps.metrics ?? NO_METRICS;
   const classes = new ClassCache();
   const workers = new WorkerSnapshot();
   let timer: NodeJS.Timeout | null = null;
@@ -50,7 +52,8 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
   let stopped = false;
   const streams: AsyncIterator<unknown>[] = [];
 
-  const publish = (assignments: readonly Assignment[]) => {
+  const publish = (assignments: readonly Assignment[], via: AssignmentVia) => {
+    if (assignments.length) metrics.assigned(assignments, via);
     for (const a of assignments) {
       events.publish('workAssigned', String(a.workerId), { workRequestId: a.workRequestId, workerId: a.workerId });
       events.publish('workRequestChanged', { id: a.workRequestId, workspaceId: a.workspaceId, status: 'ASSIGNED' });
@@ -58,14 +61,15 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
   };
   const placing = new Set<Promise<Assignment[]>>();
 
-  async function pass(): Promise<Assignment[]> {
+  async function pass(reason: PassReason | 'manual' = 'manual'): Promise<Assignment[]> {
     // Most triggers (a worker connecting, work starting or finishing) come when nothing waits: one
     // probe of the pending index then spares loading and locking every connected worker. Work that
     // becomes pending after the probe triggers a pass of its own.
     const [{ pending }] = await orm.em.getConnection().execute<{ pending: boolean }[]>(`select exists (select 1 from work_request where status = 'PENDING') as pending`);
     if (!pending) return [];
     const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, config, new Date()));
-    publish(assignments); // after the commit: a subscriber must find the row assigned
+    metrics.passRan(reason);
+    publish(assignments, 'pass'); // after the commit: a subscriber must find the row assigned
     if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
     return assignments;
   }
@@ -92,7 +96,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       again = true; // one more pass after this one: it may have missed what triggered us
       return;
     }
-    running = pass()
+    running = pass(reason)
       .catch((err: unknown) => log.error({ err, reason }, 'scheduling pass failed'))
       .finally(() => {
         running = null;
@@ -108,7 +112,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     workers,
     async requestWork(workerId) {
       const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date()));
-      if (assignment) publish([assignment]);
+      if (assignment) publish([assignment], 'pull');
       return assignment;
     },
     async placeNew(request) {
@@ -118,7 +122,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
         .transactional((tx) => placeRequest(tx, classes, config, request, new Date()))
         .then(
           (assignments) => {
-            publish(assignments);
+            publish(assignments, 'place');
             return assignments;
           },
           (err: unknown) => {
@@ -134,7 +138,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
         placing.delete(placed);
       }
     },
-    runPass: pass,
+    runPass: () => pass('manual'),
     sweepLeases: sweep,
     trigger(reason) {
       if (debounce || stopped || !config.schedulerAutomatic) return;

@@ -1,11 +1,13 @@
 import { builder } from '../builder.js';
+import { candidatesQueryCost, costOf, FIELD_COSTS, fixedCost, pagedCost } from '../limits/cost.js';
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { UNAVAILABLE } from '../scheduler/availability.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
 import { DIAGNOSIS_STATES, diagnose, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
-import { visibleWorkspaceIds } from '../services/directory.js';
+import { principalOf, workRequestSql } from '../services/visibility.js';
+import { isOrchestrated } from '../tasks/types.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 import { WorkerPoolRef } from './worker-pool.js';
@@ -49,13 +51,19 @@ builder.objectFields(WorkRequestRef, (t) => ({
   candidateWorkers: t.field({
     type: [WorkerRef],
     description: 'The workers that could run it (batched: a list of requests costs a bounded number of statements)',
+    extensions: costOf((a) => FIELD_COSTS.candidatesPerRequest + pagedCost(100)(a)),
     args: { availableOnly: t.arg.boolean({ defaultValue: true }), first: t.arg.int({ defaultValue: 100 }) },
     resolve: async (wr, args, ctx) => workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), args.first ?? 100),
   }),
   diagnosis: t.field({
     type: DiagnosisRef,
     description: 'Why it waits: per group of workers and per pool, the missing tags on each side',
-    resolve: async (wr, _a, ctx) => diagnose({ id: wr.id, status: wr.status, providedTags: wr.providedTags, requiredTags: wr.requiredTags }, await ctx.loaders.workerStates(), await ctx.loaders.poolTemplates()),
+    extensions: costOf(fixedCost(FIELD_COSTS.diagnosis)),
+    resolve: async (wr, _a, ctx) => {
+      const task = { id: wr.id, status: wr.status, taskType: wr.taskType, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
+      if (isOrchestrated(wr.taskType)) return diagnose(task, [], []); // no worker or pool is read for it
+      return diagnose(task, await ctx.loaders.workerStates(), await ctx.loaders.poolTemplates());
+    },
   }),
 }));
 
@@ -68,30 +76,17 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
   fields: (t) => ({
     workRequestId: t.id({ resolve: (c) => String(c.workRequestId) }),
     count: t.int({ resolve: (c) => c.workers.length }),
-    workerNames: t.stringList({ args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name) }),
-    workers: t.field({ type: [WorkerRef], args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => workerIds(c.workers, a.first ?? 100) }),
+    workerNames: t.stringList({ extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name) }),
+    workers: t.field({ type: [WorkerRef], extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => workerIds(c.workers, a.first ?? 100) }),
   }),
 });
 
-/** The requested ids the viewer may see (one statement for all of them). */
+/** The requested ids the viewer may see, in the order they were asked for (one statement for all of them). */
 async function visibleIds(ctx: Context, ids: number[]): Promise<number[]> {
   if (!ids.length) return [];
-  const rows = await ctx.em.execute<{ id: number; workspace_id: number; worker_id: number | null }[]>(
-    'select id, workspace_id, worker_id from work_request where id = any(?::int[])',
-    [intArray(ids)],
-  );
-  let allowed: (r: (typeof rows)[number]) => boolean;
-  if (ctx.viewer.kind === 'worker') {
-    const me = ctx.viewer.worker.id;
-    allowed = (r) => r.worker_id === me;
-  } else if (ctx.viewer.kind === 'activation') {
-    return [];
-  } else {
-    const visible = await visibleWorkspaceIds(ctx.em, ctx.viewer);
-    allowed = (r) => visible === 'all' || visible.includes(r.workspace_id);
-  }
-  // In the order they were asked for.
-  const ok = new Set(rows.filter(allowed).map((r) => r.id));
+  const visible = workRequestSql(principalOf(ctx.viewer), 'wr');
+  const rows = await ctx.em.execute<{ id: number }[]>(`select wr.id from work_request wr where wr.id = any(?::int[]) and ${visible.sql}`, [intArray(ids), ...visible.params]);
+  const ok = new Set(rows.map((r) => r.id));
   return ids.filter((id) => ok.has(id));
 }
 
@@ -107,6 +102,9 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
     startingInstances: t.exposeInt('startingInstances', { description: 'Instances created but not connected yet' }),
     launch: t.exposeInt('launch', { description: 'Instances to start now, within the limits' }),
     limitedBy: t.field({ type: [LaunchLimitEnum], resolve: (d) => d.limitedBy }),
+    monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', { description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds' }),
+    degraded: t.exposeBoolean('degraded', { description: 'Its launches keep failing; lastError says why' }),
+    lastError: t.string({ nullable: true, description: 'The pool’s last provider error', resolve: (d) => d.pool.lastError ?? null }),
     stopWorkers: t.field({ type: [WorkerRef], description: 'Idle pool workers past the idle timeout, to stop', resolve: (d) => d.stop.map((w) => w.id) }),
   }),
 });
@@ -121,10 +119,10 @@ const NearestRef = builder.objectRef<UnschedulableGroup['nearest'][number]>('Nea
 });
 
 const UnschedulableRef = builder.objectRef<UnschedulableGroup>('UnschedulableGroup').implement({
-  description: 'Pending requests that no worker and no pool could ever run',
+  description: 'Pending requests that no worker and no pool could ever run; listed only when the viewer may see one of them',
   fields: (t) => ({
     count: t.exposeInt('count'),
-    sampleWorkRequestIds: t.idList({ resolve: (g) => g.sampleIds.map(String) }),
+    sampleWorkRequestIds: t.idList({ description: 'The first ones the viewer may see', resolve: (g) => g.sampleIds.map(String) }),
     requiredTags: t.exposeStringList('requiredTags'),
     providedTags: t.exposeStringList('providedTags', { description: 'The significant provided tags (those some worker requires)' }),
     nearest: t.field({ type: [NearestRef], description: 'The nearest workers or pools and what is missing', resolve: (g) => g.nearest }),
@@ -134,6 +132,9 @@ const UnschedulableRef = builder.objectRef<UnschedulableGroup>('UnschedulableGro
 const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('ProvisioningDemand').implement({
   fields: (t) => ({
     pendingTotal: t.exposeInt('pendingTotal'),
+    hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
+      description: 'Unschedulable requests in groups the viewer may see none of (other people\'s private work): counted only',
+    }),
     pools: t.field({ type: [PoolDemandRef], resolve: (d) => d.pools }),
     unschedulable: t.field({ type: [UnschedulableRef], resolve: (d) => d.unschedulable }),
   }),
@@ -143,6 +144,7 @@ builder.queryFields((t) => ({
   candidateWorkers: t.field({
     type: [CandidatesRef],
     description: 'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
+    extensions: costOf(candidatesQueryCost),
     args: { workRequestIds: t.arg.idList({ required: true }), availableOnly: t.arg.boolean({ defaultValue: true }) },
     resolve: async (_r, args, ctx) => {
       const ids = [...new Set(args.workRequestIds.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0))];
@@ -155,6 +157,10 @@ builder.queryFields((t) => ({
   provisioningDemand: t.field({
     type: DemandRef,
     description: 'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
-    resolve: (_r, _a, ctx) => computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date(), ctx.scheduler.workers),
+      extensions: costOf(fixedCost(FIELD_COSTS.provisioningDemand)),
+    resolve: (_r, _a, ctx) => {
+      const principal = principalOf(ctx.viewer);
+      return computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date(), ctx.scheduler.workers, (alias) => workRequestSql(principal, alias));
+    },
   }),
 }));

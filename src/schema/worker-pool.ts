@@ -1,25 +1,59 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
+import { poolHealth } from '../scheduler/pool-health.js';
+import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
+import { isAdmin } from '../services/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
-import { computePoolTemplateTags } from '../tags/worker-tags.js';
+import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
 import { COMMON_ERRORS } from './errors.js';
+import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
 
 /** A worker pool as clients see it: everything but the provider account, which is write-only. */
 export const WorkerPoolRef = builder.loadableObjectRef<WorkerPool, number>('WorkerPool', {
-  load: async (ids, ctx) => {
-    const pools = await ctx.em.find(WorkerPoolSchema, { id: { $in: [...ids] } });
-    return ids.map((id) => pools.find((p) => p.id === id) ?? new Error(`no pool ${id}`));
-  },
+  load: async (ids, ctx) => (await ctx.loaders.byId<WorkerPool>(WorkerPoolSchema).loadMany(ids)).map((p, i) => p ?? new Error(`no pool ${ids[i]}`)),
 });
 
 // The configured size thresholds, as for the pool's workers: a template must classify its size like they do.
-const template = (pool: WorkerPool, sizeThresholds: SizeThresholds) =>
-  computePoolTemplateTags(
-    { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications },
-    sizeThresholds,
-  );
+const template = (pool: WorkerPool, sizeThresholds: SizeThresholds) => computePoolTemplateTags(poolTagInput(pool), sizeThresholds);
+
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+
+const PoolHandlerRef = builder.objectRef<{ task: string; command: string }>('PoolHandler').implement({
+  description: 'A task the agents of a local pool run, and the shell command that runs it',
+  fields: (t) => ({ task: t.exposeString('task'), command: t.exposeString('command') }),
+});
+
+const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifications').implement({
+  description: 'What a pool starts: instance size and concurrency, what its image holds, and what its provider needs',
+  fields: (t) => ({
+    cpuCount: t.int({ nullable: true, resolve: (s) => s.cpuCount ?? null }),
+    memoryGib: t.float({ nullable: true, resolve: (s) => s.memoryGib ?? null }),
+    diskGib: t.float({ nullable: true, resolve: (s) => s.diskGib ?? null }),
+    concurrency: t.int({ description: 'The concurrency of the pool\u2019s workers (1 when unset)', resolve: (s) => poolConcurrency(s) }),
+    architectures: t.stringList({ resolve: (s) => s.architectures ?? [] }),
+    enableBackends: t.stringList({ resolve: (s) => s.enableBackends ?? [] }),
+    enableTasks: t.stringList({ resolve: (s) => s.enableTasks ?? [] }),
+    image: t.string({ nullable: true, resolve: (s) => str(s.image) }),
+    handlers: t.field({
+      type: [PoolHandlerRef],
+      nullable: true,
+      description: 'Local pools: the commands their agents run on the server\u2019s machine (admins only; null for others)',
+      resolve: (s, _a, ctx) => (isAdmin(ctx.viewer) ? (s.handlers ?? []) : null),
+    }),
+    instanceType: t.string({ nullable: true, resolve: (s) => str(s.instanceType) }),
+    location: t.string({ nullable: true, resolve: (s) => str(s.location) }),
+    providerImage: t.string({ nullable: true, resolve: (s) => str(s.providerImage) }),
+    subnetId: t.string({ nullable: true, resolve: (s) => str(s.subnetId) }),
+    securityGroupIds: t.stringList({ resolve: (s) => (Array.isArray(s.securityGroupIds) ? (s.securityGroupIds as string[]) : []) }),
+    command: t.stringList({
+      nullable: true,
+      description: 'Exec pools: the program and its arguments (admins only; null for others)',
+      resolve: (s, _a, ctx) => (isAdmin(ctx.viewer) && Array.isArray(s.command) ? (s.command as string[]) : null),
+    }),
+  }),
+});
 
 WorkerPoolRef.implement({
   fields: (t) => ({
@@ -29,12 +63,12 @@ WorkerPoolRef.implement({
       description: 'Whether provider credentials are set; they are never returned',
       resolve: (pool) => pool.providerAccountEncrypted != null,
     }),
-    specifications: t.field({ type: 'JSON', resolve: (pool) => pool.specifications }),
+    specifications: t.field({ type: PoolSpecificationsRef, resolve: (pool) => pool.specifications }),
     providedTags: t.exposeStringList('providedTags', { description: 'The tags the admin gave the pool (provided side)' }),
     requiredTags: t.exposeStringList('requiredTags'),
     templateProvidedTags: t.field({
       type: [TagEntryRef],
-      description: 'What any worker this pool starts will provide: pool tags, specification values, worker:type:worker',
+      description: 'What any worker this pool starts will provide: pool tags, specification values and what its image holds, worker:type:worker',
       resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).provided,
     }),
     templateRequiredTags: t.field({ type: [TagEntryRef], resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required }),
@@ -43,17 +77,55 @@ WorkerPoolRef.implement({
     idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds'),
     targetLatencySeconds: t.exposeInt('targetLatencySeconds'),
     monthlyRuntimeBudgetSeconds: t.exposeInt('monthlyRuntimeBudgetSeconds', { nullable: true }),
+    monthRuntimeSeconds: t.float({
+      description: 'The runtime of its instances in this calendar month (UTC), what monthlyRuntimeBudgetSeconds limits',
+      resolve: async (pool, _a, ctx) => (await ctx.loaders.monthRuntimes()).get(pool.id) ?? 0,
+    }),
     enabled: t.exposeBoolean('enabled'),
+    degraded: t.boolean({
+      description: 'Its launches keep failing (TAGSCHED_DEGRADED_AFTER_FAILURES in a row, or one only an admin can cure); lastError says why',
+      resolve: (pool, _a, ctx) => poolHealth(pool, new Date(), ctx.config.degradedAfterFailures).degraded,
+    }),
+    launchFailures: t.exposeInt('launchFailures', { description: 'Launches that failed in a row since the last one that worked' }),
+    launchRetryAt: t.expose('launchRetryAt', { type: 'DateTime', nullable: true, description: 'After failed launches, no launch is tried before this' }),
+    lastError: t.exposeString('lastError', { nullable: true, description: 'The last provider error of the pool (launch, stop or list)' }),
+    lastErrorKind: t.exposeString('lastErrorKind', { nullable: true, description: 'quota, capacity, auth, timeout, invalid or unavailable' }),
+    lastErrorAt: t.expose('lastErrorAt', { type: 'DateTime', nullable: true }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+const PoolHandlerInput = builder.inputType('PoolHandlerInput', {
+  fields: (t) => ({ task: t.string({ required: true }), command: t.string({ required: true, description: 'A shell command (sh -c) on the server\u2019s machine' }) }),
+});
+
+const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
+  description: 'Typed pool specifications; a bad value is refused with its path and what is allowed. Replaces the whole set on update.',
+  fields: (t) => ({
+    cpuCount: t.int({ description: 'CPUs per instance (worker:cpu-count)' }),
+    memoryGib: t.float({ description: 'Memory per instance, GiB (worker:memory-gib)' }),
+    diskGib: t.float({ description: 'Disk per instance, GiB (worker:disk-gib)' }),
+    concurrency: t.int({ description: 'Work requests each worker of the pool runs at once (1 to 1024; 1 when unset)' }),
+    architectures: t.stringList({ description: 'Debian architectures its machines run natively (worker:build-arch:*)' }),
+    enableBackends: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu (worker:executor:*)' }),
+    enableTasks: t.stringList({ description: 'Tasks its image is built for: their tools (worker:cap:*) and worker:task:* tags' }),
+    image: t.string({ description: 'The name of a tagsched worker image' }),
+    handlers: t.field({ type: [PoolHandlerInput], description: 'Local pools only: the commands their agents run (default noop=true)' }),
+    instanceType: t.string({ description: 'Cloud: a Hetzner server type or an EC2 instance type' }),
+    location: t.string({ description: 'Cloud: a Hetzner location, or an EC2 region or availability zone' }),
+    providerImage: t.string({ description: 'Cloud: a Hetzner image or an EC2 AMI id' }),
+    subnetId: t.string({ description: 'EC2: the subnet' }),
+    securityGroupIds: t.stringList({ description: 'EC2: security group ids' }),
+    command: t.stringList({ description: 'Exec pools: the program and its arguments' }),
   }),
 });
 
 const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
   fields: (t) => ({
     name: t.string({ required: true }),
-    providerType: t.string({ description: 'local or exec' }),
+    providerType: t.string({ description: 'local, exec, hetzner or ec2 (README, "Pools and the provisioner", "Providers")' }),
     providerAccount: t.field({ type: 'JSON', description: 'Provider credentials (a JSON object); write-only, encrypted at rest' }),
-    specifications: t.field({ type: 'JSON', description: 'Instance size: cpuCount, memoryGib, diskGib, image, instanceType, …' }),
+    specifications: t.field({ type: PoolSpecificationsInput }),
     providedTags: t.stringList(),
     requiredTags: t.stringList(),
     maxActiveInstances: t.int(),
@@ -86,8 +158,16 @@ builder.mutationFields((t) => ({
   createWorkerPool: t.field({
     type: WorkerPoolRef,
     errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true }) },
-    resolve: (_root, { input }, ctx) => createWorkerPool(ctx.em, ctx.viewer, ctx.config, ctx.secrets, input),
+    args: { input: t.arg({ type: WorkerPoolInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    resolve: (_root, { input, idempotencyKey }, ctx) =>
+      createOnce<WorkerPool>(
+        ctx,
+        'createWorkerPool',
+        idempotencyKey,
+        input,
+        { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }) },
+        (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
+      ),
   }),
   updateWorkerPool: t.field({
     type: WorkerPoolRef,
@@ -97,6 +177,7 @@ builder.mutationFields((t) => ({
   }),
   createActivationToken: t.field({
     type: ActivationTokenPayload,
+    description: 'Admin: a pool-wide one-shot token; the agent that trades it becomes a new worker of the pool (for instances started by hand)',
     errors: { types: COMMON_ERRORS },
     args: { pool: t.arg.string({ required: true }) },
     resolve: async (_root, { pool }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, pool) }),

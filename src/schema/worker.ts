@@ -1,8 +1,14 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
+import type { Context } from '../context.js';
+import { asFilter } from '../db/condition.js';
+import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/visibility.js';
+import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';
+import { terminateWorker } from '../services/terminate.js';
 import { COMMON_ERRORS } from './errors.js';
+import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
@@ -16,13 +22,16 @@ const WorkerTypeEnum = builder.enumType('WorkerType', {
   values: Object.fromEntries(WORKER_TYPES.map((v) => [v.toUpperCase().replace('-', '_'), { value: v }])) as Record<string, { value: (typeof WORKER_TYPES)[number] }>,
 });
 
+/** The facts of a worker its status follows from. */
+export type WorkerStatusFacts = Pick<Worker, 'terminatedAt' | 'enabled' | 'connectedAt' | 'lastSeenAt' | 'draining' | 'shuttingDown'>;
+
 /** Whether a worker counts as connected: a live connection and metadata reported recently enough. */
-export function isConnected(worker: Worker, now: Date, freshMs: number): boolean {
+export function isConnected(worker: WorkerStatusFacts, now: Date, freshMs: number): boolean {
   return worker.connectedAt != null && worker.lastSeenAt != null && now.getTime() - worker.lastSeenAt.getTime() <= freshMs;
 }
 
 /** The status of a worker given how many work requests it holds (ASSIGNED or RUNNING). */
-export function workerStatus(worker: Worker, activeWork: number, now: Date, freshMs: number): WorkerStatus {
+export function workerStatus(worker: WorkerStatusFacts, activeWork: number, now: Date, freshMs: number): WorkerStatus {
   if (worker.terminatedAt) return 'INACTIVE';
   if (!worker.enabled) return 'DISABLED';
   if (!isConnected(worker, now, freshMs)) return 'DISCONNECTED';
@@ -30,12 +39,14 @@ export function workerStatus(worker: Worker, activeWork: number, now: Date, fres
   return activeWork > 0 ? 'BUSY' : 'IDLE';
 }
 
+const DETAILS = 'Null for viewers who may not see worker details (anonymous callers, activation tokens, other workers)';
+
+/** A worker's detail, or null when the viewer may not see it (services/visibility.ts). */
+const details = <T>(ctx: Context, worker: Worker, value: T): T | null => (canSeeWorkerDetails(principalOf(ctx.viewer), worker) ? value : null);
+
 /** A worker. */
 export const WorkerRef = builder.loadableObjectRef<Worker, number>('Worker', {
-  load: async (ids, ctx) => {
-    const workers = await ctx.em.find(WorkerSchema, { id: { $in: [...ids] } });
-    return ids.map((id) => workers.find((w) => w.id === id) ?? new Error(`no worker ${id}`));
-  },
+  load: async (ids, ctx) => (await ctx.loaders.byId<Worker>(WorkerSchema).loadMany(ids)).map((w, i) => w ?? new Error(`no worker ${ids[i]}`)),
 });
 
 WorkerRef.implement({
@@ -55,11 +66,16 @@ WorkerRef.implement({
     enabled: t.exposeBoolean('enabled'),
     draining: t.exposeBoolean('draining'),
     shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
-    providedTags: t.field({ type: [TagEntryRef], resolve: (w) => w.providedEntries }),
-    requiredTags: t.field({ type: [TagEntryRef], resolve: (w) => w.requiredEntries }),
-    rejectedTags: t.field({ type: [TagRefusalRef], description: 'Tags the worker or its admin tried to add and may not', resolve: (w) => w.rejectedTags }),
-    staticMetadata: t.field({ type: 'JSON', resolve: (w) => w.staticMetadata }),
-    dynamicMetadata: t.field({ type: 'JSON', resolve: (w) => w.dynamicMetadata }),
+    providedTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.providedEntries) }),
+    requiredTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.requiredEntries) }),
+    rejectedTags: t.field({
+      type: [TagRefusalRef],
+      nullable: true,
+      description: `Tags the worker or its admin tried to add and may not. ${DETAILS}`,
+      resolve: (w, _a, ctx) => details(ctx, w, w.rejectedTags),
+    }),
+    staticMetadata: t.field({ type: 'JSON', nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.staticMetadata) }),
+    dynamicMetadata: t.field({ type: 'JSON', nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.dynamicMetadata) }),
     connectedAt: t.expose('connectedAt', { type: 'DateTime', nullable: true }),
     lastSeenAt: t.expose('lastSeenAt', { type: 'DateTime', nullable: true }),
     registeredAt: t.expose('registeredAt', { type: 'DateTime' }),
@@ -109,6 +125,7 @@ const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'Work
 builder.queryFields((t) => ({
   workers: t.field({
     type: WorkerConnection,
+    extensions: costOf(pagedCost()),
     args: {
       filter: t.arg({ type: WorkerFilter }),
       first: t.arg.int(),
@@ -126,7 +143,11 @@ builder.queryFields((t) => ({
       if (f?.providesTag) where.providedTags = { $contains: [f.providesTag] };
       if (f?.requiresTag) where.requiredTags = { $contains: [f.requiresTag] };
       if (after !== null) where.name = { $gt: after };
-      const rows = await ctx.em.find(WorkerSchema, where, { orderBy: { name: 'asc' }, limit: size + 1 });
+      // A tag filter reads worker details: it keeps only the workers whose details the viewer may see.
+      const principal = principalOf(ctx.viewer);
+      const and: FilterQuery<Worker>[] = [where];
+      if (f?.providesTag || f?.requiresTag) and.push(asFilter((alias) => workerDetailsSql(principal, alias)));
+      const rows = await ctx.em.find(WorkerSchema, { $and: and }, { orderBy: { name: 'asc' }, limit: size + 1 });
       return toConnection(rows, size, (w) => encodeCursor(w.name), after !== null);
     },
   }),
@@ -154,6 +175,15 @@ switchField('enable', 'Admin: the worker may receive work');
 switchField('disable', 'Admin: the worker receives nothing (what it runs is not stopped)');
 
 builder.mutationFields((t) => ({
+  terminateWorker: t.field({
+    type: WorkerRef,
+    description: 'Admin: terminates a pool worker: INACTIVE at once (its tokens refused), work it had not started back to PENDING, running work re-queued as a retry; its instance STOPPING',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({ type: builder.inputType('TerminateWorkerInput', { fields: (f) => ({ name: f.string({ required: true }) }) }), required: true }),
+    },
+    resolve: (_root, { input }, ctx) => terminateWorker(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
+  }),
   registerWorker: t.field({
     type: WorkerTokenPayload,
     description: 'Admin: registers a worker and returns its token (shown once)',
@@ -171,8 +201,17 @@ builder.mutationFields((t) => ({
         }),
         required: true,
       }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
-    resolve: (_root, { input }, ctx) => registerWorker(ctx.em, ctx.viewer, ctx.config, input),
+    resolve: (_root, { input, idempotencyKey }, ctx) =>
+      createOnce<{ worker: Worker; token: string }>(
+        ctx,
+        'registerWorker',
+        idempotencyKey,
+        input,
+        { idOf: (r) => r.worker.id, secretOf: (r) => r.token, replay: async (em, id, token) => ({ worker: await em.findOneOrFail(WorkerSchema, { id }), token: token ?? '' }) },
+        (tx) => registerWorker(tx, ctx.viewer, ctx.config, input),
+      ),
   }),
   activateWorker: t.field({
     type: WorkerTokenPayload,

@@ -1,14 +1,18 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { Config } from '../config.js';
-import { PROVIDER_TYPES, WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
+import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { WorkerSchema } from '../entities/worker.js';
-import { AlreadyExistsError, NotFoundError } from '../errors.js';
+import { AlreadyExistsError, InputError, NotFoundError } from '../errors.js';
+import { poolProviderProblems, providerTypes } from '../provisioner/providers.js';
 import type { Events } from '../events.js';
 import { requireAdmin, type Viewer } from './auth.js';
 import type { SecretBox } from './secrets.js';
 import { issueToken } from './tokens.js';
-import { checkTags, nameSchema, parseInput } from './validate.js';
+import { poolConcurrency } from '../scheduler/pool-templates.js';
+import { handlerProblems, specificationProblems, withHandlerDefaults } from './pool-specifications.js';
+import { nameSchema, oneOf, parseInput, zodProblems } from './validate.js';
+import { poolTagProblems } from './admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 import { creating } from './flush.js';
 
@@ -28,16 +32,6 @@ export interface WorkerPoolInput {
   enabled?: boolean | null;
 }
 
-const specificationsSchema = z
-  .object({
-    cpuCount: z.number().int().positive().optional(),
-    memoryGib: z.number().positive().optional(),
-    diskGib: z.number().positive().optional(),
-    image: z.string().max(500).optional(),
-    instanceType: z.string().max(200).optional(),
-  })
-  .catchall(z.union([z.string().max(1000), z.number(), z.boolean()]));
-
 const limitsSchema = z.object({
   maxActiveInstances: z.number().int().min(0).max(100_000).nullish(),
   minIdleInstances: z.number().int().min(0).max(100_000).nullish(),
@@ -49,28 +43,52 @@ const limitsSchema = z.object({
 // The provider account is a JSON object of credentials; it is only ever written, never read back.
 const providerAccountSchema = z.record(z.string(), z.unknown());
 
-function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config, secrets: SecretBox): void {
-  if (input.providerType != null) pool.providerType = parseInput(z.enum(PROVIDER_TYPES), input.providerType, 'input.providerType');
-  if (input.providerAccount != null) {
-    const account = parseInput(providerAccountSchema, input.providerAccount, 'input.providerAccount');
-    pool.providerAccountEncrypted = secrets.seal(JSON.stringify(account));
+/**
+ * Judges a pool input whole (admin-input.ts) and, when nothing is wrong, applies it; otherwise it
+ * throws one InputError with every problem, the pool unchanged: provider, account, specifications,
+ * each tag the tag engine would refuse, the limits, and what the pool's provider finds wrong with
+ * its name, specifications and account (src/provisioner/providers.ts).
+ */
+function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config, secrets: SecretBox, creating: boolean): void {
+  const providerType = input.providerType == null ? null : zodProblems(oneOf(providerTypes() as [string, ...string[]]), input.providerType, 'input.providerType');
+  const account = input.providerAccount == null ? null : zodProblems(providerAccountSchema, input.providerAccount, 'input.providerAccount');
+  const specifications = input.specifications == null ? null : specificationProblems(input.specifications, 'input.specifications');
+  const limits = zodProblems(limitsSchema, input, 'input');
+  // The pool as it would be: its provider, and its specifications (typed: pool-specifications.ts).
+  const type = providerType?.data ?? pool.providerType;
+  const specs = withHandlerDefaults(type, specifications?.data ?? pool.specifications ?? {});
+  const problems = [
+    ...(providerType?.problems ?? []),
+    ...(account?.problems ?? []),
+    ...(specifications?.problems ?? []),
+    ...handlerProblems(type, specifications?.data ?? {}, 'input.specifications'),
+    ...poolTagProblems({ name: pool.name, providedTags: input.providedTags, requiredTags: input.requiredTags, specifications: specifications?.data ?? null }, config),
+    ...limits.problems,
+  ];
+  // The provider judges the pool as it would be; the stored account again only when the pool changes
+  // provider (it was judged when given).
+  if (!providerType?.problems.length && !account?.problems.length && !specifications?.problems.length) {
+    const changedType = creating || type !== pool.providerType;
+    const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
+    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount }, config));
   }
-  if (input.specifications != null) pool.specifications = parseInput(specificationsSchema, input.specifications, 'input.specifications');
-  if (input.providedTags != null) {
-    checkTags([input.providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet]);
-    pool.providedTags = input.providedTags;
-  }
-  if (input.requiredTags != null) {
-    checkTags([input.requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
-    pool.requiredTags = input.requiredTags;
-  }
-  const limits = parseInput(limitsSchema, input, 'input');
-  if (limits.maxActiveInstances != null) pool.maxActiveInstances = limits.maxActiveInstances;
-  if (limits.minIdleInstances != null) pool.minIdleInstances = limits.minIdleInstances;
-  if (limits.idleTimeoutSeconds != null) pool.idleTimeoutSeconds = limits.idleTimeoutSeconds;
-  if (limits.targetLatencySeconds != null) pool.targetLatencySeconds = limits.targetLatencySeconds;
-  if (input.monthlyRuntimeBudgetSeconds !== undefined) pool.monthlyRuntimeBudgetSeconds = limits.monthlyRuntimeBudgetSeconds ?? null;
+  if (problems.length) throw InputError.of(problems);
+  if (providerType?.data) pool.providerType = providerType.data;
+  if (account?.data) pool.providerAccountEncrypted = secrets.seal(JSON.stringify(account.data));
+  pool.specifications = specs;
+  if (input.providedTags != null) pool.providedTags = input.providedTags;
+  if (input.requiredTags != null) pool.requiredTags = input.requiredTags;
+  const l = limits.data!;
+  if (l.maxActiveInstances != null) pool.maxActiveInstances = l.maxActiveInstances;
+  if (l.minIdleInstances != null) pool.minIdleInstances = l.minIdleInstances;
+  if (l.idleTimeoutSeconds != null) pool.idleTimeoutSeconds = l.idleTimeoutSeconds;
+  if (l.targetLatencySeconds != null) pool.targetLatencySeconds = l.targetLatencySeconds;
+  if (input.monthlyRuntimeBudgetSeconds !== undefined) pool.monthlyRuntimeBudgetSeconds = l.monthlyRuntimeBudgetSeconds ?? null;
   if (input.enabled != null) pool.enabled = input.enabled;
+}
+
+function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unknown> | null {
+  return pool.providerAccountEncrypted ? (JSON.parse(secrets.open(pool.providerAccountEncrypted)) as Record<string, unknown>) : null;
 }
 
 /** Creates a worker pool. Admin only. */
@@ -85,13 +103,16 @@ export async function createWorkerPool(
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
-  applyPoolInput(pool, input, config, secrets);
+  applyPoolInput(pool, input, config, secrets, true);
   await creating(`a worker pool "${name}"`, () => em.flush());
   await noteRequiredTags(em, pool.requiredTags);
   return pool;
 }
 
-/** Changes a worker pool; its workers' tags are recomputed when its tags or specifications change. Admin only. */
+/**
+ * Changes a worker pool: its workers' tags and concurrency follow its tags and specifications, and
+ * a pool whose launches failed may try again at once (the admin may have fixed what failed). Admin only.
+ */
 export async function updateWorkerPool(
   em: EntityManager,
   viewer: Viewer,
@@ -103,9 +124,15 @@ export async function updateWorkerPool(
   requireAdmin(viewer);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
-  applyPoolInput(pool, input, config, secrets);
-  const workers = await em.find(WorkerSchema, { pool });
-  for (const worker of workers) refreshWorkerTags(worker, pool, config);
+  applyPoolInput(pool, input, config, secrets, false);
+  // The admin may have fixed what made launches fail: the pool tries again at once.
+  pool.launchFailures = 0;
+  pool.launchRetryAt = null;
+  const workers = await em.find(WorkerSchema, { pool, terminatedAt: null });
+  for (const worker of workers) {
+    refreshWorkerTags(worker, pool, config);
+    if (pool.specifications.concurrency != null) worker.concurrency = poolConcurrency(pool.specifications);
+  }
   await em.flush();
   await noteRequiredTags(em, pool.requiredTags);
   for (const worker of workers) events.publish('workerChanged', { id: worker.id, name: worker.name });

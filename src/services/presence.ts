@@ -3,6 +3,7 @@ import { intArray } from '../db/arrays.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import type { Events } from '../events.js';
+import { markInstanceRunning } from './instances.js';
 import { requireWorker, type Viewer } from './auth.js';
 
 /** A worker's agent says it is alive (and, when it is, that it is shutting down). */
@@ -26,7 +27,7 @@ export async function heartbeat(
   return { worker, assigned };
 }
 
-/** A worker's connection opened: it is connected and seen now; a fresh agent is not shutting down. */
+/** A worker's connection opened: it is connected and seen now; a fresh agent is not shutting down; its instance, if any, is RUNNING. */
 export async function markConnected(em: EntityManager, events: Events, workerId: number): Promise<void> {
   const now = new Date();
   const worker = await em.findOne(WorkerSchema, { id: workerId });
@@ -35,6 +36,7 @@ export async function markConnected(em: EntityManager, events: Events, workerId:
   worker.lastSeenAt = now;
   worker.shuttingDown = false;
   await em.flush();
+  if (worker.pool) await markInstanceRunning(em, worker.id, now);
   events.publish('workerChanged', { id: worker.id, name: worker.name });
 }
 

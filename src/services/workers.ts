@@ -5,14 +5,18 @@ import type { Config } from '../config.js';
 import { TokenSchema } from '../entities/token.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../entities/worker.js';
-import { AlreadyExistsError, ForbiddenError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError, UnauthenticatedError, type InputProblem } from '../errors.js';
 import type { Events } from '../events.js';
 import type { WorkerMetadata } from '../tags/worker-tags.js';
+import { poolConcurrency } from '../scheduler/pool-templates.js';
 import { requireAdmin, requireWorker, type Viewer } from './auth.js';
+import { markInstanceRunning } from './instances.js';
 import { issueToken } from './tokens.js';
-import { nameSchema, parseInput } from './validate.js';
+import { nameSchema, parseInput, zodProblems } from './validate.js';
+import { staticMetadataProblems } from './admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 import { creating } from './flush.js';
+import { noteActivation } from './visibility.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {
@@ -42,7 +46,22 @@ const metadataInput = z.object({
 
 /** Converts the GraphQL metadata input into stored metadata; only the keys that were given are set. */
 export function toWorkerMetadata(input: WorkerMetadataInput, path: string): WorkerMetadata {
-  const m = parseInput(metadataInput, input, path);
+  return storedMetadata(parseInput(metadataInput, input, path));
+}
+
+/**
+ * An admin's static metadata in its stored shape, or every problem of it at once: its shape, and each
+ * tag the tag engine would refuse (admin-input.ts). `extra` are the problems of the rest of the input.
+ */
+function judgeStaticMetadata(input: WorkerMetadataInput, path: string, config: Config, extra: InputProblem[] = []): WorkerMetadata {
+  const parsed = zodProblems(metadataInput, input, path);
+  const metadata = parsed.data ? storedMetadata(parsed.data) : null;
+  const problems = [...parsed.problems, ...(metadata ? staticMetadataProblems(metadata, path, config) : []), ...extra];
+  if (problems.length) throw InputError.of(problems);
+  return metadata!;
+}
+
+function storedMetadata(m: z.output<typeof metadataInput>): WorkerMetadata {
   const out: WorkerMetadata = {};
   if (m.architectures != null) out['system:architectures'] = m.architectures;
   if (m.cpuCount != null) out['system:cpu_count'] = m.cpuCount;
@@ -86,13 +105,14 @@ export async function registerWorker(
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   const type = parseInput(z.enum(WORKER_TYPES), input.type ?? 'worker', 'input.type');
-  const concurrency = parseInput(z.number().int().min(1).max(1024), input.concurrency ?? 1, 'input.concurrency');
-  const staticMetadata = input.staticMetadata ? toWorkerMetadata(input.staticMetadata, 'input.staticMetadata') : {};
+  const staticMetadata = input.staticMetadata ? judgeStaticMetadata(input.staticMetadata, 'input.staticMetadata', config) : {};
   let pool: WorkerPool | null = null;
   if (input.pool) {
     pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
     if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
   }
+  // A pool worker takes its pool's concurrency unless told otherwise.
+  const concurrency = parseInput(z.number().int().min(1).max(1024), input.concurrency ?? (pool ? poolConcurrency(pool.specifications) : 1), 'input.concurrency');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
   const worker = em.create(WorkerSchema, { name, type, concurrency, pool, staticMetadata, instanceCreatedAt: pool ? new Date() : null });
   refreshWorkerTags(worker, pool, config);
@@ -102,7 +122,11 @@ export async function registerWorker(
   return { worker, token: value };
 }
 
-/** Trades a pool's one-shot activation token for a new worker in that pool and its worker token. */
+/**
+ * Trades a one-shot activation token for a worker token. A token the provisioner made for an
+ * instance is bound to the worker created with it: that worker is the one activated (a name, if
+ * given, must be its name). A pool-wide token (createActivationToken) creates a new worker in the pool.
+ */
 export async function activateWorker(
   em: EntityManager,
   viewer: Viewer,
@@ -111,18 +135,33 @@ export async function activateWorker(
 ): Promise<{ worker: Worker; token: string }> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'activation') throw new ForbiddenError('activateWorker needs an activation token');
-  const pool = viewer.pool;
+  const tokenId = viewer.tokenId;
+  // Claim the token with one conditional update: of concurrent uses of the same token, exactly one wins.
+  const claim = (tx: EntityManager) => tx.nativeUpdate(TokenSchema, { id: tokenId, usedAt: null, enabled: true }, { usedAt: new Date(), enabled: false });
+  if (viewer.workerId !== null) {
+    const workerId = viewer.workerId;
+    return em.transactional(async (tx) => {
+      const worker = await tx.findOneOrFail(WorkerSchema, { id: workerId });
+      if (input.name != null && input.name !== worker.name) {
+        throw new InputError(ERROR_CODES.INVALID_INPUT, `input.name: this activation token is for the worker "${worker.name}"`, 'input.name');
+      }
+      if ((await claim(tx)) === 0) throw new UnauthenticatedError('the activation token was already used');
+      const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated instance ${worker.name}` });
+      await tx.flush();
+      noteActivation(viewer, worker.id);
+      return { worker, token: value };
+    });
+  }
+  const pool = await em.findOneOrFail(WorkerPoolSchema, { id: viewer.pool.id });
   const name = parseInput(nameSchema, input.name ?? `${pool.name}-${randomBytes(4).toString('hex')}`, 'input.name');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
-  const tokenId = viewer.tokenId;
   return creating(`a worker "${name}"`, () => em.transactional(async (tx) => {
-    // Claim the token with one conditional update: of concurrent uses of the same token, exactly one wins.
-    const claimed = await tx.nativeUpdate(TokenSchema, { id: tokenId, usedAt: null, enabled: true }, { usedAt: new Date(), enabled: false });
-    if (claimed === 0) throw new UnauthenticatedError('the activation token was already used');
-    const worker = tx.create(WorkerSchema, { name, type: 'worker', pool, instanceCreatedAt: new Date() });
+    if ((await claim(tx)) === 0) throw new UnauthenticatedError('the activation token was already used');
+    const worker = tx.create(WorkerSchema, { name, type: 'worker', pool, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: new Date() });
     refreshWorkerTags(worker, pool, config);
     const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
     await tx.flush();
+    noteActivation(viewer, worker.id);
     return { worker, token: value };
   }));
 }
@@ -142,6 +181,7 @@ export async function reportWorkerMetadata(
   worker.connectedAt ??= now;
   refreshWorkerTags(worker, await loadPool(em, worker), config);
   await em.flush();
+  if (worker.pool) await markInstanceRunning(em, worker.id, now);
   events.publish('workerChanged', { id: worker.id, name: worker.name });
   return worker;
 }
@@ -156,8 +196,11 @@ export async function setWorkerStaticMetadata(
 ): Promise<Worker> {
   requireAdmin(viewer);
   const worker = await findWorker(em, input.name, 'input.name');
-  worker.staticMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
-  if (input.concurrency != null) worker.concurrency = parseInput(z.number().int().min(1).max(1024), input.concurrency, 'input.concurrency');
+  // Judged whole before anything changes: a refused input leaves the worker as it was.
+  const concurrency = input.concurrency == null ? null : zodProblems(z.number().int().min(1).max(1024), input.concurrency, 'input.concurrency');
+  const metadata = judgeStaticMetadata(input.metadata, 'input.metadata', config, concurrency?.problems ?? []);
+  worker.staticMetadata = metadata;
+  if (concurrency?.data != null) worker.concurrency = concurrency.data;
   refreshWorkerTags(worker, await loadPool(em, worker), config);
   await em.flush();
   await noteRequiredTags(em, worker.requiredTags);

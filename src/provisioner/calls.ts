@@ -1,0 +1,70 @@
+/**
+ * Every provider call goes through here: the pool's account is opened for that call only, the call
+ * gets a deadline (TAGSCHED_PROVIDER_TIMEOUT_SECONDS) and the service's stop signal, and whatever
+ * it throws comes back as a ProviderError whose message carries none of the account's values.
+ */
+import type { WorkerPool } from '../entities/worker-pool.js';
+import type { SecretBox } from '../services/secrets.js';
+import { ProviderError, type ProviderCall } from './provider.js';
+
+const MAX_MESSAGE = 1000;
+
+/** The string values of an account, at any depth, long enough to be worth hiding. */
+function secretValues(value: unknown, out: string[] = []): string[] {
+  if (typeof value === 'string' && value.length >= 4) out.push(value);
+  else if (Array.isArray(value)) for (const v of value) secretValues(v, out);
+  else if (value && typeof value === 'object') for (const v of Object.values(value)) secretValues(v, out);
+  return out;
+}
+
+/** A message with every account value replaced, and cut to a length fit for a log line and a page. */
+export function scrub(message: string, account: unknown): string {
+  let out = message;
+  for (const secret of secretValues(account).sort((a, b) => b.length - a.length)) out = out.split(secret).join('[redacted]');
+  return out.length > MAX_MESSAGE ? `${out.slice(0, MAX_MESSAGE)}…` : out;
+}
+
+/** The pool's provider account, decrypted (null when it has none). */
+export function openAccount(pool: Pick<WorkerPool, 'providerAccountEncrypted'>, secrets: SecretBox): Record<string, unknown> | null {
+  if (!pool.providerAccountEncrypted) return null;
+  return JSON.parse(secrets.open(pool.providerAccountEncrypted)) as Record<string, unknown>;
+}
+
+/**
+ * Runs one provider operation for a pool within the timeout. A call that does not answer in time
+ * fails as `timeout` even if the provider ignores its abort signal; any other failure that is not
+ * a ProviderError becomes `unavailable`.
+ */
+export async function callProvider<T>(
+  what: string,
+  pool: Pick<WorkerPool, 'name' | 'providerAccountEncrypted' | 'specifications'>,
+  deps: { secrets: SecretBox; timeoutMs: number; stopping: AbortSignal },
+  run: (call: ProviderCall) => Promise<T>,
+): Promise<T> {
+  let account: Record<string, unknown> | null;
+  try {
+    account = openAccount(pool, deps.secrets);
+  } catch {
+    throw new ProviderError('auth', `pool ${pool.name}: its provider account cannot be decrypted (was TAGSCHED_SECRET_KEY changed?)`);
+  }
+  const deadline = new AbortController();
+  const signal = AbortSignal.any([deps.stopping, deadline.signal]);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      deadline.abort();
+      reject(new ProviderError('timeout', `pool ${pool.name}: ${what} took longer than ${deps.timeoutMs / 1000} s`));
+    }, deps.timeoutMs);
+  });
+  try {
+    return await Promise.race([run({ pool: { name: pool.name, specifications: pool.specifications }, account, signal, timeoutMs: deps.timeoutMs }), late]);
+  } catch (err) {
+    if (err instanceof ProviderError) {
+      const message = scrub(err.message, account);
+      throw message === err.message ? err : new ProviderError(err.kind, message, err.providerCode);
+    }
+    throw new ProviderError('unavailable', scrub(`pool ${pool.name}: ${what} failed: ${err instanceof Error ? err.message : String(err)}`, account));
+  } finally {
+    clearTimeout(timer);
+  }
+}

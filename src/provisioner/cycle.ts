@@ -1,0 +1,113 @@
+/**
+ * One provisioner cycle (DESIGN §11), run by one server process at a time (provisioner.ts holds the
+ * lock): reconcile every pool with its provider (periodic cycles only: lists cost API calls), read
+ * the demand, stop the idle workers it lists, ask the providers to stop what is STOPPING, and
+ * launch what it says. Every step records in the database before it calls a provider, so that a
+ * server stopped at any point leaves a state the next cycle, in any process, can finish.
+ */
+import { InstanceSchema } from '../entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
+import { computeDemand } from '../scheduler/demand.js';
+import { recordLaunch } from '../services/instances.js';
+import { publishTermination, terminateIn, terminateWorkers } from '../services/terminate.js';
+import { retryingDeadlocks } from '../db/deadlocks.js';
+import { asProviderError, call, recordLaunchSuccess, recordPoolError, type CycleContext } from './context.js';
+import { planCycle } from './plan.js';
+import { askToStop, reconcilePool, type ReconcileReport } from './reconcile.js';
+import { cloudInitUserData, type AgentBootstrap } from './user-data.js';
+
+/** What a cycle did, counted (logged, and returned to tests and the bench). */
+export interface CycleReport extends ReconcileReport {
+  readonly reconciled: boolean;
+  launched: number;
+  launchFailures: number;
+  stopped: number;
+}
+
+/** The decisions of a cycle: the demand, and what it makes the provisioner do (for the bench: no provider is called). */
+export async function decide(ctx: CycleContext, now: Date) {
+  const em = ctx.orm.em.fork();
+  const [demand, rows] = await Promise.all([
+    computeDemand(em, ctx.classes, ctx.config, now, ctx.workers),
+    em.execute<{ worker_id: number }[]>(`select worker_id from instance where state in ('LAUNCHING', 'RUNNING') and worker_id is not null`),
+  ]);
+  return { demand, plan: planCycle(demand, new Set(rows.map((r) => r.worker_id))) };
+}
+
+/** Stops an idle worker: terminated under its lock if it still holds nothing (never one holding work), its instance STOPPING. */
+async function stopIdle(ctx: CycleContext, workerId: number, pool: WorkerPool, now: Date): Promise<boolean> {
+  const done = await retryingDeadlocks(() =>
+    ctx.orm.em.fork().transactional(async (tx) => {
+      const [w] = await tx.execute<{ id: number }[]>(`select id from worker where id = ? and terminated_at is null for update`, [workerId]);
+      if (!w) return null;
+      // Counted after the lock: an assignment committed before it is seen, none can come after it.
+      const [{ active }] = await tx.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
+      if (active) return null;
+      return terminateIn(tx, ctx.config, [workerId], `idle for longer than the idle timeout of pool ${pool.name}`, { state: 'STOPPING' }, now);
+    }),
+  );
+  if (!done?.workers.length) return false;
+  publishTermination(ctx.events, done);
+  ctx.log.info({ pool: pool.name, worker: done.workers[0].name }, 'stopping an idle instance');
+  return true;
+}
+
+/** Asks the providers to stop every STOPPING instance they were not asked about yet. */
+async function pursueStops(ctx: CycleContext, pools: readonly WorkerPool[], now: Date): Promise<void> {
+  const em = ctx.orm.em.fork();
+  const stopping = await em.find(InstanceSchema, { state: 'STOPPING', terminateRequestedAt: null, providerId: { $ne: null } });
+  for (const instance of stopping) {
+    const pool = pools.find((p) => p.id === instance.pool.id);
+    if (pool) await askToStop(ctx, em, pool, instance.providerId!, instance.id, now);
+  }
+}
+
+/**
+ * Launches up to `count` instances of a pool, one after the other, each recorded (worker, bound
+ * activation token, instance LAUNCHING) before its provider is asked. The first failure ends the
+ * pool's launches for this cycle: its instance is FAILED with the error, its worker terminated, and
+ * the pool backs off (pool-health.ts).
+ */
+async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report: CycleReport, now: Date): Promise<void> {
+  const em = ctx.orm.em.fork();
+  for (let i = 0; i < count && !ctx.stopping.aborted; i++) {
+    const record = await recordLaunch(em.fork(), ctx.config, pool, new Date());
+    ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
+    const agent: AgentBootstrap = { serverUrl: ctx.agentServerUrl, activationToken: record.activationToken, workerName: record.worker.name };
+    try {
+      const { id } = await call(ctx, pool, 'launch', (p, c) =>
+        p.launch({ pool: pool.name, name: record.instance.name, specifications: pool.specifications, agent, userData: cloudInitUserData(agent) }, c),
+      );
+      await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id });
+      await recordLaunchSuccess(em, pool);
+      pool.launchFailures = 0;
+      pool.launchRetryAt = null;
+      report.launched++;
+      ctx.log.info({ pool: pool.name, instance: record.instance.name, providerId: id }, 'instance launched');
+    } catch (err) {
+      const e = asProviderError(err);
+      report.launchFailures++;
+      ctx.log.warn({ pool: pool.name, instance: record.instance.name, kind: e.kind, code: e.providerCode, error: e.message }, 'launch failed');
+      await terminateWorkers(em, ctx.config, ctx.events, [record.worker.id], 'its launch failed', { state: 'FAILED', error: e.message }, new Date());
+      await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config });
+      return;
+    }
+  }
+}
+
+/** Runs the body of one cycle; `reconcile` adds the lists of every provider. */
+export async function runCycleBody(ctx: CycleContext, options: { reconcile: boolean }, now = new Date()): Promise<CycleReport> {
+  const report: CycleReport = { reconciled: options.reconcile, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 };
+  const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
+  if (options.reconcile) {
+    for (const pool of pools) {
+      const r = await reconcilePool(ctx, pool, now);
+      for (const key of ['lost', 'adopted', 'strays', 'failed', 'stopsPursued'] as const) report[key] += r[key];
+    }
+  }
+  const { plan } = await decide(ctx, now);
+  for (const stop of plan.stops) if (await stopIdle(ctx, stop.workerId, stop.pool, now)) report.stopped++;
+  await pursueStops(ctx, pools, now);
+  for (const { pool, count } of plan.launches) await launch(ctx, pools.find((p) => p.id === pool.id) ?? pool, count, report, now);
+  return report;
+}

@@ -1,0 +1,87 @@
+/**
+ * The contract every pool provider implements (DESIGN §11): start one machine that becomes one
+ * worker, stop one, list what the provider has for a pool. A provider only talks to its cloud or
+ * command; deciding what to start or stop, and keeping the books, is not its job.
+ */
+import type { AgentBootstrap } from './user-data.js';
+
+/** What a provider is asked to start: one machine that boots as one tagsched worker. */
+export interface LaunchSpec {
+  /** The pool's name; providers label what they start with it, so that `list` finds it again. */
+  readonly pool: string;
+  /** The instance's name, unique in the farm: the worker's name too. */
+  readonly name: string;
+  /** The pool's specifications (instance type, location, image, cpu, memory, disk, …), already validated. */
+  readonly specifications: Readonly<Record<string, unknown>>;
+  /** How the agent on the new machine reaches the server and activates. */
+  readonly agent: AgentBootstrap;
+  /** Cloud-init user data carrying `agent` (see user-data.ts), for providers that boot images. */
+  readonly userData: string;
+}
+
+/** One machine as the provider sees it. */
+export interface ProviderInstance {
+  /** The provider's own id (a server id, an instance id, a process id…). */
+  readonly id: string;
+  /** The instance name it was launched with, when the provider kept it (label or tag). */
+  readonly name: string | null;
+  readonly state: 'starting' | 'running' | 'stopping' | 'gone';
+  readonly createdAt: Date | null;
+}
+
+/** What every provider call gets: the pool it is for, its decrypted provider account, and a deadline. */
+export interface ProviderCall {
+  /**
+   * The pool the call is for. A provider serves every pool of its type, and some need the pool's
+   * specifications for every operation, not just launch (exec runs the pool's `command`).
+   */
+  readonly pool: { readonly name: string; readonly specifications: Readonly<Record<string, unknown>> };
+  /** The pool's provider account (credentials), decrypted for this call only; never logged. */
+  readonly account: Readonly<Record<string, unknown>> | null;
+  /** Aborted when the call's time is up or the service stops. */
+  readonly signal: AbortSignal;
+  readonly timeoutMs: number;
+}
+
+/**
+ * A provider: the three operations of DESIGN §11. `terminate` of an instance already gone succeeds,
+ * and asking again is how a stop is pursued (the local provider forces a stop asked for longer
+ * than the grace period ago). `close`, when there is one, runs once as the server process stops.
+ */
+export interface Provider {
+  launch(spec: LaunchSpec, call: ProviderCall): Promise<{ id: string }>;
+  terminate(id: string, call: ProviderCall): Promise<void>;
+  list(pool: string, call: ProviderCall): Promise<ProviderInstance[]>;
+  close?(): Promise<void>;
+}
+
+/**
+ * Why a provider call failed, as the provisioner acts on it: `quota` and `capacity` wait and retry
+ * later, `auth` and `invalid` need an admin (retrying will not help), `timeout` and `unavailable` are
+ * retried with backoff.
+ */
+export const PROVIDER_ERROR_KINDS = ['quota', 'capacity', 'auth', 'timeout', 'invalid', 'unavailable'] as const;
+export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
+
+/** Kinds that a later attempt may cure without anyone changing the pool. */
+export const RETRYABLE_PROVIDER_ERRORS: ReadonlySet<ProviderErrorKind> = new Set(['quota', 'capacity', 'timeout', 'unavailable']);
+
+/**
+ * A provider call that failed, with a message fit for an admin's eyes: it names what failed and the
+ * provider's own error code, and never carries the account or a token.
+ */
+export class ProviderError extends Error {
+  override readonly name = 'ProviderError';
+  constructor(
+    readonly kind: ProviderErrorKind,
+    message: string,
+    /** The provider's own code (`resource_limit_exceeded`, `InstanceLimitExceeded`, an exit status…). */
+    readonly providerCode: string | null = null,
+  ) {
+    super(message);
+  }
+
+  get retryable(): boolean {
+    return RETRYABLE_PROVIDER_ERRORS.has(this.kind);
+  }
+}

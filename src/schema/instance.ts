@@ -1,0 +1,96 @@
+import { builder } from '../builder.js';
+import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
+import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
+import { COMMON_ERRORS } from './errors.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { WorkerPoolRef } from './worker-pool.js';
+import { WorkerRef } from './worker.js';
+
+const InstanceStateEnum = builder.enumType('InstanceState', {
+  description: 'LAUNCHING (recorded, its provider asked) → RUNNING (its worker connected) → STOPPING → TERMINATED; FAILED with the provider\u2019s error',
+  values: INSTANCE_STATES,
+});
+
+/** One machine (or process) a pool started. */
+export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
+  description: 'One machine (or local process) a pool started, and the worker it became',
+  fields: (t) => ({
+    name: t.exposeString('name', { description: 'Also its worker\u2019s name, and the name its provider knows it by' }),
+    pool: t.field({ type: WorkerPoolRef, resolve: (i) => i.pool.id }),
+    providerId: t.exposeString('providerId', { nullable: true, description: 'The provider\u2019s own id; null until its launch answered' }),
+    worker: t.field({ type: WorkerRef, nullable: true, resolve: (i) => i.worker?.id ?? null }),
+    state: t.field({ type: InstanceStateEnum, resolve: (i) => i.state }),
+    error: t.exposeString('error', { nullable: true, description: 'Why it FAILED, or what ended it unexpectedly' }),
+    requestedAt: t.expose('requestedAt', { type: 'DateTime', description: 'When its launch was recorded, before the provider was asked' }),
+    startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true, description: 'When its worker first connected' }),
+    stoppingAt: t.expose('stoppingAt', { type: 'DateTime', nullable: true }),
+    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true }),
+    runtimeSeconds: t.float({
+      description: 'From its launch to its end (or now): what counts against the pool\u2019s monthly budget',
+      resolve: (i) => Math.max(0, ((i.terminatedAt ?? new Date()).getTime() - i.requestedAt.getTime()) / 1000),
+    }),
+  }),
+});
+
+const InstanceConnection = builder.connectionObject({ type: InstanceRef, name: 'InstanceConnection' });
+
+builder.objectFields(WorkerPoolRef, (t) => ({
+  instances: t.field({
+    type: InstanceConnection,
+    description: 'Its instances, newest first',
+    args: { states: t.arg({ type: [InstanceStateEnum], description: 'Only instances in these states' }), first: t.arg.int(), after: t.arg.string() },
+    resolve: async (pool, args, ctx) => {
+      const size = pageSize(args);
+      const after = decodeCursor(args.after, (v): v is number => Number.isSafeInteger(v));
+      // One statement for the instances of every pool of a list (loaders.ts).
+      const rows = await ctx.loaders.instancePage({ states: args.states?.length ? args.states : null, size: size + 1, olderThan: after }).load(pool.id);
+      return toConnection(rows, size, (i) => encodeCursor(i.id), after !== null);
+    },
+  }),
+}));
+
+const InstanceLaunchPayload = builder.objectRef<LaunchRecord>('InstanceLaunchPayload').implement({
+  fields: (t) => ({
+    instance: t.field({ type: InstanceRef, resolve: (r) => r.instance }),
+    activationToken: t.exposeString('activationToken', { description: 'Shown once: the new machine\u2019s agent trades it for its worker token' }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  createInstance: t.field({
+    type: InstanceLaunchPayload,
+    description: 'Admin, TAGSCHED_PROVISIONER=off: records an instance the site\u2019s script is about to start (its worker, LAUNCHING) and returns its activation token',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('CreateInstanceInput', { fields: (f) => ({ pool: f.string({ required: true }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => createInstance(ctx.em, ctx.viewer, ctx.config, input),
+  }),
+  recordInstanceLaunched: t.field({
+    type: InstanceRef,
+    description: 'Admin, TAGSCHED_PROVISIONER=off: records the provider\u2019s id of an instance the site\u2019s script started',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RecordInstanceLaunchedInput', { fields: (f) => ({ name: f.string({ required: true }), providerId: f.string({ required: true }) }) }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => recordInstanceLaunched(ctx.em, ctx.viewer, ctx.config, input),
+  }),
+  recordInstanceStopped: t.field({
+    type: InstanceRef,
+    description: 'Admin, TAGSCHED_PROVISIONER=off: records that an instance is gone (FAILED with an error); its worker is terminated and its work re-queued',
+    errors: { types: COMMON_ERRORS },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RecordInstanceStoppedInput', { fields: (f) => ({ name: f.string({ required: true }), error: f.string() }) }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => recordInstanceStopped(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
+  }),
+}));

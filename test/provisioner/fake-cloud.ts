@@ -1,0 +1,77 @@
+/**
+ * A stand-in cloud for the provisioner's tests, registered through the provider registry: it keeps
+ * its instances in memory, records every call (with the account it was given), and can be told to
+ * fail launches (a ProviderError of any kind), to hang (a timeout), to lose an instance, or to hold
+ * one tagsched never launched. It starts no machine: a test plays the agent with the activation
+ * token of the LaunchSpec it recorded.
+ */
+import { registerProvider } from '../../src/provisioner/providers.js';
+import { ProviderError, type LaunchSpec, type Provider, type ProviderErrorKind, type ProviderInstance } from '../../src/provisioner/provider.js';
+
+export interface FakeCloud {
+  readonly type: string;
+  /** Launches asked for, in order, with the account each call carried. */
+  readonly launches: { spec: LaunchSpec; account: unknown }[];
+  readonly terminated: string[];
+  listCalls: number;
+  /** What the next launches do: answer, fail with a ProviderError, or never answer. */
+  behaviour: { kind: 'ok' } | { kind: 'fail'; error: ProviderErrorKind; message: string } | { kind: 'hang' };
+  /** Instances as the cloud has them, by id. */
+  readonly instances: Map<string, ProviderInstance & { pool: string }>;
+  /** Puts an instance in the cloud that tagsched knows nothing of. */
+  plant(pool: string, id: string, name: string | null): void;
+  /** Removes an instance as if the cloud lost it. */
+  lose(id: string): void;
+  /** Forgets everything, for the next test (the provisioner keeps this provider object). */
+  reset(): void;
+  unregister(): void;
+}
+
+/** Registers a fake cloud under `type` and returns its controls. */
+export function registerFakeCloud(type: string): FakeCloud {
+  let next = 1;
+  const cloud = {
+    type,
+    launches: [] as FakeCloud['launches'],
+    terminated: [] as string[],
+    listCalls: 0,
+    behaviour: { kind: 'ok' } as FakeCloud['behaviour'],
+    instances: new Map<string, ProviderInstance & { pool: string }>(),
+    plant(pool: string, id: string, name: string | null) {
+      cloud.instances.set(id, { id, name, pool, state: 'running', createdAt: new Date() });
+    },
+    lose(id: string) {
+      cloud.instances.delete(id);
+    },
+    reset() {
+      next = 1;
+      cloud.launches.length = 0;
+      cloud.terminated.length = 0;
+      cloud.listCalls = 0;
+      cloud.behaviour = { kind: 'ok' };
+      cloud.instances.clear();
+    },
+    unregister: (): void => undefined,
+  };
+  const provider: Provider = {
+    async launch(spec, call) {
+      cloud.launches.push({ spec, account: call.account });
+      const b = cloud.behaviour;
+      if (b.kind === 'fail') throw new ProviderError(b.error, b.message, `Fake${b.error}`);
+      if (b.kind === 'hang') return new Promise<never>(() => undefined);
+      const id = `fake-${next++}`;
+      cloud.instances.set(id, { id, name: spec.name, pool: spec.pool, state: 'running', createdAt: new Date() });
+      return { id };
+    },
+    async terminate(id) {
+      cloud.terminated.push(id);
+      cloud.instances.delete(id);
+    },
+    async list(pool) {
+      cloud.listCalls++;
+      return [...cloud.instances.values()].filter((i) => i.pool === pool).map(({ pool: _p, ...i }) => i);
+    },
+  };
+  cloud.unregister = registerProvider(type, () => provider);
+  return cloud;
+}

@@ -1,0 +1,258 @@
+/**
+ * A stand-in for the Amazon EC2 Query API (API version 2016-11-15), not the real cloud: the
+ * documented subset the `ec2` provider uses, spoken the way the SDK expects it. Requests are
+ * form-encoded POSTs (`Action=RunInstances&Version=2016-11-15&…`) signed with SigV4; the stand-in
+ * checks the access key id of the `Authorization` header and the signature itself with the key's
+ * secret. Answers are the documented XML (`<RunInstancesResponse xmlns=…>`), errors
+ * `<Response><Errors><Error><Code>…</Code><Message>…</Message></Error></Errors><RequestID>…</RequestID></Response>`
+ * with a 4xx status for client errors and a 5xx status for server errors.
+ *   RunInstances        ImageId, InstanceType, MinCount/MaxCount, UserData (base64), ClientToken
+ *                       (idempotent), TagSpecification.N, SubnetId, SecurityGroupId.N, Placement
+ *   TerminateInstances  InstanceId.N; InvalidInstanceID.NotFound for an unknown id
+ *   DescribeInstances   Filter.N.Name/Value.M (tag:KEY, instance-state-name), MaxResults, NextToken
+ */
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import type http from 'node:http';
+import { serve } from './http.js';
+
+export interface Ec2StandInInstance {
+  id: string;
+  imageId: string;
+  instanceType: string;
+  state: 'pending' | 'running' | 'shutting-down' | 'terminated' | 'stopping' | 'stopped';
+  launchTime: Date;
+  tags: Record<string, string>;
+  volumeTags: Record<string, string>;
+  /** Decoded from the base64 the request carried. */
+  userData: string;
+  subnetId: string | null;
+  securityGroupIds: string[];
+  availabilityZone: string;
+  clientToken: string | null;
+  shutdownBehavior: string | null;
+}
+
+export interface Ec2StandIn {
+  readonly url: string;
+  readonly instances: Map<string, Ec2StandInInstance>;
+  /** Every request: its action and parameters (form fields), and the access key id that signed it. */
+  readonly requests: { action: string; params: Record<string, string>; accessKeyId: string | null }[];
+  /** Running instances the account may have (InstanceLimitExceeded past it). */
+  instanceLimit: number;
+  /** When set, requests get no answer at all (until close). */
+  hang: boolean;
+  failNext(status: number, code: string, message: string): void;
+  garbageNext(body: string, status?: number): void;
+  seed(fields: Partial<Ec2StandInInstance>): Ec2StandInInstance;
+  close(): Promise<void>;
+}
+
+const XMLNS = 'http://ec2.amazonaws.com/doc/2016-11-15/';
+const STATE_CODES = { pending: 0, running: 16, 'shutting-down': 32, terminated: 48, stopping: 64, stopped: 80 } as const;
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const hex = (n: number) => randomBytes(n).toString('hex').slice(0, n);
+
+/** The `Prefix.1…Prefix.N` values of a form (a list in the EC2 Query protocol). */
+function list(params: Record<string, string>, prefix: string): string[] {
+  const out: string[] = [];
+  for (let i = 1; params[`${prefix}.${i}`] !== undefined; i++) out.push(params[`${prefix}.${i}`]!);
+  return out;
+}
+
+/** Checks a SigV4 signature the way AWS does: the canonical request, the string to sign, the derived key. */
+function signatureMatches(req: http.IncomingMessage, body: Buffer, secret: string, credential: string, signedHeaders: string, signature: string): boolean {
+  const [, date, region, service] = credential.split('/');
+  const amzDate = String(req.headers['x-amz-date'] ?? '');
+  const payloadHash = createHash('sha256').update(body).digest('hex');
+  if (req.headers['x-amz-content-sha256'] && req.headers['x-amz-content-sha256'] !== payloadHash) return false;
+  const url = new URL(req.url ?? '/', 'http://stand-in');
+  const canonicalHeaders = signedHeaders
+    .split(';')
+    .map((name) => `${name}:${String(req.headers[name] ?? '').trim().replace(/\s+/g, ' ')}\n`)
+    .join('');
+  const canonicalQuery = [...url.searchParams].sort().map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+  const canonicalRequest = [req.method, url.pathname, canonicalQuery, canonicalHeaders, signedHeaders, payloadHash].join('\n');
+  const scope = `${date}/${region}/${service}/aws4_request`;
+  const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
+  const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest();
+  const key = hmac(hmac(hmac(hmac(`AWS4${secret}`, date!), region!), service!), 'aws4_request');
+  return createHmac('sha256', key).update(toSign).digest('hex') === signature;
+}
+
+export async function startEc2StandIn(options: {
+  credentials: Readonly<Record<string, { secretAccessKey: string; sessionToken?: string }>>;
+  /** AMIs that exist; others are InvalidAMIID.NotFound. */
+  images: readonly string[];
+  instanceLimit?: number;
+}): Promise<Ec2StandIn> {
+  const instances = new Map<string, Ec2StandInInstance>();
+  const requests: Ec2StandIn['requests'] = [];
+  const injected: ({ kind: 'error'; status: number; code: string; message: string } | { kind: 'garbage'; status: number; body: string })[] = [];
+
+  const xml = (res: http.ServerResponse, status: number, text: string) => {
+    res.writeHead(status, { 'content-type': 'text/xml;charset=UTF-8' });
+    res.end(`<?xml version="1.0" encoding="UTF-8"?>\n${text}`);
+  };
+  const fail = (res: http.ServerResponse, status: number, code: string, message: string) =>
+    xml(res, status, `<Response><Errors><Error><Code>${esc(code)}</Code><Message>${esc(message)}</Message></Error></Errors><RequestID>${hex(8)}-${hex(4)}</RequestID></Response>`);
+  const answer = (res: http.ServerResponse, action: string, inner: string) =>
+    xml(res, 200, `<${action}Response xmlns="${XMLNS}"><requestId>${hex(8)}-${hex(4)}</requestId>${inner}</${action}Response>`);
+
+  const make = (fields: Partial<Ec2StandInInstance>): Ec2StandInInstance => {
+    const instance: Ec2StandInInstance = {
+      id: `i-${hex(17)}`,
+      imageId: options.images[0] ?? 'ami-00000000',
+      instanceType: 't3.micro',
+      state: 'pending',
+      launchTime: new Date(),
+      tags: {},
+      volumeTags: {},
+      userData: '',
+      subnetId: null,
+      securityGroupIds: [],
+      availabilityZone: 'eu-central-1a',
+      clientToken: null,
+      shutdownBehavior: null,
+      ...fields,
+    };
+    instances.set(instance.id, instance);
+    return instance;
+  };
+  const state = (s: Ec2StandInInstance['state']) => `<code>${STATE_CODES[s]}</code><name>${s}</name>`;
+  const item = (i: Ec2StandInInstance) =>
+    `<item><instanceId>${i.id}</instanceId><imageId>${esc(i.imageId)}</imageId><instanceState>${state(i.state)}</instanceState>` +
+    `<instanceType>${esc(i.instanceType)}</instanceType><launchTime>${i.launchTime.toISOString()}</launchTime>` +
+    `<placement><availabilityZone>${esc(i.availabilityZone)}</availabilityZone><tenancy>default</tenancy></placement>` +
+    (i.subnetId ? `<subnetId>${esc(i.subnetId)}</subnetId>` : '') +
+    `<groupSet>${i.securityGroupIds.map((g) => `<item><groupId>${esc(g)}</groupId></item>`).join('')}</groupSet>` +
+    (i.clientToken ? `<clientToken>${esc(i.clientToken)}</clientToken>` : '') +
+    `<tagSet>${Object.entries(i.tags).map(([k, v]) => `<item><key>${esc(k)}</key><value>${esc(v)}</value></item>`).join('')}</tagSet></item>`;
+  const reservation = (group: Ec2StandInInstance[]) =>
+    `<reservationId>r-${hex(17)}</reservationId><ownerId>123456789012</ownerId><groupSet/><instancesSet>${group.map(item).join('')}</instancesSet>`;
+
+  const standIn = {
+    instances,
+    requests,
+    instanceLimit: options.instanceLimit ?? 1000,
+    hang: false,
+    failNext(status: number, code: string, message: string) {
+      injected.push({ kind: 'error', status, code, message });
+    },
+    garbageNext(body: string, status = 200) {
+      injected.push({ kind: 'garbage', status, body });
+    },
+    seed: make,
+  };
+
+  const server = await serve((req, body, res) => {
+    const params = Object.fromEntries(new URLSearchParams(body.toString('utf8')));
+    const auth = String(req.headers.authorization ?? '');
+    const m = auth.match(/^AWS4-HMAC-SHA256 Credential=([^,]+), SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/);
+    const accessKeyId = m ? m[1]!.split('/')[0]! : null;
+    requests.push({ action: params.Action ?? '', params, accessKeyId });
+    if (standIn.hang) return;
+    if (!m) return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
+    const known = options.credentials[accessKeyId!];
+    if (!known) return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
+    if (!signatureMatches(req, body, known.secretAccessKey, m[1]!, m[2]!, m[3]!)) {
+      return fail(res, 403, 'SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided.');
+    }
+    if (known.sessionToken !== undefined && req.headers['x-amz-security-token'] !== known.sessionToken) {
+      return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
+    }
+    if (req.method !== 'POST' || params.Version !== '2016-11-15') return fail(res, 400, 'InvalidParameterValue', 'expected a POST of API version 2016-11-15');
+    const fault = injected.shift();
+    if (fault?.kind === 'error') return fail(res, fault.status, fault.code, fault.message);
+    if (fault?.kind === 'garbage') {
+      res.writeHead(fault.status, { 'content-type': 'text/html' });
+      return void res.end(fault.body);
+    }
+
+    switch (params.Action) {
+      case 'RunInstances': {
+        for (const required of ['ImageId', 'InstanceType', 'MinCount', 'MaxCount']) {
+          if (!params[required]) return fail(res, 400, 'MissingParameter', `The request must contain the parameter ${required}`);
+        }
+        const token = params.ClientToken ?? null;
+        const earlier = token ? [...instances.values()].filter((i) => i.clientToken === token) : [];
+        if (earlier.length) return answer(res, 'RunInstances', reservation(earlier));
+        if (!/^ami-[0-9a-f]{8}([0-9a-f]{9})?$/.test(params.ImageId!)) return fail(res, 400, 'InvalidAMIID.Malformed', `Invalid id: "${params.ImageId}"`);
+        if (!options.images.includes(params.ImageId!)) return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${params.ImageId}]' does not exist`);
+        const count = Number(params.MaxCount);
+        const active = [...instances.values()].filter((i) => i.state === 'pending' || i.state === 'running').length;
+        if (active + Number(params.MinCount) > standIn.instanceLimit) {
+          return fail(
+            res,
+            400,
+            'InstanceLimitExceeded',
+            `You have requested more instances (${active + count}) than your current instance limit of ${standIn.instanceLimit} allows for the specified instance type.`,
+          );
+        }
+        const tagsFor = (type: string) => {
+          const out: Record<string, string> = {};
+          for (let n = 1; params[`TagSpecification.${n}.ResourceType`]; n++) {
+            if (params[`TagSpecification.${n}.ResourceType`] !== type) continue;
+            for (let t = 1; params[`TagSpecification.${n}.Tag.${t}.Key`] !== undefined; t++) {
+              out[params[`TagSpecification.${n}.Tag.${t}.Key`]!] = params[`TagSpecification.${n}.Tag.${t}.Value`] ?? '';
+            }
+          }
+          return out;
+        };
+        const group = Array.from({ length: Math.max(1, Math.min(count, standIn.instanceLimit - active)) }, () =>
+          make({
+            imageId: params.ImageId!,
+            instanceType: params.InstanceType!,
+            tags: tagsFor('instance'),
+            volumeTags: tagsFor('volume'),
+            userData: params.UserData ? Buffer.from(params.UserData, 'base64').toString('utf8') : '',
+            subnetId: params.SubnetId ?? null,
+            securityGroupIds: list(params, 'SecurityGroupId'),
+            availabilityZone: params['Placement.AvailabilityZone'] ?? 'eu-central-1a',
+            clientToken: token,
+            shutdownBehavior: params.InstanceInitiatedShutdownBehavior ?? null,
+          }),
+        );
+        return answer(res, 'RunInstances', reservation(group));
+      }
+      case 'TerminateInstances': {
+        const ids = list(params, 'InstanceId');
+        if (!ids.length) return fail(res, 400, 'MissingParameter', 'The request must contain the parameter InstanceId');
+        for (const id of ids) {
+          if (!/^i-[0-9a-f]{8}([0-9a-f]{9})?$/.test(id)) return fail(res, 400, 'InvalidInstanceID.Malformed', `Invalid id: "${id}"`);
+          if (!instances.has(id)) return fail(res, 400, 'InvalidInstanceID.NotFound', `The instance ID '${id}' does not exist`);
+        }
+        const items = ids.map((id) => {
+          const i = instances.get(id)!;
+          const previous = i.state;
+          i.state = 'terminated';
+          return `<item><instanceId>${id}</instanceId><currentState>${state(previous === 'terminated' ? 'terminated' : 'shutting-down')}</currentState><previousState>${state(previous)}</previousState></item>`;
+        });
+        return answer(res, 'TerminateInstances', `<instancesSet>${items.join('')}</instancesSet>`);
+      }
+      case 'DescribeInstances': {
+        const filters: { name: string; values: string[] }[] = [];
+        for (let n = 1; params[`Filter.${n}.Name`]; n++) filters.push({ name: params[`Filter.${n}.Name`]!, values: list(params, `Filter.${n}.Value`) });
+        const max = params.MaxResults ? Number(params.MaxResults) : 1000;
+        if (max < 5 || max > 1000) return fail(res, 400, 'InvalidParameterValue', 'MaxResults must be between 5 and 1000');
+        const start = params.NextToken ? Number(Buffer.from(params.NextToken, 'base64url').toString()) : 0;
+        const matching = [...instances.values()].filter((i) =>
+          filters.every((f) => {
+            if (f.name.startsWith('tag:')) return f.values.includes(i.tags[f.name.slice(4)] ?? '\0');
+            if (f.name === 'instance-state-name') return f.values.includes(i.state);
+            return true;
+          }),
+        );
+        const page = matching.slice(start, start + max);
+        const next = start + max < matching.length ? Buffer.from(String(start + max)).toString('base64url') : null;
+        // One reservation per instance, as separate RunInstances calls make them.
+        const set = page.map((i) => `<item>${reservation([i])}</item>`).join('');
+        return answer(res, 'DescribeInstances', `<reservationSet>${set}</reservationSet>${next ? `<nextToken>${next}</nextToken>` : ''}`);
+      }
+      default:
+        return fail(res, 400, 'InvalidAction', `The action ${params.Action} is not valid for this web service.`);
+    }
+  });
+
+  return Object.assign(standIn, { url: server.url, close: server.close }) as Ec2StandIn;
+}
