@@ -1,0 +1,83 @@
+/**
+ * The files that make an image boot as a worker: where the agent and its handler live, the
+ * system user it runs as, the systemd unit, and the settings the image fixes (image.env). The
+ * server URL and the activation token come from /etc/tagsched-worker/config, which cloud-init
+ * user data writes (src/provisioner/user-data.ts) or an operator writes by hand.
+ */
+import { EXIT_CODES } from '../agent/agent.js';
+import { AGENT_CONFIG_PATH } from '../provisioner/user-data.js';
+import { HANDLER_ENV } from './handlers.js';
+
+/** Paths inside the image. */
+export const IMAGE_PATHS = {
+  libDir: '/usr/lib/tagsched-worker',
+  agent: '/usr/lib/tagsched-worker/tagsched-worker.mjs',
+  handler: '/usr/lib/tagsched-worker/tagsched-handler.mjs',
+  /** The licenses of the packages bundled in the agent and the handler. */
+  licenses: '/usr/lib/tagsched-worker/LICENSES',
+  unit: '/usr/lib/systemd/system/tagsched-worker.service',
+  imageEnv: '/etc/tagsched-worker/image.env',
+  config: AGENT_CONFIG_PATH,
+  /** The user's home: the agent's work directory (runs/, state.json) and sbuild's cache. */
+  home: '/var/lib/tagsched-worker',
+} as const;
+
+/** The system user the agent runs as. */
+export const AGENT_USER = 'tagsched-worker';
+
+/** Subordinate user and group ids of the agent's user, for unshare builds (sbuild, autopkgtest). */
+export const SUBORDINATE_IDS = { first: 100000, count: 65536 } as const;
+
+/** The agent's exit codes that a restart cannot cure: token refused, bad usage. */
+const NO_RESTART_EXIT_CODES = [EXIT_CODES.tokenRefused, EXIT_CODES.usage];
+
+/** The `TAGSCHED_HANDLERS` value: each handled task run by the image's handler. */
+export function handlersValue(tasks: readonly string[]): string {
+  return tasks.map((task) => `${task}=/usr/bin/node ${IMAGE_PATHS.handler} ${task}`).join(';');
+}
+
+/** /etc/tagsched-worker/image.env: what the image fixes, read before the site's config (which may override it). */
+export function imageEnvFile(options: { suite: string; architecture: string; tasks: readonly string[] }): string {
+  return [
+    '# Written by tagsched-image. /etc/tagsched-worker/config is read after this file and may override it.',
+    `TAGSCHED_WORK_DIR=${IMAGE_PATHS.home}`,
+    `TAGSCHED_HANDLERS=${handlersValue(options.tasks)}`,
+    `${HANDLER_ENV.suite}=${options.suite}`,
+    `${HANDLER_ENV.architecture}=${options.architecture}`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * The agent's unit. It starts once the config file exists (cloud-init restarts it after writing
+ * the file). systemd reads both environment files as root, so the config may stay 0600 root. A
+ * stop sends SIGTERM to the agent only (KillMode=mixed), which drains: running builds finish and
+ * are reported, and only after TimeoutStopSec is everything left killed.
+ */
+export function agentUnit(): string {
+  return [
+    '[Unit]',
+    'Description=tagsched worker agent',
+    'Wants=network-online.target',
+    'After=network-online.target cloud-init.target',
+    `ConditionPathExists=${IMAGE_PATHS.config}`,
+    '',
+    '[Service]',
+    'Type=exec',
+    `User=${AGENT_USER}`,
+    `Group=${AGENT_USER}`,
+    `EnvironmentFile=${IMAGE_PATHS.imageEnv}`,
+    `EnvironmentFile=${IMAGE_PATHS.config}`,
+    `WorkingDirectory=${IMAGE_PATHS.home}`,
+    `ExecStart=/usr/bin/node ${IMAGE_PATHS.agent}`,
+    'Restart=on-failure',
+    'RestartSec=10s',
+    `RestartPreventExitStatus=${NO_RESTART_EXIT_CODES.join(' ')}`,
+    'KillMode=mixed',
+    'TimeoutStopSec=6h',
+    '',
+    '[Install]',
+    'WantedBy=multi-user.target',
+    '',
+  ].join('\n');
+}

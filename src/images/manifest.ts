@@ -1,0 +1,122 @@
+/**
+ * An image's manifest (NAME.manifest.json beside the tarball): the recipe it was built from,
+ * every package it holds with its version (read from the built tree's dpkg status), the tags a
+ * worker booted from it reports, and the files it was written to. Pools and people read it to
+ * know what an image is without opening it.
+ */
+import { z } from 'zod';
+import { fieldValue, parseDeb822 } from './deb822.js';
+import type { ImageTag, PackageNeed } from './contents.js';
+import type { Recipe } from './recipe.js';
+
+/** Bumped when a field changes meaning. */
+export const MANIFEST_FORMAT = 1;
+
+/** The oldest nodejs the agent runs on (package.json engines). */
+export const MIN_NODEJS = { major: 20, minor: 19 } as const;
+
+/** A package installed in the image. */
+export interface InstalledPackage {
+  readonly name: string;
+  readonly version: string;
+  readonly architecture: string;
+}
+
+/** The packages dpkg's status file says are installed (`Status: install ok installed`), sorted by name. */
+export function parseDpkgStatus(text: string): InstalledPackage[] {
+  const { paragraphs, problems } = parseDeb822(text);
+  if (problems.length) throw new Error(`the image's dpkg status is not deb822: line ${problems[0].line}: ${problems[0].message}`);
+  return paragraphs
+    .filter((p) => fieldValue(p, 'Status') === 'install ok installed')
+    .map((p) => ({ name: fieldValue(p, 'Package') ?? '', version: fieldValue(p, 'Version') ?? '', architecture: fieldValue(p, 'Architecture') ?? '' }))
+    .sort((a, b) => a.name.localeCompare(b.name) || a.architecture.localeCompare(b.architecture));
+}
+
+/** The upstream major and minor of a Debian version (`20.19.2+dfsg-1` → 20, 19; an epoch is skipped). */
+export function upstreamMajorMinor(version: string): { major: number; minor: number } | null {
+  const m = /^(?:\d+:)?(\d+)\.(\d+)/.exec(version);
+  return m ? { major: Number(m[1]), minor: Number(m[2]) } : null;
+}
+
+/**
+ * What is wrong with a built image's package list: planned packages that are not installed, and
+ * a nodejs too old for the agent. An empty list means the image is what the recipe asked for.
+ */
+export function installedProblems(planned: readonly PackageNeed[], installed: readonly InstalledPackage[]): string[] {
+  const byName = new Map(installed.map((p) => [p.name, p]));
+  const problems = planned.filter((p) => !byName.has(p.name)).map((p) => `package ${p.name} (for ${p.neededBy.join(', ')}) is not installed`);
+  const nodejs = byName.get('nodejs');
+  if (nodejs) {
+    const v = upstreamMajorMinor(nodejs.version);
+    if (!v || v.major < MIN_NODEJS.major || (v.major === MIN_NODEJS.major && v.minor < MIN_NODEJS.minor)) {
+      problems.push(`nodejs ${nodejs.version} is older than the agent needs (${MIN_NODEJS.major}.${MIN_NODEJS.minor}): build from a newer suite`);
+    }
+  }
+  return problems;
+}
+
+/** A file the build wrote, relative to the manifest. */
+export interface ManifestFile {
+  readonly path: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+const fileSchema = z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
+
+/** The manifest's JSON shape; parseManifest checks a file against it. */
+export const manifestSchema = z.object({
+  format: z.literal(MANIFEST_FORMAT),
+  name: z.string().min(1),
+  createdAt: z.string(),
+  builtWith: z.object({ tagsched: z.string(), mmdebstrap: z.string() }),
+  recipe: z.object({
+    suite: z.string(),
+    architecture: z.string(),
+    mirror: z.string().nullable(),
+    source: z.string().nullable(),
+    enable_backends: z.array(z.string()),
+    enable_tasks: z.array(z.string()),
+  }),
+  files: z.object({ rootfs: fileSchema, diskImage: fileSchema.nullable() }),
+  agent: z.object({ path: z.string(), sha256: z.string(), handlers: z.array(z.string()), tasksWithoutHandler: z.array(z.string()) }),
+  packages: z.array(z.object({ name: z.string(), version: z.string(), architecture: z.string() })),
+  tags: z.array(z.object({ tag: z.string(), source: z.string(), condition: z.string().optional() })),
+});
+
+/** A manifest as written. */
+export type Manifest = z.infer<typeof manifestSchema>;
+
+/** Everything a manifest is made of. */
+export interface ManifestInput {
+  name: string;
+  createdAt: Date;
+  builtWith: { tagsched: string; mmdebstrap: string };
+  recipe: Recipe;
+  files: { rootfs: ManifestFile; diskImage: ManifestFile | null };
+  agent: { path: string; sha256: string; handlers: readonly string[]; tasksWithoutHandler: readonly string[] };
+  packages: readonly InstalledPackage[];
+  tags: readonly ImageTag[];
+}
+
+/** The manifest of a built image. */
+export function buildManifest(input: ManifestInput): Manifest {
+  return {
+    format: MANIFEST_FORMAT,
+    name: input.name,
+    createdAt: input.createdAt.toISOString(),
+    builtWith: input.builtWith,
+    recipe: { ...input.recipe, enable_backends: [...input.recipe.enable_backends], enable_tasks: [...input.recipe.enable_tasks] },
+    files: input.files,
+    agent: { ...input.agent, handlers: [...input.agent.handlers], tasksWithoutHandler: [...input.agent.tasksWithoutHandler] },
+    packages: [...input.packages],
+    tags: input.tags.map((t) => ({ ...t })),
+  };
+}
+
+/** Reads a manifest file's JSON; throws with the fields at fault when it is not one. */
+export function parseManifest(json: unknown): Manifest {
+  const parsed = manifestSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`not a tagsched image manifest: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
