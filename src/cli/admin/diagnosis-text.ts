@@ -1,0 +1,128 @@
+/**
+ * A work request's diagnosis in words, for `tagsched-admin work why`: one summary line saying where
+ * it stands and why, then detail lines (each group of workers or pool that cannot run it and what
+ * is missing on which side, the unavailable workers by reason). Pure: tested table-driven.
+ */
+
+/** The diagnosis as the API answers it. */
+export interface DiagnosisData {
+  state: string;
+  matchingWorkers: number;
+  availableWorkers: number;
+  busyWorkers: number;
+  unavailableWorkers: { reason: string; count: number }[];
+  matchingPools: string[];
+  mismatches: { pool: string | null; workerCount: number; workerNames: string[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+}
+
+/** The fields of a work request `why` reads. */
+export interface WhyData {
+  id: string;
+  status: string;
+  result: string | null;
+  statusReason: string | null;
+  dependsOn: string[];
+  hiddenDependencyCount: number;
+  worker: { name: string } | null;
+  diagnosis: DiagnosisData;
+}
+
+/** The selection of WhyData. */
+export const WHY_FIELDS = `id status result statusReason dependsOn hiddenDependencyCount worker { name }
+  diagnosis { state matchingWorkers availableWorkers busyWorkers unavailableWorkers { reason count } matchingPools
+    mismatches { pool workerCount workerNames missingOnWorker missingOnTask } }`;
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const names = (list: readonly string[], max = 3) => (list.length > max ? `${list.slice(0, max).join(', ')}, …` : list.join(', '));
+
+/** "worker build-1", "workers build-1, build-2 (5 in all)", "pool cloud". */
+function who(m: DiagnosisData['mismatches'][number]): string {
+  if (m.pool) return `pool ${m.pool}`;
+  const shown = names(m.workerNames);
+  const more = m.workerCount > m.workerNames.length || m.workerNames.length > 3 ? ` (${m.workerCount} in all)` : '';
+  return `${m.workerCount === 1 ? 'worker' : 'workers'} ${shown}${more}`;
+}
+
+/** What one group or pool lacks, in words. */
+function lacks(m: DiagnosisData['mismatches'][number]): string {
+  const parts: string[] = [];
+  if (m.missingOnWorker.length) parts.push(`${m.pool || m.workerCount !== 1 ? 'lack' : 'lacks'} ${m.missingOnWorker.join(', ')}`);
+  if (m.missingOnTask.length) parts.push(`${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${m.missingOnTask.join(', ')}, which the request does not provide`);
+  return parts.join('; ');
+}
+
+/** The unavailable workers by reason: "2 disconnected, 1 draining". */
+function unavailableText(d: DiagnosisData): string {
+  return d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
+}
+
+/** Tags every worker group and pool lacks: then "no worker provides X" is true. */
+function missingEverywhere(d: DiagnosisData): string[] {
+  if (d.mismatches.length === 0) return [];
+  return d.mismatches.map((m) => m.missingOnWorker).reduce((common, tags) => common.filter((t) => tags.includes(t)));
+}
+
+/** Why the request is not waiting, for a request that is not PENDING. */
+function notPending(w: WhyData): string {
+  switch (w.status) {
+    case 'BLOCKED': {
+      const hidden = w.hiddenDependencyCount ? `${w.dependsOn.length ? ' and ' : ''}${plural(w.hiddenDependencyCount, 'request')} you may not see` : '';
+      return `blocked: waiting for its dependencies to complete (${names(w.dependsOn, 10)}${hidden})`;
+    }
+    case 'ASSIGNED':
+      return w.worker ? `assigned to worker ${w.worker.name}, which has not started it yet` : 'assigned';
+    case 'RUNNING':
+      return w.worker ? `running on worker ${w.worker.name}` : 'running';
+    case 'COMPLETED':
+      return `completed: ${w.result ?? 'no result'}${w.statusReason ? ` (${w.statusReason})` : ''}`;
+    case 'ABORTED':
+      return `aborted${w.statusReason ? `: ${w.statusReason}` : ''}`;
+    default:
+      return `not pending: ${w.status}`;
+  }
+}
+
+/** The summary line and the detail lines of a diagnosis. */
+export function explain(w: WhyData): { summary: string; details: string[] } {
+  const d = w.diagnosis;
+  const details: string[] = [];
+  const pools = d.matchingPools.length ? `${d.matchingPools.length === 1 ? 'pool' : 'pools'} ${d.matchingPools.join(', ')}` : '';
+  let summary: string;
+  switch (d.state) {
+    case 'NOT_PENDING':
+      summary = notPending(w);
+      break;
+    case 'ORCHESTRATED':
+      summary = `orchestrated by the server, never by a worker (a workflow runs through its children, a synchronization point completes when its dependencies have): ${w.status === 'PENDING' ? 'pending' : notPending(w)}`;
+      break;
+    case 'READY':
+      summary = `ready: ${plural(d.availableWorkers, 'matching worker has', 'matching workers have')} a free slot; the next scheduling pass assigns it`;
+      break;
+    case 'WAITING_FOR_CAPACITY':
+      summary = `waiting for capacity: ${d.busyWorkers === 1 ? 'the one matching worker is busy' : `${d.busyWorkers} matching workers are all busy`}${pools ? `; ${pools} could start more` : ''}`;
+      break;
+    case 'WAITING_FOR_WORKERS':
+      summary = `waiting for workers: ${plural(d.matchingWorkers, 'worker matches', 'workers match')} but none is available (${unavailableText(d)})${pools ? `; ${pools} could start one` : ''}`;
+      break;
+    case 'WAITING_FOR_PROVISIONING':
+      summary = `waiting for provisioning: no worker matches, ${pools} can start one`;
+      break;
+    case 'UNSCHEDULABLE': {
+      const everywhere = missingEverywhere(d);
+      const nearest = d.mismatches[0];
+      if (!nearest) summary = 'unschedulable: there is no worker and no enabled pool';
+      else if (everywhere.length) summary = `unschedulable: no worker or pool provides ${everywhere.join(', ')} (nearest: ${who(nearest)})`;
+      else summary = `unschedulable: no worker or pool matches (nearest: ${who(nearest)}, which ${lacks(nearest)})`;
+      break;
+    }
+    default:
+      summary = d.state.toLowerCase().replace(/_/g, ' ');
+  }
+  if (d.state !== 'NOT_PENDING' && d.state !== 'ORCHESTRATED') {
+    if (d.unavailableWorkers.length && d.state !== 'WAITING_FOR_WORKERS') details.push(`matching but unavailable: ${unavailableText(d)}`);
+    const shown = d.mismatches.slice(0, 8);
+    for (const m of shown) details.push(`${who(m)}: ${lacks(m)}`);
+    if (d.mismatches.length > shown.length) details.push(`… and ${plural(d.mismatches.length - shown.length, 'more group')} of workers or pools that do not match`);
+  }
+  return { summary, details };
+}

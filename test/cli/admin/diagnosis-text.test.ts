@@ -1,0 +1,96 @@
+/** The diagnosis in words (`work why`), table-driven over the states and their edge cases. */
+import { describe, expect, it } from 'vitest';
+import { explain, type DiagnosisData, type WhyData } from '../../../src/cli/admin/diagnosis-text.js';
+
+const NONE: DiagnosisData = { state: 'NOT_PENDING', matchingWorkers: 0, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [] };
+const pending = (diagnosis: Partial<DiagnosisData>, extra: Partial<WhyData> = {}): WhyData => ({
+  id: '7',
+  status: 'PENDING',
+  result: null,
+  statusReason: null,
+  dependsOn: [],
+  hiddenDependencyCount: 0,
+  worker: null,
+  ...extra,
+  diagnosis: { ...NONE, ...diagnosis },
+});
+const group = (names: string[], missingOnWorker: string[], missingOnTask: string[] = [], workerCount = names.length) => ({ pool: null, workerCount, workerNames: names, missingOnWorker, missingOnTask });
+const pool = (name: string, missingOnWorker: string[], missingOnTask: string[] = []) => ({ pool: name, workerCount: 0, workerNames: [], missingOnWorker, missingOnTask });
+
+describe('explain', () => {
+  it.each([
+    ['ready, one worker', pending({ state: 'READY', availableWorkers: 1, matchingWorkers: 1 }), 'ready: 1 matching worker has a free slot; the next scheduling pass assigns it'],
+    ['ready, several', pending({ state: 'READY', availableWorkers: 3, matchingWorkers: 4 }), 'ready: 3 matching workers have a free slot; the next scheduling pass assigns it'],
+    ['capacity, several busy', pending({ state: 'WAITING_FOR_CAPACITY', busyWorkers: 3, matchingWorkers: 3 }), 'waiting for capacity: 3 matching workers are all busy'],
+    ['capacity, one busy', pending({ state: 'WAITING_FOR_CAPACITY', busyWorkers: 1, matchingWorkers: 1 }), 'waiting for capacity: the one matching worker is busy'],
+    [
+      'capacity, a pool could add more',
+      pending({ state: 'WAITING_FOR_CAPACITY', busyWorkers: 2, matchingWorkers: 2, matchingPools: ['cloud'] }),
+      'waiting for capacity: 2 matching workers are all busy; pool cloud could start more',
+    ],
+    [
+      'workers, none available',
+      pending({ state: 'WAITING_FOR_WORKERS', matchingWorkers: 3, unavailableWorkers: [{ reason: 'DISCONNECTED', count: 2 }, { reason: 'NOT_ASSIGNABLE', count: 1 }] }),
+      'waiting for workers: 3 workers match but none is available (2 disconnected, 1 not assignable)',
+    ],
+    ['provisioning', pending({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['cloud', 'big'] }), 'waiting for provisioning: no worker matches, pools cloud, big can start one'],
+    [
+      'orchestrated, running',
+      pending({ state: 'ORCHESTRATED' }, { status: 'RUNNING', worker: null }),
+      'orchestrated by the server, never by a worker (a workflow runs through its children, a synchronization point completes when its dependencies have): running',
+    ],
+    [
+      'orchestrated, blocked',
+      pending({ state: 'ORCHESTRATED' }, { status: 'BLOCKED', dependsOn: ['5'] }),
+      'orchestrated by the server, never by a worker (a workflow runs through its children, a synchronization point completes when its dependencies have): blocked: waiting for its dependencies to complete (5)',
+    ],
+    ['unschedulable, nobody at all', pending({ state: 'UNSCHEDULABLE' }), 'unschedulable: there is no worker and no enabled pool'],
+    [
+      'unschedulable, a tag nobody provides',
+      pending({ state: 'UNSCHEDULABLE', mismatches: [group(['arm-1', 'arm-2'], ['worker:cap:sbuild']), pool('cloud', ['worker:cap:sbuild', 'worker:build-arch:arm64'])] }),
+      'unschedulable: no worker or pool provides worker:cap:sbuild (nearest: workers arm-1, arm-2)',
+    ],
+    [
+      'unschedulable, each lacks something else',
+      pending({ state: 'UNSCHEDULABLE', mismatches: [group(['secure-1'], [], ['task:workspace:debian:security']), group(['arm-1'], ['worker:build-arch:amd64'])] }),
+      'unschedulable: no worker or pool matches (nearest: worker secure-1, which requires task:workspace:debian:security, which the request does not provide)',
+    ],
+  ])('%s', (_name, input, summary) => {
+    expect(explain(input).summary).toBe(summary);
+  });
+
+  it('lists each group that does not match, with a count when names were cut', () => {
+    const { details } = explain(
+      pending({
+        state: 'WAITING_FOR_CAPACITY',
+        busyWorkers: 1,
+        matchingWorkers: 2,
+        unavailableWorkers: [{ reason: 'DRAINING', count: 1 }],
+        mismatches: [group(['a', 'b', 'c', 'd'], ['worker:class:large'], [], 12), pool('cloud', ['worker:build-arch:riscv64'], ['task:x'])],
+      }),
+    );
+    expect(details).toEqual([
+      'matching but unavailable: 1 draining',
+      'workers a, b, c, … (12 in all): lack worker:class:large',
+      'pool cloud: lack worker:build-arch:riscv64; require task:x, which the request does not provide',
+    ]);
+  });
+
+  it('caps the groups listed', () => {
+    const many = Array.from({ length: 11 }, (_, i) => group([`w${i}`], [`x:${i}`]));
+    const { details } = explain(pending({ state: 'UNSCHEDULABLE', mismatches: many }));
+    expect(details).toHaveLength(9);
+    expect(details[8]).toBe('… and 3 more groups of workers or pools that do not match');
+  });
+
+  it.each([
+    ['BLOCKED', { dependsOn: ['3', '4'], hiddenDependencyCount: 1 }, 'blocked: waiting for its dependencies to complete (3, 4 and 1 request you may not see)'],
+    ['ASSIGNED', { worker: { name: 'build-1' } }, 'assigned to worker build-1, which has not started it yet'],
+    ['RUNNING', { worker: { name: 'build-1' } }, 'running on worker build-1'],
+    ['COMPLETED', { result: 'FAILURE', statusReason: 'exit 1' }, 'completed: FAILURE (exit 1)'],
+    ['ABORTED', { statusReason: 'aborted by admin' }, 'aborted: aborted by admin'],
+  ] as [string, Partial<WhyData>, string][])('a request that is %s says where it stands, with no detail', (status, extra, summary) => {
+    const r = explain(pending({ state: 'NOT_PENDING', mismatches: [group(['a'], ['x:y'])] }, { status, ...extra }));
+    expect(r).toEqual({ summary, details: [] });
+  });
+});
