@@ -1,8 +1,36 @@
-import { buildApp } from './app.js';
-import { loadConfig } from './config.js';
+import { buildApp, type App } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { describeStartupError } from './startup-errors.js';
 
-const app = await buildApp(loadConfig());
-await app.start();
+/** Stops the process with one line on stderr when the cause is the operator's to fix, else with the error in full. */
+function failedToStart(err: unknown, config: Config | null): never {
+  const line = err instanceof ConfigError ? err.message : config ? describeStartupError(err, config) : null;
+  if (line) {
+    process.stderr.write(`tagsched: ${line}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`tagsched: could not start, an unexpected error:\n${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+}
+
+let config: Config;
+try {
+  config = loadConfig();
+} catch (err) {
+  failedToStart(err, null);
+}
+let app: App;
+try {
+  app = await buildApp(config);
+} catch (err) {
+  failedToStart(err, config);
+}
+try {
+  await app.start();
+} catch (err) {
+  await app.stop().catch(() => undefined);
+  failedToStart(err, config);
+}
 
 let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
