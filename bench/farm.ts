@@ -3,6 +3,7 @@
  * admin classes, exclusive security workers and signing workers. Tags come from the real
  * `computeWorkerTags`, fed with metadata shaped like what the worker agent reports.
  */
+import { poolTagInput } from '../src/scheduler/pool-templates.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../src/tags/size-class.js';
 import { computeWorkerTags, type ComputedWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../src/tags/worker-tags.js';
 import { TASKS } from '../src/tasks/registry.js';
@@ -241,7 +242,7 @@ function signingWorker(name: string, random: Random): BenchWorker {
 function finish(w: Omit<BenchWorker, 'tags'>, pool: BenchPool | null): BenchWorker {
   const tags = computeWorkerTags({
     type: w.type,
-    pool: pool ? { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications } : null,
+    pool: pool ? poolTagInput(pool) : null,
     staticMetadata: w.staticMetadata,
     dynamicMetadata: w.dynamicMetadata,
     sizeThresholds: DEFAULT_SIZE_THRESHOLDS,

@@ -220,3 +220,38 @@ export async function measureDemand(app: App, token: string, runs: number): Prom
     launch: last?.pools.reduce((s, x) => s + x.launch, 0) ?? 0,
   };
 }
+
+/** One provisioner cycle's decisions, as measured. */
+export interface CycleResult {
+  /** The calls after the first. */
+  readonly latency: Latencies;
+  /** The first call of the process. */
+  readonly firstMs: number;
+  readonly pools: number;
+  /** Instances the cycle would launch, and idle workers it would stop. */
+  readonly launches: number;
+  readonly stops: number;
+}
+
+/**
+ * One provisioner cycle without its provider calls (src/provisioner/cycle.ts `decide`): the demand
+ * of every pool and the launches and stops that follow from it, `runs` times after a first one.
+ */
+export async function measureProvisionerCycle(app: App, runs: number): Promise<CycleResult> {
+  const p = phase('provisioner cycle: demand + decisions', runs + 1);
+  const samples: number[] = [];
+  let firstMs = 0;
+  let last: Awaited<ReturnType<App['provisioner']['decide']>> | null = null;
+  for (let i = 0; i <= runs; i++) {
+    const started = performance.now();
+    last = await app.provisioner.decide();
+    if (i === 0) firstMs = performance.now() - started;
+    else samples.push(performance.now() - started);
+    p.update(i + 1);
+  }
+  const latency = latencies(samples);
+  const launches = last?.plan.launches.reduce((s, l) => s + l.count, 0) ?? 0;
+  const stops = last?.plan.stops.length ?? 0;
+  p.end(`first ${firstMs.toFixed(1)} ms, then p50 ${latency.p50.toFixed(1)} ms; ${launches} launches, ${stops} stops decided`);
+  return { latency, firstMs, pools: last?.demand.pools.length ?? 0, launches, stops };
+}

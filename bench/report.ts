@@ -68,6 +68,11 @@ const ROWS: Row[] = [
   { label: 'provisioning demand, 10 pools (GraphQL), first call / p50 after it', target: '≤ 1 s (P=1M)', cell: (r) => `${formatMs(r.new.demand.firstMs)} / ${formatMs(r.new.demand.latency.p50)}` },
   { label: 'old walk: demand of 10 pools', target: '', cell: (r) => (r.old ? `${approx(r.old.demand.extrapolated)}${formatMs(r.old.demand.ms)}` : 'skipped') },
   { label: 'demand: old / new', target: '', cell: (r) => (r.old ? `${approx(r.old.demand.extrapolated)}${ratio(r.old.demand.ms, r.new.demand.latency.p50)}` : '') },
+  {
+    label: 'provisioner cycle, 10 pools: demand + decisions (no provider call), first / p50 after it',
+    target: '≤ 1 s (P=1M)',
+    cell: (r) => (r.new.cycle ? `${formatMs(r.new.cycle.firstMs)} / ${formatMs(r.new.cycle.latency.p50)} (${int(r.new.cycle.launches)} launches, ${int(r.new.cycle.stops)} stops)` : 'n/a'),
+  },
   { label: 'peak RSS / heap, scheduler process', target: '', cell: (r) => `${mib(r.new.memory.maxRssBytes)} / ${mib(r.new.memory.heapUsedBytes)}` },
   { label: 'peak RSS, old-walk process', target: '', cell: (r) => (r.old ? mib(r.old.memory.maxRssBytes) : '') },
   { label: 'wall clock: load / new / old stages', target: '', cell: (r) => `${formatMs(r.stageMs.load)} / ${formatMs(r.stageMs.new)} / ${formatMs(r.stageMs.old)}` },

@@ -12,9 +12,23 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { createOrm } from '../src/orm.js';
+import { poolTagInput } from '../src/scheduler/pool-templates.js';
 import { computePoolTemplateTags } from '../src/tags/worker-tags.js';
 import { loadWorkload, withDatabase } from './load.js';
-import { measureCandidates, measureDemand, measureNextWork, measurePass, latencies, type CandidatesResult, type DemandResult, type Latencies, type NextWorkResult, type PassResult } from './measure.js';
+import {
+  measureCandidates,
+  measureDemand,
+  measureNextWork,
+  measurePass,
+  measureProvisionerCycle,
+  latencies,
+  type CandidatesResult,
+  type CycleResult,
+  type DemandResult,
+  type Latencies,
+  type NextWorkResult,
+  type PassResult,
+} from './measure.js';
 import { fullDuration, oldCandidates, oldDemand, oldNextForWorker, oldPass, poolAsMetadata } from './old-walk.js';
 import { phase } from './progress.js';
 import { Random } from './prng.js';
@@ -75,6 +89,8 @@ export interface NewResult {
   readonly pass: PassResult;
   readonly candidates: CandidatesResult;
   readonly demand: DemandResult;
+  /** Absent in results recorded before the provisioner existed. */
+  readonly cycle?: CycleResult;
   readonly memory: Memory;
 }
 
@@ -108,7 +124,9 @@ export async function newStage(o: StageOptions): Promise<NewResult> {
   const url = withDatabase(o.serverUrl, o.dbName);
   const adminToken = `tsk_admin_bench_${randomBytes(16).toString('hex')}`;
   const config = loadConfig(
-    {},
+    // The bench measures the scheduler, not the operation limits: the candidates of 1,000 requests
+    // cost more than a client may ask for by default (TAGSCHED_MAX_COST).
+    { TAGSCHED_MAX_COST: String(10_000_000) },
     {
       databaseUrl: url,
       schedulerAutomatic: false,
@@ -125,8 +143,9 @@ export async function newStage(o: StageOptions): Promise<NewResult> {
     const nextWork = await measureNextWork(app.orm, config, f.workerIds, o.calls, random);
     const candidates = await measureCandidates(app, adminToken, f.candidateIds, o.runs);
     const demand = await measureDemand(app, adminToken, o.runs);
+    const cycle = await measureProvisionerCycle(app, o.runs);
     const pass = await measurePass(app.orm, config, Math.max(2, Math.min(o.runs, 3)));
-    return { nextWork, pass, candidates, demand, memory: memory() };
+    return { nextWork, pass, candidates, demand, cycle, memory: memory() };
   } finally {
     await app.stop();
   }
@@ -189,7 +208,7 @@ export async function oldStage(o: StageOptions): Promise<OldResult> {
     const pools = await orm.em.fork().getConnection().execute<{ name: string; provided_tags: string[]; required_tags: string[]; specifications: Record<string, unknown> }[]>(
       `select name, provided_tags, required_tags, specifications from worker_pool where enabled order by name`,
     );
-    const oldPools = pools.map((x) => poolAsMetadata(x.name, computePoolTemplateTags({ name: x.name, providedTags: x.provided_tags, requiredTags: x.required_tags, specifications: x.specifications }).providedTags));
+    const oldPools = pools.map((x) => poolAsMetadata(x.name, computePoolTemplateTags(poolTagInput({ name: x.name, providedTags: x.provided_tags, requiredTags: x.required_tags, specifications: x.specifications })).providedTags));
     const dem = await oldDemand(orm, oldPools, f.pending, performance.now() + o.oldCapMs);
     const demand: OldMeasure = { ms: fullDuration(dem), extrapolated: !dem.complete, runs: dem.complete ? 1 : 0 };
     p.end(`${demand.extrapolated ? '~' : ''}${(demand.ms / 1000).toFixed(2)} s`);

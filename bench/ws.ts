@@ -17,6 +17,16 @@
  *   --cpu-prof FILE    write a CPU profile of the server process during the latency measurement
  *   --heap-snapshots PREFIX   write heap snapshots of the server at each memory point (PREFIX-<n>.heapsnapshot)
  *   --settle S     seconds of quiet before each memory point (default 2)
+ *   --storm N      subscribers of workerChanged for the fan-out storm (default 2000; 0 skips it)
+ *   --storm-events N   worker reports during the storm, each one workerChanged event (default 20)
+ *   --db-name NAME the bench database (default tagsched_bench_ws)
+ *
+ *   - fan-out storm: N graphql-ws clients (of N/20 users, 20 connections each) subscribed to
+ *     `workerChanged { name status activeWorkCount pool { name } }`; one worker reports its metadata
+ *     `--storm-events` times over HTTP, one report after the other; every event reaches every
+ *     subscriber. Measured: events delivered per second (N × events over the time from the first
+ *     report to the last delivery), and, all the while, the latency of a plain API query
+ *     (`workers(first: 10)`) from another client, one after the other.
  * BENCH_DATABASE_URL (default postgres://root@127.0.0.1:5432/postgres) names the PostgreSQL server;
  * BENCH_SERVER_FLAGS adds node flags to the server process (e.g. --compact-on-every-full-gc). The
  * bench database is dropped at the end. 5,000 connections need about 10,000 file descriptors
@@ -35,7 +45,7 @@ import pg from 'pg';
 import WebSocket from 'ws';
 
 const ADMIN = 'tsk_admin_bench-ws-0123456789abcdef';
-const DB_NAME = 'tagsched_bench_ws';
+let DB_NAME = 'tagsched_bench_ws';
 
 interface MemoryPoint {
   /** Used / committed per V8 heap space, for the log. */
@@ -311,6 +321,105 @@ class LightWorker {
   }
 }
 
+/** A dashboard client: one graphql-ws connection subscribed to workerChanged, counting what it receives. */
+class Watcher {
+  readonly client: Client;
+  received = 0;
+  private readonly connected: Promise<void>;
+  constructor(url: string, token: string, onEvent: () => void) {
+    this.client = createClient({
+      url: url.replace(/^http/, 'ws'),
+      webSocketImpl: WebSocket,
+      lazy: false,
+      retryAttempts: 0,
+      connectionParams: { authorization: `Bearer ${token}` },
+      onNonLazyError: (err) => console.error('watcher connection failed', err),
+    });
+    this.connected = new Promise((resolve, reject) => {
+      this.client.on('connected', () => resolve());
+      this.client.on('closed', (e) => reject(new Error(`closed before connecting: ${JSON.stringify(e)}`)));
+    });
+    this.client.subscribe(
+      { query: 'subscription { workerChanged { name status activeWorkCount pool { name } } }' },
+      {
+        next: (r) => {
+          if (r.errors) console.error('watcher error', r.errors);
+          this.received++;
+          onEvent();
+        },
+        error: (e) => console.error('watcher subscription error', e),
+        complete: () => undefined,
+      },
+    );
+  }
+  ready(): Promise<void> {
+    return this.connected;
+  }
+}
+
+/** The fan-out storm (see the header): delivery rate and the latency of a plain query meanwhile. */
+async function storm(url: string, workerToken: string, subscribers: number, events: number, log: (m: string) => void) {
+  const perUser = 20; // TAGSCHED_MAX_CONNECTIONS_PER_TOKEN's default
+  const users = await pool(
+    Array.from({ length: Math.ceil(subscribers / perUser) }, (_, i) => `watcher-${i}`),
+    8,
+    async (name) => (await gql(url, `mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, { u: name }, ADMIN)).createUser.token as string,
+  );
+  let delivered = 0;
+  let allDelivered: () => void = () => undefined;
+  const expected = subscribers * events;
+  const done = new Promise<void>((r) => (allDelivered = r));
+  const onEvent = () => {
+    if (++delivered === expected) allDelivered();
+  };
+  const watchers: Watcher[] = [];
+  try {
+    let t = performance.now();
+    // Connected a few at a time: a connection must initialise within graphql-ws's 3 s.
+    await pool(
+      Array.from({ length: subscribers }, (_, i) => i),
+      50,
+      async (i) => {
+        const w = new Watcher(url, users[Math.floor(i / perUser)], onEvent);
+        watchers.push(w);
+        await w.ready();
+      },
+    );
+    await new Promise((r) => setTimeout(r, 2_000)); // every subscription listening
+    log(`storm: ${int(subscribers)} watchers of ${users.length} users subscribed in ${ms(performance.now() - t)}`);
+    // The plain query, before the storm (the same client, the same query) and during it.
+    const probe = async () => {
+      const t0 = performance.now();
+      await gql(url, '{ workers(first: 10) { edges { node { name } } } }', {}, ADMIN);
+      return performance.now() - t0;
+    };
+    const quiet: number[] = [];
+    for (let i = 0; i < 50; i++) quiet.push(await probe());
+    const during: number[] = [];
+    let storming = true;
+    const prober = (async () => {
+      while (storming) during.push(await probe());
+    })();
+    t = performance.now();
+    for (let i = 0; i < events; i++) {
+      await gql(url, `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: { ...META, cpuCount: 4 + (i % 2) } }, workerToken);
+    }
+    const reported = performance.now() - t;
+    const timeout = setTimeout(() => log(`storm: only ${int(delivered)} of ${int(expected)} events delivered after 10 minutes`), 600_000);
+    await done;
+    clearTimeout(timeout);
+    const elapsed = performance.now() - t;
+    storming = false;
+    await prober;
+    quiet.sort((a, b) => a - b);
+    during.sort((a, b) => a - b);
+    log(`storm: ${int(expected)} events in ${ms(elapsed)}; plain query during it p50 ${ms(quantile(during, 0.5))} p99 ${ms(quantile(during, 0.99))}`);
+    return { subscribers, events, users: users.length, reportedMs: reported, elapsedMs: elapsed, rate: expected / (elapsed / 1000), quiet, during };
+  } finally {
+    await Promise.all(watchers.map((w) => w.client.dispose()));
+  }
+}
+
 /** Waits until the server's workers table says `n` workers are connected (their subscriptions are then being set up). */
 async function waitConnected(databaseUrl: string, n: number): Promise<void> {
   const c = new pg.Client({ connectionString: databaseUrl });
@@ -329,8 +438,19 @@ async function waitConnected(databaseUrl: string, n: number): Promise<void> {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { requests: { type: 'string', default: '300' }, idle: { type: 'string', default: '5000' }, workers: { type: 'string', default: '1000' }, 'cpu-prof': { type: 'string' }, 'heap-snapshots': { type: 'string' }, settle: { type: 'string', default: '2' } },
+    options: {
+      requests: { type: 'string', default: '300' },
+      idle: { type: 'string', default: '5000' },
+      workers: { type: 'string', default: '1000' },
+      'cpu-prof': { type: 'string' },
+      'heap-snapshots': { type: 'string' },
+      settle: { type: 'string', default: '2' },
+      storm: { type: 'string', default: '2000' },
+      'storm-events': { type: 'string', default: '20' },
+      'db-name': { type: 'string', default: DB_NAME },
+    },
   });
+  DB_NAME = values['db-name'];
   const measured = Number(values.requests);
   const idleTotal = Number(values.idle);
   const connected = Number(values.workers);
@@ -437,6 +557,9 @@ async function main(): Promise<void> {
     for (const a of Object.values(phases)) a.sort((x, y) => x - y);
     log(`latency over ${measured}: p50 ${ms(quantile(latencies, 0.5))}, p99 ${ms(quantile(latencies, 0.99))}, max ${ms(latencies.at(-1)!)}`);
 
+    const stormSize = Number(values.storm);
+    const fanOut = stormSize > 0 ? await storm(url, tokens[0], stormSize, Number(values['storm-events']), log) : null;
+
     let memN: MemoryPoint | null = null;
     if (idleTotal > connected) {
       t = performance.now();
@@ -475,6 +598,14 @@ async function main(): Promise<void> {
           ]
         : []),
     ];
+    if (fanOut) {
+      lines.push(
+        `| fan-out: ${int(fanOut.subscribers)} workerChanged subscribers (${fanOut.users} users), ${fanOut.events} reports: all delivered in | ${ms(fanOut.elapsedMs)} (reports answered in ${ms(fanOut.reportedMs)}) | |`,
+        `| fan-out: events delivered per second | ${int(fanOut.rate)} | |`,
+        `| plain query (workers(first: 10)) before the storm, p50 / p99 | ${ms(quantile(fanOut.quiet, 0.5))} / ${ms(quantile(fanOut.quiet, 0.99))} | |`,
+        `| plain query during the storm (${fanOut.during.length} queries), p50 / p99 / max | ${ms(quantile(fanOut.during, 0.5))} / ${ms(quantile(fanOut.during, 0.99))} / ${ms(fanOut.during.at(-1)!)} | |`,
+      );
+    }
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     await Promise.all(clients.map((c) => c.client.dispose()));

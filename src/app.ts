@@ -3,30 +3,47 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { getOperationAST, GraphQLError } from 'graphql';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import { useServer } from 'graphql-ws/use/ws';
-import { WebSocketServer } from 'ws';
+import { ClientRefusal, createClientAuth } from './client-auth.js';
 import type { Config } from './config.js';
 import type { Context } from './context.js';
+import { createContextFactory } from './context-factory.js';
 import { AppError } from './errors.js';
 import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
 import { createLocalEvents, createPgEvents, type Events } from './events.js';
-import { createLoaders, type Loaders } from './loaders.js';
-import { createLogger, type Logger } from './log.js';
+import { createAuthThrottle } from './limits/auth-throttle.js';
+import { graphqlLimitPlugins } from './limits/graphql.js';
+import { refuseLargeBody } from './limits/http.js';
+import { capText, createLogger, serializeError, type Logger } from './log.js';
 import { createOrm, migrate, type DbTarget } from './orm.js';
+import { createProvisioner, type Provisioner } from './provisioner/provisioner.js';
 import { createScheduler, type Scheduler } from './scheduler/scheduler.js';
+import { useParseGuard } from './parse-guard.js';
 import { schema } from './schema.js';
-import { BadTokenError, identityOf, resolveViewer, viewerIn, type Viewer, type ViewerIdentity } from './services/auth.js';
-import { markConnected, markDisconnected, markManyDisconnected } from './services/presence.js';
 import { ensureAdminAccess } from './services/bootstrap.js';
+import { hashToken } from './services/tokens.js';
+import { TokenSchema } from './entities/token.js';
+import { purgeIdempotencyKeys } from './services/idempotency.js';
+import { announceRevoked } from './services/token-lifecycle.js';
 import { settleDependents } from './services/work-requests.js';
+import { resumeOrchestration } from './services/orchestration.js';
+import { createServerWorkers, type ServerWorkers } from './server-tasks/server-workers.js';
 import { createSecretBox, type SecretBox } from './services/secrets.js';
 import { handleStatusPage } from './status/pages.js';
+import { handleProbe } from './health.js';
+import { serveMetrics } from './metrics/endpoint.js';
+import { createProcessMetrics, type ProcessMetrics } from './metrics/process-metrics.js';
+import { CLOSE_CODES } from './ws/connections.js';
+import { startWsServer } from './ws/server.js';
+import { createTokenGuard } from './ws/token-guard.js';
 
-/** The WebSocket close code for a missing, wrong or disabled token. */
-export const CLOSE_UNAUTHORIZED = 4401;
+/** The WebSocket close code for a missing, wrong, disabled, revoked or expired token. */
+export const CLOSE_UNAUTHORIZED = CLOSE_CODES.unauthorized;
+
+/** A value yoga logs, as a log line may carry it. */
+const loggable = (value: unknown) => (value instanceof Error ? serializeError(value) : capText(typeof value === 'string' ? value : JSON.stringify(value) ?? String(value)));
 
 /** A built service: start() listens, stop() closes everything in order. */
 export interface App {
@@ -36,6 +53,12 @@ export interface App {
   readonly log: Logger;
   readonly events: Events;
   readonly scheduler: Scheduler;
+  /** This process's metrics (served at /metrics with the database gauges). */
+  readonly metrics: ProcessMetrics;
+  /** The built-in server workers of this process (started by start()). */
+  readonly serverWorkers: ServerWorkers;
+  /** Launches and stops pool instances; started with the service unless TAGSCHED_PROVISIONER=off. */
+  readonly provisioner: Provisioner;
   /** The admin token created on the first start of an empty database (null otherwise). */
   readonly firstAdminToken: string | null;
   start(): Promise<{ port: number; url: string }>;
@@ -79,70 +102,39 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     // connection) go to the JSON log instead of bare lines on the console.
     driverOptions: {
       log: {
-        warn: (message: unknown) => log.warn({ knex: true }, String(message)),
-        error: (message: unknown) => log.error({ knex: true }, String(message)),
+        warn: (message: unknown) => log.warn({ knex: true }, capText(message)),
+        error: (message: unknown) => log.error({ knex: true }, capText(message)),
         deprecate: (method: unknown, alternative: unknown) => log.debug({ knex: true, method, alternative }, 'deprecated'),
-        debug: (message: unknown) => log.debug({ knex: true }, typeof message === 'string' ? message : JSON.stringify(message)),
+        debug: (message: unknown) => log.debug({ knex: true }, capText(typeof message === 'string' ? message : JSON.stringify(message))),
       },
     },
   });
   const applied = await migrate(orm, config.databaseUrl);
   if (applied.length) log.info({ migrations: applied }, 'database migrated');
-  const { firstToken } = await ensureAdminAccess(orm.em.fork(), config.adminToken);
-  if (firstToken) {
-    // Printed on stderr, outside the JSON log, exactly once: it is the only copy.
-    process.stderr.write(`\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`);
-  }
+  // What /readyz checks is still applied: every migration there is now.
+  const migrations = (await orm.migrator.getExecutedMigrations()).map((m) => m.name);
+  const { firstToken, revokedTokenIds, revokedConfigured } = await ensureAdminAccess(orm.em.fork(), config.adminToken);
   const secrets: SecretBox = createSecretBox(loadSecretKey(config, log));
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
   const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents());
   // The scheduler depends on the lifecycle through this one function, not on the services layer.
-  const scheduler = createScheduler({ orm, config, log, events, settleDependents });
+  const metrics = createProcessMetrics();
+  const scheduler = createScheduler({ orm, config, log, events, settleDependents, metrics });
+  const serverWorkers = createServerWorkers({ orm, config, log, events, scheduler, metrics });
+  const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler });
 
-  /**
-   * A context for a viewer; `em`, when given, is the fork the viewer was read with. Given an identity
-   * (a subscription's, kept by its connection), the viewer is made again in each new fork.
-   */
-  function contextFor(who: Viewer | { identity: ViewerIdentity }, em?: EntityManager): Context {
-    let scope: { em: EntityManager; loaders: Loaders; viewer: Viewer } | null = null;
-    const open = () => {
-      if (!scope) {
-        const fork = em ?? orm.em.fork();
-        em = undefined;
-        scope = { em: fork, loaders: createLoaders(fork, config, scheduler.workers), viewer: 'identity' in who ? viewerIn(fork, who.identity) : who };
-      }
-      return scope;
-    };
-    return {
-      get viewer() {
-        return 'identity' in who ? open().viewer : who;
-      },
-      config,
-      secrets,
-      events,
-      log,
-      scheduler,
-      get em() {
-        return open().em;
-      },
-      get loaders() {
-        return open().loaders;
-      },
-      renew() {
-        scope = null;
-        em = undefined;
-      },
-    };
-  }
+  const throttle = createAuthThrottle(config.limits.authFailuresPerMinute);
+  const authenticateClient = createClientAuth(throttle, log);
+  const contexts = createContextFactory({ orm, config, secrets, events, log, scheduler, metrics });
 
-  async function makeContext(authorization: string | null | undefined): Promise<Context> {
+  async function httpContext(authorization: string | null, address: string): Promise<Context> {
     const em = orm.em.fork();
     try {
-      return contextFor(await resolveViewer(em, authorization), em);
+      return contexts.forOperation((await authenticateClient(em, authorization, address)).viewer, em);
     } catch (err) {
-      if (err instanceof BadTokenError) {
-        throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+      if (err instanceof ClientRefusal) {
+        throw new GraphQLError(err.message, { extensions: { code: err.status === 429 ? 'RATE_LIMITED' : 'UNAUTHENTICATED', http: { status: err.status } } });
       }
       throw err;
     }
@@ -150,6 +142,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
 
   const yoga = createYoga<Record<string, unknown>, Context>({
     schema,
+    // The parse guard goes last: each onParse hook wraps the parser the ones before it set (the token
+    // limit brings its own), so only the last one sees every stack overflow.
+    plugins: [...graphqlLimitPlugins(config, log), metrics.graphqlPlugin(), useParseGuard()],
     maskedErrors: {
       // A client-fixable error thrown outside a result union (a query argument, a cursor) keeps its
       // message and code; anything else is a bug: logged in full, masked to the client.
@@ -171,101 +166,49 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     // Its bundle (some 49 MiB of heap) is loaded when someone first opens it, not in every process.
     graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
+    // Yoga's own lines: errors go through the same serializer as ours (no SQL, no parameters) and a
+    // bug was already logged at error by maskError, so yoga's echo of it, like its notes on requests
+    // it could not parse (client mistakes), stays at warn.
     logging: {
-      debug: (...args) => log.debug({ args }, 'yoga'),
-      info: (...args) => log.info({ args }, 'yoga'),
-      warn: (...args) => log.warn({ args }, 'yoga'),
-      error: (...args) => log.error({ args }, 'yoga'),
+      debug: (...args) => log.debug({ args: args.map(loggable) }, 'yoga'),
+      info: (...args) => log.info({ args: args.map(loggable) }, 'yoga'),
+      warn: (...args) => log.warn({ args: args.map(loggable) }, 'yoga'),
+      error: (...args) => log.warn({ args: args.map(loggable) }, 'yoga'),
     },
-    context: ({ request }) => makeContext(request.headers.get('authorization')),
+    context: ({ request, req }: { request: Request; req?: IncomingMessage }) => httpContext(request.headers.get('authorization'), req?.socket.remoteAddress ?? 'unknown'),
   });
 
+  /** Set when stop() begins: /readyz answers 503 from then on. */
+  let shuttingDown = false;
   const httpServer: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
-    if (url === '/healthz') {
-      orm.em
-        .getConnection()
-        .execute('select 1')
-        .then(
-          () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}'),
-          () => res.writeHead(503, { 'content-type': 'application/json' }).end('{"status":"database unavailable"}'),
-        );
+    const pathname = url.split('?')[0];
+    if (handleProbe(pathname, res, { orm, migrations, stopping: () => shuttingDown })) return;
+    if (pathname === '/metrics') {
+      serveMetrics(req, res, { orm, config, scheduler, metrics, log }).catch((err: unknown) => {
+        log.error({ err }, '/metrics failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error');
+      });
       return;
     }
     if (url.startsWith('/-/status/')) {
-      handleStatusPage(orm.em.fork(), config, url, res).catch((err: unknown) => {
+      handleStatusPage(orm.em.fork(), config, req, res).catch((err: unknown) => {
         log.error({ err }, 'status page failed');
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
         res.end('internal error');
       });
       return;
     }
+    if (refuseLargeBody(req, res, config.limits.maxBodyBytes)) return;
     void yoga(req, res);
   });
 
-  const wss = new WebSocketServer({ server: httpServer, path: yoga.graphqlEndpoint });
-  // Open worker connections of this process, to mark a worker disconnected when its last one closes.
-  const connections = new Map<number, number>();
-  const workerOf = new WeakMap<object, number>();
-  // Who each connection is, resolved once when it opens: its subscriptions share it.
-  const identityOfConnection = new WeakMap<object, ViewerIdentity>();
-  let stopping = false;
-  /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
-  const recording = new Map<number, Promise<void>>();
-  const wsServer = useServer<{ authorization?: string; Authorization?: string }>(
-    {
-      execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
-      subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => unknown }).subscribe(args) as never,
-      onConnect: async (ctx) => {
-        const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        let viewer: Viewer;
-        try {
-          viewer = await resolveViewer(orm.em.fork(), typeof auth === 'string' ? auth : null);
-        } catch (err) {
-          if (!(err instanceof BadTokenError)) throw err;
-          // 4401: the agent must not retry with the same token.
-          ctx.extra.socket.close(CLOSE_UNAUTHORIZED, `Unauthorized: ${err.message}`);
-          return false;
-        }
-        identityOfConnection.set(ctx, identityOf(viewer));
-        if (viewer.kind === 'worker') {
-          const id = viewer.worker.id;
-          workerOf.set(ctx, id);
-          const n = (connections.get(id) ?? 0) + 1;
-          connections.set(id, n);
-          await markConnected(orm.em.fork(), events, id);
-        }
-        return true;
-      },
-      onDisconnect: async (ctx) => {
-        const id = workerOf.get(ctx);
-        if (id === undefined || stopping) return; // stop() records them all at once
-        const n = (connections.get(id) ?? 1) - 1;
-        if (n > 0) return void connections.set(id, n);
-        connections.delete(id);
-        const recorded = markDisconnected(orm.em.fork(), events, id).catch((err: unknown) => {
-          if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
-        });
-        recording.set(id, recorded);
-        await recorded;
-        if (recording.get(id) === recorded) recording.delete(id);
-      },
-      onSubscribe: async (ctx, _id, params) => {
-        const { schema: s, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
-        const document = parse(params.query);
-        const errors = validate(s, document);
-        if (errors.length) return errors;
-        // A subscription lives as long as the connection: it uses the connection's viewer and opens a
-        // database session only per event. A query or mutation checks the token again, as over HTTP.
-        const identity = identityOfConnection.get(ctx);
-        const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
-        const auth = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const contextValue = isSubscription && identity ? contextFor({ identity }) : await makeContext(typeof auth === 'string' ? auth : null);
-        return { schema: s, operationName: params.operationName, document, variableValues: params.variables, contextValue, rootValue: { execute, subscribe } };
-      },
-    },
-    wss,
-  );
+  let housekeeping: NodeJS.Timeout | null = null;
+  const ws = startWsServer({ httpServer, yoga, orm, config, log, events, contexts, authenticateClient, tokenGuard: createTokenGuard(orm), metrics });
+  // Tokens an earlier TAGSCHED_ADMIN_TOKEN created, revoked by ensureAdminAccess: other processes close their sockets too.
+  announceRevoked(events, revokedTokenIds);
+  if (revokedConfigured) log.warn('TAGSCHED_ADMIN_TOKEN names a token that was revoked: it is refused; set a new value');
 
   return {
     config,
@@ -274,31 +217,56 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     log,
     events,
     scheduler,
+    metrics,
+    serverWorkers,
+    provisioner,
     firstAdminToken: firstToken,
     async start() {
+      // Workflows and synchronization points an older version left PENDING run now.
+      for (const change of await resumeOrchestration(orm.em.fork(), config)) events.publish('workRequestChanged', change);
       scheduler.start();
-      await new Promise<void>((resolve, reject) => {
-        httpServer.once('error', reject);
-        httpServer.listen(config.port, config.host, () => resolve());
-      });
+      // Idempotency keys past their lifetime are deleted hourly (and a lookup never answers with one).
+      housekeeping ??= setInterval(() => {
+        purgeIdempotencyKeys(orm.em.fork(), config.idempotencyKeyTtlMs).catch((err: unknown) => log.warn({ err }, 'could not delete expired idempotency keys'));
+      }, 60 * 60 * 1000).unref();
+      try {
+        await new Promise<void>((resolve, reject) => {
+          httpServer.once('error', reject);
+          httpServer.listen(config.port, config.host, () => resolve());
+        });
+      } catch (err) {
+        // Not listening: the first admin token was never shown, so it must not stay either (the next
+        // start of this database makes and shows another).
+        if (firstToken) await orm.em.fork().nativeDelete(TokenSchema, { hash: hashToken(firstToken) }).catch(() => undefined);
+        throw err;
+      }
       const { port } = httpServer.address() as AddressInfo;
       const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}/graphql`;
+      await serverWorkers.start(port);
+      if (firstToken) {
+        // Printed on stderr, outside the JSON log, exactly once and only once the service listens: it is
+        // the only copy. Before the "listening" line, which is what scripts (and tests) wait for.
+        process.stderr.write(`\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`);
+      }
       log.info({ port, url }, 'tagsched is listening');
+      if (config.provisioner) provisioner.start(url);
       return { port, url };
     },
     async stop() {
+      shuttingDown = true;
+      clearInterval(housekeeping ?? undefined);
+      // The provisioner before the scheduler and the connections: local agents it stops can still
+      // report what they finish.
+      await provisioner.stop();
+      await serverWorkers.stop();
       await scheduler.stop();
       // The workers connected here are marked disconnected before the database closes: one statement
       // instead of each socket's onDisconnect, which would race the ORM's close and leave them
       // "connected" for the other processes' passes to give work they cannot receive.
-      stopping = true;
-      await wsServer.dispose();
+      await ws.stop();
       const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections();
       await closed;
-      const held = [...new Set([...connections.keys(), ...recording.keys()])];
-      connections.clear();
-      await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
       await events.close?.();
       await orm.close(true);
       await embedded?.stop();

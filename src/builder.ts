@@ -3,6 +3,7 @@ import DataloaderPlugin from '@pothos/plugin-dataloader';
 import ErrorsPlugin from '@pothos/plugin-errors';
 import RelayPlugin from '@pothos/plugin-relay';
 import type { Context } from './context.js';
+import InputGuardPlugin from './input-guard.js';
 
 const upperFirst = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
@@ -15,7 +16,8 @@ export const builder = new SchemaBuilder<{
     JSON: { Input: unknown; Output: unknown };
   };
 }>({
-  plugins: [ErrorsPlugin, DataloaderPlugin, RelayPlugin],
+  // The errors plugin first: it wraps the others' resolvers, so the input guard's errors become union members.
+  plugins: [ErrorsPlugin, DataloaderPlugin, RelayPlugin, InputGuardPlugin],
   defaultFieldNullability: false,
   errors: {
     directResult: true,

@@ -18,6 +18,10 @@ export type Topics = {
   workerChanged: [{ id: number; name: string }];
   /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
   workAssigned: [workerId: string, payload: AssignmentEvent];
+  /** Tokens were revoked: every process closes their open WebSockets (services/token-lifecycle.ts). */
+  tokensRevoked: [{ tokenIds: number[] }];
+  /** Output was added to a request's log; routed by request id, so only its followers hear it. */
+  workRequestLogAppended: [workRequestId: string, payload: { id: number; totalBytes: number }];
 };
 
 /**
@@ -40,11 +44,13 @@ type Listener = EventListenerOrEventListenerObject;
 /**
  * A yoga event target on PostgreSQL LISTEN/NOTIFY, so that events cross server processes: one
  * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
- * restarts, and a small pool for NOTIFY. Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
+ * restarts, and one connection for NOTIFY (kept in order). Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
  */
 export function createPgEventTarget(connectionString: string, log: Logger): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> } {
   const listeners = new Map<string, Set<Listener>>();
-  const notifier = new pg.Pool({ connectionString, max: 2, idleTimeoutMillis: 10_000 });
+  // One publishing connection: NOTIFYs sent on it are delivered in the order they were published, so
+  // every process hears a process's events in that order (two pooled connections could swap them).
+  const notifier = new pg.Pool({ connectionString, max: 1, idleTimeoutMillis: 10_000 });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
   let client: pg.Client | null = null;
   let closed = false;

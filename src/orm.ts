@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM, defineConfig, type Options } from '@mikro-orm/postgresql';
 import pg from 'pg';
+import { ADVISORY_LOCKS } from './db/advisory-locks.js';
 import { entities } from './entities/index.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -36,7 +37,7 @@ export function createOrm(target: DbTarget, over: Partial<Options> = {}): Promis
   return MikroORM.init(ormOptions(target, over));
 }
 
-const MIGRATION_LOCK_KEY = 72707369; // arbitrary, constant across releases
+const MIGRATION_LOCK_KEY = ADVISORY_LOCKS.MIGRATE;
 
 /**
  * Runs pending migrations under a session advisory lock held on a dedicated connection, so that

@@ -5,11 +5,14 @@ import './schema/errors.js';
 import './schema/tag-entry.js';
 import './schema/worker-pool.js';
 import './schema/worker.js';
+import './schema/instance.js';
 import './schema/workspace.js';
+import './schema/token.js';
 import './schema/environment.js';
 import './schema/work-request.js';
 import './schema/work-lifecycle.js';
 import './schema/scheduling.js';
+import './schema/job-output.js';
 import './schema/subscriptions.js';
 
 builder.queryType({});

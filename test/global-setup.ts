@@ -33,6 +33,28 @@ export default async function setup(project: TestProject) {
   for (const f of fs.readdirSync(dir).sort()) hash.update(f).update(fs.readFileSync(path.join(dir, f)));
   const templateDb = `tpl_${hash.digest('hex').slice(0, 12)}`;
   const runId = `${process.pid}`;
+  // Several test runs may share one PostgreSQL server (CI, and several checkouts on one machine): the
+  // template is built under a session advisory lock so that two runs never build the same one at once.
+  const lock = new pg.Client({ connectionString: adminUrl() });
+  await lock.connect();
+  try {
+    await lock.query('select pg_advisory_lock(hashtext($1))', [templateDb]);
+    await buildTemplate(templateDb);
+  } finally {
+    await lock.end();
+  }
+  project.provide('templateDb', templateDb);
+  project.provide('runId', runId);
+  return async () => {
+    await admin(async (c) => {
+      const { rows } = await c.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`t\\_${runId}\\_%`]);
+      for (const r of rows) await c.query(`drop database if exists "${r.datname}" with (force)`);
+    });
+  };
+}
+
+/** Migrates a new database and turns it into the template, unless a finished template of that name exists. */
+async function buildTemplate(templateDb: string): Promise<void> {
   const exists = await admin(async (c) => (await c.query('select 1 from pg_database where datname = $1', [templateDb])).rowCount);
   if (!exists) {
     const building = `${templateDb}_building`;
@@ -52,12 +74,4 @@ export default async function setup(project: TestProject) {
       await c.query(`alter database "${templateDb}" with is_template true allow_connections false`);
     });
   }
-  project.provide('templateDb', templateDb);
-  project.provide('runId', runId);
-  return async () => {
-    await admin(async (c) => {
-      const { rows } = await c.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`t\\_${runId}\\_%`]);
-      for (const r of rows) await c.query(`drop database if exists "${r.datname}" with (force)`);
-    });
-  };
 }

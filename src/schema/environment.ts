@@ -2,6 +2,7 @@ import { builder } from '../builder.js';
 import { EnvironmentSchema, type Environment } from '../entities/environment.js';
 import { createEnvironment } from '../services/environments.js';
 import { COMMON_ERRORS } from './errors.js';
+import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({
   description: 'A build environment, built for one architecture; tasks naming it must run on that architecture',
@@ -37,7 +38,16 @@ builder.mutationFields((t) => ({
         }),
         required: true,
       }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
-    resolve: (_r, { input }, ctx) => createEnvironment(ctx.em, ctx.viewer, input),
+    resolve: (_r, { input, idempotencyKey }, ctx) =>
+      createOnce<Environment>(
+        ctx,
+        'createEnvironment',
+        idempotencyKey,
+        input,
+        { idOf: (e) => e.id, replay: (em, id) => em.findOneOrFail(EnvironmentSchema, { id }) },
+        (tx) => createEnvironment(tx, ctx.viewer, input),
+      ),
   }),
 }));

@@ -4,10 +4,24 @@ import type { Context } from '../context.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { requireWorker } from '../services/auth.js';
-import { canSeeWorkRequest } from '../services/work-requests.js';
 import { splitWorkspaceName } from '../services/validate.js';
+import { viewerSeesWorkRequest } from '../services/visibility.js';
+import { followLog, WorkRequestLogPageRef, type LogPageOut } from './job-output.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
+
+/**
+ * Whether the subscription may still be sent anything: its connection's token is checked again
+ * before every event (revoked, disabled or expired since the connection opened: the socket is
+ * closed and nothing more is sent, even when the revocation's own notice has not arrived yet).
+ */
+async function tokenStillValid(ctx: Context): Promise<boolean> {
+  const connection = ctx.connection;
+  if (!connection || connection.tokenId === null) return true;
+  if (await connection.stillValid()) return true;
+  connection.refuse('the bearer token was revoked or has expired');
+  return false;
+}
 
 /**
  * A worker's assignments: first what is assigned to it and not acknowledged yet (a reconnecting agent
@@ -25,6 +39,7 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
     ctx.renew();
     const backlog = await ctx.em.find(WorkRequestSchema, { worker: workerId, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
     for (const wr of backlog) {
+      if (!(await tokenStillValid(ctx))) return;
       sent.add(wr.id);
       yield wr;
     }
@@ -39,6 +54,7 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
       ctx.renew();
       const wr = await ctx.em.findOne(WorkRequestSchema, { id, worker: workerId, status: 'ASSIGNED' });
       if (wr) {
+        if (!(await tokenStillValid(ctx))) return;
         sent.add(id);
         yield wr;
       }
@@ -50,16 +66,18 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
 }
 
 /**
- * The events that `wanted` keeps, each reloaded by `load` in a fresh session (renewed
- * before the load and dropped once the event is sent: an idle subscription holds none) and sent
- * unless `load` finds nothing to send.
+ * The events that `wanted` keeps, each loaded by `load` once per process, in the event's session
+ * shared by every subscriber (context-factory.ts), then sent to this subscriber if `visible` says
+ * its viewer may see it and its token is still valid. The session is dropped once the event is sent:
+ * an idle subscription holds none.
  */
-async function* reloadedEvents<P, T>(
+async function* reloadedEvents<P extends object, T>(
   ctx: Context,
   closed: Promise<void>,
   events: AsyncIterable<P>,
   wanted: (payload: P) => boolean,
-  load: (payload: P) => Promise<T | null>,
+  load: (em: Context['em'], payload: P) => Promise<T | null>,
+  visible: (value: T) => Promise<boolean>,
 ): AsyncGenerator<T> {
   const stream = endedBy(closed, events[Symbol.asyncIterator]());
   try {
@@ -67,9 +85,12 @@ async function* reloadedEvents<P, T>(
       const next = await stream.next();
       if (next.done) return;
       if (!wanted(next.value)) continue;
-      ctx.renew();
-      const value = await load(next.value);
-      if (value !== null) yield value;
+      ctx.enterEvent(next.value);
+      const value = await ctx.shared('object', () => load(ctx.em, next.value));
+      if (value !== null && (await visible(value))) {
+        if (!(await tokenStillValid(ctx))) return;
+        yield value;
+      }
       ctx.renew();
     }
   } finally {
@@ -84,16 +105,23 @@ function workRequestChanges(ctx: Context, closed: Promise<void>, id: number | nu
     closed,
     ctx.events.subscribe('workRequestChanged'),
     (e) => id === null || e.id === id,
-    async (e) => {
-      const wr = await ctx.em.findOne(WorkRequestSchema, { id: e.id }, { populate: ['workspace', 'workspace.scope'] });
-      if (!wr || (filter && (wr.workspace.name !== filter.name || wr.workspace.scope.name !== filter.scope))) return null;
-      return (await canSeeWorkRequest(ctx.em, ctx.viewer, wr)) ? wr : null; // the visibility rules of DESIGN §8, per event
+    (em, e) => em.findOne(WorkRequestSchema, { id: e.id }, { populate: ['workspace', 'workspace.scope'] }),
+    async (wr) => {
+      if (filter && (wr.workspace.name !== filter.name || wr.workspace.scope.name !== filter.scope)) return false;
+      return viewerSeesWorkRequest(ctx.em, ctx.viewer, wr); // the visibility rules of DESIGN §8, per subscriber
     },
   );
 }
 
 function workerChanges(ctx: Context, closed: Promise<void>, name: string | null): AsyncGenerator<Worker> {
-  return reloadedEvents(ctx, closed, ctx.events.subscribe('workerChanged'), (e) => name === null || e.name === name, (e) => ctx.em.findOne(WorkerSchema, { id: e.id }));
+  return reloadedEvents(
+    ctx,
+    closed,
+    ctx.events.subscribe('workerChanged'),
+    (e) => name === null || e.name === name,
+    (em, e) => em.findOne(WorkerSchema, { id: e.id }),
+    async () => true, // every viewer may see that a worker changed; its fields say what each may read
+  );
 }
 
 /**
@@ -145,6 +173,13 @@ builder.subscriptionType({
       args: { name: t.arg.string() },
       subscribe: (_r, args, ctx) => stoppable((closed) => workerChanges(ctx, closed, args.name ?? null)),
       resolve: (w: Worker) => w,
+    }),
+    workRequestLog: t.field({
+      type: WorkRequestLogPageRef,
+      description: "A request's output as it is written: the pages there are from `offset`, then each new chunk; it ends after a page with `complete` (the request finished). The same visibility as the request",
+      args: { id: t.arg.id({ required: true }), offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }) },
+      subscribe: (_r, args, ctx) => stoppable((closed) => followLog(ctx, closed, String(args.id), args.offset, () => tokenStillValid(ctx))),
+      resolve: (page: LogPageOut) => page,
     }),
   }),
 });

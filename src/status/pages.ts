@@ -1,9 +1,13 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { createLoaders } from '../loaders.js';
+import { poolTagInput } from '../scheduler/pool-templates.js';
 import { workerStatus, type WorkerStatus } from '../schema/worker.js';
+import { BadTokenError, resolveViewer, type Viewer } from '../services/auth.js';
+import { nameSchema } from '../services/validate.js';
+import { canSeeWorkerDetails, principalOf } from '../services/visibility.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { computePoolTemplateTags } from '../tags/worker-tags.js';
 
@@ -79,20 +83,23 @@ async function workersPage(em: EntityManager, config: Config): Promise<string> {
   return page('Workers', `<h1>Workers</h1>${table}`);
 }
 
-async function workerPage(em: EntityManager, config: Config, name: string): Promise<string | null> {
+async function workerPage(em: EntityManager, config: Config, viewer: Viewer, name: string): Promise<string | null> {
+  if (!nameSchema.safeParse(name).success) return null; // no worker has such a name (NUL, slashes, …)
   const worker = await em.findOne(WorkerSchema, { name }, { populate: ['pool'] });
   if (!worker) return null;
   const now = new Date();
   const [status] = await statuses(em, config, [worker], now);
   const pool = worker.pool;
-  // Only the pool's public fields: the provider account is never rendered.
+  // Only the pool's public fields: the provider account is never rendered, nor the commands a
+  // local pool's handlers or an exec pool run (admins read those through GraphQL).
+  const { handlers: _handlers, command: _command, ...publicSpecifications } = pool?.specifications ?? {};
   const poolSection = pool
     ? `<h2>Pool ${escape(pool.name)}</h2><dl>
 <dt>Provider</dt><dd>${escape(pool.providerType)}</dd>
-<dt>Specifications</dt><dd><code>${escape(JSON.stringify(pool.specifications))}</code></dd>
+<dt>Specifications</dt><dd><code>${escape(JSON.stringify(publicSpecifications))}</code></dd>
 <dt>Limits</dt><dd>at most ${pool.maxActiveInstances} active, ${pool.minIdleInstances} idle kept, idle timeout ${pool.idleTimeoutSeconds} s, target latency ${pool.targetLatencySeconds} s</dd>
 <dt>Enabled</dt><dd>${pool.enabled ? 'yes' : 'no'}</dd></dl>
-<h3>Template tags (provided)</h3>${tagTable(computePoolTemplateTags({ name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications }, config.sizeThresholds).provided)}`
+<h3>Template tags (provided)</h3>${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`
     : '';
   const body = `<h1>Worker ${escape(worker.name)}</h1><dl>
 <dt>Type</dt><dd>${escape(worker.type)}</dd>
@@ -102,21 +109,50 @@ async function workerPage(em: EntityManager, config: Config, name: string): Prom
 <dt>Connected</dt><dd>${escape(relative(worker.connectedAt, now))}</dd>
 <dt>Last seen</dt><dd>${escape(relative(worker.lastSeenAt, now))}</dd>
 <dt>Registered</dt><dd>${escape(worker.registeredAt.toISOString())}</dd></dl>
-<h2>Provided tags</h2>${tagTable(worker.providedEntries)}
+${
+  canSeeWorkerDetails(principalOf(viewer), worker)
+    ? `<h2>Provided tags</h2>${tagTable(worker.providedEntries)}
 <h2>Required tags</h2>${tagTable(worker.requiredEntries)}
-${rejectedTable(worker.rejectedTags)}${poolSection}`;
+${rejectedTable(worker.rejectedTags)}`
+    : '<p class="muted">Its tags and metadata are shown to signed-in users.</p>'
+}${poolSection}`;
   return page(`Worker ${worker.name}`, body);
 }
 
-/** Serves `/-/status/workers/` and `/-/status/workers/{name}/` as HTML. */
-export async function handleStatusPage(em: EntityManager, config: Config, url: string, res: ServerResponse): Promise<void> {
-  const pathname = new URL(url, 'http://x').pathname;
+/** A path segment decoded, or null when its percent-encoding is malformed. */
+function decodeSegment(segment: string): string | null {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Serves `/-/status/workers/` and `/-/status/workers/{name}/` as HTML, to the viewer of the request's
+ * bearer token (anonymous without one; a wrong or disabled token is refused with 401, as on /graphql).
+ */
+export async function handleStatusPage(em: EntityManager, config: Config, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  let viewer: Viewer;
+  try {
+    viewer = await resolveViewer(em, req.headers.authorization);
+  } catch (err) {
+    if (!(err instanceof BadTokenError)) throw err;
+    res.writeHead(401, { 'content-type': 'text/html; charset=utf-8' }).end(page('Unauthorized', `<h1>Unauthorized</h1><p>${escape(err.message)}</p>`));
+    return;
+  }
+  const pathname = new URL(req.url ?? '/', 'http://x').pathname;
   let html: string | null = null;
   if (pathname === '/-/status/workers/' || pathname === '/-/status/workers' || pathname === '/-/status/') {
     html = await workersPage(em, config);
   } else {
     const m = /^\/-\/status\/workers\/([^/]+)\/?$/.exec(pathname);
-    if (m) html = await workerPage(em, config, decodeURIComponent(m[1]));
+    const name = m ? decodeSegment(m[1]) : undefined;
+    if (name === null) {
+      res.writeHead(400, { 'content-type': 'text/html; charset=utf-8' }).end(page('Bad request', '<h1>Bad request</h1><p>The worker name in the address is not valid percent-encoding.</p>'));
+      return;
+    }
+    if (name !== undefined) html = await workerPage(em, config, viewer, name);
   }
   if (html === null) {
     res.writeHead(404, { 'content-type': 'text/html; charset=utf-8' }).end(page('Not found', '<h1>Not found</h1>'));

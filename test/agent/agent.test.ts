@@ -64,6 +64,7 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
     startWorkRequest: record('startWorkRequest', async (id: string) => ok({ id, status: 'RUNNING' })),
     completeWorkRequest: record('completeWorkRequest', async (id: string) => ok({ id, status: 'COMPLETED' })),
     releaseWorkRequest: record('releaseWorkRequest', async (id: string) => ok({ id, status: 'PENDING' })),
+    appendWorkRequestLog: record('appendWorkRequestLog', async (chunk) => ok({ nextOffset: chunk.offset + chunk.bytes, accepted: true })),
   };
   let stream: Pick<AssignmentStreamOptions, 'onConnected' | 'onAssignment' | 'onFatal'> | null = null;
   let streamClosed = false;
@@ -128,7 +129,7 @@ describe('the agent', () => {
     expect(run.spec.task).toEqual(task('1'));
     expect(h.callsOf('startWorkRequest')).toEqual([['1']]);
     run.end({ kind: 'exit', code: 1 });
-    await eventually(() => expect(h.callsOf('completeWorkRequest')).toEqual([['1', 'FAILURE']]));
+    await eventually(() => expect(h.callsOf('completeWorkRequest')).toEqual([['1', 'FAILURE', { exitCode: 1, reason: null }]]));
     await eventually(() => expect(h.messages()).toContain(MESSAGES.resultReported));
     expect(h.messages().filter((m) => [MESSAGES.assignmentReceived, MESSAGES.started, MESSAGES.finished, MESSAGES.resultReported].includes(m as never))).toEqual([
       MESSAGES.assignmentReceived,
@@ -137,6 +138,27 @@ describe('the agent', () => {
       MESSAGES.resultReported,
     ]);
     expect(h.logged(MESSAGES.finished)[0]).toMatchObject({ id: '1', result: 'FAILURE', exitCode: 1 });
+  });
+
+  it('reports why a run failed: a signal, a handler that did not start, or what the handler wrote to its reason file', async () => {
+    const h = harness();
+    h.push(task('20'));
+    h.push(task('21'));
+    h.push(task('22'));
+    await eventually(() => expect(h.runs).toHaveLength(3));
+    const [killed, notStarted, failed] = h.runs;
+    expect(failed.spec.env.TAGSCHED_REASON_FILE).toBeUndefined(); // the runner sets it, not the agent
+    fs.mkdirSync(failed.dir, { recursive: true });
+    fs.writeFileSync(path.join(failed.dir, 'reason'), '  the test suite failed: 3 of 40 tests\n');
+    killed.end({ kind: 'signal', signal: 'SIGKILL' });
+    notStarted.end({ kind: 'not-started', error: 'ENOENT' });
+    failed.end({ kind: 'exit', code: 2 });
+    await eventually(() => expect(h.callsOf('completeWorkRequest')).toHaveLength(3));
+    expect(Object.fromEntries(h.callsOf('completeWorkRequest').map(([id, result, report]) => [id, [result, report]]))).toEqual({
+      '20': ['ERROR', { exitCode: null, reason: 'the handler was killed by SIGKILL' }],
+      '21': ['ERROR', { exitCode: null, reason: 'the handler could not be started: ENOENT' }],
+      '22': ['ERROR', { exitCode: 2, reason: 'the test suite failed: 3 of 40 tests' }],
+    });
   });
 
   it('ignores an id it is still handling, and takes a finished one again (it was re-queued and given back)', async () => {
@@ -250,7 +272,7 @@ describe('the agent', () => {
     expect(h.exitCode()).toBeNull();
     h.runs[0].end({ kind: 'exit', code: 0 });
     expect(await h.exit).toBe(EXIT_CODES.drained);
-    expect(h.callsOf('completeWorkRequest')).toEqual([['10', 'SUCCESS']]);
+    expect(h.callsOf('completeWorkRequest')).toEqual([['10', 'SUCCESS', { exitCode: 0, reason: null }]]);
     expect(h.runs[0].killedWith).toEqual([]);
     expect(h.streamClosed()).toBe(true);
   });

@@ -177,6 +177,37 @@ describe('the work requests list', () => {
   });
 });
 
+describe('workflows and their children', () => {
+  const QUERY = `{ workRequests(first: 100, filter: { taskName: "sbuild", status: [RUNNING] }) { edges { node { id children(first: 10) { edges { node { id taskName parent { id } } } pageInfo { hasNextPage } } } } } }`;
+  let made = 0;
+  async function growWorkflowsTo(total: number): Promise<void> {
+    if (made === 0) {
+      await gql(`mutation { createWorkspace(input: { name: "flows/main" }) { __typename } }`);
+      for (const a of ['amd64', 'arm64']) await gql(`mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { __typename } }`, { a });
+    }
+    for (; made < total; made++) {
+      const r = await gql(
+        `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on Error { message } } }`,
+        { i: { workspace: 'flows/main', taskType: 'workflow', taskName: 'sbuild', taskData: { input: { source_package: `pkg-${made}` }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'] } } },
+      );
+      expect(r.createWorkRequest.__typename, r.createWorkRequest.message).toBe('WorkRequest');
+    }
+  }
+
+  it('cost the same few statements for 2 workflows as for 8, children and their parent included', async () => {
+    await growWorkflowsTo(2);
+    const few = await statementsOf(QUERY);
+    await growWorkflowsTo(8);
+    const many = await statementsOf(QUERY);
+    const nodes = many.data.workRequests.edges.map((e: { node: Record<string, any> }) => e.node);
+    expect(nodes).toHaveLength(8);
+    for (const n of nodes) expect(n.children.edges.map((e: { node: Record<string, any> }) => [e.node.taskName, e.node.parent.id])).toEqual([['sbuild', n.id], ['sbuild', n.id]]);
+    // The token, the workflows, the children's page and rows, and their parents.
+    expect(few.statements.length, few.statements.join('\n')).toBeLessThanOrEqual(6);
+    expect(many.statements.length, many.statements.join('\n')).toBe(few.statements.length);
+  });
+});
+
 describe('the workspaces list', () => {
   const QUERY = '{ workspaces { name viewerRole members { user { username } role } rules { name } } }';
   let made = 0;
@@ -213,6 +244,39 @@ describe('the groups list', () => {
       counts.push(statements.length);
     }
     expect(counts[0]).toBeLessThanOrEqual(5);
+    expect(counts[1]).toBe(counts[0]);
+  });
+});
+
+describe('the pools list with their instances', () => {
+  it('costs the same few statements for 2 pools as for 8', async () => {
+    const QUERY = `{ workerPools { name degraded monthRuntimeSeconds specifications { concurrency }
+      instances(first: 2) { edges { node { name state runtimeSeconds worker { name status } pool { name } } } } } }`;
+    const counts: number[] = [];
+    for (const total of [2, 8]) {
+      for (let i = counts.length ? 2 : 0; i < total; i++) {
+        await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n }) { __typename } }`, { n: `inst-${i}` });
+        // Three instances each, with their workers, as the provisioner records them.
+        for (let k = 0; k < 3; k++) {
+          await app.orm.em.getConnection().execute(
+            `with p as (select id from worker_pool where name = ?),
+                  w as (insert into worker (name, type, pool_id, registered_at, instance_created_at) select ?, 'worker', id, now(), now() from p returning id, pool_id)
+             insert into instance (name, pool_id, worker_id, state, requested_at) select ?, pool_id, id, 'LAUNCHING', now() from w`,
+            [`inst-${i}`, `inst-${i}-${k}`, `inst-${i}-${k}`],
+          );
+        }
+      }
+      const { data, statements } = await statementsOf(QUERY);
+      const mine = data.workerPools.filter((p: { name: string }) => p.name.startsWith('inst-'));
+      expect(mine).toHaveLength(total);
+      // Each pool's page: its two newest instances, with their workers and pool.
+      expect(mine[1].instances.edges.map((e: { node: Record<string, any> }) => e.node)).toEqual([
+        { name: 'inst-1-2', state: 'LAUNCHING', runtimeSeconds: expect.any(Number), worker: { name: 'inst-1-2', status: 'DISCONNECTED' }, pool: { name: 'inst-1' } },
+        { name: 'inst-1-1', state: 'LAUNCHING', runtimeSeconds: expect.any(Number), worker: { name: 'inst-1-1', status: 'DISCONNECTED' }, pool: { name: 'inst-1' } },
+      ]);
+      counts.push(statements.length);
+    }
+    expect(counts[0]).toBeLessThanOrEqual(8);
     expect(counts[1]).toBe(counts[0]);
   });
 });

@@ -1,17 +1,20 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../src/services/secrets.js';
 import { useTestApp } from '../helpers/app.js';
-import { ERROR_FIELDS, createPool, expectResult, ok, registerWorker, snapshot, tagsOf } from '../helpers/fixtures.js';
+import { ERROR_FIELDS, createPool, createUser, createWorkspace, expectResult, ok, registerWorker, snapshot, submitOk, tagsOf } from '../helpers/fixtures.js';
 
 /** A site where 8 CPUs already make a big worker (the default floor is 16): templates must follow the configuration. */
 const SIZE_THRESHOLDS = { medium: { cpuCount: 4, memoryGib: 8, diskGib: 50 }, big: { cpuCount: 8, memoryGib: 32, diskGib: 200 } };
-const t = useTestApp({ sizeThresholds: SIZE_THRESHOLDS });
+const EXEC_COMMAND = '/usr/local/bin/cloud-provider';
+const t = useTestApp({ sizeThresholds: SIZE_THRESHOLDS, execCommands: [EXEC_COMMAND] });
 
 /** The credentials under test: this value must never come back out of the server. */
 const SECRET = 'sk-live-9f8e7d6c5b4a-DO-NOT-LEAK';
 const ROTATED_SECRET = 'sk-live-rotated-0011223344-DO-NOT-LEAK';
 
-const POOL_FIELDS = `name providerType hasProviderAccount specifications providedTags requiredTags
+const SPEC_FIELDS = `specifications { cpuCount memoryGib diskGib concurrency architectures enableBackends enableTasks image handlers { task command }
+  instanceType location providerImage subnetId securityGroupIds command }`;
+const POOL_FIELDS = `name providerType hasProviderAccount ${SPEC_FIELDS} providedTags requiredTags
   templateProvidedTags { tag provenance source } templateRequiredTags { tag provenance source }
   maxActiveInstances minIdleInstances idleTimeoutSeconds targetLatencySeconds monthlyRuntimeBudgetSeconds enabled createdAt`;
 
@@ -33,7 +36,7 @@ describe('createWorkerPool', () => {
         name: 'cloud-big',
         providerType: 'exec',
         providerAccount: { apiKey: SECRET, region: 'eu-west-1' },
-        specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, image: 'debian-trixie' },
+        specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, image: 'debian-trixie', command: [EXEC_COMMAND, '--zone', 'b'] },
         providedTags: ['worker:class:large', 'site:cloud', 'worker:build-arch:amd64'],
         requiredTags: ['site:cloud-only'],
         maxActiveInstances: 20,
@@ -48,7 +51,7 @@ describe('createWorkerPool', () => {
       name: 'cloud-big',
       providerType: 'exec',
       hasProviderAccount: true,
-      specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, image: 'debian-trixie' },
+      specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, concurrency: 1, image: 'debian-trixie', handlers: [], architectures: [], command: [EXEC_COMMAND, '--zone', 'b'] },
       providedTags: ['worker:class:large', 'site:cloud', 'worker:build-arch:amd64'],
       requiredTags: ['site:cloud-only'],
       maxActiveInstances: 20,
@@ -88,7 +91,8 @@ describe('createWorkerPool', () => {
       name: 'local-small',
       providerType: 'local',
       hasProviderAccount: false,
-      specifications: {},
+      // A local pool with no handler runs noop with `true`: an empty farm can be tried at once.
+      specifications: { cpuCount: null, concurrency: 1, architectures: [], enableTasks: [], handlers: [{ task: 'noop', command: 'true' }] },
       providedTags: [],
       requiredTags: [],
       maxActiveInstances: 10,
@@ -96,8 +100,18 @@ describe('createWorkerPool', () => {
       monthlyRuntimeBudgetSeconds: null,
       enabled: true,
     });
-    expect(pool.templateProvidedTags).toEqual([{ tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'pool-template' }]);
+    expect(pool.templateProvidedTags).toEqual([
+      { tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'pool-template' },
+      { tag: 'worker:task:worker:noop:version:1', provenance: 'ADMIN', source: 'pool:local-small:specifications' },
+    ]);
     expect(await sealedAccount('local-small')).toBeNull();
+  });
+
+  it('an exec pool given no specifications is refused for its missing command, with nothing written (it was a 500)', async () => {
+    const before = await snapshot(t);
+    const r = await expectResult(t, 'InputError', POOL_MUTATION('createWorkerPool'), { i: { name: 'exec-bare', providerType: 'exec' } });
+    expect(r).toMatchObject({ code: 'INVALID_INPUT', path: 'input.specifications.command' });
+    expect(await snapshot(t)).toEqual(before);
   });
 
   it("classifies the template's size with the configured thresholds, as its workers are", async () => {
@@ -117,7 +131,26 @@ describe('createWorkerPool', () => {
     ['a minimum on the provided side', { name: 'p-3', providedTags: ['worker:cpu-count>=4'] }, { code: 'INVALID_TAG', path: 'input.providedTags[0]' }],
     ['a negative instance limit', { name: 'p-4', maxActiveInstances: -1 }, { code: 'INVALID_INPUT', path: 'input.maxActiveInstances' }],
     ['a provider account that is not an object', { name: 'p-5', providerAccount: [SECRET] }, { code: 'INVALID_INPUT', path: 'input.providerAccount' }],
-    ['a specification of the wrong type', { name: 'p-6', specifications: { cpuCount: 'many' } }, { code: 'INVALID_INPUT', path: 'input.specifications.cpuCount' }],
+    ['a specification out of range', { name: 'p-6', specifications: { cpuCount: 0 } }, { code: 'INVALID_INPUT', path: 'input.specifications.cpuCount' }],
+    [
+      'a backend no image has',
+      { name: 'p-7', specifications: { enableBackends: ['unshare', 'auto'] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.enableBackends[1]', message: 'input.specifications.enableBackends[1]: must be one of unshare, incus-lxc, incus-vm, qemu' },
+    ],
+    ['an unknown task', { name: 'p-8', specifications: { enableTasks: ['sbuild', 'compile-kernel'] } }, { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringMatching(/must be one of sbuild, autopkgtest, .*noop, debsign, sign/) }],
+    ['an architecture that is not a Debian name', { name: 'p-9', specifications: { architectures: ['amd64', 'AMD 64'] } }, { code: 'INVALID_INPUT', path: 'input.specifications.architectures[1]' }],
+    ['a task given twice', { name: 'p-10', specifications: { enableTasks: ['sbuild', 'sbuild'] } }, { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringContaining('"sbuild" is given twice') }],
+    ['a handler command with a newline', { name: 'p-11', specifications: { handlers: [{ task: 'noop', command: 'true\nrm -rf /' }] } }, { code: 'INVALID_INPUT', path: 'input.specifications.handlers[0].command' }],
+    ['a handler command with a NUL', { name: 'p-12', specifications: { handlers: [{ task: 'noop', command: 'true\u0000' }] } }, { code: 'INVALID_INPUT', path: 'input.specifications.handlers[0].command' }],
+    [
+      'handlers on a pool that is not local',
+      { name: 'p-13', providerType: 'exec', specifications: { command: [EXEC_COMMAND], handlers: [{ task: 'sbuild', command: 'run-sbuild' }] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.handlers' },
+    ],
+    ['an image name with a slash', { name: 'p-14', specifications: { image: '../../etc/passwd' } }, { code: 'INVALID_INPUT', path: 'input.specifications.image' }],
+    ['a concurrency of 0', { name: 'p-15', specifications: { concurrency: 0 } }, { code: 'INVALID_INPUT', path: 'input.specifications.concurrency' }],
+    ['a huge memory size', { name: 'p-17', specifications: { memoryGib: 1e300 } }, { code: 'INVALID_INPUT', path: 'input.specifications.memoryGib' }],
+    ['an empty exec command', { name: 'p-16', specifications: { command: [] } }, { code: 'INVALID_INPUT', path: 'input.specifications.command' }],
   ])('refuses %s and writes nothing', async (_label, input, expected) => {
     const before = await snapshot(t, ['worker_pool']);
     const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: input });
@@ -240,5 +273,55 @@ describe('workerPools and workerPool', () => {
     const r = await ok(t, '{ __type(name: "WorkerPool") { fields { name } } }');
     const fields = r.__type.fields.map((f: { name: string }) => f.name);
     expect(fields.filter((f: string) => /account|secret|credential/i.test(f))).toEqual(['hasProviderAccount']);
+  });
+});
+
+describe('typed specifications', () => {
+  it('give the template what the image holds: a pool for sbuild needs no tag added by hand', async () => {
+    await createWorkspace(t, 'debian/spec');
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
+      i: { name: 'sbuild-farm', specifications: { architectures: ['amd64', 'i386'], enableBackends: ['unshare', 'qemu'], enableTasks: ['sbuild', 'sign'], concurrency: 2 } },
+    });
+    responses.push(pool);
+    const source = 'pool:sbuild-farm:specifications';
+    expect(pool.templateProvidedTags).toEqual([
+      { tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'pool-template' },
+      ...[
+        'worker:build-arch:amd64',
+        'worker:build-arch:i386',
+        'worker:executor:unshare',
+        'worker:executor:qemu',
+        'worker:cap:sbuild',
+        'worker:cap:sbsign',
+        'worker:task:worker:sbuild:version:1',
+        'worker:task:signing:sign:version:1',
+        'worker:task:worker:noop:version:1', // the default handler of a local pool
+      ].map((tag) => ({ tag, provenance: 'ADMIN', source })),
+    ]);
+    expect(pool.specifications.concurrency).toBe(2);
+    // An sbuild for i386 waits for this pool, and nothing else: the template matches it.
+    const wr = await submitOk(t, { workspace: 'debian/spec', taskType: 'worker', taskName: 'sbuild', taskData: { source_package: 'hello', host_architecture: 'i386' } });
+    const { workRequest } = await ok(t, 'query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools } } }', { id: wr.id });
+    expect(workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['sbuild-farm'] });
+  });
+
+  it("give the pool's workers its concurrency, now and when it changes", async () => {
+    await createPool(t, { name: 'conc', specifications: { concurrency: 3 } });
+    await registerWorker(t, 'conc-1', { pool: 'conc' });
+    await registerWorker(t, 'conc-2', { pool: 'conc', concurrency: 1 }); // told otherwise
+    const activation = (await ok(t, `mutation { createActivationToken(pool: "conc") { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token;
+    await ok(t, `mutation { activateWorker(input: { name: "conc-3" }) { __typename } }`, {}, activation);
+    const concurrency = async () => Object.fromEntries((await t.sql<{ name: string; concurrency: number }>(`select name, concurrency from worker where name like 'conc-%' order by name`)).map((r) => [r.name, r.concurrency]));
+    expect(await concurrency()).toEqual({ 'conc-1': 3, 'conc-2': 1, 'conc-3': 3 });
+    await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), { i: { name: 'conc', specifications: { concurrency: 4 } } });
+    expect(await concurrency()).toEqual({ 'conc-1': 4, 'conc-2': 4, 'conc-3': 4 });
+  });
+
+  it('show handler and exec commands to admins only', async () => {
+    await createPool(t, { name: 'cmds', specifications: { handlers: [{ task: 'sbuild', command: '/srv/build --secret-path /srv/x' }] } });
+    const query = `{ workerPool(name: "cmds") { specifications { handlers { task command } command } } }`;
+    expect((await ok(t, query)).workerPool.specifications).toEqual({ handlers: [{ task: 'sbuild', command: '/srv/build --secret-path /srv/x' }], command: null });
+    const user = await createUser(t, 'spec-reader');
+    for (const token of [null, user]) expect((await ok(t, query, {}, token)).workerPool.specifications).toEqual({ handlers: null, command: null });
   });
 });

@@ -137,10 +137,11 @@ describe('groups', () => {
     const added = await expectResult(
       t,
       'Group',
-      `mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice", "bob"]) { __typename ... on Group { members { username } } ${ERROR_FIELDS} } }`,
+      `mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice", "bob"]) { __typename ... on Group { name scope members { username } } ${ERROR_FIELDS} } }`,
       { g: groupId },
     );
-    expect(added.members).toEqual([{ username: 'alice' }, { username: 'bob' }]);
+    // The answer is the whole group (its scope was once left unloaded: a 500).
+    expect(added).toMatchObject({ name: 'Debian', scope: 'debian', members: [{ username: 'alice' }, { username: 'bob' }] });
 
     const wr = await submitOk(t, sbuild('debian/main'), alice);
     expect(wr.providedTags).toContainEqual({ tag: 'task:group:debian::Debian', provenance: 'SYSTEM', source: 'group:Debian' });

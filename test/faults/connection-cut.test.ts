@@ -34,6 +34,8 @@ describe.sequential('a cut connection', () => {
       const meanwhile = [await f.createNoop(server.url), await f.createNoop(server.url)];
       const cutAt = a.logs.length;
       await until('a to try again twice', () => a.logs.slice(cutAt).filter((l) => l.msg === 'reconnecting').length >= 2);
+      // Each attempt says why the one before failed: the proxy refuses connections now.
+      for (const line of a.logs.slice(cutAt).filter((l) => l.msg === 'reconnecting')) expect(String(line.cause)).toMatch(/ECONNREFUSED|refused|closed/);
       await proxy.reopen();
       await a.waitForLog('connected', (l) => l.reconnect === true);
 

@@ -102,20 +102,34 @@ export interface AgentOptions {
   concurrency?: number;
   /** How long each handler run takes, in seconds (sleep(1) syntax). */
   sleep?: string;
+  /** Shell commands each handler run evaluates before its sleep (to write output). */
+  output?: string;
   env?: Record<string, string>;
+  /** The tasks it has a handler for, each the recording handler (default: noop). */
+  handlers?: readonly string[];
+  /** Tags it reports besides what it finds on this machine (`--provided-tag`). */
+  providedTags?: readonly string[];
+  /** How it is registered (when no token is given): its type (`SIGNING`, …) and static metadata. */
+  registration?: RegisterOptions;
+}
+
+/** What registerWorker may set besides the name and concurrency. */
+export interface RegisterOptions {
+  type?: string;
+  staticMetadata?: Record<string, unknown>;
 }
 
 export interface Fleet {
   db: { name: string; url: string };
   dir: string;
-  /** Starts a server process on this file's database (the first one also creates the workspace debian/main). */
-  server(env?: Record<string, string | undefined>, name?: string): Promise<Server>;
+  /** Starts a server process on this file's database (the first one also creates the workspace debian/main); `preload`: see startServerProcess. */
+  server(env?: Record<string, string | undefined>, name?: string, preload?: readonly string[]): Promise<Server>;
   /** Registers (when needed) and starts an agent, and waits until it is connected and has reported. */
   agent(options: AgentOptions): Promise<Agent>;
   proxy(targetPort: number): Promise<TcpProxy>;
   gql(url: string, query: string, variables?: Record<string, unknown>, token?: string): Promise<{ status: number; data?: Record<string, any>; errors?: unknown[] }>;
   sql<T = Record<string, any>>(query: string, params?: unknown[]): Promise<T[]>;
-  registerWorker(url: string, name: string, concurrency?: number): Promise<string>;
+  registerWorker(url: string, name: string, concurrency?: number, options?: RegisterOptions): Promise<string>;
   /** Creates a noop request (as the admin) and returns its id. */
   createNoop(url: string): Promise<string>;
   /** Every execution the handlers recorded, in order. */
@@ -133,6 +147,9 @@ export const FAST_SERVER_ENV = {
   TAGSCHED_HEARTBEAT_TIMEOUT_SECONDS: '6',
   TAGSCHED_MAX_RETRIES: '3',
   TAGSCHED_SCHEDULER_INTERVAL_SECONDS: '1',
+  // No built-in server worker unless a test asks for one (TAGSCHED_SERVER_WORKERS: '1'): the tests
+  // count and choose among the agents they start.
+  TAGSCHED_SERVER_WORKERS: '0',
 } as const;
 
 /**
@@ -160,14 +177,19 @@ export function useFleet(): Fleet {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-faults-'));
     const runsLog = path.join(dir, 'runs.log');
     const handler = path.join(dir, 'handler.sh');
-    // $$ is the handler shell's pid: the test checks it is gone after its agent was killed.
+    // $$ is the handler shell's pid: the test checks it is gone after its agent was killed. With
+    // FAULT_FAIL_MATCH, a run whose "TASK_NAME:TASK_JSON" matches that shell pattern exits 1 (FAILURE)
+    // once done; it reads the task from stdin, which FAULT_OUTPUT then cannot.
     fs.writeFileSync(
       handler,
       [
         '#!/bin/sh',
+        'if [ -n "$FAULT_FAIL_MATCH" ]; then task=$(cat); fi',
         'echo "start $TAGSCHED_WORK_REQUEST_ID $FAULT_AGENT $$" >> "$FAULT_RUNS_LOG"',
+        'if [ -n "$FAULT_OUTPUT" ]; then eval "$FAULT_OUTPUT"; fi',
         'sleep "${FAULT_SLEEP:-0.2}"',
         'echo "done $TAGSCHED_WORK_REQUEST_ID $FAULT_AGENT $$" >> "$FAULT_RUNS_LOG"',
+        'if [ -n "$FAULT_FAIL_MATCH" ]; then case "$TAGSCHED_TASK_NAME:$task" in $FAULT_FAIL_MATCH) exit 1;; esac; fi',
         '',
       ].join('\n'),
     );
@@ -183,8 +205,8 @@ export function useFleet(): Fleet {
       db: { name: db.name, url: db.url },
       dir,
       gql,
-      async server(env = {}, name = 'server') {
-        const proc = await startServerProcess({
+      async server(env = {}, name = 'server', preload = []) {
+        const serverEnv = {
           DATABASE_URL: db.url,
           TAGSCHED_ADMIN_TOKEN: ADMIN,
           TAGSCHED_SECRET_KEY: 'fault-tests-secret-key',
@@ -192,7 +214,8 @@ export function useFleet(): Fleet {
           NODE_ENV: 'production',
           ...FAST_SERVER_ENV,
           ...env,
-        });
+        };
+        const proc = await startServerProcess(serverEnv, undefined, preload);
         children.push(proc.child);
         const logs: LogLine[] = [];
         lineCollector(proc.child.stdout!, logs);
@@ -217,8 +240,8 @@ export function useFleet(): Fleet {
         };
         return server;
       },
-      async registerWorker(url, name, concurrency = 1) {
-        const r = await gql(url, `mutation($n: String!, $c: Int!) { registerWorker(input: { name: $n, concurrency: $c }) { ... on WorkerTokenPayload { token } ... on Error { code message } } }`, { n: name, c: concurrency });
+      async registerWorker(url, name, concurrency = 1, options = {}) {
+        const r = await gql(url, `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { ... on WorkerTokenPayload { token } ... on Error { code message } } }`, { i: { name, concurrency, ...options } });
         const token = ok(r, 'registerWorker').token as string | undefined;
         if (!token) throw new Error(`registerWorker ${name}: ${JSON.stringify(r.data)}`);
         return token;
@@ -230,7 +253,7 @@ export function useFleet(): Fleet {
         return id;
       },
       async agent(o: AgentOptions) {
-        const token = o.token ?? (await fleet.registerWorker(o.url, o.name, o.concurrency ?? 1));
+        const token = o.token ?? (await fleet.registerWorker(o.url, o.name, o.concurrency ?? 1, o.registration));
         const workDir = path.join(dir, `agent-${o.name}`);
         const env: Record<string, string> = {};
         for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('TAGSCHED_')) env[k] = v;
@@ -244,9 +267,11 @@ export function useFleet(): Fleet {
           FAULT_AGENT: o.name,
           FAULT_RUNS_LOG: runsLog,
           FAULT_SLEEP: o.sleep ?? '0.2',
+          FAULT_OUTPUT: o.output ?? '',
           ...o.env,
         });
-        const child = spawn(process.execPath, [AGENT_BIN, '--server', o.url, '--work-dir', workDir, '--handler', `noop=sh ${handler}`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        const flags = [...(o.handlers ?? ['noop']).flatMap((task) => ['--handler', `${task}=sh ${handler}`]), ...(o.providedTags ?? []).flatMap((tag) => ['--provided-tag', tag])];
+        const child = spawn(process.execPath, [AGENT_BIN, '--server', o.url, '--work-dir', workDir, ...flags], { env, stdio: ['ignore', 'pipe', 'pipe'] });
         children.push(child);
         const logs: LogLine[] = [];
         let err = '';

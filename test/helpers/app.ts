@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/log.js';
 import { createTestDatabase } from './db.js';
 
 /** The response of one GraphQL operation. */
@@ -25,8 +25,8 @@ export interface TestApp {
 
 export const ADMIN_TOKEN = 'tsk_admin_test-admin-token-0123456789';
 
-/** Builds the app on a fresh database before the file's tests, and tears it down after. */
-export function useTestApp(overrides: Partial<Config> = {}): TestApp {
+/** Builds the app on a fresh database before the file's tests, and tears it down after; `log` replaces the silent logger. */
+export function useTestApp(overrides: Partial<Config> = {}, options: { log?: () => Logger } = {}): TestApp {
   const harness = {} as TestApp;
   let drop: () => Promise<void>;
   beforeAll(async () => {
@@ -43,10 +43,20 @@ export function useTestApp(overrides: Partial<Config> = {}): TestApp {
         host: '127.0.0.1',
         // Tests run passes themselves (app.scheduler.runPass()), so that what they see is deterministic.
         schedulerAutomatic: false,
+        // Nor does the provisioner run by itself when a test starts the app: a test of it runs its
+        // cycles (app.provisioner.runCycle()) or says so.
+        provisioner: false,
+        // Every in-process call comes from one "address": a file that tries many refused tokens on
+        // purpose (terminated workers in the property test) would be throttled. The throttle's own
+        // tests (test/security/limits.test.ts) set it.
+        limits: { ...loadConfig({}).limits, authFailuresPerMinute: 0 },
+        // No built-in server worker, unless a test asks for one: it would be one more worker for every
+        // test that counts or chooses workers. test/workflows/ turns them on.
+        serverWorkers: 0,
         ...overrides,
       },
     );
-    const app = await buildApp(config, { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
+    const app = await buildApp(config, { log: options.log?.() ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
     Object.assign(harness, {
       app,
       adminToken: ADMIN_TOKEN,

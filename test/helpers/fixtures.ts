@@ -181,8 +181,11 @@ export const ALL_TABLES = [
   'environment',
   'worker_pool',
   'worker',
+  'instance',
   'work_request',
   'work_request_dependency',
+  'work_request_log',
+  'work_request_log_chunk',
 ] as const;
 
 /** Every row of the given tables, as JSON text per table: equal snapshots mean nothing was written. */

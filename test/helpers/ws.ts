@@ -23,6 +23,9 @@ export function collect<T = Record<string, any>>(client: Client, query: string, 
   const items: T[] = [];
   const errors: unknown[] = [];
   let waiters: (() => void)[] = [];
+  let markCompleted: () => void = () => undefined;
+  /** Resolves when the server ends the subscription. */
+  const completed = new Promise<void>((r) => (markCompleted = r));
   const dispose = client.subscribe<T>(
     { query, variables },
     {
@@ -36,12 +39,13 @@ export function collect<T = Record<string, any>>(client: Client, query: string, 
         errors.push(e);
         for (const w of waiters) w();
       },
-      complete: () => undefined,
+      complete: () => markCompleted(),
     },
   );
   return {
     items,
     errors,
+    completed,
     dispose,
     async next(n: number, timeoutMs = 10_000): Promise<T[]> {
       const deadline = Date.now() + timeoutMs;

@@ -70,7 +70,7 @@ describe('scheduling through the API', () => {
 
     // A full pass gives the amd64 request to the amd64 worker; the riscv64 one stays pending.
     const assigned = await t.app.scheduler.runPass();
-    expect(assigned).toEqual([{ workRequestId: Number(amdJob), workerId: expect.any(Number), workspaceId: expect.any(Number) }]);
+    expect(assigned).toEqual([{ workRequestId: Number(amdJob), workerId: expect.any(Number), workspaceId: expect.any(Number), pendingAt: expect.any(Date) }]);
     const other = await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ... on Error { code } } }`, { id: amdJob }, arm);
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
 

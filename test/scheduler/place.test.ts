@@ -8,10 +8,10 @@ const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000,
 
 const META = (arch: string, memoryGib = 8) => ({ ...AMD64_METADATA, architectures: [arch], totalPhysicalMemory: memoryGib * 1024 ** 3 });
 
-async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[] } = {}): Promise<string> {
+async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[]; pool?: string } = {}): Promise<string> {
   const reg = await t.gql(
-    `mutation($n: String!, $c: Int, $s: WorkerMetadataInput) { registerWorker(input: { name: $n, concurrency: $c, staticMetadata: $s }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
-    { n: name, c: opts.concurrency ?? 1, s: opts.requiredTags ? { requiredTags: opts.requiredTags } : null },
+    `mutation($n: String!, $c: Int, $s: WorkerMetadataInput, $p: String) { registerWorker(input: { name: $n, concurrency: $c, staticMetadata: $s, pool: $p }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
+    { n: name, c: opts.concurrency ?? 1, s: opts.requiredTags ? { requiredTags: opts.requiredTags } : null, p: opts.pool ?? null },
   );
   const token = reg.data!.registerWorker.token as string;
   expect(token, JSON.stringify(reg)).toBeDefined();
@@ -68,6 +68,19 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
     // The large worker pulls the head of its queue: the older request of the same class, not the new one.
     expect(await stateOf(big)).toEqual({ status: 'ASSIGNED', worker: 'place-ppc-large' });
     expect(await stateOf(big2)).toEqual({ status: 'PENDING', worker: null });
+  });
+
+  it('prefers a free static worker to a free pool worker, and takes the pool worker when the static one is busy', async () => {
+    await t.gql(`mutation { createWorkerPool(input: { name: "place-pool" }) { __typename } }`);
+    // The pool worker is registered first (a lower id) and can run the same work.
+    await worker('place-s390x-pooled', 's390x', { pool: 'place-pool' });
+    await worker('place-s390x-static', 's390x');
+    // The first test's s390x request still waits (no pass runs here): put it aside, or a worker would pull it first.
+    await t.sql(`update work_request set status = 'ABORTED' where status = 'PENDING' and required_tags @> '{worker:build-arch:s390x}'`);
+    const first = await sbuild('s390x');
+    expect(await stateOf(first)).toEqual({ status: 'ASSIGNED', worker: 'place-s390x-static' });
+    const second = await sbuild('s390x');
+    expect(await stateOf(second)).toEqual({ status: 'ASSIGNED', worker: 'place-s390x-pooled' });
   });
 
   it('keeps an exclusive worker for the work it requires', async () => {

@@ -16,7 +16,7 @@ import { computeDemand } from '../../src/scheduler/demand.js';
 import { DIAGNOSIS_STATES, diagnose } from '../../src/scheduler/diagnosis.js';
 import { assignNextWork } from '../../src/scheduler/next-work.js';
 import { runPass } from '../../src/scheduler/pass.js';
-import type { PoolTemplate } from '../../src/scheduler/pool-templates.js';
+import { poolTagInput, type PoolTemplate } from '../../src/scheduler/pool-templates.js';
 import { loadWorkerStates, type WorkerState } from '../../src/scheduler/snapshot.js';
 import { WorkerSnapshot } from '../../src/scheduler/worker-snapshot.js';
 import { matchTags } from '../../src/tags/match.js';
@@ -84,6 +84,8 @@ const workerArb = (u: Universe) =>
     draining: weighted(0.15),
     connection: fc.constantFrom('connected', 'connected', 'connected', 'connected', 'connected', 'disconnected', 'stale'),
     terminated: weighted(0.08),
+    // A worker of the world's first pool, when it has one (its tags are its own here, not the pool's).
+    pooled: weighted(0.3),
   });
 
 const requestArb = (u: Universe) =>
@@ -92,6 +94,8 @@ const requestArb = (u: Universe) =>
     requiredTags: requiredArb(u, 2),
     // Mostly ordinary worker tasks; some for server, signing or nobody (internal), some with no type at all.
     type: typeArb([null]),
+    // What the task is: mostly a worker task; sometimes one the server runs itself, whatever its tags.
+    taskType: fc.constantFrom('worker', 'worker', 'worker', 'worker', 'worker', 'worker', 'internal', 'workflow'),
     priorityBase: fc.integer({ min: -1, max: 2 }),
     priorityAdjustment: fc.constantFrom(0, 0, 0, -1, 1),
     createdAtSeconds: fc.integer({ min: 0, max: 3 }),
@@ -119,8 +123,9 @@ type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 /** The rows of a generated world: named, with the type tags their type implies. */
 function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; pools: PoolRow[] } {
   return {
-    workers: world.workers.map((w, i) => ({
+    workers: world.workers.map(({ pooled, ...w }, i) => ({
       ...w,
+      pool: pooled && world.pools.length ? 'p0' : null,
       name: `w${String(i).padStart(2, '0')}`,
       providedTags: uniq([...w.providedTags, `worker:type:${w.type}`]),
     })),
@@ -170,7 +175,7 @@ function refNext(w: WorkerRow, pending: readonly QueuedRequest[], heartbeat = fa
   return [...pending].sort(queueOrder).find((r) => matches(r, w)) ?? null;
 }
 
-const templateOf = (p: PoolRow) => ({ type: 'worker', ...computePoolTemplateTags(p, DEFAULT_SIZE_THRESHOLDS) });
+const templateOf = (p: PoolRow) => ({ type: 'worker', ...computePoolTemplateTags(poolTagInput(p), DEFAULT_SIZE_THRESHOLDS) });
 const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
 /** The state of a worker as the bulk functions see it, built from the reference availability. */
@@ -226,11 +231,14 @@ describe('the bulk matcher against matchTags, in memory', () => {
         const actual = [];
         const expected = [];
         for (const [i, r] of requests.entries()) {
-          const d = diagnose({ id: i + 1, status: 'PENDING', providedTags: r.providedTags, requiredTags: r.requiredTags }, states, templates);
-          const matching = states.filter((s) => matches(r, s));
-          const matchingPools = templates.filter((p) => matches(r, p)).map((p) => p.pool.name);
-          const state = r.requiredTags.includes('worker:type:not-assignable')
-            ? DIAGNOSIS_STATES.NOT_ASSIGNABLE
+          const taskType = world.requests[i].taskType;
+          const d = diagnose({ id: i + 1, status: 'PENDING', taskType, providedTags: r.providedTags, requiredTags: r.requiredTags }, states, templates);
+          // An orchestrated task (internal, workflow) is never matched: no worker or pool is meant to run it.
+          const orchestrated = taskType !== 'worker';
+          const matching = orchestrated ? [] : states.filter((s) => matches(r, s));
+          const matchingPools = orchestrated ? [] : templates.filter((p) => matches(r, p)).map((p) => p.pool.name);
+          const state = orchestrated
+            ? DIAGNOSIS_STATES.ORCHESTRATED
             : matching.some((s) => s.free > 0)
               ? DIAGNOSIS_STATES.READY
               : matching.some((s) => !s.unavailable)
@@ -247,7 +255,7 @@ describe('the bulk matcher against matchTags, in memory', () => {
           expected.push({ state, matchingWorkers: matching.length, availableWorkers: matching.filter((s) => s.free > 0).length, matchingPools, mismatches: why.map((m) => [m.missingOnWorker, m.missingOnTask]) });
           // And the groups it lists are exactly those that do not match.
           actual.push(d.mismatches.reduce((n, m) => n + Math.max(m.workerCount, m.pool ? 1 : 0), 0));
-          expected.push(states.filter((s) => !matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: s.providedTags, required: s.requiredTags }).ok).length + templates.filter((p) => !matches(r, p)).length);
+          expected.push(orchestrated ? 0 : states.filter((s) => !matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: s.providedTags, required: s.requiredTags }).ok).length + templates.filter((p) => !matches(r, p)).length);
         }
         expect(actual).toEqual(expected);
       }),
@@ -313,7 +321,8 @@ async function checkWorld(world: World): Promise<void> {
     expect(got?.workRequestId ?? null, `next work of ${w.name}`).toBe(refNext(w, pending)?.id ?? null);
   }
 
-  // A full pass (rolled back): matching, available, within capacity, maximal, and never overtaking.
+  // A full pass (rolled back): matching, available, within capacity, maximal, never overtaking, and
+  // static workers first: what went to a pool worker, no static worker that could run it had room for.
   const assigned = await inRollback(t, (tx) => runPass(tx, cache, config, new Date()));
   const taken = new Map(assigned.map((a) => [a.workRequestId, workers.find((w) => w.id === a.workerId)!]));
   expect(taken.size).toBe(assigned.length);
@@ -324,6 +333,11 @@ async function checkWorld(world: World): Promise<void> {
     left.set(w.id, left.get(w.id)! - 1);
   }
   expect([...left.values()].every((n) => n >= 0)).toBe(true);
+  for (const [rid, w] of taken) {
+    if (!w.pool) continue;
+    const r = pending.find((p) => p.id === rid)!;
+    for (const s of workers.filter((x) => !x.pool && matches(r, x))) expect(left.get(s.id), `${r.key} went to pool worker ${w.name} while static ${s.name} had room`).toBe(0);
+  }
   for (const r of pending.filter((p) => !taken.has(p.id))) {
     for (const w of workers.filter((x) => matches(r, x))) {
       expect(left.get(w.id), `${r.key} left pending while ${w.name} has a free slot`).toBe(0);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_TAG_LENGTH, TAG_SYNTAX_RULES, parseTag, quoteTag, validateTagList } from '../../src/tags/syntax.js';
+import { MAX_NUMBER_LENGTH, MAX_TAG_LENGTH, TAG_SYNTAX_RULES, parseTag, quoteTag, validateTagList } from '../../src/tags/syntax.js';
 import type { ParsedTag } from '../../src/tags/syntax.js';
 import type { TagSide } from '../../src/tags/types.js';
 
@@ -18,6 +18,7 @@ describe('parseTag accepts', () => {
     ['worker:memory-gib=0', 'provided', { raw: 'worker:memory-gib=0', name: 'worker:memory-gib', kind: 'value', value: 0 }],
     ['worker:bogomips=2.5', 'provided', { raw: 'worker:bogomips=2.5', name: 'worker:bogomips', kind: 'value', value: 2.5 }],
     ['x=0.05', 'provided', { raw: 'x=0.05', name: 'x', kind: 'value', value: 0.05 }],
+    [`x=1${'0'.repeat(MAX_NUMBER_LENGTH - 1)}`, 'provided', { raw: `x=1${'0'.repeat(MAX_NUMBER_LENGTH - 1)}`, name: 'x', kind: 'value', value: 10 ** (MAX_NUMBER_LENGTH - 1) }],
     ['worker:memory-gib>=32', 'required', { raw: 'worker:memory-gib>=32', name: 'worker:memory-gib', kind: 'minimum', minimum: 32 }],
     ['worker:cpu-count>=0', 'required', { raw: 'worker:cpu-count>=0', name: 'worker:cpu-count', kind: 'minimum', minimum: 0 }],
     ['x>=1.5', 'required', { raw: 'x>=1.5', name: 'x', kind: 'minimum', minimum: 1.5 }],
@@ -58,7 +59,9 @@ describe('parseTag refuses', () => {
     ['a missing minimum', 'x>=', 'required', TAG_SYNTAX_RULES.BAD_NUMBER],
     ['a word', 'x=abc', 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
     ['two values', 'x=1=2', 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
-    ['a number too large for a double', `x=1${'0'.repeat(400)}`, 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
+    ['a number of 401 characters (too large for a double, and over the cap)', `x=1${'0'.repeat(400)}`, 'provided', TAG_SYNTAX_RULES.NUMBER_TOO_LONG],
+    ['a number one character over the cap', `x>=1${'0'.repeat(MAX_NUMBER_LENGTH)}`, 'required', TAG_SYNTAX_RULES.NUMBER_TOO_LONG],
+    ['a fraction over the cap', `x=0.${'0'.repeat(MAX_NUMBER_LENGTH)}1`, 'provided', TAG_SYNTAX_RULES.NUMBER_TOO_LONG],
     ['a space after the value', 'x=1 ', 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
   ])('%s: %j on the %s side', (_label, raw, side, rule) => {
     const parsed = parseTag(raw, side);

@@ -9,6 +9,7 @@ import { REFUSAL_CODES } from '../../src/tags/types.js';
 import type { TagEntry, TagRefusal } from '../../src/tags/types.js';
 import { computePoolTemplateTags, computeWorkerTags } from '../../src/tags/worker-tags.js';
 import type { PoolTagInput, WorkerMetadata, WorkerTagInput } from '../../src/tags/worker-tags.js';
+import { WORKER_TASK_CATALOG } from '../../src/tasks/registry.js';
 
 const GIB = BYTES_PER_GIB;
 
@@ -24,7 +25,7 @@ function input(overrides: Partial<WorkerTagInput> = {}): WorkerTagInput {
 }
 
 function pool(overrides: Partial<PoolTagInput> = {}): PoolTagInput {
-  return { name: 'cloud', providedTags: [], requiredTags: [], specifications: {}, ...overrides };
+  return { name: 'cloud', providedTags: [], requiredTags: [], specifications: {}, taskCatalog: WORKER_TASK_CATALOG, ...overrides };
 }
 
 const entry = (tag: string, provenance: TagEntry['provenance'], source: string): TagEntry => ({ tag, provenance, source });
@@ -265,6 +266,29 @@ describe('computeWorkerTags', () => {
       entry('worker:size:medium', 'admin', 'pool:cloud:specifications'),
     ]);
     expect(result.required).toEqual([entry('site:cloud', 'admin', 'pool:cloud')]);
+  });
+
+  it("adds what the pool's image holds as admin, to its workers and its template alike", () => {
+    const specifications = { architectures: ['arm64'], enableBackends: ['unshare'], enableTasks: ['autopkgtest'], handlers: [{ task: 'lintian', command: 'run-lintian' }] };
+    const expected = [
+      entry('worker:build-arch:arm64', 'admin', 'pool:cloud:specifications'),
+      entry('worker:executor:unshare', 'admin', 'pool:cloud:specifications'),
+      entry('worker:cap:autopkgtest', 'admin', 'pool:cloud:specifications'),
+      entry('worker:task:worker:autopkgtest:version:1', 'admin', 'pool:cloud:specifications'),
+      entry('worker:task:worker:lintian:version:1', 'admin', 'pool:cloud:specifications'),
+    ];
+    expect(computeWorkerTags(input({ pool: pool({ specifications }) })).provided).toEqual([entry('worker:type:worker', 'system', 'worker.type'), ...expected]);
+    expect(computePoolTemplateTags(pool({ specifications })).provided).toEqual([entry('worker:type:worker', 'system', 'pool-template'), ...expected]);
+  });
+
+  it('records image specifications of the wrong shape and skips them, never throwing', () => {
+    const result = computePoolTemplateTags(pool({ specifications: { architectures: 'amd64', enableTasks: ['sbuild', 7], handlers: [{ command: 'x' }] } as never }));
+    expect(result.providedTags).toEqual(['worker:cap:sbuild', 'worker:task:worker:sbuild:version:1', 'worker:type:worker']);
+    expect(result.rejected.map((r) => r.message)).toEqual([
+      'pool "cloud" "specifications.architectures" must be a list of strings, got a string; it was skipped',
+      'pool "cloud" "specifications.enableTasks"[1] must be a string, got a number; it was skipped',
+      'pool "cloud" "specifications.handlers"[0] must be {task, command}, got an object; it was skipped',
+    ]);
   });
 
   it('lets pool specifications override what the worker reports, and sizes from the kept values', () => {
