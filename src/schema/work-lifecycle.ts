@@ -42,8 +42,19 @@ builder.mutationFields((t) => ({
     type: WorkRequestRef,
     description: 'Worker token: gives an assignment back to the queue untouched (no handler for it, shutting down)',
     errors: { types: COMMON_ERRORS },
-    args: { id: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
-    resolve: (_r, { id, reason }, ctx) => releaseWorkRequest(ctx, String(id), reason),
+    args: {
+      input: t.arg({
+        type: builder.inputType('ReleaseWorkRequestInput', {
+          description: 'The assignment to give back and why',
+          fields: (f) => ({
+            id: f.id({ required: true, description: 'The work request assigned to this worker' }),
+            reason: f.string({ required: true, description: 'Why it is given back (no handler for it, shutting down)' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => releaseWorkRequest(ctx, String(input.id), input.reason),
   }),
   requestWork: t.field({
     type: RequestWorkPayload,
@@ -55,19 +66,35 @@ builder.mutationFields((t) => ({
     type: WorkRequestRef,
     description: 'Worker token: acknowledges an assignment, ASSIGNED → RUNNING',
     errors: { types: COMMON_ERRORS },
-    args: { id: t.arg.id({ required: true }) },
-    resolve: (_r, { id }, ctx) => startWorkRequest(ctx, String(id)),
+    args: {
+      input: t.arg({
+        type: builder.inputType('StartWorkRequestInput', {
+          description: 'The assignment to acknowledge',
+          fields: (f) => ({ id: f.id({ required: true, description: 'The work request assigned to this worker' }) }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => startWorkRequest(ctx, String(input.id)),
   }),
   completeWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'The assigned worker (or an admin) records the result, with the handler\'s exit code; a FAILURE or ERROR without a statusReason takes the last lines of the output as its reason',
     errors: { types: COMMON_ERRORS },
     args: {
-      id: t.arg.id({ required: true }),
-      result: t.arg({ type: ResultEnum, required: true }),
-      exitCode: t.arg.int({ description: "The handler's exit code; omitted when it ended by a signal" }),
-      statusReason: t.arg.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
+      input: t.arg({
+        type: builder.inputType('CompleteWorkRequestInput', {
+          description: 'The result of a work request and how the handler ended',
+          fields: (f) => ({
+            id: f.id({ required: true, description: 'The work request (ASSIGNED or RUNNING)' }),
+            result: f.field({ type: ResultEnum, required: true, description: 'How the work ended' }),
+            exitCode: f.int({ description: "The handler's exit code; omitted when it ended by a signal" }),
+            statusReason: f.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
+          }),
+        }),
+        required: true,
+      }),
     },
-    resolve: (_r, { id, result, exitCode, statusReason }, ctx) => completeWorkRequest(ctx, String(id), result, { exitCode, statusReason }),
+    resolve: (_r, { input }, ctx) => completeWorkRequest(ctx, String(input.id), input.result, { exitCode: input.exitCode, statusReason: input.statusReason }),
   }),
 }));

@@ -221,14 +221,33 @@ builder.mutationFields((t) => ({
   abortWorkRequest: t.field({
     type: WorkRequestRef,
     errors: { types: COMMON_ERRORS },
-    args: { id: t.arg.id({ required: true }) },
-    resolve: (_r, { id }, ctx) => abortWorkRequest(ctx, String(id)),
+    args: {
+      input: t.arg({
+        type: builder.inputType('AbortWorkRequestInput', {
+          description: 'The work request to abort',
+          fields: (f) => ({ id: f.id({ required: true, description: 'The work request' }) }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => abortWorkRequest(ctx, String(input.id)),
   }),
   addWorkRequestDependencies: t.field({
     type: WorkRequestRef,
     description: 'Adds dependencies to a BLOCKED request; cycles are refused',
     errors: { types: COMMON_ERRORS },
-    args: { id: t.arg.id({ required: true }), dependsOn: t.arg.idList({ required: true }) },
-    resolve: (_r, { id, dependsOn }, ctx) => addWorkRequestDependencies(ctx, String(id), dependsOn.map(String)),
+    args: {
+      input: t.arg({
+        type: builder.inputType('AddWorkRequestDependenciesInput', {
+          description: 'A BLOCKED work request and the requests it should wait for',
+          fields: (f) => ({
+            id: f.id({ required: true, description: 'The BLOCKED work request' }),
+            dependsOn: f.idList({ required: true, description: 'The work requests it waits for' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => addWorkRequestDependencies(ctx, String(input.id), input.dependsOn.map(String)),
   }),
 }));

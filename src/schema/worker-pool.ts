@@ -179,7 +179,15 @@ builder.mutationFields((t) => ({
     type: ActivationTokenPayload,
     description: 'Admin: a pool-wide one-shot token; the agent that trades it becomes a new worker of the pool (for instances started by hand)',
     errors: { types: COMMON_ERRORS },
-    args: { pool: t.arg.string({ required: true }) },
-    resolve: async (_root, { pool }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, pool) }),
+    args: {
+      input: t.arg({
+        type: builder.inputType('CreateActivationTokenInput', {
+          description: 'The pool the activation token is for',
+          fields: (f) => ({ pool: f.string({ required: true, description: "The pool's name" }) }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: async (_root, { input }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, input.pool) }),
   }),
 }));

@@ -165,8 +165,16 @@ const switchField = (change: keyof typeof WORKER_SWITCHES, description: string) 
       type: WorkerRef,
       description,
       errors: { types: COMMON_ERRORS },
-      args: { name: t.arg.string({ required: true }) },
-      resolve: (_root, { name }, ctx) => switchWorker(ctx.em, ctx.viewer, ctx.events, name, change),
+      args: {
+        input: t.arg({
+          type: builder.inputType(`${change[0].toUpperCase()}${change.slice(1)}WorkerInput`, {
+            description: `Which worker ${change}Worker changes`,
+            fields: (f) => ({ name: f.string({ required: true, description: "The worker's name" }) }),
+          }),
+          required: true,
+        }),
+      },
+      resolve: (_root, { input }, ctx) => switchWorker(ctx.em, ctx.viewer, ctx.events, input.name, change),
     }),
   );
 switchField('drain', 'Admin: the worker finishes what it runs and receives nothing new');

@@ -238,8 +238,19 @@ builder.mutationFields((t) => ({
   addGroupMembers: t.field({
     type: GroupRef,
     errors: { types: COMMON_ERRORS },
-    args: { group: t.arg.id({ required: true }), usernames: t.arg.stringList({ required: true }) },
-    resolve: (_r, args, ctx) => addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(args.group), usernames: args.usernames }),
+    args: {
+      input: t.arg({
+        type: builder.inputType('AddGroupMembersInput', {
+          description: 'A group and the users to add to it',
+          fields: (f) => ({
+            group: f.id({ required: true, description: "The group's id" }),
+            usernames: f.stringList({ required: true, description: 'The users to add, by name' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(input.group), usernames: input.usernames }),
   }),
   createTaskRule: t.field({
     type: TaskRuleRef,
