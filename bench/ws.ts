@@ -316,8 +316,8 @@ class LightWorker {
   }
 
   async finish(id: string): Promise<void> {
-    await gql(this.url, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, this.token);
-    await gql(this.url, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id }, this.token);
+    await gql(this.url, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, this.token);
+    await gql(this.url, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id }, this.token);
   }
 }
 

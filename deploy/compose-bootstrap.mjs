@@ -31,7 +31,7 @@ if (!['WorkerPool', 'AlreadyExistsError'].includes(pool.createWorkerPool.__typen
 for (const name of agents) {
   const file = `${dir}/${name}.token`;
   if (fs.existsSync(file)) continue;
-  const { createActivationToken } = await gql('mutation { createActivationToken(pool: "compose") { __typename ... on ActivationTokenPayload { token } ... on Error { code message } } }');
+  const { createActivationToken } = await gql('mutation { createActivationToken(input: { pool: "compose" }) { __typename ... on ActivationTokenPayload { token } ... on Error { code message } } }');
   if (!createActivationToken.token) throw new Error(JSON.stringify(createActivationToken));
   fs.writeFileSync(file, `${createActivationToken.token}\n`, { mode: 0o600 });
   process.stdout.write(`activation token for ${name} written\n`);

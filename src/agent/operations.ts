@@ -39,16 +39,16 @@ export const DOCUMENTS = {
   heartbeat(input: $i) { __typename ... on HeartbeatPayload { draining assignedWorkRequests { ${ASSIGNMENT_FIELDS} } } ${ERROR_FIELDS} }
 }`,
   startWorkRequest: `mutation StartWorkRequest($id: ID!) {
-  startWorkRequest(id: $id) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
+  startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
   completeWorkRequest: `mutation CompleteWorkRequest($id: ID!, $r: WorkRequestResult!, $exitCode: Int, $reason: String) {
-  completeWorkRequest(id: $id, result: $r, exitCode: $exitCode, statusReason: $reason) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
+  completeWorkRequest(input: { id: $id, result: $r, exitCode: $exitCode, statusReason: $reason }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
   appendWorkRequestLog: `mutation AppendWorkRequestLog($i: AppendWorkRequestLogInput!) {
   appendWorkRequestLog(input: $i) { __typename ... on WorkRequestLogAck { nextOffset accepted } ${ERROR_FIELDS} }
 }`,
   releaseWorkRequest: `mutation ReleaseWorkRequest($id: ID!, $reason: String!) {
-  releaseWorkRequest(id: $id, reason: $reason) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
+  releaseWorkRequest(input: { id: $id, reason: $reason }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
   assignments: `subscription Assignments { assignments { ${ASSIGNMENT_FIELDS} } }`,
 } as const;

@@ -17,7 +17,7 @@ const GROUP_FIELDS = 'id name scope workspace { name } members { username }';
 const GROUPS = `query Groups($scope: String!) { groups(scope: $scope) { ${GROUP_FIELDS} } }`;
 const CREATE = `mutation CreateGroup($input: CreateGroupInput!) { createGroup(input: $input) { ${ERROR_SELECTION} ... on Group { ${GROUP_FIELDS} } } }`;
 const ADD_MEMBERS = `mutation AddGroupMembers($group: ID!, $usernames: [String!]!) {
-  addGroupMembers(group: $group, usernames: $usernames) { ${ERROR_SELECTION} ... on Group { ${GROUP_FIELDS} } }
+  addGroupMembers(input: { group: $group, usernames: $usernames }) { ${ERROR_SELECTION} ... on Group { ${GROUP_FIELDS} } }
 }`;
 
 /** The group of that name in the scope (and workspace, when given), among those the viewer may see. */

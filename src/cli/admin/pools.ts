@@ -56,7 +56,7 @@ const CREATE = `mutation CreateWorkerPool($input: WorkerPoolInput!, $key: String
   createWorkerPool(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on WorkerPool { ${POOL_FIELDS} } }
 }`;
 const UPDATE = `mutation UpdateWorkerPool($input: WorkerPoolInput!) { updateWorkerPool(input: $input) { ${ERROR_SELECTION} ... on WorkerPool { ${POOL_FIELDS} } } }`;
-const ACTIVATION = `mutation CreateActivationToken($pool: String!) { createActivationToken(pool: $pool) { ${ERROR_SELECTION} ... on ActivationTokenPayload { token } } }`;
+const ACTIVATION = `mutation CreateActivationToken($pool: String!) { createActivationToken(input: { pool: $pool }) { ${ERROR_SELECTION} ... on ActivationTokenPayload { token } } }`;
 
 /** The options of pool create and update. */
 interface PoolOptions {

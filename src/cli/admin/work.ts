@@ -65,7 +65,7 @@ const WHY = `query Why($id: ID!) { workRequest(id: $id) { ${WHY_FIELDS} } }`;
 const CREATE = `mutation CreateWorkRequest($input: CreateWorkRequestInput!, $key: String) {
   createWorkRequest(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on WorkRequest { ${ROW_FIELDS} } }
 }`;
-const ABORT = `mutation AbortWorkRequest($id: ID!) { abortWorkRequest(id: $id) { ${ERROR_SELECTION} ... on WorkRequest { ${ROW_FIELDS} statusReason } } }`;
+const ABORT = `mutation AbortWorkRequest($id: ID!) { abortWorkRequest(input: { id: $id }) { ${ERROR_SELECTION} ... on WorkRequest { ${ROW_FIELDS} statusReason } } }`;
 
 
 function workTable(out: Output, rows: readonly WorkRow[]): string {

@@ -186,7 +186,7 @@ async function register(ctx: Ctx, name: string, opts: { concurrency?: string; po
 
 async function setSwitch(ctx: Ctx, which: keyof typeof SWITCHES, name: string) {
   const { field, done } = SWITCHES[which];
-  const document = `mutation Switch($name: String!) { ${field}(name: $name) { ${ERROR_SELECTION} ... on Worker { ${ROW_FIELDS} } } }`;
+  const document = `mutation Switch($name: String!) { ${field}(input: { name: $name }) { ${ERROR_SELECTION} ... on Worker { ${ROW_FIELDS} } } }`;
   const data = await ctx.api().mutate(document, { name }, field);
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.line(`Worker ${data[field].name} ${done}; status ${statusStyle(ctx.out, data[field].status)}.`);
