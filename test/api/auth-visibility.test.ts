@@ -21,7 +21,7 @@ beforeAll(async () => {
   tokens.w1 = await registerWorker(t, 'vis-w1');
   tokens.w2 = await registerWorker(t, 'vis-w2');
   await createPool(t, { name: 'vis-pool' });
-  const activation = await ok(t, 'mutation { createActivationToken(pool: "vis-pool") { ... on ActivationTokenPayload { token } } }');
+  const activation = await ok(t, 'mutation { createActivationToken(input: { pool: "vis-pool" }) { ... on ActivationTokenPayload { token } } }');
   tokens.activation = activation.createActivationToken.token;
 
   wr.public = (await submitOk(t, sbuild('vis/public', 'pub-pkg'))).id;
@@ -75,9 +75,9 @@ describe('work request visibility (DESIGN §8)', () => {
     expect(await snapshot(t, ['work_request', 'work_request_dependency'])).toEqual(before);
 
     const blocked = await submitOk(t, sbuild('vis/private', 'hello', { dependsOn: [wr.private] }), tokens.alice);
-    const added = await ok(t, `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(id: $id, dependsOn: $d) { __typename ${ERROR_FIELDS} } }`, { id: blocked.id, d: [wr.secret] }, tokens.alice);
+    const added = await ok(t, `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(input: { id: $id, dependsOn: $d }) { __typename ${ERROR_FIELDS} } }`, { id: blocked.id, d: [wr.secret] }, tokens.alice);
     expect(added.addWorkRequestDependencies.code).toBe('UNKNOWN_DEPENDENCY');
-    await ok(t, 'mutation($id: ID!) { abortWorkRequest(id: $id) { __typename } }', { id: blocked.id }, tokens.alice);
+    await ok(t, 'mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }', { id: blocked.id }, tokens.alice);
   });
 
   it('making a workspace public shows its work to everybody, and private again hides it', async () => {
@@ -157,18 +157,18 @@ describe('me', () => {
 
 describe('who may abort', () => {
   it('a viewer who cannot see a request gets NOT_FOUND, one who can but is not allowed gets FORBIDDEN', async () => {
-    const hidden = await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ${ERROR_FIELDS} } }`, { id: wr.secret }, tokens.alice);
+    const hidden = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`, { id: wr.secret }, tokens.alice);
     expect(hidden.abortWorkRequest).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
-    const notMine = await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ${ERROR_FIELDS} } }`, { id: wr.public }, tokens.carol);
+    const notMine = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`, { id: wr.public }, tokens.carol);
     expect(notMine.abortWorkRequest.code).toBe('FORBIDDEN');
-    const byWorker = await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ${ERROR_FIELDS} } }`, { id: wr.secretAssigned }, tokens.w1);
+    const byWorker = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`, { id: wr.secretAssigned }, tokens.w1);
     expect(byWorker.abortWorkRequest.code).toBe('FORBIDDEN');
     const statuses = await t.sql<{ status: string }>('select status from work_request where id = any(?::int[]) order by id', [`{${wr.secret},${wr.public},${wr.secretAssigned}}`]);
     expect(statuses.map((s) => s.status)).toEqual(['PENDING', 'PENDING', 'ASSIGNED']);
   });
 
   it('the owner of the workspace may abort work someone else created', async () => {
-    const r = await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ... on WorkRequest { status statusReason } } }`, { id: wr.public }, tokens.publicOwner);
+    const r = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status statusReason } } }`, { id: wr.public }, tokens.publicOwner);
     expect(r.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED', statusReason: 'aborted by alice-public-owner' });
   });
 });

@@ -153,13 +153,13 @@ describe('a worker claiming tags it may not provide', () => {
 describe('tokens', () => {
   const MUTATIONS_NEEDING_A_TOKEN: [string, string][] = [
     ['createWorkRequest', 'createWorkRequest(input: { workspace: "bad/main", taskType: "worker", taskName: "noop", taskData: {} })'],
-    ['abortWorkRequest', 'abortWorkRequest(id: "1")'],
-    ['addWorkRequestDependencies', 'addWorkRequestDependencies(id: "1", dependsOn: ["2"])'],
+    ['abortWorkRequest', 'abortWorkRequest(input: { id: "1" })'],
+    ['addWorkRequestDependencies', 'addWorkRequestDependencies(input: { id: "1", dependsOn: ["2"] })'],
     ['registerWorker', 'registerWorker(input: { name: "anon-w" })'],
     ['reportWorkerMetadata', 'reportWorkerMetadata(input: { metadata: { cpuCount: 1 } })'],
     ['activateWorker', 'activateWorker(input: { name: "anon-a" })'],
     ['createWorkerPool', 'createWorkerPool(input: { name: "anon-pool" })'],
-    ['drainWorker', 'drainWorker(name: "bad-worker")'],
+    ['drainWorker', 'drainWorker(input: { name: "bad-worker" })'],
     ['createTaskRule', 'createTaskRule(input: { name: "anon-rule", requiredTags: ["a:b"] })'],
     ['createWorkspace', 'createWorkspace(input: { name: "anon/ws" })'],
   ];
@@ -211,13 +211,13 @@ describe('only admins change workers, pools, environments and the directory', ()
   const ADMIN_MUTATIONS: [string, string][] = [
     ['registerWorker', 'registerWorker(input: { name: "evil-w" })'],
     ['setWorkerStaticMetadata', 'setWorkerStaticMetadata(input: { name: "bad-worker", metadata: { providedTags: ["worker:class:trusted"] } })'],
-    ['drainWorker', 'drainWorker(name: "bad-worker")'],
-    ['undrainWorker', 'undrainWorker(name: "bad-worker")'],
-    ['enableWorker', 'enableWorker(name: "bad-worker")'],
-    ['disableWorker', 'disableWorker(name: "bad-worker")'],
+    ['drainWorker', 'drainWorker(input: { name: "bad-worker" })'],
+    ['undrainWorker', 'undrainWorker(input: { name: "bad-worker" })'],
+    ['enableWorker', 'enableWorker(input: { name: "bad-worker" })'],
+    ['disableWorker', 'disableWorker(input: { name: "bad-worker" })'],
     ['createWorkerPool', 'createWorkerPool(input: { name: "evil-pool" })'],
     ['updateWorkerPool', 'updateWorkerPool(input: { name: "bad-pool", providedTags: ["worker:class:trusted"] })'],
-    ['createActivationToken', 'createActivationToken(pool: "bad-pool")'],
+    ['createActivationToken', 'createActivationToken(input: { pool: "bad-pool" })'],
     ['createEnvironment', 'createEnvironment(input: { codename: "sid", architecture: "amd64" })'],
     ['createWorkspace', 'createWorkspace(input: { name: "evil/ws" })'],
     ['createUser', 'createUser(input: { username: "evil", isAdmin: true })'],
@@ -237,7 +237,7 @@ describe('only admins change workers, pools, environments and the directory', ()
   it('addGroupMembers by a user is FORBIDDEN', async () => {
     const g = await expectResult(t, 'Group', 'mutation { createGroup(input: { scope: "bad", name: "Real" }) { __typename ... on Group { id } } }');
     const before = await snapshot(t);
-    const r = await ok(t, `mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice"]) { __typename ${ERROR_FIELDS} } }`, { g: g.id }, alice);
+    const r = await ok(t, `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename ${ERROR_FIELDS} } }`, { g: g.id }, alice);
     expect(r.addGroupMembers.code).toBe('FORBIDDEN');
     expect(await snapshot(t)).toEqual(before);
   });

@@ -22,7 +22,7 @@ beforeAll(async () => {
   carol = await createUser(t, 'carol');
   worker = await connectedWorker(t, 'out-w1', { concurrency: 50 });
   otherWorker = await connectedWorker(t, 'out-w2');
-  await ok(t, 'mutation { disableWorker(name: "out-w2") { __typename } }');
+  await ok(t, 'mutation { disableWorker(input: { name: "out-w2" }) { __typename } }');
 });
 afterAll(async () => {
   for (const c of clients) await c.dispose();
@@ -32,7 +32,7 @@ afterAll(async () => {
 async function running(workspace = 'out/private'): Promise<string> {
   const { id } = await submitOk(t, sbuild(workspace));
   await t.app.scheduler.runPass();
-  const r = await ok(t, 'mutation($id: ID!) { startWorkRequest(id: $id) { __typename ... on WorkRequest { status } } }', { id }, worker);
+  const r = await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }', { id }, worker);
   expect(r.startWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'RUNNING' });
   return id;
 }
@@ -66,7 +66,7 @@ async function readAll(id: string, limit = 1000): Promise<string> {
 const complete = (id: string, result: string, extra: Record<string, unknown> = {}, token = worker) =>
   ok(
     t,
-    `mutation($id: ID!, $r: WorkRequestResult!, $e: Int, $s: String) { completeWorkRequest(id: $id, result: $r, exitCode: $e, statusReason: $s) { __typename ... on WorkRequest { status result exitCode statusReason } ${ERROR_FIELDS} } }`,
+    `mutation($id: ID!, $r: WorkRequestResult!, $e: Int, $s: String) { completeWorkRequest(input: { id: $id, result: $r, exitCode: $e, statusReason: $s }) { __typename ... on WorkRequest { status result exitCode statusReason } ${ERROR_FIELDS} } }`,
     { id, r: result, e: extra.exitCode ?? null, s: extra.statusReason ?? null },
     token,
   ).then((d) => d.completeWorkRequest);
@@ -122,9 +122,9 @@ describe('job output', () => {
   it('marks a new run of the request (a retry) and counts its output from 0', async () => {
     const id = await running();
     await append(id, 0, 'first run\n');
-    await ok(t, 'mutation($id: ID!) { releaseWorkRequest(id: $id, reason: "test") { __typename } }', { id }, worker);
+    await ok(t, 'mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "test" }) { __typename } }', { id }, worker);
     await t.app.scheduler.runPass();
-    await ok(t, 'mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }', { id }, worker);
+    await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }', { id }, worker);
     expect(await append(id, 10, 'stale\n')).toMatchObject({ nextOffset: 0, accepted: false });
     expect(await append(id, 0, 'second run\n')).toMatchObject({ nextOffset: 11, accepted: true });
     expect((await page(id)).text).toBe(`first run\n${rerunMarker()}second run\n`);

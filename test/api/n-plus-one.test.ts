@@ -237,7 +237,7 @@ describe('the groups list', () => {
     for (const total of [2, 8]) {
       for (let i = counts.length ? 2 : 0; i < total; i++) {
         const r = await gql(`mutation($n: String!) { createGroup(input: { scope: "g", name: $n }) { ... on Group { id } } }`, { n: `grp-${i}` });
-        await gql(`mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["admin"]) { __typename } }`, { g: r.createGroup.id });
+        await gql(`mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["admin"] }) { __typename } }`, { g: r.createGroup.id });
       }
       const { data, statements } = await statementsOf(QUERY);
       expect(data.groups).toHaveLength(total);

@@ -309,7 +309,7 @@ describe('typed specifications', () => {
     await createPool(t, { name: 'conc', specifications: { concurrency: 3 } });
     await registerWorker(t, 'conc-1', { pool: 'conc' });
     await registerWorker(t, 'conc-2', { pool: 'conc', concurrency: 1 }); // told otherwise
-    const activation = (await ok(t, `mutation { createActivationToken(pool: "conc") { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token;
+    const activation = (await ok(t, `mutation { createActivationToken(input: { pool: "conc" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token;
     await ok(t, `mutation { activateWorker(input: { name: "conc-3" }) { __typename } }`, {}, activation);
     const concurrency = async () => Object.fromEntries((await t.sql<{ name: string; concurrency: number }>(`select name, concurrency from worker where name like 'conc-%' order by name`)).map((r) => [r.name, r.concurrency]));
     expect(await concurrency()).toEqual({ 'conc-1': 3, 'conc-2': 1, 'conc-3': 3 });

@@ -30,7 +30,7 @@ describe('terminateWorker', () => {
     const assigned = (await submitOk(t, noop)).id as string;
     const running = (await submitOk(t, noop)).id as string;
     expect([await pull(token), await pull(token)].sort()).toEqual([assigned, running].sort());
-    await ok(t, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id: running }, token);
+    await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: running }, token);
 
     const workerEvents = t.app.events.subscribe('workerChanged')[Symbol.asyncIterator]();
     const requestEvents = t.app.events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
@@ -76,7 +76,7 @@ describe('terminateWorker', () => {
     await t.sql(`update work_request set status = 'ABORTED' where status = 'PENDING'`); // the first test's requests
     const id = (await submitOk(t, noop)).id as string;
     expect(await pull(token)).toBe(id);
-    await ok(t, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, token);
+    await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
     await t.sql(`update work_request set retry_count = 3 where id = ?`, [Number(id)]);
     await expectResult(t, 'Worker', TERMINATE, { n: 'term-max-1' });
     expect(await request(id)).toMatchObject({ status: 'ABORTED', retry_count: 4, status_reason: 'worker term-max-1 was terminated (by an admin) (retry 4 of 3): aborted' });

@@ -21,11 +21,11 @@ const t = useTestApp();
 type Entry = { tag: string; provenance: string; source: string };
 
 const abort = (id: string, token?: string) =>
-  ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ... on WorkRequest { ${WORK_REQUEST_FIELDS} } ${ERROR_FIELDS} } }`, { id }, token).then(
+  ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { ${WORK_REQUEST_FIELDS} } ${ERROR_FIELDS} } }`, { id }, token).then(
     (d) => d.abortWorkRequest,
   );
 const addDependencies = (id: string, dependsOn: string[]) =>
-  ok(t, `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(id: $id, dependsOn: $d) { __typename ... on WorkRequest { id status dependsOn } ${ERROR_FIELDS} } }`, {
+  ok(t, `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(input: { id: $id, dependsOn: $d }) { __typename ... on WorkRequest { id status dependsOn } ${ERROR_FIELDS} } }`, {
     id,
     d: dependsOn,
   }).then((d) => d.addWorkRequestDependencies);
@@ -137,7 +137,7 @@ describe('groups', () => {
     const added = await expectResult(
       t,
       'Group',
-      `mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice", "bob"]) { __typename ... on Group { name scope members { username } } ${ERROR_FIELDS} } }`,
+      `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice", "bob"] }) { __typename ... on Group { name scope members { username } } ${ERROR_FIELDS} } }`,
       { g: groupId },
     );
     // The answer is the whole group (its scope was once left unloaded: a 500).
@@ -150,9 +150,9 @@ describe('groups', () => {
   it('a group tied to a workspace names it; groups of other scopes do not count', async () => {
     const g = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "debian", name: "QA", workspace: "debian/qa" }) { __typename ... on Group { id workspace { name } } } }`);
     expect(g.workspace).toEqual({ name: 'debian/qa' });
-    await ok(t, 'mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice"]) { __typename } }', { g: g.id });
+    await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: g.id });
     const other = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "ubuntu", name: "Core" }) { __typename ... on Group { id } } }`);
-    await ok(t, 'mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice"]) { __typename } }', { g: other.id });
+    await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: other.id });
 
     const wr = await submitOk(t, sbuild('debian/main'), alice);
     expect(tagsOf(wr.providedTags).filter((tag) => tag.startsWith('task:group:')).sort()).toEqual(['task:group:debian::Debian', 'task:group:debian:qa:QA']);
@@ -178,7 +178,7 @@ describe('groups', () => {
 
   it('addGroupMembers refuses unknown users and adds none', async () => {
     const before = await snapshot(t, ['user_group_member']);
-    const r = await ok(t, `mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["bob", "nobody"]) { __typename ${ERROR_FIELDS} } }`, { g: groupId });
+    const r = await ok(t, `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["bob", "nobody"] }) { __typename ${ERROR_FIELDS} } }`, { g: groupId });
     expect(r.addGroupMembers).toMatchObject({ code: 'NOT_FOUND', path: 'input.usernames' });
     expect(r.addGroupMembers.message).toContain('nobody');
     expect(await snapshot(t, ['user_group_member'])).toEqual(before);

@@ -162,7 +162,7 @@ describe('drain, undrain, enable, disable', () => {
     const r = await expectResult(
       t,
       'Worker',
-      `mutation { ${mutation}(name: "switch-1") { __typename ... on Worker { name status draining enabled } ${ERROR_FIELDS} } }`,
+      `mutation { ${mutation}(input: { name: "switch-1" }) { __typename ... on Worker { name status draining enabled } ${ERROR_FIELDS} } }`,
     );
     expect(r).toMatchObject({ name: 'switch-1', ...expected });
     const { worker } = await workerQuery('switch-1');
@@ -170,16 +170,16 @@ describe('drain, undrain, enable, disable', () => {
   });
 
   it('shows DISABLED before DRAINING', async () => {
-    await ok(t, 'mutation { drainWorker(name: "switch-1") { __typename } }');
-    await ok(t, 'mutation { disableWorker(name: "switch-1") { __typename } }');
+    await ok(t, 'mutation { drainWorker(input: { name: "switch-1" }) { __typename } }');
+    await ok(t, 'mutation { disableWorker(input: { name: "switch-1" }) { __typename } }');
     expect((await workerQuery('switch-1')).worker).toMatchObject({ status: 'DISABLED', draining: true, enabled: false });
-    await ok(t, 'mutation { enableWorker(name: "switch-1") { __typename } }');
+    await ok(t, 'mutation { enableWorker(input: { name: "switch-1" }) { __typename } }');
     expect((await workerQuery('switch-1')).worker.status).toBe('DRAINING');
-    await ok(t, 'mutation { undrainWorker(name: "switch-1") { __typename } }');
+    await ok(t, 'mutation { undrainWorker(input: { name: "switch-1" }) { __typename } }');
   });
 
   it.each(['drainWorker', 'undrainWorker', 'enableWorker', 'disableWorker'])('%s of an unknown worker is NOT_FOUND', async (mutation) => {
-    const r = await ok(t, `mutation { ${mutation}(name: "ghost") { __typename ${ERROR_FIELDS} } }`);
+    const r = await ok(t, `mutation { ${mutation}(input: { name: "ghost" }) { __typename ${ERROR_FIELDS} } }`);
     expect(r[mutation]).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
   });
 });
@@ -190,7 +190,7 @@ describe('activateWorker', () => {
     const created = await expectResult(
       t,
       'ActivationTokenPayload',
-      `mutation { createActivationToken(pool: "act-pool") { __typename ... on ActivationTokenPayload { token } ${ERROR_FIELDS} } }`,
+      `mutation { createActivationToken(input: { pool: "act-pool" }) { __typename ... on ActivationTokenPayload { token } ${ERROR_FIELDS} } }`,
     );
     const activation = created.token as string;
 
@@ -222,7 +222,7 @@ describe('activateWorker', () => {
   });
 
   it('gives one worker for one token even when it is used several times at once', async () => {
-    const { createActivationToken } = await ok(t, `mutation { createActivationToken(pool: "act-pool") { ... on ActivationTokenPayload { token } } }`);
+    const { createActivationToken } = await ok(t, `mutation { createActivationToken(input: { pool: "act-pool" }) { ... on ActivationTokenPayload { token } } }`);
     const names = ['race-1', 'race-2', 'race-3', 'race-4'];
     const results = await Promise.all(
       names.map((n) => t.gql(`mutation($n: String) { activateWorker(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`, { n }, createActivationToken.token)),
@@ -238,7 +238,7 @@ describe('activateWorker', () => {
   });
 
   it('names the worker after its pool when no name is given', async () => {
-    const { createActivationToken } = await ok(t, `mutation { createActivationToken(pool: "act-pool") { ... on ActivationTokenPayload { token } } }`);
+    const { createActivationToken } = await ok(t, `mutation { createActivationToken(input: { pool: "act-pool" }) { ... on ActivationTokenPayload { token } } }`);
     const r = await expectResult(
       t,
       'WorkerTokenPayload',
@@ -257,7 +257,7 @@ describe('activateWorker', () => {
   });
 
   it('refuses an activation token for an unknown pool with NOT_FOUND', async () => {
-    const r = await ok(t, `mutation { createActivationToken(pool: "nope") { __typename ${ERROR_FIELDS} } }`);
+    const r = await ok(t, `mutation { createActivationToken(input: { pool: "nope" }) { __typename ${ERROR_FIELDS} } }`);
     expect(r.createActivationToken).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
   });
 });

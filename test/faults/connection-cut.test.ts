@@ -91,7 +91,7 @@ describe.sequential('a cut connection', () => {
     expect(s).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS', worker: 'd', retryCount: 0 });
     expectExactlyOnce(f, [s]);
     // The same worker reporting another result for it is still refused.
-    const other = await f.gql(server.url, `mutation($id: ID!) { completeWorkRequest(id: $id, result: FAILURE) { __typename ... on Error { code } } }`, { id }, d.token);
+    const other = await f.gql(server.url, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: FAILURE }) { __typename ... on Error { code } } }`, { id }, d.token);
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
   }, 120_000);
 });

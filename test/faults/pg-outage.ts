@@ -44,7 +44,7 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
       const forProbe = (await f.gql(server.url, `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "server", taskName: "servernoop", taskData: {} }) { ... on WorkRequest { id } } }`)).data!.createWorkRequest.id as string;
       expect(await pushed.next(1, 60_000)).toEqual([{ assignments: { id: forProbe } }]);
       for (const op of ['startWorkRequest', 'completeWorkRequest']) {
-        const r = await f.gql(server.url, `mutation($id: ID!) { ${op}(id: $id${op === 'completeWorkRequest' ? ', result: SUCCESS' : ''}) { __typename } }`, { id: forProbe }, probeToken);
+        const r = await f.gql(server.url, `mutation($id: ID!) { ${op}(input: { id: $id${op === 'completeWorkRequest' ? ', result: SUCCESS' : ''} }) { __typename } }`, { id: forProbe }, probeToken);
         expect(r.data![op]).toEqual({ __typename: 'WorkRequest' });
       }
 

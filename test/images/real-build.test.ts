@@ -144,7 +144,7 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     await gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
     const pool = await gql(`mutation { createWorkerPool(input: { name: "image-pool", providerType: "local" }) { __typename ... on Error { code message } } }`);
     expect(pool.createWorkerPool.__typename).toBe('WorkerPool');
-    const activation = (await gql(`mutation { createActivationToken(pool: "image-pool") { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token as string;
+    const activation = (await gql(`mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token as string;
 
     // What cloud-init's user data writes (src/provisioner/user-data.ts): root only.
     const config = path.join(tree, IMAGE_PATHS.config);

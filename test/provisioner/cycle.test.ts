@@ -155,7 +155,7 @@ describe('the provisioner cycle', () => {
     const token = await boot(0);
     const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
     expect(pulled.requestWork.workRequest.id).toBe(id);
-    await ok(t, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, token);
+    await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
 
     cloud.lose('fake-1');
     expect(await cycle(true)).toMatchObject({ lost: 1, launched: 1 });
@@ -216,7 +216,7 @@ describe('the provisioner cycle', () => {
     const a = await pull(tokens[0]);
     const b = await pull(tokens[1]);
     expect([a, b].sort()).toEqual([first, second].sort());
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: b }, tokens[1]);
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: b }, tokens[1]);
 
     // The idle one is stopped; the one holding work is not.
     expect(await cycle()).toMatchObject({ stopped: 1 });
@@ -231,7 +231,7 @@ describe('the provisioner cycle', () => {
     rows = await instances();
     expect(rows[1]).toMatchObject({ state: 'TERMINATED', error: null });
 
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: a }, tokens[0]);
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: a }, tokens[0]);
     expect(await cycle()).toMatchObject({ stopped: 1 });
     await cycle(true);
     expect((await instances()).map((r) => r.state)).toEqual(['TERMINATED', 'TERMINATED']);

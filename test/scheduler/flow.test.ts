@@ -61,9 +61,9 @@ describe('scheduling through the API', () => {
     expect(first.data!.requestWork.workRequest).toMatchObject({ id: high, status: 'ASSIGNED', worker: { name: 'arm-1' } });
     const full = await t.gql(REQUEST_WORK, {}, arm);
     expect(full.data!.requestWork.workRequest).toBeNull(); // concurrency 1
-    const started = await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { ... on WorkRequest { status } } }`, { id: high }, arm);
+    const started = await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { ... on WorkRequest { status } } }`, { id: high }, arm);
     expect(started.data!.startWorkRequest.status).toBe('RUNNING');
-    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { ... on WorkRequest { status result } } }`, { id: high }, arm);
+    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status result } } }`, { id: high }, arm);
     expect(done.data!.completeWorkRequest).toEqual({ status: 'COMPLETED', result: 'SUCCESS' });
     const second = await t.gql(REQUEST_WORK, {}, arm);
     expect(second.data!.requestWork.workRequest).toMatchObject({ id: low });
@@ -71,7 +71,7 @@ describe('scheduling through the API', () => {
     // A full pass gives the amd64 request to the amd64 worker; the riscv64 one stays pending.
     const assigned = await t.app.scheduler.runPass();
     expect(assigned).toEqual([{ workRequestId: Number(amdJob), workerId: expect.any(Number), workspaceId: expect.any(Number), pendingAt: expect.any(Date) }]);
-    const other = await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ... on Error { code } } }`, { id: amdJob }, arm);
+    const other = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code } } }`, { id: amdJob }, arm);
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
 
     await t.gql(`mutation { createWorkerPool(input: { name: "cloud-riscv", providedTags: ["worker:build-arch:riscv64", "worker:executor:unshare", "worker:cap:sbuild", "worker:task:worker:sbuild:version:1"], maxActiveInstances: 3 }) { __typename } }`);

@@ -45,7 +45,7 @@ async function gql(app: App, query: string, variables: Record<string, unknown>, 
 }
 
 const REQUEST_WORK = `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } ... on Error { code message } } }`;
-const COMPLETE = `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ... on Error { code message } } }`;
+const COMPLETE = `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code message } } }`;
 
 // Every worker can run every request, through four task classes, so that callers contend on shared queue heads.
 const PROVIDED = ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:amd64', 'worker:memory-gib=8'];

@@ -65,7 +65,7 @@ async function pull(token: string): Promise<string | null> {
 }
 
 async function complete(id: string, token: string): Promise<void> {
-  const data = await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ${ERROR_FIELDS} } }`, { id }, token);
+  const data = await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ${ERROR_FIELDS} } }`, { id }, token);
   expect(data.completeWorkRequest.__typename).toBe('WorkRequest');
 }
 
@@ -87,7 +87,7 @@ async function statusOf(id: string): Promise<string> {
 }
 
 const adminSwitch = (mutation: 'drainWorker' | 'undrainWorker' | 'disableWorker' | 'enableWorker', name: string) =>
-  expectResult(t, 'Worker', `mutation($n: String!) { ${mutation}(name: $n) { __typename ${ERROR_FIELDS} } }`, { n: name });
+  expectResult(t, 'Worker', `mutation($n: String!) { ${mutation}(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`, { n: name });
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
@@ -200,7 +200,7 @@ describe('drain: a draining worker finishes what it runs and receives nothing ne
     expect(await candidates(second, true)).toEqual([]);
     const diagnosis = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason count } } } }`, { id: second });
     expect(diagnosis.workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_WORKERS', unavailableWorkers: [{ reason: 'DRAINING', count: 1 }] });
-    const started = await ok(t, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id: first }, token);
+    const started = await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: first }, token);
     expect(started.startWorkRequest.__typename).toBe('WorkRequest');
     await complete(first, token);
     expect(await pull(token)).toBeNull();
@@ -258,7 +258,7 @@ describe('exclusivity: a worker that requires task:workspace:debian:security run
     const id = await queue(noop({ workspace: 'debian/security' }));
     expect(await pull(general)).toBe(id);
     const token = await worker('sec', { requiredTags: [SECURITY] });
-    const released = await ok(t, `mutation($id: ID!) { releaseWorkRequest(id: $id, reason: "no handler") { __typename ${ERROR_FIELDS} } }`, { id }, general);
+    const released = await ok(t, `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler" }) { __typename ${ERROR_FIELDS} } }`, { id }, general);
     expect(released.releaseWorkRequest.__typename).toBe('WorkRequest');
     await adminSwitch('drainWorker', 'general');
     expect(await candidates(id, true)).toEqual(['sec']);

@@ -59,11 +59,11 @@ describe('the worker snapshot', () => {
     const snapshot = new WorkerSnapshot();
     await register('snap-3', 'riscv64');
     await expectSameAsFullRead(snapshot);
-    await ok(t, `mutation { disableWorker(name: "snap-3") { __typename } }`);
+    await ok(t, `mutation { disableWorker(input: { name: "snap-3" }) { __typename } }`);
     let states = await expectSameAsFullRead(snapshot);
     expect(states.find((w) => w.name === 'snap-3')).toMatchObject({ unavailable: 'DISABLED', free: 0 });
-    await ok(t, `mutation { enableWorker(name: "snap-3") { __typename } }`);
-    await ok(t, `mutation { drainWorker(name: "snap-3") { __typename } }`);
+    await ok(t, `mutation { enableWorker(input: { name: "snap-3" }) { __typename } }`);
+    await ok(t, `mutation { drainWorker(input: { name: "snap-3" }) { __typename } }`);
     const read = snapshot.shapesRead;
     states = await expectSameAsFullRead(snapshot);
     expect(states.find((w) => w.name === 'snap-3')).toMatchObject({ unavailable: 'DRAINING' });

@@ -154,7 +154,7 @@ describe('rotateToken', () => {
     const fresh = wsClient(url, value);
     const again = collect(fresh.client, `subscription { assignments { id } }`);
     expect(await again.next(1)).toEqual([{ assignments: { id } }]);
-    const started = await t.gql(`mutation($i: ID!) { startWorkRequest(id: $i) { __typename } }`, { i: id }, value);
+    const started = await t.gql(`mutation($i: ID!) { startWorkRequest(input: { id: $i }) { __typename } }`, { i: id }, value);
     expect(started.data!.startWorkRequest.__typename).toBe('WorkRequest');
     await fresh.client.dispose();
   });

@@ -50,7 +50,7 @@ beforeAll(async () => {
   await expectResult(t, 'Group', 'mutation { createGroup(input: { scope: "hush", name: "Insiders" }) { __typename } }');
   const groups = await ok(t, '{ a: groups(scope: "vis") { id name } b: groups(scope: "hush") { id name } }');
   for (const g of [...groups.a, ...groups.b]) {
-    if (g.name !== 'Everyone') await ok(t, 'mutation($g: ID!) { addGroupMembers(group: $g, usernames: ["alice"]) { __typename } }', { g: g.id });
+    if (g.name !== 'Everyone') await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: g.id });
   }
   await expectResult(t, 'TaskRule', 'mutation { createTaskRule(input: { workspace: "vis/private", name: "embargo-rule", requiredTags: ["site:secure-builder"] }) { __typename } }');
   await expectResult(t, 'TaskRule', 'mutation { createTaskRule(input: { name: "site-lintian", taskName: "lintian", requiredTags: ["site:lint-farm"] }) { __typename } }');

@@ -37,7 +37,7 @@ async function pull(token: string): Promise<string | null> {
 }
 async function lifecycle(op: 'startWorkRequest' | 'completeWorkRequest', id: string, token: string, result = 'SUCCESS'): Promise<Json> {
   const args = op === 'completeWorkRequest' ? `id: $id, result: ${result}` : 'id: $id';
-  return (await ok(t, `mutation($id: ID!) { ${op}(${args}) { __typename ... on WorkRequest { status } ${ERROR_FIELDS} } }`, { id }, token))[op];
+  return (await ok(t, `mutation($id: ID!) { ${op}(input: { ${args} }) { __typename ... on WorkRequest { status } ${ERROR_FIELDS} } }`, { id }, token))[op];
 }
 /** The worker pulls, starts and completes one request (with the given result); returns its id. */
 async function runOne(token: string, result = 'SUCCESS'): Promise<string> {
@@ -121,7 +121,7 @@ describe('synchronization points complete as soon as their dependencies have com
     const a = (await submitOk(t, noop(), alice)).id;
     const s = (await submitOk(t, syncPoint([a]), alice)).id;
     const b = (await submitOk(t, noop({ dependsOn: [s] }), alice)).id;
-    await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename } }`, { id: a }, alice);
+    await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }`, { id: a }, alice);
     expect(await statuses([a, s, b])).toEqual(['ABORTED', 'ABORTED', 'ABORTED']);
   });
 });
@@ -197,7 +197,7 @@ describe('workflows', () => {
     const wf = (await submitOk(t, pipeline({}, { enable_lintian: false, enable_autopkgtest: false, enable_piuparts: false }), alice)).id;
     const [amdBuild, armBuild] = childrenOf(await request(wf)).map((c) => c.id);
     await runOne(amd, 'FAILURE');
-    await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename } }`, { id: armBuild }, alice);
+    await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }`, { id: armBuild }, alice);
     expect(await statuses([amdBuild, armBuild, wf])).toEqual(['COMPLETED/FAILURE', 'ABORTED', 'COMPLETED/ERROR']);
   });
 
@@ -206,7 +206,7 @@ describe('workflows', () => {
     const after = (await submitOk(t, noop({ dependsOn: [wf] }), alice)).id;
     const done = await runOne(amd); // the amd64 build
     const held = await pull(arm); // the arm64 build, assigned
-    const r = await ok(t, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ... on WorkRequest { status statusReason } } }`, { id: wf }, alice);
+    const r = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status statusReason } } }`, { id: wf }, alice);
     expect(r.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED', statusReason: 'aborted by alice' });
     const children = childrenOf(await request(wf));
     expect(children.filter((c) => c.id !== done).map((c) => [c.status, c.statusReason])).toEqual(children.slice(1).map(() => ['ABORTED', `workflow ${wf} was aborted by alice`]));
@@ -218,7 +218,7 @@ describe('workflows', () => {
 
   it('is completed by the server only: an admin cannot complete it by hand', async () => {
     const wf = (await submitOk(t, pipeline(), alice)).id;
-    const r = await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ${ERROR_FIELDS} } }`, { id: wf });
+    const r = await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ${ERROR_FIELDS} } }`, { id: wf });
     expect(r.completeWorkRequest).toMatchObject({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
     expect(await statuses([wf])).toEqual(['RUNNING']);
   });

@@ -128,7 +128,7 @@ describe('a debian_pipeline with real agents', () => {
       const running = children.filter((c) => c.taskName === 'sbuild' && c.status === 'RUNNING');
       return running.length === 2 && running.map((c) => c.id);
     });
-    const r = await f.gql(server.url, `mutation($id: ID!) { abortWorkRequest(id: $id) { __typename ... on WorkRequest { status } ... on Error { code message } } }`, { id });
+    const r = await f.gql(server.url, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } ... on Error { code message } } }`, { id });
     expect(r.data!.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED' });
 
     const { children } = await workflow(server, id);

@@ -104,7 +104,7 @@ describe('built-in server workers', () => {
 
     // A run B held when it died: the other server worker is disabled so that only B can take it again.
     const [nameA] = a.app.serverWorkers.names;
-    await ok(a, `mutation($n: String!) { disableWorker(name: $n) { __typename } }`, { n: nameA });
+    await ok(a, `mutation($n: String!) { disableWorker(input: { name: $n }) { __typename } }`, { n: nameA });
     try {
       const id = (await submitOk(a, servernoop())).id as string;
       await a.sql(`update work_request set status = 'RUNNING', worker_id = ?, assigned_at = now(), started_at = now() where id = ?`, [row.id, Number(id)]);
@@ -114,7 +114,7 @@ describe('built-in server workers', () => {
       expect(logB.lines().filter((l) => l.msg === 'took back the work its previous process held')).toEqual([expect.objectContaining({ worker: nameB, taken: [Number(id)] })]);
       expect(started(id)).toHaveLength(1);
     } finally {
-      await ok(a, `mutation($n: String!) { enableWorker(name: $n) { __typename } }`, { n: nameA });
+      await ok(a, `mutation($n: String!) { enableWorker(input: { name: $n }) { __typename } }`, { n: nameA });
     }
   });
 });

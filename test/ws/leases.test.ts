@@ -31,7 +31,7 @@ describe('leases', () => {
 
     // 2. b takes it, starts it, then goes silent while a keeps heartbeating: back to PENDING, retry 2.
     expect(await take(b)).toBe(id);
-    await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, b);
+    await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, b);
     await t.sql(`update worker set last_seen_at = now() - interval '3 minutes' where name = 'b'`); // b went silent
     await t.gql(`mutation { heartbeat(input: {}) { __typename } }`, {}, a);
     expect(await t.app.scheduler.sweepLeases()).toBe(1);
@@ -39,12 +39,12 @@ describe('leases', () => {
 
     // 3. a takes it and dies too: past the maximum it is ABORTED with the reason, and stays with a for the record.
     expect(await take(a)).toBe(id);
-    await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, a);
+    await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, a);
     await t.sql(`update worker set last_seen_at = now() - interval '3 minutes' where name = 'a'`); // a died
     expect(await t.app.scheduler.sweepLeases()).toBe(1);
     expect(await state(id)).toEqual({ status: 'ABORTED', retryCount: 3, statusReason: 'worker a stopped heartbeating while running it (retry 3 of 2): aborted', worker: { name: 'a' } });
     // A late completion from the dead worker is refused.
-    const late = await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename ... on Error { code } } }`, { id }, a);
+    const late = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code } } }`, { id }, a);
     expect(late.data!.completeWorkRequest).toEqual({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
   });
 
@@ -52,7 +52,7 @@ describe('leases', () => {
     const c = await worker('c');
     const id = (await t.gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`)).data!.createWorkRequest.id as string;
     expect(await take(c)).toBe(id);
-    const released = await t.gql(`mutation($id: ID!) { releaseWorkRequest(id: $id, reason: "no handler for noop") { ... on WorkRequest { status retryCount statusReason } } }`, { id }, c);
+    const released = await t.gql(`mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler for noop" }) { ... on WorkRequest { status retryCount statusReason } } }`, { id }, c);
     expect(released.data!.releaseWorkRequest).toEqual({ status: 'PENDING', retryCount: 0, statusReason: 'released by worker c: no handler for noop' });
   });
 });

@@ -66,8 +66,8 @@ describe('graphql-ws on the GraphQL port', () => {
     const again = collect(second.client, `subscription { assignments { id } }`);
     expect(await again.next(1)).toEqual([{ assignments: { id: a } }]);
     // Acknowledged and completed: it is not delivered again.
-    await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id: a }, workerToken);
-    await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: a }, workerToken);
+    await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: a }, workerToken);
+    await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: a }, workerToken);
     const b = await noop(aliceToken);
     await t.app.scheduler.runPass();
     expect(await again.next(2)).toEqual([{ assignments: { id: a } }, { assignments: { id: b } }]);
@@ -106,7 +106,7 @@ describe('graphql-ws on the GraphQL port', () => {
     await noop(aliceToken);
     const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, freshToken);
     const id = pulled.data!.requestWork.workRequest.id as string; // the oldest pending request: earlier tests may have left one
-    await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, freshToken);
+    await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, freshToken);
     // Each report is an event; the last one seen must show the worker as it is after that report.
     const afterReport = async () => {
       const before = seen.items.length;
@@ -114,7 +114,7 @@ describe('graphql-ws on the GraphQL port', () => {
       return (await seen.next(before + 1)).at(-1);
     };
     expect(await afterReport()).toEqual({ workerChanged: { name, status: 'BUSY', activeWorkCount: 1 } });
-    await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id }, freshToken);
+    await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id }, freshToken);
     expect(await afterReport()).toEqual({ workerChanged: { name, status: 'IDLE', activeWorkCount: 0 } });
   });
 });

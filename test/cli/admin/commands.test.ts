@@ -494,7 +494,7 @@ describe('work and demand', () => {
 
   it('work log prints the output as it is, page after page, and how the request stands on stderr', async () => {
     const id = ids[0];
-    await ok(t, 'mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }', { id }, soloToken);
+    await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }', { id }, soloToken);
     // Two chunks of 700 KiB: more than one page (1 MiB) of output.
     const big = (c: string) => `${c.repeat(1023)}\n`.repeat(700);
     let offset = await appendLog(id, 0, big('a'));
@@ -523,7 +523,7 @@ describe('work and demand', () => {
     offset = await appendLog(id, offset, 'error: it broke\n');
     const done = await ok(
       t,
-      'mutation($id: ID!) { completeWorkRequest(id: $id, result: FAILURE, exitCode: 2) { __typename ... on WorkRequest { status } } }',
+      'mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: FAILURE, exitCode: 2 }) { __typename ... on WorkRequest { status } } }',
       { id },
       soloToken,
     );
