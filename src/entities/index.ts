@@ -12,6 +12,7 @@ import { UserSchema } from './user.js';
 import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
 import { WorkRequestLogSchema } from './work-request-log.js';
 import { WorkRequestSchema } from './work-request.js';
+import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
 import { WorkerSchema } from './worker.js';
 import { WorkspaceMemberSchema } from './workspace-member.js';
@@ -26,6 +27,7 @@ export const entities = [
   GroupSchema,
   TaskRuleSchema,
   EnvironmentSchema,
+  WorkerImageSchema,
   WorkerPoolSchema,
   WorkerSchema,
   TokenSchema,

@@ -13,6 +13,11 @@ export const WorkerPoolSchema = defineEntity({
     /** AES-256-GCM ciphertext of the provider account JSON; never leaves the server. */
     providerAccountEncrypted: p.text().nullable(),
     specifications: p.json<PoolSpecifications>().default('{}'),
+    /**
+     * The tags of the image `specifications.image` names, copied from its manifest when the pool is
+     * given it (images never change once registered); null for a pool with no image.
+     */
+    imageTags: p.array().columnType('text[]').nullable(),
     providedTags: p.array().columnType('text[]').default([]),
     requiredTags: p.array().columnType('text[]').default([]),
     maxActiveInstances: p.integer().default(10),
