@@ -12,9 +12,16 @@ export interface PoolTemplate {
   readonly requiredTags: readonly string[];
 }
 
+/** What of a pool its image tags come from: the image its specifications name, and that image's tags as copied onto the pool. */
+interface PoolRow extends Omit<PoolTagInput, 'taskCatalog' | 'image'> {
+  readonly imageTags?: readonly string[] | null;
+}
+
 /** What of a stored pool its workers' tags and its template follow from (one home for every caller). */
-export function poolTagInput(pool: Omit<PoolTagInput, 'taskCatalog'>): PoolTagInput {
-  return { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications, taskCatalog: WORKER_TASK_CATALOG };
+export function poolTagInput(pool: PoolRow): PoolTagInput {
+  const name = pool.specifications.image;
+  const image = typeof name === 'string' && pool.imageTags ? { name, tags: pool.imageTags } : null;
+  return { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications, image, taskCatalog: WORKER_TASK_CATALOG };
 }
 
 /** The concurrency of a pool's workers (DESIGN §11): its specifications', 1 when unset. */

@@ -42,8 +42,16 @@ export interface PoolSpecifications {
   architectures?: string[];
   enableBackends?: string[];
   enableTasks?: string[];
+  /** The name of a registered worker image; its manifest's tags replace the three lists above. */
+  image?: string;
   handlers?: { task: string; command: string }[];
   [key: string]: unknown;
+}
+
+/** The registered image a pool names: its name and the tags its manifest says a worker booted from it provides. */
+export interface PoolImage {
+  readonly name: string;
+  readonly tags: readonly string[];
 }
 
 /** What of a pool decides the tags of the workers it starts. */
@@ -52,6 +60,8 @@ export interface PoolTagInput {
   providedTags: readonly string[];
   requiredTags: readonly string[];
   specifications: PoolSpecifications;
+  /** The image its specifications name, when they name one. */
+  image: PoolImage | null;
   /** The tasks its `enableTasks` and `handlers` may name (the task registry's WORKER_TASK_CATALOG). */
   taskCatalog: readonly CatalogTask[];
 }
@@ -222,7 +232,15 @@ class WorkerSets {
       if (typeof value === 'number') this.provided.add(`${name}=${formatNumber(value)}`, 'admin', specOrigin.source);
       else this.garbage(this.provided, value, specOrigin, `specification "${key}"`, 'a number');
     }
-    const list = (key: string): string[] | undefined => (hasValue(specs, key) ? this.strings(this.provided, specs[key], specOrigin, `specifications.${key}`) : undefined);
+    // What the machines hold: a registered image's manifest says it; a pool with no image says it
+    // in its specifications (architectures, enableBackends, enableTasks; pool-image.ts).
+    if (pool.image) {
+      const imageSource = `image:${pool.image.name}`;
+      const tags = this.strings(this.provided, pool.image.tags, { provenance: 'admin', source: imageSource, label: `image "${pool.image.name}"` }, 'tags');
+      this.provided.addAll(tags, 'admin', imageSource);
+    }
+    const list = (key: string): string[] | undefined =>
+      !pool.image && hasValue(specs, key) ? this.strings(this.provided, specs[key], specOrigin, `specifications.${key}`) : undefined;
     const image = {
       architectures: list('architectures'),
       enableBackends: list('enableBackends'),
@@ -325,7 +343,8 @@ export function computeWorkerTags(input: WorkerTagInput): ComputedWorkerTags {
 
 /**
  * Computes the tags any worker started by a pool will have: the pool's tags, the valued tags and
- * size class of its specifications, what its image holds (pool-image.ts), and `worker:type:worker`;
+ * size class of its specifications, what its image holds (its registered image's manifest tags, with
+ * source `image:NAME`; for a pool with no image, pool-image.ts from its specifications), and `worker:type:worker`;
  * scaling from zero matches on these.
  */
 export function computePoolTemplateTags(

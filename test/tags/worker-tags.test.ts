@@ -25,7 +25,7 @@ function input(overrides: Partial<WorkerTagInput> = {}): WorkerTagInput {
 }
 
 function pool(overrides: Partial<PoolTagInput> = {}): PoolTagInput {
-  return { name: 'cloud', providedTags: [], requiredTags: [], specifications: {}, taskCatalog: WORKER_TASK_CATALOG, ...overrides };
+  return { name: 'cloud', providedTags: [], requiredTags: [], specifications: {}, image: null, taskCatalog: WORKER_TASK_CATALOG, ...overrides };
 }
 
 const entry = (tag: string, provenance: TagEntry['provenance'], source: string): TagEntry => ({ tag, provenance, source });
@@ -419,6 +419,26 @@ describe('computePoolTemplateTags', () => {
       ['worker:executor:auto', 'admin', 'pool:cloud', REFUSAL_CODES.PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY],
       ['bad tag', 'admin', 'pool:cloud', REFUSAL_CODES.INVALID_SYNTAX],
     ]);
+  });
+
+  it('takes what its machines hold from its image, not from its specifications, with the image as source', () => {
+    const tags = ['worker:build-arch:amd64', 'worker:executor:unshare', 'worker:cap:sbuild', 'worker:task:worker:sbuild:version:1'];
+    const result = computePoolTemplateTags(
+      pool({ specifications: { image: 'trixie-sbuild', enableTasks: ['autopkgtest'], handlers: [{ task: 'noop', command: 'true' }] }, image: { name: 'trixie-sbuild', tags } }),
+    );
+    expect(result.provided).toEqual([
+      entry('worker:type:worker', 'system', 'pool-template'),
+      ...tags.map((t) => entry(t, 'admin', 'image:trixie-sbuild')),
+      entry('worker:task:worker:noop:version:1', 'admin', 'pool:cloud:specifications'),
+    ]);
+    expect(result.providedTags).not.toContain('worker:cap:autopkgtest');
+    expect(result.rejected).toEqual([]);
+  });
+
+  it('records the tags of an image that no admin may provide, naming the image', () => {
+    const result = computePoolTemplateTags(pool({ specifications: { image: 'odd' }, image: { name: 'odd', tags: ['worker:type:server', 'worker:cap:sbuild'] } }));
+    expect(result.providedTags).toEqual(['worker:cap:sbuild', 'worker:type:worker']);
+    expect(result.rejected.map((r) => [r.tag, r.source])).toEqual([['worker:type:server', 'image:odd']]);
   });
 
   it('matches the work it can serve from zero instances', () => {
