@@ -109,7 +109,7 @@ const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
     architectures: t.stringList({ description: 'Debian architectures its machines run natively (worker:build-arch:*)' }),
     enableBackends: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu (worker:executor:*)' }),
     enableTasks: t.stringList({ description: 'Tasks its image is built for: their tools (worker:cap:*) and worker:task:* tags' }),
-    image: t.string({ description: 'The name of a tagsched worker image' }),
+    image: t.string({ description: 'A registered worker image (registerWorkerImage): its manifest\u2019s tags are the pool\u2019s architectures, backends and tasks (leave those three out)' }),
     handlers: t.field({ type: [PoolHandlerInput], description: 'Local pools only: the commands their agents run (default noop=true)' }),
     instanceType: t.string({ description: 'Cloud: a Hetzner server type or an EC2 instance type' }),
     location: t.string({ description: 'Cloud: a Hetzner location, or an EC2 region or availability zone' }),

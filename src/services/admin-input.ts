@@ -87,3 +87,13 @@ export function poolTagProblems(
     ...problemsOf(candidates, computed.rejected),
   ];
 }
+
+/**
+ * Every problem of an image's manifest tags, judged as the tags of a pool naming the image would be
+ * (admin provenance, source `image:NAME`): a tag no admin may provide refuses the whole manifest.
+ */
+export function imageTagProblems(name: string, tags: readonly string[], path: string, config: Config): InputProblem[] {
+  const computed = computePoolTemplateTags({ ...poolTagInput({ name, providedTags: [], requiredTags: [], specifications: {} }), image: { name, tags } }, config.sizeThresholds);
+  const candidates = tags.map((tag, i) => ({ tag, path: `${path}[${i}].tag`, set: 'worker-provided' as const }));
+  return [...countProblems(tags, path, config), ...problemsOf(candidates, computed.rejected)];
+}

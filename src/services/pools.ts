@@ -15,6 +15,8 @@ import { nameSchema, oneOf, parseInput, zodProblems } from './validate.js';
 import { poolTagProblems } from './admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 import { creating } from './flush.js';
+import type { WorkerImage } from '../entities/worker-image.js';
+import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
 export interface WorkerPoolInput {
@@ -49,7 +51,7 @@ const providerAccountSchema = z.record(z.string(), z.unknown());
  * each tag the tag engine would refuse, the limits, and what the pool's provider finds wrong with
  * its name, specifications and account (src/provisioner/providers.ts).
  */
-function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config, secrets: SecretBox, creating: boolean): void {
+function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, image: WorkerImage | null, config: Config, secrets: SecretBox, creating: boolean): void {
   const providerType = input.providerType == null ? null : zodProblems(oneOf(providerTypes() as [string, ...string[]]), input.providerType, 'input.providerType');
   const account = input.providerAccount == null ? null : zodProblems(providerAccountSchema, input.providerAccount, 'input.providerAccount');
   const specifications = input.specifications == null ? null : specificationProblems(input.specifications, 'input.specifications');
@@ -62,6 +64,7 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config
     ...(account?.problems ?? []),
     ...(specifications?.problems ?? []),
     ...handlerProblems(type, specifications?.data ?? {}, 'input.specifications'),
+    ...(specifications?.data ? poolImageProblems(specifications.data, image, 'input.specifications') : []),
     ...poolTagProblems({ name: pool.name, providedTags: input.providedTags, requiredTags: input.requiredTags, specifications: specifications?.data ?? null }, config),
     ...limits.problems,
   ];
@@ -76,6 +79,8 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config
   if (providerType?.data) pool.providerType = providerType.data;
   if (account?.data) pool.providerAccountEncrypted = secrets.seal(JSON.stringify(account.data));
   pool.specifications = specs;
+  // Images never change once registered: the pool keeps a copy of its image's tags (worker-images.ts).
+  if (specifications?.data) pool.imageTags = image ? image.manifest.tags.map((t) => t.tag) : null;
   if (input.providedTags != null) pool.providedTags = input.providedTags;
   if (input.requiredTags != null) pool.requiredTags = input.requiredTags;
   const l = limits.data!;
@@ -85,6 +90,12 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, config: Config
   if (l.targetLatencySeconds != null) pool.targetLatencySeconds = l.targetLatencySeconds;
   if (input.monthlyRuntimeBudgetSeconds !== undefined) pool.monthlyRuntimeBudgetSeconds = l.monthlyRuntimeBudgetSeconds ?? null;
   if (input.enabled != null) pool.enabled = input.enabled;
+}
+
+/** The registered image the input's specifications name, when they name one that exists. */
+async function imageOf(em: EntityManager, input: WorkerPoolInput): Promise<WorkerImage | null> {
+  const name = imageNameOf(input.specifications);
+  return name === null ? null : findWorkerImage(em, name);
 }
 
 function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unknown> | null {
@@ -102,8 +113,9 @@ export async function createWorkerPool(
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
+  const image = await imageOf(em, input);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
-  applyPoolInput(pool, input, config, secrets, true);
+  applyPoolInput(pool, input, image, config, secrets, true);
   await creating(`a worker pool "${name}"`, () => em.flush());
   await noteRequiredTags(em, pool.requiredTags);
   return pool;
@@ -124,7 +136,7 @@ export async function updateWorkerPool(
   requireAdmin(viewer);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
-  applyPoolInput(pool, input, config, secrets, false);
+  applyPoolInput(pool, input, await imageOf(em, input), config, secrets, false);
   // The admin may have fixed what made launches fail: the pool tries again at once.
   pool.launchFailures = 0;
   pool.launchRetryAt = null;
