@@ -41,6 +41,7 @@ const CODES_BY_EXIT: Record<Exclude<ExitCode, 0>, readonly string[]> = {
     'UNKNOWN_TASK',
     'INVALID_TASK_DATA',
     'UNKNOWN_ENVIRONMENT',
+    'UNKNOWN_IMAGE',
     'INVALID_RULE',
     'UNKNOWN_DEPENDENCY',
     'DEPENDENCY_CYCLE',

@@ -256,7 +256,7 @@ function poolOptions(command: Command): Command {
     .option('--memory-gib <n>', 'memory per instance, GiB (worker:memory-gib)')
     .option('--disk-gib <n>', 'disk per instance, GiB (worker:disk-gib)')
     .option('--concurrency <n>', 'work requests each of its workers runs at once')
-    .option('--image <name>', 'the worker image its instances boot')
+    .option('--image <name>', 'a registered worker image (tagsched-admin images list): its tags replace --architecture, --backend and --task')
     .option('--instance-type <type>', "the provider's instance type")
     .option('--location <place>', "the provider's location or region")
     .option('--provider-image <image>', "the provider's image: a Hetzner image, an EC2 AMI")

@@ -13,6 +13,7 @@ import { ENV, resolveConnection, type Connection } from './settings.js';
 import { registerDemandCommands } from './demand.js';
 import { registerEnvironmentCommands } from './environments.js';
 import { registerGroupCommands } from './groups.js';
+import { registerImageCommands } from './images.js';
 import { registerInstanceCommands } from './instances.js';
 import { registerPoolCommands } from './pools.js';
 import { registerRuleCommands } from './rules.js';
@@ -140,6 +141,7 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
   registerGroupCommands(program, action);
   registerEnvironmentCommands(program, action);
   registerWorkerCommands(program, action);
+  registerImageCommands(program, action);
   registerPoolCommands(program, action);
   registerInstanceCommands(program, action);
   registerDemandCommands(program, action);

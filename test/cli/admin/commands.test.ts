@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { EXIT } from '../../../src/cli/admin/exit-codes.js';
 import { ADMIN_TOKEN, useTestApp } from '../../helpers/app.js';
 import { AMD64_METADATA, ok, reportMetadata } from '../../helpers/fixtures.js';
+import { imageManifest } from '../../helpers/image-manifest.js';
 import { closedPort, runCli, scratchDir, type RunOptions } from './harness.js';
 
 // Automatic scheduling on, but no pass runs during the tests (the debounce and the interval are an
@@ -282,22 +283,75 @@ describe('workers', () => {
   });
 });
 
+describe('images', () => {
+  it('images register takes the manifest tagsched-image build wrote; list and show it; a pool naming it gets its tags', async () => {
+    const dir = scratchDir();
+    const file = path.join(dir, 'trixie-sbuild.manifest.json');
+    fs.writeFileSync(file, JSON.stringify(imageManifest('trixie-sbuild'), null, 2));
+    const r = await cli(['images', 'register', file]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Registered image trixie-sbuild \(trixie\/amd64 backends=unshare tasks=sbuild, \d+ packages\); a pool names it with --image trixie-sbuild\.$/m);
+    expect(r.stdout).toMatch(/^worker:cap:sbuild\s+package:sbuild\s+-$/m);
+
+    const list = await cli(['images', 'list']);
+    expect(list.stdout).toMatch(/^NAME\s+SUITE\s+ARCH\s+BACKENDS\s+TASKS\s+PACKAGES\s+ROOTFS\s+BUILT/m);
+    expect(list.stdout).toMatch(/^trixie-sbuild\s+trixie\s+amd64\s+unshare\s+sbuild\s+\d+\s+362 MiB\s+2026-11-23/m);
+    const shown = await cli(['images', 'show', 'trixie-sbuild', '--packages']);
+    expect(shown.stdout).toMatch(/^Root file system:\s+trixie-sbuild\.tar \(362 MiB, sha256 a{64}\)$/m);
+    expect(shown.stdout).toMatch(/^worker:task:worker:sbuild:version:1\s+handler:sbuild\s+-$/m);
+    expect(shown.stdout).toMatch(/^sbuild\s+1\.0-1\s+amd64$/m);
+    const data = await json(['images', 'show', 'trixie-sbuild']);
+    expect(data.workerImage).toMatchObject({ name: 'trixie-sbuild', recipe: { enableTasks: ['sbuild'] }, packageCount: expect.any(Number) });
+
+    // Disabled: the work tests below count on no pool that runs sbuild.
+    const pool = await json(['pool', 'create', 'imaged', '--provider', 'local', '--image', 'trixie-sbuild', '--disable']);
+    expect(pool.createWorkerPool.specifications.image).toBe('trixie-sbuild');
+    const poolShown = await cli(['pool', 'show', 'imaged']);
+    expect(poolShown.stdout).toMatch(/^worker:executor:unshare\s+admin\s+image:trixie-sbuild$/m);
+  });
+
+  it('images register refuses the same name again (6), a bad manifest naming the field (4), a non-admin (5); show of an unknown image is not found (3)', async () => {
+    const dir = scratchDir();
+    const file = path.join(dir, 'again.json');
+    fs.writeFileSync(file, JSON.stringify(imageManifest('trixie-sbuild')));
+    const again = await cli(['images', 'register', file]);
+    expect(again.code).toBe(EXIT.conflict);
+    expect(again.stderr).toMatch(/"trixie-sbuild" is already registered.*\[ALREADY_EXISTS\]/);
+    const broken = path.join(dir, 'broken.json');
+    fs.writeFileSync(broken, JSON.stringify({ ...imageManifest('broken'), recipe: undefined }));
+    const bad = await cli(['images', 'register', broken]);
+    expect(bad.code).toBe(EXIT.invalidInput);
+    expect(bad.stderr).toMatch(/input\.manifest\.recipe.*\[INVALID_INPUT\]/);
+    const user = await json(['user', 'create', 'image-outsider']);
+    const forbidden = await cli(['images', 'register', file], { token: user.createUser.token });
+    expect(forbidden.code).toBe(EXIT.forbidden);
+    expect((await cli(['images', 'show', 'never-built'])).code).toBe(EXIT.notFound);
+    const unknown = await cli(['pool', 'create', 'ghostly', '--image', 'never-built']);
+    expect(unknown.code).toBe(EXIT.invalidInput);
+    expect(unknown.stderr).toMatch(/input\.specifications\.image: no worker image "never-built" is registered.*\[UNKNOWN_IMAGE\]/);
+    expect((await json(['images', 'list'])).workerImages.map((i: { name: string }) => i.name)).toEqual(['trixie-sbuild']);
+    // For the pool tests below: an image with no sbuild, so that their pool runs none of the work tests' sbuilds.
+    fs.writeFileSync(file, JSON.stringify(imageManifest('trixie-autopkgtest', { enable_tasks: ['autopkgtest'] })));
+    expect((await cli(['images', 'register', file])).code).toBe(0);
+  });
+});
+
 describe('pools', () => {
   it('pool create with typed specifications from flags and a file; the provider account is never shown', async () => {
     const dir = scratchDir();
     const account = path.join(dir, 'account.json');
     fs.writeFileSync(account, JSON.stringify({ apiKey: 'very-secret-provider-key' }), { mode: 0o600 });
     const spec = path.join(dir, 'spec.json');
-    fs.writeFileSync(spec, JSON.stringify({ cpuCount: 2, image: 'trixie-sbuild' }));
+    fs.writeFileSync(spec, JSON.stringify({ cpuCount: 2, image: 'trixie-autopkgtest' }));
     const r = await cli(['pool', 'create', 'cloud', '--provider', 'local', '--provider-account-file', account, '--spec-file', spec, '--cpu-count', '8', '--memory-gib', '32', '--max-active', '5', '--provide', 'worker:class:cloud']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toBe('Created pool cloud (local, enabled): concurrency=1 cpuCount=8 handlers=noop=true image=trixie-sbuild memoryGib=32.\n');
+    expect(r.stdout).toBe('Created pool cloud (local, enabled): concurrency=1 cpuCount=8 handlers=noop=true image=trixie-autopkgtest memoryGib=32.\n');
     const shown = await cli(['pool', 'show', 'cloud']);
     expect(shown.stdout).toMatch(/^Provider:\s+local \(provider account set\)$/m);
     expect(shown.stdout).toMatch(/^worker:cpu-count=8\s+admin\s+\S+$/m);
     expect(shown.stdout).toMatch(/^worker:class:cloud\s+admin\s+pool:cloud$/m);
     const data = await json(['pool', 'show', 'cloud']);
-    expect(data.workerPool).toMatchObject({ name: 'cloud', maxActiveInstances: 5, hasProviderAccount: true, degraded: false, specifications: { cpuCount: 8, memoryGib: 32, image: 'trixie-sbuild', handlers: [{ task: 'noop', command: 'true' }] } });
+    expect(data.workerPool).toMatchObject({ name: 'cloud', maxActiveInstances: 5, hasProviderAccount: true, degraded: false, specifications: { cpuCount: 8, memoryGib: 32, image: 'trixie-autopkgtest', handlers: [{ task: 'noop', command: 'true' }] } });
     for (const out of [r.stdout, r.stderr, shown.stdout, JSON.stringify(data)]) expect(out).not.toContain('very-secret-provider-key');
   });
 
@@ -307,10 +361,10 @@ describe('pools', () => {
       enabled: false,
       minIdleInstances: 1,
       maxActiveInstances: 5,
-      specifications: { cpuCount: 8, memoryGib: 64, image: 'trixie-sbuild', handlers: [{ task: 'noop', command: 'true' }, { task: 'sbuild', command: '/usr/local/bin/sbuild-handler' }] },
+      specifications: { cpuCount: 8, memoryGib: 64, image: 'trixie-autopkgtest', handlers: [{ task: 'noop', command: 'true' }, { task: 'sbuild', command: '/usr/local/bin/sbuild-handler' }] },
     });
     const list = await cli(['pool', 'list']);
-    expect(list.stdout).toMatch(/^cloud\s+local\s+no\s+5\s+1\s+no\s+concurrency=1 cpuCount=8 handlers=noop=true,sbuild=\/usr\/local\/bin\/sbuild-handler image=trixie-sbuild memoryGib=64$/m);
+    expect(list.stdout).toMatch(/^cloud\s+local\s+no\s+5\s+1\s+no\s+concurrency=1 cpuCount=8 handlers=noop=true,sbuild=\/usr\/local\/bin\/sbuild-handler image=trixie-autopkgtest memoryGib=64$/m);
     expect((await cli(['pool', 'update', 'cloud', '--handler', 'no-command'])).code).toBe(EXIT.usage);
     expect((await json(['pool', 'update', 'cloud', '--enable'])).updateWorkerPool.enabled).toBe(true);
     expect((await cli(['pool', 'update', 'cloud'])).code).toBe(EXIT.usage);
