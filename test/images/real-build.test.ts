@@ -3,8 +3,10 @@
  * Debian's archive for a minimal image (unshare backend, sbuild task); its manifest is checked
  * against the built tree; then the agent's unit runs inside that tree, under the image's own
  * node, as its own user, with only a server URL and an activation token in
- * /etc/tagsched-worker/config (written as cloud-init would), against a real server: it activates,
- * reports the tags the manifest promised, and runs a noop work request to completion.
+ * /etc/tagsched-worker/config (written as cloud-init would), against a real server where the
+ * manifest is registered and a pool names the image (its template tags are the manifest's): it
+ * activates into that pool, reports the tags the manifest promised, and runs a noop work request
+ * to completion.
  *
  * It downloads a few hundred packages and needs root (chroot, namespaces), so it runs only when
  * TAGSCHED_TEST_IMAGE=1: `npm run test:image`, which .ci/run runs after the suite.
@@ -142,8 +144,19 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
 
   it('boots as a worker with only a URL and an activation token, reports the promised tags, and runs a noop', async () => {
     await gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    const pool = await gql(`mutation { createWorkerPool(input: { name: "image-pool", providerType: "local" }) { __typename ... on Error { code message } } }`);
-    expect(pool.createWorkerPool.__typename).toBe('WorkerPool');
+    // The manifest the build wrote is registered as it is, and the pool names the image.
+    const registered = await gql(`mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ... on WorkerImage { name packageCount } ... on Error { code message } } }`, {
+      m: JSON.parse(fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8')),
+    });
+    expect(registered.registerWorkerImage).toEqual({ __typename: 'WorkerImage', name: 'test-image', packageCount: manifest.packages.length });
+    const pool = await gql(
+      `mutation { createWorkerPool(input: { name: "image-pool", providerType: "local", specifications: { image: "test-image" } }) {
+        __typename ... on WorkerPool { specifications { image } templateProvidedTags { tag provenance source } } ... on Error { code message } } }`,
+    );
+    expect(pool.createWorkerPool).toMatchObject({ __typename: 'WorkerPool', specifications: { image: 'test-image' } });
+    // Its template tags are the manifest's, from the image; demand and diagnosis match work on these.
+    const fromImage = pool.createWorkerPool.templateProvidedTags.filter((t: { source: string }) => t.source === 'image:test-image');
+    expect(fromImage).toEqual(manifest.tags.map((t) => ({ tag: t.tag, provenance: 'ADMIN', source: 'image:test-image' })));
     const activation = (await gql(`mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token as string;
 
     // What cloud-init's user data writes (src/provisioner/user-data.ts): root only.
