@@ -1,8 +1,9 @@
 /**
  * The gauges that come from the database, computed at each scrape into a registry of that scrape
  * (two scrapes at once never share values): the unfinished work requests by workspace and status,
- * the pending ones by task class, the active workers by status and pool, and each pool's demand.
- * Every process answers the same values; they cost four statements and the demand's own.
+ * the pending ones by task class, the active workers by status and pool, the live instances by pool
+ * and state, and each pool's demand. Every process answers the same values; they cost five
+ * statements and the demand's own.
  *
  * Workspace labels: a scraper with TAGSCHED_METRICS_TOKEN sees every workspace by name; without
  * a token configured, private workspaces are summed into one label value (PRIVATE_WORKSPACE), so
@@ -12,6 +13,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { toDate } from '../db/arrays.js';
+import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
 import { computeDemand } from '../scheduler/demand.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { workerStatus } from '../schema/worker.js';
@@ -81,6 +83,17 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     const [status, pool] = JSON.parse(key) as [string, string];
     workerGauge.set({ status, pool }, n);
   }
+
+  // Live instances only (terminated and failed ones grow with history), with a zero for every pool
+  // and live state so that a series does not vanish when a pool stops its last instance.
+  const instances = await em.execute<{ pool: string; state: string | null; n: number }[]>(
+    `select p.name as pool, i.state, count(i.id)::int as n
+       from worker_pool p left join instance i on i.pool_id = p.id and i.state in (${LIVE_INSTANCE_STATES.map((s) => `'${s}'`).join(', ')})
+      group by p.name, i.state`,
+  );
+  const instanceGauge = gauge(registry, 'tagsched_instances', `Instances by pool and state, live states only (${LIVE_INSTANCE_STATES.join(', ')})`, ['pool', 'state']);
+  for (const { pool } of instances) for (const state of LIVE_INSTANCE_STATES) instanceGauge.set({ pool, state }, 0);
+  for (const i of instances) if (i.state !== null) instanceGauge.set({ pool: i.pool, state: i.state }, i.n);
 
   const demand = await computeDemand(em, deps.scheduler.classes, deps.config, now, deps.scheduler.workers, undefined, pendingByClass);
   const launch = gauge(registry, 'tagsched_pool_launch', 'Instances each enabled pool should launch now (provisioning demand)', ['pool']);
