@@ -71,6 +71,15 @@ describe('registerWorkerImage', () => {
     expect(await snapshot(t)).toEqual(before);
   });
 
+  it('shows the registered images to anyone, like pools (their template tags are the same); a bad token is refused', async () => {
+    const anonymous = await ok(t, `{ workerImages { name tags { tag } } }`, {}, null);
+    expect(anonymous.workerImages.map((i: { name: string }) => i.name)).toEqual(['trixie-sbuild']);
+    expect((await ok(t, `{ workerImage(name: "trixie-sbuild") { packageCount } }`, {}, userToken)).workerImage.packageCount).toBe(SBUILD_IMAGE.packages.length);
+    const bad = await t.gql(`{ workerImages { name } }`, {}, 'tsk_user_not-a-token-0000000000');
+    expect(bad.status).toBeLessThan(500);
+    expect(bad.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+  });
+
   it.each<[string, () => string | null, string]>([
     ['anonymous', () => null, 'UnauthenticatedError'],
     ['a user who is not an admin', () => userToken, 'ForbiddenError'],
