@@ -1,0 +1,67 @@
+/** Pieces several status pages share: tables of tags, badges, pagers, a diagnosis in words. */
+import type { Diagnosis } from '../scheduler/diagnosis.js';
+import type { TagEntry, TagRefusal } from '../tags/types.js';
+import { html, type Html } from './html.js';
+
+/** A status, result or state as a coloured word. */
+export const badge = (value: string, label: string = value): Html => html`<span class="badge s-${value.replace(/[^A-Za-z_-]/g, '')}">${label}</span>`;
+
+/** A table, scrolling sideways on a narrow screen rather than overflowing it. */
+export function table(head: readonly (string | Html)[], rows: readonly Html[], empty: string): Html {
+  if (!rows.length) return html`<p class="muted">${empty}</p>`;
+  return html`<div class="scroll"><table><thead><tr>${head.map((h) => html`<th>${h}</th>`)}</tr></thead><tbody>${rows}</tbody></table></div>`;
+}
+
+/** Tags with their provenance and source. */
+export function tagTable(entries: readonly TagEntry[]): Html {
+  return table(
+    ['Tag', 'Provenance', 'Source'],
+    entries.map((e) => html`<tr><td><code>${e.tag}</code></td><td>${e.provenance}</td><td>${e.source}</td></tr>`),
+    'none',
+  );
+}
+
+/** Tags that were refused, with the reason. */
+export function refusedTable(refused: readonly TagRefusal[]): Html {
+  return table(
+    ['Tag', 'Provenance', 'Source', 'Reason'],
+    refused.map((r) => html`<tr><td><code>${r.tag}</code></td><td>${r.provenance}</td><td>${r.source}</td><td>${r.message}</td></tr>`),
+    'none',
+  );
+}
+
+/** Previous / next links around "page N of M". */
+export function pager(page: number, pages: number, link: (page: number) => string): Html {
+  if (pages <= 1) return html``;
+  return html`<nav class="pager" aria-label="Pages">${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>` : ''}<span class="muted">Page ${page} of ${pages}</span>${
+    page < pages ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ''
+  }</nav>`;
+}
+
+/** What a diagnosis state means, in words. */
+export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
+  NOT_PENDING: 'Not pending: nothing to wait for.',
+  READY: 'A matching worker has a free slot: the next pass assigns it.',
+  WAITING_FOR_CAPACITY: 'Matching workers are all busy: it waits for a free slot.',
+  WAITING_FOR_WORKERS: 'Matching workers exist, but none is available (disconnected, draining or disabled).',
+  WAITING_FOR_PROVISIONING: 'No worker matches, but a pool can start one.',
+  ORCHESTRATED: 'Run by the server itself (an internal or workflow task): no worker will.',
+  UNSCHEDULABLE: 'No worker and no pool could ever run it.',
+};
+
+/**
+ * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags a
+ * worker requires are worker details: `workerTags` false leaves them out (the request's own missing
+ * tags stay).
+ */
+export function diagnosisView(d: Diagnosis, workerTags: boolean, mismatchLimit = 5): Html {
+  const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
+  const mismatches = d.mismatches.slice(0, mismatchLimit).map(
+    (m) => html`<tr><td>${m.pool ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>` : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`}</td>
+<td>${m.missingOnWorker.map((t) => html`<code>${t}</code> `)}</td><td>${workerTags ? m.missingOnTask.map((t) => html`<code>${t}</code> `) : html`<span class="muted">shown to signed-in users</span>`}</td></tr>`,
+  );
+  return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
+<dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
+<dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>
+${d.mismatches.length && d.state !== 'READY' && d.state !== 'ORCHESTRATED' ? html`<h3>Nearest that cannot run it</h3>${table(['Workers or pool', 'Required by the request, not provided', 'Required by the workers, not provided'], mismatches, '')}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
+}
