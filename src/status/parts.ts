@@ -6,18 +6,30 @@ import { html, type Html } from './html.js';
 /** A status, result or state as a coloured word. */
 export const badge = (value: string, label: string = value): Html => html`<span class="badge s-${value.replace(/[^A-Za-z_-]/g, '')}">${label}</span>`;
 
-/** A table, scrolling sideways on a narrow screen rather than overflowing it. */
-export function table(head: readonly (string | Html)[], rows: readonly Html[], empty: string): Html {
+/** A column of a table: its heading, and whether a phone leaves it out. */
+export type Column = string | { readonly label: string; readonly hideNarrow: true };
+
+/**
+ * A table of rows of cells (each cell escaped by `html` unless it is Html). On a phone a table
+ * with `stack` shows each row as a block of "label value" lines (the labels come from the
+ * columns); any other table scrolls sideways inside its frame rather than widening the page.
+ */
+export function table(columns: readonly Column[], rows: readonly (readonly unknown[])[], empty: string, options: { stack?: boolean } = {}): Html {
   if (!rows.length) return html`<p class="muted">${empty}</p>`;
-  return html`<div class="scroll"><table><thead><tr>${head.map((h) => html`<th>${h}</th>`)}</tr></thead><tbody>${rows}</tbody></table></div>`;
+  const cols = columns.map((c) => (typeof c === 'string' ? { label: c, hideNarrow: false } : c));
+  const cls = (i: number) => (cols[i]?.hideNarrow ? html` class="hide-narrow"` : '');
+  return html`<div class="scroll"><table${options.stack ? html` class="stack"` : ''}><thead><tr>${cols.map((c, i) => html`<th${cls(i)}>${c.label}</th>`)}</tr></thead><tbody>${rows.map(
+    (cells) => html`<tr>${cells.map((cell, i) => html`<td data-label="${cols[i]?.label ?? ''}"${cls(i)}>${cell}</td>`)}</tr>`,
+  )}</tbody></table></div>`;
 }
 
 /** Tags with their provenance and source. */
 export function tagTable(entries: readonly TagEntry[]): Html {
   return table(
     ['Tag', 'Provenance', 'Source'],
-    entries.map((e) => html`<tr><td><code>${e.tag}</code></td><td>${e.provenance}</td><td>${e.source}</td></tr>`),
+    entries.map((e) => [html`<code>${e.tag}</code>`, e.provenance, e.source]),
     'none',
+    { stack: true },
   );
 }
 
@@ -25,8 +37,9 @@ export function tagTable(entries: readonly TagEntry[]): Html {
 export function refusedTable(refused: readonly TagRefusal[]): Html {
   return table(
     ['Tag', 'Provenance', 'Source', 'Reason'],
-    refused.map((r) => html`<tr><td><code>${r.tag}</code></td><td>${r.provenance}</td><td>${r.source}</td><td>${r.message}</td></tr>`),
+    refused.map((r) => [html`<code>${r.tag}</code>`, r.provenance, r.source, r.message]),
     'none',
+    { stack: true },
   );
 }
 
@@ -56,12 +69,15 @@ export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
  */
 export function diagnosisView(d: Diagnosis, workerTags: boolean, mismatchLimit = 5): Html {
   const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
-  const mismatches = d.mismatches.slice(0, mismatchLimit).map(
-    (m) => html`<tr><td>${m.pool ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>` : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`}</td>
-<td>${m.missingOnWorker.map((t) => html`<code>${t}</code> `)}</td><td>${workerTags ? m.missingOnTask.map((t) => html`<code>${t}</code> `) : html`<span class="muted">shown to signed-in users</span>`}</td></tr>`,
-  );
+  const mismatches = d.mismatches.slice(0, mismatchLimit).map((m) => [
+    m.pool
+      ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>`
+      : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`,
+    m.missingOnWorker.map((t) => html`<code>${t}</code> `),
+    workerTags ? m.missingOnTask.map((t) => html`<code>${t}</code> `) : html`<span class="muted">shown to signed-in users</span>`,
+  ]);
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
 <dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>
-${d.mismatches.length && d.state !== 'READY' && d.state !== 'ORCHESTRATED' ? html`<h3>Nearest that cannot run it</h3>${table(['Workers or pool', 'Required by the request, not provided', 'Required by the workers, not provided'], mismatches, '')}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
+${d.mismatches.length && d.state !== 'READY' && d.state !== 'ORCHESTRATED' ? html`<h3>Nearest that cannot run it</h3>${table(['Workers or pool', 'Required by the request, not provided', 'Required by the workers, not provided'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
 }

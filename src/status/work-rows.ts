@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { textArray, toDate } from '../db/arrays.js';
 import { workRequestSql, type Principal } from '../services/visibility.js';
-import { between, duration } from './format.js';
+import { between, duration, utc } from './format.js';
 import { href, html, type Html } from './html.js';
 import { badge, table } from './parts.js';
 
@@ -72,17 +72,16 @@ export function workTable(rows: readonly WorkRow[], kind: 'running' | 'recent', 
   if (kind === 'running') {
     return table(
       ['Request', 'Task', 'Workspace', 'Status', 'Running for'],
-      rows.map((r) => html`<tr><td>${workLink(r.id)}</td><td>${r.taskName}</td><td>${r.workspace}</td><td>${badge(r.status)}</td><td>${duration(between(r.startedAt ?? r.assignedAt, null, now))}</td></tr>`),
+      rows.map((r) => [workLink(r.id), r.taskName, r.workspace, badge(r.status), duration(between(r.startedAt ?? r.assignedAt, null, now))]),
       empty,
+      { stack: true },
     );
   }
   return table(
     ['Request', 'Task', 'Workspace', 'Result', 'Duration', 'Finished'],
-    rows.map(
-      (r) =>
-        html`<tr><td>${workLink(r.id)}</td><td>${r.taskName}</td><td>${r.workspace}</td><td>${r.result ? badge(r.result) : badge(r.status)}</td><td>${duration(between(r.startedAt, r.completedAt, now))}</td><td>${r.completedAt ? r.completedAt.toISOString().slice(0, 16).replace('T', ' ') : '—'}</td></tr>`,
-    ),
+    rows.map((r) => [workLink(r.id), r.taskName, r.workspace, r.result ? badge(r.result) : badge(r.status), duration(between(r.startedAt, r.completedAt, now)), r.completedAt ? utc(r.completedAt) : '—']),
     empty,
+    { stack: true },
   );
 }
 

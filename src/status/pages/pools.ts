@@ -71,14 +71,19 @@ export async function poolsPage(em: EntityManager, config: Config, scheduler: Sc
     instanceCounts(em),
   ]);
   const byPool = new Map(demand.pools.map((d) => [d.pool.id, d]));
-  const rows = pools.map(
-    (p) => html`<tr><td><a href="${href(['pools', p.name])}">${p.name}</a></td><td>${p.providerType}</td><td>${health(p, config, now)}</td><td>${states(counts.get(p.id))}</td>
-<td>${demandLine(byPool.get(p.id))}</td><td class="hide-narrow">≤ ${p.maxActiveInstances} active, ${p.minIdleInstances} idle kept</td><td>${budget(p, runtime.get(p.id) ?? 0)}</td></tr>`,
-  );
+  const rows = pools.map((p) => [
+    html`<a href="${href(['pools', p.name])}">${p.name}</a>`,
+    p.providerType,
+    health(p, config, now),
+    states(counts.get(p.id)),
+    demandLine(byPool.get(p.id)),
+    `at most ${p.maxActiveInstances} active, ${p.minIdleInstances} idle kept`,
+    budget(p, runtime.get(p.id) ?? 0),
+  ]);
   const unschedulable = demand.unschedulable.reduce((n, g) => n + g.count, 0) + demand.hiddenUnschedulableCount;
   const body = html`<h1>Pools</h1>
 <p>${demand.pendingTotal} request${demand.pendingTotal === 1 ? '' : 's'} pending in all${unschedulable ? html`, ${unschedulable} of them unschedulable (see the <a href="/-/status/queue/">queue</a>)` : ''}.</p>
-${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', html`<span class="hide-narrow">Limits</span>`, 'Runtime this month'], rows, 'No pools yet: static workers only.')}
+${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', 'Limits', 'Runtime this month'], rows, 'No pools yet: static workers only.', { stack: true })}
 ${pools
   .filter((p) => p.lastError && poolHealth(p, now, config.degradedAfterFailures).degraded)
   .map((p) => html`<p class="error"><strong><a href="${href(['pools', p.name])}">${p.name}</a></strong>: ${p.lastErrorKind ?? 'error'}: ${p.lastError}</p>`)}`;
@@ -110,8 +115,14 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
   const { handlers: _handlers, command: _command, ...publicSpecifications } = pool.specifications;
   const rows = instances.map((i) => {
     const worker = i.worker as string | null;
-    return html`<tr><td>${worker ? html`<a href="${href(['workers', worker])}">${i.name}</a>` : i.name}</td><td>${badge(String(i.state))}</td><td><code>${i.provider_id ?? '—'}</code></td>
-<td>${duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now))}</td><td class="hide-narrow">${ago(toDate(i.requested_at as string), now)}</td><td>${i.error ?? ''}</td></tr>`;
+    return [
+      worker ? html`<a href="${href(['workers', worker])}">${i.name}</a>` : i.name,
+      badge(String(i.state)),
+      html`<code>${i.provider_id ?? '—'}</code>`,
+      duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now)),
+      ago(toDate(i.requested_at as string), now),
+      i.error ?? '',
+    ];
   });
   const body = html`<p class="muted"><a href="/-/status/pools/">Pools</a> /</p>
 <h1>Pool ${pool.name}</h1>
@@ -128,7 +139,7 @@ ${d ? html`<dt>Average task</dt><dd>${duration(d.averageTaskSeconds)}; ${d.idleC
 <dt>Specifications</dt><dd><code>${JSON.stringify(publicSpecifications)}</code></dd>
 </dl>
 <h2>Instances</h2>
-${table(['Name', 'State', 'Provider id', 'Runtime', html`<span class="hide-narrow">Requested</span>`, 'Error'], rows, 'No instances yet.')}
+${table(['Name', 'State', 'Provider id', 'Runtime', 'Requested', 'Error'], rows, 'No instances yet.', { stack: true })}
 ${pager(page, pages, (p) => href(['pools', pool.name], { page: p > 1 ? p : null }))}
 <h2>Template tags (provided)</h2>
 ${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`;

@@ -12,7 +12,7 @@ import { loadTaskTags } from '../../scheduler/candidates.js';
 import { diagnose } from '../../scheduler/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { principalOf, workRequestSql } from '../../services/visibility.js';
-import { ago, between, duration } from '../format.js';
+import { between, duration } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { diagnosisView, pager, table } from '../parts.js';
@@ -70,8 +70,9 @@ ${diagnosisView(d, workerTags, 3)}
 <h3>Oldest</h3>
 ${table(
   ['Request', 'Task', 'Workspace', 'Waiting'],
-  mine.map((r) => html`<tr><td>${workLink(r.id)}</td><td>${r.taskName}</td><td>${r.workspace}</td><td>${ago(r.pendingAt, now).replace(' ago', '')}</td></tr>`),
+  mine.map((r) => [workLink(r.id), r.taskName, r.workspace, duration(between(r.pendingAt, null, now))]),
   '',
+  { stack: true },
 )}${c.visible > mine.length ? html`<p class="muted">and ${c.visible - mine.length} more in this class.</p>` : ''}
 </section>`;
   });

@@ -61,7 +61,12 @@ ${log.nextOffset < log.totalBytes ? html`<p><a href="${href(['work-requests', wr
 <p class="muted">${bytes(log.totalBytes)} so far${log.droppedBytes ? `, ${bytes(log.droppedBytes)} dropped from the middle (TAGSCHED_MAX_LOG_BYTES)` : ''}${live ? ` · this page reloads every ${REFRESH_SECONDS} s while the request runs` : ''}.</p>`
     : html`<p class="muted">${live ? `No output yet · this page reloads every ${REFRESH_SECONDS} s while the request runs.` : 'No output.'}</p>`;
 
-  const candidateList = candidates.slice(0, CANDIDATES_SHOWN).map((w) => html`<tr><td><a href="${href(['workers', w.name])}">${w.name}</a></td><td>${w.unavailable ? badge('DISCONNECTED', w.unavailable.toLowerCase().replace(/_/g, ' ')) : w.free > 0 ? badge('IDLE', `${w.free} free`) : badge('BUSY', 'busy')}</td></tr>`);
+  const candidateList = candidates
+    .slice(0, CANDIDATES_SHOWN)
+    .map((w) => [
+      html`<a href="${href(['workers', w.name])}">${w.name}</a>`,
+      w.unavailable ? badge('DISCONNECTED', w.unavailable.toLowerCase().replace(/_/g, ' ')) : w.free > 0 ? badge('IDLE', `${w.free} free`) : badge('BUSY', 'busy'),
+    ]);
 
   const body = html`<p class="muted"><a href="/-/status/queue/">Queue</a> /</p>
 <h1>Work request ${wr.id}: ${wr.taskName}</h1>

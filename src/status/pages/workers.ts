@@ -122,14 +122,19 @@ export async function workersPage(em: EntityManager, config: Config, ctx: PageCo
     tag && !seesOtherWorkersDetails(principal)
       ? html`<p class="notice">Worker tags are shown to signed-in users: <a href="/-/status/login?next=${encodeURIComponent(ctx.here)}">sign in</a> to filter by tag.</p>`
       : '';
-  const list = shown.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE).map(
-    (w) => html`<tr><td><a href="${href(['workers', w.name])}">${w.name}</a></td><td>${w.type}</td><td>${w.pool ? html`<a href="${href(['pools', w.pool])}">${w.pool}</a>` : html`<span class="muted">static</span>`}</td>
-<td>${badge(w.status, STATUS_LABELS[w.status])}</td><td class="hide-narrow">${ago(w.lastSeenAt, now)}</td></tr>`,
-  );
+  const list = shown
+    .slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)
+    .map((w) => [
+      html`<a href="${href(['workers', w.name])}">${w.name}</a>`,
+      w.type,
+      w.pool ? html`<a href="${href(['pools', w.pool])}">${w.pool}</a>` : html`<span class="muted">static</span>`,
+      badge(w.status, STATUS_LABELS[w.status]),
+      ago(w.lastSeenAt, now),
+    ]);
   const body = html`<h1>Workers</h1>
 <ul class="chips" aria-label="Workers per status">${chips}</ul>
 ${filters}${tagNote}
-${table(['Name', 'Type', 'Pool', 'Status', html`<span class="hide-narrow">Last seen</span>`], list, status || pool || tag ? 'No worker matches these filters.' : 'No workers yet.')}
+${table(['Name', 'Type', 'Pool', 'Status', { label: 'Last seen', hideNarrow: true }], list, status || pool || tag ? 'No worker matches these filters.' : 'No workers yet.')}
 ${pager(page, pages, (p) => link({ page: p }))}
 <p class="muted">${shown.length} worker${shown.length === 1 ? '' : 's'}${status || pool || tag ? ' match' : ''}. Pool workers whose instance is gone are kept as history and not listed.</p>`;
   return layout(ctx, { title: 'Workers', section: 'workers' }, body);
