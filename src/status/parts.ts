@@ -23,6 +23,9 @@ export function table(columns: readonly Column[], rows: readonly (readonly unkno
   )}</tbody></table></div>`;
 }
 
+/** Tags in a line, each kept whole where the line can break between them. */
+export const tagList = (tags: readonly string[]): Html => html`${tags.map((t) => html`<code class="tag">${t}</code> `)}`;
+
 /** Tags with their provenance and source. */
 export function tagTable(entries: readonly TagEntry[]): Html {
   return table(
@@ -73,11 +76,11 @@ export function diagnosisView(d: Diagnosis, workerTags: boolean, mismatchLimit =
     m.pool
       ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>`
       : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`,
-    m.missingOnWorker.map((t) => html`<code>${t}</code> `),
-    workerTags ? m.missingOnTask.map((t) => html`<code>${t}</code> `) : html`<span class="muted">shown to signed-in users</span>`,
+    tagList(m.missingOnWorker),
+    workerTags ? tagList(m.missingOnTask) : html`<span class="muted">shown to signed-in users</span>`,
   ]);
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
 <dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>
-${d.mismatches.length && d.state !== 'READY' && d.state !== 'ORCHESTRATED' ? html`<h3>Nearest that cannot run it</h3>${table(['Workers or pool', 'Required by the request, not provided', 'Required by the workers, not provided'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
+${d.mismatches.length && (d.state.startsWith('WAITING') || d.state === 'UNSCHEDULABLE') ? html`<h3>Nearest that cannot run it</h3>${table(['Workers or pool', 'Required by the request, not provided', 'Required by the workers, not provided'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
 }

@@ -31,7 +31,8 @@ th,td{text-align:left;padding:.4rem .65rem;border-bottom:1px solid var(--line);v
 tr:last-child td{border-bottom:0}
 th{background:var(--panel);font-weight:600;white-space:nowrap}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
-td code{word-break:break-all}
+code{overflow-wrap:anywhere}
+code.tag{display:inline-block;margin:0 .1rem .2rem 0;padding:0 .3rem;background:#eef1f5;border-radius:3px;line-height:1.6}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1.2rem;margin:0}
 dl.facts dt{font-weight:600;color:var(--muted)}dl.facts dd{margin:0;word-break:break-word}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(15rem,1fr));gap:1rem;margin:1rem 0}
@@ -66,13 +67,15 @@ footer{max-width:76rem;margin:0 auto;padding:1rem;color:var(--muted);font-size:.
   dl.facts{grid-template-columns:1fr;gap:0}
   dl.facts dd{margin-bottom:.45rem}
   th,td{padding:.35rem .45rem}
-  header.top .bar{padding:.4rem .6rem}
+  header.top .bar{padding:.4rem .6rem;justify-content:space-between}
+  header.top nav{order:3;flex-basis:100%;justify-content:space-between}
+  header.top nav a{padding:.25rem .45rem}
   .hide-narrow{display:none}
   table.stack thead{display:none}
   table.stack,table.stack tbody,table.stack tr{display:block;width:100%}
   table.stack tr{padding:.35rem 0;border-bottom:1px solid var(--line)}
   table.stack tr:last-child{border-bottom:0}
-  table.stack td{display:grid;grid-template-columns:6.5rem minmax(0,1fr);gap:.6rem;border:0;padding:.12rem .6rem}
+  table.stack td{display:grid;grid-template-columns:6.5rem minmax(0,1fr);justify-items:start;gap:.6rem;border:0;padding:.12rem .6rem}
   table.stack td::before{content:attr(data-label);font-weight:600;color:var(--muted)}
   table.stack td.hide-narrow{display:none}
 }

@@ -90,7 +90,7 @@ describe('what each viewer sees of a private workspace', () => {
     expect(html.includes(SECRET_TAG)).toBe(INSIDERS.includes(who));
     expect(html.includes(`/-/status/work-requests/${wr.private}/`)).toBe(INSIDERS.includes(who));
     expect(html.includes(`/-/status/work-requests/${wr.public}/`)).toBe(true);
-    if (!INSIDERS.includes(who)) expect(html).toContain('1 of them are in workspaces you cannot see');
+    if (!INSIDERS.includes(who)) expect(html).toContain('1 of them is in workspaces you cannot see');
   });
 
   it.each(VIEWERS)('%s: a worker’s running work: private requests linked for insiders, counted for the others', async (who) => {

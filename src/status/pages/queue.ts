@@ -15,7 +15,7 @@ import { principalOf, workRequestSql } from '../../services/visibility.js';
 import { between, duration } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
-import { diagnosisView, pager, table } from '../parts.js';
+import { diagnosisView, pager, table, tagList } from '../parts.js';
 import { pageNumber, StatusError } from '../request.js';
 import { toWorkRow, WORK_ROW_FROM, WORK_ROW_SQL, workLink } from '../work-rows.js';
 import { seesOtherWorkersDetails } from './workers.js';
@@ -65,7 +65,7 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
     const names = [...new Set(mine.map((r) => r.taskName))].join(', ');
     return html`<section class="card">
 <h2>${names} <span class="muted">· ${c.visible} pending${c.n > c.visible ? ` (${c.n - c.visible} more you cannot see)` : ''} · oldest waiting ${duration(between(new Date(c.oldest!), null, now))}</span></h2>
-<p>Requires: ${t.requiredTags.length ? t.requiredTags.map((tag) => html`<code>${tag}</code> `) : html`<span class="muted">nothing</span>`}</p>
+<p>Requires: ${t.requiredTags.length ? tagList(t.requiredTags) : html`<span class="muted">nothing</span>`}</p>
 ${diagnosisView(d, workerTags, 3)}
 <h3>Oldest</h3>
 ${table(
@@ -78,7 +78,7 @@ ${table(
   });
   const body = html`<h1>Queue</h1>
 <p>${total} request${total === 1 ? '' : 's'} pending${shown.length ? html` in ${shown.length} class${shown.length === 1 ? '' : 'es'} you can see` : ''}, the class waiting longest first.${
-    hidden ? html` ${hidden} of them are in workspaces you cannot see: counted, not shown.` : ''
+    hidden ? html` ${hidden} of them ${hidden === 1 ? 'is' : 'are'} in workspaces you cannot see: counted, not shown.` : ''
   }</p>
 ${sections.length ? sections : html`<p class="muted">Nothing you may see is pending.</p>`}
 ${pager(page, pages, (p) => href(['queue'], { page: p > 1 ? p : null }))}`;
