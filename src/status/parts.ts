@@ -19,7 +19,7 @@ export function table(columns: readonly Column[], rows: readonly (readonly unkno
   const cols = columns.map((c) => (typeof c === 'string' ? { label: c, hideNarrow: false } : c));
   const cls = (i: number) => (cols[i]?.hideNarrow ? html` class="hide-narrow"` : '');
   return html`<div class="scroll"><table${options.stack ? html` class="stack"` : ''}><thead><tr>${cols.map((c, i) => html`<th${cls(i)}>${c.label}</th>`)}</tr></thead><tbody>${rows.map(
-    (cells) => html`<tr>${cells.map((cell, i) => html`<td data-label="${cols[i]?.label ?? ''}"${cls(i)}>${cell}</td>`)}</tr>`,
+    (cells) => html`<tr>${cells.map((cell, i) => html`<td data-label="${cols[i]?.label ?? ''}"${cls(i)}><div>${cell}</div></td>`)}</tr>`,
   )}</tbody></table></div>`;
 }
 
@@ -82,5 +82,5 @@ export function diagnosisView(d: Diagnosis, workerTags: boolean, mismatchLimit =
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
 <dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>
-${d.mismatches.length && (d.state.startsWith('WAITING') || d.state === 'UNSCHEDULABLE') ? html`<h3>Nearest that cannot run it</h3>${table(['Workers or pool', 'Required by the request, not provided', 'Required by the workers, not provided'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
+${d.mismatches.length && (d.state.startsWith('WAITING') || d.state === 'UNSCHEDULABLE') ? html`<h3>Nearest that cannot run it</h3><p class="muted">Missing on them: tags the request requires that they do not provide. Missing on the request: tags they require that it does not provide.</p>${table(['Workers or pool', 'Missing on them', 'Missing on the request'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
 }

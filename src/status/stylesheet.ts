@@ -75,7 +75,7 @@ footer{max-width:76rem;margin:0 auto;padding:1rem;color:var(--muted);font-size:.
   table.stack,table.stack tbody,table.stack tr{display:block;width:100%}
   table.stack tr{padding:.35rem 0;border-bottom:1px solid var(--line)}
   table.stack tr:last-child{border-bottom:0}
-  table.stack td{display:grid;grid-template-columns:6.5rem minmax(0,1fr);justify-items:start;gap:.6rem;border:0;padding:.12rem .6rem}
+  table.stack td{display:grid;grid-template-columns:6.5rem minmax(0,1fr);gap:.6rem;border:0;padding:.12rem .6rem}
   table.stack td::before{content:attr(data-label);font-weight:600;color:var(--muted)}
   table.stack td.hide-narrow{display:none}
 }
