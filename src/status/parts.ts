@@ -24,7 +24,7 @@ export function table(columns: readonly Column[], rows: readonly (readonly unkno
 }
 
 /** Tags in a line, each kept whole where the line can break between them. */
-export const tagList = (tags: readonly string[]): Html => html`${tags.map((t) => html`<code class="tag">${t}</code> `)}`;
+export const tagList = (tags: readonly string[]): Html => (tags.length ? html`${tags.map((t) => html`<code class="tag">${t}</code> `)}` : html`<span class="muted">none</span>`);
 
 /** Tags with their provenance and source. */
 export function tagTable(entries: readonly TagEntry[]): Html {
