@@ -123,6 +123,19 @@ describe('what each viewer sees of a private workspace', () => {
     expect((await get(`/-/status/work-requests/${wr.public}/`)).html).not.toContain('http-equiv="refresh"');
   });
 
+  it('a pool whose launches keep failing shows as degraded with its last error, on both pool pages', async () => {
+    await t.sql(`update worker_pool set launch_failures = 5, last_error = 'quota: <too many> servers', last_error_kind = 'quota', last_error_at = now() where name = 'cloud'`);
+    try {
+      for (const path of ['/-/status/pools/', '/-/status/pools/cloud/']) {
+        const { html } = await get(path);
+        expect(html, path).toContain('>degraded<');
+        expect(html, path).toContain('quota: &lt;too many&gt; servers');
+      }
+    } finally {
+      await t.sql(`update worker_pool set launch_failures = 0, last_error = null, last_error_kind = null, last_error_at = null where name = 'cloud'`);
+    }
+  });
+
   it('filters: status, pool and paging keep each other', async () => {
     const { html } = await get('/-/status/workers/?status=DISCONNECTED');
     expect(html).toContain('quiet-worker');
