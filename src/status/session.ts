@@ -26,10 +26,18 @@ export function readCookie(header: string | undefined, name: string): string | n
   return null;
 }
 
-/** The Set-Cookie header that keeps a signed-in token, for as long as the token lives (else the browser session). */
-export function sessionCookie(token: string, expiresAt: Date | null, now = new Date()): string {
+/**
+ * The Set-Cookie header that keeps a signed-in token, for as long as the token lives (else the browser
+ * session); `Secure` when the page came over HTTPS (directly, or through a proxy that says so).
+ */
+export function sessionCookie(token: string, expiresAt: Date | null, secure: boolean, now = new Date()): string {
   const maxAge = expiresAt ? `; Max-Age=${Math.max(0, Math.floor((expiresAt.getTime() - now.getTime()) / 1000))}` : '';
-  return `${SESSION_COOKIE}=${encodeURIComponent(token)}; Path=/; HttpOnly; SameSite=Strict${maxAge}`;
+  return `${SESSION_COOKIE}=${encodeURIComponent(token)}; Path=/; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}${maxAge}`;
+}
+
+/** Whether a request came over HTTPS. */
+function overHttps(req: IncomingMessage): boolean {
+  return (req.socket as { encrypted?: boolean }).encrypted === true || req.headers['x-forwarded-proto'] === 'https';
 }
 
 /** The Set-Cookie header that removes it. */
@@ -73,7 +81,7 @@ export async function signIn(em: EntityManager, authenticate: ClientAuth, req: I
     const { viewer, expiresAt } = await authenticate(em, value, req.socket.remoteAddress ?? 'unknown');
     if (viewer.kind === 'anonymous') throw new StatusError(401, 'That is not a valid token.');
     if (viewer.kind === 'activation') throw new StatusError(400, 'An activation token is for a new worker: it cannot sign in.');
-    return { viewer, cookie: sessionCookie(value, expiresAt) };
+    return { viewer, cookie: sessionCookie(value, expiresAt, overHttps(req)) };
   } catch (err) {
     if (err instanceof ClientRefusal) throw new StatusError(err.status, err.status === 401 ? `That token is refused: ${err.message}.` : err.message);
     throw err;

@@ -156,10 +156,16 @@ describe('signing in', () => {
     const cookie = res.headers.get('set-cookie')!;
     expect(cookie).toMatch(/HttpOnly/);
     expect(cookie).toMatch(/SameSite=Strict/);
+    expect(cookie).not.toMatch(/Secure/); // plain HTTP here; behind an HTTPS proxy it is Secure
     const jar = { cookie: cookie.split(';')[0] };
     const queue = await get('/-/status/queue/', jar);
     expect(queue.html).toContain('Signed in as <strong>alice</strong>');
     expect(queue.html).toContain(SECRET_TAG);
+  });
+
+  it('behind a proxy that says HTTPS, the cookie is Secure', async () => {
+    const res = await form(`token=${encodeURIComponent(token.member!)}`, { 'x-forwarded-proto': 'https' });
+    expect(res.headers.get('set-cookie')).toMatch(/; Secure/);
   });
 
   it('a wrong token: the form again with a 401 and the reason; nothing is set', async () => {
