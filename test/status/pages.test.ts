@@ -279,3 +279,25 @@ describe('hostile input: a 4xx page, never a 500', () => {
     expect(res.headers.get('location')).toBe('/');
   });
 });
+
+describe('one task class of the queue', () => {
+  it('lists the oldest few per class, and all of a class, paged, behind its link', async () => {
+    for (let i = 0; i < 6; i++) await submitOk(t, sbuild('pages/public', `more-${i}`, { requiredTags: ['site:nowhere'] }), token.member);
+    const list = await get('/-/status/queue/');
+    const link = /href="(\/-\/status\/queue\/\?class=(\d+))"/.exec(list.html)!;
+    expect(list.html).toContain('All 7 in this class');
+    expect(list.html.match(/\/-\/status\/work-requests\/\d+\//g)!.length).toBe(5);
+    const one = await get(link[1].replace(/&amp;/g, '&'));
+    expect(one.status).toBe(200);
+    expect(one.html.match(/\/-\/status\/work-requests\/\d+\//g)!.length).toBe(7);
+    expect((await get(`${link[1]}&page=2`)).status).toBe(404);
+    // The private class is not found by those who may not see its work.
+    const member = await get('/-/status/queue/', 'member');
+    const classes = [...member.html.matchAll(/\?class=(\d+)"/g)].map((m) => m[1]);
+    const hidden = classes.find((c) => c !== link[2])!;
+    expect((await get(`/-/status/queue/?class=${hidden}`, 'member')).status).toBe(200);
+    expect((await get(`/-/status/queue/?class=${hidden}`, 'anonymous')).status).toBe(404);
+    expect((await get('/-/status/queue/?class=abc')).status).toBe(400);
+    expect((await get('/-/status/queue/?class=99999999')).status).toBe(404);
+  });
+});
