@@ -31,7 +31,7 @@ import { settleDependents } from './services/work-requests.js';
 import { resumeOrchestration } from './services/orchestration.js';
 import { createServerWorkers, type ServerWorkers } from './server-tasks/server-workers.js';
 import { createSecretBox, type SecretBox } from './services/secrets.js';
-import { handleStatusPage } from './status/pages.js';
+import { handleStatusPage, isStatusPath } from './status/router.js';
 import { handleProbe } from './health.js';
 import { serveMetrics } from './metrics/endpoint.js';
 import { createProcessMetrics, type ProcessMetrics } from './metrics/process-metrics.js';
@@ -192,8 +192,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       });
       return;
     }
-    if (url.startsWith('/-/status/')) {
-      handleStatusPage(orm.em.fork(), config, req, res).catch((err: unknown) => {
+    if (isStatusPath(pathname)) {
+      handleStatusPage({ em: orm.em.fork(), config, scheduler, authenticate: authenticateClient }, req, res).catch((err: unknown) => {
         log.error({ err }, 'status page failed');
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
         res.end('internal error');

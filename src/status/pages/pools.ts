@@ -1,0 +1,147 @@
+/**
+ * `/-/status/pools/` and `/-/status/pools/{name}/`: each pool with its instances (state, provider
+ * id, runtime), its demand (scheduler/demand.ts), limits, budget used this month
+ * (scheduler/pool-runtime.ts) and launch health (scheduler/pool-health.ts).
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../config.js';
+import { toDate } from '../../db/arrays.js';
+import { INSTANCE_STATES } from '../../entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { computeDemand, type PoolDemand, type ProvisioningDemand } from '../../scheduler/demand.js';
+import { poolHealth } from '../../scheduler/pool-health.js';
+import { monthRuntimeByPool } from '../../scheduler/pool-runtime.js';
+import { poolTagInput } from '../../scheduler/pool-templates.js';
+import type { Scheduler } from '../../scheduler/scheduler.js';
+import { principalOf, workRequestSql } from '../../services/visibility.js';
+import { computePoolTemplateTags } from '../../tags/worker-tags.js';
+import { ago, between, duration, utc } from '../format.js';
+import { href, html, type Html } from '../html.js';
+import { layout, type PageContext } from '../layout.js';
+import { badge, pager, table, tagTable } from '../parts.js';
+import { nameParam, pageNumber, StatusError } from '../request.js';
+
+const INSTANCES_PER_PAGE = 50;
+
+/** The demand as the viewer may read it: unschedulable work it may not see is counted only. */
+function demandFor(em: EntityManager, scheduler: Scheduler, config: Config, ctx: PageContext): Promise<ProvisioningDemand> {
+  const principal = principalOf(ctx.viewer);
+  return computeDemand(em, scheduler.classes, config, new Date(), scheduler.workers, (alias) => workRequestSql(principal, alias));
+}
+
+async function instanceCounts(em: EntityManager): Promise<Map<number, Map<string, number>>> {
+  const rows = await em.execute<{ pool_id: number; state: string; n: number }[]>(`select pool_id, state, count(*)::int as n from instance group by pool_id, state`);
+  const byPool = new Map<number, Map<string, number>>();
+  for (const r of rows) {
+    if (!byPool.has(r.pool_id)) byPool.set(r.pool_id, new Map());
+    byPool.get(r.pool_id)!.set(r.state, r.n);
+  }
+  return byPool;
+}
+
+const budget = (pool: WorkerPool, used: number): Html =>
+  pool.monthlyRuntimeBudgetSeconds
+    ? html`${duration(used)} of ${duration(pool.monthlyRuntimeBudgetSeconds)} (${Math.round((100 * used) / pool.monthlyRuntimeBudgetSeconds)} %)`
+    : html`${duration(used)} <span class="muted">(no budget set)</span>`;
+
+function health(pool: WorkerPool, config: Config, now: Date): Html {
+  const h = poolHealth(pool, now, config.degradedAfterFailures);
+  if (!pool.enabled) return badge('DISABLED', 'disabled');
+  if (h.degraded) return html`${badge('degraded')}${h.backingOff && pool.launchRetryAt ? html` <span class="muted">next try ${ago(pool.launchRetryAt, now).replace(' ago', '')}</span>` : ''}`;
+  if (pool.launchFailures > 0) return html`${badge('PENDING', `${pool.launchFailures} failed launch${pool.launchFailures === 1 ? '' : 'es'}`)}`;
+  return badge('IDLE', 'healthy');
+}
+
+const states = (counts: Map<string, number> | undefined) => {
+  const parts = INSTANCE_STATES.filter((s) => counts?.get(s)).map((s) => html`${badge(s, `${counts!.get(s)} ${s.toLowerCase()}`)} `);
+  return parts.length ? parts : html`<span class="muted">none</span>`;
+};
+
+const demandLine = (d: PoolDemand | undefined): Html =>
+  d
+    ? html`${d.pendingRunnable} pending it can run; needs ${d.workersRequired}; ${d.activeInstances} active, ${d.startingInstances} starting; launch ${d.launch}${d.stop.length ? `, stop ${d.stop.length}` : ''}${d.limitedBy.length ? html` <span class="muted">(limited by ${d.limitedBy.join(', ').toLowerCase().replace(/_/g, ' ')})</span>` : ''}`
+    : html`<span class="muted">none (disabled)</span>`;
+
+export async function poolsPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext): Promise<string> {
+  const now = new Date();
+  const [pools, demand, runtime, counts] = await Promise.all([
+    em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } }),
+    demandFor(em, scheduler, config, ctx),
+    monthRuntimeByPool(em),
+    instanceCounts(em),
+  ]);
+  const byPool = new Map(demand.pools.map((d) => [d.pool.id, d]));
+  const rows = pools.map((p) => [
+    html`<a href="${href(['pools', p.name])}">${p.name}</a>`,
+    p.providerType,
+    health(p, config, now),
+    states(counts.get(p.id)),
+    demandLine(byPool.get(p.id)),
+    `at most ${p.maxActiveInstances} active, ${p.minIdleInstances} idle kept`,
+    budget(p, runtime.get(p.id) ?? 0),
+  ]);
+  const unschedulable = demand.unschedulable.reduce((n, g) => n + g.count, 0) + demand.hiddenUnschedulableCount;
+  const body = html`<h1>Pools</h1>
+<p>${demand.pendingTotal} request${demand.pendingTotal === 1 ? '' : 's'} pending in all${unschedulable ? html`, ${unschedulable} of them unschedulable (see the <a href="/-/status/queue/">queue</a>)` : ''}.</p>
+${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', 'Limits', 'Runtime this month'], rows, 'No pools yet: static workers only.', { stack: true })}
+${pools
+  .filter((p) => p.lastError && poolHealth(p, now, config.degradedAfterFailures).degraded)
+  .map((p) => html`<p class="error"><strong><a href="${href(['pools', p.name])}">${p.name}</a></strong>: ${p.lastErrorKind ?? 'error'}: ${p.lastError}</p>`)}`;
+  return layout(ctx, { title: 'Pools', section: 'pools' }, body);
+}
+
+export async function poolPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, rawName: string, params: Map<string, string>): Promise<string> {
+  const name = nameParam(rawName, 'pool', 404);
+  const page = pageNumber(params);
+  const pool = await em.findOne(WorkerPoolSchema, { name });
+  if (!pool) throw new StatusError(404, `There is no pool “${name}”.`);
+  const now = new Date();
+  const [demand, runtime, counts, [total], instances] = await Promise.all([
+    demandFor(em, scheduler, config, ctx),
+    monthRuntimeByPool(em),
+    instanceCounts(em),
+    em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ?`, [pool.id]),
+    em.execute<Record<string, unknown>[]>(
+      `select i.name, i.state, i.provider_id, i.error, i.requested_at, i.started_at, i.terminated_at, w.name as worker, w.terminated_at is null as worker_active
+         from instance i left join worker w on w.id = i.worker_id
+        where i.pool_id = ? order by i.id desc limit ? offset ?`,
+      [pool.id, INSTANCES_PER_PAGE, (page - 1) * INSTANCES_PER_PAGE],
+    ),
+  ]);
+  const pages = Math.max(1, Math.ceil(total.n / INSTANCES_PER_PAGE));
+  if (page > pages) throw new StatusError(404, `There is no page ${page}: the instances fill ${pages}.`);
+  const d = demand.pools.find((p) => p.pool.id === pool.id);
+  const h = poolHealth(pool, now, config.degradedAfterFailures);
+  const { handlers: _handlers, command: _command, ...publicSpecifications } = pool.specifications;
+  const rows = instances.map((i) => {
+    const worker = i.worker as string | null;
+    return [
+      worker ? html`<a href="${href(['workers', worker])}">${i.name}</a>` : i.name,
+      badge(String(i.state)),
+      html`<code>${i.provider_id ?? '—'}</code>`,
+      duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now)),
+      ago(toDate(i.requested_at as string), now),
+      i.error ?? '',
+    ];
+  });
+  const body = html`<p class="muted"><a href="/-/status/pools/">Pools</a> /</p>
+<h1>Pool ${pool.name}</h1>
+<dl class="facts">
+<dt>Health</dt><dd>${health(pool, config, now)}</dd>
+${pool.lastError ? html`<dt>Last error</dt><dd>${pool.lastErrorKind ?? ''}${pool.lastErrorAt ? ` (${ago(pool.lastErrorAt, now)})` : ''}: ${pool.lastError}</dd>` : ''}
+${h.backingOff && pool.launchRetryAt ? html`<dt>Next launch</dt><dd>not before ${utc(pool.launchRetryAt)}</dd>` : ''}
+<dt>Provider</dt><dd>${pool.providerType}</dd>
+<dt>Instances</dt><dd>${states(counts.get(pool.id))}</dd>
+<dt>Demand</dt><dd>${demandLine(d)}</dd>
+${d ? html`<dt>Average task</dt><dd>${duration(d.averageTaskSeconds)}; ${d.idleCompatibleSlots} idle compatible slot${d.idleCompatibleSlots === 1 ? '' : 's'} elsewhere</dd>` : ''}
+<dt>Limits</dt><dd>at most ${pool.maxActiveInstances} active, ${pool.minIdleInstances} kept idle, idle timeout ${duration(pool.idleTimeoutSeconds)}, target latency ${duration(pool.targetLatencySeconds)}</dd>
+<dt>Runtime this month</dt><dd>${budget(pool, runtime.get(pool.id) ?? 0)}</dd>
+<dt>Specifications</dt><dd><code>${JSON.stringify(publicSpecifications)}</code></dd>
+</dl>
+<h2>Instances</h2>
+${table(['Name', 'State', 'Provider id', 'Runtime', 'Requested', 'Error'], rows, 'No instances yet.', { stack: true })}
+${pager(page, pages, (p) => href(['pools', pool.name], { page: p > 1 ? p : null }))}
+<h2>Template tags (provided)</h2>
+${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`;
+  return layout(ctx, { title: `Pool ${pool.name}`, section: 'pools' }, body);
+}

@@ -1,0 +1,99 @@
+/**
+ * `/-/status/work-requests/{id}/`: a work request the viewer may see (any other is "not found", as in
+ * the API), both tag sets with provenance, its diagnosis, candidate workers and its log so far
+ * (services/job-output.ts). While it is assigned or running the page refreshes itself.
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../config.js';
+import { WorkRequestSchema } from '../../entities/work-request.js';
+import { createLoaders } from '../../loaders.js';
+import { diagnose } from '../../scheduler/diagnosis.js';
+import type { Scheduler } from '../../scheduler/scheduler.js';
+import { readLog } from '../../services/job-output.js';
+import { principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
+import { isOrchestrated } from '../../tasks/types.js';
+import { between, bytes, duration, utc } from '../format.js';
+import { href, html } from '../html.js';
+import { layout, type PageContext } from '../layout.js';
+import { badge, diagnosisView, refusedTable, table, tagTable } from '../parts.js';
+import { idSegment, StatusError, wholeNumber } from '../request.js';
+import { workLink } from '../work-rows.js';
+import { seesOtherWorkersDetails } from './workers.js';
+
+/** The most of the log one page shows, in bytes. */
+export const LOG_PAGE_BYTES = 256 * 1024;
+/** How often the page of an assigned or running request reloads itself, in seconds. */
+export const REFRESH_SECONDS = 3;
+const CANDIDATES_SHOWN = 50;
+
+export async function workRequestPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, rawId: string, params: Map<string, string>): Promise<string> {
+  const id = idSegment(rawId, 'work request');
+  const offsetParam = wholeNumber(params, 'offset', null);
+  const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope', 'worker', 'parent'] });
+  if (!wr || !(await viewerSeesWorkRequest(em, ctx.viewer, wr))) throw new StatusError(404, `There is no work request ${id} you may see.`);
+  const principal = principalOf(ctx.viewer);
+  const now = new Date();
+  const loaders = createLoaders(em, config, scheduler.workers);
+  const task = { id: wr.id, status: wr.status, taskType: wr.taskType, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
+  const orchestrated = isOrchestrated(wr.taskType);
+  const vis = workRequestSql(principal, 'wr');
+  const [diagnosis, candidates, deps, [logState]] = await Promise.all([
+    orchestrated ? diagnose(task, [], []) : Promise.all([loaders.workerStates(), loaders.poolTemplates()]).then(([w, p]) => diagnose(task, w, p)),
+    orchestrated || wr.status !== 'PENDING' ? [] : loaders.candidates(false).load(wr.id),
+    em.execute<{ id: number; visible: boolean }[]>(
+      `select wr.id, (${vis.sql}) as visible from work_request_dependency d join work_request wr on wr.id = d.depends_on_id where d.work_request_id = ? order by wr.id`,
+      [...vis.params, wr.id],
+    ),
+    em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [wr.id]),
+  ]);
+  const totalBytes = Number(logState?.total_bytes ?? 0);
+  const offset = Math.min(offsetParam ?? Math.max(0, totalBytes - LOG_PAGE_BYTES), totalBytes);
+  const log = await readLog(em, wr.id, offset, LOG_PAGE_BYTES);
+  const live = wr.status === 'ASSIGNED' || wr.status === 'RUNNING';
+  const workspace = `${wr.workspace.scope.name}/${wr.workspace.name}`;
+  const visibleDeps = deps.filter((d) => d.visible);
+  const hiddenDeps = deps.length - visibleDeps.length;
+
+  const logView = log.totalBytes
+    ? html`${log.offset > 0 ? html`<p><a href="${href(['work-requests', wr.id], { offset: Math.max(0, log.offset - LOG_PAGE_BYTES) })}">← Earlier output</a> <span class="muted">(this page starts at byte ${log.offset})</span></p>` : ''}
+<pre class="log" id="log">${log.text}</pre>
+${log.nextOffset < log.totalBytes ? html`<p><a href="${href(['work-requests', wr.id], { offset: log.nextOffset })}">Later output →</a></p>` : ''}
+<p class="muted">${bytes(log.totalBytes)} so far${log.droppedBytes ? `, ${bytes(log.droppedBytes)} dropped from the middle (TAGSCHED_MAX_LOG_BYTES)` : ''}${live ? ` · this page reloads every ${REFRESH_SECONDS} s while the request runs` : ''}.</p>`
+    : html`<p class="muted">${live ? `No output yet · this page reloads every ${REFRESH_SECONDS} s while the request runs.` : 'No output.'}</p>`;
+
+  const candidateList = candidates
+    .slice(0, CANDIDATES_SHOWN)
+    .map((w) => [
+      html`<a href="${href(['workers', w.name])}">${w.name}</a>`,
+      w.unavailable ? badge('DISCONNECTED', w.unavailable.toLowerCase().replace(/_/g, ' ')) : w.free > 0 ? badge('IDLE', `${w.free} free`) : badge('BUSY', 'busy'),
+    ]);
+
+  const body = html`<p class="muted"><a href="/-/status/queue/">Queue</a> /</p>
+<h1>Work request ${wr.id}: ${wr.taskName}</h1>
+<dl class="facts">
+<dt>Status</dt><dd>${badge(wr.status)}${wr.result ? html` ${badge(wr.result)}` : ''}${wr.exitCode !== null && wr.exitCode !== undefined ? ` exit code ${wr.exitCode}` : ''}</dd>
+${wr.statusReason ? html`<dt>Reason</dt><dd>${wr.statusReason}</dd>` : ''}
+<dt>Task</dt><dd>${wr.taskType} / ${wr.taskName}</dd>
+<dt>Workspace</dt><dd>${workspace}</dd>
+<dt>Worker</dt><dd>${wr.worker ? html`<a href="${href(['workers', wr.worker.name])}">${wr.worker.name}</a>` : html`<span class="muted">none</span>`}</dd>
+${wr.parent ? html`<dt>Workflow</dt><dd>${workLink(wr.parent.id)}</dd>` : ''}
+${deps.length ? html`<dt>Depends on</dt><dd>${visibleDeps.map((d, i) => html`${i ? ', ' : ''}${workLink(d.id)}`)}${hiddenDeps ? ` (and ${hiddenDeps} you cannot see)` : ''}</dd>` : ''}
+<dt>Created</dt><dd>${utc(wr.createdAt)}</dd>
+${wr.pendingAt ? html`<dt>Pending since</dt><dd>${utc(wr.pendingAt)}</dd>` : ''}
+${wr.startedAt ? html`<dt>Started</dt><dd>${utc(wr.startedAt)}</dd>` : ''}
+${wr.completedAt ? html`<dt>Finished</dt><dd>${utc(wr.completedAt)}</dd>` : ''}
+${wr.startedAt ? html`<dt>Duration</dt><dd>${duration(between(wr.startedAt, wr.completedAt, now))}${wr.completedAt ? '' : ' so far'}</dd>` : ''}
+${wr.retryCount ? html`<dt>Retries</dt><dd>${wr.retryCount}</dd>` : ''}
+</dl>
+<h2>Log</h2>
+${logView}
+<h2>Diagnosis</h2>
+${diagnosisView(diagnosis, seesOtherWorkersDetails(principal))}
+${wr.status === 'PENDING' && !orchestrated ? html`<h2>Candidate workers</h2>${table(['Worker', 'Now'], candidateList, 'No worker matches its tags.')}${candidates.length > CANDIDATES_SHOWN ? html`<p class="muted">and ${candidates.length - CANDIDATES_SHOWN} more</p>` : ''}` : ''}
+<h2>Required tags</h2>
+${tagTable(wr.requiredEntries)}
+<h2>Provided tags</h2>
+${tagTable(wr.providedEntries)}
+${wr.droppedTags.length ? html`<h2>Dropped tags</h2>${refusedTable(wr.droppedTags)}` : ''}`;
+  return layout(ctx, { title: `Work request ${wr.id}`, section: 'queue', refreshSeconds: live ? REFRESH_SECONDS : undefined }, body);
+}

@@ -1,0 +1,86 @@
+/** Pieces several status pages share: tables of tags, badges, pagers, a diagnosis in words. */
+import type { Diagnosis } from '../scheduler/diagnosis.js';
+import type { TagEntry, TagRefusal } from '../tags/types.js';
+import { html, type Html } from './html.js';
+
+/** A status, result or state as a coloured word. */
+export const badge = (value: string, label: string = value): Html => html`<span class="badge s-${value.replace(/[^A-Za-z_-]/g, '')}">${label}</span>`;
+
+/** A column of a table: its heading, and whether a phone leaves it out. */
+export type Column = string | { readonly label: string; readonly hideNarrow: true };
+
+/**
+ * A table of rows of cells (each cell escaped by `html` unless it is Html). On a phone a table
+ * with `stack` shows each row as a block of "label value" lines (the labels come from the
+ * columns); any other table scrolls sideways inside its frame rather than widening the page.
+ */
+export function table(columns: readonly Column[], rows: readonly (readonly unknown[])[], empty: string, options: { stack?: boolean } = {}): Html {
+  if (!rows.length) return html`<p class="muted">${empty}</p>`;
+  const cols = columns.map((c) => (typeof c === 'string' ? { label: c, hideNarrow: false } : c));
+  const cls = (i: number) => (cols[i]?.hideNarrow ? html` class="hide-narrow"` : '');
+  return html`<div class="scroll"><table${options.stack ? html` class="stack"` : ''}><thead><tr>${cols.map((c, i) => html`<th${cls(i)}>${c.label}</th>`)}</tr></thead><tbody>${rows.map(
+    (cells) => html`<tr>${cells.map((cell, i) => html`<td data-label="${cols[i]?.label ?? ''}"${cls(i)}><div>${cell}</div></td>`)}</tr>`,
+  )}</tbody></table></div>`;
+}
+
+/** Tags in a line, each kept whole where the line can break between them. */
+export const tagList = (tags: readonly string[]): Html => (tags.length ? html`${tags.map((t) => html`<code class="tag">${t}</code> `)}` : html`<span class="muted">none</span>`);
+
+/** Tags with their provenance and source. */
+export function tagTable(entries: readonly TagEntry[]): Html {
+  return table(
+    ['Tag', 'Provenance', 'Source'],
+    entries.map((e) => [html`<code>${e.tag}</code>`, e.provenance, e.source]),
+    'none',
+    { stack: true },
+  );
+}
+
+/** Tags that were refused, with the reason. */
+export function refusedTable(refused: readonly TagRefusal[]): Html {
+  return table(
+    ['Tag', 'Provenance', 'Source', 'Reason'],
+    refused.map((r) => [html`<code>${r.tag}</code>`, r.provenance, r.source, r.message]),
+    'none',
+    { stack: true },
+  );
+}
+
+/** Previous / next links around "page N of M". */
+export function pager(page: number, pages: number, link: (page: number) => string): Html {
+  if (pages <= 1) return html``;
+  return html`<nav class="pager" aria-label="Pages">${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">← Previous</a>` : ''}<span class="muted">Page ${page} of ${pages}</span>${
+    page < pages ? html`<a href="${link(page + 1)}" rel="next">Next →</a>` : ''
+  }</nav>`;
+}
+
+/** What a diagnosis state means, in words. */
+export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
+  NOT_PENDING: 'Not pending: nothing to wait for.',
+  READY: 'A matching worker has a free slot: the next pass assigns it.',
+  WAITING_FOR_CAPACITY: 'Matching workers are all busy: it waits for a free slot.',
+  WAITING_FOR_WORKERS: 'Matching workers exist, but none is available (disconnected, draining or disabled).',
+  WAITING_FOR_PROVISIONING: 'No worker matches, but a pool can start one.',
+  ORCHESTRATED: 'Run by the server itself (an internal or workflow task): no worker will.',
+  UNSCHEDULABLE: 'No worker and no pool could ever run it.',
+};
+
+/**
+ * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags a
+ * worker requires are worker details: `workerTags` false leaves them out (the request's own missing
+ * tags stay).
+ */
+export function diagnosisView(d: Diagnosis, workerTags: boolean, mismatchLimit = 5): Html {
+  const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
+  const mismatches = d.mismatches.slice(0, mismatchLimit).map((m) => [
+    m.pool
+      ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>`
+      : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`,
+    tagList(m.missingOnWorker),
+    workerTags ? tagList(m.missingOnTask) : html`<span class="muted">shown to signed-in users</span>`,
+  ]);
+  return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
+<dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
+<dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>
+${d.mismatches.length && (d.state.startsWith('WAITING') || d.state === 'UNSCHEDULABLE') ? html`<h3>Nearest that cannot run it</h3><p class="muted">Missing on them: tags the request requires that they do not provide. Missing on the request: tags they require that it does not provide.</p>${table(['Workers or pool', 'Missing on them', 'Missing on the request'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
+}
