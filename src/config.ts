@@ -18,6 +18,8 @@ export interface Config {
   readonly metadataFreshMs: number;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
+  /** Most requests one createWorkRequests call accepts. */
+  readonly maxBatchRequests: number;
   readonly graphiql: boolean;
   /** Whether passes run by themselves (on events and periodically); off, only requestWork and explicit passes assign. */
   readonly schedulerAutomatic: boolean;
@@ -248,6 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metadataFreshMs: intVar(env, 'TAGSCHED_METADATA_FRESH_SECONDS', 65 * 60) * 1000, // 65 minutes
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
+    maxBatchRequests: intVar(env, 'TAGSCHED_MAX_BATCH_REQUESTS', 1000),
     graphiql: !production,
     ackTimeoutMs: intVar(env, 'TAGSCHED_ACK_TIMEOUT_SECONDS', 60) * 1000, // one minute
     heartbeatTimeoutMs: intVar(env, 'TAGSCHED_HEARTBEAT_TIMEOUT_SECONDS', 120) * 1000, // two minutes

@@ -1,5 +1,6 @@
 import { createPubSub, type PubSub, type PubSubEventTarget } from 'graphql-yoga';
 import pg from 'pg';
+import type { WorkRequestStatus } from './entities/work-request.js';
 import type { Logger } from './log.js';
 
 /** What an assignment event carries. */
@@ -13,8 +14,8 @@ export interface AssignmentEvent {
  * subscriber reloads what it shows through its own EntityManager, with its own visibility rules.
  */
 export type Topics = {
-  /** `status` is set when the change is an assignment (the scheduler needs no pass for those). */
-  workRequestChanged: [{ id: number; workspaceId: number; status?: 'ASSIGNED' }];
+  /** `status`, when set, is the request's status after the change (the scheduler's pass trigger reads it: scheduler.ts). */
+  workRequestChanged: [{ id: number; workspaceId: number; status?: WorkRequestStatus }];
   workerChanged: [{ id: number; name: string }];
   /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
   workAssigned: [workerId: string, payload: AssignmentEvent];

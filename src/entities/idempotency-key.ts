@@ -3,7 +3,7 @@ import { UserSchema } from './user.js';
 
 /**
  * A create that took an idempotency key, kept for TAGSCHED_IDEMPOTENCY_KEY_TTL_SECONDS: a retry with
- * the same key by the same user answers with `resultId` (and the token shown the first time, sealed
+ * the same key by the same user answers with `resultId` (or `resultIds`) (and the token shown the first time, sealed
  * with the secret key, for creates that return one) instead of creating again.
  */
 export const IdempotencyKeySchema = defineEntity({
@@ -19,6 +19,8 @@ export const IdempotencyKeySchema = defineEntity({
     /** SHA-256 of the mutation's input: the same key with another input is refused. */
     inputHash: p.string().length(64),
     resultId: p.integer(),
+    /** Every id a batch create made, in order (null for a create of one: `resultId`). */
+    resultIds: p.array((v) => Number(v)).columnType('int[]').nullable(),
     sealedSecret: p.text().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()).index(),
   },

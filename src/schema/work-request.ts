@@ -7,7 +7,8 @@ import { WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type Wo
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { asFilter } from '../db/condition.js';
-import { abortWorkRequest, addWorkRequestDependencies, createWorkRequest, findVisibleWorkRequest } from '../services/work-requests.js';
+import { createWorkRequest, createWorkRequests } from '../services/create-work-requests.js';
+import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../services/work-requests.js';
 import { splitWorkspaceName } from '../services/validate.js';
 import { idempotent } from '../services/idempotency.js';
 import { principalOf, workRequestSql } from '../services/visibility.js';
@@ -200,7 +201,49 @@ const CreateWorkRequestInput = builder.inputType('CreateWorkRequestInput', {
   }),
 });
 
+const CreateWorkRequestsInput = builder.inputType('CreateWorkRequestsInput', {
+  fields: (t) => ({
+    requests: t.field({
+      type: [CreateWorkRequestInput],
+      required: true,
+      description: 'Each checked as createWorkRequest checks one; at most TAGSCHED_MAX_BATCH_REQUESTS (1,000 by default)',
+    }),
+  }),
+});
+
+const CreateWorkRequestsPayload = builder.objectRef<WorkRequest[]>('CreateWorkRequestsPayload').implement({
+  description: 'The requests a createWorkRequests call created',
+  fields: (t) => ({
+    requests: t.field({ type: [WorkRequestRef], description: 'In the order of the input', resolve: (created) => created }),
+  }),
+});
+
 builder.mutationFields((t) => ({
+  createWorkRequests: t.field({
+    type: CreateWorkRequestsPayload,
+    description:
+      'Creates many work requests in one transaction, all or none: a refusal names each request at fault by its index (input.requests[3].taskData…). ' +
+      'Requests are placed by the next scheduling pass, not one by one.',
+    errors: { types: COMMON_ERRORS },
+    args: { input: t.arg({ type: CreateWorkRequestsInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    resolve: (_r, { input, idempotencyKey }, ctx) => {
+      const requests = input.requests.map((r) => ({ ...r, dependsOn: r.dependsOn?.map(String) }));
+      return idempotent<WorkRequest[]>(
+        { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.idempotencyKeyTtlMs },
+        'createWorkRequests',
+        idempotencyKey,
+        requests,
+        {
+          idOf: (created) => created.map((wr) => wr.id),
+          replay: async (em, _id, _secret, ids) => {
+            const found = new Map((await em.find(WorkRequestSchema, { id: { $in: [...ids] } })).map((wr) => [wr.id, wr]));
+            return ids.flatMap((id) => found.get(id) ?? []);
+          },
+        },
+        (record) => createWorkRequests(ctx, requests, { record }),
+      );
+    },
+  }),
   createWorkRequest: t.field({
     type: WorkRequestRef,
     errors: { types: COMMON_ERRORS },

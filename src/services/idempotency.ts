@@ -25,13 +25,13 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value ?? null);
 }
 
-/** How a create is recorded and answered again: the id of what it made, and the secret it showed once. */
+/** How a create is recorded and answered again: the id of what it made (the ids, for a batch), and the secret it showed once. */
 export interface Replayable<T> {
-  idOf(result: T): number;
+  idOf(result: T): number | readonly number[];
   /** The token the create returned, if any: kept sealed so that a retry can show it (the first answer was lost). */
   secretOf?(result: T): string | null;
-  /** The first create's answer, rebuilt from its id (and secret). */
-  replay(em: EntityManager, id: number, secret: string | null): Promise<T>;
+  /** The first create's answer, rebuilt from its id (and secret); `ids` are all it made, in order (just `id` for one). */
+  replay(em: EntityManager, id: number, secret: string | null, ids: readonly number[]): Promise<T>;
 }
 
 /** What an idempotent create needs from its caller. */
@@ -74,7 +74,7 @@ export async function idempotent<T>(
         'idempotencyKey',
       );
     }
-    return how.replay(deps.em, found.resultId, found.sealedSecret ? deps.secrets.open(found.sealedSecret) : null);
+    return how.replay(deps.em, found.resultId, found.sealedSecret ? deps.secrets.open(found.sealedSecret) : null, found.resultIds ?? [found.resultId]);
   };
 
   const replayed = await answerFrom();
@@ -84,12 +84,15 @@ export async function idempotent<T>(
   try {
     return await create(async (tx, result) => {
       const secret = how.secretOf?.(result) ?? null;
+      const made = how.idOf(result);
+      const ids = typeof made === 'number' ? null : [...made];
       await tx.insert(IdempotencyKeySchema, {
         user: user.id,
         key,
         operation,
         inputHash,
-        resultId: how.idOf(result),
+        resultId: ids ? (ids[0] ?? 0) : (made as number),
+        resultIds: ids,
         sealedSecret: secret ? deps.secrets.seal(secret) : null,
         createdAt: new Date(),
       });

@@ -21,7 +21,7 @@ export interface AnalysisRequest {
   dataSource?: string | null;
 }
 
-const toRule = (r: { name: string; taskName?: string | null; expression?: string | null; providedTags: string[]; requiredTags: string[] }): TaskRule => ({
+const toRule = (r: RuleRow): TaskRule => ({
   name: r.name,
   taskName: r.taskName ?? null,
   expression: r.expression ?? null,
@@ -29,28 +29,72 @@ const toRule = (r: { name: string; taskName?: string | null; expression?: string
   requiredTags: r.requiredTags,
 });
 
+type GroupRow = { name: string; workspace: string | null };
+type RuleRow = { name: string; taskName?: string | null; expression?: string | null; providedTags: string[]; requiredTags: string[]; workspace?: unknown };
+
+/**
+ * The rows analyses read besides the request itself (the creator's groups in a scope, the rules of a
+ * workspace and the site, environments), each loaded once however many analyses ask: the requests of
+ * one batch share them. One instance per operation; it holds what it read at that time.
+ */
+export class AnalysisSources {
+  private readonly groups = new Map<string, Promise<GroupRow[]>>();
+  private readonly rules = new Map<number, Promise<RuleRow[]>>();
+  private readonly environments = new Map<number, Promise<EnvironmentFacts | null>>();
+
+  constructor(private readonly em: EntityManager) {}
+
+  groupsOf(creatorId: number, scopeId: number): Promise<GroupRow[]> {
+    const key = `${creatorId}:${scopeId}`;
+    let found = this.groups.get(key);
+    if (!found) {
+      found = this.em.execute<GroupRow[]>(
+        `select g.name, w.name as workspace
+           from user_group g
+           join user_group_member m on m.group_id = g.id
+           left join workspace w on w.id = g.workspace_id
+          where m.user_id = ? and g.scope_id = ?
+          order by g.name, w.name`,
+        [creatorId, scopeId],
+      );
+      this.groups.set(key, found);
+    }
+    return found;
+  }
+
+  rulesOf(workspace: Workspace): Promise<RuleRow[]> {
+    let found = this.rules.get(workspace.id);
+    if (!found) {
+      found = this.em.find(TaskRuleSchema, { $or: [{ workspace }, { workspace: null }] }, { orderBy: { id: 'asc' } });
+      this.rules.set(workspace.id, found);
+    }
+    return found;
+  }
+
+  environment(id: number): Promise<EnvironmentFacts | null> {
+    let found = this.environments.get(id);
+    if (!found) {
+      found = this.em
+        .findOne(EnvironmentSchema, { id })
+        .then((e) => (e ? { id: e.id, codename: e.codename, architecture: e.architecture, variant: e.variant ?? null, backend: e.backend ?? null } : null));
+      this.environments.set(id, found);
+    }
+    return found;
+  }
+}
+
 /**
  * Loads what the pure analysis needs (creator groups in the workspace's scope, workspace and site
- * rules, the environment) and runs it. Reads only; the caller stores the result.
+ * rules, the environment) through `sources` (a new one unless the caller shares one) and runs it.
+ * Reads only; the caller stores the result.
  */
-export async function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest): Promise<WorkRequestAnalysis> {
+export async function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
   const scope = req.workspace.scope;
-  const [groups, rules, environment] = await Promise.all([
-    em.execute<{ name: string; workspace: string | null }[]>(
-      `select g.name, w.name as workspace
-         from user_group g
-         join user_group_member m on m.group_id = g.id
-         left join workspace w on w.id = g.workspace_id
-        where m.user_id = ? and g.scope_id = ?
-        order by g.name, w.name`,
-      [req.creator.id, scope.id],
-    ),
-    em.find(TaskRuleSchema, { $or: [{ workspace: req.workspace }, { workspace: null }] }, { orderBy: { id: 'asc' } }),
-    req.environmentId === null ? null : em.findOne(EnvironmentSchema, { id: req.environmentId }),
+  const [groups, rules, facts] = await Promise.all([
+    sources.groupsOf(req.creator.id, scope.id),
+    sources.rulesOf(req.workspace),
+    req.environmentId === null ? null : sources.environment(req.environmentId),
   ]);
-  const facts: EnvironmentFacts | null = environment
-    ? { id: environment.id, codename: environment.codename, architecture: environment.architecture, variant: environment.variant ?? null, backend: environment.backend ?? null }
-    : null;
   return analyzeWorkRequest({
     scope: scope.name,
     workspace: req.workspace.name,

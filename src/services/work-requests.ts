@@ -1,6 +1,5 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { z } from 'zod';
 import type { Config } from '../config.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
@@ -8,27 +7,12 @@ import type { Events } from '../events.js';
 import { classIdsFor } from '../scheduler/classes.js';
 import type { LifecycleRecorder } from '../metrics/recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
+import { validateTaskInput, type WorkRequestAnalysis } from '../tasks/analyze.js';
 import { isAdmin, requireUser, type Viewer } from './auth.js';
-import { findWorkspace, roleIn } from './directory.js';
+import { roleIn } from './directory.js';
 import { abortAll, completeFinishedWorkflows, lockOpenDescendants, runOrchestrated, type Orchestrated, type RequestChange } from './orchestration.js';
 import { analyzeRequest } from './task-analysis.js';
-import { planChildren } from './workflow-expansion.js';
-import { checkTags, parseInput } from './validate.js';
 import { viewerSeesWorkRequest } from './visibility.js';
-
-/** Input of createWorkRequest. */
-export interface CreateWorkRequestInput {
-  workspace: string;
-  taskType: string;
-  taskName: string;
-  taskData?: unknown;
-  providedTags?: string[] | null;
-  requiredTags?: string[] | null;
-  priorityBase?: number | null;
-  priorityAdjustment?: number | null;
-  dependsOn?: (string | number)[] | null;
-}
 
 /** The services a work-request operation needs. */
 export interface WorkRequestDeps {
@@ -42,11 +26,6 @@ export interface WorkRequestDeps {
 }
 
 const TERMINAL = ['COMPLETED', 'ABORTED'] as const;
-
-/** All the problems of an analysis, as one typed error (the first is its own code and message). */
-function analysisErrorToInput(...errors: AnalysisError[]): InputError {
-  return InputError.of(errors.map((e) => ({ code: ERROR_CODES[e.code], message: e.message, path: e.path ? `input.${e.path}` : 'input', tag: e.tag ?? null })));
-}
 
 function parseId(raw: string | number, path: string): number {
   const id = typeof raw === 'number' ? raw : Number(raw);
@@ -63,111 +42,6 @@ export async function findVisibleWorkRequest(em: EntityManager, viewer: Viewer, 
 }
 
 /**
- * Creates a work request. Everything is checked before anything is written: the task and its data,
- * the tags and who may add them, the environment, the dependencies, the workspace and the viewer's
- * right to submit there. With all dependencies completed it becomes PENDING at once, its tag sets
- * computed and frozen; otherwise it waits BLOCKED.
- */
-export async function createWorkRequest(
-  deps: WorkRequestDeps,
-  input: CreateWorkRequestInput,
-  options: { record?: (tx: EntityManager, created: WorkRequest) => Promise<void> } = {},
-): Promise<WorkRequest> {
-  const { em, viewer, config } = deps;
-  const { user } = requireUser(viewer);
-  const dataSize = Buffer.byteLength(JSON.stringify(input.taskData ?? null), 'utf8');
-  if (dataSize > config.maxTaskDataBytes) {
-    throw new InputError(ERROR_CODES.TASK_DATA_TOO_LARGE, `input.taskData: ${dataSize} bytes of JSON is over the limit of ${config.maxTaskDataBytes}`, 'input.taskData');
-  }
-  const providedTags = input.providedTags ?? [];
-  const requiredTags = input.requiredTags ?? [];
-  checkTags([providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet], [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
-  const priorityBase = parseInput(z.number().int().min(-1_000_000).max(1_000_000), input.priorityBase ?? 0, 'input.priorityBase');
-  const priorityAdjustment = parseInput(z.number().int().min(-1_000_000).max(1_000_000), input.priorityAdjustment ?? 0, 'input.priorityAdjustment');
-  if (priorityAdjustment > 0 && !isAdmin(viewer)) throw new ForbiddenError('only admins may raise a priority (positive priorityAdjustment)');
-
-  const workspace = await findWorkspace(em, viewer, input.workspace, 'input.workspace');
-  const role = await roleIn(em, viewer, workspace);
-  if (!isAdmin(viewer) && (role === null || role === 'viewer')) {
-    throw new ForbiddenError(`you may not submit work to workspace "${input.workspace}": only its owners and contributors may`);
-  }
-
-  const validation = validateTaskInput(input.taskType, input.taskName, input.taskData);
-  if (!validation.ok) throw analysisErrorToInput(validation.error);
-  // Analyse now, so that a request that could never be tagged is refused at the door, not later.
-  const probe = await analyzeRequest(em, config, {
-    workspace,
-    creator: user,
-    taskType: input.taskType,
-    taskName: input.taskName,
-    taskData: input.taskData,
-    environmentId: validation.environmentId,
-    userProvidedTags: providedTags,
-    userRequiredTags: requiredTags,
-  });
-  if (!probe.ok) throw analysisErrorToInput(...probe.errors);
-  if (validation.task.type === 'workflow') {
-    // Its children too: a workflow that could not be expanded is refused now, not ABORTED later.
-    const children = await planChildren(em, config, {
-      workspace,
-      creator: user,
-      taskName: input.taskName,
-      taskData: validation.data,
-      userProvidedTags: providedTags,
-      userRequiredTags: requiredTags,
-      id: null,
-    });
-    if (!children.ok) throw analysisErrorToInput(...children.errors);
-  }
-
-  const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `input.dependsOn[${i}]`)))];
-  const { wr, changed } = await em.transactional(async (tx) => {
-    // FOR SHARE: a dependency cannot complete between this check and our commit, so none is missed.
-    const dependencies = dependencyIds.length
-      ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] })
-      : [];
-    for (const id of dependencyIds) {
-      const dep = dependencies.find((d) => d.id === id);
-      if (!dep || !(await viewerSeesWorkRequest(tx, viewer, dep))) {
-        throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `input.dependsOn: no work request ${id}`, 'input.dependsOn');
-      }
-      if (dep.status === 'ABORTED') {
-        throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `input.dependsOn: work request ${id} was aborted and will never complete`, 'input.dependsOn');
-      }
-    }
-    const created = tx.create(WorkRequestSchema, {
-      workspace,
-      createdBy: user,
-      taskType: input.taskType,
-      taskName: input.taskName,
-      taskData: validation.data as Record<string, unknown>,
-      priorityBase,
-      priorityAdjustment,
-      userProvidedTags: providedTags,
-      userRequiredTags: requiredTags,
-    });
-    for (const dep of dependencies) created.dependencies.add(dep);
-    let changed: RequestChange[] = [];
-    if (dependencies.every((d) => d.status === 'COMPLETED')) {
-      const outcome = await queueWorkRequest(tx, config, created, probe); // the tags just computed: nothing changed in between
-      await tx.flush();
-      changed = [...outcome.changed, ...(await settleDependents(tx, config, outcome.finished))];
-    }
-    await tx.flush();
-    await options.record?.(tx, created); // an idempotency key commits with the request (services/idempotency.ts)
-    return { wr: created, changed };
-  });
-  // Placed first, so that the passes its change triggers (here and in other processes) find it taken.
-  if (wr.status === 'PENDING' && wr.classId != null) {
-    const placed = await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId });
-    if (placed.some((a) => a.workRequestId === wr.id)) await em.refresh(wr); // answer with what it is now: ASSIGNED
-  }
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: workspace.id });
-  for (const change of changed) deps.events.publish('workRequestChanged', change); // a workflow's children
-  return wr;
-}
-
-/**
  * BLOCKED → PENDING: computes the two task tag sets once and freezes them. If they cannot be
  * computed (a rule or environment changed since submission) the request is ABORTED with the reason
  * and both sets stay empty: never half-tagged, never schedulable. `analysis` is one computed by the
@@ -177,12 +51,22 @@ export async function createWorkRequest(
  */
 export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<Orchestrated> {
   analysis ??= await analyzeQueued(em, config, wr);
-  const now = new Date();
+  if (!freezeAnalysis(wr, analysis, new Date())) return { changed: [], finished: [wr.id] };
+  [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
+  return runOrchestrated(em, config, wr);
+}
+
+/**
+ * The state change of BLOCKED → PENDING without its class (the caller finds it, for one request or
+ * many at once): PENDING with both tag sets frozen, or ABORTED with the reason when the analysis
+ * failed. Returns whether it became PENDING.
+ */
+export function freezeAnalysis(wr: WorkRequest, analysis: WorkRequestAnalysis, now: Date): boolean {
   if (!analysis.ok) {
     wr.status = 'ABORTED';
     wr.completedAt = now;
     wr.statusReason = `could not compute the task tags: ${analysis.errors.map((e) => e.message).join('; ')}`;
-    return { changed: [], finished: [wr.id] };
+    return false;
   }
   wr.status = 'PENDING';
   wr.pendingAt = now;
@@ -191,8 +75,7 @@ export async function queueWorkRequest(em: EntityManager, config: Config, wr: Wo
   wr.providedEntries = analysis.provided;
   wr.requiredEntries = analysis.required;
   wr.droppedTags = analysis.dropped;
-  [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
-  return runOrchestrated(em, config, wr);
+  return true;
 }
 
 /** The analysis of a stored request, as it would be submitted now. */

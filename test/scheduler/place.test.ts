@@ -110,7 +110,7 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
     expect(seen).toEqual([
       { topic: 'workAssigned', id: Number(id) },
       { topic: 'workRequestChanged', id: Number(id), status: 'ASSIGNED' },
-      { topic: 'workRequestChanged', id: Number(id), status: undefined },
+      { topic: 'workRequestChanged', id: Number(id), status: 'ASSIGNED' },
     ]);
   });
 });
