@@ -1,5 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
+import type { WorkRequestStatus } from '../entities/work-request.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -10,6 +11,15 @@ import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
 import { placeRequest } from './place.js';
 import { WorkerSnapshot } from './worker-snapshot.js';
+
+/**
+ * Whether a change of a request, known by its status after the change, may let a pass assign
+ * something: work became PENDING, or a worker's slot was freed (COMPLETED, ABORTED). An assignment,
+ * a start (RUNNING) or a request left BLOCKED never does. A change published without its status may.
+ */
+export function changeMayAllowAssignments(status: WorkRequestStatus | undefined): boolean {
+  return status !== 'ASSIGNED' && status !== 'RUNNING' && status !== 'BLOCKED';
+}
 
 /** Why a pass was asked for (logged, and useful when reading a trace). */
 export type PassReason = 'new-pending' | 'worker-changed' | 'work-finished' | 'periodic' | 'startup';
@@ -151,7 +161,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       if (!config.schedulerAutomatic) return;
       // Any change of a worker (connected, reported, undrained, retagged) or of a request (new pending
       // work, work finished), in this process or, through PostgreSQL, in another, may allow assignments.
-      // An assignment (status ASSIGNED) never lets another one be made: no pass for those.
+      // A change that cannot free a slot or add pending work (changeMayAllowAssignments) asks for none.
       const workers = events.subscribe('workerChanged')[Symbol.asyncIterator]();
       const requests = events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
       streams.push(workers, requests);
@@ -160,7 +170,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       })();
       void (async () => {
         for (let next = await requests.next(); !stopped && !next.done; next = await requests.next()) {
-          if (next.value.status !== 'ASSIGNED') this.trigger('new-pending');
+          if (changeMayAllowAssignments(next.value.status)) this.trigger('new-pending');
         }
       })();
       // Leases are judged only on silence this process could have heard: see expireLeases.

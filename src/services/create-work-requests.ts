@@ -231,12 +231,14 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
     created: [wr],
     changed,
   } = await writeCreates(deps, [prepared], record && ((tx, created) => record(tx, created[0])));
-  // Placed first, so that the passes its change triggers (here and in other processes) find it taken.
+  // Placed before its change is published: a request placed at once is published once, by its
+  // placement, as ASSIGNED, and that asks no pass of any process (changeMayAllowAssignments).
+  let placed = false;
   if (wr.status === 'PENDING' && wr.classId != null) {
-    const placed = await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId });
-    if (placed.some((a) => a.workRequestId === wr.id)) await deps.em.refresh(wr); // answer with what it is now: ASSIGNED
+    placed = (await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId })).some((a) => a.workRequestId === wr.id);
+    if (placed) await deps.em.refresh(wr); // answer with what it is now: ASSIGNED
   }
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
+  if (!placed) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
   for (const change of changed) deps.events.publish('workRequestChanged', change); // a workflow's children
   return wr;
 }

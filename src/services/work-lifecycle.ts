@@ -16,9 +16,8 @@ export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | 
   await deps.em.nativeUpdate('Worker', { id: worker.id }, { lastSeenAt: now, connectedAt: worker.connectedAt ?? now });
   const assignment = await deps.scheduler.requestWork(worker.id);
   if (!assignment) return null;
-  const wr = await deps.em.findOneOrFail(WorkRequestSchema, { id: assignment.workRequestId }, { populate: ['workspace'] });
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
-  return wr;
+  // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED).
+  return deps.em.findOneOrFail(WorkRequestSchema, { id: assignment.workRequestId }, { populate: ['workspace'] });
 }
 
 async function lockAssigned(deps: WorkRequestDeps, rawId: string, tx: WorkRequestDeps['em']): Promise<WorkRequest> {
@@ -42,7 +41,7 @@ export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Pr
     await tx.flush();
     return locked;
   });
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'RUNNING' });
   return wr;
 }
 
@@ -98,7 +97,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   });
   if (repeated) return wr;
   deps.metrics?.completed(wr);
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'COMPLETED' });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   deps.scheduler.trigger('work-finished');
   return wr;
@@ -137,7 +136,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     await tx.flush();
     return locked;
   });
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'PENDING' });
   deps.scheduler.trigger('work-finished');
   return wr;
 }
