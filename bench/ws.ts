@@ -20,6 +20,12 @@
  *   --storm N      subscribers of workerChanged for the fan-out storm (default 2000; 0 skips it)
  *   --storm-events N   worker reports during the storm, each one workerChanged event (default 20)
  *   --db-name NAME the bench database (default tagsched_bench_ws)
+ *   --only LIST    which parts run: `cycle` (submission and worker cycle, bench/worker-cycle.ts, on a server
+ *                  and database of their own), `latency` (everything above); default both
+ *   --cycle-workers N   agent-like workers of the worker cycle (default 1000)
+ *   --cycle-requests N  requests submitted, then drained by them (default 20000)
+ *   --submit-batch N    requests per createWorkRequests call (default 1000)
+ *   With --only cycle, --cpu-prof FILE writes FILE-submit.cpuprofile and FILE-cycle.cpuprofile.
  *
  *   - fan-out storm: N graphql-ws clients (of N/20 users, 20 connections each) subscribed to
  *     `workerChanged { name status activeWorkCount pool { name } }`; one worker reports its metadata
@@ -43,6 +49,7 @@ import v8 from 'node:v8';
 import { createClient, type Client } from 'graphql-ws';
 import pg from 'pg';
 import WebSocket from 'ws';
+import { submit, workerCycle, type Spread } from './worker-cycle.js';
 
 const ADMIN = 'tsk_admin_bench-ws-0123456789abcdef';
 let DB_NAME = 'tagsched_bench_ws';
@@ -56,10 +63,10 @@ interface MemoryPoint {
   external: number;
 }
 
-type ToServer = { type: 'memory' } | { type: 'stop' } | { type: 'profile-start' } | { type: 'profile-stop'; file: string } | { type: 'heap-snapshot'; file: string } | { type: 'trace' };
+type ToServer = { type: 'memory' } | { type: 'cpu' } | { type: 'stop' } | { type: 'profile-start' } | { type: 'profile-stop'; file: string } | { type: 'heap-snapshot'; file: string } | { type: 'trace' };
 /** When the server published an event about a work request (epoch ms, sub-millisecond). */
 type TraceEntry = [topic: string, workRequestId: number, at: number];
-type FromServer = { type: 'listening'; url: string; pid: number } | ({ type: 'memory' } & MemoryPoint) | { type: 'profiled' } | { type: 'trace'; entries: TraceEntry[] };
+type FromServer = { type: 'listening'; url: string; pid: number } | { type: 'cpu'; micros: number } | ({ type: 'memory' } & MemoryPoint) | { type: 'profiled' } | { type: 'trace'; entries: TraceEntry[] };
 
 /** Now, in epoch milliseconds with sub-millisecond precision: comparable across the two processes. */
 const clock = () => performance.timeOrigin + performance.now();
@@ -99,6 +106,9 @@ async function serveForBench(): Promise<void> {
       const { rss, heapTotal, heapUsed, external } = process.memoryUsage();
       const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((h) => [h.space_name, `${Math.round(h.space_used_size / 2 ** 20)}/${Math.round(h.space_size / 2 ** 20)} MiB`]));
       send({ type: 'memory', rss, heapTotal, heapUsed, external, spaces });
+    } else if (m.type === 'cpu') {
+      const { user, system } = process.cpuUsage();
+      send({ type: 'cpu', micros: user + system });
     } else if (m.type === 'trace') {
       send({ type: 'trace', entries: trace.splice(0) });
     } else if (m.type === 'heap-snapshot') {
@@ -215,6 +225,14 @@ class ServerProcess {
     });
   }
 
+  /** The CPU time the server process has used so far (user + system), in milliseconds. */
+  cpuMs(): Promise<number> {
+    return new Promise((resolve) => {
+      this.waiting.push((m) => resolve((m as { micros: number }).micros / 1000));
+      this.child.send({ type: 'cpu' } satisfies ToServer);
+    });
+  }
+
   trace(): Promise<TraceEntry[]> {
     return new Promise((resolve) => {
       this.waiting.push((m) => resolve((m as { entries: TraceEntry[] }).entries));
@@ -265,9 +283,9 @@ async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T, i: n
 
 const META = { architectures: ['amd64'], cpuCount: 4, totalPhysicalMemory: 8 * 2 ** 30, diskFree: 100 * 2 ** 30, executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
 
-/** Registers workers w-<from>…w-<to-1> and reports their metadata, so that they are available once connected. */
-async function registerWorkers(url: string, from: number, to: number): Promise<string[]> {
-  const names = Array.from({ length: to - from }, (_, i) => `w-${String(from + i).padStart(5, '0')}`);
+/** Registers workers <prefix>-<from>…<prefix>-<to-1> and reports their metadata, so that they are available once connected. */
+async function registerWorkers(url: string, from: number, to: number, prefix = 'w'): Promise<string[]> {
+  const names = Array.from({ length: to - from }, (_, i) => `${prefix}-${String(from + i).padStart(5, '0')}`);
   return pool(names, 16, async (name) => {
     const d = await gql(url, `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`, { n: name }, ADMIN);
     const token = d.registerWorker.token as string;
@@ -436,9 +454,64 @@ async function waitConnected(databaseUrl: string, n: number): Promise<void> {
 }
 
 
+/**
+ * The submission and worker-cycle measures (bench/worker-cycle.ts) on a server and database of their
+ * own: the queue is submitted first, with no worker registered, then the workers register, connect
+ * and drain it.
+ */
+async function cycleMeasures(options: { workers: number; requests: number; batch: number; profile?: string }, log: (m: string) => void) {
+  const server = await ServerProcess.start(await freshDatabase());
+  try {
+    const url = server.url;
+    await gql(url, `mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`, {}, ADMIN);
+    const noop = () => ({ workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} });
+    if (options.profile) await server.profile();
+    let cpu = await server.cpuMs();
+    const submission = await submit(gql, url, ADMIN, options.requests, options.batch, noop);
+    const submitCpuMs = (await server.cpuMs()) - cpu;
+    if (options.profile) await server.profile(`${options.profile}-submit.cpuprofile`);
+    log(`submission: ${int(submission.requests)} requests in ${ms(submission.elapsedMs)}: ${int(submission.perSecond)}/s`);
+    let t = performance.now();
+    const tokens = await registerWorkers(url, 0, options.workers, 'c');
+    log(`registered ${int(tokens.length)} cycle workers in ${ms(performance.now() - t)}`);
+    t = performance.now();
+    if (options.profile) await server.profile();
+    cpu = await server.cpuMs();
+    const cycle = await workerCycle(gql, url, tokens, options.requests, log);
+    const cycleCpuMs = (await server.cpuMs()) - cpu;
+    if (options.profile) await server.profile(`${options.profile}-cycle.cpuprofile`);
+    log(`worker cycle: ${int(cycle.cycles)} in ${ms(performance.now() - t)}: ${int(cycle.perSecond)}/s`);
+    // The server's own CPU time per unit of work: what a shared machine's load does not change much.
+    return { submission, cycle, cpuMsPerRequest: submitCpuMs / submission.requests, cpuMsPerCycle: cycleCpuMs / cycle.cycles };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** The table rows of the submission and worker-cycle measures. */
+function cycleRows(r: Awaited<ReturnType<typeof cycleMeasures>>): string[] {
+  const { submission: s, cycle: c } = r;
+  const pair = (x: Spread) => `${ms(x.p50)} / ${ms(x.p99)}`;
+  const cpu = (x: number) => `${x.toFixed(2)} ms`;
+  return [
+    `| submission: createWorkRequests, ${int(s.requests)} requests in batches of ${int(s.batch)}, requests/s | ${int(s.perSecond)} | ≥ 5,000 ${s.perSecond >= 5000 ? '✅' : '❌'} |`,
+    `| submission: one batch answered, p50 / p99 | ${pair(s.batchMs)} | |`,
+    `| worker cycle: ${int(c.workers)} agents over WebSocket, ${int(c.cycles)} requests drained, cycles/s | ${int(c.perSecond)} | ≥ 1,000 ${c.perSecond >= 1000 ? '✅' : '❌'} |`,
+    `| worker cycle: assignment pushed (wait from completion or subscription), p50 / p99 | ${pair(c.wait)} | |`,
+    `| worker cycle: startWorkRequest answered, p50 / p99 | ${pair(c.start)} | |`,
+    `| worker cycle: completeWorkRequest answered, p50 / p99 | ${pair(c.complete)} | |`,
+    `| worker cycle: assignments taken back before completion (lease expired) | ${int(c.lost)} | 0 |`,
+    `| server process CPU per request submitted / per worker cycle | ${cpu(r.cpuMsPerRequest)} / ${cpu(r.cpuMsPerCycle)} | |`,
+  ];
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
+      only: { type: 'string', default: 'cycle,latency' },
+      'cycle-workers': { type: 'string', default: '1000' },
+      'cycle-requests': { type: 'string', default: '20000' },
+      'submit-batch': { type: 'string', default: '1000' },
       requests: { type: 'string', default: '300' },
       idle: { type: 'string', default: '5000' },
       workers: { type: 'string', default: '1000' },
@@ -460,6 +533,18 @@ async function main(): Promise<void> {
   const log = (m: string) => process.stderr.write(`${m}\n`);
 
   log(`bench:ws: ${os.availableParallelism()} CPUs, node ${process.version}; database ${DB_NAME}`);
+  const only = new Set(values.only.split(','));
+  const cycles = only.has('cycle')
+    ? await cycleMeasures(
+        { workers: Number(values['cycle-workers']), requests: Number(values['cycle-requests']), batch: Number(values['submit-batch']), profile: values['cpu-prof'] },
+        log,
+      )
+    : null;
+  if (!only.has('latency')) {
+    await dropDatabase();
+    if (cycles) process.stdout.write(`${['## bench:ws: submission and worker cycle', '', '| measurement | value | target |', '|---|---|---|', ...cycleRows(cycles)].join('\n')}\n`);
+    return;
+  }
   const databaseUrl = await freshDatabase();
   const server = await ServerProcess.start(databaseUrl);
   const profileFile = values['cpu-prof'];
@@ -598,6 +683,7 @@ async function main(): Promise<void> {
           ]
         : []),
     ];
+    if (cycles) lines.push(...cycleRows(cycles));
     if (fanOut) {
       lines.push(
         `| fan-out: ${int(fanOut.subscribers)} workerChanged subscribers (${fanOut.users} users), ${fanOut.events} reports: all delivered in | ${ms(fanOut.elapsedMs)} (reports answered in ${ms(fanOut.reportedMs)}) | |`,
