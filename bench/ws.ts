@@ -194,6 +194,9 @@ class ServerProcess {
         NODE_ENV: 'production',
         TAGSCHED_ADMIN_TOKEN: ADMIN,
         TAGSCHED_SECRET_KEY: 'bench-ws-secret-key',
+        // A pushed assignment waits in the client's queue while it runs the one before: on a loaded
+        // machine that can pass the default minute, and a lease taken back is work done twice.
+        TAGSCHED_ACK_TIMEOUT_SECONDS: process.env.TAGSCHED_ACK_TIMEOUT_SECONDS ?? '600',
       },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });

@@ -14,8 +14,12 @@ export interface AssignmentEvent {
  * subscriber reloads what it shows through its own EntityManager, with its own visibility rules.
  */
 export type Topics = {
-  /** `status`, when set, is the request's status after the change (the scheduler's pass trigger reads it: scheduler.ts). */
-  workRequestChanged: [{ id: number; workspaceId: number; status?: WorkRequestStatus }];
+  /**
+   * `status`, when set, is the request's status after the change; `slotRefilled`, that the worker
+   * whose slot a completion freed was given its next work already (the scheduler's pass trigger reads
+   * both: changeMayAllowAssignments in scheduler.ts).
+   */
+  workRequestChanged: [{ id: number; workspaceId: number; status?: WorkRequestStatus; slotRefilled?: boolean }];
   workerChanged: [{ id: number; name: string }];
   /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
   workAssigned: [workerId: string, payload: AssignmentEvent];
@@ -66,7 +70,29 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
         if (!closed && client === c) log.warn({ err: (err as Error).message, sql }, 'event listener command failed');
       }
     }));
-  const sending = new Set<Promise<unknown>>();
+  // Events published while a NOTIFY is on its way wait here, and go together in the next statement
+  // (in order): one round trip for a burst instead of one each. PostgreSQL delivers the NOTIFYs of one
+  // statement in order, and folds only identical ones (the same event twice says nothing more).
+  let queued: { channel: string; payload: string; type: string }[] = [];
+  let sending: Promise<void> | null = null;
+  const sendQueued = (): void => {
+    if (sending || !queued.length) return;
+    const batch = queued;
+    queued = [];
+    const sql =
+      batch.length === 1
+        ? notifier.query('select pg_notify($1, $2)', [batch[0].channel, batch[0].payload])
+        : notifier.query('select pg_notify(e.channel, e.payload) from unnest($1::text[], $2::text[]) as e(channel, payload)', [batch.map((b) => b.channel), batch.map((b) => b.payload)]);
+    sending = sql
+      .then(
+        () => undefined,
+        (err: Error) => log.warn({ err: err.message, types: [...new Set(batch.map((b) => b.type))], events: batch.length }, 'event not published'),
+      )
+      .finally(() => {
+        sending = null;
+        sendQueued();
+      });
+  };
   let delay: number = RECONNECT_MS.first;
   const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
   const channelOf = (type: string) => {
@@ -149,11 +175,8 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
       }
     },
     dispatchEvent(event: CustomEvent) {
-      const sent: Promise<unknown> = notifier
-        .query('select pg_notify($1, $2)', [channelOf(event.type), JSON.stringify(event.detail ?? null)])
-        .catch((err: Error) => log.warn({ err: err.message, type: event.type }, 'event not published'))
-        .finally(() => sending.delete(sent));
-      sending.add(sent);
+      queued.push({ channel: channelOf(event.type), payload: JSON.stringify(event.detail ?? null), type: event.type });
+      sendQueued();
       return true;
     },
     async close() {
@@ -161,7 +184,7 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
       const c = client;
       client = null;
       await c?.end().catch(() => undefined);
-      await Promise.allSettled([...sending]); // what was published before close() is sent
+      while (sending) await sending; // what was published before close() is sent
       await notifier.end();
     },
   } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> };

@@ -14,11 +14,13 @@ import { WorkerSnapshot } from './worker-snapshot.js';
 
 /**
  * Whether a change of a request, known by its status after the change, may let a pass assign
- * something: work became PENDING, or a worker's slot was freed (COMPLETED, ABORTED). An assignment,
- * a start (RUNNING) or a request left BLOCKED never does. A change published without its status may.
+ * something: work became PENDING, or a worker's slot was freed (COMPLETED, ABORTED) and not refilled
+ * already by that worker's own pull. An assignment, a start (RUNNING) or a request left BLOCKED never
+ * does. A change published without its status may.
  */
-export function changeMayAllowAssignments(status: WorkRequestStatus | undefined): boolean {
-  return status !== 'ASSIGNED' && status !== 'RUNNING' && status !== 'BLOCKED';
+export function changeMayAllowAssignments(change: { status?: WorkRequestStatus; slotRefilled?: boolean }): boolean {
+  if (change.slotRefilled) return false;
+  return change.status !== 'ASSIGNED' && change.status !== 'RUNNING' && change.status !== 'BLOCKED';
 }
 
 /** Why a pass was asked for (logged, and useful when reading a trace). */
@@ -170,7 +172,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       })();
       void (async () => {
         for (let next = await requests.next(); !stopped && !next.done; next = await requests.next()) {
-          if (changeMayAllowAssignments(next.value.status)) this.trigger('new-pending');
+          if (changeMayAllowAssignments(next.value)) this.trigger('new-pending');
         }
       })();
       // Leases are judged only on silence this process could have heard: see expireLeases.

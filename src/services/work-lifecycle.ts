@@ -97,10 +97,28 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   });
   if (repeated) return wr;
   deps.metrics?.completed(wr);
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'COMPLETED' });
+  const refilled = viewer.kind === 'worker' && (await refill(deps, viewer.worker.id));
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
-  deps.scheduler.trigger('work-finished');
+  if (!refilled) deps.scheduler.trigger('work-finished');
   return wr;
+}
+
+/**
+ * The worker that just freed a slot gets its next work at once, as its own pull would (one row
+ * locked, the assignment pushed to its subscription), instead of a full pass over every worker: the
+ * only slot the completion freed is its own, and what the completion released (dependents) is
+ * published as pending work of its own. Only when the scheduler runs by itself; false when the pull
+ * failed (a pass then does it).
+ */
+async function refill(deps: WorkRequestDeps, workerId: number): Promise<boolean> {
+  if (!deps.config.schedulerAutomatic) return false;
+  try {
+    await deps.scheduler.requestWork(workerId);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -29,11 +29,12 @@ beforeAll(async () => {
 
 describe('which request changes ask for a scheduling pass', () => {
   it('by status: new pending work and freed slots do; assignments, starts and blocked requests do not', () => {
-    expect(['PENDING', 'COMPLETED', 'ABORTED', undefined].map((s) => changeMayAllowAssignments(s as never))).toEqual([true, true, true, true]);
-    expect((['ASSIGNED', 'RUNNING', 'BLOCKED'] as const).map((s) => changeMayAllowAssignments(s))).toEqual([false, false, false]);
+    expect((['PENDING', 'COMPLETED', 'ABORTED', undefined] as const).map((status) => changeMayAllowAssignments({ status }))).toEqual([true, true, true, true]);
+    expect((['ASSIGNED', 'RUNNING', 'BLOCKED'] as const).map((status) => changeMayAllowAssignments({ status }))).toEqual([false, false, false]);
+    expect(changeMayAllowAssignments({ status: 'COMPLETED', slotRefilled: true })).toBe(false);
   });
 
-  it('a request placed at once and its start run no pass; a request left pending and a completion do', async () => {
+  it('a request placed at once, its start and its completion by its worker run no pass; a request left pending does', async () => {
     const before = await passes();
     const placed = await create('amd64');
     expect(placed.status).toBe('ASSIGNED');
@@ -47,15 +48,22 @@ describe('which request changes ask for a scheduling pass', () => {
     expect(waiting.status).toBe('PENDING');
     await settle();
     expect(await passes()).toBe(before + 1);
-    // The completion frees the slot: a pass, which assigns the waiting request.
+    // The completion frees the slot, and the worker gets its next work at once, without a pass.
     await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: placed.id }, worker);
     await settle();
-    expect(await passes()).toBe(before + 2);
+    expect(await passes()).toBe(before + 1);
     const [row] = await t.sql<{ status: string }>('select status from work_request where id = ?', [Number(waiting.id)]);
     expect(row.status).toBe('ASSIGNED');
     await start(waiting.id, worker);
     await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: waiting.id }, worker);
     await settle();
+    expect(await passes()).toBe(before + 1);
+    // Completed by an admin, a request frees its worker's slot for a pass to fill.
+    const third = await create('amd64');
+    expect(third.status).toBe('ASSIGNED');
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: third.id });
+    await settle();
+    expect(await passes()).toBe(before + 2);
   });
 
   it('a pull publishes its assignment only as ASSIGNED, which asks for no pass', async () => {
