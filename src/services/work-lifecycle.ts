@@ -31,7 +31,22 @@ async function lockAssigned(deps: WorkRequestDeps, rawId: string, tx: WorkReques
 
 /** The assignee acknowledges its assignment and starts it: ASSIGNED → RUNNING. */
 export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Promise<WorkRequest> {
-  requireWorker(deps.viewer);
+  const me = requireWorker(deps.viewer);
+  const id = Number(rawId);
+  if (Number.isSafeInteger(id)) {
+    // The usual case in one statement (its row lock is the update's): the worker's own ASSIGNED
+    // request becomes RUNNING. Anything else (a repeated acknowledgement, a request taken back) is
+    // answered by the locked read below.
+    const [row] = await deps.em.execute<Record<string, unknown>[]>(
+      `update work_request set status = 'RUNNING', started_at = ? where id = ? and worker_id = ? and status = 'ASSIGNED' returning *`,
+      [new Date(), id, me.id],
+    );
+    if (row) {
+      const started = deps.em.map(WorkRequestSchema, row);
+      deps.events.publish('workRequestChanged', { id: started.id, workspaceId: started.workspace.id, status: 'RUNNING' });
+      return started;
+    }
+  }
   const wr = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
     if (locked.status === 'RUNNING') return locked; // a repeated acknowledgement is harmless

@@ -61,7 +61,11 @@ export async function queueWorkRequest(em: EntityManager, config: Config, wr: Wo
  * many at once): PENDING with both tag sets frozen, or ABORTED with the reason when the analysis
  * failed. Returns whether it became PENDING.
  */
-export function freezeAnalysis(wr: WorkRequest, analysis: WorkRequestAnalysis, now: Date): boolean {
+export function freezeAnalysis(
+  wr: Pick<WorkRequest, 'status' | 'completedAt' | 'statusReason' | 'pendingAt' | 'providedTags' | 'requiredTags' | 'providedEntries' | 'requiredEntries' | 'droppedTags'>,
+  analysis: WorkRequestAnalysis,
+  now: Date,
+): boolean {
   if (!analysis.ok) {
     wr.status = 'ABORTED';
     wr.completedAt = now;
