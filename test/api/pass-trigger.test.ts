@@ -15,7 +15,7 @@ async function passes(): Promise<number> {
 const create = async (arch: string, token?: string) =>
   (await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id status } } }`, { i: sbuild('debian/main', 'hello', { taskData: { source_package: 'hello', host_architecture: arch } }) }, token))
     .createWorkRequest as { id: string; status: string };
-const start = (id: string, token: string) => ok(t, `mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id }, token);
+const start = (id: string, token: string) => ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
 
 let worker: string;
 
@@ -49,19 +49,19 @@ describe('which request changes ask for a scheduling pass', () => {
     await settle();
     expect(await passes()).toBe(before + 1);
     // The completion frees the slot, and the worker gets its next work at once, without a pass.
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: placed.id }, worker);
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: placed.id }, worker);
     await settle();
     expect(await passes()).toBe(before + 1);
     const [row] = await t.sql<{ status: string }>('select status from work_request where id = ?', [Number(waiting.id)]);
     expect(row.status).toBe('ASSIGNED');
     await start(waiting.id, worker);
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: waiting.id }, worker);
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: waiting.id }, worker);
     await settle();
     expect(await passes()).toBe(before + 1);
     // Completed by an admin, a request frees its worker's slot for a pass to fill.
     const third = await create('amd64');
     expect(third.status).toBe('ASSIGNED');
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: third.id });
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: third.id });
     await settle();
     expect(await passes()).toBe(before + 2);
   });
