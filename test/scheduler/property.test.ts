@@ -153,12 +153,12 @@ const matches = (task: Tagged, worker: Tagged & { readonly type: string }) =>
   matchTags({ provided: task.providedTags, required: task.requiredTags }, { provided: worker.providedTags, required: worker.requiredTags }).ok;
 
 function refUnavailable(w: WorkerRow, heartbeat = false): UnavailableReason | null {
-  if (w.type === 'not-assignable') return UNAVAILABLE.NOT_ASSIGNABLE;
   if (w.terminated) return UNAVAILABLE.INACTIVE;
   if (!w.enabled) return UNAVAILABLE.DISABLED;
   if (!heartbeat && w.connection === 'disconnected') return UNAVAILABLE.DISCONNECTED;
   if (!heartbeat && w.connection === 'stale') return UNAVAILABLE.STALE;
   if (w.draining) return UNAVAILABLE.DRAINING;
+  if (w.type === 'not-assignable') return UNAVAILABLE.NOT_ASSIGNABLE;
   return null;
 }
 const refFree = (w: WorkerRow, heartbeat = false) => (refUnavailable(w, heartbeat) ? 0 : Math.max(0, w.concurrency - w.active));
