@@ -16,6 +16,8 @@ export interface Config {
   readonly defaultArchitecture: string;
   readonly sizeThresholds: SizeThresholds;
   readonly metadataFreshMs: number;
+  /** How long a released request is not offered again to the worker that released it. */
+  readonly releaseBackoffMs: number;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   readonly graphiql: boolean;
@@ -246,6 +248,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       big: floorVar(env, 'TAGSCHED_SIZE_BIG', DEFAULT_SIZE_THRESHOLDS.big),
     },
     metadataFreshMs: intVar(env, 'TAGSCHED_METADATA_FRESH_SECONDS', 65 * 60) * 1000, // 65 minutes
+    releaseBackoffMs: intVar(env, 'TAGSCHED_RELEASE_BACKOFF_SECONDS', 10 * 60) * 1000, // ten minutes
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     graphiql: !production,

@@ -16,15 +16,19 @@ export interface AvailabilityFacts {
   readonly shuttingDown: boolean;
   readonly terminated: boolean;
   readonly connected: boolean;
-  /** When its liveness was last confirmed: a report, a heartbeat, a pull. */
-  readonly lastSeenMs: number | null;
+  /** When it last reported its metadata; a heartbeat or a pull does not count (DESIGN §3). */
+  readonly reportedMs: number | null;
+  readonly quarantined: boolean;
 }
 
 /** Why a worker gets no new work now; null when it may (capacity aside). Reasons are data. */
 export const UNAVAILABLE = {
   INACTIVE: 'INACTIVE',
   DISABLED: 'DISABLED',
+  /** Its recent results are errors while the same tasks succeed elsewhere (quarantine.ts). */
+  QUARANTINED: 'QUARANTINED',
   DISCONNECTED: 'DISCONNECTED',
+  /** Connected, but it never reported its metadata, or not within the freshness setting. */
   STALE: 'STALE',
   DRAINING: 'DRAINING',
   SHUTTING_DOWN: 'SHUTTING_DOWN',
@@ -39,8 +43,9 @@ export type UnavailableReason = (typeof UNAVAILABLE)[keyof typeof UNAVAILABLE];
 export function unavailableReason(w: AvailabilityFacts, now: Date, freshMs: number): UnavailableReason | null {
   if (w.terminated) return UNAVAILABLE.INACTIVE;
   if (!w.enabled) return UNAVAILABLE.DISABLED;
+  if (w.quarantined) return UNAVAILABLE.QUARANTINED;
   if (!w.connected) return UNAVAILABLE.DISCONNECTED;
-  if (w.lastSeenMs === null || w.lastSeenMs < now.getTime() - freshMs) return UNAVAILABLE.STALE;
+  if (w.reportedMs === null || w.reportedMs < now.getTime() - freshMs) return UNAVAILABLE.STALE;
   if (w.draining) return UNAVAILABLE.DRAINING;
   if (w.shuttingDown) return UNAVAILABLE.SHUTTING_DOWN;
   if (w.type === 'not-assignable') return UNAVAILABLE.NOT_ASSIGNABLE;
@@ -52,8 +57,8 @@ export function unavailableReason(w: AvailabilityFacts, now: Date, freshMs: numb
  * unavailableReason is null (false, never null: a missing time is spelled out). It takes one parameter, availableParams(now, freshMs), in its place.
  */
 export const availableSql = (alias: string) =>
-  `(${alias}.terminated_at is null and ${alias}.enabled and ${alias}.connected_at is not null
-    and ${alias}.last_seen_at is not null and ${alias}.last_seen_at >= ?::timestamptz and not ${alias}.draining and not ${alias}.shutting_down and ${alias}.type <> 'not-assignable')`;
+  `(${alias}.terminated_at is null and ${alias}.enabled and ${alias}.quarantined_at is null and ${alias}.connected_at is not null
+    and ${alias}.metadata_reported_at is not null and ${alias}.metadata_reported_at >= ?::timestamptz and not ${alias}.draining and not ${alias}.shutting_down and ${alias}.type <> 'not-assignable')`;
 
 /** The parameter of availableSql: the oldest report that is still fresh. */
 export const availableParams = (now: Date, freshMs: number): unknown[] => [new Date(now.getTime() - freshMs)];
@@ -61,7 +66,8 @@ export const availableParams = (now: Date, freshMs: number): unknown[] => [new D
 /** The columns factsOfRow reads, from the worker table under `alias`. */
 export const availabilityColumns = (alias: string) =>
   `${alias}.type, ${alias}.enabled, ${alias}.draining, ${alias}.shutting_down, ${alias}.terminated_at is not null as terminated,
-   ${alias}.connected_at is not null as connected, (extract(epoch from ${alias}.last_seen_at) * 1000)::float8 as last_seen_ms`;
+   ${alias}.connected_at is not null as connected, (extract(epoch from ${alias}.metadata_reported_at) * 1000)::float8 as reported_ms,
+   ${alias}.quarantined_at is not null as quarantined`;
 
 /** A row with the availability columns. */
 export interface AvailabilityRow {
@@ -71,7 +77,8 @@ export interface AvailabilityRow {
   readonly shutting_down: boolean;
   readonly terminated: boolean;
   readonly connected: boolean;
-  readonly last_seen_ms: number | null;
+  readonly reported_ms: number | null;
+  readonly quarantined: boolean;
 }
 
 /** The facts of a row read with availabilityColumns. */
@@ -82,7 +89,8 @@ export const factsOfRow = (r: AvailabilityRow): AvailabilityFacts => ({
   shuttingDown: r.shutting_down,
   terminated: r.terminated,
   connected: r.connected,
-  lastSeenMs: r.last_seen_ms,
+  reportedMs: r.reported_ms,
+  quarantined: r.quarantined,
 });
 
 /** The facts of a loaded worker entity (the API's objects). */
@@ -93,7 +101,8 @@ export const factsOfWorker = (w: {
   readonly shuttingDown: boolean;
   readonly terminatedAt?: Date | null;
   readonly connectedAt?: Date | null;
-  readonly lastSeenAt?: Date | null;
+  readonly metadataReportedAt?: Date | null;
+  readonly quarantinedAt?: Date | null;
 }): AvailabilityFacts => ({
   type: w.type,
   enabled: w.enabled,
@@ -101,16 +110,18 @@ export const factsOfWorker = (w: {
   shuttingDown: w.shuttingDown,
   terminated: w.terminatedAt != null,
   connected: w.connectedAt != null,
-  lastSeenMs: w.lastSeenAt ? w.lastSeenAt.getTime() : null,
+  reportedMs: w.metadataReportedAt ? w.metadataReportedAt.getTime() : null,
+  quarantined: w.quarantinedAt != null,
 });
 
 /** What a worker is doing, as the API and the status page show it. */
-export const WORKER_STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'DISABLED', 'INACTIVE'] as const;
+export const WORKER_STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;
 export type WorkerStatus = (typeof WORKER_STATUSES)[number];
 
 const STATUS_OF_REASON: Record<UnavailableReason, WorkerStatus | null> = {
   INACTIVE: 'INACTIVE',
   DISABLED: 'DISABLED',
+  QUARANTINED: 'QUARANTINED',
   DISCONNECTED: 'DISCONNECTED',
   STALE: 'STALE',
   DRAINING: 'DRAINING',

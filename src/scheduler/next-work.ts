@@ -4,6 +4,7 @@ import { intArray, toDate } from '../db/arrays.js';
 import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { ASSIGN_FIRST_SQL } from './queue-sql.js';
+import { notBackedOffParams } from './release-backoff.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;
@@ -56,6 +57,7 @@ export async function assignNextWork(
       intArray(eligible),
       perClass,
       perClass,
+      ...notBackedOffParams(workerId, now),
       workerId,
       now,
     ]);

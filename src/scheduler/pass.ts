@@ -6,6 +6,7 @@ import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import type { Assignment } from './next-work.js';
 import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
+import { backoffsOf } from './release-backoff.js';
 
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 
@@ -66,6 +67,8 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const classIds = [...slotsPerClass.keys()];
   const heads = await em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)!))]);
   if (!heads.length) return [];
+  // Requests released recently are not offered again to the workers that released them.
+  const backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
 
   const byClass = new Map<number, FreeWorker[]>();
   const preferred = [...workers].sort((a, b) => workerPreference({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
@@ -90,11 +93,18 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
       cursor.set(classId, i);
       return list[i];
     };
+    // The first free worker of the class that the request is not backed off from (rare: a scan).
+    const nextFreeFor = (head: { id: number; class_id: number }): FreeWorker | undefined => {
+      const first = nextFree(head.class_id);
+      const avoid = backoffs.get(head.id);
+      if (!first || !avoid?.some((b) => b.workerId === first.id)) return first;
+      return byClass.get(head.class_id)!.slice(cursor.get(head.class_id)).find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
+    };
     const out: Match[] = [];
     for (const head of heads) {
       if (out.length >= maxAssignments) break;
       if (skipped.has(head.id)) continue;
-      const worker = nextFree(head.class_id);
+      const worker = nextFreeFor(head);
       if (!worker) continue;
       worker.free--;
       out.push({ workRequestId: head.id, workerId: worker.id });

@@ -14,7 +14,7 @@ import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { factsOfWorker, WORKER_STATUSES, workerStatus } from '../scheduler/availability.js';
 
-const WorkerStatusEnum = builder.enumType('WorkerStatus', { values: WORKER_STATUSES, description: 'What a worker is doing; STALE: connected, but its metadata is missing or older than the freshness setting' });
+const WorkerStatusEnum = builder.enumType('WorkerStatus', { values: WORKER_STATUSES, description: 'What a worker is doing; STALE: connected, but its metadata is missing or older than the freshness setting; QUARANTINED: its recent results are errors while the same tasks succeed elsewhere (see quarantineReason)' });
 const WorkerTypeEnum = builder.enumType('WorkerType', {
   values: Object.fromEntries(WORKER_TYPES.map((v) => [v.toUpperCase().replace('-', '_'), { value: v }])) as Record<string, { value: (typeof WORKER_TYPES)[number] }>,
 });

@@ -2,6 +2,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { recordRelease } from '../scheduler/release-backoff.js';
 import { isOrchestrated } from '../tasks/types.js';
 import { isAdmin, requireWorker } from './auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
@@ -120,7 +121,10 @@ async function recordCompletion(em: EntityManager, wr: WorkRequest, now: Date): 
   );
 }
 
-/** The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no retry is counted. */
+/**
+ * The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no
+ * retry is counted, and it is not offered to this worker again for the release backoff.
+ */
 export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, reason: string): Promise<WorkRequest> {
   const me = requireWorker(deps.viewer);
   const wr = await deps.em.transactional(async (tx) => {
@@ -135,6 +139,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     locked.startedAt = null;
     locked.statusReason = `released by worker ${me.name}: ${reason.slice(0, 500)}`;
     await tx.flush();
+    await recordRelease(tx, locked.id, me.id, locked.pendingAt, deps.config.releaseBackoffMs);
     return locked;
   });
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });

@@ -178,6 +178,7 @@ export async function reportWorkerMetadata(
   worker.dynamicMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
   const now = new Date();
   worker.lastSeenAt = now;
+  worker.metadataReportedAt = now;
   worker.connectedAt ??= now;
   refreshWorkerTags(worker, await loadPool(em, worker), config);
   await em.flush();

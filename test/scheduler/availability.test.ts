@@ -33,6 +33,7 @@ const factsArb = fc.record({
   shuttingDown: mostly(false),
   terminated: mostly(false),
   connected: mostly(true),
+  quarantined: mostly(false),
   seenUs: seenArb,
   active: fc.integer({ min: 0, max: 2 }),
 });
@@ -41,7 +42,7 @@ describe('availability in SQL and in TypeScript', () => {
   it('availableSql is true exactly when unavailableReason over the same row is null', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(factsArb, { minLength: 50, maxLength: 200 }), async (workers) => {
-        const values = workers.map(() => `(?, ?::boolean, ?::boolean, ?::boolean, ?::timestamptz, ?::timestamptz, 'epoch'::timestamptz + (?::bigint * interval '1 microsecond'), ?::int)`).join(', ');
+        const values = workers.map(() => `(?, ?::boolean, ?::boolean, ?::boolean, ?::timestamptz, ?::timestamptz, 'epoch'::timestamptz + (?::bigint * interval '1 microsecond'), ?::timestamptz, ?::int)`).join(', ');
         const params = workers.flatMap((w, i) => [
           w.type,
           w.enabled,
@@ -50,11 +51,12 @@ describe('availability in SQL and in TypeScript', () => {
           w.terminated ? NOW.toISOString() : null,
           w.connected ? NOW.toISOString() : null,
           w.seenUs === null ? null : w.seenUs.toString(),
+          w.quarantined ? NOW.toISOString() : null,
           i,
         ]);
         const rows = await t.sql<AvailabilityRow & { n: number; available: boolean }>(
           `select w.n, ${availabilityColumns('w')}, ${availableSql('w')} as available
-             from (values ${values}) as w(type, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, n)
+             from (values ${values}) as w(type, enabled, draining, shutting_down, terminated_at, connected_at, metadata_reported_at, quarantined_at, n)
             order by w.n`,
           [...availableParams(NOW, FRESH_MS), ...params], // in the order of their places: the select list comes first
         );

@@ -18,6 +18,7 @@ export const STATUS_LABELS: Record<WorkerStatus, string> = {
   DRAINING: 'Draining',
   DISCONNECTED: 'Disconnected',
   STALE: 'Connected, metadata not fresh',
+  QUARANTINED: 'Quarantined',
   DISABLED: 'Disabled',
   INACTIVE: 'Inactive',
 };
