@@ -45,6 +45,8 @@ WorkerRef.implement({
     concurrency: t.exposeInt('concurrency'),
     enabled: t.exposeBoolean('enabled'),
     draining: t.exposeBoolean('draining'),
+    quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
+    quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
     shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
     providedTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.providedEntries) }),
     requiredTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.requiredEntries) }),
@@ -161,6 +163,7 @@ switchField('drain', 'Admin: the worker finishes what it runs and receives nothi
 switchField('undrain', 'Admin: the worker receives work again');
 switchField('enable', 'Admin: the worker may receive work');
 switchField('disable', 'Admin: the worker receives nothing (what it runs is not stopped)');
+switchField('unquarantine', 'Admin: lifts a quarantine (status QUARANTINED): the worker receives work again');
 
 builder.mutationFields((t) => ({
   terminateWorker: t.field({

@@ -2,6 +2,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { judgeWorker } from '../scheduler/quarantine.js';
 import { recordRelease } from '../scheduler/release-backoff.js';
 import { isOrchestrated } from '../tasks/types.js';
 import { isAdmin, requireWorker } from './auth.js';
@@ -76,11 +77,11 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
-  const { wr, changed, repeated } = await deps.em.transactional(async (tx) => {
+  const { wr, changed, repeated, quarantine } = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
     // The same report again, from the worker that made it: the answer to the first was lost (a cut
     // connection, a killed server) and the agent retried. It was recorded: say so, change nothing.
-    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') return { wr: locked, changed: [], repeated: true };
+    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') return { wr: locked, changed: [], repeated: true, quarantine: null };
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
@@ -94,10 +95,12 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     if (result === 'FAILURE' || result === 'ERROR') locked.statusReason = await failureReason(tx, locked, outcome);
     await tx.flush();
     await recordCompletion(tx, locked, now);
+    const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.quarantineAfterErrors) : null;
     await compactLog(tx, locked.id);
-    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false };
+    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false, quarantine };
   });
   if (repeated) return wr;
+  if (quarantine) deps.events.publish('workerChanged', quarantine);
   deps.metrics?.completed(wr);
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id });
   for (const change of changed) deps.events.publish('workRequestChanged', change);

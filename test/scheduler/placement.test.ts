@@ -1,13 +1,14 @@
 /**
  * Placement rules beside the tag match (DESIGN §3, §17), through GraphQL and the scheduler on the
  * real database: a worker without a fresh metadata report gets no work, and a request a worker
- * released is not offered to that worker again during the release backoff, with both shown in the
+ * released is not offered to that worker again during the release backoff, and a worker whose last
+ * results are errors while the same task succeeds elsewhere is quarantined, each shown in the
  * diagnosis and the worker status.
  */
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 
-const t = useTestApp();
+const t = useTestApp({ quarantineAfterErrors: 2 });
 
 const NOOP_METADATA = { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
 
@@ -110,5 +111,69 @@ describe('release backoff (DESIGN §17)', () => {
     expect(await pull(c)).toBeNull();
     await t.sql(`update release_backoff set until = now() - interval '1 second' where work_request_id = ?`, [Number(id)]);
     expect(await pull(c)).toBe(id);
+  });
+});
+
+/** The worker pulls a request it must get, starts it and completes it with `result`. */
+async function run(token: string, expectedId: string, result: 'SUCCESS' | 'ERROR'): Promise<void> {
+  expect(await pull(token)).toBe(expectedId);
+  await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id: expectedId }, token);
+  const done = await t.gql(`mutation($id: ID!, $r: WorkRequestResult!) { completeWorkRequest(id: $id, result: $r, statusReason: "x") { ... on WorkRequest { result } } }`, { id: expectedId, r: result }, token);
+  expect(done.data!.completeWorkRequest, JSON.stringify(done)).toEqual({ result });
+}
+
+const only = (names: string[]) => t.sql(`update worker set enabled = (name = any(?::text[])) where name like 'q-%'`, [`{${names.join(',')}}`]);
+const quarantineOf = async (name: string) =>
+  (await t.gql(`query($n: String!) { worker(name: $n) { status quarantineReason } }`, { n: name })).data!.worker as { status: string; quarantineReason: string | null };
+
+describe('quarantine (DESIGN §17)', () => {
+  let a = '';
+  it('is entered after the last N results are ERROR while the task succeeded elsewhere meanwhile, keeps work away, shows why, and an admin lifts it', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "quar/main" }) { __typename } }`);
+    a = await register('q-a');
+    await report(a);
+    const b = await register('q-b');
+    await report(b);
+    await only(['q-a']);
+    await run(a, await noop('quar/main'), 'ERROR');
+    await only(['q-b']);
+    await run(b, await noop('quar/main'), 'SUCCESS');
+    await only(['q-a']);
+    await run(a, await noop('quar/main'), 'ERROR');
+    const q = await quarantineOf('q-a');
+    expect(q.status).toBe('QUARANTINED');
+    expect(q.quarantineReason).toMatch(/last 2 results are ERROR \(noop\) while noop succeeded on q-b/);
+    // No work for it, by a pull or a pass; the diagnosis counts it as quarantined.
+    const id = await noop('quar/main');
+    expect(await pull(a)).toBeNull();
+    expect(await t.app.scheduler.runPass()).toEqual([]);
+    expect((await diagnosisOf(id)).diagnosis.unavailableWorkers).toContainEqual({ reason: 'QUARANTINED', count: 1 });
+    // Only an admin lifts it by hand.
+    const refused = await t.gql(`mutation { unquarantineWorker(name: "q-a") { __typename ... on Error { code } } }`, {}, a);
+    expect(refused.data?.unquarantineWorker ?? refused.errors?.[0]?.extensions?.code).not.toMatchObject({ __typename: 'Worker' });
+    expect((await quarantineOf('q-a')).status).toBe('QUARANTINED');
+    const lifted = await t.gql(`mutation { unquarantineWorker(name: "q-a") { ... on Worker { status quarantineReason } } }`);
+    expect(lifted.data!.unquarantineWorker).toEqual({ status: 'IDLE', quarantineReason: null });
+    expect(await pull(a)).toBe(id);
+  });
+
+  it('is lifted by a SUCCESS of the worker itself', async () => {
+    await t.sql(`update worker set quarantined_at = now(), quarantine_reason = 'test' where name = 'q-a'`);
+    // Work it still held when quarantined, completed with SUCCESS.
+    const [{ id }] = await t.sql<{ id: number }>(`select id from work_request where worker_id = (select id from worker where name = 'q-a') and status = 'ASSIGNED'`);
+    expect((await quarantineOf('q-a')).status).toBe('QUARANTINED');
+    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: String(id) }, a);
+    expect(done.data!.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
+    expect(await quarantineOf('q-a')).toEqual({ status: 'IDLE', quarantineReason: null });
+  });
+
+  it('is not entered when the task fails everywhere (no success elsewhere since the first of the errors)', async () => {
+    const c = await register('q-c');
+    await report(c);
+    await only(['q-c']);
+    await run(c, await noop('quar/main'), 'ERROR');
+    await run(c, await noop('quar/main'), 'ERROR');
+    await run(c, await noop('quar/main'), 'ERROR');
+    expect(await quarantineOf('q-c')).toEqual({ status: 'IDLE', quarantineReason: null });
   });
 });
