@@ -84,7 +84,7 @@ describe('release backoff (DESIGN §17)', () => {
     await report(a);
     const id = await noop('release/main');
     expect(await pull(a)).toBe(id);
-    const released = await t.gql(`mutation($id: ID!) { releaseWorkRequest(id: $id, reason: "no handler for noop") { ... on WorkRequest { status } } }`, { id }, a);
+    const released = await t.gql(`mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler for noop" }) { ... on WorkRequest { status } } }`, { id }, a);
     expect(released.data!.releaseWorkRequest).toEqual({ status: 'PENDING' });
     // The loop the issue found: the same worker asking again at once. It gets nothing now.
     expect(await pull(a)).toBeNull();
@@ -107,7 +107,7 @@ describe('release backoff (DESIGN §17)', () => {
     await t.sql(`update worker set enabled = false where name in ('rel-a', 'rel-b')`);
     const id = await noop('release/main');
     expect(await pull(c)).toBe(id);
-    await t.gql(`mutation($id: ID!) { releaseWorkRequest(id: $id, reason: "no handler") { __typename } }`, { id }, c);
+    await t.gql(`mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler" }) { __typename } }`, { id }, c);
     expect(await pull(c)).toBeNull();
     await t.sql(`update release_backoff set until = now() - interval '1 second' where work_request_id = ?`, [Number(id)]);
     expect(await pull(c)).toBe(id);
@@ -117,8 +117,8 @@ describe('release backoff (DESIGN §17)', () => {
 /** The worker pulls a request it must get, starts it and completes it with `result`. */
 async function run(token: string, expectedId: string, result: 'SUCCESS' | 'ERROR'): Promise<void> {
   expect(await pull(token)).toBe(expectedId);
-  await t.gql(`mutation($id: ID!) { startWorkRequest(id: $id) { __typename } }`, { id: expectedId }, token);
-  const done = await t.gql(`mutation($id: ID!, $r: WorkRequestResult!) { completeWorkRequest(id: $id, result: $r, statusReason: "x") { ... on WorkRequest { result } } }`, { id: expectedId, r: result }, token);
+  await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: expectedId }, token);
+  const done = await t.gql(`mutation($id: ID!, $r: WorkRequestResult!) { completeWorkRequest(input: { id: $id, result: $r, statusReason: "x" }) { ... on WorkRequest { result } } }`, { id: expectedId, r: result }, token);
   expect(done.data!.completeWorkRequest, JSON.stringify(done)).toEqual({ result });
 }
 
@@ -149,10 +149,10 @@ describe('quarantine (DESIGN §17)', () => {
     expect(await t.app.scheduler.runPass()).toEqual([]);
     expect((await diagnosisOf(id)).diagnosis.unavailableWorkers).toContainEqual({ reason: 'QUARANTINED', count: 1 });
     // Only an admin lifts it by hand.
-    const refused = await t.gql(`mutation { unquarantineWorker(name: "q-a") { __typename ... on Error { code } } }`, {}, a);
+    const refused = await t.gql(`mutation { unquarantineWorker(input: { name: "q-a" }) { __typename ... on Error { code } } }`, {}, a);
     expect(refused.data?.unquarantineWorker ?? refused.errors?.[0]?.extensions?.code).not.toMatchObject({ __typename: 'Worker' });
     expect((await quarantineOf('q-a')).status).toBe('QUARANTINED');
-    const lifted = await t.gql(`mutation { unquarantineWorker(name: "q-a") { ... on Worker { status quarantineReason } } }`);
+    const lifted = await t.gql(`mutation { unquarantineWorker(input: { name: "q-a" }) { ... on Worker { status quarantineReason } } }`);
     expect(lifted.data!.unquarantineWorker).toEqual({ status: 'IDLE', quarantineReason: null });
     expect(await pull(a)).toBe(id);
   });
@@ -162,7 +162,7 @@ describe('quarantine (DESIGN §17)', () => {
     // Work it still held when quarantined, completed with SUCCESS.
     const [{ id }] = await t.sql<{ id: number }>(`select id from work_request where worker_id = (select id from worker where name = 'q-a') and status = 'ASSIGNED'`);
     expect((await quarantineOf('q-a')).status).toBe('QUARANTINED');
-    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(id: $id, result: SUCCESS) { __typename } }`, { id: String(id) }, a);
+    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: String(id) }, a);
     expect(done.data!.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
     expect(await quarantineOf('q-a')).toEqual({ status: 'IDLE', quarantineReason: null });
   });
