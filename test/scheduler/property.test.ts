@@ -2,7 +2,8 @@
  * The bulk scheduler agrees with the reference predicate `matchTags` of the tag engine: on random
  * tag universes, workers, pools and work requests, every bulk answer (class decisions, candidates,
  * the next request of each worker, a full pass, the provisioning demand) equals what a per-pair walk
- * with `matchTags` and the availability rule of DESIGN §2.2 says. Most cases run on the pure layer;
+ * with `matchTags`, the availability rule of DESIGN §3 (fresh reports, quarantine) and the release
+ * backoffs of DESIGN §17 say. Most cases run on the pure layer;
  * a few hundred on the real database, through the scheduler functions and GraphQL.
  */
 import fc from 'fast-check';
@@ -84,6 +85,7 @@ const workerArb = (u: Universe) =>
     draining: weighted(0.15),
     connection: fc.constantFrom('connected', 'connected', 'connected', 'connected', 'connected', 'disconnected', 'stale', 'unreported'),
     terminated: weighted(0.08),
+    quarantined: weighted(0.08),
     // A worker of the world's first pool, when it has one (its tags are its own here, not the pool's).
     pooled: weighted(0.3),
   });
@@ -157,6 +159,7 @@ const matches = (task: Tagged, worker: Tagged & { readonly type: string }) =>
 function refUnavailable(w: WorkerRow, heartbeat = false): UnavailableReason | null {
   if (w.terminated) return UNAVAILABLE.INACTIVE;
   if (!w.enabled) return UNAVAILABLE.DISABLED;
+  if (w.quarantined) return UNAVAILABLE.QUARANTINED;
   if (!heartbeat && w.connection === 'disconnected') return UNAVAILABLE.DISCONNECTED;
   // A heartbeat (a pull) connects a worker; only a report of its metadata makes it fresh.
   if (w.connection === 'stale' || w.connection === 'unreported') return UNAVAILABLE.STALE;
