@@ -180,9 +180,9 @@ async function loadWorkers(c: pg.Client, w: Workload, poolIds: readonly number[]
     })),
   );
   const rows = await c.query<{ id: number }>(
-    `insert into worker (name, type, pool_id, static_metadata, dynamic_metadata, concurrency, enabled, draining, connected_at, last_seen_at, registered_at, instance_created_at,
+    `insert into worker (name, type, pool_id, static_metadata, dynamic_metadata, concurrency, enabled, draining, connected_at, last_seen_at, metadata_reported_at, registered_at, instance_created_at,
                          provided_tags, required_tags, provided_entries, required_entries, rejected_tags)
-     select name, type, pool_id, static_metadata, dynamic_metadata, concurrency, true, false, now(), now(), now() - interval '30 days',
+     select name, type, pool_id, static_metadata, dynamic_metadata, concurrency, true, false, now(), now(), now(), now() - interval '30 days',
             case when pool_id is null then null else now() - interval '3 hours' end,
             provided_tags, required_tags, provided_entries, required_entries, rejected_tags
        from rows from (json_to_recordset($1::json) as (name text, type text, pool_id int, static_metadata jsonb, dynamic_metadata jsonb, concurrency int,

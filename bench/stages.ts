@@ -106,7 +106,7 @@ interface Facts {
 async function facts(orm: MikroORM, o: StageOptions): Promise<Facts> {
   const conn = orm.em.fork().getConnection();
   // Workers stay fresh for 65 minutes; rewriting every row at each stage would only bloat the table.
-  await conn.execute(`update worker set last_seen_at = now() where last_seen_at < now() - interval '20 minutes'`);
+  await conn.execute(`update worker set last_seen_at = now(), metadata_reported_at = now() where metadata_reported_at < now() - interval '20 minutes'`);
   const workers = await conn.execute<{ id: number; type: string; concurrency: number }[]>(`select id, type, concurrency from worker order by id`);
   const [{ first, pending }] = await conn.execute<{ first: number; pending: number }[]>(`select min(id)::int as first, count(*)::int as pending from work_request where status = 'PENDING'`);
   const random = new Random(o.seed ^ 0xca4d);

@@ -16,6 +16,10 @@ export interface Config {
   readonly defaultArchitecture: string;
   readonly sizeThresholds: SizeThresholds;
   readonly metadataFreshMs: number;
+  /** How long a released request is not offered again to the worker that released it. */
+  readonly releaseBackoffMs: number;
+  /** Consecutive ERROR results after which a worker is quarantined, when the same tasks succeed elsewhere; 0: never. */
+  readonly quarantineAfterErrors: number;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   /** Most requests one createWorkRequests call accepts. */
@@ -248,6 +252,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       big: floorVar(env, 'TAGSCHED_SIZE_BIG', DEFAULT_SIZE_THRESHOLDS.big),
     },
     metadataFreshMs: intVar(env, 'TAGSCHED_METADATA_FRESH_SECONDS', 65 * 60) * 1000, // 65 minutes
+    releaseBackoffMs: intVar(env, 'TAGSCHED_RELEASE_BACKOFF_SECONDS', 10 * 60) * 1000, // ten minutes
+    quarantineAfterErrors: intVar(env, 'TAGSCHED_QUARANTINE_AFTER_ERRORS', 5),
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     maxBatchRequests: intVar(env, 'TAGSCHED_MAX_BATCH_REQUESTS', 1000),

@@ -7,6 +7,7 @@ import { InstanceSchema, type Instance } from './entities/instance.js';
 import { candidatesOf, loadTaskTags } from './scheduler/candidates.js';
 import { monthRuntimeByPool } from './scheduler/pool-runtime.js';
 import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
+import { backoffsOf, type Backoff } from './scheduler/release-backoff.js';
 import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
 import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
 
@@ -25,6 +26,8 @@ export interface Loaders {
    * the instance `olderThan` when given; per pool id, one statement for all the pools of a list.
    */
   instancePage(page: { states: readonly string[] | null; size: number; olderThan: number | null }): DataLoader<number, Instance[]>;
+  /** The release backoffs in force per work request id. */
+  readonly releaseBackoffs: DataLoader<number, Backoff[]>;
   /** The candidate workers per work request id (all matching, or only those with a free slot now). */
   candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
   /**
@@ -77,6 +80,10 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       return loader;
     },
     monthRuntimes: () => (runtimes ??= monthRuntimeByPool(em)),
+    releaseBackoffs: new DataLoader(async (ids) => {
+      const found = await backoffsOf(em, ids, new Date());
+      return ids.map((id) => found.get(id) ?? []);
+    }),
     workerStates,
     poolTemplates: () => (templates ??= loadPoolTemplates(em, config)),
     candidates(availableOnly) {

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Migrator } from '@mikro-orm/migrations';
 import { MikroORM, defineConfig, type Options } from '@mikro-orm/postgresql';
 import pg from 'pg';
-import { ADVISORY_LOCKS } from './db/advisory-locks.js';
+import { withSessionLock } from './db/advisory-locks.js';
 import { entities } from './entities/index.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -37,8 +37,6 @@ export function createOrm(target: DbTarget, over: Partial<Options> = {}): Promis
   return MikroORM.init(ormOptions(target, over));
 }
 
-const MIGRATION_LOCK_KEY = ADVISORY_LOCKS.MIGRATE;
-
 /**
  * Runs pending migrations under a session advisory lock held on a dedicated connection, so that
  * several processes starting at once migrate one after the other instead of racing.
@@ -50,10 +48,8 @@ export async function migrate(orm: MikroORM, lockUrl: string | null): Promise<st
   const client = new pg.Client({ connectionString: lockUrl });
   await client.connect();
   try {
-    await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
-    return (await orm.migrator.up()).map((m) => m.name);
+    return await withSessionLock(client, 'MIGRATE', async () => (await orm.migrator.up()).map((m) => m.name));
   } finally {
-    await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
     await client.end();
   }
 }

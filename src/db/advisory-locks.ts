@@ -1,7 +1,12 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type pg from 'pg';
+
 /**
- * Every PostgreSQL advisory-lock key the service takes, in one place: they coordinate server
- * processes sharing one database, so two of them must never share a number by accident. The
- * embedded database serves one process and takes none of the session-wide ones.
+ * Every PostgreSQL advisory-lock key the service takes, in one place, with the reason for each, and
+ * the only functions that take them: they coordinate server processes sharing one database, so two
+ * of them must never share a number by accident. The embedded database serves one process and takes
+ * none of the session-wide ones. The order in which one transaction may take them is in
+ * src/scheduler/README.md (CLASSIFY before CREATE_CLASS; PASS alone).
  */
 export const ADVISORY_LOCKS = {
   /** Migrations one process after another (a session lock on a dedicated connection, orm.ts). */
@@ -17,3 +22,25 @@ export const ADVISORY_LOCKS = {
   /** One provisioner cycle at a time across processes (provisioner.ts): no instance is launched twice. */
   PROVISIONER: 72707374,
 } as const;
+export type AdvisoryLock = keyof typeof ADVISORY_LOCKS;
+
+/** Waits for the lock, held until the transaction of `em` ends. */
+export async function lockForTransaction(em: EntityManager, lock: AdvisoryLock, mode: 'exclusive' | 'shared' = 'exclusive'): Promise<void> {
+  await em.execute(`select ${mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock'}(?)`, [ADVISORY_LOCKS[lock]]);
+}
+
+/** Takes the lock until the transaction of `em` ends, if no one holds it; false (and no wait) if someone does. */
+export async function tryLockForTransaction(em: EntityManager, lock: AdvisoryLock): Promise<boolean> {
+  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [ADVISORY_LOCKS[lock]]);
+  return locked;
+}
+
+/** Runs `body` holding the lock on a session of its own (`client`, connected by the caller), then releases it. */
+export async function withSessionLock<T>(client: pg.Client, lock: AdvisoryLock, body: () => Promise<T>): Promise<T> {
+  await client.query('select pg_advisory_lock($1)', [ADVISORY_LOCKS[lock]]);
+  try {
+    return await body();
+  } finally {
+    await client.query('select pg_advisory_unlock($1)', [ADVISORY_LOCKS[lock]]).catch(() => undefined);
+  }
+}

@@ -2,6 +2,7 @@ import { EnvironmentSchema } from './environment.js';
 import { GroupSchema } from './group.js';
 import { IdempotencyKeySchema } from './idempotency-key.js';
 import { InstanceSchema } from './instance.js';
+import { ReleaseBackoffSchema } from './release-backoff.js';
 import { ScopeSchema } from './scope.js';
 import { SignificantTagSchema } from './significant-tag.js';
 import { TaskClassSchema } from './task-class.js';
@@ -39,4 +40,5 @@ export const entities = [
   WorkRequestLogSchema,
   WorkRequestLogChunkSchema,
   InstanceSchema,
+  ReleaseBackoffSchema,
 ];

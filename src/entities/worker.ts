@@ -28,6 +28,11 @@ export const WorkerSchema = defineEntity({
     shuttingDown: p.boolean().default(false),
     connectedAt: p.datetime().nullable(),
     lastSeenAt: p.datetime().nullable(),
+    /** When it last reported its dynamic metadata (the server workers: when they started): availability needs a fresh report (DESIGN §3). */
+    metadataReportedAt: p.datetime().nullable(),
+    /** Set when its recent results are errors while the same tasks succeed elsewhere (scheduler/quarantine.ts): it gets no work until lifted. */
+    quarantinedAt: p.datetime().nullable(),
+    quarantineReason: p.text().nullable(),
     /** When it last completed a request (kept at completion: idle time without reading history). */
     lastCompletedAt: p.datetime().nullable(),
     registeredAt: p.datetime().onCreate(() => new Date()),

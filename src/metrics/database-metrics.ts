@@ -12,11 +12,10 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
-import { toDate } from '../db/arrays.js';
 import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
 import { computeDemand } from '../scheduler/demand.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import { workerStatus } from '../schema/worker.js';
+import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../scheduler/availability.js';
 
 /** The label value every private workspace is counted under when names are not shown. */
 export const PRIVATE_WORKSPACE = '(private)';
@@ -65,8 +64,8 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const pending = gauge(registry, 'tagsched_pending_work_requests', 'PENDING work requests by task class id (one series per class with pending work)', ['class']);
   for (const c of pendingByClass) pending.set({ class: String(c.class_id) }, c.n);
 
-  const workers = await em.execute<{ pool: string | null; enabled: boolean; draining: boolean; shutting_down: boolean; connected_at: Date | string | null; last_seen_at: Date | string | null; active: number }[]>(
-    `select p.name as pool, w.enabled, w.draining, w.shutting_down, w.connected_at, w.last_seen_at, coalesce(a.n, 0)::int as active
+  const workers = await em.execute<(AvailabilityRow & { pool: string | null; active: number })[]>(
+    `select p.name as pool, ${availabilityColumns('w')}, coalesce(a.n, 0)::int as active
        from worker w
        left join worker_pool p on p.id = w.pool_id
        left join (select worker_id, count(*) as n from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id) a on a.worker_id = w.id
@@ -75,8 +74,7 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const workerGauge = gauge(registry, 'tagsched_workers', 'Active workers (terminated pool workers left out) by status and pool ("" for no pool)', ['status', 'pool']);
   const workerCounts = new Map<string, number>();
   for (const w of workers) {
-    const facts = { terminatedAt: null, enabled: w.enabled, draining: w.draining, shuttingDown: w.shutting_down, connectedAt: toDate(w.connected_at), lastSeenAt: toDate(w.last_seen_at) };
-    const key = JSON.stringify([workerStatus(facts, w.active, now, deps.config.metadataFreshMs), w.pool ?? NO_POOL]);
+    const key = JSON.stringify([workerStatus(factsOfRow(w), w.active, now, deps.config.metadataFreshMs), w.pool ?? NO_POOL]);
     workerCounts.set(key, (workerCounts.get(key) ?? 0) + 1);
   }
   for (const [key, n] of workerCounts) {

@@ -7,7 +7,7 @@
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
-import { ADVISORY_LOCKS } from '../db/advisory-locks.js';
+import { tryLockForTransaction } from '../db/advisory-locks.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
@@ -84,8 +84,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     if (!config.databaseUrl) return runCycleBody(context(), options);
     // The lock's transaction sits idle while the cycle works on other connections, and ends with it.
     return orm.em.fork().transactional(async (tx) => {
-      const [{ ok }] = await tx.execute<{ ok: boolean }[]>('select pg_try_advisory_xact_lock(?) as ok', [ADVISORY_LOCKS.PROVISIONER]);
-      return ok ? runCycleBody(context(), options) : null;
+      return (await tryLockForTransaction(tx, 'PROVISIONER')) ? runCycleBody(context(), options) : null;
     });
   }
 

@@ -1,10 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ADVISORY_LOCKS } from '../db/advisory-locks.js';
+import { lockForTransaction } from '../db/advisory-locks.js';
 import { intArray, textArray } from '../db/arrays.js';
-
-const CLASSIFY_LOCK = ADVISORY_LOCKS.CLASSIFY;
-const CREATE_LOCK = ADVISORY_LOCKS.CREATE_CLASS;
 
 /** The name of a tag, without `=N` or `>=N`. */
 export function tagName(tag: string): string {
@@ -36,7 +33,7 @@ export interface ClassifiableTags {
  */
 export async function classIdsFor(em: EntityManager, items: readonly ClassifiableTags[], exclusive = false): Promise<number[]> {
   if (!items.length) return [];
-  if (!exclusive) await em.execute('select pg_advisory_xact_lock_shared(?)', [CLASSIFY_LOCK]);
+  if (!exclusive) await lockForTransaction(em, 'CLASSIFY', 'shared');
   const names = [...new Set(items.flatMap((r) => r.providedTags.map(tagName)))];
   const significant = new Set(
     names.length ? (await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)])).map((r) => r.tag) : [],
@@ -57,7 +54,7 @@ export async function classIdsFor(em: EntityManager, items: readonly Classifiabl
   if (missing.length) {
     // Caches load the classes above the highest id they have seen (class-cache.ts): a class committed
     // after one with a higher id would be missed for good. Creators take turns, each until its commit.
-    await em.execute('select pg_advisory_xact_lock(?)', [CREATE_LOCK]);
+    await lockForTransaction(em, 'CREATE_CLASS');
     await em.execute(
       `insert into task_class (key, key_hash, required_tags, significant_provided_tags, created_at)
        select k, h, string_to_array(r, ' '), string_to_array(s, ' '), now()
@@ -98,7 +95,7 @@ export async function registerSignificantTags(em: EntityManager, requiredTags: r
   const known = await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)]);
   const fresh = names.filter((n) => !known.some((k) => k.tag === n));
   if (!fresh.length) return;
-  await em.execute('select pg_advisory_xact_lock(?)', [CLASSIFY_LOCK]);
+  await lockForTransaction(em, 'CLASSIFY');
   await em.execute(`insert into significant_tag (tag, created_at) select unnest(?::text[]), now() on conflict do nothing`, [textArray(fresh)]);
   // The affected requests are those providing a tag of one of these names (plain, or with a value);
   // assigned and running ones too, since a lease or a release can put them back in the queue.

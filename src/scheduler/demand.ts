@@ -150,7 +150,8 @@ export async function computeDemand(
   const limitsOf = new Map(
     pools.map((p) => {
       const mine = workers.filter((w) => w.poolId === p.pool.id);
-      const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED').length;
+      // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first thing).
+      const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE').length;
       const used = runtime.get(p.pool.id) ?? 0;
       const overBudget = p.pool.monthlyRuntimeBudgetSeconds != null && used >= p.pool.monthlyRuntimeBudgetSeconds;
       const health = poolHealth(p.pool, now, config.degradedAfterFailures);

@@ -3,6 +3,7 @@ import { isOrchestrated } from '../tasks/types.js';
 import type { UnavailableReason } from './availability.js';
 import type { TaskTagsRow } from './candidates.js';
 import type { PoolTemplate } from './pool-templates.js';
+import type { Backoff } from './release-backoff.js';
 import { groupBy, workerSignature, type WorkerState } from './snapshot.js';
 
 /** Where a work request stands, as data. */
@@ -11,6 +12,8 @@ export const DIAGNOSIS_STATES = {
   NOT_PENDING: 'NOT_PENDING',
   /** An available matching worker has a free slot: the next pass assigns it. */
   READY: 'READY',
+  /** The matching workers with a free slot all released it recently: it waits for their release backoff to end. */
+  WAITING_FOR_BACKOFF: 'WAITING_FOR_BACKOFF',
   /** Matching workers are available but all busy: it waits for capacity. */
   WAITING_FOR_CAPACITY: 'WAITING_FOR_CAPACITY',
   /** Matching workers exist but none is available (disconnected, draining, disabled). */
@@ -39,6 +42,12 @@ export interface Mismatch {
   readonly missingOnTask: string[];
 }
 
+/** A matching worker the request is not offered to until `until`: it released it (release-backoff.ts). */
+export interface BackedOff {
+  readonly workerName: string;
+  readonly until: Date;
+}
+
 /** Why a request waits. */
 export interface Diagnosis {
   readonly state: DiagnosisState;
@@ -48,17 +57,25 @@ export interface Diagnosis {
   readonly unavailableWorkers: { reason: UnavailableReason; count: number }[];
   readonly matchingPools: string[];
   readonly mismatches: Mismatch[];
+  /** Matching workers it is backed off from: free ones are not counted as available. */
+  readonly releaseBackoffs: BackedOff[];
 }
 
 const NAMES_PER_GROUP = 10;
 
-const ORCHESTRATED: Diagnosis = { state: DIAGNOSIS_STATES.ORCHESTRATED, matchingWorkers: 0, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [] };
+const ORCHESTRATED: Diagnosis = { state: DIAGNOSIS_STATES.ORCHESTRATED, matchingWorkers: 0, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [], releaseBackoffs: [] };
 
 /**
  * Diagnoses one request against every worker (grouped by tag signature) and every enabled pool; an
  * orchestrated one (internal, workflow) against none, since no worker is ever meant to run it.
+ * `backoffs` are the request's release backoffs in force (release-backoff.ts).
  */
-export function diagnose(task: TaskTagsRow & { status: string; taskType: string }, workers: readonly WorkerState[], pools: readonly PoolTemplate[]): Diagnosis {
+export function diagnose(
+  task: TaskTagsRow & { status: string; taskType: string },
+  workers: readonly WorkerState[],
+  pools: readonly PoolTemplate[],
+  backoffs: readonly Backoff[] = [],
+): Diagnosis {
   if (isOrchestrated(task.taskType)) return ORCHESTRATED;
   const taskSets = { provided: task.providedTags, required: task.requiredTags };
   const mismatches: Mismatch[] = [];
@@ -77,7 +94,10 @@ export function diagnose(task: TaskTagsRow & { status: string; taskType: string 
     else mismatches.push({ pool: p.pool.name, workerCount: 0, workerNames: [], missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
   }
   mismatches.sort((a, b) => a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) || b.workerCount - a.workerCount);
-  const available = matching.filter((w) => w.free > 0).length;
+  const untilOf = new Map(backoffs.map((b) => [b.workerId, b.until]));
+  const releaseBackoffs = matching.filter((w) => untilOf.has(w.id)).map((w) => ({ workerName: w.name, until: untilOf.get(w.id)! }));
+  const available = matching.filter((w) => w.free > 0 && !untilOf.has(w.id)).length;
+  const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
   const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
   const unavailable = [...groupBy(matching.filter((w) => w.unavailable), (w) => w.unavailable!).entries()].map(([reason, list]) => ({
     reason: reason as UnavailableReason,
@@ -86,9 +106,10 @@ export function diagnose(task: TaskTagsRow & { status: string; taskType: string 
   let state: DiagnosisState;
   if (task.status !== 'PENDING') state = DIAGNOSIS_STATES.NOT_PENDING;
   else if (available) state = DIAGNOSIS_STATES.READY;
+  else if (backedOff) state = DIAGNOSIS_STATES.WAITING_FOR_BACKOFF;
   else if (busy) state = DIAGNOSIS_STATES.WAITING_FOR_CAPACITY;
   else if (matching.length) state = DIAGNOSIS_STATES.WAITING_FOR_WORKERS;
   else if (matchingPools.length) state = DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING;
   else state = DIAGNOSIS_STATES.UNSCHEDULABLE;
-  return { state, matchingWorkers: matching.length, availableWorkers: available, busyWorkers: busy, unavailableWorkers: unavailable, matchingPools, mismatches };
+  return { state, matchingWorkers: matching.length, availableWorkers: available, busyWorkers: busy, unavailableWorkers: unavailable, matchingPools, mismatches, releaseBackoffs };
 }

@@ -1,9 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { intArray, toDate } from '../db/arrays.js';
-import { unavailableReason } from './availability.js';
+import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { ASSIGN_FIRST_SQL } from './queue-sql.js';
+import { notBackedOffParams } from './release-backoff.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;
@@ -34,20 +35,14 @@ export async function assignNextWork(
   options: { skipLocked?: boolean } = {},
 ): Promise<Assignment | null> {
   // The worker, locked, and the newest class id (to refresh the cache only when behind).
-  const [w] = await em.execute<
-    {
-      id: number; type: string; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: string | null; connected_at: string | null;
-      last_seen_at: string | null; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number;
-    }[]
-  >(
-    `select w.id, w.type, w.enabled, w.draining, w.shutting_down, w.terminated_at, w.connected_at, w.last_seen_at, w.concurrency,
-            w.provided_tags, w.required_tags, (select coalesce(max(id), 0) from task_class) as latest_class
+  const [w] = await em.execute<{ id: number; type: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number }[]>(
+    `select w.id, w.type, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
+            (select coalesce(max(id), 0) from task_class) as latest_class
        from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
-    [workerId],
+    [...availableParams(now, config.metadataFreshMs), workerId],
   );
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
-  const facts = { type: w.type, enabled: w.enabled, draining: w.draining, shuttingDown: w.shutting_down, terminatedAt: w.terminated_at, connectedAt: w.connected_at, lastSeenAt: w.last_seen_at };
-  if (unavailableReason(facts, now, config.metadataFreshMs)) return null;
+  if (!w.available) return null;
   // Its load in a statement of its own: one that started before the lock was granted would still see
   // the snapshot from before a concurrent call of the same worker committed its assignment.
   const [{ active }] = await em.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
@@ -62,6 +57,7 @@ export async function assignNextWork(
       intArray(eligible),
       perClass,
       perClass,
+      ...notBackedOffParams(workerId, now),
       workerId,
       now,
     ]);

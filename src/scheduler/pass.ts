@@ -1,11 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
-import { ADVISORY_LOCKS } from '../db/advisory-locks.js';
+import { tryLockForTransaction } from '../db/advisory-locks.js';
 import { intArray, toDate } from '../db/arrays.js';
-import { unavailableReason } from './availability.js';
+import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import type { Assignment } from './next-work.js';
 import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
+import { backoffsOf } from './release-backoff.js';
 
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 
@@ -32,18 +33,15 @@ export const workerPreference = (a: { pooled: boolean; eligible: number; id: num
  * never blocks the requests behind it. Runs inside the caller's transaction; returns the assignments.
  */
 export async function runPass(em: EntityManager, cache: ClassCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
-  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [ADVISORY_LOCKS.PASS]);
-  if (!locked) return []; // another process is running a pass right now
+  if (!(await tryLockForTransaction(em, 'PASS'))) return []; // another process is running a pass right now
   // Workers busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
-  const rows = await em.execute<
-    { id: number; type: string; pool_id: number | null; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: Date | null; connected_at: Date | null; last_seen_at: Date | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]
-  >(
+  const rows = await em.execute<{ id: number; type: string; pool_id: number | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]>(
     // Tag arrays as JSON: for thousands of workers the driver's text[] parser costs a few hundred ms.
-    `select id, type, pool_id, enabled, draining, shutting_down, terminated_at, connected_at, last_seen_at, concurrency,
-            to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags
-       from worker
-      where enabled and not draining and not shutting_down and terminated_at is null and type <> 'not-assignable' and connected_at is not null
+    `select id, type, pool_id, concurrency, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags
+       from worker w
+      where ${availableSql('w')}
       for update skip locked`,
+    availableParams(now, config.metadataFreshMs),
   );
   const loads = new Map(
     (
@@ -56,9 +54,8 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   await cache.refresh(em);
   const workers: FreeWorker[] = [];
   for (const r of rows) {
-    const facts = { type: r.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at };
     const free = r.concurrency - (loads.get(r.id) ?? 0);
-    if (free <= 0 || unavailableReason(facts, now, config.metadataFreshMs)) continue;
+    if (free <= 0) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
     if (eligible.length) workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null });
   }
@@ -70,6 +67,8 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const classIds = [...slotsPerClass.keys()];
   const heads = await em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)!))]);
   if (!heads.length) return [];
+  // Requests released recently are not offered again to the workers that released them.
+  const backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
 
   const byClass = new Map<number, FreeWorker[]>();
   const preferred = [...workers].sort((a, b) => workerPreference({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
@@ -94,11 +93,18 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
       cursor.set(classId, i);
       return list[i];
     };
+    // The first free worker of the class that the request is not backed off from (rare: a scan).
+    const nextFreeFor = (head: { id: number; class_id: number }): FreeWorker | undefined => {
+      const first = nextFree(head.class_id);
+      const avoid = backoffs.get(head.id);
+      if (!first || !avoid?.some((b) => b.workerId === first.id)) return first;
+      return byClass.get(head.class_id)!.slice(cursor.get(head.class_id)).find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
+    };
     const out: Match[] = [];
     for (const head of heads) {
       if (out.length >= maxAssignments) break;
       if (skipped.has(head.id)) continue;
-      const worker = nextFree(head.class_id);
+      const worker = nextFreeFor(head);
       if (!worker) continue;
       worker.free--;
       out.push({ workRequestId: head.id, workerId: worker.id });

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { textArray } from '../db/arrays.js';
-import { unavailableReason } from './availability.js';
+import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { workerPreference } from './pass.js';
@@ -17,11 +17,9 @@ const ATTEMPTS = 4; // workers tried before the request is left to the next pass
  * (static workers before pool workers, as workerPreference orders them).
  */
 const FREE_FOR_CLASS_SQL = `
-  select w.id, w.type, w.pool_id, w.enabled, w.draining, w.shutting_down, w.terminated_at, w.connected_at, w.last_seen_at,
-         to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
+  select w.id, w.type, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
     from worker w
-   where w.enabled and not w.draining and not w.shutting_down and w.terminated_at is null
-     and w.type <> 'not-assignable' and w.connected_at is not null and w.last_seen_at > ?
+   where ${availableSql('w')}
      and w.provided_tags @> ?::text[]
      and (w.required_tags <@ ?::text[] or exists (select 1 from unnest(w.required_tags) t where strpos(t, '>=') > 0))
      and w.concurrency > (select count(*) from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING'))
@@ -51,17 +49,13 @@ export async function placeRequest(
   await cache.refreshIfBehind(em, request.classId);
   const taskClass = cache.get(request.classId);
   if (!taskClass) return [];
-  const rows = await em.execute<
-    { id: number; type: string; pool_id: number | null; enabled: boolean; draining: boolean; shutting_down: boolean; terminated_at: string | null; connected_at: string | null; last_seen_at: string | null; provided_tags: string[]; required_tags: string[] }[]
-  >(FREE_FOR_CLASS_SQL, [
-    new Date(now.getTime() - config.metadataFreshMs),
+  const rows = await em.execute<{ id: number; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[]>(FREE_FOR_CLASS_SQL, [
+    ...availableParams(now, config.metadataFreshMs),
     textArray(taskClass.requiredTags.filter((t) => !t.includes('>='))),
     textArray(taskClass.significantProvidedTags),
   ]);
   const candidates: { id: number; eligible: number; pooled: boolean }[] = [];
   for (const r of rows) {
-    const facts = { type: r.type, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, terminatedAt: r.terminated_at, connectedAt: r.connected_at, lastSeenAt: r.last_seen_at };
-    if (unavailableReason(facts, now, config.metadataFreshMs)) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
     if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null });
   }

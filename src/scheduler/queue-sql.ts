@@ -1,3 +1,5 @@
+import { notBackedOffSql } from './release-backoff.js';
+
 /**
  * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order
  * (effective priority desc, then oldest, then id). Each class probe walks the partial index
@@ -43,14 +45,15 @@ export const LOCK_ALL_SQL = `
 
 /**
  * One worker's pull in one statement: the heads of its eligible classes, the first of them still
- * PENDING and not locked by another caller (SKIP LOCKED), assigned to it. Returns how many heads
+ * PENDING, not backed off from this worker (release-backoff.ts) and not locked by another caller
+ * (SKIP LOCKED), assigned to it. Returns how many heads
  * there were (none: nothing to do; some but no id: all taken by concurrent callers, look deeper).
  */
 export const ASSIGN_FIRST_SQL = `
   with heads as (${CLASS_HEADS_EVEN_SQL}),
   pick as (
     select w.id from work_request w join heads h on h.id = w.id
-     where w.status = 'PENDING'
+     where w.status = 'PENDING' and ${notBackedOffSql('w')}
      order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
      limit 1
      for update of w skip locked

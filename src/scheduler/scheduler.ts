@@ -7,6 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { NO_METRICS, type AssignmentVia, type SchedulerRecorder } from '../metrics/recorder.js';
 import { ClassCache } from './class-cache.js';
 import { disconnectSilentWorkers, expireLeases } from './leases.js';
+import { forgetEndedBackoffs } from './release-backoff.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
 import { placeRequest } from './place.js';
@@ -90,6 +91,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     const { changes, settled, gone } = await orm.em.fork().transactional(async (tx) => {
       const changes = await expireLeases(tx, now, config, watchingSince);
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
+      await forgetEndedBackoffs(tx, now);
       return { changes, settled: aborted.length ? await settleDependents(tx, config, aborted) : [], gone: await disconnectSilentWorkers(tx, changes, now, config) };
     });
     for (const w of gone) events.publish('workerChanged', w);

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, toDate } from '../db/arrays.js';
-import { unavailableReason } from './availability.js';
+import { availabilityColumns, factsOfRow, unavailableReason, type AvailabilityRow } from './availability.js';
 import { MatchKeys } from './match-keys.js';
 import type { WorkerState } from './snapshot.js';
 
@@ -16,8 +16,7 @@ type WorkerShape = Pick<WorkerState, 'name' | 'type' | 'poolId' | 'providedTags'
 // Times as epoch milliseconds: for 10,000 workers, numbers are much cheaper to read than timestamps.
 // No ORDER BY: the rows are put in name order from the shapes kept here.
 const STATE_SQL = `
-  select w.id, w.shape_version::text as version, w.enabled, w.draining, w.shutting_down,
-         (extract(epoch from w.connected_at) * 1000)::float8 as connected_ms, (extract(epoch from w.last_seen_at) * 1000)::float8 as last_seen_ms,
+  select w.id, w.shape_version::text as version, ${availabilityColumns('w')},
          (extract(epoch from w.last_completed_at) * 1000)::float8 as last_completed_ms, coalesce(a.active, 0)::int as active
     from worker w
     left join (
@@ -52,7 +51,7 @@ export class WorkerSnapshot {
   /** The workers that are not terminated, in name order, with their state now. */
   async load(em: EntityManager, now: Date, freshMs: number): Promise<WorkerState[]> {
     const rows = await em.execute<
-      { id: number; version: string; enabled: boolean; draining: boolean; shutting_down: boolean; connected_ms: number | null; last_seen_ms: number | null; last_completed_ms: number | null; active: number }[]
+      (AvailabilityRow & { id: number; version: string; last_completed_ms: number | null; active: number })[]
     >(STATE_SQL);
     const outdated = rows.filter((r) => this.shapes.get(r.id)?.version !== r.version).map((r) => r.id);
     if (outdated.length) await this.read(em, outdated);
@@ -61,19 +60,7 @@ export class WorkerSnapshot {
     for (const r of rows) {
       const s = this.shapes.get(r.id);
       if (!s) continue; // removed between the two statements
-      const unavailable = unavailableReason(
-        {
-          type: s.type,
-          enabled: r.enabled,
-          draining: r.draining,
-          shuttingDown: r.shutting_down,
-          terminatedAt: null,
-          connectedAt: r.connected_ms === null ? null : new Date(r.connected_ms),
-          lastSeenAt: r.last_seen_ms === null ? null : new Date(r.last_seen_ms),
-        },
-        now,
-        freshMs,
-      );
+      const unavailable = unavailableReason(factsOfRow(r), now, freshMs);
       states.push({
         id: r.id,
         name: s.name,

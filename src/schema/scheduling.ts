@@ -4,7 +4,7 @@ import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { UNAVAILABLE } from '../scheduler/availability.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
-import { DIAGNOSIS_STATES, diagnose, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
+import { DIAGNOSIS_STATES, diagnose, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
 import { principalOf, workRequestSql } from '../services/visibility.js';
 import { isOrchestrated } from '../tasks/types.js';
@@ -42,6 +42,14 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
     }),
     matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
     mismatches: t.field({ type: [MismatchRef], description: 'Nearest first', resolve: (d) => d.mismatches }),
+    releaseBackoffs: t.field({
+      type: [builder.objectRef<BackedOff>('ReleaseBackoff').implement({
+        description: 'A matching worker that released the request: it is not offered to it again before `until`',
+        fields: (f) => ({ workerName: f.exposeString('workerName'), until: f.field({ type: 'DateTime', resolve: (b) => b.until }) }),
+      })],
+      description: 'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
+      resolve: (d) => d.releaseBackoffs,
+    }),
   }),
 });
 
@@ -62,7 +70,7 @@ builder.objectFields(WorkRequestRef, (t) => ({
     resolve: async (wr, _a, ctx) => {
       const task = { id: wr.id, status: wr.status, taskType: wr.taskType, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
       if (isOrchestrated(wr.taskType)) return diagnose(task, [], []); // no worker or pool is read for it
-      return diagnose(task, await ctx.loaders.workerStates(), await ctx.loaders.poolTemplates());
+      return diagnose(task, await ctx.loaders.workerStates(), await ctx.loaders.poolTemplates(), await ctx.loaders.releaseBackoffs.load(wr.id));
     },
   }),
 }));

@@ -12,32 +12,12 @@ import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
+import { factsOfWorker, WORKER_STATUSES, workerStatus } from '../scheduler/availability.js';
 
-/** What a worker is doing, as the status page shows it. */
-export const WORKER_STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'DISABLED', 'INACTIVE'] as const;
-export type WorkerStatus = (typeof WORKER_STATUSES)[number];
-
-const WorkerStatusEnum = builder.enumType('WorkerStatus', { values: WORKER_STATUSES });
+const WorkerStatusEnum = builder.enumType('WorkerStatus', { values: WORKER_STATUSES, description: 'What a worker is doing; STALE: connected, but its metadata is missing or older than the freshness setting; QUARANTINED: its recent results are errors while the same tasks succeed elsewhere (see quarantineReason)' });
 const WorkerTypeEnum = builder.enumType('WorkerType', {
   values: Object.fromEntries(WORKER_TYPES.map((v) => [v.toUpperCase().replace('-', '_'), { value: v }])) as Record<string, { value: (typeof WORKER_TYPES)[number] }>,
 });
-
-/** The facts of a worker its status follows from. */
-export type WorkerStatusFacts = Pick<Worker, 'terminatedAt' | 'enabled' | 'connectedAt' | 'lastSeenAt' | 'draining' | 'shuttingDown'>;
-
-/** Whether a worker counts as connected: a live connection and metadata reported recently enough. */
-export function isConnected(worker: WorkerStatusFacts, now: Date, freshMs: number): boolean {
-  return worker.connectedAt != null && worker.lastSeenAt != null && now.getTime() - worker.lastSeenAt.getTime() <= freshMs;
-}
-
-/** The status of a worker given how many work requests it holds (ASSIGNED or RUNNING). */
-export function workerStatus(worker: WorkerStatusFacts, activeWork: number, now: Date, freshMs: number): WorkerStatus {
-  if (worker.terminatedAt) return 'INACTIVE';
-  if (!worker.enabled) return 'DISABLED';
-  if (!isConnected(worker, now, freshMs)) return 'DISCONNECTED';
-  if (worker.draining || worker.shuttingDown) return 'DRAINING';
-  return activeWork > 0 ? 'BUSY' : 'IDLE';
-}
 
 const DETAILS = 'Null for viewers who may not see worker details (anonymous callers, activation tokens, other workers)';
 
@@ -56,7 +36,7 @@ WorkerRef.implement({
     pool: t.field({ type: WorkerPoolRef, nullable: true, resolve: (w) => w.pool?.id ?? null }),
     status: t.field({
       type: WorkerStatusEnum,
-      resolve: async (w, _args, ctx) => workerStatus(w, await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
+      resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
     }),
     activeWorkCount: t.int({
       description: 'Work requests assigned to or running on this worker',
@@ -65,6 +45,8 @@ WorkerRef.implement({
     concurrency: t.exposeInt('concurrency'),
     enabled: t.exposeBoolean('enabled'),
     draining: t.exposeBoolean('draining'),
+    quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
+    quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
     shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
     providedTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.providedEntries) }),
     requiredTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.requiredEntries) }),
@@ -181,6 +163,7 @@ switchField('drain', 'Admin: the worker finishes what it runs and receives nothi
 switchField('undrain', 'Admin: the worker receives work again');
 switchField('enable', 'Admin: the worker may receive work');
 switchField('disable', 'Admin: the worker receives nothing (what it runs is not stopped)');
+switchField('unquarantine', 'Admin: lifts a quarantine (status QUARANTINED): the worker receives work again');
 
 builder.mutationFields((t) => ({
   terminateWorker: t.field({

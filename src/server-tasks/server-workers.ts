@@ -96,6 +96,7 @@ export function createServerWorkers(deps: {
       worker.dynamicMetadata = { 'system:tasks': runners.map((r) => ({ type: 'server', name: r.name, version: r.version })) };
       worker.connectedAt = now;
       worker.lastSeenAt = now;
+      worker.metadataReportedAt = now; // its metadata is what this process runs, set just above
       worker.shuttingDown = false;
       refreshWorkerTags(worker, null, config);
       await tx.flush();

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ADVISORY_LOCKS } from '../db/advisory-locks.js';
+import { lockForTransaction } from '../db/advisory-locks.js';
 import { TokenSchema } from '../entities/token.js';
 import { UserSchema } from '../entities/user.js';
 import { hashToken, issueToken } from './tokens.js';
@@ -22,7 +22,7 @@ export async function ensureAdminAccess(
 ): Promise<{ firstToken: string | null; revokedTokenIds: number[]; revokedConfigured: boolean }> {
   return em.transactional(async (tx) => {
     // Serialise concurrent first starts of several processes.
-    await tx.execute('select pg_advisory_xact_lock(?)', [ADVISORY_LOCKS.BOOTSTRAP]);
+    await lockForTransaction(tx, 'BOOTSTRAP');
     let admin = await tx.findOne(UserSchema, { username: BOOTSTRAP_ADMIN });
     admin ??= tx.create(UserSchema, { username: BOOTSTRAP_ADMIN, isAdmin: true });
     let firstToken: string | null = null;

@@ -2,6 +2,8 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { judgeWorker } from '../scheduler/quarantine.js';
+import { recordRelease } from '../scheduler/release-backoff.js';
 import { isOrchestrated } from '../tasks/types.js';
 import { isAdmin, requireWorker } from './auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
@@ -89,11 +91,11 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
-  const { wr, changed, repeated } = await deps.em.transactional(async (tx) => {
+  const { wr, changed, repeated, quarantine } = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
     // The same report again, from the worker that made it: the answer to the first was lost (a cut
     // connection, a killed server) and the agent retried. It was recorded: say so, change nothing.
-    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') return { wr: locked, changed: [], repeated: true };
+    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') return { wr: locked, changed: [], repeated: true, quarantine: null };
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
@@ -107,10 +109,12 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     if (result === 'FAILURE' || result === 'ERROR') locked.statusReason = await failureReason(tx, locked, outcome);
     await tx.flush();
     await recordCompletion(tx, locked, now);
+    const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.quarantineAfterErrors) : null;
     await compactLog(tx, locked.id);
-    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false };
+    return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false, quarantine };
   });
   if (repeated) return wr;
+  if (quarantine) deps.events.publish('workerChanged', quarantine);
   deps.metrics?.completed(wr);
   const refilled = viewer.kind === 'worker' && (await refill(deps, viewer.worker.id));
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
@@ -152,7 +156,10 @@ async function recordCompletion(em: EntityManager, wr: WorkRequest, now: Date): 
   );
 }
 
-/** The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no retry is counted. */
+/**
+ * The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no
+ * retry is counted, and it is not offered to this worker again for the release backoff.
+ */
 export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, reason: string): Promise<WorkRequest> {
   const me = requireWorker(deps.viewer);
   const wr = await deps.em.transactional(async (tx) => {
@@ -167,6 +174,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     locked.startedAt = null;
     locked.statusReason = `released by worker ${me.name}: ${reason.slice(0, 500)}`;
     await tx.flush();
+    await recordRelease(tx, locked.id, me.id, locked.pendingAt, deps.config.releaseBackoffMs);
     return locked;
   });
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'PENDING' });

@@ -178,6 +178,7 @@ export async function reportWorkerMetadata(
   worker.dynamicMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
   const now = new Date();
   worker.lastSeenAt = now;
+  worker.metadataReportedAt = now;
   worker.connectedAt ??= now;
   refreshWorkerTags(worker, await loadPool(em, worker), config);
   await em.flush();
@@ -214,9 +215,10 @@ export const WORKER_SWITCHES = {
   undrain: { draining: false },
   enable: { enabled: true },
   disable: { enabled: false },
+  unquarantine: { quarantinedAt: null, quarantineReason: null },
 } as const;
 
-/** Flips one admin switch of a worker (drain, undrain, enable, disable). Admin only. */
+/** Flips one admin switch of a worker (drain, undrain, enable, disable, unquarantine). Admin only. */
 export async function switchWorker(
   em: EntityManager,
   viewer: Viewer,

@@ -58,8 +58,9 @@ export function pager(page: number, pages: number, link: (page: number) => strin
 export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
   NOT_PENDING: 'Not pending: nothing to wait for.',
   READY: 'A matching worker has a free slot: the next pass assigns it.',
+  WAITING_FOR_BACKOFF: 'The matching workers with a free slot released it recently: it is not offered to them again until the release backoff ends.',
   WAITING_FOR_CAPACITY: 'Matching workers are all busy: it waits for a free slot.',
-  WAITING_FOR_WORKERS: 'Matching workers exist, but none is available (disconnected, draining or disabled).',
+  WAITING_FOR_WORKERS: 'Matching workers exist, but none is available (disconnected, without a fresh metadata report, quarantined, draining or disabled).',
   WAITING_FOR_PROVISIONING: 'No worker matches, but a pool can start one.',
   ORCHESTRATED: 'Run by the server itself (an internal or workflow task): no worker will.',
   UNSCHEDULABLE: 'No worker and no pool could ever run it.',

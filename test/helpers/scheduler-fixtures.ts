@@ -9,8 +9,11 @@ import { classIdsFor, registerSignificantTags } from '../../src/scheduler/classe
 import { hashToken } from '../../src/services/tokens.js';
 import { ADMIN_TOKEN, type TestApp } from './app.js';
 
-/** Whether a worker is connected with fresh metadata, never connected, or silent for too long. */
-export type Connection = 'connected' | 'disconnected' | 'stale';
+/**
+ * Whether a worker is connected with fresh metadata, disconnected (after a fresh report), connected
+ * with a report older than the freshness setting, or connected without ever reporting its metadata.
+ */
+export type Connection = 'connected' | 'disconnected' | 'stale' | 'unreported';
 
 /** A worker row to write; `active` ASSIGNED rows are written for it, `token` is its bearer token. */
 export interface WorkerRow {
@@ -25,6 +28,8 @@ export interface WorkerRow {
   readonly terminated: boolean;
   readonly active: number;
   readonly pool?: string | null;
+  /** Quarantined (scheduler/quarantine.ts): no work until lifted. */
+  readonly quarantined?: boolean;
 }
 
 /** A PENDING work request to write: `createdAtSeconds` after a fixed base time, so that ties are possible. */
@@ -125,17 +130,20 @@ export async function seedScheduling(
   if (world.workers.length) {
     const ws = world.workers;
     const rows = await em.execute<{ id: number; name: string }[]>(
-      `insert into worker (name, type, pool_id, concurrency, enabled, draining, connected_at, last_seen_at, registered_at, instance_created_at, terminated_at, provided_tags, required_tags)
+      `insert into worker (name, type, pool_id, concurrency, enabled, draining, connected_at, last_seen_at, metadata_reported_at, registered_at, instance_created_at, terminated_at, provided_tags, required_tags, quarantined_at, quarantine_reason)
        select v.name, v.type, nullif(v.pool_id, 0), v.concurrency, v.enabled, v.draining,
               case when v.conn = 'disconnected' then null else now() - interval '3 hours' end,
               case when v.conn = 'disconnected' then null when v.conn = 'stale' then now() - make_interval(secs => ?) else now() - interval '1 minute' end,
+              case when v.conn = 'unreported' then null when v.conn = 'stale' then now() - make_interval(secs => ?) else now() - interval '1 minute' end,
               now() - interval '3 hours', case when v.pool_id = 0 then null else now() - interval '3 hours' end,
               case when v.terminated then now() - interval '1 minute' end,
-              string_to_array(v.provided, ' '), string_to_array(v.required, ' ')
-         from unnest(?::text[], ?::text[], ?::int[], ?::int[], ?::boolean[], ?::boolean[], ?::text[], ?::boolean[], ?::text[], ?::text[])
-           as v(name, type, pool_id, concurrency, enabled, draining, conn, terminated, provided, required)
+              string_to_array(v.provided, ' '), string_to_array(v.required, ' '),
+              case when v.quarantined then now() - interval '1 minute' end, case when v.quarantined then 'test' end
+         from unnest(?::text[], ?::text[], ?::int[], ?::int[], ?::boolean[], ?::boolean[], ?::text[], ?::boolean[], ?::text[], ?::text[], ?::boolean[])
+           as v(name, type, pool_id, concurrency, enabled, draining, conn, terminated, provided, required, quarantined)
        returning id, name`,
       [
+        STALE_SECONDS,
         STALE_SECONDS,
         textArray(ws.map((w) => w.name)),
         textArray(ws.map((w) => w.type)),
@@ -147,6 +155,7 @@ export async function seedScheduling(
         `{${ws.map((w) => w.terminated).join(',')}}`,
         textArray(ws.map((w) => w.providedTags.join(' '))),
         textArray(ws.map((w) => w.requiredTags.join(' '))),
+        `{${ws.map((w) => w.quarantined ?? false).join(',')}}`,
       ],
     );
     for (const r of rows) workerIds.set(r.name, r.id);

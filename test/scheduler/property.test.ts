@@ -2,7 +2,8 @@
  * The bulk scheduler agrees with the reference predicate `matchTags` of the tag engine: on random
  * tag universes, workers, pools and work requests, every bulk answer (class decisions, candidates,
  * the next request of each worker, a full pass, the provisioning demand) equals what a per-pair walk
- * with `matchTags` and the availability rule of DESIGN §2.2 says. Most cases run on the pure layer;
+ * with `matchTags`, the availability rule of DESIGN §3 (fresh reports, quarantine) and the release
+ * backoffs of DESIGN §17 say. Most cases run on the pure layer;
  * a few hundred on the real database, through the scheduler functions and GraphQL.
  */
 import fc from 'fast-check';
@@ -82,8 +83,9 @@ const workerArb = (u: Universe) =>
     active: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 3 }) }),
     enabled: weighted(0.85),
     draining: weighted(0.15),
-    connection: fc.constantFrom('connected', 'connected', 'connected', 'connected', 'connected', 'disconnected', 'stale'),
+    connection: fc.constantFrom('connected', 'connected', 'connected', 'connected', 'connected', 'disconnected', 'stale', 'unreported'),
     terminated: weighted(0.08),
+    quarantined: weighted(0.08),
     // A worker of the world's first pool, when it has one (its tags are its own here, not the pool's).
     pooled: weighted(0.3),
   });
@@ -116,6 +118,8 @@ const worldArb = universeArb.chain((u) =>
     pools: fc.array(poolArb(u), { maxLength: 3 }),
     registerFirst: fc.boolean(),
     calls: fc.array(fc.nat(), { maxLength: 5 }),
+    // Releases in force: (request, worker) pairs, by position; the request is not offered to that worker.
+    backoffs: fc.array(fc.tuple(fc.nat(), fc.nat()), { maxLength: 3 }),
   }),
 );
 type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
@@ -153,12 +157,14 @@ const matches = (task: Tagged, worker: Tagged & { readonly type: string }) =>
   matchTags({ provided: task.providedTags, required: task.requiredTags }, { provided: worker.providedTags, required: worker.requiredTags }).ok;
 
 function refUnavailable(w: WorkerRow, heartbeat = false): UnavailableReason | null {
-  if (w.type === 'not-assignable') return UNAVAILABLE.NOT_ASSIGNABLE;
   if (w.terminated) return UNAVAILABLE.INACTIVE;
   if (!w.enabled) return UNAVAILABLE.DISABLED;
+  if (w.quarantined) return UNAVAILABLE.QUARANTINED;
   if (!heartbeat && w.connection === 'disconnected') return UNAVAILABLE.DISCONNECTED;
-  if (!heartbeat && w.connection === 'stale') return UNAVAILABLE.STALE;
+  // A heartbeat (a pull) connects a worker; only a report of its metadata makes it fresh.
+  if (w.connection === 'stale' || w.connection === 'unreported') return UNAVAILABLE.STALE;
   if (w.draining) return UNAVAILABLE.DRAINING;
+  if (w.type === 'not-assignable') return UNAVAILABLE.NOT_ASSIGNABLE;
   return null;
 }
 const refFree = (w: WorkerRow, heartbeat = false) => (refUnavailable(w, heartbeat) ? 0 : Math.max(0, w.concurrency - w.active));
@@ -170,9 +176,14 @@ const queueOrder = (a: QueuedRequest, b: QueuedRequest) =>
   b.priorityBase + b.priorityAdjustment - (a.priorityBase + a.priorityAdjustment) || a.createdAtSeconds - b.createdAtSeconds || a.id - b.id;
 
 /** The next request of a worker: the first pending one it matches, in queue order, if it may take one now. */
-function refNext(w: WorkerRow, pending: readonly QueuedRequest[], heartbeat = false): QueuedRequest | null {
+/** Pairs "request id:worker name" that a release backoff keeps apart (DESIGN §17). */
+type BackedOffPairs = ReadonlySet<string>;
+const offered = (r: QueuedRequest, w: WorkerRow, backedOff: BackedOffPairs) => matches(r, w) && !backedOff.has(`${r.id}:${w.name}`);
+
+/** The next request of a worker: the first pending one it matches and is not backed off from, in queue order, if it may take one now. */
+function refNext(w: WorkerRow, pending: readonly QueuedRequest[], backedOff: BackedOffPairs, heartbeat = false): QueuedRequest | null {
   if (refFree(w, heartbeat) === 0) return null;
-  return [...pending].sort(queueOrder).find((r) => matches(r, w)) ?? null;
+  return [...pending].sort(queueOrder).find((r) => offered(r, w, backedOff)) ?? null;
 }
 
 const templateOf = (p: PoolRow) => ({ type: 'worker', ...computePoolTemplateTags(poolTagInput(p), DEFAULT_SIZE_THRESHOLDS) });
@@ -281,6 +292,15 @@ async function checkWorld(world: World): Promise<void> {
   const workers = rows.workers.map((w) => ({ ...w, id: seeded.workerIds.get(w.name)! }));
   const pending: QueuedRequest[] = rows.requests.map((r) => ({ ...r, id: seeded.requestIds.get(r.key)! }));
   const live = workers.filter((w) => !w.terminated);
+  const backedOff = new Set<string>();
+  if (workers.length) {
+    for (const [ri, wi] of world.backoffs) {
+      const r = pending[ri % pending.length];
+      const w = workers[wi % workers.length];
+      backedOff.add(`${r.id}:${w.name}`);
+      await t.sql(`insert into release_backoff (work_request_id, worker_id, until) values (?, ?, now() + interval '1 hour') on conflict do nothing`, [r.id, w.id]);
+    }
+  }
   const { config } = t.app;
   const cache = t.app.scheduler.classes;
   const em = t.app.orm.em.fork();
@@ -318,7 +338,7 @@ async function checkWorld(world: World): Promise<void> {
   // Next work, worker by worker, each asked alone (rolled back): the first matching request in queue order.
   for (const w of workers) {
     const got = await inRollback(t, (tx) => assignNextWork(tx, cache, config, w.id, new Date()));
-    expect(got?.workRequestId ?? null, `next work of ${w.name}`).toBe(refNext(w, pending)?.id ?? null);
+    expect(got?.workRequestId ?? null, `next work of ${w.name}`).toBe(refNext(w, pending, backedOff)?.id ?? null);
   }
 
   // A full pass (rolled back): matching, available, within capacity, maximal, never overtaking, and
@@ -329,17 +349,17 @@ async function checkWorld(world: World): Promise<void> {
   const left = new Map(workers.map((w) => [w.id, refFree(w)]));
   for (const [rid, w] of taken) {
     const r = pending.find((p) => p.id === rid)!;
-    expect(matches(r, w), `${r.key} on ${w.name}`).toBe(true);
+    expect(offered(r, w, backedOff), `${r.key} on ${w.name}`).toBe(true);
     left.set(w.id, left.get(w.id)! - 1);
   }
   expect([...left.values()].every((n) => n >= 0)).toBe(true);
   for (const [rid, w] of taken) {
     if (!w.pool) continue;
     const r = pending.find((p) => p.id === rid)!;
-    for (const s of workers.filter((x) => !x.pool && matches(r, x))) expect(left.get(s.id), `${r.key} went to pool worker ${w.name} while static ${s.name} had room`).toBe(0);
+    for (const s of workers.filter((x) => !x.pool && offered(r, x, backedOff))) expect(left.get(s.id), `${r.key} went to pool worker ${w.name} while static ${s.name} had room`).toBe(0);
   }
   for (const r of pending.filter((p) => !taken.has(p.id))) {
-    for (const w of workers.filter((x) => matches(r, x))) {
+    for (const w of workers.filter((x) => offered(r, x, backedOff))) {
       expect(left.get(w.id), `${r.key} left pending while ${w.name} has a free slot`).toBe(0);
       for (const [rid, holder] of taken) {
         if (holder.id === w.id) expect(queueOrder(r, pending.find((p) => p.id === rid)!), `${r.key} overtaken on ${w.name}`).toBeGreaterThan(0);
@@ -358,7 +378,7 @@ async function checkWorld(world: World): Promise<void> {
       continue;
     }
     expect(res.errors).toBeUndefined();
-    const expected = refNext(w, queue, true);
+    const expected = refNext(w, queue, backedOff, true);
     expect(res.data!.requestWork.workRequest?.id ?? null, `requestWork of ${w.name}`).toBe(expected ? String(expected.id) : null);
     if (expected) {
       queue = queue.filter((r) => r.id !== expected.id);

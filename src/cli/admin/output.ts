@@ -155,8 +155,11 @@ export function statusStyle(out: Output, status: string, text: string = status):
     case 'WAITING_FOR_CAPACITY':
     case 'WAITING_FOR_WORKERS':
     case 'WAITING_FOR_PROVISIONING':
+    case 'WAITING_FOR_BACKOFF':
+    case 'STALE':
       return c.yellow(text);
     case 'DISCONNECTED':
+    case 'QUARANTINED':
     case 'DISABLED':
     case 'ABORTED':
     case 'FAILURE':

@@ -12,7 +12,7 @@ import { readPages, type Connection } from './paging.js';
 import type { Ctx, Register } from './program.js';
 import { ROTATE_TOKEN, type TokenRow, TOKEN_FIELDS } from './tokens.js';
 
-const STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'DISABLED', 'INACTIVE'] as const;
+const STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;
 const TYPES = ['WORKER', 'SERVER', 'SIGNING', 'NOT_ASSIGNABLE'] as const;
 
 const ROW_FIELDS = 'name type status pool { name } concurrency activeWorkCount enabled draining shuttingDown lastSeenAt';

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { WorkerSchema } from '../../entities/worker.js';
 import { poolTagInput } from '../../scheduler/pool-templates.js';
-import { workerStatus } from '../../schema/worker.js';
+import { factsOfWorker, workerStatus } from '../../scheduler/availability.js';
 import { canSeeWorkerDetails, principalOf } from '../../services/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, utc } from '../format.js';
@@ -29,7 +29,7 @@ export async function workerPage(em: EntityManager, config: Config, ctx: PageCon
     workerWork(em, principal, worker.id, ['COMPLETED', 'ABORTED'], RECENT),
     em.execute<{ n: number }[]>(`select count(*)::int as n from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [worker.id]),
   ]);
-  const status = workerStatus(worker, active.n, now, config.metadataFreshMs);
+  const status = workerStatus(factsOfWorker(worker), active.n, now, config.metadataFreshMs);
   const pool = worker.pool;
   const details = canSeeWorkerDetails(principal, worker);
   const metadata = JSON.stringify({ ...worker.staticMetadata, ...worker.dynamicMetadata }, null, 2);

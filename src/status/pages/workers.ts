@@ -1,7 +1,7 @@
 /** `/-/status/workers/`: the active workers, counted per status, filtered by status, pool and tag, paged. */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
-import { workerStatus, WORKER_STATUSES, type WorkerStatus } from '../../schema/worker.js';
+import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/availability.js';
 import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/visibility.js';
 import { ago } from '../format.js';
 import { href, html } from '../html.js';
@@ -17,6 +17,8 @@ export const STATUS_LABELS: Record<WorkerStatus, string> = {
   BUSY: 'Running work',
   DRAINING: 'Draining',
   DISCONNECTED: 'Disconnected',
+  STALE: 'Connected, metadata not fresh',
+  QUARANTINED: 'Quarantined',
   DISABLED: 'Disabled',
   INACTIVE: 'Inactive',
 };
@@ -52,9 +54,9 @@ export async function loadWorkerRows(em: EntityManager, config: Config, principa
     params.push(filter.tag, ...details.params);
   }
   const rows = await em.execute<
-    { id: number; name: string; type: string; pool: string | null; enabled: boolean; draining: boolean; shutting_down: boolean; connected_at: Date | null; last_seen_at: Date | null; active: number }[]
+    (AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]
   >(
-    `select w.id, w.name, w.type, p.name as pool, w.enabled, w.draining, w.shutting_down, w.connected_at, w.last_seen_at,
+    `select w.id, w.name, p.name as pool, ${availabilityColumns('w')}, w.last_seen_at,
             (select count(*)::int from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING')) as active
        from worker w left join worker_pool p on p.id = w.pool_id
       where ${where.join(' and ')}
@@ -69,12 +71,7 @@ export async function loadWorkerRows(em: EntityManager, config: Config, principa
     type: r.type,
     pool: r.pool,
     lastSeenAt: date(r.last_seen_at),
-    status: workerStatus(
-      { terminatedAt: null, enabled: r.enabled, draining: r.draining, shuttingDown: r.shutting_down, connectedAt: date(r.connected_at), lastSeenAt: date(r.last_seen_at) },
-      r.active,
-      now,
-      config.metadataFreshMs,
-    ),
+    status: workerStatus(factsOfRow(r), r.active, now, config.metadataFreshMs),
   }));
 }
 
