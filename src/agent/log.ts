@@ -27,6 +27,7 @@ export const MESSAGES = {
   serverDraining: 'drain state from the server', // draining (an admin's drainWorker/undrainWorker)
   draining: 'draining', // signal, running
   alreadyDraining: 'already draining', // signal
+  parentGone: 'the process that started the agent is gone: draining as on SIGTERM', // formerParent
   tokenRefused: 'the server refused the token', // detail
   exited: 'exited', // code
 } as const;

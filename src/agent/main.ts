@@ -13,6 +13,7 @@ import { parseConfig, UsageError, type AgentConfig } from './config.js';
 import { detectFacts, systemProbe } from './facts.js';
 import { createLogger, MESSAGES, type Logger } from './log.js';
 import { createApi } from './operations.js';
+import { startedByNpm, watchParent } from './parent-watch.js';
 import { startRun } from './runner.js';
 import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
 
@@ -73,6 +74,12 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // Under npx the signal stops at npm's `sh -c` (parent-watch.ts): that shell's end stands for it.
+  if (startedByNpm(env))
+    watchParent((formerParent) => {
+      log.info({ formerParent }, MESSAGES.parentGone);
+      onSignal('SIGTERM');
+    });
 
   log.info(
     { version, server: config.serverUrl, workDir: config.workDir, handlers: [...config.handlers.keys()], providedTags: config.providedTags },
