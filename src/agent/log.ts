@@ -8,6 +8,7 @@ import pino, { type Logger } from 'pino';
 export const MESSAGES = {
   starting: 'starting', // server, workDir, handlers, providedTags
   activated: 'activated', // worker, stateFile
+  tokenRotated: 'token rotated: the new one is in the state file, the old one is revoked', // worker, stateFile
   connected: 'connected', // reconnect
   subscribed: 'subscribed',
   disconnected: 'disconnected', // code, reason
