@@ -26,7 +26,12 @@ describe('the agent under npx', () => {
 
       const [final] = await settled(f, [id]);
       expect(final).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS', worker: 'npx-1' });
-      expect(f.executions().filter((e) => e.id === id).map((e) => e.done)).toEqual([true]);
+      expect(
+        f
+          .executions()
+          .filter((e) => e.id === id)
+          .map((e) => e.done),
+      ).toEqual([true]);
       expect(agent.logged('result reported', (l) => l.id === id && l.result === 'SUCCESS')).toHaveLength(1);
     } finally {
       await server.stop();
