@@ -286,6 +286,18 @@ describe('status pages', () => {
     expect(html.includes('worker:cap:secret-tool')).toBe(shown);
   });
 
+  it.each(VIEWERS)('%s: the queue and a request\'s page name workers\' missing tags only to who may see them (counts for the others)', async (who) => {
+    const sees = ['outsider', 'member', 'admin'].includes(who);
+    const queue = await page('/-/status/queue/', who);
+    expect(queue.status).toBe(200);
+    expect(queue.html.includes(WORKER_SECRET_TAG), 'queue').toBe(sees);
+    const one = await page(`/-/status/work-requests/${wr.public}/`, who);
+    if (!EXPECTED_REQUESTS[who].includes('public')) return expect(one.status).toBe(404);
+    expect(one.status).toBe(200);
+    expect(one.html.includes(WORKER_SECRET_TAG), 'work request page').toBe(sees);
+    if (!sees) expect(one.html).toContain('1 tag (shown to signed-in users)');
+  });
+
   it.each(VIEWERS)('%s: the workers list shows name, type, pool and status to all', async (who) => {
     const { status, html } = await page('/-/status/workers/', who);
     expect(status).toBe(200);
