@@ -36,6 +36,8 @@ export interface AgentConfig {
   /** How long a handler's output may wait to be sent with more, in milliseconds. */
   readonly logIntervalMs: number;
   readonly logLevel: LogLevel;
+  /** `--rotate-token`: trade the worker token for a new one, keep it in the state file, and exit. */
+  readonly rotateToken: boolean;
 }
 
 /** A flag or variable with a value the agent cannot use; the message says which and why. */
@@ -126,6 +128,9 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
   option('--activation-token <token>', 'activationToken', 'one-shot pool activation token, traded for a worker token on the first start', server);
   option('--name <name>', 'name', 'worker name to ask for at activation; without it the server chooses', server);
   option('--state-file <path>', 'stateFile', 'where the activated token is kept, mode 0600', server, '<work-dir>/state.json');
+  program.addOption(
+    new Option('--rotate-token', 'trade the worker token for a new one (the old one is revoked at once), keep the new one in the state file, and exit').helpGroup(server),
+  );
   const work = 'Work:';
   option('--work-dir <dir>', 'workDir', 'runs/<id> directories and the state file live here', work, DEFAULTS.workDir);
   option('--handler <name=command>', 'handler', 'run task <name> with <command> (repeatable)', work).argParser(collect);
@@ -234,5 +239,6 @@ export function parseConfig(
     keepAliveMs: seconds('keepaliveInterval'),
     logIntervalMs: seconds('logInterval'),
     logLevel: logLevel.data,
+    rotateToken: program.getOptionValueSource('rotateToken') === 'cli',
   });
 }

@@ -8,6 +8,7 @@ import pino, { type Logger } from 'pino';
 export const MESSAGES = {
   starting: 'starting', // server, workDir, handlers, providedTags
   activated: 'activated', // worker, stateFile
+  tokenRotated: 'token rotated: the new one is in the state file, the old one is revoked', // worker, stateFile
   connected: 'connected', // reconnect
   subscribed: 'subscribed',
   disconnected: 'disconnected', // code, reason
@@ -27,6 +28,7 @@ export const MESSAGES = {
   serverDraining: 'drain state from the server', // draining (an admin's drainWorker/undrainWorker)
   draining: 'draining', // signal, running
   alreadyDraining: 'already draining', // signal
+  parentGone: 'the process that started the agent is gone: draining as on SIGTERM', // formerParent
   tokenRefused: 'the server refused the token', // detail
   exited: 'exited', // code
 } as const;

@@ -13,6 +13,7 @@ import { parseConfig, UsageError, type AgentConfig } from './config.js';
 import { detectFacts, systemProbe } from './facts.js';
 import { createLogger, MESSAGES, type Logger } from './log.js';
 import { createApi } from './operations.js';
+import { startedByNpm, watchParent } from './parent-watch.js';
 import { startRun } from './runner.js';
 import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
 
@@ -38,6 +39,45 @@ async function activate(config: AgentConfig, log: Logger, activationToken: strin
   writeState(config.stateFile, state);
   log.info({ worker: state.workerName, stateFile: config.stateFile }, MESSAGES.activated);
   return state;
+}
+
+/**
+ * `--rotate-token`: trades the worker token for a new one (the server revokes the old one at once)
+ * and keeps the new one in the state file, which the next start reads. Returns the exit code.
+ */
+async function rotate(config: AgentConfig, log: Logger, token: string, source: 'option' | 'state-file', signal: AbortSignal): Promise<number> {
+  const api = createApi(createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs }));
+  // Retried only while the server refuses the connection: after a lost answer the first rotation may
+  // have revoked the token already, and a second one would be refused.
+  let answer: Awaited<ReturnType<typeof api.rotateToken>>;
+  try {
+    answer = await retry(() => api.rotateToken(), {
+      shouldRetry: (err) => err instanceof TransientError && err.message === 'ECONNREFUSED',
+      maxBackoffMs: config.maxBackoffMs,
+      signal,
+      onRetry: (err, attempt, delayMs) => log.warn({ operation: 'rotateToken', attempt, delayMs, error: (err as Error).message }, MESSAGES.retrying),
+    });
+  } catch (err) {
+    if (err instanceof AuthError) {
+      log.error({ detail: err.message, hint: 'an admin can issue a new one: tagsched-admin worker rotate-token' }, MESSAGES.tokenRefused);
+      return EXIT_CODES.tokenRefused;
+    }
+    if (err instanceof TransientError) {
+      log.error({ detail: err.message, hint: 'if the server rotated it before the answer was lost, the old token is refused now' }, 'the token was not rotated');
+      return EXIT_CODES.failure;
+    }
+    throw err;
+  }
+  if (!answer.ok) {
+    log.error({ code: answer.error.code, detail: answer.error.message }, 'the server refused to rotate the token');
+    return EXIT_CODES.tokenRefused;
+  }
+  writeState(config.stateFile, { workerToken: answer.value.token, workerName: answer.value.workerName, server: config.serverUrl });
+  log.info({ worker: answer.value.workerName, stateFile: config.stateFile }, MESSAGES.tokenRotated);
+  if (source === 'option') {
+    log.warn({ stateFile: config.stateFile }, 'the token given by --token (TAGSCHED_WORKER_TOKEN) is revoked: remove it, so that the next start reads the state file');
+  }
+  return EXIT_CODES.drained;
 }
 
 /** Runs the agent and returns the process exit code. */
@@ -73,6 +113,12 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // Under npx the signal stops at npm's `sh -c` (parent-watch.ts): that shell's end stands for it.
+  if (startedByNpm(env))
+    watchParent((formerParent) => {
+      log.info({ formerParent }, MESSAGES.parentGone);
+      onSignal('SIGTERM');
+    });
 
   log.info(
     { version, server: config.serverUrl, workDir: config.workDir, handlers: [...config.handlers.keys()], providedTags: config.providedTags },
@@ -89,6 +135,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     }
     let token: string;
     let workerName: string | null;
+    if (config.rotateToken) {
+      if (choice.kind !== 'token') {
+        log.error({ reason: 'no worker token to rotate: the agent has not been activated yet' }, 'cannot start');
+        return exit(EXIT_CODES.usage);
+      }
+      return exit(await rotate(config, log, choice.token, choice.source, stopping.signal));
+    }
     if (choice.kind === 'token') {
       ({ token, workerName } = choice);
     } else {

@@ -47,6 +47,9 @@ export const DOCUMENTS = {
   appendWorkRequestLog: `mutation AppendWorkRequestLog($i: AppendWorkRequestLogInput!) {
   appendWorkRequestLog(input: $i) { __typename ... on WorkRequestLogAck { nextOffset accepted } ${ERROR_FIELDS} }
 }`,
+  rotateToken: `mutation RotateToken {
+  rotateToken(input: {}) { __typename ... on TokenValuePayload { value token { worker } } ${ERROR_FIELDS} }
+}`,
   releaseWorkRequest: `mutation ReleaseWorkRequest($id: ID!, $reason: String!) {
   releaseWorkRequest(input: { id: $id, reason: $reason }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
@@ -112,6 +115,8 @@ export interface Api {
   /** The answer says where the next chunk starts (the server's count): a repeat or a misplaced chunk is not stored twice. */
   appendWorkRequestLog(chunk: LogChunk): Promise<Answer<{ nextOffset: number; accepted: boolean }>>;
   releaseWorkRequest(id: string, reason: string): Promise<Answer<{ id: string; status: string }>>;
+  /** A new value for the token of this request; the server revokes the one used at once. */
+  rotateToken(): Promise<Answer<{ token: string; workerName: string }>>;
 }
 
 /** The protocol's mutations over one transport. */
@@ -151,6 +156,10 @@ export function createApi(request: Request): Api {
     },
     async releaseWorkRequest(id, reason) {
       return answer(await request(DOCUMENTS.releaseWorkRequest, { id, reason }), 'releaseWorkRequest', 'WorkRequest', workRequestState);
+    },
+    async rotateToken() {
+      const schema = z.object({ value: z.string(), token: z.object({ worker: z.string() }) }).transform((p) => ({ token: p.value, workerName: p.token.worker }));
+      return answer(await request(DOCUMENTS.rotateToken), 'rotateToken', 'TokenValuePayload', schema);
     },
   };
 }

@@ -55,7 +55,7 @@ export interface UnschedulableGroup {
   readonly requiredTags: readonly string[];
   readonly providedTags: readonly string[];
   /** The nearest workers or pool, with what is missing on each side. */
-  readonly nearest: { pool: string | null; workerNames: string[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+  readonly nearest: { pool: string | null; workerNames: string[]; workerIds: number[]; missingOnWorker: string[]; missingOnTask: string[] }[];
 }
 
 /** The whole answer. */
@@ -265,8 +265,8 @@ export async function computeDemand(
     : [];
   const sampleOf = groupBy(samples, (x) => String(x.class_id));
   const options = [
-    ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), index: new ProvidedTagIndex(g[0].providedTags), required: g[0].requiredTags })),
-    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
+    ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), workerIds: g.map((w) => w.id), index: new ProvidedTagIndex(g[0].providedTags), required: g[0].requiredTags })),
+    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
   ];
   const shown = unschedulable.filter(({ cls }) => sampleOf.has(String(cls.id)));
   const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
@@ -284,6 +284,7 @@ export async function computeDemand(
 interface NearestOption {
   readonly pool: string | null;
   readonly workerNames: string[];
+  readonly workerIds: number[];
   readonly index: ProvidedTagIndex;
   readonly required: readonly string[];
 }
@@ -300,5 +301,5 @@ function nearest(cls: TaskClassRow, options: readonly NearestOption[]): Unschedu
   return missing
     .filter((m) => size(m) === best)
     .slice(0, 5)
-    .map((m) => ({ pool: m.o.pool, workerNames: m.o.workerNames, missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask }));
+    .map((m) => ({ pool: m.o.pool, workerNames: m.o.workerNames, workerIds: m.o.workerIds, missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask }));
 }

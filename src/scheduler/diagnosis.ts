@@ -36,6 +36,8 @@ export interface Mismatch {
   readonly workerCount: number;
   /** The first few worker names of the group (all of them for a pool: none). */
   readonly workerNames: string[];
+  /** Every worker of the group (none for a pool): who may see the tags below depends on them. */
+  readonly workerIds: number[];
   /** Tags the request requires that these workers do not provide. */
   readonly missingOnWorker: string[];
   /** Tags these workers require that the request does not provide. */
@@ -84,14 +86,14 @@ export function diagnose(
     const m = matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags });
     if (m.ok && group[0].type !== 'not-assignable') matching.push(...group);
     else if (!m.ok) {
-      mismatches.push({ pool: null, workerCount: group.length, workerNames: group.slice(0, NAMES_PER_GROUP).map((w) => w.name), missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+      mismatches.push({ pool: null, workerCount: group.length, workerNames: group.slice(0, NAMES_PER_GROUP).map((w) => w.name), workerIds: group.map((w) => w.id), missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
     }
   }
   const matchingPools: string[] = [];
   for (const p of pools) {
     const m = matchTags(taskSets, { provided: p.providedTags, required: p.requiredTags });
     if (m.ok) matchingPools.push(p.pool.name);
-    else mismatches.push({ pool: p.pool.name, workerCount: 0, workerNames: [], missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+    else mismatches.push({ pool: p.pool.name, workerCount: 0, workerNames: [], workerIds: [], missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
   }
   mismatches.sort((a, b) => a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) || b.workerCount - a.workerCount);
   const untilOf = new Map(backoffs.map((b) => [b.workerId, b.until]));

@@ -6,7 +6,7 @@ import { UNAVAILABLE } from '../scheduler/availability.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
 import { DIAGNOSIS_STATES, diagnose, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
-import { principalOf, workRequestSql } from '../services/visibility.js';
+import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/visibility.js';
 import { isOrchestrated } from '../tasks/types.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
@@ -16,14 +16,22 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', { values: Object.v
 const UnavailableEnum = builder.enumType('UnavailableReason', { values: Object.values(UNAVAILABLE) });
 const LaunchLimitEnum = builder.enumType('LaunchLimit', { values: Object.values(LAUNCH_LIMITS) });
 
+/** A mismatch's missing tags, or null when they are tags of workers the viewer may not see the details of (services/visibility.ts). */
+const missingTags = (side: 'missingOnWorker' | 'missingOnTask') => (m: Pick<Mismatch, 'workerIds' | typeof side>, _a: unknown, ctx: Context) =>
+  canSeeWorkerGroupTags(principalOf(ctx.viewer), m.workerIds) ? m[side] : null;
+
+const HIDDEN = ' (null when the viewer may not see these workers\' tags: anonymous callers and other workers; the count is always there)';
+
 const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
   description: 'A group of workers with the same tags, or a pool, that cannot run the request, and why',
   fields: (t) => ({
     pool: t.exposeString('pool', { nullable: true, description: 'The pool, for a pool template; null for a group of workers' }),
     workerCount: t.exposeInt('workerCount'),
     workerNames: t.exposeStringList('workerNames', { description: 'The first few workers of the group' }),
-    missingOnWorker: t.exposeStringList('missingOnWorker', { description: 'Tags the request requires that these workers do not provide' }),
-    missingOnTask: t.exposeStringList('missingOnTask', { description: 'Tags these workers require that the request does not provide' }),
+    missingOnWorker: t.stringList({ nullable: true, description: `Tags the request requires that these workers do not provide${HIDDEN}`, resolve: missingTags('missingOnWorker') }),
+    missingOnTask: t.stringList({ nullable: true, description: `Tags these workers require that the request does not provide${HIDDEN}`, resolve: missingTags('missingOnTask') }),
+    missingOnWorkerCount: t.int({ description: 'How many tags the request requires that these workers do not provide', resolve: (m) => m.missingOnWorker.length }),
+    missingOnTaskCount: t.int({ description: 'How many tags these workers require that the request does not provide', resolve: (m) => m.missingOnTask.length }),
   }),
 });
 
@@ -121,8 +129,10 @@ const NearestRef = builder.objectRef<UnschedulableGroup['nearest'][number]>('Nea
   fields: (t) => ({
     pool: t.exposeString('pool', { nullable: true }),
     workerNames: t.exposeStringList('workerNames'),
-    missingOnWorker: t.exposeStringList('missingOnWorker'),
-    missingOnTask: t.exposeStringList('missingOnTask'),
+    missingOnWorker: t.stringList({ nullable: true, description: `Tags the requests require that these workers do not provide${HIDDEN}`, resolve: missingTags('missingOnWorker') }),
+    missingOnTask: t.stringList({ nullable: true, description: `Tags these workers require that the requests do not provide${HIDDEN}`, resolve: missingTags('missingOnTask') }),
+    missingOnWorkerCount: t.int({ description: 'How many tags the requests require that these workers do not provide', resolve: (m) => m.missingOnWorker.length }),
+    missingOnTaskCount: t.int({ description: 'How many tags these workers require that the requests do not provide', resolve: (m) => m.missingOnTask.length }),
   }),
 });
 

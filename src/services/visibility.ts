@@ -20,7 +20,8 @@
  * - a task rule: site rules to everybody; a workspace's rules with the workspace;
  * - member lists (of a workspace, of a group): admins and the members themselves;
  * - a worker's details (metadata and tags): admins, signed-in users, and the worker itself (also
- *   the caller of the activation token it was just made for);
+ *   the caller of the activation token it was just made for); the same for the tags a diagnosis or
+ *   the demand names against a group of workers (others get their counts);
  *   everybody sees a worker's name, type, pool and status, as Debusine shows anonymous visitors.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -200,6 +201,15 @@ export function workerDetailsSql(p: Principal, alias: string): SqlCondition {
   if (p.kind === 'admin' || p.kind === 'user') return ALWAYS;
   if (p.workerId !== null) return { sql: `${alias}.id = ?`, params: [p.workerId] };
   return NEVER;
+}
+
+/**
+ * The tags of a mismatch (diagnosis, provisioning demand) against a group of workers: they are those
+ * workers' tags (what they require; what they lack, by its complement), so they go only to who may
+ * see every worker's details. A pool's mismatch (no workers) is public, as the pool's tags are.
+ */
+export function canSeeWorkerGroupTags(p: Principal, workerIds: readonly number[]): boolean {
+  return workerIds.every((id) => canSeeWorkerDetails(p, { id }));
 }
 
 /** Whether the viewer may see a work request whose workspace is loaded (one check, for a row already read). */

@@ -1,5 +1,5 @@
 /** Pieces several status pages share: tables of tags, badges, pagers, a diagnosis in words. */
-import type { Diagnosis } from '../scheduler/diagnosis.js';
+import type { Diagnosis, Mismatch } from '../scheduler/diagnosis.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { html, type Html } from './html.js';
 
@@ -67,18 +67,20 @@ export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
 };
 
 /**
- * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags a
- * worker requires are worker details: `workerTags` false leaves them out (the request's own missing
- * tags stay).
+ * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags of a
+ * mismatch against a group of workers are those workers' details: where `showsTags` says the viewer
+ * may not see them (services/visibility.ts, canSeeWorkerGroupTags), only their counts are shown.
  */
-export function diagnosisView(d: Diagnosis, workerTags: boolean, mismatchLimit = 5): Html {
+export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean, mismatchLimit = 5): Html {
+  const missing = (m: Mismatch, tags: readonly string[]) =>
+    showsTags(m) ? tagList(tags) : html`<span class="muted">${tags.length} tag${tags.length === 1 ? '' : 's'} (shown to signed-in users)</span>`;
   const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
   const mismatches = d.mismatches.slice(0, mismatchLimit).map((m) => [
     m.pool
       ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>`
       : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`,
-    tagList(m.missingOnWorker),
-    workerTags ? tagList(m.missingOnTask) : html`<span class="muted">shown to signed-in users</span>`,
+    missing(m, m.missingOnWorker),
+    missing(m, m.missingOnTask),
   ]);
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>

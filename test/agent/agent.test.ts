@@ -65,6 +65,7 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
     completeWorkRequest: record('completeWorkRequest', async (id: string) => ok({ id, status: 'COMPLETED' })),
     releaseWorkRequest: record('releaseWorkRequest', async (id: string) => ok({ id, status: 'PENDING' })),
     appendWorkRequestLog: record('appendWorkRequestLog', async (chunk) => ok({ nextOffset: chunk.offset + chunk.bytes, accepted: true })),
+    rotateToken: record('rotateToken', async () => ok({ token: 't2', workerName: 'w' })),
   };
   let stream: Pick<AssignmentStreamOptions, 'onConnected' | 'onAssignment' | 'onFatal'> | null = null;
   let streamClosed = false;

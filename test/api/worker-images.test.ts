@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { ERROR_FIELDS, createPool, createUser, createWorkspace, expectResult, ok, snapshot, submitOk } from '../helpers/fixtures.js';
+import { ERROR_FIELDS, createUser, createWorkspace, expectResult, ok, snapshot, submitOk } from '../helpers/fixtures.js';
 import { imageManifest } from '../helpers/image-manifest.js';
 
 const t = useTestApp({ execCommands: ['/bin/true'] });

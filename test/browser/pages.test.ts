@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until, useFleet, type Agent, type Server } from '../faults/harness.js';
+import { until, useFleet, type Server } from '../faults/harness.js';
 
 const ENABLED = process.env.TAGSCHED_TEST_BROWSER === '1';
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -28,7 +28,6 @@ const f = useFleet();
 const gate = (n: number) => path.join(f.dir, `browser-gate-${n}`);
 
 let server: Server;
-let agent: Agent;
 let base = '';
 let aliceToken = '';
 let context: BrowserContext;
@@ -84,7 +83,7 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
         where p.name = 'cloud-arm64'`,
     );
     for (let i = 1; i <= STATIC_WORKERS; i++) await f.registerWorker(server.url, `static-${String(i).padStart(2, '0')}`);
-    agent = await f.agent({
+    await f.agent({
       name: 'agent-live',
       url: server.url,
       sleep: '0.5',

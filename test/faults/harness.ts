@@ -80,6 +80,8 @@ export interface Agent {
   logged(msg: string, match?: (l: LogLine) => boolean): LogLine[];
   waitForLog(msg: string, match?: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   signal(signal: NodeJS.Signals): void;
+  /** The agent's own process: `child` itself, or under `viaNpx` the node process npm started through `sh -c`. */
+  agentPid(): number;
   /** SIGKILL (a SIGSTOPped agent too), and wait until it is gone. */
   kill(): Promise<void>;
   exited: Promise<number | null>;
@@ -111,6 +113,11 @@ export interface AgentOptions {
   providedTags?: readonly string[];
   /** How it is registered (when no token is given): its type (`SIGNING`, …) and static metadata. */
   registration?: RegisterOptions;
+  /**
+   * Started as `npx --yes tagsched-worker …` from the checkout, in a process group of its own: `child` is
+   * npm (npm → sh -c → node); killing the agent kills the whole group.
+   */
+  viaNpx?: boolean;
 }
 
 /** What registerWorker may set besides the name and concurrency. */
@@ -160,6 +167,7 @@ export const FAST_SERVER_ENV = {
 export function useFleet(): Fleet {
   const fleet = {} as Fleet;
   const children: ChildProcess[] = [];
+  const groups: number[] = []; // process groups of agents started through npx (the agent outlives npm)
   const proxies: TcpProxy[] = [];
   let drop: (() => Promise<void>) | null = null;
   let dir = '';
@@ -271,8 +279,12 @@ export function useFleet(): Fleet {
           ...o.env,
         });
         const flags = [...(o.handlers ?? ['noop']).flatMap((task) => ['--handler', `${task}=sh ${handler}`]), ...(o.providedTags ?? []).flatMap((tag) => ['--provided-tag', tag])];
-        const child = spawn(process.execPath, [AGENT_BIN, '--server', o.url, '--work-dir', workDir, ...flags], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        const args = ['--server', o.url, '--work-dir', workDir, ...flags];
+        const child = o.viaNpx
+          ? spawn('npx', ['--yes', 'tagsched-worker', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+          : spawn(process.execPath, [AGENT_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
         children.push(child);
+        if (o.viaNpx) groups.push(child.pid!);
         const logs: LogLine[] = [];
         let err = '';
         lineCollector(child.stdout!, logs);
@@ -295,7 +307,9 @@ export function useFleet(): Fleet {
               20,
             ),
           signal: (signal) => void child.kill(signal),
+          agentPid: () => (o.viaNpx ? npxAgentPid(child.pid!) : child.pid!),
           async kill() {
+            if (o.viaNpx) killGroup(child.pid!);
             if (child.exitCode !== null || child.signalCode !== null) return;
             child.kill('SIGKILL');
             await exited;
@@ -345,6 +359,7 @@ export function useFleet(): Fleet {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     await Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r)))));
     children.length = 0;
+    for (const g of groups.splice(0)) killGroup(g);
     for (const p of proxies) await p.stop();
     proxies.length = 0;
   };
@@ -429,6 +444,35 @@ export function expectExactlyOnce(fleet: Fleet, finalStates: readonly RequestSta
 }
 
 /** Whether a process still exists. */
+/** SIGKILLs every process of a process group, if any is left. */
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // the group is gone
+  }
+}
+
+/** The child processes of `pid` (Linux: /proc/<pid>/task/<pid>/children). */
+function childPids(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** The agent npm started for `npx tagsched-worker`: the node process below npm (under its `sh -c`, or npm's child where sh execs). */
+function npxAgentPid(npmPid: number): number {
+  for (let level = childPids(npmPid); level.length > 0; level = level.flatMap(childPids)) {
+    for (const pid of level) {
+      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (argv[0] !== 'sh' && argv.some((a) => a.endsWith('/tagsched-worker'))) return pid;
+    }
+  }
+  throw new Error(`no tagsched-worker process under npm (pid ${npmPid})`);
+}
+
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

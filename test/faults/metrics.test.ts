@@ -62,7 +62,7 @@ describe.sequential('/metrics', () => {
 
     // A completion is counted right after its commit: scrape until all nine are (they are at once, as a rule).
     const counted = (m: PromMetrics) => (m.tagsched_work_request_run_seconds?.data as PromHistogramData[] | undefined)?.reduce((s, h) => s + h.count, 0) === 9;
-    const { status, text, metrics } = await until('the nine completions to be counted', async () => {
+    const { text, metrics } = await until('the nine completions to be counted', async () => {
       const s = await scrape(server.url);
       expect(s.status, s.text).toBe(200);
       return counted(s.metrics) && s;

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { ERROR_FIELDS, createPool, createUser, createWorkspace, memberOf, ok, registerWorker, sbuild, submit, submitOk, tagsOf } from '../helpers/fixtures.js';
+import { ERROR_FIELDS, createPool, createUser, createWorkspace, memberOf, ok, registerWorker, sbuild, submitOk, tagsOf } from '../helpers/fixtures.js';
 import { unchanged } from './checksums.js';
 
 const t = useTestApp();

@@ -18,6 +18,8 @@ const token: Record<Who, string | null> = { anonymous: null, outsider: '', other
 /** Viewers that may see the private workspace's work and details. */
 const INSIDERS: Who[] = ['member', 'admin'];
 const SECRET_TAG = 'site:embargo-cve-2026-0001';
+/** A worker's own requirement: it names the private workspace it is kept for. */
+const WORKER_SECRET_TAG = 'task:workspace:hush:embargo';
 const wr: Record<string, string> = {};
 const OTHER_METADATA = { ...AMD64_METADATA, tools: ['secret-tool'] };
 let url: string;
@@ -38,6 +40,8 @@ beforeAll(async () => {
   // It cannot run sbuild, so that no request below is placed on it when created.
   await reportMetadata(t, token.otherWorker!, OTHER_METADATA);
   await createPool(t, { name: 'vis-pool', providedTags: ['site:pool-only'] });
+  // It could run any amd64 sbuild but requires its workspace's tag: the nearest miss of every request below.
+  await reportMetadata(t, await registerWorker(t, 'hush-builder', { staticMetadata: { requiredTags: [WORKER_SECRET_TAG] } }), AMD64_METADATA);
 
   wr.public = (await submitOk(t, sbuild('vis/public', 'pub-pkg'), token.member)).id;
   wr.private = (await submitOk(t, { ...sbuild('vis/private', 'embargoed-pkg'), requiredTags: [SECRET_TAG] }, token.member)).id;
@@ -62,15 +66,18 @@ afterAll(async () => {
 
 const as = (who: Who, query: string, variables: Json = {}) => ok(t, query, variables, token[who]);
 
+/** The requests each viewer may see. */
+const EXPECTED_REQUESTS: Record<Who, string[]> = {
+  anonymous: ['public', 'publicOnPrivate'],
+  outsider: ['public', 'publicOnPrivate'],
+  otherWorker: [],
+  assignedWorker: ['assigned'],
+  member: ['public', 'private', 'assigned', 'publicOnPrivate'],
+  admin: ['public', 'private', 'assigned', 'publicOnPrivate'],
+};
+
 describe('work requests', () => {
-  const EXPECTED: Record<Who, string[]> = {
-    anonymous: ['public', 'publicOnPrivate'],
-    outsider: ['public', 'publicOnPrivate'],
-    otherWorker: [],
-    assignedWorker: ['assigned'],
-    member: ['public', 'private', 'assigned', 'publicOnPrivate'],
-    admin: ['public', 'private', 'assigned', 'publicOnPrivate'],
-  };
+  const EXPECTED = EXPECTED_REQUESTS;
 
   it.each(VIEWERS)('%s: workRequests, workRequest and candidateWorkers agree on the same set', async (who) => {
     const expected = EXPECTED[who].map((l) => wr[l]).sort();
@@ -110,6 +117,45 @@ describe('provisioning demand and diagnosis', () => {
     }
     // Counts stay whole for everybody: demand is the same farm for all.
     expect(d.pendingTotal).toBe(2);
+  });
+
+  /** Viewers that may see workers' tags, so the tags a mismatch names (services/visibility.ts: signed-in users). */
+  const SEES_WORKER_TAGS: Who[] = ['outsider', 'member', 'admin'];
+  type Miss = { pool: string | null; workerNames: string[]; missingOnWorker: string[] | null; missingOnTask: string[] | null; missingOnWorkerCount: number; missingOnTaskCount: number };
+  const MISS = 'pool workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount';
+
+  /** A worker group's missing tags are there for who may see workers' tags, counts only for the others; a pool's are public. */
+  const expectMisses = (who: Who, misses: Miss[]) => {
+    const sees = SEES_WORKER_TAGS.includes(who);
+    expect(JSON.stringify(misses).includes(WORKER_SECRET_TAG)).toBe(sees);
+    for (const m of misses) {
+      const shown = sees || m.pool !== null;
+      expect(m.missingOnWorker === null, `${who}: ${JSON.stringify(m)}`).toBe(!shown);
+      expect(m.missingOnTask === null, `${who}: ${JSON.stringify(m)}`).toBe(!shown);
+      if (shown) expect([m.missingOnWorker!.length, m.missingOnTask!.length]).toEqual([m.missingOnWorkerCount, m.missingOnTaskCount]);
+    }
+    const builder = misses.find((m) => m.workerNames.includes('hush-builder'))!;
+    expect(builder).toMatchObject({ missingOnWorkerCount: 0, missingOnTaskCount: 1, missingOnTask: sees ? [WORKER_SECRET_TAG] : null });
+  };
+
+  it.each(VIEWERS)('%s: a diagnosis names workers\' tags only to those who may see them, and counts them for the others', async (who) => {
+    const r = await as(who, `query($id: ID!) { workRequest(id: $id) { diagnosis { state mismatches { ${MISS} } } } }`, { id: wr.public });
+    if (!EXPECTED_REQUESTS[who].includes('public')) return expect(r.workRequest).toBeNull();
+    const misses = r.workRequest.diagnosis.mismatches as Miss[];
+    expect(r.workRequest.diagnosis.state).toBe('UNSCHEDULABLE');
+    expect(misses.map((m) => m.pool ?? m.workerNames.join()).sort()).toEqual(['assigned-worker', 'hush-builder', 'other-worker', 'vis-pool']);
+    expectMisses(who, misses);
+  });
+
+  it.each(VIEWERS)('%s: the demand\'s nearest matches name workers\' tags only to those who may see them', async (who) => {
+    const d = (await as(who, `{ provisioningDemand { unschedulable { sampleWorkRequestIds nearest { ${MISS} } } } }`)).provisioningDemand;
+    const groups = d.unschedulable as { sampleWorkRequestIds: string[]; nearest: Miss[] }[];
+    const shown = groups.flatMap((g) => g.sampleWorkRequestIds).sort();
+    expect(shown).toEqual(['public', 'private'].filter((l) => EXPECTED_REQUESTS[who].includes(l)).map((l) => wr[l]).sort());
+    if (!groups.length) return;
+    const nearest = groups.flatMap((g) => g.nearest);
+    expect(nearest.map((m) => m.workerNames.join())).toContain('hush-builder');
+    expectMisses(who, nearest);
   });
 
   it('a member reads the diagnosis of the private request; the others cannot reach it', async () => {
@@ -238,6 +284,18 @@ describe('status pages', () => {
     expect(html).toContain('other-worker');
     const shown = ['outsider', 'member', 'admin', 'otherWorker'].includes(who);
     expect(html.includes('worker:cap:secret-tool')).toBe(shown);
+  });
+
+  it.each(VIEWERS)('%s: the queue and a request\'s page name workers\' missing tags only to who may see them (counts for the others)', async (who) => {
+    const sees = ['outsider', 'member', 'admin'].includes(who);
+    const queue = await page('/-/status/queue/', who);
+    expect(queue.status).toBe(200);
+    expect(queue.html.includes(WORKER_SECRET_TAG), 'queue').toBe(sees);
+    const one = await page(`/-/status/work-requests/${wr.public}/`, who);
+    if (!EXPECTED_REQUESTS[who].includes('public')) return expect(one.status).toBe(404);
+    expect(one.status).toBe(200);
+    expect(one.html.includes(WORKER_SECRET_TAG), 'work request page').toBe(sees);
+    if (!sees) expect(one.html).toContain('1 tag (shown to signed-in users)');
   });
 
   it.each(VIEWERS)('%s: the workers list shows name, type, pool and status to all', async (who) => {

@@ -19,7 +19,7 @@ export const DEMAND = `query ProvisioningDemand {
       pendingRunnable pendingAssigned idleCompatibleSlots activeInstances startingInstances
       workersRequired launch limitedBy averageTaskSeconds stopWorkers { name } degraded lastError monthRuntimeSeconds
     }
-    unschedulable { count requiredTags providedTags sampleWorkRequestIds nearest { pool workerNames missingOnWorker missingOnTask } }
+    unschedulable { count requiredTags providedTags sampleWorkRequestIds nearest { pool workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount } }
   }
 }`;
 
@@ -45,7 +45,8 @@ interface UnschedulableRow {
   requiredTags: string[];
   providedTags: string[];
   sampleWorkRequestIds: string[];
-  nearest: { pool: string | null; workerNames: string[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+  /** The tag lists are null for workers whose tags the caller may not see; the counts are always there. */
+  nearest: { pool: string | null; workerNames: string[]; missingOnWorker: string[] | null; missingOnTask: string[] | null; missingOnWorkerCount: number; missingOnTaskCount: number }[];
 }
 
 interface DemandData {
@@ -57,7 +58,8 @@ function nearestText(group: UnschedulableRow): string {
   const n = group.nearest[0];
   if (!n) return 'no worker or pool at all';
   const who = n.pool ? `pool ${n.pool}` : n.workerNames.length ? n.workerNames.slice(0, 3).join(', ') + (n.workerNames.length > 3 ? ', …' : '') : 'workers';
-  const missing = [n.missingOnWorker.length ? `lacks ${n.missingOnWorker.join(', ')}` : '', n.missingOnTask.length ? `requires ${n.missingOnTask.join(', ')}` : '']
+  const tags = (list: string[] | null, count: number) => list?.join(', ') ?? `${count} tag${count === 1 ? '' : 's'} you may not see`;
+  const missing = [n.missingOnWorkerCount ? `lacks ${tags(n.missingOnWorker, n.missingOnWorkerCount)}` : '', n.missingOnTaskCount ? `requires ${tags(n.missingOnTask, n.missingOnTaskCount)}` : '']
     .filter(Boolean)
     .join('; ');
   return `${who}: ${missing}`;

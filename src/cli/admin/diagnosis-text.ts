@@ -12,7 +12,16 @@ export interface DiagnosisData {
   busyWorkers: number;
   unavailableWorkers: { reason: string; count: number }[];
   matchingPools: string[];
-  mismatches: { pool: string | null; workerCount: number; workerNames: string[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+  /** The tag lists are null for workers whose tags the caller may not see; the counts are always there. */
+  mismatches: {
+    pool: string | null;
+    workerCount: number;
+    workerNames: string[];
+    missingOnWorker: string[] | null;
+    missingOnTask: string[] | null;
+    missingOnWorkerCount: number;
+    missingOnTaskCount: number;
+  }[];
 }
 
 /** The fields of a work request `why` reads. */
@@ -30,7 +39,7 @@ export interface WhyData {
 /** The selection of WhyData. */
 export const WHY_FIELDS = `id status result statusReason dependsOn hiddenDependencyCount worker { name }
   diagnosis { state matchingWorkers availableWorkers busyWorkers unavailableWorkers { reason count } matchingPools
-    mismatches { pool workerCount workerNames missingOnWorker missingOnTask } }`;
+    mismatches { pool workerCount workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount } }`;
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const names = (list: readonly string[], max = 3) => (list.length > max ? `${list.slice(0, max).join(', ')}, …` : list.join(', '));
@@ -46,8 +55,9 @@ function who(m: DiagnosisData['mismatches'][number]): string {
 /** What one group or pool lacks, in words. */
 function lacks(m: DiagnosisData['mismatches'][number]): string {
   const parts: string[] = [];
-  if (m.missingOnWorker.length) parts.push(`${m.pool || m.workerCount !== 1 ? 'lack' : 'lacks'} ${m.missingOnWorker.join(', ')}`);
-  if (m.missingOnTask.length) parts.push(`${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${m.missingOnTask.join(', ')}, which the request does not provide`);
+  const tags = (list: string[] | null, count: number) => list?.join(', ') ?? `${plural(count, 'tag')} you may not see`;
+  if (m.missingOnWorkerCount) parts.push(`${m.pool || m.workerCount !== 1 ? 'lack' : 'lacks'} ${tags(m.missingOnWorker, m.missingOnWorkerCount)}`);
+  if (m.missingOnTaskCount) parts.push(`${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${tags(m.missingOnTask, m.missingOnTaskCount)}, which the request does not provide`);
   return parts.join('; ');
 }
 
@@ -59,7 +69,7 @@ function unavailableText(d: DiagnosisData): string {
 /** Tags every worker group and pool lacks: then "no worker provides X" is true. */
 function missingEverywhere(d: DiagnosisData): string[] {
   if (d.mismatches.length === 0) return [];
-  return d.mismatches.map((m) => m.missingOnWorker).reduce((common, tags) => common.filter((t) => tags.includes(t)));
+  return d.mismatches.map((m) => m.missingOnWorker ?? []).reduce((common, tags) => common.filter((t) => tags.includes(t)));
 }
 
 /** Why the request is not waiting, for a request that is not PENDING. */

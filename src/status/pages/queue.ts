@@ -9,16 +9,15 @@ import type { Config } from '../../config.js';
 import { intArray } from '../../db/arrays.js';
 import { createLoaders } from '../../loaders.js';
 import { loadTaskTags } from '../../scheduler/candidates.js';
-import { diagnose } from '../../scheduler/diagnosis.js';
+import { diagnose, type Mismatch } from '../../scheduler/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { principalOf, workRequestSql } from '../../services/visibility.js';
+import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../services/visibility.js';
 import { between, duration } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { diagnosisView, pager, table, tagList } from '../parts.js';
 import { pageNumber, StatusError, wholeNumber } from '../request.js';
 import { toWorkRow, WORK_ROW_FROM, WORK_ROW_SQL, workLink } from '../work-rows.js';
-import { seesOtherWorkersDetails } from './workers.js';
 
 const CLASSES_PER_PAGE = 20;
 const REQUESTS_PER_CLASS = 5;
@@ -63,7 +62,7 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
   const firsts = onPage.map((c) => requests.find((r) => r.classId === (c.class_id ?? 0))!);
   const [tags, workers, pools] = await Promise.all([loadTaskTags(em, firsts.map((r) => r.id)), loaders.workerStates(), loaders.poolTemplates()]);
   const classLink = (c: { class_id: number | null }, p = 1) => href(['queue'], { class: c.class_id ?? 0, page: p > 1 ? p : null });
-  const workerTags = seesOtherWorkersDetails(principal);
+  const workerTags = (m: Mismatch) => canSeeWorkerGroupTags(principal, m.workerIds);
 
   const sections = onPage.map((c, i) => {
     const first = firsts[i];

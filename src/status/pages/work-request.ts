@@ -10,7 +10,7 @@ import { createLoaders } from '../../loaders.js';
 import { diagnose } from '../../scheduler/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { readLog } from '../../services/job-output.js';
-import { principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
+import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { between, bytes, duration, utc } from '../format.js';
 import { href, html } from '../html.js';
@@ -18,7 +18,6 @@ import { layout, type PageContext } from '../layout.js';
 import { badge, diagnosisView, refusedTable, table, tagTable } from '../parts.js';
 import { idSegment, StatusError, wholeNumber } from '../request.js';
 import { workLink } from '../work-rows.js';
-import { seesOtherWorkersDetails } from './workers.js';
 
 /** The most of the log one page shows, in bytes. */
 export const LOG_PAGE_BYTES = 256 * 1024;
@@ -88,7 +87,7 @@ ${wr.retryCount ? html`<dt>Retries</dt><dd>${wr.retryCount}</dd>` : ''}
 <h2>Log</h2>
 ${logView}
 <h2>Diagnosis</h2>
-${diagnosisView(diagnosis, seesOtherWorkersDetails(principal))}
+${diagnosisView(diagnosis, (m) => canSeeWorkerGroupTags(principal, m.workerIds))}
 ${wr.status === 'PENDING' && !orchestrated ? html`<h2>Candidate workers</h2>${table(['Worker', 'Now'], candidateList, 'No worker matches its tags.')}${candidates.length > CANDIDATES_SHOWN ? html`<p class="muted">and ${candidates.length - CANDIDATES_SHOWN} more</p>` : ''}` : ''}
 <h2>Required tags</h2>
 ${tagTable(wr.requiredEntries)}

@@ -572,9 +572,9 @@ describe('work and demand', () => {
     const before = JSON.parse(pages[pages.length - 1]).workRequest.log.totalBytes as number;
     let seen = '';
     const following = cli(['work', 'log', id, '--follow', '--offset', String(before)], { onStdout: (chunk) => (seen += chunk) });
-    let offset = await appendLog(id, before, 'compiling\n');
+    const offset = await appendLog(id, before, 'compiling\n');
     await vi.waitFor(() => expect(seen).toContain('compiling\n'), { timeout: 30_000, interval: 50 });
-    offset = await appendLog(id, offset, 'error: it broke\n');
+    await appendLog(id, offset, 'error: it broke\n');
     const done = await ok(
       t,
       'mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: FAILURE, exitCode: 2 }) { __typename ... on WorkRequest { status } } }',

@@ -14,8 +14,19 @@ const pending = (diagnosis: Partial<DiagnosisData>, extra: Partial<WhyData> = {}
   ...extra,
   diagnosis: { ...NONE, ...diagnosis },
 });
-const group = (names: string[], missingOnWorker: string[], missingOnTask: string[] = [], workerCount = names.length) => ({ pool: null, workerCount, workerNames: names, missingOnWorker, missingOnTask });
-const pool = (name: string, missingOnWorker: string[], missingOnTask: string[] = []) => ({ pool: name, workerCount: 0, workerNames: [], missingOnWorker, missingOnTask });
+const counted = (missingOnWorker: string[], missingOnTask: string[]) => ({ missingOnWorker, missingOnTask, missingOnWorkerCount: missingOnWorker.length, missingOnTaskCount: missingOnTask.length });
+const group = (names: string[], missingOnWorker: string[], missingOnTask: string[] = [], workerCount = names.length) => ({ pool: null, workerCount, workerNames: names, ...counted(missingOnWorker, missingOnTask) });
+const pool = (name: string, missingOnWorker: string[], missingOnTask: string[] = []) => ({ pool: name, workerCount: 0, workerNames: [], ...counted(missingOnWorker, missingOnTask) });
+/** A group whose tags the caller may not see: the API gives the counts only. */
+const hiddenGroup = (names: string[], onWorker: number, onTask: number) => ({
+  pool: null,
+  workerCount: names.length,
+  workerNames: names,
+  missingOnWorker: null,
+  missingOnTask: null,
+  missingOnWorkerCount: onWorker,
+  missingOnTaskCount: onTask,
+});
 
 describe('explain', () => {
   it.each([
@@ -73,6 +84,15 @@ describe('explain', () => {
       'matching but unavailable: 1 draining',
       'workers a, b, c, … (12 in all): lack worker:class:large',
       'pool cloud: lack worker:build-arch:riscv64; require task:x, which the request does not provide',
+    ]);
+  });
+
+  it('says how many tags are missing where the caller may not see which (anonymous, another worker)', () => {
+    const { summary, details } = explain(pending({ state: 'UNSCHEDULABLE', mismatches: [hiddenGroup(['secure-1'], 0, 1), hiddenGroup(['arm-1', 'arm-2'], 2, 1)] }));
+    expect(summary).toBe('unschedulable: no worker or pool matches (nearest: worker secure-1, which requires 1 tag you may not see, which the request does not provide)');
+    expect(details).toEqual([
+      'worker secure-1: requires 1 tag you may not see, which the request does not provide',
+      'workers arm-1, arm-2: lack 2 tags you may not see; require 1 tag you may not see, which the request does not provide',
     ]);
   });
 
