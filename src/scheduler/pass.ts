@@ -15,16 +15,48 @@ interface FreeWorker {
   free: number;
   eligible: number[];
   pooled: boolean;
+  size: [number, number];
+}
+
+/** The tag a request requires to be heavy work (DESIGN §17): it goes to the strongest worker that fits. */
+export const HEAVY_TAG = 'worker:class:large';
+
+/** Whether a class's requirements make it heavy work. */
+export const isHeavy = (requiredTags: readonly string[]) => requiredTags.includes(HEAVY_TAG);
+
+/** A worker's size for placement: its CPUs, then its memory in GiB, as its provided valued tags say (0 when absent). */
+export function workerSize(providedTags: readonly string[]): [number, number] {
+  let cpus = 0;
+  let memory = 0;
+  for (const t of providedTags) {
+    if (t.startsWith('worker:cpu-count=')) cpus = Number(t.slice('worker:cpu-count='.length)) || 0;
+    else if (t.startsWith('worker:memory-gib=')) memory = Number(t.slice('worker:memory-gib='.length)) || 0;
+  }
+  return [cpus, memory];
+}
+
+/** A free worker as the preference sees it. */
+export interface Preferable {
+  readonly pooled: boolean;
+  readonly size: readonly [number, number];
+  readonly eligible: number;
+  readonly id: number;
 }
 
 /**
- * The order in which free workers are offered work (DESIGN §17), a preference and never a filter:
- * static workers before pool workers (so that pools can shrink), then the specialised before the
- * generalists (a worker that can run fewer classes should not lose its only work to one that can run
- * more), then by id. The placement of a new request (place.ts) uses the same order.
+ * The order in which free workers are offered a request (DESIGN §17), a preference and never a
+ * filter: static workers before pool workers (so that pools can shrink); then, for heavy work
+ * (isHeavy), the largest worker first, and for other work the smallest first (so that large workers
+ * stay free for heavy work); then the specialised before the generalists (a worker that can run fewer
+ * classes should not lose its only work to one that can run more); then by id. The placement of a new
+ * request (place.ts) uses the same order.
  */
-export const workerPreference = (a: { pooled: boolean; eligible: number; id: number }, b: { pooled: boolean; eligible: number; id: number }) =>
-  Number(a.pooled) - Number(b.pooled) || a.eligible - b.eligible || a.id - b.id;
+export const workerPreference =
+  (heavy: boolean) =>
+  (a: Preferable, b: Preferable): number => {
+    const bySize = a.size[0] - b.size[0] || a.size[1] - b.size[1];
+    return Number(a.pooled) - Number(b.pooled) || (heavy ? -bySize : bySize) || a.eligible - b.eligible || a.id - b.id;
+  };
 
 /**
  * One full scheduling pass, in bulk: every available worker with a free slot, every task class it may
@@ -57,7 +89,7 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
     const free = r.concurrency - (loads.get(r.id) ?? 0);
     if (free <= 0) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (eligible.length) workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null });
+    if (eligible.length) workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
   }
   if (!workers.length) return [];
 
@@ -71,12 +103,21 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
 
   const byClass = new Map<number, FreeWorker[]>();
-  const preferred = [...workers].sort((a, b) => workerPreference({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
-  for (const w of preferred) {
-    for (const c of w.eligible) {
-      let list = byClass.get(c);
-      if (!list) byClass.set(c, (list = []));
-      list.push(w);
+  // Each class's workers in the order of preference for that class: one order for heavy classes, one for the others.
+  const preferredOrder = (heavy: boolean) => {
+    const cmp = workerPreference(heavy);
+    return [...workers].sort((a, b) => cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
+  };
+  const heavyClass = (c: number) => isHeavy(cache.get(c)?.requiredTags ?? []);
+  for (const heavy of [false, true]) {
+    if (!classIds.some((c) => heavyClass(c) === heavy)) continue;
+    for (const w of preferredOrder(heavy)) {
+      for (const c of w.eligible) {
+        if (heavyClass(c) !== heavy) continue;
+        let list = byClass.get(c);
+        if (!list) byClass.set(c, (list = []));
+        list.push(w);
+      }
     }
   }
   const initialFree = new Map(workers.map((w) => [w, w.free]));

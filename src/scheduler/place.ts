@@ -4,7 +4,7 @@ import { textArray } from '../db/arrays.js';
 import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { assignNextWork, type Assignment } from './next-work.js';
-import { workerPreference } from './pass.js';
+import { isHeavy, workerPreference, workerSize } from './pass.js';
 
 const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones
 const ATTEMPTS = 4; // workers tried before the request is left to the next pass
@@ -31,7 +31,7 @@ const FREE_FOR_CLASS_SQL = `
  * free worker that may run the request's class and lets that worker pull (assignNextWork), so the
  * worker gets what it would have got by asking: the first request in queue order of all the classes
  * it may run, which is the new one unless older work it may run is waiting too. Workers are tried in
- * the pass's order of preference (workerPreference: static before pool workers, then specialised). Workers busy in another transaction are
+ * the pass's order of preference (workerPreference: static before pool workers, then by size, then specialised). Workers busy in another transaction are
  * skipped, not waited for.
  *
  * This spares the full pass (every connected worker loaded and locked) for the common case of a
@@ -54,12 +54,12 @@ export async function placeRequest(
     textArray(taskClass.requiredTags.filter((t) => !t.includes('>='))),
     textArray(taskClass.significantProvidedTags),
   ]);
-  const candidates: { id: number; eligible: number; pooled: boolean }[] = [];
+  const candidates: { id: number; eligible: number; pooled: boolean; size: [number, number] }[] = [];
   for (const r of rows) {
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null });
+    if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
   }
-  candidates.sort(workerPreference);
+  candidates.sort(workerPreference(isHeavy(taskClass.requiredTags)));
 
   const assignments: Assignment[] = [];
   for (const c of candidates.slice(0, ATTEMPTS)) {

@@ -8,10 +8,10 @@ const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000,
 
 const META = (arch: string, memoryGib = 8) => ({ ...AMD64_METADATA, architectures: [arch], totalPhysicalMemory: memoryGib * 1024 ** 3 });
 
-async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[]; pool?: string } = {}): Promise<string> {
+async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[]; providedTags?: string[]; pool?: string } = {}): Promise<string> {
   const reg = await t.gql(
     `mutation($n: String!, $c: Int, $s: WorkerMetadataInput, $p: String) { registerWorker(input: { name: $n, concurrency: $c, staticMetadata: $s, pool: $p }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
-    { n: name, c: opts.concurrency ?? 1, s: opts.requiredTags ? { requiredTags: opts.requiredTags } : null, p: opts.pool ?? null },
+    { n: name, c: opts.concurrency ?? 1, s: opts.requiredTags || opts.providedTags ? { requiredTags: opts.requiredTags, providedTags: opts.providedTags } : null, p: opts.pool ?? null },
   );
   const token = reg.data!.registerWorker.token as string;
   expect(token, JSON.stringify(reg)).toBeDefined();
@@ -81,6 +81,17 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
     expect(await stateOf(first)).toEqual({ status: 'ASSIGNED', worker: 'place-s390x-static' });
     const second = await sbuild('s390x');
     expect(await stateOf(second)).toEqual({ status: 'ASSIGNED', worker: 'place-s390x-pooled' });
+  });
+
+  it('puts heavy work on the largest free worker and other work on the smallest that fits', async () => {
+    // Both may run heavy work (worker:class:large); the larger is registered first (a lower id).
+    await worker('place-armel-64g', 'armel', { memoryGib: 64, providedTags: ['worker:class:large'] });
+    await worker('place-armel-8g', 'armel', { memoryGib: 8, providedTags: ['worker:class:large'] });
+    const light = await sbuild('armel');
+    expect(await stateOf(light)).toEqual({ status: 'ASSIGNED', worker: 'place-armel-8g' });
+    await t.sql(`update work_request set status = 'ABORTED' where id = ?`, [light]); // both free again
+    const heavy = await sbuild('armel', { requiredTags: ['worker:class:large'] });
+    expect(await stateOf(heavy)).toEqual({ status: 'ASSIGNED', worker: 'place-armel-64g' });
   });
 
   it('keeps an exclusive worker for the work it requires', async () => {

@@ -88,6 +88,10 @@ const workerArb = (u: Universe) =>
     quarantined: weighted(0.08),
     // A worker of the world's first pool, when it has one (its tags are its own here, not the pool's).
     pooled: weighted(0.3),
+    // Its size (DESIGN §17: heavy work on the largest, other work on the smallest that fits).
+    cpus: fc.constantFrom(undefined, 2, 8, 32),
+    memoryGib: fc.constantFrom(undefined, 4, 64),
+    large: weighted(0.3),
   });
 
 const requestArb = (u: Universe) =>
@@ -101,6 +105,7 @@ const requestArb = (u: Universe) =>
     priorityBase: fc.integer({ min: -1, max: 2 }),
     priorityAdjustment: fc.constantFrom(0, 0, 0, -1, 1),
     createdAtSeconds: fc.integer({ min: 0, max: 3 }),
+    heavy: weighted(0.25),
   });
 
 const poolArb = (u: Universe) =>
@@ -127,16 +132,22 @@ type World = typeof worldArb extends fc.Arbitrary<infer W> ? W : never;
 /** The rows of a generated world: named, with the type tags their type implies. */
 function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; pools: PoolRow[] } {
   return {
-    workers: world.workers.map(({ pooled, ...w }, i) => ({
+    workers: world.workers.map(({ pooled, cpus, memoryGib, large, ...w }, i) => ({
       ...w,
       pool: pooled && world.pools.length ? 'p0' : null,
       name: `w${String(i).padStart(2, '0')}`,
-      providedTags: uniq([...w.providedTags, `worker:type:${w.type}`]),
+      providedTags: uniq([
+        ...w.providedTags.filter((t) => !t.startsWith('worker:cpu-count=') && !t.startsWith('worker:memory-gib=')),
+        `worker:type:${w.type}`,
+        ...(cpus === undefined ? [] : [`worker:cpu-count=${cpus}`]),
+        ...(memoryGib === undefined ? [] : [`worker:memory-gib=${memoryGib}`]),
+        ...(large ? ['worker:class:large'] : []),
+      ]),
     })),
-    requests: world.requests.map((r, i) => ({
+    requests: world.requests.map(({ heavy, ...r }, i) => ({
       ...r,
       key: `r${String(i).padStart(2, '0')}`,
-      requiredTags: r.type ? uniq([...r.requiredTags, `worker:type:${r.type}`]) : r.requiredTags,
+      requiredTags: uniq([...r.requiredTags, ...(r.type ? [`worker:type:${r.type}`] : []), ...(heavy ? ['worker:class:large'] : [])]),
     })),
     pools: world.pools.map((p, i) => ({
       name: `p${i}`,
@@ -175,7 +186,23 @@ interface QueuedRequest extends RequestRow {
 const queueOrder = (a: QueuedRequest, b: QueuedRequest) =>
   b.priorityBase + b.priorityAdjustment - (a.priorityBase + a.priorityAdjustment) || a.createdAtSeconds - b.createdAtSeconds || a.id - b.id;
 
-/** The next request of a worker: the first pending one it matches, in queue order, if it may take one now. */
+/** A worker's CPUs and memory, from its provided tags (0 when absent). */
+const refSize = (w: WorkerRow) => {
+  const value = (name: string) => Number(w.providedTags.find((t) => t.startsWith(`${name}=`))?.slice(name.length + 1) ?? 0);
+  return [value('worker:cpu-count'), value('worker:memory-gib')];
+};
+/**
+ * Whether placement must offer request r to worker x before worker w (DESIGN §17): static workers
+ * before pool workers; then, among equals, the larger for heavy work (it requires worker:class:large)
+ * and the smaller for the rest.
+ */
+function refPrefers(r: RequestRow, x: WorkerRow, w: WorkerRow): boolean {
+  if (!x.pool !== !w.pool) return !x.pool;
+  const [xs, ws] = [refSize(x), refSize(w)];
+  const bySize = xs[0] - ws[0] || xs[1] - ws[1];
+  return r.requiredTags.includes('worker:class:large') ? bySize > 0 : bySize < 0;
+}
+
 /** Pairs "request id:worker name" that a release backoff keeps apart (DESIGN §17). */
 type BackedOffPairs = ReadonlySet<string>;
 const offered = (r: QueuedRequest, w: WorkerRow, backedOff: BackedOffPairs) => matches(r, w) && !backedOff.has(`${r.id}:${w.name}`);
@@ -354,9 +381,8 @@ async function checkWorld(world: World): Promise<void> {
   }
   expect([...left.values()].every((n) => n >= 0)).toBe(true);
   for (const [rid, w] of taken) {
-    if (!w.pool) continue;
     const r = pending.find((p) => p.id === rid)!;
-    for (const s of workers.filter((x) => !x.pool && offered(r, x, backedOff))) expect(left.get(s.id), `${r.key} went to pool worker ${w.name} while static ${s.name} had room`).toBe(0);
+    for (const x of workers.filter((x) => offered(r, x, backedOff) && refPrefers(r, x, w))) expect(left.get(x.id), `${r.key} went to ${w.name} while preferred ${x.name} had room`).toBe(0);
   }
   for (const r of pending.filter((p) => !taken.has(p.id))) {
     for (const w of workers.filter((x) => offered(r, x, backedOff))) {
