@@ -1,7 +1,7 @@
 import { builder } from '../builder.js';
+import { ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
 import { EnvironmentSchema, type Environment } from '../entities/environment.js';
 import { createEnvironment } from '../services/environments.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({
@@ -24,7 +24,7 @@ builder.mutationFields((t) => ({
   createEnvironment: t.field({
     type: EnvironmentRef,
     description: 'Admin: registers an environment',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateEnvironmentInput', {

@@ -60,6 +60,3 @@ for (const [cls, name] of [
 ] as const) {
   builder.objectType(cls, { name, interfaces: [ErrorInterface], isTypeOf: (e) => e instanceof cls, fields: () => ({}) });
 }
-
-/** The errors every mutation may return. */
-export const COMMON_ERRORS = [InputError, NotFoundError, AlreadyExistsError, ForbiddenError, UnauthenticatedError, InvalidStateError];

@@ -1,7 +1,7 @@
 import { builder } from '../builder.js';
+import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
 import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
-import { COMMON_ERRORS } from './errors.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { WorkerRef } from './worker.js';
@@ -60,7 +60,7 @@ builder.mutationFields((t) => ({
   createInstance: t.field({
     type: InstanceLaunchPayload,
     description: 'Admin, TAGSCHED_PROVISIONER=off: records an instance the site\u2019s script is about to start (its worker, LAUNCHING) and returns its activation token',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateInstanceInput', { fields: (f) => ({ pool: f.string({ required: true }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
@@ -72,7 +72,7 @@ builder.mutationFields((t) => ({
   recordInstanceLaunched: t.field({
     type: InstanceRef,
     description: 'Admin, TAGSCHED_PROVISIONER=off: records the provider\u2019s id of an instance the site\u2019s script started',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('RecordInstanceLaunchedInput', { fields: (f) => ({ name: f.string({ required: true }), providerId: f.string({ required: true }) }) }),
@@ -84,7 +84,7 @@ builder.mutationFields((t) => ({
   recordInstanceStopped: t.field({
     type: InstanceRef,
     description: 'Admin, TAGSCHED_PROVISIONER=off: records that an instance is gone (FAILED with an error); its worker is terminated and its work re-queued',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('RecordInstanceStoppedInput', { fields: (f) => ({ name: f.string({ required: true }), error: f.string() }) }),

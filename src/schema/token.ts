@@ -1,8 +1,8 @@
 import { builder } from '../builder.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { TOKEN_KINDS, type Token } from '../entities/token.js';
 import { createToken, listTokens, revokeToken, rotateToken } from '../services/token-lifecycle.js';
 import { tokenRefusal } from '../services/tokens.js';
-import { COMMON_ERRORS } from './errors.js';
 
 const TokenKindEnum = builder.enumType('TokenKind', {
   values: Object.fromEntries(TOKEN_KINDS.map((k) => [k.toUpperCase(), { value: k }])) as Record<string, { value: (typeof TOKEN_KINDS)[number] }>,
@@ -49,7 +49,7 @@ builder.mutationFields((t) => ({
   createToken: t.field({
     type: TokenValuePayload,
     description: 'A new user token (admins: for any user; users: for themselves), optionally expiring; its value is shown once',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateTokenInput', {
@@ -67,7 +67,7 @@ builder.mutationFields((t) => ({
   revokeToken: t.field({
     type: TokenRef,
     description: 'Revokes a token (admins: any; users: their own; workers: their own): refused from now on, its WebSockets closed',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('RevokeTokenInput', { fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
@@ -79,7 +79,7 @@ builder.mutationFields((t) => ({
   rotateToken: t.field({
     type: TokenValuePayload,
     description: 'A new value for a token (same owner, kind and label), shown once; the old value is revoked at once',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('RotateTokenInput', {

@@ -1,7 +1,7 @@
 import { builder } from '../builder.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { heartbeat } from '../services/presence.js';
 import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work-lifecycle.js';
-import { COMMON_ERRORS } from './errors.js';
 import { ResultEnum, WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 
@@ -34,14 +34,14 @@ builder.mutationFields((t) => ({
   heartbeat: t.field({
     type: HeartbeatPayload,
     description: 'Worker token: the agent is alive (lighter than a metadata report)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: { input: t.arg({ type: HeartbeatInput, required: true }) },
     resolve: (_r, { input }, ctx) => heartbeat(ctx.em, ctx.viewer, ctx.events, input),
   }),
   releaseWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'Worker token: gives an assignment back to the queue untouched (no handler for it, shutting down)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('ReleaseWorkRequestInput', {
@@ -59,13 +59,13 @@ builder.mutationFields((t) => ({
   requestWork: t.field({
     type: RequestWorkPayload,
     description: 'Worker token: atomically assigns and returns the next work request this worker may run (pull)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [UnauthenticatedError, ForbiddenError] },
     resolve: async (_r, _a, ctx) => ({ workRequest: await requestWork(ctx) }),
   }),
   startWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'Worker token: acknowledges an assignment, ASSIGNED → RUNNING',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('StartWorkRequestInput', {
@@ -80,7 +80,7 @@ builder.mutationFields((t) => ({
   completeWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'The assigned worker (or an admin) records the result, with the handler\'s exit code; a FAILURE or ERROR without a statusReason takes the last lines of the output as its reason',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('CompleteWorkRequestInput', {

@@ -2,7 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import { costOf, pagedCost } from '../limits/cost.js';
-import { InputError, NotFoundError } from '../errors.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
@@ -12,7 +12,6 @@ import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } 
 import { splitWorkspaceName } from '../services/validate.js';
 import { idempotent } from '../services/idempotency.js';
 import { principalOf, workRequestSql } from '../services/visibility.js';
-import { COMMON_ERRORS } from './errors.js';
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
@@ -246,7 +245,7 @@ builder.mutationFields((t) => ({
   }),
   createWorkRequest: t.field({
     type: WorkRequestRef,
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: { input: t.arg({ type: CreateWorkRequestInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const request = { ...input, dependsOn: input.dependsOn?.map(String) };
@@ -263,7 +262,7 @@ builder.mutationFields((t) => ({
   }),
   abortWorkRequest: t.field({
     type: WorkRequestRef,
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('AbortWorkRequestInput', {
@@ -278,7 +277,7 @@ builder.mutationFields((t) => ({
   addWorkRequestDependencies: t.field({
     type: WorkRequestRef,
     description: 'Adds dependencies to a BLOCKED request; cycles are refused',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('AddWorkRequestDependenciesInput', {

@@ -1,12 +1,12 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
+import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { poolHealth } from '../scheduler/pool-health.js';
 import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
 import { isAdmin } from '../services/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
 
@@ -157,7 +157,7 @@ builder.queryFields((t) => ({
 builder.mutationFields((t) => ({
   createWorkerPool: t.field({
     type: WorkerPoolRef,
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: { input: t.arg({ type: WorkerPoolInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_root, { input, idempotencyKey }, ctx) =>
       createOnce<WorkerPool>(
@@ -171,14 +171,14 @@ builder.mutationFields((t) => ({
   }),
   updateWorkerPool: t.field({
     type: WorkerPoolRef,
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: { input: t.arg({ type: WorkerPoolInput, required: true }) },
     resolve: (_root, { input }, ctx) => updateWorkerPool(ctx.em, ctx.viewer, ctx.config, ctx.secrets, ctx.events, input),
   }),
   createActivationToken: t.field({
     type: ActivationTokenPayload,
     description: 'Admin: a pool-wide one-shot token; the agent that trades it becomes a new worker of the pool (for instances started by hand)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateActivationTokenInput', {

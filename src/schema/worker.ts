@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
+import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Context } from '../context.js';
 import { asFilter } from '../db/condition.js';
 import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/visibility.js';
@@ -7,7 +8,6 @@ import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';
 import { terminateWorker } from '../services/terminate.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
@@ -146,7 +146,7 @@ const switchField = (change: keyof typeof WORKER_SWITCHES, description: string) 
     t.field({
       type: WorkerRef,
       description,
-      errors: { types: COMMON_ERRORS },
+      errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
       args: {
         input: t.arg({
           type: builder.inputType(`${change[0].toUpperCase()}${change.slice(1)}WorkerInput`, {
@@ -169,7 +169,7 @@ builder.mutationFields((t) => ({
   terminateWorker: t.field({
     type: WorkerRef,
     description: 'Admin: terminates a pool worker: INACTIVE at once (its tokens refused), work it had not started back to PENDING, running work re-queued as a retry; its instance STOPPING',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({ type: builder.inputType('TerminateWorkerInput', { fields: (f) => ({ name: f.string({ required: true }) }) }), required: true }),
     },
@@ -178,7 +178,7 @@ builder.mutationFields((t) => ({
   registerWorker: t.field({
     type: WorkerTokenPayload,
     description: 'Admin: registers a worker and returns its token (shown once)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError] },
     args: {
       input: t.arg({
         type: builder.inputType('RegisterWorkerInput', {
@@ -207,14 +207,14 @@ builder.mutationFields((t) => ({
   activateWorker: t.field({
     type: WorkerTokenPayload,
     description: 'With a pool activation token: creates this instance as a worker of the pool and returns its worker token',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: { input: t.arg({ type: builder.inputType('ActivateWorkerInput', { fields: (f) => ({ name: f.string() }) }), required: true }) },
     resolve: (_root, { input }, ctx) => activateWorker(ctx.em, ctx.viewer, ctx.config, input),
   }),
   reportWorkerMetadata: t.field({
     type: WorkerRef,
     description: 'Worker token: reports dynamic metadata; the worker tags are recomputed (refused tags are recorded, never fatal)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: {
       input: t.arg({
         type: builder.inputType('ReportWorkerMetadataInput', { fields: (f) => ({ metadata: f.field({ type: WorkerMetadataInput, required: true }) }) }),
@@ -226,7 +226,7 @@ builder.mutationFields((t) => ({
   setWorkerStaticMetadata: t.field({
     type: WorkerRef,
     description: 'Admin: replaces the static metadata of a worker (admin provenance) and recomputes its tags',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('SetWorkerStaticMetadataInput', {

@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
+import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { GroupSchema, type Group } from '../entities/group.js';
 import { TaskRuleSchema, type TaskRule } from '../entities/task-rule.js';
 import { UserSchema, type User } from '../entities/user.js';
@@ -9,7 +10,6 @@ import { asFilter } from '../db/condition.js';
 import { addGroupMembers, createGroup, createUser, createWorkspace, setWorkspaceMember, updateWorkspace } from '../services/directory.js';
 import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/visibility.js';
 import { createTaskRule } from '../services/task-rules.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
@@ -172,7 +172,7 @@ builder.mutationFields((t) => ({
   createUser: t.field({
     type: UserTokenPayload,
     description: 'Admin: creates a user and returns its token (shown once)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: {
       input: t.arg({ type: builder.inputType('CreateUserInput', { fields: (f) => ({ username: f.string({ required: true }), isAdmin: f.boolean() }) }), required: true }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
@@ -190,7 +190,7 @@ builder.mutationFields((t) => ({
   createWorkspace: t.field({
     type: WorkspaceRef,
     description: 'Admin: creates a workspace (and its scope when new)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: { input: t.arg({ type: WorkspaceInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
       createOnce<Workspace>(
@@ -205,14 +205,14 @@ builder.mutationFields((t) => ({
   updateWorkspace: t.field({
     type: WorkspaceRef,
     description: 'Admins and owners: visibility and the tag prefixes members may provide',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, ForbiddenError, NotFoundError] },
     args: { input: t.arg({ type: WorkspaceInput, required: true }) },
     resolve: (_r, { input }, ctx) => updateWorkspace(ctx.em, ctx.viewer, input),
   }),
   setWorkspaceMember: t.field({
     type: WorkspaceRef,
     description: 'Admins and owners: adds a member or changes its role',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('SetWorkspaceMemberInput', {
@@ -226,7 +226,7 @@ builder.mutationFields((t) => ({
   createGroup: t.field({
     type: GroupRef,
     description: 'Admin: a group in a scope, optionally tied to a workspace; its members get task:group:* tags',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateGroupInput', { fields: (f) => ({ scope: f.string({ required: true }), name: f.string({ required: true }), workspace: f.string() }) }),
@@ -237,7 +237,7 @@ builder.mutationFields((t) => ({
   }),
   addGroupMembers: t.field({
     type: GroupRef,
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('AddGroupMembersInput', {
@@ -255,7 +255,7 @@ builder.mutationFields((t) => ({
   createTaskRule: t.field({
     type: TaskRuleRef,
     description: 'A workspace rule (admins and owners) or, without workspace, a site rule (admins)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateTaskRuleInput', {
