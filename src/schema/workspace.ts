@@ -7,9 +7,11 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 import { asFilter } from '../db/condition.js';
-import { addGroupMembers, createGroup, createUser, createWorkspace, setWorkspaceMember, updateWorkspace } from '../services/directory.js';
+import { addGroupMembers, createGroup, createUser, createWorkspace, listUsers, removeWorkspaceMember, setWorkspaceMember, updateWorkspace } from '../services/directory.js';
 import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/visibility.js';
-import { createTaskRule } from '../services/task-rules.js';
+import { createTaskRule, deleteTaskRule } from '../services/task-rules.js';
+import { costOf, pagedCost } from '../limits/cost.js';
+import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
@@ -125,7 +127,24 @@ const UserTokenPayload = builder.objectRef<{ user: User; token: string }>('UserT
   }),
 });
 
+const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection', description: 'A page of users, by name' });
+
 builder.queryFields((t) => ({
+  users: t.field({
+    type: UserConnection,
+    extensions: costOf(pagedCost()),
+    description: 'Admin: every user account, by name (FORBIDDEN for others, UNAUTHENTICATED without a token)',
+    args: {
+      first: t.arg.int({ description: `How many users, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
+    },
+    resolve: async (_r, args, ctx) => {
+      const size = pageSize(args);
+      const after = decodeCursor(args.after, (v): v is string => typeof v === 'string');
+      const rows = await listUsers(ctx.em, ctx.viewer, { after, limit: size + 1 });
+      return toConnection(rows, size, (u) => encodeCursor(u.username), after !== null);
+    },
+  }),
   workspaces: t.field({
     type: [WorkspaceRef],
     description: 'Public workspaces, and private ones the viewer belongs to',
@@ -223,6 +242,24 @@ builder.mutationFields((t) => ({
     },
     resolve: (_r, { input }, ctx) => setWorkspaceMember(ctx.em, ctx.viewer, input),
   }),
+  removeWorkspaceMember: t.field({
+    type: WorkspaceRef,
+    description: 'Admins and owners: removes a member from the workspace (NOT_FOUND when the user is not one)',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RemoveWorkspaceMemberInput', {
+          description: 'A workspace and the member to remove from it',
+          fields: (f) => ({
+            workspace: f.string({ required: true, description: 'The workspace, written scope/name' }),
+            username: f.string({ required: true, description: 'The member to remove' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => removeWorkspaceMember(ctx.em, ctx.viewer, input),
+  }),
   createGroup: t.field({
     type: GroupRef,
     description: 'Admin: a group in a scope, optionally tied to a workspace; its members get task:group:* tags',
@@ -272,5 +309,23 @@ builder.mutationFields((t) => ({
       }),
     },
     resolve: (_r, { input }, ctx) => createTaskRule(ctx.em, ctx.viewer, ctx.config, input),
+  }),
+  deleteTaskRule: t.field({
+    type: TaskRuleRef,
+    description: 'Deletes a workspace rule (admins and owners) or, without workspace, a site rule (admins); answers the rule as it was. Work requests already created keep the tags it gave them',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: {
+      input: t.arg({
+        type: builder.inputType('DeleteTaskRuleInput', {
+          description: 'The rule to delete: its workspace (none for a site rule) and its name',
+          fields: (f) => ({
+            workspace: f.string({ description: 'The workspace of the rule, written scope/name; omitted for a site rule' }),
+            name: f.string({ required: true, description: 'The name of the rule' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_r, { input }, ctx) => deleteTaskRule(ctx.em, ctx.viewer, input),
   }),
 }));
