@@ -19,6 +19,11 @@ export const ErrorInterface = builder.interfaceRef<AppError>('Error').implement(
   fields: (t) => ({
     code: t.field({ type: ErrorCode, resolve: (e) => e.code }),
     message: t.exposeString('message'),
+    path: t.string({
+      nullable: true,
+      description: 'The input field at fault, e.g. input.providedTags[2] or input.workspace; null when the error is not about one field',
+      resolve: (e) => ('path' in e && typeof e.path === 'string' ? e.path : null),
+    }),
   }),
 });
 
@@ -37,7 +42,6 @@ builder.objectType(InputError, {
   interfaces: [ErrorInterface],
   isTypeOf: (e) => e instanceof InputError,
   fields: (t) => ({
-    path: t.exposeString('path', { nullable: true, description: 'The input field at fault, e.g. input.providedTags[2]' }),
     tag: t.exposeString('tag', { nullable: true, description: 'The tag at fault, when there is one' }),
     problems: t.field({
       type: [InputProblemRef],
@@ -50,7 +54,7 @@ builder.objectType(NotFoundError, {
   name: 'NotFoundError',
   interfaces: [ErrorInterface],
   isTypeOf: (e) => e instanceof NotFoundError,
-  fields: (t) => ({ path: t.exposeString('path', { nullable: true }) }),
+  fields: () => ({}),
 });
 for (const [cls, name] of [
   [AlreadyExistsError, 'AlreadyExistsError'],
