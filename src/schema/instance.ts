@@ -32,7 +32,10 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
   }),
 });
 
-const InstanceConnection = builder.connectionObject({ type: InstanceRef, name: 'InstanceConnection' });
+const InstanceConnection = builder.connectionObject(
+  { type: InstanceRef, name: 'InstanceConnection', description: "A page of a pool's instances, newest first" },
+  { description: 'An instance of the page' },
+);
 
 builder.objectFields(WorkerPoolRef, (t) => ({
   instances: t.field({

@@ -100,7 +100,10 @@ function workspaceFilter(full: string): { scope: string; name: string } {
   }
 }
 
-const WorkRequestConnection = builder.connectionObject({ type: WorkRequestRef, name: 'WorkRequestConnection' });
+const WorkRequestConnection = builder.connectionObject(
+  { type: WorkRequestRef, name: 'WorkRequestConnection', description: 'A page of work requests the viewer may see' },
+  { description: 'A work request of the page' },
+);
 
 /** The rows of these ids the viewer may see, by id (one statement). */
 async function visibleById(ctx: Context, ids: readonly number[]): Promise<Map<number, WorkRequest>> {

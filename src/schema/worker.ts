@@ -102,7 +102,7 @@ const WorkerTokenPayload = builder.objectRef<{ worker: Worker; token: string }>(
   }),
 });
 
-const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'WorkerConnection' });
+const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'WorkerConnection', description: 'A page of workers, by name' }, { description: 'A worker of the page' });
 
 builder.queryFields((t) => ({
   workers: t.field({

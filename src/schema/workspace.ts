@@ -127,7 +127,7 @@ const UserTokenPayload = builder.objectRef<{ user: User; token: string }>('UserT
   }),
 });
 
-const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection', description: 'A page of users, by name' });
+const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection', description: 'A page of users, by name' }, { description: 'A user of the page' });
 
 builder.queryFields((t) => ({
   users: t.field({
