@@ -17,7 +17,7 @@ const CODE_DESCRIPTIONS: Record<ErrorCode, string> = {
   INVALID_INPUT: 'A value of the input is malformed or out of range (NUL, too long, not a name, not an id): `path` names it',
   INVALID_TAG: 'A tag is not written `prefix:name` or `prefix:name=value` with allowed characters: `tag` is the tag',
   TAG_NOT_ALLOWED: 'The caller may not set this tag (a system or worker tag, or a prefix the workspace does not grant): `tag` is the tag',
-  TOO_MANY_TAGS: 'A tag set is longer than TAGSCHED_MAX_TAGS_PER_SET allows',
+  TOO_MANY_TAGS: 'A tag set holds more tags than TAGSCHED_MAX_TAGS allows',
   TASK_DATA_TOO_LARGE: 'taskData is over TAGSCHED_MAX_TASK_DATA_BYTES of JSON',
   LOG_CHUNK_TOO_LARGE: 'A chunk of job output is over the per-chunk limit: send it in parts',
   UNKNOWN_TASK: 'No task of this type and name is registered on the server',

@@ -1,4 +1,5 @@
 import { builder } from '../builder.js';
+import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
 import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
@@ -8,7 +9,13 @@ import { WorkerRef } from './worker.js';
 
 const InstanceStateEnum = builder.enumType('InstanceState', {
   description: 'LAUNCHING (recorded, its provider asked) → RUNNING (its worker connected) → STOPPING → TERMINATED; FAILED with the provider\u2019s error',
-  values: INSTANCE_STATES,
+  values: describedValues<(typeof INSTANCE_STATES)[number]>({
+    LAUNCHING: 'Recorded and asked of its provider; its worker has not connected yet',
+    RUNNING: 'Its worker connected',
+    STOPPING: 'Being stopped (idle past the pool’s timeout, or terminated by an admin)',
+    TERMINATED: 'Stopped; it counts no more against the pool’s limits',
+    FAILED: 'Its launch or its machine failed: `error` says why',
+  }),
 });
 
 /** One machine (or process) a pool started. */
@@ -16,15 +23,15 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
   description: 'One machine (or local process) a pool started, and the worker it became',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Also its worker\u2019s name, and the name its provider knows it by' }),
-    pool: t.field({ type: WorkerPoolRef, resolve: (i) => i.pool.id }),
+    pool: t.field({ type: WorkerPoolRef, description: 'The pool that started it', resolve: (i) => i.pool.id }),
     providerId: t.exposeString('providerId', { nullable: true, description: 'The provider\u2019s own id; null until its launch answered' }),
-    worker: t.field({ type: WorkerRef, nullable: true, resolve: (i) => i.worker?.id ?? null }),
-    state: t.field({ type: InstanceStateEnum, resolve: (i) => i.state }),
+    worker: t.field({ type: WorkerRef, nullable: true, description: 'The worker it runs (registered when the launch was recorded); null once that worker is deleted', resolve: (i) => i.worker?.id ?? null }),
+    state: t.field({ type: InstanceStateEnum, description: 'Where it is in its life', resolve: (i) => i.state }),
     error: t.exposeString('error', { nullable: true, description: 'Why it FAILED, or what ended it unexpectedly' }),
     requestedAt: t.expose('requestedAt', { type: 'DateTime', description: 'When its launch was recorded, before the provider was asked' }),
     startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true, description: 'When its worker first connected' }),
-    stoppingAt: t.expose('stoppingAt', { type: 'DateTime', nullable: true }),
-    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true }),
+    stoppingAt: t.expose('stoppingAt', { type: 'DateTime', nullable: true, description: 'When it was asked to stop; null while it runs' }),
+    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true, description: 'When it ended (TERMINATED or FAILED); null while it lives' }),
     runtimeSeconds: t.float({
       description: 'From its launch to its end (or now): what counts against the pool\u2019s monthly budget',
       resolve: (i) => Math.max(0, ((i.terminatedAt ?? new Date()).getTime() - i.requestedAt.getTime()) / 1000),

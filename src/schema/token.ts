@@ -1,26 +1,36 @@
 import { builder } from '../builder.js';
+import { describedValues, upperSnake } from './enum-values.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { TOKEN_KINDS, type Token } from '../entities/token.js';
 import { createToken, listTokens, revokeToken, rotateToken } from '../services/token-lifecycle.js';
 import { tokenRefusal } from '../services/tokens.js';
 
 const TokenKindEnum = builder.enumType('TokenKind', {
-  values: Object.fromEntries(TOKEN_KINDS.map((k) => [k.toUpperCase(), { value: k }])) as Record<string, { value: (typeof TOKEN_KINDS)[number] }>,
+  description: 'What a token acts as',
+  values: describedValues<(typeof TOKEN_KINDS)[number]>(
+    {
+      admin: 'A user with admin rights: changes workers, pools, users and site rules',
+      user: 'A user: submits work to its workspaces, sees what they may see',
+      worker: 'A worker agent: receives its own assignments and reports on them',
+      activation: 'One-shot: a new pool machine trades it for its worker token (activateWorker)',
+    },
+    upperSnake,
+  ),
 });
 
 /** A bearer token as its owner and admins see it: never its value, which is shown once and not stored. */
 export const TokenRef = builder.objectRef<Token>('Token').implement({
   description: 'A bearer token, without its value',
   fields: (t) => ({
-    id: t.exposeID('id'),
-    kind: t.field({ type: TokenKindEnum, resolve: (tk) => tk.kind }),
-    label: t.exposeString('label'),
+    id: t.exposeID('id', { description: 'Its id, for rotateToken and revokeToken' }),
+    kind: t.field({ type: TokenKindEnum, description: 'What it acts as', resolve: (tk) => tk.kind }),
+    label: t.exposeString('label', { description: 'A note of what it is for (may be empty)' }),
     username: t.string({ nullable: true, description: 'The user it acts for (admin and user tokens)', resolve: (tk) => tk.user?.username ?? null }),
     worker: t.string({ nullable: true, description: 'The worker it acts for (worker tokens)', resolve: (tk) => tk.worker?.name ?? null }),
     pool: t.string({ nullable: true, description: 'The pool it activates a worker of (activation tokens)', resolve: (tk) => tk.pool?.name ?? null }),
-    createdAt: t.expose('createdAt', { type: 'DateTime' }),
-    expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true }),
-    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
+    createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was issued' }),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true, description: 'When it stops being accepted; null: never' }),
+    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true, description: 'When it was revoked (or replaced by rotateToken); null: not revoked' }),
     usedAt: t.expose('usedAt', { type: 'DateTime', nullable: true, description: 'When an activation token was used' }),
     valid: t.boolean({
       description: 'Whether it is accepted now (not revoked, disabled, expired or used up)',
