@@ -36,7 +36,7 @@ builder.mutationFields((t) => ({
             imageFormat: f.string(),
           }),
         }),
-        required: true,
+        required: true, description: 'The environment to register',
       }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },

@@ -74,7 +74,7 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('CreateInstanceInput', { fields: (f) => ({ pool: f.string({ required: true }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
-        required: true,
+        required: true, description: 'The pool and, optionally, the instance name',
       }),
     },
     resolve: (_r, { input }, ctx) => createInstance(ctx.em, ctx.viewer, ctx.config, input),
@@ -86,7 +86,7 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('RecordInstanceLaunchedInput', { fields: (f) => ({ name: f.string({ required: true }), providerId: f.string({ required: true }) }) }),
-        required: true,
+        required: true, description: 'The instance and its provider\'s id',
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceLaunched(ctx.em, ctx.viewer, ctx.config, input),
@@ -98,7 +98,7 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('RecordInstanceStoppedInput', { fields: (f) => ({ name: f.string({ required: true }), error: f.string() }) }),
-        required: true,
+        required: true, description: 'The instance that is gone, and why',
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceStopped(ctx.em, ctx.viewer, ctx.config, ctx.events, input),

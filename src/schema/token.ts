@@ -69,7 +69,7 @@ builder.mutationFields((t) => ({
             expiresAt: f.field({ type: 'DateTime', description: 'Refused from this instant on; default: never' }),
           }),
         }),
-        required: true,
+        required: true, description: 'Whose token, its label and expiry',
       }),
     },
     resolve: (_r, { input }, ctx) => createToken(ctx.em, ctx.viewer, input),
@@ -81,7 +81,7 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('RevokeTokenInput', { fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
-        required: true,
+        required: true, description: 'The token to revoke (default: the caller’s own)',
       }),
     },
     resolve: (_r, { input }, ctx) => revokeToken(ctx.em, ctx.viewer, ctx.events, input),
@@ -98,7 +98,7 @@ builder.mutationFields((t) => ({
             expiresAt: f.field({ type: 'DateTime', description: 'Default: the same lifetime as the old token (none if it had none)' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The token to replace (default: the caller’s own) and its new expiry',
       }),
     },
     resolve: (_r, { input }, ctx) => rotateToken(ctx.em, ctx.viewer, ctx.events, input),

@@ -249,7 +249,7 @@ builder.mutationFields((t) => ({
   createWorkRequest: t.field({
     type: WorkRequestRef,
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: CreateWorkRequestInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: { input: t.arg({ type: CreateWorkRequestInput, required: true, description: 'The work to submit' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const request = { ...input, dependsOn: input.dependsOn?.map(String) };
       return idempotent<WorkRequest>(
@@ -272,7 +272,7 @@ builder.mutationFields((t) => ({
           description: 'The work request to abort',
           fields: (f) => ({ id: f.id({ required: true, description: 'The work request' }) }),
         }),
-        required: true,
+        required: true, description: 'The work request to abort',
       }),
     },
     resolve: (_r, { input }, ctx) => abortWorkRequest(ctx, String(input.id)),
@@ -290,7 +290,7 @@ builder.mutationFields((t) => ({
             dependsOn: f.idList({ required: true, description: 'The work requests it waits for' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The BLOCKED request and its new dependencies',
       }),
     },
     resolve: (_r, { input }, ctx) => addWorkRequestDependencies(ctx, String(input.id), input.dependsOn.map(String)),

@@ -158,7 +158,7 @@ builder.mutationFields((t) => ({
   createWorkerPool: t.field({
     type: WorkerPoolRef,
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: { input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool to create' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_root, { input, idempotencyKey }, ctx) =>
       createOnce<WorkerPool>(
         ctx,
@@ -172,7 +172,7 @@ builder.mutationFields((t) => ({
   updateWorkerPool: t.field({
     type: WorkerPoolRef,
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true }) },
+    args: { input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool (by name) and the fields to change; omitted fields are unchanged' }) },
     resolve: (_root, { input }, ctx) => updateWorkerPool(ctx.em, ctx.viewer, ctx.config, ctx.secrets, ctx.events, input),
   }),
   createActivationToken: t.field({
@@ -185,7 +185,7 @@ builder.mutationFields((t) => ({
           description: 'The pool the activation token is for',
           fields: (f) => ({ pool: f.string({ required: true, description: "The pool's name" }) }),
         }),
-        required: true,
+        required: true, description: 'The pool to activate a worker of',
       }),
     },
     resolve: async (_root, { input }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, input.pool) }),

@@ -193,7 +193,7 @@ builder.mutationFields((t) => ({
     description: 'Admin: creates a user and returns its token (shown once)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: {
-      input: t.arg({ type: builder.inputType('CreateUserInput', { fields: (f) => ({ username: f.string({ required: true }), isAdmin: f.boolean() }) }), required: true }),
+      input: t.arg({ type: builder.inputType('CreateUserInput', { fields: (f) => ({ username: f.string({ required: true }), isAdmin: f.boolean() }) }), required: true, description: 'The user to create' }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
@@ -210,7 +210,7 @@ builder.mutationFields((t) => ({
     type: WorkspaceRef,
     description: 'Admin: creates a workspace (and its scope when new)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
-    args: { input: t.arg({ type: WorkspaceInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: { input: t.arg({ type: WorkspaceInput, required: true, description: 'The workspace to create' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
       createOnce<Workspace>(
         ctx,
@@ -225,7 +225,7 @@ builder.mutationFields((t) => ({
     type: WorkspaceRef,
     description: 'Admins and owners: visibility and the tag prefixes members may provide',
     errors: { types: [InputError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: WorkspaceInput, required: true }) },
+    args: { input: t.arg({ type: WorkspaceInput, required: true, description: 'The workspace (by name) and the fields to change; omitted fields are unchanged' }) },
     resolve: (_r, { input }, ctx) => updateWorkspace(ctx.em, ctx.viewer, input),
   }),
   setWorkspaceMember: t.field({
@@ -237,7 +237,7 @@ builder.mutationFields((t) => ({
         type: builder.inputType('SetWorkspaceMemberInput', {
           fields: (f) => ({ workspace: f.string({ required: true }), username: f.string({ required: true }), role: f.field({ type: WorkspaceRoleEnum }) }),
         }),
-        required: true,
+        required: true, description: 'The workspace, the user and the role',
       }),
     },
     resolve: (_r, { input }, ctx) => setWorkspaceMember(ctx.em, ctx.viewer, input),
@@ -255,7 +255,7 @@ builder.mutationFields((t) => ({
             username: f.string({ required: true, description: 'The member to remove' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The workspace and the member to remove',
       }),
     },
     resolve: (_r, { input }, ctx) => removeWorkspaceMember(ctx.em, ctx.viewer, input),
@@ -267,7 +267,7 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('CreateGroupInput', { fields: (f) => ({ scope: f.string({ required: true }), name: f.string({ required: true }), workspace: f.string() }) }),
-        required: true,
+        required: true, description: 'The group to create',
       }),
     },
     resolve: (_r, { input }, ctx) => createGroup(ctx.em, ctx.viewer, input),
@@ -284,7 +284,7 @@ builder.mutationFields((t) => ({
             usernames: f.stringList({ required: true, description: 'The users to add, by name' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The group and the users to add',
       }),
     },
     resolve: (_r, { input }, ctx) => addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(input.group), usernames: input.usernames }),
@@ -305,7 +305,7 @@ builder.mutationFields((t) => ({
             requiredTags: f.stringList(),
           }),
         }),
-        required: true,
+        required: true, description: 'The rule to add',
       }),
     },
     resolve: (_r, { input }, ctx) => createTaskRule(ctx.em, ctx.viewer, ctx.config, input),
@@ -323,7 +323,7 @@ builder.mutationFields((t) => ({
             name: f.string({ required: true, description: 'The name of the rule' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The rule to delete',
       }),
     },
     resolve: (_r, { input }, ctx) => deleteTaskRule(ctx.em, ctx.viewer, input),
