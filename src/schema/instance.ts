@@ -3,7 +3,7 @@ import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
 import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
-import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { WorkerRef } from './worker.js';
 
@@ -48,7 +48,11 @@ builder.objectFields(WorkerPoolRef, (t) => ({
   instances: t.field({
     type: InstanceConnection,
     description: 'Its instances, newest first',
-    args: { states: t.arg({ type: [InstanceStateEnum], description: 'Only instances in these states' }), first: t.arg.int(), after: t.arg.string() },
+    args: {
+      states: t.arg({ type: [InstanceStateEnum], description: 'Only instances in these states' }),
+      first: t.arg.int({ description: `How many, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
+    },
     resolve: async (pool, args, ctx) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => Number.isSafeInteger(v));
@@ -60,8 +64,9 @@ builder.objectFields(WorkerPoolRef, (t) => ({
 }));
 
 const InstanceLaunchPayload = builder.objectRef<LaunchRecord>('InstanceLaunchPayload').implement({
+  description: 'A recorded instance and the activation token for its machine',
   fields: (t) => ({
-    instance: t.field({ type: InstanceRef, resolve: (r) => r.instance }),
+    instance: t.field({ type: InstanceRef, description: 'The instance, LAUNCHING', resolve: (r) => r.instance }),
     activationToken: t.exposeString('activationToken', { description: 'Shown once: the new machine\u2019s agent trades it for its worker token' }),
   }),
 });
@@ -73,7 +78,7 @@ builder.mutationFields((t) => ({
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('CreateInstanceInput', { fields: (f) => ({ pool: f.string({ required: true }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
+        type: builder.inputType('CreateInstanceInput', { description: 'The pool of the instance, and its name', fields: (f) => ({ pool: f.string({ required: true, description: 'The pool' }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
         required: true, description: 'The pool and, optionally, the instance name',
       }),
     },
@@ -85,7 +90,10 @@ builder.mutationFields((t) => ({
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RecordInstanceLaunchedInput', { fields: (f) => ({ name: f.string({ required: true }), providerId: f.string({ required: true }) }) }),
+        type: builder.inputType('RecordInstanceLaunchedInput', {
+          description: "An instance and its provider's id",
+          fields: (f) => ({ name: f.string({ required: true, description: 'The instance' }), providerId: f.string({ required: true, description: "The provider's id of the machine" }) }),
+        }),
         required: true, description: 'The instance and its provider\'s id',
       }),
     },
@@ -97,7 +105,10 @@ builder.mutationFields((t) => ({
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RecordInstanceStoppedInput', { fields: (f) => ({ name: f.string({ required: true }), error: f.string() }) }),
+        type: builder.inputType('RecordInstanceStoppedInput', {
+          description: 'An instance that is gone, and why',
+          fields: (f) => ({ name: f.string({ required: true, description: 'The instance' }), error: f.string({ description: 'Why it failed (FAILED); omitted: it stopped normally (TERMINATED)' }) }),
+        }),
         required: true, description: 'The instance that is gone, and why',
       }),
     },

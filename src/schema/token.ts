@@ -40,8 +40,9 @@ export const TokenRef = builder.objectRef<Token>('Token').implement({
 });
 
 const TokenValuePayload = builder.objectRef<{ token: Token; value: string }>('TokenValuePayload').implement({
+  description: 'A new token and its value, shown this once',
   fields: (t) => ({
-    token: t.field({ type: TokenRef, resolve: (p) => p.token }),
+    token: t.field({ type: TokenRef, description: 'The token', resolve: (p) => p.token }),
     value: t.exposeString('value', { description: 'The bearer token itself: shown once, never again' }),
   }),
 });
@@ -50,7 +51,10 @@ builder.queryFields((t) => ({
   tokens: t.field({
     type: [TokenRef],
     description: "A user's or a worker's tokens, newest first, without their values. Admins: anyone's; users: their own (the default); workers: their own",
-    args: { username: t.arg.string(), worker: t.arg.string() },
+    args: {
+      username: t.arg.string({ description: 'The tokens of this user (default: the caller)' }),
+      worker: t.arg.string({ description: 'The tokens of this worker' }),
+    },
     resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, args),
   }),
 }));
@@ -63,9 +67,10 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('CreateTokenInput', {
+          description: 'Whose token, and how long it lives',
           fields: (f) => ({
             username: f.string({ description: 'Default: the caller' }),
-            label: f.string(),
+            label: f.string({ description: 'A note of what it is for, up to 200 characters' }),
             expiresAt: f.field({ type: 'DateTime', description: 'Refused from this instant on; default: never' }),
           }),
         }),
@@ -80,7 +85,7 @@ builder.mutationFields((t) => ({
     errors: { types: [InputError, UnauthenticatedError, NotFoundError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RevokeTokenInput', { fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
+        type: builder.inputType('RevokeTokenInput', { description: 'The token to revoke', fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
         required: true, description: 'The token to revoke (default: the caller’s own)',
       }),
     },
@@ -93,6 +98,7 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('RotateTokenInput', {
+          description: 'The token to replace, and the expiry of its replacement',
           fields: (f) => ({
             id: f.id({ description: 'Default: the token of this request' }),
             expiresAt: f.field({ type: 'DateTime', description: 'Default: the same lifetime as the old token (none if it had none)' }),

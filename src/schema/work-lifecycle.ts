@@ -6,14 +6,16 @@ import { ResultEnum, WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 
 const RequestWorkPayload = builder.objectRef<{ workRequest: Awaited<ReturnType<typeof requestWork>> }>('RequestWorkPayload').implement({
+  description: 'The work assigned by requestWork, if any',
   fields: (t) => ({
     workRequest: t.field({ type: WorkRequestRef, nullable: true, description: 'Null when there is nothing this worker may run now', resolve: (p) => p.workRequest }),
   }),
 });
 
 const HeartbeatPayload = builder.objectRef<Awaited<ReturnType<typeof heartbeat>>>('HeartbeatPayload').implement({
+  description: 'What the server knows of the calling worker',
   fields: (t) => ({
-    worker: t.field({ type: WorkerRef, resolve: (p) => p.worker }),
+    worker: t.field({ type: WorkerRef, description: 'The calling worker', resolve: (p) => p.worker }),
     draining: t.boolean({ description: 'Whether the worker takes no new work (admin drain, or its own shutdown)', resolve: (p) => p.worker.draining || p.worker.shuttingDown }),
     assignedWorkRequests: t.field({
       type: [WorkRequestRef],
@@ -24,6 +26,7 @@ const HeartbeatPayload = builder.objectRef<Awaited<ReturnType<typeof heartbeat>>
 });
 
 const HeartbeatInput = builder.inputType('HeartbeatInput', {
+  description: "The agent's state",
   fields: (t) => ({
     shuttingDown: t.boolean({ description: 'The agent is shutting down: finish what runs, take nothing new' }),
     running: t.idList({ description: 'What the agent is running (informational)' }),

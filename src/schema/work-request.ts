@@ -149,7 +149,10 @@ builder.objectFields(WorkRequestRef, (t) => ({
     description: 'What a workflow expanded into, in creation order (empty for other requests)',
     byPath: true, // one statement for the children of every workflow at this place of the query, paged alike
     extensions: costOf(pagedCost()),
-    args: { first: t.arg.int(), after: t.arg.string() },
+    args: {
+      first: t.arg.int({ description: `How many children, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
+    },
     load: async (ids: number[], ctx, args) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => typeof v === 'number') ?? 0;
