@@ -22,6 +22,7 @@ const CODE_DESCRIPTIONS: Record<ErrorCode, string> = {
   LOG_CHUNK_TOO_LARGE: 'A chunk of job output is over the per-chunk limit: send it in parts',
   UNKNOWN_TASK: 'No task of this type and name is registered on the server',
   INVALID_TASK_DATA: "taskData does not fit the task's schema: `path` names the field",
+  UNKNOWN_IMAGE: 'A pool names a worker image that is not registered (see the workerImages query)',
   UNKNOWN_ENVIRONMENT: 'taskData names an environment that is not registered (see the environments query)',
   INVALID_RULE: 'A task rule is malformed (its expression does not parse, it adds no tag) or its name is taken',
   UNKNOWN_DEPENDENCY: 'A dependency names a work request that does not exist, cannot be seen, or was aborted',
