@@ -18,6 +18,7 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
   values: describedValues<(typeof DIAGNOSIS_STATES)[keyof typeof DIAGNOSIS_STATES]>({
     NOT_PENDING: 'It is not PENDING: nothing to wait for (or it is BLOCKED on its dependencies)',
     READY: 'An available matching worker has a free slot: the next pass assigns it',
+    WAITING_FOR_BACKOFF: 'The matching workers with a free slot all released it recently: it waits for their release backoff to end',
     WAITING_FOR_CAPACITY: 'Matching workers are available but all busy',
     WAITING_FOR_WORKERS: 'Matching workers exist but none is available (disconnected, draining, disabled)',
     WAITING_FOR_PROVISIONING: 'No worker matches, but a pool could start one',
@@ -89,7 +90,10 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
     releaseBackoffs: t.field({
       type: [builder.objectRef<BackedOff>('ReleaseBackoff').implement({
         description: 'A matching worker that released the request: it is not offered to it again before `until`',
-        fields: (f) => ({ workerName: f.exposeString('workerName'), until: f.field({ type: 'DateTime', resolve: (b) => b.until }) }),
+        fields: (f) => ({
+          workerName: f.exposeString('workerName', { description: 'The worker' }),
+          until: f.field({ type: 'DateTime', description: 'When it may be offered the request again', resolve: (b) => b.until }),
+        }),
       })],
       description: 'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
       resolve: (d) => d.releaseBackoffs,

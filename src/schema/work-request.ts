@@ -234,6 +234,7 @@ const CreateWorkRequestInput = builder.inputType('CreateWorkRequestInput', {
 });
 
 const CreateWorkRequestsInput = builder.inputType('CreateWorkRequestsInput', {
+  description: 'Several work requests to submit at once',
   fields: (t) => ({
     requests: t.field({
       type: [CreateWorkRequestInput],
@@ -256,8 +257,8 @@ builder.mutationFields((t) => ({
     description:
       'Creates many work requests in one transaction, all or none: a refusal names each request at fault by its index (input.requests[3].taskData…). ' +
       'Requests are placed by the next scheduling pass, not one by one.',
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: CreateWorkRequestsInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: { input: t.arg({ type: CreateWorkRequestsInput, required: true, description: 'The work to submit' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const requests = input.requests.map((r) => ({ ...r, dependsOn: r.dependsOn?.map(String) }));
       return idempotent<WorkRequest[]>(

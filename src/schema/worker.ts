@@ -59,28 +59,18 @@ WorkerRef.implement({
     pool: t.field({ type: WorkerPoolRef, nullable: true, description: 'The pool that started it; null for a static worker', resolve: (w) => w.pool?.id ?? null }),
     status: t.field({
       type: WorkerStatusEnum,
-<<<<<<< HEAD
-      resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
-=======
       description: 'What it is doing now',
-      resolve: async (w, _args, ctx) => workerStatus(w, await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
->>>>>>> 37d5b86 (Descriptions: workers)
+      resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
     }),
     activeWorkCount: t.int({
       description: 'Work requests assigned to or running on this worker',
       resolve: (w, _args, ctx) => ctx.loaders.activeWorkCount.load(w.id),
     }),
-<<<<<<< HEAD
-    concurrency: t.exposeInt('concurrency'),
-    enabled: t.exposeBoolean('enabled'),
-    draining: t.exposeBoolean('draining'),
-    quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
-    quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
-=======
     concurrency: t.exposeInt('concurrency', { description: 'How many work requests it runs at once, at most' }),
     enabled: t.exposeBoolean('enabled', { description: 'False when an admin disabled it (disableWorker)' }),
     draining: t.exposeBoolean('draining', { description: 'True when an admin drained it (drainWorker): it takes nothing new' }),
->>>>>>> 37d5b86 (Descriptions: workers)
+    quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
+    quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
     shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
     providedTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.providedEntries) }),
     requiredTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.requiredEntries) }),

@@ -58,6 +58,7 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   completeWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1', result: 'SUCCESS' }, U],
   appendWorkRequestLog: ['WorkRequestLogAck', [I, U, F, N, S], { id: '1', offset: 0, bytes: 1, text: 'x' }, U],
   createWorkRequest: ['WorkRequest', [I, U, F, N], { workspace: 'a/b', taskType: 'worker', taskName: 'noop', taskData: {} }, U],
+  createWorkRequests: ['CreateWorkRequestsPayload', [I, U, F, N], { requests: [{ workspace: 'a/b', taskType: 'worker', taskName: 'noop', taskData: {} }] }, U],
   abortWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1' }, U],
   addWorkRequestDependencies: ['WorkRequest', [I, U, F, N, S], { id: '1', dependsOn: ['2'] }, U],
 };
