@@ -40,6 +40,7 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   undrainWorker: ['Worker', [I, U, F, N], { name: 'w' }, U],
   enableWorker: ['Worker', [I, U, F, N], { name: 'w' }, U],
   disableWorker: ['Worker', [I, U, F, N], { name: 'w' }, U],
+  unquarantineWorker: ['Worker', [I, U, F, N], { name: 'w' }, U],
   terminateWorker: ['Worker', [I, U, F, N, S], { name: 'w' }, U],
   registerWorkerImage: ['WorkerImage', [I, U, F, A], { manifest: { name: 'img' } }, U],
   createWorkerPool: ['WorkerPool', [I, U, F, A], { name: 'p' }, U],
