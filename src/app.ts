@@ -11,6 +11,7 @@ import type { Config } from './config.js';
 import type { Context } from './context.js';
 import { createContextFactory } from './context-factory.js';
 import { AppError } from './errors.js';
+import { GRAPHIQL_EXAMPLES } from './graphiql-examples.js';
 import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
 import { createLocalEvents, createPgEvents, type Events } from './events.js';
 import { createAuthThrottle } from './limits/auth-throttle.js';
@@ -164,7 +165,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
     // Its bundle (some 49 MiB of heap) is loaded when someone first opens it, not in every process.
-    graphiql: config.graphiql ? { subscriptionsProtocol: 'WS' } : false,
+    graphiql: config.graphiql ? { subscriptionsProtocol: 'WS', defaultQuery: GRAPHIQL_EXAMPLES } : false,
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     // Yoga's own lines: errors go through the same serializer as ours (no SQL, no parameters) and a
     // bug was already logged at error by maskError, so yoga's echo of it, like its notes on requests

@@ -1,42 +1,43 @@
 import { builder } from '../builder.js';
+import { ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
 import { EnvironmentSchema, type Environment } from '../entities/environment.js';
 import { createEnvironment } from '../services/environments.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({
   description: 'A build environment, built for one architecture; tasks naming it must run on that architecture',
   fields: (t) => ({
-    id: t.exposeID('id'),
-    codename: t.exposeString('codename'),
-    architecture: t.exposeString('architecture'),
-    variant: t.exposeString('variant', { nullable: true }),
-    backend: t.exposeString('backend', { nullable: true }),
-    imageFormat: t.exposeString('imageFormat', { nullable: true }),
+    id: t.exposeID('id', { description: 'Its id, as task data names it (environment_id)' }),
+    codename: t.exposeString('codename', { description: 'The Debian codename, e.g. bookworm' }),
+    architecture: t.exposeString('architecture', { description: 'The Debian architecture, e.g. arm64' }),
+    variant: t.exposeString('variant', { nullable: true, description: 'Its variant; null: none' }),
+    backend: t.exposeString('backend', { nullable: true, description: 'The executor backend it is for (unshare, incus-lxc, incus-vm, qemu); null: any' }),
+    imageFormat: t.exposeString('imageFormat', { nullable: true, description: 'The format of its image; null: unspecified' }),
   }),
 });
 
 builder.queryFields((t) => ({
-  environments: t.field({ type: [EnvironmentRef], resolve: (_r, _a, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' } }) }),
+  environments: t.field({ type: [EnvironmentRef], description: 'Every registered environment, oldest first', resolve: (_r, _a, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' } }) }),
 }));
 
 builder.mutationFields((t) => ({
   createEnvironment: t.field({
     type: EnvironmentRef,
     description: 'Admin: registers an environment',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateEnvironmentInput', {
+          description: 'A build environment to register',
           fields: (f) => ({
-            codename: f.string({ required: true }),
-            architecture: f.string({ required: true }),
-            variant: f.string(),
+            codename: f.string({ required: true, description: 'The Debian codename, e.g. bookworm' }),
+            architecture: f.string({ required: true, description: 'The Debian architecture, e.g. arm64' }),
+            variant: f.string({ description: 'Its variant, if any' }),
             backend: f.string({ description: 'unshare, incus-lxc, incus-vm or qemu' }),
-            imageFormat: f.string(),
+            imageFormat: f.string({ description: 'The format of its image, if given' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The environment to register',
       }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },

@@ -1,14 +1,21 @@
 import { builder } from '../builder.js';
+import { describedValues } from './enum-values.js';
+import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
 import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
-import { COMMON_ERRORS } from './errors.js';
-import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { WorkerRef } from './worker.js';
 
 const InstanceStateEnum = builder.enumType('InstanceState', {
   description: 'LAUNCHING (recorded, its provider asked) → RUNNING (its worker connected) → STOPPING → TERMINATED; FAILED with the provider\u2019s error',
-  values: INSTANCE_STATES,
+  values: describedValues<(typeof INSTANCE_STATES)[number]>({
+    LAUNCHING: 'Recorded and asked of its provider; its worker has not connected yet',
+    RUNNING: 'Its worker connected',
+    STOPPING: 'Being stopped (idle past the pool’s timeout, or terminated by an admin)',
+    TERMINATED: 'Stopped; it counts no more against the pool’s limits',
+    FAILED: 'Its launch or its machine failed: `error` says why',
+  }),
 });
 
 /** One machine (or process) a pool started. */
@@ -16,15 +23,15 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
   description: 'One machine (or local process) a pool started, and the worker it became',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Also its worker\u2019s name, and the name its provider knows it by' }),
-    pool: t.field({ type: WorkerPoolRef, resolve: (i) => i.pool.id }),
+    pool: t.field({ type: WorkerPoolRef, description: 'The pool that started it', resolve: (i) => i.pool.id }),
     providerId: t.exposeString('providerId', { nullable: true, description: 'The provider\u2019s own id; null until its launch answered' }),
-    worker: t.field({ type: WorkerRef, nullable: true, resolve: (i) => i.worker?.id ?? null }),
-    state: t.field({ type: InstanceStateEnum, resolve: (i) => i.state }),
+    worker: t.field({ type: WorkerRef, nullable: true, description: 'The worker it runs (registered when the launch was recorded); null once that worker is deleted', resolve: (i) => i.worker?.id ?? null }),
+    state: t.field({ type: InstanceStateEnum, description: 'Where it is in its life', resolve: (i) => i.state }),
     error: t.exposeString('error', { nullable: true, description: 'Why it FAILED, or what ended it unexpectedly' }),
     requestedAt: t.expose('requestedAt', { type: 'DateTime', description: 'When its launch was recorded, before the provider was asked' }),
     startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true, description: 'When its worker first connected' }),
-    stoppingAt: t.expose('stoppingAt', { type: 'DateTime', nullable: true }),
-    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true }),
+    stoppingAt: t.expose('stoppingAt', { type: 'DateTime', nullable: true, description: 'When it was asked to stop; null while it runs' }),
+    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true, description: 'When it ended (TERMINATED or FAILED); null while it lives' }),
     runtimeSeconds: t.float({
       description: 'From its launch to its end (or now): what counts against the pool\u2019s monthly budget',
       resolve: (i) => Math.max(0, ((i.terminatedAt ?? new Date()).getTime() - i.requestedAt.getTime()) / 1000),
@@ -32,13 +39,20 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
   }),
 });
 
-const InstanceConnection = builder.connectionObject({ type: InstanceRef, name: 'InstanceConnection' });
+const InstanceConnection = builder.connectionObject(
+  { type: InstanceRef, name: 'InstanceConnection', description: "A page of a pool's instances, newest first" },
+  { description: 'An instance of the page' },
+);
 
 builder.objectFields(WorkerPoolRef, (t) => ({
   instances: t.field({
     type: InstanceConnection,
     description: 'Its instances, newest first',
-    args: { states: t.arg({ type: [InstanceStateEnum], description: 'Only instances in these states' }), first: t.arg.int(), after: t.arg.string() },
+    args: {
+      states: t.arg({ type: [InstanceStateEnum], description: 'Only instances in these states' }),
+      first: t.arg.int({ description: `How many, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
+    },
     resolve: async (pool, args, ctx) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => Number.isSafeInteger(v));
@@ -50,8 +64,9 @@ builder.objectFields(WorkerPoolRef, (t) => ({
 }));
 
 const InstanceLaunchPayload = builder.objectRef<LaunchRecord>('InstanceLaunchPayload').implement({
+  description: 'A recorded instance and the activation token for its machine',
   fields: (t) => ({
-    instance: t.field({ type: InstanceRef, resolve: (r) => r.instance }),
+    instance: t.field({ type: InstanceRef, description: 'The instance, LAUNCHING', resolve: (r) => r.instance }),
     activationToken: t.exposeString('activationToken', { description: 'Shown once: the new machine\u2019s agent trades it for its worker token' }),
   }),
 });
@@ -60,11 +75,11 @@ builder.mutationFields((t) => ({
   createInstance: t.field({
     type: InstanceLaunchPayload,
     description: 'Admin, TAGSCHED_PROVISIONER=off: records an instance the site\u2019s script is about to start (its worker, LAUNCHING) and returns its activation token',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('CreateInstanceInput', { fields: (f) => ({ pool: f.string({ required: true }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
-        required: true,
+        type: builder.inputType('CreateInstanceInput', { description: 'The pool of the instance, and its name', fields: (f) => ({ pool: f.string({ required: true, description: 'The pool' }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
+        required: true, description: 'The pool and, optionally, the instance name',
       }),
     },
     resolve: (_r, { input }, ctx) => createInstance(ctx.em, ctx.viewer, ctx.config, input),
@@ -72,11 +87,14 @@ builder.mutationFields((t) => ({
   recordInstanceLaunched: t.field({
     type: InstanceRef,
     description: 'Admin, TAGSCHED_PROVISIONER=off: records the provider\u2019s id of an instance the site\u2019s script started',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RecordInstanceLaunchedInput', { fields: (f) => ({ name: f.string({ required: true }), providerId: f.string({ required: true }) }) }),
-        required: true,
+        type: builder.inputType('RecordInstanceLaunchedInput', {
+          description: "An instance and its provider's id",
+          fields: (f) => ({ name: f.string({ required: true, description: 'The instance' }), providerId: f.string({ required: true, description: "The provider's id of the machine" }) }),
+        }),
+        required: true, description: 'The instance and its provider\'s id',
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceLaunched(ctx.em, ctx.viewer, ctx.config, input),
@@ -84,11 +102,14 @@ builder.mutationFields((t) => ({
   recordInstanceStopped: t.field({
     type: InstanceRef,
     description: 'Admin, TAGSCHED_PROVISIONER=off: records that an instance is gone (FAILED with an error); its worker is terminated and its work re-queued',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RecordInstanceStoppedInput', { fields: (f) => ({ name: f.string({ required: true }), error: f.string() }) }),
-        required: true,
+        type: builder.inputType('RecordInstanceStoppedInput', {
+          description: 'An instance that is gone, and why',
+          fields: (f) => ({ name: f.string({ required: true, description: 'The instance' }), error: f.string({ description: 'Why it failed (FAILED); omitted: it stopped normally (TERMINATED)' }) }),
+        }),
+        required: true, description: 'The instance that is gone, and why',
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceStopped(ctx.em, ctx.viewer, ctx.config, ctx.events, input),

@@ -1,12 +1,11 @@
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import type { Context } from '../context.js';
-import { InputError, NotFoundError } from '../errors.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { costOf } from '../limits/cost.js';
 import { appendLog, isLogFinal, LOG_LIMITS, readLog, type AppendAnswer, type LogPage } from '../services/job-output.js';
 import { viewerSeesWorkRequest } from '../services/visibility.js';
 import { findVisibleWorkRequest } from '../services/work-requests.js';
-import { COMMON_ERRORS } from './errors.js';
 import { WorkRequestRef } from './work-request.js';
 
 /** A page of a log, and whether the log is over. */
@@ -93,8 +92,8 @@ builder.mutationFields((t) => ({
     type: LogAckRef,
     description:
       'Worker token: adds a chunk of output to a request this worker holds (ASSIGNED or RUNNING). A chunk sent again is recognised by its offset and stored once; a chunk that does not start at the answer\'s nextOffset is not stored: send again from there',
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: AppendWorkRequestLogInput, required: true }) },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
+    args: { input: t.arg({ type: AppendWorkRequestLogInput, required: true, description: 'The chunk of output and where it goes' }) },
     resolve: (_r, { input }, ctx) => appendLog({ em: ctx.em, viewer: ctx.viewer, events: ctx.events, maxLogBytes: ctx.config.maxLogBytes }, { ...input, id: String(input.id) }),
   }),
 }));

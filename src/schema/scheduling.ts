@@ -1,4 +1,5 @@
 import { builder } from '../builder.js';
+import { describedValues } from './enum-values.js';
 import { candidatesQueryCost, costOf, FIELD_COSTS, fixedCost, pagedCost } from '../limits/cost.js';
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
@@ -12,9 +13,40 @@ import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 import { WorkerPoolRef } from './worker-pool.js';
 
-const DiagnosisStateEnum = builder.enumType('DiagnosisState', { values: Object.values(DIAGNOSIS_STATES) });
-const UnavailableEnum = builder.enumType('UnavailableReason', { values: Object.values(UNAVAILABLE) });
-const LaunchLimitEnum = builder.enumType('LaunchLimit', { values: Object.values(LAUNCH_LIMITS) });
+const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
+  description: 'Why a work request waits, in one word',
+  values: describedValues<(typeof DIAGNOSIS_STATES)[keyof typeof DIAGNOSIS_STATES]>({
+    NOT_PENDING: 'It is not PENDING: nothing to wait for (or it is BLOCKED on its dependencies)',
+    READY: 'An available matching worker has a free slot: the next pass assigns it',
+    WAITING_FOR_BACKOFF: 'The matching workers with a free slot all released it recently: it waits for their release backoff to end',
+    WAITING_FOR_CAPACITY: 'Matching workers are available but all busy',
+    WAITING_FOR_WORKERS: 'Matching workers exist but none is available (disconnected, draining, disabled)',
+    WAITING_FOR_PROVISIONING: 'No worker matches, but a pool could start one',
+    ORCHESTRATED: 'The server runs it (an internal or workflow task); no worker ever will',
+    UNSCHEDULABLE: 'No worker and no pool could ever run it: see mismatches for the missing tags',
+  }),
+});
+const UnavailableEnum = builder.enumType('UnavailableReason', {
+  description: 'Why a matching worker gets no new work now',
+  values: describedValues<(typeof UNAVAILABLE)[keyof typeof UNAVAILABLE]>({
+    NOT_ASSIGNABLE: 'A worker of type NOT_ASSIGNABLE',
+    INACTIVE: 'Terminated',
+    DISABLED: 'Disabled by an admin',
+    DISCONNECTED: 'Its agent is not connected',
+    STALE: 'Connected, but its metadata is missing or older than TAGSCHED_METADATA_FRESH_SECONDS',
+    QUARANTINED: 'Its recent results are errors while the same tasks succeed elsewhere',
+    DRAINING: 'Drained by an admin',
+    SHUTTING_DOWN: 'Its agent is shutting down',
+  }),
+});
+const LaunchLimitEnum = builder.enumType('LaunchLimit', {
+  description: 'What keeps a pool from starting all the instances its demand asks for',
+  values: describedValues<(typeof LAUNCH_LIMITS)[keyof typeof LAUNCH_LIMITS]>({
+    MAX_ACTIVE_INSTANCES: 'It runs maxActiveInstances already',
+    MONTHLY_BUDGET: 'Its instances used monthlyRuntimeBudgetSeconds this month',
+    BACKOFF: 'Its last launches failed: it waits (launchRetryAt) before trying again',
+  }),
+});
 
 /** A mismatch's missing tags, or null when they are tags of workers the viewer may not see the details of (services/visibility.ts). */
 const missingTags = (side: 'missingOnWorker' | 'missingOnTask') => (m: Pick<Mismatch, 'workerIds' | typeof side>, _a: unknown, ctx: Context) =>
@@ -26,7 +58,7 @@ const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
   description: 'A group of workers with the same tags, or a pool, that cannot run the request, and why',
   fields: (t) => ({
     pool: t.exposeString('pool', { nullable: true, description: 'The pool, for a pool template; null for a group of workers' }),
-    workerCount: t.exposeInt('workerCount'),
+    workerCount: t.exposeInt('workerCount', { description: 'How many workers the group holds (0 for a pool)' }),
     workerNames: t.exposeStringList('workerNames', { description: 'The first few workers of the group' }),
     missingOnWorker: t.stringList({ nullable: true, description: `Tags the request requires that these workers do not provide${HIDDEN}`, resolve: missingTags('missingOnWorker') }),
     missingOnTask: t.stringList({ nullable: true, description: `Tags these workers require that the request does not provide${HIDDEN}`, resolve: missingTags('missingOnTask') }),
@@ -38,14 +70,19 @@ const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
 const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
   description: 'Why a work request waits, as data',
   fields: (t) => ({
-    state: t.field({ type: DiagnosisStateEnum, resolve: (d) => d.state }),
+    state: t.field({ type: DiagnosisStateEnum, description: 'Why it waits, in one word', resolve: (d) => d.state }),
     matchingWorkers: t.exposeInt('matchingWorkers', { description: 'Workers whose tags match, available or not' }),
     availableWorkers: t.exposeInt('availableWorkers', { description: 'Matching workers with a free slot now' }),
     busyWorkers: t.exposeInt('busyWorkers', { description: 'Matching workers that are available but full' }),
     unavailableWorkers: t.field({
       type: [builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
-        fields: (f) => ({ reason: f.field({ type: UnavailableEnum, resolve: (u) => u.reason as keyof typeof UNAVAILABLE }), count: f.exposeInt('count') }),
+        description: 'How many matching workers are unavailable for one reason',
+        fields: (f) => ({
+          reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as keyof typeof UNAVAILABLE }),
+          count: f.exposeInt('count', { description: 'How many workers' }),
+        }),
       })],
+      description: 'Matching workers that get no work now, counted by reason',
       resolve: (d) => d.unavailableWorkers,
     }),
     matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
@@ -53,7 +90,10 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
     releaseBackoffs: t.field({
       type: [builder.objectRef<BackedOff>('ReleaseBackoff').implement({
         description: 'A matching worker that released the request: it is not offered to it again before `until`',
-        fields: (f) => ({ workerName: f.exposeString('workerName'), until: f.field({ type: 'DateTime', resolve: (b) => b.until }) }),
+        fields: (f) => ({
+          workerName: f.exposeString('workerName', { description: 'The worker' }),
+          until: f.field({ type: 'DateTime', description: 'When it may be offered the request again', resolve: (b) => b.until }),
+        }),
       })],
       description: 'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
       resolve: (d) => d.releaseBackoffs,
@@ -68,7 +108,10 @@ builder.objectFields(WorkRequestRef, (t) => ({
     type: [WorkerRef],
     description: 'The workers that could run it (batched: a list of requests costs a bounded number of statements)',
     extensions: costOf((a) => FIELD_COSTS.candidatesPerRequest + pagedCost(100)(a)),
-    args: { availableOnly: t.arg.boolean({ defaultValue: true }), first: t.arg.int({ defaultValue: 100 }) },
+    args: {
+      availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),
+      first: t.arg.int({ defaultValue: 100, description: 'How many workers, at most' }),
+    },
     resolve: async (wr, args, ctx) => workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), args.first ?? 100),
   }),
   diagnosis: t.field({
@@ -88,12 +131,14 @@ interface Candidates {
   workers: WorkerState[];
 }
 
+const FIRST_WORKERS = 'How many workers, at most';
 const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').implement({
+  description: 'The workers that could run one work request',
   fields: (t) => ({
-    workRequestId: t.id({ resolve: (c) => String(c.workRequestId) }),
-    count: t.int({ resolve: (c) => c.workers.length }),
-    workerNames: t.stringList({ extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name) }),
-    workers: t.field({ type: [WorkerRef], extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100 }) }, resolve: (c, a) => workerIds(c.workers, a.first ?? 100) }),
+    workRequestId: t.id({ description: 'The work request', resolve: (c) => String(c.workRequestId) }),
+    count: t.int({ description: 'How many workers could run it', resolve: (c) => c.workers.length }),
+    workerNames: t.stringList({ description: 'Their names', extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) }, resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name) }),
+    workers: t.field({ type: [WorkerRef], description: 'The workers', extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) }, resolve: (c, a) => workerIds(c.workers, a.first ?? 100) }),
   }),
 });
 
@@ -107,17 +152,18 @@ async function visibleIds(ctx: Context, ids: number[]): Promise<number[]> {
 }
 
 const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
+  description: "One pool's part of the demand: what it should start and stop now",
   fields: (t) => ({
-    pool: t.field({ type: WorkerPoolRef, resolve: (d) => d.pool }),
+    pool: t.field({ type: WorkerPoolRef, description: 'The pool', resolve: (d) => d.pool }),
     pendingRunnable: t.exposeInt('pendingRunnable', { description: 'Pending requests its template tags can run' }),
     pendingAssigned: t.exposeInt('pendingAssigned', { description: 'Of those, the ones left for this pool after idle capacity and earlier pools' }),
     idleCompatibleSlots: t.exposeInt('idleCompatibleSlots', { description: 'Free slots of available workers that can run what this pool can run' }),
-    averageTaskSeconds: t.exposeFloat('averageTaskSeconds'),
+    averageTaskSeconds: t.exposeFloat('averageTaskSeconds', { description: 'How long its kind of work takes, on average (seconds)' }),
     workersRequired: t.exposeInt('workersRequired', { description: 'Instances needed to serve its share within the target latency' }),
-    activeInstances: t.exposeInt('activeInstances'),
+    activeInstances: t.exposeInt('activeInstances', { description: 'Instances it runs now (launching or running)' }),
     startingInstances: t.exposeInt('startingInstances', { description: 'Instances created but not connected yet' }),
     launch: t.exposeInt('launch', { description: 'Instances to start now, within the limits' }),
-    limitedBy: t.field({ type: [LaunchLimitEnum], resolve: (d) => d.limitedBy }),
+    limitedBy: t.field({ type: [LaunchLimitEnum], description: 'What keeps launch below what the demand asks; empty when nothing does', resolve: (d) => d.limitedBy }),
     monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', { description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds' }),
     degraded: t.exposeBoolean('degraded', { description: 'Its launches keep failing; lastError says why' }),
     lastError: t.string({ nullable: true, description: 'The pool’s last provider error', resolve: (d) => d.pool.lastError ?? null }),
@@ -126,9 +172,10 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
 });
 
 const NearestRef = builder.objectRef<UnschedulableGroup['nearest'][number]>('NearestMatch').implement({
+  description: 'A group of workers, or a pool, that comes near to running unschedulable work, and what is missing',
   fields: (t) => ({
-    pool: t.exposeString('pool', { nullable: true }),
-    workerNames: t.exposeStringList('workerNames'),
+    pool: t.exposeString('pool', { nullable: true, description: 'The pool; null for a group of workers' }),
+    workerNames: t.exposeStringList('workerNames', { description: 'The first few workers of the group' }),
     missingOnWorker: t.stringList({ nullable: true, description: `Tags the requests require that these workers do not provide${HIDDEN}`, resolve: missingTags('missingOnWorker') }),
     missingOnTask: t.stringList({ nullable: true, description: `Tags these workers require that the requests do not provide${HIDDEN}`, resolve: missingTags('missingOnTask') }),
     missingOnWorkerCount: t.int({ description: 'How many tags the requests require that these workers do not provide', resolve: (m) => m.missingOnWorker.length }),
@@ -139,22 +186,23 @@ const NearestRef = builder.objectRef<UnschedulableGroup['nearest'][number]>('Nea
 const UnschedulableRef = builder.objectRef<UnschedulableGroup>('UnschedulableGroup').implement({
   description: 'Pending requests that no worker and no pool could ever run; listed only when the viewer may see one of them',
   fields: (t) => ({
-    count: t.exposeInt('count'),
+    count: t.exposeInt('count', { description: 'How many pending requests the group holds' }),
     sampleWorkRequestIds: t.idList({ description: 'The first ones the viewer may see', resolve: (g) => g.sampleIds.map(String) }),
-    requiredTags: t.exposeStringList('requiredTags'),
+    requiredTags: t.exposeStringList('requiredTags', { description: 'The tags they require' }),
     providedTags: t.exposeStringList('providedTags', { description: 'The significant provided tags (those some worker requires)' }),
     nearest: t.field({ type: [NearestRef], description: 'The nearest workers or pools and what is missing', resolve: (g) => g.nearest }),
   }),
 });
 
 const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('ProvisioningDemand').implement({
+  description: 'What the pools should start and stop for the pending work, and the work no pool can run',
   fields: (t) => ({
-    pendingTotal: t.exposeInt('pendingTotal'),
+    pendingTotal: t.exposeInt('pendingTotal', { description: 'Pending work requests, all of them' }),
     hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
       description: 'Unschedulable requests in groups the viewer may see none of (other people\'s private work): counted only',
     }),
-    pools: t.field({ type: [PoolDemandRef], resolve: (d) => d.pools }),
-    unschedulable: t.field({ type: [UnschedulableRef], resolve: (d) => d.unschedulable }),
+    pools: t.field({ type: [PoolDemandRef], description: 'Per enabled pool, by name', resolve: (d) => d.pools }),
+    unschedulable: t.field({ type: [UnschedulableRef], description: 'Groups of pending requests that nothing could run', resolve: (d) => d.unschedulable }),
   }),
 });
 
@@ -163,7 +211,10 @@ builder.queryFields((t) => ({
     type: [CandidatesRef],
     description: 'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
     extensions: costOf(candidatesQueryCost),
-    args: { workRequestIds: t.arg.idList({ required: true }), availableOnly: t.arg.boolean({ defaultValue: true }) },
+    args: {
+      workRequestIds: t.arg.idList({ required: true, description: 'The work requests' }),
+      availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),
+    },
     resolve: async (_r, args, ctx) => {
       const ids = [...new Set(args.workRequestIds.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0))];
       const visible = await visibleIds(ctx, ids);

@@ -153,6 +153,7 @@ function stoppable<T>(source: (closed: Promise<void>) => AsyncGenerator<T>): Asy
 }
 
 builder.subscriptionType({
+  description: 'Live changes over WebSocket (graphql-ws, the bearer token in connectionParams); each shows only what the caller may see',
   fields: (t) => ({
     assignments: t.field({
       type: WorkRequestRef,
@@ -163,21 +164,24 @@ builder.subscriptionType({
     workRequestChanged: t.field({
       type: WorkRequestRef,
       description: 'Changes of one request, or of a workspace (scope/name), or of everything the viewer may see',
-      args: { id: t.arg.id(), workspace: t.arg.string() },
+      args: {
+        id: t.arg.id({ description: 'Only this work request' }),
+        workspace: t.arg.string({ description: 'Only the work of this workspace, written scope/name' }),
+      },
       subscribe: (_r, args, ctx) => stoppable((closed) => workRequestChanges(ctx, closed, args.id != null ? Number(args.id) : null, args.workspace ?? null)),
       resolve: (wr: WorkRequest) => wr,
     }),
     workerChanged: t.field({
       type: WorkerRef,
       description: 'Changes of one worker (by name) or of all workers: connection, status, tags',
-      args: { name: t.arg.string() },
+      args: { name: t.arg.string({ description: 'Only this worker; omitted: every worker' }) },
       subscribe: (_r, args, ctx) => stoppable((closed) => workerChanges(ctx, closed, args.name ?? null)),
       resolve: (w: Worker) => w,
     }),
     workRequestLog: t.field({
       type: WorkRequestLogPageRef,
       description: "A request's output as it is written: the pages there are from `offset`, then each new chunk; it ends after a page with `complete` (the request finished). The same visibility as the request",
-      args: { id: t.arg.id({ required: true }), offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }) },
+      args: { id: t.arg.id({ required: true, description: 'The work request' }), offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }) },
       subscribe: (_r, args, ctx) => stoppable((closed) => followLog(ctx, closed, String(args.id), args.offset, () => tokenStillValid(ctx))),
       resolve: (page: LogPageOut) => page,
     }),

@@ -1,26 +1,36 @@
 import { builder } from '../builder.js';
+import { describedValues, upperSnake } from './enum-values.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { TOKEN_KINDS, type Token } from '../entities/token.js';
 import { createToken, listTokens, revokeToken, rotateToken } from '../services/token-lifecycle.js';
 import { tokenRefusal } from '../services/tokens.js';
-import { COMMON_ERRORS } from './errors.js';
 
 const TokenKindEnum = builder.enumType('TokenKind', {
-  values: Object.fromEntries(TOKEN_KINDS.map((k) => [k.toUpperCase(), { value: k }])) as Record<string, { value: (typeof TOKEN_KINDS)[number] }>,
+  description: 'What a token acts as',
+  values: describedValues<(typeof TOKEN_KINDS)[number]>(
+    {
+      admin: 'A user with admin rights: changes workers, pools, users and site rules',
+      user: 'A user: submits work to its workspaces, sees what they may see',
+      worker: 'A worker agent: receives its own assignments and reports on them',
+      activation: 'One-shot: a new pool machine trades it for its worker token (activateWorker)',
+    },
+    upperSnake,
+  ),
 });
 
 /** A bearer token as its owner and admins see it: never its value, which is shown once and not stored. */
 export const TokenRef = builder.objectRef<Token>('Token').implement({
   description: 'A bearer token, without its value',
   fields: (t) => ({
-    id: t.exposeID('id'),
-    kind: t.field({ type: TokenKindEnum, resolve: (tk) => tk.kind }),
-    label: t.exposeString('label'),
+    id: t.exposeID('id', { description: 'Its id, for rotateToken and revokeToken' }),
+    kind: t.field({ type: TokenKindEnum, description: 'What it acts as', resolve: (tk) => tk.kind }),
+    label: t.exposeString('label', { description: 'A note of what it is for (may be empty)' }),
     username: t.string({ nullable: true, description: 'The user it acts for (admin and user tokens)', resolve: (tk) => tk.user?.username ?? null }),
     worker: t.string({ nullable: true, description: 'The worker it acts for (worker tokens)', resolve: (tk) => tk.worker?.name ?? null }),
     pool: t.string({ nullable: true, description: 'The pool it activates a worker of (activation tokens)', resolve: (tk) => tk.pool?.name ?? null }),
-    createdAt: t.expose('createdAt', { type: 'DateTime' }),
-    expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true }),
-    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
+    createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was issued' }),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true, description: 'When it stops being accepted; null: never' }),
+    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true, description: 'When it was revoked (or replaced by rotateToken); null: not revoked' }),
     usedAt: t.expose('usedAt', { type: 'DateTime', nullable: true, description: 'When an activation token was used' }),
     valid: t.boolean({
       description: 'Whether it is accepted now (not revoked, disabled, expired or used up)',
@@ -30,8 +40,9 @@ export const TokenRef = builder.objectRef<Token>('Token').implement({
 });
 
 const TokenValuePayload = builder.objectRef<{ token: Token; value: string }>('TokenValuePayload').implement({
+  description: 'A new token and its value, shown this once',
   fields: (t) => ({
-    token: t.field({ type: TokenRef, resolve: (p) => p.token }),
+    token: t.field({ type: TokenRef, description: 'The token', resolve: (p) => p.token }),
     value: t.exposeString('value', { description: 'The bearer token itself: shown once, never again' }),
   }),
 });
@@ -40,7 +51,10 @@ builder.queryFields((t) => ({
   tokens: t.field({
     type: [TokenRef],
     description: "A user's or a worker's tokens, newest first, without their values. Admins: anyone's; users: their own (the default); workers: their own",
-    args: { username: t.arg.string(), worker: t.arg.string() },
+    args: {
+      username: t.arg.string({ description: 'The tokens of this user (default: the caller)' }),
+      worker: t.arg.string({ description: 'The tokens of this worker' }),
+    },
     resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, args),
   }),
 }));
@@ -49,17 +63,18 @@ builder.mutationFields((t) => ({
   createToken: t.field({
     type: TokenValuePayload,
     description: 'A new user token (admins: for any user; users: for themselves), optionally expiring; its value is shown once',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateTokenInput', {
+          description: 'Whose token, and how long it lives',
           fields: (f) => ({
             username: f.string({ description: 'Default: the caller' }),
-            label: f.string(),
+            label: f.string({ description: 'A note of what it is for, up to 200 characters' }),
             expiresAt: f.field({ type: 'DateTime', description: 'Refused from this instant on; default: never' }),
           }),
         }),
-        required: true,
+        required: true, description: 'Whose token, its label and expiry',
       }),
     },
     resolve: (_r, { input }, ctx) => createToken(ctx.em, ctx.viewer, input),
@@ -67,11 +82,11 @@ builder.mutationFields((t) => ({
   revokeToken: t.field({
     type: TokenRef,
     description: 'Revokes a token (admins: any; users: their own; workers: their own): refused from now on, its WebSockets closed',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, NotFoundError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RevokeTokenInput', { fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
-        required: true,
+        type: builder.inputType('RevokeTokenInput', { description: 'The token to revoke', fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
+        required: true, description: 'The token to revoke (default: the caller’s own)',
       }),
     },
     resolve: (_r, { input }, ctx) => revokeToken(ctx.em, ctx.viewer, ctx.events, input),
@@ -79,16 +94,17 @@ builder.mutationFields((t) => ({
   rotateToken: t.field({
     type: TokenValuePayload,
     description: 'A new value for a token (same owner, kind and label), shown once; the old value is revoked at once',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('RotateTokenInput', {
+          description: 'The token to replace, and the expiry of its replacement',
           fields: (f) => ({
             id: f.id({ description: 'Default: the token of this request' }),
             expiresAt: f.field({ type: 'DateTime', description: 'Default: the same lifetime as the old token (none if it had none)' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The token to replace (default: the caller’s own) and its new expiry',
       }),
     },
     resolve: (_r, { input }, ctx) => rotateToken(ctx.em, ctx.viewer, ctx.events, input),

@@ -1,19 +1,21 @@
 import { builder } from '../builder.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { heartbeat } from '../services/presence.js';
 import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work-lifecycle.js';
-import { COMMON_ERRORS } from './errors.js';
 import { ResultEnum, WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 
 const RequestWorkPayload = builder.objectRef<{ workRequest: Awaited<ReturnType<typeof requestWork>> }>('RequestWorkPayload').implement({
+  description: 'The work assigned by requestWork, if any',
   fields: (t) => ({
     workRequest: t.field({ type: WorkRequestRef, nullable: true, description: 'Null when there is nothing this worker may run now', resolve: (p) => p.workRequest }),
   }),
 });
 
 const HeartbeatPayload = builder.objectRef<Awaited<ReturnType<typeof heartbeat>>>('HeartbeatPayload').implement({
+  description: 'What the server knows of the calling worker',
   fields: (t) => ({
-    worker: t.field({ type: WorkerRef, resolve: (p) => p.worker }),
+    worker: t.field({ type: WorkerRef, description: 'The calling worker', resolve: (p) => p.worker }),
     draining: t.boolean({ description: 'Whether the worker takes no new work (admin drain, or its own shutdown)', resolve: (p) => p.worker.draining || p.worker.shuttingDown }),
     assignedWorkRequests: t.field({
       type: [WorkRequestRef],
@@ -24,6 +26,7 @@ const HeartbeatPayload = builder.objectRef<Awaited<ReturnType<typeof heartbeat>>
 });
 
 const HeartbeatInput = builder.inputType('HeartbeatInput', {
+  description: "The agent's state",
   fields: (t) => ({
     shuttingDown: t.boolean({ description: 'The agent is shutting down: finish what runs, take nothing new' }),
     running: t.idList({ description: 'What the agent is running (informational)' }),
@@ -34,14 +37,14 @@ builder.mutationFields((t) => ({
   heartbeat: t.field({
     type: HeartbeatPayload,
     description: 'Worker token: the agent is alive (lighter than a metadata report)',
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: HeartbeatInput, required: true }) },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
+    args: { input: t.arg({ type: HeartbeatInput, required: true, description: 'Whether the agent is shutting down' }) },
     resolve: (_r, { input }, ctx) => heartbeat(ctx.em, ctx.viewer, ctx.events, input),
   }),
   releaseWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'Worker token: gives an assignment back to the queue untouched (no handler for it, shutting down)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('ReleaseWorkRequestInput', {
@@ -51,7 +54,7 @@ builder.mutationFields((t) => ({
             reason: f.string({ required: true, description: 'Why it is given back (no handler for it, shutting down)' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The assignment to give back, and why',
       }),
     },
     resolve: (_r, { input }, ctx) => releaseWorkRequest(ctx, String(input.id), input.reason),
@@ -59,20 +62,20 @@ builder.mutationFields((t) => ({
   requestWork: t.field({
     type: RequestWorkPayload,
     description: 'Worker token: atomically assigns and returns the next work request this worker may run (pull)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [UnauthenticatedError, ForbiddenError] },
     resolve: async (_r, _a, ctx) => ({ workRequest: await requestWork(ctx) }),
   }),
   startWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'Worker token: acknowledges an assignment, ASSIGNED → RUNNING',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('StartWorkRequestInput', {
           description: 'The assignment to acknowledge',
           fields: (f) => ({ id: f.id({ required: true, description: 'The work request assigned to this worker' }) }),
         }),
-        required: true,
+        required: true, description: 'The assignment to start',
       }),
     },
     resolve: (_r, { input }, ctx) => startWorkRequest(ctx, String(input.id)),
@@ -80,7 +83,7 @@ builder.mutationFields((t) => ({
   completeWorkRequest: t.field({
     type: WorkRequestRef,
     description: 'The assigned worker (or an admin) records the result, with the handler\'s exit code; a FAILURE or ERROR without a statusReason takes the last lines of the output as its reason',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('CompleteWorkRequestInput', {
@@ -92,7 +95,7 @@ builder.mutationFields((t) => ({
             statusReason: f.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The work request and how it ended',
       }),
     },
     resolve: (_r, { input }, ctx) => completeWorkRequest(ctx, String(input.id), input.result, { exitCode: input.exitCode, statusReason: input.statusReason }),

@@ -1,8 +1,9 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
+import { describedValues } from './enum-values.js';
 import { costOf, pagedCost } from '../limits/cost.js';
-import { InputError, NotFoundError } from '../errors.js';
+import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
@@ -12,15 +13,32 @@ import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } 
 import { splitWorkspaceName } from '../services/validate.js';
 import { idempotent } from '../services/idempotency.js';
 import { principalOf, workRequestSql } from '../services/visibility.js';
-import { COMMON_ERRORS } from './errors.js';
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
-import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerRef } from './worker.js';
 import { UserRef, WorkspaceRef } from './workspace.js';
 
-const StatusEnum = builder.enumType('WorkRequestStatus', { values: WORK_REQUEST_STATUSES });
-export const ResultEnum = builder.enumType('WorkRequestResult', { values: WORK_REQUEST_RESULTS });
+const StatusEnum = builder.enumType('WorkRequestStatus', {
+  description: 'Where a work request is in its life: BLOCKED → PENDING → ASSIGNED → RUNNING → COMPLETED, or ABORTED',
+  values: describedValues<(typeof WORK_REQUEST_STATUSES)[number]>({
+    BLOCKED: 'Waits for its dependencies to complete',
+    PENDING: 'Queued: waits for a worker that matches (see its diagnosis)',
+    ASSIGNED: 'Given to a worker that has not started it yet',
+    RUNNING: 'Its worker started it',
+    COMPLETED: 'Finished: `result` says how',
+    ABORTED: 'Stopped before completion (by a user or admin, or after too many retries): `statusReason` says why',
+  }),
+});
+export const ResultEnum = builder.enumType('WorkRequestResult', {
+  description: 'How a completed work request ended',
+  values: describedValues<(typeof WORK_REQUEST_RESULTS)[number]>({
+    SUCCESS: 'The task succeeded',
+    FAILURE: 'The task ran and failed (e.g. the package does not build)',
+    ERROR: 'The task could not run (e.g. a broken environment or handler)',
+    SKIPPED: 'The task had nothing to do',
+  }),
+});
 
 /** The dependencies of each request, those the viewer may see by id and the others as a count (one statement). */
 async function dependenciesOf(ctx: Context, ids: number[]): Promise<{ visible: number[]; hidden: number }[]> {
@@ -40,20 +58,21 @@ async function dependenciesOf(ctx: Context, ids: number[]): Promise<{ visible: n
 /** A work request. */
 export const WorkRequestRef = builder.objectRef<WorkRequest>('WorkRequest');
 WorkRequestRef.implement({
+  description: 'A task to run, with the tags that decide which worker may run it. Seen by the members of its workspace (everyone for a public one), admins and its worker',
   fields: (t) => ({
-    id: t.exposeID('id'),
-    taskType: t.exposeString('taskType'),
-    taskName: t.exposeString('taskName'),
-    taskData: t.field({ type: 'JSON', resolve: (w) => w.taskData }),
-    status: t.field({ type: StatusEnum, resolve: (w) => w.status }),
-    result: t.field({ type: ResultEnum, nullable: true, resolve: (w) => w.result ?? null }),
+    id: t.exposeID('id', { description: 'Its id' }),
+    taskType: t.exposeString('taskType', { description: 'worker, server, signing, internal or workflow' }),
+    taskName: t.exposeString('taskName', { description: 'The task, e.g. sbuild, autopkgtest, noop' }),
+    taskData: t.field({ type: 'JSON', description: "The task's parameters, as submitted", resolve: (w) => w.taskData }),
+    status: t.field({ type: StatusEnum, description: 'Where it is in its life', resolve: (w) => w.status }),
+    result: t.field({ type: ResultEnum, nullable: true, description: 'How it ended; null until COMPLETED', resolve: (w) => w.result ?? null }),
     statusReason: t.exposeString('statusReason', { nullable: true, description: 'Why it was aborted or re-queued' }),
     priority: t.int({ description: 'Effective priority: base + adjustment', resolve: (w) => w.priorityBase + w.priorityAdjustment }),
-    priorityBase: t.exposeInt('priorityBase'),
-    priorityAdjustment: t.exposeInt('priorityAdjustment'),
-    workspace: t.field({ type: WorkspaceRef, resolve: (w) => w.workspace.id }),
-    createdBy: t.field({ type: UserRef, resolve: (w) => w.createdBy.id }),
-    worker: t.field({ type: WorkerRef, nullable: true, resolve: (w) => w.worker?.id ?? null }),
+    priorityBase: t.exposeInt('priorityBase', { description: 'The priority it was submitted with; higher runs first' }),
+    priorityAdjustment: t.exposeInt('priorityAdjustment', { description: 'Added to priorityBase (only admins raise it)' }),
+    workspace: t.field({ type: WorkspaceRef, description: 'The workspace it belongs to', resolve: (w) => w.workspace.id }),
+    createdBy: t.field({ type: UserRef, description: 'The user who submitted it', resolve: (w) => w.createdBy.id }),
+    worker: t.field({ type: WorkerRef, nullable: true, description: 'The worker it is (or was last) assigned to; null before its first assignment', resolve: (w) => w.worker?.id ?? null }),
     dependsOn: t.loadableList({
       type: 'ID',
       description: 'The requests it depends on that the viewer may see',
@@ -71,20 +90,21 @@ WorkRequestRef.implement({
     droppedTags: t.field({ type: [TagRefusalRef], description: 'Rule tags refused for their provenance', resolve: (w) => w.droppedTags }),
     userProvidedTags: t.exposeStringList('userProvidedTags', { description: 'As submitted' }),
     userRequiredTags: t.exposeStringList('userRequiredTags', { description: 'As submitted' }),
-    retryCount: t.exposeInt('retryCount'),
-    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    retryCount: t.exposeInt('retryCount', { description: 'How many times it was re-queued after its worker was lost' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was submitted' }),
     pendingAt: t.expose('pendingAt', { type: 'DateTime', nullable: true, description: 'When it last became PENDING (a re-queued request is pending again from then)' }),
-    assignedAt: t.expose('assignedAt', { type: 'DateTime', nullable: true }),
-    startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true }),
-    completedAt: t.expose('completedAt', { type: 'DateTime', nullable: true }),
+    assignedAt: t.expose('assignedAt', { type: 'DateTime', nullable: true, description: 'When it was last assigned; null: not yet' }),
+    startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true, description: 'When its worker last started it; null: not yet' }),
+    completedAt: t.expose('completedAt', { type: 'DateTime', nullable: true, description: 'When it completed or was aborted; null while it is not over' }),
   }),
 });
 
 const WorkRequestFilter = builder.inputType('WorkRequestFilter', {
+  description: 'Which work requests to list; every field given must hold',
   fields: (t) => ({
-    status: t.field({ type: [StatusEnum] }),
+    status: t.field({ type: [StatusEnum], description: 'Only requests in one of these states' }),
     workspace: t.string({ description: 'scope/name' }),
-    taskName: t.string(),
+    taskName: t.string({ description: 'Only requests of this task, e.g. sbuild' }),
     requiresTag: t.string({ description: 'Only requests whose frozen required set has this exact tag' }),
     providesTag: t.string({ description: 'Only requests whose frozen provided set has this exact tag' }),
     worker: t.string({ description: 'Only requests assigned to this worker' }),
@@ -101,7 +121,10 @@ function workspaceFilter(full: string): { scope: string; name: string } {
   }
 }
 
-const WorkRequestConnection = builder.connectionObject({ type: WorkRequestRef, name: 'WorkRequestConnection' });
+const WorkRequestConnection = builder.connectionObject(
+  { type: WorkRequestRef, name: 'WorkRequestConnection', description: 'A page of work requests the viewer may see' },
+  { description: 'A work request of the page' },
+);
 
 /** The rows of these ids the viewer may see, by id (one statement). */
 async function visibleById(ctx: Context, ids: readonly number[]): Promise<Map<number, WorkRequest>> {
@@ -126,7 +149,10 @@ builder.objectFields(WorkRequestRef, (t) => ({
     description: 'What a workflow expanded into, in creation order (empty for other requests)',
     byPath: true, // one statement for the children of every workflow at this place of the query, paged alike
     extensions: costOf(pagedCost()),
-    args: { first: t.arg.int(), after: t.arg.string() },
+    args: {
+      first: t.arg.int({ description: `How many children, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
+    },
     load: async (ids: number[], ctx, args) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => typeof v === 'number') ?? 0;
@@ -151,7 +177,11 @@ builder.queryFields((t) => ({
     type: WorkRequestConnection,
     description: 'Newest first; only the work the viewer may see',
     extensions: costOf(pagedCost()),
-    args: { filter: t.arg({ type: WorkRequestFilter }), first: t.arg.int(), after: t.arg.string() },
+    args: {
+      filter: t.arg({ type: WorkRequestFilter, description: 'Which requests; omitted: all the viewer may see' }),
+      first: t.arg.int({ description: `How many, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
+    },
     resolve: async (_root, args, ctx) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => typeof v === 'number');
@@ -175,7 +205,8 @@ builder.queryFields((t) => ({
   workRequest: t.field({
     type: WorkRequestRef,
     nullable: true,
-    args: { id: t.arg.id({ required: true }) },
+    description: 'A work request by id; null when there is none or the viewer may not see it',
+    args: { id: t.arg.id({ required: true, description: 'Its id' }) },
     resolve: async (_root, { id }, ctx) => {
       try {
         return await findVisibleWorkRequest(ctx.em, ctx.viewer, String(id));
@@ -188,20 +219,22 @@ builder.queryFields((t) => ({
 }));
 
 const CreateWorkRequestInput = builder.inputType('CreateWorkRequestInput', {
+  description: 'Work to submit to a workspace',
   fields: (t) => ({
     workspace: t.string({ required: true, description: 'scope/name' }),
     taskType: t.string({ required: true, description: 'worker, server, signing, internal or workflow' }),
-    taskName: t.string({ required: true }),
-    taskData: t.field({ type: 'JSON', required: true }),
+    taskName: t.string({ required: true, description: 'The task, e.g. noop, sbuild, autopkgtest' }),
+    taskData: t.field({ type: 'JSON', required: true, description: "The task's parameters, checked against its schema (e.g. {} for noop)" }),
     providedTags: t.stringList({ description: 'Only under prefixes the workspace grants to its members' }),
-    requiredTags: t.stringList(),
-    priorityBase: t.int(),
+    requiredTags: t.stringList({ description: 'Tags its worker must provide, beyond those the task and rules add' }),
+    priorityBase: t.int({ description: 'Higher runs first, -1000000 to 1000000 (default 0)' }),
     priorityAdjustment: t.int({ description: 'A positive adjustment needs admin' }),
     dependsOn: t.idList({ description: 'BLOCKED until all of these are COMPLETED' }),
   }),
 });
 
 const CreateWorkRequestsInput = builder.inputType('CreateWorkRequestsInput', {
+  description: 'Several work requests to submit at once',
   fields: (t) => ({
     requests: t.field({
       type: [CreateWorkRequestInput],
@@ -224,8 +257,8 @@ builder.mutationFields((t) => ({
     description:
       'Creates many work requests in one transaction, all or none: a refusal names each request at fault by its index (input.requests[3].taskData…). ' +
       'Requests are placed by the next scheduling pass, not one by one.',
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: CreateWorkRequestsInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: { input: t.arg({ type: CreateWorkRequestsInput, required: true, description: 'The work to submit' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const requests = input.requests.map((r) => ({ ...r, dependsOn: r.dependsOn?.map(String) }));
       return idempotent<WorkRequest[]>(
@@ -246,8 +279,9 @@ builder.mutationFields((t) => ({
   }),
   createWorkRequest: t.field({
     type: WorkRequestRef,
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: CreateWorkRequestInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    description: 'Owners and contributors of the workspace (and admins): submits work; it is PENDING (or BLOCKED on its dependencies) and its tags are fixed now',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: { input: t.arg({ type: CreateWorkRequestInput, required: true, description: 'The work to submit' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const request = { ...input, dependsOn: input.dependsOn?.map(String) };
       return idempotent<WorkRequest>(
@@ -263,14 +297,15 @@ builder.mutationFields((t) => ({
   }),
   abortWorkRequest: t.field({
     type: WorkRequestRef,
-    errors: { types: COMMON_ERRORS },
+    description: 'Its creator, the workspace owners and admins: stops work that is not over (ABORTED); its dependents are aborted too',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('AbortWorkRequestInput', {
           description: 'The work request to abort',
           fields: (f) => ({ id: f.id({ required: true, description: 'The work request' }) }),
         }),
-        required: true,
+        required: true, description: 'The work request to abort',
       }),
     },
     resolve: (_r, { input }, ctx) => abortWorkRequest(ctx, String(input.id)),
@@ -278,7 +313,7 @@ builder.mutationFields((t) => ({
   addWorkRequestDependencies: t.field({
     type: WorkRequestRef,
     description: 'Adds dependencies to a BLOCKED request; cycles are refused',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('AddWorkRequestDependenciesInput', {
@@ -288,7 +323,7 @@ builder.mutationFields((t) => ({
             dependsOn: f.idList({ required: true, description: 'The work requests it waits for' }),
           }),
         }),
-        required: true,
+        required: true, description: 'The BLOCKED request and its new dependencies',
       }),
     },
     resolve: (_r, { input }, ctx) => addWorkRequestDependencies(ctx, String(input.id), input.dependsOn.map(String)),

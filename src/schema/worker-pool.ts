@@ -1,12 +1,12 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
+import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { poolHealth } from '../scheduler/pool-health.js';
 import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
 import { isAdmin } from '../services/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
 
@@ -22,31 +22,31 @@ const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 const PoolHandlerRef = builder.objectRef<{ task: string; command: string }>('PoolHandler').implement({
   description: 'A task the agents of a local pool run, and the shell command that runs it',
-  fields: (t) => ({ task: t.exposeString('task'), command: t.exposeString('command') }),
+  fields: (t) => ({ task: t.exposeString('task', { description: 'The task name, e.g. sbuild' }), command: t.exposeString('command', { description: 'The shell command (sh -c) that runs it' }) }),
 });
 
 const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifications').implement({
   description: 'What a pool starts: instance size and concurrency, what its image holds, and what its provider needs',
   fields: (t) => ({
-    cpuCount: t.int({ nullable: true, resolve: (s) => s.cpuCount ?? null }),
-    memoryGib: t.float({ nullable: true, resolve: (s) => s.memoryGib ?? null }),
-    diskGib: t.float({ nullable: true, resolve: (s) => s.diskGib ?? null }),
+    cpuCount: t.int({ nullable: true, description: 'CPUs per instance; null when unset', resolve: (s) => s.cpuCount ?? null }),
+    memoryGib: t.float({ nullable: true, description: 'Memory per instance, GiB; null when unset', resolve: (s) => s.memoryGib ?? null }),
+    diskGib: t.float({ nullable: true, description: 'Disk per instance, GiB; null when unset', resolve: (s) => s.diskGib ?? null }),
     concurrency: t.int({ description: 'The concurrency of the pool\u2019s workers (1 when unset)', resolve: (s) => poolConcurrency(s) }),
-    architectures: t.stringList({ resolve: (s) => s.architectures ?? [] }),
-    enableBackends: t.stringList({ resolve: (s) => s.enableBackends ?? [] }),
-    enableTasks: t.stringList({ resolve: (s) => s.enableTasks ?? [] }),
-    image: t.string({ nullable: true, resolve: (s) => str(s.image) }),
+    architectures: t.stringList({ description: 'Debian architectures its machines run natively', resolve: (s) => s.architectures ?? [] }),
+    enableBackends: t.stringList({ description: 'Executor backends its image enables (unshare, incus-lxc, incus-vm, qemu)', resolve: (s) => s.enableBackends ?? [] }),
+    enableTasks: t.stringList({ description: 'Tasks its image is built for', resolve: (s) => s.enableTasks ?? [] }),
+    image: t.string({ nullable: true, description: 'The tagsched worker image it boots; null when unset', resolve: (s) => str(s.image) }),
     handlers: t.field({
       type: [PoolHandlerRef],
       nullable: true,
       description: 'Local pools: the commands their agents run on the server\u2019s machine (admins only; null for others)',
       resolve: (s, _a, ctx) => (isAdmin(ctx.viewer) ? (s.handlers ?? []) : null),
     }),
-    instanceType: t.string({ nullable: true, resolve: (s) => str(s.instanceType) }),
-    location: t.string({ nullable: true, resolve: (s) => str(s.location) }),
-    providerImage: t.string({ nullable: true, resolve: (s) => str(s.providerImage) }),
-    subnetId: t.string({ nullable: true, resolve: (s) => str(s.subnetId) }),
-    securityGroupIds: t.stringList({ resolve: (s) => (Array.isArray(s.securityGroupIds) ? (s.securityGroupIds as string[]) : []) }),
+    instanceType: t.string({ nullable: true, description: 'Cloud: the server or instance type; null when unset', resolve: (s) => str(s.instanceType) }),
+    location: t.string({ nullable: true, description: 'Cloud: the location, region or availability zone; null when unset', resolve: (s) => str(s.location) }),
+    providerImage: t.string({ nullable: true, description: 'Cloud: the provider image (Hetzner image, EC2 AMI); null when unset', resolve: (s) => str(s.providerImage) }),
+    subnetId: t.string({ nullable: true, description: 'EC2: the subnet; null when unset', resolve: (s) => str(s.subnetId) }),
+    securityGroupIds: t.stringList({ description: 'EC2: security group ids', resolve: (s) => (Array.isArray(s.securityGroupIds) ? (s.securityGroupIds as string[]) : []) }),
     command: t.stringList({
       nullable: true,
       description: 'Exec pools: the program and its arguments (admins only; null for others)',
@@ -56,32 +56,33 @@ const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifi
 });
 
 WorkerPoolRef.implement({
+  description: 'A set of workers the provisioner starts and stops on demand, all from one template; provider credentials are never shown',
   fields: (t) => ({
-    name: t.exposeString('name'),
-    providerType: t.exposeString('providerType'),
+    name: t.exposeString('name', { description: 'Its unique name' }),
+    providerType: t.exposeString('providerType', { description: 'local, exec, hetzner or ec2' }),
     hasProviderAccount: t.boolean({
       description: 'Whether provider credentials are set; they are never returned',
       resolve: (pool) => pool.providerAccountEncrypted != null,
     }),
-    specifications: t.field({ type: PoolSpecificationsRef, resolve: (pool) => pool.specifications }),
+    specifications: t.field({ type: PoolSpecificationsRef, description: 'What it starts', resolve: (pool) => pool.specifications }),
     providedTags: t.exposeStringList('providedTags', { description: 'The tags the admin gave the pool (provided side)' }),
-    requiredTags: t.exposeStringList('requiredTags'),
+    requiredTags: t.exposeStringList('requiredTags', { description: 'The tags the admin gave the pool (required side: what its workers ask of tasks)' }),
     templateProvidedTags: t.field({
       type: [TagEntryRef],
       description: 'What any worker this pool starts will provide: pool tags, specification values and what its image holds, worker:type:worker',
       resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).provided,
     }),
-    templateRequiredTags: t.field({ type: [TagEntryRef], resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required }),
-    maxActiveInstances: t.exposeInt('maxActiveInstances'),
-    minIdleInstances: t.exposeInt('minIdleInstances'),
-    idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds'),
-    targetLatencySeconds: t.exposeInt('targetLatencySeconds'),
-    monthlyRuntimeBudgetSeconds: t.exposeInt('monthlyRuntimeBudgetSeconds', { nullable: true }),
+    templateRequiredTags: t.field({ type: [TagEntryRef], description: 'What any worker this pool starts will require of its tasks', resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required }),
+    maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'At most this many instances at once' }),
+    minIdleInstances: t.exposeInt('minIdleInstances', { description: 'Instances kept running idle, ready for work' }),
+    idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds', { description: 'An instance idle this long (seconds) is stopped, above minIdleInstances' }),
+    targetLatencySeconds: t.exposeInt('targetLatencySeconds', { description: 'How long (seconds) pending work may wait before another instance is started for it' }),
+    monthlyRuntimeBudgetSeconds: t.exposeInt('monthlyRuntimeBudgetSeconds', { nullable: true, description: 'Instance runtime allowed per calendar month (seconds); null: no limit' }),
     monthRuntimeSeconds: t.float({
       description: 'The runtime of its instances in this calendar month (UTC), what monthlyRuntimeBudgetSeconds limits',
       resolve: async (pool, _a, ctx) => (await ctx.loaders.monthRuntimes()).get(pool.id) ?? 0,
     }),
-    enabled: t.exposeBoolean('enabled'),
+    enabled: t.exposeBoolean('enabled', { description: 'False: the provisioner starts nothing for it' }),
     degraded: t.boolean({
       description: 'Its launches keep failing (TAGSCHED_DEGRADED_AFTER_FAILURES in a row, or one only an admin can cure); lastError says why',
       resolve: (pool, _a, ctx) => poolHealth(pool, new Date(), ctx.config.degradedAfterFailures).degraded,
@@ -90,13 +91,14 @@ WorkerPoolRef.implement({
     launchRetryAt: t.expose('launchRetryAt', { type: 'DateTime', nullable: true, description: 'After failed launches, no launch is tried before this' }),
     lastError: t.exposeString('lastError', { nullable: true, description: 'The last provider error of the pool (launch, stop or list)' }),
     lastErrorKind: t.exposeString('lastErrorKind', { nullable: true, description: 'quota, capacity, auth, timeout, invalid or unavailable' }),
-    lastErrorAt: t.expose('lastErrorAt', { type: 'DateTime', nullable: true }),
-    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    lastErrorAt: t.expose('lastErrorAt', { type: 'DateTime', nullable: true, description: 'When lastError happened; null: never' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was created' }),
   }),
 });
 
 const PoolHandlerInput = builder.inputType('PoolHandlerInput', {
-  fields: (t) => ({ task: t.string({ required: true }), command: t.string({ required: true, description: 'A shell command (sh -c) on the server\u2019s machine' }) }),
+  description: 'A task the agents of a local pool run, and the command that runs it',
+  fields: (t) => ({ task: t.string({ required: true, description: 'The task name, e.g. sbuild' }), command: t.string({ required: true, description: 'A shell command (sh -c) on the server\u2019s machine' }) }),
 });
 
 const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
@@ -121,35 +123,39 @@ const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
 });
 
 const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
+  description: 'A pool to create, or (by name) the fields of a pool to change',
   fields: (t) => ({
-    name: t.string({ required: true }),
+    name: t.string({ required: true, description: 'Its unique name' }),
     providerType: t.string({ description: 'local, exec, hetzner or ec2 (README, "Pools and the provisioner", "Providers")' }),
     providerAccount: t.field({ type: 'JSON', description: 'Provider credentials (a JSON object); write-only, encrypted at rest' }),
-    specifications: t.field({ type: PoolSpecificationsInput }),
-    providedTags: t.stringList(),
-    requiredTags: t.stringList(),
-    maxActiveInstances: t.int(),
-    minIdleInstances: t.int(),
-    idleTimeoutSeconds: t.int(),
-    targetLatencySeconds: t.int(),
-    monthlyRuntimeBudgetSeconds: t.int(),
-    enabled: t.boolean(),
+    specifications: t.field({ type: PoolSpecificationsInput, description: 'What it starts' }),
+    providedTags: t.stringList({ description: 'Tags every worker of the pool provides (admin provenance)' }),
+    requiredTags: t.stringList({ description: 'Tags every worker of the pool requires of its tasks' }),
+    maxActiveInstances: t.int({ description: 'At most this many instances at once' }),
+    minIdleInstances: t.int({ description: 'Instances kept running idle' }),
+    idleTimeoutSeconds: t.int({ description: 'Seconds an instance may stay idle before it is stopped' }),
+    targetLatencySeconds: t.int({ description: 'Seconds pending work may wait before another instance is started' }),
+    monthlyRuntimeBudgetSeconds: t.int({ description: 'Instance runtime allowed per calendar month, seconds; omitted: no limit' }),
+    enabled: t.boolean({ description: 'False: the provisioner starts nothing for it' }),
   }),
 });
 
 const ActivationTokenPayload = builder.objectRef<{ token: string }>('ActivationTokenPayload').implement({
+  description: 'A one-shot activation token of a pool',
   fields: (t) => ({ token: t.exposeString('token', { description: 'Shown once: give it to one new instance of the pool' }) }),
 });
 
 builder.queryFields((t) => ({
   workerPools: t.field({
     type: [WorkerPoolRef],
+    description: 'Every pool, by name',
     resolve: (_root, _args, ctx) => ctx.em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } }),
   }),
   workerPool: t.field({
     type: WorkerPoolRef,
     nullable: true,
-    args: { name: t.arg.string({ required: true }) },
+    description: 'A pool by name; null when there is none',
+    args: { name: t.arg.string({ required: true, description: "The pool's name" }) },
     resolve: (_root, { name }, ctx) => ctx.em.findOne(WorkerPoolSchema, { name }),
   }),
 }));
@@ -157,8 +163,9 @@ builder.queryFields((t) => ({
 builder.mutationFields((t) => ({
   createWorkerPool: t.field({
     type: WorkerPoolRef,
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    description: 'Admin: creates a pool; the provisioner starts its instances as demand asks',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
+    args: { input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool to create' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
     resolve: (_root, { input, idempotencyKey }, ctx) =>
       createOnce<WorkerPool>(
         ctx,
@@ -171,21 +178,22 @@ builder.mutationFields((t) => ({
   }),
   updateWorkerPool: t.field({
     type: WorkerPoolRef,
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true }) },
+    description: 'Admin: changes a pool; fields omitted are unchanged',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: { input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool (by name) and the fields to change; omitted fields are unchanged' }) },
     resolve: (_root, { input }, ctx) => updateWorkerPool(ctx.em, ctx.viewer, ctx.config, ctx.secrets, ctx.events, input),
   }),
   createActivationToken: t.field({
     type: ActivationTokenPayload,
     description: 'Admin: a pool-wide one-shot token; the agent that trades it becomes a new worker of the pool (for instances started by hand)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateActivationTokenInput', {
           description: 'The pool the activation token is for',
           fields: (f) => ({ pool: f.string({ required: true, description: "The pool's name" }) }),
         }),
-        required: true,
+        required: true, description: 'The pool to activate a worker of',
       }),
     },
     resolve: async (_root, { input }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, input.pool) }),

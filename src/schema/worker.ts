@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
+import { describedValues, upperSnake } from './enum-values.js';
+import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Context } from '../context.js';
 import { asFilter } from '../db/condition.js';
 import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/visibility.js';
@@ -7,16 +9,36 @@ import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';
 import { terminateWorker } from '../services/terminate.js';
-import { COMMON_ERRORS } from './errors.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
-import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
-import { factsOfWorker, WORKER_STATUSES, workerStatus } from '../scheduler/availability.js';
+import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/availability.js';
 
-const WorkerStatusEnum = builder.enumType('WorkerStatus', { values: WORKER_STATUSES, description: 'What a worker is doing; STALE: connected, but its metadata is missing or older than the freshness setting; QUARANTINED: its recent results are errors while the same tasks succeed elsewhere (see quarantineReason)' });
+const WorkerStatusEnum = builder.enumType('WorkerStatus', {
+  description: 'What a worker is doing, as the status pages show it (the first that applies, in this order: INACTIVE, DISABLED, QUARANTINED, DISCONNECTED, STALE, DRAINING, BUSY, IDLE)',
+  values: describedValues<WorkerStatus>({
+    INACTIVE: 'Terminated (a pool worker whose instance is gone): its tokens are refused',
+    DISABLED: 'An admin disabled it: it receives nothing',
+    QUARANTINED: 'Its recent results are errors while the same tasks succeed elsewhere (see quarantineReason): it receives nothing',
+    DISCONNECTED: 'Its agent is not connected: it receives nothing',
+    STALE: 'Connected, but its metadata is missing or older than TAGSCHED_METADATA_FRESH_SECONDS: it receives nothing',
+    DRAINING: 'It finishes what it runs and takes nothing new (an admin drained it, or its agent is shutting down)',
+    BUSY: 'It runs work (it may still take more, up to its concurrency)',
+    IDLE: 'Available and running nothing: ready for work',
+  }),
+});
 const WorkerTypeEnum = builder.enumType('WorkerType', {
-  values: Object.fromEntries(WORKER_TYPES.map((v) => [v.toUpperCase().replace('-', '_'), { value: v }])) as Record<string, { value: (typeof WORKER_TYPES)[number] }>,
+  description: 'What kind of work a worker takes',
+  values: describedValues<(typeof WORKER_TYPES)[number]>(
+    {
+      worker: 'An external worker running build and test tasks',
+      server: 'A worker inside the server, running server-side tasks',
+      signing: 'A signing worker: runs signing tasks only',
+      'not-assignable': 'Never receives work (kept for its record and tags)',
+    },
+    upperSnake,
+  ),
 });
 
 const DETAILS = 'Null for viewers who may not see worker details (anonymous callers, activation tokens, other workers)';
@@ -30,21 +52,23 @@ export const WorkerRef = builder.loadableObjectRef<Worker, number>('Worker', {
 });
 
 WorkerRef.implement({
+  description: 'A machine (or process) that runs work: its state, its tags and what it runs. Tags and metadata are shown to admins, signed-in users and the worker itself',
   fields: (t) => ({
-    name: t.exposeString('name'),
-    type: t.field({ type: WorkerTypeEnum, resolve: (w) => w.type }),
-    pool: t.field({ type: WorkerPoolRef, nullable: true, resolve: (w) => w.pool?.id ?? null }),
+    name: t.exposeString('name', { description: 'Its unique name' }),
+    type: t.field({ type: WorkerTypeEnum, description: 'What kind of work it takes', resolve: (w) => w.type }),
+    pool: t.field({ type: WorkerPoolRef, nullable: true, description: 'The pool that started it; null for a static worker', resolve: (w) => w.pool?.id ?? null }),
     status: t.field({
       type: WorkerStatusEnum,
+      description: 'What it is doing now',
       resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
     }),
     activeWorkCount: t.int({
       description: 'Work requests assigned to or running on this worker',
       resolve: (w, _args, ctx) => ctx.loaders.activeWorkCount.load(w.id),
     }),
-    concurrency: t.exposeInt('concurrency'),
-    enabled: t.exposeBoolean('enabled'),
-    draining: t.exposeBoolean('draining'),
+    concurrency: t.exposeInt('concurrency', { description: 'How many work requests it runs at once, at most' }),
+    enabled: t.exposeBoolean('enabled', { description: 'False when an admin disabled it (disableWorker)' }),
+    draining: t.exposeBoolean('draining', { description: 'True when an admin drained it (drainWorker): it takes nothing new' }),
     quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
     quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
     shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
@@ -58,18 +82,19 @@ WorkerRef.implement({
     }),
     staticMetadata: t.field({ type: 'JSON', nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.staticMetadata) }),
     dynamicMetadata: t.field({ type: 'JSON', nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.dynamicMetadata) }),
-    connectedAt: t.expose('connectedAt', { type: 'DateTime', nullable: true }),
-    lastSeenAt: t.expose('lastSeenAt', { type: 'DateTime', nullable: true }),
-    registeredAt: t.expose('registeredAt', { type: 'DateTime' }),
-    instanceCreatedAt: t.expose('instanceCreatedAt', { type: 'DateTime', nullable: true }),
-    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true }),
+    connectedAt: t.expose('connectedAt', { type: 'DateTime', nullable: true, description: 'When its agent connected; null while it is not connected' }),
+    lastSeenAt: t.expose('lastSeenAt', { type: 'DateTime', nullable: true, description: 'Its last report or heartbeat; null: never seen' }),
+    registeredAt: t.expose('registeredAt', { type: 'DateTime', description: 'When it was registered' }),
+    instanceCreatedAt: t.expose('instanceCreatedAt', { type: 'DateTime', nullable: true, description: 'For a pool worker, when its instance was created; null for a static worker' }),
+    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true, description: 'When it was terminated (INACTIVE); null while it may work' }),
   }),
 });
 
 const WorkerFilter = builder.inputType('WorkerFilter', {
+  description: 'Which workers to list; every field given must hold',
   fields: (t) => ({
-    pool: t.string(),
-    type: t.field({ type: WorkerTypeEnum }),
+    pool: t.string({ description: 'Only the workers of this pool' }),
+    type: t.field({ type: WorkerTypeEnum, description: 'Only workers of this type' }),
     providesTag: t.string({ description: 'Only workers providing this exact tag' }),
     requiresTag: t.string({ description: 'Only workers requiring this exact tag' }),
     includeInactive: t.boolean({ description: 'Also list terminated dynamic workers (hidden by default)', defaultValue: false }),
@@ -77,41 +102,47 @@ const WorkerFilter = builder.inputType('WorkerFilter', {
 });
 
 const TaskVersionInput = builder.inputType('TaskVersionInput', {
-  fields: (t) => ({ type: t.string({ required: true }), name: t.string({ required: true }), version: t.int({ required: true }) }),
+  description: 'A task a worker can run, and the version of its handler',
+  fields: (t) => ({
+    type: t.string({ required: true, description: 'The task type, e.g. worker' }),
+    name: t.string({ required: true, description: 'The task name, e.g. sbuild' }),
+    version: t.int({ required: true, description: 'The version of the handler' }),
+  }),
 });
 
 const WorkerMetadataInput = builder.inputType('WorkerMetadataInput', {
   description: 'System facts and tags; the server derives tags from the facts (DESIGN §3)',
   fields: (t) => ({
     architectures: t.stringList({ description: 'Debian architectures the machine runs natively (dpkg --print-architecture, arch-test)' }),
-    cpuCount: t.int(),
+    cpuCount: t.int({ description: 'Processors the machine has' }),
     totalPhysicalMemory: t.float({ description: 'Bytes' }),
     diskFree: t.float({ description: 'Bytes free in the work directory' }),
     executors: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu' }),
     tools: t.stringList({ description: 'sbuild, autopkgtest, mmdebstrap, debsign, sbsign, …' }),
     tasks: t.field({ type: [TaskVersionInput], description: 'Tasks and versions the worker can run' }),
-    providedTags: t.stringList(),
+    providedTags: t.stringList({ description: 'Tags to provide, beyond those derived from the facts (refused ones are recorded in rejectedTags)' }),
     requiredTags: t.stringList({ description: 'Honoured in static (admin) metadata only' }),
   }),
 });
 
 const WorkerTokenPayload = builder.objectRef<{ worker: Worker; token: string }>('WorkerTokenPayload').implement({
+  description: 'A worker and its token',
   fields: (t) => ({
-    worker: t.field({ type: WorkerRef, resolve: (p) => p.worker }),
+    worker: t.field({ type: WorkerRef, description: 'The worker', resolve: (p) => p.worker }),
     token: t.exposeString('token', { description: 'The worker token, shown once' }),
   }),
 });
 
-const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'WorkerConnection' });
+const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'WorkerConnection', description: 'A page of workers, by name' }, { description: 'A worker of the page' });
 
 builder.queryFields((t) => ({
   workers: t.field({
     type: WorkerConnection,
     extensions: costOf(pagedCost()),
     args: {
-      filter: t.arg({ type: WorkerFilter }),
-      first: t.arg.int(),
-      after: t.arg.string(),
+      filter: t.arg({ type: WorkerFilter, description: 'Which workers; omitted: every active one' }),
+      first: t.arg.int({ description: `How many, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
+      after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
     },
     description: 'Workers by name; terminated dynamic workers are hidden unless filter.includeInactive',
     resolve: async (_root, args, ctx) => {
@@ -136,7 +167,8 @@ builder.queryFields((t) => ({
   worker: t.field({
     type: WorkerRef,
     nullable: true,
-    args: { name: t.arg.string({ required: true }) },
+    description: 'A worker by name; null when there is none',
+    args: { name: t.arg.string({ required: true, description: "The worker's name" }) },
     resolve: (_root, { name }, ctx) => ctx.em.findOne(WorkerSchema, { name }),
   }),
 }));
@@ -146,7 +178,7 @@ const switchField = (change: keyof typeof WORKER_SWITCHES, description: string) 
     t.field({
       type: WorkerRef,
       description,
-      errors: { types: COMMON_ERRORS },
+      errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
       args: {
         input: t.arg({
           type: builder.inputType(`${change[0].toUpperCase()}${change.slice(1)}WorkerInput`, {
@@ -154,6 +186,7 @@ const switchField = (change: keyof typeof WORKER_SWITCHES, description: string) 
             fields: (f) => ({ name: f.string({ required: true, description: "The worker's name" }) }),
           }),
           required: true,
+          description: 'The worker',
         }),
       },
       resolve: (_root, { input }, ctx) => switchWorker(ctx.em, ctx.viewer, ctx.events, input.name, change),
@@ -169,28 +202,34 @@ builder.mutationFields((t) => ({
   terminateWorker: t.field({
     type: WorkerRef,
     description: 'Admin: terminates a pool worker: INACTIVE at once (its tokens refused), work it had not started back to PENDING, running work re-queued as a retry; its instance STOPPING',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
-      input: t.arg({ type: builder.inputType('TerminateWorkerInput', { fields: (f) => ({ name: f.string({ required: true }) }) }), required: true }),
+      input: t.arg({
+        type: builder.inputType('TerminateWorkerInput', { description: 'The pool worker to terminate', fields: (f) => ({ name: f.string({ required: true, description: "The worker's name" }) }) }),
+        required: true,
+        description: 'The pool worker to terminate',
+      }),
     },
     resolve: (_root, { input }, ctx) => terminateWorker(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
   }),
   registerWorker: t.field({
     type: WorkerTokenPayload,
     description: 'Admin: registers a worker and returns its token (shown once)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError] },
     args: {
       input: t.arg({
         type: builder.inputType('RegisterWorkerInput', {
+          description: 'A new worker',
           fields: (f) => ({
-            name: f.string({ required: true }),
-            type: f.field({ type: WorkerTypeEnum }),
-            concurrency: f.int(),
-            pool: f.string(),
-            staticMetadata: f.field({ type: WorkerMetadataInput }),
+            name: f.string({ required: true, description: 'Its unique name' }),
+            type: f.field({ type: WorkerTypeEnum, description: 'What kind of work it takes (default WORKER)' }),
+            concurrency: f.int({ description: "How many work requests it runs at once, 1 to 1024 (default: its pool's, else 1)" }),
+            pool: f.string({ description: 'The pool it belongs to; omitted for a static worker' }),
+            staticMetadata: f.field({ type: WorkerMetadataInput, description: 'Facts and tags the admin vouches for (admin provenance)' }),
           }),
         }),
         required: true,
+        description: 'The worker to register',
       }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
@@ -207,18 +246,31 @@ builder.mutationFields((t) => ({
   activateWorker: t.field({
     type: WorkerTokenPayload,
     description: 'With a pool activation token: creates this instance as a worker of the pool and returns its worker token',
-    errors: { types: COMMON_ERRORS },
-    args: { input: t.arg({ type: builder.inputType('ActivateWorkerInput', { fields: (f) => ({ name: f.string() }) }), required: true }) },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
+    args: {
+      input: t.arg({
+        type: builder.inputType('ActivateWorkerInput', {
+          description: 'The name of the new worker',
+          fields: (f) => ({ name: f.string({ description: 'Its name (default: the pool’s name and a random suffix; must match when the token was issued for a named instance)' }) }),
+        }),
+        required: true,
+        description: 'The name of the new worker',
+      }),
+    },
     resolve: (_root, { input }, ctx) => activateWorker(ctx.em, ctx.viewer, ctx.config, input),
   }),
   reportWorkerMetadata: t.field({
     type: WorkerRef,
     description: 'Worker token: reports dynamic metadata; the worker tags are recomputed (refused tags are recorded, never fatal)',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: {
       input: t.arg({
-        type: builder.inputType('ReportWorkerMetadataInput', { fields: (f) => ({ metadata: f.field({ type: WorkerMetadataInput, required: true }) }) }),
+        type: builder.inputType('ReportWorkerMetadataInput', {
+          description: "The calling worker's facts",
+          fields: (f) => ({ metadata: f.field({ type: WorkerMetadataInput, required: true, description: 'Its facts now; they replace the previous report' }) }),
+        }),
         required: true,
+        description: "The calling worker's facts",
       }),
     },
     resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
@@ -226,17 +278,19 @@ builder.mutationFields((t) => ({
   setWorkerStaticMetadata: t.field({
     type: WorkerRef,
     description: 'Admin: replaces the static metadata of a worker (admin provenance) and recomputes its tags',
-    errors: { types: COMMON_ERRORS },
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
         type: builder.inputType('SetWorkerStaticMetadataInput', {
+          description: "A worker and the admin's facts about it",
           fields: (f) => ({
-            name: f.string({ required: true }),
-            metadata: f.field({ type: WorkerMetadataInput, required: true }),
-            concurrency: f.int(),
+            name: f.string({ required: true, description: "The worker's name" }),
+            metadata: f.field({ type: WorkerMetadataInput, required: true, description: 'The static metadata; it replaces the previous one' }),
+            concurrency: f.int({ description: 'A new concurrency, 1 to 1024; omitted: unchanged' }),
           }),
         }),
         required: true,
+        description: 'The worker and its static metadata',
       }),
     },
     resolve: (_root, { input }, ctx) => setWorkerStaticMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input),

@@ -6,7 +6,7 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 import { AlreadyExistsError, ForbiddenError, NotFoundError } from '../errors.js';
-import { isAdmin, requireAdmin, type Viewer } from './auth.js';
+import { isAdmin, requireAdmin, requireUser, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput, splitWorkspaceName } from './validate.js';
 import { creating } from './flush.js';
@@ -122,6 +122,29 @@ export async function setWorkspaceMember(
   );
   await em.findOne(WorkspaceMemberSchema, { workspace, user }, { refresh: true }); // what this session shows next is the stored role
   return workspace;
+}
+
+/**
+ * Removes a user from a workspace. Admins and owners; a user who is not a member is NOT_FOUND (as is
+ * a workspace the viewer may not see). An owner may remove any member, the last owner included: an
+ * admin can still change the workspace then.
+ */
+export async function removeWorkspaceMember(em: EntityManager, viewer: Viewer, input: { workspace: string; username: string }): Promise<Workspace> {
+  requireUser(viewer);
+  const workspace = await findWorkspace(em, viewer, input.workspace, 'input.workspace');
+  if (!isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner') {
+    throw new ForbiddenError('only admins and workspace owners may change members');
+  }
+  const user = await em.findOne(UserSchema, { username: input.username });
+  const removed = user ? await em.nativeDelete(WorkspaceMemberSchema, { workspace, user }) : 0;
+  if (!removed) throw new NotFoundError(`input.username: "${input.username}" is not a member of "${input.workspace}"`, 'input.username');
+  return workspace;
+}
+
+/** One page of users by name, after the name `after` (exclusive). Admin only: the list names every account. */
+export async function listUsers(em: EntityManager, viewer: Viewer, page: { after: string | null; limit: number }): Promise<User[]> {
+  requireAdmin(viewer);
+  return em.find(UserSchema, page.after === null ? {} : { username: { $gt: page.after } }, { orderBy: { username: 'asc' }, limit: page.limit });
 }
 
 /** Creates a group in a scope (optionally tied to a workspace `scope/name`). Admin only. */

@@ -1,4 +1,7 @@
+import { Kind, parse, validate, type OperationDefinitionNode } from 'graphql';
 import { describe, expect, it } from 'vitest';
+import { GRAPHIQL_EXAMPLES } from '../../src/graphiql-examples.js';
+import { schema } from '../../src/schema.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();
@@ -16,5 +19,25 @@ describe('GraphiQL', () => {
   it('asks for subscriptions over graphql-ws, where the service serves them', async () => {
     const html = await (await t.app.yoga.fetch('http://test/graphql', { headers: { accept: 'text/html' } })).text();
     expect(html).toMatch(/"subscriptionsProtocol":\s*"WS"/);
+  });
+});
+
+describe('GraphiQL examples', () => {
+  const NAMES = ['CreateWorkspace', 'SubmitNoop', 'WatchWorkRequests', 'WhyPending', 'Demand'];
+
+  it('the page opens with the operations of a first session', async () => {
+    const html = await (await t.app.yoga.fetch('http://test/graphql', { headers: { accept: 'text/html' } })).text();
+    for (const name of NAMES) expect(html).toMatch(new RegExp(`(mutation|query|subscription) ${name}\\b`));
+    expect(html).toContain('defaultQuery');
+  });
+
+  it('each of them validates against the schema the app serves (src/schema.ts)', () => {
+    const document = parse(GRAPHIQL_EXAMPLES);
+    const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+    expect(operations.map((o) => o.name?.value)).toEqual(NAMES);
+    for (const operation of operations) {
+      const errors = validate(schema, { kind: Kind.DOCUMENT, definitions: [operation] });
+      expect(errors.map((e) => e.message), operation.name?.value).toEqual([]);
+    }
   });
 });

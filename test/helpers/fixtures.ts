@@ -29,8 +29,8 @@ export async function expectResult(
   return result;
 }
 
-/** The selection of a typed error, for every mutation's result union. */
-export const ERROR_FIELDS = '... on Error { code message } ... on InputError { path tag } ... on NotFoundError { path }';
+/** The selection of a typed error, for every mutation's result union that takes input (requestWork's takes none: no InputError). */
+export const ERROR_FIELDS = '... on Error { code message path } ... on InputError { tag }';
 
 /** Creates a user (admin only) and returns its token. */
 export async function createUser(t: TestApp, username: string, isAdmin = false): Promise<string> {

@@ -55,7 +55,7 @@ async function queue(input: Json): Promise<string> {
   return (await submitOk(t, input)).id as string;
 }
 
-const REQUEST_WORK = `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } ${ERROR_FIELDS} } }`;
+const REQUEST_WORK = `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } ... on Error { code message path } } }`;
 
 /** A worker pulls: the id it got, or null. */
 async function pull(token: string): Promise<string | null> {

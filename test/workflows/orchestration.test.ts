@@ -32,7 +32,7 @@ const childrenOf = (wr: Json): Json[] => wr.children.edges.map((e: Json) => e.no
 const byKey = (children: Json[]) => Object.fromEntries(children.map((c) => [`${c.taskName}:${c.taskData.host_architecture}`, c]));
 
 async function pull(token: string): Promise<string | null> {
-  const data = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } ${ERROR_FIELDS} } }`, {}, token);
+  const data = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } ... on Error { code message path } } }`, {}, token);
   return data.requestWork.workRequest?.id ?? null;
 }
 async function lifecycle(op: 'startWorkRequest' | 'completeWorkRequest', id: string, token: string, result = 'SUCCESS'): Promise<Json> {

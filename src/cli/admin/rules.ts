@@ -34,6 +34,7 @@ export function ruleTable(out: Output, rules: readonly RuleRow[]): string {
 }
 
 const CREATE = `mutation CreateTaskRule($input: CreateTaskRuleInput!) { createTaskRule(input: $input) { ${ERROR_SELECTION} ... on TaskRule { ${RULE_FIELDS} } } }`;
+const DELETE = `mutation DeleteTaskRule($input: DeleteTaskRuleInput!) { deleteTaskRule(input: $input) { ${ERROR_SELECTION} ... on TaskRule { ${RULE_FIELDS} } } }`;
 const SITE_RULES = `query SiteRules { siteRules { ${RULE_FIELDS} } }`;
 const WORKSPACE_RULES = `query WorkspaceRules { workspaces { name rules { ${RULE_FIELDS} } } }`;
 
@@ -46,6 +47,13 @@ async function add(ctx: Ctx, name: string, opts: { workspace?: string; task?: st
   if (ctx.out.json) return ctx.out.writeJson(data);
   const r = data.createTaskRule as RuleRow;
   ctx.out.line(`Created ${r.workspace ? `rule ${r.name} of ${r.workspace.name}` : `site rule ${r.name}`}.`);
+}
+
+async function remove(ctx: Ctx, name: string, opts: { workspace?: string }) {
+  const data = await ctx.api().mutate(DELETE, { input: { name, workspace: opts.workspace ?? null } }, 'deleteTaskRule');
+  if (ctx.out.json) return ctx.out.writeJson(data);
+  const r = data.deleteTaskRule as RuleRow;
+  ctx.out.line(`Removed ${r.workspace ? `rule ${r.name} of ${r.workspace.name}` : `site rule ${r.name}`}; work requests created from now on no longer get its tags.`);
 }
 
 async function listRules(ctx: Ctx, opts: { workspace?: string }) {
@@ -86,6 +94,14 @@ Examples:
   tagsched-admin rule add lintian-anywhere --task lintian --require worker:executor:unshare`,
       ),
     (ctx, [name], opts) => add(ctx, name, opts),
+  );
+  action(
+    rule
+      .command('remove <name>')
+      .description('Removes a rule: a workspace rule with --workspace (admins and owners), else a site rule (admins)')
+      .option('--workspace <scope/name>', 'the workspace of the rule (default: the site)')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin rule remove big-packages --workspace debian/main\n  tagsched-admin rule remove lintian-anywhere'),
+    (ctx, [name], opts) => remove(ctx, name, opts),
   );
   action(
     rule

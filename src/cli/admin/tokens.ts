@@ -3,10 +3,11 @@
  * printed once, alone on stdout; lists never hold a value (the server does not keep them).
  */
 import type { Command } from 'commander';
-import { expiryOf } from './arguments.js';
+import { expiryOf, integer } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
 import { usageError } from './exit-codes.js';
 import { instant, printSecretOnce, renderTable, statusStyle, type Output } from './output.js';
+import { readPages, type Connection } from './paging.js';
 import type { Ctx, Register } from './program.js';
 
 /** The fields of a token shown in lists. */
@@ -44,6 +45,7 @@ export function tokenTable(out: Output, tokens: readonly TokenRow[]): string {
 const CREATE_USER = `mutation CreateUser($input: CreateUserInput!, $key: String) {
   createUser(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on UserTokenPayload { token user { username isAdmin } } }
 }`;
+const USERS = `query Users($first: Int, $after: String) { users(first: $first, after: $after) { edges { cursor node { username isAdmin } } pageInfo { hasNextPage endCursor } } }`;
 const TOKENS = `query Tokens($username: String, $worker: String) { tokens(username: $username, worker: $worker) { ${TOKEN_FIELDS} } }`;
 const CREATE_TOKEN = `mutation CreateToken($input: CreateTokenInput!) {
   createToken(input: $input) { ${ERROR_SELECTION} ... on TokenValuePayload { value token { ${TOKEN_FIELDS} } } }
@@ -59,6 +61,21 @@ async function createUser(ctx: Ctx, username: string, opts: { admin?: boolean; i
   if (ctx.out.json) return ctx.out.writeJson(data);
   const { user, token } = data.createUser;
   printSecretOnce(ctx.out, ctx.io.stderr, `Created ${user.isAdmin ? 'admin ' : ''}user ${user.username}. Its token`, token);
+}
+
+async function listUsers(ctx: Ctx, opts: { limit: string }) {
+  const api = ctx.api();
+  const users = await readPages<{ username: string; isAdmin: boolean }>(async (first, after) => (await api.query<{ users: Connection<{ username: string; isAdmin: boolean }> }>(USERS, { first, after })).users, {
+    limit: integer('--limit', opts.limit, 1),
+  });
+  if (ctx.out.json) return ctx.out.writeJson({ users });
+  ctx.out.write(
+    renderTable(ctx.out, users.edges.map((e) => e.node), [
+      { header: 'USER', value: (u) => u.username },
+      { header: 'ADMIN', value: (u) => (u.isAdmin ? 'yes' : 'no') },
+    ]),
+  );
+  if (users.pageInfo.hasNextPage) ctx.io.stderr.write('(more users: raise --limit)\n');
 }
 
 async function listTokens(ctx: Ctx, opts: { user?: string; worker?: string }) {
@@ -100,6 +117,14 @@ export const registerTokenCommands: Register = (program: Command, action) => {
       .option('--idempotency-key <key>', 'a retry with the same key answers the first create')
       .addHelpText('after', '\nExamples:\n  tagsched-admin user create alice > alice.token\n  tagsched-admin user create root2 --admin'),
     (ctx, [username], opts) => createUser(ctx, username, opts),
+  );
+  action(
+    user
+      .command('list')
+      .description('Lists the users by name, and which are admins')
+      .option('--limit <n>', 'show at most this many', '500')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin user list\n  tagsched-admin user list --json'),
+    (ctx, _a, opts) => listUsers(ctx, opts as { limit: string }),
   );
 
   const token = program.command('token').description("Tokens: list, create, rotate, revoke (admins: anyone's; users: their own)");

@@ -1,5 +1,5 @@
 /**
- * Workspaces: create, list, show, update; their members (`workspace member add|list`) and the
+ * Workspaces: create, list, show, update; their members (`workspace member add|remove|list`) and the
  * task-provided tag prefixes their members may set (`workspace grant add|remove|list`).
  */
 import type { Command } from 'commander';
@@ -32,6 +32,9 @@ const CREATE = `mutation CreateWorkspace($input: WorkspaceInput!, $key: String) 
 const UPDATE = `mutation UpdateWorkspace($input: WorkspaceInput!) { updateWorkspace(input: $input) { ${ERROR_SELECTION} ... on Workspace { ${WORKSPACE_FIELDS} } } }`;
 const SET_MEMBER = `mutation SetMember($input: SetWorkspaceMemberInput!) {
   setWorkspaceMember(input: $input) { ${ERROR_SELECTION} ... on Workspace { name members { role user { username } } } }
+}`;
+const REMOVE_MEMBER = `mutation RemoveMember($input: RemoveWorkspaceMemberInput!) {
+  removeWorkspaceMember(input: $input) { ${ERROR_SELECTION} ... on Workspace { name } }
 }`;
 
 function checkName(name: string): string {
@@ -106,6 +109,12 @@ async function addMember(ctx: Ctx, workspace: string, username: string, opts: { 
   ctx.out.line(`${username} is ${role.toLowerCase()} of ${data.setWorkspaceMember.name}.`);
 }
 
+async function removeMember(ctx: Ctx, workspace: string, username: string) {
+  const data = await ctx.api().mutate(REMOVE_MEMBER, { input: { workspace: checkName(workspace), username } }, 'removeWorkspaceMember');
+  if (ctx.out.json) return ctx.out.writeJson(data);
+  ctx.out.line(`${username} is no longer a member of ${data.removeWorkspaceMember.name}.`);
+}
+
 async function listMembers(ctx: Ctx, name: string) {
   const { workspace } = await findWorkspace(ctx, name, true);
   if (ctx.out.json) return ctx.out.writeJson({ workspace: { name: workspace.name, members: workspace.members } });
@@ -176,6 +185,13 @@ export const registerWorkspaceCommands: Register = (program: Command, action) =>
       .option('--role <role>', 'viewer, contributor or owner', 'contributor')
       .addHelpText('after', '\nExamples:\n  tagsched-admin workspace member add debian/main alice --role owner'),
     (ctx, [name, username], opts) => addMember(ctx, name, username, opts as { role: string }),
+  );
+  action(
+    member
+      .command('remove <scope/name> <username>')
+      .description('Removes a member (admins and owners)')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin workspace member remove debian/main alice'),
+    (ctx, [name, username]) => removeMember(ctx, name, username),
   );
   action(
     member
