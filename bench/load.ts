@@ -254,13 +254,13 @@ async function loadQueue(
     const slice = (a: Int32Array) => Array.from(a.subarray(start, end));
     await c.query(
       `insert into work_request (workspace_id, created_by_id, task_type, task_name, task_data, status, priority_base, priority_adjustment,
-                                 user_required_tags, provided_tags, required_tags, provided_entries, required_entries, class_id, created_at, pending_at)
+                                 user_required_tags, provided_tags, required_tags, provided_entries, required_entries, class_id, created_at, pending_at, fair_key)
        select v.workspace_id, u.user_id, 'worker', v.task_name, v.task_data || jsonb_build_object('source_package', p.name), 'PENDING', r.pb, r.pa,
               v.user_required,
               array(select t from unnest(v.provided || ('task:source-package:' || p.name)) t order by t collate "C"),
               v.required,
               v.provided_entries || jsonb_build_array(jsonb_build_object('tag', 'task:source-package:' || p.name, 'provenance', 'system', 'source', 'task-data:source_package')),
-              v.required_entries, v.class_id, r.at, r.at
+              v.required_entries, v.class_id, r.at, r.at, (extract(epoch from r.at) * 1000)::bigint
          from (select x.*, $6::timestamptz - make_interval(secs => $7::float8 * (1 - ($8::int + x.o)::float8 / $9::int)) as at
                  from unnest($1::int[], $2::int[], $3::int[], $4::int[], $5::int[]) with ordinality as x(v, p, u, pb, pa, o)) r
          join bench_variant v on v.id = r.v
@@ -272,6 +272,8 @@ async function loadQueue(
     p.update(end);
   }
   timings.insert = p.end(`${n} requests`);
+  // Fair keys (scheduler/fair-share.ts) are the requests' ages in ms, as for workspaces that submit one at a time; each clock follows its last key.
+  await c.query(`update workspace s set fair_clock = m.last from (select workspace_id, max(fair_key) as last from work_request group by workspace_id) m where s.id = m.workspace_id`);
   if (history.historyRows) {
     p = phase('history: completed requests', history.historyRows);
     await loadHistoryRows(c, history.historyRows, history.workerIds, (done) => p.update(done));

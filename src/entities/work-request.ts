@@ -1,4 +1,5 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { FAIR_KEY_DEFAULT_SQL } from '../scheduler/fair-share.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { UserSchema } from './user.js';
 import { WorkerSchema } from './worker.js';
@@ -34,6 +35,8 @@ export const WorkRequestSchema = defineEntity({
     exitCode: p.integer().nullable(),
     priorityBase: p.integer().default(0),
     priorityAdjustment: p.integer().default(0),
+    /** Its place among workspaces at equal priority (scheduler/fair-share.ts): set when it is written. */
+    fairKey: p.bigint('number').defaultRaw(FAIR_KEY_DEFAULT_SQL),
     worker: () => p.manyToOne(WorkerSchema).nullable(),
     /** The workflow that created it (services/orchestration.ts); null for a request submitted by a client. */
     parent: () => p.manyToOne(WorkRequestSchema).nullable(),
@@ -84,7 +87,7 @@ export const WorkRequestSchema = defineEntity({
     // The scheduler's probe: the head of the queue of one task class.
     {
       name: 'work_request_pending_class_order',
-      expression: `create index "work_request_pending_class_order" on "work_request" ("class_id", ("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING'`,
+      expression: `create index "work_request_pending_class_order" on "work_request" ("class_id", ("priority_base" + "priority_adjustment") desc, "fair_key", "created_at", "id") where "status" = 'PENDING'`,
     },
     // The metrics' count of unfinished work per workspace and status, read with an index-only scan.
     {

@@ -1,3 +1,4 @@
+import { queueOrderSql } from './fair-share.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { intArray } from '../db/arrays.js';
@@ -258,7 +259,7 @@ export async function computeDemand(
         `select c.id as class_id, x.id from unnest(?::int[]) as c(id)
            cross join lateral (
              select s.id from work_request s where s.status = 'PENDING' and s.class_id = c.id and ${visible.sql}
-              order by s.priority_base + s.priority_adjustment desc, s.created_at, s.id limit ?
+              order by ${queueOrderSql('s')} limit ?
            ) x`,
         [intArray(unschedulable.map((u) => u.cls.id)), ...visible.params, SAMPLE_IDS],
       )

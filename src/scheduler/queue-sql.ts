@@ -1,22 +1,23 @@
+import { headsOrderSql, queueOrderSql } from './fair-share.js';
 import { notBackedOffSql } from './release-backoff.js';
 
 /**
  * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order
- * (effective priority desc, then oldest, then id). Each class probe walks the partial index
+ * (effective priority desc, then fair key between workspaces, then oldest, then id: `queueOrderSql`). Each class probe walks the partial index
  * `work_request_pending_class_order`, so the cost grows with the number of classes probed, not with
  * the length of the queue.
  */
 export const CLASS_HEADS_SQL = `
-  select t.id, t.class_id, t.prio, t.created_at
+  select t.id, t.class_id, t.prio, t.fair_key, t.created_at
     from unnest(?::int[], ?::int[]) as c(id, lim)
     cross join lateral (
-      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.created_at
+      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at
         from work_request w
        where w.status = 'PENDING' and w.class_id = c.id
-       order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+       order by ${queueOrderSql('w')}
        limit c.lim
     ) t
-   order by t.prio desc, t.created_at, t.id`;
+   order by ${headsOrderSql('t')}`;
 
 /**
  * The same heads with one limit for every class (one worker's request). The limit is a plain
@@ -25,16 +26,16 @@ export const CLASS_HEADS_SQL = `
  * query that runs in 1 to 3 ms.
  */
 export const CLASS_HEADS_EVEN_SQL = `
-  select t.id, t.class_id, t.prio, t.created_at
+  select t.id, t.class_id, t.prio, t.fair_key, t.created_at
     from unnest(?::int[]) as c(id)
     cross join lateral (
-      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.created_at
+      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at
         from work_request w
        where w.status = 'PENDING' and w.class_id = c.id
-       order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+       order by ${queueOrderSql('w')}
        limit ?
     ) t
-   order by t.prio desc, t.created_at, t.id
+   order by ${headsOrderSql('t')}
    limit ?`;
 
 /** Locks every candidate still PENDING and not locked by another caller. */
@@ -54,7 +55,7 @@ export const ASSIGN_FIRST_SQL = `
   pick as (
     select w.id from work_request w join heads h on h.id = w.id
      where w.status = 'PENDING' and ${notBackedOffSql('w')}
-     order by w.priority_base + w.priority_adjustment desc, w.created_at, w.id
+     order by ${queueOrderSql('w')}
      limit 1
      for update of w skip locked
   ),

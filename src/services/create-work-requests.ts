@@ -1,3 +1,4 @@
+import { fairKeysFor } from '../scheduler/fair-share.js';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
@@ -201,14 +202,17 @@ async function writeCreates(
       if (!waits) freezeAnalysis(row, p.analysis, now);
       return row;
     });
-    const ready = rows.filter((r) => r.status === 'PENDING');
+    // Each request's place among workspaces at equal priority (fair share), one clock update per workspace.
+    const fairKeys = await fairKeysFor(tx, rows.map((r) => r.workspace), now);
+    const keyed = rows.map((r, i) => ({ ...r, fairKey: fairKeys[i] }));
+    const ready = keyed.filter((r) => r.status === 'PENDING');
     const classIds = await classIdsFor(tx, ready);
     ready.forEach((r, i) => (r.classId = classIds[i]));
     // One multi-row insert, without the unit of work's bookkeeping of a thousand new entities.
     // (The driver's own call: EntityManager.insertMany answers only the first id on PostgreSQL.)
-    const inserted = await tx.getDriver().nativeInsertMany<WorkRequest>(WorkRequestSchema.meta.className, rows as never, { ctx: tx.getTransactionContext() });
+    const inserted = await tx.getDriver().nativeInsertMany<WorkRequest>(WorkRequestSchema.meta.className, keyed as never, { ctx: tx.getTransactionContext() });
     const ids = (inserted.rows ?? []).map((r) => Number(r.id));
-    if (ids.length !== rows.length) throw new Error(`inserted ${rows.length} work requests, got ${ids.length} ids back`);
+    if (ids.length !== keyed.length) throw new Error(`inserted ${keyed.length} work requests, got ${ids.length} ids back`);
     const links = prepared.flatMap((p, i) => p.dependencyIds.map((dep) => [ids[i], dep] as const));
     if (links.length) {
       await tx.execute(`insert into work_request_dependency (work_request_id, depends_on_id) select * from unnest(?::int[], ?::int[])`, [

@@ -1,3 +1,4 @@
+import { reserveFairKeys } from '../scheduler/fair-share.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { EnvironmentSchema } from '../entities/environment.js';
@@ -109,7 +110,8 @@ export async function expandWorkflow(em: EntityManager, config: Config, wr: Work
   wr.status = 'RUNNING';
   wr.startedAt = now;
   const created = new Map<string, WorkRequest>();
-  for (const { plan, taskData } of planned.children) {
+  const fairKeys = await reserveFairKeys(em, wr.workspace.id, planned.children.length, now);
+  for (const [i, { plan, taskData }] of planned.children.entries()) {
     const child = em.create(WorkRequestSchema, {
       workspace: wr.workspace,
       createdBy: wr.createdBy,
@@ -119,6 +121,7 @@ export async function expandWorkflow(em: EntityManager, config: Config, wr: Work
       taskData,
       priorityBase: wr.priorityBase,
       priorityAdjustment: wr.priorityAdjustment,
+      fairKey: fairKeys[i],
       userProvidedTags: wr.userProvidedTags,
       userRequiredTags: wr.userRequiredTags,
     });

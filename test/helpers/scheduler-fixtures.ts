@@ -40,6 +40,11 @@ export interface RequestRow {
   readonly priorityBase: number;
   readonly priorityAdjustment: number;
   readonly createdAtSeconds: number;
+  /**
+   * Its fair key (scheduler/fair-share.ts) as seconds after the base time; by default its creation
+   * time, as a workspace with nothing queued gets it.
+   */
+  readonly fairKeySeconds?: number;
 }
 
 /** A worker pool row to write. */
@@ -191,15 +196,16 @@ export async function insertPending(t: TestApp, em: EntityManager, requests: rea
   const { workspaceId, userId } = await base(t, em);
   const rows = await em.execute<{ id: number; task_name: string }[]>(
     `insert into work_request (workspace_id, created_by_id, task_type, task_name, task_data, status, priority_base, priority_adjustment,
-                               provided_tags, required_tags, created_at, pending_at)
+                               provided_tags, required_tags, created_at, pending_at, fair_key)
      select ?, ?, 'worker', v.key, '{}', 'PENDING', v.pb, v.pa, string_to_array(v.provided, ' '), string_to_array(v.required, ' '),
-            ?::timestamptz + make_interval(secs => v.secs), now()
-       from unnest(?::text[], ?::int[], ?::int[], ?::text[], ?::text[], ?::int[]) with ordinality as v(key, pb, pa, provided, required, secs, n)
+            ?::timestamptz + make_interval(secs => v.secs), now(), (extract(epoch from ?::timestamptz + make_interval(secs => v.fair)) * 1000)::bigint
+       from unnest(?::text[], ?::int[], ?::int[], ?::text[], ?::text[], ?::int[], ?::int[]) with ordinality as v(key, pb, pa, provided, required, secs, fair, n)
       order by v.n
      returning id, task_name`,
     [
       workspaceId,
       userId,
+      BASE_CREATED_AT,
       BASE_CREATED_AT,
       textArray(requests.map((r) => r.key)),
       intArray(requests.map((r) => r.priorityBase)),
@@ -207,6 +213,7 @@ export async function insertPending(t: TestApp, em: EntityManager, requests: rea
       textArray(requests.map((r) => r.providedTags.join(' '))),
       textArray(requests.map((r) => r.requiredTags.join(' '))),
       intArray(requests.map((r) => r.createdAtSeconds)),
+      intArray(requests.map((r) => r.fairKeySeconds ?? r.createdAtSeconds)),
     ],
   );
   return new Map(rows.map((r) => [r.task_name, r.id]));

@@ -105,6 +105,8 @@ const requestArb = (u: Universe) =>
     priorityBase: fc.integer({ min: -1, max: 2 }),
     priorityAdjustment: fc.constantFrom(0, 0, 0, -1, 1),
     createdAtSeconds: fc.integer({ min: 0, max: 3 }),
+    // Its place among workspaces at equal priority (fair share), independent of its age here so that both decide.
+    fairKeySeconds: fc.integer({ min: 0, max: 2 }),
     heavy: weighted(0.25),
   });
 
@@ -184,7 +186,10 @@ interface QueuedRequest extends RequestRow {
   readonly id: number;
 }
 const queueOrder = (a: QueuedRequest, b: QueuedRequest) =>
-  b.priorityBase + b.priorityAdjustment - (a.priorityBase + a.priorityAdjustment) || a.createdAtSeconds - b.createdAtSeconds || a.id - b.id;
+  b.priorityBase + b.priorityAdjustment - (a.priorityBase + a.priorityAdjustment) ||
+  (a.fairKeySeconds ?? a.createdAtSeconds) - (b.fairKeySeconds ?? b.createdAtSeconds) ||
+  a.createdAtSeconds - b.createdAtSeconds ||
+  a.id - b.id;
 
 /** A worker's CPUs and memory, from its provided tags (0 when absent). */
 const refSize = (w: WorkerRow) => {

@@ -7,6 +7,7 @@ import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
+import { FAIR_QUANTUM_MS } from '../../src/scheduler/fair-share.js';
 
 const t = useTestApp();
 
@@ -98,8 +99,10 @@ beforeEach(async () => {
   await resetScheduling(t);
 });
 
-describe('order: effective priority, then oldest, then id', () => {
+describe('order: effective priority, then fair key, then oldest, then id', () => {
   // Each request: [priorityBase, priorityAdjustment, seconds after a common creation time]; the expected order by index.
+  // Each is dated as if submitted at that time to a workspace with nothing queued: its creation time and its
+  // fair key (the workspace's clock, scheduler/fair-share.ts) both at that second.
   const cases: { name: string; requests: [number, number, number][]; order: number[] }[] = [
     { name: 'higher priority first', requests: [[0, 0, 0], [5, 0, 1], [1, 0, 2]], order: [1, 2, 0] },
     { name: 'same priority: oldest first', requests: [[0, 0, 2], [0, 0, 0], [0, 0, 1]], order: [1, 2, 0] },
@@ -113,7 +116,11 @@ describe('order: effective priority, then oldest, then id', () => {
       const ids: string[] = [];
       for (const [priorityBase, priorityAdjustment] of requests) ids.push(await queue(noop({ priorityBase, priorityAdjustment })));
       for (const [i, [, , seconds]] of requests.entries()) {
-        await t.sql(`update work_request set created_at = '2026-01-01T00:00:00Z'::timestamptz + make_interval(secs => ?) where id = ?`, [seconds, Number(ids[i])]);
+        await t.sql(
+          `update work_request set created_at = '2026-01-01T00:00:00Z'::timestamptz + make_interval(secs => ?),
+                                   fair_key = (extract(epoch from '2026-01-01T00:00:00Z'::timestamptz + make_interval(secs => ?)) * 1000)::bigint where id = ?`,
+          [seconds, seconds, Number(ids[i])],
+        );
       }
       const got: string[] = [];
       for (let i = 0; i < requests.length; i++) {
@@ -124,6 +131,67 @@ describe('order: effective priority, then oldest, then id', () => {
       expect(got).toEqual(order.map((i) => ids[i]));
     });
   }
+});
+
+/** Submits n noop requests to a workspace in one createWorkRequests call; their ids in input order. */
+async function batch(workspace: string, n: number): Promise<string[]> {
+  const data = await ok(
+    t,
+    `mutation($input: CreateWorkRequestsInput!) { createWorkRequests(input: $input) { __typename ... on CreateWorkRequestsPayload { requests { id } } ${ERROR_FIELDS} } }`,
+    { input: { requests: Array.from({ length: n }, () => noop({ workspace })) } },
+  );
+  expect(data.createWorkRequests.__typename).toBe('CreateWorkRequestsPayload');
+  return data.createWorkRequests.requests.map((r: Json) => r.id as string);
+}
+
+describe('fair share: a workspace submitting later is served interleaved with another backlog at equal priority', () => {
+  // Workspace A (debian/main) queues a backlog first; B (debian/security) submits later, same priority.
+  // With `slots` free slots, how many of B's requests get one, and where in the order.
+  const cases: { name: string; backlog: number; later: number; slots: number; bServed: number }[] = [
+    { name: 'one request of B against 20 of A, 4 slots', backlog: 20, later: 1, slots: 4, bServed: 1 },
+    { name: '5 of B against 30 of A, 6 slots: half each', backlog: 30, later: 5, slots: 6, bServed: 3 },
+    { name: '10 of B against 40 of A, 10 slots: half each', backlog: 40, later: 10, slots: 10, bServed: 5 },
+    { name: '3 of B against 40 of A, 10 slots: all of B', backlog: 40, later: 3, slots: 10, bServed: 3 },
+  ];
+  it.each(cases)('runPass: $name', async ({ backlog, later, slots, bServed }) => {
+    await worker('big', { concurrency: slots });
+    const started = Date.now();
+    const a = await batch('debian/main', backlog);
+    const b = await batch('debian/security', later);
+    // The keys are a quantum (1 s) apart: B's first key falls right after A's first when B submits within it.
+    expect(Date.now() - started).toBeLessThan(FAIR_QUANTUM_MS);
+    expect(a).toHaveLength(backlog);
+    expect(b).toHaveLength(later);
+    const assigned = (await t.app.scheduler.runPass()).map((x) => String(x.workRequestId));
+    expect(assigned).toHaveLength(slots);
+    const fromB = assigned.filter((id) => b.includes(id));
+    expect(fromB).toHaveLength(bServed);
+    // Each workspace's own requests in submission order: the first of A and the first of B.
+    expect(assigned.filter((id) => a.includes(id))).toEqual(a.slice(0, slots - bServed));
+    expect(fromB).toEqual(b.slice(0, bServed));
+  });
+
+  it('requestWork: the second pull gets B’s request, not the rest of A’s backlog', async () => {
+    const token = await worker('solo');
+    const started = Date.now();
+    const a = await batch('debian/main', 10);
+    const fromB = await queue(noop({ workspace: 'debian/security' }));
+    expect(Date.now() - started).toBeLessThan(FAIR_QUANTUM_MS);
+    const got: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      got.push((await pull(token))!);
+      await complete(got[i], token);
+    }
+    expect(got).toEqual([a[0], fromB, a[1]]);
+  });
+
+  it('a higher priority still comes first, whatever the workspace', async () => {
+    const token = await worker('solo');
+    const high = await queue(noop({ workspace: 'debian/main', priorityBase: 1 }));
+    await queue(noop({ workspace: 'debian/security' }));
+    for (let i = 0; i < 3; i++) await queue(noop({ workspace: 'debian/main', priorityBase: 1 }));
+    expect(await pull(token)).toBe(high);
+  });
 });
 
 describe('skipping: a request nobody can run does not block the ones behind it', () => {
