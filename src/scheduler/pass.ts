@@ -9,6 +9,8 @@ import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
 import { backoffsOf } from './release-backoff.js';
 
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
+/** Rounds of reading more class heads in place of heads backed off from a worker (see below). */
+const BACKOFF_HEAD_ROUNDS = 4;
 
 interface FreeWorker {
   id: number;
@@ -97,10 +99,23 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   const slotsPerClass = new Map<number, number>();
   for (const w of workers) for (const c of w.eligible) slotsPerClass.set(c, Math.min(maxAssignments, (slotsPerClass.get(c) ?? 0) + w.free));
   const classIds = [...slotsPerClass.keys()];
-  const heads = await em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)!))]);
+  const readHeads = (extra: ReadonlyMap<number, number>) =>
+    em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)! + (extra.get(c) ?? 0)))]);
+  let heads = await readHeads(new Map());
   if (!heads.length) return [];
-  // Requests released recently are not offered again to the workers that released them.
-  const backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
+  // Requests released recently are not offered again to the workers that released them. A head backed
+  // off from some worker may leave that worker's slot to the next request of its class: each class reads
+  // one more head per backed-off head it read, until no more are found (backoffs are rare: a few rounds).
+  let backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
+  for (let round = 0, found = 0; round < BACKOFF_HEAD_ROUNDS; round++) {
+    const extra = new Map<number, number>();
+    for (const h of heads) if (backoffs.has(h.id)) extra.set(h.class_id, (extra.get(h.class_id) ?? 0) + 1);
+    const total = [...extra.values()].reduce((a, b) => a + b, 0);
+    if (total === found) break;
+    found = total;
+    heads = await readHeads(extra);
+    backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
+  }
 
   const byClass = new Map<number, FreeWorker[]>();
   // Each class's workers in the order of preference for that class: one order for heavy classes, one for the others.
