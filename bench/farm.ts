@@ -47,10 +47,25 @@ const HW = {
 } as const satisfies Record<string, Hardware>;
 
 const HARDWARE: Record<Family, WeightedChoice<Hardware>> = {
-  amd64: new WeightedChoice<Hardware>([[HW.small, 25], [HW.medium, 45], [HW.big, 20], [HW.huge, 10]]),
-  arm64: new WeightedChoice<Hardware>([[HW.small, 30], [HW.medium, 50], [HW.ampere, 20]]),
-  ppc64el: new WeightedChoice<Hardware>([[HW.medium, 60], [HW.power, 40]]),
-  riscv64: new WeightedChoice<Hardware>([[HW.board, 70], [HW.small, 30]]),
+  amd64: new WeightedChoice<Hardware>([
+    [HW.small, 25],
+    [HW.medium, 45],
+    [HW.big, 20],
+    [HW.huge, 10],
+  ]),
+  arm64: new WeightedChoice<Hardware>([
+    [HW.small, 30],
+    [HW.medium, 50],
+    [HW.ampere, 20],
+  ]),
+  ppc64el: new WeightedChoice<Hardware>([
+    [HW.medium, 60],
+    [HW.power, 40],
+  ]),
+  riscv64: new WeightedChoice<Hardware>([
+    [HW.board, 70],
+    [HW.small, 30],
+  ]),
   s390x: new WeightedChoice<Hardware>([[HW.mainframe, 100]]),
   armhf: new WeightedChoice<Hardware>([[HW.board, 100]]),
   i386: new WeightedChoice<Hardware>([[HW.small, 100]]),
@@ -141,17 +156,35 @@ function poolDefinitions(): BenchPool[] {
     def('aws-amd64-medium', 'amd64', amd, { cpuCount: 8, memoryGib: 32, diskGib: 200, instanceType: 'm7i.2xlarge' }, { max: 600, concurrency: 2 }),
     def('aws-amd64-large', 'amd64', amd, { cpuCount: 64, memoryGib: 256, diskGib: 1000, instanceType: 'm7i.16xlarge' }, { provided: [LARGE_CLASS_TAG], max: 100, concurrency: 2 }),
     def('aws-arm64-medium', 'arm64', ['arm64'], { cpuCount: 16, memoryGib: 64, diskGib: 300, instanceType: 'm7g.4xlarge' }, { max: 300, concurrency: 2 }),
-    def('hetzner-arm64-large', 'arm64', ['arm64'], { cpuCount: 80, memoryGib: 256, diskGib: 1500, instanceType: 'rx170' }, { provided: [LARGE_CLASS_TAG], max: 20, concurrency: 2 }),
-    def('gce-amd64-vm', 'amd64', amd, { cpuCount: 16, memoryGib: 64, diskGib: 400, instanceType: 'n2-standard-16' }, {
-      executors: ['unshare', 'incus-lxc', 'incus-vm', 'qemu'],
-      tools: [...sbuildTools, 'kvm'],
-      max: 150,
-    }),
+    def(
+      'hetzner-arm64-large',
+      'arm64',
+      ['arm64'],
+      { cpuCount: 80, memoryGib: 256, diskGib: 1500, instanceType: 'rx170' },
+      { provided: [LARGE_CLASS_TAG], max: 20, concurrency: 2 },
+    ),
+    def(
+      'gce-amd64-vm',
+      'amd64',
+      amd,
+      { cpuCount: 16, memoryGib: 64, diskGib: 400, instanceType: 'n2-standard-16' },
+      {
+        executors: ['unshare', 'incus-lxc', 'incus-vm', 'qemu'],
+        tools: [...sbuildTools, 'kvm'],
+        max: 150,
+      },
+    ),
     def('osuosl-ppc64el', 'ppc64el', ['ppc64el'], { cpuCount: 16, memoryGib: 64, diskGib: 300, instanceType: 'power9.large' }, { max: 30 }),
     def('ibm-s390x', 's390x', ['s390x'], { cpuCount: 8, memoryGib: 32, diskGib: 200, instanceType: 'bz2-8x32' }, { max: 20 }),
     def('local-riscv64', 'riscv64', ['riscv64'], { cpuCount: 8, memoryGib: 16, diskGib: 200, instanceType: 'board' }, { max: 30 }),
     def('local-armhf', 'armhf', ['armhf'], { cpuCount: 4, memoryGib: 4, diskGib: 100, instanceType: 'board' }, { max: 30 }),
-    def('aws-amd64-security', 'amd64', amd, { cpuCount: 16, memoryGib: 64, diskGib: 400, instanceType: 'm7i.4xlarge' }, { required: [SECURITY_WORKSPACE_TAG], max: 20, concurrency: 2 }),
+    def(
+      'aws-amd64-security',
+      'amd64',
+      amd,
+      { cpuCount: 16, memoryGib: 64, diskGib: 400, instanceType: 'm7i.4xlarge' },
+      { required: [SECURITY_WORKSPACE_TAG], max: 20, concurrency: 2 },
+    ),
   ];
 }
 

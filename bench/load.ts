@@ -80,7 +80,10 @@ export async function loadWorkload(workload: Workload, serverUrl: string, dbName
     const requiredByWorkers = [...new Set([...workload.workers.flatMap((w) => w.tags.requiredTags), ...workload.pools.flatMap((x) => x.requiredTags)])];
     await orm.em.fork().transactional((tx) => registerSignificantTags(tx, requiredByWorkers));
     const classOfVariant = await orm.em.fork().transactional((tx) =>
-      classIdsFor(tx, workload.variants.map((v) => ({ providedTags: v.providedTags, requiredTags: v.requiredTags }))),
+      classIdsFor(
+        tx,
+        workload.variants.map((v) => ({ providedTags: v.providedTags, requiredTags: v.requiredTags })),
+      ),
     );
     const classCount = new Set(classOfVariant).size;
     timings.classes = p.end(`${workload.variants.length} variants in ${classCount} classes`);
@@ -127,7 +130,10 @@ async function loadDirectory(c: pg.Client, w: Workload): Promise<DirectoryIds> {
     )
   ).rows.map((r) => r.id);
   const userIds = (
-    await c.query<{ id: number }>(`insert into app_user (username, is_admin, created_at) select u, false, now() from unnest($1::text[]) with ordinality as v(u, o) order by o returning id`, [w.users])
+    await c.query<{ id: number }>(
+      `insert into app_user (username, is_admin, created_at) select u, false, now() from unnest($1::text[]) with ordinality as v(u, o) order by o returning id`,
+      [w.users],
+    )
   ).rows.map((r) => r.id);
   const [group] = (await c.query<{ id: number }>(`insert into user_group (scope_id, name) values ($1, $2) returning id`, [scopeId.get(w.group.scope), w.group.name])).rows;
   await c.query(`insert into user_group_member (group_id, user_id) select $1, unnest($2::int[])`, [group.id, userIds]);
@@ -273,7 +279,9 @@ async function loadQueue(
   }
   timings.insert = p.end(`${n} requests`);
   // Fair keys (scheduler/fair-share.ts) are the requests' ages in ms, as for workspaces that submit one at a time; each clock follows its last key.
-  await c.query(`update workspace s set fair_clock = m.last from (select workspace_id, max(fair_key) as last from work_request group by workspace_id) m where s.id = m.workspace_id`);
+  await c.query(
+    `update workspace s set fair_clock = m.last from (select workspace_id, max(fair_key) as last from work_request group by workspace_id) m where s.id = m.workspace_id`,
+  );
   if (history.historyRows) {
     p = phase('history: completed requests', history.historyRows);
     await loadHistoryRows(c, history.historyRows, history.workerIds, (done) => p.update(done));
@@ -301,7 +309,7 @@ async function loadHistoryRows(c: pg.Client, rows: number, workerIds: readonly n
   await c.query('select setseed(0.4242)');
   const [{ first, last }] = (await c.query<{ first: number; last: number }>(`select min(id)::int as first, max(id)::int as last from work_request`)).rows;
   const span = last - first + 1;
-  for (let done = 0; done < rows; ) {
+  for (let done = 0; done < rows;) {
     const batch = Math.min(BATCH_ROWS, rows - done);
     await c.query(
       `insert into work_request (workspace_id, created_by_id, task_type, task_name, task_data, status, result, priority_base, priority_adjustment,
@@ -338,10 +346,16 @@ async function checkSample(c: pg.Client, orm: MikroORM, w: Workload, ids: Direct
   const random = new Random(w.seed ^ 0x5eed);
   const sample = Array.from({ length: Math.min(SAMPLE_CHECKS, n) }, () => firstId + random.int(0, n - 1));
   const rows = (
-    await c.query<{ id: number; workspace_id: number; task_name: string; task_data: unknown; user_required_tags: string[]; provided_tags: string[]; required_tags: string[]; class_id: number }>(
-      `select id, workspace_id, task_name, task_data, user_required_tags, provided_tags, required_tags, class_id from work_request where id = any($1::int[])`,
-      [sample],
-    )
+    await c.query<{
+      id: number;
+      workspace_id: number;
+      task_name: string;
+      task_data: unknown;
+      user_required_tags: string[];
+      provided_tags: string[];
+      required_tags: string[];
+      class_id: number;
+    }>(`select id, workspace_id, task_name, task_data, user_required_tags, provided_tags, required_tags, class_id from work_request where id = any($1::int[])`, [sample])
   ).rows;
   const rules: TaskRule[] = (
     await c.query<{ name: string; task_name: string | null; expression: string | null; provided_tags: string[]; required_tags: string[] }>(
@@ -354,14 +368,19 @@ async function checkSample(c: pg.Client, orm: MikroORM, w: Workload, ids: Direct
     if (!analysis.ok) throw new Error(`row ${r.id} does not analyse: ${JSON.stringify(analysis.errors)}`);
     const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((t, i) => t === b[i]);
     if (!same(analysis.providedTags, r.provided_tags) || !same(analysis.requiredTags, r.required_tags)) {
-      throw new Error(`row ${r.id}: loaded tags differ from the analysis\n loaded ${JSON.stringify([r.provided_tags, r.required_tags])}\n analysis ${JSON.stringify([analysis.providedTags, analysis.requiredTags])}`);
+      throw new Error(
+        `row ${r.id}: loaded tags differ from the analysis\n loaded ${JSON.stringify([r.provided_tags, r.required_tags])}\n analysis ${JSON.stringify([analysis.providedTags, analysis.requiredTags])}`,
+      );
     }
   }
   // Classified again by the real code, in a transaction rolled back so that nothing is written.
   const em = orm.em.fork();
   await em.begin();
   try {
-    const again = await classIdsFor(em, rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })));
+    const again = await classIdsFor(
+      em,
+      rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })),
+    );
     rows.forEach((r, i) => {
       if (again[i] !== r.class_id) throw new Error(`row ${r.id}: loaded class ${r.class_id}, classifier says ${again[i]}`);
     });

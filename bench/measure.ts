@@ -41,7 +41,11 @@ export interface NextWorkResult {
 const RESET_SQL = `update work_request set status = 'PENDING', worker_id = null, assigned_at = null where id = any(?::int[])`;
 
 async function putBack(orm: MikroORM, ids: readonly number[]): Promise<void> {
-  if (ids.length) await orm.em.fork().getConnection().execute(RESET_SQL, [`{${ids.join(',')}}`]);
+  if (ids.length)
+    await orm.em
+      .fork()
+      .getConnection()
+      .execute(RESET_SQL, [`{${ids.join(',')}}`]);
 }
 
 /**

@@ -126,7 +126,13 @@ export async function loadOldWorkers(em: EntityManager, ids?: readonly number[])
 }
 
 /** The old next-work of one worker: every pending request instantiated and checked, then the first candidate taken. */
-export async function oldNextForWorker(orm: MikroORM, workerId: number, pending: number, deadline: number, taken: ReadonlySet<number> = new Set()): Promise<WalkProgress & { first: number | null }> {
+export async function oldNextForWorker(
+  orm: MikroORM,
+  workerId: number,
+  pending: number,
+  deadline: number,
+  taken: ReadonlySet<number> = new Set(),
+): Promise<WalkProgress & { first: number | null }> {
   const started = performance.now();
   const em = orm.em.fork();
   const [worker] = await loadOldWorkers(em, [workerId]);
@@ -145,7 +151,12 @@ export async function oldNextForWorker(orm: MikroORM, workerId: number, pending:
 }
 
 /** The old pass: one walk per free slot of each available worker, in worker order, each taking its first candidate. */
-export async function oldPass(orm: MikroORM, slots: readonly number[], pending: number, deadline: number): Promise<{ ms: number; assignments: number; walks: number; complete: boolean }> {
+export async function oldPass(
+  orm: MikroORM,
+  slots: readonly number[],
+  pending: number,
+  deadline: number,
+): Promise<{ ms: number; assignments: number; walks: number; complete: boolean }> {
   const started = performance.now();
   const taken = new Set<number>();
   let walks = 0;

@@ -116,7 +116,10 @@ try {
   await gql(url, `mutation { createWorkerPool(input: { name: "bench-local", maxActiveInstances: 1, idleTimeoutSeconds: 1 }) { __typename } }`);
   for (let round = 0; round < rounds; round++) {
     await until('an empty pool', async () => (await db.query(`select count(*)::int as n from instance where state <> 'TERMINATED' and state <> 'FAILED'`)).rows[0].n === 0);
-    const created = await gql(url, `mutation { createWorkRequest(input: { workspace: "bench/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`);
+    const created = await gql(
+      url,
+      `mutation { createWorkRequest(input: { workspace: "bench/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`,
+    );
     const id = Number(created.createWorkRequest.id);
     const row = await until('the request to complete', async () => {
       const r = (

@@ -44,7 +44,11 @@ const ROWS: Row[] = [
     target: '',
     cell: (r) => (r.old ? `${approx(r.old.nextWork.extrapolated)}${formatMs(r.old.nextWork.ms)}${r.old.nextWork.runs ? ` (${r.old.nextWork.runs} calls)` : ''}` : 'skipped'),
   },
-  { label: 'next work: old p50 / new p50', target: '≥ 100× (P=100k)', cell: (r) => (r.old ? `${approx(r.old.nextWork.extrapolated)}${ratio(r.old.nextWork.ms, r.new.nextWork.warm.p50)}` : '') },
+  {
+    label: 'next work: old p50 / new p50',
+    target: '≥ 100× (P=100k)',
+    cell: (r) => (r.old ? `${approx(r.old.nextWork.extrapolated)}${ratio(r.old.nextWork.ms, r.new.nextWork.warm.p50)}` : ''),
+  },
   {
     label: 'full pass, fresh cache: assignments in time (rate)',
     target: '',
@@ -55,23 +59,36 @@ const ROWS: Row[] = [
     target: '≥ 2,000/s',
     cell: (r) => `${int(warmPass(r).assignments)} in ${formatMs(warmPass(r).ms)} (${int(passRate(warmPass(r)))}/s)`,
   },
-  { label: 'old walk: full pass rate (walks within the budget)', target: '', cell: (r) => (r.old ? `${approx(r.old.pass.extrapolated)}${r.old.pass.perSecond.toFixed(2)}/s (${r.old.pass.walks} walks)` : 'skipped') },
+  {
+    label: 'old walk: full pass rate (walks within the budget)',
+    target: '',
+    cell: (r) => (r.old ? `${approx(r.old.pass.extrapolated)}${r.old.pass.perSecond.toFixed(2)}/s (${r.old.pass.walks} walks)` : 'skipped'),
+  },
   {
     label: 'full pass: new rate / old rate',
     target: '',
     cell: (r) => (r.old ? `${approx(r.old.pass.extrapolated)}${times(passRate(warmPass(r)) / r.old.pass.perSecond)}` : ''),
   },
   { label: 'candidates of 1,000 requests (GraphQL), first call of the process', target: '', cell: (r) => formatMs(r.new.candidates.firstMs) },
-  { label: 'candidates of 1,000 requests (GraphQL), p50 after it', target: '≤ 100 ms', cell: (r) => `${formatMs(r.new.candidates.latency.p50)} (${int(r.new.candidates.averageCandidates)} per request)` },
+  {
+    label: 'candidates of 1,000 requests (GraphQL), p50 after it',
+    target: '≤ 100 ms',
+    cell: (r) => `${formatMs(r.new.candidates.latency.p50)} (${int(r.new.candidates.averageCandidates)} per request)`,
+  },
   { label: 'old walk: candidates of 1,000 requests', target: '', cell: (r) => (r.old ? `${approx(r.old.candidates.extrapolated)}${formatMs(r.old.candidates.ms)}` : 'skipped') },
   { label: 'candidates: old / new', target: '', cell: (r) => (r.old ? `${approx(r.old.candidates.extrapolated)}${ratio(r.old.candidates.ms, r.new.candidates.latency.p50)}` : '') },
-  { label: 'provisioning demand, 10 pools (GraphQL), first call / p50 after it', target: '≤ 1 s (P=1M)', cell: (r) => `${formatMs(r.new.demand.firstMs)} / ${formatMs(r.new.demand.latency.p50)}` },
+  {
+    label: 'provisioning demand, 10 pools (GraphQL), first call / p50 after it',
+    target: '≤ 1 s (P=1M)',
+    cell: (r) => `${formatMs(r.new.demand.firstMs)} / ${formatMs(r.new.demand.latency.p50)}`,
+  },
   { label: 'old walk: demand of 10 pools', target: '', cell: (r) => (r.old ? `${approx(r.old.demand.extrapolated)}${formatMs(r.old.demand.ms)}` : 'skipped') },
   { label: 'demand: old / new', target: '', cell: (r) => (r.old ? `${approx(r.old.demand.extrapolated)}${ratio(r.old.demand.ms, r.new.demand.latency.p50)}` : '') },
   {
     label: 'provisioner cycle, 10 pools: demand + decisions (no provider call), first / p50 after it',
     target: '≤ 1 s (P=1M)',
-    cell: (r) => (r.new.cycle ? `${formatMs(r.new.cycle.firstMs)} / ${formatMs(r.new.cycle.latency.p50)} (${int(r.new.cycle.launches)} launches, ${int(r.new.cycle.stops)} stops)` : 'n/a'),
+    cell: (r) =>
+      r.new.cycle ? `${formatMs(r.new.cycle.firstMs)} / ${formatMs(r.new.cycle.latency.p50)} (${int(r.new.cycle.launches)} launches, ${int(r.new.cycle.stops)} stops)` : 'n/a',
   },
   { label: 'peak RSS / heap, scheduler process', target: '', cell: (r) => `${mib(r.new.memory.maxRssBytes)} / ${mib(r.new.memory.heapUsedBytes)}` },
   { label: 'peak RSS, old-walk process', target: '', cell: (r) => (r.old ? mib(r.old.memory.maxRssBytes) : '') },

@@ -130,7 +130,12 @@ const program = new Command('bench')
   .option('--database-url <url>', 'a PostgreSQL server URL (any database on it)', process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres')
   .option('--db-name <name>', 'the database to drop, recreate and load', 'tagsched_bench')
   .option('--json <file>', 'also write every measurement as JSON')
-  .addOption(new Command().createOption('--stage <stage>', 'internal: run one stage').choices([...STAGES]).hideHelp())
+  .addOption(
+    new Command()
+      .createOption('--stage <stage>', 'internal: run one stage')
+      .choices([...STAGES])
+      .hideHelp(),
+  )
   .addOption(new Command().createOption('--size <size>', 'internal').hideHelp())
   .addOption(new Command().createOption('--out <file>', 'internal').hideHelp())
   .parse();

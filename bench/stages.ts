@@ -108,7 +108,9 @@ async function facts(orm: MikroORM, o: StageOptions): Promise<Facts> {
   // Workers stay fresh for 65 minutes; rewriting every row at each stage would only bloat the table.
   await conn.execute(`update worker set last_seen_at = now(), metadata_reported_at = now() where metadata_reported_at < now() - interval '20 minutes'`);
   const workers = await conn.execute<{ id: number; type: string; concurrency: number }[]>(`select id, type, concurrency from worker order by id`);
-  const [{ first, pending }] = await conn.execute<{ first: number; pending: number }[]>(`select min(id)::int as first, count(*)::int as pending from work_request where status = 'PENDING'`);
+  const [{ first, pending }] = await conn.execute<{ first: number; pending: number }[]>(
+    `select min(id)::int as first, count(*)::int as pending from work_request where status = 'PENDING'`,
+  );
   const random = new Random(o.seed ^ 0xca4d);
   const candidateIds = [...new Set(Array.from({ length: Math.min(1000, pending) * 2 }, () => first + random.int(0, pending - 1)))].slice(0, Math.min(1000, pending));
   return {
@@ -205,10 +207,18 @@ export async function oldStage(o: StageOptions): Promise<OldResult> {
     p.end(`${candidates.extrapolated ? '~' : ''}${(candidates.ms / 1000).toFixed(2)} s`);
 
     p = phase('old walk: demand of 10 pools');
-    const pools = await orm.em.fork().getConnection().execute<{ name: string; provided_tags: string[]; required_tags: string[]; specifications: Record<string, unknown> }[]>(
-      `select name, provided_tags, required_tags, specifications from worker_pool where enabled order by name`,
+    const pools = await orm.em
+      .fork()
+      .getConnection()
+      .execute<{ name: string; provided_tags: string[]; required_tags: string[]; specifications: Record<string, unknown> }[]>(
+        `select name, provided_tags, required_tags, specifications from worker_pool where enabled order by name`,
+      );
+    const oldPools = pools.map((x) =>
+      poolAsMetadata(
+        x.name,
+        computePoolTemplateTags(poolTagInput({ name: x.name, providedTags: x.provided_tags, requiredTags: x.required_tags, specifications: x.specifications })).providedTags,
+      ),
     );
-    const oldPools = pools.map((x) => poolAsMetadata(x.name, computePoolTemplateTags(poolTagInput({ name: x.name, providedTags: x.provided_tags, requiredTags: x.required_tags, specifications: x.specifications })).providedTags));
     const dem = await oldDemand(orm, oldPools, f.pending, performance.now() + o.oldCapMs);
     const demand: OldMeasure = { ms: fullDuration(dem), extrapolated: !dem.complete, runs: dem.complete ? 1 : 0 };
     p.end(`${demand.extrapolated ? '~' : ''}${(demand.ms / 1000).toFixed(2)} s`);

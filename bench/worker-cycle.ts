@@ -89,7 +89,17 @@ class CycleWorker {
     private readonly gql: Gql,
     private readonly url: string,
     private readonly token: string,
-    private readonly stats: { wait: number[]; start: number[]; complete: number[]; first: number; done: number; lost: number; seen: Set<string>; onDone: () => void; onError: (e: unknown) => void },
+    private readonly stats: {
+      wait: number[];
+      start: number[];
+      complete: number[];
+      first: number;
+      done: number;
+      lost: number;
+      seen: Set<string>;
+      onDone: () => void;
+      onError: (e: unknown) => void;
+    },
   ) {
     this.client = createClient({
       url: url.replace(/^http/, 'ws'),

@@ -66,7 +66,18 @@ export interface Workload {
 /** The workspace whose workers are exclusive to it. */
 export const SECURITY_WORKSPACE = 'debian/security';
 /** Packages an admin rule sends to `worker:class:large` machines. */
-export const HEAVY_PACKAGES = ['linux', 'libreoffice', 'chromium', 'firefox-esr', 'llvm-toolchain-19', 'gcc-14', 'rustc', 'openjdk-21', 'qtwebengine-opensource-src', 'thunderbird'];
+export const HEAVY_PACKAGES = [
+  'linux',
+  'libreoffice',
+  'chromium',
+  'firefox-esr',
+  'llvm-toolchain-19',
+  'gcc-14',
+  'rustc',
+  'openjdk-21',
+  'qtwebengine-opensource-src',
+  'thunderbird',
+];
 const SOURCE_PACKAGE_COUNT = 20_000;
 const USER_COUNT = 10;
 /** Spread of the creation times of the queue: two weeks, in seconds. */
@@ -88,10 +99,23 @@ const TASK_KINDS = new WeightedChoice<string>([
   ['piuparts', 10],
   ['blhc', 10],
 ]);
-const AUTOPKGTEST_BACKENDS = new WeightedChoice<string>([['auto', 60], ['incus-lxc', 25], ['qemu', 15]]);
-const SBUILD_BACKENDS = new WeightedChoice<string>([['auto', 85], ['unshare', 15]]);
+const AUTOPKGTEST_BACKENDS = new WeightedChoice<string>([
+  ['auto', 60],
+  ['incus-lxc', 25],
+  ['qemu', 15],
+]);
+const SBUILD_BACKENDS = new WeightedChoice<string>([
+  ['auto', 85],
+  ['unshare', 15],
+]);
 /** `worker:memory-gib>=N` as users ask for it; nobody has 512 GiB, so those wait forever (and show as unschedulable). */
-const MEMORY_MINIMUMS = new WeightedChoice<number>([[8, 40], [16, 30], [32, 20], [64, 9], [512, 1]]);
+const MEMORY_MINIMUMS = new WeightedChoice<number>([
+  [8, 40],
+  [16, 30],
+  [32, 20],
+  [64, 9],
+  [512, 1],
+]);
 const PRIORITIES = new WeightedChoice<[number, number]>([
   [[0, 0], 80],
   [[-10, 0], 10], // archive rebuilds
@@ -102,7 +126,38 @@ const PRIORITIES = new WeightedChoice<[number, number]>([
 
 function workspaces(): BenchWorkspace[] {
   const debian = ['main', 'security', 'backports', 'experimental', 'proposed-updates', 'lts', 'elts', 'ports', 'reproducible', 'bootstrap'];
-  const teams = ['perl', 'python', 'js', 'ruby', 'go', 'rust', 'haskell', 'ocaml', 'r', 'java', 'games', 'multimedia', 'science', 'med', 'gnome', 'kde', 'xfce', 'qt', 'lua', 'php', 'golang-tools', 'clojure', 'emacsen', 'tex', 'fonts', 'printing', 'hamradio', 'security-tools', 'cloud', 'ml'];
+  const teams = [
+    'perl',
+    'python',
+    'js',
+    'ruby',
+    'go',
+    'rust',
+    'haskell',
+    'ocaml',
+    'r',
+    'java',
+    'games',
+    'multimedia',
+    'science',
+    'med',
+    'gnome',
+    'kde',
+    'xfce',
+    'qt',
+    'lua',
+    'php',
+    'golang-tools',
+    'clojure',
+    'emacsen',
+    'tex',
+    'fonts',
+    'printing',
+    'hamradio',
+    'security-tools',
+    'cloud',
+    'ml',
+  ];
   return [
     ...debian.map((name) => ({ scope: 'debian', name })),
     ...teams.map((t) => ({ scope: 'debian', name: `team-${t}` })),
@@ -141,7 +196,13 @@ function siteRules(): TaskRule[] {
 }
 
 /** The analysis input of one request, exactly as the service would build it from the database. */
-export function analysisInput(w: Pick<Workload, 'workspaces' | 'group' | 'siteRules'>, workspace: number, taskName: string, taskData: unknown, userRequiredTags: readonly string[]): WorkRequestAnalysisInput {
+export function analysisInput(
+  w: Pick<Workload, 'workspaces' | 'group' | 'siteRules'>,
+  workspace: number,
+  taskName: string,
+  taskData: unknown,
+  userRequiredTags: readonly string[],
+): WorkRequestAnalysisInput {
   const ws = w.workspaces[workspace];
   return {
     scope: ws.scope,

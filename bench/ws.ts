@@ -63,10 +63,22 @@ interface MemoryPoint {
   external: number;
 }
 
-type ToServer = { type: 'memory' } | { type: 'cpu' } | { type: 'stop' } | { type: 'profile-start' } | { type: 'profile-stop'; file: string } | { type: 'heap-snapshot'; file: string } | { type: 'trace' };
+type ToServer =
+  | { type: 'memory' }
+  | { type: 'cpu' }
+  | { type: 'stop' }
+  | { type: 'profile-start' }
+  | { type: 'profile-stop'; file: string }
+  | { type: 'heap-snapshot'; file: string }
+  | { type: 'trace' };
 /** When the server published an event about a work request (epoch ms, sub-millisecond). */
 type TraceEntry = [topic: string, workRequestId: number, at: number];
-type FromServer = { type: 'listening'; url: string; pid: number } | { type: 'cpu'; micros: number } | ({ type: 'memory' } & MemoryPoint) | { type: 'profiled' } | { type: 'trace'; entries: TraceEntry[] };
+type FromServer =
+  | { type: 'listening'; url: string; pid: number }
+  | { type: 'cpu'; micros: number }
+  | ({ type: 'memory' } & MemoryPoint)
+  | { type: 'profiled' }
+  | { type: 'trace'; entries: TraceEntry[] };
 
 /** Now, in epoch milliseconds with sub-millisecond precision: comparable across the two processes. */
 const clock = () => performance.timeOrigin + performance.now();
@@ -104,7 +116,9 @@ async function serveForBench(): Promise<void> {
       gc?.();
       gc?.();
       const { rss, heapTotal, heapUsed, external } = process.memoryUsage();
-      const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((h) => [h.space_name, `${Math.round(h.space_used_size / 2 ** 20)}/${Math.round(h.space_size / 2 ** 20)} MiB`]));
+      const spaces = Object.fromEntries(
+        v8.getHeapSpaceStatistics().map((h) => [h.space_name, `${Math.round(h.space_used_size / 2 ** 20)}/${Math.round(h.space_size / 2 ** 20)} MiB`]),
+      );
       send({ type: 'memory', rss, heapTotal, heapUsed, external, spaces });
     } else if (m.type === 'cpu') {
       const { user, system } = process.cpuUsage();
@@ -284,7 +298,14 @@ async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T, i: n
   return out;
 }
 
-const META = { architectures: ['amd64'], cpuCount: 4, totalPhysicalMemory: 8 * 2 ** 30, diskFree: 100 * 2 ** 30, executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
+const META = {
+  architectures: ['amd64'],
+  cpuCount: 4,
+  totalPhysicalMemory: 8 * 2 ** 30,
+  diskFree: 100 * 2 ** 30,
+  executors: ['unshare'],
+  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
+};
 
 /** Registers workers <prefix>-<from>…<prefix>-<to-1> and reports their metadata, so that they are available once connected. */
 async function registerWorkers(url: string, from: number, to: number, prefix = 'w'): Promise<string[]> {
@@ -384,7 +405,8 @@ async function storm(url: string, workerToken: string, subscribers: number, even
   const users = await pool(
     Array.from({ length: Math.ceil(subscribers / perUser) }, (_, i) => `watcher-${i}`),
     8,
-    async (name) => (await gql(url, `mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, { u: name }, ADMIN)).createUser.token as string,
+    async (name) =>
+      (await gql(url, `mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, { u: name }, ADMIN)).createUser.token as string,
   );
   let delivered = 0;
   let allDelivered: () => void = () => undefined;
@@ -455,7 +477,6 @@ async function waitConnected(databaseUrl: string, n: number): Promise<void> {
     await c.end();
   }
 }
-
 
 /**
  * The submission and worker-cycle measures (bench/worker-cycle.ts) on a server and database of their
@@ -595,7 +616,12 @@ async function main(): Promise<void> {
     const createOne = async (): Promise<number> => {
       const t0 = performance.now();
       const epoch0 = clock();
-      const d = await gql(url, `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`, {}, ADMIN);
+      const d = await gql(
+        url,
+        `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`,
+        {},
+        ADMIN,
+      );
       createTimes.push(performance.now() - t0);
       const id = d.createWorkRequest.id as string;
       const { at, w } = await new Promise<{ at: number; w: LightWorker }>((resolve, reject) => {

@@ -21,7 +21,10 @@ async function gql(query) {
 }
 
 for (let attempt = 1; ; attempt++) {
-  const up = await fetch(new URL('/healthz', server)).then((r) => r.ok, () => false);
+  const up = await fetch(new URL('/healthz', server)).then(
+    (r) => r.ok,
+    () => false,
+  );
   if (up) break;
   if (attempt === 60) throw new Error(`${server} did not answer /healthz`);
   await new Promise((r) => setTimeout(r, 2000));
@@ -31,7 +34,9 @@ if (!['WorkerPool', 'AlreadyExistsError'].includes(pool.createWorkerPool.__typen
 for (const name of agents) {
   const file = `${dir}/${name}.token`;
   if (fs.existsSync(file)) continue;
-  const { createActivationToken } = await gql('mutation { createActivationToken(input: { pool: "compose" }) { __typename ... on ActivationTokenPayload { token } ... on Error { code message } } }');
+  const { createActivationToken } = await gql(
+    'mutation { createActivationToken(input: { pool: "compose" }) { __typename ... on ActivationTokenPayload { token } ... on Error { code message } } }',
+  );
   if (!createActivationToken.token) throw new Error(JSON.stringify(createActivationToken));
   fs.writeFileSync(file, `${createActivationToken.token}\n`, { mode: 0o600 });
   process.stdout.write(`activation token for ${name} written\n`);

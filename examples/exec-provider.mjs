@@ -32,7 +32,10 @@ if (typeof request.account?.token !== 'string') fail('auth', 'the pool account h
 const poolDir = path.join(stateDir, encodeURIComponent(request.pool));
 fs.mkdirSync(poolDir, { recursive: true });
 const records = () =>
-  fs.readdirSync(poolDir).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(fs.readFileSync(path.join(poolDir, f), 'utf8')));
+  fs
+    .readdirSync(poolDir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => JSON.parse(fs.readFileSync(path.join(poolDir, f), 'utf8')));
 
 switch (request.operation) {
   case 'launch': {

@@ -7,7 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261121115414_history extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`create table "task_duration" ("task_type" text not null, "task_name" text not null, "day" date not null, "runs" int not null default 0, "seconds" double precision not null default 0, constraint "task_duration_pkey" primary key ("task_type", "task_name", "day"));`);
+    this.addSql(
+      `create table "task_duration" ("task_type" text not null, "task_name" text not null, "day" date not null, "runs" int not null default 0, "seconds" double precision not null default 0, constraint "task_duration_pkey" primary key ("task_type", "task_name", "day"));`,
+    );
     this.addSql(`alter table "worker" add column "last_completed_at" timestamptz null;`);
     this.addSql(`update "worker" w set "last_completed_at" = h.last from (
       select "worker_id", max("completed_at") as last from "work_request" where "status" = 'COMPLETED' and "worker_id" is not null group by "worker_id"

@@ -5,7 +5,6 @@ import { Migration } from '@mikro-orm/migrations';
  * TAGSCHED_ADMIN_TOKEN); either makes the token refused (services/tokens.ts, tokenRefusal).
  */
 export class Migration20261123014741_token_lifecycle extends Migration {
-
   override async up(): Promise<void> {
     this.addSql(`alter table "token" add column "expires_at" timestamptz null, add column "revoked_at" timestamptz null;`);
   }
@@ -13,5 +12,4 @@ export class Migration20261123014741_token_lifecycle extends Migration {
   override async down(): Promise<void> {
     this.addSql(`alter table "token" drop column "expires_at", drop column "revoked_at";`);
   }
-
 }

@@ -1,7 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
 export class Migration20261123020114_class_key_hash extends Migration {
-
   override async up(): Promise<void> {
     this.addSql(`alter table "task_class" drop constraint "task_class_key_unique";`);
 
@@ -18,5 +17,4 @@ export class Migration20261123020114_class_key_hash extends Migration {
 
     this.addSql(`alter table "task_class" add constraint "task_class_key_unique" unique ("key");`);
   }
-
 }

@@ -2,7 +2,6 @@ import { Migration } from '@mikro-orm/migrations';
 
 /** The ids a batch create (createWorkRequests) made, kept with its idempotency key to answer a retry. */
 export class Migration20261123050000_batch_idempotency extends Migration {
-
   override async up(): Promise<void> {
     this.addSql(`alter table "idempotency_key" add column "result_ids" int[] null;`);
   }
@@ -10,5 +9,4 @@ export class Migration20261123050000_batch_idempotency extends Migration {
   override async down(): Promise<void> {
     this.addSql(`alter table "idempotency_key" drop column "result_ids";`);
   }
-
 }

@@ -44,7 +44,7 @@ import { createTokenGuard } from './ws/token-guard.js';
 export const CLOSE_UNAUTHORIZED = CLOSE_CODES.unauthorized;
 
 /** A value yoga logs, as a log line may carry it. */
-const loggable = (value: unknown) => (value instanceof Error ? serializeError(value) : capText(typeof value === 'string' ? value : JSON.stringify(value) ?? String(value)));
+const loggable = (value: unknown) => (value instanceof Error ? serializeError(value) : capText(typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value))));
 
 /** A built service: start() listens, stop() closes everything in order. */
 export interface App {
@@ -227,9 +227,12 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       for (const change of await resumeOrchestration(orm.em.fork(), config)) events.publish('workRequestChanged', change);
       scheduler.start();
       // Idempotency keys past their lifetime are deleted hourly (and a lookup never answers with one).
-      housekeeping ??= setInterval(() => {
-        purgeIdempotencyKeys(orm.em.fork(), config.idempotencyKeyTtlMs).catch((err: unknown) => log.warn({ err }, 'could not delete expired idempotency keys'));
-      }, 60 * 60 * 1000).unref();
+      housekeeping ??= setInterval(
+        () => {
+          purgeIdempotencyKeys(orm.em.fork(), config.idempotencyKeyTtlMs).catch((err: unknown) => log.warn({ err }, 'could not delete expired idempotency keys'));
+        },
+        60 * 60 * 1000,
+      ).unref();
       try {
         await new Promise<void>((resolve, reject) => {
           httpServer.once('error', reject);
@@ -238,7 +241,11 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       } catch (err) {
         // Not listening: the first admin token was never shown, so it must not stay either (the next
         // start of this database makes and shows another).
-        if (firstToken) await orm.em.fork().nativeDelete(TokenSchema, { hash: hashToken(firstToken) }).catch(() => undefined);
+        if (firstToken)
+          await orm.em
+            .fork()
+            .nativeDelete(TokenSchema, { hash: hashToken(firstToken) })
+            .catch(() => undefined);
         throw err;
       }
       const { port } = httpServer.address() as AddressInfo;

@@ -120,7 +120,18 @@ export class ConfigError extends Error {
 
 /** Server variables an exec command inherits: a search path, a locale, a home, proxies; nothing else. */
 export const EXEC_ENVIRONMENT_VARIABLES = [
-  'PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
+  'PATH',
+  'HOME',
+  'LANG',
+  'LC_ALL',
+  'TZ',
+  'TMPDIR',
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'NO_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'no_proxy',
 ] as const;
 /** The shortest TAGSCHED_METRICS_TOKEN accepted: a scraper's token is a secret like any other. */
 export const MIN_METRICS_TOKEN_LENGTH = 16;
@@ -130,7 +141,8 @@ export const MIN_LOG_BYTES = 1024;
 
 function maxLogBytesVar(env: NodeJS.ProcessEnv): number {
   const n = intVar(env, 'TAGSCHED_MAX_LOG_BYTES', 16 * 1024 * 1024); // 16 MiB
-  if (!Number.isSafeInteger(n) || n < MIN_LOG_BYTES) throw new ConfigError(`TAGSCHED_MAX_LOG_BYTES must be a whole number of bytes, at least ${MIN_LOG_BYTES}, got "${env.TAGSCHED_MAX_LOG_BYTES}"`);
+  if (!Number.isSafeInteger(n) || n < MIN_LOG_BYTES)
+    throw new ConfigError(`TAGSCHED_MAX_LOG_BYTES must be a whole number of bytes, at least ${MIN_LOG_BYTES}, got "${env.TAGSCHED_MAX_LOG_BYTES}"`);
   return n;
 }
 

@@ -21,7 +21,11 @@ interface Session {
 }
 
 const identityKey = (viewer: Viewer | ViewerIdentity): string =>
-  viewer.kind === 'anonymous' ? 'anonymous' : viewer.kind === 'user' ? `user:${'userId' in viewer ? viewer.userId : viewer.user.id}:${viewer.isAdmin}` : `${viewer.kind}:${viewer.tokenId}`;
+  viewer.kind === 'anonymous'
+    ? 'anonymous'
+    : viewer.kind === 'user'
+      ? `user:${'userId' in viewer ? viewer.userId : viewer.user.id}:${viewer.isAdmin}`
+      : `${viewer.kind}:${viewer.tokenId}`;
 
 /**
  * Makes the context of every operation (context.ts). An HTTP operation gets its own session. A
@@ -36,7 +40,13 @@ export function createContextFactory(deps: { orm: MikroORM; config: Config; secr
   const eventSessions = new WeakMap<object, Session>();
   const open = (em: EntityManager = orm.em.fork()): Session => ({ em, loaders: createLoaders(em, config, scheduler.workers), memo: new Map(), pothosCaches: new Map() });
 
-  function build(who: Viewer | { identity: ViewerIdentity }, session: () => Session, drop: () => void, enter: (event: object) => void, connection: ConnectionHandle | null): Context {
+  function build(
+    who: Viewer | { identity: ViewerIdentity },
+    session: () => Session,
+    drop: () => void,
+    enter: (event: object) => void,
+    connection: ConnectionHandle | null,
+  ): Context {
     const viewers = new WeakMap<Session, Viewer>();
     const viewerOf = (s: Session): Viewer => {
       if (!('identity' in who)) return who;

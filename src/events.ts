@@ -51,7 +51,10 @@ type Listener = EventListenerOrEventListenerObject;
  * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
  * restarts, and one connection for NOTIFY (kept in order). Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
  */
-export function createPgEventTarget(connectionString: string, log: Logger): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> } {
+export function createPgEventTarget(
+  connectionString: string,
+  log: Logger,
+): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> } {
   const listeners = new Map<string, Set<Listener>>();
   // One publishing connection: NOTIFYs sent on it are delivered in the order they were published, so
   // every process hears a process's events in that order (two pooled connections could swap them).
@@ -82,7 +85,10 @@ export function createPgEventTarget(connectionString: string, log: Logger): PubS
     const sql =
       batch.length === 1
         ? notifier.query('select pg_notify($1, $2)', [batch[0].channel, batch[0].payload])
-        : notifier.query('select pg_notify(e.channel, e.payload) from unnest($1::text[], $2::text[]) as e(channel, payload)', [batch.map((b) => b.channel), batch.map((b) => b.payload)]);
+        : notifier.query('select pg_notify(e.channel, e.payload) from unnest($1::text[], $2::text[]) as e(channel, payload)', [
+            batch.map((b) => b.channel),
+            batch.map((b) => b.payload),
+          ]);
     sending = sql
       .then(
         () => undefined,

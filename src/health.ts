@@ -17,7 +17,8 @@ interface Deps {
   stopping(): boolean;
 }
 
-const json = (res: ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
+const json = (res: ServerResponse, status: number, body: unknown) =>
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
 
 /** Answers a probe path and returns true, or returns false for any other path. */
 export function handleProbe(path: string, res: ServerResponse, deps: Deps): boolean {

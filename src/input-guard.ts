@@ -17,7 +17,10 @@ function checkArgs(args: Record<string, unknown>): void {
 }
 
 class InputGuardPlugin<Types extends SchemaTypes> extends BasePlugin<Types> {
-  override wrapResolve(resolver: GraphQLFieldResolver<unknown, Types['Context'], object>, fieldConfig: PothosOutputFieldConfig<Types>): GraphQLFieldResolver<unknown, Types['Context'], object> {
+  override wrapResolve(
+    resolver: GraphQLFieldResolver<unknown, Types['Context'], object>,
+    fieldConfig: PothosOutputFieldConfig<Types>,
+  ): GraphQLFieldResolver<unknown, Types['Context'], object> {
     if (!Object.keys(fieldConfig.args).length) return resolver;
     return (parent, args, context, info) => {
       checkArgs(args as Record<string, unknown>);

@@ -33,7 +33,12 @@ export function serializeError(err: unknown): Record<string, unknown> {
   if (driver) {
     for (const key of ['routine', 'constraint', 'table', 'column'] as const) if (typeof e[key] === 'string') out[key] = e[key];
   }
-  if (e.stack) out.stack = e.stack.split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 20).join('\n');
+  if (e.stack)
+    out.stack = e.stack
+      .split('\n')
+      .filter((line) => /^\s+at /.test(line))
+      .slice(0, 20)
+      .join('\n');
   if (e.cause !== undefined && e.cause !== err) out.cause = serializeError(e.cause);
   return out;
 }

@@ -52,16 +52,28 @@ describe('a start that cannot succeed', () => {
     ['a PORT that is not a number', { PORT: 'abc' }, /^tagsched: PORT must be a non-negative number, got "abc"$/],
     ['a PORT out of range', { PORT: '70000' }, /^tagsched: PORT must be a whole number from 0 to 65535, got "70000"$/],
     ['a short admin token', { TAGSCHED_ADMIN_TOKEN: 'a' }, /^tagsched: TAGSCHED_ADMIN_TOKEN .*32/],
-    ['a database nobody listens for', { DATABASE_URL: 'postgres://root:hunter2secret@127.0.0.1:1/x' }, /^tagsched: cannot reach the database at postgres:\/\/root:\*\*\*@127\.0\.0\.1:1\/x \(ECONNREFUSED\)/],
-    ['a database that refuses the user', { DATABASE_URL: 'postgres://no_such_role_here:hunter2secret@127.0.0.1:5432/postgres' }, /^tagsched: the database at .* refused the connection: role "no_such_role_here" does not exist/],
-  ])('%s: one line, exit 2, no password', async (_what, env, line) => {
-    const run = await runServer({ PORT: '0', ...env });
-    expect(run.code).toBe(2);
-    const lines = run.stderr.trim().split('\n');
-    expect(lines, run.stderr).toHaveLength(1);
-    expect(lines[0]).toMatch(line);
-    expect(run.stderr + run.stdout).not.toContain('hunter2secret');
-  }, 120_000);
+    [
+      'a database nobody listens for',
+      { DATABASE_URL: 'postgres://root:hunter2secret@127.0.0.1:1/x' },
+      /^tagsched: cannot reach the database at postgres:\/\/root:\*\*\*@127\.0\.0\.1:1\/x \(ECONNREFUSED\)/,
+    ],
+    [
+      'a database that refuses the user',
+      { DATABASE_URL: 'postgres://no_such_role_here:hunter2secret@127.0.0.1:5432/postgres' },
+      /^tagsched: the database at .* refused the connection: role "no_such_role_here" does not exist/,
+    ],
+  ])(
+    '%s: one line, exit 2, no password',
+    async (_what, env, line) => {
+      const run = await runServer({ PORT: '0', ...env });
+      expect(run.code).toBe(2);
+      const lines = run.stderr.trim().split('\n');
+      expect(lines, run.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(line);
+      expect(run.stderr + run.stdout).not.toContain('hunter2secret');
+    },
+    120_000,
+  );
 
   it('a port in use: one line, exit 2', async () => {
     const run = await runServer({ PORT: String(heldPort), DATABASE_URL: db.url, TAGSCHED_ADMIN_TOKEN: 'tsk_admin_startup-test-0123456789abcdef' });
@@ -85,7 +97,11 @@ describe('the first admin token of an empty database', () => {
     try {
       const token = /^\s+(tsk_admin_\S+)$/m.exec(next.stderr())?.[1];
       expect(token, next.stderr()).toBeDefined();
-      const res = await fetch(next.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ query: '{ tokens { id } }' }) });
+      const res = await fetch(next.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ query: '{ tokens { id } }' }),
+      });
       expect(res.status).toBe(200);
     } finally {
       expect(await next.stop()).toBe(0);

@@ -81,7 +81,12 @@ function reportOf(outcome: Outcome, runDir: string): RunReport {
     const fd = fs.openSync(path.join(runDir, REASON_FILE), 'r');
     try {
       const buf = Buffer.alloc(MAX_REASON_BYTES);
-      reason = buf.subarray(0, fs.readSync(fd, buf, 0, MAX_REASON_BYTES, 0)).toString('utf8').replaceAll('\u0000', NUL_REPLACEMENT).trim() || null;
+      reason =
+        buf
+          .subarray(0, fs.readSync(fd, buf, 0, MAX_REASON_BYTES, 0))
+          .toString('utf8')
+          .replaceAll('\u0000', NUL_REPLACEMENT)
+          .trim() || null;
     } finally {
       fs.closeSync(fd);
     }

@@ -39,7 +39,10 @@ const AUTH_CODES = new Set(['UNAUTHENTICATED', 'FORBIDDEN']);
  */
 export function errorOfResponse(status: number, body: unknown): Error | null {
   const errors = (body as GraphqlBody | null)?.errors ?? [];
-  const summary = errors.map((e) => e.message ?? '').join('; ').slice(0, 500);
+  const summary = errors
+    .map((e) => e.message ?? '')
+    .join('; ')
+    .slice(0, 500);
   const codes = errors.map((e) => e.extensions?.code);
   if (status === 401 || status === 403 || codes.some((c) => c !== undefined && AUTH_CODES.has(c))) {
     return new AuthError(summary || `HTTP ${status}`);

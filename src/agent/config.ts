@@ -179,11 +179,7 @@ const serverSchema = z.url({ protocol: /^https?$/ });
  * UsageError for a bad value, and commander's CommanderError for --help, --version and unknown
  * flags (after printing; its exitCode is 0 for help and version).
  */
-export function parseConfig(
-  argv: readonly string[],
-  env: NodeJS.ProcessEnv,
-  options: { cwd?: string; version?: string; output?: OutputConfiguration } = {},
-): AgentConfig {
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, options: { cwd?: string; version?: string; output?: OutputConfiguration } = {}): AgentConfig {
   const program = buildProgram(options.version ?? '0.0.0', options.output);
   program.parse([...argv], { from: 'user' });
   const flags = program.opts<Record<string, unknown>>();
@@ -209,10 +205,7 @@ export function parseConfig(
   wsUrl.protocol = wsUrl.protocol === 'https:' ? 'wss:' : 'ws:';
 
   const handlerEntries = [...splitHandlerList(fromEnv('handler') ?? ''), ...((fromCli('handler') as string[] | undefined) ?? [])];
-  const providedTags = [
-    ...(fromEnv('providedTag') ?? '').split(/[\s,]+/).filter(Boolean),
-    ...((fromCli('providedTag') as string[] | undefined) ?? []),
-  ];
+  const providedTags = [...(fromEnv('providedTag') ?? '').split(/[\s,]+/).filter(Boolean), ...((fromCli('providedTag') as string[] | undefined) ?? [])];
   const tagErrors = validateTagList(providedTags, 'provided');
   if (tagErrors.length) throw new UsageError(`${where('providedTag')}: ${tagErrors.map((e) => e.message).join('; ')}`);
 

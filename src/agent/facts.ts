@@ -205,9 +205,7 @@ export function systemProbe(env: NodeJS.ProcessEnv = process.env): Probe {
       return new Promise((resolve) => {
         // A non-zero exit still counts when it printed something (arch-test documents no exit
         // status for its listing); a missing command or a timeout does not.
-        execFile(command, [...args], { timeout: PROBE_TIMEOUT_MS, env }, (err, stdout) =>
-          resolve(err && (typeof err.code !== 'number' || err.killed) ? null : stdout),
-        );
+        execFile(command, [...args], { timeout: PROBE_TIMEOUT_MS, env }, (err, stdout) => resolve(err && (typeof err.code !== 'number' || err.killed) ? null : stdout));
       });
     },
     async exists(file) {

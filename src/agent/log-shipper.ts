@@ -85,7 +85,8 @@ export function startShipper(deps: ShipperDeps): Shipper {
             const answer = await deps.send('appendWorkRequestLog', { id: deps.id, offset: acked, bytes: n }, () => deps.api.appendWorkRequestLog(chunk));
             if (!answer.ok) return deps.onRefused(answer.error);
             // Accepted or not, the server says where it stands: a repeat moves on, a misplaced chunk goes back.
-            if (answer.value.nextOffset > size) return deps.onRefused({ type: 'Mismatch', code: 'INVALID_STATE', message: `the server has ${answer.value.nextOffset} bytes of a ${size}-byte output` });
+            if (answer.value.nextOffset > size)
+              return deps.onRefused({ type: 'Mismatch', code: 'INVALID_STATE', message: `the server has ${answer.value.nextOffset} bytes of a ${size}-byte output` });
             if (!answer.value.accepted && answer.value.nextOffset === chunk.offset) {
               return deps.onRefused({ type: 'Mismatch', code: 'INVALID_STATE', message: `the server refused the chunk at ${chunk.offset} without moving on` });
             }

@@ -120,10 +120,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       onSignal('SIGTERM');
     });
 
-  log.info(
-    { version, server: config.serverUrl, workDir: config.workDir, handlers: [...config.handlers.keys()], providedTags: config.providedTags },
-    MESSAGES.starting,
-  );
+  log.info({ version, server: config.serverUrl, workDir: config.workDir, handlers: [...config.handlers.keys()], providedTags: config.providedTags }, MESSAGES.starting);
   if (config.handlers.size === 0) log.warn('no --handler given: this worker offers no task and will get no work');
 
   try {

@@ -34,7 +34,13 @@ import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, RecipeError, type Recipe } fr
 /** Exit codes: 0 built (or planned), 1 the build failed, 64 a bad recipe, flag or host. */
 const EXIT = { ok: 0, failed: 1, usage: 64 } as const;
 
-const commaList = (value: string, previous: string[] | undefined) => [...(previous ?? []), ...value.split(',').map((s) => s.trim()).filter(Boolean)];
+const commaList = (value: string, previous: string[] | undefined) => [
+  ...(previous ?? []),
+  ...value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
+];
 
 /** The machine's Debian architecture: dpkg's when there is one, else Node's mapped to Debian's name. */
 function hostArchitecture(): string {

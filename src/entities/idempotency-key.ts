@@ -20,9 +20,15 @@ export const IdempotencyKeySchema = defineEntity({
     inputHash: p.string().length(64),
     resultId: p.integer(),
     /** Every id a batch create made, in order (null for a create of one: `resultId`). */
-    resultIds: p.array((v) => Number(v)).columnType('int[]').nullable(),
+    resultIds: p
+      .array((v) => Number(v))
+      .columnType('int[]')
+      .nullable(),
     sealedSecret: p.text().nullable(),
-    createdAt: p.datetime().onCreate(() => new Date()).index(),
+    createdAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .index(),
   },
 });
 export type IdempotencyKey = InferEntity<typeof IdempotencyKeySchema>;

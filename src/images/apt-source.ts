@@ -25,10 +25,34 @@ export interface AptSource {
 
 /** Fields of sources.list(5) in the deb822 style; `X-` fields are extensions apt ignores. */
 const KNOWN_FIELDS = [
-  'Types', 'URIs', 'Suites', 'Components', 'Enabled', 'Architectures', 'Architectures-Add', 'Architectures-Remove',
-  'Languages', 'Languages-Add', 'Languages-Remove', 'Targets', 'Targets-Add', 'Targets-Remove', 'PDiffs', 'By-Hash',
-  'Allow-Insecure', 'Allow-Weak', 'Allow-Downgrade-To-Insecure', 'Trusted', 'Signed-By', 'Check-Valid-Until',
-  'Valid-Until-Min', 'Valid-Until-Max', 'Check-Date', 'Date-Max-Future', 'InRelease-Path', 'Snapshot',
+  'Types',
+  'URIs',
+  'Suites',
+  'Components',
+  'Enabled',
+  'Architectures',
+  'Architectures-Add',
+  'Architectures-Remove',
+  'Languages',
+  'Languages-Add',
+  'Languages-Remove',
+  'Targets',
+  'Targets-Add',
+  'Targets-Remove',
+  'PDiffs',
+  'By-Hash',
+  'Allow-Insecure',
+  'Allow-Weak',
+  'Allow-Downgrade-To-Insecure',
+  'Trusted',
+  'Signed-By',
+  'Check-Valid-Until',
+  'Valid-Until-Min',
+  'Valid-Until-Max',
+  'Check-Date',
+  'Date-Max-Future',
+  'InRelease-Path',
+  'Snapshot',
 ] as const;
 const KNOWN = new Map(KNOWN_FIELDS.map((f) => [f.toLowerCase(), f]));
 

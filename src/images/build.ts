@@ -162,7 +162,13 @@ export const EXTRA_SOURCE_PATH = '/etc/apt/sources.list.d/tagsched-extra.sources
  * user, unit and settings, enable the unit, and copy the dpkg status out for the manifest.
  */
 export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: string): string[] {
-  const args = ['--variant=minbase', `--architectures=${recipe.architecture}`, `--include=${imagePackages(recipe).map((p) => p.name).join(',')}`];
+  const args = [
+    '--variant=minbase',
+    `--architectures=${recipe.architecture}`,
+    `--include=${imagePackages(recipe)
+      .map((p) => p.name)
+      .join(',')}`,
+  ];
   if (staged.source && recipe.source) {
     for (const stanza of parseAptSource(recipe.source).stanzas) {
       for (const key of stanza.keyFiles) {

@@ -20,9 +20,7 @@ export interface HandlerContext {
 
 /** What a handler does with one task: run a command, finish with a result at once, or refuse. */
 export type HandlerPlan =
-  | { readonly kind: 'run'; readonly argv: readonly string[] }
-  | { readonly kind: 'finish'; readonly success: boolean }
-  | { readonly kind: 'refuse'; readonly reason: string };
+  { readonly kind: 'run'; readonly argv: readonly string[] } | { readonly kind: 'finish'; readonly success: boolean } | { readonly kind: 'refuse'; readonly reason: string };
 
 /** The environment variables of image.env that give a handler its context. */
 export const HANDLER_ENV = { suite: 'TAGSCHED_IMAGE_SUITE', architecture: 'TAGSCHED_IMAGE_ARCHITECTURE' } as const;

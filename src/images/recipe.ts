@@ -85,7 +85,10 @@ const recipeSchema = z
       })
       .default(DEFAULT_SUITE),
     architecture: z.string().regex(ARCHITECTURE, 'expected a Debian architecture name such as amd64 or arm64').optional(),
-    mirror: z.url({ protocol: /^(https?|file)$/, error: 'expected an http://, https:// or file:// URL of a Debian archive' }).nullable().optional(),
+    mirror: z
+      .url({ protocol: /^(https?|file)$/, error: 'expected an http://, https:// or file:// URL of a Debian archive' })
+      .nullable()
+      .optional(),
     source: z.string().min(1, 'expected a deb822 APT source (Types:, URIs:, Suites:, Components:)').nullable().optional(),
     enable_backends: list(IMAGE_BACKENDS, 'backend').default([...DEFAULT_BACKENDS]),
     enable_tasks: list(IMAGE_TASKS, 'task').default([...DEFAULT_TASKS]),
@@ -107,7 +110,13 @@ export function parseRecipe(input: unknown, hostArchitecture: string): Recipe {
   const problems: RecipeProblem[] = parsed.success
     ? []
     : parsed.error.issues.map((issue) => ({
-        field: issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : issue.path.map(String).join('.').replace(/\.(\d+)$/, '[$1]') || '(recipe)',
+        field:
+          issue.code === 'unrecognized_keys'
+            ? issue.keys.join(', ')
+            : issue.path
+                .map(String)
+                .join('.')
+                .replace(/\.(\d+)$/, '[$1]') || '(recipe)',
         message: issue.code === 'unrecognized_keys' ? `not a recipe key (keys: ${Object.keys(recipeSchema.shape).join(', ')})` : issue.message,
       }));
   const source = (input as RecipeInput).source;

@@ -102,7 +102,9 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     required.set({ pool: d.pool.name }, d.workersRequired);
     runnable.set({ pool: d.pool.name }, d.pendingRunnable);
   }
-  gauge(registry, 'tagsched_unschedulable_work_requests', 'Pending work requests that no worker and no pool could ever run').set(demand.unschedulable.reduce((sum, g) => sum + g.count, 0));
+  gauge(registry, 'tagsched_unschedulable_work_requests', 'Pending work requests that no worker and no pool could ever run').set(
+    demand.unschedulable.reduce((sum, g) => sum + g.count, 0),
+  );
   gauge(registry, 'tagsched_metrics_database_seconds', 'How long this scrape took to read the database gauges').set((performance.now() - started) / 1000);
   return registry;
 }

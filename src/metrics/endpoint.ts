@@ -23,14 +23,20 @@ export function presentsMetricsToken(req: IncomingMessage, token: string): boole
 }
 
 /** Answers a scrape. */
-export async function serveMetrics(req: IncomingMessage, res: ServerResponse, deps: { orm: MikroORM; config: Config; scheduler: Scheduler; metrics: ProcessMetrics; log: Logger }): Promise<void> {
+export async function serveMetrics(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: { orm: MikroORM; config: Config; scheduler: Scheduler; metrics: ProcessMetrics; log: Logger },
+): Promise<void> {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
     return;
   }
   const token = deps.config.metricsToken;
   if (token && !presentsMetricsToken(req, token)) {
-    res.writeHead(401, { 'www-authenticate': 'Bearer realm="tagsched metrics"', 'content-type': 'text/plain' }).end('this server asks scrapers for TAGSCHED_METRICS_TOKEN as a bearer token\n');
+    res
+      .writeHead(401, { 'www-authenticate': 'Bearer realm="tagsched metrics"', 'content-type': 'text/plain' })
+      .end('this server asks scrapers for TAGSCHED_METRICS_TOKEN as a bearer token\n');
     return;
   }
   let database: Registry;

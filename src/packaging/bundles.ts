@@ -80,7 +80,9 @@ export async function buildBundle(spec: BundleSpec, outDir: string): Promise<Bui
   // What ends up in the file: inputs that tree-shaking dropped entirely (graphql, which graphql-ws
   // imports for its server half only) carry no byte into the output.
   const output = Object.values(result.metafile.outputs)[0];
-  const used = Object.entries(output.inputs).filter(([, input]) => input.bytesInOutput > 0).map(([name]) => name);
+  const used = Object.entries(output.inputs)
+    .filter(([, input]) => input.bytesInOutput > 0)
+    .map(([name]) => name);
   const packages = [...new Set(used.map(packageOfInput).filter((p): p is string => p !== null))].sort();
   const forbidden = serverOnlyAmong(packages);
   if (forbidden.length) {

@@ -44,7 +44,13 @@ export async function call<T>(ctx: CycleContext, pool: WorkerPool, what: string,
  * Keeps a provider error on its pool for admins (lastError), and for a launch counts the failure
  * and sets when the pool may try again (pool-health.ts). `failuresBefore` is the count the cycle read.
  */
-export async function recordPoolError(em: EntityManager, pool: WorkerPool, err: ProviderError, now: Date, launch: { failuresBefore: number; config: Config } | null): Promise<void> {
+export async function recordPoolError(
+  em: EntityManager,
+  pool: WorkerPool,
+  err: ProviderError,
+  now: Date,
+  launch: { failuresBefore: number; config: Config } | null,
+): Promise<void> {
   const fields: Record<string, unknown> = { lastError: err.message, lastErrorKind: err.kind, lastErrorAt: now };
   if (launch) {
     const failures = launch.failuresBefore + 1;

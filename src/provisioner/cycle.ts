@@ -41,7 +41,9 @@ async function stopIdle(ctx: CycleContext, workerId: number, pool: WorkerPool, n
       const [w] = await tx.execute<{ id: number }[]>(`select id from worker where id = ? and terminated_at is null for update`, [workerId]);
       if (!w) return null;
       // Counted after the lock: an assignment committed before it is seen, none can come after it.
-      const [{ active }] = await tx.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
+      const [{ active }] = await tx.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [
+        workerId,
+      ]);
       if (active) return null;
       return terminateIn(tx, ctx.config, [workerId], `idle for longer than the idle timeout of pool ${pool.name}`, { state: 'STOPPING' }, now);
     }),

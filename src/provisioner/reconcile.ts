@@ -36,7 +36,11 @@ async function end(ctx: CycleContext, em: EntityManager, instance: Instance, rea
   if (instance.worker) {
     await terminateWorkers(em, ctx.config, ctx.events, [instance.worker.id], reason, how, now);
   } else {
-    await em.nativeUpdate(InstanceSchema, { id: instance.id, state: { $in: [...LIVE_INSTANCE_STATES] } }, how.state === 'STOPPING' ? { state: 'STOPPING', stoppingAt: now } : { state: how.state, error: how.error, terminatedAt: now });
+    await em.nativeUpdate(
+      InstanceSchema,
+      { id: instance.id, state: { $in: [...LIVE_INSTANCE_STATES] } },
+      how.state === 'STOPPING' ? { state: 'STOPPING', stoppingAt: now } : { state: how.state, error: how.error, terminatedAt: now },
+    );
   }
 }
 

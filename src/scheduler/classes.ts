@@ -78,7 +78,11 @@ async function reclassify(em: EntityManager, ids: readonly number[]): Promise<vo
     'select id, provided_tags, required_tags from work_request where id = any(?::int[])',
     [intArray(ids)],
   );
-  const classIds = await classIdsFor(em, rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })), true);
+  const classIds = await classIdsFor(
+    em,
+    rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })),
+    true,
+  );
   await em.execute(`update work_request w set class_id = v.class_id from unnest(?::int[], ?::int[]) as v(id, class_id) where w.id = v.id`, [
     intArray(rows.map((r) => r.id)),
     intArray(classIds),
@@ -104,5 +108,8 @@ export async function registerSignificantTags(em: EntityManager, requiredTags: r
         and exists (select 1 from unnest(provided_tags) t where split_part(t, '=', 1) = any(?::text[]))`,
     [textArray(fresh)],
   );
-  await reclassify(em, affected.map((a) => a.id));
+  await reclassify(
+    em,
+    affected.map((a) => a.id),
+  );
 }

@@ -120,7 +120,8 @@ export async function computeDemand(
 ): Promise<ProvisioningDemand> {
   await cache.refresh(em);
   const [counts, loaded, pools, durations, runtime] = await Promise.all([
-    (pendingByClass as { class_id: number; n: number }[] | undefined) ?? em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
+    (pendingByClass as { class_id: number; n: number }[] | undefined) ??
+      em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
     loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
     loadPoolTemplates(em, config),
     em.execute<{ task_name: string; seconds: number }[]>(
@@ -266,7 +267,13 @@ export async function computeDemand(
     : [];
   const sampleOf = groupBy(samples, (x) => String(x.class_id));
   const options = [
-    ...workerGroups.map((g) => ({ pool: null, workerNames: g.slice(0, 10).map((w) => w.name), workerIds: g.map((w) => w.id), index: new ProvidedTagIndex(g[0].providedTags), required: g[0].requiredTags })),
+    ...workerGroups.map((g) => ({
+      pool: null,
+      workerNames: g.slice(0, 10).map((w) => w.name),
+      workerIds: g.map((w) => w.id),
+      index: new ProvidedTagIndex(g[0].providedTags),
+      required: g[0].requiredTags,
+    })),
     ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
   ];
   const shown = unschedulable.filter(({ cls }) => sampleOf.has(String(cls.id)));

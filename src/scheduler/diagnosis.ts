@@ -65,7 +65,16 @@ export interface Diagnosis {
 
 const NAMES_PER_GROUP = 10;
 
-const ORCHESTRATED: Diagnosis = { state: DIAGNOSIS_STATES.ORCHESTRATED, matchingWorkers: 0, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [], releaseBackoffs: [] };
+const ORCHESTRATED: Diagnosis = {
+  state: DIAGNOSIS_STATES.ORCHESTRATED,
+  matchingWorkers: 0,
+  availableWorkers: 0,
+  busyWorkers: 0,
+  unavailableWorkers: [],
+  matchingPools: [],
+  mismatches: [],
+  releaseBackoffs: [],
+};
 
 /**
  * Diagnoses one request against every worker (grouped by tag signature) and every enabled pool; an
@@ -86,7 +95,14 @@ export function diagnose(
     const m = matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags });
     if (m.ok && group[0].type !== 'not-assignable') matching.push(...group);
     else if (!m.ok) {
-      mismatches.push({ pool: null, workerCount: group.length, workerNames: group.slice(0, NAMES_PER_GROUP).map((w) => w.name), workerIds: group.map((w) => w.id), missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+      mismatches.push({
+        pool: null,
+        workerCount: group.length,
+        workerNames: group.slice(0, NAMES_PER_GROUP).map((w) => w.name),
+        workerIds: group.map((w) => w.id),
+        missingOnWorker: m.missingOnWorker,
+        missingOnTask: m.missingOnTask,
+      });
     }
   }
   const matchingPools: string[] = [];
@@ -101,7 +117,12 @@ export function diagnose(
   const available = matching.filter((w) => w.free > 0 && !untilOf.has(w.id)).length;
   const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
   const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
-  const unavailable = [...groupBy(matching.filter((w) => w.unavailable), (w) => w.unavailable!).entries()].map(([reason, list]) => ({
+  const unavailable = [
+    ...groupBy(
+      matching.filter((w) => w.unavailable),
+      (w) => w.unavailable!,
+    ).entries(),
+  ].map(([reason, list]) => ({
     reason: reason as UnavailableReason,
     count: list.length,
   }));

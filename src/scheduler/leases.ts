@@ -115,7 +115,12 @@ const requeueParams = (now: Date, maxRetries: number) => [maxRetries, now, now, 
  * heartbeat or connection; one heard from since it got the work is left alone (checked on the row
  * now, under its lock). Runs in the caller's transaction; returns the workers marked, for events.
  */
-export async function disconnectSilentWorkers(em: EntityManager, changes: readonly LeaseChange[], now: Date, limits: { heartbeatTimeoutMs: number }): Promise<{ id: number; name: string }[]> {
+export async function disconnectSilentWorkers(
+  em: EntityManager,
+  changes: readonly LeaseChange[],
+  now: Date,
+  limits: { heartbeatTimeoutMs: number },
+): Promise<{ id: number; name: string }[]> {
   if (!changes.length) return [];
   const seenBefore = new Date(now.getTime() - limits.heartbeatTimeoutMs);
   return em.execute<{ id: number; name: string }[]>(

@@ -45,7 +45,9 @@ export async function assignNextWork(
   if (!w.available) return null;
   // Its load in a statement of its own: one that started before the lock was granted would still see
   // the snapshot from before a concurrent call of the same worker committed its assignment.
-  const [{ active }] = await em.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [workerId]);
+  const [{ active }] = await em.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [
+    workerId,
+  ]);
   if (active >= w.concurrency) return null;
 
   await cache.refreshIfBehind(em, w.latest_class);

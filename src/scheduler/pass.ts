@@ -106,7 +106,11 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   // Requests released recently are not offered again to the workers that released them. A head backed
   // off from some worker may leave that worker's slot to the next request of its class: each class reads
   // one more head per backed-off head it read, until no more are found (backoffs are rare: a few rounds).
-  let backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
+  let backoffs = await backoffsOf(
+    em,
+    heads.map((h) => h.id),
+    now,
+  );
   for (let round = 0, found = 0; round < BACKOFF_HEAD_ROUNDS; round++) {
     const extra = new Map<number, number>();
     for (const h of heads) if (backoffs.has(h.id)) extra.set(h.class_id, (extra.get(h.class_id) ?? 0) + 1);
@@ -114,7 +118,11 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
     if (total === found) break;
     found = total;
     heads = await readHeads(extra);
-    backoffs = await backoffsOf(em, heads.map((h) => h.id), now);
+    backoffs = await backoffsOf(
+      em,
+      heads.map((h) => h.id),
+      now,
+    );
   }
 
   const byClass = new Map<number, FreeWorker[]>();
@@ -154,7 +162,10 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
       const first = nextFree(head.class_id);
       const avoid = backoffs.get(head.id);
       if (!first || !avoid?.some((b) => b.workerId === first.id)) return first;
-      return byClass.get(head.class_id)!.slice(cursor.get(head.class_id)).find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
+      return byClass
+        .get(head.class_id)!
+        .slice(cursor.get(head.class_id))
+        .find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
     };
     const out: Match[] = [];
     for (const head of heads) {

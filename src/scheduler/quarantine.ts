@@ -46,9 +46,10 @@ export async function judgeWorker(em: EntityManager, workerId: number, result: s
   );
   if (!elsewhere) return null; // the tasks fail everywhere: the work is at fault, not this worker
   const reason = `its last ${afterErrors} results are ERROR (${tasks.join(', ')}) while ${elsewhere.task_name} succeeded on ${elsewhere.worker}`;
-  const [entered] = await em.execute<QuarantineChange[]>(
-    `update worker set quarantined_at = ?, quarantine_reason = ? where id = ? and quarantined_at is null returning id, name`,
-    [now, reason, workerId],
-  );
+  const [entered] = await em.execute<QuarantineChange[]>(`update worker set quarantined_at = ?, quarantine_reason = ? where id = ? and quarantined_at is null returning id, name`, [
+    now,
+    reason,
+    workerId,
+  ]);
   return entered ?? null;
 }

@@ -50,9 +50,7 @@ export class WorkerSnapshot {
 
   /** The workers that are not terminated, in name order, with their state now. */
   async load(em: EntityManager, now: Date, freshMs: number): Promise<WorkerState[]> {
-    const rows = await em.execute<
-      (AvailabilityRow & { id: number; version: string; last_completed_ms: number | null; active: number })[]
-    >(STATE_SQL);
+    const rows = await em.execute<(AvailabilityRow & { id: number; version: string; last_completed_ms: number | null; active: number })[]>(STATE_SQL);
     const outdated = rows.filter((r) => this.shapes.get(r.id)?.version !== r.version).map((r) => r.id);
     if (outdated.length) await this.read(em, outdated);
     if (this.shapes.size > rows.length) this.forgetAllBut(rows.map((r) => r.id)); // terminated or removed
@@ -100,7 +98,18 @@ export class WorkerSnapshot {
 
   private async read(em: EntityManager, ids: readonly number[]): Promise<void> {
     const rows = await em.execute<
-      { id: number; version: string; name: string; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[]; concurrency: number; registered_at: string; instance_created_at: string | null }[]
+      {
+        id: number;
+        version: string;
+        name: string;
+        type: string;
+        pool_id: number | null;
+        provided_tags: string[];
+        required_tags: string[];
+        concurrency: number;
+        registered_at: string;
+        instance_created_at: string | null;
+      }[]
     >(SHAPE_SQL, [intArray(ids)]);
     this.shapesRead += rows.length;
     for (const r of rows) {

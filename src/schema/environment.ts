@@ -17,7 +17,11 @@ const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({
 });
 
 builder.queryFields((t) => ({
-  environments: t.field({ type: [EnvironmentRef], description: 'Every registered environment, oldest first', resolve: (_r, _a, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' } }) }),
+  environments: t.field({
+    type: [EnvironmentRef],
+    description: 'Every registered environment, oldest first',
+    resolve: (_r, _a, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' } }),
+  }),
 }));
 
 builder.mutationFields((t) => ({
@@ -37,18 +41,14 @@ builder.mutationFields((t) => ({
             imageFormat: f.string({ description: 'The format of its image, if given' }),
           }),
         }),
-        required: true, description: 'The environment to register',
+        required: true,
+        description: 'The environment to register',
       }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
-      createOnce<Environment>(
-        ctx,
-        'createEnvironment',
-        idempotencyKey,
-        input,
-        { idOf: (e) => e.id, replay: (em, id) => em.findOneOrFail(EnvironmentSchema, { id }) },
-        (tx) => createEnvironment(tx, ctx.viewer, input),
+      createOnce<Environment>(ctx, 'createEnvironment', idempotencyKey, input, { idOf: (e) => e.id, replay: (em, id) => em.findOneOrFail(EnvironmentSchema, { id }) }, (tx) =>
+        createEnvironment(tx, ctx.viewer, input),
       ),
   }),
 }));

@@ -37,7 +37,10 @@ const CODE_DESCRIPTIONS: Record<ErrorCode, string> = {
 
 const ErrorCode = builder.enumType('ErrorCode', {
   description: 'The stable code of a typed error: switch on it, not on the message',
-  values: Object.fromEntries(Object.values(ERROR_CODES).map((c) => [c, { value: c, description: CODE_DESCRIPTIONS[c] }])) as Record<ErrorCode, { value: ErrorCode; description: string }>,
+  values: Object.fromEntries(Object.values(ERROR_CODES).map((c) => [c, { value: c, description: CODE_DESCRIPTIONS[c] }])) as Record<
+    ErrorCode,
+    { value: ErrorCode; description: string }
+  >,
 });
 
 /** The interface every typed error implements. */

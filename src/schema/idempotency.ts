@@ -10,7 +10,14 @@ export const IDEMPOTENCY_KEY_DESCRIPTION =
  * Runs a create of a resolver under its idempotency key: `create(tx)` runs in a transaction in which
  * the key is recorded too (services/idempotency.ts).
  */
-export function createOnce<T>(ctx: Context, operation: string, key: string | null | undefined, input: unknown, how: Replayable<T>, create: (tx: EntityManager) => Promise<T>): Promise<T> {
+export function createOnce<T>(
+  ctx: Context,
+  operation: string,
+  key: string | null | undefined,
+  input: unknown,
+  how: Replayable<T>,
+  create: (tx: EntityManager) => Promise<T>,
+): Promise<T> {
   return idempotent({ em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.idempotencyKeyTtlMs }, operation, key, input, how, (record) =>
     ctx.em.transactional(async (tx) => {
       const result = await create(tx);

@@ -25,7 +25,12 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
     name: t.exposeString('name', { description: 'Also its worker\u2019s name, and the name its provider knows it by' }),
     pool: t.field({ type: WorkerPoolRef, description: 'The pool that started it', resolve: (i) => i.pool.id }),
     providerId: t.exposeString('providerId', { nullable: true, description: 'The provider\u2019s own id; null until its launch answered' }),
-    worker: t.field({ type: WorkerRef, nullable: true, description: 'The worker it runs (registered when the launch was recorded); null once that worker is deleted', resolve: (i) => i.worker?.id ?? null }),
+    worker: t.field({
+      type: WorkerRef,
+      nullable: true,
+      description: 'The worker it runs (registered when the launch was recorded); null once that worker is deleted',
+      resolve: (i) => i.worker?.id ?? null,
+    }),
     state: t.field({ type: InstanceStateEnum, description: 'Where it is in its life', resolve: (i) => i.state }),
     error: t.exposeString('error', { nullable: true, description: 'Why it FAILED, or what ended it unexpectedly' }),
     requestedAt: t.expose('requestedAt', { type: 'DateTime', description: 'When its launch was recorded, before the provider was asked' }),
@@ -78,8 +83,12 @@ builder.mutationFields((t) => ({
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, AlreadyExistsError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('CreateInstanceInput', { description: 'The pool of the instance, and its name', fields: (f) => ({ pool: f.string({ required: true, description: 'The pool' }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }) }),
-        required: true, description: 'The pool and, optionally, the instance name',
+        type: builder.inputType('CreateInstanceInput', {
+          description: 'The pool of the instance, and its name',
+          fields: (f) => ({ pool: f.string({ required: true, description: 'The pool' }), name: f.string({ description: 'Default: the pool\u2019s name and random hex' }) }),
+        }),
+        required: true,
+        description: 'The pool and, optionally, the instance name',
       }),
     },
     resolve: (_r, { input }, ctx) => createInstance(ctx.em, ctx.viewer, ctx.config, input),
@@ -92,9 +101,13 @@ builder.mutationFields((t) => ({
       input: t.arg({
         type: builder.inputType('RecordInstanceLaunchedInput', {
           description: "An instance and its provider's id",
-          fields: (f) => ({ name: f.string({ required: true, description: 'The instance' }), providerId: f.string({ required: true, description: "The provider's id of the machine" }) }),
+          fields: (f) => ({
+            name: f.string({ required: true, description: 'The instance' }),
+            providerId: f.string({ required: true, description: "The provider's id of the machine" }),
+          }),
         }),
-        required: true, description: 'The instance and its provider\'s id',
+        required: true,
+        description: "The instance and its provider's id",
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceLaunched(ctx.em, ctx.viewer, ctx.config, input),
@@ -107,9 +120,13 @@ builder.mutationFields((t) => ({
       input: t.arg({
         type: builder.inputType('RecordInstanceStoppedInput', {
           description: 'An instance that is gone, and why',
-          fields: (f) => ({ name: f.string({ required: true, description: 'The instance' }), error: f.string({ description: 'Why it failed (FAILED); omitted: it stopped normally (TERMINATED)' }) }),
+          fields: (f) => ({
+            name: f.string({ required: true, description: 'The instance' }),
+            error: f.string({ description: 'Why it failed (FAILED); omitted: it stopped normally (TERMINATED)' }),
+          }),
         }),
-        required: true, description: 'The instance that is gone, and why',
+        required: true,
+        description: 'The instance that is gone, and why',
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceStopped(ctx.em, ctx.viewer, ctx.config, ctx.events, input),

@@ -58,7 +58,9 @@ builder.objectFields(WorkRequestRef, (t) => ({
   log: t.field({
     type: WorkRequestLogPageRef,
     description: 'Its output, a page at a time: ask again from nextOffset (or follow it with the workRequestLog subscription)',
-    extensions: costOf(({ args, childComplexity }) => 1 + childComplexity + LOG_PAGE_COST_PER_KIB * Math.ceil(Math.max(0, Number(args.limit ?? LOG_LIMITS.defaultPageBytes) || 0) / 1024)),
+    extensions: costOf(
+      ({ args, childComplexity }) => 1 + childComplexity + LOG_PAGE_COST_PER_KIB * Math.ceil(Math.max(0, Number(args.limit ?? LOG_LIMITS.defaultPageBytes) || 0) / 1024),
+    ),
     args: {
       offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }),
       limit: t.arg.int({ defaultValue: LOG_LIMITS.defaultPageBytes, description: `Bytes at most (1 to ${LOG_LIMITS.maxPageBytes})` }),
@@ -91,7 +93,7 @@ builder.mutationFields((t) => ({
   appendWorkRequestLog: t.field({
     type: LogAckRef,
     description:
-      'Worker token: adds a chunk of output to a request this worker holds (ASSIGNED or RUNNING). A chunk sent again is recognised by its offset and stored once; a chunk that does not start at the answer\'s nextOffset is not stored: send again from there',
+      "Worker token: adds a chunk of output to a request this worker holds (ASSIGNED or RUNNING). A chunk sent again is recognised by its offset and stored once; a chunk that does not start at the answer's nextOffset is not stored: send again from there",
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: { input: t.arg({ type: AppendWorkRequestLogInput, required: true, description: 'The chunk of output and where it goes' }) },
     resolve: (_r, { input }, ctx) => appendLog({ em: ctx.em, viewer: ctx.viewer, events: ctx.events, maxLogBytes: ctx.config.maxLogBytes }, { ...input, id: String(input.id) }),
@@ -134,10 +136,7 @@ export async function* followLog(
     woken = true;
     wake();
   };
-  const streams = [
-    ctx.events.subscribe('workRequestLogAppended', String(id))[Symbol.asyncIterator](),
-    ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator](),
-  ] as const;
+  const streams = [ctx.events.subscribe('workRequestLogAppended', String(id))[Symbol.asyncIterator](), ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator]()] as const;
   const pump = async (stream: AsyncIterator<{ id: number }>) => {
     for (let next = await stream.next(); !next.done; next = await stream.next()) if (next.value.id === id) ping();
   };

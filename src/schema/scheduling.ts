@@ -52,7 +52,7 @@ const LaunchLimitEnum = builder.enumType('LaunchLimit', {
 const missingTags = (side: 'missingOnWorker' | 'missingOnTask') => (m: Pick<Mismatch, 'workerIds' | typeof side>, _a: unknown, ctx: Context) =>
   canSeeWorkerGroupTags(principalOf(ctx.viewer), m.workerIds) ? m[side] : null;
 
-const HIDDEN = ' (null when the viewer may not see these workers\' tags: anonymous callers and other workers; the count is always there)';
+const HIDDEN = " (null when the viewer may not see these workers' tags: anonymous callers and other workers; the count is always there)";
 
 const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
   description: 'A group of workers with the same tags, or a pool, that cannot run the request, and why',
@@ -75,26 +75,30 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
     availableWorkers: t.exposeInt('availableWorkers', { description: 'Matching workers with a free slot now' }),
     busyWorkers: t.exposeInt('busyWorkers', { description: 'Matching workers that are available but full' }),
     unavailableWorkers: t.field({
-      type: [builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
-        description: 'How many matching workers are unavailable for one reason',
-        fields: (f) => ({
-          reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as keyof typeof UNAVAILABLE }),
-          count: f.exposeInt('count', { description: 'How many workers' }),
+      type: [
+        builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
+          description: 'How many matching workers are unavailable for one reason',
+          fields: (f) => ({
+            reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as keyof typeof UNAVAILABLE }),
+            count: f.exposeInt('count', { description: 'How many workers' }),
+          }),
         }),
-      })],
+      ],
       description: 'Matching workers that get no work now, counted by reason',
       resolve: (d) => d.unavailableWorkers,
     }),
     matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
     mismatches: t.field({ type: [MismatchRef], description: 'Nearest first', resolve: (d) => d.mismatches }),
     releaseBackoffs: t.field({
-      type: [builder.objectRef<BackedOff>('ReleaseBackoff').implement({
-        description: 'A matching worker that released the request: it is not offered to it again before `until`',
-        fields: (f) => ({
-          workerName: f.exposeString('workerName', { description: 'The worker' }),
-          until: f.field({ type: 'DateTime', description: 'When it may be offered the request again', resolve: (b) => b.until }),
+      type: [
+        builder.objectRef<BackedOff>('ReleaseBackoff').implement({
+          description: 'A matching worker that released the request: it is not offered to it again before `until`',
+          fields: (f) => ({
+            workerName: f.exposeString('workerName', { description: 'The worker' }),
+            until: f.field({ type: 'DateTime', description: 'When it may be offered the request again', resolve: (b) => b.until }),
+          }),
         }),
-      })],
+      ],
       description: 'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
       resolve: (d) => d.releaseBackoffs,
     }),
@@ -137,8 +141,19 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
   fields: (t) => ({
     workRequestId: t.id({ description: 'The work request', resolve: (c) => String(c.workRequestId) }),
     count: t.int({ description: 'How many workers could run it', resolve: (c) => c.workers.length }),
-    workerNames: t.stringList({ description: 'Their names', extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) }, resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name) }),
-    workers: t.field({ type: [WorkerRef], description: 'The workers', extensions: costOf(pagedCost(100)), args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) }, resolve: (c, a) => workerIds(c.workers, a.first ?? 100) }),
+    workerNames: t.stringList({
+      description: 'Their names',
+      extensions: costOf(pagedCost(100)),
+      args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) },
+      resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name),
+    }),
+    workers: t.field({
+      type: [WorkerRef],
+      description: 'The workers',
+      extensions: costOf(pagedCost(100)),
+      args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) },
+      resolve: (c, a) => workerIds(c.workers, a.first ?? 100),
+    }),
   }),
 });
 
@@ -199,7 +214,7 @@ const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('
   fields: (t) => ({
     pendingTotal: t.exposeInt('pendingTotal', { description: 'Pending work requests, all of them' }),
     hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
-      description: 'Unschedulable requests in groups the viewer may see none of (other people\'s private work): counted only',
+      description: "Unschedulable requests in groups the viewer may see none of (other people's private work): counted only",
     }),
     pools: t.field({ type: [PoolDemandRef], description: 'Per enabled pool, by name', resolve: (d) => d.pools }),
     unschedulable: t.field({ type: [UnschedulableRef], description: 'Groups of pending requests that nothing could run', resolve: (d) => d.unschedulable }),
@@ -226,7 +241,7 @@ builder.queryFields((t) => ({
   provisioningDemand: t.field({
     type: DemandRef,
     description: 'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
-      extensions: costOf(fixedCost(FIELD_COSTS.provisioningDemand)),
+    extensions: costOf(fixedCost(FIELD_COSTS.provisioningDemand)),
     resolve: (_r, _a, ctx) => {
       const principal = principalOf(ctx.viewer);
       return computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date(), ctx.scheduler.workers, (alias) => workRequestSql(principal, alias));

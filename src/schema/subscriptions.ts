@@ -180,8 +180,12 @@ builder.subscriptionType({
     }),
     workRequestLog: t.field({
       type: WorkRequestLogPageRef,
-      description: "A request's output as it is written: the pages there are from `offset`, then each new chunk; it ends after a page with `complete` (the request finished). The same visibility as the request",
-      args: { id: t.arg.id({ required: true, description: 'The work request' }), offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }) },
+      description:
+        "A request's output as it is written: the pages there are from `offset`, then each new chunk; it ends after a page with `complete` (the request finished). The same visibility as the request",
+      args: {
+        id: t.arg.id({ required: true, description: 'The work request' }),
+        offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }),
+      },
       subscribe: (_r, args, ctx) => stoppable((closed) => followLog(ctx, closed, String(args.id), args.offset, () => tokenStillValid(ctx))),
       resolve: (page: LogPageOut) => page,
     }),

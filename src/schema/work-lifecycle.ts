@@ -54,7 +54,8 @@ builder.mutationFields((t) => ({
             reason: f.string({ required: true, description: 'Why it is given back (no handler for it, shutting down)' }),
           }),
         }),
-        required: true, description: 'The assignment to give back, and why',
+        required: true,
+        description: 'The assignment to give back, and why',
       }),
     },
     resolve: (_r, { input }, ctx) => releaseWorkRequest(ctx, String(input.id), input.reason),
@@ -75,14 +76,16 @@ builder.mutationFields((t) => ({
           description: 'The assignment to acknowledge',
           fields: (f) => ({ id: f.id({ required: true, description: 'The work request assigned to this worker' }) }),
         }),
-        required: true, description: 'The assignment to start',
+        required: true,
+        description: 'The assignment to start',
       }),
     },
     resolve: (_r, { input }, ctx) => startWorkRequest(ctx, String(input.id)),
   }),
   completeWorkRequest: t.field({
     type: WorkRequestRef,
-    description: 'The assigned worker (or an admin) records the result, with the handler\'s exit code; a FAILURE or ERROR without a statusReason takes the last lines of the output as its reason',
+    description:
+      "The assigned worker (or an admin) records the result, with the handler's exit code; a FAILURE or ERROR without a statusReason takes the last lines of the output as its reason",
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
@@ -95,7 +98,8 @@ builder.mutationFields((t) => ({
             statusReason: f.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
           }),
         }),
-        required: true, description: 'The work request and how it ended',
+        required: true,
+        description: 'The work request and how it ended',
       }),
     },
     resolve: (_r, { input }, ctx) => completeWorkRequest(ctx, String(input.id), input.result, { exitCode: input.exitCode, statusReason: input.statusReason }),

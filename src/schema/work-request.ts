@@ -72,7 +72,12 @@ WorkRequestRef.implement({
     priorityAdjustment: t.exposeInt('priorityAdjustment', { description: 'Added to priorityBase (only admins raise it)' }),
     workspace: t.field({ type: WorkspaceRef, description: 'The workspace it belongs to', resolve: (w) => w.workspace.id }),
     createdBy: t.field({ type: UserRef, description: 'The user who submitted it', resolve: (w) => w.createdBy.id }),
-    worker: t.field({ type: WorkerRef, nullable: true, description: 'The worker it is (or was last) assigned to; null before its first assignment', resolve: (w) => w.worker?.id ?? null }),
+    worker: t.field({
+      type: WorkerRef,
+      nullable: true,
+      description: 'The worker it is (or was last) assigned to; null before its first assignment',
+      resolve: (w) => w.worker?.id ?? null,
+    }),
     dependsOn: t.loadableList({
       type: 'ID',
       description: 'The requests it depends on that the viewer may see',
@@ -165,8 +170,20 @@ builder.objectFields(WorkRequestRef, (t) => ({
          ) page where n <= ? order by id`,
         [intArray(ids), after, ...visible.params, size + 1],
       );
-      const found = rows.length ? await visibleById(ctx, rows.map((r) => r.id)) : new Map<number, WorkRequest>();
-      return ids.map((id) => toConnection(rows.filter((r) => r.parent_id === id).map((r) => found.get(r.id)!), size, (c) => encodeCursor(c.id), args.after != null));
+      const found = rows.length
+        ? await visibleById(
+            ctx,
+            rows.map((r) => r.id),
+          )
+        : new Map<number, WorkRequest>();
+      return ids.map((id) =>
+        toConnection(
+          rows.filter((r) => r.parent_id === id).map((r) => found.get(r.id)!),
+          size,
+          (c) => encodeCursor(c.id),
+          args.after != null,
+        ),
+      );
     },
     resolve: (w) => w.id,
   }),
@@ -258,7 +275,10 @@ builder.mutationFields((t) => ({
       'Creates many work requests in one transaction, all or none: a refusal names each request at fault by its index (input.requests[3].taskData…). ' +
       'Requests are placed by the next scheduling pass, not one by one.',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: CreateWorkRequestsInput, required: true, description: 'The work to submit' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: {
+      input: t.arg({ type: CreateWorkRequestsInput, required: true, description: 'The work to submit' }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
+    },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const requests = input.requests.map((r) => ({ ...r, dependsOn: r.dependsOn?.map(String) }));
       return idempotent<WorkRequest[]>(
@@ -281,7 +301,10 @@ builder.mutationFields((t) => ({
     type: WorkRequestRef,
     description: 'Owners and contributors of the workspace (and admins): submits work; it is PENDING (or BLOCKED on its dependencies) and its tags are fixed now',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: CreateWorkRequestInput, required: true, description: 'The work to submit' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: {
+      input: t.arg({ type: CreateWorkRequestInput, required: true, description: 'The work to submit' }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
+    },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const request = { ...input, dependsOn: input.dependsOn?.map(String) };
       return idempotent<WorkRequest>(
@@ -305,7 +328,8 @@ builder.mutationFields((t) => ({
           description: 'The work request to abort',
           fields: (f) => ({ id: f.id({ required: true, description: 'The work request' }) }),
         }),
-        required: true, description: 'The work request to abort',
+        required: true,
+        description: 'The work request to abort',
       }),
     },
     resolve: (_r, { input }, ctx) => abortWorkRequest(ctx, String(input.id)),
@@ -323,7 +347,8 @@ builder.mutationFields((t) => ({
             dependsOn: f.idList({ required: true, description: 'The work requests it waits for' }),
           }),
         }),
-        required: true, description: 'The BLOCKED request and its new dependencies',
+        required: true,
+        description: 'The BLOCKED request and its new dependencies',
       }),
     },
     resolve: (_r, { input }, ctx) => addWorkRequestDependencies(ctx, String(input.id), input.dependsOn.map(String)),

@@ -55,7 +55,11 @@ export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').impl
     recipe: t.field({ type: ImageRecipeRef, description: 'What it was built from', resolve: (i) => i.manifest.recipe }),
     packageCount: t.int({ description: 'How many packages it holds', resolve: (i) => i.manifest.packages.length }),
     packages: t.field({ type: [ImagePackageRef], description: 'Every package installed, with its version', resolve: (i) => i.manifest.packages }),
-    tags: t.field({ type: [ImageTagRef], description: 'What a pool naming the image gets as template tags (provenance ADMIN, source image:NAME)', resolve: (i) => i.manifest.tags }),
+    tags: t.field({
+      type: [ImageTagRef],
+      description: 'What a pool naming the image gets as template tags (provenance ADMIN, source image:NAME)',
+      resolve: (i) => i.manifest.tags,
+    }),
     rootfs: t.field({ type: ImageFileRef, description: 'Its root file system tarball', resolve: (i) => i.manifest.files.rootfs }),
     diskImage: t.field({ type: ImageFileRef, nullable: true, description: 'Its bootable disk image; null when the build made none', resolve: (i) => i.manifest.files.diskImage }),
     createdAt: t.field({ type: 'DateTime', description: 'When it was built', resolve: (i) => new Date(i.manifest.createdAt) }),

@@ -22,7 +22,10 @@ const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 const PoolHandlerRef = builder.objectRef<{ task: string; command: string }>('PoolHandler').implement({
   description: 'A task the agents of a local pool run, and the shell command that runs it',
-  fields: (t) => ({ task: t.exposeString('task', { description: 'The task name, e.g. sbuild' }), command: t.exposeString('command', { description: 'The shell command (sh -c) that runs it' }) }),
+  fields: (t) => ({
+    task: t.exposeString('task', { description: 'The task name, e.g. sbuild' }),
+    command: t.exposeString('command', { description: 'The shell command (sh -c) that runs it' }),
+  }),
 });
 
 const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifications').implement({
@@ -72,12 +75,19 @@ WorkerPoolRef.implement({
       description: 'What any worker this pool starts will provide: pool tags, specification values and what its image holds, worker:type:worker',
       resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).provided,
     }),
-    templateRequiredTags: t.field({ type: [TagEntryRef], description: 'What any worker this pool starts will require of its tasks', resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required }),
+    templateRequiredTags: t.field({
+      type: [TagEntryRef],
+      description: 'What any worker this pool starts will require of its tasks',
+      resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required,
+    }),
     maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'At most this many instances at once' }),
     minIdleInstances: t.exposeInt('minIdleInstances', { description: 'Instances kept running idle, ready for work' }),
     idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds', { description: 'An instance idle this long (seconds) is stopped, above minIdleInstances' }),
     targetLatencySeconds: t.exposeInt('targetLatencySeconds', { description: 'How long (seconds) pending work may wait before another instance is started for it' }),
-    monthlyRuntimeBudgetSeconds: t.exposeInt('monthlyRuntimeBudgetSeconds', { nullable: true, description: 'Instance runtime allowed per calendar month (seconds); null: no limit' }),
+    monthlyRuntimeBudgetSeconds: t.exposeInt('monthlyRuntimeBudgetSeconds', {
+      nullable: true,
+      description: 'Instance runtime allowed per calendar month (seconds); null: no limit',
+    }),
     monthRuntimeSeconds: t.float({
       description: 'The runtime of its instances in this calendar month (UTC), what monthlyRuntimeBudgetSeconds limits',
       resolve: async (pool, _a, ctx) => (await ctx.loaders.monthRuntimes()).get(pool.id) ?? 0,
@@ -98,7 +108,10 @@ WorkerPoolRef.implement({
 
 const PoolHandlerInput = builder.inputType('PoolHandlerInput', {
   description: 'A task the agents of a local pool run, and the command that runs it',
-  fields: (t) => ({ task: t.string({ required: true, description: 'The task name, e.g. sbuild' }), command: t.string({ required: true, description: 'A shell command (sh -c) on the server\u2019s machine' }) }),
+  fields: (t) => ({
+    task: t.string({ required: true, description: 'The task name, e.g. sbuild' }),
+    command: t.string({ required: true, description: 'A shell command (sh -c) on the server\u2019s machine' }),
+  }),
 });
 
 const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
@@ -111,7 +124,9 @@ const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
     architectures: t.stringList({ description: 'Debian architectures its machines run natively (worker:build-arch:*)' }),
     enableBackends: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu (worker:executor:*)' }),
     enableTasks: t.stringList({ description: 'Tasks its image is built for: their tools (worker:cap:*) and worker:task:* tags' }),
-    image: t.string({ description: 'A registered worker image (registerWorkerImage): its manifest\u2019s tags are the pool\u2019s architectures, backends and tasks (leave those three out)' }),
+    image: t.string({
+      description: 'A registered worker image (registerWorkerImage): its manifest\u2019s tags are the pool\u2019s architectures, backends and tasks (leave those three out)',
+    }),
     handlers: t.field({ type: [PoolHandlerInput], description: 'Local pools only: the commands their agents run (default noop=true)' }),
     instanceType: t.string({ description: 'Cloud: a Hetzner server type or an EC2 instance type' }),
     location: t.string({ description: 'Cloud: a Hetzner location, or an EC2 region or availability zone' }),
@@ -165,15 +180,13 @@ builder.mutationFields((t) => ({
     type: WorkerPoolRef,
     description: 'Admin: creates a pool; the provisioner starts its instances as demand asks',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool to create' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: {
+      input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool to create' }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
+    },
     resolve: (_root, { input, idempotencyKey }, ctx) =>
-      createOnce<WorkerPool>(
-        ctx,
-        'createWorkerPool',
-        idempotencyKey,
-        input,
-        { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }) },
-        (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
+      createOnce<WorkerPool>(ctx, 'createWorkerPool', idempotencyKey, input, { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }) }, (tx) =>
+        createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
       ),
   }),
   updateWorkerPool: t.field({
@@ -193,7 +206,8 @@ builder.mutationFields((t) => ({
           description: 'The pool the activation token is for',
           fields: (f) => ({ pool: f.string({ required: true, description: "The pool's name" }) }),
         }),
-        required: true, description: 'The pool to activate a worker of',
+        required: true,
+        description: 'The pool to activate a worker of',
       }),
     },
     resolve: async (_root, { input }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, input.pool) }),

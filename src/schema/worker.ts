@@ -16,7 +16,8 @@ import { WorkerPoolRef } from './worker-pool.js';
 import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/availability.js';
 
 const WorkerStatusEnum = builder.enumType('WorkerStatus', {
-  description: 'What a worker is doing, as the status pages show it (the first that applies, in this order: INACTIVE, DISABLED, QUARANTINED, DISCONNECTED, STALE, DRAINING, BUSY, IDLE)',
+  description:
+    'What a worker is doing, as the status pages show it (the first that applies, in this order: INACTIVE, DISABLED, QUARANTINED, DISCONNECTED, STALE, DRAINING, BUSY, IDLE)',
   values: describedValues<WorkerStatus>({
     INACTIVE: 'Terminated (a pool worker whose instance is gone): its tokens are refused',
     DISABLED: 'An admin disabled it: it receives nothing',
@@ -85,7 +86,11 @@ WorkerRef.implement({
     connectedAt: t.expose('connectedAt', { type: 'DateTime', nullable: true, description: 'When its agent connected; null while it is not connected' }),
     lastSeenAt: t.expose('lastSeenAt', { type: 'DateTime', nullable: true, description: 'Its last report or heartbeat; null: never seen' }),
     registeredAt: t.expose('registeredAt', { type: 'DateTime', description: 'When it was registered' }),
-    instanceCreatedAt: t.expose('instanceCreatedAt', { type: 'DateTime', nullable: true, description: 'For a pool worker, when its instance was created; null for a static worker' }),
+    instanceCreatedAt: t.expose('instanceCreatedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'For a pool worker, when its instance was created; null for a static worker',
+    }),
     terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true, description: 'When it was terminated (INACTIVE); null while it may work' }),
   }),
 });
@@ -133,7 +138,10 @@ const WorkerTokenPayload = builder.objectRef<{ worker: Worker; token: string }>(
   }),
 });
 
-const WorkerConnection = builder.connectionObject({ type: WorkerRef, name: 'WorkerConnection', description: 'A page of workers, by name' }, { description: 'A worker of the page' });
+const WorkerConnection = builder.connectionObject(
+  { type: WorkerRef, name: 'WorkerConnection', description: 'A page of workers, by name' },
+  { description: 'A worker of the page' },
+);
 
 builder.queryFields((t) => ({
   workers: t.field({
@@ -201,11 +209,15 @@ switchField('unquarantine', 'Admin: lifts a quarantine (status QUARANTINED): the
 builder.mutationFields((t) => ({
   terminateWorker: t.field({
     type: WorkerRef,
-    description: 'Admin: terminates a pool worker: INACTIVE at once (its tokens refused), work it had not started back to PENDING, running work re-queued as a retry; its instance STOPPING',
+    description:
+      'Admin: terminates a pool worker: INACTIVE at once (its tokens refused), work it had not started back to PENDING, running work re-queued as a retry; its instance STOPPING',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
-        type: builder.inputType('TerminateWorkerInput', { description: 'The pool worker to terminate', fields: (f) => ({ name: f.string({ required: true, description: "The worker's name" }) }) }),
+        type: builder.inputType('TerminateWorkerInput', {
+          description: 'The pool worker to terminate',
+          fields: (f) => ({ name: f.string({ required: true, description: "The worker's name" }) }),
+        }),
         required: true,
         description: 'The pool worker to terminate',
       }),
@@ -251,7 +263,9 @@ builder.mutationFields((t) => ({
       input: t.arg({
         type: builder.inputType('ActivateWorkerInput', {
           description: 'The name of the new worker',
-          fields: (f) => ({ name: f.string({ description: 'Its name (default: the pool’s name and a random suffix; must match when the token was issued for a named instance)' }) }),
+          fields: (f) => ({
+            name: f.string({ description: 'Its name (default: the pool’s name and a random suffix; must match when the token was issued for a named instance)' }),
+          }),
         }),
         required: true,
         description: 'The name of the new worker',

@@ -90,9 +90,7 @@ WorkspaceRef.implement({
       load: async (ids: number[], ctx) => {
         const audience = await audienceOf(ctx.em, ctx.viewer);
         const shown = ids.filter((id) => canSeeWorkspaceMembers(audience, { id, isPublic: false }));
-        const members = shown.length
-          ? await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: shown } }, { populate: ['user'], orderBy: { user: { username: 'asc' } } })
-          : [];
+        const members = shown.length ? await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: shown } }, { populate: ['user'], orderBy: { user: { username: 'asc' } } }) : [];
         return ids.map((id) => members.filter((m) => m.workspace.id === id).map((m) => ({ user: m.user, role: m.role })));
       },
       resolve: (w) => w.id,
@@ -166,7 +164,11 @@ builder.queryFields((t) => ({
     description: 'Public workspaces, and private ones the viewer belongs to',
     resolve: (_r, _a, ctx) => {
       const principal = principalOf(ctx.viewer);
-      return ctx.em.find(WorkspaceSchema, asFilter((alias) => workspaceSql(principal, alias)), { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' } });
+      return ctx.em.find(
+        WorkspaceSchema,
+        asFilter((alias) => workspaceSql(principal, alias)),
+        { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' } },
+      );
     },
   }),
   siteRules: t.field({
@@ -211,10 +213,17 @@ builder.mutationFields((t) => ({
     description: 'Admin: creates a user and returns its token (shown once)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: {
-      input: t.arg({ type: builder.inputType('CreateUserInput', {
+      input: t.arg({
+        type: builder.inputType('CreateUserInput', {
           description: 'A new user',
-          fields: (f) => ({ username: f.string({ required: true, description: 'Its unique name' }), isAdmin: f.boolean({ description: 'Whether it has admin rights (default false)' }) }),
-        }), required: true, description: 'The user to create' }),
+          fields: (f) => ({
+            username: f.string({ required: true, description: 'Its unique name' }),
+            isAdmin: f.boolean({ description: 'Whether it has admin rights (default false)' }),
+          }),
+        }),
+        required: true,
+        description: 'The user to create',
+      }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
@@ -231,7 +240,10 @@ builder.mutationFields((t) => ({
     type: WorkspaceRef,
     description: 'Admin: creates a workspace (and its scope when new)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
-    args: { input: t.arg({ type: WorkspaceInput, required: true, description: 'The workspace to create' }), idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }) },
+    args: {
+      input: t.arg({ type: WorkspaceInput, required: true, description: 'The workspace to create' }),
+      idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
+    },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
       createOnce<Workspace>(
         ctx,
@@ -263,7 +275,8 @@ builder.mutationFields((t) => ({
             role: f.field({ type: WorkspaceRoleEnum, description: 'Its role (default CONTRIBUTOR)' }),
           }),
         }),
-        required: true, description: 'The workspace, the user and the role',
+        required: true,
+        description: 'The workspace, the user and the role',
       }),
     },
     resolve: (_r, { input }, ctx) => setWorkspaceMember(ctx.em, ctx.viewer, input),
@@ -281,7 +294,8 @@ builder.mutationFields((t) => ({
             username: f.string({ required: true, description: 'The member to remove' }),
           }),
         }),
-        required: true, description: 'The workspace and the member to remove',
+        required: true,
+        description: 'The workspace and the member to remove',
       }),
     },
     resolve: (_r, { input }, ctx) => removeWorkspaceMember(ctx.em, ctx.viewer, input),
@@ -300,7 +314,8 @@ builder.mutationFields((t) => ({
             workspace: f.string({ description: 'The workspace (scope/name, in that scope) it is tied to; omitted: scope-wide' }),
           }),
         }),
-        required: true, description: 'The group to create',
+        required: true,
+        description: 'The group to create',
       }),
     },
     resolve: (_r, { input }, ctx) => createGroup(ctx.em, ctx.viewer, input),
@@ -318,7 +333,8 @@ builder.mutationFields((t) => ({
             usernames: f.stringList({ required: true, description: 'The users to add, by name' }),
           }),
         }),
-        required: true, description: 'The group and the users to add',
+        required: true,
+        description: 'The group and the users to add',
       }),
     },
     resolve: (_r, { input }, ctx) => addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(input.group), usernames: input.usernames }),
@@ -340,14 +356,16 @@ builder.mutationFields((t) => ({
             requiredTags: f.stringList({ description: 'Tags to add to the required side' }),
           }),
         }),
-        required: true, description: 'The rule to add',
+        required: true,
+        description: 'The rule to add',
       }),
     },
     resolve: (_r, { input }, ctx) => createTaskRule(ctx.em, ctx.viewer, ctx.config, input),
   }),
   deleteTaskRule: t.field({
     type: TaskRuleRef,
-    description: 'Deletes a workspace rule (admins and owners) or, without workspace, a site rule (admins); answers the rule as it was. Work requests already created keep the tags it gave them',
+    description:
+      'Deletes a workspace rule (admins and owners) or, without workspace, a site rule (admins); answers the rule as it was. Work requests already created keep the tags it gave them',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
@@ -358,7 +376,8 @@ builder.mutationFields((t) => ({
             name: f.string({ required: true, description: 'The name of the rule' }),
           }),
         }),
-        required: true, description: 'The rule to delete',
+        required: true,
+        description: 'The rule to delete',
       }),
     },
     resolve: (_r, { input }, ctx) => deleteTaskRule(ctx.em, ctx.viewer, input),

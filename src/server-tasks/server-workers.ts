@@ -191,8 +191,15 @@ export function createServerWorkers(deps: {
     );
     // Marked disconnected meanwhile (a lease lapsed while the database was out of reach): back now.
     for (const w of back) if (w.reconnected) events.publish('workerChanged', { id: w.id, name: w.name });
-    const assigned = await em.execute<{ id: number; worker_id: number }[]>(`select id, worker_id from work_request where worker_id = any(?::int[]) and status = 'ASSIGNED' order by id`, [ids]);
-    for (const a of assigned) handle(a.id, workers.find((w) => w.id === a.worker_id)!);
+    const assigned = await em.execute<{ id: number; worker_id: number }[]>(
+      `select id, worker_id from work_request where worker_id = any(?::int[]) and status = 'ASSIGNED' order by id`,
+      [ids],
+    );
+    for (const a of assigned)
+      handle(
+        a.id,
+        workers.find((w) => w.id === a.worker_id)!,
+      );
     for (const w of workers) void fill(w);
   }
 
@@ -236,10 +243,11 @@ export function createServerWorkers(deps: {
       ]);
       clearTimeout(grace);
       if (!waited) log.warn({ running: [...running.keys()] }, 'server tasks still running at stop: the lease rules take them back');
-      const gone = await orm.em.fork().execute<{ id: number; name: string }[]>(
-        `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
-        [intArray(workers.map((w) => w.id))],
-      );
+      const gone = await orm.em
+        .fork()
+        .execute<{ id: number; name: string }[]>(`update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`, [
+          intArray(workers.map((w) => w.id)),
+        ]);
       for (const w of gone) events.publish('workerChanged', w);
     },
   };

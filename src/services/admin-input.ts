@@ -54,7 +54,11 @@ export function staticMetadataProblems(metadata: WorkerMetadata, path: string, c
     ...listed(metadata['system:architectures'], `${path}.architectures`, 'worker-provided', (a) => `worker:build-arch:${a}`),
     ...listed(metadata['system:executors'], `${path}.executors`, 'worker-provided', (e) => `worker:executor:${e}`),
     ...listed(metadata['system:tools'], `${path}.tools`, 'worker-provided', (t) => `worker:cap:${t}`),
-    ...(metadata['system:tasks'] ?? []).map((t, i) => ({ tag: `worker:task:${t.type}:${t.name}:version:${t.version}`, path: `${path}.tasks[${i}]`, set: 'worker-provided' as const })),
+    ...(metadata['system:tasks'] ?? []).map((t, i) => ({
+      tag: `worker:task:${t.type}:${t.name}:version:${t.version}`,
+      path: `${path}.tasks[${i}]`,
+      set: 'worker-provided' as const,
+    })),
     ...valued(metadata['system:cpu_count'], 'worker:cpu-count', `${path}.cpuCount`),
     ...valued(gib(metadata['system:total_physical_memory']), 'worker:memory-gib', `${path}.totalPhysicalMemory`),
     ...valued(gib(metadata['system:disk_free']), 'worker:disk-gib', `${path}.diskFree`),
@@ -80,7 +84,10 @@ export function poolTagProblems(
     ...valued(specs.memoryGib, 'worker:memory-gib', 'input.specifications.memoryGib'),
     ...valued(specs.diskGib, 'worker:disk-gib', 'input.specifications.diskGib'),
   ];
-  const computed = computePoolTemplateTags(poolTagInput({ name: input.name, providedTags: input.providedTags ?? [], requiredTags: input.requiredTags ?? [], specifications: specs }), config.sizeThresholds);
+  const computed = computePoolTemplateTags(
+    poolTagInput({ name: input.name, providedTags: input.providedTags ?? [], requiredTags: input.requiredTags ?? [], specifications: specs }),
+    config.sizeThresholds,
+  );
   return [
     ...countProblems(input.providedTags ?? undefined, 'input.providedTags', config),
     ...countProblems(input.requiredTags ?? undefined, 'input.requiredTags', config),

@@ -156,9 +156,7 @@ async function writeCreates(
   const dependencyIds = [...new Set(prepared.flatMap((p) => p.dependencyIds))];
   return em.transactional(async (tx) => {
     // FOR SHARE: a dependency cannot complete between this check and our commit, so none is missed.
-    const found = dependencyIds.length
-      ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] })
-      : [];
+    const found = dependencyIds.length ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] }) : [];
     const visible = new Map<number, WorkRequest>();
     for (const dep of found) if (await viewerSeesWorkRequest(tx, viewer, dep)) visible.set(dep.id, dep);
     const problems: InputProblem[] = [];
@@ -167,7 +165,8 @@ async function writeCreates(
         const dep = visible.get(id);
         const path = `${p.path}.dependsOn`;
         if (!dep) problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: no work request ${id}`, path, tag: null });
-        else if (dep.status === 'ABORTED') problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: work request ${id} was aborted and will never complete`, path, tag: null });
+        else if (dep.status === 'ABORTED')
+          problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: work request ${id} was aborted and will never complete`, path, tag: null });
       }
     }
     if (problems.length) throw InputError.of(problems);
@@ -203,7 +202,11 @@ async function writeCreates(
       return row;
     });
     // Each request's place among workspaces at equal priority (fair share), one clock update per workspace.
-    const fairKeys = await fairKeysFor(tx, rows.map((r) => r.workspace), now);
+    const fairKeys = await fairKeysFor(
+      tx,
+      rows.map((r) => r.workspace),
+      now,
+    );
     const keyed = rows.map((r, i) => ({ ...r, fairKey: fairKeys[i] }));
     const ready = keyed.filter((r) => r.status === 'PENDING');
     const classIds = await classIdsFor(tx, ready);
@@ -286,7 +289,11 @@ export async function createWorkRequests(
   const most = deps.config.maxBatchRequests;
   if (inputs.length === 0) throw new InputError(ERROR_CODES.INVALID_INPUT, 'input.requests: give at least one request', 'input.requests');
   if (inputs.length > most) {
-    throw new InputError(ERROR_CODES.INVALID_INPUT, `input.requests: at most ${most} requests are accepted in one call (TAGSCHED_MAX_BATCH_REQUESTS), got ${inputs.length}`, 'input.requests');
+    throw new InputError(
+      ERROR_CODES.INVALID_INPUT,
+      `input.requests: at most ${most} requests are accepted in one call (TAGSCHED_MAX_BATCH_REQUESTS), got ${inputs.length}`,
+      'input.requests',
+    );
   }
   const lookups: CreateLookups = { workspaces: new Map(), allowed: new Map(), analysis: new AnalysisSources(deps.em) };
   const prepared: PreparedCreate[] = [];

@@ -30,11 +30,7 @@ export async function roleIn(em: EntityManager, viewer: Viewer, workspace: Works
 }
 
 /** Creates a user and returns a token for it (shown once). Admin only. */
-export async function createUser(
-  em: EntityManager,
-  viewer: Viewer,
-  input: { username: string; isAdmin?: boolean | null },
-): Promise<{ user: User; token: string }> {
+export async function createUser(em: EntityManager, viewer: Viewer, input: { username: string; isAdmin?: boolean | null }): Promise<{ user: User; token: string }> {
   requireAdmin(viewer);
   const username = parseInput(nameSchema, input.username, 'input.username');
   if (await em.count(UserSchema, { username })) throw new AlreadyExistsError(`a user "${username}" already exists`);
@@ -102,11 +98,7 @@ export async function updateWorkspace(
 }
 
 /** Adds a user to a workspace with a role, or changes the role. Admins and owners. */
-export async function setWorkspaceMember(
-  em: EntityManager,
-  viewer: Viewer,
-  input: { workspace: string; username: string; role?: WorkspaceRole | null },
-): Promise<Workspace> {
+export async function setWorkspaceMember(em: EntityManager, viewer: Viewer, input: { workspace: string; username: string; role?: WorkspaceRole | null }): Promise<Workspace> {
   const workspace = await findWorkspace(em, viewer, input.workspace, 'input.workspace');
   if (!isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner') {
     throw new ForbiddenError('only admins and workspace owners may change members');
@@ -148,11 +140,7 @@ export async function listUsers(em: EntityManager, viewer: Viewer, page: { after
 }
 
 /** Creates a group in a scope (optionally tied to a workspace `scope/name`). Admin only. */
-export async function createGroup(
-  em: EntityManager,
-  viewer: Viewer,
-  input: { scope: string; name: string; workspace?: string | null },
-): Promise<Group> {
+export async function createGroup(em: EntityManager, viewer: Viewer, input: { scope: string; name: string; workspace?: string | null }): Promise<Group> {
   requireAdmin(viewer);
   const scopeName = parseInput(nameSchema, input.scope, 'input.scope');
   const name = parseInput(nameSchema, input.name, 'input.name');
@@ -170,11 +158,7 @@ export async function createGroup(
 }
 
 /** Adds users to a group. Admin only. */
-export async function addGroupMembers(
-  em: EntityManager,
-  viewer: Viewer,
-  input: { groupId: number; usernames: string[] },
-): Promise<Group> {
+export async function addGroupMembers(em: EntityManager, viewer: Viewer, input: { groupId: number; usernames: string[] }): Promise<Group> {
   requireAdmin(viewer);
   const group = await em.findOne(GroupSchema, { id: input.groupId }, { populate: ['members', 'scope'] });
   if (!group) throw new NotFoundError(`input.group: no group ${input.groupId}`, 'input.group');
@@ -185,4 +169,3 @@ export async function addGroupMembers(
   await em.flush();
   return group;
 }
-

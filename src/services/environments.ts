@@ -5,8 +5,14 @@ import { requireAdmin, type Viewer } from './auth.js';
 import { parseInput } from './validate.js';
 
 const environmentInput = z.object({
-  codename: z.string().regex(/^[a-z0-9][a-z0-9.+-]*$/, 'must be a Debian codename such as "bookworm"').max(100),
-  architecture: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'must be a Debian architecture name such as "arm64"').max(50),
+  codename: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9.+-]*$/, 'must be a Debian codename such as "bookworm"')
+    .max(100),
+  architecture: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]*$/, 'must be a Debian architecture name such as "arm64"')
+    .max(50),
   variant: z.string().max(100).nullish(),
   backend: z.enum(['unshare', 'incus-lxc', 'incus-vm', 'qemu']).nullish(),
   imageFormat: z.string().max(50).nullish(),

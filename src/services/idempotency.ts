@@ -9,7 +9,11 @@ import type { SecretBox } from './secrets.js';
 import { parseInput } from './validate.js';
 
 const KEY_CONSTRAINT = 'idempotency_key_user_id_key_unique';
-const keySchema = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters').regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
+const keySchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters')
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces');
 
 /** JSON with sorted keys: the same input always hashes the same, whatever the order of its fields. */
 function stableJson(value: unknown): string {
@@ -61,7 +65,9 @@ export async function idempotent<T>(
   if (rawKey == null) return create(async () => undefined);
   const key = parseInput(keySchema, rawKey, 'idempotencyKey');
   const { user } = requireUser(deps.viewer);
-  const inputHash = createHash('sha256').update(`${operation}\n${stableJson(input)}`).digest('hex');
+  const inputHash = createHash('sha256')
+    .update(`${operation}\n${stableJson(input)}`)
+    .digest('hex');
   const cutoff = new Date(Date.now() - deps.ttlMs);
 
   const answerFrom = async (): Promise<T | null> => {

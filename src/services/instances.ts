@@ -85,7 +85,15 @@ export async function createInstance(em: EntityManager, viewer: Viewer, config: 
 export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, config: Config, input: { name: string; providerId: string }): Promise<Instance> {
   requireAdmin(viewer);
   requireManualProvisioning(config);
-  const providerId = parseInput(z.string().min(1, 'must not be empty').max(300).regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters'), input.providerId, 'input.providerId');
+  const providerId = parseInput(
+    z
+      .string()
+      .min(1, 'must not be empty')
+      .max(300)
+      .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters'),
+    input.providerId,
+    'input.providerId',
+  );
   const instance = await findInstance(em, input.name);
   if (instance.state !== 'LAUNCHING' && instance.state !== 'RUNNING') throw new InvalidStateError(`instance "${instance.name}" is ${instance.state}`);
   instance.providerId = providerId;
@@ -98,16 +106,21 @@ export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, 
  * given), and its worker terminated, its work back to the queue. An instance already ended is
  * answered as it is. Admin only.
  */
-export async function recordInstanceStopped(
-  em: EntityManager,
-  viewer: Viewer,
-  config: Config,
-  events: Events,
-  input: { name: string; error?: string | null },
-): Promise<Instance> {
+export async function recordInstanceStopped(em: EntityManager, viewer: Viewer, config: Config, events: Events, input: { name: string; error?: string | null }): Promise<Instance> {
   requireAdmin(viewer);
   requireManualProvisioning(config);
-  const error = input.error == null ? null : parseInput(z.string().min(1).max(2000).regex(/^[^\u0000]*$/, 'must not contain NUL'), input.error, 'input.error');
+  const error =
+    input.error == null
+      ? null
+      : parseInput(
+          z
+            .string()
+            .min(1)
+            .max(2000)
+            .regex(/^[^\u0000]*$/, 'must not contain NUL'),
+          input.error,
+          'input.error',
+        );
   const instance = await findInstance(em, input.name);
   if (instance.state === 'TERMINATED' || instance.state === 'FAILED') return instance;
   const end = error ? ({ state: 'FAILED', error } as const) : ({ state: 'TERMINATED', error: null } as const);

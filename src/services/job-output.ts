@@ -81,13 +81,11 @@ export async function appendLog(deps: { em: EntityManager; viewer: Viewer; event
     throw new InputError(ERROR_CODES.LOG_CHUNK_TOO_LARGE, `input.text: ${size} bytes is over the limit of ${LOG_LIMITS.maxChunkBytes} per chunk: send it in parts`, 'input.text');
   }
   const answer = await deps.em.transactional(async (tx) => {
-    const [wr] = await tx.execute<{ status: string; worker_id: number | null }[]>(
-      `select status, worker_id from work_request where id = ? for share`,
-      [id],
-    );
+    const [wr] = await tx.execute<{ status: string; worker_id: number | null }[]>(`select status, worker_id from work_request where id = ? for share`, [id]);
     // To a worker, another worker's request does not exist.
     if (!wr || wr.worker_id !== me.id) throw new NotFoundError(`input.id: no work request ${input.id} assigned to you`, 'input.id');
-    if (wr.status !== 'ASSIGNED' && wr.status !== 'RUNNING') throw new InvalidStateError(`work request ${id} is ${wr.status}: output is taken only while it is ASSIGNED or RUNNING`);
+    if (wr.status !== 'ASSIGNED' && wr.status !== 'RUNNING')
+      throw new InvalidStateError(`work request ${id} is ${wr.status}: output is taken only while it is ASSIGNED or RUNNING`);
     const [log] = await tx.execute<{ agent_offset: string; total_bytes: string; head_bytes: string; tail_start: string; same_run: boolean }[]>(
       `insert into work_request_log (work_request_id) values (?)
        on conflict (work_request_id) do update set work_request_id = excluded.work_request_id
@@ -231,7 +229,10 @@ export async function lastOutputLines(em: EntityManager, id: number): Promise<st
       order by c.start desc limit 3`,
     [id],
   );
-  const text = rows.map((r) => r.data).reverse().join('');
+  const text = rows
+    .map((r) => r.data)
+    .reverse()
+    .join('');
   const marker = text.lastIndexOf(RERUN_MARKER_START);
   return lastLines(marker < 0 ? text : text.slice(text.indexOf('\n', marker + 1) + 1));
 }
@@ -245,17 +246,19 @@ export const isLogFinal = (status: string): boolean => TERMINAL.has(status);
  * merged together. Runs in the caller's transaction; the text never leaves PostgreSQL.
  */
 export async function compactLog(em: EntityManager, id: number): Promise<void> {
-  const chunks = (await em.execute<{ start: string; bytes: number }[]>(`select start, bytes from work_request_log_chunk where work_request_id = ? order by start`, [id])).map((c) => ({
-    start: Number(c.start),
-    bytes: c.bytes,
-  }));
+  const chunks = (await em.execute<{ start: string; bytes: number }[]>(`select start, bytes from work_request_log_chunk where work_request_id = ? order by start`, [id])).map(
+    (c) => ({
+      start: Number(c.start),
+      bytes: c.bytes,
+    }),
+  );
   if (chunks.length < 2) return;
   const [{ head_bytes }] = await em.execute<{ head_bytes: string }[]>(`select head_bytes from work_request_log where work_request_id = ?`, [id]);
   const head = Number(head_bytes);
   const groups: { first: number; last: number; end: number; bytes: number; members: number }[] = [];
   for (const c of chunks) {
     const g = groups.at(-1);
-    if (g && g.end === c.start && (g.first < head) === (c.start < head) && g.bytes + c.bytes <= LOG_LIMITS.compactedChunkBytes) {
+    if (g && g.end === c.start && g.first < head === c.start < head && g.bytes + c.bytes <= LOG_LIMITS.compactedChunkBytes) {
       g.last = c.start;
       g.end = c.start + c.bytes;
       g.bytes += c.bytes;

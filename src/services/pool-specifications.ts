@@ -32,13 +32,15 @@ const text = (max: number) =>
 // provider checks their form itself (providers/spec-checks.ts), naming what it allows.
 const cloudId = text(200);
 
-const unique = <T>(key: (x: T) => string, what: string) => (list: T[], ctx: z.RefinementCtx) => {
-  const seen = new Set<string>();
-  list.forEach((x, i) => {
-    if (seen.has(key(x))) ctx.addIssue({ code: 'custom', path: [i], message: `${what} "${key(x)}" is given twice` });
-    seen.add(key(x));
-  });
-};
+const unique =
+  <T>(key: (x: T) => string, what: string) =>
+  (list: T[], ctx: z.RefinementCtx) => {
+    const seen = new Set<string>();
+    list.forEach((x, i) => {
+      if (seen.has(key(x))) ctx.addIssue({ code: 'custom', path: [i], message: `${what} "${key(x)}" is given twice` });
+      seen.add(key(x));
+    });
+  };
 
 const specificationsSchema = z
   .object({
@@ -46,9 +48,21 @@ const specificationsSchema = z
     memoryGib: z.number().positive().max(1_000_000).nullish(),
     diskGib: z.number().positive().max(1_000_000).nullish(),
     concurrency: z.number().int().min(1).max(1024).nullish(),
-    architectures: z.array(debianArchitecture.max(50)).max(20).superRefine(unique((a) => a, 'architecture')).nullish(),
-    enableBackends: z.array(oneOf(POOL_BACKENDS)).max(POOL_BACKENDS.length).superRefine(unique((b) => b, 'backend')).nullish(),
-    enableTasks: z.array(oneOf(POOL_TASKS)).max(POOL_TASKS.length).superRefine(unique((t) => t, 'task')).nullish(),
+    architectures: z
+      .array(debianArchitecture.max(50))
+      .max(20)
+      .superRefine(unique((a) => a, 'architecture'))
+      .nullish(),
+    enableBackends: z
+      .array(oneOf(POOL_BACKENDS))
+      .max(POOL_BACKENDS.length)
+      .superRefine(unique((b) => b, 'backend'))
+      .nullish(),
+    enableTasks: z
+      .array(oneOf(POOL_TASKS))
+      .max(POOL_TASKS.length)
+      .superRefine(unique((t) => t, 'task'))
+      .nullish(),
     image: nameSchema.nullish(),
     handlers: z
       .array(z.object({ task: oneOf(POOL_TASKS), command: text(4000) }))
@@ -81,7 +95,9 @@ const isDefaultHandlers = (handlers: PoolSpecifications['handlers']) => JSON.str
 export function handlerProblems(providerType: string, specifications: PoolSpecifications, path: string): InputProblem[] {
   const handlers = specifications.handlers ?? [];
   if (runsHandlers(providerType) || !handlers.length || isDefaultHandlers(handlers)) return [];
-  return [{ code: ERROR_CODES.INVALID_INPUT, message: `${path}.handlers: only local pools run handlers (this pool's provider is ${providerType})`, path: `${path}.handlers`, tag: null }];
+  return [
+    { code: ERROR_CODES.INVALID_INPUT, message: `${path}.handlers: only local pools run handlers (this pool's provider is ${providerType})`, path: `${path}.handlers`, tag: null },
+  ];
 }
 
 /** The specifications a pool of this provider keeps: a local pool with no handler gets the default (noop with `true`); another provider's pool none. */

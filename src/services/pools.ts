@@ -103,13 +103,7 @@ function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unk
 }
 
 /** Creates a worker pool. Admin only. */
-export async function createWorkerPool(
-  em: EntityManager,
-  viewer: Viewer,
-  config: Config,
-  secrets: SecretBox,
-  input: WorkerPoolInput,
-): Promise<WorkerPool> {
+export async function createWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, input: WorkerPoolInput): Promise<WorkerPool> {
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
@@ -125,14 +119,7 @@ export async function createWorkerPool(
  * Changes a worker pool: its workers' tags and concurrency follow its tags and specifications, and
  * a pool whose launches failed may try again at once (the admin may have fixed what failed). Admin only.
  */
-export async function updateWorkerPool(
-  em: EntityManager,
-  viewer: Viewer,
-  config: Config,
-  secrets: SecretBox,
-  events: Events,
-  input: WorkerPoolInput,
-): Promise<WorkerPool> {
+export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, events: Events, input: WorkerPoolInput): Promise<WorkerPool> {
   requireAdmin(viewer);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');

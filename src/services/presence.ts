@@ -7,12 +7,7 @@ import { markInstanceRunning } from './instances.js';
 import { requireWorker, type Viewer } from './auth.js';
 
 /** A worker's agent says it is alive (and, when it is, that it is shutting down). */
-export async function heartbeat(
-  em: EntityManager,
-  viewer: Viewer,
-  events: Events,
-  input: { shuttingDown?: boolean | null },
-): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
+export async function heartbeat(em: EntityManager, viewer: Viewer, events: Events, input: { shuttingDown?: boolean | null }): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
   const me = requireWorker(viewer);
   const worker = await em.findOneOrFail(WorkerSchema, { id: me.id });
   const now = new Date();
@@ -52,9 +47,8 @@ export async function markDisconnected(em: EntityManager, events: Events, worker
 /** This process stops: the workers whose connections it held are disconnected (one statement). */
 export async function markManyDisconnected(em: EntityManager, events: Events, workerIds: readonly number[]): Promise<void> {
   if (!workerIds.length) return;
-  const rows = await em.execute<{ id: number; name: string }[]>(
-    `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
-    [intArray(workerIds)],
-  );
+  const rows = await em.execute<{ id: number; name: string }[]>(`update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`, [
+    intArray(workerIds),
+  ]);
   for (const w of rows) events.publish('workerChanged', { id: w.id, name: w.name });
 }

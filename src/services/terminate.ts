@@ -12,7 +12,8 @@ import { settleDependents } from './work-requests.js';
 import { findWorker } from './workers.js';
 
 /** What becomes of the instance of a terminated worker: to be stopped at its provider, or already gone. */
-export type InstanceEnd = { readonly state: Extract<InstanceState, 'STOPPING'> } | { readonly state: Extract<InstanceState, 'TERMINATED' | 'FAILED'>; readonly error: string | null };
+export type InstanceEnd =
+  { readonly state: Extract<InstanceState, 'STOPPING'> } | { readonly state: Extract<InstanceState, 'TERMINATED' | 'FAILED'>; readonly error: string | null };
 
 /** What a termination changed: the workers terminated, the requests taken back, the dependents settled. */
 export interface Terminated {

@@ -40,7 +40,11 @@ async function findManagedToken(em: EntityManager, viewer: Viewer, raw: string |
   return token;
 }
 
-const expirySchema = (now: Date) => z.date().refine((d) => d.getTime() > now.getTime(), 'must be in the future').nullish();
+const expirySchema = (now: Date) =>
+  z
+    .date()
+    .refine((d) => d.getTime() > now.getTime(), 'must be in the future')
+    .nullish();
 
 /**
  * Revokes tokens (already committed by the caller, or committed here) and tells every server
@@ -138,7 +142,7 @@ export async function listTokens(em: EntityManager, viewer: Viewer, filter: { us
   } else if (viewer.kind === 'worker' && filter.username == null) {
     where = { worker: viewer.worker };
   } else {
-    throw new ForbiddenError('a worker token lists only its own worker\'s tokens');
+    throw new ForbiddenError("a worker token lists only its own worker's tokens");
   }
   return em.find(TokenSchema, where, { populate: ['user', 'worker', 'pool'], orderBy: { id: 'desc' } });
 }

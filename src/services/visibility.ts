@@ -117,7 +117,6 @@ export function audienceOf(em: EntityManager, viewer: Viewer): Promise<Audience>
   return audience;
 }
 
-
 /** Public workspaces to everybody; private ones to their members and admins. */
 export function canSeeWorkspace(a: Audience, w: WorkspaceFacts): boolean {
   return a.kind === 'admin' || w.isPublic || a.memberOf.has(w.id);
@@ -137,7 +136,6 @@ export function canSeeWorkspaceMembers(a: Audience, w: WorkspaceFacts): boolean 
   return a.kind === 'admin' || a.memberOf.has(w.id);
 }
 
-
 /** Workers see their own assignments; activation tokens nothing; the others the work of the workspaces they may see. */
 export function canSeeWorkRequest(a: Audience, r: WorkRequestFacts): boolean {
   if (a.kind === 'worker') return r.workerId === a.workerId;
@@ -153,7 +151,6 @@ export function workRequestSql(p: Principal, alias: string): SqlCondition {
   const ws = workspaceSql(p, 'vis_w');
   return { sql: `exists (select 1 from workspace vis_w where vis_w.id = ${alias}.workspace_id and ${ws.sql})`, params: ws.params };
 }
-
 
 /** Admins and the group's members; others with its workspace, or for a scope-wide group with some workspace of its scope. */
 export function canSeeGroup(a: Audience, g: GroupFacts): boolean {
@@ -178,7 +175,6 @@ export function canSeeGroupMembers(a: Audience, g: { id: number }): boolean {
   return a.kind === 'admin' || a.groups.has(g.id);
 }
 
-
 /** Site rules to everybody; a workspace's rules with its workspace. */
 export function canSeeRule(a: Audience, r: RuleFacts): boolean {
   return r.workspace === null || canSeeWorkspace(a, r.workspace);
@@ -189,7 +185,6 @@ export function ruleSql(p: Principal, alias: string): SqlCondition {
   const ws = workspaceSql(p, 'vis_w');
   return { sql: `(${alias}.workspace_id is null or exists (select 1 from workspace vis_w where vis_w.id = ${alias}.workspace_id and ${ws.sql}))`, params: ws.params };
 }
-
 
 /** A worker's metadata and tags: admins, signed-in users and the worker itself (name, type, pool and status are public). */
 export function canSeeWorkerDetails(p: Principal, worker: { id: number }): boolean {

@@ -99,7 +99,8 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
-    if (isOrchestrated(locked.taskType)) throw new InvalidStateError(`work request ${rawId} is a ${locked.taskType} task, which the server completes (a workflow when its children have finished)`);
+    if (isOrchestrated(locked.taskType))
+      throw new InvalidStateError(`work request ${rawId} is a ${locked.taskType} task, which the server completes (a workflow when its children have finished)`);
     const now = new Date();
     locked.status = 'COMPLETED';
     locked.result = result;

@@ -121,7 +121,11 @@ export async function settleDependents(em: EntityManager, config: Config, finish
     // Still BLOCKED once locked: a concurrent settler that got there first has queued it (and, for a
     // workflow, expanded it) already, and it must not be queued twice.
     const dependents = rows.length
-      ? await em.find(WorkRequestSchema, { id: { $in: rows.map((r) => r.id) }, status: 'BLOCKED' }, { populate: ['dependencies', 'workspace', 'createdBy'], lockMode: LockMode.PESSIMISTIC_WRITE })
+      ? await em.find(
+          WorkRequestSchema,
+          { id: { $in: rows.map((r) => r.id) }, status: 'BLOCKED' },
+          { populate: ['dependencies', 'workspace', 'createdBy'], lockMode: LockMode.PESSIMISTIC_WRITE },
+        )
       : [];
     for (const wr of dependents) {
       const deps = wr.dependencies.getItems();

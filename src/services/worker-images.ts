@@ -31,7 +31,12 @@ export async function registerWorkerImage(em: EntityManager, viewer: Viewer, con
   const parsed = zodProblems(registeredManifestSchema, manifest, 'input.manifest');
   if (!parsed.data) throw InputError.of(parsed.problems);
   const { name, tags } = parsed.data;
-  const problems: InputProblem[] = imageTagProblems(name, tags.map((t) => t.tag), 'input.manifest.tags', config);
+  const problems: InputProblem[] = imageTagProblems(
+    name,
+    tags.map((t) => t.tag),
+    'input.manifest.tags',
+    config,
+  );
   if (problems.length) throw InputError.of(problems);
   const what = `a worker image "${name}"`;
   if (await em.count(WorkerImageSchema, { name })) {
@@ -67,14 +72,23 @@ export function poolImageProblems(specifications: Record<string, unknown>, image
   if (name === null) return [];
   const problems: InputProblem[] = [];
   if (!image || image.name !== name) {
-    problems.push({ code: ERROR_CODES.UNKNOWN_IMAGE, message: `${path}.image: no worker image "${name}" is registered (tagsched-admin images list)`, path: `${path}.image`, tag: null });
+    problems.push({
+      code: ERROR_CODES.UNKNOWN_IMAGE,
+      message: `${path}.image: no worker image "${name}" is registered (tagsched-admin images list)`,
+      path: `${path}.image`,
+      tag: null,
+    });
   }
   for (const key of FROM_IMAGE) {
     const value = specifications[key];
     if (Array.isArray(value) && value.length) {
-      problems.push({ code: ERROR_CODES.INVALID_INPUT, message: `${path}.${key}: a pool that names an image takes this from the image's manifest; leave it out`, path: `${path}.${key}`, tag: null });
+      problems.push({
+        code: ERROR_CODES.INVALID_INPUT,
+        message: `${path}.${key}: a pool that names an image takes this from the image's manifest; leave it out`,
+        path: `${path}.${key}`,
+        tag: null,
+      });
     }
   }
   return problems;
 }
-

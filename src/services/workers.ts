@@ -39,7 +39,10 @@ const metadataInput = z.object({
   diskFree: z.number().nonnegative().nullish(),
   executors: listOf(50),
   tools: listOf(200),
-  tasks: z.array(z.object({ type: z.string().max(50), name: z.string().max(100), version: z.number().int().nonnegative() })).max(500).nullish(),
+  tasks: z
+    .array(z.object({ type: z.string().max(50), name: z.string().max(100), version: z.number().int().nonnegative() }))
+    .max(500)
+    .nullish(),
   providedTags: listOf(500),
   requiredTags: listOf(500),
 });
@@ -96,12 +99,7 @@ export interface RegisterWorkerInput {
 }
 
 /** Registers a worker and returns it with its token (shown once). Admin only. */
-export async function registerWorker(
-  em: EntityManager,
-  viewer: Viewer,
-  config: Config,
-  input: RegisterWorkerInput,
-): Promise<{ worker: Worker; token: string }> {
+export async function registerWorker(em: EntityManager, viewer: Viewer, config: Config, input: RegisterWorkerInput): Promise<{ worker: Worker; token: string }> {
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   const type = parseInput(z.enum(WORKER_TYPES), input.type ?? 'worker', 'input.type');
@@ -127,12 +125,7 @@ export async function registerWorker(
  * instance is bound to the worker created with it: that worker is the one activated (a name, if
  * given, must be its name). A pool-wide token (createActivationToken) creates a new worker in the pool.
  */
-export async function activateWorker(
-  em: EntityManager,
-  viewer: Viewer,
-  config: Config,
-  input: { name?: string | null },
-): Promise<{ worker: Worker; token: string }> {
+export async function activateWorker(em: EntityManager, viewer: Viewer, config: Config, input: { name?: string | null }): Promise<{ worker: Worker; token: string }> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'activation') throw new ForbiddenError('activateWorker needs an activation token');
   const tokenId = viewer.tokenId;
@@ -155,25 +148,21 @@ export async function activateWorker(
   const pool = await em.findOneOrFail(WorkerPoolSchema, { id: viewer.pool.id });
   const name = parseInput(nameSchema, input.name ?? `${pool.name}-${randomBytes(4).toString('hex')}`, 'input.name');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
-  return creating(`a worker "${name}"`, () => em.transactional(async (tx) => {
-    if ((await claim(tx)) === 0) throw new UnauthenticatedError('the activation token was already used');
-    const worker = tx.create(WorkerSchema, { name, type: 'worker', pool, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: new Date() });
-    refreshWorkerTags(worker, pool, config);
-    const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
-    await tx.flush();
-    noteActivation(viewer, worker.id);
-    return { worker, token: value };
-  }));
+  return creating(`a worker "${name}"`, () =>
+    em.transactional(async (tx) => {
+      if ((await claim(tx)) === 0) throw new UnauthenticatedError('the activation token was already used');
+      const worker = tx.create(WorkerSchema, { name, type: 'worker', pool, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: new Date() });
+      refreshWorkerTags(worker, pool, config);
+      const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
+      await tx.flush();
+      noteActivation(viewer, worker.id);
+      return { worker, token: value };
+    }),
+  );
 }
 
 /** A worker reports its dynamic metadata: stored, tags recomputed, bad tags dropped and recorded, never refused for them. */
-export async function reportWorkerMetadata(
-  em: EntityManager,
-  viewer: Viewer,
-  config: Config,
-  events: Events,
-  input: { metadata: WorkerMetadataInput },
-): Promise<Worker> {
+export async function reportWorkerMetadata(em: EntityManager, viewer: Viewer, config: Config, events: Events, input: { metadata: WorkerMetadataInput }): Promise<Worker> {
   const worker = requireWorker(viewer);
   worker.dynamicMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
   const now = new Date();
@@ -219,13 +208,7 @@ export const WORKER_SWITCHES = {
 } as const;
 
 /** Flips one admin switch of a worker (drain, undrain, enable, disable, unquarantine). Admin only. */
-export async function switchWorker(
-  em: EntityManager,
-  viewer: Viewer,
-  events: Events,
-  name: string,
-  change: keyof typeof WORKER_SWITCHES,
-): Promise<Worker> {
+export async function switchWorker(em: EntityManager, viewer: Viewer, events: Events, name: string, change: keyof typeof WORKER_SWITCHES): Promise<Worker> {
   requireAdmin(viewer);
   const worker = await findWorker(em, name);
   Object.assign(worker, WORKER_SWITCHES[change]);

@@ -75,13 +75,15 @@ export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean,
   const missing = (m: Mismatch, tags: readonly string[]) =>
     showsTags(m) ? tagList(tags) : html`<span class="muted">${tags.length} tag${tags.length === 1 ? '' : 's'} (shown to signed-in users)</span>`;
   const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
-  const mismatches = d.mismatches.slice(0, mismatchLimit).map((m) => [
-    m.pool
-      ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>`
-      : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`,
-    missing(m, m.missingOnWorker),
-    missing(m, m.missingOnTask),
-  ]);
+  const mismatches = d.mismatches
+    .slice(0, mismatchLimit)
+    .map((m) => [
+      m.pool
+        ? html`pool <a href="/-/status/pools/${encodeURIComponent(m.pool)}/">${m.pool}</a>`
+        : html`${m.workerCount} worker${m.workerCount === 1 ? '' : 's'}: ${m.workerNames.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`)}${m.workerCount > m.workerNames.length ? ' …' : ''}`,
+      missing(m, m.missingOnWorker),
+      missing(m, m.missingOnTask),
+    ]);
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
 <dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>

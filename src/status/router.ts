@@ -51,14 +51,23 @@ function send(req: IncomingMessage, res: ServerResponse, status: number, body: s
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
-const TITLES: Record<number, string> = { 400: 'Bad request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not found', 405: 'Method not allowed', 413: 'Too large', 429: 'Too many attempts' };
+const TITLES: Record<number, string> = {
+  400: 'Bad request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not found',
+  405: 'Method not allowed',
+  413: 'Too large',
+  429: 'Too many attempts',
+};
 
 function errorPage(ctx: PageContext, err: StatusError): string {
   return layout(ctx, { title: TITLES[err.status], section: null }, html`<h1>${TITLES[err.status]}</h1><p class="error">${err.message}</p><p><a href="/">Overview</a></p>`);
 }
 
 function readForm(req: IncomingMessage): Promise<Map<string, string>> {
-  if (!/^application\/x-www-form-urlencoded\b/i.test(req.headers['content-type'] ?? '')) return Promise.reject(new StatusError(400, 'The form must be sent as application/x-www-form-urlencoded.'));
+  if (!/^application\/x-www-form-urlencoded\b/i.test(req.headers['content-type'] ?? ''))
+    return Promise.reject(new StatusError(400, 'The form must be sent as application/x-www-form-urlencoded.'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -96,9 +105,7 @@ function checkSameOrigin(req: IncomingMessage): void {
   if (!sameHost || req.headers['sec-fetch-site'] === 'cross-site') throw new StatusError(403, 'This form must be sent from the status pages themselves.');
 }
 
-type Route =
-  | { page: 'landing' | 'login' | 'logout' | 'workers' | 'pools' | 'queue' }
-  | { page: 'worker' | 'pool' | 'work-request'; name: string };
+type Route = { page: 'landing' | 'login' | 'logout' | 'workers' | 'pools' | 'queue' } | { page: 'worker' | 'pool' | 'work-request'; name: string };
 
 function route(pathname: string): Route | null {
   if (pathname === '/' || pathname === '/-/status' || pathname === '/-/status/') return { page: 'landing' };
@@ -184,4 +191,3 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
     send(req, res, err.status, errorPage(ctx, err), err.status === 405 ? { ...extra, allow: 'GET, HEAD' } : extra);
   }
 }
-

@@ -46,7 +46,13 @@ export function toWorkRow(r: Record<string, unknown>): WorkRow {
  * A worker's work in some statuses, newest first: up to `limit` requests the principal may see
  * (services/visibility.ts), and how many others there are (counted, never described).
  */
-export async function workerWork(em: EntityManager, principal: Principal, workerId: number, statuses: readonly string[], limit: number): Promise<{ rows: WorkRow[]; hidden: number }> {
+export async function workerWork(
+  em: EntityManager,
+  principal: Principal,
+  workerId: number,
+  statuses: readonly string[],
+  limit: number,
+): Promise<{ rows: WorkRow[]; hidden: number }> {
   const vis = workRequestSql(principal, 'wr');
   const [rows, [hidden]] = await Promise.all([
     em.execute(
@@ -79,7 +85,14 @@ export function workTable(rows: readonly WorkRow[], kind: 'running' | 'recent', 
   }
   return table(
     ['Request', 'Task', 'Workspace', 'Result', 'Duration', 'Finished'],
-    rows.map((r) => [workLink(r.id), r.taskName, r.workspace, r.result ? badge(r.result) : badge(r.status), duration(between(r.startedAt, r.completedAt, now)), r.completedAt ? utc(r.completedAt) : '—']),
+    rows.map((r) => [
+      workLink(r.id),
+      r.taskName,
+      r.workspace,
+      r.result ? badge(r.result) : badge(r.status),
+      duration(between(r.startedAt, r.completedAt, now)),
+      r.completedAt ? utc(r.completedAt) : '—',
+    ]),
     empty,
     { stack: true },
   );

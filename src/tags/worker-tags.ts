@@ -347,10 +347,7 @@ export function computeWorkerTags(input: WorkerTagInput): ComputedWorkerTags {
  * source `image:NAME`; for a pool with no image, pool-image.ts from its specifications), and `worker:type:worker`;
  * scaling from zero matches on these.
  */
-export function computePoolTemplateTags(
-  pool: PoolTagInput,
-  sizeThresholds: SizeThresholds = DEFAULT_SIZE_THRESHOLDS,
-): ComputedWorkerTags {
+export function computePoolTemplateTags(pool: PoolTagInput, sizeThresholds: SizeThresholds = DEFAULT_SIZE_THRESHOLDS): ComputedWorkerTags {
   const sets = new WorkerSets();
   sets.provided.add('worker:type:worker', 'system', 'pool-template');
   sets.addPool(pool);

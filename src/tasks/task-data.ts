@@ -7,20 +7,19 @@ import { EXECUTOR_BACKENDS } from './types.js';
 import type { ExecutorBackend, TaskAnalysisContext, TaskTag, TaskTags } from './types.js';
 
 /** A Debian architecture name (`amd64`, `ppc64el`, ...), which also keeps derived tags valid. */
-export const debianArchitecture = z
-  .string()
-  .regex(/^[a-z0-9][a-z0-9-]*$/, 'expected a Debian architecture name such as amd64');
+export const debianArchitecture = z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'expected a Debian architecture name such as amd64');
 
 /** A Debian source package name, per Debian policy §5.6.1. */
-export const sourcePackageName = z
-  .string()
-  .regex(/^[a-z0-9][a-z0-9+.-]+$/, 'expected a Debian source package name such as hello');
+export const sourcePackageName = z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, 'expected a Debian source package name such as hello');
 
 /** A Debian build profile (`nocheck`, `nodoc`, ...). */
 export const buildProfile = z.string().regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a build profile such as nocheck');
 
 /** A distribution's vendor or codename (`debian`, `trixie`): the characters an environment's codename may have. */
-export const distributionPart = z.string().max(100).regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a name such as debian or trixie');
+export const distributionPart = z
+  .string()
+  .max(100)
+  .regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a name such as debian or trixie');
 
 /** `vendor:codename`, e.g. `debian:trixie`. */
 export const targetDistribution = z
@@ -57,11 +56,7 @@ export function executorEnvironmentId(data: ExecutorTaskData): number | null {
  * The tags of an executor task: an environment pins the architecture (it is built for one), and
  * a host architecture that differs from it makes a cross build whose target the task provides.
  */
-export function executorTags(
-  data: ExecutorTaskData,
-  ctx: TaskAnalysisContext,
-  capability: string | null,
-): TaskTags {
+export function executorTags(data: ExecutorTaskData, ctx: TaskAnalysisContext, capability: string | null): TaskTags {
   const required: TaskTag[] = [];
   const provided: TaskTag[] = [];
   if (capability !== null) required.push({ tag: `worker:cap:${capability}`, source: 'task-registry' });
@@ -107,7 +102,10 @@ export const bootstrapFields = {
         .object({
           mirror: z.url({ protocol: /^(https?|file)$/ }),
           suite: z.string().min(1),
-          components: z.array(z.string().regex(/^[a-z0-9][a-z0-9/+.-]*$/, 'expected an archive component such as main')).min(1).optional(),
+          components: z
+            .array(z.string().regex(/^[a-z0-9][a-z0-9/+.-]*$/, 'expected an archive component such as main'))
+            .min(1)
+            .optional(),
         })
         .strict(),
     )

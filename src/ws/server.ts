@@ -28,7 +28,8 @@ export interface ConnectionRecorder {
 }
 
 /** The address a socket's client connects from. */
-const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: string } }) => request.socket?.remoteAddress ?? (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ?? 'unknown';
+const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: string } }) =>
+  request.socket?.remoteAddress ?? (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ?? 'unknown';
 
 /**
  * The graphql-ws server on the HTTP server's GraphQL path (DESIGN §8, §15): a connection

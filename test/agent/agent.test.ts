@@ -51,8 +51,7 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
   const lines: Record<string, unknown>[] = [];
   const log = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
   const calls: Call[] = [];
-  const record =
-    <K extends keyof Api>(op: K, fallback: Api[K]): Api[K] =>
+  const record = <K extends keyof Api>(op: K, fallback: Api[K]): Api[K] =>
     ((...args: unknown[]) => {
       calls.push({ op, args });
       return ((options.api?.[op] ?? fallback) as (...a: unknown[]) => unknown)(...args);
@@ -71,7 +70,10 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
   let streamClosed = false;
   const runs: FakeRun[] = [];
   const handlerFlags = (options.handlers ?? ['noop=true']).flatMap((h) => ['--handler', h]);
-  const config = parseConfig(['--work-dir', workDir, '--heartbeat-interval', '3600', '--metadata-interval', '3600', '--max-backoff', '0.02', '--provided-tag', 'worker:cap:kvm', ...handlerFlags], {});
+  const config = parseConfig(
+    ['--work-dir', workDir, '--heartbeat-interval', '3600', '--metadata-interval', '3600', '--max-backoff', '0.02', '--provided-tag', 'worker:cap:kvm', ...handlerFlags],
+    {},
+  );
   const deps: AgentDeps = {
     config,
     log,
@@ -234,7 +236,8 @@ describe('the agent', () => {
     const h = harness({
       handlers: ['sbuild=x', 'debsign=y'],
       api: {
-        reportWorkerMetadata: async () => ok({ name: 'arm-1', status: 'IDLE', rejectedTags: [{ tag: 'worker:class:trusted', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY', reason: 'admin only' }] }),
+        reportWorkerMetadata: async () =>
+          ok({ name: 'arm-1', status: 'IDLE', rejectedTags: [{ tag: 'worker:class:trusted', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY', reason: 'admin only' }] }),
       },
     });
     h.connect();

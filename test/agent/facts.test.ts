@@ -1,15 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  debianArchitecture,
-  detectFacts,
-  executorsFrom,
-  metadataInput,
-  parseArchTest,
-  taskTypeOf,
-  type Facts,
-  type Presence,
-  type Probe,
-} from '../../src/agent/facts.js';
+import { debianArchitecture, detectFacts, executorsFrom, metadataInput, parseArchTest, taskTypeOf, type Facts, type Presence, type Probe } from '../../src/agent/facts.js';
 
 const GIB = 1024 ** 3;
 

@@ -30,10 +30,16 @@ describe('suggestedParallelism', () => {
 
   it('never grows when the load or the number of tasks grows', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 128 }), fc.double({ min: 0, max: 200, noNaN: true }), fc.double({ min: 0, max: 50, noNaN: true }), fc.integer({ min: 1, max: 16 }), (cpuCount, load1, more, running) => {
-        const base = suggestedParallelism({ cpuCount, load1, running });
-        return suggestedParallelism({ cpuCount, load1: load1 + more, running }) <= base && suggestedParallelism({ cpuCount, load1, running: running + 1 }) <= base;
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 128 }),
+        fc.double({ min: 0, max: 200, noNaN: true }),
+        fc.double({ min: 0, max: 50, noNaN: true }),
+        fc.integer({ min: 1, max: 16 }),
+        (cpuCount, load1, more, running) => {
+          const base = suggestedParallelism({ cpuCount, load1, running });
+          return suggestedParallelism({ cpuCount, load1: load1 + more, running }) <= base && suggestedParallelism({ cpuCount, load1, running: running + 1 }) <= base;
+        },
+      ),
     );
   });
 });

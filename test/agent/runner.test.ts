@@ -49,9 +49,7 @@ describe('startRun', () => {
   });
 
   it('gives the handler its task on stdin, its variables, its own directory, and a log file', async () => {
-    const run = startRun(
-      spec('7', 'cat > task.json; echo "id=$TAGSCHED_WORK_REQUEST_ID name=$TAGSCHED_TASK_NAME j=$TAGSCHED_PARALLEL pwd=$(pwd)"; echo oops >&2'),
-    );
+    const run = startRun(spec('7', 'cat > task.json; echo "id=$TAGSCHED_WORK_REQUEST_ID name=$TAGSCHED_TASK_NAME j=$TAGSCHED_PARALLEL pwd=$(pwd)"; echo oops >&2'));
     expect(await run.done).toEqual({ kind: 'exit', code: 0 });
     expect(run.dir).toBe(path.join(runsDir, '7'));
     expect(JSON.parse(fs.readFileSync(path.join(run.dir, 'task.json'), 'utf8'))).toEqual({ id: '7', taskType: 'worker', taskName: 'noop', taskData: { n: 1 } });

@@ -13,7 +13,13 @@ describe('chooseCredential', () => {
     ['--token over everything', { token: 't', activationToken: 'a' }, stored, 'token', { token: 't', source: 'option', workerName: null }],
     ['the state file over an activation token', { activationToken: 'a' }, stored, 'token', { token: 'stored', source: 'state-file', workerName: 'cloud-1' }],
     ['an activation without a state file', { activationToken: 'a' }, null, 'activate', { activationToken: 'a', replacesStateFor: null }],
-    ['an activation when the state file is another server’s', { activationToken: 'a' }, { ...stored, server: 'http://old/graphql' }, 'activate', { replacesStateFor: 'http://old/graphql' }],
+    [
+      'an activation when the state file is another server’s',
+      { activationToken: 'a' },
+      { ...stored, server: 'http://old/graphql' },
+      'activate',
+      { replacesStateFor: 'http://old/graphql' },
+    ],
     ['nothing', {}, null, 'none', {}],
     ['nothing but another server’s state file', {}, { ...stored, server: 'http://old/graphql' }, 'none', {}],
   ])('%s', (_name, tokens, state, kind, fields) => {
@@ -24,7 +30,10 @@ describe('chooseCredential', () => {
 
   it('never offers another server’s token, and says what to do', () => {
     const choice = chooseCredential({ token: null, activationToken: null, serverUrl: server, stateFile }, { ...stored, server: 'http://old/graphql' });
-    expect(choice).toEqual({ kind: 'none', reason: expect.stringMatching(/state file \/w\/state.json holds a token for http:\/\/old\/graphql, not http:\/\/ci:4000\/graphql: pass --token or --activation-token/) });
+    expect(choice).toEqual({
+      kind: 'none',
+      reason: expect.stringMatching(/state file \/w\/state.json holds a token for http:\/\/old\/graphql, not http:\/\/ci:4000\/graphql: pass --token or --activation-token/),
+    });
   });
 });
 

@@ -75,7 +75,12 @@ describe('work request visibility (DESIGN §8)', () => {
     expect(await snapshot(t, ['work_request', 'work_request_dependency'])).toEqual(before);
 
     const blocked = await submitOk(t, sbuild('vis/private', 'hello', { dependsOn: [wr.private] }), tokens.alice);
-    const added = await ok(t, `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(input: { id: $id, dependsOn: $d }) { __typename ${ERROR_FIELDS} } }`, { id: blocked.id, d: [wr.secret] }, tokens.alice);
+    const added = await ok(
+      t,
+      `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(input: { id: $id, dependsOn: $d }) { __typename ${ERROR_FIELDS} } }`,
+      { id: blocked.id, d: [wr.secret] },
+      tokens.alice,
+    );
     expect(added.addWorkRequestDependencies.code).toBe('UNKNOWN_DEPENDENCY');
     await ok(t, 'mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }', { id: blocked.id }, tokens.alice);
   });
@@ -129,7 +134,13 @@ describe('workspace visibility', () => {
       tokens.publicOwner,
     );
     expect(granted.providableTagPrefixes).toEqual(['site:']);
-    await expectResult(t, 'Workspace', 'mutation { setWorkspaceMember(input: { workspace: "vis/public", username: "carol", role: VIEWER }) { __typename } }', {}, tokens.publicOwner);
+    await expectResult(
+      t,
+      'Workspace',
+      'mutation { setWorkspaceMember(input: { workspace: "vis/public", username: "carol", role: VIEWER }) { __typename } }',
+      {},
+      tokens.publicOwner,
+    );
     expect((await workspaces(tokens.carol)).find((w) => w.name === 'vis/public')!.viewerRole).toBe('VIEWER');
 
     const refused = await ok(t, `mutation { updateWorkspace(input: { name: "vis/private", isPublic: true }) { __typename ${ERROR_FIELDS} } }`, {}, tokens.alice);
@@ -168,7 +179,12 @@ describe('who may abort', () => {
   });
 
   it('the owner of the workspace may abort work someone else created', async () => {
-    const r = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status statusReason } } }`, { id: wr.public }, tokens.publicOwner);
+    const r = await ok(
+      t,
+      `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status statusReason } } }`,
+      { id: wr.public },
+      tokens.publicOwner,
+    );
     expect(r.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED', statusReason: 'aborted by alice-public-owner' });
   });
 });

@@ -51,7 +51,11 @@ describe('createWorkRequests', () => {
 
   it('writes nothing when one request is bad, and names it by index and field', async () => {
     const before = await snapshot(t);
-    const input = [sbuild('debian/main', 'alpha'), sbuild('debian/main', 'beta', { taskData: { source_package: 'beta', host_architecture: 'amd64', backend: 'nope' } }), sbuild('debian/main', 'gamma', { providedTags: ['bad tag'] })];
+    const input = [
+      sbuild('debian/main', 'alpha'),
+      sbuild('debian/main', 'beta', { taskData: { source_package: 'beta', host_architecture: 'amd64', backend: 'nope' } }),
+      sbuild('debian/main', 'gamma', { providedTags: ['bad tag'] }),
+    ];
     const result = await batch(input, alice);
     expect(result.__typename).toBe('InputError');
     const paths = result.problems.map((p: { path: string }) => p.path);
@@ -79,7 +83,10 @@ describe('createWorkRequests', () => {
 
   it('refuses a batch over the limit, and an empty one, writing nothing', async () => {
     const before = await requestRows();
-    const tooMany = await batch(Array.from({ length: 51 }, () => sbuild('debian/main')), alice);
+    const tooMany = await batch(
+      Array.from({ length: 51 }, () => sbuild('debian/main')),
+      alice,
+    );
     expect(tooMany).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.requests' });
     expect(tooMany.message).toContain('at most 50');
     expect(await batch([], alice)).toMatchObject({ __typename: 'InputError', path: 'input.requests' });

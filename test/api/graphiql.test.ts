@@ -37,7 +37,10 @@ describe('GraphiQL examples', () => {
     expect(operations.map((o) => o.name?.value)).toEqual(NAMES);
     for (const operation of operations) {
       const errors = validate(schema, { kind: Kind.DOCUMENT, definitions: [operation] });
-      expect(errors.map((e) => e.message), operation.name?.value).toEqual([]);
+      expect(
+        errors.map((e) => e.message),
+        operation.name?.value,
+      ).toEqual([]);
     }
   });
 });

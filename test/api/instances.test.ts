@@ -21,7 +21,14 @@ describe('instances recorded by a site script', () => {
     await createPool(t, { name: 'manual', specifications: { concurrency: 2 } });
     const created = await expectResult(t, 'InstanceLaunchPayload', CREATE, { p: 'manual', n: 'manual-1' });
     expect(created.activationToken).toMatch(/^tsk_activation_/);
-    expect(created.instance).toMatchObject({ name: 'manual-1', providerId: null, state: 'LAUNCHING', startedAt: null, pool: { name: 'manual' }, worker: { name: 'manual-1', status: 'DISCONNECTED', concurrency: 2 } });
+    expect(created.instance).toMatchObject({
+      name: 'manual-1',
+      providerId: null,
+      state: 'LAUNCHING',
+      startedAt: null,
+      pool: { name: 'manual' },
+      worker: { name: 'manual-1', status: 'DISCONNECTED', concurrency: 2 },
+    });
 
     expect(await expectResult(t, 'Instance', LAUNCHED, { n: 'manual-1', id: 'i-0abc' })).toMatchObject({ providerId: 'i-0abc', state: 'LAUNCHING' });
 
@@ -63,7 +70,13 @@ describe('instances recorded by a site script', () => {
     for (const n of ['manual-p-1', 'manual-p-2', 'manual-p-3']) await expectResult(t, 'InstanceLaunchPayload', CREATE, { p: 'manual-p', n });
     await expectResult(t, 'Instance', STOPPED, { n: 'manual-p-2' });
     const page = async (after: string | null, states?: string[]) =>
-      (await ok(t, `query($a: String, $s: [InstanceState!]) { workerPool(name: "manual-p") { instances(first: 2, after: $a, states: $s) { edges { node { name } } pageInfo { hasNextPage endCursor } } } }`, { a: after, s: states ?? null })).workerPool.instances;
+      (
+        await ok(
+          t,
+          `query($a: String, $s: [InstanceState!]) { workerPool(name: "manual-p") { instances(first: 2, after: $a, states: $s) { edges { node { name } } pageInfo { hasNextPage endCursor } } } }`,
+          { a: after, s: states ?? null },
+        )
+      ).workerPool.instances;
     const first = await page(null);
     expect(first.edges.map((e: { node: { name: string } }) => e.node.name)).toEqual(['manual-p-3', 'manual-p-2']);
     const second = await page(first.pageInfo.endCursor);

@@ -241,7 +241,9 @@ describe('who may write and read a log', () => {
     expect(pages.at(-1)).toMatchObject({ nextOffset: 25, complete: true });
     expect(pages.slice(0, -1).every((p) => !p.complete)).toBe(true);
     // A follower starting after the end gets everything at once, and the end.
-    const late = collect<{ workRequestLog: { text: string; complete: boolean } }>(c.client, `subscription($id: ID!) { workRequestLog(id: $id, offset: 7) { text complete } }`, { id });
+    const late = collect<{ workRequestLog: { text: string; complete: boolean } }>(c.client, `subscription($id: ID!) { workRequestLog(id: $id, offset: 7) { text complete } }`, {
+      id,
+    });
     await late.completed;
     expect(late.items).toEqual([{ workRequestLog: { text: 'during 1\nduring 2\n', complete: true } }]);
   });

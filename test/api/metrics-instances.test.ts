@@ -40,6 +40,9 @@ describe('tagsched_instances', () => {
     expect(samples).toEqual(expected);
     // What the database holds, counted another way: the stopped one is there, and not in the gauge.
     const rows = await t.sql<{ state: string; n: number }>(`select state, count(*)::int as n from instance group by state order by state`);
-    expect(rows).toEqual([{ state: 'LAUNCHING', n: 2 }, { state: 'TERMINATED', n: 1 }]);
+    expect(rows).toEqual([
+      { state: 'LAUNCHING', n: 2 },
+      { state: 'TERMINATED', n: 1 },
+    ]);
   });
 });

@@ -91,10 +91,9 @@ async function growWorkersTo(total: number): Promise<void> {
     }
   }
   for (; registered < total; registered++) {
-    const r = await gql(
-      `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { __typename } }`,
-      { i: { name: `w-${String(registered).padStart(3, '0')}`, pool: `pool-${registered % 5}`, staticMetadata: { architectures: ['amd64'], tools: ['sbuild'] } } },
-    );
+    const r = await gql(`mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { __typename } }`, {
+      i: { name: `w-${String(registered).padStart(3, '0')}`, pool: `pool-${registered % 5}`, staticMetadata: { architectures: ['amd64'], tools: ['sbuild'] } },
+    });
     expect(r.registerWorker.__typename).toBe('WorkerTokenPayload');
   }
 }
@@ -140,16 +139,17 @@ describe('the work requests list', () => {
   /** Submits sbuilds until there are `total`, over three workspaces; every other one is assigned to a worker. */
   async function growRequestsTo(total: number): Promise<void> {
     for (; created < total; created++) {
-      const r = await gql(
-        `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { message } } }`,
-        { i: { workspace: `wr/ws-${created % 3}`, taskType: 'worker', taskName: 'sbuild', taskData: { source_package: `pkg-${created}`, host_architecture: 'amd64' } } },
-      );
+      const r = await gql(`mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { message } } }`, {
+        i: { workspace: `wr/ws-${created % 3}`, taskType: 'worker', taskName: 'sbuild', taskData: { source_package: `pkg-${created}`, host_architecture: 'amd64' } },
+      });
       expect(r.createWorkRequest.__typename, r.createWorkRequest.message).toBe('WorkRequest');
       if (created % 2 === 0) {
-        await app.orm.em.getConnection().execute(`update work_request set status = 'ASSIGNED', worker_id = (select id from worker order by id limit 1 offset ?) where id = ?`, [
-          created % 10,
-          Number(r.createWorkRequest.id),
-        ]);
+        await app.orm.em
+          .getConnection()
+          .execute(`update work_request set status = 'ASSIGNED', worker_id = (select id from worker order by id limit 1 offset ?) where id = ?`, [
+            created % 10,
+            Number(r.createWorkRequest.id),
+          ]);
       }
     }
   }
@@ -169,7 +169,11 @@ describe('the work requests list', () => {
     expect(nodes).toHaveLength(18);
     expect(nodes.filter((n: { worker: unknown }) => n.worker !== null)).toHaveLength(9);
     expect(nodes[0]).toMatchObject({ workspace: { name: 'wr/ws-2', scope: 'wr' }, createdBy: { username: 'admin' }, worker: null });
-    expect(nodes[1]).toMatchObject({ workspace: { name: 'wr/ws-1' }, status: 'ASSIGNED', worker: { name: expect.stringMatching(/^w-/), status: 'DISCONNECTED', activeWorkCount: expect.any(Number), pool: { name: expect.stringMatching(/^pool-/) } } });
+    expect(nodes[1]).toMatchObject({
+      workspace: { name: 'wr/ws-1' },
+      status: 'ASSIGNED',
+      worker: { name: expect.stringMatching(/^w-/), status: 'DISCONNECTED', activeWorkCount: expect.any(Number), pool: { name: expect.stringMatching(/^pool-/) } },
+    });
 
     // The token, the requests, and one batch each for workspaces, users, workers, their pools, their active work and the dependencies.
     expect(few.statements.length, few.statements.join('\n')).toBeLessThanOrEqual(8);
@@ -186,10 +190,14 @@ describe('workflows and their children', () => {
       for (const a of ['amd64', 'arm64']) await gql(`mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { __typename } }`, { a });
     }
     for (; made < total; made++) {
-      const r = await gql(
-        `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on Error { message } } }`,
-        { i: { workspace: 'flows/main', taskType: 'workflow', taskName: 'sbuild', taskData: { input: { source_package: `pkg-${made}` }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'] } } },
-      );
+      const r = await gql(`mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on Error { message } } }`, {
+        i: {
+          workspace: 'flows/main',
+          taskType: 'workflow',
+          taskName: 'sbuild',
+          taskData: { input: { source_package: `pkg-${made}` }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'] },
+        },
+      });
       expect(r.createWorkRequest.__typename, r.createWorkRequest.message).toBe('WorkRequest');
     }
   }
@@ -201,7 +209,11 @@ describe('workflows and their children', () => {
     const many = await statementsOf(QUERY);
     const nodes = many.data.workRequests.edges.map((e: { node: Record<string, any> }) => e.node);
     expect(nodes).toHaveLength(8);
-    for (const n of nodes) expect(n.children.edges.map((e: { node: Record<string, any> }) => [e.node.taskName, e.node.parent.id])).toEqual([['sbuild', n.id], ['sbuild', n.id]]);
+    for (const n of nodes)
+      expect(n.children.edges.map((e: { node: Record<string, any> }) => [e.node.taskName, e.node.parent.id])).toEqual([
+        ['sbuild', n.id],
+        ['sbuild', n.id],
+      ]);
     // The token, the workflows, the children's page and rows, and their parents.
     expect(few.statements.length, few.statements.join('\n')).toBeLessThanOrEqual(6);
     expect(many.statements.length, many.statements.join('\n')).toBe(few.statements.length);

@@ -13,8 +13,14 @@ async function passes(): Promise<number> {
   return metric.values.reduce((sum, v) => sum + v.value, 0);
 }
 const create = async (arch: string, token?: string) =>
-  (await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id status } } }`, { i: sbuild('debian/main', 'hello', { taskData: { source_package: 'hello', host_architecture: arch } }) }, token))
-    .createWorkRequest as { id: string; status: string };
+  (
+    await ok(
+      t,
+      `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id status } } }`,
+      { i: sbuild('debian/main', 'hello', { taskData: { source_package: 'hello', host_architecture: arch } }) },
+      token,
+    )
+  ).createWorkRequest as { id: string; status: string };
 const start = (id: string, token: string) => ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
 
 let worker: string;

@@ -115,7 +115,9 @@ describe('createWorkerPool', () => {
   });
 
   it("classifies the template's size with the configured thresholds, as its workers are", async () => {
-    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), { i: { name: 'eight-cpus', specifications: { cpuCount: 8, memoryGib: 32, diskGib: 200 } } });
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
+      i: { name: 'eight-cpus', specifications: { cpuCount: 8, memoryGib: 32, diskGib: 200 } },
+    });
     responses.push(pool);
     await registerWorker(t, 'eight-1', { pool: 'eight-cpus' });
     const { worker } = await ok(t, '{ worker(name: "eight-1") { providedTags { tag } } }');
@@ -135,13 +137,37 @@ describe('createWorkerPool', () => {
     [
       'a backend no image has',
       { name: 'p-7', specifications: { enableBackends: ['unshare', 'auto'] } },
-      { code: 'INVALID_INPUT', path: 'input.specifications.enableBackends[1]', message: 'input.specifications.enableBackends[1]: must be one of unshare, incus-lxc, incus-vm, qemu' },
+      {
+        code: 'INVALID_INPUT',
+        path: 'input.specifications.enableBackends[1]',
+        message: 'input.specifications.enableBackends[1]: must be one of unshare, incus-lxc, incus-vm, qemu',
+      },
     ],
-    ['an unknown task', { name: 'p-8', specifications: { enableTasks: ['sbuild', 'compile-kernel'] } }, { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringMatching(/must be one of sbuild, autopkgtest, .*noop, debsign, sign/) }],
-    ['an architecture that is not a Debian name', { name: 'p-9', specifications: { architectures: ['amd64', 'AMD 64'] } }, { code: 'INVALID_INPUT', path: 'input.specifications.architectures[1]' }],
-    ['a task given twice', { name: 'p-10', specifications: { enableTasks: ['sbuild', 'sbuild'] } }, { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringContaining('"sbuild" is given twice') }],
-    ['a handler command with a newline', { name: 'p-11', specifications: { handlers: [{ task: 'noop', command: 'true\nrm -rf /' }] } }, { code: 'INVALID_INPUT', path: 'input.specifications.handlers[0].command' }],
-    ['a handler command with a NUL', { name: 'p-12', specifications: { handlers: [{ task: 'noop', command: 'true\u0000' }] } }, { code: 'INVALID_INPUT', path: 'input.specifications.handlers[0].command' }],
+    [
+      'an unknown task',
+      { name: 'p-8', specifications: { enableTasks: ['sbuild', 'compile-kernel'] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringMatching(/must be one of sbuild, autopkgtest, .*noop, debsign, sign/) },
+    ],
+    [
+      'an architecture that is not a Debian name',
+      { name: 'p-9', specifications: { architectures: ['amd64', 'AMD 64'] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.architectures[1]' },
+    ],
+    [
+      'a task given twice',
+      { name: 'p-10', specifications: { enableTasks: ['sbuild', 'sbuild'] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringContaining('"sbuild" is given twice') },
+    ],
+    [
+      'a handler command with a newline',
+      { name: 'p-11', specifications: { handlers: [{ task: 'noop', command: 'true\nrm -rf /' }] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.handlers[0].command' },
+    ],
+    [
+      'a handler command with a NUL',
+      { name: 'p-12', specifications: { handlers: [{ task: 'noop', command: 'true\u0000' }] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.handlers[0].command' },
+    ],
     [
       'handlers on a pool that is not local',
       { name: 'p-13', providerType: 'exec', specifications: { command: [EXEC_COMMAND], handlers: [{ task: 'sbuild', command: 'run-sbuild' }] } },
@@ -221,7 +247,11 @@ describe('updateWorkerPool', () => {
 
   it.each([
     ['an unknown pool', { name: 'nope', enabled: true }, { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.name' }],
-    ['an invalid required tag', { name: 'upd', requiredTags: ['site:fine', 'worker:memory-gib=4'] }, { code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'worker:memory-gib=4' }],
+    [
+      'an invalid required tag',
+      { name: 'upd', requiredTags: ['site:fine', 'worker:memory-gib=4'] },
+      { code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'worker:memory-gib=4' },
+    ],
   ])('refuses %s and changes nothing (pool nor workers)', async (_label, input, expected) => {
     const before = await snapshot(t, ['worker_pool', 'worker']);
     const r = await ok(t, POOL_MUTATION('updateWorkerPool'), { i: input });
@@ -311,7 +341,10 @@ describe('typed specifications', () => {
     await registerWorker(t, 'conc-2', { pool: 'conc', concurrency: 1 }); // told otherwise
     const activation = (await ok(t, `mutation { createActivationToken(input: { pool: "conc" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token;
     await ok(t, `mutation { activateWorker(input: { name: "conc-3" }) { __typename } }`, {}, activation);
-    const concurrency = async () => Object.fromEntries((await t.sql<{ name: string; concurrency: number }>(`select name, concurrency from worker where name like 'conc-%' order by name`)).map((r) => [r.name, r.concurrency]));
+    const concurrency = async () =>
+      Object.fromEntries(
+        (await t.sql<{ name: string; concurrency: number }>(`select name, concurrency from worker where name like 'conc-%' order by name`)).map((r) => [r.name, r.concurrency]),
+      );
     expect(await concurrency()).toEqual({ 'conc-1': 3, 'conc-2': 1, 'conc-3': 3 });
     await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), { i: { name: 'conc', specifications: { concurrency: 4 } } });
     expect(await concurrency()).toEqual({ 'conc-1': 4, 'conc-2': 4, 'conc-3': 4 });

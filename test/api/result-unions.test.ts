@@ -71,7 +71,10 @@ function membersOf(mutation: string): string[] {
   const type = mutationFields[mutation]!.type;
   const named = 'ofType' in type ? type.ofType : type;
   if (!isUnionType(named)) throw new Error(`${mutation} does not answer a union`);
-  return named.getTypes().map((m) => m.name).sort();
+  return named
+    .getTypes()
+    .map((m) => m.name)
+    .sort();
 }
 
 /** The same input with a NUL inside its first string. */

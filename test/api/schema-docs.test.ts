@@ -49,9 +49,11 @@ describe('schema documentation', () => {
         directives: [],
         types: [
           {
-            kind: 'OBJECT', name: 'Query', description: 'The root', interfaces: [], fields: [
-              { name: 'hello', description: null, args: [], type: { kind: 'SCALAR', name: 'String', ofType: null }, isDeprecated: false, deprecationReason: null },
-            ],
+            kind: 'OBJECT',
+            name: 'Query',
+            description: 'The root',
+            interfaces: [],
+            fields: [{ name: 'hello', description: null, args: [], type: { kind: 'SCALAR', name: 'String', ofType: null }, isDeprecated: false, deprecationReason: null }],
           },
           { kind: 'SCALAR', name: 'String', description: 'Text' },
         ],

@@ -19,7 +19,12 @@ async function pull(token: string): Promise<string> {
 }
 
 const request = async (id: string) =>
-  (await t.sql<{ status: string; retry_count: number; status_reason: string | null; worker_id: number | null }>(`select status, retry_count, status_reason, worker_id from work_request where id = ?`, [Number(id)]))[0];
+  (
+    await t.sql<{ status: string; retry_count: number; status_reason: string | null; worker_id: number | null }>(
+      `select status, retry_count, status_reason, worker_id from work_request where id = ?`,
+      [Number(id)],
+    )
+  )[0];
 
 describe('terminateWorker', () => {
   it('makes a pool worker INACTIVE at once, gives back what it held, refuses its token, and publishes it all', async () => {
@@ -51,8 +56,18 @@ describe('terminateWorker', () => {
     await requestEvents.return?.();
 
     // Not started: back at once, no retry counted. Running: re-queued as a retry.
-    expect(await request(assigned)).toEqual({ status: 'PENDING', retry_count: 0, worker_id: null, status_reason: 'worker term-1 was terminated (by an admin); back to the queue, not started' });
-    expect(await request(running)).toEqual({ status: 'PENDING', retry_count: 1, worker_id: null, status_reason: 'worker term-1 was terminated (by an admin); re-queued (retry 1 of 3)' });
+    expect(await request(assigned)).toEqual({
+      status: 'PENDING',
+      retry_count: 0,
+      worker_id: null,
+      status_reason: 'worker term-1 was terminated (by an admin); back to the queue, not started',
+    });
+    expect(await request(running)).toEqual({
+      status: 'PENDING',
+      retry_count: 1,
+      worker_id: null,
+      status_reason: 'worker term-1 was terminated (by an admin); re-queued (retry 1 of 3)',
+    });
 
     // Its token stops working.
     const refused = await t.gql(`mutation { heartbeat(input: {}) { __typename } }`, {}, token);
@@ -62,7 +77,9 @@ describe('terminateWorker', () => {
     const list = await ok(t, `{ all: workers { edges { node { name } } } inactive: workers(filter: { includeInactive: true }) { edges { node { name status } } } }`);
     expect(list.all.edges.map((e: { node: { name: string } }) => e.node.name)).not.toContain('term-1');
     expect(list.inactive.edges.map((e: { node: { name: string; status: string } }) => e.node)).toContainEqual({ name: 'term-1', status: 'INACTIVE' });
-    const { workRequest } = await ok(t, `query($id: ID!) { workRequest(id: $id) { candidateWorkers(availableOnly: false) { name } diagnosis { state matchingWorkers } } }`, { id: assigned });
+    const { workRequest } = await ok(t, `query($id: ID!) { workRequest(id: $id) { candidateWorkers(availableOnly: false) { name } diagnosis { state matchingWorkers } } }`, {
+      id: assigned,
+    });
     expect(workRequest).toEqual({ candidateWorkers: [], diagnosis: { state: 'WAITING_FOR_PROVISIONING', matchingWorkers: 0 } });
 
     // A second terminate answers the worker as it is.

@@ -25,10 +25,14 @@ const abort = (id: string, token?: string) =>
     (d) => d.abortWorkRequest,
   );
 const addDependencies = (id: string, dependsOn: string[]) =>
-  ok(t, `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(input: { id: $id, dependsOn: $d }) { __typename ... on WorkRequest { id status dependsOn } ${ERROR_FIELDS} } }`, {
-    id,
-    d: dependsOn,
-  }).then((d) => d.addWorkRequestDependencies);
+  ok(
+    t,
+    `mutation($id: ID!, $d: [ID!]!) { addWorkRequestDependencies(input: { id: $id, dependsOn: $d }) { __typename ... on WorkRequest { id status dependsOn } ${ERROR_FIELDS} } }`,
+    {
+      id,
+      d: dependsOn,
+    },
+  ).then((d) => d.addWorkRequestDependencies);
 const fetchRequest = async (id: string) => (await ok(t, `query($id: ID!) { workRequest(id: $id) { ${WORK_REQUEST_FIELDS} } }`, { id })).workRequest;
 
 let alice: string;
@@ -44,9 +48,13 @@ describe('createWorkRequest', () => {
     expect(wr).toMatchObject({ status: 'PENDING', taskName: 'sbuild', workspace: { name: 'debian/main' }, createdBy: { username: 'alice' }, dependsOn: [], droppedTags: [] });
     expect(wr.requiredTags).toContainEqual({ tag: 'worker:memory-gib>=16', provenance: 'USER', source: 'user-input' });
     expect(wr.requiredTags).toContainEqual({ tag: 'worker:build-arch:amd64', provenance: 'SYSTEM', source: 'task-data:host_architecture' });
-    const full = await ok(t, 'query($id: ID!) { workRequest(id: $id) { priority priorityBase priorityAdjustment pendingAt taskData userRequiredTags userProvidedTags retryCount worker { name } } }', {
-      id: wr.id,
-    });
+    const full = await ok(
+      t,
+      'query($id: ID!) { workRequest(id: $id) { priority priorityBase priorityAdjustment pendingAt taskData userRequiredTags userProvidedTags retryCount worker { name } } }',
+      {
+        id: wr.id,
+      },
+    );
     expect(full.workRequest).toMatchObject({
       priority: 5,
       priorityBase: 5,
@@ -131,7 +139,11 @@ describe('groups', () => {
   });
 
   it('a creator in a scope group provides task:group:SCOPE::GROUP', async () => {
-    const g = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "debian", name: "Debian" }) { __typename ... on Group { id name scope workspace { name } members { username } } ${ERROR_FIELDS} } }`);
+    const g = await expectResult(
+      t,
+      'Group',
+      `mutation { createGroup(input: { scope: "debian", name: "Debian" }) { __typename ... on Group { id name scope workspace { name } members { username } } ${ERROR_FIELDS} } }`,
+    );
     expect(g).toMatchObject({ name: 'Debian', scope: 'debian', workspace: null, members: [] });
     groupId = g.id;
     const added = await expectResult(
@@ -148,14 +160,22 @@ describe('groups', () => {
   });
 
   it('a group tied to a workspace names it; groups of other scopes do not count', async () => {
-    const g = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "debian", name: "QA", workspace: "debian/qa" }) { __typename ... on Group { id workspace { name } } } }`);
+    const g = await expectResult(
+      t,
+      'Group',
+      `mutation { createGroup(input: { scope: "debian", name: "QA", workspace: "debian/qa" }) { __typename ... on Group { id workspace { name } } } }`,
+    );
     expect(g.workspace).toEqual({ name: 'debian/qa' });
     await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: g.id });
     const other = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "ubuntu", name: "Core" }) { __typename ... on Group { id } } }`);
     await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: other.id });
 
     const wr = await submitOk(t, sbuild('debian/main'), alice);
-    expect(tagsOf(wr.providedTags).filter((tag) => tag.startsWith('task:group:')).sort()).toEqual(['task:group:debian::Debian', 'task:group:debian:qa:QA']);
+    expect(
+      tagsOf(wr.providedTags)
+        .filter((tag) => tag.startsWith('task:group:'))
+        .sort(),
+    ).toEqual(['task:group:debian::Debian', 'task:group:debian:qa:QA']);
   });
 
   it('are listed per scope with their members', async () => {
@@ -229,7 +249,13 @@ describe('task rules', () => {
     expect(wr.providedTags).toContainEqual({ tag: 'site:kernel-team', provenance: 'WORKSPACE', source: 'workspace-rule:sneaky' });
     expect(wr.requiredTags).toContainEqual({ tag: 'site:kernel-builder', provenance: 'WORKSPACE', source: 'workspace-rule:sneaky' });
     expect(wr.droppedTags).toEqual([
-      expect.objectContaining({ tag: 'task:scope:other', provenance: 'WORKSPACE', source: 'workspace-rule:sneaky', set: 'TASK_PROVIDED', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY' }),
+      expect.objectContaining({
+        tag: 'task:scope:other',
+        provenance: 'WORKSPACE',
+        source: 'workspace-rule:sneaky',
+        set: 'TASK_PROVIDED',
+        code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY',
+      }),
     ]);
     expect(wr.droppedTags[0].reason).toContain('task:scope:other');
 
@@ -358,7 +384,9 @@ describe('workRequests and workRequest queries', () => {
     // Connected (so that it shows BUSY), but able to run none of these requests: a scheduler pass cannot assign it more work.
     await connectedWorker(t, 'list-worker', {}, { architectures: ['s390x'] });
     ids.bAssigned = (await submitOk(t, sbuild('list/b', 'coreutils'))).id;
-    await t.sql(`update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'list-worker') where id = ?`, [Number(ids.bAssigned)]);
+    await t.sql(`update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'list-worker') where id = ?`, [
+      Number(ids.bAssigned),
+    ]);
   });
 
   const list = async (filter: Record<string, unknown>, first = 100) => {

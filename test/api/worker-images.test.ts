@@ -58,11 +58,27 @@ describe('registerWorkerImage', () => {
     ['another format', bad((m) => ({ ...m, format: 2 })), { code: 'INVALID_INPUT', path: 'input.manifest.format' }],
     ['a name that is not a name', bad((m) => ({ ...m, name: '../etc' })), { code: 'INVALID_INPUT', path: 'input.manifest.name' }],
     ['a build time that is not one', bad((m) => ({ ...m, createdAt: 'yesterday' })), { code: 'INVALID_INPUT', path: 'input.manifest.createdAt' }],
-    ['a package that is not one', bad((m) => ({ ...m, packages: [...m.packages, { name: 'x' }] })), { code: 'INVALID_INPUT', path: `input.manifest.packages[${imageManifest('x').packages.length}].version` }],
-    ['a tag no admin may provide', bad((m) => ({ ...m, tags: [{ tag: 'worker:type:server', source: 'recipe' }, ...m.tags] })), { code: 'TAG_NOT_ALLOWED', path: 'input.manifest.tags[0].tag' }],
-    ['a tag that is not a tag', bad((m) => ({ ...m, tags: [...m.tags, { tag: 'not a tag', source: 'x' }] })), { code: 'INVALID_TAG', path: `input.manifest.tags[${SBUILD_TAGS.length}].tag` }],
+    [
+      'a package that is not one',
+      bad((m) => ({ ...m, packages: [...m.packages, { name: 'x' }] })),
+      { code: 'INVALID_INPUT', path: `input.manifest.packages[${imageManifest('x').packages.length}].version` },
+    ],
+    [
+      'a tag no admin may provide',
+      bad((m) => ({ ...m, tags: [{ tag: 'worker:type:server', source: 'recipe' }, ...m.tags] })),
+      { code: 'TAG_NOT_ALLOWED', path: 'input.manifest.tags[0].tag' },
+    ],
+    [
+      'a tag that is not a tag',
+      bad((m) => ({ ...m, tags: [...m.tags, { tag: 'not a tag', source: 'x' }] })),
+      { code: 'INVALID_TAG', path: `input.manifest.tags[${SBUILD_TAGS.length}].tag` },
+    ],
     ['not an object', 'trixie-sbuild.manifest.json', { code: 'INVALID_INPUT', path: 'input.manifest' }],
-    ['a NUL in a package version', bad((m) => ({ ...m, packages: [{ ...m.packages[0], version: '1\u0000' }] })), { code: 'INVALID_INPUT', path: 'input.manifest.packages[0].version' }],
+    [
+      'a NUL in a package version',
+      bad((m) => ({ ...m, packages: [{ ...m.packages[0], version: '1\u0000' }] })),
+      { code: 'INVALID_INPUT', path: 'input.manifest.packages[0].version' },
+    ],
   ])('refuses a manifest with %s, naming the field, and writes nothing', async (_label, manifest, expected) => {
     const before = await snapshot(t);
     const refused = await expectResult(t, 'InputError', REGISTER, { m: manifest });

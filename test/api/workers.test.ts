@@ -1,16 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import {
-  AMD64_METADATA,
-  ERROR_FIELDS,
-  connectedWorker,
-  createPool,
-  expectResult,
-  ok,
-  registerWorker,
-  reportMetadata,
-  tagsOf,
-} from '../helpers/fixtures.js';
+import { AMD64_METADATA, ERROR_FIELDS, connectedWorker, createPool, expectResult, ok, registerWorker, reportMetadata, tagsOf } from '../helpers/fixtures.js';
 
 const t = useTestApp();
 

@@ -71,9 +71,13 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     server = await f.server({ TAGSCHED_PROVISIONER: 'off' });
     base = server.url.replace(/\/graphql$/, '');
     await admin(`mutation { createWorkspace(input: { name: "secret/embargo", isPublic: false }) { __typename } }`);
-    aliceToken = ((await admin(`mutation { createUser(input: { username: "alice" }) { __typename ... on UserTokenPayload { token } } }`)) as { createUser: { token: string } }).createUser.token;
-    for (const ws of ['debian/main', 'secret/embargo']) await admin(`mutation($w: String!) { setWorkspaceMember(input: { workspace: $w, username: "alice", role: CONTRIBUTOR }) { __typename } }`, { w: ws });
-    await admin(`mutation { createWorkerPool(input: { name: "cloud-arm64", providedTags: ["site:cloud"], maxActiveInstances: 4, monthlyRuntimeBudgetSeconds: 360000 }) { __typename } }`);
+    aliceToken = ((await admin(`mutation { createUser(input: { username: "alice" }) { __typename ... on UserTokenPayload { token } } }`)) as { createUser: { token: string } })
+      .createUser.token;
+    for (const ws of ['debian/main', 'secret/embargo'])
+      await admin(`mutation($w: String!) { setWorkspaceMember(input: { workspace: $w, username: "alice", role: CONTRIBUTOR }) { __typename } }`, { w: ws });
+    await admin(
+      `mutation { createWorkerPool(input: { name: "cloud-arm64", providedTags: ["site:cloud"], maxActiveInstances: 4, monthlyRuntimeBudgetSeconds: 360000 }) { __typename } }`,
+    );
     // Instances as the provisioner records them (it is off here: nothing is launched).
     await f.sql(
       `insert into instance (name, pool_id, provider_id, state, error, requested_at, started_at, terminated_at)
@@ -93,7 +97,10 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     ids.unschedulable = await submit('debian/main', 'sbuild', { source_package: 'hello', host_architecture: 'amd64' }, ['site:nowhere']);
     ids.private = await submit('secret/embargo', 'sbuild', { source_package: 'embargoed', host_architecture: 'amd64' }, [SECRET_TAG], aliceToken);
     ids.running = await f.createNoop(server.url);
-    await until('the noop request to run on agent-live', async () => (await f.sql(`select status from work_request where id = $1`, [Number(ids.running)]))[0]?.status === 'RUNNING');
+    await until(
+      'the noop request to run on agent-live',
+      async () => (await f.sql(`select status from work_request where id = $1`, [Number(ids.running)]))[0]?.status === 'RUNNING',
+    );
 
     userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-chromium-'));
     context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: DESKTOP, javaScriptEnabled: false });
@@ -129,7 +136,10 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     expect(new URL(page.url()).searchParams.get('status')).toBe('IDLE');
     const idle = await page.locator('main tbody tr').allInnerTexts();
     expect(idle.length).toBe(0); // the agent is busy with the noop request
-    await page.locator('.chips').getByRole('link', { name: /Running work/ }).click();
+    await page
+      .locator('.chips')
+      .getByRole('link', { name: /Running work/ })
+      .click();
     expect(await page.locator('main tbody tr').allInnerTexts()).toEqual([expect.stringContaining('agent-live')]);
     await page.locator('select[name=status]').selectOption('DISCONNECTED');
     await page.locator('select[name=pool]').selectOption('cloud-arm64');
@@ -142,7 +152,12 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     expect(page.url()).toBe(`${base}/-/status/workers/agent-live/`);
     expect(await text()).toContain('Its tags and metadata are shown to signed-in users');
     expect(await page.locator('main').innerHTML()).not.toContain('Provided tags');
-    expect(await page.locator('main').getByRole('link', { name: `#${ids.running}` }).count()).toBe(1);
+    expect(
+      await page
+        .locator('main')
+        .getByRole('link', { name: `#${ids.running}` })
+        .count(),
+    ).toBe(1);
     await shoot('worker');
 
     await nav('Pools');
@@ -178,7 +193,12 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     await page.locator('main .badge', { hasText: 'SUCCESS' }).waitFor();
     expect(await page.locator('pre.log').innerText()).toContain('finished');
     await page.getByRole('link', { name: 'agent-live' }).click();
-    expect(await page.locator('main').getByRole('link', { name: `#${ids.running}` }).count()).toBe(1); // now under recent work
+    expect(
+      await page
+        .locator('main')
+        .getByRole('link', { name: `#${ids.running}` })
+        .count(),
+    ).toBe(1); // now under recent work
   }
 
   /** Signed in: the form, tags, metadata and the private workspace's work; signed out again. */
@@ -219,7 +239,11 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
 
   /** A token revoked while signed in: the next page is anonymous and the cookie is gone. */
   async function revokedWhileSignedIn(): Promise<void> {
-    const token = ((await admin(`mutation { createToken(input: { username: "alice", label: "browser" }) { __typename ... on TokenValuePayload { value } } }`)) as { createToken: { value: string } }).createToken.value;
+    const token = (
+      (await admin(`mutation { createToken(input: { username: "alice", label: "browser" }) { __typename ... on TokenValuePayload { value } } }`)) as {
+        createToken: { value: string };
+      }
+    ).createToken.value;
     await page.goto(`${base}/-/status/login`);
     await page.locator('#token').fill(token);
     await page.getByRole('button', { name: 'Sign in' }).click();

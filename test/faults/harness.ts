@@ -42,7 +42,12 @@ function lineCollector(stream: NodeJS.ReadableStream, into: LogLine[]): void {
 }
 
 /** Polls `fn` until it returns something other than undefined/false/null; fails after the deadline with `what`. */
-export async function until<T>(what: string | (() => string), fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = DEADLINE_MS, intervalMs = 100): Promise<T> {
+export async function until<T>(
+  what: string | (() => string),
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = DEADLINE_MS,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown = null;
   for (;;) {
@@ -249,13 +254,18 @@ export function useFleet(): Fleet {
         return server;
       },
       async registerWorker(url, name, concurrency = 1, options = {}) {
-        const r = await gql(url, `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { ... on WorkerTokenPayload { token } ... on Error { code message } } }`, { i: { name, concurrency, ...options } });
+        const r = await gql(url, `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { ... on WorkerTokenPayload { token } ... on Error { code message } } }`, {
+          i: { name, concurrency, ...options },
+        });
         const token = ok(r, 'registerWorker').token as string | undefined;
         if (!token) throw new Error(`registerWorker ${name}: ${JSON.stringify(r.data)}`);
         return token;
       },
       async createNoop(url) {
-        const r = await gql(url, `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ... on Error { code message } } }`);
+        const r = await gql(
+          url,
+          `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ... on Error { code message } } }`,
+        );
         const id = ok(r, 'createWorkRequest').id as string | undefined;
         if (!id) throw new Error(`createWorkRequest: ${JSON.stringify(r.data)}`);
         return id;
@@ -346,10 +356,9 @@ export function useFleet(): Fleet {
         return [...byRun.values()];
       },
       async terminateBackends() {
-        const rows = await fleet.sql<{ n: number }>(
-          `select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`,
-          [db.name],
-        );
+        const rows = await fleet.sql<{ n: number }>(`select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [
+          db.name,
+        ]);
         return rows[0].n;
       },
     } satisfies Partial<Fleet>);
@@ -431,7 +440,10 @@ export function expectExactlyOnce(fleet: Fleet, finalStates: readonly RequestSta
     }
     if (s.status === 'COMPLETED') {
       completed++;
-      expect(finished.map((e) => e.agent), `request ${s.id} must have finished exactly once, on ${s.worker}`).toEqual([s.worker]);
+      expect(
+        finished.map((e) => e.agent),
+        `request ${s.id} must have finished exactly once, on ${s.worker}`,
+      ).toEqual([s.worker]);
       expect(s.result).toBe('SUCCESS');
     } else {
       aborted++;

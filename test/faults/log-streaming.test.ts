@@ -19,8 +19,7 @@ const PARTS = [
 const gate = (n: number) => path.join(f.dir, `log-gate-${n}`);
 // "out N" on stdout and "err N" on stderr, interleaved; before the second and third parts the handler
 // waits for its gate. Then a NUL and a byte that is not UTF-8, which the server stores as ␀ and U+FFFD.
-const part = ([from, to]: readonly [number, number]) =>
-  `i=${from}; while [ $i -le ${to} ]; do echo "out $i"; echo "err $i" >&2; i=$((i + 1)); done`;
+const part = ([from, to]: readonly [number, number]) => `i=${from}; while [ $i -le ${to} ]; do echo "out $i"; echo "err $i" >&2; i=$((i + 1)); done`;
 const waitFor = (n: number) => `while [ ! -e "${gate(n)}" ]; do sleep 0.05; done`;
 const output = () => [part(PARTS[0]), waitFor(1), part(PARTS[1]), waitFor(2), part(PARTS[2]), `printf 'nul:\\000 bad:\\377 end\\n'`].join('; ');
 const LINES_TEXT = Array.from({ length: LINES }, (_, k) => `out ${k + 1}\nerr ${k + 1}\n`).join('');

@@ -33,11 +33,9 @@ const total = (m: Map<string, number>) => [...m.values()].reduce((s, v) => s + v
 const key = (labels: Record<string, string>) => JSON.stringify(labels);
 
 async function createRequest(url: string, workspace: string, taskName: string, taskData: unknown, dependsOn?: string[]): Promise<string> {
-  const r = await f.gql(
-    url,
-    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { code message } } }`,
-    { i: { workspace, taskType: 'worker', taskName, taskData, dependsOn } },
-  );
+  const r = await f.gql(url, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { code message } } }`, {
+    i: { workspace, taskType: 'worker', taskName, taskData, dependsOn },
+  });
   expect(r.data?.createWorkRequest.__typename, JSON.stringify(r)).toBe('WorkRequest');
   return r.data!.createWorkRequest.id as string;
 }
@@ -81,7 +79,9 @@ describe.sequential('/metrics', () => {
       `select task_name, result, count(*)::int as n from work_request where status = 'COMPLETED' group by 1, 2`,
     );
     const runs = histogram(metrics, 'tagsched_work_request_run_seconds');
-    expect(Object.fromEntries(runs.map((h) => [`${h.labels.task}/${h.labels.result}`, h.count]))).toEqual(Object.fromEntries(completed.map((c) => [`${c.task_name}/${c.result}`, c.n])));
+    expect(Object.fromEntries(runs.map((h) => [`${h.labels.task}/${h.labels.result}`, h.count]))).toEqual(
+      Object.fromEntries(completed.map((c) => [`${c.task_name}/${c.result}`, c.n])),
+    );
 
     // The agents name their operations: each acknowledgement and each result is one mutation.
     const operations = histogram(metrics, 'tagsched_graphql_request_duration_seconds');

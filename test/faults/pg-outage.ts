@@ -23,11 +23,17 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
     // A probe: a server-type worker that runs only servernoop (the agents cannot), subscribed over a
     // WebSocket and never heartbeating, so an assignment can only reach it as a push, through NOTIFY
     // and the server's LISTEN connection.
-    const probeToken = (await f.gql(server.url, `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
+    const probeToken = (await f.gql(server.url, `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
+      .token as string;
     const probe = wsClient(server.url, probeToken);
     const pushed = collect<{ assignments: { id: string } }>(probe.client, `subscription { assignments { id } }`);
     try {
-      const report = await f.gql(server.url, `mutation { reportWorkerMetadata(input: { metadata: { tasks: [{ type: "server", name: "servernoop", version: 1 }] } }) { ... on Worker { status } } }`, {}, probeToken);
+      const report = await f.gql(
+        server.url,
+        `mutation { reportWorkerMetadata(input: { metadata: { tasks: [{ type: "server", name: "servernoop", version: 1 }] } }) { ... on Worker { status } } }`,
+        {},
+        probeToken,
+      );
       expect(report.data!.reportWorkerMetadata).toEqual({ status: 'IDLE' });
       const listenerUp = () => server.logs.filter((l) => l.msg === 'event listener connected').length;
 
@@ -41,10 +47,20 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
 
       // After the cuts: new work is still assigned, and pushed.
       const after = [await f.createNoop(server.url), await f.createNoop(server.url)];
-      const forProbe = (await f.gql(server.url, `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "server", taskName: "servernoop", taskData: {} }) { ... on WorkRequest { id } } }`)).data!.createWorkRequest.id as string;
+      const forProbe = (
+        await f.gql(
+          server.url,
+          `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "server", taskName: "servernoop", taskData: {} }) { ... on WorkRequest { id } } }`,
+        )
+      ).data!.createWorkRequest.id as string;
       expect(await pushed.next(1, 60_000)).toEqual([{ assignments: { id: forProbe } }]);
       for (const op of ['startWorkRequest', 'completeWorkRequest']) {
-        const r = await f.gql(server.url, `mutation($id: ID!) { ${op}(input: { id: $id${op === 'completeWorkRequest' ? ', result: SUCCESS' : ''} }) { __typename } }`, { id: forProbe }, probeToken);
+        const r = await f.gql(
+          server.url,
+          `mutation($id: ID!) { ${op}(input: { id: $id${op === 'completeWorkRequest' ? ', result: SUCCESS' : ''} }) { __typename } }`,
+          { id: forProbe },
+          probeToken,
+        );
         expect(r.data![op]).toEqual({ __typename: 'WorkRequest' });
       }
 

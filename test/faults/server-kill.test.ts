@@ -65,7 +65,10 @@ describe.sequential('a server killed', () => {
     await s1.kill();
     await proxy.close();
     // Down for longer than the lease (6 s): p has not been heard from for longer than that.
-    await until('p to be silent for longer than the heartbeat lease', async () => (await f.sql(`select now() - last_seen_at > interval '7 seconds' as silent from worker where name = 'p'`))[0].silent);
+    await until(
+      'p to be silent for longer than the heartbeat lease',
+      async () => (await f.sql(`select now() - last_seen_at > interval '7 seconds' as silent from worker where name = 'p'`))[0].silent,
+    );
     const s2 = await f.server({}, 'down-1');
     proxy.retarget(s2.port);
     // The network comes back a little after the server, once its periodic sweeps (every 1 s) have run.

@@ -19,7 +19,11 @@ describe('two server processes on one database', () => {
     expect(far.logged('assignment received').map((l) => l.id)).toEqual([first]);
 
     // Agents on both, requests created on both at once.
-    const agents = [far, await f.agent({ name: 'near', url: one.url, concurrency: 2, sleep: '0.1' }), await f.agent({ name: 'also-far', url: two.url, concurrency: 2, sleep: '0.1' })];
+    const agents = [
+      far,
+      await f.agent({ name: 'near', url: one.url, concurrency: 2, sleep: '0.1' }),
+      await f.agent({ name: 'also-far', url: two.url, concurrency: 2, sleep: '0.1' }),
+    ];
     const ids = [first];
     for (let batch = 0; batch < 5; batch++) {
       ids.push(...(await Promise.all([0, 1, 2, 3, 4, 5].map((i) => f.createNoop((i % 2 ? one : two).url)))));
@@ -35,7 +39,10 @@ describe('two server processes on one database', () => {
     const idle = await Promise.all(Array.from({ length: 40 }, (_, i) => f.registerWorker(one.url, `idle-${i}`)));
     const sockets = idle.map((token) => wsClient(one.url, token));
     try {
-      await until('the idle workers to be connected', async () => (await f.sql(`select count(*)::int as n from worker where name like 'idle-%' and connected_at is not null`))[0].n === idle.length);
+      await until(
+        'the idle workers to be connected',
+        async () => (await f.sql(`select count(*)::int as n from worker where name like 'idle-%' and connected_at is not null`))[0].n === idle.length,
+      );
       expect(await one.stop()).toBe(0);
       expect(await f.sql(`select name from worker where (name like 'idle-%' or name = 'near') and connected_at is not null`)).toEqual([]);
     } finally {

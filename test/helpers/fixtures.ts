@@ -16,13 +16,7 @@ export async function ok(t: TestApp, query: string, variables?: Record<string, u
 }
 
 /** Runs a mutation whose result union must be the given member, and returns that result. */
-export async function expectResult(
-  t: TestApp,
-  typename: string,
-  query: string,
-  variables?: Record<string, unknown>,
-  token?: string | null,
-): Promise<Json> {
+export async function expectResult(t: TestApp, typename: string, query: string, variables?: Record<string, unknown>, token?: string | null): Promise<Json> {
   const data = await ok(t, query, variables, token);
   const [result] = Object.values(data) as Json[];
   expect(result.__typename, JSON.stringify(result)).toBe(typename);
@@ -44,17 +38,8 @@ export async function createUser(t: TestApp, username: string, isAdmin = false):
 }
 
 /** Creates a workspace `scope/name` (public unless told otherwise). */
-export async function createWorkspace(
-  t: TestApp,
-  name: string,
-  opts: { isPublic?: boolean; providableTagPrefixes?: string[] } = {},
-): Promise<void> {
-  await expectResult(
-    t,
-    'Workspace',
-    `mutation($i: WorkspaceInput!) { createWorkspace(input: $i) { __typename ${ERROR_FIELDS} } }`,
-    { i: { name, ...opts } },
-  );
+export async function createWorkspace(t: TestApp, name: string, opts: { isPublic?: boolean; providableTagPrefixes?: string[] } = {}): Promise<void> {
+  await expectResult(t, 'Workspace', `mutation($i: WorkspaceInput!) { createWorkspace(input: $i) { __typename ${ERROR_FIELDS} } }`, { i: { name, ...opts } });
 }
 
 /** Makes a user a member of a workspace with a role (CONTRIBUTOR by default). */
@@ -75,11 +60,7 @@ export async function memberOf(t: TestApp, workspace: string, username: string, 
 }
 
 /** Registers a worker (admin) and returns its token. */
-export async function registerWorker(
-  t: TestApp,
-  name: string,
-  opts: { pool?: string; type?: string; concurrency?: number; staticMetadata?: Json } = {},
-): Promise<string> {
+export async function registerWorker(t: TestApp, name: string, opts: { pool?: string; type?: string; concurrency?: number; staticMetadata?: Json } = {}): Promise<string> {
   const r = await expectResult(
     t,
     'WorkerTokenPayload',
@@ -121,12 +102,7 @@ export async function connectedWorker(t: TestApp, name: string, opts: Parameters
 
 /** Creates a worker pool (admin). */
 export async function createPool(t: TestApp, input: Json): Promise<Json> {
-  return expectResult(
-    t,
-    'WorkerPool',
-    `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} } }`,
-    { i: input },
-  );
+  return expectResult(t, 'WorkerPool', `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} } }`, { i: input });
 }
 
 /** The fields of a created work request most tests look at. */

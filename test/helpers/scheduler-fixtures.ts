@@ -95,7 +95,8 @@ async function base(t: TestApp, em: EntityManager): Promise<{ workspaceId: numbe
  */
 export async function resetScheduling(t: TestApp): Promise<void> {
   await t.app.orm.em.fork().transactional(async (tx) => {
-    for (const table of ['work_request_dependency', 'work_request', 'token', 'instance', 'worker', 'worker_pool', 'significant_tag', 'task_duration']) await tx.execute(`delete from ${table}`);
+    for (const table of ['work_request_dependency', 'work_request', 'token', 'instance', 'worker', 'worker_pool', 'significant_tag', 'task_duration'])
+      await tx.execute(`delete from ${table}`);
     await tx.execute(
       `insert into token (hash, kind, label, user_id, enabled, created_at)
        select ?, 'admin', 'test admin', id, true, now() from app_user where username = 'admin'`,
@@ -225,11 +226,11 @@ export async function classifyPending(tx: EntityManager): Promise<void> {
     `select id, provided_tags, required_tags from work_request where status = 'PENDING' and class_id is null order by id`,
   );
   if (!rows.length) return;
-  const classIds = await classIdsFor(tx, rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })));
-  await tx.execute(`update work_request w set class_id = v.c from unnest(?::int[], ?::int[]) as v(id, c) where w.id = v.id`, [
-    intArray(rows.map((r) => r.id)),
-    intArray(classIds),
-  ]);
+  const classIds = await classIdsFor(
+    tx,
+    rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })),
+  );
+  await tx.execute(`update work_request w set class_id = v.c from unnest(?::int[], ?::int[]) as v(id, c) where w.id = v.id`, [intArray(rows.map((r) => r.id)), intArray(classIds)]);
 }
 
 /** Runs fn in a transaction that is always rolled back: to ask "what would happen" without changing anything. */

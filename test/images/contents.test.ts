@@ -29,7 +29,11 @@ describe('packages of an image (DESIGN §12)', () => {
   ])('backend %s on %s adds %j', (backend, arch, extra) => {
     const r = recipe({ enable_backends: [backend] }, arch);
     expect(names(r)).toEqual([...new Set([...BASE, ...extra])].sort());
-    expect(imagePackages(r).filter((p) => extra.includes(p.name)).every((p) => p.neededBy.includes(`backend:${backend}`))).toBe(true);
+    expect(
+      imagePackages(r)
+        .filter((p) => extra.includes(p.name))
+        .every((p) => p.neededBy.includes(`backend:${backend}`)),
+    ).toBe(true);
   });
 
   it.each<[ImageTask, string[]]>([
@@ -53,7 +57,16 @@ describe('packages of an image (DESIGN §12)', () => {
 
   it('maps every architecture family to its qemu-system package', () => {
     expect(['amd64', 'i386', 'arm64', 'armhf', 'armel', 'ppc64el', 's390x', 'mips64el', 'riscv64', 'loong64'].map(qemuSystemPackage)).toEqual([
-      'qemu-system-x86', 'qemu-system-x86', 'qemu-system-arm', 'qemu-system-arm', 'qemu-system-arm', 'qemu-system-ppc', 'qemu-system-s390x', 'qemu-system-mips', 'qemu-system-misc', 'qemu-system-misc',
+      'qemu-system-x86',
+      'qemu-system-x86',
+      'qemu-system-arm',
+      'qemu-system-arm',
+      'qemu-system-arm',
+      'qemu-system-ppc',
+      'qemu-system-s390x',
+      'qemu-system-mips',
+      'qemu-system-misc',
+      'qemu-system-misc',
     ]);
   });
 });

@@ -8,7 +8,12 @@ describe('image task handlers', () => {
   it.each<[string, string, unknown, HandlerPlan]>([
     ['noop', 'noop', {}, { kind: 'finish', success: true }],
     ['noop asked to fail', 'noop', { result: false }, { kind: 'finish', success: false }],
-    ['sbuild', 'sbuild', { source_package: 'hello', host_architecture: 'arm64' }, run(['sbuild', '--chroot-mode=unshare', '--no-run-lintian', '--dist=trixie', '--arch=arm64', 'hello'])],
+    [
+      'sbuild',
+      'sbuild',
+      { source_package: 'hello', host_architecture: 'arm64' },
+      run(['sbuild', '--chroot-mode=unshare', '--no-run-lintian', '--dist=trixie', '--arch=arm64', 'hello']),
+    ],
     [
       'sbuild of arch-all and source with profiles',
       'sbuild',
@@ -31,7 +36,15 @@ describe('image task handlers', () => {
           { mirror: 'http://deb.debian.org/debian', suite: 'trixie-updates' },
         ],
       },
-      run(['mmdebstrap', '--architectures=arm64', '--variant=minbase', 'trixie', 'system.tar.xz', 'deb http://deb.debian.org/debian trixie main contrib', 'deb http://deb.debian.org/debian trixie-updates main']),
+      run([
+        'mmdebstrap',
+        '--architectures=arm64',
+        '--variant=minbase',
+        'trixie',
+        'system.tar.xz',
+        'deb http://deb.debian.org/debian trixie main contrib',
+        'deb http://deb.debian.org/debian trixie-updates main',
+      ]),
     ],
   ])('%s', (_, task, data, plan) => {
     expect(planTask(task, data, ctx)).toEqual(plan);
@@ -39,8 +52,18 @@ describe('image task handlers', () => {
 
   it.each<[string, string, unknown, RegExp]>([
     ['a task with no handler', 'lintian', {}, /no handler for task lintian/],
-    ['another backend', 'sbuild', { source_package: 'hello', host_architecture: 'amd64', backend: 'incus-lxc' }, /backend incus-lxc: this image's handlers run the unshare backend only/],
-    ['data the task schema refuses', 'sbuild', { source_package: 'Hello World', host_architecture: 'amd64' }, /invalid taskData for sbuild: source_package: expected a Debian source package name/],
+    [
+      'another backend',
+      'sbuild',
+      { source_package: 'hello', host_architecture: 'amd64', backend: 'incus-lxc' },
+      /backend incus-lxc: this image's handlers run the unshare backend only/,
+    ],
+    [
+      'data the task schema refuses',
+      'sbuild',
+      { source_package: 'Hello World', host_architecture: 'amd64' },
+      /invalid taskData for sbuild: source_package: expected a Debian source package name/,
+    ],
     ['an option smuggled into a package name', 'sbuild', { source_package: '--foo', host_architecture: 'amd64' }, /invalid taskData/],
     ['unknown fields', 'noop', { result: true, run: 'rm -rf /' }, /invalid taskData for noop/],
   ])('refuses %s with a reason', (_, task, data, reason) => {

@@ -56,10 +56,12 @@ describe('the installed packages of a build', () => {
   });
 
   it('name each planned package that is missing, with what needed it', () => {
-    expect(installedProblems(planned, all.filter((p) => p.name !== 'sbuild' && p.name !== 'uidmap'))).toEqual([
-      'package sbuild (for task:sbuild) is not installed',
-      'package uidmap (for backend:unshare) is not installed',
-    ]);
+    expect(
+      installedProblems(
+        planned,
+        all.filter((p) => p.name !== 'sbuild' && p.name !== 'uidmap'),
+      ),
+    ).toEqual(['package sbuild (for task:sbuild) is not installed', 'package uidmap (for backend:unshare) is not installed']);
   });
 
   it.each(['18.19.0+dfsg-6~deb12u2', '20.18.0-1', 'x'])('refuse nodejs %s', (version) => {

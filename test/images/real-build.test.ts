@@ -55,7 +55,12 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     );
     buildSeconds = (Date.now() - started) / 1000;
     if (build.status !== 0) throw new Error(`tagsched-image build failed (${build.status}):\n${build.stderr.slice(-4000)}`);
-    process.stderr.write(`image built in ${buildSeconds.toFixed(0)} s\n${build.stderr.split('\n').filter((l) => /built|root file system|tags/.test(l)).join('\n')}\n`);
+    process.stderr.write(
+      `image built in ${buildSeconds.toFixed(0)} s\n${build.stderr
+        .split('\n')
+        .filter((l) => /built|root file system|tags/.test(l))
+        .join('\n')}\n`,
+    );
     manifest = parseManifest(JSON.parse(fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8')));
     fs.mkdirSync(tree);
     execFileSync('tar', ['--extract', '--numeric-owner', '--preserve-permissions', '--file', path.join(dir, manifest.files.rootfs.path), '--directory', tree]);
@@ -107,7 +112,12 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     }
     // Every package of the manifest is in the tree's dpkg database, at that version.
     const queried = execFileSync('chroot', [tree, 'dpkg-query', '-W', '-f', '${Package} ${Version}\n'], { encoding: 'utf8' });
-    const inTree = new Map(queried.trim().split('\n').map((l) => l.split(' ') as [string, string]));
+    const inTree = new Map(
+      queried
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ') as [string, string]),
+    );
     for (const p of manifest.packages) expect(inTree.get(p.name), p.name).toBe(p.version);
     expect(fs.statSync(path.join(dir, manifest.files.rootfs.path)).size).toBe(manifest.files.rootfs.bytes);
     // Debian's own node runs the agent: no node_modules anywhere near it.
@@ -142,69 +152,79 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     expect(home.isDirectory()).toBe(true);
   });
 
-  it('boots as a worker with only a URL and an activation token, reports the promised tags, and runs a noop', async () => {
-    await gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    // The manifest the build wrote is registered as it is, and the pool names the image.
-    const registered = await gql(`mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ... on WorkerImage { name packageCount } ... on Error { code message } } }`, {
-      m: JSON.parse(fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8')),
-    });
-    expect(registered.registerWorkerImage).toEqual({ __typename: 'WorkerImage', name: 'test-image', packageCount: manifest.packages.length });
-    const pool = await gql(
-      `mutation { createWorkerPool(input: { name: "image-pool", providerType: "local", specifications: { image: "test-image" } }) {
+  it(
+    'boots as a worker with only a URL and an activation token, reports the promised tags, and runs a noop',
+    async () => {
+      await gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
+      // The manifest the build wrote is registered as it is, and the pool names the image.
+      const registered = await gql(
+        `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ... on WorkerImage { name packageCount } ... on Error { code message } } }`,
+        {
+          m: JSON.parse(fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8')),
+        },
+      );
+      expect(registered.registerWorkerImage).toEqual({ __typename: 'WorkerImage', name: 'test-image', packageCount: manifest.packages.length });
+      const pool = await gql(
+        `mutation { createWorkerPool(input: { name: "image-pool", providerType: "local", specifications: { image: "test-image" } }) {
         __typename ... on WorkerPool { specifications { image } templateProvidedTags { tag provenance source } } ... on Error { code message } } }`,
-    );
-    expect(pool.createWorkerPool).toMatchObject({ __typename: 'WorkerPool', specifications: { image: 'test-image' } });
-    // Its template tags are the manifest's, from the image; demand and diagnosis match work on these.
-    const fromImage = pool.createWorkerPool.templateProvidedTags.filter((t: { source: string }) => t.source === 'image:test-image');
-    expect(fromImage).toEqual(manifest.tags.map((t) => ({ tag: t.tag, provenance: 'ADMIN', source: 'image:test-image' })));
-    const activation = (await gql(`mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token as string;
+      );
+      expect(pool.createWorkerPool).toMatchObject({ __typename: 'WorkerPool', specifications: { image: 'test-image' } });
+      // Its template tags are the manifest's, from the image; demand and diagnosis match work on these.
+      const fromImage = pool.createWorkerPool.templateProvidedTags.filter((t: { source: string }) => t.source === 'image:test-image');
+      expect(fromImage).toEqual(manifest.tags.map((t) => ({ tag: t.tag, provenance: 'ADMIN', source: 'image:test-image' })));
+      const activation = (await gql(`mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken
+        .token as string;
 
-    // What cloud-init's user data writes (src/provisioner/user-data.ts): root only.
-    const config = path.join(tree, IMAGE_PATHS.config);
-    fs.writeFileSync(config, agentConfigFile({ serverUrl: server.url, activationToken: activation, workerName: 'image-1' }), { mode: 0o600 });
-    fs.chownSync(config, 0, 0);
+      // What cloud-init's user data writes (src/provisioner/user-data.ts): root only.
+      const config = path.join(tree, IMAGE_PATHS.config);
+      fs.writeFileSync(config, agentConfigFile({ serverUrl: server.url, activationToken: activation, workerName: 'image-1' }), { mode: 0o600 });
+      fs.chownSync(config, 0, 0);
 
-    agent = startService(tree, IMAGE_PATHS.unit);
-    const child = agent.child;
-    let rest = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      const lines = (rest + d.toString()).split('\n');
-      rest = lines.pop()!;
-      for (const line of lines) if (line.trim()) agentLog.push(JSON.parse(line) as LogLine);
-    });
-    child.stderr!.on('data', (d: Buffer) => (agentStderr += d.toString()));
-    const logged = (msg: string) => () => agentLog.find((l) => l.msg === msg);
-    const context = () => `${JSON.stringify(agentLog, null, 1)}\n${agentStderr}`;
+      agent = startService(tree, IMAGE_PATHS.unit);
+      const child = agent.child;
+      let rest = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        const lines = (rest + d.toString()).split('\n');
+        rest = lines.pop()!;
+        for (const line of lines) if (line.trim()) agentLog.push(JSON.parse(line) as LogLine);
+      });
+      child.stderr!.on('data', (d: Buffer) => (agentStderr += d.toString()));
+      const logged = (msg: string) => () => agentLog.find((l) => l.msg === msg);
+      const context = () => `${JSON.stringify(agentLog, null, 1)}\n${agentStderr}`;
 
-    await until(() => `the agent to activate and report: ${context()}`, logged('metadata reported'), WAIT_MS);
-    expect(agentLog.find((l) => l.msg === 'activated')).toMatchObject({ worker: 'image-1' });
-    // The worker token it got is kept in its state file, readable by its user only.
-    const state = fs.statSync(path.join(tree, IMAGE_PATHS.home, 'state.json'));
-    expect(state.mode & 0o077).toBe(0);
+      await until(() => `the agent to activate and report: ${context()}`, logged('metadata reported'), WAIT_MS);
+      expect(agentLog.find((l) => l.msg === 'activated')).toMatchObject({ worker: 'image-1' });
+      // The worker token it got is kept in its state file, readable by its user only.
+      const state = fs.statSync(path.join(tree, IMAGE_PATHS.home, 'state.json'));
+      expect(state.mode & 0o077).toBe(0);
 
-    const worker = (await gql(`{ worker(name: "image-1") { status pool { name } providedTags { tag provenance source } } }`)).worker;
-    expect(worker.pool.name).toBe('image-pool');
-    const reported = worker.providedTags.filter((t: { provenance: string }) => t.provenance === 'WORKER').map((t: { tag: string }) => t.tag);
-    for (const { tag } of manifest.tags) expect(reported, `the manifest promised ${tag}`).toContain(tag);
+      const worker = (await gql(`{ worker(name: "image-1") { status pool { name } providedTags { tag provenance source } } }`)).worker;
+      expect(worker.pool.name).toBe('image-pool');
+      const reported = worker.providedTags.filter((t: { provenance: string }) => t.provenance === 'WORKER').map((t: { tag: string }) => t.tag);
+      for (const { tag } of manifest.tags) expect(reported, `the manifest promised ${tag}`).toContain(tag);
 
-    const created = await gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ... on Error { code message } } }`);
-    const id = created.createWorkRequest.id as string;
-    const done = await until(
-      () => `noop ${id} to complete: ${context()}`,
-      async () => {
-        const r = (await gql(`query($id: ID!) { workRequest(id: $id) { status result worker { name } } }`, { id })).workRequest;
-        return r.status === 'COMPLETED' && r;
-      },
-      WAIT_MS,
-    );
-    expect(done).toMatchObject({ result: 'SUCCESS', worker: { name: 'image-1' } });
-    // The image's handler ran it, in the run directory of the agent's work directory.
-    expect(fs.existsSync(path.join(tree, IMAGE_PATHS.home, 'runs', id, 'log'))).toBe(true);
+      const created = await gql(
+        `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ... on Error { code message } } }`,
+      );
+      const id = created.createWorkRequest.id as string;
+      const done = await until(
+        () => `noop ${id} to complete: ${context()}`,
+        async () => {
+          const r = (await gql(`query($id: ID!) { workRequest(id: $id) { status result worker { name } } }`, { id })).workRequest;
+          return r.status === 'COMPLETED' && r;
+        },
+        WAIT_MS,
+      );
+      expect(done).toMatchObject({ result: 'SUCCESS', worker: { name: 'image-1' } });
+      // The image's handler ran it, in the run directory of the agent's work directory.
+      expect(fs.existsSync(path.join(tree, IMAGE_PATHS.home, 'runs', id, 'log'))).toBe(true);
 
-    // A stop drains and exits 0, as `systemctl stop` would (SIGTERM to the agent alone: KillMode=mixed).
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    agent.signal('SIGTERM');
-    expect(await exited).toBe(0);
-    expect(agentLog.filter((l) => l.msg === 'draining' || l.msg === 'exited').map((l) => l.msg)).toEqual(['draining', 'exited']);
-  }, 4 * WAIT_MS);
+      // A stop drains and exits 0, as `systemctl stop` would (SIGTERM to the agent alone: KillMode=mixed).
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      agent.signal('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(agentLog.filter((l) => l.msg === 'draining' || l.msg === 'exited').map((l) => l.msg)).toEqual(['draining', 'exited']);
+    },
+    4 * WAIT_MS,
+  );
 });

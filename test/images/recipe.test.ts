@@ -43,7 +43,11 @@ describe('recipes', () => {
   });
 
   it.each<[string, unknown, { field: string; message: RegExp }[]]>([
-    ['an unknown backend', { enable_backends: ['unshare', 'docker'] }, [{ field: 'enable_backends', message: /unknown backend "docker" \(known: unshare, incus-lxc, incus-vm, qemu\)/ }]],
+    [
+      'an unknown backend',
+      { enable_backends: ['unshare', 'docker'] },
+      [{ field: 'enable_backends', message: /unknown backend "docker" \(known: unshare, incus-lxc, incus-vm, qemu\)/ }],
+    ],
     ['an unknown task', { enable_tasks: ['lintian'] }, [{ field: 'enable_tasks', message: /unknown task "lintian"/ }]],
     ['a task listed twice', { enable_tasks: ['sbuild', 'sbuild'] }, [{ field: 'enable_tasks', message: /listed twice/ }]],
     ['backends that are not a list', { enable_backends: 'unshare' }, [{ field: 'enable_backends', message: /array/ }]],
@@ -55,9 +59,17 @@ describe('recipes', () => {
     ['an architecture with a slash', { architecture: 'linux/amd64' }, [{ field: 'architecture', message: /Debian architecture name/ }]],
     ['a mirror that is not a URL', { mirror: 'deb.debian.org' }, [{ field: 'mirror', message: /http:\/\/, https:\/\/ or file:\/\/ URL/ }]],
     ['an ftp mirror', { mirror: 'ftp://ftp.debian.org/debian' }, [{ field: 'mirror', message: /http:\/\/, https:\/\/ or file:\/\/ URL/ }]],
-    ['an unknown key', { suite: 'trixie', enable_task: ['sbuild'] }, [{ field: 'enable_task', message: /not a recipe key \(keys: suite, architecture, mirror, source, enable_backends, enable_tasks\)/ }]],
+    [
+      'an unknown key',
+      { suite: 'trixie', enable_task: ['sbuild'] },
+      [{ field: 'enable_task', message: /not a recipe key \(keys: suite, architecture, mirror, source, enable_backends, enable_tasks\)/ }],
+    ],
     ['an empty source', { source: '' }, [{ field: 'source', message: /deb822 APT source/ }]],
-    ['a one-line-style source', { source: 'deb http://deb.debian.org/debian trixie main' }, [{ field: 'source', message: /line 1: this is the one-line format of sources.list; write the source as deb822/ }]],
+    [
+      'a one-line-style source',
+      { source: 'deb http://deb.debian.org/debian trixie main' },
+      [{ field: 'source', message: /line 1: this is the one-line format of sources.list; write the source as deb822/ }],
+    ],
     ['a source with no Components', { source: 'Types: deb\nURIs: http://x.example/debian\nSuites: trixie\n' }, [{ field: 'source', message: /no Components/ }]],
   ])('refuses %s, naming the field', (_, input, expected) => {
     const problems = problemsOf(input);
@@ -117,7 +129,14 @@ describe('APT sources (deb822)', () => {
     const key = '-----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n mQINBGN\n -----END PGP PUBLIC KEY BLOCK-----';
     const source = parseAptSource(`${DEBIAN}\nTypes: deb deb-src\nURIs: https://example.org/apt\nSuites: stable/\nSigned-By:\n ${key}\nX-Repolib-Name: example\nEnabled: yes\n`);
     expect(source.stanzas).toEqual([
-      { types: ['deb'], uris: ['http://deb.debian.org/debian'], suites: ['trixie', 'trixie-updates'], components: ['main', 'contrib'], keyFiles: ['/usr/share/keyrings/debian-archive-keyring.gpg'], embeddedKey: false },
+      {
+        types: ['deb'],
+        uris: ['http://deb.debian.org/debian'],
+        suites: ['trixie', 'trixie-updates'],
+        components: ['main', 'contrib'],
+        keyFiles: ['/usr/share/keyrings/debian-archive-keyring.gpg'],
+        embeddedKey: false,
+      },
       { types: ['deb', 'deb-src'], uris: ['https://example.org/apt'], suites: ['stable/'], components: [], keyFiles: [], embeddedKey: true },
     ]);
   });

@@ -25,7 +25,12 @@ describe('bundle contents', () => {
   });
 
   it('finds the server-only packages', () => {
-    expect(serverOnlyAmong(['zod', 'pg', 'pg-protocol', '@mikro-orm/core', 'graphql-yoga', 'graphql-ws', '@pothos/core', 'pino'])).toEqual(['pg', '@mikro-orm/core', 'graphql-yoga', '@pothos/core']);
+    expect(serverOnlyAmong(['zod', 'pg', 'pg-protocol', '@mikro-orm/core', 'graphql-yoga', 'graphql-ws', '@pothos/core', 'pino'])).toEqual([
+      'pg',
+      '@mikro-orm/core',
+      'graphql-yoga',
+      '@pothos/core',
+    ]);
   });
 });
 
@@ -118,11 +123,19 @@ describe('the bundled agent, alone in a directory', () => {
     });
     agent.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const context = () => `${JSON.stringify(log)}\n${stderr}`;
-    await until(() => `the bundled agent to report: ${context()}`, () => log.find((l) => l.msg === 'metadata reported'), WAIT_MS);
+    await until(
+      () => `the bundled agent to report: ${context()}`,
+      () => log.find((l) => l.msg === 'metadata reported'),
+      WAIT_MS,
+    );
 
     const submit = async (taskData: Record<string, unknown>) =>
-      (await gql(`mutation($d: JSON!) { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: $d }) { ... on WorkRequest { id } ... on Error { code message } } }`, { d: taskData }))
-        .createWorkRequest.id as string;
+      (
+        await gql(
+          `mutation($d: JSON!) { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: $d }) { ... on WorkRequest { id } ... on Error { code message } } }`,
+          { d: taskData },
+        )
+      ).createWorkRequest.id as string;
     const finished = (id: string) =>
       until(
         () => `request ${id} to complete: ${context()}`,
@@ -148,7 +161,10 @@ describe('the bundled agent, alone in a directory', () => {
     const workers = spawnSync(process.execPath, [bundles.admin.file, 'worker', 'list'], { cwd: path.dirname(bundles.admin.file), env, encoding: 'utf8' });
     expect(workers.status).toBe(0);
     expect(workers.stdout).toMatch(/^NAME\s+TYPE\s+POOL\s+STATUS/);
-    const refused = spawnSync(process.execPath, [bundles.admin.file, 'worker', 'list'], { env: { ...env, TAGSCHED_TOKEN: 'tsk_admin_wrong-token-0123456789abcdef' }, encoding: 'utf8' });
+    const refused = spawnSync(process.execPath, [bundles.admin.file, 'worker', 'list'], {
+      env: { ...env, TAGSCHED_TOKEN: 'tsk_admin_wrong-token-0123456789abcdef' },
+      encoding: 'utf8',
+    });
     expect(refused.status).toBe(2);
   });
 });

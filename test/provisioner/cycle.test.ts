@@ -52,14 +52,26 @@ const instances = () =>
     `select i.name, i.state, i.provider_id, i.error, w.name as worker, w.terminated_at is not null as terminated, i.terminate_requested_at is not null as terminate_requested
        from instance i left join worker w on w.id = i.worker_id order by i.id`,
   );
-const poolRow = async (name: string) => (await t.sql<{ launch_failures: number; launch_retry_at: Date | null; last_error: string | null; last_error_kind: string | null }>(`select launch_failures, launch_retry_at, last_error, last_error_kind from worker_pool where name = ?`, [name]))[0];
+const poolRow = async (name: string) =>
+  (
+    await t.sql<{ launch_failures: number; launch_retry_at: Date | null; last_error: string | null; last_error_kind: string | null }>(
+      `select launch_failures, launch_retry_at, last_error, last_error_kind from worker_pool where name = ?`,
+      [name],
+    )
+  )[0];
 const retryNow = (name: string) => t.sql(`update worker_pool set launch_retry_at = now() - interval '1 second' where name = ?`, [name]);
 const DEMAND = `{ provisioningDemand { pools { pool { name degraded lastError } launch limitedBy degraded lastError } } }`;
 
 /** Plays the agent of a launched instance: trades its activation token, then reports (connects). */
 async function boot(index: number): Promise<string> {
   const { spec } = cloud.launches[index];
-  const r = await expectResult(t, 'WorkerTokenPayload', `mutation($n: String) { activateWorker(input: { name: $n }) { __typename ... on WorkerTokenPayload { token } ${ERROR_FIELDS} } }`, { n: spec.agent.workerName }, spec.agent.activationToken);
+  const r = await expectResult(
+    t,
+    'WorkerTokenPayload',
+    `mutation($n: String) { activateWorker(input: { name: $n }) { __typename ... on WorkerTokenPayload { token } ${ERROR_FIELDS} } }`,
+    { n: spec.agent.workerName },
+    spec.agent.activationToken,
+  );
   await reportMetadata(t, r.token, { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] });
   return r.token as string;
 }
@@ -88,7 +100,15 @@ describe('the provisioner cycle', () => {
       expect(account).toEqual({ apiKey: SECRET });
     }
     expect(await instances()).toEqual(
-      cloud.launches.map(({ spec }, i) => ({ name: spec.name, state: 'LAUNCHING', provider_id: `fake-${i + 1}`, error: null, worker: spec.name, terminated: false, terminate_requested: false })),
+      cloud.launches.map(({ spec }, i) => ({
+        name: spec.name,
+        state: 'LAUNCHING',
+        provider_id: `fake-${i + 1}`,
+        error: null,
+        worker: spec.name,
+        terminated: false,
+        terminate_requested: false,
+      })),
     );
     // Each activation token is bound to its worker.
     expect(await t.sql(`select count(*)::int as n from token t join worker w on w.id = t.worker_id where t.kind = 'activation' and w.name like 'fake-a-%'`)).toEqual([{ n: 3 }]);
@@ -117,7 +137,15 @@ describe('the provisioner cycle', () => {
     expect(await cycle()).toMatchObject({ launched: 0, launchFailures: 0 });
     expect(cloud.launches).toHaveLength(1);
     let { provisioningDemand: d } = await ok(t, DEMAND);
-    expect(d.pools).toEqual([{ pool: { name: 'fake-q', degraded: false, lastError: 'quota exceeded for account [redacted]' }, launch: 0, limitedBy: ['BACKOFF'], degraded: false, lastError: 'quota exceeded for account [redacted]' }]);
+    expect(d.pools).toEqual([
+      {
+        pool: { name: 'fake-q', degraded: false, lastError: 'quota exceeded for account [redacted]' },
+        launch: 0,
+        limitedBy: ['BACKOFF'],
+        degraded: false,
+        lastError: 'quota exceeded for account [redacted]',
+      },
+    ]);
 
     // Two more failures (each after its backoff): degraded.
     for (const failures of [2, 3]) {
@@ -172,9 +200,12 @@ describe('the provisioner cycle', () => {
     await fakePool('fake-u');
     cloud.plant('fake-u', 'stranger-1', 'not-from-here');
     cloud.plant('fake-u', 'stranger-2', null);
-    await t.app.orm.em.fork().getConnection().execute(
-      `insert into instance (name, pool_id, state, requested_at, terminated_at, provider_id) select 'fake-u-ended', id, 'TERMINATED', now() - interval '1 hour', now() - interval '30 minutes', 'old-1' from worker_pool where name = 'fake-u'`,
-    );
+    await t.app.orm.em
+      .fork()
+      .getConnection()
+      .execute(
+        `insert into instance (name, pool_id, state, requested_at, terminated_at, provider_id) select 'fake-u-ended', id, 'TERMINATED', now() - interval '1 hour', now() - interval '30 minutes', 'old-1' from worker_pool where name = 'fake-u'`,
+      );
     cloud.plant('fake-u', 'old-1', 'fake-u-ended');
     expect(await cycle(true)).toMatchObject({ strays: 3, lost: 0 });
     expect(cloud.terminated.sort()).toEqual(['old-1', 'stranger-1', 'stranger-2']);
@@ -191,7 +222,15 @@ describe('the provisioner cycle', () => {
     expect(await cycle(true)).toMatchObject({ adopted: 1, failed: 1, launched: 0 });
     expect(await instances()).toEqual([
       { name: reached.instance.name, state: 'LAUNCHING', provider_id: 'fake-77', error: null, worker: reached.worker.name, terminated: false, terminate_requested: false },
-      { name: lostOnTheWay.instance.name, state: 'FAILED', provider_id: null, error: 'its launch was interrupted and the provider has no such instance', worker: lostOnTheWay.worker.name, terminated: true, terminate_requested: false },
+      {
+        name: lostOnTheWay.instance.name,
+        state: 'FAILED',
+        provider_id: null,
+        error: 'its launch was interrupted and the provider has no such instance',
+        worker: lostOnTheWay.worker.name,
+        terminated: true,
+        terminate_requested: false,
+      },
     ]);
     expect(cloud.launches).toHaveLength(0);
   });
@@ -212,7 +251,8 @@ describe('the provisioner cycle', () => {
     const [first, second] = await queue(2);
     await cycle();
     const tokens = [await boot(0), await boot(1)];
-    const pull = async (token: string) => (await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token)).requestWork.workRequest.id as string;
+    const pull = async (token: string) =>
+      (await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token)).requestWork.workRequest.id as string;
     const a = await pull(tokens[0]);
     const b = await pull(tokens[1]);
     expect([a, b].sort()).toEqual([first, second].sort());
@@ -238,7 +278,10 @@ describe('the provisioner cycle', () => {
     const { workerPool } = await ok(t, `{ workerPool(name: "fake-s") { monthRuntimeSeconds instances { edges { node { runtimeSeconds terminatedAt } } } } }`);
     const runtimes = workerPool.instances.edges.map((e: { node: { runtimeSeconds: number } }) => e.node.runtimeSeconds);
     expect(runtimes.every((s: number) => s > 0)).toBe(true);
-    expect(workerPool.monthRuntimeSeconds).toBeCloseTo(runtimes.reduce((x: number, y: number) => x + y, 0), 3);
+    expect(workerPool.monthRuntimeSeconds).toBeCloseTo(
+      runtimes.reduce((x: number, y: number) => x + y, 0),
+      3,
+    );
   });
 
   it('stops at the provider what an admin terminated', async () => {

@@ -81,7 +81,12 @@ describe('pools with the local provider, end to end', () => {
     await until('the agents’ processes to end', () => localAgentPids(f).every((a) => !alive(a.pid)));
 
     // Gone from the workers list and the status page, kept as history.
-    const list = await f.gql(one.url, `{ workers(filter: { pool: "farm" }) { edges { node { name } } } all: workers(filter: { pool: "farm", includeInactive: true }) { edges { node { status } } } }`, {}, ADMIN);
+    const list = await f.gql(
+      one.url,
+      `{ workers(filter: { pool: "farm" }) { edges { node { name } } } all: workers(filter: { pool: "farm", includeInactive: true }) { edges { node { status } } } }`,
+      {},
+      ADMIN,
+    );
     expect(list.data!.workers.edges).toEqual([]);
     expect(list.data!.all.edges.map((e: { node: { status: string } }) => e.node.status)).toEqual(Array(MAX).fill('INACTIVE'));
     expect(await page()).not.toMatch(/farm-[0-9a-f]{8}/);
@@ -90,7 +95,10 @@ describe('pools with the local provider, end to end', () => {
     const pool = await f.gql(one.url, `{ workerPool(name: "farm") { monthRuntimeSeconds instances { edges { node { runtimeSeconds } } } } }`);
     const runtimes = pool.data!.workerPool.instances.edges.map((e: { node: { runtimeSeconds: number } }) => e.node.runtimeSeconds);
     expect(runtimes.every((s: number) => s > 0)).toBe(true);
-    expect(pool.data!.workerPool.monthRuntimeSeconds).toBeCloseTo(runtimes.reduce((a: number, b: number) => a + b, 0), 2);
+    expect(pool.data!.workerPool.monthRuntimeSeconds).toBeCloseTo(
+      runtimes.reduce((a: number, b: number) => a + b, 0),
+      2,
+    );
     for (const [i, s] of instances.map((x, k) => [x, runtimes[runtimes.length - 1 - k]] as const)) expect(s).toBeCloseTo(i.runtime, 2);
   }, 300_000);
 });

@@ -42,7 +42,11 @@ describe('availability in SQL and in TypeScript', () => {
   it('availableSql is true exactly when unavailableReason over the same row is null', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(factsArb, { minLength: 50, maxLength: 200 }), async (workers) => {
-        const values = workers.map(() => `(?, ?::boolean, ?::boolean, ?::boolean, ?::timestamptz, ?::timestamptz, 'epoch'::timestamptz + (?::bigint * interval '1 microsecond'), ?::timestamptz, ?::int)`).join(', ');
+        const values = workers
+          .map(
+            () => `(?, ?::boolean, ?::boolean, ?::boolean, ?::timestamptz, ?::timestamptz, 'epoch'::timestamptz + (?::bigint * interval '1 microsecond'), ?::timestamptz, ?::int)`,
+          )
+          .join(', ');
         const params = workers.flatMap((w, i) => [
           w.type,
           w.enabled,

@@ -10,12 +10,18 @@ const META = (arch: string, extra: Record<string, unknown> = {}) => ({
   diskFree: 60 * 1024 ** 3,
   executors: ['unshare'],
   tools: ['sbuild'],
-  tasks: [{ type: 'worker', name: 'sbuild', version: 1 }, { type: 'worker', name: 'noop', version: 1 }],
+  tasks: [
+    { type: 'worker', name: 'sbuild', version: 1 },
+    { type: 'worker', name: 'noop', version: 1 },
+  ],
   ...extra,
 });
 
 async function worker(name: string, arch: string, concurrency = 1) {
-  const reg = await t.gql(`mutation($n: String!, $c: Int) { registerWorker(input: { name: $n, concurrency: $c }) { ... on WorkerTokenPayload { token } } }`, { n: name, c: concurrency });
+  const reg = await t.gql(`mutation($n: String!, $c: Int) { registerWorker(input: { name: $n, concurrency: $c }) { ... on WorkerTokenPayload { token } } }`, {
+    n: name,
+    c: concurrency,
+  });
   const token = reg.data!.registerWorker.token as string;
   const rep = await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META(arch) }, token);
   expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
@@ -50,7 +56,9 @@ describe('scheduling through the API', () => {
       { workRequestId: riscv, count: 0, workerNames: [] },
     ]);
 
-    const diag = await t.gql(`query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingWorkers mismatches { workerNames missingOnWorker missingOnTask } } } }`, { id: riscv });
+    const diag = await t.gql(`query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingWorkers mismatches { workerNames missingOnWorker missingOnTask } } } }`, {
+      id: riscv,
+    });
     expect(diag.data!.workRequest.diagnosis.state).toBe('UNSCHEDULABLE');
     expect(diag.data!.workRequest.diagnosis.mismatches).toEqual(
       expect.arrayContaining([{ workerNames: ['amd-1'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }]),
@@ -74,7 +82,9 @@ describe('scheduling through the API', () => {
     const other = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code } } }`, { id: amdJob }, arm);
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
 
-    await t.gql(`mutation { createWorkerPool(input: { name: "cloud-riscv", providedTags: ["worker:build-arch:riscv64", "worker:executor:unshare", "worker:cap:sbuild", "worker:task:worker:sbuild:version:1"], maxActiveInstances: 3 }) { __typename } }`);
+    await t.gql(
+      `mutation { createWorkerPool(input: { name: "cloud-riscv", providedTags: ["worker:build-arch:riscv64", "worker:executor:unshare", "worker:cap:sbuild", "worker:task:worker:sbuild:version:1"], maxActiveInstances: 3 }) { __typename } }`,
+    );
     const demand = await t.gql(`{ provisioningDemand { pendingTotal pools { pool { name } pendingRunnable launch workersRequired } unschedulable { count } } }`);
     expect(demand.data!.provisioningDemand).toEqual({
       pendingTotal: 1,

@@ -8,10 +8,19 @@ const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000,
 
 const META = (arch: string, memoryGib = 8) => ({ ...AMD64_METADATA, architectures: [arch], totalPhysicalMemory: memoryGib * 1024 ** 3 });
 
-async function worker(name: string, arch: string, opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[]; providedTags?: string[]; pool?: string } = {}): Promise<string> {
+async function worker(
+  name: string,
+  arch: string,
+  opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[]; providedTags?: string[]; pool?: string } = {},
+): Promise<string> {
   const reg = await t.gql(
     `mutation($n: String!, $c: Int, $s: WorkerMetadataInput, $p: String) { registerWorker(input: { name: $n, concurrency: $c, staticMetadata: $s, pool: $p }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
-    { n: name, c: opts.concurrency ?? 1, s: opts.requiredTags || opts.providedTags ? { requiredTags: opts.requiredTags, providedTags: opts.providedTags } : null, p: opts.pool ?? null },
+    {
+      n: name,
+      c: opts.concurrency ?? 1,
+      s: opts.requiredTags || opts.providedTags ? { requiredTags: opts.requiredTags, providedTags: opts.providedTags } : null,
+      p: opts.pool ?? null,
+    },
   );
   const token = reg.data!.registerWorker.token as string;
   expect(token, JSON.stringify(reg)).toBeDefined();
@@ -30,7 +39,10 @@ async function sbuild(arch: string, extra: { requiredTags?: string[]; workspace?
 }
 
 async function stateOf(id: string): Promise<{ status: string; worker: string | null }> {
-  const [row] = await t.sql<{ status: string; worker: string | null }>(`select r.status, w.name as worker from work_request r left join worker w on w.id = r.worker_id where r.id = ?`, [id]);
+  const [row] = await t.sql<{ status: string; worker: string | null }>(
+    `select r.status, w.name as worker from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
+    [id],
+  );
   return row;
 }
 

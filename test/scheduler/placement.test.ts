@@ -17,10 +17,13 @@ const DIAGNOSIS = `query($id: ID!) { workRequest(id: $id) { status diagnosis { s
 
 /** A worker whose admin gave it static metadata that matches the noop task: its tags match before it ever reports. */
 async function register(name: string): Promise<string> {
-  const reg = await t.gql(`mutation($n: String!, $s: WorkerMetadataInput) { registerWorker(input: { name: $n, staticMetadata: $s }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`, {
-    n: name,
-    s: NOOP_METADATA,
-  });
+  const reg = await t.gql(
+    `mutation($n: String!, $s: WorkerMetadataInput) { registerWorker(input: { name: $n, staticMetadata: $s }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
+    {
+      n: name,
+      s: NOOP_METADATA,
+    },
+  );
   const token = reg.data!.registerWorker.token as string;
   expect(token, JSON.stringify(reg)).toBeDefined();
   return token;
@@ -46,8 +49,7 @@ async function noop(workspace: string): Promise<string> {
   return r.data!.createWorkRequest.id as string;
 }
 
-const statusOf = async (name: string) =>
-  (await t.gql(`query($n: String!) { worker(name: $n) { status } }`, { n: name })).data!.worker.status as string;
+const statusOf = async (name: string) => (await t.gql(`query($n: String!) { worker(name: $n) { status } }`, { n: name })).data!.worker.status as string;
 const diagnosisOf = async (id: string) => (await t.gql(DIAGNOSIS, { id })).data!.workRequest;
 
 describe('metadata freshness (DESIGN §3)', () => {
@@ -118,7 +120,11 @@ describe('release backoff (DESIGN §17)', () => {
 async function run(token: string, expectedId: string, result: 'SUCCESS' | 'ERROR'): Promise<void> {
   expect(await pull(token)).toBe(expectedId);
   await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: expectedId }, token);
-  const done = await t.gql(`mutation($id: ID!, $r: WorkRequestResult!) { completeWorkRequest(input: { id: $id, result: $r, statusReason: "x" }) { ... on WorkRequest { result } } }`, { id: expectedId, r: result }, token);
+  const done = await t.gql(
+    `mutation($id: ID!, $r: WorkRequestResult!) { completeWorkRequest(input: { id: $id, result: $r, statusReason: "x" }) { ... on WorkRequest { result } } }`,
+    { id: expectedId, r: result },
+    token,
+  );
   expect(done.data!.completeWorkRequest, JSON.stringify(done)).toEqual({ result });
 }
 

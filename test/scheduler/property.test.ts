@@ -166,8 +166,7 @@ function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; p
 type Tagged = { readonly providedTags: readonly string[]; readonly requiredTags: readonly string[] };
 
 const matches = (task: Tagged, worker: Tagged & { readonly type: string }) =>
-  worker.type !== 'not-assignable' &&
-  matchTags({ provided: task.providedTags, required: task.requiredTags }, { provided: worker.providedTags, required: worker.requiredTags }).ok;
+  worker.type !== 'not-assignable' && matchTags({ provided: task.providedTags, required: task.requiredTags }, { provided: worker.providedTags, required: worker.requiredTags }).ok;
 
 function refUnavailable(w: WorkerRow, heartbeat = false): UnavailableReason | null {
   if (w.terminated) return UNAVAILABLE.INACTIVE;
@@ -224,7 +223,19 @@ const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? 
 /** The state of a worker as the bulk functions see it, built from the reference availability. */
 function stateOf(w: WorkerRow, id: number): WorkerState {
   const unavailable = refUnavailable(w);
-  return { id, name: w.name, type: w.type, poolId: null, providedTags: w.providedTags, requiredTags: w.requiredTags, concurrency: w.concurrency, active: w.active, unavailable, free: refFree(w), idleSince: null };
+  return {
+    id,
+    name: w.name,
+    type: w.type,
+    poolId: null,
+    providedTags: w.providedTags,
+    requiredTags: w.requiredTags,
+    concurrency: w.concurrency,
+    active: w.active,
+    unavailable,
+    free: refFree(w),
+    idleSince: null,
+  };
 }
 
 // ---- The pure layer: thousands of cases.
@@ -238,7 +249,9 @@ describe('the bulk matcher against matchTags, in memory', () => {
         // Significant: every name a worker or a pool requires (as registerSignificantTags records), plus unrelated names.
         const significant = new Set([...workers, ...templates].flatMap((w) => w.requiredTags.map(tagName)).concat(extraSignificant));
         const pairs = requests.flatMap((r) => [...workers, ...templates].map((w) => ({ r, w })));
-        const decided = pairs.map(({ r, w }) => classFits({ id: 1, requiredTags: r.requiredTags, significantProvidedTags: r.providedTags.filter((tag) => significant.has(tagName(tag))) }, w));
+        const decided = pairs.map(({ r, w }) =>
+          classFits({ id: 1, requiredTags: r.requiredTags, significantProvidedTags: r.providedTags.filter((tag) => significant.has(tagName(tag))) }, w),
+        );
         expect(decided).toEqual(pairs.map(({ r, w }) => matches(r, w)));
       }),
       { numRuns: PURE_RUNS },
@@ -253,7 +266,12 @@ describe('the bulk matcher against matchTags, in memory', () => {
         const { workers, requests } = rowsOf(world);
         const states = workers.filter((w) => !w.terminated).map((w, i) => stateOf(w, i + 1));
         const tasks = requests.map((r, i) => ({ id: i + 1, providedTags: r.providedTags, requiredTags: r.requiredTags }));
-        const expected = tasks.map((task) => states.filter((s) => matches(task, s) && (!availableOnly || s.free > 0)).sort(byName).map((s) => s.name));
+        const expected = tasks.map((task) =>
+          states
+            .filter((s) => matches(task, s) && (!availableOnly || s.free > 0))
+            .sort(byName)
+            .map((s) => s.name),
+        );
         const found = candidatesOf(tasks, states, availableOnly);
         expect(tasks.map((task) => (found.get(task.id) ?? []).map((s) => s.name))).toEqual(expected);
         const keyed = candidatesOf(tasks, states, availableOnly, (required) => snapshot.keying(required));
@@ -291,14 +309,31 @@ describe('the bulk matcher against matchTags, in memory', () => {
                   : matchingPools.length
                     ? DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING
                     : DIAGNOSIS_STATES.UNSCHEDULABLE;
-          actual.push({ state: d.state, matchingWorkers: d.matchingWorkers, availableWorkers: d.availableWorkers, matchingPools: d.matchingPools, mismatches: d.mismatches.map((m) => [m.missingOnWorker, m.missingOnTask]) });
+          actual.push({
+            state: d.state,
+            matchingWorkers: d.matchingWorkers,
+            availableWorkers: d.availableWorkers,
+            matchingPools: d.matchingPools,
+            mismatches: d.mismatches.map((m) => [m.missingOnWorker, m.missingOnTask]),
+          });
           // Every group that does not match says why, in matchTags' own words.
           const mismatched = d.mismatches.map((m) => (m.pool ? templates.find((p) => p.pool.name === m.pool)! : states.find((s) => s.name === m.workerNames[0])!));
           const why = mismatched.map((o) => matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: o.providedTags, required: o.requiredTags }));
-          expected.push({ state, matchingWorkers: matching.length, availableWorkers: matching.filter((s) => s.free > 0).length, matchingPools, mismatches: why.map((m) => [m.missingOnWorker, m.missingOnTask]) });
+          expected.push({
+            state,
+            matchingWorkers: matching.length,
+            availableWorkers: matching.filter((s) => s.free > 0).length,
+            matchingPools,
+            mismatches: why.map((m) => [m.missingOnWorker, m.missingOnTask]),
+          });
           // And the groups it lists are exactly those that do not match.
           actual.push(d.mismatches.reduce((n, m) => n + Math.max(m.workerCount, m.pool ? 1 : 0), 0));
-          expected.push(orchestrated ? 0 : states.filter((s) => !matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: s.providedTags, required: s.requiredTags }).ok).length + templates.filter((p) => !matches(r, p)).length);
+          expected.push(
+            orchestrated
+              ? 0
+              : states.filter((s) => !matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: s.providedTags, required: s.requiredTags }).ok).length +
+                  templates.filter((p) => !matches(r, p)).length,
+          );
         }
         expect(actual).toEqual(expected);
       }),
@@ -339,11 +374,22 @@ async function checkWorld(world: World): Promise<void> {
 
   // Candidates: the bulk function on the loaded rows, and the GraphQL query, both ways.
   const states = await loadWorkerStates(em, new Date(), config.metadataFreshMs);
-  const tasks = await loadTaskTags(em, pending.map((r) => r.id));
+  const tasks = await loadTaskTags(
+    em,
+    pending.map((r) => r.id),
+  );
   const res = await t.gql<Record<'available' | 'all', { workRequestId: string; workerNames: string[] }[]>>(CANDIDATES, { ids: pending.map((r) => String(r.id)) });
   expect(res.errors).toBeUndefined();
   for (const availableOnly of [true, false]) {
-    const expected = new Map(pending.map((r) => [r.id, live.filter((w) => matches(r, w) && (!availableOnly || refFree(w) > 0)).sort(byName).map((w) => w.name)]));
+    const expected = new Map(
+      pending.map((r) => [
+        r.id,
+        live
+          .filter((w) => matches(r, w) && (!availableOnly || refFree(w) > 0))
+          .sort(byName)
+          .map((w) => w.name),
+      ]),
+    );
     const found = candidatesOf(tasks, states, availableOnly);
     expect(new Map([...found].map(([id, list]) => [id, list.map((w) => w.name)]))).toEqual(expected);
     const answered = res.data![availableOnly ? 'available' : 'all'];
@@ -387,13 +433,21 @@ async function checkWorld(world: World): Promise<void> {
   expect([...left.values()].every((n) => n >= 0)).toBe(true);
   for (const [rid, w] of taken) {
     const r = pending.find((p) => p.id === rid)!;
-    for (const x of workers.filter((x) => offered(r, x, backedOff) && refPrefers(r, x, w))) expect(left.get(x.id), `${r.key} went to ${w.name} while preferred ${x.name} had room`).toBe(0);
+    for (const x of workers.filter((x) => offered(r, x, backedOff) && refPrefers(r, x, w)))
+      expect(left.get(x.id), `${r.key} went to ${w.name} while preferred ${x.name} had room`).toBe(0);
   }
   for (const r of pending.filter((p) => !taken.has(p.id))) {
     for (const w of workers.filter((x) => offered(r, x, backedOff))) {
       expect(left.get(w.id), `${r.key} left pending while ${w.name} has a free slot`).toBe(0);
       for (const [rid, holder] of taken) {
-        if (holder.id === w.id) expect(queueOrder(r, pending.find((p) => p.id === rid)!), `${r.key} overtaken on ${w.name}`).toBeGreaterThan(0);
+        if (holder.id === w.id)
+          expect(
+            queueOrder(
+              r,
+              pending.find((p) => p.id === rid)!,
+            ),
+            `${r.key} overtaken on ${w.name}`,
+          ).toBeGreaterThan(0);
       }
     }
   }

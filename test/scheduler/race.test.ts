@@ -24,7 +24,15 @@ beforeAll(async () => {
   // A second process: its own ORM, connection pool, class cache and scheduler, on the same database.
   const config = loadConfig(
     {},
-    { databaseUrl: t.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1', schedulerAutomatic: false },
+    {
+      databaseUrl: t.dbUrl,
+      dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+      adminToken: ADMIN_TOKEN,
+      secretKey: 'test-secret-key',
+      port: 0,
+      host: '127.0.0.1',
+      schedulerAutomatic: false,
+    },
   );
   other = await buildApp(config, { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
 });
@@ -49,7 +57,12 @@ const COMPLETE = `mutation($id: ID!) { completeWorkRequest(input: { id: $id, res
 
 // Every worker can run every request, through four task classes, so that callers contend on shared queue heads.
 const PROVIDED = ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:amd64', 'worker:memory-gib=8'];
-const CLASSES = [['worker:type:worker'], ['worker:type:worker', 'worker:cap:sbuild'], ['worker:type:worker', 'worker:build-arch:amd64'], ['worker:type:worker', 'worker:memory-gib>=4']];
+const CLASSES = [
+  ['worker:type:worker'],
+  ['worker:type:worker', 'worker:cap:sbuild'],
+  ['worker:type:worker', 'worker:build-arch:amd64'],
+  ['worker:type:worker', 'worker:memory-gib>=4'],
+];
 
 const workers: WorkerRow[] = Array.from({ length: WORKERS }, (_, i) => ({
   name: `race-${String(i).padStart(3, '0')}`,
@@ -89,9 +102,7 @@ describe('two processes, 100 workers pulling at once', () => {
     async function round(withPasses: boolean): Promise<number> {
       // The passes start with the pulls: they lock the worker rows they fill, and pulls for those workers
       // wait for the pass to commit, then find them full.
-      const passes = withPasses
-        ? apps.map(async (app) => (await app.scheduler.runPass()).map((a) => ({ id: a.workRequestId, worker: nameOf.get(a.workerId)! })))
-        : [];
+      const passes = withPasses ? apps.map(async (app) => (await app.scheduler.runPass()).map((a) => ({ id: a.workRequestId, worker: nameOf.get(a.workerId)! }))) : [];
       const calls = workers.flatMap((w, i) =>
         [0, 1].map(async (k) => {
           const data = await gql(apps[(i + k) % 2], REQUEST_WORK, {}, seeded.tokens.get(w.name)!);

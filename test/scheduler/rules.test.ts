@@ -104,11 +104,52 @@ describe('order: effective priority, then fair key, then oldest, then id', () =>
   // Each is dated as if submitted at that time to a workspace with nothing queued: its creation time and its
   // fair key (the workspace's clock, scheduler/fair-share.ts) both at that second.
   const cases: { name: string; requests: [number, number, number][]; order: number[] }[] = [
-    { name: 'higher priority first', requests: [[0, 0, 0], [5, 0, 1], [1, 0, 2]], order: [1, 2, 0] },
-    { name: 'same priority: oldest first', requests: [[0, 0, 2], [0, 0, 0], [0, 0, 1]], order: [1, 2, 0] },
-    { name: 'same priority and age: lowest id first', requests: [[0, 0, 0], [0, 0, 0], [0, 0, 0]], order: [0, 1, 2] },
-    { name: 'the effective priority is base + adjustment', requests: [[5, -5, 0], [0, 0, 1], [1, 3, 2]], order: [2, 0, 1] },
-    { name: 'priority beats age, age beats id', requests: [[1, 0, 9], [2, 0, 9], [1, 0, 3], [2, 0, 9]], order: [1, 3, 2, 0] },
+    {
+      name: 'higher priority first',
+      requests: [
+        [0, 0, 0],
+        [5, 0, 1],
+        [1, 0, 2],
+      ],
+      order: [1, 2, 0],
+    },
+    {
+      name: 'same priority: oldest first',
+      requests: [
+        [0, 0, 2],
+        [0, 0, 0],
+        [0, 0, 1],
+      ],
+      order: [1, 2, 0],
+    },
+    {
+      name: 'same priority and age: lowest id first',
+      requests: [
+        [0, 0, 0],
+        [0, 0, 0],
+        [0, 0, 0],
+      ],
+      order: [0, 1, 2],
+    },
+    {
+      name: 'the effective priority is base + adjustment',
+      requests: [
+        [5, -5, 0],
+        [0, 0, 1],
+        [1, 3, 2],
+      ],
+      order: [2, 0, 1],
+    },
+    {
+      name: 'priority beats age, age beats id',
+      requests: [
+        [1, 0, 9],
+        [2, 0, 9],
+        [1, 0, 3],
+        [2, 0, 9],
+      ],
+      order: [1, 3, 2, 0],
+    },
   ];
   for (const via of ['requestWork', 'runPass'] as const) {
     it.each(cases)(`${via}: $name`, async ({ requests, order }) => {
@@ -317,7 +358,12 @@ describe('exclusivity: a worker that requires task:workspace:debian:security run
     await t.sql(`update worker set concurrency = 3 where name = 'sec'`);
     expect((await t.app.scheduler.runPass()).length).toBeGreaterThan(0);
     const held = await holders();
-    expect(Object.entries(held).filter(([, w]) => w === 'sec').map(([id]) => id).sort()).toEqual([...security].sort());
+    expect(
+      Object.entries(held)
+        .filter(([, w]) => w === 'sec')
+        .map(([id]) => id)
+        .sort(),
+    ).toEqual([...security].sort());
     expect(held[main[0]]).toBe('general');
   });
 
@@ -363,7 +409,12 @@ describe('orchestrated tasks: internal and workflow tasks are run by the server,
 
   it('workflow: it is RUNNING through its children, which workers get; no worker of any type gets the workflow itself', async () => {
     const tokens = { plain: await worker('plain'), server: await worker('server', { type: 'SERVER' }), na: await worker('na', { type: 'NOT_ASSIGNABLE' }) };
-    const id = await queue({ workspace: 'debian/main', taskType: 'workflow', taskName: 'sbuild', taskData: { input: { source_package: 'hello' }, target_distribution: 'debian:trixie', architectures: ['amd64'] } });
+    const id = await queue({
+      workspace: 'debian/main',
+      taskType: 'workflow',
+      taskName: 'sbuild',
+      taskData: { input: { source_package: 'hello' }, target_distribution: 'debian:trixie', architectures: ['amd64'] },
+    });
     const data = await ok(t, QUESTIONS, { id });
     const [child] = data.workRequest.children.edges.map((e: Json) => e.node);
     expect(data.workRequest).toMatchObject({ status: 'RUNNING', result: null, diagnosis: { state: 'ORCHESTRATED', matchingWorkers: 0, mismatches: [] } });
@@ -388,8 +439,25 @@ describe('server and signing tasks go only to server and signing workers', () =>
   it.each(cases)('$name runs on the $runsOn worker only', async ({ input, runsOn }) => {
     const tokens: Record<string, string> = {
       plain: await worker('plain', { meta: { tools: ['sbuild', 'debsign'] } }),
-      server: await worker('server', { type: 'SERVER', meta: { tasks: [{ type: 'server', name: 'servernoop', version: 1 }, { type: 'worker', name: 'noop', version: 1 }] } }),
-      signing: await worker('signing', { type: 'SIGNING', meta: { tools: ['debsign'], tasks: [{ type: 'signing', name: 'debsign', version: 1 }, { type: 'worker', name: 'noop', version: 1 }] } }),
+      server: await worker('server', {
+        type: 'SERVER',
+        meta: {
+          tasks: [
+            { type: 'server', name: 'servernoop', version: 1 },
+            { type: 'worker', name: 'noop', version: 1 },
+          ],
+        },
+      }),
+      signing: await worker('signing', {
+        type: 'SIGNING',
+        meta: {
+          tools: ['debsign'],
+          tasks: [
+            { type: 'signing', name: 'debsign', version: 1 },
+            { type: 'worker', name: 'noop', version: 1 },
+          ],
+        },
+      }),
     };
     const id = await queue(input);
     expect(await candidates(id)).toEqual([runsOn]);
@@ -443,7 +511,17 @@ describe('pools: demand scales from zero, within the limits, and stops idle inst
     const { provisioningDemand: d } = await ok(t, DEMAND);
     expect(d.pendingTotal).toBe(pending + 1);
     expect(d.pools).toEqual([
-      { pool: { name: 'cloud-riscv' }, pendingRunnable: pending, pendingAssigned: pending, idleCompatibleSlots: 0, workersRequired: pending, activeInstances: 0, launch, limitedBy, stopWorkers: [] },
+      {
+        pool: { name: 'cloud-riscv' },
+        pendingRunnable: pending,
+        pendingAssigned: pending,
+        idleCompatibleSlots: 0,
+        workersRequired: pending,
+        activeInstances: 0,
+        launch,
+        limitedBy,
+        stopWorkers: [],
+      },
     ]);
     expect(d.unschedulable).toEqual([]);
   });
@@ -491,14 +569,25 @@ describe('pools: demand scales from zero, within the limits, and stops idle inst
 describe('pools: what one pool cannot take goes to the next; static workers serve first', () => {
   const SHARE = `{ provisioningDemand { pools { pool { name } pendingAssigned workersRequired launch limitedBy degraded lastError monthRuntimeSeconds stopWorkers { name } } } }`;
   const shares = async () =>
-    Object.fromEntries(((await ok(t, SHARE)).provisioningDemand.pools as Json[]).map((p) => [p.pool.name, { assigned: p.pendingAssigned, required: p.workersRequired, launch: p.launch, limitedBy: p.limitedBy }]));
+    Object.fromEntries(
+      ((await ok(t, SHARE)).provisioningDemand.pools as Json[]).map((p) => [
+        p.pool.name,
+        { assigned: p.pendingAssigned, required: p.workersRequired, launch: p.launch, limitedBy: p.limitedBy },
+      ]),
+    );
   const riscvPool = (name: string, extra: Json = {}) => createPool(t, { ...RISCV_POOL, name, ...extra });
   const queueRiscv = async (n: number) => {
     for (let i = 0; i < n; i++) await queue(sbuildOf('riscv64'));
   };
 
   it.each([
-    { label: 'A capped at 3: B is asked for the other 7', a: { maxActiveInstances: 3 }, b: {}, pending: 10, expected: { a: [3, 3, 3, ['MAX_ACTIVE_INSTANCES']], b: [7, 7, 7, []] } },
+    {
+      label: 'A capped at 3: B is asked for the other 7',
+      a: { maxActiveInstances: 3 },
+      b: {},
+      pending: 10,
+      expected: { a: [3, 3, 3, ['MAX_ACTIVE_INSTANCES']], b: [7, 7, 7, []] },
+    },
     { label: 'A has room for all: B gets none', a: {}, b: {}, pending: 4, expected: { a: [4, 4, 4, []], b: [0, 0, 0, []] } },
     {
       label: 'neither has room for all: what is left stays with the first',
@@ -508,7 +597,13 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
       expected: { a: [5, 5, 3, ['MAX_ACTIVE_INSTANCES']], b: [5, 5, 5, ['MAX_ACTIVE_INSTANCES']] },
     },
     { label: 'A disabled: B takes everything', a: { enabled: false }, b: {}, pending: 6, expected: { b: [6, 6, 6, []] } },
-    { label: 'A over its monthly budget: B takes everything', a: { monthlyRuntimeBudgetSeconds: 0 }, b: {}, pending: 6, expected: { a: [0, 0, 0, ['MONTHLY_BUDGET']], b: [6, 6, 6, []] } },
+    {
+      label: 'A over its monthly budget: B takes everything',
+      a: { monthlyRuntimeBudgetSeconds: 0 },
+      b: {},
+      pending: 6,
+      expected: { a: [0, 0, 0, ['MONTHLY_BUDGET']], b: [6, 6, 6, []] },
+    },
     {
       label: 'concurrency 4 in A capped at 2 instances: 8 slots, B the other 2',
       a: { maxActiveInstances: 2, specifications: { concurrency: 4 } },
@@ -530,12 +625,23 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
     await riscvPool('a-riscv');
     await riscvPool('b-riscv');
     await queueRiscv(5);
-    await t.sql(`update worker_pool set launch_failures = 1, launch_retry_at = now() + interval '1 hour', last_error = 'quota exceeded', last_error_kind = 'quota', last_error_at = now() where name = 'a-riscv'`);
-    expect(await shares()).toEqual({ 'a-riscv': { assigned: 0, required: 0, launch: 0, limitedBy: ['BACKOFF'] }, 'b-riscv': { assigned: 5, required: 5, launch: 5, limitedBy: [] } });
+    await t.sql(
+      `update worker_pool set launch_failures = 1, launch_retry_at = now() + interval '1 hour', last_error = 'quota exceeded', last_error_kind = 'quota', last_error_at = now() where name = 'a-riscv'`,
+    );
+    expect(await shares()).toEqual({
+      'a-riscv': { assigned: 0, required: 0, launch: 0, limitedBy: ['BACKOFF'] },
+      'b-riscv': { assigned: 5, required: 5, launch: 5, limitedBy: [] },
+    });
     const degraded = async () => ((await ok(t, SHARE)).provisioningDemand.pools as Json[]).map((p) => [p.pool.name, p.degraded, p.lastError]);
-    expect(await degraded()).toEqual([['a-riscv', false, 'quota exceeded'], ['b-riscv', false, null]]);
+    expect(await degraded()).toEqual([
+      ['a-riscv', false, 'quota exceeded'],
+      ['b-riscv', false, null],
+    ]);
     await t.sql(`update worker_pool set launch_failures = 3 where name = 'a-riscv'`);
-    expect(await degraded()).toEqual([['a-riscv', true, 'quota exceeded'], ['b-riscv', false, null]]);
+    expect(await degraded()).toEqual([
+      ['a-riscv', true, 'quota exceeded'],
+      ['b-riscv', false, null],
+    ]);
     // An error only an admin can cure shows at once.
     await t.sql(`update worker_pool set launch_failures = 1, last_error_kind = 'auth' where name = 'a-riscv'`);
     expect((await degraded())[0][1]).toBe(true);
@@ -618,7 +724,11 @@ describe('diagnosis: why a pending request waits', () => {
         await worker('amd');
         return queue(sbuildOf('riscv64'));
       },
-      expected: { matchingWorkers: 0, matchingPools: ['cloud-riscv'], mismatches: [{ pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }] },
+      expected: {
+        matchingWorkers: 0,
+        matchingPools: ['cloud-riscv'],
+        mismatches: [{ pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }],
+      },
     },
     {
       state: 'UNSCHEDULABLE',
@@ -674,7 +784,12 @@ describe('priorityAdjustment: raising a priority needs an admin', () => {
   it.each(cases)('$who with adjustment $adjustment: allowed = $allowed', async ({ admin, adjustment, allowed }) => {
     const username = `prio-${n++}`;
     const token = await createUser(t, username, admin);
-    await expectResult(t, 'Workspace', `mutation($u: String!) { setWorkspaceMember(input: { workspace: "debian/main", username: $u, role: CONTRIBUTOR }) { __typename ${ERROR_FIELDS} } }`, { u: username });
+    await expectResult(
+      t,
+      'Workspace',
+      `mutation($u: String!) { setWorkspaceMember(input: { workspace: "debian/main", username: $u, role: CONTRIBUTOR }) { __typename ${ERROR_FIELDS} } }`,
+      { u: username },
+    );
     const before = await t.sql<{ n: number }>('select count(*)::int as n from work_request');
     const res = await submit(t, noop({ priorityBase: 1, priorityAdjustment: adjustment }), token);
     if (allowed) {

@@ -15,10 +15,14 @@ const clients: { dispose(): void | Promise<void> }[] = [];
 
 const SELECTION = `subscription { workerChanged(name: "fan-w") { name status activeWorkCount pool { name } providedTags { tag } } }`;
 
-const statementsSince = (from: number) => capture.lines().slice(from).filter((l) => (l as { orm?: boolean }).orm && l.msg.includes('[query]'));
+const statementsSince = (from: number) =>
+  capture
+    .lines()
+    .slice(from)
+    .filter((l) => (l as { orm?: boolean }).orm && l.msg.includes('[query]'));
 
 async function quiet(): Promise<void> {
-  for (let before = -1; before !== capture.mark(); ) {
+  for (let before = -1; before !== capture.mark();) {
     before = capture.mark();
     await new Promise((r) => setTimeout(r, 150));
   }

@@ -98,13 +98,23 @@ describe('NUL characters are refused wherever a client string goes (one input ch
     ['a worker name', 'mutation($n: String!) { registerWorker(input: { name: $n }) { __typename ${E} } }', { n: `w${NUL}` }, null],
     ['a drained worker name', 'mutation($n: String!) { drainWorker(input: { name: $n }) { __typename ${E} } }', { n: `static-1${NUL}` }, null],
     ['a pool name', 'mutation($n: String!) { createActivationToken(input: { pool: $n }) { __typename ${E} } }', { n: `hostile-pool${NUL}` }, null],
-    ['a rule expression', 'mutation($e: String!) { createTaskRule(input: { name: "nul-rule", expression: $e, requiredTags: ["a:b"] }) { __typename ${E} } }', { e: `task:x${NUL}` }, null],
+    [
+      'a rule expression',
+      'mutation($e: String!) { createTaskRule(input: { name: "nul-rule", expression: $e, requiredTags: ["a:b"] }) { __typename ${E} } }',
+      { e: `task:x${NUL}` },
+      null,
+    ],
     ['an environment codename', 'mutation($c: String!) { createEnvironment(input: { codename: $c, architecture: "amd64" }) { __typename ${E} } }', { c: `sid${NUL}` }, null],
     ['a pool specification', POOL, { i: { name: 'nul-pool', specifications: { image: `debian${NUL}` } } }, null],
     ['a provider account value', POOL, { i: { name: 'nul-pool', providerAccount: { token: `x${NUL}` } } }, null],
     ['a required tag', CREATE, { i: { ...sbuild('hostile/main'), requiredTags: [`site:x${NUL}`] } }, 'alice'],
     ['a taskData string', CREATE, { i: { workspace: 'hostile/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: `a${NUL}b` } } }, 'alice'],
-    ['a taskData list string', CREATE, { i: { ...sbuild('hostile/main'), taskName: 'autopkgtest', taskData: { source_package: 'hello', host_architecture: 'amd64', include_tests: [`t${NUL}`] } } }, 'alice'],
+    [
+      'a taskData list string',
+      CREATE,
+      { i: { ...sbuild('hostile/main'), taskName: 'autopkgtest', taskData: { source_package: 'hello', host_architecture: 'amd64', include_tests: [`t${NUL}`] } } },
+      'alice',
+    ],
     ['a taskData key', CREATE, { i: { workspace: 'hostile/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'a', [`k${NUL}`]: 1 } } }, 'alice'],
     ['a reported tool', REPORT, { m: { tools: [`sbuild${NUL}`] } }, 'worker'],
     ['a reported architecture', REPORT, { m: { architectures: [`amd64${NUL}`] } }, 'worker'],
@@ -145,9 +155,7 @@ describe('NUL characters are refused wherever a client string goes (one input ch
 
 describe('deeply nested JSON is refused before anything serialises it', () => {
   it('taskData nested 5,000 deep in a variable: INVALID_INPUT', async () => {
-    const res = await unchanged(t, () =>
-      rawBody(CREATE, `{"i":{"workspace":"hostile/main","taskType":"worker","taskName":"noop","taskData":${deepJson(5000)}}}`, alice),
-    );
+    const res = await unchanged(t, () => rawBody(CREATE, `{"i":{"workspace":"hostile/main","taskType":"worker","taskName":"noop","taskData":${deepJson(5000)}}}`, alice));
     expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
     const r = res.data!.createWorkRequest;
     expect(r).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
@@ -157,7 +165,11 @@ describe('deeply nested JSON is refused before anything serialises it', () => {
 
   it('taskData nested 5,000 deep in a GraphQL literal: refused with a client error, not a 500', async () => {
     const res = await unchanged(t, () =>
-      raw(`mutation { createWorkRequest(input: { workspace: "hostile/main", taskType: "worker", taskName: "noop", taskData: ${deepLiteral(5000)} }) { __typename ${ERROR_FIELDS} } }`, {}, alice),
+      raw(
+        `mutation { createWorkRequest(input: { workspace: "hostile/main", taskType: "worker", taskName: "noop", taskData: ${deepLiteral(5000)} }) { __typename ${ERROR_FIELDS} } }`,
+        {},
+        alice,
+      ),
     );
     expect(res.status, JSON.stringify(res.errors)).toBeLessThan(500);
     const refusedAsWhole = res.errors?.[0]?.extensions?.code;
@@ -167,11 +179,20 @@ describe('deeply nested JSON is refused before anything serialises it', () => {
 
   it('a provider account nested 5,000 deep: INVALID_INPUT', async () => {
     const res = await unchanged(t, () => rawBody(POOL, `{"i":{"name":"deep-pool","providerAccount":{"k":${deepJson(5000)}}}}`, t.adminToken));
-    expect(res.data?.createWorkerPool, JSON.stringify(res)).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: expect.stringMatching(/^input\.providerAccount\.k/) });
+    expect(res.data?.createWorkerPool, JSON.stringify(res)).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: expect.stringMatching(/^input\.providerAccount\.k/),
+    });
   });
 
   it('taskData nested just within the limit is judged by its task, not by the nesting rule', async () => {
-    const r = await refusedMutation(CREATE, { i: { workspace: 'hostile/main', taskType: 'worker', taskName: 'noop', taskData: { result: true, x: deep(30) } } }, 'INVALID_TASK_DATA', alice);
+    const r = await refusedMutation(
+      CREATE,
+      { i: { workspace: 'hostile/main', taskType: 'worker', taskName: 'noop', taskData: { result: true, x: deep(30) } } },
+      'INVALID_TASK_DATA',
+      alice,
+    );
     expect(r.path).toBe('input.taskData.x');
   });
 });
@@ -276,7 +297,10 @@ describe('admin input is judged one way: refused whole, every problem listed (po
   });
 
   it('valid static metadata is still applied', async () => {
-    const r = await ok(t, `mutation { setWorkerStaticMetadata(input: { name: "static-1", metadata: { providedTags: ["site:fine"] }, concurrency: 2 }) { __typename ... on Worker { concurrency providedTags { tag } } } }`);
+    const r = await ok(
+      t,
+      `mutation { setWorkerStaticMetadata(input: { name: "static-1", metadata: { providedTags: ["site:fine"] }, concurrency: 2 }) { __typename ... on Worker { concurrency providedTags { tag } } } }`,
+    );
     expect(r.setWorkerStaticMetadata.concurrency).toBe(2);
     expect(tagsOf(r.setWorkerStaticMetadata.providedTags)).toContain('site:fine');
   });

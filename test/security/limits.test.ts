@@ -33,7 +33,12 @@ function post(target: string, body: string, opts: { token?: string; from?: strin
         path: u.pathname,
         method: 'POST',
         localAddress: opts.from,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}), ...opts.headers },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
+          ...opts.headers,
+        },
       },
       (res) => {
         let text = '';
@@ -45,14 +50,27 @@ function post(target: string, body: string, opts: { token?: string; from?: strin
     req.end(body);
   });
 }
-const gql = (query: string, opts: Parameters<typeof post>[2] = {}, variables: Record<string, unknown> = {}) => post(url, JSON.stringify({ query, variables }), { token: ADMIN_TOKEN, ...opts });
-const limitOf = (res: { json: Record<string, any> }) => (res.json.errors as { extensions?: { code?: string; limit?: string } }[] | undefined)?.map((e) => `${e.extensions?.code}:${e.extensions?.limit}`);
+const gql = (query: string, opts: Parameters<typeof post>[2] = {}, variables: Record<string, unknown> = {}) =>
+  post(url, JSON.stringify({ query, variables }), { token: ADMIN_TOKEN, ...opts });
+const limitOf = (res: { json: Record<string, any> }) =>
+  (res.json.errors as { extensions?: { code?: string; limit?: string } }[] | undefined)?.map((e) => `${e.extensions?.code}:${e.extensions?.limit}`);
 const plain = `{ workerPools { name } }`;
 
 beforeAll(async () => {
   ({ url } = await t.app.start());
   defaults = await buildApp(
-    loadConfig({}, { databaseUrl: t.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1', schedulerAutomatic: false }),
+    loadConfig(
+      {},
+      {
+        databaseUrl: t.dbUrl,
+        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+        adminToken: ADMIN_TOKEN,
+        secretKey: 'test-secret-key',
+        port: 0,
+        host: '127.0.0.1',
+        schedulerAutomatic: false,
+      },
+    ),
     { log: createLogger('silent') },
   );
   ({ url: defaultsUrl } = await defaults.start());

@@ -23,10 +23,9 @@ describe('what the log keeps of client input', () => {
 
   it('a failed pool insert does not log the sealed provider account', async () => {
     const from = capture.mark();
-    await t.gql(
-      `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ${ERROR_FIELDS} } }`,
-      { i: { name: 'leaky', providerAccount: { password: 'hunter2-TOP-SECRET' }, specifications: { image: `img\u0000` } } },
-    );
+    await t.gql(`mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ${ERROR_FIELDS} } }`, {
+      i: { name: 'leaky', providerAccount: { password: 'hunter2-TOP-SECRET' }, specifications: { image: `img\u0000` } },
+    });
     const [row] = await t.sql<{ n: number }>(`select count(*)::int as n from worker_pool where name = 'leaky'`);
     const text = capture.textSince(from);
     expect(text).not.toContain('hunter2');

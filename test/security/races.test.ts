@@ -44,8 +44,13 @@ describe('setWorkspaceMember for one pair, 20 at once', () => {
 describe('createWorkspace in a scope that does not exist yet', () => {
   it('8 different workspaces at once: all are created, in one scope', async () => {
     const results = await concurrently(8, (i) => `mutation { createWorkspace(input: { name: "fresh/ws-${i}" }) { __typename ... on Workspace { name } ${ERROR_FIELDS} } }`);
-    expect(results.map((r) => r.__typename), JSON.stringify(results)).toEqual(Array(8).fill('Workspace'));
-    const rows = await t.sql<{ scope: string; n: number }>(`select s.name as scope, count(w.id)::int as n from scope s join workspace w on w.scope_id = s.id where s.name = 'fresh' group by s.name`);
+    expect(
+      results.map((r) => r.__typename),
+      JSON.stringify(results),
+    ).toEqual(Array(8).fill('Workspace'));
+    const rows = await t.sql<{ scope: string; n: number }>(
+      `select s.name as scope, count(w.id)::int as n from scope s join workspace w on w.scope_id = s.id where s.name = 'fresh' group by s.name`,
+    );
     expect(rows).toEqual([{ scope: 'fresh', n: 8 }]);
   });
 
@@ -59,7 +64,10 @@ describe('createWorkspace in a scope that does not exist yet', () => {
 
   it('groups created at once in a new scope: all created', async () => {
     const results = await concurrently(6, (i) => `mutation { createGroup(input: { scope: "gscope", name: "g${i}" }) { __typename ${ERROR_FIELDS} } }`);
-    expect(results.map((r) => r.__typename), JSON.stringify(results)).toEqual(Array(6).fill('Group'));
+    expect(
+      results.map((r) => r.__typename),
+      JSON.stringify(results),
+    ).toEqual(Array(6).fill('Group'));
     expect(await t.sql(`select 1 from scope where name = 'gscope'`)).toHaveLength(1);
   });
 

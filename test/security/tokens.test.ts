@@ -28,7 +28,11 @@ async function tokenIdOf(token: string): Promise<string> {
   return (await t.gql(`{ tokens { id } }`, {}, token)).data!.tokens[0].id as string;
 }
 async function noop(token: string): Promise<string> {
-  const r = await t.gql(`mutation { createWorkRequest(input: { workspace: "sec/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ${ERROR_FIELDS} } }`, {}, token);
+  const r = await t.gql(
+    `mutation { createWorkRequest(input: { workspace: "sec/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ${ERROR_FIELDS} } }`,
+    {},
+    token,
+  );
   return r.data!.createWorkRequest.id as string;
 }
 const me = (token: string, at = t) => at.gql(`{ me { username } }`, {}, token);
@@ -164,7 +168,10 @@ describe('expiry', () => {
   it('refuses an expired token over HTTP and closes its socket when it expires', async () => {
     await newUser('exp-frank');
     const expiresAt = new Date(Date.now() + 1500).toISOString();
-    const created = await t.gql(`mutation($e: DateTime) { createToken(input: { username: "exp-frank", label: "short", expiresAt: $e }) { __typename ... on TokenValuePayload { value token { expiresAt label } } ${ERROR_FIELDS} } }`, { e: expiresAt });
+    const created = await t.gql(
+      `mutation($e: DateTime) { createToken(input: { username: "exp-frank", label: "short", expiresAt: $e }) { __typename ... on TokenValuePayload { value token { expiresAt label } } ${ERROR_FIELDS} } }`,
+      { e: expiresAt },
+    );
     const { value, token } = created.data!.createToken;
     expect(token).toEqual({ expiresAt, label: 'short' });
     expect((await me(value)).data!.me.username).toBe('exp-frank');
@@ -199,7 +206,18 @@ describe('TAGSCHED_ADMIN_TOKEN', () => {
   it('revokes the previous value when it changes', async () => {
     const next = 'tsk_admin_the-next-admin-token-0123456789';
     const second = await buildApp(
-      loadConfig({}, { databaseUrl: t.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: next, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1', schedulerAutomatic: false }),
+      loadConfig(
+        {},
+        {
+          databaseUrl: t.dbUrl,
+          dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+          adminToken: next,
+          secretKey: 'test-secret-key',
+          port: 0,
+          host: '127.0.0.1',
+          schedulerAutomatic: false,
+        },
+      ),
       { log: createLogger('silent') },
     );
     try {

@@ -6,7 +6,20 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { AMD64_METADATA, addMember, createPool, createUser, createWorkspace, expectResult, memberOf, ok, registerWorker, reportMetadata, sbuild, submitOk } from '../helpers/fixtures.js';
+import {
+  AMD64_METADATA,
+  addMember,
+  createPool,
+  createUser,
+  createWorkspace,
+  expectResult,
+  memberOf,
+  ok,
+  registerWorker,
+  reportMetadata,
+  sbuild,
+  submitOk,
+} from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
 const t = useTestApp();
@@ -47,7 +60,9 @@ beforeAll(async () => {
   wr.private = (await submitOk(t, { ...sbuild('vis/private', 'embargoed-pkg'), requiredTags: [SECRET_TAG] }, token.member)).id;
   wr.assigned = (await submitOk(t, sbuild('vis/private', 'assigned-pkg'), token.member)).id;
   wr.publicOnPrivate = (await submitOk(t, sbuild('vis/public', 'dependent', { dependsOn: [wr.private] }), token.member)).id;
-  await t.sql(`update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'assigned-worker') where id = ?`, [Number(wr.assigned)]);
+  await t.sql(`update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'assigned-worker') where id = ?`, [
+    Number(wr.assigned),
+  ]);
 
   await expectResult(t, 'Group', 'mutation { createGroup(input: { scope: "vis", name: "EmbargoTeam", workspace: "vis/private" }) { __typename } }');
   await expectResult(t, 'Group', 'mutation { createGroup(input: { scope: "vis", name: "Everyone" }) { __typename } }');
@@ -58,7 +73,11 @@ beforeAll(async () => {
   }
   await expectResult(t, 'TaskRule', 'mutation { createTaskRule(input: { workspace: "vis/private", name: "embargo-rule", requiredTags: ["site:secure-builder"] }) { __typename } }');
   await expectResult(t, 'TaskRule', 'mutation { createTaskRule(input: { name: "site-lintian", taskName: "lintian", requiredTags: ["site:lint-farm"] }) { __typename } }');
-  await expectResult(t, 'TaskRule', 'mutation { createTaskRule(input: { workspace: "vis/public", name: "public-rule", taskName: "lintian", requiredTags: ["site:public-rule"] }) { __typename } }');
+  await expectResult(
+    t,
+    'TaskRule',
+    'mutation { createTaskRule(input: { workspace: "vis/public", name: "public-rule", taskName: "lintian", requiredTags: ["site:public-rule"] }) { __typename } }',
+  );
 });
 afterAll(async () => {
   for (const d of disposers) await d();
@@ -102,7 +121,7 @@ describe('provisioning demand and diagnosis', () => {
   const DEMAND = `{ provisioningDemand { pendingTotal hiddenUnschedulableCount pools { pool { name } pendingRunnable }
     unschedulable { count sampleWorkRequestIds requiredTags providedTags nearest { pool workerNames missingOnWorker missingOnTask } } } }`;
 
-  it.each(VIEWERS)('%s: other people\'s private work appears only in counts (no ids, no user tags)', async (who) => {
+  it.each(VIEWERS)("%s: other people's private work appears only in counts (no ids, no user tags)", async (who) => {
     const d = (await as(who, DEMAND)).provisioningDemand;
     const text = JSON.stringify(d.unschedulable);
     if (INSIDERS.includes(who)) {
@@ -121,7 +140,14 @@ describe('provisioning demand and diagnosis', () => {
 
   /** Viewers that may see workers' tags, so the tags a mismatch names (services/visibility.ts: signed-in users). */
   const SEES_WORKER_TAGS: Who[] = ['outsider', 'member', 'admin'];
-  type Miss = { pool: string | null; workerNames: string[]; missingOnWorker: string[] | null; missingOnTask: string[] | null; missingOnWorkerCount: number; missingOnTaskCount: number };
+  type Miss = {
+    pool: string | null;
+    workerNames: string[];
+    missingOnWorker: string[] | null;
+    missingOnTask: string[] | null;
+    missingOnWorkerCount: number;
+    missingOnTaskCount: number;
+  };
   const MISS = 'pool workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount';
 
   /** A worker group's missing tags are there for who may see workers' tags, counts only for the others; a pool's are public. */
@@ -138,7 +164,7 @@ describe('provisioning demand and diagnosis', () => {
     expect(builder).toMatchObject({ missingOnWorkerCount: 0, missingOnTaskCount: 1, missingOnTask: sees ? [WORKER_SECRET_TAG] : null });
   };
 
-  it.each(VIEWERS)('%s: a diagnosis names workers\' tags only to those who may see them, and counts them for the others', async (who) => {
+  it.each(VIEWERS)("%s: a diagnosis names workers' tags only to those who may see them, and counts them for the others", async (who) => {
     const r = await as(who, `query($id: ID!) { workRequest(id: $id) { diagnosis { state mismatches { ${MISS} } } } }`, { id: wr.public });
     if (!EXPECTED_REQUESTS[who].includes('public')) return expect(r.workRequest).toBeNull();
     const misses = r.workRequest.diagnosis.mismatches as Miss[];
@@ -147,11 +173,16 @@ describe('provisioning demand and diagnosis', () => {
     expectMisses(who, misses);
   });
 
-  it.each(VIEWERS)('%s: the demand\'s nearest matches name workers\' tags only to those who may see them', async (who) => {
+  it.each(VIEWERS)("%s: the demand's nearest matches name workers' tags only to those who may see them", async (who) => {
     const d = (await as(who, `{ provisioningDemand { unschedulable { sampleWorkRequestIds nearest { ${MISS} } } } }`)).provisioningDemand;
     const groups = d.unschedulable as { sampleWorkRequestIds: string[]; nearest: Miss[] }[];
     const shown = groups.flatMap((g) => g.sampleWorkRequestIds).sort();
-    expect(shown).toEqual(['public', 'private'].filter((l) => EXPECTED_REQUESTS[who].includes(l)).map((l) => wr[l]).sort());
+    expect(shown).toEqual(
+      ['public', 'private']
+        .filter((l) => EXPECTED_REQUESTS[who].includes(l))
+        .map((l) => wr[l])
+        .sort(),
+    );
     if (!groups.length) return;
     const nearest = groups.flatMap((g) => g.nearest);
     expect(nearest.map((m) => m.workerNames.join())).toContain('hush-builder');
@@ -179,8 +210,11 @@ describe('workspaces, groups and rules', () => {
   });
 
   it.each(VIEWERS)('%s: groups(scope:) shows a group only with its workspace or scope, and members only to members', async (who) => {
-    const r = await as(who, `{ vis: groups(scope: "vis") { name workspace { name rules { name requiredTags } } members { username } }
-                              hush: groups(scope: "hush") { name members { username } } }`);
+    const r = await as(
+      who,
+      `{ vis: groups(scope: "vis") { name workspace { name rules { name requiredTags } } members { username } }
+                              hush: groups(scope: "hush") { name members { username } } }`,
+    );
     if (INSIDERS.includes(who)) {
       expect(r.vis.map((g: Json) => g.name)).toEqual(['EmbargoTeam', 'Everyone']);
       const team = r.vis.find((g: Json) => g.name === 'EmbargoTeam');
@@ -286,7 +320,7 @@ describe('status pages', () => {
     expect(html.includes('worker:cap:secret-tool')).toBe(shown);
   });
 
-  it.each(VIEWERS)('%s: the queue and a request\'s page name workers\' missing tags only to who may see them (counts for the others)', async (who) => {
+  it.each(VIEWERS)("%s: the queue and a request's page name workers' missing tags only to who may see them (counts for the others)", async (who) => {
     const sees = ['outsider', 'member', 'admin'].includes(who);
     const queue = await page('/-/status/queue/', who);
     expect(queue.status).toBe(200);

@@ -8,7 +8,9 @@ const ctx = { workRequestId: 1, log: createLogger('silent'), signal: new AbortCo
 
 describe('server-task runners', () => {
   it('there is one runner for every server task of the task registry, at its version, and no other', () => {
-    const tasks = TASKS.filter((t) => t.type === 'server').map((t) => `${t.name}@${t.version}`).sort();
+    const tasks = TASKS.filter((t) => t.type === 'server')
+      .map((t) => `${t.name}@${t.version}`)
+      .sort();
     expect(SERVER_TASK_RUNNERS.map((r) => `${r.name}@${r.version}`).sort()).toEqual(tasks);
   });
 

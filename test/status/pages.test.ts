@@ -5,7 +5,20 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { addMember, AMD64_METADATA, connectedWorker, createPool, createUser, createWorkspace, expectResult, memberOf, ok, registerWorker, sbuild, submitOk } from '../helpers/fixtures.js';
+import {
+  addMember,
+  AMD64_METADATA,
+  connectedWorker,
+  createPool,
+  createUser,
+  createWorkspace,
+  expectResult,
+  memberOf,
+  ok,
+  registerWorker,
+  sbuild,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp();
 
@@ -34,9 +47,17 @@ beforeAll(async () => {
   wr.running = (await submitOk(t, sbuild('pages/public', 'running-pkg', { requiredTags: ['site:nowhere'] }), token.member)).id;
   wr.privateRunning = (await submitOk(t, sbuild('pages/private', 'hidden-run-pkg', { requiredTags: ['site:nowhere'] }), token.member)).id;
   for (const id of [wr.running, wr.privateRunning]) {
-    await t.sql(`update work_request set status = 'RUNNING', assigned_at = now(), started_at = now(), worker_id = (select id from worker where name = 'busy-worker') where id = ?`, [Number(id)]);
+    await t.sql(
+      `update work_request set status = 'RUNNING', assigned_at = now(), started_at = now(), worker_id = (select id from worker where name = 'busy-worker') where id = ?`,
+      [Number(id)],
+    );
   }
-  const ack = await ok(t, 'mutation($i: AppendWorkRequestLogInput!) { appendWorkRequestLog(input: $i) { __typename } }', { i: { id: wr.running, offset: 0, bytes: 30, text: 'building <b>pkg</b> & "done"\n' } }, busy);
+  const ack = await ok(
+    t,
+    'mutation($i: AppendWorkRequestLogInput!) { appendWorkRequestLog(input: $i) { __typename } }',
+    { i: { id: wr.running, offset: 0, bytes: 30, text: 'building <b>pkg</b> & "done"\n' } },
+    busy,
+  );
   expect(ack.appendWorkRequestLog.__typename).not.toMatch(/Error/);
 });
 
@@ -49,7 +70,17 @@ async function get(path: string, who: Who | { cookie: string } = 'anonymous', in
 }
 
 describe('every page, for every viewer', () => {
-  const pages = () => ['/', '/-/status/', '/-/status/workers/', '/-/status/workers/busy-worker/', '/-/status/pools/', '/-/status/pools/cloud/', '/-/status/queue/', `/-/status/work-requests/${wr.public}/`, '/-/status/login'];
+  const pages = () => [
+    '/',
+    '/-/status/',
+    '/-/status/workers/',
+    '/-/status/workers/busy-worker/',
+    '/-/status/pools/',
+    '/-/status/pools/cloud/',
+    '/-/status/queue/',
+    `/-/status/work-requests/${wr.public}/`,
+    '/-/status/login',
+  ];
 
   it.each(VIEWERS)('%s: each page is HTML with the stylesheet and the navigation to all the others', async (who) => {
     for (const path of pages()) {
@@ -264,9 +295,15 @@ describe('hostile input: a 4xx page, never a 500', () => {
     expect((await get('/-/status/workers/', 'anonymous', { method: 'POST' })).status).toBe(405);
     expect((await get('/-/status/logout')).status).toBe(405);
     expect((await get('/-/status/login', 'anonymous', { method: 'POST', body: '{"token":"x"}', headers: { 'content-type': 'application/json' } })).status).toBe(400);
-    const big = await get('/-/status/login', 'anonymous', { method: 'POST', body: `token=${'a'.repeat(20_000)}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } }).catch(() => ({ status: 413 }));
+    const big = await get('/-/status/login', 'anonymous', {
+      method: 'POST',
+      body: `token=${'a'.repeat(20_000)}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    }).catch(() => ({ status: 413 }));
     expect(big.status).toBe(413);
-    expect((await get('/-/status/login', 'anonymous', { method: 'POST', body: 'token=%E0%A4%A', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).status).toBe(400);
+    expect((await get('/-/status/login', 'anonymous', { method: 'POST', body: 'token=%E0%A4%A', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).status).toBe(
+      400,
+    );
   });
 
   it('the sign-in page never sends a visitor to another site', async () => {

@@ -1,11 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  MAX_EXPRESSION_DEPTH,
-  evaluateExpression,
-  formatExpression,
-  parseExpression,
-} from '../../src/tags/expression.js';
+import { MAX_EXPRESSION_DEPTH, evaluateExpression, formatExpression, parseExpression } from '../../src/tags/expression.js';
 import type { TagExpression } from '../../src/tags/expression.js';
 
 const tag = (t: string): TagExpression => ({ kind: 'tag', tag: t });
@@ -44,10 +39,7 @@ describe('parseExpression', () => {
     ['  a\tand\n b  ', and(tag('a'), tag('b'))],
     ['AND and Or', and(tag('AND'), tag('Or'))],
     ['nota and andy', and(tag('nota'), tag('andy'))],
-    [
-      'task:source-package:linux or task:source-package:libreoffice',
-      or(tag('task:source-package:linux'), tag('task:source-package:libreoffice')),
-    ],
+    ['task:source-package:linux or task:source-package:libreoffice', or(tag('task:source-package:linux'), tag('task:source-package:libreoffice'))],
   ])('%j', (src, expected) => {
     expect(parseExpression(src)).toEqual({ ok: true, expression: expected });
   });

@@ -58,13 +58,7 @@ describe('matchTags', () => {
       ['worker:build-arch:amd64', 'worker:memory-gib>=8'],
       [],
     ],
-    [
-      'an exclusive worker refuses a task from another workspace',
-      sbuild,
-      { ...amd64, required: ['task:workspace:debian:security'] },
-      [],
-      ['task:workspace:debian:security'],
-    ],
+    ['an exclusive worker refuses a task from another workspace', sbuild, { ...amd64, required: ['task:workspace:debian:security'] }, [], ['task:workspace:debian:security']],
     [
       'an exclusive worker takes a task from its workspace',
       { ...sbuild, provided: [...sbuild.provided, 'task:workspace:debian:security'] },
@@ -72,13 +66,7 @@ describe('matchTags', () => {
       [],
       [],
     ],
-    [
-      'both sides can miss at once',
-      { provided: [], required: ['worker:cap:kvm'] },
-      { provided: [], required: ['site:gpu'] },
-      ['worker:cap:kvm'],
-      ['site:gpu'],
-    ],
+    ['both sides can miss at once', { provided: [], required: ['worker:cap:kvm'] }, { provided: [], required: ['site:gpu'] }, ['worker:cap:kvm'], ['site:gpu']],
   ])('%s', (_label, task, worker, missingOnWorker, missingOnTask) => {
     expect(matchTags(task, worker)).toEqual({
       ok: missingOnWorker.length === 0 && missingOnTask.length === 0,
@@ -91,8 +79,14 @@ describe('matchTags', () => {
 describe('match properties', () => {
   const name = fc.constantFrom('a', 'b', 'worker:cap:x', 'worker:memory-gib', 'A');
   const value = fc.integer({ min: 0, max: 20 }).map(String);
-  const providedTag = fc.oneof(name, fc.tuple(name, value).map(([n, v]) => `${n}=${v}`));
-  const requiredTag = fc.oneof(name, fc.tuple(name, value).map(([n, v]) => `${n}>=${v}`));
+  const providedTag = fc.oneof(
+    name,
+    fc.tuple(name, value).map(([n, v]) => `${n}=${v}`),
+  );
+  const requiredTag = fc.oneof(
+    name,
+    fc.tuple(name, value).map(([n, v]) => `${n}>=${v}`),
+  );
   const side = fc.record({ provided: fc.array(providedTag, { maxLength: 6 }), required: fc.array(requiredTag, { maxLength: 6 }) });
   const runs = { numRuns: 300 };
 

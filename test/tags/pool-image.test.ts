@@ -29,7 +29,11 @@ describe('imageTags', () => {
     { label: 'the version from the catalog', image: { enableTasks: ['autopkgtest'] }, tags: ['worker:cap:autopkgtest', 'worker:task:worker:autopkgtest:version:2'] },
     { label: 'a signing task', image: { enableTasks: ['debsign'] }, tags: ['worker:cap:debsign', 'worker:task:signing:debsign:version:1'] },
     { label: 'a handled task: runnable, no tool claimed', image: { handlerTasks: ['sbuild'] }, tags: ['worker:task:worker:sbuild:version:1'] },
-    { label: 'a task both enabled and handled: once', image: { enableTasks: ['sbuild'], handlerTasks: ['sbuild'] }, tags: ['worker:cap:sbuild', 'worker:task:worker:sbuild:version:1'] },
+    {
+      label: 'a task both enabled and handled: once',
+      image: { enableTasks: ['sbuild'], handlerTasks: ['sbuild'] },
+      tags: ['worker:cap:sbuild', 'worker:task:worker:sbuild:version:1'],
+    },
     { label: 'names the catalog does not know give nothing', image: { enableTasks: ['nosuch'], handlerTasks: ['alsonot'] }, tags: [] },
     {
       label: 'everything, in a stable order: architectures, backends, tools, tasks',

@@ -7,8 +7,7 @@ import type { ParsedTag } from '../../src/tags/syntax.js';
 import { PROVENANCES, REFUSAL_CODES, TAG_SET_KINDS } from '../../src/tags/types.js';
 import type { Provenance, RefusalCode, TagSetKind } from '../../src/tags/types.js';
 
-const { PROVENANCE_NOT_ALLOWED_FOR_SET: SET, PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY: ONTOLOGY, PREFIX_NOT_GRANTED_BY_WORKSPACE: PREFIX } =
-  REFUSAL_CODES;
+const { PROVENANCE_NOT_ALLOWED_FOR_SET: SET, PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY: ONTOLOGY, PREFIX_NOT_GRANTED_BY_WORKSPACE: PREFIX } = REFUSAL_CODES;
 
 function parsed(raw: string, set: TagSetKind): ParsedTag {
   const result = parseTag(raw, sideOfSet(set));
@@ -102,12 +101,9 @@ describe('the set table of DESIGN §2.3', () => {
     expect(ranked).toEqual(['system', 'admin', 'workspace', 'user', 'worker']);
   });
 
-  it.each(TAG_SET_KINDS.map((kind) => [kind, kind.endsWith('-provided') ? 'provided' : 'required']))(
-    '%s is on the %s side',
-    (kind, side) => {
-      expect(sideOfSet(kind)).toBe(side);
-    },
-  );
+  it.each(TAG_SET_KINDS.map((kind) => [kind, kind.endsWith('-provided') ? 'provided' : 'required']))('%s is on the %s side', (kind, side) => {
+    expect(sideOfSet(kind)).toBe(side);
+  });
 });
 
 type Case = [TagSetKind, string, Provenance, RefusalCode | null];

@@ -79,8 +79,7 @@ describe('parseTag refuses', () => {
       error: {
         tag: 'foo bar',
         rule: 'bad-characters',
-        message:
-          'tag "foo bar" is invalid: only A-Z a-z 0-9 and : . _ + ~ - are allowed (no whitespace); found " " at position 3',
+        message: 'tag "foo bar" is invalid: only A-Z a-z 0-9 and : . _ + ~ - are allowed (no whitespace); found " " at position 3',
       },
     });
   });

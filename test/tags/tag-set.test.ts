@@ -89,20 +89,71 @@ type Contribution = [Provenance, string];
 describe('valued tags on a provided set', () => {
   const name = 'worker:memory-gib';
   it.each<[string, Contribution[], string, Contribution[]]>([
-    ['a more trusted later value wins', [['worker', '8'], ['admin', '32']], '32', [['worker', '8']]],
-    ['a less trusted later value loses', [['admin', '32'], ['worker', '8']], '32', [['worker', '8']]],
-    ['on equal trust the first one wins', [['admin', '32'], ['admin', '64']], '32', [['admin', '64']]],
-    ['system beats admin', [['admin', '32'], ['system', '16']], '16', [['admin', '32']]],
+    [
+      'a more trusted later value wins',
+      [
+        ['worker', '8'],
+        ['admin', '32'],
+      ],
+      '32',
+      [['worker', '8']],
+    ],
+    [
+      'a less trusted later value loses',
+      [
+        ['admin', '32'],
+        ['worker', '8'],
+      ],
+      '32',
+      [['worker', '8']],
+    ],
+    [
+      'on equal trust the first one wins',
+      [
+        ['admin', '32'],
+        ['admin', '64'],
+      ],
+      '32',
+      [['admin', '64']],
+    ],
+    [
+      'system beats admin',
+      [
+        ['admin', '32'],
+        ['system', '16'],
+      ],
+      '16',
+      [['admin', '32']],
+    ],
     [
       'the winner can change twice',
-      [['worker', '8'], ['admin', '32'], ['system', '16']],
+      [
+        ['worker', '8'],
+        ['admin', '32'],
+        ['system', '16'],
+      ],
       '16',
-      [['worker', '8'], ['admin', '32']],
+      [
+        ['worker', '8'],
+        ['admin', '32'],
+      ],
     ],
-    ['equal values never conflict', [['worker', '32'], ['admin', '32']], '32', []],
+    [
+      'equal values never conflict',
+      [
+        ['worker', '32'],
+        ['admin', '32'],
+      ],
+      '32',
+      [],
+    ],
     [
       'entries agreeing with the winner stay whatever their trust',
-      [['worker', '16'], ['admin', '32'], ['system', '16']],
+      [
+        ['worker', '16'],
+        ['admin', '32'],
+        ['system', '16'],
+      ],
       '16',
       [['admin', '32']],
     ],

@@ -72,16 +72,13 @@ describe('sizeClass', () => {
 });
 
 describe('computeWorkerTags', () => {
-  it.each<[WorkerTagInput['type']]>([['worker'], ['server'], ['signing'], ['not-assignable']])(
-    'gives a bare %s worker its type, from the system',
-    (type) => {
-      const result = computeWorkerTags(input({ type }));
-      expect(result.provided).toEqual([entry(`worker:type:${type}`, 'system', 'worker.type')]);
-      expect(result.providedTags).toEqual([`worker:type:${type}`]);
-      expect(result.required).toEqual([]);
-      expect(result.rejected).toEqual([]);
-    },
-  );
+  it.each<[WorkerTagInput['type']]>([['worker'], ['server'], ['signing'], ['not-assignable']])('gives a bare %s worker its type, from the system', (type) => {
+    const result = computeWorkerTags(input({ type }));
+    expect(result.provided).toEqual([entry(`worker:type:${type}`, 'system', 'worker.type')]);
+    expect(result.providedTags).toEqual([`worker:type:${type}`]);
+    expect(result.required).toEqual([]);
+    expect(result.rejected).toEqual([]);
+  });
 
   it('derives tags from reported facts with the worker provenance', () => {
     const result = computeWorkerTags(input({ dynamicMetadata: reportedFacts }));
@@ -141,8 +138,18 @@ describe('computeWorkerTags', () => {
       entry('worker:size:big', 'worker', 'dynamic-metadata'),
     ],
     ['a fact missing', { 'system:cpu_count': 16, 'system:total_physical_memory': 64 * GIB }, {}, null],
-    ['exactly at the big floor in bytes', {}, { 'system:cpu_count': 16, 'system:total_physical_memory': 32 * GIB, 'system:disk_free': 200 * GIB }, entry('worker:size:big', 'worker', 'dynamic-metadata')],
-    ['one byte under the big memory floor', {}, { 'system:cpu_count': 16, 'system:total_physical_memory': 32 * GIB - 1, 'system:disk_free': 200 * GIB }, entry('worker:size:medium', 'worker', 'dynamic-metadata')],
+    [
+      'exactly at the big floor in bytes',
+      {},
+      { 'system:cpu_count': 16, 'system:total_physical_memory': 32 * GIB, 'system:disk_free': 200 * GIB },
+      entry('worker:size:big', 'worker', 'dynamic-metadata'),
+    ],
+    [
+      'one byte under the big memory floor',
+      {},
+      { 'system:cpu_count': 16, 'system:total_physical_memory': 32 * GIB - 1, 'system:disk_free': 200 * GIB },
+      entry('worker:size:medium', 'worker', 'dynamic-metadata'),
+    ],
   ])('size class with %s', (_label, staticMetadata, dynamicMetadata, expected) => {
     const result = computeWorkerTags(input({ staticMetadata, dynamicMetadata }));
     const sizes = result.provided.filter((e) => e.tag.startsWith('worker:size:'));
@@ -174,10 +181,7 @@ describe('computeWorkerTags', () => {
         dynamicMetadata: { required_tags: ['task:workspace:evil:x', 'site:mine'] },
       }),
     );
-    expect(result.required).toEqual([
-      entry('task:workspace:debian:security', 'admin', 'static-metadata'),
-      entry('site:cloud', 'admin', 'pool:cloud'),
-    ]);
+    expect(result.required).toEqual([entry('task:workspace:debian:security', 'admin', 'static-metadata'), entry('site:cloud', 'admin', 'pool:cloud')]);
     expect(result.requiredTags).toEqual(['site:cloud', 'task:workspace:debian:security']);
     expect(result.rejected).toEqual([
       expect.objectContaining({ tag: 'task:workspace:evil:x', set: 'worker-required', code: REFUSAL_CODES.PROVENANCE_NOT_ALLOWED_FOR_SET }),
@@ -201,9 +205,7 @@ describe('computeWorkerTags', () => {
   ])('drops and records %s reported by the worker', (_label, dynamicMetadata, tag, code) => {
     const result = computeWorkerTags(input({ dynamicMetadata }));
     expect(result.providedTags).toEqual(['worker:type:worker']);
-    expect(result.rejected).toEqual([
-      expect.objectContaining({ tag, provenance: 'worker', source: 'dynamic-metadata', set: 'worker-provided', code }),
-    ]);
+    expect(result.rejected).toEqual([expect.objectContaining({ tag, provenance: 'worker', source: 'dynamic-metadata', set: 'worker-provided', code })]);
     expect(result.rejected[0].message).toContain(tag.slice(0, 10));
   });
 
@@ -298,13 +300,7 @@ describe('computeWorkerTags', () => {
         dynamicMetadata: { 'system:cpu_count': 16, 'system:total_physical_memory': 31.4 * GIB, 'system:disk_free': 180 * GIB },
       }),
     );
-    expect(result.providedTags).toEqual([
-      'worker:cpu-count=16',
-      'worker:disk-gib=200',
-      'worker:memory-gib=32',
-      'worker:size:big',
-      'worker:type:worker',
-    ]);
+    expect(result.providedTags).toEqual(['worker:cpu-count=16', 'worker:disk-gib=200', 'worker:memory-gib=32', 'worker:size:big', 'worker:type:worker']);
     expect(result.provided).toContainEqual(entry('worker:cpu-count=16', 'worker', 'dynamic-metadata'));
     expect(result.provided).toContainEqual(entry('worker:size:big', 'admin', 'pool:cloud:specifications'));
     expect(result.rejected.map((r) => [r.tag, r.code])).toEqual([
@@ -314,9 +310,7 @@ describe('computeWorkerTags', () => {
   });
 
   it('lets static metadata win over the pool on a valued tag (same trust, added first)', () => {
-    const result = computeWorkerTags(
-      input({ pool: pool({ specifications: { cpuCount: 4 } }), staticMetadata: { 'system:cpu_count': 8 } }),
-    );
+    const result = computeWorkerTags(input({ pool: pool({ specifications: { cpuCount: 4 } }), staticMetadata: { 'system:cpu_count': 8 } }));
     expect(result.providedTags).toContain('worker:cpu-count=8');
     expect(result.rejected).toEqual([expect.objectContaining({ tag: 'worker:cpu-count=4', source: 'pool:cloud:specifications' })]);
   });
@@ -352,9 +346,7 @@ describe('computeWorkerTags', () => {
   it('never throws on garbage metadata, and keeps only entries the rules allow', () => {
     fc.assert(
       fc.property(metadata, metadata, (staticMetadata, dynamicMetadata) => {
-        const result = computeWorkerTags(
-          input({ staticMetadata: staticMetadata as WorkerMetadata, dynamicMetadata: dynamicMetadata as WorkerMetadata }),
-        );
+        const result = computeWorkerTags(input({ staticMetadata: staticMetadata as WorkerMetadata, dynamicMetadata: dynamicMetadata as WorkerMetadata }));
         const allowed = (set: 'worker-provided' | 'worker-required', side: 'provided' | 'required') => (e: TagEntry) => {
           const parsed = parseTag(e.tag, side);
           return parsed.ok && checkContribution(set, parsed.tag, e.provenance) === null;

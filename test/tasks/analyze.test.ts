@@ -86,9 +86,7 @@ describe('user tags', () => {
   });
 
   it('accepts a provided tag under a prefix the workspace grants', () => {
-    const result = success(
-      analyzeWorkRequest(sbuildRequest({ userProvidedTags: ['debian:flavour:fast'], userProvidablePrefixes: ['debian:flavour:'] })),
-    );
+    const result = success(analyzeWorkRequest(sbuildRequest({ userProvidedTags: ['debian:flavour:fast'], userProvidablePrefixes: ['debian:flavour:'] })));
     expect(triples(result.provided)).toContainEqual(['debian:flavour:fast', 'user', 'user-input']);
   });
 });
@@ -105,13 +103,21 @@ describe('task rules', () => {
     { label: 'by task name, other task', rules: [rule({ name: 'r', taskName: 'autopkgtest', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: false },
     { label: 'by expression, true', rules: [rule({ name: 'r', expression: 'task:source-package:linux', requiredTags: ['worker:class:x'] })], pkg: 'linux', applies: true },
     { label: 'by expression, false', rules: [rule({ name: 'r', expression: 'task:source-package:linux', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: false },
-    { label: 'by both', rules: [rule({ name: 'r', taskName: 'sbuild', expression: 'worker:build-arch:amd64 and not task:cross-target:arm64', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: true },
-    { label: 'by both, name mismatch', rules: [rule({ name: 'r', taskName: 'lintian', expression: 'worker:build-arch:amd64', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: false },
+    {
+      label: 'by both',
+      rules: [rule({ name: 'r', taskName: 'sbuild', expression: 'worker:build-arch:amd64 and not task:cross-target:arm64', requiredTags: ['worker:class:x'] })],
+      pkg: 'hello',
+      applies: true,
+    },
+    {
+      label: 'by both, name mismatch',
+      rules: [rule({ name: 'r', taskName: 'lintian', expression: 'worker:build-arch:amd64', requiredTags: ['worker:class:x'] })],
+      pkg: 'hello',
+      applies: false,
+    },
     { label: 'unconditionally', rules: [rule({ name: 'r', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: true },
   ])('applies a workspace rule $label: $applies', ({ rules, pkg, applies }) => {
-    const result = success(
-      analyzeWorkRequest(sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, workspaceRules: rules })),
-    );
+    const result = success(analyzeWorkRequest(sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, workspaceRules: rules })));
     const entry = ['worker:class:x', 'workspace', 'workspace-rule:r'];
     if (applies) expect(triples(result.required)).toContainEqual(entry);
     else expect(result.requiredTags).not.toContain('worker:class:x');
@@ -122,9 +128,7 @@ describe('task rules', () => {
     ['libreoffice', true],
     ['hello', false],
   ])('site rule for big packages on %s applies: %s', (pkg, applies) => {
-    const result = success(
-      analyzeWorkRequest(sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, siteRules: [large] })),
-    );
+    const result = success(analyzeWorkRequest(sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, siteRules: [large] })));
     expect(triples(result.required).some((t) => t.join() === 'worker:class:large,system,site-rule:big-packages')).toBe(applies);
   });
 
@@ -154,9 +158,7 @@ describe('task rules', () => {
     expect(result.providedTags).not.toContain('task:scope:other');
     expect(triples(result.provided)).toContainEqual(['debian:ok', 'workspace', 'workspace-rule:sneaky']);
     expect(triples(result.required)).toContainEqual(['worker:type:server', 'workspace', 'workspace-rule:sneaky']);
-    expect(result.dropped).toMatchObject([
-      { tag: 'task:scope:other', provenance: 'workspace', source: 'workspace-rule:sneaky', set: 'task-provided' },
-    ]);
+    expect(result.dropped).toMatchObject([{ tag: 'task:scope:other', provenance: 'workspace', source: 'workspace-rule:sneaky', set: 'task-provided' }]);
   });
 
   it('lets a site rule provide a system-only tag', () => {
@@ -196,9 +198,7 @@ describe('determinism', () => {
     const rules = [rule({ name: 'a', requiredTags: ['worker:class:a'] }), rule({ name: 'b', providedTags: ['task:scope:x', 'debian:b'] })];
     const tags = ['worker:class:large', 'worker:cap:kvm'];
     const one = analyzeWorkRequest(sbuildRequest({ creatorGroups: groups, workspaceRules: rules, userRequiredTags: tags }));
-    const two = analyzeWorkRequest(
-      sbuildRequest({ creatorGroups: [...groups].reverse(), workspaceRules: [...rules].reverse(), userRequiredTags: [...tags].reverse() }),
-    );
+    const two = analyzeWorkRequest(sbuildRequest({ creatorGroups: [...groups].reverse(), workspaceRules: [...rules].reverse(), userRequiredTags: [...tags].reverse() }));
     expect(two).toEqual(one);
   });
 

@@ -42,7 +42,15 @@ describe('the tools a task declares', () => {
     ['worker', 'sbuild', { source_package: 'hello', host_architecture: 'arm64', backend: 'qemu' }],
     ['worker', 'autopkgtest', { source_package: 'hello', host_architecture: 'amd64' }],
     ['worker', 'mmdebstrap', { bootstrap_options: { architecture: 'riscv64' }, bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }] }],
-    ['worker', 'simplesystemimagebuild', { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }], disk_image: { format: 'qcow2', partitions: [{ size: 2, filesystem: 'ext4' }] } }],
+    [
+      'worker',
+      'simplesystemimagebuild',
+      {
+        bootstrap_options: { architecture: 'amd64' },
+        bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }],
+        disk_image: { format: 'qcow2', partitions: [{ size: 2, filesystem: 'ext4' }] },
+      },
+    ],
     ['worker', 'lintian', {}],
     ['signing', 'debsign', { unsigned: 1, key: 'A'.repeat(40) }],
     ['signing', 'sign', { purpose: 'uefi', unsigned: [1], key: 'k' }],
@@ -63,7 +71,11 @@ describe('the tools a task declares', () => {
   });
 
   it('the catalog lists every worker and signing task, with its tools', () => {
-    expect(WORKER_TASK_CATALOG.map((t) => `${t.type}/${t.name}`).sort()).toEqual(TASKS.filter((t) => t.type === 'worker' || t.type === 'signing').map((t) => `${t.type}/${t.name}`).sort());
+    expect(WORKER_TASK_CATALOG.map((t) => `${t.type}/${t.name}`).sort()).toEqual(
+      TASKS.filter((t) => t.type === 'worker' || t.type === 'signing')
+        .map((t) => `${t.type}/${t.name}`)
+        .sort(),
+    );
     expect(WORKER_TASK_CATALOG.find((t) => t.name === 'sbuild')).toEqual({ type: 'worker', name: 'sbuild', version: 1, tools: ['sbuild'] });
   });
 });

@@ -97,7 +97,12 @@ describe('validateTaskInput', () => {
     ['signing', 'generatekey', { purpose: 'openpgp' }, 'taskData.description'],
     ['internal', 'synchronization_point', {}, 'taskData.step'],
     ['server', 'servernoop', { result: 'yes' }, 'taskData.result'],
-    ['worker', 'simplesystemimagebuild', { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian', suite: 'sid' }], disk_image: { format: 'vmdk' } }, 'taskData.disk_image.format'],
+    [
+      'worker',
+      'simplesystemimagebuild',
+      { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian', suite: 'sid' }], disk_image: { format: 'vmdk' } },
+      'taskData.disk_image.format',
+    ],
     ['workflow', 'sbuild', { input: { source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64'] }, 'taskData.input.source_package'],
     ['workflow', 'sbuild', { input: { source_package: 'hello' }, target_distribution: 'trixie', architectures: ['amd64'] }, 'taskData.target_distribution'],
     ['workflow', 'sbuild', { input: { source_package: 'hello' }, target_distribution: 'debian:trixie', architectures: ['amd64'], enable_upload: true }, 'taskData.enable_upload'],
@@ -145,9 +150,7 @@ describe('analyzeWorkRequest input errors', () => {
     ['no environment found', null],
     ['another environment found', AMD64_ENV],
   ])('fails on an unknown environment (%s)', (_label, environment) => {
-    const result = analyzeWorkRequest(
-      request({ taskName: 'lintian', taskData: { environment_id: 99 }, environment }),
-    );
+    const result = analyzeWorkRequest(request({ taskName: 'lintian', taskData: { environment_id: 99 }, environment }));
     expect(result).toEqual({
       ok: false,
       errors: [{ code: 'UNKNOWN_ENVIRONMENT', path: 'taskData.environment_id', message: 'environment 99 does not exist' }],
@@ -160,9 +163,7 @@ describe('analyzeWorkRequest input errors', () => {
   });
 
   it('reports bad task data and bad user tags together', () => {
-    const result = analyzeWorkRequest(
-      request({ taskName: 'sbuild', taskData: {}, userRequiredTags: ['has space'], userProvidedTags: [''] }),
-    );
+    const result = analyzeWorkRequest(request({ taskName: 'sbuild', taskData: {}, userRequiredTags: ['has space'], userProvidedTags: [''] }));
     expect(result.ok).toBe(false);
     if (!result.ok) {
       expect(result.errors.map((e) => [e.code, e.path])).toEqual([

@@ -34,8 +34,18 @@ describe('the sbuild workflow', () => {
   it('makes one sbuild per architecture, in the environment of the codename and architecture (the newest one)', () => {
     const plan = expand('sbuild', { ...base, architectures: ['amd64', 'arm64', 'amd64'], backend: 'unshare', build_profiles: ['nocheck'] });
     expect(plan.ok && summary(plan.children)).toEqual([
-      { key: 'sbuild:amd64', task: 'worker/sbuild', data: { source_package: 'hello', host_architecture: 'amd64', environment_id: 4, build_components: ['any'], backend: 'unshare', build_profiles: ['nocheck'] }, dependsOn: [] },
-      { key: 'sbuild:arm64', task: 'worker/sbuild', data: { source_package: 'hello', host_architecture: 'arm64', environment_id: 2, build_components: ['any'], backend: 'unshare', build_profiles: ['nocheck'] }, dependsOn: [] },
+      {
+        key: 'sbuild:amd64',
+        task: 'worker/sbuild',
+        data: { source_package: 'hello', host_architecture: 'amd64', environment_id: 4, build_components: ['any'], backend: 'unshare', build_profiles: ['nocheck'] },
+        dependsOn: [],
+      },
+      {
+        key: 'sbuild:arm64',
+        task: 'worker/sbuild',
+        data: { source_package: 'hello', host_architecture: 'arm64', environment_id: 2, build_components: ['any'], backend: 'unshare', build_profiles: ['nocheck'] },
+        dependsOn: [],
+      },
     ]);
   });
 
@@ -57,8 +67,16 @@ describe('the sbuild workflow', () => {
     expect(plan).toEqual({
       ok: false,
       errors: [
-        { code: 'UNKNOWN_ENVIRONMENT', path: 'taskData.target_distribution', message: 'no environment of codename trixie for architecture s390x and variant buildd: an admin registers one with createEnvironment' },
-        { code: 'UNKNOWN_ENVIRONMENT', path: 'taskData.target_distribution', message: 'no environment of codename trixie for architecture ppc64el and variant buildd: an admin registers one with createEnvironment' },
+        {
+          code: 'UNKNOWN_ENVIRONMENT',
+          path: 'taskData.target_distribution',
+          message: 'no environment of codename trixie for architecture s390x and variant buildd: an admin registers one with createEnvironment',
+        },
+        {
+          code: 'UNKNOWN_ENVIRONMENT',
+          path: 'taskData.target_distribution',
+          message: 'no environment of codename trixie for architecture ppc64el and variant buildd: an admin registers one with createEnvironment',
+        },
       ],
     });
   });
@@ -83,11 +101,28 @@ describe('the debian_pipeline workflow', () => {
     {
       name: 'without architectures: every architecture with an environment of the codename; all checks by default',
       data: base,
-      children: [build('amd64', 4), build('arm64', 2), check('lintian', 'amd64', 4), check('autopkgtest', 'amd64', 4), check('piuparts', 'amd64', 4), check('lintian', 'arm64', 2), check('autopkgtest', 'arm64', 2), check('piuparts', 'arm64', 2)],
+      children: [
+        build('amd64', 4),
+        build('arm64', 2),
+        check('lintian', 'amd64', 4),
+        check('autopkgtest', 'amd64', 4),
+        check('piuparts', 'amd64', 4),
+        check('lintian', 'arm64', 2),
+        check('autopkgtest', 'arm64', 2),
+        check('piuparts', 'arm64', 2),
+      ],
     },
     {
       name: 'the checks that are switched off are left out; backends and options go to their task',
-      data: { ...base, architectures: ['arm64'], enable_autopkgtest: false, enable_piuparts: false, sbuild_backend: 'incus-lxc', lintian_backend: 'unshare', lintian_fail_on_severity: 'warning' },
+      data: {
+        ...base,
+        architectures: ['arm64'],
+        enable_autopkgtest: false,
+        enable_piuparts: false,
+        sbuild_backend: 'incus-lxc',
+        lintian_backend: 'unshare',
+        lintian_fail_on_severity: 'warning',
+      },
       children: [build('arm64', 2, { backend: 'incus-lxc' }), check('lintian', 'arm64', 2, { backend: 'unshare', fail_on_severity: 'warning' })],
     },
     {
@@ -108,7 +143,12 @@ describe('the debian_pipeline workflow', () => {
 
   it.each([
     { name: 'a codename with no environment at all', data: { ...base, codename: 'forky' }, path: 'taskData.codename', message: /no environment of codename forky is registered/ },
-    { name: 'an architecture without one', data: { ...base, architectures: ['amd64', 'mips64el'] }, path: 'taskData.architectures', message: /no environment of codename trixie for architecture mips64el/ },
+    {
+      name: 'an architecture without one',
+      data: { ...base, architectures: ['amd64', 'mips64el'] },
+      path: 'taskData.architectures',
+      message: /no environment of codename trixie for architecture mips64el/,
+    },
   ])('refuses $name', ({ data, path, message }) => {
     const plan = expand('debian_pipeline', data);
     expect(plan.ok).toBe(false);
@@ -122,15 +162,35 @@ describe('a workflow combines its children results: ERROR over FAILURE over SUCC
     { name: 'no children', children: [], result: 'SUCCESS', reason: null },
     { name: 'all succeeded', children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'SUCCESS')], result: 'SUCCESS', reason: null },
     { name: 'skipped counts as success', children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'SKIPPED')], result: 'SUCCESS', reason: null },
-    { name: 'one failed', children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'FAILURE', 'lintian')], result: 'FAILURE', reason: '1 of 2 children did not succeed: 2 (lintian) FAILURE' },
-    { name: 'an error wins over a failure', children: [child(1, 'COMPLETED', 'FAILURE'), child(2, 'COMPLETED', 'ERROR')], result: 'ERROR', reason: '2 of 2 children did not succeed: 1 (sbuild) FAILURE, 2 (sbuild) ERROR' },
-    { name: 'an aborted child counts as an error', children: [child(1, 'COMPLETED', 'FAILURE'), child(2, 'ABORTED', null, 'piuparts')], result: 'ERROR', reason: '2 of 2 children did not succeed: 1 (sbuild) FAILURE, 2 (piuparts) ABORTED' },
+    {
+      name: 'one failed',
+      children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'FAILURE', 'lintian')],
+      result: 'FAILURE',
+      reason: '1 of 2 children did not succeed: 2 (lintian) FAILURE',
+    },
+    {
+      name: 'an error wins over a failure',
+      children: [child(1, 'COMPLETED', 'FAILURE'), child(2, 'COMPLETED', 'ERROR')],
+      result: 'ERROR',
+      reason: '2 of 2 children did not succeed: 1 (sbuild) FAILURE, 2 (sbuild) ERROR',
+    },
+    {
+      name: 'an aborted child counts as an error',
+      children: [child(1, 'COMPLETED', 'FAILURE'), child(2, 'ABORTED', null, 'piuparts')],
+      result: 'ERROR',
+      reason: '2 of 2 children did not succeed: 1 (sbuild) FAILURE, 2 (piuparts) ABORTED',
+    },
   ])('$name → $result', ({ children, result, reason }) => {
     expect(combineChildResults(children)).toEqual({ result, reason });
   });
 
   it('names ten children at most', () => {
     const many = Array.from({ length: 13 }, (_, i) => child(i + 1, 'COMPLETED', 'FAILURE'));
-    expect(combineChildResults(many).reason).toBe(`13 of 13 children did not succeed: ${many.slice(0, 10).map((c) => `${c.id} (sbuild) FAILURE`).join(', ')}, and 3 more`);
+    expect(combineChildResults(many).reason).toBe(
+      `13 of 13 children did not succeed: ${many
+        .slice(0, 10)
+        .map((c) => `${c.id} (sbuild) FAILURE`)
+        .join(', ')}, and 3 more`,
+    );
   });
 });

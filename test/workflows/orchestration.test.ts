@@ -130,7 +130,12 @@ describe('workflows', () => {
   it('are refused at submission, with nothing written, when their children could not be made', async () => {
     const before = await snapshot(t, ['work_request', 'work_request_dependency']);
     const r = await submit(t, pipeline({}, { architectures: ['amd64', 's390x'] }), alice);
-    expect(r).toMatchObject({ __typename: 'InputError', code: 'UNKNOWN_ENVIRONMENT', path: 'input.taskData.architectures', message: expect.stringContaining('architecture s390x') });
+    expect(r).toMatchObject({
+      __typename: 'InputError',
+      code: 'UNKNOWN_ENVIRONMENT',
+      path: 'input.taskData.architectures',
+      message: expect.stringContaining('architecture s390x'),
+    });
     const unknownKey = await submit(t, pipeline({}, { enable_upload: true }), alice);
     expect(unknownKey).toMatchObject({ __typename: 'InputError', code: 'INVALID_TASK_DATA', path: 'input.taskData.enable_upload' });
     expect(await snapshot(t, ['work_request', 'work_request_dependency'])).toEqual(before);
@@ -142,20 +147,39 @@ describe('workflows', () => {
     expect(wf).toMatchObject({ status: 'RUNNING', parent: null, diagnosis: { state: 'ORCHESTRATED' } });
     const children = childrenOf(wf);
     expect(children.map((c) => `${c.taskName}:${c.taskData.host_architecture}:${c.status}`)).toEqual([
-      'sbuild:amd64:PENDING', 'sbuild:arm64:PENDING',
-      'lintian:amd64:BLOCKED', 'autopkgtest:amd64:BLOCKED', 'piuparts:amd64:BLOCKED',
-      'lintian:arm64:BLOCKED', 'autopkgtest:arm64:BLOCKED', 'piuparts:arm64:BLOCKED',
+      'sbuild:amd64:PENDING',
+      'sbuild:arm64:PENDING',
+      'lintian:amd64:BLOCKED',
+      'autopkgtest:amd64:BLOCKED',
+      'piuparts:amd64:BLOCKED',
+      'lintian:arm64:BLOCKED',
+      'autopkgtest:arm64:BLOCKED',
+      'piuparts:arm64:BLOCKED',
     ]);
     const k = byKey(children);
     for (const c of children) {
-      expect(c).toMatchObject({ workspace: { name: 'debian/main' }, createdBy: { username: 'admin' }, priorityBase: 5, priorityAdjustment: 3, parent: { id: created.id }, userProvidedTags: [], userRequiredTags: ['worker:memory-gib>=1'] });
+      expect(c).toMatchObject({
+        workspace: { name: 'debian/main' },
+        createdBy: { username: 'admin' },
+        priorityBase: 5,
+        priorityAdjustment: 3,
+        parent: { id: created.id },
+        userProvidedTags: [],
+        userRequiredTags: ['worker:memory-gib>=1'],
+      });
       // Frozen when it becomes PENDING: the builds now, the checks when their build completes.
       if (c.status === 'PENDING') expect(c.requiredTags).toContainEqual({ tag: 'worker:memory-gib>=1', provenance: 'USER', source: 'user-input' });
       else expect(c.requiredTags).toEqual([]);
     }
     expect(k['lintian:arm64'].dependsOn).toEqual([k['sbuild:arm64'].id]);
     expect(k['piuparts:amd64'].dependsOn).toEqual([k['sbuild:amd64'].id]);
-    expect(k['sbuild:arm64'].taskData).toEqual({ source_package: 'hello', host_architecture: 'arm64', environment_id: Number(environments.arm64), build_components: ['any'], backend: 'auto' });
+    expect(k['sbuild:arm64'].taskData).toEqual({
+      source_package: 'hello',
+      host_architecture: 'arm64',
+      environment_id: Number(environments.arm64),
+      build_components: ['any'],
+      backend: 'auto',
+    });
     // Tags of the data the workflow wrote name it; the others keep their own sources.
     const source = `workflow:${created.id}`;
     expect(k['sbuild:arm64'].requiredTags).toEqual(
@@ -238,10 +262,21 @@ describe('workflows', () => {
     try {
       await runOne(amd); // b
       const wr = await request(broken);
-      expect(wr).toMatchObject({ status: 'ABORTED', statusReason: expect.stringMatching(/^could not expand the workflow: no environment of codename trixie for architecture arm64/) });
+      expect(wr).toMatchObject({
+        status: 'ABORTED',
+        statusReason: expect.stringMatching(/^could not expand the workflow: no environment of codename trixie for architecture arm64/),
+      });
       expect(childrenOf(wr)).toEqual([]);
     } finally {
-      await t.sql(`insert into environment (id, codename, architecture, variant, backend, image_format, created_at) values (?, ?, ?, ?, ?, ?, ?)`, [env.id, env.codename, env.architecture, env.variant, env.backend, env.image_format, env.created_at]);
+      await t.sql(`insert into environment (id, codename, architecture, variant, backend, image_format, created_at) values (?, ?, ?, ?, ?, ?, ?)`, [
+        env.id,
+        env.codename,
+        env.architecture,
+        env.variant,
+        env.backend,
+        env.image_format,
+        env.created_at,
+      ]);
     }
   });
 
@@ -256,7 +291,7 @@ describe('workflows', () => {
     const second = t.app.orm.em.fork();
     const racing = second.transactional((tx) => settleDependents(tx, t.app.config, [Number(a)]));
     const [{ datname }] = await t.sql<{ datname: string }>(`select current_database() as datname`);
-    for (let waiting = 0; waiting === 0; ) {
+    for (let waiting = 0; waiting === 0;) {
       [{ waiting }] = await t.sql<{ waiting: number }>(`select count(*)::int as waiting from pg_stat_activity where datname = ? and wait_event_type = 'Lock'`, [datname]);
     }
     await first.commit();
@@ -276,7 +311,12 @@ describe('workflows', () => {
     expect(lists[two].pageInfo.hasNextPage).toBe(true);
     for (const [id, list] of Object.entries(lists) as [string, Json][]) for (const e of list.edges) expect(e.node.parent).toEqual({ id });
     // The rest of the first one, after its cursor.
-    const rest = (await ok(t, `query($id: ID!, $after: String) { workRequest(id: $id) { children(first: 50, after: $after) { edges { node { id } } pageInfo { hasNextPage } } } }`, { id: one, after: lists[one].pageInfo.endCursor })).workRequest.children;
+    const rest = (
+      await ok(t, `query($id: ID!, $after: String) { workRequest(id: $id) { children(first: 50, after: $after) { edges { node { id } } pageInfo { hasNextPage } } } }`, {
+        id: one,
+        after: lists[one].pageInfo.endCursor,
+      })
+    ).workRequest.children;
     expect(rest.pageInfo.hasNextPage).toBe(false);
     expect([...lists[one].edges, ...rest.edges].map((e: Json) => e.node.id)).toEqual(childrenOf(await request(one)).map((c) => c.id));
   });

@@ -33,19 +33,35 @@ function environments(server: Server): Promise<void> {
 /** One build machine per architecture (the admin's static metadata says which), running every task of the pipeline; named `PREFIX-ARCH`. */
 async function buildMachines(server: Server, prefix: string, env: Record<string, string> = {}): Promise<Record<'amd64' | 'arm64', Agent>> {
   const machine = (arch: string) =>
-    f.agent({ name: `${prefix}-${arch}`, url: server.url, handlers: ['sbuild', ...CHECKS, 'noop'], providedTags: BUILD_TAGS, registration: { staticMetadata: { architectures: [arch] } }, env });
+    f.agent({
+      name: `${prefix}-${arch}`,
+      url: server.url,
+      handlers: ['sbuild', ...CHECKS, 'noop'],
+      providedTags: BUILD_TAGS,
+      registration: { staticMetadata: { architectures: [arch] } },
+      env,
+    });
   const [amd64, arm64] = await Promise.all([machine('amd64'), machine('arm64')]);
   return { amd64, arm64 };
 }
 
 async function create(server: Server, input: Record<string, unknown>): Promise<string> {
-  const r = await f.gql(server.url, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { code message } } }`, { i: input });
+  const r = await f.gql(
+    server.url,
+    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { code message } } }`,
+    { i: input },
+  );
   const created = r.data?.createWorkRequest;
   if (created?.__typename !== 'WorkRequest') throw new Error(`createWorkRequest: ${JSON.stringify(r)}`);
   return created.id as string;
 }
 
-const pipeline = { workspace: 'debian/main', taskType: 'workflow', taskName: 'debian_pipeline', taskData: { source_package: 'hello', vendor: 'debian', codename: 'trixie', architectures: ['amd64', 'arm64'] } };
+const pipeline = {
+  workspace: 'debian/main',
+  taskType: 'workflow',
+  taskName: 'debian_pipeline',
+  taskData: { source_package: 'hello', vendor: 'debian', codename: 'trixie', architectures: ['amd64', 'arm64'] },
+};
 
 interface Child {
   id: string;
@@ -84,7 +100,10 @@ describe('a debian_pipeline with real agents', () => {
     expect(wf.children.map((c) => `${c.taskName}:${c.taskData.host_architecture}`).sort()).toEqual(
       ['amd64', 'arm64'].flatMap((a) => ['sbuild', ...CHECKS].map((t) => `${t}:${a}`)).sort(),
     );
-    const children = await states(f, wf.children.map((c) => c.id));
+    const children = await states(
+      f,
+      wf.children.map((c) => c.id),
+    );
     expect(expectExactlyOnce(f, children)).toEqual({ completed: 8, aborted: 0 });
     for (const c of wf.children) {
       expect(c.worker?.name, `${c.taskName} ${c.taskData.host_architecture}`).toBe(`ok-${c.taskData.host_architecture}`);
@@ -113,8 +132,13 @@ describe('a debian_pipeline with real agents', () => {
     );
     // Each child ran once, the failed build too, and its checks after it.
     const runs = f.executions();
-    for (const c of children) expect(runs.filter((r) => r.id === c.id && r.done).map((r) => r.agent), c.id).toEqual([`failing-${c.taskData.host_architecture}`]);
-    for (const c of children.filter((x) => x.taskName !== 'sbuild' && x.taskData.host_architecture === 'arm64')) expect(lineOf('start', c.id)).toBeGreaterThan(lineOf('done', failed.id));
+    for (const c of children)
+      expect(
+        runs.filter((r) => r.id === c.id && r.done).map((r) => r.agent),
+        c.id,
+      ).toEqual([`failing-${c.taskData.host_architecture}`]);
+    for (const c of children.filter((x) => x.taskName !== 'sbuild' && x.taskData.host_architecture === 'arm64'))
+      expect(lineOf('start', c.id)).toBeGreaterThan(lineOf('done', failed.id));
   }, 120_000);
 
   it('an abort in the middle aborts the children that have not finished and the dependents; nothing runs after it', async () => {
@@ -128,7 +152,9 @@ describe('a debian_pipeline with real agents', () => {
       const running = children.filter((c) => c.taskName === 'sbuild' && c.status === 'RUNNING');
       return running.length === 2 && running.map((c) => c.id);
     });
-    const r = await f.gql(server.url, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } ... on Error { code message } } }`, { id });
+    const r = await f.gql(server.url, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } ... on Error { code message } } }`, {
+      id,
+    });
     expect(r.data!.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED' });
 
     const { children } = await workflow(server, id);
@@ -139,7 +165,13 @@ describe('a debian_pipeline with real agents', () => {
       const build = children.find((c) => c.taskName === 'sbuild' && c.taskData.host_architecture === arch)!;
       await agent.waitForLog('result dropped', (l) => l.id === build.id);
     }
-    expect(f.executions().filter((e) => children.some((c) => c.id === e.id)).map((e) => e.id).sort()).toEqual([...builds].sort());
+    expect(
+      f
+        .executions()
+        .filter((e) => children.some((c) => c.id === e.id))
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual([...builds].sort());
     expect(await f.sql(`select id from work_request where status in ('PENDING', 'ASSIGNED', 'RUNNING', 'BLOCKED')`)).toEqual([]);
   }, 120_000);
 });
@@ -166,8 +198,18 @@ describe('signing work', () => {
     expect(expectExactlyOnce(f, final)).toEqual({ completed: 7, aborted: 0 });
     expect(final.map((s) => s.worker)).toEqual([...signing.map(() => 'signer'), ...ordinary.map(() => 'plain')]);
     // Nothing else was ever offered to either of them.
-    expect(signer.logged('assignment received').map((l) => l.id).sort()).toEqual([...signing].sort());
-    expect(plain.logged('assignment received').map((l) => l.id).sort()).toEqual([...ordinary].sort());
+    expect(
+      signer
+        .logged('assignment received')
+        .map((l) => l.id)
+        .sort(),
+    ).toEqual([...signing].sort());
+    expect(
+      plain
+        .logged('assignment received')
+        .map((l) => l.id)
+        .sort(),
+    ).toEqual([...ordinary].sort());
   }, 120_000);
 });
 

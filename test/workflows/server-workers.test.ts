@@ -27,7 +27,19 @@ let b: App | null = null;
 async function startB(): Promise<App> {
   logB = captureLog('info');
   const app = await buildApp(
-    loadConfig({}, { databaseUrl: a.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: B_PORT, host: '127.0.0.1', serverWorkers: 0, ...SERVER_WORKERS }),
+    loadConfig(
+      {},
+      {
+        databaseUrl: a.dbUrl,
+        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+        adminToken: ADMIN_TOKEN,
+        secretKey: 'test-secret-key',
+        port: B_PORT,
+        host: '127.0.0.1',
+        serverWorkers: 0,
+        ...SERVER_WORKERS,
+      },
+    ),
     { log: logB.log },
   );
   await app.start();

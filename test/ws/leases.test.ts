@@ -9,11 +9,13 @@ const later = (ms: number) => new Date(Date.now() + ms);
 const META = { architectures: ['amd64'], executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
 
 async function worker(name: string) {
-  const token = (await t.gql(`mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name })).data!.registerWorker.token as string;
+  const token = (await t.gql(`mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name })).data!.registerWorker
+    .token as string;
   await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
   return token;
 }
-const take = async (token: string) => (await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token)).data!.requestWork.workRequest?.id as string | undefined;
+const take = async (token: string) =>
+  (await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token)).data!.requestWork.workRequest?.id as string | undefined;
 const state = async (id: string) => (await t.gql(`query($id: ID!) { workRequest(id: $id) { status retryCount statusReason worker { name } } }`, { id })).data!.workRequest;
 
 describe('leases', () => {
@@ -21,13 +23,20 @@ describe('leases', () => {
     await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
     const a = await worker('a');
     const b = await worker('b');
-    const id = (await t.gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`)).data!.createWorkRequest.id as string;
+    const id = (
+      await t.gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`)
+    ).data!.createWorkRequest.id as string;
 
     // 1. a takes it and never acknowledges: back to PENDING, retry 1.
     expect(await take(a)).toBe(id);
     expect(await t.app.scheduler.sweepLeases(later(30_000))).toBe(0); // not expired yet
     expect(await t.app.scheduler.sweepLeases(later(61_000))).toBe(1);
-    expect(await state(id)).toEqual({ status: 'PENDING', retryCount: 1, statusReason: 'worker a did not acknowledge the assignment in time; re-queued (retry 1 of 2)', worker: null });
+    expect(await state(id)).toEqual({
+      status: 'PENDING',
+      retryCount: 1,
+      statusReason: 'worker a did not acknowledge the assignment in time; re-queued (retry 1 of 2)',
+      worker: null,
+    });
 
     // 2. b takes it, starts it, then goes silent while a keeps heartbeating: back to PENDING, retry 2.
     expect(await take(b)).toBe(id);
@@ -42,7 +51,12 @@ describe('leases', () => {
     await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, a);
     await t.sql(`update worker set last_seen_at = now() - interval '3 minutes' where name = 'a'`); // a died
     expect(await t.app.scheduler.sweepLeases()).toBe(1);
-    expect(await state(id)).toEqual({ status: 'ABORTED', retryCount: 3, statusReason: 'worker a stopped heartbeating while running it (retry 3 of 2): aborted', worker: { name: 'a' } });
+    expect(await state(id)).toEqual({
+      status: 'ABORTED',
+      retryCount: 3,
+      statusReason: 'worker a stopped heartbeating while running it (retry 3 of 2): aborted',
+      worker: { name: 'a' },
+    });
     // A late completion from the dead worker is refused.
     const late = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code } } }`, { id }, a);
     expect(late.data!.completeWorkRequest).toEqual({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
@@ -50,9 +64,15 @@ describe('leases', () => {
 
   it('lets the assignee give work back untouched with releaseWorkRequest', async () => {
     const c = await worker('c');
-    const id = (await t.gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`)).data!.createWorkRequest.id as string;
+    const id = (
+      await t.gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`)
+    ).data!.createWorkRequest.id as string;
     expect(await take(c)).toBe(id);
-    const released = await t.gql(`mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler for noop" }) { ... on WorkRequest { status retryCount statusReason } } }`, { id }, c);
+    const released = await t.gql(
+      `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler for noop" }) { ... on WorkRequest { status retryCount statusReason } } }`,
+      { id },
+      c,
+    );
     expect(released.data!.releaseWorkRequest).toEqual({ status: 'PENDING', retryCount: 0, statusReason: 'released by worker c: no handler for noop' });
   });
 });

@@ -29,10 +29,16 @@ describe('two server processes on one database', () => {
     const token = (await a.gql(`mutation { registerWorker(input: { name: "far" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
     const { client } = wsClient(bUrl, token);
     try {
-      await a.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: { architectures: ['amd64'], executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] } }, token);
+      await a.gql(
+        `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+        { m: { architectures: ['amd64'], executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] } },
+        token,
+      );
       const sub = collect(client, `subscription { assignments { id taskName } }`);
       await new Promise((r) => setTimeout(r, 300)); // the subscription's LISTEN is in place
-      const created = await a.gql(`mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`);
+      const created = await a.gql(
+        `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`,
+      );
       const id = created.data!.createWorkRequest.id as string;
       // A runs no passes by itself: its event reaches B through PostgreSQL, B's pass assigns, B pushes.
       expect(await sub.next(1)).toEqual([{ assignments: { id, taskName: 'noop' } }]);

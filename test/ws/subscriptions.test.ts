@@ -9,10 +9,21 @@ let workerToken: string;
 let aliceToken: string;
 const clients: { dispose(): void | Promise<void> }[] = [];
 
-const META = { architectures: ['amd64'], cpuCount: 4, totalPhysicalMemory: 8 * 1024 ** 3, diskFree: 60 * 1024 ** 3, executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
+const META = {
+  architectures: ['amd64'],
+  cpuCount: 4,
+  totalPhysicalMemory: 8 * 1024 ** 3,
+  diskFree: 60 * 1024 ** 3,
+  executors: ['unshare'],
+  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
+};
 
 async function noop(token: string, workspace = 'debian/main') {
-  const r = await t.gql(`mutation($w: String!) { createWorkRequest(input: { workspace: $w, taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ... on Error { message } } }`, { w: workspace }, token);
+  const r = await t.gql(
+    `mutation($w: String!) { createWorkRequest(input: { workspace: $w, taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } ... on Error { message } } }`,
+    { w: workspace },
+    token,
+  );
   return r.data!.createWorkRequest.id as string;
 }
 

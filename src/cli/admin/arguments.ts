@@ -38,7 +38,8 @@ export function instantArg(flag: string, raw: string): string {
   const text = /^\d{4}-\d{2}-\d{2}$/.test(raw.trim()) ? `${raw.trim()}T00:00:00Z` : raw.trim();
   const hasZone = /(Z|[+-]\d{2}:?\d{2})$/i.test(text);
   const t = Date.parse(text);
-  if (!hasZone || Number.isNaN(t)) throw usageError(`${flag} must be a date (2027-01-01) or an ISO 8601 instant with a time zone (2027-01-01T12:00:00Z), got ${JSON.stringify(raw)}`);
+  if (!hasZone || Number.isNaN(t))
+    throw usageError(`${flag} must be a date (2027-01-01) or an ISO 8601 instant with a time zone (2027-01-01T12:00:00Z), got ${JSON.stringify(raw)}`);
   return new Date(t).toISOString();
 }
 
@@ -90,7 +91,10 @@ export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
 
 /** Splits comma-separated lists given to one flag into items. */
 export function items(values: readonly string[] | undefined): string[] {
-  return (values ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  return (values ?? [])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
 }
 
 /** An uppercase enum value from a flag, checked against the allowed ones. */

@@ -186,7 +186,8 @@ function subscriptionError(connection: Connection, err: unknown): AdminError {
   if (Array.isArray(err)) return errorOfAnswer(connection, 200, { errors: err }) ?? new AdminError('the subscription failed', EXIT.generic);
   const close = err as { code?: unknown; reason?: unknown };
   if (close && typeof close.code === 'number') {
-    if (close.code === 4401 || close.code === 4403) return new AdminError(`the server refused the token (${String(close.reason || close.code)})`, EXIT.auth, 'UNAUTHENTICATED', [authHint(connection)]);
+    if (close.code === 4401 || close.code === 4403)
+      return new AdminError(`the server refused the token (${String(close.reason || close.code)})`, EXIT.auth, 'UNAUTHENTICATED', [authHint(connection)]);
     if (close.code === 4429) return new AdminError(`the server refused the connection: ${String(close.reason || 'too many')}`, EXIT.auth, 'RATE_LIMITED');
     return new AdminError(`the WebSocket to ${connection.serverUrl} closed (${close.code}${close.reason ? `: ${String(close.reason)}` : ''})`, EXIT.unreachable);
   }

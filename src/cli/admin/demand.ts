@@ -46,7 +46,14 @@ interface UnschedulableRow {
   providedTags: string[];
   sampleWorkRequestIds: string[];
   /** The tag lists are null for workers whose tags the caller may not see; the counts are always there. */
-  nearest: { pool: string | null; workerNames: string[]; missingOnWorker: string[] | null; missingOnTask: string[] | null; missingOnWorkerCount: number; missingOnTaskCount: number }[];
+  nearest: {
+    pool: string | null;
+    workerNames: string[];
+    missingOnWorker: string[] | null;
+    missingOnTask: string[] | null;
+    missingOnWorkerCount: number;
+    missingOnTaskCount: number;
+  }[];
 }
 
 interface DemandData {
@@ -59,7 +66,10 @@ function nearestText(group: UnschedulableRow): string {
   if (!n) return 'no worker or pool at all';
   const who = n.pool ? `pool ${n.pool}` : n.workerNames.length ? n.workerNames.slice(0, 3).join(', ') + (n.workerNames.length > 3 ? ', …' : '') : 'workers';
   const tags = (list: string[] | null, count: number) => list?.join(', ') ?? `${count} tag${count === 1 ? '' : 's'} you may not see`;
-  const missing = [n.missingOnWorkerCount ? `lacks ${tags(n.missingOnWorker, n.missingOnWorkerCount)}` : '', n.missingOnTaskCount ? `requires ${tags(n.missingOnTask, n.missingOnTaskCount)}` : '']
+  const missing = [
+    n.missingOnWorkerCount ? `lacks ${tags(n.missingOnWorker, n.missingOnWorkerCount)}` : '',
+    n.missingOnTaskCount ? `requires ${tags(n.missingOnTask, n.missingOnTaskCount)}` : '',
+  ]
     .filter(Boolean)
     .join('; ');
   return `${who}: ${missing}`;
@@ -80,11 +90,17 @@ export function renderDemand(out: Output, data: DemandData): string {
       { header: 'NEEDED', value: (p) => p.workersRequired, align: 'right' },
       { header: 'LAUNCH', value: (p) => p.launch, align: 'right', style: (s, p) => (p.launch > 0 ? out.color.green(s) : s) },
       { header: 'STOP', value: (p) => list(p.stopWorkers.map((w) => w.name)), shrink: true },
-      { header: 'LIMITED BY', value: (p) => list(p.limitedBy.map((l) => l.toLowerCase().replace(/_/g, '-'))), shrink: true, style: (s, p) => (p.limitedBy.length ? out.color.yellow(s) : s) },
+      {
+        header: 'LIMITED BY',
+        value: (p) => list(p.limitedBy.map((l) => l.toLowerCase().replace(/_/g, '-'))),
+        shrink: true,
+        style: (s, p) => (p.limitedBy.length ? out.color.yellow(s) : s),
+      },
       { header: 'AVG TASK', value: (p) => `${Math.round(p.averageTaskSeconds)}s`, align: 'right' },
     ]),
   );
-  for (const p of d.pools.filter((x) => x.degraded)) parts.push(out.color.red(`pool ${p.pool.name} is degraded: its launches keep failing${p.lastError ? ` (${p.lastError})` : ''}\n`));
+  for (const p of d.pools.filter((x) => x.degraded))
+    parts.push(out.color.red(`pool ${p.pool.name} is degraded: its launches keep failing${p.lastError ? ` (${p.lastError})` : ''}\n`));
   const hidden = d.hiddenUnschedulableCount ? ` (and ${d.hiddenUnschedulableCount} you may not see)` : '';
   parts.push(heading(out, `Unschedulable: no worker and no pool could run these${hidden}`));
   parts.push(

@@ -57,7 +57,8 @@ function lacks(m: DiagnosisData['mismatches'][number]): string {
   const parts: string[] = [];
   const tags = (list: string[] | null, count: number) => list?.join(', ') ?? `${plural(count, 'tag')} you may not see`;
   if (m.missingOnWorkerCount) parts.push(`${m.pool || m.workerCount !== 1 ? 'lack' : 'lacks'} ${tags(m.missingOnWorker, m.missingOnWorkerCount)}`);
-  if (m.missingOnTaskCount) parts.push(`${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${tags(m.missingOnTask, m.missingOnTaskCount)}, which the request does not provide`);
+  if (m.missingOnTaskCount)
+    parts.push(`${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${tags(m.missingOnTask, m.missingOnTaskCount)}, which the request does not provide`);
   return parts.join('; ');
 }
 

@@ -55,8 +55,5 @@ export const registerEnvironmentCommands: Register = (program: Command, action) 
       .addHelpText('after', '\nExamples:\n  tagsched-admin environment create trixie arm64 --variant sbuild --backend unshare'),
     (ctx, [codename, architecture], opts) => create(ctx, codename, architecture, opts),
   );
-  action(
-    env.command('list').description('Lists the environments').addHelpText('after', '\nExamples:\n  tagsched-admin environment list'),
-    (ctx) => listEnvironments(ctx),
-  );
+  action(env.command('list').description('Lists the environments').addHelpText('after', '\nExamples:\n  tagsched-admin environment list'), (ctx) => listEnvironments(ctx));
 };

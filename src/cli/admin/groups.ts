@@ -33,7 +33,9 @@ async function create(ctx: Ctx, scope: string, name: string, opts: { workspace?:
   const data = await ctx.api().mutate(CREATE, { input: { scope, name, workspace: opts.workspace ?? null } }, 'createGroup');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const g = data.createGroup as GroupRow;
-  ctx.out.line(`Created group ${g.name} (id ${g.id}) in ${g.workspace ? g.workspace.name : `scope ${g.scope}`}: its members' work provides task:group:${g.scope}:${g.workspace ? g.workspace.name.split('/')[1] : ''}:${g.name}.`);
+  ctx.out.line(
+    `Created group ${g.name} (id ${g.id}) in ${g.workspace ? g.workspace.name : `scope ${g.scope}`}: its members' work provides task:group:${g.scope}:${g.workspace ? g.workspace.name.split('/')[1] : ''}:${g.name}.`,
+  );
 }
 
 async function listGroups(ctx: Ctx, scope: string) {

@@ -94,11 +94,13 @@ async function showImage(ctx: Ctx, name: string, opts: { packages?: boolean }) {
   out.write(imageTagTable(out, i));
   if (opts.packages) {
     out.write(heading(out, 'Packages'));
-    out.write(renderTable(out, i.packages ?? [], [
-      { header: 'PACKAGE', value: (p) => p.name },
-      { header: 'VERSION', value: (p) => p.version },
-      { header: 'ARCH', value: (p) => p.architecture },
-    ]));
+    out.write(
+      renderTable(out, i.packages ?? [], [
+        { header: 'PACKAGE', value: (p) => p.name },
+        { header: 'VERSION', value: (p) => p.version },
+        { header: 'ARCH', value: (p) => p.architecture },
+      ]),
+    );
   }
 }
 
@@ -108,7 +110,10 @@ export const registerImageCommands: Register = (program: Command, action) => {
     images
       .command('register <file>')
       .description('Registers an image from the NAME.manifest.json tagsched-image build wrote (- for stdin); a registered image never changes (admins)')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin images register out/trixie-sbuild.manifest.json\n  tagsched-admin pool create sbuilders --provider hetzner --image trixie-sbuild …'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin images register out/trixie-sbuild.manifest.json\n  tagsched-admin pool create sbuilders --provider hetzner --image trixie-sbuild …',
+      ),
     (ctx, [file]) => register(ctx, file),
   );
   action(images.command('list').description('Lists the registered images').addHelpText('after', '\nExamples:\n  tagsched-admin images list'), (ctx) => listImages(ctx));

@@ -76,7 +76,12 @@ export async function listInstances(ctx: Ctx, pool: string, opts: { state?: stri
     { limit: integer('--limit', opts.limit, 1) },
   );
   if (ctx.out.json) return ctx.out.writeJson({ workerPool: { name: pool, instances } });
-  ctx.out.write(instanceTable(ctx.out, instances.edges.map((e) => e.node)));
+  ctx.out.write(
+    instanceTable(
+      ctx.out,
+      instances.edges.map((e) => e.node),
+    ),
+  );
   if (instances.pageInfo.hasNextPage) ctx.io.stderr.write('(more instances: raise --limit)\n');
 }
 
@@ -120,9 +125,7 @@ export function addInstancesCommand(pool: Command, action: Parameters<Register>[
 }
 
 export const registerInstanceCommands: Register = (program: Command, action) => {
-  const instance = program
-    .command('instance')
-    .description("Pool instances started by the site's own script (TAGSCHED_PROVISIONER=off): record them as they start and stop");
+  const instance = program.command('instance').description("Pool instances started by the site's own script (TAGSCHED_PROVISIONER=off): record them as they start and stop");
   action(
     instance
       .command('create <pool>')

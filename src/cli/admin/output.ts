@@ -108,7 +108,9 @@ export function renderTable<R>(out: Output, rows: readonly R[], columns: readonl
 /** Renders `label: value` lines with the values aligned; null values show as "-". */
 export function renderFields(out: Output, fields: readonly (readonly [string, string | number | boolean | null | undefined])[]): string {
   const width = Math.max(...fields.map(([label]) => stringWidth(label))) + 1;
-  return fields.map(([label, value]) => `${out.color.bold(`${label}:`.padEnd(width + 1))}${value === null || value === undefined || value === '' ? '-' : String(value)}\n`).join('');
+  return fields
+    .map(([label, value]) => `${out.color.bold(`${label}:`.padEnd(width + 1))}${value === null || value === undefined || value === '' ? '-' : String(value)}\n`)
+    .join('');
 }
 
 /** A section heading. */
@@ -128,7 +130,10 @@ export function ago(iso: string | null | undefined, now = Date.now()): string {
 /** An instant as "2026-11-21 10:00:03Z" (UTC, to the second). */
 export function instant(iso: string | null | undefined): string {
   if (!iso) return '-';
-  return new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return new Date(iso)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 /** A comma-separated list, or "-" when empty. */

@@ -205,7 +205,10 @@ async function showPool(ctx: Ctx, name: string) {
       ['Idle timeout', seconds(p.idleTimeoutSeconds)],
       ['Target latency', seconds(p.targetLatencySeconds)],
       ['Monthly budget', seconds(p.monthlyRuntimeBudgetSeconds)],
-      ['Runtime this month', `${seconds(Math.round(p.monthRuntimeSeconds))}${p.monthlyRuntimeBudgetSeconds ? ` (${Math.round((100 * p.monthRuntimeSeconds) / p.monthlyRuntimeBudgetSeconds)}% of the budget)` : ''}`],
+      [
+        'Runtime this month',
+        `${seconds(Math.round(p.monthRuntimeSeconds))}${p.monthlyRuntimeBudgetSeconds ? ` (${Math.round((100 * p.monthRuntimeSeconds) / p.monthlyRuntimeBudgetSeconds)}% of the budget)` : ''}`,
+      ],
       ['Degraded', p.degraded ? out.color.red('yes: its launches keep failing') : 'no'],
       ['Last provider error', p.lastError ? `${p.lastErrorKind ? `${p.lastErrorKind}: ` : ''}${p.lastError} (${instant(p.lastErrorAt)})` : null],
       ['Failed launches', p.launchFailures ? `${p.launchFailures} in a row${p.launchRetryAt ? `; next try ${instant(p.launchRetryAt)}` : ''}` : null],
@@ -262,7 +265,7 @@ function poolOptions(command: Command): Command {
     .option('--provider-image <image>', "the provider's image: a Hetzner image, an EC2 AMI")
     .option('--subnet-id <id>', 'EC2: the subnet')
     .option('--security-group <id>', 'EC2: a security group id (repeatable)', collect)
-    .option('--handler <task=command>', "local pools: a task its agents run and the command that runs it (repeatable)", collect)
+    .option('--handler <task=command>', 'local pools: a task its agents run and the command that runs it (repeatable)', collect)
     .option('--architecture <arch>', 'an architecture its machines run (repeatable)', collect)
     .option('--backend <name>', 'an executor backend of its image: unshare, incus-lxc, incus-vm, qemu (repeatable)', collect)
     .option('--task <name>', 'a task its image is built for (repeatable)', collect)
@@ -301,10 +304,9 @@ Examples:
     (ctx, [name], opts) => createPool(ctx, name, opts),
   );
   action(
-    poolOptions(pool.command('update <name>').description('Changes a pool (admins); only what is given changes'))
-      .addHelpText(
-        'after',
-        `
+    poolOptions(pool.command('update <name>').description('Changes a pool (admins); only what is given changes')).addHelpText(
+      'after',
+      `
 Specification flags change those keys of the current specifications; --spec-file replaces them
 (with the flags on top). --provide and --require replace the pool's tag lists.
 
@@ -312,7 +314,7 @@ Examples:
   tagsched-admin pool update cloud --max-active 20 --min-idle 1
   tagsched-admin pool update cloud --memory-gib 64
   tagsched-admin pool update cloud --disable`,
-      ),
+    ),
     (ctx, [name], opts) => updatePool(ctx, name, opts),
   );
   addInstancesCommand(pool, action);

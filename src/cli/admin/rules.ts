@@ -80,7 +80,7 @@ export const registerRuleCommands: Register = (program: Command, action) => {
     rule
       .command('add <name>')
       .description('Adds a rule: a workspace rule with --workspace (admins and owners), else a site rule (admins)')
-      .option('--workspace <scope/name>', "the workspace it applies to (default: the site)")
+      .option('--workspace <scope/name>', 'the workspace it applies to (default: the site)')
       .option('--task <name>', 'only work requests of this task')
       .option('--when <expression>', 'only when the tags match, e.g. "task:source-package:linux or task:source-package:libreoffice"')
       .option('--provide <tag>', 'a task-provided tag to add (repeatable)', collect)

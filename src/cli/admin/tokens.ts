@@ -65,15 +65,22 @@ async function createUser(ctx: Ctx, username: string, opts: { admin?: boolean; i
 
 async function listUsers(ctx: Ctx, opts: { limit: string }) {
   const api = ctx.api();
-  const users = await readPages<{ username: string; isAdmin: boolean }>(async (first, after) => (await api.query<{ users: Connection<{ username: string; isAdmin: boolean }> }>(USERS, { first, after })).users, {
-    limit: integer('--limit', opts.limit, 1),
-  });
+  const users = await readPages<{ username: string; isAdmin: boolean }>(
+    async (first, after) => (await api.query<{ users: Connection<{ username: string; isAdmin: boolean }> }>(USERS, { first, after })).users,
+    {
+      limit: integer('--limit', opts.limit, 1),
+    },
+  );
   if (ctx.out.json) return ctx.out.writeJson({ users });
   ctx.out.write(
-    renderTable(ctx.out, users.edges.map((e) => e.node), [
-      { header: 'USER', value: (u) => u.username },
-      { header: 'ADMIN', value: (u) => (u.isAdmin ? 'yes' : 'no') },
-    ]),
+    renderTable(
+      ctx.out,
+      users.edges.map((e) => e.node),
+      [
+        { header: 'USER', value: (u) => u.username },
+        { header: 'ADMIN', value: (u) => (u.isAdmin ? 'yes' : 'no') },
+      ],
+    ),
   );
   if (users.pageInfo.hasNextPage) ctx.io.stderr.write('(more users: raise --limit)\n');
 }
@@ -104,7 +111,9 @@ async function rotateToken(ctx: Ctx, id: string, opts: { expires?: string; expir
 async function revokeToken(ctx: Ctx, id: string) {
   const data = await ctx.api().mutate(REVOKE_TOKEN, { input: { id } }, 'revokeToken');
   if (ctx.out.json) return ctx.out.writeJson(data);
-  ctx.out.line(`Revoked token ${data.revokeToken.id} (${data.revokeToken.kind.toLowerCase()} of ${data.revokeToken.username ?? data.revokeToken.worker ?? data.revokeToken.pool}).`);
+  ctx.out.line(
+    `Revoked token ${data.revokeToken.id} (${data.revokeToken.kind.toLowerCase()} of ${data.revokeToken.username ?? data.revokeToken.worker ?? data.revokeToken.pool}).`,
+  );
 }
 
 export const registerTokenCommands: Register = (program: Command, action) => {

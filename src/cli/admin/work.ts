@@ -67,7 +67,6 @@ const CREATE = `mutation CreateWorkRequest($input: CreateWorkRequestInput!, $key
 }`;
 const ABORT = `mutation AbortWorkRequest($id: ID!) { abortWorkRequest(input: { id: $id }) { ${ERROR_SELECTION} ... on WorkRequest { ${ROW_FIELDS} statusReason } } }`;
 
-
 function workTable(out: Output, rows: readonly WorkRow[]): string {
   return renderTable(out, rows, [
     { header: 'ID', value: (r) => r.id, align: 'right' },
@@ -82,7 +81,6 @@ function workTable(out: Output, rows: readonly WorkRow[]): string {
   ]);
 }
 
-
 async function listWork(ctx: Ctx, opts: { status?: string[]; workspace?: string; task?: string; worker?: string; requires?: string; provides?: string; limit: string }) {
   const status = items(opts.status).map((s) => enumArg('--status', s, STATUSES));
   const filter = {
@@ -94,11 +92,19 @@ async function listWork(ctx: Ctx, opts: { status?: string[]; workspace?: string;
     providesTag: opts.provides ?? null,
   };
   const api = ctx.api();
-  const workRequests = await readPages<WorkRow>(async (first, after) => (await api.query<{ workRequests: Connection<WorkRow> }>(WORK_REQUESTS, { filter, first, after })).workRequests, {
-    limit: integer('--limit', opts.limit, 1),
-  });
+  const workRequests = await readPages<WorkRow>(
+    async (first, after) => (await api.query<{ workRequests: Connection<WorkRow> }>(WORK_REQUESTS, { filter, first, after })).workRequests,
+    {
+      limit: integer('--limit', opts.limit, 1),
+    },
+  );
   if (ctx.out.json) return ctx.out.writeJson({ workRequests });
-  ctx.out.write(workTable(ctx.out, workRequests.edges.map((e) => e.node)));
+  ctx.out.write(
+    workTable(
+      ctx.out,
+      workRequests.edges.map((e) => e.node),
+    ),
+  );
   if (workRequests.pageInfo.hasNextPage) ctx.io.stderr.write('(more work requests: raise --limit)\n');
 }
 
@@ -136,7 +142,12 @@ async function show(ctx: Ctx, id: string) {
   out.write(tagTable(out, w.requiredTags));
   if (w.children.edges.length) {
     out.write(heading(out, 'Children'));
-    out.write(workTable(out, w.children.edges.map((e) => e.node)));
+    out.write(
+      workTable(
+        out,
+        w.children.edges.map((e) => e.node),
+      ),
+    );
     if (w.children.pageInfo.hasNextPage) out.line(out.color.dim('(and more children: tagsched-admin work list shows them all)'));
   }
   if (w.droppedTags.length) {
@@ -162,7 +173,18 @@ async function why(ctx: Ctx, id: string) {
 
 async function create(
   ctx: Ctx,
-  opts: { workspace: string; task: string; type: string; data?: string; provide?: string[]; require?: string[]; priority?: string; priorityAdjustment?: string; dependsOn?: string[]; idempotencyKey?: string },
+  opts: {
+    workspace: string;
+    task: string;
+    type: string;
+    data?: string;
+    provide?: string[];
+    require?: string[];
+    priority?: string;
+    priorityAdjustment?: string;
+    dependsOn?: string[];
+    idempotencyKey?: string;
+  },
 ) {
   const taskData = opts.data === undefined ? {} : await jsonArg('--data', opts.data, ctx.io.stdin);
   const input = {
@@ -259,8 +281,5 @@ Examples:
     (ctx, _a, opts) => create(ctx, opts as Parameters<typeof create>[1]),
   );
   addLogCommand(work, action);
-  action(
-    work.command('abort <id>').description('Aborts a work request').addHelpText('after', '\nExamples:\n  tagsched-admin work abort 42'),
-    (ctx, [id]) => abort(ctx, id),
-  );
+  action(work.command('abort <id>').description('Aborts a work request').addHelpText('after', '\nExamples:\n  tagsched-admin work abort 42'), (ctx, [id]) => abort(ctx, id));
 };

@@ -110,15 +110,20 @@ async function listWorkers(ctx: Ctx, opts: { pool?: string; type?: string; provi
     keep: statuses.length ? (w) => statuses.includes(w.status as (typeof STATUSES)[number]) : undefined,
   });
   if (ctx.out.json) return ctx.out.writeJson({ workers });
-  ctx.out.write(workerTable(ctx.out, workers.edges.map((e) => e.node)));
+  ctx.out.write(
+    workerTable(
+      ctx.out,
+      workers.edges.map((e) => e.node),
+    ),
+  );
   if (workers.pageInfo.hasNextPage) ctx.io.stderr.write(`(more workers: raise --limit)\n`);
 }
 
 async function showWorker(ctx: Ctx, name: string) {
-  const data = await ctx.api().query<{ worker: WorkerDetail | null; workRequests: Connection<{ id: string; status: string; taskName: string; workspace: { name: string }; startedAt: string | null; assignedAt: string | null }> }>(
-    WORKER,
-    { name, active: { worker: name, status: ['ASSIGNED', 'RUNNING'] } },
-  );
+  const data = await ctx.api().query<{
+    worker: WorkerDetail | null;
+    workRequests: Connection<{ id: string; status: string; taskName: string; workspace: { name: string }; startedAt: string | null; assignedAt: string | null }>;
+  }>(WORKER, { name, active: { worker: name, status: ['ASSIGNED', 'RUNNING'] } });
   const w = data.worker;
   if (!w) throw new AdminError(`no worker named ${JSON.stringify(name)}`, EXIT.notFound, 'NOT_FOUND');
   if (ctx.out.json) return ctx.out.writeJson(data);
@@ -181,7 +186,12 @@ async function register(ctx: Ctx, name: string, opts: { concurrency?: string; po
   };
   const data = await ctx.api().mutate(REGISTER, { input, key: opts.idempotencyKey ?? null }, 'registerWorker');
   if (ctx.out.json) return ctx.out.writeJson(data);
-  printSecretOnce(ctx.out, ctx.io.stderr, `Registered worker ${data.registerWorker.worker.name}. Its token (give it to its agent as TAGSCHED_WORKER_TOKEN)`, data.registerWorker.token);
+  printSecretOnce(
+    ctx.out,
+    ctx.io.stderr,
+    `Registered worker ${data.registerWorker.worker.name}. Its token (give it to its agent as TAGSCHED_WORKER_TOKEN)`,
+    data.registerWorker.token,
+  );
 }
 
 async function setSwitch(ctx: Ctx, which: keyof typeof SWITCHES, name: string) {
@@ -197,7 +207,9 @@ const TERMINATE = `mutation TerminateWorker($input: TerminateWorkerInput!) { ter
 async function terminate(ctx: Ctx, name: string) {
   const data = await ctx.api().mutate(TERMINATE, { input: { name } }, 'terminateWorker');
   if (ctx.out.json) return ctx.out.writeJson(data);
-  ctx.out.line(`Worker ${name} is terminated (${statusStyle(ctx.out, data.terminateWorker.status)}): its tokens are refused, work it had not started is pending again, running work re-queued; its instance is stopping.`);
+  ctx.out.line(
+    `Worker ${name} is terminated (${statusStyle(ctx.out, data.terminateWorker.status)}): its tokens are refused, work it had not started is pending again, running work re-queued; its instance is stopping.`,
+  );
 }
 
 async function setStatic(ctx: Ctx, name: string, opts: { provide?: string[]; require?: string[]; concurrency?: string }) {
@@ -222,7 +234,9 @@ async function rotateWorkerToken(ctx: Ctx, name: string) {
   const valid = tokens.filter((t) => t.kind === 'WORKER' && t.valid);
   if (valid.length === 0) throw new AdminError(`worker ${JSON.stringify(name)} has no valid token to rotate`, EXIT.notFound, 'NOT_FOUND');
   if (valid.length > 1) {
-    throw usageError(`worker ${JSON.stringify(name)} has ${valid.length} valid tokens (ids ${valid.map((t) => t.id).join(', ')}): rotate one with \`tagsched-admin token rotate ID\``);
+    throw usageError(
+      `worker ${JSON.stringify(name)} has ${valid.length} valid tokens (ids ${valid.map((t) => t.id).join(', ')}): rotate one with \`tagsched-admin token rotate ID\``,
+    );
   }
   const data = await api.mutate(ROTATE_TOKEN, { input: { id: valid[0].id } }, 'rotateToken');
   if (ctx.out.json) return ctx.out.writeJson(data);

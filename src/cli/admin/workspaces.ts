@@ -55,7 +55,9 @@ async function create(ctx: Ctx, name: string, opts: { private?: boolean; grant?:
   const data = await ctx.api().mutate(CREATE, { input, key: opts.idempotencyKey ?? null }, 'createWorkspace');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const w = data.createWorkspace as WorkspaceRow;
-  ctx.out.line(`Created workspace ${w.name} (${w.isPublic ? 'public' : 'private'}${w.providableTagPrefixes.length ? `; members may provide ${list(w.providableTagPrefixes)}` : ''}).`);
+  ctx.out.line(
+    `Created workspace ${w.name} (${w.isPublic ? 'public' : 'private'}${w.providableTagPrefixes.length ? `; members may provide ${list(w.providableTagPrefixes)}` : ''}).`,
+  );
 }
 
 async function listWorkspaces(ctx: Ctx) {
@@ -156,9 +158,8 @@ export const registerWorkspaceCommands: Register = (program: Command, action) =>
       .addHelpText('after', '\nExamples:\n  tagsched-admin workspace create debian/main\n  tagsched-admin workspace create debian/security --private --grant task:security:'),
     (ctx, [name], opts) => create(ctx, name, opts),
   );
-  action(
-    ws.command('list').description('Lists the workspaces you may see').addHelpText('after', '\nExamples:\n  tagsched-admin workspace list --json'),
-    (ctx) => listWorkspaces(ctx),
+  action(ws.command('list').description('Lists the workspaces you may see').addHelpText('after', '\nExamples:\n  tagsched-admin workspace list --json'), (ctx) =>
+    listWorkspaces(ctx),
   );
   action(
     ws

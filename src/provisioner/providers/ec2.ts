@@ -6,14 +6,7 @@
  * `TAGSCHED_EC2_ENDPOINT`. The SDK makes one attempt per call: the provisioner does the retrying.
  */
 import { createHash } from 'node:crypto';
-import {
-  DescribeInstancesCommand,
-  EC2Client,
-  RunInstancesCommand,
-  TerminateInstancesCommand,
-  type Instance,
-  type RunInstancesCommandInput,
-} from '@aws-sdk/client-ec2';
+import { DescribeInstancesCommand, EC2Client, RunInstancesCommand, TerminateInstancesCommand, type Instance, type RunInstancesCommandInput } from '@aws-sdk/client-ec2';
 import type { InputProblem } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { ProviderError, type LaunchSpec, type Provider, type ProviderCall, type ProviderInstance } from '../provider.js';
@@ -66,7 +59,7 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
       specValue(specifications, 'location'),
       at('location'),
       /^[a-z]{2}-[a-z0-9-]+[0-9][a-z]$/,
-      'an availability zone of the account\'s region, such as eu-central-1a (optional)',
+      "an availability zone of the account's region, such as eu-central-1a (optional)",
       { required: false },
     ),
     ...foreignFields(specifications, 'ec2', FOREIGN),

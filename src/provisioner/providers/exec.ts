@@ -66,7 +66,11 @@ export function validateExecPool(input: PoolProviderInput, settings: Pick<ExecSe
 }
 
 // Answers. Unknown fields are ignored, so that commands may say more than the protocol asks.
-const text = z.string().min(1).max(1000).regex(/^[^\0-\x1f]*$/, 'has control characters');
+const text = z
+  .string()
+  .min(1)
+  .max(1000)
+  .regex(/^[^\0-\x1f]*$/, 'has control characters');
 const errorAnswer = z.object({
   error: z.object({ kind: z.enum(PROVIDER_ERROR_KINDS), message: z.string().max(2000), code: z.string().max(200).nullish() }),
 });
@@ -91,13 +95,7 @@ type Operation = 'launch' | 'terminate' | 'list';
 export function createExecProvider(settings: ExecSettings): Provider {
   const log = settings.logger.child({ provider: 'exec' });
 
-  async function call<T>(
-    operation: Operation,
-    request: Record<string, unknown>,
-    answer: z.ZodType<T>,
-    providerCall: ProviderCall,
-    alsoSecret: readonly string[] = [],
-  ): Promise<T> {
+  async function call<T>(operation: Operation, request: Record<string, unknown>, answer: z.ZodType<T>, providerCall: ProviderCall, alsoSecret: readonly string[] = []): Promise<T> {
     const what = `exec ${operation}`;
     const redact = accountRedactor(providerCall.account, { also: alsoSecret });
     const { name: pool, specifications } = providerCall.pool;
@@ -137,9 +135,7 @@ export function createExecProvider(settings: ExecSettings): Provider {
     },
     async list(_pool, providerCall) {
       const { instances } = await call('list', {}, listAnswer, providerCall);
-      return instances.map(
-        (i): ProviderInstance => ({ id: i.id, name: i.name ?? null, state: i.state, createdAt: i.createdAt ? new Date(i.createdAt) : null }),
-      );
+      return instances.map((i): ProviderInstance => ({ id: i.id, name: i.name ?? null, state: i.state, createdAt: i.createdAt ? new Date(i.createdAt) : null }));
     },
   };
 }

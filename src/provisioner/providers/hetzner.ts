@@ -82,7 +82,9 @@ const FOREIGN = { command: 'exec', subnetId: 'ec2', securityGroupIds: 'ec2' } as
 function specificationProblems(specifications: Readonly<Record<string, unknown>>): InputProblem[] {
   const at = (field: string) => `${SPECIFICATIONS_PATH}.${field}`;
   return [
-    ...checkPattern(specValue(specifications, 'instanceType'), at('instanceType'), /^[a-z0-9][a-z0-9-]{0,49}$/, 'a Hetzner server type such as cx22, cpx31 or cax21', { required: true }),
+    ...checkPattern(specValue(specifications, 'instanceType'), at('instanceType'), /^[a-z0-9][a-z0-9-]{0,49}$/, 'a Hetzner server type such as cx22, cpx31 or cax21', {
+      required: true,
+    }),
     ...checkPattern(
       specValue(specifications, 'providerImage'),
       at('providerImage'),
@@ -102,7 +104,10 @@ export function validateHetznerPool(input: PoolProviderInput): InputProblem[] {
   const problems: InputProblem[] = [];
   if (!POOL_NAME.test(input.name)) {
     problems.push(
-      problem('input.name', 'a hetzner pool is named with letters, digits, "-" and "." (alphanumeric at both ends, at most 50 characters): its name labels its servers and begins their host names'),
+      problem(
+        'input.name',
+        'a hetzner pool is named with letters, digits, "-" and "." (alphanumeric at both ends, at most 50 characters): its name labels its servers and begins their host names',
+      ),
     );
   }
   problems.push(...specificationProblems(input.specifications));

@@ -36,10 +36,7 @@ export interface Redactor {
  * a region is no secret, and blanking it would make messages harder to read) and for `also`
  * (an activation token on its way to a new machine).
  */
-export function accountRedactor(
-  account: Readonly<Record<string, unknown>> | null,
-  options: { fields?: readonly string[]; also?: readonly string[] } = {},
-): Redactor {
+export function accountRedactor(account: Readonly<Record<string, unknown>> | null, options: { fields?: readonly string[]; also?: readonly string[] } = {}): Redactor {
   const secrets = new Set<string>();
   if (account) {
     for (const [key, value] of Object.entries(account)) if (!options.fields || options.fields.includes(key)) stringsOf(value, secrets);

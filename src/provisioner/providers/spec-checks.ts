@@ -31,13 +31,7 @@ export function specValue(specifications: Readonly<Record<string, unknown>>, fie
 }
 
 /** Checks one string field against a pattern; `allowed` says in words what the pattern accepts. */
-export function checkPattern(
-  value: unknown,
-  path: string,
-  pattern: RegExp,
-  allowed: string,
-  options: { required: boolean; secret?: boolean },
-): InputProblem[] {
+export function checkPattern(value: unknown, path: string, pattern: RegExp, allowed: string, options: { required: boolean; secret?: boolean }): InputProblem[] {
   if (value === undefined) return options.required ? [problem(path, `is required: ${allowed}`)] : [];
   if (typeof value !== 'string') return [problem(path, `must be a string: ${allowed}`)];
   if (pattern.test(value)) return [];
@@ -46,11 +40,7 @@ export function checkPattern(
 }
 
 /** Specifications that belong to other providers: a pool of this type would silently ignore them. */
-export function foreignFields(
-  specifications: Readonly<Record<string, unknown>>,
-  providerType: string,
-  foreign: Readonly<Record<string, string>>,
-): InputProblem[] {
+export function foreignFields(specifications: Readonly<Record<string, unknown>>, providerType: string, foreign: Readonly<Record<string, string>>): InputProblem[] {
   return Object.entries(foreign)
     .filter(([field]) => specValue(specifications, field) !== undefined)
     .map(([field, owner]) => problem(`${SPECIFICATIONS_PATH}.${field}`, `is for ${owner} pools; a ${providerType} pool does not use it`));

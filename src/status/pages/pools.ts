@@ -47,7 +47,8 @@ const budget = (pool: WorkerPool, used: number): Html =>
 function health(pool: WorkerPool, config: Config, now: Date): Html {
   const h = poolHealth(pool, now, config.degradedAfterFailures);
   if (!pool.enabled) return badge('DISABLED', 'disabled');
-  if (h.degraded) return html`${badge('degraded')}${h.backingOff && pool.launchRetryAt ? html` <span class="muted">next try ${ago(pool.launchRetryAt, now).replace(' ago', '')}</span>` : ''}`;
+  if (h.degraded)
+    return html`${badge('degraded')}${h.backingOff && pool.launchRetryAt ? html` <span class="muted">next try ${ago(pool.launchRetryAt, now).replace(' ago', '')}</span>` : ''}`;
   if (pool.launchFailures > 0) return html`${badge('PENDING', `${pool.launchFailures} failed launch${pool.launchFailures === 1 ? '' : 'es'}`)}`;
   return badge('IDLE', 'healthy');
 }

@@ -60,7 +60,14 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
     : [];
   const loaders = createLoaders(em, config, scheduler.workers);
   const firsts = onPage.map((c) => requests.find((r) => r.classId === (c.class_id ?? 0))!);
-  const [tags, workers, pools] = await Promise.all([loadTaskTags(em, firsts.map((r) => r.id)), loaders.workerStates(), loaders.poolTemplates()]);
+  const [tags, workers, pools] = await Promise.all([
+    loadTaskTags(
+      em,
+      firsts.map((r) => r.id),
+    ),
+    loaders.workerStates(),
+    loaders.poolTemplates(),
+  ]);
   const classLink = (c: { class_id: number | null }, p = 1) => href(['queue'], { class: c.class_id ?? 0, page: p > 1 ? p : null });
   const workerTags = (m: Mismatch) => canSeeWorkerGroupTags(principal, m.workerIds);
 

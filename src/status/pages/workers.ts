@@ -53,9 +53,7 @@ export async function loadWorkerRows(em: EntityManager, config: Config, principa
     where.push(`w.provided_tags @> array[?]::text[] and ${details.sql}`);
     params.push(filter.tag, ...details.params);
   }
-  const rows = await em.execute<
-    (AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]
-  >(
+  const rows = await em.execute<(AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]>(
     `select w.id, w.name, p.name as pool, ${availabilityColumns('w')}, w.last_seen_at,
             (select count(*)::int from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING')) as active
        from worker w left join worker_pool p on p.id = w.pool_id
@@ -102,12 +100,15 @@ export async function workersPage(em: EntityManager, config: Config, ctx: PageCo
   const shown = status ? rows.filter((r) => r.status === status) : rows;
   const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
   if (page > pages) throw new StatusError(404, `There is no page ${page}: the list has ${pages}.`);
-  const link = (q: { status?: string | null; page?: number }) => href(['workers'], { status: 'status' in q ? q.status : status, pool, tag, page: q.page && q.page > 1 ? q.page : null });
+  const link = (q: { status?: string | null; page?: number }) =>
+    href(['workers'], { status: 'status' in q ? q.status : status, pool, tag, page: q.page && q.page > 1 ? q.page : null });
   const now = new Date();
 
   const chips = [
     html`<li><a href="${link({ status: null })}"${status === null ? html` aria-current="true"` : ''}>All <strong>${rows.length}</strong></a></li>`,
-    ...SHOWN_STATUSES.map((s) => html`<li><a href="${link({ status: s })}"${status === s ? html` aria-current="true"` : ''}>${STATUS_LABELS[s]} <strong>${counts.get(s) ?? 0}</strong></a></li>`),
+    ...SHOWN_STATUSES.map(
+      (s) => html`<li><a href="${link({ status: s })}"${status === s ? html` aria-current="true"` : ''}>${STATUS_LABELS[s]} <strong>${counts.get(s) ?? 0}</strong></a></li>`,
+    ),
   ];
   const option = (value: string, label: string, selected: boolean) => html`<option value="${value}"${selected ? html` selected` : ''}>${label}</option>`;
   const filters = html`<form class="filters" method="get" action="/-/status/workers/">

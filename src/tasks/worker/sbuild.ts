@@ -8,7 +8,10 @@ const schema = z
     source_package: sourcePackageName,
     host_architecture: debianArchitecture,
     ...executorFields,
-    build_components: z.array(z.enum(['any', 'all', 'source'])).min(1).optional(),
+    build_components: z
+      .array(z.enum(['any', 'all', 'source']))
+      .min(1)
+      .optional(),
     build_profiles: z.array(buildProfile).optional(),
   })
   .strict();

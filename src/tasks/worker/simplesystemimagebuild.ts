@@ -9,7 +9,10 @@ const schema = z
     disk_image: z
       .object({
         format: z.enum(['raw', 'qcow2']),
-        filename: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, 'expected a file name without directories').optional(),
+        filename: z
+          .string()
+          .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, 'expected a file name without directories')
+          .optional(),
         partitions: z
           .array(
             z

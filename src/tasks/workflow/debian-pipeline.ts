@@ -49,7 +49,16 @@ function expand(data: Data, ctx: WorkflowContext): WorkflowPlan {
   const variant = data.sbuild_environment_variant ?? null;
   const architectures = data.architectures ?? ctx.architectures(data.codename, variant);
   if (!architectures.length) {
-    return { ok: false, errors: [{ code: 'UNKNOWN_ENVIRONMENT', path: 'taskData.codename', message: `no environment of codename ${data.codename} is registered: name the architectures, or have an admin register environments with createEnvironment` }] };
+    return {
+      ok: false,
+      errors: [
+        {
+          code: 'UNKNOWN_ENVIRONMENT',
+          path: 'taskData.codename',
+          message: `no environment of codename ${data.codename} is registered: name the architectures, or have an admin register environments with createEnvironment`,
+        },
+      ],
+    };
   }
   const path = data.architectures ? 'taskData.architectures' : 'taskData.codename';
   const { targets, errors } = architectureTargets({ codename: data.codename, architectures, archAllHost: data.arch_all_host_architecture, variant, path }, ctx);

@@ -50,7 +50,11 @@ export function architectureTargets(
     if (environment) targets.push({ architecture, host, environment });
     else {
       const variant = request.variant === null ? '' : ` and variant ${request.variant}`;
-      errors.push({ code: 'UNKNOWN_ENVIRONMENT', path: request.path, message: `no environment of codename ${request.codename} for architecture ${host}${variant}: an admin registers one with createEnvironment` });
+      errors.push({
+        code: 'UNKNOWN_ENVIRONMENT',
+        path: request.path,
+        message: `no environment of codename ${request.codename} for architecture ${host}${variant}: an admin registers one with createEnvironment`,
+      });
     }
   }
   return { targets, errors };

@@ -164,11 +164,23 @@ describe('workspaces, members, grants, rules, groups, environments', () => {
   });
 
   it('rule add and list, for a workspace and for the site', async () => {
-    const added = await cli(['rule', 'add', 'big', '--workspace', 'debian/main', '--when', 'task:source-package:linux or task:source-package:libreoffice', '--require', 'worker:class:large']);
+    const added = await cli([
+      'rule',
+      'add',
+      'big',
+      '--workspace',
+      'debian/main',
+      '--when',
+      'task:source-package:linux or task:source-package:libreoffice',
+      '--require',
+      'worker:class:large',
+    ]);
     expect(added.stdout).toBe('Created rule big of debian/main.\n');
     await cli(['rule', 'add', 'lintian-unshare', '--task', 'lintian', '--require', 'worker:executor:unshare']);
     const site = await json(['rule', 'list']);
-    expect(site.siteRules).toEqual([{ name: 'lintian-unshare', taskName: 'lintian', expression: null, providedTags: [], requiredTags: ['worker:executor:unshare'], workspace: null }]);
+    expect(site.siteRules).toEqual([
+      { name: 'lintian-unshare', taskName: 'lintian', expression: null, providedTags: [], requiredTags: ['worker:executor:unshare'], workspace: null },
+    ]);
     const ws = await cli(['rule', 'list', '--workspace', 'debian/main']);
     expect(ws.stdout).toMatch(/^big\s+any\s+task:source-package:linux or task:source-package:libreoffice\s+-\s+worker:class:large$/m);
     const bad = await cli(['rule', 'add', 'broken', '--when', 'task:a and (', '--require', 'x:y']);
@@ -343,7 +355,25 @@ describe('pools', () => {
     fs.writeFileSync(account, JSON.stringify({ apiKey: 'very-secret-provider-key' }), { mode: 0o600 });
     const spec = path.join(dir, 'spec.json');
     fs.writeFileSync(spec, JSON.stringify({ cpuCount: 2, image: 'trixie-autopkgtest' }));
-    const r = await cli(['pool', 'create', 'cloud', '--provider', 'local', '--provider-account-file', account, '--spec-file', spec, '--cpu-count', '8', '--memory-gib', '32', '--max-active', '5', '--provide', 'worker:class:cloud']);
+    const r = await cli([
+      'pool',
+      'create',
+      'cloud',
+      '--provider',
+      'local',
+      '--provider-account-file',
+      account,
+      '--spec-file',
+      spec,
+      '--cpu-count',
+      '8',
+      '--memory-gib',
+      '32',
+      '--max-active',
+      '5',
+      '--provide',
+      'worker:class:cloud',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe('Created pool cloud (local, enabled): concurrency=1 cpuCount=8 handlers=noop=true image=trixie-autopkgtest memoryGib=32.\n');
     const shown = await cli(['pool', 'show', 'cloud']);
@@ -351,20 +381,49 @@ describe('pools', () => {
     expect(shown.stdout).toMatch(/^worker:cpu-count=8\s+admin\s+\S+$/m);
     expect(shown.stdout).toMatch(/^worker:class:cloud\s+admin\s+pool:cloud$/m);
     const data = await json(['pool', 'show', 'cloud']);
-    expect(data.workerPool).toMatchObject({ name: 'cloud', maxActiveInstances: 5, hasProviderAccount: true, degraded: false, specifications: { cpuCount: 8, memoryGib: 32, image: 'trixie-autopkgtest', handlers: [{ task: 'noop', command: 'true' }] } });
+    expect(data.workerPool).toMatchObject({
+      name: 'cloud',
+      maxActiveInstances: 5,
+      hasProviderAccount: true,
+      degraded: false,
+      specifications: { cpuCount: 8, memoryGib: 32, image: 'trixie-autopkgtest', handlers: [{ task: 'noop', command: 'true' }] },
+    });
     for (const out of [r.stdout, r.stderr, shown.stdout, JSON.stringify(data)]) expect(out).not.toContain('very-secret-provider-key');
   });
 
   it('pool update changes only what is given; spec flags keep the other keys', async () => {
-    const r = await json(['pool', 'update', 'cloud', '--memory-gib', '64', '--min-idle', '1', '--disable', '--handler', 'noop=true', '--handler', 'sbuild=/usr/local/bin/sbuild-handler']);
+    const r = await json([
+      'pool',
+      'update',
+      'cloud',
+      '--memory-gib',
+      '64',
+      '--min-idle',
+      '1',
+      '--disable',
+      '--handler',
+      'noop=true',
+      '--handler',
+      'sbuild=/usr/local/bin/sbuild-handler',
+    ]);
     expect(r.updateWorkerPool).toMatchObject({
       enabled: false,
       minIdleInstances: 1,
       maxActiveInstances: 5,
-      specifications: { cpuCount: 8, memoryGib: 64, image: 'trixie-autopkgtest', handlers: [{ task: 'noop', command: 'true' }, { task: 'sbuild', command: '/usr/local/bin/sbuild-handler' }] },
+      specifications: {
+        cpuCount: 8,
+        memoryGib: 64,
+        image: 'trixie-autopkgtest',
+        handlers: [
+          { task: 'noop', command: 'true' },
+          { task: 'sbuild', command: '/usr/local/bin/sbuild-handler' },
+        ],
+      },
     });
     const list = await cli(['pool', 'list']);
-    expect(list.stdout).toMatch(/^cloud\s+local\s+no\s+5\s+1\s+no\s+concurrency=1 cpuCount=8 handlers=noop=true,sbuild=\/usr\/local\/bin\/sbuild-handler image=trixie-autopkgtest memoryGib=64$/m);
+    expect(list.stdout).toMatch(
+      /^cloud\s+local\s+no\s+5\s+1\s+no\s+concurrency=1 cpuCount=8 handlers=noop=true,sbuild=\/usr\/local\/bin\/sbuild-handler image=trixie-autopkgtest memoryGib=64$/m,
+    );
     expect((await cli(['pool', 'update', 'cloud', '--handler', 'no-command'])).code).toBe(EXIT.usage);
     expect((await json(['pool', 'update', 'cloud', '--enable'])).updateWorkerPool.enabled).toBe(true);
     expect((await cli(['pool', 'update', 'cloud'])).code).toBe(EXIT.usage);
@@ -407,7 +466,9 @@ describe('pool instances and terminated workers', () => {
     const stopped = await cli(['instance', 'stopped', 'cloud-manual', '--error', 'quota exceeded']);
     expect(stopped.stdout).toMatch(/^Instance cloud-manual is FAILED \(quota exceeded\); its worker is terminated and its work re-queued\.$/m);
     const failed = await json(['pool', 'instances', 'cloud', '--state', 'failed']);
-    expect(failed.workerPool.instances.edges.map((e: any) => e.node)).toEqual([expect.objectContaining({ name: 'cloud-manual', state: 'FAILED', error: 'quota exceeded', providerId: 'prov-42' })]);
+    expect(failed.workerPool.instances.edges.map((e: any) => e.node)).toEqual([
+      expect.objectContaining({ name: 'cloud-manual', state: 'FAILED', error: 'quota exceeded', providerId: 'prov-42' }),
+    ]);
     const shown = await cli(['pool', 'show', 'cloud']);
     expect(shown.stdout).toMatch(/^Instances \(newest first\)\nNAME\s+STATE/m);
     expect(shown.stdout).toMatch(/^cloud-manual\s+FAILED/m);
@@ -426,7 +487,12 @@ describe('pool instances and terminated workers', () => {
   it('worker terminate makes a pool worker inactive: hidden from the list, its token refused', async () => {
     const created = await cli(['instance', 'create', 'cloud', '--name', 'cloud-doomed']);
     const activation = created.stdout.trim();
-    const activated = await ok(t, 'mutation { activateWorker(input: { name: "cloud-doomed" }) { ... on WorkerTokenPayload { token worker { name } } ... on Error { code message } } }', {}, activation);
+    const activated = await ok(
+      t,
+      'mutation { activateWorker(input: { name: "cloud-doomed" }) { ... on WorkerTokenPayload { token worker { name } } ... on Error { code message } } }',
+      {},
+      activation,
+    );
     expect(activated.activateWorker.worker).toEqual({ name: 'cloud-doomed' });
     const r = await cli(['worker', 'terminate', 'cloud-doomed']);
     expect(r.code, r.stderr).toBe(0);
@@ -445,7 +511,16 @@ describe('pool instances and terminated workers', () => {
 describe('work and demand', () => {
   let ids: string[] = [];
   let soloToken: string;
-  const sbuild = (pkg: string, arch = 'amd64') => ['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', JSON.stringify({ source_package: pkg, host_architecture: arch })];
+  const sbuild = (pkg: string, arch = 'amd64') => [
+    'work',
+    'create',
+    '--workspace',
+    'debian/main',
+    '--task',
+    'sbuild',
+    '--data',
+    JSON.stringify({ source_package: pkg, host_architecture: arch }),
+  ];
 
   beforeAll(async () => {
     // One connected amd64 sbuild worker with one slot (build-1 from above has two: drain it).
@@ -532,7 +607,9 @@ describe('work and demand', () => {
     const file = path.join(scratchDir(), 'task.json');
     fs.writeFileSync(file, JSON.stringify({ source_package: 'from-file', host_architecture: 'amd64' }));
     const fromFile = await json(['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', `@${file}`]);
-    const fromStdin = await json(['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', '-'], { stdin: '{"source_package": "from-stdin", "host_architecture": "amd64"}' });
+    const fromStdin = await json(['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', '-'], {
+      stdin: '{"source_package": "from-stdin", "host_architecture": "amd64"}',
+    });
     const shown = await json(['work', 'show', fromStdin.createWorkRequest.id]);
     expect(shown.workRequest.taskData.source_package).toBe('from-stdin');
     expect((await json(['work', 'show', fromFile.createWorkRequest.id])).workRequest.taskData.source_package).toBe('from-file');
@@ -558,7 +635,10 @@ describe('work and demand', () => {
     expect(r.stdout.length).toBe(offset);
     expect(r.stdout).toBe(big('a') + big('b'));
     expect(r.stderr).toBe(`(work request ${id}: RUNNING)\n`);
-    const pages = (await cli(['work', 'log', id, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const pages = (await cli(['work', 'log', id, '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(pages.map((p) => p.workRequest.log.offset)).toEqual([0, 1_048_576]);
     const tail = await cli(['work', 'log', id, '--offset', String(offset - 1024)]);
     expect(tail.stdout).toBe(big('b').slice(-1024));

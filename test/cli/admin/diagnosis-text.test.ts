@@ -14,9 +14,24 @@ const pending = (diagnosis: Partial<DiagnosisData>, extra: Partial<WhyData> = {}
   ...extra,
   diagnosis: { ...NONE, ...diagnosis },
 });
-const counted = (missingOnWorker: string[], missingOnTask: string[]) => ({ missingOnWorker, missingOnTask, missingOnWorkerCount: missingOnWorker.length, missingOnTaskCount: missingOnTask.length });
-const group = (names: string[], missingOnWorker: string[], missingOnTask: string[] = [], workerCount = names.length) => ({ pool: null, workerCount, workerNames: names, ...counted(missingOnWorker, missingOnTask) });
-const pool = (name: string, missingOnWorker: string[], missingOnTask: string[] = []) => ({ pool: name, workerCount: 0, workerNames: [], ...counted(missingOnWorker, missingOnTask) });
+const counted = (missingOnWorker: string[], missingOnTask: string[]) => ({
+  missingOnWorker,
+  missingOnTask,
+  missingOnWorkerCount: missingOnWorker.length,
+  missingOnTaskCount: missingOnTask.length,
+});
+const group = (names: string[], missingOnWorker: string[], missingOnTask: string[] = [], workerCount = names.length) => ({
+  pool: null,
+  workerCount,
+  workerNames: names,
+  ...counted(missingOnWorker, missingOnTask),
+});
+const pool = (name: string, missingOnWorker: string[], missingOnTask: string[] = []) => ({
+  pool: name,
+  workerCount: 0,
+  workerNames: [],
+  ...counted(missingOnWorker, missingOnTask),
+});
 /** A group whose tags the caller may not see: the API gives the counts only. */
 const hiddenGroup = (names: string[], onWorker: number, onTask: number) => ({
   pool: null,
@@ -41,10 +56,21 @@ describe('explain', () => {
     ],
     [
       'workers, none available',
-      pending({ state: 'WAITING_FOR_WORKERS', matchingWorkers: 3, unavailableWorkers: [{ reason: 'DISCONNECTED', count: 2 }, { reason: 'NOT_ASSIGNABLE', count: 1 }] }),
+      pending({
+        state: 'WAITING_FOR_WORKERS',
+        matchingWorkers: 3,
+        unavailableWorkers: [
+          { reason: 'DISCONNECTED', count: 2 },
+          { reason: 'NOT_ASSIGNABLE', count: 1 },
+        ],
+      }),
       'waiting for workers: 3 workers match but none is available (2 disconnected, 1 not assignable)',
     ],
-    ['provisioning', pending({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['cloud', 'big'] }), 'waiting for provisioning: no worker matches, pools cloud, big can start one'],
+    [
+      'provisioning',
+      pending({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['cloud', 'big'] }),
+      'waiting for provisioning: no worker matches, pools cloud, big can start one',
+    ],
     [
       'orchestrated, running',
       pending({ state: 'ORCHESTRATED' }, { status: 'RUNNING', worker: null }),

@@ -211,7 +211,14 @@ describe('ec2 pool validation', () => {
   it('names every problem, and never a key', () => {
     const problems = validateEc2Pool({
       name: 'aws',
-      specifications: { instanceType: 'large', providerImage: 'debian-12', subnetId: 'net-1', securityGroupIds: ['sg-01234567', 'default'], location: 'us-east-1a', command: ['/bin/true'] },
+      specifications: {
+        instanceType: 'large',
+        providerImage: 'debian-12',
+        subnetId: 'net-1',
+        securityGroupIds: ['sg-01234567', 'default'],
+        location: 'us-east-1a',
+        command: ['/bin/true'],
+      },
       account: { accessKeyId: 'lower-case-' + KEY_ID, secretAccessKey: 'short', region: 'Frankfurt', extra: SECRET },
     });
     expect(problems.map((p) => p.path)).toEqual([

@@ -128,7 +128,10 @@ describe('exec provider against misbehaving commands', () => {
     expect(env).not.toContain(TOKEN);
     expect(env).not.toContain('tsk_activation_abc');
     // Only the listed variables of the server pass: not DATABASE_URL, not the secret key.
-    const names = env.split('\n').filter(Boolean).map((line) => line.split('=')[0]);
+    const names = env
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split('=')[0]);
     expect(names.filter((n) => !['PATH', 'PWD', 'SHLVL', '_'].includes(n!))).toEqual([]);
   });
 

@@ -56,7 +56,13 @@ describe('the provider registry, made from the server configuration', () => {
   });
 
   it('defaults to the real clouds and no exec command, and passes exec commands no secret of the server', () => {
-    const config = loadConfig({ PATH: '/usr/bin', HOME: '/var/lib/tagsched', DATABASE_URL: 'postgres://u:pw@db/x', TAGSCHED_SECRET_KEY: 'k', TAGSCHED_ADMIN_TOKEN: 'tsk_admin_0123456789abcdef0123456789' });
+    const config = loadConfig({
+      PATH: '/usr/bin',
+      HOME: '/var/lib/tagsched',
+      DATABASE_URL: 'postgres://u:pw@db/x',
+      TAGSCHED_SECRET_KEY: 'k',
+      TAGSCHED_ADMIN_TOKEN: 'tsk_admin_0123456789abcdef0123456789',
+    });
     expect(config.hetznerApiUrl).toBe('https://api.hetzner.cloud/v1');
     expect(config.ec2Endpoint).toBeNull();
     expect(config.execCommands).toEqual([]);

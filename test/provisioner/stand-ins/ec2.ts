@@ -69,9 +69,17 @@ function signatureMatches(req: http.IncomingMessage, body: Buffer, secret: strin
   const url = new URL(req.url ?? '/', 'http://stand-in');
   const canonicalHeaders = signedHeaders
     .split(';')
-    .map((name) => `${name}:${String(req.headers[name] ?? '').trim().replace(/\s+/g, ' ')}\n`)
+    .map(
+      (name) =>
+        `${name}:${String(req.headers[name] ?? '')
+          .trim()
+          .replace(/\s+/g, ' ')}\n`,
+    )
     .join('');
-  const canonicalQuery = [...url.searchParams].sort().map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+  const canonicalQuery = [...url.searchParams]
+    .sort()
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
+    .join('&');
   const canonicalRequest = [req.method, url.pathname, canonicalQuery, canonicalHeaders, signedHeaders, payloadHash].join('\n');
   const scope = `${date}/${region}/${service}/aws4_request`;
   const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
@@ -127,7 +135,9 @@ export async function startEc2StandIn(options: {
     (i.subnetId ? `<subnetId>${esc(i.subnetId)}</subnetId>` : '') +
     `<groupSet>${i.securityGroupIds.map((g) => `<item><groupId>${esc(g)}</groupId></item>`).join('')}</groupSet>` +
     (i.clientToken ? `<clientToken>${esc(i.clientToken)}</clientToken>` : '') +
-    `<tagSet>${Object.entries(i.tags).map(([k, v]) => `<item><key>${esc(k)}</key><value>${esc(v)}</value></item>`).join('')}</tagSet></item>`;
+    `<tagSet>${Object.entries(i.tags)
+      .map(([k, v]) => `<item><key>${esc(k)}</key><value>${esc(v)}</value></item>`)
+      .join('')}</tagSet></item>`;
   const reservation = (group: Ec2StandInInstance[]) =>
     `<reservationId>r-${hex(17)}</reservationId><ownerId>123456789012</ownerId><groupSet/><instancesSet>${group.map(item).join('')}</instancesSet>`;
 

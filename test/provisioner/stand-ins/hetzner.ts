@@ -82,8 +82,7 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   };
-  const error = (res: http.ServerResponse, code: string, message: string, details: unknown = {}) =>
-    send(res, STATUS_OF[code] ?? 400, { error: { code, message, details } });
+  const error = (res: http.ServerResponse, code: string, message: string, details: unknown = {}) => send(res, STATUS_OF[code] ?? 400, { error: { code, message, details } });
   const action = (command: string, id: number) => ({
     id: nextAction++,
     command,
