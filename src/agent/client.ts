@@ -5,6 +5,7 @@
  */
 import { CloseCode, createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
+import { postGraphql } from '../graphql-post.js';
 import { backoffDelay } from './backoff.js';
 import type { Logger } from './log.js';
 import { MESSAGES } from './log.js';
@@ -60,31 +61,16 @@ export function errorOfResponse(status: number, body: unknown): Error | null {
 export function createHttpRequest(options: { url: string; token: string; timeoutMs: number; fetch?: typeof fetch }): Request {
   const doFetch = options.fetch ?? fetch;
   return async (query, variables) => {
-    let response: Response;
-    let body: unknown;
+    let answer: { status: number; body: unknown };
     try {
-      response = await doFetch(options.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/graphql-response+json, application/json',
-          authorization: `Bearer ${options.token}`,
-        },
-        body: JSON.stringify({ query, variables }),
-        signal: AbortSignal.timeout(options.timeoutMs),
-      });
-      const text = await response.text();
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = null;
-      }
+      answer = await postGraphql({ url: options.url, token: options.token, query, variables, timeoutMs: options.timeoutMs, fetch: doFetch });
     } catch (err) {
       // fetch rejects on refused connections, resets, DNS failures and the timeout alike.
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
       throw new TransientError(cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err)));
     }
-    const error = errorOfResponse(response.status, body);
+    const { status, body } = answer;
+    const error = errorOfResponse(status, body);
     if (error) throw error;
     return (body as GraphqlBody).data as Record<string, unknown>;
   };

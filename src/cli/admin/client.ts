@@ -7,6 +7,7 @@
  */
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
+import { postGraphql } from '../../graphql-post.js';
 import { AdminError, EXIT, exitCodeOf } from './exit-codes.js';
 import type { Connection } from './settings.js';
 
@@ -100,29 +101,13 @@ export function createApi(connection: Connection, options: { timeoutMs: number; 
   const doFetch = options.fetch ?? fetch;
 
   async function request(document: string, variables: Json): Promise<Json> {
-    let status: number;
-    let body: unknown = null;
+    let answer: { status: number; body: unknown };
     try {
-      const response = await doFetch(connection.serverUrl, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/graphql-response+json, application/json',
-          ...(connection.token ? { authorization: `Bearer ${connection.token}` } : {}),
-        },
-        body: JSON.stringify({ query: document, variables }),
-        signal: AbortSignal.timeout(options.timeoutMs),
-      });
-      status = response.status;
-      const text = await response.text();
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = null;
-      }
+      answer = await postGraphql({ url: connection.serverUrl, token: connection.token, query: document, variables, timeoutMs: options.timeoutMs, fetch: doFetch });
     } catch (err) {
       throw unreachable(connection, err, options.timeoutMs);
     }
+    const { status, body } = answer;
     const error = errorOfAnswer(connection, status, body);
     if (error) throw error;
     return (body as { data: Json }).data;
