@@ -29,7 +29,7 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
 const UnavailableEnum = builder.enumType('UnavailableReason', {
   description: 'Why a matching worker gets no new work now',
   values: describedValues<(typeof UNAVAILABLE)[keyof typeof UNAVAILABLE]>({
-    NOT_ASSIGNABLE: 'A worker of type NOT_ASSIGNABLE',
+    NOT_ASSIGNABLE: 'A worker of type not-assignable: the scheduler never gives it work',
     INACTIVE: 'Terminated',
     DISABLED: 'Disabled by an admin',
     DISCONNECTED: 'Its agent is not connected',
