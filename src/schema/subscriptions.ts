@@ -4,6 +4,7 @@ import type { Context } from '../context.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { requireWorker } from '../services/auth.js';
+import { stillAssigned } from '../services/work-lifecycle.js';
 import { splitWorkspaceName } from '../services/validate.js';
 import { viewerSeesWorkRequest } from '../services/visibility.js';
 import { followLog, WorkRequestLogPageRef, type LogPageOut } from './job-output.js';
@@ -15,11 +16,13 @@ import { WorkerRef } from './worker.js';
  * before every event (revoked, disabled or expired since the connection opened: the socket is
  * closed and nothing more is sent, even when the revocation's own notice has not arrived yet).
  */
+const REVOKED_REASON = 'the bearer token was revoked or has expired';
+
 async function tokenStillValid(ctx: Context): Promise<boolean> {
   const connection = ctx.connection;
   if (!connection || connection.tokenId === null) return true;
   if (await connection.stillValid()) return true;
-  connection.refuse('the bearer token was revoked or has expired');
+  connection.refuse(REVOKED_REASON);
   return false;
 }
 
@@ -50,11 +53,15 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
       next = stream.next();
       const id = event.value.workRequestId;
       if (sent.has(id)) continue;
-      // Reload: the assignment may have been taken back (lease) between the event and now.
+      // Reload: the assignment may have been taken back (lease) between the event and now. The same
+      // statement checks the connection's token again (see tokenStillValid).
       ctx.renew();
-      const wr = await ctx.em.findOne(WorkRequestSchema, { id, worker: workerId, status: 'ASSIGNED' });
+      const { workRequest: wr, tokenValid } = await stillAssigned(ctx.em, id, workerId, ctx.connection?.tokenId ?? null);
       if (wr) {
-        if (!(await tokenStillValid(ctx))) return;
+        if (!tokenValid) {
+          ctx.connection!.refuse(REVOKED_REASON);
+          return;
+        }
         sent.add(id);
         yield wr;
       }

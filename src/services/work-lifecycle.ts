@@ -4,10 +4,12 @@ import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { judgeWorker } from '../scheduler/quarantine.js';
 import { recordRelease } from '../scheduler/release-backoff.js';
-import { isOrchestrated } from '../tasks/types.js';
+import { textArray } from '../db/arrays.js';
+import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../tasks/types.js';
 import { isAdmin, requireWorker } from './auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
 import { cleanReason } from './log-text.js';
+import { VALID_TOKEN_SQL } from './tokens.js';
 import { settleDependents, type WorkRequestDeps } from './work-requests.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */
@@ -20,6 +22,22 @@ export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | 
   if (!assignment) return null;
   // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED).
   return deps.em.findOneOrFail(WorkRequestSchema, { id: assignment.workRequestId }, { populate: ['workspace'] });
+}
+
+/**
+ * A pushed assignment read again before it is sent: the request while it is still ASSIGNED to the
+ * worker (a lease may have taken it back), and in the same statement whether the connection's token
+ * may still be used (VALID_TOKEN_SQL; true for a connection without a token).
+ */
+export async function stillAssigned(em: EntityManager, id: number, workerId: number, tokenId: number | null): Promise<{ workRequest: WorkRequest | null; tokenValid: boolean }> {
+  const [row] = await em.execute<Record<string, unknown>[]>(
+    `select r.*, ${tokenId === null ? 'true' : `exists (select 1 from token t where t.id = ? and ${VALID_TOKEN_SQL})`} as token_valid_
+       from work_request r where r.id = ? and r.worker_id = ? and r.status = 'ASSIGNED'`,
+    tokenId === null ? [id, workerId] : [tokenId, id, workerId],
+  );
+  if (!row) return { workRequest: null, tokenValid: true };
+  const { token_valid_: tokenValid, ...columns } = row;
+  return { workRequest: em.map(WorkRequestSchema, columns), tokenValid: tokenValid === true };
 }
 
 async function lockAssigned(deps: WorkRequestDeps, rawId: string, tx: WorkRequestDeps['em']): Promise<WorkRequest> {
@@ -91,6 +109,17 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
+  const id = Number(rawId);
+  if (viewer.kind === 'worker' && result === 'SUCCESS' && Number.isSafeInteger(id)) {
+    const done = await completeQuietSuccess(deps.em, id, viewer.worker.id, outcome.exitCode ?? null, new Date());
+    if (done) {
+      deps.metrics?.completed(done);
+      const refilled = await refill(deps, viewer.worker.id);
+      deps.events.publish('workRequestChanged', { id: done.id, workspaceId: done.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
+      if (!refilled) deps.scheduler.trigger('work-finished');
+      return done;
+    }
+  }
   const { wr, changed, repeated, quarantine } = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
     // The same report again, from the worker that made it: the answer to the first was lost (a cut
@@ -139,6 +168,42 @@ async function refill(deps: WorkRequestDeps, workerId: number): Promise<boolean>
   } catch {
     return false;
   }
+}
+
+/**
+ * The usual completion in one statement: a worker reports SUCCESS for its own ASSIGNED or RUNNING
+ * request, and nothing else has to happen in the same transaction: no BLOCKED request depends on it,
+ * it is no workflow's child, its log has at most one chunk (nothing to compact), it is not a task the
+ * server orchestrates, and its worker is not quarantined (a SUCCESS would lift that: judgeWorker).
+ * The row, the worker's last completion and the task's daily duration are written together, as the
+ * transaction below writes them. Null when any condition fails: the caller then takes the full path,
+ * which also answers repeated reports and refusals.
+ */
+async function completeQuietSuccess(em: EntityManager, id: number, workerId: number, exitCode: number | null, now: Date): Promise<WorkRequest | null> {
+  const [row] = await em.execute<Record<string, unknown>[]>(
+    `with done as (
+       update work_request r
+          set status = 'COMPLETED', result = 'SUCCESS', started_at = coalesce(r.started_at, ?), completed_at = ?, exit_code = ?
+        where r.id = ? and r.worker_id = ? and r.status in ('ASSIGNED', 'RUNNING') and r.parent_id is null
+          and r.task_type <> all(?::text[])
+          and not exists (select 1 from work_request_dependency d join work_request b on b.id = d.work_request_id
+                           where d.depends_on_id = r.id and b.status = 'BLOCKED')
+          and not exists (select 1 from work_request_log_chunk c where c.work_request_id = r.id offset 1)
+          and not exists (select 1 from worker q where q.id = r.worker_id and q.quarantined_at is not null)
+       returning r.*
+     ),
+     w as (
+       update worker set last_completed_at = greatest(coalesce(last_completed_at, ?), ?) where id = (select worker_id from done)
+     ),
+     d as (
+       insert into task_duration (task_type, task_name, day, runs, seconds)
+       select task_type, task_name, (?::timestamptz at time zone 'UTC')::date, 1, greatest(0, extract(epoch from (?::timestamptz - started_at)))::float8 from done
+       on conflict (task_type, task_name, day) do update set runs = task_duration.runs + 1, seconds = task_duration.seconds + excluded.seconds
+     )
+     select * from done`,
+    [now, now, exitCode, id, workerId, textArray(UNASSIGNABLE_TASK_TYPES), now, now, now, now],
+  );
+  return row ? em.map(WorkRequestSchema, row) : null;
 }
 
 /**
