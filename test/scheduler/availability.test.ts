@@ -8,7 +8,17 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { availabilityColumns, availableParams, availableSql, factsOfRow, mayBeProbed, probeableSql, unavailableReason, workerStatus, type AvailabilityRow } from '../../src/scheduler/availability.js';
+import {
+  availabilityColumns,
+  availableParams,
+  availableSql,
+  factsOfRow,
+  mayBeProbed,
+  probeableSql,
+  unavailableReason,
+  workerStatus,
+  type AvailabilityRow,
+} from '../../src/scheduler/availability.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();
