@@ -29,6 +29,7 @@ import { TokenSchema } from './entities/token.js';
 import { purgeIdempotencyKeys } from './services/idempotency.js';
 import { announceRevoked } from './services/token-lifecycle.js';
 import { settleDependents } from './services/work-requests.js';
+import { startQuarantineProbes } from './services/quarantine-probes.js';
 import { resumeOrchestration } from './services/orchestration.js';
 import { createServerWorkers, type ServerWorkers } from './server-tasks/server-workers.js';
 import { createSecretBox, type SecretBox } from './services/secrets.js';
@@ -119,9 +120,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
   const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents());
-  // The scheduler depends on the lifecycle through this one function, not on the services layer.
+  // The scheduler depends on the lifecycle through these functions, not on the services layer.
   const metrics = createProcessMetrics();
-  const scheduler = createScheduler({ orm, config, log, events, settleDependents, metrics });
+  const scheduler = createScheduler({ orm, config, log, events, settleDependents, startProbes: startQuarantineProbes, metrics });
   const serverWorkers = createServerWorkers({ orm, config, log, events, scheduler, metrics });
   const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler });
 

@@ -20,6 +20,8 @@ export interface Config {
   readonly releaseBackoffMs: number;
   /** Consecutive ERROR results after which a worker is quarantined, when the same tasks succeed elsewhere; 0: never. */
   readonly quarantineAfterErrors: number;
+  /** How often a quarantined, idle, connected worker is given a quarantine probe (services/quarantine-probes.ts), in milliseconds; 0: never. */
+  readonly quarantineProbeMs: number;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   /** Most requests one createWorkRequests call accepts. */
@@ -266,6 +268,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metadataFreshMs: intVar(env, 'TAGSCHED_METADATA_FRESH_SECONDS', 65 * 60) * 1000, // 65 minutes
     releaseBackoffMs: intVar(env, 'TAGSCHED_RELEASE_BACKOFF_SECONDS', 10 * 60) * 1000, // ten minutes
     quarantineAfterErrors: intVar(env, 'TAGSCHED_QUARANTINE_AFTER_ERRORS', 5),
+    quarantineProbeMs: intVar(env, 'TAGSCHED_QUARANTINE_PROBE_SECONDS', 10 * 60) * 1000, // ten minutes
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     maxBatchRequests: intVar(env, 'TAGSCHED_MAX_BATCH_REQUESTS', 1000),

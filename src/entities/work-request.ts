@@ -52,6 +52,8 @@ export const WorkRequestSchema = defineEntity({
     /** The task class of a PENDING request (src/scheduler/classes.ts); null before. */
     classId: p.integer().nullable(),
     retryCount: p.integer().default(0),
+    /** A noop the server gave a quarantined worker to see whether it runs work again (services/quarantine-probes.ts); never queued, never re-queued. */
+    quarantineProbe: p.boolean().default(false),
     createdAt: p.datetime().onCreate(() => new Date()),
     /** When it last became PENDING (a re-queued request is pending again from then). */
     pendingAt: p.datetime().nullable(),
@@ -92,6 +94,11 @@ export const WorkRequestSchema = defineEntity({
     {
       name: 'work_request_unfinished_workspace',
       expression: `create index "work_request_unfinished_workspace" on "work_request" ("workspace_id", "status") where "status" in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING')`,
+    },
+    // A worker's quarantine probes, newest last (when it was last probed).
+    {
+      name: 'work_request_quarantine_probe',
+      expression: `create index "work_request_quarantine_probe" on "work_request" ("worker_id", "id") where "quarantine_probe"`,
     },
     // A worker's load: what it holds now.
     {

@@ -3,8 +3,9 @@
  * (unavailableReason, with the reason as data), the SQL fragment that says the same in a WHERE
  * clause (availableSql), the columns both read (availabilityColumns) and the mapping from those
  * columns to the facts (factsOfRow). The worker status shown in the API is derived from the reason
- * here (workerStatus). test/scheduler/availability.test.ts checks that the SQL and the TypeScript
- * agree on generated facts. Capacity (a free slot) is not part of it: it is counted against the
+ * here (workerStatus). Which quarantined workers may be given a quarantine probe, and nothing else, is
+ * here too (mayBeProbed, probeableSql). test/scheduler/availability.test.ts checks that the SQL and
+ * the TypeScript agree on generated facts. Capacity (a free slot) is not part of it: it is counted against the
  * database where a worker is matched.
  */
 
@@ -52,13 +53,29 @@ export function unavailableReason(w: AvailabilityFacts, now: Date, freshMs: numb
   return null;
 }
 
+/** Every condition of availableSql but the quarantine (one parameter, availableParams). */
+const availableButForQuarantineSql = (alias: string) =>
+  `(${alias}.terminated_at is null and ${alias}.enabled and ${alias}.connected_at is not null
+    and ${alias}.metadata_reported_at is not null and ${alias}.metadata_reported_at >= ?::timestamptz and not ${alias}.draining and not ${alias}.shutting_down and ${alias}.type <> 'not-assignable')`;
+
 /**
  * The same rule as a SQL condition on the worker table under `alias`, true exactly when
  * unavailableReason is null (false, never null: a missing time is spelled out). It takes one parameter, availableParams(now, freshMs), in its place.
  */
-export const availableSql = (alias: string) =>
-  `(${alias}.terminated_at is null and ${alias}.enabled and ${alias}.quarantined_at is null and ${alias}.connected_at is not null
-    and ${alias}.metadata_reported_at is not null and ${alias}.metadata_reported_at >= ?::timestamptz and not ${alias}.draining and not ${alias}.shutting_down and ${alias}.type <> 'not-assignable')`;
+export const availableSql = (alias: string) => `(${alias}.quarantined_at is null and ${availableButForQuarantineSql(alias)})`;
+
+/**
+ * Whether a quarantined worker may be given a quarantine probe (services/quarantine-probes.ts): it is
+ * quarantined and nothing else keeps it from work (enabled, connected, fresh, not draining). The probe
+ * is the only work such a worker gets: unavailableReason still says QUARANTINED, so no matcher gives it
+ * anything else.
+ */
+export function mayBeProbed(w: AvailabilityFacts, now: Date, freshMs: number): boolean {
+  return w.quarantined && unavailableReason({ ...w, quarantined: false }, now, freshMs) === null;
+}
+
+/** mayBeProbed as a SQL condition on the worker table under `alias` (one parameter, availableParams, in its place). */
+export const probeableSql = (alias: string) => `(${alias}.quarantined_at is not null and ${availableButForQuarantineSql(alias)})`;
 
 /** The parameter of availableSql: the oldest report that is still fresh. */
 export const availableParams = (now: Date, freshMs: number): unknown[] => [new Date(now.getTime() - freshMs)];

@@ -41,7 +41,7 @@ export async function expireLeases(
   const seenBefore = cutoff(limits.heartbeatTimeoutMs);
   return em.execute<LeaseChange[]>(
     requeueSql(`
-       select w.id, w.status, w.retry_count, w.assigned_at, k.id as worker_id, true as counts,
+       select w.id, w.status, w.retry_count, w.assigned_at, w.quarantine_probe, k.id as worker_id, true as counts,
               case when w.status = 'ASSIGNED'
                    then format('worker %s did not acknowledge the assignment in time', k.name)
                    else format('worker %s stopped heartbeating while running it', k.name) end as why
@@ -65,7 +65,7 @@ export async function requeueWorkOf(em: EntityManager, workerIds: readonly numbe
   if (!workerIds.length) return [];
   return em.execute<LeaseChange[]>(
     requeueSql(`
-       select w.id, w.status, w.retry_count, w.assigned_at, k.id as worker_id, w.status = 'RUNNING' as counts,
+       select w.id, w.status, w.retry_count, w.assigned_at, w.quarantine_probe, k.id as worker_id, w.status = 'RUNNING' as counts,
               format('worker %s was terminated (%s)', k.name, ?::text) as why
          from work_request w join worker k on k.id = w.worker_id
         where w.worker_id = any(?::int[]) and w.status in ('ASSIGNED', 'RUNNING')
@@ -76,15 +76,16 @@ export async function requeueWorkOf(em: EntityManager, workerIds: readonly numbe
 
 /**
  * The retry rule, one statement for every way work is taken back: `selected` gives the rows (locked)
- * with `id, status, retry_count, assigned_at, worker_id`, `why` (the reason kept on the request) and
- * `counts` (whether this counts as a retry). A counted retry past the maximum ABORTS the request with
- * the reason; otherwise it goes back to PENDING, its worker and times cleared. Parameters: those of
- * `selected`, then requeueParams.
+ * with `id, status, retry_count, assigned_at, quarantine_probe, worker_id`, `why` (the reason kept on
+ * the request) and `counts` (whether this counts as a retry). A counted retry past the maximum ABORTS
+ * the request with the reason, and so does any quarantine probe (it was for its worker alone:
+ * services/quarantine-probes.ts); otherwise it goes back to PENDING, its worker and times cleared.
+ * Parameters: those of `selected`, then requeueParams.
  */
 function requeueSql(selected: string): string {
   return `with expired as (${selected}
      ), decided as (
-       select e.*, e.counts and e.retry_count + 1 > ? as give_up, e.retry_count + case when e.counts then 1 else 0 end as retries
+       select e.*, (e.counts and e.retry_count + 1 > ?) or e.quarantine_probe as give_up, e.retry_count + case when e.counts then 1 else 0 end as retries
          from expired e
      )
      update work_request w
@@ -95,7 +96,8 @@ function requeueSql(selected: string): string {
             started_at = case when d.give_up then w.started_at end,
             completed_at = case when d.give_up then ?::timestamptz end,
             pending_at = case when d.give_up then w.pending_at else ?::timestamptz end,
-            status_reason = case when d.give_up then d.why || format(' (retry %s of %s): aborted', d.retries, ?::int)
+            status_reason = case when d.quarantine_probe then d.why || '; a quarantine probe is never re-queued: aborted'
+                                 when d.give_up then d.why || format(' (retry %s of %s): aborted', d.retries, ?::int)
                                  when d.counts then d.why || format('; re-queued (retry %s of %s)', d.retries, ?::int)
                                  else d.why || '; back to the queue, not started' end
        from decided d

@@ -6,7 +6,8 @@ import { textArray } from '../db/arrays.js';
  * those same tasks has succeeded on another worker since the first of those errors, is taken out of
  * the farm (availability.ts: QUARANTINED) so that it stops eating the queue. The reason is kept on the
  * worker and shown in its status and the diagnosis. An admin lifts it (`unquarantineWorker`), and so
- * does a SUCCESS of the worker itself (work it still held, say).
+ * does a SUCCESS of the worker itself: work it still held, or a quarantine probe the server gives it
+ * (services/quarantine-probes.ts). A probe's success on another worker is no evidence about the tasks.
  */
 
 /** A worker whose quarantine just began or ended (for its workerChanged event). */
@@ -40,7 +41,7 @@ export async function judgeWorker(em: EntityManager, workerId: number, result: s
   const since = last[last.length - 1].completed_at;
   const [elsewhere] = await em.execute<{ task_name: string; worker: string }[]>(
     `select r.task_name, w.name as worker from work_request r join worker w on w.id = r.worker_id
-      where r.task_name = any(?::text[]) and r.status = 'COMPLETED' and r.result = 'SUCCESS' and r.worker_id <> ? and r.completed_at >= ?
+      where r.task_name = any(?::text[]) and r.status = 'COMPLETED' and r.result = 'SUCCESS' and r.worker_id <> ? and r.completed_at >= ? and not r.quarantine_probe
       limit 1`,
     [textArray(tasks), workerId, since],
   );

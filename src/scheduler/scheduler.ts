@@ -43,6 +43,8 @@ export interface Scheduler {
   runPass(): Promise<Assignment[]>;
   /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
   sweepLeases(now?: Date): Promise<number>;
+  /** Gives a quarantine probe to every quarantined worker due one (also done after every periodic sweep); returns the probes given. */
+  probeQuarantined(now?: Date): Promise<Assignment[]>;
   /** Asks for a pass soon; calls close together share one pass. */
   trigger(reason: PassReason): void;
   start(): void;
@@ -52,9 +54,27 @@ export interface Scheduler {
 /** What happens to the dependents of requests a lease sweep aborted (the work-request lifecycle, given by the app). */
 export type SettleDependents = (em: EntityManager, config: Config, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
 
+/**
+ * Gives quarantined workers their probes, in the caller's transaction (services/quarantine-probes.ts,
+ * given by the app): the probes given, and the due workers that could not be probed, with why.
+ */
+export type StartProbes = (
+  em: EntityManager,
+  config: Config,
+  now: Date,
+) => Promise<{ started: (Assignment & { workerName: string })[]; skipped: { workerName: string; why: string }[] }>;
+
 /** Creates the scheduler of one server process. */
-export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logger; events: Events; settleDependents: SettleDependents; metrics?: SchedulerRecorder }): Scheduler {
-  const { orm, config, log, events, settleDependents } = deps;
+export function createScheduler(deps: {
+  orm: MikroORM;
+  config: Config;
+  log: Logger;
+  events: Events;
+  settleDependents: SettleDependents;
+  startProbes?: StartProbes;
+  metrics?: SchedulerRecorder;
+}): Scheduler {
+  const { orm, config, log, events, settleDependents, startProbes } = deps;
   const metrics = deps.metrics ?? NO_METRICS;
   const classes = new ClassCache();
   const workers = new WorkerSnapshot();
@@ -102,6 +122,21 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       log.warn({ ...counts, silentWorkersDisconnected: gone.map((w) => w.name) }, 'leases expired');
     }
     return changes.length;
+  }
+
+  async function probe(now = new Date()): Promise<Assignment[]> {
+    if (!startProbes || config.quarantineProbeMs <= 0) return [];
+    const { started, skipped } = await orm.em.fork().transactional((tx) => startProbes(tx, config, now));
+    // After the commit, as every assignment: the push (workAssigned) and the new request; the
+    // worker's last probe changed too.
+    for (const p of started) {
+      events.publish('workAssigned', String(p.workerId), { workRequestId: p.workRequestId, workerId: p.workerId });
+      events.publish('workRequestChanged', { id: p.workRequestId, workspaceId: p.workspaceId, status: 'ASSIGNED' });
+      events.publish('workerChanged', { id: p.workerId, name: p.workerName });
+    }
+    if (started.length) log.info({ workers: started.map((p) => p.workerName), workRequestIds: started.map((p) => p.workRequestId) }, 'quarantine probes given');
+    for (const s of skipped) log.debug({ worker: s.workerName, why: s.why }, 'quarantined worker cannot be probed');
+    return started;
   }
 
   function runSoon(reason: PassReason): void {
@@ -154,6 +189,7 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
     },
     runPass: () => pass('manual'),
     sweepLeases: sweep,
+    probeQuarantined: probe,
     trigger(reason) {
       if (debounce || stopped || !config.schedulerAutomatic) return;
       debounce = setTimeout(() => {
@@ -182,6 +218,8 @@ export function createScheduler(deps: { orm: MikroORM; config: Config; log: Logg
       timer = setInterval(() => {
         sweep(new Date(), startedAt)
           .catch((err: unknown) => log.error({ err }, 'lease sweep failed'))
+          .then(() => probe())
+          .catch((err: unknown) => log.error({ err }, 'quarantine probes failed'))
           .finally(() => runSoon('periodic'));
       }, config.schedulerIntervalMs);
       timer.unref();

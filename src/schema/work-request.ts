@@ -96,6 +96,10 @@ WorkRequestRef.implement({
     userProvidedTags: t.exposeStringList('userProvidedTags', { description: 'As submitted' }),
     userRequiredTags: t.exposeStringList('userRequiredTags', { description: 'As submitted' }),
     retryCount: t.exposeInt('retryCount', { description: 'How many times it was re-queued after its worker was lost' }),
+    quarantineProbe: t.exposeBoolean('quarantineProbe', {
+      description:
+        'True for a quarantine probe: a noop the server gave a quarantined worker, for it alone, to see whether it runs work again (its SUCCESS lifts the quarantine; see TAGSCHED_QUARANTINE_PROBE_SECONDS)',
+    }),
     createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was submitted' }),
     pendingAt: t.expose('pendingAt', { type: 'DateTime', nullable: true, description: 'When it last became PENDING (a re-queued request is pending again from then)' }),
     assignedAt: t.expose('assignedAt', { type: 'DateTime', nullable: true, description: 'When it was last assigned; null: not yet' }),
@@ -137,6 +141,29 @@ async function visibleById(ctx: Context, ids: readonly number[]): Promise<Map<nu
   const rows = await ctx.em.find(WorkRequestSchema, { $and: and });
   return new Map(rows.map((r) => [r.id, r]));
 }
+
+builder.objectFields(WorkerRef, (t) => ({
+  lastQuarantineProbe: t.loadable({
+    type: WorkRequestRef,
+    nullable: true,
+    description:
+      'The last quarantine probe the server gave this worker (when, and how it ended: assignedAt, status, result, statusReason); null if it never had one or the viewer may not see it',
+    load: async (workerIds: number[], ctx) => {
+      const last = await ctx.em.execute<{ worker_id: number; id: number }[]>(
+        `select distinct on (worker_id) worker_id, id from work_request where quarantine_probe and worker_id = any(?::int[]) order by worker_id, id desc`,
+        [intArray(workerIds)],
+      );
+      const found = last.length
+        ? await visibleById(
+            ctx,
+            last.map((r) => r.id),
+          )
+        : new Map<number, WorkRequest>();
+      return workerIds.map((w) => found.get(last.find((r) => r.worker_id === w)?.id ?? 0) ?? null);
+    },
+    resolve: (w) => w.id,
+  }),
+}));
 
 builder.objectFields(WorkRequestRef, (t) => ({
   parent: t.loadable({

@@ -21,7 +21,7 @@ const WorkerStatusEnum = builder.enumType('WorkerStatus', {
   values: describedValues<WorkerStatus>({
     INACTIVE: 'Terminated (a pool worker whose instance is gone): its tokens are refused',
     DISABLED: 'An admin disabled it: it receives nothing',
-    QUARANTINED: 'Its recent results are errors while the same tasks succeed elsewhere (see quarantineReason): it receives nothing',
+    QUARANTINED: 'Its recent results are errors while the same tasks succeed elsewhere (see quarantineReason): it receives nothing but quarantine probes (lastQuarantineProbe)',
     DISCONNECTED: 'Its agent is not connected: it receives nothing',
     STALE: 'Connected, but its metadata is missing or older than TAGSCHED_METADATA_FRESH_SECONDS: it receives nothing',
     DRAINING: 'It finishes what it runs and takes nothing new (an admin drained it, or its agent is shutting down)',

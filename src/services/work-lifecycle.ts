@@ -224,7 +224,8 @@ async function recordCompletion(em: EntityManager, wr: WorkRequest, now: Date): 
 
 /**
  * The assignee gives a request back to the queue untouched (e.g. it has no handler for that task): no
- * retry is counted, and it is not offered to this worker again for the release backoff.
+ * retry is counted, and it is not offered to this worker again for the release backoff. A quarantine
+ * probe is ABORTED instead.
  */
 export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, reason: string): Promise<WorkRequest> {
   const me = requireWorker(deps.viewer);
@@ -232,6 +233,14 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     const locked = await lockAssigned(deps, rawId, tx);
     if (locked.status !== 'ASSIGNED' && locked.status !== 'RUNNING') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be released`);
+    }
+    if (locked.quarantineProbe) {
+      // A probe is for this worker alone (quarantine-probes.ts): back in the queue, another would run it.
+      locked.status = 'ABORTED';
+      locked.completedAt = new Date();
+      locked.statusReason = `released by worker ${me.name}: ${reason.slice(0, 500)}; a quarantine probe is never re-queued: aborted`;
+      await tx.flush();
+      return locked;
     }
     locked.status = 'PENDING';
     locked.pendingAt = new Date();
@@ -243,7 +252,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     await recordRelease(tx, locked.id, me.id, locked.pendingAt, deps.config.releaseBackoffMs);
     return locked;
   });
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'PENDING' });
+  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: wr.status });
   deps.scheduler.trigger('work-finished');
   return wr;
 }

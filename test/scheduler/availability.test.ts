@@ -2,11 +2,23 @@
  * Availability has one home (src/scheduler/availability.ts) in two forms: the SQL condition the
  * matchers put in their WHERE clauses and the TypeScript predicate the bulk questions and the API's
  * status use. On generated worker facts, times around the freshness boundary to the microsecond
- * included, PostgreSQL's answer to availableSql and unavailableReason over factsOfRow agree.
+ * included, PostgreSQL's answer to availableSql and unavailableReason over factsOfRow agree, and so
+ * do probeableSql and mayBeProbed (a quarantined worker that may be given a quarantine probe), which
+ * never holds for an available worker.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { availabilityColumns, availableParams, availableSql, factsOfRow, unavailableReason, workerStatus, type AvailabilityRow } from '../../src/scheduler/availability.js';
+import {
+  availabilityColumns,
+  availableParams,
+  availableSql,
+  factsOfRow,
+  mayBeProbed,
+  probeableSql,
+  unavailableReason,
+  workerStatus,
+  type AvailabilityRow,
+} from '../../src/scheduler/availability.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();
@@ -58,14 +70,17 @@ describe('availability in SQL and in TypeScript', () => {
           w.quarantined ? NOW.toISOString() : null,
           i,
         ]);
-        const rows = await t.sql<AvailabilityRow & { n: number; available: boolean }>(
-          `select w.n, ${availabilityColumns('w')}, ${availableSql('w')} as available
+        const rows = await t.sql<AvailabilityRow & { n: number; available: boolean; probeable: boolean }>(
+          `select w.n, ${availabilityColumns('w')}, ${availableSql('w')} as available, ${probeableSql('w')} as probeable
              from (values ${values}) as w(type, enabled, draining, shutting_down, terminated_at, connected_at, metadata_reported_at, quarantined_at, n)
             order by w.n`,
-          [...availableParams(NOW, FRESH_MS), ...params], // in the order of their places: the select list comes first
+          [...availableParams(NOW, FRESH_MS), ...availableParams(NOW, FRESH_MS), ...params], // in the order of their places: the select list comes first
         );
         // The boolean SQL computes, and what the predicate says of the same row: equal, row by row.
         expect(rows.map((r) => r.available)).toEqual(rows.map((r) => unavailableReason(factsOfRow(r), NOW, FRESH_MS) === null));
+        // A quarantine probe: the same in both forms, only for quarantined workers, never for an available one.
+        expect(rows.map((r) => r.probeable)).toEqual(rows.map((r) => mayBeProbed(factsOfRow(r), NOW, FRESH_MS)));
+        for (const r of rows) if (r.probeable) expect([r.quarantined, r.available]).toEqual([true, false]);
         // And the status shown in the API says IDLE or BUSY for an available worker, never for an unavailable one (not-assignable aside).
         for (const r of rows) {
           const status = workerStatus(factsOfRow(r), workers[r.n].active, NOW, FRESH_MS);
