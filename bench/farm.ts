@@ -1,7 +1,8 @@
 /**
  * The workers and pools of a Debian-like build farm: architectures, hardware, executors, tools,
- * admin classes, exclusive security workers and signing workers. Tags come from the real
- * `computeWorkerTags`, fed with metadata shaped like what the worker agent reports.
+ * admin classes, workers exclusive to a workspace (security, two customers), admin tags that
+ * workspace rules ask for (a distribution, a signing key) and signing workers. Tags come from the
+ * real `computeWorkerTags`, fed with metadata shaped like what the worker agent and admins report.
  */
 import { poolTagInput } from '../src/scheduler/pool-templates.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../src/tags/size-class.js';
@@ -11,8 +12,19 @@ import { Random, WeightedChoice } from './prng.js';
 
 /** The tag the exclusive security workers require (DESIGN §2.2). */
 export const SECURITY_WORKSPACE_TAG = 'task:workspace:debian:security';
-/** The admin class of big machines; a site rule makes heavy packages require it. */
+/** The admin class of big machines; a site rule makes heavy packages require it, and some workspace rules their own big packages. */
 export const LARGE_CLASS_TAG = 'worker:class:large';
+/** The admin class of the security machines; the security workspace's rule requires it, so its work stays on them. */
+export const SECURITY_CLASS_TAG = 'worker:class:security';
+/** Workspaces with machines of their own (exclusive: those machines require the workspace's tag and run nothing else). */
+export const CUSTOMER_WORKSPACES = ['freexian/customer-a'] as const;
+/** An admin tag of the workers that build for Kali; the Kali workspaces' rules require it. */
+export const KALI_TAG = 'worker:distribution:kali';
+/** An admin tag of the workers holding the Freexian ELTS signing key; the ELTS/LTS workspaces' sbuild rules require it. */
+export const FREEXIAN_KEY_TAG = 'worker:signing-key:freexian-elts';
+
+/** The tag a worker exclusive to workspace `scope/name` requires. */
+export const workspaceTag = (full: string) => `task:workspace:${full.replace('/', ':')}`;
 
 const GIB = 1024 ** 3;
 
@@ -183,12 +195,17 @@ function poolDefinitions(): BenchPool[] {
       'amd64',
       amd,
       { cpuCount: 16, memoryGib: 64, diskGib: 400, instanceType: 'm7i.4xlarge' },
-      { required: [SECURITY_WORKSPACE_TAG], max: 20, concurrency: 2 },
+      { provided: [SECURITY_CLASS_TAG], required: [SECURITY_WORKSPACE_TAG], max: 20, concurrency: 2 },
     ),
   ];
 }
 
-/** The farm: pools, then workers, 20% of them started by pools and 5% exclusive to the security workspace. */
+/**
+ * The farm: pools, then workers, 20% of them started by pools, 5% exclusive to the security
+ * workspace; of the other static workers (every architecture), 2% are exclusive to one of the
+ * customers' workspaces, and of the rest 8% carry the Kali tag and 6% the ELTS signing key (admin
+ * static metadata).
+ */
 export function generateFarm(workerCount: number, random: Random): { pools: BenchPool[]; workers: BenchWorker[] } {
   const pools = poolDefinitions();
   const poolsOf = (family: Family) => pools.map((p, i) => ({ p, i })).filter(({ p }) => p.family === family && !p.requiredTags.length);
@@ -211,12 +228,26 @@ export function generateFarm(workerCount: number, random: Random): { pools: Benc
     else if (!security && familyPools.length && random.chance(0.2)) poolIndex = random.pick(familyPools).i;
     // A pool runs at most 60% of its maximum: the rest is room for the demand to launch into.
     if (poolIndex !== null && members[poolIndex]++ >= pools[poolIndex].maxActiveInstances * 0.6) poolIndex = null;
-    workers.push(poolIndex === null ? staticWorker(`${family}-${id}`, family, security, random) : poolWorker(`${pools[poolIndex].name}-${id}`, pools, poolIndex, random));
+    if (poolIndex !== null) {
+      workers.push(poolWorker(`${pools[poolIndex].name}-${id}`, pools, poolIndex, random));
+      continue;
+    }
+    const admin: { provided: string[]; required: string[] } = { provided: [], required: [] };
+    if (security) {
+      admin.provided.push(SECURITY_CLASS_TAG);
+      admin.required.push(SECURITY_WORKSPACE_TAG);
+    } else if (random.chance(0.02)) admin.required.push(workspaceTag(random.pick(CUSTOMER_WORKSPACES)));
+    else {
+      if (random.chance(0.08)) admin.provided.push(KALI_TAG);
+      if (random.chance(0.06)) admin.provided.push(FREEXIAN_KEY_TAG);
+    }
+    workers.push(staticWorker(`${family}-${id}`, family, admin, random));
   }
   return { pools, workers };
 }
 
-function staticWorker(name: string, family: Family, security: boolean, random: Random): BenchWorker {
+/** A machine of the admins: `admin` holds the tags of its static metadata besides its class. */
+function staticWorker(name: string, family: Family, admin: { provided: readonly string[]; required: readonly string[] }, random: Random): BenchWorker {
   const hw = HARDWARE[family].draw(random);
   const executors = ['unshare'];
   const tools: string[] = [];
@@ -238,8 +269,9 @@ function staticWorker(name: string, family: Family, security: boolean, random: R
     'system:tasks': reportedTasks(tools),
   };
   const staticMetadata: WorkerMetadata = {};
-  if (hw.large) staticMetadata.provided_tags = [LARGE_CLASS_TAG];
-  if (security) staticMetadata.required_tags = [SECURITY_WORKSPACE_TAG];
+  const provided = [...(hw.large ? [LARGE_CLASS_TAG] : []), ...admin.provided];
+  if (provided.length) staticMetadata.provided_tags = provided;
+  if (admin.required.length) staticMetadata.required_tags = [...admin.required];
   const concurrency = hw.cpu >= 32 ? 2 : hw.cpu >= 16 ? random.int(1, 2) : 1;
   return finish({ name, type: 'worker', pool: null, concurrency, staticMetadata, dynamicMetadata }, null);
 }

@@ -4,6 +4,7 @@
  * by batches of `INSERT … SELECT` over `unnest` arrays of small integers, the tags of each row
  * assembled in the server from its variant (bench/workload.ts) and its source package.
  *
+ * Site and workspace task rules are created by the service's own `createTaskRule`, as an admin.
  * Task classes come from the real `classIdsFor`, once per variant, after the exclusive workers'
  * and pools' required tags were made significant by the real `registerSignificantTags`. The
  * secondary indexes of `work_request` are dropped during the bulk insert and rebuilt afterwards
@@ -11,15 +12,21 @@
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
+import { loadConfig, type Config } from '../src/config.js';
+import { UserSchema } from '../src/entities/user.js';
+import { WorkspaceSchema } from '../src/entities/workspace.js';
 import { createOrm, migrate } from '../src/orm.js';
 import { classIdsFor, registerSignificantTags } from '../src/scheduler/classes.js';
-import { analyzeWorkRequest, type TaskRule } from '../src/tasks/analyze.js';
+import { AnalysisSources, analyzeRequest } from '../src/services/task-analysis.js';
+import { createTaskRule } from '../src/services/task-rules.js';
 import { phase } from './progress.js';
 import { Random } from './prng.js';
-import { analysisInput, QUEUE_SPAN_SECONDS, type Workload } from './workload.js';
+import { QUEUE_SPAN_SECONDS, type Workload } from './workload.js';
 
 const BATCH_ROWS = 50_000;
 const SAMPLE_CHECKS = 300;
+/** The admin who writes the task rules (not one of the workload's users). */
+const ADMIN_USERNAME = 'bench-admin';
 
 /** The loaded database, open. */
 export interface LoadedDatabase {
@@ -72,9 +79,11 @@ export async function loadWorkload(workload: Workload, serverUrl: string, dbName
   await client.connect();
   try {
     p = phase('directory, pools and workers', workload.workers.length);
+    const config = loadConfig({}); // the defaults: amd64 is the default architecture, as the workload assumes
     const ids = await loadDirectory(client, workload);
+    const ruleCount = await createRules(orm, config, workload);
     const workerIds = await loadWorkers(client, workload, ids.poolIds);
-    timings.workers = p.end(`${workload.workers.length} workers, ${workload.pools.length} pools`);
+    timings.workers = p.end(`${workload.workers.length} workers, ${workload.pools.length} pools, ${ruleCount} task rules`);
 
     p = phase('task classes', workload.variants.length);
     const requiredByWorkers = [...new Set([...workload.workers.flatMap((w) => w.tags.requiredTags), ...workload.pools.flatMap((x) => x.requiredTags)])];
@@ -97,8 +106,8 @@ export async function loadWorkload(workload: Workload, serverUrl: string, dbName
     }
 
     p = phase('check a sample against the analysis');
-    await checkSample(client, orm, workload, ids, firstRequestId);
-    timings.check = p.end(`${Math.min(SAMPLE_CHECKS, workload.rows.variant.length)} rows agree`);
+    const checked = await checkSample(client, orm, config, workload, ids, firstRequestId);
+    timings.check = p.end(`${checked.rows} rows agree, ${checked.rules} (workspace, rule) pairs that fired among them`);
 
     p = phase('vacuum analyze');
     await client.query('vacuum analyze');
@@ -137,15 +146,7 @@ async function loadDirectory(c: pg.Client, w: Workload): Promise<DirectoryIds> {
   ).rows.map((r) => r.id);
   const [group] = (await c.query<{ id: number }>(`insert into user_group (scope_id, name) values ($1, $2) returning id`, [scopeId.get(w.group.scope), w.group.name])).rows;
   await c.query(`insert into user_group_member (group_id, user_id) select $1, unnest($2::int[])`, [group.id, userIds]);
-  for (const rule of w.siteRules) {
-    await c.query(`insert into task_rule (workspace_id, name, task_name, expression, provided_tags, required_tags, created_at) values (null, $1, $2, $3, $4, $5, now())`, [
-      rule.name,
-      rule.taskName,
-      rule.expression,
-      rule.providedTags,
-      rule.requiredTags,
-    ]);
-  }
+  await c.query(`insert into app_user (username, is_admin, created_at) values ($1, true, now())`, [ADMIN_USERNAME]);
   const poolIds = (
     await c.query<{ id: number }>(
       `insert into worker_pool (name, provider_type, specifications, provided_tags, required_tags, max_active_instances, min_idle_instances, idle_timeout_seconds, target_latency_seconds, enabled, created_at)
@@ -165,6 +166,23 @@ async function loadDirectory(c: pg.Client, w: Workload): Promise<DirectoryIds> {
     )
   ).rows.map((r) => r.id);
   return { workspaceIds, userIds, poolIds };
+}
+
+/**
+ * The site's rules, then each workspace's, through the service's `createTaskRule` as an admin
+ * (which checks each expression and tag as it does for any admin or owner), in workload order: the
+ * analysis reads them back by id. Returns how many were created.
+ */
+async function createRules(orm: MikroORM, config: Config, w: Workload): Promise<number> {
+  const em = orm.em.fork();
+  const admin = await em.findOneOrFail(UserSchema, { username: ADMIN_USERNAME });
+  const viewer = { kind: 'user', user: admin, isAdmin: true, tokenId: 0 } as const;
+  const all = [
+    ...w.siteRules.map((rule) => ({ rule, workspace: null })),
+    ...w.workspaces.flatMap((s, i) => w.workspaceRules[i].map((rule) => ({ rule, workspace: `${s.scope}/${s.name}` }))),
+  ];
+  for (const { rule, workspace } of all) await createTaskRule(em, viewer, config, { workspace, ...rule });
+  return all.length;
 }
 
 /** All workers connected and fresh, enabled, not draining; pool workers started a few hours ago. */
@@ -339,42 +357,74 @@ async function recordHistory(c: pg.Client): Promise<void> {
                    from work_request where status = 'COMPLETED' group by 1, 2, 3`);
 }
 
-/** Compares random rows with the real analysis of their own stored input, and their class with the real classifier. */
-async function checkSample(c: pg.Client, orm: MikroORM, w: Workload, ids: DirectoryIds, firstId: number): Promise<void> {
+const RULE_SOURCE = /^(site|workspace)-rule:/;
+
+/**
+ * Compares rows with the service's own analysis of their stored input (`analyzeRequest`: it reads
+ * the creator's groups and the site's and workspace's rules from the database, as request creation
+ * does), and their class with the real classifier. The rows are 300 random ones plus, for every
+ * rule of every workspace, the first row the generator says it gave a tag to, so that each rule
+ * that fired is checked even when rare. Returns how many rows were checked and how many
+ * (workspace, rule) pairs fired.
+ */
+async function checkSample(c: pg.Client, orm: MikroORM, config: Config, w: Workload, ids: DirectoryIds, firstId: number): Promise<{ rows: number; rules: number }> {
   const n = w.rows.variant.length;
-  if (!n) return;
+  if (!n) return { rows: 0, rules: 0 };
   const random = new Random(w.seed ^ 0x5eed);
-  const sample = Array.from({ length: Math.min(SAMPLE_CHECKS, n) }, () => firstId + random.int(0, n - 1));
+  const sample = new Set(Array.from({ length: Math.min(SAMPLE_CHECKS, n) }, () => firstId + random.int(0, n - 1)));
+  const ruleKey = (workspaceId: number, source: string) => `${workspaceId} ${source}`;
+  const firstOfRule = new Map<string, number>();
+  const ruleKeysOf = w.variants.map((v) =>
+    [...new Set([...v.providedEntries, ...v.requiredEntries].map((e) => e.source).filter((s) => RULE_SOURCE.test(s)))].map((s) => ruleKey(ids.workspaceIds[v.workspace], s)),
+  );
+  for (let i = 0; i < n; i++) for (const key of ruleKeysOf[w.rows.variant[i]]) if (!firstOfRule.has(key)) firstOfRule.set(key, firstId + i);
+  for (const id of firstOfRule.values()) sample.add(id);
   const rows = (
     await c.query<{
       id: number;
       workspace_id: number;
+      created_by_id: number;
       task_name: string;
       task_data: unknown;
       user_required_tags: string[];
       provided_tags: string[];
       required_tags: string[];
       class_id: number;
-    }>(`select id, workspace_id, task_name, task_data, user_required_tags, provided_tags, required_tags, class_id from work_request where id = any($1::int[])`, [sample])
-  ).rows;
-  const rules: TaskRule[] = (
-    await c.query<{ name: string; task_name: string | null; expression: string | null; provided_tags: string[]; required_tags: string[] }>(
-      'select name, task_name, expression, provided_tags, required_tags from task_rule where workspace_id is null order by id',
+    }>(
+      `select id, workspace_id, created_by_id, task_name, task_data, user_required_tags, provided_tags, required_tags, class_id
+         from work_request where id = any($1::int[]) order by id`,
+      [[...sample]],
     )
-  ).rows.map((r) => ({ name: r.name, taskName: r.task_name, expression: r.expression, providedTags: r.provided_tags, requiredTags: r.required_tags }));
-  const base = { workspaces: w.workspaces, group: w.group, siteRules: rules };
+  ).rows;
+  const em = orm.em.fork();
+  const sources = new AnalysisSources(em);
+  const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((t, i) => t === b[i]);
+  const fired = new Set<string>();
   for (const r of rows) {
-    const analysis = analyzeWorkRequest(analysisInput(base, ids.workspaceIds.indexOf(r.workspace_id), r.task_name, r.task_data, r.user_required_tags));
+    const workspace = await em.findOneOrFail(WorkspaceSchema, r.workspace_id, { populate: ['scope'] });
+    const creator = await em.findOneOrFail(UserSchema, r.created_by_id);
+    const input = {
+      workspace,
+      creator,
+      taskType: 'worker',
+      taskName: r.task_name,
+      taskData: r.task_data,
+      environmentId: null,
+      userProvidedTags: [],
+      userRequiredTags: r.user_required_tags,
+    };
+    const analysis = await analyzeRequest(em, config, input, sources);
     if (!analysis.ok) throw new Error(`row ${r.id} does not analyse: ${JSON.stringify(analysis.errors)}`);
-    const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((t, i) => t === b[i]);
     if (!same(analysis.providedTags, r.provided_tags) || !same(analysis.requiredTags, r.required_tags)) {
       throw new Error(
         `row ${r.id}: loaded tags differ from the analysis\n loaded ${JSON.stringify([r.provided_tags, r.required_tags])}\n analysis ${JSON.stringify([analysis.providedTags, analysis.requiredTags])}`,
       );
     }
+    for (const e of [...analysis.provided, ...analysis.required]) if (RULE_SOURCE.test(e.source)) fired.add(ruleKey(r.workspace_id, e.source));
   }
+  const missed = [...firstOfRule.keys()].filter((k) => !fired.has(k));
+  if (missed.length) throw new Error(`rules the generator applied but the analysis did not, on their first row: ${missed.join(', ')}`);
   // Classified again by the real code, in a transaction rolled back so that nothing is written.
-  const em = orm.em.fork();
   await em.begin();
   try {
     const again = await classIdsFor(
@@ -387,4 +437,5 @@ async function checkSample(c: pg.Client, orm: MikroORM, w: Workload, ids: Direct
   } finally {
     await em.rollback();
   }
+  return { rows: rows.length, rules: firstOfRule.size };
 }

@@ -1,16 +1,18 @@
 /**
- * The seeded workload of the benchmark: a Debian-like build farm (bench/farm.ts) and a queue of
- * pending work requests over 50 workspaces and 20,000 source packages.
+ * The seeded workload of the benchmark: a Debian-like build farm (bench/farm.ts), site and
+ * per-workspace task rules, and a queue of pending work requests over 50 workspaces and 20,000
+ * source packages.
  *
- * Request tags come from the real `analyzeWorkRequest`, run once per request *variant* (task,
- * architecture, backend, memory requirement, heavy package or not, workspace). Within a variant
- * two requests differ only by their source package, hence by one provided tag,
- * `task:source-package:NAME`, which the loader fills in per row (bench/load.ts checks a sample of
- * rows against a full analysis of their own input).
+ * Request tags come from the real `analyzeWorkRequest` with the site's and the workspace's rules,
+ * run once per request *variant* (workspace, task, architecture, backend, memory requirement, and
+ * which package-naming rules of that workspace name the package). Within a variant two requests
+ * differ only by their source package, hence by one provided tag, `task:source-package:NAME`,
+ * which the loader fills in per row (bench/load.ts checks a sample of rows, and one row per rule,
+ * against the service's own analysis of their input).
  */
 import { analyzeWorkRequest, validateTaskInput, type TaskRule, type WorkRequestAnalysisInput } from '../src/tasks/analyze.js';
 import type { TagEntry } from '../src/tags/types.js';
-import { generateFarm, LARGE_CLASS_TAG, type BenchPool, type BenchWorker } from './farm.js';
+import { CUSTOMER_WORKSPACES, FREEXIAN_KEY_TAG, generateFarm, KALI_TAG, LARGE_CLASS_TAG, SECURITY_CLASS_TAG, type BenchPool, type BenchWorker } from './farm.js';
 import { Random, WeightedChoice, WeightedIndex, zipfWeights } from './prng.js';
 
 /** How big a workload to generate. */
@@ -57,6 +59,8 @@ export interface Workload {
   readonly group: { readonly scope: string; readonly name: string };
   readonly sourcePackages: readonly string[];
   readonly siteRules: readonly TaskRule[];
+  /** The task rules of each workspace (by workspace index), in creation order. */
+  readonly workspaceRules: readonly (readonly TaskRule[])[];
   readonly pools: readonly BenchPool[];
   readonly workers: readonly BenchWorker[];
   readonly variants: readonly RequestVariant[];
@@ -78,6 +82,13 @@ export const HEAVY_PACKAGES = [
   'qtwebengine-opensource-src',
   'thunderbird',
 ];
+/** Big packages of some teams, which their workspace's rules send to `worker:class:large`. */
+const TEAM_BIG_PACKAGES = {
+  haskell: ['ghc', 'agda', 'haskell-pandoc'],
+  science: ['paraview', 'vtk9', 'trilinos', 'deal.ii'],
+  ml: ['pytorch', 'tensorflow', 'onnxruntime'],
+  java: ['openjdk-17', 'netbeans', 'eclipse-platform'],
+} as const;
 const SOURCE_PACKAGE_COUNT = 20_000;
 const USER_COUNT = 10;
 /** Spread of the creation times of the queue: two weeks, in seconds. */
@@ -172,8 +183,8 @@ function sourcePackages(random: Random): string[] {
   const prefixes = ['lib', 'python-', 'golang-', 'r-cran-', 'node-', 'ruby-', 'libghc-', 'php-', 'rust-', 'ocaml-', '', '', '', ''];
   const syllables = ['ar', 'bo', 'ca', 'de', 'ex', 'fi', 'gno', 'hy', 'io', 'ju', 'ka', 'lo', 'mu', 'ne', 'op', 'pa', 'qu', 'ri', 'st', 'tu', 'vo', 'wa', 'xy', 'ze'];
   const names = new Set<string>();
-  // Heavy packages get a top-100 rank, so they are built often, as in real life.
-  for (const n of [...known.slice(0, 5), ...HEAVY_PACKAGES, ...known.slice(5)]) names.add(n);
+  // Heavy packages (the site's and the teams') get a top-100 rank, so they are built often, as in real life.
+  for (const n of [...known.slice(0, 5), ...HEAVY_PACKAGES, ...known.slice(5), ...Object.values(TEAM_BIG_PACKAGES).flat()]) names.add(n);
   while (names.size < SOURCE_PACKAGE_COUNT) {
     let n = random.pick(prefixes);
     for (let k = random.int(2, 4); k > 0; k--) n += random.pick(syllables);
@@ -183,21 +194,54 @@ function sourcePackages(random: Random): string[] {
   return [...names];
 }
 
-function siteRules(): TaskRule[] {
-  return [
-    {
-      name: 'heavy-packages',
-      taskName: 'sbuild',
-      expression: HEAVY_PACKAGES.map((p) => `task:source-package:${p}`).join(' or '),
-      providedTags: [],
-      requiredTags: [LARGE_CLASS_TAG],
-    },
-  ];
+/** A task rule, and the source packages its expression names (none: it does not depend on the package). */
+interface RuleSpec {
+  readonly rule: TaskRule;
+  readonly packages: readonly string[];
+}
+
+const anyPackage = (packages: readonly string[]) => packages.map((p) => `task:source-package:${p}`).join(' or ');
+const rule = (name: string, taskName: string | null, requiredTags: string[], expression: string | null = null, packages: readonly string[] = []): RuleSpec => ({
+  rule: { name, taskName, expression, providedTags: [], requiredTags },
+  packages,
+});
+const bigPackages = (name: string, taskName: string | null, packages: readonly string[], requiredTags: string[]) =>
+  rule(name, taskName, requiredTags, anyPackage(packages), packages);
+/** Only amd64 workers have VMs; a rule asking for one leaves other architectures alone. */
+const ON_X86 = 'worker:build-arch:amd64 or worker:build-arch:i386';
+
+function siteRules(): RuleSpec[] {
+  return [bigPackages('heavy-packages', 'sbuild', HEAVY_PACKAGES, [LARGE_CLASS_TAG])];
+}
+
+/** The rules of each workspace (`scope/name`) that has some, as their owners would write them. */
+function workspaceRuleSpecs(): Record<string, RuleSpec[]> {
+  // Kali's builds, tests and installs need its chroots and keyring; lintian and blhc only read artifacts.
+  const kali = ['sbuild', 'autopkgtest', 'piuparts'].map((task) => rule(`kali-${task}`, task, [KALI_TAG]));
+  const elts = [rule('elts-signing-key', 'sbuild', [FREEXIAN_KEY_TAG])];
+  return {
+    // Embargoed work stays on the security machines (which in turn run nothing else).
+    'debian/security': [rule('embargoed', null, [SECURITY_CLASS_TAG])],
+    'debian/team-haskell': [rule('ghc-memory', 'sbuild', ['worker:memory-gib>=16']), bigPackages('big-haskell', 'sbuild', TEAM_BIG_PACKAGES.haskell, [LARGE_CLASS_TAG])],
+    'debian/team-science': [
+      bigPackages('big-builds', 'sbuild', TEAM_BIG_PACKAGES.science, [LARGE_CLASS_TAG]),
+      bigPackages('big-tests', 'autopkgtest', TEAM_BIG_PACKAGES.science, [LARGE_CLASS_TAG]),
+    ],
+    'debian/team-ml': [bigPackages('big-models', 'autopkgtest', TEAM_BIG_PACKAGES.ml, [LARGE_CLASS_TAG, 'worker:memory-gib>=64'])],
+    'debian/team-java': [bigPackages('big-java', 'sbuild', TEAM_BIG_PACKAGES.java, [LARGE_CLASS_TAG]), rule('jvm-tests', 'autopkgtest', ['worker:memory-gib>=8'])],
+    'debian/team-rust': [rule('rustc-memory', 'sbuild', ['worker:memory-gib>=12'])],
+    'debian/team-cloud': [rule('cloud-images', 'autopkgtest', ['worker:executor:qemu'], ON_X86)],
+    'debian/bootstrap': [rule('piuparts-in-vm', 'piuparts', ['worker:executor:incus-vm'], ON_X86)],
+    'freexian/elts': elts,
+    'freexian/lts-stretch': elts,
+    'freexian/lts-buster': elts,
+    ...Object.fromEntries(['rolling', 'bleeding-edge', 'kali-dev', 'experimental', 'arm'].map((n) => [`kali/${n}`, kali])),
+  };
 }
 
 /** The analysis input of one request, exactly as the service would build it from the database. */
 export function analysisInput(
-  w: Pick<Workload, 'workspaces' | 'group' | 'siteRules'>,
+  w: Pick<Workload, 'workspaces' | 'group' | 'siteRules' | 'workspaceRules'>,
   workspace: number,
   taskName: string,
   taskData: unknown,
@@ -216,7 +260,7 @@ export function analysisInput(
     userProvidedTags: [],
     userRequiredTags,
     userProvidablePrefixes: [],
-    workspaceRules: [],
+    workspaceRules: w.workspaceRules[workspace],
     siteRules: w.siteRules,
   };
 }
@@ -254,18 +298,37 @@ export function generateWorkload(size: WorkloadSize, seed: number): Workload {
   const random = new Random(seed);
   const spaces = workspaces();
   const packages = sourcePackages(random);
-  const base = { workspaces: spaces, group: { scope: 'debian', name: 'Debian' }, siteRules: siteRules() };
+  const fullName = (s: BenchWorkspace) => `${s.scope}/${s.name}`;
+  const specsByName = workspaceRuleSpecs();
+  for (const name of [...Object.keys(specsByName), ...CUSTOMER_WORKSPACES]) {
+    if (!spaces.some((s) => fullName(s) === name)) throw new Error(`the workload has no workspace ${name}`);
+  }
+  const sites = siteRules();
+  const specs = spaces.map((s) => specsByName[fullName(s)] ?? []);
+  const base = {
+    workspaces: spaces,
+    group: { scope: 'debian', name: 'Debian' },
+    siteRules: sites.map((r) => r.rule),
+    workspaceRules: specs.map((list) => list.map((r) => r.rule)),
+  };
   const { pools, workers } = generateFarm(size.workers, random);
 
   const workspaceIndex = new WeightedIndex(spaces.map((_, i) => (i === 0 ? 30 : spaces[i].name === 'security' ? 3 : 10 / (i + 1) ** 0.5)));
-  const securityIndex = spaces.findIndex((s) => `${s.scope}/${s.name}` === SECURITY_WORKSPACE);
+  const securityIndex = spaces.findIndex((s) => fullName(s) === SECURITY_WORKSPACE);
   const packageIndex = new WeightedIndex(zipfWeights(packages.length, 0.9));
-  const heavy = new Set(HEAVY_PACKAGES);
+  // Per workspace and task, the package-naming rules that may apply: a package's variant key names those that name it.
+  const namingRules = spaces.map((_, i) => [...sites, ...specs[i]].filter((r) => r.packages.length));
+  const named = new Set(namingRules.flat().flatMap((r) => r.packages));
+  const packageMark = (workspace: number, taskName: string, pkg: string) =>
+    !named.has(pkg)
+      ? ''
+      : namingRules[workspace]
+          .filter((r) => (r.rule.taskName === null || r.rule.taskName === taskName) && r.packages.includes(pkg))
+          .map((r) => r.rule.name)
+          .join(',');
 
   const variants: RequestVariant[] = [];
   const variantOf = new Map<string, number>();
-  const shapes = new Map<string, RequestVariant>();
-  const contexts = spaces.map((_, i) => contextEntries(base, i));
   const n = size.requests;
   const rows: RequestRows = {
     variant: new Int32Array(n),
@@ -278,14 +341,12 @@ export function generateWorkload(size: WorkloadSize, seed: number): Workload {
     const workspace = workspaceIndex.draw(random);
     const task = drawTask(random);
     const pkg = packageIndex.draw(random);
-    const shapeKey = `${task.taskName}|${task.taskData.host_architecture ?? ''}|${task.taskData.backend ?? ''}|${task.userRequiredTags.join(' ')}|${heavy.has(packages[pkg])}`;
-    const key = `${workspace}|${shapeKey}`;
+    const mark = packageMark(workspace, task.taskName, packages[pkg]);
+    const key = `${workspace}|${task.taskName}|${task.taskData.host_architecture ?? ''}|${task.taskData.backend ?? ''}|${task.userRequiredTags.join(' ')}|${mark}`;
     let v = variantOf.get(key);
     if (v === undefined) {
-      let shape = shapes.get(shapeKey);
-      if (!shape) shapes.set(shapeKey, (shape = analyzeShape(base, task, packages[pkg])));
       v = variants.length;
-      variants.push(inWorkspace(shape, workspace, contexts));
+      variants.push(analyzeVariant(base, workspace, task, packages[pkg]));
       variantOf.set(key, v);
     }
     const [priorityBase, priorityAdjustment] = workspace === securityIndex ? [50, 0] : PRIORITIES.draw(random);
@@ -307,35 +368,25 @@ export function generateWorkload(size: WorkloadSize, seed: number): Workload {
   };
 }
 
-const CONTEXT_PREFIXES = ['task:scope:', 'task:workspace:', 'task:group:'];
-const isContext = (tag: string) => CONTEXT_PREFIXES.some((p) => tag.startsWith(p));
-const byTag = (a: { tag: string }, b: { tag: string }) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0);
-
-/** The provided entries the real analysis derives from a workspace alone (scope, workspace, the creator's groups). */
-function contextEntries(base: Pick<Workload, 'workspaces' | 'group' | 'siteRules'>, workspace: number): TagEntry[] {
-  const analysis = analyzeWorkRequest(analysisInput(base, workspace, 'lintian', {}, []));
-  if (!analysis.ok) throw new Error(JSON.stringify(analysis.errors));
-  return analysis.provided.filter((e) => isContext(e.tag));
-}
-
 /**
- * Runs the real analysis once for a shape (task, data, user tags, heavy package or not), in the
- * first workspace, and takes out the package tag; other workspaces swap the context tags.
+ * Runs the real analysis (site and workspace rules included) once for a variant, on the package of
+ * its first request, and takes out the package tag: the loader puts each row's own back.
  */
-function analyzeShape(
-  base: Pick<Workload, 'workspaces' | 'group' | 'siteRules'>,
+function analyzeVariant(
+  base: Pick<Workload, 'workspaces' | 'group' | 'siteRules' | 'workspaceRules'>,
+  workspace: number,
   task: { taskName: string; taskData: Record<string, unknown>; userRequiredTags: string[] },
   sourcePackage: string,
 ): RequestVariant {
   const taskData = { ...task.taskData, source_package: sourcePackage };
-  const analysis = analyzeWorkRequest(analysisInput(base, 0, task.taskName, taskData, task.userRequiredTags));
+  const analysis = analyzeWorkRequest(analysisInput(base, workspace, task.taskName, taskData, task.userRequiredTags));
   if (!analysis.ok) throw new Error(`the workload generated an invalid request: ${JSON.stringify(analysis.errors)}`);
   const validation = validateTaskInput('worker', task.taskName, taskData);
   if (!validation.ok) throw new Error(validation.error.message);
   const { source_package: _dropped, ...stored } = validation.data as Record<string, unknown>;
   const packageTag = `task:source-package:${sourcePackage}`;
   return {
-    workspace: 0,
+    workspace,
     taskName: task.taskName,
     taskData: stored,
     userRequiredTags: task.userRequiredTags,
@@ -344,10 +395,4 @@ function analyzeShape(
     providedEntries: analysis.provided.filter((e) => e.tag !== packageTag),
     requiredEntries: analysis.required,
   };
-}
-
-/** A shape moved to another workspace: its context tags replaced by that workspace's. */
-function inWorkspace(shape: RequestVariant, workspace: number, contexts: readonly TagEntry[][]): RequestVariant {
-  const providedEntries = [...shape.providedEntries.filter((e) => !isContext(e.tag)), ...contexts[workspace]].sort(byTag);
-  return { ...shape, workspace, providedEntries, providedTags: [...new Set(providedEntries.map((e) => e.tag))] };
 }
