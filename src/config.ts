@@ -20,6 +20,8 @@ export interface Config {
   readonly releaseBackoffMs: number;
   /** Consecutive ERROR results after which a worker is quarantined, when the same tasks succeed elsewhere; 0: never. */
   readonly quarantineAfterErrors: number;
+  /** A task whose average run over the last 30 days is at least this long is heavy work (scheduler/heavy.ts), in seconds; 0: never by history. */
+  readonly heavyTaskSeconds: number;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   /** Most requests one createWorkRequests call accepts. */
@@ -266,6 +268,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metadataFreshMs: intVar(env, 'TAGSCHED_METADATA_FRESH_SECONDS', 65 * 60) * 1000, // 65 minutes
     releaseBackoffMs: intVar(env, 'TAGSCHED_RELEASE_BACKOFF_SECONDS', 10 * 60) * 1000, // ten minutes
     quarantineAfterErrors: intVar(env, 'TAGSCHED_QUARANTINE_AFTER_ERRORS', 5),
+    heavyTaskSeconds: intVar(env, 'TAGSCHED_HEAVY_TASK_SECONDS', 60 * 60), // one hour
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     maxBatchRequests: intVar(env, 'TAGSCHED_MAX_BATCH_REQUESTS', 1000),
