@@ -10,6 +10,7 @@ import type { Config } from '../src/config.js';
 import { ClassCache } from '../src/scheduler/class-cache.js';
 import { assignNextWork } from '../src/scheduler/next-work.js';
 import { runPass } from '../src/scheduler/pass.js';
+import { TaskHistoryCache } from '../src/scheduler/task-history.js';
 import { phase } from './progress.js';
 import type { Random } from './prng.js';
 
@@ -116,12 +117,13 @@ export interface PassResult {
 /** `runPass` in its own committed transaction, as the scheduler runs it; the assigned rows are put back after each pass. */
 export async function measurePass(orm: MikroORM, config: Config, runs: number): Promise<PassResult> {
   const cache = new ClassCache();
+  const history = new TaskHistoryCache(config.heavyTaskSeconds);
   const [{ slots }] = await orm.em.fork().getConnection().execute<{ slots: number }[]>(`select coalesce(sum(concurrency), 0)::int as slots from worker where type = 'worker'`);
   const results: PassRun[] = [];
   for (let i = 0; i < runs; i++) {
     const p = phase(`full pass ${i + 1}/${runs}${i === 0 ? ' (fresh cache)' : ''}`);
     const started = performance.now();
-    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, cache, config, new Date()));
+    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, cache, history, config, new Date()));
     const ms = performance.now() - started;
     p.end(`${assignments.length} assignments, ${Math.round((assignments.length * 1000) / ms)}/s`);
     results.push({ ms, assignments: assignments.length });

@@ -38,7 +38,7 @@ const identityKey = (viewer: Viewer | ViewerIdentity): string =>
 export function createContextFactory(deps: { orm: MikroORM; config: Config; secrets: SecretBox; events: Events; log: Logger; scheduler: Scheduler; metrics: LifecycleRecorder }) {
   const { orm, config, scheduler } = deps;
   const eventSessions = new WeakMap<object, Session>();
-  const open = (em: EntityManager = orm.em.fork()): Session => ({ em, loaders: createLoaders(em, config, scheduler.workers), memo: new Map(), pothosCaches: new Map() });
+  const open = (em: EntityManager = orm.em.fork()): Session => ({ em, loaders: createLoaders(em, config, scheduler.workers, scheduler), memo: new Map(), pothosCaches: new Map() });
 
   function build(
     who: Viewer | { identity: ViewerIdentity },

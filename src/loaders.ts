@@ -5,11 +5,21 @@ import type { Config } from './config.js';
 import { intArray, textArray } from './db/arrays.js';
 import { InstanceSchema, type Instance } from './entities/instance.js';
 import { candidatesOf, loadTaskTags } from './scheduler/candidates.js';
+import type { ClassCache } from './scheduler/class-cache.js';
+import type { PlacementContext } from './scheduler/diagnosis.js';
 import { monthRuntimeByPool } from './scheduler/pool-runtime.js';
 import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
+import { queuePositions, type QueuePosition } from './scheduler/queue-position.js';
 import { backoffsOf, type Backoff } from './scheduler/release-backoff.js';
 import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
+import type { TaskHistoryCache } from './scheduler/task-history.js';
 import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
+
+/** The process's scheduler caches a diagnosis places a request with (the Scheduler has them). */
+export interface PlacementCaches {
+  readonly classes: ClassCache;
+  readonly history: TaskHistoryCache;
+}
 
 /** Per-operation batch loaders for values that are not objects of the schema (objects use Pothos loadable refs). */
 export interface Loaders {
@@ -28,6 +38,10 @@ export interface Loaders {
   instancePage(page: { states: readonly string[] | null; size: number; olderThan: number | null }): DataLoader<number, Instance[]>;
   /** The release backoffs in force per work request id. */
   readonly releaseBackoffs: DataLoader<number, Backoff[]>;
+  /** Where each pending request stands in its class's queue, per work request id (null when it is not PENDING). */
+  readonly queuePositions: DataLoader<number, QueuePosition | null>;
+  /** The task history and the workers' eligible class counts a diagnosis places requests with, read once per operation; null without the caches. */
+  placementContext(): Promise<PlacementContext | null>;
   /** The candidate workers per work request id (all matching, or only those with a free slot now). */
   candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
   /**
@@ -37,8 +51,11 @@ export interface Loaders {
   byId<T extends { id: number }>(entity: EntityName<T>, populate?: readonly string[]): DataLoader<number, T | null>;
 }
 
-/** Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers' shapes. */
-export function createLoaders(em: EntityManager, config: Config, snapshot?: WorkerSnapshot): Loaders {
+/**
+ * Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers'
+ * shapes, `caches` its class cache and task history (for the placement part of diagnoses).
+ */
+export function createLoaders(em: EntityManager, config: Config, snapshot?: WorkerSnapshot, caches?: PlacementCaches): Loaders {
   let states: Promise<WorkerState[]> | null = null;
   const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, snapshot));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
@@ -46,7 +63,19 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
   const byIdLoaders = new Map<unknown, DataLoader<number, unknown>>();
   let runtimes: Promise<Map<number, number>> | null = null;
   const instancePages = new Map<string, DataLoader<number, Instance[]>>();
+  let placement: Promise<PlacementContext | null> | null = null;
   return {
+    placementContext: () =>
+      (placement ??= caches
+        ? Promise.all([caches.classes.refresh(em), caches.history.get(em)]).then(([, history]) => ({
+            history,
+            eligibleCount: (w: WorkerState) => caches.classes.eligibleFor(w).length,
+          }))
+        : Promise.resolve(null)),
+    queuePositions: new DataLoader(async (ids) => {
+      const found = await queuePositions(em, ids);
+      return ids.map((id) => found.get(id) ?? null);
+    }),
     byId<T extends { id: number }>(entity: EntityName<T>, populate: readonly string[] = []) {
       let loader = byIdLoaders.get(entity) as DataLoader<number, T | null> | undefined;
       if (!loader) {

@@ -10,11 +10,11 @@ import { poolHealth } from './pool-health.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
 import { loadPoolTemplates, poolConcurrency } from './pool-templates.js';
 import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
+import { HISTORY_DAYS } from './task-history.js';
 import type { WorkerSnapshot } from './worker-snapshot.js';
 
 /** Seconds a task is assumed to take when its history has none (DESIGN §7). */
 export const DEFAULT_TASK_SECONDS = 600;
-const HISTORY_DAYS = 30;
 const SAMPLE_IDS = 20;
 
 /** Why a pool launches fewer instances than it needs. */

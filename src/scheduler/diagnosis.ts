@@ -2,6 +2,9 @@ import { matchTags } from '../tags/match.js';
 import { isOrchestrated } from '../tasks/types.js';
 import type { UnavailableReason } from './availability.js';
 import type { TaskTagsRow } from './candidates.js';
+import { heaviness, type HeavyReason, type TaskHistory } from './heavy.js';
+import { decidingRule, placementRules, workerPreference, workerSize, type PlacementRule, type Preferable } from './preference.js';
+import type { QueuePosition } from './queue-position.js';
 import type { PoolTemplate } from './pool-templates.js';
 import type { Backoff } from './release-backoff.js';
 import { groupBy, workerSignature, type WorkerState } from './snapshot.js';
@@ -50,6 +53,29 @@ export interface BackedOff {
   readonly until: Date;
 }
 
+/** Which free worker a pending request would go to, and the rules that decide it (DESIGN §17, preference.ts). */
+export interface PlacementView {
+  readonly heavy: boolean;
+  readonly heavyReason: HeavyReason | null;
+  /** Its task's average run over the last 30 days, in seconds; null without history (or with the history rule off). */
+  readonly averageSeconds: number | null;
+  /** The average from which a task is heavy work (TAGSCHED_HEAVY_TASK_SECONDS); 0: off. */
+  readonly thresholdSeconds: number;
+  /** The rules that order the free workers for it, in the order they apply. */
+  readonly rules: readonly PlacementRule[];
+  /** The first few free workers that may take it, in order of preference: the first gets it. */
+  readonly preferredWorkers: string[];
+  /** The rule that put the first of them before the second; null with fewer than two. */
+  readonly decidedBy: PlacementRule | null;
+}
+
+/** What the placement part of a diagnosis needs beside the workers: the task history and each worker's number of eligible classes. */
+export interface PlacementContext {
+  readonly history: TaskHistory;
+  /** How many task classes the worker may run (the specialised go first: ClassCache.eligibleFor). */
+  readonly eligibleCount: (w: WorkerState) => number;
+}
+
 /** Why a request waits. */
 export interface Diagnosis {
   readonly state: DiagnosisState;
@@ -61,9 +87,15 @@ export interface Diagnosis {
   readonly mismatches: Mismatch[];
   /** Matching workers it is backed off from: free ones are not counted as available. */
   readonly releaseBackoffs: BackedOff[];
+  /** For a PENDING request diagnosed with a placement context: which free worker it would go to, and why. */
+  readonly placement: PlacementView | null;
+  /** For a PENDING request: how many of its class are ahead of it in the queue, and why (queue-position.ts; filled in by the caller). */
+  readonly queue: QueuePosition | null;
 }
 
 const NAMES_PER_GROUP = 10;
+/** Free workers a diagnosis names in order of preference. */
+export const PREFERRED_SHOWN = 5;
 
 const ORCHESTRATED: Diagnosis = {
   state: DIAGNOSIS_STATES.ORCHESTRATED,
@@ -74,18 +106,40 @@ const ORCHESTRATED: Diagnosis = {
   matchingPools: [],
   mismatches: [],
   releaseBackoffs: [],
+  placement: null,
+  queue: null,
 };
+
+/** The free workers a request may go to (matching, not backed off), in order of preference, and the rules that ordered them. */
+function placementOf(task: { requiredTags: readonly string[]; taskType: string; taskName: string }, free: readonly WorkerState[], context: PlacementContext): PlacementView {
+  const h = heaviness(task.requiredTags, task.taskType, task.taskName, context.history);
+  const ranked = free
+    .map((w): Preferable & { name: string } => ({ id: w.id, name: w.name, pooled: w.poolId !== null, size: workerSize(w.providedTags), eligible: context.eligibleCount(w) }))
+    .sort(workerPreference(h.heavy));
+  return {
+    heavy: h.heavy,
+    heavyReason: h.reason,
+    averageSeconds: h.averageSeconds,
+    thresholdSeconds: context.history.thresholdSeconds,
+    rules: placementRules(h.heavy),
+    preferredWorkers: ranked.slice(0, PREFERRED_SHOWN).map((w) => w.name),
+    decidedBy: ranked.length >= 2 ? decidingRule(h.heavy, ranked[0], ranked[1]) : null,
+  };
+}
 
 /**
  * Diagnoses one request against every worker (grouped by tag signature) and every enabled pool; an
  * orchestrated one (internal, workflow) against none, since no worker is ever meant to run it.
- * `backoffs` are the request's release backoffs in force (release-backoff.ts).
+ * `backoffs` are the request's release backoffs in force (release-backoff.ts); with a `placement`
+ * context a PENDING request also gets its placement (which free worker first, and why). The queue
+ * position needs the database: the caller fills it in (queue-position.ts).
  */
 export function diagnose(
-  task: TaskTagsRow & { status: string; taskType: string },
+  task: TaskTagsRow & { status: string; taskType: string; taskName: string },
   workers: readonly WorkerState[],
   pools: readonly PoolTemplate[],
   backoffs: readonly Backoff[] = [],
+  placement?: PlacementContext,
 ): Diagnosis {
   if (isOrchestrated(task.taskType)) return ORCHESTRATED;
   const taskSets = { provided: task.providedTags, required: task.requiredTags };
@@ -114,7 +168,8 @@ export function diagnose(
   mismatches.sort((a, b) => a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) || b.workerCount - a.workerCount);
   const untilOf = new Map(backoffs.map((b) => [b.workerId, b.until]));
   const releaseBackoffs = matching.filter((w) => untilOf.has(w.id)).map((w) => ({ workerName: w.name, until: untilOf.get(w.id)! }));
-  const available = matching.filter((w) => w.free > 0 && !untilOf.has(w.id)).length;
+  const free = matching.filter((w) => w.free > 0 && !untilOf.has(w.id));
+  const available = free.length;
   const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
   const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
   const unavailable = [
@@ -134,5 +189,16 @@ export function diagnose(
   else if (matching.length) state = DIAGNOSIS_STATES.WAITING_FOR_WORKERS;
   else if (matchingPools.length) state = DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING;
   else state = DIAGNOSIS_STATES.UNSCHEDULABLE;
-  return { state, matchingWorkers: matching.length, availableWorkers: available, busyWorkers: busy, unavailableWorkers: unavailable, matchingPools, mismatches, releaseBackoffs };
+  return {
+    state,
+    matchingWorkers: matching.length,
+    availableWorkers: available,
+    busyWorkers: busy,
+    unavailableWorkers: unavailable,
+    matchingPools,
+    mismatches,
+    releaseBackoffs,
+    placement: placement && task.status === 'PENDING' ? placementOf(task, free, placement) : null,
+    queue: null,
+  };
 }

@@ -25,6 +25,16 @@ export const FAIR_KEY_DEFAULT_SQL = `((extract(epoch from now()) * 1000)::bigint
  */
 export const queueOrderSql = (w: string) => `${w}.priority_base + ${w}.priority_adjustment desc, ${w}.fair_key, ${w}.created_at, ${w}.id`;
 
+/**
+ * Whether the request `o` comes before the request `r` in {@link queueOrderSql}'s order (both
+ * work_request aliases): a higher effective priority, or the same and then an earlier fair key, an
+ * earlier creation, a lower id. queue-position.ts counts by it and names which of the columns decided.
+ */
+export const aheadInQueueSql = (o: string, r: string) =>
+  `(${o}.priority_base + ${o}.priority_adjustment > ${r}.priority_base + ${r}.priority_adjustment
+    or (${o}.priority_base + ${o}.priority_adjustment = ${r}.priority_base + ${r}.priority_adjustment
+        and (${o}.fair_key, ${o}.created_at, ${o}.id) < (${r}.fair_key, ${r}.created_at, ${r}.id)))`;
+
 /** The same order over queue heads already selected with their effective priority as `prio` (queue-sql.ts). */
 export const headsOrderSql = (t: string) => `${t}.prio desc, ${t}.fair_key, ${t}.created_at, ${t}.id`;
 

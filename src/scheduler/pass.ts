@@ -5,8 +5,11 @@ import { intArray, toDate } from '../db/arrays.js';
 import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import type { Assignment } from './next-work.js';
+import { heaviness } from './heavy.js';
+import { workerPreference, workerSize } from './preference.js';
 import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
 import { backoffsOf } from './release-backoff.js';
+import type { TaskHistoryCache } from './task-history.js';
 
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 /** Rounds of reading more class heads in place of heads backed off from a worker (see below). */
@@ -20,53 +23,15 @@ interface FreeWorker {
   size: [number, number];
 }
 
-/** The tag a request requires to be heavy work (DESIGN §17): it goes to the strongest worker that fits. */
-export const HEAVY_TAG = 'worker:class:large';
-
-/** Whether a class's requirements make it heavy work. */
-export const isHeavy = (requiredTags: readonly string[]) => requiredTags.includes(HEAVY_TAG);
-
-/** A worker's size for placement: its CPUs, then its memory in GiB, as its provided valued tags say (0 when absent). */
-export function workerSize(providedTags: readonly string[]): [number, number] {
-  let cpus = 0;
-  let memory = 0;
-  for (const t of providedTags) {
-    if (t.startsWith('worker:cpu-count=')) cpus = Number(t.slice('worker:cpu-count='.length)) || 0;
-    else if (t.startsWith('worker:memory-gib=')) memory = Number(t.slice('worker:memory-gib='.length)) || 0;
-  }
-  return [cpus, memory];
-}
-
-/** A free worker as the preference sees it. */
-export interface Preferable {
-  readonly pooled: boolean;
-  readonly size: readonly [number, number];
-  readonly eligible: number;
-  readonly id: number;
-}
-
-/**
- * The order in which free workers are offered a request (DESIGN §17), a preference and never a
- * filter: static workers before pool workers (so that pools can shrink); then, for heavy work
- * (isHeavy), the largest worker first, and for other work the smallest first (so that large workers
- * stay free for heavy work); then the specialised before the generalists (a worker that can run fewer
- * classes should not lose its only work to one that can run more); then by id. The placement of a new
- * request (place.ts) uses the same order.
- */
-export const workerPreference =
-  (heavy: boolean) =>
-  (a: Preferable, b: Preferable): number => {
-    const bySize = a.size[0] - b.size[0] || a.size[1] - b.size[1];
-    return Number(a.pooled) - Number(b.pooled) || (heavy ? -bySize : bySize) || a.eligible - b.eligible || a.id - b.id;
-  };
-
 /**
  * One full scheduling pass, in bulk: every available worker with a free slot, every task class it may
  * run, and the heads of those classes' queues, matched in queue order in memory and written in one
  * statement. A request that no free worker can run is simply not among the heads asked for, so it
- * never blocks the requests behind it. Runs inside the caller's transaction; returns the assignments.
+ * never blocks the requests behind it. Each request goes to the first free worker in its order of
+ * preference (preference.ts), which depends on whether it is heavy work (heavy.ts: its size class or
+ * its task's history). Runs inside the caller's transaction; returns the assignments.
  */
-export async function runPass(em: EntityManager, cache: ClassCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
+export async function runPass(em: EntityManager, cache: ClassCache, history: TaskHistoryCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
   if (!(await tryLockForTransaction(em, 'PASS'))) return []; // another process is running a pass right now
   // Workers busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
   const rows = await em.execute<{ id: number; type: string; pool_id: number | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]>(
@@ -100,7 +65,10 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   for (const w of workers) for (const c of w.eligible) slotsPerClass.set(c, Math.min(maxAssignments, (slotsPerClass.get(c) ?? 0) + w.free));
   const classIds = [...slotsPerClass.keys()];
   const readHeads = (extra: ReadonlyMap<number, number>) =>
-    em.execute<{ id: number; class_id: number }[]>(CLASS_HEADS_SQL, [intArray(classIds), intArray(classIds.map((c) => slotsPerClass.get(c)! + (extra.get(c) ?? 0)))]);
+    em.execute<{ id: number; class_id: number; task_type: string; task_name: string }[]>(CLASS_HEADS_SQL, [
+      intArray(classIds),
+      intArray(classIds.map((c) => slotsPerClass.get(c)! + (extra.get(c) ?? 0))),
+    ]);
   let heads = await readHeads(new Map());
   if (!heads.length) return [];
   // Requests released recently are not offered again to the workers that released them. A head backed
@@ -125,20 +93,22 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
     );
   }
 
-  const byClass = new Map<number, FreeWorker[]>();
-  // Each class's workers in the order of preference for that class: one order for heavy classes, one for the others.
-  const preferredOrder = (heavy: boolean) => {
-    const cmp = workerPreference(heavy);
-    return [...workers].sort((a, b) => cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
-  };
-  const heavyClass = (c: number) => isHeavy(cache.get(c)?.requiredTags ?? []);
+  // Heaviness is per request (a class can mix tasks), so a class may need both orders of its workers:
+  // one list per class and kind of work, each built only when a head of that kind needs it.
+  const averages = await history.get(em, now);
+  const heavyHead = new Map(heads.map((h) => [h.id, heaviness(cache.get(h.class_id)?.requiredTags ?? [], h.task_type, h.task_name, averages).heavy]));
+  const byClass = [new Map<number, FreeWorker[]>(), new Map<number, FreeWorker[]>()]; // [light, heavy]
   for (const heavy of [false, true]) {
-    if (!classIds.some((c) => heavyClass(c) === heavy)) continue;
-    for (const w of preferredOrder(heavy)) {
+    const wanted = new Set(heads.filter((h) => heavyHead.get(h.id) === heavy).map((h) => h.class_id));
+    if (!wanted.size) continue;
+    const cmp = workerPreference(heavy);
+    const ordered = [...workers].sort((a, b) => cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
+    const lists = byClass[Number(heavy)];
+    for (const w of ordered) {
       for (const c of w.eligible) {
-        if (heavyClass(c) !== heavy) continue;
-        let list = byClass.get(c);
-        if (!list) byClass.set(c, (list = []));
+        if (!wanted.has(c)) continue;
+        let list = lists.get(c);
+        if (!list) lists.set(c, (list = []));
         list.push(w);
       }
     }
@@ -147,25 +117,24 @@ export async function runPass(em: EntityManager, cache: ClassCache, config: Conf
   type Match = Omit<Assignment, 'workspaceId'>;
   const match = (skipped: ReadonlySet<number>): Match[] => {
     for (const [w, free] of initialFree) w.free = free;
-    // Free slots only ever decrease, so each class's cursor only moves forward: linear in all.
-    const cursor = new Map<number, number>();
-    const nextFree = (classId: number): FreeWorker | undefined => {
-      const list = byClass.get(classId);
-      if (!list) return undefined;
+    // Free slots only ever decrease, so each list's cursor only moves forward: linear in all.
+    const cursors = [new Map<number, number>(), new Map<number, number>()];
+    const nextFree = (list: FreeWorker[], cursor: Map<number, number>, classId: number): FreeWorker | undefined => {
       let i = cursor.get(classId) ?? 0;
       while (i < list.length && list[i].free <= 0) i++;
       cursor.set(classId, i);
       return list[i];
     };
-    // The first free worker of the class that the request is not backed off from (rare: a scan).
+    // The first free worker of the class, in the order for the request's kind of work, that the
+    // request is not backed off from (rare: a scan).
     const nextFreeFor = (head: { id: number; class_id: number }): FreeWorker | undefined => {
-      const first = nextFree(head.class_id);
+      const kind = Number(heavyHead.get(head.id));
+      const list = byClass[kind].get(head.class_id);
+      if (!list) return undefined;
+      const first = nextFree(list, cursors[kind], head.class_id);
       const avoid = backoffs.get(head.id);
       if (!first || !avoid?.some((b) => b.workerId === first.id)) return first;
-      return byClass
-        .get(head.class_id)!
-        .slice(cursor.get(head.class_id))
-        .find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
+      return list.slice(cursors[kind].get(head.class_id)).find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
     };
     const out: Match[] = [];
     for (const head of heads) {

@@ -4,7 +4,9 @@ import { textArray } from '../db/arrays.js';
 import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import { assignNextWork, type Assignment } from './next-work.js';
-import { isHeavy, workerPreference, workerSize } from './pass.js';
+import { heaviness } from './heavy.js';
+import { workerPreference, workerSize } from './preference.js';
+import type { TaskHistoryCache } from './task-history.js';
 
 const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones
 const ATTEMPTS = 4; // workers tried before the request is left to the next pass
@@ -31,8 +33,9 @@ const FREE_FOR_CLASS_SQL = `
  * free worker that may run the request's class and lets that worker pull (assignNextWork), so the
  * worker gets what it would have got by asking: the first request in queue order of all the classes
  * it may run, which is the new one unless older work it may run is waiting too. Workers are tried in
- * the pass's order of preference (workerPreference: static before pool workers, then by size, then specialised). Workers busy in another transaction are
- * skipped, not waited for.
+ * the pass's order of preference (preference.ts: static before pool workers, then the largest for
+ * heavy work (heavy.ts, by its size class or its task's history) and the smallest for other work, then
+ * the specialised, then the oldest). Workers busy in another transaction are skipped, not waited for.
  *
  * This spares the full pass (every connected worker loaded and locked) for the common case of a
  * request arriving when workers are idle. When it finds no worker, the request waits for the next
@@ -42,8 +45,9 @@ const FREE_FOR_CLASS_SQL = `
 export async function placeRequest(
   em: EntityManager,
   cache: ClassCache,
+  history: TaskHistoryCache,
   config: Config,
-  request: { readonly id: number; readonly classId: number },
+  request: { readonly id: number; readonly classId: number; readonly taskType: string; readonly taskName: string },
   now: Date,
 ): Promise<Assignment[]> {
   await cache.refreshIfBehind(em, request.classId);
@@ -59,7 +63,7 @@ export async function placeRequest(
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
     if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
   }
-  candidates.sort(workerPreference(isHeavy(taskClass.requiredTags)));
+  candidates.sort(workerPreference(heaviness(taskClass.requiredTags, request.taskType, request.taskName, await history.get(em, now)).heavy));
 
   const assignments: Assignment[] = [];
   for (const c of candidates.slice(0, ATTEMPTS)) {

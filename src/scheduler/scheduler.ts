@@ -11,6 +11,7 @@ import { forgetEndedBackoffs } from './release-backoff.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
 import { placeRequest } from './place.js';
+import { TaskHistoryCache } from './task-history.js';
 import { WorkerSnapshot } from './worker-snapshot.js';
 
 /**
@@ -32,13 +33,15 @@ export interface Scheduler {
   readonly classes: ClassCache;
   /** The workers' shapes (tags, pool, concurrency), kept for the bulk questions. */
   readonly workers: WorkerSnapshot;
+  /** The tasks' average run times, which may make work heavy (heavy.ts), read at most once a minute. */
+  readonly history: TaskHistoryCache;
   /** Assigns the next request to this worker (its own transaction), or returns null. */
   requestWork(workerId: number): Promise<Assignment | null>;
   /**
    * Places a request that just became PENDING on a free worker at once, if there is one (place.ts),
    * before its change is published; the passes that change triggers then find nothing to do.
    */
-  placeNew(request: { id: number; classId: number }): Promise<Assignment[]>;
+  placeNew(request: { id: number; classId: number; taskType: string; taskName: string }): Promise<Assignment[]>;
   /** Runs one full pass now. */
   runPass(): Promise<Assignment[]>;
   /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
@@ -78,6 +81,7 @@ export function createScheduler(deps: {
   const metrics = deps.metrics ?? NO_METRICS;
   const classes = new ClassCache();
   const workers = new WorkerSnapshot();
+  const history = new TaskHistoryCache(config.heavyTaskSeconds);
   let timer: NodeJS.Timeout | null = null;
   let debounce: NodeJS.Timeout | null = null;
   let running: Promise<unknown> | null = null;
@@ -100,7 +104,7 @@ export function createScheduler(deps: {
     // becomes pending after the probe triggers a pass of its own.
     const [{ pending }] = await orm.em.getConnection().execute<{ pending: boolean }[]>(`select exists (select 1 from work_request where status = 'PENDING') as pending`);
     if (!pending) return [];
-    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, config, new Date()));
+    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, history, config, new Date()));
     metrics.passRan(reason);
     publish(assignments, 'pass'); // after the commit: a subscriber must find the row assigned
     if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
@@ -159,6 +163,7 @@ export function createScheduler(deps: {
   return {
     classes,
     workers,
+    history,
     async requestWork(workerId) {
       const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date()));
       if (assignment) publish([assignment], 'pull');
@@ -168,7 +173,7 @@ export function createScheduler(deps: {
       if (stopped || !config.schedulerAutomatic) return [];
       const placed = orm.em
         .fork()
-        .transactional((tx) => placeRequest(tx, classes, config, request, new Date()))
+        .transactional((tx) => placeRequest(tx, classes, history, config, request, new Date()))
         .then(
           (assignments) => {
             publish(assignments, 'place');

@@ -5,10 +5,11 @@ import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { UNAVAILABLE } from '../scheduler/availability.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
-import { DIAGNOSIS_STATES, diagnose, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
+import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/visibility.js';
-import { isOrchestrated } from '../tasks/types.js';
+import { diagnoseRequest } from '../services/diagnose-request.js';
+import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 import { WorkerPoolRef } from './worker-pool.js';
@@ -102,6 +103,18 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
       description: 'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
       resolve: (d) => d.releaseBackoffs,
     }),
+    placement: t.field({
+      type: PlacementRef,
+      nullable: true,
+      description: 'Which free worker it would go to and the rules that decide it, whether it is heavy work and why; null unless it is PENDING on workers',
+      resolve: (d) => d.placement,
+    }),
+    queue: t.field({
+      type: QueuePositionRef,
+      nullable: true,
+      description: 'Where it stands among the pending requests of its class, and why those ahead are; null unless it is PENDING on workers',
+      resolve: (d) => d.queue,
+    }),
   }),
 });
 
@@ -122,11 +135,7 @@ builder.objectFields(WorkRequestRef, (t) => ({
     type: DiagnosisRef,
     description: 'Why it waits: per group of workers and per pool, the missing tags on each side',
     extensions: costOf(fixedCost(FIELD_COSTS.diagnosis)),
-    resolve: async (wr, _a, ctx) => {
-      const task = { id: wr.id, status: wr.status, taskType: wr.taskType, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
-      if (isOrchestrated(wr.taskType)) return diagnose(task, [], []); // no worker or pool is read for it
-      return diagnose(task, await ctx.loaders.workerStates(), await ctx.loaders.poolTemplates(), await ctx.loaders.releaseBackoffs.load(wr.id));
-    },
+    resolve: (wr, _a, ctx) => diagnoseRequest(ctx.loaders, wr),
   }),
 }));
 

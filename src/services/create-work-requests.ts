@@ -259,7 +259,7 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
   // placement, as ASSIGNED, and that asks no pass of any process (changeMayAllowAssignments).
   let placed = false;
   if (wr.status === 'PENDING' && wr.classId != null) {
-    placed = (await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId })).some((a) => a.workRequestId === wr.id);
+    placed = (await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId, taskType: wr.taskType, taskName: wr.taskName })).some((a) => a.workRequestId === wr.id);
     if (placed) await deps.em.refresh(wr); // answer with what it is now: ASSIGNED
   }
   if (!placed) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });

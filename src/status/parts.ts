@@ -1,5 +1,9 @@
 /** Pieces several status pages share: tables of tags, badges, pagers, a diagnosis in words. */
-import type { Diagnosis, Mismatch } from '../scheduler/diagnosis.js';
+import type { Diagnosis, Mismatch, PlacementView } from '../scheduler/diagnosis.js';
+import type { HeavyReason } from '../scheduler/heavy.js';
+import type { PlacementRule } from '../scheduler/preference.js';
+import type { QueuePosition, QueueRule } from '../scheduler/queue-position.js';
+import { duration } from './format.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { html, type Html } from './html.js';
 
@@ -66,6 +70,41 @@ export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
   UNSCHEDULABLE: 'No worker and no pool could ever run it.',
 };
 
+/** What decided which free worker comes first, in words. */
+export const PLACEMENT_RULE_WORDS: Record<PlacementRule, string> = {
+  STATIC_BEFORE_POOL: 'static workers before pool workers',
+  LARGEST_FOR_HEAVY: 'the largest first, for heavy work',
+  SMALLEST_FOR_LIGHT: 'the smallest that fits first',
+  MOST_SPECIALISED: 'the most specialised first',
+  OLDEST: 'the oldest registration first',
+};
+
+/** Why requests are ahead in the queue, in words. */
+export const QUEUE_RULE_WORDS: Record<QueueRule, string> = {
+  HIGHER_PRIORITY: 'higher priority',
+  FAIR_SHARE: 'fair share (submitted later, but their workspace’s turn comes first)',
+  AGE: 'age',
+};
+
+const HEAVY_WORDS: Record<HeavyReason, (p: PlacementView) => string> = {
+  REQUIRES_LARGE: () => 'it requires worker:class:large',
+  HISTORY: (p) => `its task ran ${duration(p.averageSeconds)} on average over 30 days (heavy from ${duration(p.thresholdSeconds)})`,
+};
+
+/** A placement in one line: heavy or not and why, the preferred free workers, and the rule that chose the first. */
+function placementLine(p: PlacementView): Html {
+  const kind = p.heavyReason ? `Heavy work: ${HEAVY_WORDS[p.heavyReason](p)}.` : 'Not heavy work.';
+  const workers = p.preferredWorkers.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`);
+  return html`${kind} ${p.preferredWorkers.length ? html`Free workers in order of preference: ${workers}${p.decidedBy ? ` (first by ${PLACEMENT_RULE_WORDS[p.decidedBy]})` : ''}.` : 'No free worker may take it now.'}`;
+}
+
+/** A queue position in one line: how many of its class are ahead, and why. */
+function queueLine(q: QueuePosition): string {
+  if (!q.ahead) return 'First of its class.';
+  const parts = q.aheadBy.filter((a) => a.count).map((a) => `${a.count} by ${QUEUE_RULE_WORDS[a.rule]}`);
+  return `${q.ahead} of its class ahead: ${parts.join(', ')}.`;
+}
+
 /**
  * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags of a
  * mismatch against a group of workers are those workers' details: where `showsTags` says the viewer
@@ -86,6 +125,8 @@ export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean,
     ]);
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
-<dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd></dl>
+<dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd>
+${d.placement ? html`<dt>Placement</dt><dd>${placementLine(d.placement)}</dd>` : ''}
+${d.queue ? html`<dt>In the queue</dt><dd>${queueLine(d.queue)}</dd>` : ''}</dl>
 ${d.mismatches.length && (d.state.startsWith('WAITING') || d.state === 'UNSCHEDULABLE') ? html`<h3>Nearest that cannot run it</h3><p class="muted">Missing on them: tags the request requires that they do not provide. Missing on the request: tags they require that it does not provide.</p>${table(['Workers or pool', 'Missing on them', 'Missing on the request'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;
 }

@@ -2,8 +2,8 @@
  * The bulk scheduler agrees with the reference predicate `matchTags` of the tag engine: on random
  * tag universes, workers, pools and work requests, every bulk answer (class decisions, candidates,
  * the next request of each worker, a full pass, the provisioning demand) equals what a per-pair walk
- * with `matchTags`, the availability rule of DESIGN §3 (fresh reports, quarantine) and the release
- * backoffs of DESIGN §17 say. Most cases run on the pure layer;
+ * with `matchTags`, the availability rule of DESIGN §3 (fresh reports, quarantine), the release
+ * backoffs of DESIGN §17 and its placement preference (heavy work by size class or task history) say. Most cases run on the pure layer;
  * a few hundred on the real database, through the scheduler functions and GraphQL.
  */
 import fc from 'fast-check';
@@ -14,11 +14,13 @@ import { candidatesOf, loadTaskTags } from '../../src/scheduler/candidates.js';
 import { classFits } from '../../src/scheduler/class-cache.js';
 import { tagName } from '../../src/scheduler/classes.js';
 import { computeDemand } from '../../src/scheduler/demand.js';
-import { DIAGNOSIS_STATES, diagnose } from '../../src/scheduler/diagnosis.js';
+import { DIAGNOSIS_STATES, diagnose, PREFERRED_SHOWN } from '../../src/scheduler/diagnosis.js';
 import { assignNextWork } from '../../src/scheduler/next-work.js';
+import { taskKey, type TaskHistory } from '../../src/scheduler/heavy.js';
 import { runPass } from '../../src/scheduler/pass.js';
 import { poolTagInput, type PoolTemplate } from '../../src/scheduler/pool-templates.js';
 import { loadWorkerStates, type WorkerState } from '../../src/scheduler/snapshot.js';
+import { TaskHistoryCache } from '../../src/scheduler/task-history.js';
 import { WorkerSnapshot } from '../../src/scheduler/worker-snapshot.js';
 import { matchTags } from '../../src/tags/match.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../../src/tags/size-class.js';
@@ -108,6 +110,10 @@ const requestArb = (u: Universe) =>
     // Its place among workspaces at equal priority (fair share), independent of its age here so that both decide.
     fairKeySeconds: fc.integer({ min: 0, max: 2 }),
     heavy: weighted(0.25),
+    // Its task's average run over the last 30 days (none, short, or above HEAVY_SECONDS: heavy work by history).
+    historySeconds: fc.constantFrom(undefined, undefined, 60, 7200),
+    // A long run 40 days ago, which must not count.
+    oldHistory: weighted(0.15),
   });
 
 const poolArb = (u: Universe) =>
@@ -146,7 +152,7 @@ function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; p
         ...(large ? ['worker:class:large'] : []),
       ]),
     })),
-    requests: world.requests.map(({ heavy, ...r }, i) => ({
+    requests: world.requests.map(({ heavy, historySeconds: _h, oldHistory: _o, ...r }, i) => ({
       ...r,
       key: `r${String(i).padStart(2, '0')}`,
       requiredTags: uniq([...r.requiredTags, ...(r.type ? [`worker:type:${r.type}`] : []), ...(heavy ? ['worker:class:large'] : [])]),
@@ -190,21 +196,41 @@ const queueOrder = (a: QueuedRequest, b: QueuedRequest) =>
   a.createdAtSeconds - b.createdAtSeconds ||
   a.id - b.id;
 
+/** The heavy-work threshold of these worlds (TAGSCHED_HEAVY_TASK_SECONDS), in seconds. */
+const HEAVY_SECONDS = 3600;
+/** The task history of a world: each request is its own task (`worker`, its key), with its recent average. */
+const historyOf = (world: World): TaskHistory => ({
+  thresholdSeconds: HEAVY_SECONDS,
+  averageSeconds: new Map(
+    world.requests.flatMap((r, i) => (r.historySeconds === undefined ? [] : [[taskKey('worker', `r${String(i).padStart(2, '0')}`), r.historySeconds] as const])),
+  ),
+});
+/** DESIGN §17: heavy work requires worker:class:large, or its task's recent average run reaches the threshold. */
+const refHeavy = (r: RequestRow, history: TaskHistory) =>
+  r.requiredTags.includes('worker:class:large') || (history.averageSeconds.get(taskKey('worker', r.key)) ?? 0) >= history.thresholdSeconds;
+
 /** A worker's CPUs and memory, from its provided tags (0 when absent). */
-const refSize = (w: WorkerRow) => {
+const refSize = (w: { readonly providedTags: readonly string[] }) => {
   const value = (name: string) => Number(w.providedTags.find((t) => t.startsWith(`${name}=`))?.slice(name.length + 1) ?? 0);
   return [value('worker:cpu-count'), value('worker:memory-gib')];
 };
+/** A worker as the preference reference sees it. */
+interface Placed {
+  readonly pooled: boolean;
+  readonly providedTags: readonly string[];
+}
+const placed = (w: WorkerRow): Placed => ({ pooled: !!w.pool, providedTags: w.providedTags });
+
 /**
- * Whether placement must offer request r to worker x before worker w (DESIGN §17): static workers
- * before pool workers; then, among equals, the larger for heavy work (it requires worker:class:large)
- * and the smaller for the rest.
+ * Whether placement must offer a request to worker x before worker w (DESIGN §17): static workers
+ * before pool workers; then, among equals, the larger for heavy work (refHeavy) and the smaller for
+ * the rest.
  */
-function refPrefers(r: RequestRow, x: WorkerRow, w: WorkerRow): boolean {
-  if (!x.pool !== !w.pool) return !x.pool;
+function refPrefers(heavy: boolean, x: Placed, w: Placed): boolean {
+  if (x.pooled !== w.pooled) return !x.pooled;
   const [xs, ws] = [refSize(x), refSize(w)];
   const bySize = xs[0] - ws[0] || xs[1] - ws[1];
-  return r.requiredTags.includes('worker:class:large') ? bySize > 0 : bySize < 0;
+  return heavy ? bySize > 0 : bySize < 0;
 }
 
 /** Pairs "request id:worker name" that a release backoff keeps apart (DESIGN §17). */
@@ -227,7 +253,7 @@ function stateOf(w: WorkerRow, id: number): WorkerState {
     id,
     name: w.name,
     type: w.type,
-    poolId: null,
+    poolId: w.pool ? 1 : null,
     providedTags: w.providedTags,
     requiredTags: w.requiredTags,
     concurrency: w.concurrency,
@@ -281,10 +307,12 @@ describe('the bulk matcher against matchTags, in memory', () => {
     );
   });
 
-  it('diagnose names the state the reference predicts, with the matching workers and pools', () => {
+  it('diagnose names the state the reference predicts, with the matching workers and pools, and places by the preference', () => {
     fc.assert(
       fc.property(worldArb, (world) => {
         const { workers, requests, pools } = rowsOf(world);
+        const history = historyOf(world);
+        const placedState = (s: WorkerState): Placed => ({ pooled: s.poolId !== null, providedTags: s.providedTags });
         const states = workers.filter((w) => !w.terminated).map((w, i) => stateOf(w, i + 1));
         const templates: PoolTemplate[] = pools
           .filter((p) => p.enabled)
@@ -293,10 +321,30 @@ describe('the bulk matcher against matchTags, in memory', () => {
         const expected = [];
         for (const [i, r] of requests.entries()) {
           const taskType = world.requests[i].taskType;
-          const d = diagnose({ id: i + 1, status: 'PENDING', taskType, providedTags: r.providedTags, requiredTags: r.requiredTags }, states, templates);
+          const d = diagnose({ id: i + 1, status: 'PENDING', taskType, taskName: r.key, providedTags: r.providedTags, requiredTags: r.requiredTags }, states, templates, [], {
+            history,
+            eligibleCount: () => 0,
+          });
           // An orchestrated task (internal, workflow) is never matched: no worker or pool is meant to run it.
           const orchestrated = taskType !== 'worker';
           const matching = orchestrated ? [] : states.filter((s) => matches(r, s));
+          // Placement: heavy by size class or history, and the free workers named in an order the reference allows.
+          if (orchestrated) expect(d.placement).toBeNull();
+          else {
+            const heavy = refHeavy(r, history);
+            const free = matching.filter((s) => s.free > 0);
+            const named = d.placement!.preferredWorkers.map((n) => free.find((s) => s.name === n)!);
+            expect(d.placement).toMatchObject({
+              heavy,
+              heavyReason: r.requiredTags.includes('worker:class:large') ? 'REQUIRES_LARGE' : heavy ? 'HISTORY' : null,
+              averageSeconds: world.requests[i].historySeconds ?? null,
+            });
+            expect(named.every(Boolean), 'only free matching workers are named').toBe(true);
+            expect(named.length).toBe(Math.min(PREFERRED_SHOWN, free.length));
+            if (named.length) expect(free.filter((x) => refPrefers(heavy, placedState(x), placedState(named[0]))).map((x) => x.name)).toEqual([]);
+            for (let k = 1; k < named.length; k++) expect(refPrefers(heavy, placedState(named[k]), placedState(named[k - 1]))).toBe(false);
+            expect(d.placement!.decidedBy === null).toBe(free.length < 2);
+          }
           const matchingPools = orchestrated ? [] : templates.filter((p) => matches(r, p)).map((p) => p.pool.name);
           const state = orchestrated
             ? DIAGNOSIS_STATES.ORCHESTRATED
@@ -368,6 +416,14 @@ async function checkWorld(world: World): Promise<void> {
       await t.sql(`insert into release_backoff (work_request_id, worker_id, until) values (?, ?, now() + interval '1 hour') on conflict do nothing`, [r.id, w.id]);
     }
   }
+  // The history of each request's task: its recent average as two runs yesterday, and maybe a long run 40 days ago.
+  const history = historyOf(world);
+  for (const [i, r] of world.requests.entries()) {
+    const name = rows.requests[i].key;
+    if (r.historySeconds !== undefined)
+      await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 1, 2, ?)`, [name, 2 * r.historySeconds]);
+    if (r.oldHistory) await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 40, 1, 1000000)`, [name]);
+  }
   const { config } = t.app;
   const cache = t.app.scheduler.classes;
   const em = t.app.orm.em.fork();
@@ -421,7 +477,7 @@ async function checkWorld(world: World): Promise<void> {
 
   // A full pass (rolled back): matching, available, within capacity, maximal, never overtaking, and
   // static workers first: what went to a pool worker, no static worker that could run it had room for.
-  const assigned = await inRollback(t, (tx) => runPass(tx, cache, config, new Date()));
+  const assigned = await inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config, new Date()));
   const taken = new Map(assigned.map((a) => [a.workRequestId, workers.find((w) => w.id === a.workerId)!]));
   expect(taken.size).toBe(assigned.length);
   const left = new Map(workers.map((w) => [w.id, refFree(w)]));
@@ -433,7 +489,7 @@ async function checkWorld(world: World): Promise<void> {
   expect([...left.values()].every((n) => n >= 0)).toBe(true);
   for (const [rid, w] of taken) {
     const r = pending.find((p) => p.id === rid)!;
-    for (const x of workers.filter((x) => offered(r, x, backedOff) && refPrefers(r, x, w)))
+    for (const x of workers.filter((x) => offered(r, x, backedOff) && refPrefers(refHeavy(r, history), placed(x), placed(w))))
       expect(left.get(x.id), `${r.key} went to ${w.name} while preferred ${x.name} had room`).toBe(0);
   }
   for (const r of pending.filter((p) => !taken.has(p.id))) {

@@ -74,7 +74,7 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
   const sections = onPage.map((c, i) => {
     const first = firsts[i];
     const t = tags.find((x) => x.id === first.id)!;
-    const d = diagnose({ ...t, status: 'PENDING', taskType: first.taskType }, workers, pools);
+    const d = diagnose({ ...t, status: 'PENDING', taskType: first.taskType, taskName: first.taskName }, workers, pools);
     const mine = requests.filter((r) => r.classId === (c.class_id ?? 0));
     const names = [...new Set(mine.map((r) => r.taskName))].join(', ');
     return html`<section class="card">

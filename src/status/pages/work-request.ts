@@ -7,8 +7,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { WorkRequestSchema } from '../../entities/work-request.js';
 import { createLoaders } from '../../loaders.js';
-import { diagnose } from '../../scheduler/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
+import { diagnoseRequest } from '../../services/diagnose-request.js';
 import { readLog } from '../../services/job-output.js';
 import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
 import { isOrchestrated } from '../../tasks/types.js';
@@ -32,12 +32,11 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
   if (!wr || !(await viewerSeesWorkRequest(em, ctx.viewer, wr))) throw new StatusError(404, `There is no work request ${id} you may see.`);
   const principal = principalOf(ctx.viewer);
   const now = new Date();
-  const loaders = createLoaders(em, config, scheduler.workers);
-  const task = { id: wr.id, status: wr.status, taskType: wr.taskType, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
+  const loaders = createLoaders(em, config, scheduler.workers, scheduler);
   const orchestrated = isOrchestrated(wr.taskType);
   const vis = workRequestSql(principal, 'wr');
   const [diagnosis, candidates, deps, [logState]] = await Promise.all([
-    orchestrated ? diagnose(task, [], []) : Promise.all([loaders.workerStates(), loaders.poolTemplates()]).then(([w, p]) => diagnose(task, w, p)),
+    diagnoseRequest(loaders, wr),
     orchestrated || wr.status !== 'PENDING' ? [] : loaders.candidates(false).load(wr.id),
     em.execute<{ id: number; visible: boolean }[]>(
       `select wr.id, (${vis.sql}) as visible from work_request_dependency d join work_request wr on wr.id = d.depends_on_id where d.work_request_id = ? order by wr.id`,
