@@ -50,3 +50,10 @@ export function heaviness(requiredTags: readonly string[], taskType: string, tas
   }
   return { heavy: false, reason: null, averageSeconds };
 }
+
+/** Whether any task is heavy work by its history now (else only size classes make work heavy). */
+export function anyHeavyByHistory(history: TaskHistory): boolean {
+  if (history.thresholdSeconds <= 0) return false;
+  for (const seconds of history.averageSeconds.values()) if (seconds >= history.thresholdSeconds) return true;
+  return false;
+}

@@ -5,12 +5,14 @@ import { intArray, toDate } from '../db/arrays.js';
 import { availableParams, availableSql } from './availability.js';
 import type { ClassCache } from './class-cache.js';
 import type { Assignment } from './next-work.js';
-import { heaviness } from './heavy.js';
+import { anyHeavyByHistory, heaviness } from './heavy.js';
 import { workerPreference, workerSize } from './preference.js';
-import { CLASS_HEADS_SQL, LOCK_ALL_SQL } from './queue-sql.js';
+import { classHeadsSql, LOCK_ALL_SQL } from './queue-sql.js';
 import { backoffsOf } from './release-backoff.js';
 import type { TaskHistoryCache } from './task-history.js';
 
+/** The sort memory of a pass's transaction: its heads are sorted in memory. */
+const PASS_WORK_MEM = '64MB';
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 /** Rounds of reading more class heads in place of heads backed off from a worker (see below). */
 const BACKOFF_HEAD_ROUNDS = 4;
@@ -33,6 +35,10 @@ interface FreeWorker {
  */
 export async function runPass(em: EntityManager, cache: ClassCache, history: TaskHistoryCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
   if (!(await tryLockForTransaction(em, 'PASS'))) return []; // another process is running a pass right now
+  // For this transaction only: the heads statement reads as many rows as there are free slots per class
+  // (a hundred thousand at a large farm), which PostgreSQL's defaults would JIT-compile (some 100 ms of
+  // compilation for a statement of a few hundred) and sort on disk (work_mem 4 MB).
+  await em.execute(`select set_config('jit', 'off', true), set_config('work_mem', '${PASS_WORK_MEM}', true)`);
   // Workers busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
   const rows = await em.execute<{ id: number; type: string; pool_id: number | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]>(
     // Tag arrays as JSON: for thousands of workers the driver's text[] parser costs a few hundred ms.
@@ -64,8 +70,12 @@ export async function runPass(em: EntityManager, cache: ClassCache, history: Tas
   const slotsPerClass = new Map<number, number>();
   for (const w of workers) for (const c of w.eligible) slotsPerClass.set(c, Math.min(maxAssignments, (slotsPerClass.get(c) ?? 0) + w.free));
   const classIds = [...slotsPerClass.keys()];
+  // A head's task matters only when some task is heavy work by its history (heavy.ts); otherwise the
+  // heads are read from the queue index alone, and their task is not needed.
+  const averages = await history.get(em, now);
+  const headsSql = classHeadsSql(anyHeavyByHistory(averages));
   const readHeads = (extra: ReadonlyMap<number, number>) =>
-    em.execute<{ id: number; class_id: number; task_type: string; task_name: string }[]>(CLASS_HEADS_SQL, [
+    em.execute<{ id: number; class_id: number; task_type?: string; task_name?: string }[]>(headsSql, [
       intArray(classIds),
       intArray(classIds.map((c) => slotsPerClass.get(c)! + (extra.get(c) ?? 0))),
     ]);
@@ -95,8 +105,7 @@ export async function runPass(em: EntityManager, cache: ClassCache, history: Tas
 
   // Heaviness is per request (a class can mix tasks), so a class may need both orders of its workers:
   // one list per class and kind of work, each built only when a head of that kind needs it.
-  const averages = await history.get(em, now);
-  const heavyHead = new Map(heads.map((h) => [h.id, heaviness(cache.get(h.class_id)?.requiredTags ?? [], h.task_type, h.task_name, averages).heavy]));
+  const heavyHead = new Map(heads.map((h) => [h.id, heaviness(cache.get(h.class_id)?.requiredTags ?? [], h.task_type ?? '', h.task_name ?? '', averages).heavy]));
   const byClass = [new Map<number, FreeWorker[]>(), new Map<number, FreeWorker[]>()]; // [light, heavy]
   for (const heavy of [false, true]) {
     const wanted = new Set(heads.filter((h) => heavyHead.get(h.id) === heavy).map((h) => h.class_id));

@@ -5,20 +5,24 @@ import { notBackedOffSql } from './release-backoff.js';
  * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order
  * (effective priority desc, then fair key between workspaces, then oldest, then id: `queueOrderSql`). Each class probe walks the partial index
  * `work_request_pending_class_order`, so the cost grows with the number of classes probed, not with
- * the length of the queue. Each head comes with its task, whose history may make it heavy work
- * (heavy.ts): a read of the heads' own rows, as many as the free slots at most.
+ * the length of the queue. With `withTask` each head comes with its task, whose history may make it
+ * heavy work (heavy.ts): a read of the heads' own rows. Without it the heads are read from the index
+ * alone (an index-only scan), which is what a pass asks for when no task is heavy by its history.
  */
-export const CLASS_HEADS_SQL = `
-  select t.id, t.class_id, t.prio, t.fair_key, t.created_at, t.task_type, t.task_name
+export const classHeadsSql = (withTask: boolean) => {
+  const task = withTask ? ', w.task_type, w.task_name' : '';
+  return `
+  select t.*
     from unnest(?::int[], ?::int[]) as c(id, lim)
     cross join lateral (
-      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at, w.task_type, w.task_name
+      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at${task}
         from work_request w
        where w.status = 'PENDING' and w.class_id = c.id
        order by ${queueOrderSql('w')}
        limit c.lim
     ) t
    order by ${headsOrderSql('t')}`;
+};
 
 /**
  * The same heads with one limit for every class (one worker's request). The limit is a plain
