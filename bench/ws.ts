@@ -596,9 +596,13 @@ async function main(): Promise<void> {
       else early.set(id, { at, w });
     };
     const connect = async (from: number, to: number) => {
-      const batch = tokens.slice(from, to).map((token) => new LightWorker(url, token, onAssignment));
-      clients.push(...batch);
-      await pool(batch, 200, (c) => c.ready());
+      // A client connects as it is made (lazy: false): made 200 at a time, or 10,000 connection attempts
+      // at once overflow the server's listen backlog (ECONNRESET).
+      await pool(tokens.slice(from, to), 200, async (token) => {
+        const client = new LightWorker(url, token, onAssignment);
+        clients.push(client);
+        await client.ready();
+      });
       await waitConnected(databaseUrl, to);
     };
 
