@@ -8,7 +8,7 @@ import type { Assignment } from './next-work.js';
 import { anyHeavyByHistory, heaviness } from './heavy.js';
 import { workerPreference, workerSize } from './preference.js';
 import { classHeadsSql, LOCK_ALL_SQL } from './queue-sql.js';
-import { backoffsOf } from './release-backoff.js';
+import { type Backoff, backoffsOf } from './release-backoff.js';
 import type { TaskHistoryCache } from './task-history.js';
 
 /** The sort memory of a pass's transaction: its heads are sorted in memory. */
@@ -16,6 +16,51 @@ const PASS_WORK_MEM = '64MB';
 const MATCH_ROUNDS = 3; // matchings in one pass when concurrent callers hold chosen requests
 /** Rounds of reading more class heads in place of heads backed off from a worker (see below). */
 const BACKOFF_HEAD_ROUNDS = 4;
+/** The fewest heads a class reads first (more when there are more free slots per class). */
+const FIRST_HEADS_MIN = 4;
+/** Rounds in which a class that may need more heads reads as many more as its workers may take, before all it may need. */
+const GROW_ROUNDS = 4;
+const GROWTH = 4;
+
+interface HeadRow {
+  id: number;
+  class_id: number;
+  prio: number;
+  fair_key: string;
+  created_us: string;
+  task_type?: string;
+  task_name?: string;
+}
+interface Head extends HeadRow {
+  fairKey: bigint;
+  createdUs: bigint;
+}
+
+/** Whether head a comes before head b in queue order: exactly the order of `headsOrderSql` (fair-share.ts). */
+function headBefore(a: Head, b: Head): boolean {
+  if (a.prio !== b.prio) return a.prio > b.prio;
+  if (a.fairKey !== b.fairKey) return a.fairKey < b.fairKey;
+  if (a.createdUs !== b.createdUs) return a.createdUs < b.createdUs;
+  return a.id < b.id;
+}
+
+/** Two lists of heads in queue order merged into one. */
+function mergeHeads(a: Head[], b: Head[]): Head[] {
+  if (!a.length) return b;
+  const out: Head[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) out.push(headBefore(b[j], a[i]) ? b[j++] : a[i++]);
+  while (i < a.length) out.push(a[i++]);
+  while (j < b.length) out.push(b[j++]);
+  return out;
+}
+
+/** For tests: the first number of heads per class, and whether to read every class as far as the full read does. */
+export interface PassOptions {
+  firstHeads?: number;
+  readAll?: boolean;
+}
 
 interface FreeWorker {
   id: number;
@@ -33,7 +78,15 @@ interface FreeWorker {
  * preference (preference.ts), which depends on whether it is heavy work (heavy.ts: its size class or
  * its task's history). Runs inside the caller's transaction; returns the assignments.
  */
-export async function runPass(em: EntityManager, cache: ClassCache, history: TaskHistoryCache, config: Config, now: Date, maxAssignments = 20_000): Promise<Assignment[]> {
+export async function runPass(
+  em: EntityManager,
+  cache: ClassCache,
+  history: TaskHistoryCache,
+  config: Config,
+  now: Date,
+  maxAssignments = 20_000,
+  options: PassOptions = {},
+): Promise<Assignment[]> {
   if (!(await tryLockForTransaction(em, 'PASS'))) return []; // another process is running a pass right now
   // For this transaction only: the heads statement reads as many rows as there are free slots per class
   // (a hundred thousand at a large farm), which PostgreSQL's defaults would JIT-compile (some 100 ms of
@@ -74,58 +127,87 @@ export async function runPass(em: EntityManager, cache: ClassCache, history: Tas
   // heads are read from the queue index alone, and their task is not needed.
   const averages = await history.get(em, now);
   const headsSql = classHeadsSql(anyHeavyByHistory(averages));
-  const readHeads = (extra: ReadonlyMap<number, number>) =>
-    em.execute<{ id: number; class_id: number; task_type?: string; task_name?: string }[]>(headsSql, [
-      intArray(classIds),
-      intArray(classIds.map((c) => slotsPerClass.get(c)! + (extra.get(c) ?? 0))),
-    ]);
-  let heads = await readHeads(new Map());
-  if (!heads.length) return [];
-  // Requests released recently are not offered again to the workers that released them. A head backed
-  // off from some worker may leave that worker's slot to the next request of its class: each class reads
-  // one more head per backed-off head it read, until no more are found (backoffs are rare: a few rounds).
-  let backoffs = await backoffsOf(
-    em,
-    heads.map((h) => h.id),
-    now,
-  );
-  for (let round = 0, found = 0; round < BACKOFF_HEAD_ROUNDS; round++) {
-    const extra = new Map<number, number>();
-    for (const h of heads) if (backoffs.has(h.id)) extra.set(h.class_id, (extra.get(h.class_id) ?? 0) + 1);
-    const total = [...extra.values()].reduce((a, b) => a + b, 0);
-    if (total === found) break;
-    found = total;
-    heads = await readHeads(extra);
-    backoffs = await backoffsOf(
+
+  // What the pass assigns is defined by the *full read*: per class as many heads as its slots, plus one
+  // per backed-off head among them (repeated, BACKOFF_HEAD_ROUNDS times at most: `fullLimit`), matched
+  // in queue order. Classes share workers, so that reads many times more heads than get assigned.
+  // The pass reads a few heads per class first and more only where the full read could differ: once a
+  // head of a class finds no eligible worker with a free slot, no later head of that class can (free
+  // slots only decrease), so the heads it did not read would have got nothing. A class whose unread
+  // heads might matter (its page came back full, it never ran out of workers) reads more and the
+  // matching runs again; the result is the full read's, with about as many heads as assignments.
+  const totalFree = workers.reduce((n, w) => n + w.free, 0);
+  const first = options.firstHeads ?? Math.max(FIRST_HEADS_MIN, Math.ceil(totalFree / classIds.length));
+  const limitOf = new Map(classIds.map((c) => [c, Math.min(slotsPerClass.get(c)!, first)]));
+  const headsOf = new Map<number, Head[]>();
+  const backoffs = new Map<number, Backoff[]>();
+  const heavyHead = new Map<number, boolean>();
+  let heads: Head[] = [];
+  // Reads more heads of these classes, up to their limits, after those read before.
+  const read = async (classes: number[]) => {
+    const had = classes.map((c) => headsOf.get(c)?.length ?? 0);
+    const rows = await em.execute<HeadRow[]>(headsSql, [intArray(classes), intArray(classes.map((c, i) => limitOf.get(c)! - had[i])), intArray(had)]);
+    // A concurrent change of a queue can shift its heads between two reads: a head seen twice is kept once.
+    const fresh: Head[] = rows.filter((r) => !heavyHead.has(r.id)).map((r) => ({ ...r, fairKey: BigInt(r.fair_key), createdUs: BigInt(r.created_us) }));
+    for (const c of classes) if (!headsOf.has(c)) headsOf.set(c, []);
+    for (const h of fresh) headsOf.get(h.class_id)!.push(h);
+    // Requests released recently are not offered again to the workers that released them.
+    for (const [id, list] of await backoffsOf(
       em,
-      heads.map((h) => h.id),
+      fresh.map((h) => h.id),
       now,
-    );
-  }
+    ))
+      backoffs.set(id, list);
+    for (const h of fresh) heavyHead.set(h.id, heaviness(cache.get(h.class_id)?.requiredTags ?? [], h.task_type ?? '', h.task_name ?? '', averages).heavy);
+    heads = mergeHeads(heads, fresh);
+  };
+  await read(classIds);
+  if (!heads.length) return [];
+
+  // The full read's number of heads of a class, when the heads read so far tell it (the class is read
+  // to its end, or far enough), else how many it reads at least (more than were read).
+  const moreNeeded = (c: number): number | undefined => {
+    const got = headsOf.get(c)!;
+    if (got.length < limitOf.get(c)!) return undefined; // the whole queue of the class
+    const slots = slotsPerClass.get(c)!;
+    const backedOff = (n: number) => got.slice(0, n).filter((h) => backoffs.has(h.id)).length;
+    // A head backed off from some worker may leave that worker's slot to the next request of its class:
+    // the full read takes one more head per backed-off head it read, until no more are found.
+    let limit = slots;
+    for (let round = 0; ; round++) {
+      if (limit > got.length) return limit;
+      if (round === BACKOFF_HEAD_ROUNDS) return undefined;
+      const next = slots + backedOff(limit);
+      if (next === limit) return undefined;
+      limit = next;
+    }
+  };
 
   // Heaviness is per request (a class can mix tasks), so a class may need both orders of its workers:
   // one list per class and kind of work, each built only when a head of that kind needs it.
-  const heavyHead = new Map(heads.map((h) => [h.id, heaviness(cache.get(h.class_id)?.requiredTags ?? [], h.task_type ?? '', h.task_name ?? '', averages).heavy]));
   const byClass = [new Map<number, FreeWorker[]>(), new Map<number, FreeWorker[]>()]; // [light, heavy]
-  for (const heavy of [false, true]) {
-    const wanted = new Set(heads.filter((h) => heavyHead.get(h.id) === heavy).map((h) => h.class_id));
-    if (!wanted.size) continue;
-    const cmp = workerPreference(heavy);
-    const ordered = [...workers].sort((a, b) => cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }));
-    const lists = byClass[Number(heavy)];
-    for (const w of ordered) {
-      for (const c of w.eligible) {
-        if (!wanted.has(c)) continue;
-        let list = lists.get(c);
-        if (!list) lists.set(c, (list = []));
-        list.push(w);
-      }
+  const ordered: (FreeWorker[] | undefined)[] = [undefined, undefined];
+  const buildLists = () => {
+    for (const heavy of [false, true]) {
+      const lists = byClass[Number(heavy)];
+      const wanted = new Set(heads.filter((h) => heavyHead.get(h.id) === heavy && !lists.has(h.class_id)).map((h) => h.class_id));
+      if (!wanted.size) continue;
+      const cmp = workerPreference(heavy);
+      const order = (ordered[Number(heavy)] ??= [...workers].sort((a, b) => cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length })));
+      for (const c of wanted) lists.set(c, []);
+      for (const w of order) for (const c of w.eligible) if (wanted.has(c)) lists.get(c)!.push(w);
     }
-  }
+  };
   const initialFree = new Map(workers.map((w) => [w, w.free]));
   type Match = Omit<Assignment, 'workspaceId'>;
-  const match = (skipped: ReadonlySet<number>): Match[] => {
+  /** The matching of the heads read, and the classes whose unread heads cannot change it. */
+  const match = (skipped: ReadonlySet<number>): { out: Match[]; settled: Set<number>; freeAfter: Map<number, number> } => {
     for (const [w, free] of initialFree) w.free = free;
+    // A class is settled when, at a head of it (or right after its last head read), no eligible worker
+    // had a free slot left, or when the matching stopped (maxAssignments) before its last head read.
+    // Otherwise the free slots of its workers right after its last head is how many more heads it may use.
+    const settled = new Set<number>();
+    const freeAfter = new Map<number, number>();
     // Free slots only ever decrease, so each list's cursor only moves forward: linear in all.
     const cursors = [new Map<number, number>(), new Map<number, number>()];
     const nextFree = (list: FreeWorker[], cursor: Map<number, number>, classId: number): FreeWorker | undefined => {
@@ -136,34 +218,64 @@ export async function runPass(em: EntityManager, cache: ClassCache, history: Tas
     };
     // The first free worker of the class, in the order for the request's kind of work, that the
     // request is not backed off from (rare: a scan).
-    const nextFreeFor = (head: { id: number; class_id: number }): FreeWorker | undefined => {
+    const nextFreeFor = (head: Head): FreeWorker | undefined => {
       const kind = Number(heavyHead.get(head.id));
-      const list = byClass[kind].get(head.class_id);
-      if (!list) return undefined;
+      const list = byClass[kind].get(head.class_id) ?? [];
       const first = nextFree(list, cursors[kind], head.class_id);
+      if (!first) settled.add(head.class_id); // no eligible worker has a free slot left (whatever the kind)
       const avoid = backoffs.get(head.id);
       if (!first || !avoid?.some((b) => b.workerId === first.id)) return first;
       return list.slice(cursors[kind].get(head.class_id)).find((w) => w.free > 0 && !avoid.some((b) => b.workerId === w.id));
     };
     const out: Match[] = [];
-    for (const head of heads) {
-      if (out.length >= maxAssignments) break;
-      if (skipped.has(head.id)) continue;
-      const worker = nextFreeFor(head);
-      if (!worker) continue;
-      worker.free--;
-      out.push({ workRequestId: head.id, workerId: worker.id });
+    for (const [i, head] of heads.entries()) {
+      if (out.length >= maxAssignments) {
+        for (const h of heads.slice(i)) settled.add(h.class_id);
+        break;
+      }
+      if (!skipped.has(head.id)) {
+        const worker = nextFreeFor(head);
+        if (worker) {
+          worker.free--;
+          out.push({ workRequestId: head.id, workerId: worker.id });
+        }
+      }
+      const ofClass = headsOf.get(head.class_id)!;
+      if (ofClass[ofClass.length - 1] === head && !settled.has(head.class_id)) {
+        const free = (byClass[0].get(head.class_id) ?? byClass[1].get(head.class_id)!).reduce((n, w) => n + Math.max(0, w.free), 0);
+        if (free) freeAfter.set(head.class_id, free);
+        else settled.add(head.class_id);
+      }
     }
-    return out;
+    return { out, settled, freeAfter };
   };
-  // Match first, then lock only the chosen requests: the heads are up to every class's free slots and
-  // classes share workers, so locking them all would lock many times more rows than get assigned.
+  /** The full read's matching: the heads read, and more of the classes where they might not suffice. */
+  const matchAsFullRead = async (skipped: ReadonlySet<number>): Promise<Match[]> => {
+    for (let round = 0; ; round++) {
+      buildLists();
+      const { out, settled, freeAfter } = match(skipped);
+      const grow = new Map<number, number>();
+      for (const c of classIds) {
+        if (!options.readAll && settled.has(c)) continue;
+        const needed = moreNeeded(c);
+        // A few rounds of growing GROWTH times (at most by the free slots its workers had left), then
+        // straight to what the full read reads.
+        const limit = limitOf.get(c)!;
+        if (needed !== undefined) grow.set(c, round < GROW_ROUNDS ? Math.min(needed, limit + Math.max(1, Math.min(freeAfter.get(c) ?? 0, (GROWTH - 1) * limit))) : needed);
+      }
+      if (!grow.size) return out;
+      for (const [c, limit] of grow) limitOf.set(c, limit);
+      await read([...grow.keys()]);
+    }
+  };
+  // Match first, then lock only the chosen requests: the heads are more than get assigned (and classes
+  // share workers), so locking them all would lock rows for nothing.
   // A chosen request that a concurrent requestWork holds is skipped and the matching runs again.
   const skipped = new Set<number>();
   const held = new Set<number>();
   let chosen: Match[] = [];
   for (let round = 0; round < MATCH_ROUNDS; round++) {
-    chosen = match(skipped);
+    chosen = await matchAsFullRead(skipped);
     const toLock = chosen.map((a) => a.workRequestId).filter((id) => !held.has(id));
     if (!toLock.length) break;
     for (const r of await em.execute<{ id: number }[]>(LOCK_ALL_SQL, [intArray(toLock)])) held.add(r.id);

@@ -8,18 +8,22 @@ import { notBackedOffSql } from './release-backoff.js';
  * the length of the queue. With `withTask` each head comes with its task, whose history may make it
  * heavy work (heavy.ts): a read of the heads' own rows. Without it the heads are read from the index
  * alone (an index-only scan), which is what a pass asks for when no task is heavy by its history.
+ * The fair key and the creation time (in microseconds, all of its precision) come as text, exact, so
+ * that the pass can merge heads read by several statements in this same order (pass.ts, `headBefore`).
+ * Per class: its id, how many heads, and how many to skip (those the pass read before).
  */
 export const classHeadsSql = (withTask: boolean) => {
   const task = withTask ? ', w.task_type, w.task_name' : '';
+  const taskOut = withTask ? ', t.task_type, t.task_name' : '';
   return `
-  select t.*
-    from unnest(?::int[], ?::int[]) as c(id, lim)
+  select t.id, t.class_id, t.prio, t.fair_key::text as fair_key, (extract(epoch from t.created_at) * 1000000)::bigint::text as created_us${taskOut}
+    from unnest(?::int[], ?::int[], ?::int[]) as c(id, lim, skip)
     cross join lateral (
       select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at${task}
         from work_request w
        where w.status = 'PENDING' and w.class_id = c.id
        order by ${queueOrderSql('w')}
-       limit c.lim
+       limit c.lim offset c.skip
     ) t
    order by ${headsOrderSql('t')}`;
 };

@@ -17,7 +17,7 @@ import { computeDemand } from '../../src/scheduler/demand.js';
 import { DIAGNOSIS_STATES, diagnose, PREFERRED_SHOWN } from '../../src/scheduler/diagnosis.js';
 import { assignNextWork } from '../../src/scheduler/next-work.js';
 import { taskKey, type TaskHistory } from '../../src/scheduler/heavy.js';
-import { runPass } from '../../src/scheduler/pass.js';
+import { runPass, type PassOptions } from '../../src/scheduler/pass.js';
 import { poolTagInput, type PoolTemplate } from '../../src/scheduler/pool-templates.js';
 import { loadWorkerStates, type WorkerState } from '../../src/scheduler/snapshot.js';
 import { TaskHistoryCache } from '../../src/scheduler/task-history.js';
@@ -478,6 +478,13 @@ async function checkWorld(world: World): Promise<void> {
   // A full pass (rolled back): matching, available, within capacity, maximal, never overtaking, and
   // static workers first: what went to a pool worker, no static worker that could run it had room for.
   const assigned = await inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config, new Date()));
+  // Exactly the full read's assignments, whatever the first number of heads per class and the bound.
+  const passWith = (maxAssignments: number | undefined, options: PassOptions) =>
+    inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config, new Date(), maxAssignments, options));
+  const fullRead = await passWith(undefined, { firstHeads: Infinity, readAll: true });
+  expect(assigned).toEqual(fullRead);
+  for (const firstHeads of [1, 2]) expect(await passWith(undefined, { firstHeads }), `first heads ${firstHeads}`).toEqual(fullRead);
+  for (const max of [1, 2]) expect(await passWith(max, { firstHeads: 1 }), `at most ${max}`).toEqual(await passWith(max, { firstHeads: Infinity, readAll: true }));
   const taken = new Map(assigned.map((a) => [a.workRequestId, workers.find((w) => w.id === a.workerId)!]));
   expect(taken.size).toBe(assigned.length);
   const left = new Map(workers.map((w) => [w.id, refFree(w)]));
