@@ -15,6 +15,7 @@ import { WorkRequestLogSchema } from './work-request-log.js';
 import { WorkRequestSchema } from './work-request.js';
 import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
+import { WorkerStateSchema } from './worker-state.js';
 import { WorkerSchema } from './worker.js';
 import { WorkspaceMemberSchema } from './workspace-member.js';
 import { WorkspaceSchema } from './workspace.js';
@@ -41,4 +42,5 @@ export const entities = [
   WorkRequestLogChunkSchema,
   InstanceSchema,
   ReleaseBackoffSchema,
+  WorkerStateSchema,
 ];
