@@ -1,3 +1,4 @@
+import { ClassPendingCountSchema } from './class-pending-count.js';
 import { EnvironmentSchema } from './environment.js';
 import { GroupSchema } from './group.js';
 import { IdempotencyKeySchema } from './idempotency-key.js';
@@ -43,4 +44,5 @@ export const entities = [
   InstanceSchema,
   ReleaseBackoffSchema,
   WorkerStateSchema,
+  ClassPendingCountSchema,
 ];

@@ -7,6 +7,7 @@ import type { WorkerPool } from '../entities/worker-pool.js';
 import { missingTags, ProvidedTagIndex } from '../tags/match.js';
 import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
 import { poolHealth } from './pool-health.js';
+import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
 import { loadPoolTemplates, poolConcurrency } from './pool-templates.js';
 import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
@@ -98,7 +99,8 @@ class PoolRoom {
 }
 
 /**
- * DESIGN §7 and §11 in bulk: pending work is counted per task class (one index-only scan), each
+ * DESIGN §7 and §11 in bulk: pending work per task class is read from the counts PostgreSQL keeps
+ * (pending-counts.ts: a few hundred rows, whatever the length of the queue), each
  * class is matched against each group of workers alike for every class (one match key, whose
  * eligible classes the cache keeps) and each pool template. Free slots serve first, static workers'
  * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
@@ -120,8 +122,7 @@ export async function computeDemand(
 ): Promise<ProvisioningDemand> {
   await cache.refresh(em);
   const [counts, loaded, pools, durations, runtime] = await Promise.all([
-    (pendingByClass as { class_id: number; n: number }[] | undefined) ??
-      em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
+    (pendingByClass as { class_id: number; n: number }[] | undefined) ?? countPendingByClass(em),
     loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
     loadPoolTemplates(em, config),
     em.execute<{ task_name: string; seconds: number }[]>(
