@@ -22,6 +22,9 @@ export const WorkerStateSchema = defineEntity({
     quarantinedAt: p.datetime().nullable(),
     terminatedAt: p.datetime().nullable(),
     lastCompletedAt: p.datetime().nullable(),
+    /** metadataReportedAt and lastCompletedAt as epoch milliseconds (fractions kept), computed by the trigger. */
+    reportedMs: p.double().nullable(),
+    lastCompletedMs: p.double().nullable(),
   },
 });
 export type WorkerStateRow = InferEntity<typeof WorkerStateSchema>;

@@ -71,8 +71,9 @@ async function expectExact(label: string): Promise<void> {
   const stateDiff = await t.sql<{ id: number }>(
     `select w.id from worker w full join worker_state s on s.worker_id = w.id
       where w.id is null or s.worker_id is null
-         or (w.shape_version, w.type::text, w.enabled, w.draining, w.shutting_down, w.connected_at, w.metadata_reported_at, w.quarantined_at, w.terminated_at, w.last_completed_at)
-            is distinct from (s.shape_version, s.type, s.enabled, s.draining, s.shutting_down, s.connected_at, s.metadata_reported_at, s.quarantined_at, s.terminated_at, s.last_completed_at)`,
+         or (w.shape_version, w.type::text, w.enabled, w.draining, w.shutting_down, w.connected_at, w.metadata_reported_at, w.quarantined_at, w.terminated_at, w.last_completed_at,
+              (extract(epoch from w.metadata_reported_at) * 1000)::float8, (extract(epoch from w.last_completed_at) * 1000)::float8)
+            is distinct from (s.shape_version, s.type, s.enabled, s.draining, s.shutting_down, s.connected_at, s.metadata_reported_at, s.quarantined_at, s.terminated_at, s.last_completed_at, s.reported_ms, s.last_completed_ms)`,
   );
   expect(stateDiff, `${label}: worker_state rows that differ from their worker`).toEqual([]);
 }
