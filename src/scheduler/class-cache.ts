@@ -41,6 +41,14 @@ export class ClassCache {
   private maxId = 0;
   private readonly keys = new MatchKeys();
   private readonly eligible = new Map<string, { upTo: number; ids: number[] }>();
+  /** Raised whenever the keys may have changed (a new requirement): keys remembered before it are stale. */
+  private keysGeneration = 0;
+  /**
+   * Keys remembered per provided-tags array: the worker snapshot hands out the same arrays for a
+   * worker until its shape changes, so keying 10,000 workers again (most of a demand call) is a
+   * lookup each. A state with another array (a fresh read) is keyed afresh.
+   */
+  private readonly keyOfTags = new WeakMap<readonly string[], { generation: number; type: string; requiredTags: readonly string[]; key: string }>();
 
   /** Loads the classes created since the last refresh (one indexed query). */
   async refresh(em: EntityManager): Promise<void> {
@@ -54,7 +62,10 @@ export class ClassCache {
       this.byId.set(row.id, row);
       this.maxId = r.id;
       // A requirement no class had before may split a key: start the keys over (rare: a new tag or minimum).
-      if (this.keys.add(r.required_tags)) this.eligible.clear();
+      if (this.keys.add(r.required_tags)) {
+        this.eligible.clear();
+        this.keysGeneration++;
+      }
     }
   }
 
@@ -75,12 +86,16 @@ export class ClassCache {
 
   /** The key under which workers get the same eligible classes (match-keys.ts). */
   keyOf(w: WorkerTags): string {
-    return this.keys.keyOf(w);
+    const known = this.keyOfTags.get(w.providedTags);
+    if (known && known.generation === this.keysGeneration && known.type === w.type && known.requiredTags === w.requiredTags) return known.key;
+    const key = this.keys.keyOf(w);
+    this.keyOfTags.set(w.providedTags, { generation: this.keysGeneration, type: w.type, requiredTags: w.requiredTags, key });
+    return key;
   }
 
   /** The ids of the classes a worker with these tags may run. */
   eligibleFor(w: WorkerTags): number[] {
-    const key = this.keys.keyOf(w);
+    const key = this.keyOf(w);
     let entry = this.eligible.get(key);
     if (!entry) {
       entry = { upTo: 0, ids: [] };

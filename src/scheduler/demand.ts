@@ -5,7 +5,7 @@ import { intArray } from '../db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../db/condition.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import { missingTags, ProvidedTagIndex } from '../tags/match.js';
-import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
+import { fitsOf, type ClassCache, type TaskClassRow } from './class-cache.js';
 import { poolHealth } from './pool-health.js';
 import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
@@ -134,14 +134,23 @@ export async function computeDemand(
     ),
     monthRuntimeByPool(em),
   ]);
-  // Static workers first (a stable sort keeps name order within each kind): their free slots serve
-  // before any pool worker's, here as in the passes, so that idle pool workers can be stopped.
-  const workers = [...loaded].sort((a, b) => Number(a.poolId !== null) - Number(b.poolId !== null));
+  // Static workers first, each kind in name order: their free slots serve before any pool worker's,
+  // here as in the passes, so that idle pool workers can be stopped.
+  const workers = [...loaded.filter((w) => w.poolId === null), ...loaded.filter((w) => w.poolId !== null)];
   const avg = new Map(durations.map((d) => [d.task_name, d.seconds]));
   const classById = new Map(cache.all().map((c) => [c.id, c]));
   const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
   const workerGroups = [...groupBy(workers, (w) => cache.keyOf(w)).values()];
-  const eligible = workerGroups.map((g) => new Set(cache.eligibleFor(g[0])));
+  // Per class, the groups that may run it, in group order (from each group's eligible classes: no class × group test).
+  const groupsOfClass = new Map<number, number[]>();
+  workerGroups.forEach((g, i) => {
+    for (const id of cache.eligibleFor(g[0])) {
+      const list = groupsOfClass.get(id);
+      if (list) list.push(i);
+      else groupsOfClass.set(id, [i]);
+    }
+  });
+  const poolFits = pools.map((p) => fitsOf(p)); // each template's provided tags indexed once
   const groupFree = workerGroups.map((g) => g.reduce((sum, w) => sum + w.free, 0));
   // Idle slots are consumed once, by the first classes that can use them; each group's workers front to back.
   const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
@@ -169,8 +178,8 @@ export async function computeDemand(
   for (const { class_id, n } of counts) {
     const cls = classById.get(class_id);
     if (!cls) continue;
-    const fittingGroups = workerGroups.flatMap((_, i) => (eligible[i].has(cls.id) ? [i] : []));
-    const fittingPools = pools.filter((p) => classFits(cls, p));
+    const fittingGroups = groupsOfClass.get(cls.id) ?? [];
+    const fittingPools = pools.filter((_, i) => poolFits[i](cls));
     if (!fittingGroups.length && !fittingPools.length) {
       if (!cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
       continue;
@@ -267,17 +276,19 @@ export async function computeDemand(
       )
     : [];
   const sampleOf = groupBy(samples, (x) => String(x.class_id));
-  const options = [
-    ...workerGroups.map((g) => ({
-      pool: null,
-      workerNames: g.slice(0, 10).map((w) => w.name),
-      workerIds: g.map((w) => w.id),
-      index: new ProvidedTagIndex(g[0].providedTags),
-      required: g[0].requiredTags,
-    })),
-    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
-  ];
   const shown = unschedulable.filter(({ cls }) => sampleOf.has(String(cls.id)));
+  const options = shown.length
+    ? [
+        ...workerGroups.map((g) => ({
+          pool: null,
+          workerNames: g.slice(0, 10).map((w) => w.name),
+          workerIds: g.map((w) => w.id),
+          index: indexOf(g[0].providedTags),
+          required: g[0].requiredTags,
+        })),
+        ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: indexOf(p.providedTags), required: p.requiredTags })),
+      ]
+    : [];
   const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
     count,
     sampleIds: sampleOf.get(String(cls.id))!.map((x) => x.id),
@@ -287,6 +298,17 @@ export async function computeDemand(
   }));
   const hiddenUnschedulableCount = unschedulable.filter((u) => !sampleOf.has(String(u.cls.id))).reduce((sum, u) => sum + u.count, 0);
   return { pendingTotal, pools: poolDemands, unschedulable: groups, hiddenUnschedulableCount };
+}
+
+/**
+ * The index of a set of provided tags, kept while the array lives: the worker snapshot hands out the
+ * same array for a worker until its shape changes, so the groups' indexes are built once, not per call.
+ */
+const indexes = new WeakMap<readonly string[], ProvidedTagIndex>();
+function indexOf(providedTags: readonly string[]): ProvidedTagIndex {
+  let index = indexes.get(providedTags);
+  if (!index) indexes.set(providedTags, (index = new ProvidedTagIndex(providedTags)));
+  return index;
 }
 
 /** A group of workers or a pool as a candidate for the nearest match, its provided tags indexed once. */

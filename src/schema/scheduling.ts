@@ -232,6 +232,9 @@ builder.queryFields((t) => ({
     },
     resolve: async (_r, args, ctx) => {
       const ids = [...new Set(args.workRequestIds.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0))];
+      // The workers' state is read while the visible ids are (the loaders keep it for the operation);
+      // its failure, if any, surfaces where the candidates await it.
+      if (ids.length) ctx.loaders.workerStates().catch(() => undefined);
       const visible = await visibleIds(ctx, ids);
       const loader = ctx.loaders.candidates(args.availableOnly ?? true);
       const lists = await Promise.all(visible.map((id) => loader.load(id)));
