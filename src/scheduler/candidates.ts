@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray } from '../db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../db/condition.js';
 import { fitsOf, type TaskClassRow } from './class-cache.js';
 import { classKey, tagName } from './classes.js';
 import { MatchKeys } from './match-keys.js';
@@ -104,13 +105,17 @@ function inNameOrder(workers: readonly WorkerState[]): readonly WorkerState[] {
   return sorted ? workers : [...workers].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** Loads the tags of many work requests in one statement. */
-export async function loadTaskTags(em: EntityManager, ids: readonly number[]): Promise<TaskTagsRow[]> {
+/**
+ * Loads the tags of many work requests in one statement; with `visible` (a condition on the alias
+ * `wr`, services/visibility.ts), only of those the viewer may see.
+ */
+export async function loadTaskTags(em: EntityManager, ids: readonly number[], visible: SqlCondition = ALWAYS): Promise<TaskTagsRow[]> {
   if (!ids.length) return [];
   const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
     // Arrays as JSON: the driver parses JSON natively, text[] several times slower.
-    'select id, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags from work_request where id = any(?::int[])',
-    [intArray(ids)],
+    `select wr.id, to_json(wr.provided_tags) as provided_tags, to_json(wr.required_tags) as required_tags
+       from work_request wr where wr.id = any(?::int[]) and ${visible.sql}`,
+    [intArray(ids), ...visible.params],
   );
   return rows.map((r) => ({ id: r.id, providedTags: r.provided_tags, requiredTags: r.required_tags }));
 }
