@@ -22,10 +22,22 @@ export function classFits(c: TaskClassRow, w: WorkerTags): boolean {
   return matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags }).ok;
 }
 
+/**
+ * The index of a set of provided tags, kept while the array lives: the worker snapshot hands out the
+ * same array for a worker until its shape changes, so the bulk questions index each shape once, not
+ * at every call (a candidates call over 10,000 workers matches a couple of hundred match keys).
+ */
+const indexes = new WeakMap<readonly string[], ProvidedTagIndex>();
+export function providedIndexOf(providedTags: readonly string[]): ProvidedTagIndex {
+  let index = indexes.get(providedTags);
+  if (!index) indexes.set(providedTags, (index = new ProvidedTagIndex(providedTags)));
+  return index;
+}
+
 /** {@link classFits} for one worker against many classes, its provided tags indexed once. */
 export function fitsOf(w: WorkerTags): (c: TaskClassRow) => boolean {
   if (w.type === 'not-assignable') return () => false;
-  const index = new ProvidedTagIndex(w.providedTags);
+  const index = providedIndexOf(w.providedTags);
   return (c) => c.requiredTags.every((t) => index.satisfies(t)) && missingTags(w.requiredTags, c.significantProvidedTags).length === 0;
 }
 

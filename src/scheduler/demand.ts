@@ -5,7 +5,7 @@ import { intArray } from '../db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../db/condition.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import { missingTags, ProvidedTagIndex } from '../tags/match.js';
-import { fitsOf, type ClassCache, type TaskClassRow } from './class-cache.js';
+import { fitsOf, providedIndexOf, type ClassCache, type TaskClassRow } from './class-cache.js';
 import { poolHealth } from './pool-health.js';
 import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
@@ -283,10 +283,10 @@ export async function computeDemand(
           pool: null,
           workerNames: g.slice(0, 10).map((w) => w.name),
           workerIds: g.map((w) => w.id),
-          index: indexOf(g[0].providedTags),
+          index: providedIndexOf(g[0].providedTags),
           required: g[0].requiredTags,
         })),
-        ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: indexOf(p.providedTags), required: p.requiredTags })),
+        ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: providedIndexOf(p.providedTags), required: p.requiredTags })),
       ]
     : [];
   const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
@@ -298,17 +298,6 @@ export async function computeDemand(
   }));
   const hiddenUnschedulableCount = unschedulable.filter((u) => !sampleOf.has(String(u.cls.id))).reduce((sum, u) => sum + u.count, 0);
   return { pendingTotal, pools: poolDemands, unschedulable: groups, hiddenUnschedulableCount };
-}
-
-/**
- * The index of a set of provided tags, kept while the array lives: the worker snapshot hands out the
- * same array for a worker until its shape changes, so the groups' indexes are built once, not per call.
- */
-const indexes = new WeakMap<readonly string[], ProvidedTagIndex>();
-function indexOf(providedTags: readonly string[]): ProvidedTagIndex {
-  let index = indexes.get(providedTags);
-  if (!index) indexes.set(providedTags, (index = new ProvidedTagIndex(providedTags)));
-  return index;
 }
 
 /** A group of workers or a pool as a candidate for the nearest match, its provided tags indexed once. */
