@@ -109,9 +109,13 @@ async function reusable(o: Options, label: string): Promise<{ result: unknown; m
     const { rows } = await c.query<{ comment: string | null }>(`select shobj_description(oid, 'pg_database') as comment from pg_database where datname = $1`, [o.dbName]);
     return rows[0]?.comment ?? null;
   });
-  if (!comment) return null;
-  const stored = JSON.parse(comment) as { mark: string; load: unknown };
-  if (stored.mark !== workloadMark(o, label)) return null;
+  let stored: { mark?: string; load?: unknown } | null = null;
+  try {
+    stored = comment ? (JSON.parse(comment) as { mark?: string; load?: unknown }) : null;
+  } catch {
+    return null; // someone else's comment: not a database this bench loaded
+  }
+  if (stored?.mark !== workloadMark(o, label)) return null;
   const started = performance.now();
   const client = new pg.Client({ connectionString: withDatabase(o.databaseUrl, o.dbName) });
   await client.connect();
