@@ -4,7 +4,7 @@ import DataLoader from 'dataloader';
 import type { Config } from './config.js';
 import { intArray, textArray } from './db/arrays.js';
 import { InstanceSchema, type Instance } from './entities/instance.js';
-import { candidatesOf, loadTaskTags } from './scheduler/candidates.js';
+import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/candidates.js';
 import type { ClassCache } from './scheduler/class-cache.js';
 import type { PlacementContext } from './scheduler/diagnosis.js';
 import { monthRuntimeByPool } from './scheduler/pool-runtime.js';
@@ -42,6 +42,8 @@ export interface Loaders {
   readonly queuePositions: DataLoader<number, QueuePosition | null>;
   /** The task history and the workers' eligible class counts a diagnosis places requests with, read once per operation; null without the caches. */
   placementContext(): Promise<PlacementContext | null>;
+  /** The tags of work requests by id (null: no such request), for the candidates; `candidateWorkers` primes it. */
+  readonly taskTags: DataLoader<number, TaskTagsRow | null>;
   /** The candidate workers per work request id (all matching, or only those with a free slot now). */
   candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
   /**
@@ -59,6 +61,10 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
   let states: Promise<WorkerState[]> | null = null;
   const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, snapshot));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
+  const taskTags = new DataLoader<number, TaskTagsRow | null>(async (ids) => {
+    const found = new Map((await loadTaskTags(em, ids)).map((t) => [t.id, t]));
+    return ids.map((id) => found.get(id) ?? null);
+  });
   let templates: Promise<PoolTemplate[]> | null = null;
   const byIdLoaders = new Map<unknown, DataLoader<number, unknown>>();
   let runtimes: Promise<Map<number, number>> | null = null;
@@ -114,12 +120,14 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       return ids.map((id) => found.get(id) ?? []);
     }),
     workerStates,
+    taskTags,
     poolTemplates: () => (templates ??= loadPoolTemplates(em, config)),
     candidates(availableOnly) {
       let loader = candidateLoaders.get(availableOnly);
       if (!loader) {
         loader = new DataLoader(async (ids) => {
-          const [tasks, workers] = await Promise.all([loadTaskTags(em, ids), workerStates()]);
+          const [tags, workers] = await Promise.all([taskTags.loadMany(ids), workerStates()]);
+          const tasks = tags.filter((t): t is TaskTagsRow => t !== null && !(t instanceof Error));
           const found = candidatesOf(tasks, workers, availableOnly, snapshot ? (required) => snapshot.keying(required) : undefined);
           return ids.map((id) => found.get(id) ?? []);
         });

@@ -1,3 +1,4 @@
+import { ClassPendingCountSchema } from './class-pending-count.js';
 import { EnvironmentSchema } from './environment.js';
 import { GroupSchema } from './group.js';
 import { IdempotencyKeySchema } from './idempotency-key.js';
@@ -15,6 +16,7 @@ import { WorkRequestLogSchema } from './work-request-log.js';
 import { WorkRequestSchema } from './work-request.js';
 import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
+import { WorkerStateSchema } from './worker-state.js';
 import { WorkerSchema } from './worker.js';
 import { WorkspaceMemberSchema } from './workspace-member.js';
 import { WorkspaceSchema } from './workspace.js';
@@ -41,4 +43,6 @@ export const entities = [
   WorkRequestLogChunkSchema,
   InstanceSchema,
   ReleaseBackoffSchema,
+  WorkerStateSchema,
+  ClassPendingCountSchema,
 ];

@@ -14,6 +14,7 @@ import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
 import { computeDemand } from '../scheduler/demand.js';
+import { pendingByClass as countPendingByClass } from '../scheduler/pending-counts.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../scheduler/availability.js';
 
@@ -39,14 +40,13 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const em = deps.orm.em.fork();
   const now = new Date();
 
-  // Both counts are index-only scans: of work_request_unfinished_workspace and of the queue's own index.
+  // By workspace and status: an index-only scan of work_request_unfinished_workspace; pending by class:
+  // the counts PostgreSQL keeps (scheduler/pending-counts.ts).
   const byStatus = await em.execute<{ workspace_id: number; status: string; n: number }[]>(
     `select workspace_id, status, count(*)::int as n from work_request
       where status in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING') group by workspace_id, status`,
   );
-  const pendingByClass = await em.execute<{ class_id: number; n: number }[]>(
-    `select class_id, count(*)::int as n from work_request where status = 'PENDING' and class_id is not null group by class_id`,
-  );
+  const pendingByClass = await countPendingByClass(em, { classified: true });
   const workspaces = await em.execute<{ id: number; name: string; is_public: boolean }[]>(
     `select w.id, s.name || '/' || w.name as name, w.is_public from workspace w join scope s on s.id = w.scope_id`,
   );

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray } from '../db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../db/condition.js';
 import { fitsOf, type TaskClassRow } from './class-cache.js';
 import { classKey, tagName } from './classes.js';
 import { MatchKeys } from './match-keys.js';
@@ -30,7 +31,8 @@ export function candidatesOf(
   },
 ): Map<number, WorkerState[]> {
   const byName = inNameOrder(availableOnly ? workers.filter((w) => w.free > 0) : workers);
-  const significant = new Set(workers.flatMap((w) => w.requiredTags.map(tagName)));
+  const significant = new Set<string>();
+  for (const w of workers) for (const tag of w.requiredTags) significant.add(tagName(tag));
   // Workers by match key: a key's workers decide every one of these tasks alike.
   const keyOf = keying(tasks.flatMap((t) => t.requiredTags));
   const keyIndex = new Map<string, number>();
@@ -55,6 +57,7 @@ export function candidatesOf(
   // time proportional to its length, not to the number of workers.
   const positionsOfKey: number[][] = fitsOfKey.map(() => []);
   keyOfWorker.forEach((k, i) => positionsOfKey[k].push(i));
+  const marked = new Uint8Array(byName.length); // positions of one list, for the lists gathered from several keys
   const out = new Map<number, WorkerState[]>();
   const lists = new Map<string, WorkerState[]>(); // task groups that fit the same keys share one list
   for (const group of taskGroups.values()) {
@@ -62,13 +65,32 @@ export function candidatesOf(
     const which = fitting.join(',');
     let list = lists.get(which);
     if (!list) {
-      let size = 0;
-      for (const k of fitting) size += positionsOfKey[k].length;
-      const positions = new Int32Array(size);
-      let at = 0;
-      for (const k of fitting) for (const i of positionsOfKey[k]) positions[at++] = i;
-      positions.sort();
-      list = Array.from(positions, (i) => byName[i]);
+      if (fitting.length === 1) {
+        list = positionsOfKey[fitting[0]].map((i) => byName[i]); // already in name order
+      } else {
+        // Name order of the union without sorting it: mark the positions, then read them in order,
+        // from the first marked to the last.
+        let size = 0;
+        let first = byName.length;
+        let last = -1;
+        for (const k of fitting) {
+          const positions = positionsOfKey[k];
+          size += positions.length;
+          if (positions.length) {
+            first = Math.min(first, positions[0]);
+            last = Math.max(last, positions[positions.length - 1]);
+          }
+          for (const i of positions) marked[i] = 1;
+        }
+        list = new Array<WorkerState>(size);
+        let at = 0;
+        for (let i = first; i <= last; i++) {
+          if (marked[i]) {
+            list[at++] = byName[i];
+            marked[i] = 0;
+          }
+        }
+      }
       lists.set(which, list);
     }
     for (const { task } of group) out.set(task.id, list);
@@ -83,13 +105,17 @@ function inNameOrder(workers: readonly WorkerState[]): readonly WorkerState[] {
   return sorted ? workers : [...workers].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** Loads the tags of many work requests in one statement. */
-export async function loadTaskTags(em: EntityManager, ids: readonly number[]): Promise<TaskTagsRow[]> {
+/**
+ * Loads the tags of many work requests in one statement; with `visible` (a condition on the alias
+ * `wr`, services/visibility.ts), only of those the viewer may see.
+ */
+export async function loadTaskTags(em: EntityManager, ids: readonly number[], visible: SqlCondition = ALWAYS): Promise<TaskTagsRow[]> {
   if (!ids.length) return [];
   const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
     // Arrays as JSON: the driver parses JSON natively, text[] several times slower.
-    'select id, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags from work_request where id = any(?::int[])',
-    [intArray(ids)],
+    `select wr.id, to_json(wr.provided_tags) as provided_tags, to_json(wr.required_tags) as required_tags
+       from work_request wr where wr.id = any(?::int[]) and ${visible.sql}`,
+    [intArray(ids), ...visible.params],
   );
   return rows.map((r) => ({ id: r.id, providedTags: r.provided_tags, requiredTags: r.required_tags }));
 }

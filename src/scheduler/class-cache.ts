@@ -22,10 +22,22 @@ export function classFits(c: TaskClassRow, w: WorkerTags): boolean {
   return matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags }).ok;
 }
 
+/**
+ * The index of a set of provided tags, kept while the array lives: the worker snapshot hands out the
+ * same array for a worker until its shape changes, so the bulk questions index each shape once, not
+ * at every call (a candidates call over 10,000 workers matches a couple of hundred match keys).
+ */
+const indexes = new WeakMap<readonly string[], ProvidedTagIndex>();
+export function providedIndexOf(providedTags: readonly string[]): ProvidedTagIndex {
+  let index = indexes.get(providedTags);
+  if (!index) indexes.set(providedTags, (index = new ProvidedTagIndex(providedTags)));
+  return index;
+}
+
 /** {@link classFits} for one worker against many classes, its provided tags indexed once. */
 export function fitsOf(w: WorkerTags): (c: TaskClassRow) => boolean {
   if (w.type === 'not-assignable') return () => false;
-  const index = new ProvidedTagIndex(w.providedTags);
+  const index = providedIndexOf(w.providedTags);
   return (c) => c.requiredTags.every((t) => index.satisfies(t)) && missingTags(w.requiredTags, c.significantProvidedTags).length === 0;
 }
 
@@ -41,6 +53,14 @@ export class ClassCache {
   private maxId = 0;
   private readonly keys = new MatchKeys();
   private readonly eligible = new Map<string, { upTo: number; ids: number[] }>();
+  /** Raised whenever the keys may have changed (a new requirement): keys remembered before it are stale. */
+  private keysGeneration = 0;
+  /**
+   * Keys remembered per provided-tags array: the worker snapshot hands out the same arrays for a
+   * worker until its shape changes, so keying 10,000 workers again (most of a demand call) is a
+   * lookup each. A state with another array (a fresh read) is keyed afresh.
+   */
+  private readonly keyOfTags = new WeakMap<readonly string[], { generation: number; type: string; requiredTags: readonly string[]; key: string }>();
 
   /** Loads the classes created since the last refresh (one indexed query). */
   async refresh(em: EntityManager): Promise<void> {
@@ -54,7 +74,10 @@ export class ClassCache {
       this.byId.set(row.id, row);
       this.maxId = r.id;
       // A requirement no class had before may split a key: start the keys over (rare: a new tag or minimum).
-      if (this.keys.add(r.required_tags)) this.eligible.clear();
+      if (this.keys.add(r.required_tags)) {
+        this.eligible.clear();
+        this.keysGeneration++;
+      }
     }
   }
 
@@ -75,12 +98,16 @@ export class ClassCache {
 
   /** The key under which workers get the same eligible classes (match-keys.ts). */
   keyOf(w: WorkerTags): string {
-    return this.keys.keyOf(w);
+    const known = this.keyOfTags.get(w.providedTags);
+    if (known && known.generation === this.keysGeneration && known.type === w.type && known.requiredTags === w.requiredTags) return known.key;
+    const key = this.keys.keyOf(w);
+    this.keyOfTags.set(w.providedTags, { generation: this.keysGeneration, type: w.type, requiredTags: w.requiredTags, key });
+    return key;
   }
 
   /** The ids of the classes a worker with these tags may run. */
   eligibleFor(w: WorkerTags): number[] {
-    const key = this.keys.keyOf(w);
+    const key = this.keyOf(w);
     let entry = this.eligible.get(key);
     if (!entry) {
       entry = { upTo: 0, ids: [] };

@@ -5,8 +5,9 @@ import { intArray } from '../db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../db/condition.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import { missingTags, ProvidedTagIndex } from '../tags/match.js';
-import { classFits, type ClassCache, type TaskClassRow } from './class-cache.js';
+import { fitsOf, providedIndexOf, type ClassCache, type TaskClassRow } from './class-cache.js';
 import { poolHealth } from './pool-health.js';
+import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
 import { loadPoolTemplates, poolConcurrency } from './pool-templates.js';
 import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
@@ -98,7 +99,8 @@ class PoolRoom {
 }
 
 /**
- * DESIGN §7 and §11 in bulk: pending work is counted per task class (one index-only scan), each
+ * DESIGN §7 and §11 in bulk: pending work per task class is read from the counts PostgreSQL keeps
+ * (pending-counts.ts: a few hundred rows, whatever the length of the queue), each
  * class is matched against each group of workers alike for every class (one match key, whose
  * eligible classes the cache keeps) and each pool template. Free slots serve first, static workers'
  * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
@@ -120,8 +122,7 @@ export async function computeDemand(
 ): Promise<ProvisioningDemand> {
   await cache.refresh(em);
   const [counts, loaded, pools, durations, runtime] = await Promise.all([
-    (pendingByClass as { class_id: number; n: number }[] | undefined) ??
-      em.execute<{ class_id: number; n: number }[]>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by class_id`),
+    (pendingByClass as { class_id: number; n: number }[] | undefined) ?? countPendingByClass(em),
     loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
     loadPoolTemplates(em, config),
     em.execute<{ task_name: string; seconds: number }[]>(
@@ -133,14 +134,23 @@ export async function computeDemand(
     ),
     monthRuntimeByPool(em),
   ]);
-  // Static workers first (a stable sort keeps name order within each kind): their free slots serve
-  // before any pool worker's, here as in the passes, so that idle pool workers can be stopped.
-  const workers = [...loaded].sort((a, b) => Number(a.poolId !== null) - Number(b.poolId !== null));
+  // Static workers first, each kind in name order: their free slots serve before any pool worker's,
+  // here as in the passes, so that idle pool workers can be stopped.
+  const workers = [...loaded.filter((w) => w.poolId === null), ...loaded.filter((w) => w.poolId !== null)];
   const avg = new Map(durations.map((d) => [d.task_name, d.seconds]));
   const classById = new Map(cache.all().map((c) => [c.id, c]));
   const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
   const workerGroups = [...groupBy(workers, (w) => cache.keyOf(w)).values()];
-  const eligible = workerGroups.map((g) => new Set(cache.eligibleFor(g[0])));
+  // Per class, the groups that may run it, in group order (from each group's eligible classes: no class × group test).
+  const groupsOfClass = new Map<number, number[]>();
+  workerGroups.forEach((g, i) => {
+    for (const id of cache.eligibleFor(g[0])) {
+      const list = groupsOfClass.get(id);
+      if (list) list.push(i);
+      else groupsOfClass.set(id, [i]);
+    }
+  });
+  const poolFits = pools.map((p) => fitsOf(p)); // each template's provided tags indexed once
   const groupFree = workerGroups.map((g) => g.reduce((sum, w) => sum + w.free, 0));
   // Idle slots are consumed once, by the first classes that can use them; each group's workers front to back.
   const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
@@ -168,8 +178,8 @@ export async function computeDemand(
   for (const { class_id, n } of counts) {
     const cls = classById.get(class_id);
     if (!cls) continue;
-    const fittingGroups = workerGroups.flatMap((_, i) => (eligible[i].has(cls.id) ? [i] : []));
-    const fittingPools = pools.filter((p) => classFits(cls, p));
+    const fittingGroups = groupsOfClass.get(cls.id) ?? [];
+    const fittingPools = pools.filter((_, i) => poolFits[i](cls));
     if (!fittingGroups.length && !fittingPools.length) {
       if (!cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
       continue;
@@ -266,17 +276,19 @@ export async function computeDemand(
       )
     : [];
   const sampleOf = groupBy(samples, (x) => String(x.class_id));
-  const options = [
-    ...workerGroups.map((g) => ({
-      pool: null,
-      workerNames: g.slice(0, 10).map((w) => w.name),
-      workerIds: g.map((w) => w.id),
-      index: new ProvidedTagIndex(g[0].providedTags),
-      required: g[0].requiredTags,
-    })),
-    ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: new ProvidedTagIndex(p.providedTags), required: p.requiredTags })),
-  ];
   const shown = unschedulable.filter(({ cls }) => sampleOf.has(String(cls.id)));
+  const options = shown.length
+    ? [
+        ...workerGroups.map((g) => ({
+          pool: null,
+          workerNames: g.slice(0, 10).map((w) => w.name),
+          workerIds: g.map((w) => w.id),
+          index: providedIndexOf(g[0].providedTags),
+          required: g[0].requiredTags,
+        })),
+        ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: providedIndexOf(p.providedTags), required: p.requiredTags })),
+      ]
+    : [];
   const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
     count,
     sampleIds: sampleOf.get(String(cls.id))!.map((x) => x.id),

@@ -7,6 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { NO_METRICS, type AssignmentVia, type SchedulerRecorder } from '../metrics/recorder.js';
 import { ClassCache } from './class-cache.js';
 import { disconnectSilentWorkers, expireLeases } from './leases.js';
+import { compactPendingCounts } from './pending-counts.js';
 import { forgetEndedBackoffs } from './release-backoff.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { runPass } from './pass.js';
@@ -118,6 +119,8 @@ export function createScheduler(deps: {
       await forgetEndedBackoffs(tx, now);
       return { changes, settled: aborted.length ? await settleDependents(tx, config, aborted) : [], gone: await disconnectSilentWorkers(tx, changes, now, config) };
     });
+    // The pending counts' rows folded in a statement of its own (its row locks held for no longer).
+    await compactPendingCounts(orm.em.fork());
     for (const w of gone) events.publish('workerChanged', w);
     for (const c of changes) events.publish('workRequestChanged', { id: c.id, workspaceId: c.workspaceId });
     for (const s of settled) events.publish('workRequestChanged', s);

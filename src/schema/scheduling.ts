@@ -2,8 +2,8 @@ import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
 import { candidatesQueryCost, costOf, FIELD_COSTS, fixedCost, pagedCost } from '../limits/cost.js';
 import type { Context } from '../context.js';
-import { intArray } from '../db/arrays.js';
 import { UNAVAILABLE } from '../scheduler/availability.js';
+import { loadTaskTags } from '../scheduler/candidates.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
 import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
@@ -166,12 +166,15 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
   }),
 });
 
-/** The requested ids the viewer may see, in the order they were asked for (one statement for all of them). */
+/**
+ * The requested ids the viewer may see, in the order they were asked for, in one statement that also
+ * reads their tags for the candidates (the loaders keep them for the operation).
+ */
 async function visibleIds(ctx: Context, ids: number[]): Promise<number[]> {
   if (!ids.length) return [];
-  const visible = workRequestSql(principalOf(ctx.viewer), 'wr');
-  const rows = await ctx.em.execute<{ id: number }[]>(`select wr.id from work_request wr where wr.id = any(?::int[]) and ${visible.sql}`, [intArray(ids), ...visible.params]);
-  const ok = new Set(rows.map((r) => r.id));
+  const tasks = await loadTaskTags(ctx.em, ids, workRequestSql(principalOf(ctx.viewer), 'wr'));
+  for (const task of tasks) ctx.loaders.taskTags.prime(task.id, task);
+  const ok = new Set(tasks.map((t) => t.id));
   return ids.filter((id) => ok.has(id));
 }
 
@@ -241,6 +244,9 @@ builder.queryFields((t) => ({
     },
     resolve: async (_r, args, ctx) => {
       const ids = [...new Set(args.workRequestIds.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0))];
+      // The workers' state is read while the visible ids are (the loaders keep it for the operation);
+      // its failure, if any, surfaces where the candidates await it.
+      if (ids.length) ctx.loaders.workerStates().catch(() => undefined);
       const visible = await visibleIds(ctx, ids);
       const loader = ctx.loaders.candidates(args.availableOnly ?? true);
       const lists = await Promise.all(visible.map((id) => loader.load(id)));

@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * start then write no GIN entries (about forty per request), which was most of what a pass spent
  * writing its assignments. The tag filters of `workRequests` check the active requests apart.
  */
-export class Migration20261126100000_tag_indexes_inactive extends Migration {
+export class Migration20261126095000_tag_indexes_inactive extends Migration {
   override async up(): Promise<void> {
     for (const side of ['provided', 'required']) {
       this.addSql(`drop index "work_request_${side}_tags_gin";`);
