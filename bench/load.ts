@@ -19,6 +19,7 @@ import { createOrm, migrate } from '../src/orm.js';
 import { classIdsFor, registerSignificantTags } from '../src/scheduler/classes.js';
 import { AnalysisSources, analyzeRequest } from '../src/services/task-analysis.js';
 import { createTaskRule } from '../src/services/task-rules.js';
+import { RECOUNT_PENDING_SQL } from '../src/scheduler/pending-counts.js';
 import { phase } from './progress.js';
 import { Random } from './prng.js';
 import { QUEUE_SPAN_SECONDS, type Workload } from './workload.js';
@@ -306,6 +307,8 @@ async function loadQueue(
     timings.history = p.end(`${history.historyRows} completed requests`);
   }
   await c.query(`set session_replication_role = origin`);
+  // The replica role also turned off the triggers that count pending requests per class (demand reads them).
+  await c.query(RECOUNT_PENDING_SQL);
 
   p = phase('queue: rebuild indexes', indexes.length);
   await c.query(`set maintenance_work_mem = '512MB'`);
