@@ -199,6 +199,8 @@ export function startWsServer(deps: {
       await server.dispose();
       const held = [...new Set([...workerConnections.keys(), ...recording.keys()])];
       workerConnections.clear();
+      // Disconnections being recorded publish their events when they are done: before the events close.
+      await Promise.all(recording.values());
       await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
     },
   };
