@@ -32,6 +32,32 @@ export interface WorkerRow {
   readonly quarantined?: boolean;
 }
 
+/**
+ * A farm where every worker can run every request through four task classes, so that concurrent
+ * callers contend on shared queue heads (the race and pending-count tests).
+ */
+export const CONTENDED = {
+  providedTags: ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:amd64', 'worker:memory-gib=8'],
+  classes: [['worker:type:worker'], ['worker:type:worker', 'worker:cap:sbuild'], ['worker:type:worker', 'worker:build-arch:amd64'], ['worker:type:worker', 'worker:memory-gib>=4']],
+} as const;
+
+/** `count` connected, idle workers of the contended farm, named `prefix-NN…`. */
+export function contendedWorkers(prefix: string, count: number, concurrency: number): WorkerRow[] {
+  const width = String(count - 1).length;
+  return Array.from({ length: count }, (_, i) => ({
+    name: `${prefix}-${String(i).padStart(width, '0')}`,
+    type: 'worker',
+    providedTags: CONTENDED.providedTags,
+    requiredTags: [],
+    concurrency,
+    enabled: true,
+    draining: false,
+    connection: 'connected',
+    terminated: false,
+    active: 0,
+  }));
+}
+
 /** A PENDING work request to write: `createdAtSeconds` after a fixed base time, so that ties are possible. */
 export interface RequestRow {
   readonly key: string;

@@ -9,31 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { registerSignificantTags } from '../../src/scheduler/classes.js';
 import { compactPendingCounts, pendingByClass } from '../../src/scheduler/pending-counts.js';
 import { useTestApp } from '../helpers/app.js';
-import { classifyPending, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
+import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
 
 const t = useTestApp();
 
 const WORKERS = 24;
-const PROVIDED = ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:amd64', 'worker:memory-gib=8'];
-const CLASSES = [
-  ['worker:type:worker'],
-  ['worker:type:worker', 'worker:cap:sbuild'],
-  ['worker:type:worker', 'worker:build-arch:amd64'],
-  ['worker:type:worker', 'worker:memory-gib>=4'],
-];
-
-const workers: WorkerRow[] = Array.from({ length: WORKERS }, (_, i) => ({
-  name: `count-${String(i).padStart(2, '0')}`,
-  type: 'worker',
-  providedTags: PROVIDED,
-  requiredTags: [],
-  concurrency: 2,
-  enabled: true,
-  draining: false,
-  connection: 'connected',
-  terminated: false,
-  active: 0,
-}));
+const CLASSES = CONTENDED.classes;
+const workers: WorkerRow[] = contendedWorkers('count', WORKERS, 2);
 let serial = 0;
 /** Requests over the four classes; some provide `lane:fast`, which no worker requires yet (a re-classification later splits them off). */
 const batch = (n: number): RequestRow[] =>

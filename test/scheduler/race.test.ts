@@ -11,7 +11,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
-import { classifyPending, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
+import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
 
 const WORKERS = 100;
 const CONCURRENCY = 2;
@@ -55,27 +55,8 @@ async function gql(app: App, query: string, variables: Record<string, unknown>, 
 const REQUEST_WORK = `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } ... on Error { code message } } }`;
 const COMPLETE = `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code message } } }`;
 
-// Every worker can run every request, through four task classes, so that callers contend on shared queue heads.
-const PROVIDED = ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:amd64', 'worker:memory-gib=8'];
-const CLASSES = [
-  ['worker:type:worker'],
-  ['worker:type:worker', 'worker:cap:sbuild'],
-  ['worker:type:worker', 'worker:build-arch:amd64'],
-  ['worker:type:worker', 'worker:memory-gib>=4'],
-];
-
-const workers: WorkerRow[] = Array.from({ length: WORKERS }, (_, i) => ({
-  name: `race-${String(i).padStart(3, '0')}`,
-  type: 'worker',
-  providedTags: PROVIDED,
-  requiredTags: [],
-  concurrency: CONCURRENCY,
-  enabled: true,
-  draining: false,
-  connection: 'connected',
-  terminated: false,
-  active: 0,
-}));
+const CLASSES = CONTENDED.classes;
+const workers: WorkerRow[] = contendedWorkers('race', WORKERS, CONCURRENCY);
 const requests: RequestRow[] = Array.from({ length: REQUESTS }, (_, i) => ({
   key: `job-${i}`,
   providedTags: [`task:source-package:p${i % 37}`],
