@@ -60,6 +60,11 @@ describe('a quarantine probe is never re-queued', () => {
     expect(row.status_reason).toContain('never re-queued');
     expect(await pending()).toBe(0);
     expect(await quarantined()).toBe(true);
+    // Its status page says what it was.
+    const { url } = await t.app.start();
+    const res = await fetch(url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), { headers: { authorization: `Bearer ${t.adminToken}` } });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('a quarantine probe: its SUCCESS lifts the quarantine of its worker');
   });
 
   it('its lease run out (not acknowledged): ABORTED by the sweep, nothing pending', async () => {

@@ -71,7 +71,7 @@ ${log.nextOffset < log.totalBytes ? html`<p><a href="${href(['work-requests', wr
 <dl class="facts">
 <dt>Status</dt><dd>${badge(wr.status)}${wr.result ? html` ${badge(wr.result)}` : ''}${wr.exitCode !== null && wr.exitCode !== undefined ? ` exit code ${wr.exitCode}` : ''}</dd>
 ${wr.statusReason ? html`<dt>Reason</dt><dd>${wr.statusReason}</dd>` : ''}
-<dt>Task</dt><dd>${wr.taskType} / ${wr.taskName}</dd>
+<dt>Task</dt><dd>${wr.taskType} / ${wr.taskName}${wr.quarantineProbe ? ' · a quarantine probe: its SUCCESS lifts the quarantine of its worker' : ''}</dd>
 <dt>Workspace</dt><dd>${workspace}</dd>
 <dt>Worker</dt><dd>${wr.worker ? html`<a href="${href(['workers', wr.worker.name])}">${wr.worker.name}</a>` : html`<span class="muted">none</span>`}</dd>
 ${wr.parent ? html`<dt>Workflow</dt><dd>${workLink(wr.parent.id)}</dd>` : ''}
