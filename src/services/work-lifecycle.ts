@@ -192,33 +192,37 @@ async function completeQuietSuccess(em: EntityManager, id: number, workerId: num
           and not exists (select 1 from worker q where q.id = r.worker_id and q.quarantined_at is not null)
        returning r.*
      ),
-     w as (
-       update worker set last_completed_at = greatest(coalesce(last_completed_at, ?), ?) where id = (select worker_id from done)
-     ),
-     d as (
-       insert into task_duration (task_type, task_name, day, runs, seconds)
-       select task_type, task_name, (?::timestamptz at time zone 'UTC')::date, 1, greatest(0, extract(epoch from (?::timestamptz - started_at)))::float8 from done
-       on conflict (task_type, task_name, day) do update set runs = task_duration.runs + 1, seconds = task_duration.seconds + excluded.seconds
-     )
+     ${completionTotalsSql('done')}
      select * from done`,
-    [now, now, exitCode, id, workerId, textArray(UNASSIGNABLE_TASK_TYPES), now, now, now, now],
+    [now, now, exitCode, id, workerId, textArray(UNASSIGNABLE_TASK_TYPES), ...completionTotalsParams(now)],
   );
   return row ? em.map(WorkRequestSchema, row) : null;
 }
 
 /**
- * What the scheduler keeps from a completion instead of reading history: the worker's last completion
- * (its idle time) and the run's duration in its task's total for the day (demand's estimates).
+ * What the scheduler keeps from a completion instead of reading history, as two CTEs over `source` (the
+ * completed row: worker_id, task_type, task_name, started_at): the worker's last completion (its idle
+ * time) and the run's duration in its task's total for the day (demand's estimates, heavy work). Both
+ * ways of completing write them with this; its parameters are completionTotalsParams.
  */
+const completionTotalsSql = (source: string) => `
+  totals_worker as (
+    update worker set last_completed_at = greatest(coalesce(last_completed_at, ?), ?) where id = (select worker_id from ${source})
+  ),
+  totals_task as (
+    insert into task_duration (task_type, task_name, day, runs, seconds)
+    select task_type, task_name, (?::timestamptz at time zone 'UTC')::date, 1, greatest(0, extract(epoch from (?::timestamptz - started_at)))::float8 from ${source}
+    on conflict (task_type, task_name, day) do update set runs = task_duration.runs + 1, seconds = task_duration.seconds + excluded.seconds
+  )`;
+const completionTotalsParams = (now: Date): Date[] => [now, now, now, now];
+
+/** The totals of a completion just flushed in this transaction (completionTotalsSql), in one statement. */
 async function recordCompletion(em: EntityManager, wr: WorkRequest, now: Date): Promise<void> {
-  if (wr.worker) {
-    await em.execute(`update worker set last_completed_at = greatest(coalesce(last_completed_at, ?), ?) where id = ?`, [now, now, wr.worker.id]);
-  }
-  const seconds = Math.max(0, (now.getTime() - (wr.startedAt ?? now).getTime()) / 1000);
   await em.execute(
-    `insert into task_duration (task_type, task_name, day, runs, seconds) values (?, ?, (?::timestamptz at time zone 'UTC')::date, 1, ?)
-     on conflict (task_type, task_name, day) do update set runs = task_duration.runs + 1, seconds = task_duration.seconds + excluded.seconds`,
-    [wr.taskType, wr.taskName, now, seconds],
+    `with done as (select worker_id, task_type, task_name, started_at from work_request where id = ?),
+     ${completionTotalsSql('done')}
+     select 1`,
+    [wr.id, ...completionTotalsParams(now)],
   );
 }
 
