@@ -19,11 +19,17 @@ export const FAIR_QUANTUM_MS = 1000;
 export const FAIR_KEY_DEFAULT_SQL = `((extract(epoch from now()) * 1000)::bigint)`;
 
 /**
+ * A request's effective priority (base + adjustment) over a work_request alias: the first key of the
+ * queue order, written as the queue indexes have it so that they serve every query that uses it.
+ */
+export const effectivePrioritySql = (w: string) => `${w}.priority_base + ${w}.priority_adjustment`;
+
+/**
  * The queue order of DESIGN §6 with fair share, over a work_request alias: effective priority
  * descending, then fair key, then oldest, then id. Every queue query (pass, pull, placement) orders
  * by it, and the partial index `work_request_pending_class_order` has the same columns.
  */
-export const queueOrderSql = (w: string) => `${w}.priority_base + ${w}.priority_adjustment desc, ${w}.fair_key, ${w}.created_at, ${w}.id`;
+export const queueOrderSql = (w: string) => `${effectivePrioritySql(w)} desc, ${w}.fair_key, ${w}.created_at, ${w}.id`;
 
 /**
  * Whether the request `o` comes before the request `r` in {@link queueOrderSql}'s order (both
@@ -31,8 +37,8 @@ export const queueOrderSql = (w: string) => `${w}.priority_base + ${w}.priority_
  * earlier creation, a lower id. queue-position.ts counts by it and names which of the columns decided.
  */
 export const aheadInQueueSql = (o: string, r: string) =>
-  `(${o}.priority_base + ${o}.priority_adjustment > ${r}.priority_base + ${r}.priority_adjustment
-    or (${o}.priority_base + ${o}.priority_adjustment = ${r}.priority_base + ${r}.priority_adjustment
+  `(${effectivePrioritySql(o)} > ${effectivePrioritySql(r)}
+    or (${effectivePrioritySql(o)} = ${effectivePrioritySql(r)}
         and (${o}.fair_key, ${o}.created_at, ${o}.id) < (${r}.fair_key, ${r}.created_at, ${r}.id)))`;
 
 /** The same order over queue heads already selected with their effective priority as `prio` (queue-sql.ts). */

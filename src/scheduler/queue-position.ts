@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray } from '../db/arrays.js';
-import { aheadInQueueSql } from './fair-share.js';
+import { aheadInQueueSql, effectivePrioritySql } from './fair-share.js';
 
 /** Why a pending request of the same class is ahead of another in the queue (DESIGN §6, §17), as data. */
 export const QUEUE_RULES = {
@@ -33,7 +33,7 @@ export interface QueuePosition {
  */
 export async function queuePositions(em: EntityManager, ids: readonly number[]): Promise<Map<number, QueuePosition>> {
   if (!ids.length) return new Map();
-  const prio = (a: string) => `${a}.priority_base + ${a}.priority_adjustment`;
+  const prio = effectivePrioritySql;
   const rows = await em.execute<{ id: number; higher_priority: number; fair_share: number; age: number }[]>(
     `select r.id,
             count(o.id) filter (where ${prio('o')} > ${prio('r')})::int as higher_priority,

@@ -1,4 +1,4 @@
-import { headsOrderSql, queueOrderSql } from './fair-share.js';
+import { effectivePrioritySql, headsOrderSql, queueOrderSql } from './fair-share.js';
 import { notBackedOffSql } from './release-backoff.js';
 
 /**
@@ -19,7 +19,7 @@ export const classHeadsSql = (withTask: boolean) => {
   select t.id, t.class_id, t.prio, t.fair_key::text as fair_key, (extract(epoch from t.created_at) * 1000000)::bigint::text as created_us${taskOut}
     from unnest(?::int[], ?::int[], ?::int[]) as c(id, lim, skip)
     cross join lateral (
-      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at${task}
+      select w.id, w.class_id, ${effectivePrioritySql('w')} as prio, w.fair_key, w.created_at${task}
         from work_request w
        where w.status = 'PENDING' and w.class_id = c.id
        order by ${queueOrderSql('w')}
@@ -38,7 +38,7 @@ export const CLASS_HEADS_EVEN_SQL = `
   select t.id, t.class_id, t.prio, t.fair_key, t.created_at
     from unnest(?::int[]) as c(id)
     cross join lateral (
-      select w.id, w.class_id, w.priority_base + w.priority_adjustment as prio, w.fair_key, w.created_at
+      select w.id, w.class_id, ${effectivePrioritySql('w')} as prio, w.fair_key, w.created_at
         from work_request w
        where w.status = 'PENDING' and w.class_id = c.id
        order by ${queueOrderSql('w')}
