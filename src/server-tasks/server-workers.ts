@@ -3,7 +3,10 @@
  * the host and port of the process, that run server tasks in the service itself. They get work the
  * way any worker does (placement, passes, `requestWork`: assigned atomically, leased, retried), report
  * the tasks they have runners for, and are connected while the process runs: they heartbeat, and are
- * marked disconnected when it stops. A process killed with work in hand leaves it to the lease rules
+ * marked disconnected when it stops. Like an agent, they report their metadata at start and again on
+ * every tick (well within TAGSCHED_METADATA_FRESH_SECONDS), so they stay available for as long as their
+ * process runs: the metadata is what the process has runners for, which does not change while it runs,
+ * so the tick's report renews its time. A process killed with work in hand leaves it to the lease rules
  * (another process's sweep takes it back), or, if it comes back under the same name first, takes it
  * back itself at start as an expired lease would be taken.
  *
@@ -56,9 +59,12 @@ export function serverWorkerName(host: string, port: number, index: number, coun
   return `server-${cleanHost}${suffix}`;
 }
 
-/** The heartbeat and catch-up period: well within both leases, so a live server worker never loses one. */
-function tickMsOf(config: Config): number {
-  return Math.min(30_000, Math.max(250, Math.min(config.ackTimeoutMs, config.heartbeatTimeoutMs) / 4));
+/**
+ * The heartbeat, metadata report and catch-up period: well within both leases and the metadata freshness
+ * window, so a live server worker never loses a lease nor turns STALE.
+ */
+export function tickMsOf(config: Pick<Config, 'ackTimeoutMs' | 'heartbeatTimeoutMs' | 'metadataFreshMs'>): number {
+  return Math.min(30_000, Math.max(250, Math.min(config.ackTimeoutMs, config.heartbeatTimeoutMs, config.metadataFreshMs) / 4));
 }
 
 /** Creates the server workers of this process (nothing happens before start()). */
@@ -178,16 +184,19 @@ export function createServerWorkers(deps: {
     }
   }
 
-  /** Heartbeats, then picks up assignments whose push was missed (a NOTIFY lost while reconnecting) and free slots. */
+  /**
+   * Heartbeats and reports its metadata (its time: the runners are fixed for the process), then picks up
+   * assignments whose push was missed (a NOTIFY lost while reconnecting) and free slots.
+   */
   async function tick(): Promise<void> {
     const ids = intArray(workers.map((w) => w.id));
     const now = new Date();
     const em = orm.em.fork();
     const back = await em.execute<{ id: number; name: string; reconnected: boolean }[]>(
       `with before as (select id, connected_at from worker where id = any(?::int[]) for update)
-       update worker w set last_seen_at = ?, connected_at = coalesce(w.connected_at, ?) from before
+       update worker w set last_seen_at = ?, metadata_reported_at = ?, connected_at = coalesce(w.connected_at, ?) from before
         where w.id = before.id returning w.id, w.name, before.connected_at is null as reconnected`,
-      [ids, now, now],
+      [ids, now, now, now],
     );
     // Marked disconnected meanwhile (a lease lapsed while the database was out of reach): back now.
     for (const w of back) if (w.reconnected) events.publish('workerChanged', { id: w.id, name: w.name });
