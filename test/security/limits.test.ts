@@ -3,10 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { getIntrospectionQuery } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import WebSocket from 'ws';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
+import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
@@ -216,6 +218,39 @@ describe('failed authentications are rate limited per client address', () => {
     const event = await closed;
     expect(event.code).toBe(4429);
     expect(event.reason).toMatch(/too many failed authentications/);
+  });
+});
+
+describe('the failure throttle reserves each attempt before its lookup', () => {
+  it('300 wrong tokens sent at once from one address: exactly 5 are looked up (401), the rest refused (429)', async () => {
+    const from = '127.0.0.5';
+    // Token lookups are held (the token table locked) until every guess has arrived, so that all 300 are
+    // under way at once, as from a fast client: only the reservation keeps the lookups at the limit.
+    const holder = new pg.Client({ connectionString: t.dbUrl });
+    await holder.connect();
+    let answers: Awaited<ReturnType<typeof gql>>[];
+    try {
+      await holder.query('begin; lock table token in access exclusive mode');
+      const sent = Promise.all(Array.from({ length: 300 }, (_, i) => gql(plain, { from, token: `tsk_user_burst-${i}-000000000000000000000` })));
+      await until('the first lookups to wait for the lock', async () => {
+        const { rows } = await holder.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+        return rows[0].n >= 1;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await holder.query('commit');
+      answers = await sent;
+    } finally {
+      await holder.end();
+    }
+    const counts = answers.reduce<Record<number, number>>((n, r) => ({ ...n, [r.status]: (n[r.status] ?? 0) + 1 }), {});
+    expect(counts).toEqual({ 401: 5, 429: 295 });
+  });
+
+  it('50 good tokens sent at once from one address are all answered: a burst of good tokens is queued, never refused', async () => {
+    const from = '127.0.0.6';
+    const answers = await Promise.all(Array.from({ length: 50 }, () => gql(plain, { from, token: ADMIN_TOKEN })));
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    expect((await gql(plain, { from, token: 'tsk_user_after-burst-00000000000000000000' })).status).toBe(401);
   });
 });
 
