@@ -8,6 +8,7 @@ import { Command, CommanderError, Option } from 'commander';
 import packageJson from '../../../package.json' with { type: 'json' };
 import { createApi, TypedErrorResult, type Api } from './client.js';
 import { AdminError, EXIT, exitCodeTable } from './exit-codes.js';
+import { terminalSafe, terminalSafeDeep } from './terminal-text.js';
 import { createOutput, type Output, type Sink } from './output.js';
 import { ENV, resolveConnection, type Connection } from './settings.js';
 import { registerDemandCommands } from './demand.js';
@@ -53,8 +54,11 @@ export interface Ctx {
   readonly flags: GlobalFlags;
   /** The connection (config file and environment are read on first use). */
   connection(): Connection;
-  /** The client for the connection. */
-  api(): Api;
+  /**
+   * The client for the connection. For people (no --json) every string it answers is made terminal-safe
+   * (terminal-text.ts); `raw` keeps the data as the server sent it (a job's output printed as it is).
+   */
+  api(options?: { raw?: boolean }): Api;
 }
 
 type ActionFn = (ctx: Ctx, args: string[], opts: Record<string, any>) => Promise<void>;
@@ -119,10 +123,11 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
       out,
       flags,
       connection: () => (connection ??= resolveConnection(flags, io.env)),
-      api: () => {
+      api: (options = {}) => {
         const seconds = Number(flags.timeout);
         if (!(seconds > 0)) throw new AdminError(`--timeout must be a positive number of seconds, got ${JSON.stringify(flags.timeout)}`, EXIT.usage);
-        return (api ??= createApi(ctx.connection(), { timeoutMs: seconds * 1000, fetch: io.fetch }));
+        api ??= createApi(ctx.connection(), { timeoutMs: seconds * 1000, fetch: io.fetch });
+        return out.json || options.raw ? api : terminalSafeApi(api);
       },
     };
     return ctx;
@@ -152,6 +157,16 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
 /** How a command group adds its commands: `action(command, fn)` wires a command to its function. */
 export type Register = (program: Command, action: (command: Command, fn: ActionFn) => Command) => void;
 
+/** The same client, answering terminal-safe data (errors are made safe where they are printed). */
+function terminalSafeApi(api: Api): Api {
+  return {
+    connection: api.connection,
+    query: async (document, variables) => terminalSafeDeep(await api.query(document, variables)),
+    mutate: async (document, variables, field) => terminalSafeDeep(await api.mutate(document, variables, field)),
+    subscribe: (document, variables, onData, signal) => api.subscribe(document, variables, (data) => onData(terminalSafeDeep(data)), signal),
+  };
+}
+
 /** Replaces the token wherever it might appear in a message (it should not; this makes sure). */
 function redact(text: string, token: string | null): string {
   return token ? text.split(token).join('[token]') : text;
@@ -172,7 +187,7 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     if (err instanceof AdminError) {
       if (err instanceof TypedErrorResult && program.opts<GlobalFlags>().json) io.stdout.write(`${JSON.stringify(err.data, null, 2)}\n`);
       const code = err.code ? ` [${err.code}]` : '';
-      io.stderr.write(redact(`tagsched-admin: ${err.message}${code}\n${err.details.map((d) => `  ${d}\n`).join('')}`, token));
+      io.stderr.write(redact(terminalSafe(`tagsched-admin: ${err.message}${code}\n${err.details.map((d) => `  ${d}\n`).join('')}`), token));
       return err.exitCode;
     }
     io.stderr.write(redact(`tagsched-admin: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`, token));

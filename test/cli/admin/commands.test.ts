@@ -686,6 +686,35 @@ describe('work and demand', () => {
     expect(again.stderr).toMatch(/already ABORTED \[INVALID_STATE\]/);
   });
 
+  it('work show keeps a multi-line reason in its column, prints the exit code, and drops the escapes a worker wrote', async () => {
+    // A worker of its own architecture, so that the request is assigned to it at once.
+    const token = (await cli(['worker', 'register', 'escaper'])).stdout.trim();
+    await reportMetadata(t, token, { ...AMD64_METADATA, architectures: ['ppc64el'] });
+    const id = (await json(sbuild('escapes', 'ppc64el'))).createWorkRequest.id;
+    await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }', { id }, token);
+    const reason = 'line one\n\u001b[31mred\u001b[0m line two\u001b]0;retitled\u0007\r\nline three\u0008';
+    const done = await ok(
+      t,
+      'mutation($id: ID!, $r: String) { completeWorkRequest(input: { id: $id, result: FAILURE, exitCode: 3, statusReason: $r }) { __typename } }',
+      { id, r: reason },
+      token,
+    );
+    expect(done.completeWorkRequest.__typename).toBe('WorkRequest');
+    const shown = await cli(['work', 'show', id, '--no-color'], { columns: 200 });
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(shown.stdout).toMatch(/^Exit code:\s+3$/m);
+    const lines = shown.stdout.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('Reason:'));
+    const column = lines[at].indexOf('line one');
+    expect(lines.slice(at, at + 3).map((l) => l.slice(column))).toEqual(['line one', 'red line two', 'line three']);
+    expect(lines[at + 1].slice(0, column).trim()).toBe('');
+    expect(lines[at + 3]).toMatch(/^Where it stands:/);
+    const logged = await cli(['work', 'log', id]);
+    expect(logged.stderr).toBe(`(work request ${id}: COMPLETED FAILURE, exit code 3: line one | red line two | line three)\n`);
+    expect((await json(['work', 'show', id])).workRequest.statusReason).toBe(reason);
+  });
+
   it('demand: a table of pools and the unschedulable work; --json as the server answered', async () => {
     const r = await cli(['demand']);
     expect(r.code).toBe(0);
