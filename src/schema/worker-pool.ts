@@ -7,6 +7,7 @@ import { isAdmin } from '../services/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
+import { adminsOnly } from '../services/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
 
@@ -185,8 +186,13 @@ builder.mutationFields((t) => ({
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
     resolve: (_root, { input, idempotencyKey }, ctx) =>
-      createOnce<WorkerPool>(ctx, 'createWorkerPool', idempotencyKey, input, { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }) }, (tx) =>
-        createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
+      createOnce<WorkerPool>(
+        ctx,
+        'createWorkerPool',
+        idempotencyKey,
+        input,
+        { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }), mayRead: adminsOnly },
+        (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
       ),
   }),
   updateWorkerPool: t.field({

@@ -9,6 +9,7 @@ import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';
 import { terminateWorker } from '../services/terminate.js';
+import { adminsOnly } from '../services/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
@@ -251,7 +252,12 @@ builder.mutationFields((t) => ({
         'registerWorker',
         idempotencyKey,
         input,
-        { idOf: (r) => r.worker.id, secretOf: (r) => r.token, replay: async (em, id, token) => ({ worker: await em.findOneOrFail(WorkerSchema, { id }), token: token ?? '' }) },
+        {
+          idOf: (r) => r.worker.id,
+          secretOf: (r) => r.token,
+          replay: async (em, id, token) => ({ worker: await em.findOneOrFail(WorkerSchema, { id }), token: token ?? '' }),
+          mayRead: adminsOnly,
+        },
         (tx) => registerWorker(tx, ctx.viewer, ctx.config, input),
       ),
   }),

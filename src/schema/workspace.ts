@@ -13,6 +13,7 @@ import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, princ
 import { createTaskRule, deleteTaskRule } from '../services/task-rules.js';
 import { costOf, pagedCost } from '../limits/cost.js';
 import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
+import { adminsOnly } from '../services/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
@@ -232,7 +233,12 @@ builder.mutationFields((t) => ({
         'createUser',
         idempotencyKey,
         input,
-        { idOf: (r) => r.user.id, secretOf: (r) => r.token, replay: async (em, id, token) => ({ user: await em.findOneOrFail(UserSchema, { id }), token: token ?? '' }) },
+        {
+          idOf: (r) => r.user.id,
+          secretOf: (r) => r.token,
+          replay: async (em, id, token) => ({ user: await em.findOneOrFail(UserSchema, { id }), token: token ?? '' }),
+          mayRead: adminsOnly,
+        },
         (tx) => createUser(tx, ctx.viewer, input),
       ),
   }),
@@ -250,7 +256,7 @@ builder.mutationFields((t) => ({
         'createWorkspace',
         idempotencyKey,
         input,
-        { idOf: (w) => w.id, replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }) },
+        { idOf: (w) => w.id, replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }), mayRead: adminsOnly },
         (tx) => createWorkspace(tx, ctx.viewer, input),
       ),
   }),

@@ -3,8 +3,8 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { IdempotencyKeySchema } from '../entities/idempotency-key.js';
-import { ERROR_CODES, InputError } from '../errors.js';
-import { requireUser, type Viewer } from './auth.js';
+import { ERROR_CODES, ForbiddenError, InputError } from '../errors.js';
+import { isAdmin, requireUser, type Viewer } from './auth.js';
 import type { SecretBox } from './secrets.js';
 import { parseInput } from './validate.js';
 
@@ -36,7 +36,15 @@ export interface Replayable<T> {
   secretOf?(result: T): string | null;
   /** The first create's answer, rebuilt from its id (and secret); `ids` are all it made, in order (just `id` for one). */
   replay(em: EntityManager, id: number, secret: string | null, ids: readonly number[]): Promise<T>;
+  /**
+   * Whether the caller may read that answer now (a replay is refused otherwise): what it made may have
+   * become hidden from them since (removed from a private workspace, no longer an admin).
+   */
+  mayRead(em: EntityManager, viewer: Viewer, result: T): Promise<boolean> | boolean;
 }
+
+/** mayRead of the creates only admins may make (a replay of those may show a token again). */
+export const adminsOnly = (_em: EntityManager, viewer: Viewer): boolean => isAdmin(viewer);
 
 /** What an idempotent create needs from its caller. */
 export interface IdempotencyDeps {
@@ -52,7 +60,8 @@ export interface IdempotencyDeps {
  * is refused (IDEMPOTENCY_KEY_REUSED). `create` gets `record`, which it calls inside its own
  * transaction once the thing exists, so the key and the creation commit together; of two concurrent
  * creates with one key, the second's transaction fails on the key's unique constraint, nothing of
- * it is kept, and it answers the first one's result. Without a key, `create` just runs.
+ * it is kept, and it answers the first one's result. A replay answers only what the caller may read
+ * now (Replayable.mayRead), else ForbiddenError. Without a key, `create` just runs.
  */
 export async function idempotent<T>(
   deps: IdempotencyDeps,
@@ -80,7 +89,11 @@ export async function idempotent<T>(
         'idempotencyKey',
       );
     }
-    return how.replay(deps.em, found.resultId, found.sealedSecret ? deps.secrets.open(found.sealedSecret) : null, found.resultIds ?? [found.resultId]);
+    const answer = await how.replay(deps.em, found.resultId, found.sealedSecret ? deps.secrets.open(found.sealedSecret) : null, found.resultIds ?? [found.resultId]);
+    if (!(await how.mayRead(deps.em, deps.viewer, answer))) {
+      throw new ForbiddenError(`idempotencyKey: what "${key}" created is no longer yours to read; use a new key for a new ${operation}`);
+    }
+    return answer;
   };
 
   const replayed = await answerFrom();
