@@ -49,6 +49,8 @@ export interface Config {
   readonly fieldSuggestions: boolean;
   /** How long a create's idempotency key answers retries, in milliseconds. */
   readonly idempotencyKeyTtlMs: number;
+  /** How long a pool-wide activation token is accepted when its creator gives no expiry, in milliseconds. */
+  readonly activationTokenTtlMs: number;
   /** The commands `exec` pools may run (absolute paths); empty means exec pools are off. */
   readonly execCommands: readonly string[];
   /** The environment an `exec` command runs with: a few variables of the server's, never its secrets. */
@@ -164,6 +166,13 @@ function intVar(env: NodeJS.ProcessEnv, name: string, fallback: number): number 
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new ConfigError(`${name} must be a non-negative number, got "${raw}"`);
+  return n;
+}
+
+/** A number above 0 (a lifetime that must not be nil). */
+function positiveIntVar(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const n = intVar(env, name, fallback);
+  if (n <= 0) throw new ConfigError(`${name} must be above 0, got "${env[name]}"`);
   return n;
 }
 
@@ -297,6 +306,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     introspection: boolVar(env, 'TAGSCHED_INTROSPECTION', !production),
     fieldSuggestions: boolVar(env, 'TAGSCHED_FIELD_SUGGESTIONS', !production),
     idempotencyKeyTtlMs: intVar(env, 'TAGSCHED_IDEMPOTENCY_KEY_TTL_SECONDS', 24 * 60 * 60) * 1000, // one day
+    activationTokenTtlMs: positiveIntVar(env, 'TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS', 24 * 60 * 60) * 1000, // one day
     execCommands: commandListVar(env, 'TAGSCHED_EXEC_COMMANDS'),
     execEnvironment: pickEnvironment(env, EXEC_ENVIRONMENT_VARIABLES),
     hetznerApiUrl: urlVar(env, 'TAGSCHED_HETZNER_API_URL', 'https://api.hetzner.cloud/v1'),

@@ -50,10 +50,12 @@ const TokenValuePayload = builder.objectRef<{ token: Token; value: string }>('To
 builder.queryFields((t) => ({
   tokens: t.field({
     type: [TokenRef],
-    description: "A user's or a worker's tokens, newest first, without their values. Admins: anyone's; users: their own (the default); workers: their own",
+    description:
+      "A user's, a worker's or a pool's tokens, newest first, without their values. Admins: anyone's and any pool's activation tokens; users: their own (the default); workers: their own",
     args: {
       username: t.arg.string({ description: 'The tokens of this user (default: the caller)' }),
       worker: t.arg.string({ description: 'The tokens of this worker' }),
+      pool: t.arg.string({ description: 'Admins: the activation tokens of this pool (pool-wide ones, and those made for its instances)' }),
     },
     resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, args),
   }),

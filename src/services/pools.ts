@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { Config } from '../config.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { WorkerSchema } from '../entities/worker.js';
-import { AlreadyExistsError, InputError, NotFoundError } from '../errors.js';
+import { AlreadyExistsError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
+import type { Token } from '../entities/token.js';
 import { poolProviderProblems, providerTypes } from '../provisioner/providers.js';
 import type { Events } from '../events.js';
 import { requireAdmin, type Viewer } from './auth.js';
@@ -139,11 +140,31 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
 }
 
 /** Issues a one-shot activation token for a new instance of the pool (shown once). Admin only. */
-export async function createActivationToken(em: EntityManager, viewer: Viewer, poolName: string): Promise<string> {
+export async function createActivationToken(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'activationTokenTtlMs'>,
+  input: { pool: string; expiresAt?: Date | null },
+): Promise<{ token: Token; value: string }> {
   requireAdmin(viewer);
-  const pool = await em.findOne(WorkerPoolSchema, { name: poolName });
-  if (!pool) throw new NotFoundError(`pool: no worker pool "${poolName}"`, 'pool');
-  const { value } = issueToken(em, { kind: 'activation', pool, label: `activation for pool ${pool.name}` });
+  const now = new Date();
+  const expiresAt = parseInput(
+    z
+      .date()
+      .refine((d) => d.getTime() > now.getTime(), 'must be in the future')
+      .nullish(),
+    input.expiresAt,
+    'input.expiresAt',
+  );
+  const pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
+  if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
+  if (!pool.enabled) throw new InvalidStateError(`the worker pool "${pool.name}" is disabled: enable it first (its activation tokens are refused while it is)`);
+  const issued = issueToken(em, {
+    kind: 'activation',
+    pool,
+    label: `activation for pool ${pool.name}`,
+    expiresAt: expiresAt ?? new Date(now.getTime() + config.activationTokenTtlMs),
+  });
   await em.flush();
-  return value;
+  return issued;
 }

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { TokenSchema, type Token } from '../entities/token.js';
 import { UserSchema } from '../entities/user.js';
+import { WorkerPoolSchema } from '../entities/worker-pool.js';
 import { WorkerSchema } from '../entities/worker.js';
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Events } from '../events.js';
@@ -125,11 +126,17 @@ export async function createToken(
  * The tokens of a user or of a worker, newest first, without their values (which are never
  * stored). Admins see anyone's; a user their own; a worker its own.
  */
-export async function listTokens(em: EntityManager, viewer: Viewer, filter: { username?: string | null; worker?: string | null }): Promise<Token[]> {
+export async function listTokens(em: EntityManager, viewer: Viewer, filter: { username?: string | null; worker?: string | null; pool?: string | null }): Promise<Token[]> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
-  if (filter.username != null && filter.worker != null) throw new InputError(ERROR_CODES.INVALID_INPUT, 'give username or worker, not both', 'worker');
+  const given = [filter.username, filter.worker, filter.pool].filter((v) => v != null).length;
+  if (given > 1) throw new InputError(ERROR_CODES.INVALID_INPUT, 'give one of username, worker and pool', filter.pool != null ? 'pool' : 'worker');
   let where: FilterQuery<Token>;
-  if (filter.worker != null) {
+  if (filter.pool != null) {
+    // A pool's tokens are its pool-wide activation tokens and those the provisioner made for its instances: admins only.
+    const pool = isAdmin(viewer) ? await em.findOne(WorkerPoolSchema, { name: filter.pool }) : null;
+    if (!pool) throw new NotFoundError(`pool: no worker pool "${filter.pool}"`, 'pool');
+    where = { pool, kind: 'activation' };
+  } else if (filter.worker != null) {
     const worker = await em.findOne(WorkerSchema, { name: filter.worker });
     const own = viewer.kind === 'worker' && worker?.id === viewer.worker.id;
     if (!worker || !(isAdmin(viewer) || own)) throw new NotFoundError(`worker: no worker "${filter.worker}"`, 'worker');

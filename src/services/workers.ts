@@ -146,6 +146,7 @@ export async function activateWorker(em: EntityManager, viewer: Viewer, config: 
     });
   }
   const pool = await em.findOneOrFail(WorkerPoolSchema, { id: viewer.pool.id });
+  if (!pool.enabled) throw new ForbiddenError(`the worker pool "${pool.name}" is disabled: its activation tokens are refused`);
   const name = parseInput(nameSchema, input.name ?? `${pool.name}-${randomBytes(4).toString('hex')}`, 'input.name');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
   return creating(`a worker "${name}"`, () =>

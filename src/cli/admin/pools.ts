@@ -4,7 +4,7 @@
  * file), and one-shot activation tokens.
  */
 import type { Command } from 'commander';
-import { collect, decimal, integer, items, jsonObjectFile } from './arguments.js';
+import { collect, decimal, expiryOf, integer, items, jsonObjectFile } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { heading, instant, list, printSecretOnce, renderFields, renderTable, type Output } from './output.js';
@@ -56,7 +56,9 @@ const CREATE = `mutation CreateWorkerPool($input: WorkerPoolInput!, $key: String
   createWorkerPool(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on WorkerPool { ${POOL_FIELDS} } }
 }`;
 const UPDATE = `mutation UpdateWorkerPool($input: WorkerPoolInput!) { updateWorkerPool(input: $input) { ${ERROR_SELECTION} ... on WorkerPool { ${POOL_FIELDS} } } }`;
-const ACTIVATION = `mutation CreateActivationToken($pool: String!) { createActivationToken(input: { pool: $pool }) { ${ERROR_SELECTION} ... on ActivationTokenPayload { token } } }`;
+const ACTIVATION = `mutation CreateActivationToken($input: CreateActivationTokenInput!) {
+  createActivationToken(input: $input) { ${ERROR_SELECTION} ... on ActivationTokenPayload { token id expiresAt } }
+}`;
 
 /** The options of pool create and update. */
 interface PoolOptions {
@@ -243,10 +245,16 @@ async function updatePool(ctx: Ctx, name: string, o: PoolOptions) {
   ctx.out.line(`Updated pool ${p.name} (${p.providerType}, ${p.enabled ? 'enabled' : 'disabled'}): ${specText(p.specifications)}.`);
 }
 
-async function activationToken(ctx: Ctx, pool: string) {
-  const data = await ctx.api().mutate(ACTIVATION, { pool }, 'createActivationToken');
+async function activationToken(ctx: Ctx, pool: string, opts: { expires?: string; expiresIn?: string }) {
+  const data = await ctx.api().mutate(ACTIVATION, { input: { pool, expiresAt: expiryOf(opts) ?? null } }, 'createActivationToken');
   if (ctx.out.json) return ctx.out.writeJson(data);
-  printSecretOnce(ctx.out, ctx.io.stderr, `A one-shot activation token for pool ${pool} (its agent takes it as TAGSCHED_ACTIVATION_TOKEN)`, data.createActivationToken.token);
+  const { token, id, expiresAt } = data.createActivationToken;
+  printSecretOnce(
+    ctx.out,
+    ctx.io.stderr,
+    `A one-shot activation token for pool ${pool}: token ${id}, expiring ${instant(expiresAt)} (its agent takes it as TAGSCHED_ACTIVATION_TOKEN; \`tagsched-admin token revoke ${id}\` revokes it)`,
+    token,
+  );
 }
 
 /** The options create and update share. */
@@ -321,8 +329,13 @@ Examples:
   action(
     pool
       .command('activation-token <name>')
-      .description('Makes a pool-wide one-shot activation token for an instance started by hand, printed once (admins)')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin pool activation-token cloud > activation.token'),
-    (ctx, [name]) => activationToken(ctx, name),
+      .description('Makes a pool-wide one-shot activation token for an instance started by hand, printed once (admins); it expires, and `token list --pool NAME` lists them')
+      .option('--expires <instant>', "refused from this instant on (ISO 8601); default: the server's TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now")
+      .option('--expires-in <duration>', 'refused after this long, e.g. 2h, 30m, 1d')
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin pool activation-token cloud > activation.token\n  tagsched-admin pool activation-token cloud --expires-in 2h > activation.token',
+      ),
+    (ctx, [name], opts) => activationToken(ctx, name, opts),
   );
 };

@@ -450,6 +450,19 @@ describe('pools', () => {
     expect(res.activateWorker.worker).toEqual({ name: 'cloud-1', pool: { name: 'cloud' } });
     expect((await cli(['pool', 'activation-token', 'nowhere'])).code).toBe(EXIT.notFound);
   });
+
+  it('pool activation-token --expires-in sets its expiry; token list --pool lists it, token revoke revokes it', async () => {
+    const r = await cli(['pool', 'activation-token', 'cloud', '--expires-in', '2h']);
+    expect(r.code).toBe(0);
+    const [, id, expires] = r.stderr.match(/token (\d+), expiring (\S+ \S+)/)!;
+    expect(Math.abs(Date.parse(expires.replace(' ', 'T')) - (Date.now() + 2 * 3600_000))).toBeLessThan(60_000);
+    const listed = await cli(['token', 'list', '--pool', 'cloud', '--no-color'], { columns: 200 });
+    expect(listed.stdout).toMatch(new RegExp(`^\\s*${id}\\s+ACTIVATION\\s+activation for pool cloud\\s+cloud\\s.*\\syes$`, 'm'));
+    expect((await cli(['token', 'revoke', id])).stdout).toBe(`Revoked token ${id} (activation of cloud).\n`);
+    const after = await json(['token', 'list', '--pool', 'cloud']);
+    expect(after.tokens.find((tk: { id: string }) => tk.id === id)).toMatchObject({ valid: false });
+    expect((await cli(['token', 'list', '--pool', 'cloud', '--user', 'admin'])).code).toBe(EXIT.usage);
+  });
 });
 
 describe('pool instances and terminated workers', () => {
