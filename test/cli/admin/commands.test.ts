@@ -441,6 +441,22 @@ describe('pools', () => {
     expect((await cli(['pool', 'create', 'x', '--spec-file', '/nonexistent/spec.json'])).code).toBe(EXIT.usage);
   });
 
+  it('pool create checks a spec file against the specifications and names every problem with its path, sending nothing', async () => {
+    const file = path.join(scratchDir(), 'bad-spec.json');
+    fs.writeFileSync(file, JSON.stringify({ cpuCount: 'four', memoryGib: -2, bogus: 1, instanceType: 5 }));
+    const bad = await cli(['pool', 'create', 'badspec', '--spec-file', file]);
+    expect(bad.code).toBe(EXIT.invalidInput);
+    expect(bad.stderr).toMatch(/^tagsched-admin: the input was refused, 4 problems: \[INVALID_INPUT\]$/m);
+    for (const at of ['input.specifications.cpuCount', 'input.specifications.memoryGib', 'input.specifications.instanceType', 'input.specifications: Unrecognized key: "bogus"']) {
+      expect(bad.stderr).toContain(`  ${at}`);
+    }
+    expect((await cli(['pool', 'show', 'badspec'])).code).toBe(EXIT.notFound);
+    const asJson = await cli(['pool', 'update', 'cloud', '--spec-file', file, '--json']);
+    expect(asJson.code).toBe(EXIT.invalidInput);
+    expect(JSON.parse(asJson.stdout).updateWorkerPool).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
+    expect(JSON.parse(asJson.stdout).updateWorkerPool.problems).toHaveLength(4);
+  });
+
   it('pool activation-token prints a one-shot token that activates a worker of the pool', async () => {
     const r = await cli(['pool', 'activation-token', 'cloud']);
     expect(r.code).toBe(0);
