@@ -8,7 +8,7 @@
 import SchemaBuilder, { BasePlugin, type PothosOutputFieldConfig, type SchemaTypes } from '@pothos/core';
 import type { GraphQLFieldResolver } from 'graphql';
 import { InputError, type InputProblem } from './errors.js';
-import { clientInputProblems } from './services/validate.js';
+import { clientInputProblems } from './services/input/validate.js';
 
 function checkArgs(args: Record<string, unknown>): void {
   const problems: InputProblem[] = [];

@@ -4,7 +4,7 @@ import type { Context } from '../context.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { costOf } from '../limits/cost.js';
 import { appendLog, isLogFinal, LOG_LIMITS, readLog, type AppendAnswer, type LogPage } from '../services/job-output.js';
-import { viewerSeesWorkRequest } from '../services/visibility.js';
+import { viewerSeesWorkRequest } from '../services/identity/visibility.js';
 import { findVisibleWorkRequest } from '../services/work-requests.js';
 import { WorkRequestRef } from './work-request.js';
 

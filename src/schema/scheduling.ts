@@ -7,7 +7,7 @@ import { loadTaskTags } from '../scheduler/candidates.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
 import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
-import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/visibility.js';
+import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/identity/visibility.js';
 import { diagnoseRequest } from '../services/diagnose-request.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';

@@ -3,7 +3,7 @@ import { builder } from '../builder.js';
 import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { poolHealth } from '../scheduler/pool-health.js';
 import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
-import { isAdmin } from '../services/auth.js';
+import { isAdmin } from '../services/identity/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';

@@ -4,7 +4,7 @@ import { describedValues, upperSnake } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Context } from '../context.js';
 import { asFilter } from '../db/condition.js';
-import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/visibility.js';
+import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/identity/visibility.js';
 import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';

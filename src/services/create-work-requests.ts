@@ -9,12 +9,12 @@ import { intArray } from '../db/arrays.js';
 import { classIdsFor } from '../scheduler/classes.js';
 import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
 import { isOrchestrated } from '../tasks/types.js';
-import { isAdmin, requireUser } from './auth.js';
-import { findWorkspace, roleIn } from './directory.js';
+import { isAdmin, requireUser } from './identity/auth.js';
+import { findWorkspace, roleIn } from './identity/directory.js';
 import { runOrchestrated, type RequestChange } from './orchestration.js';
 import { AnalysisSources, analyzeRequest } from './task-analysis.js';
-import { checkTags, parseInput } from './validate.js';
-import { viewerSeesWorkRequest } from './visibility.js';
+import { checkTags, parseInput } from './input/validate.js';
+import { viewerSeesWorkRequest } from './identity/visibility.js';
 import { planChildren } from './workflow-expansion.js';
 import { freezeAnalysis, settleDependents, type WorkRequestDeps } from './work-requests.js';
 

@@ -4,9 +4,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { IdempotencyKeySchema } from '../entities/idempotency-key.js';
 import { ERROR_CODES, InputError } from '../errors.js';
-import { requireUser, type Viewer } from './auth.js';
-import type { SecretBox } from './secrets.js';
-import { parseInput } from './validate.js';
+import { requireUser, type Viewer } from './identity/auth.js';
+import type { SecretBox } from './identity/secrets.js';
+import { parseInput } from './input/validate.js';
 
 const KEY_CONSTRAINT = 'idempotency_key_user_id_key_unique';
 const keySchema = z

@@ -8,11 +8,11 @@ import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { InvalidStateError, NotFoundError } from '../errors.js';
 import type { Events } from '../events.js';
 import { poolConcurrency } from '../scheduler/pool-templates.js';
-import { requireAdmin, type Viewer } from './auth.js';
-import { creating } from './flush.js';
+import { requireAdmin, type Viewer } from './identity/auth.js';
+import { creating } from './input/flush.js';
 import { terminateWorkers } from './terminate.js';
-import { issueToken } from './tokens.js';
-import { nameSchema, parseInput } from './validate.js';
+import { issueToken } from './identity/tokens.js';
+import { nameSchema, parseInput } from './input/validate.js';
 import { refreshWorkerTags } from './worker-tags.js';
 
 /** A new instance, as recorded before its provider is asked to start it. */

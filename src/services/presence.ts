@@ -4,7 +4,7 @@ import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import type { Events } from '../events.js';
 import { markInstanceRunning } from './instances.js';
-import { requireWorker, type Viewer } from './auth.js';
+import { requireWorker, type Viewer } from './identity/auth.js';
 
 /** A worker's agent says it is alive (and, when it is, that it is shutting down). */
 export async function heartbeat(em: EntityManager, viewer: Viewer, events: Events, input: { shuttingDown?: boolean | null }): Promise<{ worker: Worker; assigned: WorkRequest[] }> {

@@ -7,7 +7,7 @@ import type { Worker } from '../entities/worker.js';
 import { InvalidStateError } from '../errors.js';
 import type { Events } from '../events.js';
 import { requeueWorkOf, type LeaseChange } from '../scheduler/leases.js';
-import { requireAdmin, type Viewer } from './auth.js';
+import { requireAdmin, type Viewer } from './identity/auth.js';
 import { settleDependents } from './work-requests.js';
 import { findWorker } from './workers.js';
 

@@ -6,10 +6,10 @@ import { judgeWorker } from '../scheduler/quarantine.js';
 import { recordRelease } from '../scheduler/release-backoff.js';
 import { textArray } from '../db/arrays.js';
 import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../tasks/types.js';
-import { isAdmin, requireWorker } from './auth.js';
+import { isAdmin, requireWorker } from './identity/auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
 import { cleanReason } from './log-text.js';
-import { VALID_TOKEN_SQL } from './tokens.js';
+import { VALID_TOKEN_SQL } from './identity/tokens.js';
 import { settleDependents, type WorkRequestDeps } from './work-requests.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */

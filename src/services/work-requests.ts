@@ -8,11 +8,11 @@ import { classIdsFor } from '../scheduler/classes.js';
 import type { LifecycleRecorder } from '../metrics/recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { validateTaskInput, type WorkRequestAnalysis } from '../tasks/analyze.js';
-import { isAdmin, requireUser, type Viewer } from './auth.js';
-import { roleIn } from './directory.js';
+import { isAdmin, requireUser, type Viewer } from './identity/auth.js';
+import { roleIn } from './identity/directory.js';
 import { abortAll, completeFinishedWorkflows, lockOpenDescendants, runOrchestrated, type Orchestrated, type RequestChange } from './orchestration.js';
 import { analyzeRequest } from './task-analysis.js';
-import { viewerSeesWorkRequest } from './visibility.js';
+import { viewerSeesWorkRequest } from './identity/visibility.js';
 
 /** The services a work-request operation needs. */
 export interface WorkRequestDeps {

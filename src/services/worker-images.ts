@@ -9,10 +9,10 @@ import type { Config } from '../config.js';
 import { WorkerImageSchema, type WorkerImage } from '../entities/worker-image.js';
 import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../errors.js';
 import { manifestSchema } from '../images/manifest.js';
-import { imageTagProblems } from './admin-input.js';
-import { requireAdmin, type Viewer } from './auth.js';
-import { creating } from './flush.js';
-import { nameSchema, zodProblems } from './validate.js';
+import { imageTagProblems } from './input/admin-input.js';
+import { requireAdmin, type Viewer } from './identity/auth.js';
+import { creating } from './input/flush.js';
+import { nameSchema, zodProblems } from './input/validate.js';
 
 /** The most packages a manifest may list (a full Debian desktop has a few thousand). */
 export const MAX_IMAGE_PACKAGES = 50_000;

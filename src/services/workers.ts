@@ -9,14 +9,14 @@ import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundEr
 import type { Events } from '../events.js';
 import type { WorkerMetadata } from '../tags/worker-tags.js';
 import { poolConcurrency } from '../scheduler/pool-templates.js';
-import { requireAdmin, requireWorker, type Viewer } from './auth.js';
+import { requireAdmin, requireWorker, type Viewer } from './identity/auth.js';
 import { markInstanceRunning } from './instances.js';
-import { issueToken } from './tokens.js';
-import { nameSchema, parseInput, zodProblems } from './validate.js';
-import { staticMetadataProblems } from './admin-input.js';
+import { issueToken } from './identity/tokens.js';
+import { nameSchema, parseInput, zodProblems } from './input/validate.js';
+import { staticMetadataProblems } from './input/admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
-import { creating } from './flush.js';
-import { noteActivation } from './visibility.js';
+import { creating } from './input/flush.js';
+import { noteActivation } from './identity/visibility.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {

@@ -8,7 +8,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ClientRefusal, type ClientAuth } from '../client-auth.js';
-import type { Viewer } from '../services/auth.js';
+import type { Viewer } from '../services/identity/auth.js';
 import { StatusError } from './request.js';
 
 export const SESSION_COOKIE = 'tagsched_session';

@@ -1,7 +1,7 @@
 /** Lists of work requests on the status pages: only those the viewer may see, the rest counted. */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { textArray, toDate } from '../db/arrays.js';
-import { workRequestSql, type Principal } from '../services/visibility.js';
+import { workRequestSql, type Principal } from '../services/identity/visibility.js';
 import { between, duration, utc } from './format.js';
 import { href, html, type Html } from './html.js';
 import { badge, table } from './parts.js';

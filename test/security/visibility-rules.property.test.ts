@@ -21,7 +21,7 @@ import {
   workspaceSql,
   type Principal,
   type WorkspaceFacts,
-} from '../../src/services/visibility.js';
+} from '../../src/services/identity/visibility.js';
 import type { SqlCondition } from '../../src/db/condition.js';
 
 const t = useTestApp();

@@ -10,7 +10,7 @@ import { createLoaders } from '../../loaders.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { diagnoseRequest } from '../../services/diagnose-request.js';
 import { readLog } from '../../services/job-output.js';
-import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
+import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { between, bytes, duration, utc } from '../format.js';
 import { href, html } from '../html.js';

@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/availability.js';
-import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/visibility.js';
+import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/identity/visibility.js';
 import { ago } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';

@@ -5,12 +5,12 @@
  * refuses the whole input, with every problem listed. A worker's own report is judged by the same
  * engine but never refused: its bad tags are dropped and recorded (DESIGN §2.3).
  */
-import type { Config } from '../config.js';
-import { ERROR_CODES, type InputProblem } from '../errors.js';
-import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../tags/worker-tags.js';
-import { poolTagInput } from '../scheduler/pool-templates.js';
-import { BYTES_PER_GIB } from '../tags/size-class.js';
-import { REFUSAL_CODES, type TagRefusal } from '../tags/types.js';
+import type { Config } from '../../config.js';
+import { ERROR_CODES, type InputProblem } from '../../errors.js';
+import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../../tags/worker-tags.js';
+import { poolTagInput } from '../../scheduler/pool-templates.js';
+import { BYTES_PER_GIB } from '../../tags/size-class.js';
+import { REFUSAL_CODES, type TagRefusal } from '../../tags/types.js';
 
 /** One tag an input yields, where it came from, and on which side. */
 interface Candidate {

@@ -1,14 +1,14 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { TokenSchema, type Token } from '../entities/token.js';
-import { UserSchema } from '../entities/user.js';
-import { WorkerSchema } from '../entities/worker.js';
-import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
-import type { Events } from '../events.js';
+import { TokenSchema, type Token } from '../../entities/token.js';
+import { UserSchema } from '../../entities/user.js';
+import { WorkerSchema } from '../../entities/worker.js';
+import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../errors.js';
+import type { Events } from '../../events.js';
 import { isAdmin, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
-import { parseInput } from './validate.js';
+import { parseInput } from '../input/validate.js';
 
 /**
  * Who may do what with a token (DESIGN §15): admins with any token; a user with the tokens of their

@@ -25,7 +25,7 @@
  *   everybody sees a worker's name, type, pool and status, as Debusine shows anonymous visitors.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ALWAYS, NEVER, type SqlCondition } from '../db/condition.js';
+import { ALWAYS, NEVER, type SqlCondition } from '../../db/condition.js';
 import type { Viewer } from './auth.js';
 
 /** Who is asking, as the SQL form of the rules needs it: a kind and an id. */

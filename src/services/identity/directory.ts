@@ -1,15 +1,15 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { GroupSchema, type Group } from '../entities/group.js';
-import { ScopeSchema, type Scope } from '../entities/scope.js';
-import { UserSchema, type User } from '../entities/user.js';
-import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../entities/workspace-member.js';
-import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
-import { AlreadyExistsError, ForbiddenError, NotFoundError } from '../errors.js';
+import { GroupSchema, type Group } from '../../entities/group.js';
+import { ScopeSchema, type Scope } from '../../entities/scope.js';
+import { UserSchema, type User } from '../../entities/user.js';
+import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../../entities/workspace-member.js';
+import { WorkspaceSchema, type Workspace } from '../../entities/workspace.js';
+import { AlreadyExistsError, ForbiddenError, NotFoundError } from '../../errors.js';
 import { isAdmin, requireAdmin, requireUser, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
-import { nameSchema, parseInput, splitWorkspaceName } from './validate.js';
-import { creating } from './flush.js';
+import { nameSchema, parseInput, splitWorkspaceName } from '../input/validate.js';
+import { creating } from '../input/flush.js';
 import { viewerSeesWorkspace } from './visibility.js';
 
 /** Finds a workspace by `scope/name`; a private one the viewer may not see is reported as not found. */
