@@ -17,7 +17,7 @@ import { UserSchema } from '../src/entities/user.js';
 import { WorkspaceSchema } from '../src/entities/workspace.js';
 import { createOrm, migrate } from '../src/orm.js';
 import { classIdsFor, registerSignificantTags } from '../src/scheduler/classes.js';
-import { AnalysisSources, analyzeRequest } from '../src/services/task-analysis.js';
+import { AnalysisSources, analyzeRequest } from '../src/services/workflows/task-analysis.js';
 import { createTaskRule } from '../src/services/task-rules.js';
 import { RECOUNT_PENDING_SQL } from '../src/scheduler/pending-counts.js';
 import { phase } from './progress.js';

@@ -8,7 +8,16 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 import { asFilter } from '../db/condition.js';
-import { addGroupMembers, createGroup, createUser, createWorkspace, listUsers, removeWorkspaceMember, setWorkspaceMember, updateWorkspace } from '../services/identity/directory.js';
+import {
+  addGroupMembers,
+  createGroup,
+  createUser,
+  createWorkspace,
+  listUsers,
+  removeWorkspaceMember,
+  setWorkspaceMember,
+  updateWorkspace,
+} from '../services/identity/directory.js';
 import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/identity/visibility.js';
 import { createTaskRule, deleteTaskRule } from '../services/task-rules.js';
 import { costOf, pagedCost } from '../limits/cost.js';

@@ -11,12 +11,15 @@ import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from 
 import { isOrchestrated } from '../tasks/types.js';
 import { isAdmin, requireUser } from './identity/auth.js';
 import { findWorkspace, roleIn } from './identity/directory.js';
-import { runOrchestrated, type RequestChange } from './orchestration.js';
-import { AnalysisSources, analyzeRequest } from './task-analysis.js';
+import { runOrchestrated } from './workflows/queue-request.js';
+import type { RequestChange } from './workflows/request-change.js';
+import { AnalysisSources, analyzeRequest } from './workflows/task-analysis.js';
 import { checkTags, parseInput } from './input/validate.js';
 import { viewerSeesWorkRequest } from './identity/visibility.js';
-import { planChildren } from './workflow-expansion.js';
-import { freezeAnalysis, settleDependents, type WorkRequestDeps } from './work-requests.js';
+import { planChildren } from './workflows/workflow-expansion.js';
+import { freezeAnalysis } from './workflows/queue-request.js';
+import { settleDependents } from './workflows/settle-dependents.js';
+import type { WorkRequestDeps } from './work-requests.js';
 
 /** Input of createWorkRequest, and of each request of createWorkRequests. */
 export interface CreateWorkRequestInput {

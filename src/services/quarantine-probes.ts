@@ -8,8 +8,8 @@ import { WorkspaceSchema } from '../entities/workspace.js';
 import { availableParams, probeableSql } from '../scheduler/availability.js';
 import type { Assignment } from '../scheduler/next-work.js';
 import { matchTags } from '../tags/match.js';
-import { analyzeRequest } from './task-analysis.js';
-import { freezeAnalysis } from './work-requests.js';
+import { analyzeRequest } from './workflows/task-analysis.js';
+import { freezeAnalysis } from './workflows/queue-request.js';
 
 /**
  * Quarantine probes (DESIGN §17): a quarantined worker that is otherwise ready for work (mayBeProbed in

@@ -8,7 +8,7 @@ import { InvalidStateError } from '../errors.js';
 import type { Events } from '../events.js';
 import { requeueWorkOf, type LeaseChange } from '../scheduler/leases.js';
 import { requireAdmin, type Viewer } from './identity/auth.js';
-import { settleDependents } from './work-requests.js';
+import { settleDependents } from './workflows/settle-dependents.js';
 import { findWorker } from './workers.js';
 
 /** What becomes of the instance of a terminated worker: to be stopped at its provider, or already gone. */

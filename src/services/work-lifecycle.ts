@@ -10,7 +10,8 @@ import { isAdmin, requireWorker } from './identity/auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
 import { cleanReason } from './log-text.js';
 import { VALID_TOKEN_SQL } from './identity/tokens.js';
-import { settleDependents, type WorkRequestDeps } from './work-requests.js';
+import { settleDependents } from './workflows/settle-dependents.js';
+import type { WorkRequestDeps } from './work-requests.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */
 export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | null> {

@@ -4,14 +4,12 @@ import type { Config } from '../config.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
 import type { Events } from '../events.js';
-import { classIdsFor } from '../scheduler/classes.js';
 import type { LifecycleRecorder } from '../metrics/recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import { validateTaskInput, type WorkRequestAnalysis } from '../tasks/analyze.js';
 import { isAdmin, requireUser, type Viewer } from './identity/auth.js';
 import { roleIn } from './identity/directory.js';
-import { abortAll, completeFinishedWorkflows, lockOpenDescendants, runOrchestrated, type Orchestrated, type RequestChange } from './orchestration.js';
-import { analyzeRequest } from './task-analysis.js';
+import { abortAll, lockOpenDescendants } from './workflows/orchestration.js';
+import { settleDependents } from './workflows/settle-dependents.js';
 import { viewerSeesWorkRequest } from './identity/visibility.js';
 
 /** The services a work-request operation needs. */
@@ -39,116 +37,6 @@ export async function findVisibleWorkRequest(em: EntityManager, viewer: Viewer, 
   const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope'] });
   if (!wr || !(await viewerSeesWorkRequest(em, viewer, wr))) throw new NotFoundError(`${path}: no work request ${rawId}`, path);
   return wr;
-}
-
-/**
- * BLOCKED → PENDING: computes the two task tag sets once and freezes them. If they cannot be
- * computed (a rule or environment changed since submission) the request is ABORTED with the reason
- * and both sets stay empty: never half-tagged, never schedulable. `analysis` is one computed by the
- * caller a moment ago (a request created with nothing to wait for); otherwise it is computed here.
- * What the server runs itself runs now (orchestration.ts): a synchronization point completes, a
- * workflow expands. Returns what that changed, and the requests that finished (to settle).
- */
-export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<Orchestrated> {
-  analysis ??= await analyzeQueued(em, config, wr);
-  if (!freezeAnalysis(wr, analysis, new Date())) return { changed: [], finished: [wr.id] };
-  [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
-  return runOrchestrated(em, config, wr);
-}
-
-/**
- * The state change of BLOCKED → PENDING without its class (the caller finds it, for one request or
- * many at once): PENDING with both tag sets frozen, or ABORTED with the reason when the analysis
- * failed. Returns whether it became PENDING.
- */
-export function freezeAnalysis(
-  wr: Pick<WorkRequest, 'status' | 'completedAt' | 'statusReason' | 'pendingAt' | 'providedTags' | 'requiredTags' | 'providedEntries' | 'requiredEntries' | 'droppedTags'>,
-  analysis: WorkRequestAnalysis,
-  now: Date,
-): boolean {
-  if (!analysis.ok) {
-    wr.status = 'ABORTED';
-    wr.completedAt = now;
-    wr.statusReason = `could not compute the task tags: ${analysis.errors.map((e) => e.message).join('; ')}`;
-    return false;
-  }
-  wr.status = 'PENDING';
-  wr.pendingAt = now;
-  wr.providedTags = analysis.providedTags;
-  wr.requiredTags = analysis.requiredTags;
-  wr.providedEntries = analysis.provided;
-  wr.requiredEntries = analysis.required;
-  wr.droppedTags = analysis.dropped;
-  return true;
-}
-
-/** The analysis of a stored request, as it would be submitted now. */
-async function analyzeQueued(em: EntityManager, config: Config, wr: WorkRequest): Promise<WorkRequestAnalysis> {
-  const workspace = wr.workspace;
-  await em.populate(workspace, ['scope']);
-  const validation = validateTaskInput(wr.taskType, wr.taskName, wr.taskData);
-  if (!validation.ok) return { ok: false, errors: [validation.error] };
-  return analyzeRequest(em, config, {
-    workspace,
-    creator: wr.createdBy,
-    taskType: wr.taskType,
-    taskName: wr.taskName,
-    taskData: wr.taskData,
-    environmentId: validation.environmentId,
-    userProvidedTags: wr.userProvidedTags,
-    userRequiredTags: wr.userRequiredTags,
-    dataSource: wr.parent ? `workflow:${wr.parent.id}` : null,
-  });
-}
-
-/**
- * After requests finished: dependents whose dependencies are now all COMPLETED become PENDING (and
- * what the server runs itself runs: orchestration.ts), dependents of an ABORTED request are aborted
- * too (they could never run), and workflows whose children have all finished complete. What finishes
- * on the way is settled in turn. Returns the requests it changed, for the caller to publish.
- */
-export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<RequestChange[]> {
-  const changed: RequestChange[] = [];
-  let frontier = finishedIds;
-  while (frontier.length) {
-    const next: number[] = [];
-    const rows = await em.execute<{ id: number }[]>(
-      `select distinct d.work_request_id as id from work_request_dependency d
-         join work_request w on w.id = d.work_request_id
-        where d.depends_on_id in (${frontier.map(() => '?').join(',')}) and w.status = 'BLOCKED'`,
-      frontier,
-    );
-    // Still BLOCKED once locked: a concurrent settler that got there first has queued it (and, for a
-    // workflow, expanded it) already, and it must not be queued twice.
-    const dependents = rows.length
-      ? await em.find(
-          WorkRequestSchema,
-          { id: { $in: rows.map((r) => r.id) }, status: 'BLOCKED' },
-          { populate: ['dependencies', 'workspace', 'createdBy'], lockMode: LockMode.PESSIMISTIC_WRITE },
-        )
-      : [];
-    for (const wr of dependents) {
-      const deps = wr.dependencies.getItems();
-      const abortedDep = deps.find((d) => d.status === 'ABORTED');
-      if (abortedDep) {
-        wr.status = 'ABORTED';
-        wr.completedAt = new Date();
-        wr.statusReason = `dependency ${abortedDep.id} was aborted`;
-        next.push(wr.id);
-        changed.push({ id: wr.id, workspaceId: wr.workspace.id });
-      } else if (deps.every((d) => d.status === 'COMPLETED')) {
-        const outcome = await queueWorkRequest(em, config, wr);
-        changed.push({ id: wr.id, workspaceId: wr.workspace.id }, ...outcome.changed);
-        next.push(...outcome.finished);
-      }
-    }
-    await em.flush();
-    const workflows = await completeFinishedWorkflows(em, frontier);
-    changed.push(...workflows);
-    next.push(...workflows.map((w) => w.id));
-    frontier = next;
-  }
-  return [...new Map(changed.map((c) => [c.id, c])).values()];
 }
 
 /** Aborts a request that has not finished. The creator, the workspace's owners and admins may. */

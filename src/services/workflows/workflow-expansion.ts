@@ -1,17 +1,16 @@
-import { reserveFairKeys } from '../scheduler/fair-share.js';
+import { reserveFairKeys } from '../../scheduler/fair-share.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { EnvironmentSchema } from '../entities/environment.js';
-import type { User } from '../entities/user.js';
-import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
-import type { Workspace } from '../entities/workspace.js';
-import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
-import { findTask } from '../tasks/registry.js';
-import type { ChildPlan } from '../tasks/types.js';
-import { workflowContext } from '../tasks/workflow-context.js';
-import type { Orchestrated } from './orchestration.js';
+import type { Config } from '../../config.js';
+import { EnvironmentSchema } from '../../entities/environment.js';
+import type { User } from '../../entities/user.js';
+import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
+import type { Workspace } from '../../entities/workspace.js';
+import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import { findTask } from '../../tasks/registry.js';
+import type { ChildPlan } from '../../tasks/types.js';
+import { workflowContext } from '../../tasks/workflow-context.js';
+import type { Orchestrated } from './request-change.js';
 import { analyzeRequest } from './task-analysis.js';
-import { queueWorkRequest } from './work-requests.js';
 
 /** A workflow as its expansion reads it: its own input, and who and where it runs for. */
 export interface WorkflowRequest {
@@ -78,6 +77,9 @@ export async function planChildren(em: EntityManager, config: Config, request: W
   return errors.length ? { ok: false, errors } : { ok: true, children };
 }
 
+/** How a child with nothing to wait for is queued (queue-request.ts's `queueWorkRequest`, handed in by its caller). */
+export type QueueChild = (em: EntityManager, config: Config, wr: WorkRequest, analysis: WorkRequestAnalysis) => Promise<Orchestrated>;
+
 /**
  * PENDING → RUNNING for a workflow: creates all its children in the caller's transaction, which holds
  * the workflow's row (locked, or created by it), so that it is expanded once, and a crash leaves
@@ -86,7 +88,7 @@ export async function planChildren(em: EntityManager, config: Config, request: W
  * made; the others wait BLOCKED for their siblings. If the children cannot all be made (an
  * environment or a rule changed since submission), the workflow is ABORTED with the reason and has none.
  */
-export async function expandWorkflow(em: EntityManager, config: Config, wr: WorkRequest): Promise<Orchestrated> {
+export async function expandWorkflow(em: EntityManager, config: Config, wr: WorkRequest, queueWorkRequest: QueueChild): Promise<Orchestrated> {
   await em.flush(); // the workflow's own row first: its children name it
   const [{ expanded }] = await em.execute<{ expanded: boolean }[]>(`select exists (select 1 from work_request where parent_id = ?) as expanded`, [wr.id]);
   if (expanded) throw new Error(`workflow ${wr.id} became PENDING again after its expansion`);

@@ -6,7 +6,9 @@
  * PENDING (workflow-expansion.ts), is RUNNING while they run, and completes with their combined
  * result (tasks/workflow-result.ts) in the transaction that finishes its last child; aborting it
  * aborts the children that have not finished. Everything here runs in the caller's transaction;
- * the caller publishes `workRequestChanged` for what changed after its commit.
+ * the caller publishes `workRequestChanged` for what changed after its commit. This module keeps what
+ * touches finished workflows and open children; running a request that has just become PENDING is
+ * queue-request.ts, settling dependents settle-dependents.ts, resuming at startup resume-orchestration.ts.
  *
  * Lock order, so that an abort and a completion never wait on each other in a cycle: a request is
  * locked before its dependents (settleDependents) and a child before its workflow (the completion
@@ -14,42 +16,12 @@
  */
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { intArray } from '../db/arrays.js';
-import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
-import { UNASSIGNABLE_TASK_TYPES } from '../tasks/types.js';
-import { combineChildResults, type FinishedChild } from '../tasks/workflow-result.js';
-import { expandWorkflow } from './workflow-expansion.js';
-import { settleDependents } from './work-requests.js';
-
-/** A request whose change is to be published: `workRequestChanged` carries its id and workspace. */
-export interface RequestChange {
-  readonly id: number;
-  readonly workspaceId: number;
-}
-
-/** What running an orchestrated request changed: requests it created or queued, and requests that finished (to settle). */
-export interface Orchestrated {
-  changed: RequestChange[];
-  finished: number[];
-}
+import { intArray } from '../../db/arrays.js';
+import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
+import { combineChildResults, type FinishedChild } from '../../tasks/workflow-result.js';
+import type { RequestChange } from './request-change.js';
 
 const FINISHED = ['COMPLETED', 'ABORTED'] as const;
-
-/** Runs what the server runs itself for a request that has just become PENDING; other requests are left as they are. */
-export async function runOrchestrated(em: EntityManager, config: Config, wr: WorkRequest): Promise<Orchestrated> {
-  if (wr.taskType === 'workflow') return expandWorkflow(em, config, wr);
-  if (wr.taskType === 'internal') {
-    const now = new Date();
-    wr.status = 'COMPLETED';
-    wr.result = 'SUCCESS';
-    wr.startedAt = now;
-    wr.completedAt = now;
-    await em.flush();
-    return { changed: [], finished: [wr.id] };
-  }
-  return { changed: [], finished: [] };
-}
 
 /**
  * The RUNNING workflows of these finished requests whose children have now all finished complete with
@@ -115,29 +87,5 @@ export function abortAll(requests: readonly WorkRequest[], reason: string): Requ
     r.completedAt = now;
     r.statusReason = reason;
     return { id: r.id, workspaceId: r.workspace.id };
-  });
-}
-
-/**
- * Internal and workflow requests left PENDING (by a version of tagsched that did not run them, or
- * written by hand) are run now; a concurrent caller (another process starting) skips the rows this
- * one holds. Returns what changed, for the caller to publish.
- */
-export async function resumeOrchestration(em: EntityManager, config: Config): Promise<RequestChange[]> {
-  return em.transactional(async (tx) => {
-    const stuck = await tx.find(
-      WorkRequestSchema,
-      { status: 'PENDING', taskType: { $in: [...UNASSIGNABLE_TASK_TYPES] } },
-      { lockMode: LockMode.PESSIMISTIC_PARTIAL_WRITE, orderBy: { id: 'asc' }, populate: ['workspace', 'createdBy'] },
-    );
-    const changed: RequestChange[] = [];
-    const finished: number[] = [];
-    for (const wr of stuck) {
-      const outcome = await runOrchestrated(tx, config, wr);
-      changed.push({ id: wr.id, workspaceId: wr.workspace.id }, ...outcome.changed);
-      finished.push(...outcome.finished);
-    }
-    await tx.flush();
-    return [...changed, ...(await settleDependents(tx, config, finished))];
   });
 }

@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { EnvironmentSchema } from '../entities/environment.js';
-import { TaskRuleSchema } from '../entities/task-rule.js';
-import type { User } from '../entities/user.js';
-import type { Workspace } from '../entities/workspace.js';
-import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis } from '../tasks/analyze.js';
-import type { EnvironmentFacts } from '../tasks/types.js';
+import type { Config } from '../../config.js';
+import { EnvironmentSchema } from '../../entities/environment.js';
+import { TaskRuleSchema } from '../../entities/task-rule.js';
+import type { User } from '../../entities/user.js';
+import type { Workspace } from '../../entities/workspace.js';
+import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import type { EnvironmentFacts } from '../../tasks/types.js';
 
 /** What a work request's analysis reads besides its own fields. */
 export interface AnalysisRequest {
