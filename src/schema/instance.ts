@@ -2,7 +2,7 @@ import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
-import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
+import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/pools/instances.js';
 import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { WorkerRef } from './worker.js';

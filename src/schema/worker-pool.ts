@@ -4,7 +4,7 @@ import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, Unauthen
 import { poolHealth } from '../scheduler/pool-health.js';
 import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
 import { isAdmin } from '../services/identity/auth.js';
-import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
+import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';

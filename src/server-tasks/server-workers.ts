@@ -26,7 +26,7 @@ import type { Scheduler } from '../scheduler/scheduler.js';
 import type { Viewer } from '../services/identity/auth.js';
 import { completeWorkRequest } from '../services/work-lifecycle.js';
 import { settleDependents } from '../services/workflows/settle-dependents.js';
-import { refreshWorkerTags } from '../services/worker-tags.js';
+import { refreshWorkerTags } from '../services/workers/worker-tags.js';
 import { findServerTaskRunner, SERVER_TASK_RUNNERS } from './registry.js';
 import type { ServerTaskOutcome, ServerTaskRunner } from './types.js';
 

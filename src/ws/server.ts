@@ -11,7 +11,7 @@ import type { ContextFactory } from '../context-factory.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
-import { markConnected, markDisconnected, markManyDisconnected } from '../services/presence.js';
+import { markConnected, markDisconnected, markManyDisconnected } from '../services/workers/presence.js';
 import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
 

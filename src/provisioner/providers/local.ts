@@ -14,7 +14,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_LOCAL_HANDLERS } from '../../services/pool-specifications.js';
+import { DEFAULT_LOCAL_HANDLERS } from '../../services/pools/pool-specifications.js';
 import type { PoolSpecifications } from '../../tags/worker-tags.js';
 import type { Provider, ProviderInstance } from '../provider.js';
 import { ProviderError } from '../provider.js';

@@ -5,14 +5,14 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../config.js';
-import { WorkerImageSchema, type WorkerImage } from '../entities/worker-image.js';
-import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../errors.js';
-import { manifestSchema } from '../images/manifest.js';
-import { imageTagProblems } from './input/admin-input.js';
-import { requireAdmin, type Viewer } from './identity/auth.js';
-import { creating } from './input/flush.js';
-import { nameSchema, zodProblems } from './input/validate.js';
+import type { Config } from '../../config.js';
+import { WorkerImageSchema, type WorkerImage } from '../../entities/worker-image.js';
+import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../../errors.js';
+import { manifestSchema } from '../../images/manifest.js';
+import { imageTagProblems } from '../input/admin-input.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import { creating } from '../input/flush.js';
+import { nameSchema, zodProblems } from '../input/validate.js';
 
 /** The most packages a manifest may list (a full Debian desktop has a few thousand). */
 export const MAX_IMAGE_PACKAGES = 50_000;

@@ -4,13 +4,13 @@
  * with its path and what is allowed; nothing reaches the database unchecked.
  */
 import { z } from 'zod';
-import { runsHandlers } from '../provisioner/providers.js';
-import { WORKER_TASK_CATALOG } from '../tasks/registry.js';
-import { debianArchitecture } from '../tasks/task-data.js';
-import { EXECUTOR_BACKENDS } from '../tasks/types.js';
-import type { PoolSpecifications } from '../tags/worker-tags.js';
-import { ERROR_CODES, type InputProblem } from '../errors.js';
-import { nameSchema, oneOf, zodProblems } from './input/validate.js';
+import { runsHandlers } from '../../provisioner/providers.js';
+import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
+import { debianArchitecture } from '../../tasks/task-data.js';
+import { EXECUTOR_BACKENDS } from '../../tasks/types.js';
+import type { PoolSpecifications } from '../../tags/worker-tags.js';
+import { ERROR_CODES, type InputProblem } from '../../errors.js';
+import { nameSchema, oneOf, zodProblems } from '../input/validate.js';
 
 /** Executor backends an image may enable (`auto` is a task's choice, never a worker's). */
 export const POOL_BACKENDS = EXECUTOR_BACKENDS.filter((b) => b !== 'auto') as unknown as readonly [string, ...string[]];

@@ -1,15 +1,15 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { intArray } from '../db/arrays.js';
-import { retryingDeadlocks } from '../db/deadlocks.js';
-import type { InstanceState } from '../entities/instance.js';
-import type { Worker } from '../entities/worker.js';
-import { InvalidStateError } from '../errors.js';
-import type { Events } from '../events.js';
-import { requeueWorkOf, type LeaseChange } from '../scheduler/leases.js';
-import { requireAdmin, type Viewer } from './identity/auth.js';
-import { settleDependents } from './workflows/settle-dependents.js';
-import { findWorker } from './workers.js';
+import type { Config } from '../../config.js';
+import { intArray } from '../../db/arrays.js';
+import { retryingDeadlocks } from '../../db/deadlocks.js';
+import type { InstanceState } from '../../entities/instance.js';
+import type { Worker } from '../../entities/worker.js';
+import { InvalidStateError } from '../../errors.js';
+import type { Events } from '../../events.js';
+import { requeueWorkOf, type LeaseChange } from '../../scheduler/leases.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import { settleDependents } from '../workflows/settle-dependents.js';
+import { findWorker } from './find-worker.js';
 
 /** What becomes of the instance of a terminated worker: to be stopped at its provider, or already gone. */
 export type InstanceEnd =

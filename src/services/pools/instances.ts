@@ -1,19 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../config.js';
-import { InstanceSchema, type Instance } from '../entities/instance.js';
-import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { WorkerSchema, type Worker } from '../entities/worker.js';
-import { InvalidStateError, NotFoundError } from '../errors.js';
-import type { Events } from '../events.js';
-import { poolConcurrency } from '../scheduler/pool-templates.js';
-import { requireAdmin, type Viewer } from './identity/auth.js';
-import { creating } from './input/flush.js';
-import { terminateWorkers } from './terminate.js';
-import { issueToken } from './identity/tokens.js';
-import { nameSchema, parseInput } from './input/validate.js';
-import { refreshWorkerTags } from './worker-tags.js';
+import type { Config } from '../../config.js';
+import { InstanceSchema, type Instance } from '../../entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WorkerSchema, type Worker } from '../../entities/worker.js';
+import { InvalidStateError, NotFoundError } from '../../errors.js';
+import type { Events } from '../../events.js';
+import { poolConcurrency } from '../../scheduler/pool-templates.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import { creating } from '../input/flush.js';
+import { terminateWorkers } from '../workers/terminate.js';
+import { issueToken } from '../identity/tokens.js';
+import { nameSchema, parseInput } from '../input/validate.js';
+import { refreshWorkerTags } from '../workers/worker-tags.js';
 
 /** A new instance, as recorded before its provider is asked to start it. */
 export interface LaunchRecord {
@@ -47,11 +47,6 @@ export async function recordLaunch(em: EntityManager, config: Config, pool: Work
       return { instance, worker, activationToken: value };
     }),
   );
-}
-
-/** The worker of an instance connected: the instance is RUNNING (once; its first connection is its start). */
-export async function markInstanceRunning(em: EntityManager, workerId: number, now: Date): Promise<void> {
-  await em.execute(`update instance set state = 'RUNNING', started_at = ? where worker_id = ? and state = 'LAUNCHING'`, [now, workerId]);
 }
 
 /** The hand-kept instance mutations are for sites that run their own provisioning script. */

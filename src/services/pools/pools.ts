@@ -1,21 +1,21 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../config.js';
-import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { WorkerSchema } from '../entities/worker.js';
-import { AlreadyExistsError, InputError, NotFoundError } from '../errors.js';
-import { poolProviderProblems, providerTypes } from '../provisioner/providers.js';
-import type { Events } from '../events.js';
-import { requireAdmin, type Viewer } from './identity/auth.js';
-import type { SecretBox } from './identity/secrets.js';
-import { issueToken } from './identity/tokens.js';
-import { poolConcurrency } from '../scheduler/pool-templates.js';
+import type { Config } from '../../config.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WorkerSchema } from '../../entities/worker.js';
+import { AlreadyExistsError, InputError, NotFoundError } from '../../errors.js';
+import { poolProviderProblems, providerTypes } from '../../provisioner/providers.js';
+import type { Events } from '../../events.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import type { SecretBox } from '../identity/secrets.js';
+import { issueToken } from '../identity/tokens.js';
+import { poolConcurrency } from '../../scheduler/pool-templates.js';
 import { handlerProblems, specificationProblems, withHandlerDefaults } from './pool-specifications.js';
-import { nameSchema, oneOf, parseInput, zodProblems } from './input/validate.js';
-import { poolTagProblems } from './input/admin-input.js';
-import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
-import { creating } from './input/flush.js';
-import type { WorkerImage } from '../entities/worker-image.js';
+import { nameSchema, oneOf, parseInput, zodProblems } from '../input/validate.js';
+import { poolTagProblems } from '../input/admin-input.js';
+import { noteRequiredTags, refreshWorkerTags } from '../workers/worker-tags.js';
+import { creating } from '../input/flush.js';
+import type { WorkerImage } from '../../entities/worker-image.js';
 import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */

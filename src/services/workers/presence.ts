@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../db/arrays.js';
-import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
-import { WorkerSchema, type Worker } from '../entities/worker.js';
-import type { Events } from '../events.js';
-import { markInstanceRunning } from './instances.js';
-import { requireWorker, type Viewer } from './identity/auth.js';
+import { intArray } from '../../db/arrays.js';
+import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
+import { WorkerSchema, type Worker } from '../../entities/worker.js';
+import type { Events } from '../../events.js';
+import { markInstanceRunning } from './instance-running.js';
+import { requireWorker, type Viewer } from '../identity/auth.js';
 
 /** A worker's agent says it is alive (and, when it is, that it is shutting down). */
 export async function heartbeat(em: EntityManager, viewer: Viewer, events: Events, input: { shuttingDown?: boolean | null }): Promise<{ worker: Worker; assigned: WorkRequest[] }> {

@@ -1,22 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../config.js';
-import { TokenSchema } from '../entities/token.js';
-import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../entities/worker.js';
-import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError, UnauthenticatedError, type InputProblem } from '../errors.js';
-import type { Events } from '../events.js';
-import type { WorkerMetadata } from '../tags/worker-tags.js';
-import { poolConcurrency } from '../scheduler/pool-templates.js';
-import { requireAdmin, requireWorker, type Viewer } from './identity/auth.js';
-import { markInstanceRunning } from './instances.js';
-import { issueToken } from './identity/tokens.js';
-import { nameSchema, parseInput, zodProblems } from './input/validate.js';
-import { staticMetadataProblems } from './input/admin-input.js';
+import type { Config } from '../../config.js';
+import { TokenSchema } from '../../entities/token.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../../entities/worker.js';
+import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError, UnauthenticatedError, type InputProblem } from '../../errors.js';
+import type { Events } from '../../events.js';
+import type { WorkerMetadata } from '../../tags/worker-tags.js';
+import { poolConcurrency } from '../../scheduler/pool-templates.js';
+import { requireAdmin, requireWorker, type Viewer } from '../identity/auth.js';
+import { findWorker } from './find-worker.js';
+import { markInstanceRunning } from './instance-running.js';
+import { issueToken } from '../identity/tokens.js';
+import { nameSchema, parseInput, zodProblems } from '../input/validate.js';
+import { staticMetadataProblems } from '../input/admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
-import { creating } from './input/flush.js';
-import { noteActivation } from './identity/visibility.js';
+import { creating } from '../input/flush.js';
+import { noteActivation } from '../identity/visibility.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {
@@ -80,13 +81,6 @@ function storedMetadata(m: z.output<typeof metadataInput>): WorkerMetadata {
 
 async function loadPool(em: EntityManager, worker: Worker): Promise<WorkerPool | null> {
   return worker.pool ? em.findOneOrFail(WorkerPoolSchema, { id: worker.pool.id }) : null;
-}
-
-/** Finds a worker by name (typed not-found error). */
-export async function findWorker(em: EntityManager, name: string, path = 'name'): Promise<Worker> {
-  const worker = await em.findOne(WorkerSchema, { name });
-  if (!worker) throw new NotFoundError(`${path}: no worker "${name}"`, path);
-  return worker;
 }
 
 /** Input of registerWorker. */
