@@ -1,6 +1,6 @@
 /**
  * A Pothos plugin that runs the arguments of every field through the client-input check of
- * services/validate.ts before its resolver (or subscription) runs: one step for every string and
+ * services/input/validate.ts before its resolver (or subscription) runs: one step for every string and
  * JSON value a client can send, whichever field it reaches. Listed after the errors plugin in
  * builder.ts, so its InputError becomes the field's result-union member where the field has one,
  * and a GraphQL error with code INVALID_INPUT elsewhere.

@@ -4,7 +4,7 @@ import type { Context } from '../context.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { requireWorker } from '../services/identity/auth.js';
-import { stillAssigned } from '../services/work-lifecycle.js';
+import { stillAssigned } from '../services/work/work-lifecycle.js';
 import { splitWorkspaceName } from '../services/input/validate.js';
 import { viewerSeesWorkRequest } from '../services/identity/visibility.js';
 import { followLog, WorkRequestLogPageRef, type LogPageOut } from './job-output.js';

@@ -8,10 +8,10 @@ import { ACTIVE_STATUSES, WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkReque
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { asFilter } from '../db/condition.js';
-import { createWorkRequest, createWorkRequests } from '../services/create-work-requests.js';
-import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../services/work-requests.js';
+import { createWorkRequest, createWorkRequests } from '../services/work/create-work-requests.js';
+import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../services/work/work-requests.js';
 import { splitWorkspaceName } from '../services/input/validate.js';
-import { idempotent } from '../services/idempotency.js';
+import { idempotent } from '../services/work/idempotency.js';
 import { principalOf, workRequestSql } from '../services/identity/visibility.js';
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';

@@ -44,7 +44,7 @@ const WorkerTypeEnum = builder.enumType('WorkerType', {
 
 const DETAILS = 'Null for viewers who may not see worker details (anonymous callers, activation tokens, other workers)';
 
-/** A worker's detail, or null when the viewer may not see it (services/visibility.ts). */
+/** A worker's detail, or null when the viewer may not see it (services/identity/visibility.ts). */
 const details = <T>(ctx: Context, worker: Worker, value: T): T | null => (canSeeWorkerDetails(principalOf(ctx.viewer), worker) ? value : null);
 
 /** A worker. */

@@ -19,7 +19,7 @@ import {
   updateWorkspace,
 } from '../services/identity/directory.js';
 import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/identity/visibility.js';
-import { createTaskRule, deleteTaskRule } from '../services/task-rules.js';
+import { createTaskRule, deleteTaskRule } from '../services/work/task-rules.js';
 import { costOf, pagedCost } from '../limits/cost.js';
 import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';

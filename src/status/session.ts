@@ -2,7 +2,7 @@
  * Who is looking at a status page, and signing in and out. A page is read with the bearer token of
  * its `Authorization` header (a wrong one is a 401, as on /graphql), or else with the token a visitor
  * signed in with, kept in an HttpOnly, SameSite=Strict cookie. Every token is checked as the API
- * checks it (client-auth.ts: the failure throttle, then services/auth.ts: revoked, disabled, expired
+ * checks it (client-auth.ts: the failure throttle, then services/identity/auth.ts: revoked, disabled, expired
  * …); a cookie whose token is refused makes the visitor anonymous and is cleared.
  */
 import type { IncomingMessage } from 'node:http';

@@ -44,7 +44,7 @@ export function toWorkRow(r: Record<string, unknown>): WorkRow {
 
 /**
  * A worker's work in some statuses, newest first: up to `limit` requests the principal may see
- * (services/visibility.ts), and how many others there are (counted, never described).
+ * (services/identity/visibility.ts), and how many others there are (counted, never described).
  */
 export async function workerWork(
   em: EntityManager,

@@ -1,5 +1,5 @@
 /**
- * The two forms of every visibility rule agree (src/services/visibility.ts): for generated
+ * The two forms of every visibility rule agree (src/services/identity/visibility.ts): for generated
  * directories (users, scopes, public and private workspaces, memberships, groups, rules, workers,
  * work requests) written to PostgreSQL, and every viewer of them, the rows the SQL condition keeps
  * are exactly the rows the TypeScript predicate keeps, given the audience as loadAudience reads it.

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { EnvironmentSchema, type Environment } from '../entities/environment.js';
-import { requireAdmin, type Viewer } from './identity/auth.js';
-import { parseInput } from './input/validate.js';
+import { EnvironmentSchema, type Environment } from '../../entities/environment.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import { parseInput } from '../input/validate.js';
 
 const environmentInput = z.object({
   codename: z

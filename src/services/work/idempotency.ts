@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { IdempotencyKeySchema } from '../entities/idempotency-key.js';
-import { ERROR_CODES, InputError } from '../errors.js';
-import { requireUser, type Viewer } from './identity/auth.js';
-import type { SecretBox } from './identity/secrets.js';
-import { parseInput } from './input/validate.js';
+import { IdempotencyKeySchema } from '../../entities/idempotency-key.js';
+import { ERROR_CODES, InputError } from '../../errors.js';
+import { requireUser, type Viewer } from '../identity/auth.js';
+import type { SecretBox } from '../identity/secrets.js';
+import { parseInput } from '../input/validate.js';
 
 const KEY_CONSTRAINT = 'idempotency_key_user_id_key_unique';
 const keySchema = z

@@ -1,13 +1,13 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { TaskRuleSchema, type TaskRule } from '../entities/task-rule.js';
-import type { Workspace } from '../entities/workspace.js';
-import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../errors.js';
-import { parseExpression } from '../tags/expression.js';
-import type { Config } from '../config.js';
-import { isAdmin, requireUser, type Viewer } from './identity/auth.js';
-import { findWorkspace, roleIn } from './identity/directory.js';
-import { checkTags, nameSchema, parseInput } from './input/validate.js';
-import { creating } from './input/flush.js';
+import { TaskRuleSchema, type TaskRule } from '../../entities/task-rule.js';
+import type { Workspace } from '../../entities/workspace.js';
+import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { parseExpression } from '../../tags/expression.js';
+import type { Config } from '../../config.js';
+import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
+import { findWorkspace, roleIn } from '../identity/directory.js';
+import { checkTags, nameSchema, parseInput } from '../input/validate.js';
+import { creating } from '../input/flush.js';
 
 /** Input of a workspace or site task rule. */
 export interface TaskRuleInput {

@@ -1,16 +1,16 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
-import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
-import { judgeWorker } from '../scheduler/quarantine.js';
-import { recordRelease } from '../scheduler/release-backoff.js';
-import { textArray } from '../db/arrays.js';
-import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../tasks/types.js';
-import { isAdmin, requireWorker } from './identity/auth.js';
+import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../../entities/work-request.js';
+import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../errors.js';
+import { judgeWorker } from '../../scheduler/quarantine.js';
+import { recordRelease } from '../../scheduler/release-backoff.js';
+import { textArray } from '../../db/arrays.js';
+import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../../tasks/types.js';
+import { isAdmin, requireWorker } from '../identity/auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
-import { cleanReason } from './log-text.js';
-import { VALID_TOKEN_SQL } from './identity/tokens.js';
-import { settleDependents } from './workflows/settle-dependents.js';
+import { cleanReason } from '../../shared/log-text.js';
+import { VALID_TOKEN_SQL } from '../identity/tokens.js';
+import { settleDependents } from '../workflows/settle-dependents.js';
 import type { WorkRequestDeps } from './work-requests.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */

@@ -1,15 +1,15 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { intArray } from '../db/arrays.js';
-import { UserSchema } from '../entities/user.js';
-import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
-import { WorkerSchema } from '../entities/worker.js';
-import { WorkspaceSchema } from '../entities/workspace.js';
-import { availableParams, probeableSql } from '../scheduler/availability.js';
-import type { Assignment } from '../scheduler/next-work.js';
-import { matchTags } from '../tags/match.js';
-import { analyzeRequest } from './workflows/task-analysis.js';
-import { freezeAnalysis } from './workflows/queue-request.js';
+import type { Config } from '../../config.js';
+import { intArray } from '../../db/arrays.js';
+import { UserSchema } from '../../entities/user.js';
+import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
+import { WorkerSchema } from '../../entities/worker.js';
+import { WorkspaceSchema } from '../../entities/workspace.js';
+import { availableParams, probeableSql } from '../../scheduler/availability.js';
+import type { Assignment } from '../../scheduler/next-work.js';
+import { matchTags } from '../../tags/match.js';
+import { analyzeRequest } from '../workflows/task-analysis.js';
+import { freezeAnalysis } from '../workflows/queue-request.js';
 
 /**
  * Quarantine probes (DESIGN §17): a quarantined worker that is otherwise ready for work (mayBeProbed in

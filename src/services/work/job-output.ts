@@ -21,10 +21,10 @@
  * after the commit.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ERROR_CODES, InputError, InvalidStateError, NotFoundError } from '../errors.js';
-import type { Events } from '../events.js';
-import { requireWorker, type Viewer } from './identity/auth.js';
-import { droppedMarker, lastLines, RERUN_MARKER_START, rerunMarker, sanitizeLogText, utf8BoundaryAfter, utf8PrefixLength } from './log-text.js';
+import { ERROR_CODES, InputError, InvalidStateError, NotFoundError } from '../../errors.js';
+import type { Events } from '../../events.js';
+import { requireWorker, type Viewer } from '../identity/auth.js';
+import { droppedMarker, lastLines, RERUN_MARKER_START, rerunMarker, sanitizeLogText, utf8BoundaryAfter, utf8PrefixLength } from '../../shared/log-text.js';
 
 /** Sizes of job output, in bytes. */
 export const LOG_LIMITS = {

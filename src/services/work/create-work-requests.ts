@@ -1,24 +1,24 @@
-import { fairKeysFor } from '../scheduler/fair-share.js';
+import { fairKeysFor } from '../../scheduler/fair-share.js';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
-import type { Workspace } from '../entities/workspace.js';
-import { AppError, ERROR_CODES, ForbiddenError, InputError, type InputProblem } from '../errors.js';
-import { intArray } from '../db/arrays.js';
-import { classIdsFor } from '../scheduler/classes.js';
-import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
-import { isOrchestrated } from '../tasks/types.js';
-import { isAdmin, requireUser } from './identity/auth.js';
-import { findWorkspace, roleIn } from './identity/directory.js';
-import { runOrchestrated } from './workflows/queue-request.js';
-import type { RequestChange } from './workflows/request-change.js';
-import { AnalysisSources, analyzeRequest } from './workflows/task-analysis.js';
-import { checkTags, parseInput } from './input/validate.js';
-import { viewerSeesWorkRequest } from './identity/visibility.js';
-import { planChildren } from './workflows/workflow-expansion.js';
-import { freezeAnalysis } from './workflows/queue-request.js';
-import { settleDependents } from './workflows/settle-dependents.js';
+import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
+import type { Workspace } from '../../entities/workspace.js';
+import { AppError, ERROR_CODES, ForbiddenError, InputError, type InputProblem } from '../../errors.js';
+import { intArray } from '../../db/arrays.js';
+import { classIdsFor } from '../../scheduler/classes.js';
+import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import { isOrchestrated } from '../../tasks/types.js';
+import { isAdmin, requireUser } from '../identity/auth.js';
+import { findWorkspace, roleIn } from '../identity/directory.js';
+import { runOrchestrated } from '../workflows/queue-request.js';
+import type { RequestChange } from '../workflows/request-change.js';
+import { AnalysisSources, analyzeRequest } from '../workflows/task-analysis.js';
+import { checkTags, parseInput } from '../input/validate.js';
+import { viewerSeesWorkRequest } from '../identity/visibility.js';
+import { planChildren } from '../workflows/workflow-expansion.js';
+import { freezeAnalysis } from '../workflows/queue-request.js';
+import { settleDependents } from '../workflows/settle-dependents.js';
 import type { WorkRequestDeps } from './work-requests.js';
 
 /** Input of createWorkRequest, and of each request of createWorkRequests. */
@@ -34,7 +34,7 @@ export interface CreateWorkRequestInput {
   dependsOn?: (string | number)[] | null;
 }
 
-/** Records what a create made inside its transaction (an idempotency key: services/idempotency.ts). */
+/** Records what a create made inside its transaction (an idempotency key: services/work/idempotency.ts). */
 export type RecordCreated<T> = (tx: EntityManager, created: T) => Promise<void>;
 
 /** One request checked and analysed, ready to be written. */
@@ -240,7 +240,7 @@ async function writeCreates(
     }
     await tx.flush();
     if (finished.length) changed.push(...(await settleDependents(tx, config, finished)));
-    await record?.(tx, created); // an idempotency key commits with the requests (services/idempotency.ts)
+    await record?.(tx, created); // an idempotency key commits with the requests (services/work/idempotency.ts)
     return { created, changed };
   });
 }
