@@ -8,7 +8,7 @@ import { collect, decimal, integer, items, jsonObjectFile } from './arguments.js
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { heading, instant, list, printSecretOnce, renderFields, renderTable, type Output } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { addInstancesCommand, INSTANCE_FIELDS, instanceTable, type InstanceRow } from './instances.js';
 import { tagTable } from './workers.js';
 

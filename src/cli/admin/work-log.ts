@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { integer } from './arguments.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { fetchOne } from './work-lookup.js';
 
 const LOG_FIELDS = 'offset text nextOffset totalBytes truncated droppedBytes complete';

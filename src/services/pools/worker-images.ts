@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { WorkerImageSchema, type WorkerImage } from '../../entities/worker-image.js';
 import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../../errors.js';
-import { manifestSchema } from '../../images/manifest.js';
+import { manifestSchema } from '../../images/manifest-format.js';
 import { imageTagProblems } from '../input/admin-input.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { creating } from '../input/flush.js';
