@@ -4,6 +4,7 @@
  * with its path and what is allowed; nothing reaches the database unchecked.
  */
 import { z } from 'zod';
+import { DEFAULT_LOCAL_HANDLERS } from '../../provisioner/providers/local-handlers.js';
 import { runsHandlers } from '../../provisioner/providers.js';
 import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
 import { debianArchitecture } from '../../tasks/task-data.js';
@@ -16,9 +17,6 @@ import { nameSchema, oneOf, zodProblems } from '../input/validate.js';
 export const POOL_BACKENDS = EXECUTOR_BACKENDS.filter((b) => b !== 'auto') as unknown as readonly [string, ...string[]];
 /** Tasks an image may be built for, or a local pool may handle: the worker and signing tasks of the registry. */
 export const POOL_TASKS = WORKER_TASK_CATALOG.map((t) => t.name) as unknown as readonly [string, ...string[]];
-
-/** What a local pool runs when it names no handler: noop, with `true`, so that an empty farm can be tried at once. */
-export const DEFAULT_LOCAL_HANDLERS: readonly { task: string; command: string }[] = [{ task: 'noop', command: 'true' }];
 
 // Values go into provider requests, environment variables and JSON columns: no control characters
 // (a NUL breaks PostgreSQL's JSON, a newline TAGSCHED_HANDLERS).
