@@ -6,7 +6,6 @@
  */
 import type { Config } from '../config.js';
 import type { InputProblem } from '../errors.js';
-import type { Logger } from '../log.js';
 import type { ProviderFactory } from './provider.js';
 import { createEc2Provider, validateEc2Pool } from './providers/ec2.js';
 import { createExecProvider, validateExecPool } from './providers/exec.js';
