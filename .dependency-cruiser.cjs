@@ -4,7 +4,8 @@
  * in one order. There is no list of exceptions: a violation is fixed in the code.
  *
  * Layers of the server, top to bottom; a module may import its own layer and the layers below it:
- *   1. entry      server.ts, app.ts, cli/, packaging/, the image builder (images/ but its manifest
+ *   1. entry      server.ts, app.ts (wiring only) and what it starts with (database.ts, secret-key.ts,
+ *                 housekeeping.ts), cli/, packaging/, the image builder (images/ but its manifest
  *                 format), embedded-pg.ts, startup-errors.ts
  *   2. interface  schema/, schema.ts, builder.ts, ws/, status/, metrics/ (but recorder.ts), limits/,
  *                 loaders.ts, context*.ts, client-auth.ts, health.ts, the HTTP helpers (http/,
@@ -24,7 +25,7 @@
  *   work → pools → workers → workflows → identity → input
  */
 const LAYERS = [
-  ['entry', '^src/(server\\.ts|app\\.ts|cli/|packaging/|embedded-pg\\.ts|startup-errors\\.ts|images/(?!manifest-format\\.ts))'],
+  ['entry', '^src/(server\\.ts|app\\.ts|database\\.ts|secret-key\\.ts|housekeeping\\.ts|cli/|packaging/|embedded-pg\\.ts|startup-errors\\.ts|images/(?!manifest-format\\.ts))'],
   [
     'interface',
     '^src/(schema/|schema\\.ts|builder\\.ts|ws/|status/|metrics/(?!recorder\\.ts)|limits/|loaders\\.ts|context[^/]*\\.ts|client-auth\\.ts|health\\.ts|http/|parse-guard\\.ts|input-guard\\.ts|graphiql-examples\\.ts|log-adapters\\.ts)',
