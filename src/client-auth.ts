@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { throttledMessage, type AuthThrottle } from './limits/auth-throttle.js';
 import { capText, type Logger } from './log.js';
-import { authenticate, BadTokenError, type Authenticated } from './services/auth.js';
+import { authenticate, BadTokenError, type Authenticated } from './services/identity/auth.js';
 
 /** Why a client was turned away before its operation ran: 401 (a bad token) or 429 (throttled). */
 export class ClientRefusal extends Error {

@@ -20,7 +20,7 @@ export interface Config {
   readonly releaseBackoffMs: number;
   /** Consecutive ERROR results after which a worker is quarantined, when the same tasks succeed elsewhere; 0: never. */
   readonly quarantineAfterErrors: number;
-  /** How often a quarantined, idle, connected worker is given a quarantine probe (services/quarantine-probes.ts), in milliseconds; 0: never. */
+  /** How often a quarantined, idle, connected worker is given a quarantine probe (services/work/quarantine-probes.ts), in milliseconds; 0: never. */
   readonly quarantineProbeMs: number;
   /** A task whose average run over the last 30 days is at least this long is heavy work (scheduler/heavy.ts), in seconds; 0: never by history. */
   readonly heavyTaskSeconds: number;

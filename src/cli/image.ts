@@ -28,7 +28,8 @@ import {
   type StagedFiles,
 } from '../images/build.js';
 import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks } from '../images/contents.js';
-import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage, type Manifest, type ManifestFile } from '../images/manifest.js';
+import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage } from '../images/manifest.js';
+import type { Manifest, ManifestFile } from '../images/manifest-format.js';
 import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, RecipeError, type Recipe } from '../images/recipe.js';
 
 /** Exit codes: 0 built (or planned), 1 the build failed, 64 a bad recipe, flag or host. */

@@ -12,7 +12,7 @@ import { buildBundles, BUNDLES } from '../packaging/bundles.js';
 import { AGENT_USER, agentUnit, IMAGE_PATHS, imageEnvFile, SUBORDINATE_IDS } from './agent-files.js';
 import { parseAptSource } from './apt-source.js';
 import { imageHandledTasks, imagePackages } from './contents.js';
-import type { ManifestFile } from './manifest.js';
+import type { ManifestFile } from './manifest-format.js';
 import type { Recipe } from './recipe.js';
 
 const run = promisify(execFile);

@@ -1,8 +1,8 @@
 import { builder } from '../builder.js';
 import { ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
 import { EnvironmentSchema, type Environment } from '../entities/environment.js';
-import { createEnvironment } from '../services/environments.js';
-import { adminsOnly } from '../services/idempotency.js';
+import { createEnvironment } from '../services/work/environments.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({

@@ -2,8 +2,8 @@ import { builder } from '../builder.js';
 import { describedValues, upperSnake } from './enum-values.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { TOKEN_KINDS, type Token } from '../entities/token.js';
-import { createToken, listTokens, revokeToken, rotateToken } from '../services/token-lifecycle.js';
-import { tokenRefusal } from '../services/tokens.js';
+import { createToken, listTokens, revokeToken, rotateToken } from '../services/identity/token-lifecycle.js';
+import { tokenRefusal } from '../services/identity/tokens.js';
 
 const TokenKindEnum = builder.enumType('TokenKind', {
   description: 'What a token acts as',

@@ -4,11 +4,11 @@ import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotF
 import type { Token } from '../entities/token.js';
 import { poolHealth } from '../scheduler/pool-health.js';
 import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
-import { isAdmin } from '../services/auth.js';
-import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
+import { isAdmin } from '../services/identity/auth.js';
+import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
-import { adminsOnly } from '../services/idempotency.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
 

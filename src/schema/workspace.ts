@@ -8,12 +8,22 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 import { asFilter } from '../db/condition.js';
-import { addGroupMembers, createGroup, createUser, createWorkspace, listUsers, removeWorkspaceMember, setWorkspaceMember, updateWorkspace } from '../services/directory.js';
-import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/visibility.js';
-import { createTaskRule, deleteTaskRule } from '../services/task-rules.js';
+import {
+  addGroupMembers,
+  createGroup,
+  createUser,
+  createWorkspace,
+  listUsers,
+  removeWorkspaceMember,
+  setWorkspaceMember,
+  updateWorkspace,
+} from '../services/identity/directory.js';
+import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/identity/visibility.js';
+import { createTaskRule, deleteTaskRule } from '../services/work/task-rules.js';
 import { costOf, pagedCost } from '../limits/cost.js';
-import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
-import { adminsOnly } from '../services/idempotency.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { PAGE } from '../limits/page.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {

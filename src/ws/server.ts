@@ -10,8 +10,8 @@ import type { ConnectionHandle, Context } from '../context.js';
 import type { ContextFactory } from '../context-factory.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
-import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/auth.js';
-import { markConnected, markDisconnected, markManyDisconnected } from '../services/presence.js';
+import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
+import { markConnected, markDisconnected, markManyDisconnected } from '../services/workers/presence.js';
 import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
 

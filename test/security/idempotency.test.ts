@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { purgeIdempotencyKeys } from '../../src/services/idempotency.js';
+import { purgeIdempotencyKeys } from '../../src/services/work/idempotency.js';
 import { useTestApp } from '../helpers/app.js';
 import { createUser, createWorkspace, ERROR_FIELDS, snapshot } from '../helpers/fixtures.js';
 

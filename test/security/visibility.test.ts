@@ -138,7 +138,7 @@ describe('provisioning demand and diagnosis', () => {
     expect(d.pendingTotal).toBe(2);
   });
 
-  /** Viewers that may see workers' tags, so the tags a mismatch names (services/visibility.ts: signed-in users). */
+  /** Viewers that may see workers' tags, so the tags a mismatch names (services/identity/visibility.ts: signed-in users). */
   const SEES_WORKER_TAGS: Who[] = ['outsider', 'member', 'admin'];
   type Miss = {
     pool: string | null;

@@ -6,10 +6,10 @@
 import type { Command } from 'commander';
 import { collect, decimal, expiryOf, integer, items, jsonObjectFile } from './arguments.js';
 import { ERROR_SELECTION, TypedErrorResult } from './client.js';
-import { specificationProblems } from '../../services/pool-specifications.js';
+import { specificationProblems } from '../../services/pools/pool-specifications.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { heading, instant, list, printSecretOnce, renderFields, renderTable, type Output } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { addInstancesCommand, INSTANCE_FIELDS, instanceTable, type InstanceRow } from './instances.js';
 import { tagTable } from './workers.js';
 

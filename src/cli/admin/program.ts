@@ -9,7 +9,8 @@ import packageJson from '../../../package.json' with { type: 'json' };
 import { createApi, TypedErrorResult, type Api } from './client.js';
 import { AdminError, EXIT, exitCodeTable } from './exit-codes.js';
 import { terminalSafe, terminalSafeDeep } from './terminal-text.js';
-import { createOutput, type Output, type Sink } from './output.js';
+import { createOutput } from './output.js';
+import type { ActionFn, AdminIo, Ctx, GlobalFlags } from './command-context.js';
 import { ENV, resolveConnection, type Connection } from './settings.js';
 import { registerDemandCommands } from './demand.js';
 import { registerEnvironmentCommands } from './environments.js';
@@ -26,42 +27,6 @@ import { registerWorkspaceCommands } from './workspaces.js';
 
 // Imported rather than read at run time, so that a bundled tagsched-admin carries it.
 const { version } = packageJson;
-
-/** What runAdmin needs from its process: streams, environment, and a signal for Ctrl-C. */
-export interface AdminIo {
-  readonly env: NodeJS.ProcessEnv;
-  readonly stdout: Sink & { isTTY?: boolean; columns?: number };
-  readonly stderr: Sink;
-  readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (raw: boolean) => unknown };
-  /** Aborted on SIGINT or SIGTERM: a --watch or --follow ends cleanly. */
-  readonly signal: AbortSignal;
-  readonly fetch?: typeof fetch;
-}
-
-/** The global options, as every command sees them. */
-export interface GlobalFlags {
-  server?: string;
-  config?: string;
-  json: boolean;
-  color: boolean;
-  timeout: string;
-}
-
-/** What a command's action gets. */
-export interface Ctx {
-  readonly io: AdminIo;
-  readonly out: Output;
-  readonly flags: GlobalFlags;
-  /** The connection (config file and environment are read on first use). */
-  connection(): Connection;
-  /**
-   * The client for the connection. For people (no --json) every string it answers is made terminal-safe
-   * (terminal-text.ts); `raw` keeps the data as the server sent it (a job's output printed as it is).
-   */
-  api(options?: { raw?: boolean }): Api;
-}
-
-type ActionFn = (ctx: Ctx, args: string[], opts: Record<string, any>) => Promise<void>;
 
 const ROOT_HELP = `
 Connection:
@@ -153,9 +118,6 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
   registerWorkCommands(program, action);
   return { program, token: () => connection?.token ?? null };
 }
-
-/** How a command group adds its commands: `action(command, fn)` wires a command to its function. */
-export type Register = (program: Command, action: (command: Command, fn: ActionFn) => Command) => void;
 
 /** The same client, answering terminal-safe data (errors are made safe where they are printed). */
 function terminalSafeApi(api: Api): Api {

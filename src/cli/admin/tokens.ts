@@ -8,7 +8,7 @@ import { ERROR_SELECTION } from './client.js';
 import { usageError } from './exit-codes.js';
 import { instant, printSecretOnce, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 /** The fields of a token shown in lists. */
 export const TOKEN_FIELDS = 'id kind label username worker pool createdAt expiresAt revokedAt usedAt valid';

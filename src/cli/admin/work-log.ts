@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { integer } from './arguments.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { terminalSafe } from './terminal-text.js';
 import { fetchOne } from './work-lookup.js';
 

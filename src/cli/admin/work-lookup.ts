@@ -3,7 +3,7 @@
  * number, NOT_FOUND (exit 3) for one the token cannot see.
  */
 import { AdminError, EXIT, usageError } from './exit-codes.js';
-import type { Ctx } from './program.js';
+import type { Ctx } from './command-context.js';
 
 /** A work request id as the API takes it (usage error otherwise). */
 export function checkId(id: string): string {

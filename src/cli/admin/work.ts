@@ -8,7 +8,7 @@ import { ERROR_SELECTION } from './client.js';
 import { explain, WHY_FIELDS, type WhyData } from './diagnosis-text.js';
 import { ago, heading, instant, list, renderFields, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { addLogCommand } from './work-log.js';
 import { checkId, fetchOne } from './work-lookup.js';
 import { tagTable } from './workers.js';

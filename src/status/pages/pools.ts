@@ -13,7 +13,7 @@ import { poolHealth } from '../../scheduler/pool-health.js';
 import { monthRuntimeByPool } from '../../scheduler/pool-runtime.js';
 import { poolTagInput } from '../../scheduler/pool-templates.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { principalOf, workRequestSql } from '../../services/visibility.js';
+import { principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, between, duration, when } from '../format.js';
 import { href, html, type Html } from '../html.js';

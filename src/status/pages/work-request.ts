@@ -1,16 +1,16 @@
 /**
  * `/-/status/work-requests/{id}/`: a work request the viewer may see (any other is "not found", as in
  * the API), both tag sets with provenance, its diagnosis, candidate workers and its log so far
- * (services/job-output.ts). While it is assigned or running the page refreshes itself.
+ * (services/work/job-output.ts). While it is assigned or running the page refreshes itself.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { WorkRequestSchema } from '../../entities/work-request.js';
 import { createLoaders } from '../../loaders.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { diagnoseRequest } from '../../services/diagnose-request.js';
-import { readLog } from '../../services/job-output.js';
-import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
+import { diagnoseRequest } from '../../services/work/diagnose-request.js';
+import { readLog } from '../../services/work/job-output.js';
+import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { between, bytes, duration, when } from '../format.js';
 import { href, html } from '../html.js';

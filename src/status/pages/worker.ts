@@ -4,7 +4,7 @@ import type { Config } from '../../config.js';
 import { WorkerSchema } from '../../entities/worker.js';
 import { poolTagInput } from '../../scheduler/pool-templates.js';
 import { factsOfWorker, workerStatus } from '../../scheduler/availability.js';
-import { canSeeWorkerDetails, principalOf } from '../../services/visibility.js';
+import { canSeeWorkerDetails, principalOf } from '../../services/identity/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, when } from '../format.js';
 import { href, html } from '../html.js';
