@@ -14,6 +14,7 @@ import { createHousekeeping } from './housekeeping.js';
 import { createErrorMasking } from './http/error-masking.js';
 import { createHttpContext } from './http/graphql-context.js';
 import { createHttpRouter } from './http/router.js';
+import { createAnonymousLimits } from './limits/anonymous.js';
 import { createAuthThrottle } from './limits/auth-throttle.js';
 import { graphqlLimitPlugins } from './limits/graphql.js';
 import { createLogger, type Logger } from './log.js';
@@ -75,6 +76,10 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler });
 
   const throttle = createAuthThrottle(config.limits.authFailuresPerMinute);
+  const anonymous = createAnonymousLimits({
+    requestsPerMinute: config.limits.anonymousRequestsPerMinute,
+    connectionsPerAddress: config.limits.anonymousConnectionsPerAddress,
+  });
   const authenticateClient = createClientAuth(throttle, log);
   const contexts = createContextFactory({ orm, config, secrets, events, log, scheduler, metrics });
 
@@ -99,11 +104,11 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   /** Set when stop() begins: /readyz answers 503 from then on. */
   let shuttingDown = false;
   const httpServer: Server = createServer(
-    createHttpRouter({ orm, config, log, scheduler, metrics, yoga, authenticate: authenticateClient, migrations, stopping: () => shuttingDown }),
+    createHttpRouter({ orm, config, log, scheduler, metrics, yoga, authenticate: authenticateClient, anonymous, migrations, stopping: () => shuttingDown }),
   );
 
   const housekeeping = createHousekeeping(orm, config, log);
-  const ws = startWsServer({ httpServer, yoga, orm, config, log, events, contexts, authenticateClient, tokenGuard: createTokenGuard(orm), metrics });
+  const ws = startWsServer({ httpServer, yoga, orm, config, log, events, contexts, authenticateClient, anonymous, tokenGuard: createTokenGuard(orm), metrics });
   // Tokens an earlier TAGSCHED_ADMIN_TOKEN created, revoked by ensureAdminAccess: other processes close their sockets too.
   announceRevoked(events, revokedTokenIds);
   if (revokedConfigured) log.warn('TAGSCHED_ADMIN_TOKEN names a token that was revoked: it is refused; set a new value');

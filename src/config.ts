@@ -111,6 +111,10 @@ export interface Limits {
   readonly maxSubscriptionsPerConnection: number;
   /** Failed authentications a client address may make per minute before its attempts get 429. */
   readonly authFailuresPerMinute: number;
+  /** Requests without a token a client address may make per minute (HTTP, and operations over anonymous WebSockets); 0: no limit. */
+  readonly anonymousRequestsPerMinute: number;
+  /** Anonymous WebSockets one client address may hold open at once, per process; 0: no limit. */
+  readonly anonymousConnectionsPerAddress: number;
 }
 
 /** The shortest TAGSCHED_ADMIN_TOKEN accepted: a value people could guess is not a secret. */
@@ -302,6 +306,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       maxConnectionsPerToken: intVar(env, 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN', 20),
       maxSubscriptionsPerConnection: intVar(env, 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION', 50),
       authFailuresPerMinute: intVar(env, 'TAGSCHED_AUTH_FAILURES_PER_MINUTE', 30),
+      anonymousRequestsPerMinute: intVar(env, 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE', 600),
+      anonymousConnectionsPerAddress: intVar(env, 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS', 50),
     },
     introspection: boolVar(env, 'TAGSCHED_INTROSPECTION', !production),
     fieldSuggestions: boolVar(env, 'TAGSCHED_FIELD_SUGGESTIONS', !production),
