@@ -79,3 +79,22 @@ describe('no Markdown file points outside the repository', () => {
     for (const outside of ['DESIGN.md', 'DESIGN §', '../shared', 'seeds/']) expect(text, `${file} mentions ${outside}`).not.toContain(outside);
   });
 });
+
+/** The source paths a document names in inline code (`src/scheduler/pass.ts`, `services/input/validate.ts`). */
+function namedSourcePaths(file: string): string[] {
+  const text = fs.readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+  return [...text.matchAll(/`([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+\/?)`/g)]
+    .map((m) => m[1]!)
+    .filter((p) => /\.(ts|js|mjs|cjs|json|md|sh|service)$/.test(p) || /^(src|test|bench|bin|docs|migrations|deploy|examples)\//.test(p));
+}
+
+describe('the source files the documentation names exist', () => {
+  // A path is looked for from the repository's root, under src/ (the docs often leave it out), and beside the document.
+  // What the build and the tests make (dist/, test/artifacts/) is not in a clone.
+  const generated = (named: string) => /^(dist|test\/artifacts|data)\//.test(named);
+  const exists = (file: string, named: string) =>
+    generated(named) || [named, path.join('src', named), path.join(path.dirname(file), named), path.join(path.dirname(file), '..', named)].some((p) => fs.existsSync(p));
+  it.each(linked.filter((f) => f !== 'CHANGELOG.md'))('%s', (file) => {
+    expect(namedSourcePaths(file).filter((named) => !exists(file, named))).toEqual([]);
+  });
+});
