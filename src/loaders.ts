@@ -4,16 +4,18 @@ import DataLoader from 'dataloader';
 import type { Config } from './config.js';
 import { intArray, textArray } from './db/arrays.js';
 import { InstanceSchema, type Instance } from './entities/instance.js';
-import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/candidates.js';
-import type { ClassCache } from './scheduler/class-cache.js';
-import type { PlacementContext } from './scheduler/diagnosis.js';
-import { monthRuntimeByPool } from './scheduler/pool-runtime.js';
-import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
-import { queuePositions, type QueuePosition } from './scheduler/queue-position.js';
-import { backoffsOf, type Backoff } from './scheduler/release-backoff.js';
-import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
-import type { TaskHistoryCache } from './scheduler/task-history.js';
-import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
+import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/matching/candidates.js';
+import type { ClassCache } from './scheduler/matching/class-cache.js';
+import type { PlacementContext } from './scheduler/matching/diagnosis.js';
+import { monthRuntimeByPool } from './scheduler/storage/pool-runtime.js';
+import { loadPoolTemplates, type PoolTemplate } from './scheduler/storage/pool-templates.js';
+import type { QueuePosition } from './scheduler/rules/queue-order.js';
+import { queuePositions } from './scheduler/storage/queue-position.js';
+import { backoffsOf, type Backoff } from './scheduler/rules/release-backoff.js';
+import type { WorkerState } from './scheduler/matching/worker-state.js';
+import { loadWorkerStates } from './scheduler/storage/worker-snapshot.js';
+import type { TaskHistoryCache } from './scheduler/storage/task-history.js';
+import type { WorkerSnapshot } from './scheduler/storage/worker-snapshot.js';
 
 /** The process's scheduler caches a diagnosis places a request with (the Scheduler has them). */
 export interface PlacementCaches {

@@ -13,10 +13,10 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
-import { computeDemand } from '../scheduler/demand.js';
-import { pendingByClass as countPendingByClass } from '../scheduler/pending-counts.js';
+import { computeDemand } from '../scheduler/storage/demand.js';
+import { pendingByClass as countPendingByClass } from '../scheduler/storage/pending-counts.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../scheduler/availability.js';
+import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../scheduler/rules/availability.js';
 
 /** The label value every private workspace is counted under when names are not shown. */
 export const PRIVATE_WORKSPACE = '(private)';
@@ -41,7 +41,7 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const now = new Date();
 
   // By workspace and status: an index-only scan of work_request_unfinished_workspace; pending by class:
-  // the counts PostgreSQL keeps (scheduler/pending-counts.ts).
+  // the counts PostgreSQL keeps (scheduler/storage/pending-counts.ts).
   const byStatus = await em.execute<{ workspace_id: number; status: string; n: number }[]>(
     `select workspace_id, status, count(*)::int as n from work_request
       where status in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING') group by workspace_id, status`,

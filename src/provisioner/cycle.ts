@@ -7,7 +7,7 @@
  */
 import { InstanceSchema } from '../entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { computeDemand } from '../scheduler/demand.js';
+import { computeDemand } from '../scheduler/storage/demand.js';
 import { recordLaunch } from '../services/instances.js';
 import { publishTermination, terminateIn, terminateWorkers } from '../services/terminate.js';
 import { retryingDeadlocks } from '../db/deadlocks.js';

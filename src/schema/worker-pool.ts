@@ -1,8 +1,8 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
 import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
-import { poolHealth } from '../scheduler/pool-health.js';
-import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
+import { poolHealth } from '../scheduler/rules/pool-health.js';
+import { poolConcurrency, poolTagInput } from '../scheduler/storage/pool-templates.js';
 import { isAdmin } from '../services/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';

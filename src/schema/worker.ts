@@ -13,7 +13,7 @@ import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
-import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/availability.js';
+import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/rules/availability.js';
 
 const WorkerStatusEnum = builder.enumType('WorkerStatus', {
   description:

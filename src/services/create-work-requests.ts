@@ -1,4 +1,4 @@
-import { fairKeysFor } from '../scheduler/fair-share.js';
+import { fairKeysFor } from '../scheduler/storage/fair-keys.js';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
@@ -6,7 +6,7 @@ import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js
 import type { Workspace } from '../entities/workspace.js';
 import { AppError, ERROR_CODES, ForbiddenError, InputError, type InputProblem } from '../errors.js';
 import { intArray } from '../db/arrays.js';
-import { classIdsFor } from '../scheduler/classes.js';
+import { classIdsFor } from '../scheduler/storage/classes.js';
 import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../tasks/analyze.js';
 import { isOrchestrated } from '../tasks/types.js';
 import { isAdmin, requireUser } from './auth.js';

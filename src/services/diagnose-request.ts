@@ -1,5 +1,5 @@
 import type { Loaders } from '../loaders.js';
-import { diagnose, type Diagnosis } from '../scheduler/diagnosis.js';
+import { diagnose, type Diagnosis } from '../scheduler/matching/diagnosis.js';
 import { isOrchestrated } from '../tasks/types.js';
 
 /** What a diagnosis reads of a work request. */

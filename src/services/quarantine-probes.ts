@@ -5,17 +5,17 @@ import { UserSchema } from '../entities/user.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema } from '../entities/worker.js';
 import { WorkspaceSchema } from '../entities/workspace.js';
-import { availableParams, probeableSql } from '../scheduler/availability.js';
-import type { Assignment } from '../scheduler/next-work.js';
+import { availableParams, probeableSql } from '../scheduler/rules/availability.js';
+import type { Assignment } from '../scheduler/storage/next-work.js';
 import { matchTags } from '../tags/match.js';
 import { analyzeRequest } from './task-analysis.js';
 import { freezeAnalysis } from './work-requests.js';
 
 /**
  * Quarantine probes (DESIGN §17): a quarantined worker that is otherwise ready for work (mayBeProbed in
- * scheduler/availability.ts) and holds nothing is given, at most once per `quarantineProbeMs` (counted
+ * scheduler/rules/availability.ts) and holds nothing is given, at most once per `quarantineProbeMs` (counted
  * from its quarantine, then from its last probe), a `noop` worker task, assigned to it alone and pushed
- * like any assignment. Its SUCCESS lifts the quarantine (scheduler/quarantine.ts); an ERROR or FAILURE
+ * like any assignment. Its SUCCESS lifts the quarantine (scheduler/storage/quarantine.ts); an ERROR or FAILURE
  * leaves it until the next probe. The probe is a real work request, marked `quarantine_probe`, in the
  * workspace and on behalf of the creator of the worker's last errored request (what an admin looks
  * at to see why it was quarantined). It is never queued (no class: no matcher sees it) and never

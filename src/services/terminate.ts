@@ -6,7 +6,7 @@ import type { InstanceState } from '../entities/instance.js';
 import type { Worker } from '../entities/worker.js';
 import { InvalidStateError } from '../errors.js';
 import type { Events } from '../events.js';
-import { requeueWorkOf, type LeaseChange } from '../scheduler/leases.js';
+import { requeueWorkOf, type LeaseChange } from '../scheduler/storage/leases.js';
 import { requireAdmin, type Viewer } from './auth.js';
 import { settleDependents } from './work-requests.js';
 import { findWorker } from './workers.js';

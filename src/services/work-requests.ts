@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../errors.js';
 import type { Events } from '../events.js';
-import { classIdsFor } from '../scheduler/classes.js';
+import { classIdsFor } from '../scheduler/storage/classes.js';
 import type { LifecycleRecorder } from '../metrics/recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { validateTaskInput, type WorkRequestAnalysis } from '../tasks/analyze.js';

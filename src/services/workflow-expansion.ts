@@ -1,4 +1,4 @@
-import { reserveFairKeys } from '../scheduler/fair-share.js';
+import { reserveFairKeys } from '../scheduler/storage/fair-keys.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.js';
 import { EnvironmentSchema } from '../entities/environment.js';

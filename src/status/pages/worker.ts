@@ -2,8 +2,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { WorkerSchema } from '../../entities/worker.js';
-import { poolTagInput } from '../../scheduler/pool-templates.js';
-import { factsOfWorker, workerStatus } from '../../scheduler/availability.js';
+import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
+import { factsOfWorker, workerStatus } from '../../scheduler/rules/availability.js';
 import { canSeeWorkerDetails, principalOf } from '../../services/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, utc } from '../format.js';

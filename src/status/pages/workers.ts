@@ -1,7 +1,7 @@
 /** `/-/status/workers/`: the active workers, counted per status, filtered by status, pool and tag, paged. */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
-import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/availability.js';
+import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/rules/availability.js';
 import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/visibility.js';
 import { ago } from '../format.js';
 import { href, html } from '../html.js';

@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { intArray, toDate } from '../db/arrays.js';
-import { availableParams, availableSql } from './availability.js';
-import type { ClassCache } from './class-cache.js';
-import { ASSIGN_FIRST_SQL } from './queue-sql.js';
-import { notBackedOffParams } from './release-backoff.js';
+import type { Config } from '../../config.js';
+import { intArray, toDate } from '../../db/arrays.js';
+import { availableParams, availableSql } from '../rules/availability.js';
+import type { ClassCache } from '../matching/class-cache.js';
+import { ASSIGN_FIRST_SQL } from './queue-heads.js';
+import { notBackedOffParams } from '../rules/release-backoff.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;

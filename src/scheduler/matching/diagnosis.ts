@@ -1,13 +1,13 @@
-import { matchTags } from '../tags/match.js';
-import { isOrchestrated } from '../tasks/types.js';
-import type { UnavailableReason } from './availability.js';
+import { matchTags } from '../../tags/match.js';
+import { isOrchestrated } from '../../tasks/types.js';
+import type { UnavailableReason } from '../rules/availability.js';
 import type { TaskTagsRow } from './candidates.js';
-import { heaviness, type HeavyReason, type TaskHistory } from './heavy.js';
-import { decidingRule, placementRules, workerPreference, workerSize, type PlacementRule, type Preferable } from './preference.js';
-import type { QueuePosition } from './queue-position.js';
-import type { PoolTemplate } from './pool-templates.js';
-import type { Backoff } from './release-backoff.js';
-import { groupBy, workerSignature, type WorkerState } from './snapshot.js';
+import { heaviness, type HeavyReason, type TaskHistory } from '../rules/heavy-work.js';
+import { decidingRule, placementRules, workerPreference, workerSize, type PlacementRule, type Preferable } from '../rules/placement-preference.js';
+import type { QueuePosition } from '../rules/queue-order.js';
+import type { PoolTemplate } from '../storage/pool-templates.js';
+import type { Backoff } from '../rules/release-backoff.js';
+import { groupBy, workerSignature, type WorkerState } from './worker-state.js';
 
 /** Where a work request stands, as data. */
 export const DIAGNOSIS_STATES = {

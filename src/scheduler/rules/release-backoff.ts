@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../db/arrays.js';
+import { intArray } from '../../db/arrays.js';
 
 /**
  * A request a worker released (its agent has no handler for the task, say) is not offered to that

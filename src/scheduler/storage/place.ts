@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { textArray } from '../db/arrays.js';
-import { availableParams, availableSql } from './availability.js';
-import type { ClassCache } from './class-cache.js';
+import type { Config } from '../../config.js';
+import { textArray } from '../../db/arrays.js';
+import { availableParams, availableSql } from '../rules/availability.js';
+import type { ClassCache } from '../matching/class-cache.js';
 import { assignNextWork, type Assignment } from './next-work.js';
-import { heaviness } from './heavy.js';
-import { workerPreference, workerSize } from './preference.js';
+import { heaviness } from '../rules/heavy-work.js';
+import { workerPreference, workerSize } from '../rules/placement-preference.js';
 import type { TaskHistoryCache } from './task-history.js';
 
 const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones

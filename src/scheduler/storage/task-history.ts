@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { taskKey, type TaskHistory } from './heavy.js';
+import { taskKey, type TaskHistory } from '../rules/heavy-work.js';
 
 /** How far back run times count, in days (the heaviness of a task, demand's estimates). */
 export const HISTORY_DAYS = 30;

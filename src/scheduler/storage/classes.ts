@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { lockForTransaction } from '../db/advisory-locks.js';
-import { intArray, textArray } from '../db/arrays.js';
+import { lockForTransaction } from '../../db/advisory-locks.js';
+import { intArray, textArray } from '../../db/arrays.js';
 
 /** The name of a tag, without `=N` or `>=N`. */
 export function tagName(tag: string): string {

@@ -1,14 +1,15 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { tryLockForTransaction } from '../db/advisory-locks.js';
-import { intArray, toDate } from '../db/arrays.js';
-import { availableParams, availableSql } from './availability.js';
-import type { ClassCache } from './class-cache.js';
+import type { Config } from '../../config.js';
+import { tryLockForTransaction } from '../../db/advisory-locks.js';
+import { intArray, toDate } from '../../db/arrays.js';
+import { availableParams, availableSql } from '../rules/availability.js';
+import type { ClassCache } from '../matching/class-cache.js';
 import type { Assignment } from './next-work.js';
-import { anyHeavyByHistory, heaviness } from './heavy.js';
-import { workerPreference, workerSize } from './preference.js';
-import { classHeadsSql, LOCK_ALL_SQL } from './queue-sql.js';
-import { type Backoff, backoffsOf } from './release-backoff.js';
+import { anyHeavyByHistory, heaviness } from '../rules/heavy-work.js';
+import { workerPreference, workerSize } from '../rules/placement-preference.js';
+import { queueBefore } from '../rules/queue-order.js';
+import { classHeadsSql, LOCK_ALL_SQL } from './queue-heads.js';
+import { type Backoff, backoffsOf } from '../rules/release-backoff.js';
 import type { TaskHistoryCache } from './task-history.js';
 
 /** The sort memory of a pass's transaction: its heads are sorted in memory. */
@@ -36,21 +37,13 @@ interface Head extends HeadRow {
   createdUs: bigint;
 }
 
-/** Whether head a comes before head b in queue order: exactly the order of `headsOrderSql` (fair-share.ts). */
-function headBefore(a: Head, b: Head): boolean {
-  if (a.prio !== b.prio) return a.prio > b.prio;
-  if (a.fairKey !== b.fairKey) return a.fairKey < b.fairKey;
-  if (a.createdUs !== b.createdUs) return a.createdUs < b.createdUs;
-  return a.id < b.id;
-}
-
 /** Two lists of heads in queue order merged into one. */
 function mergeHeads(a: Head[], b: Head[]): Head[] {
   if (!a.length) return b;
   const out: Head[] = [];
   let i = 0;
   let j = 0;
-  while (i < a.length && j < b.length) out.push(headBefore(b[j], a[i]) ? b[j++] : a[i++]);
+  while (i < a.length && j < b.length) out.push(queueBefore(b[j], a[i]) ? b[j++] : a[i++]);
   while (i < a.length) out.push(a[i++]);
   while (j < b.length) out.push(b[j++]);
   return out;

@@ -1,6 +1,5 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
-import type { UnavailableReason } from './availability.js';
-import { WorkerSnapshot } from './worker-snapshot.js';
+/** A worker as the bulk questions (candidates, diagnosis, demand) see it: its shape and its state now. */
+import type { UnavailableReason } from '../rules/availability.js';
 
 /** A worker as the bulk questions (candidates, diagnosis, demand) see it. */
 export interface WorkerState {
@@ -11,21 +10,13 @@ export interface WorkerState {
   readonly providedTags: readonly string[];
   readonly requiredTags: readonly string[];
   readonly concurrency: number;
-  /** Requests it holds (ASSIGNED or RUNNING). */
+  /** Requests it holds (its active work: rules/active-work.ts). */
   readonly active: number;
   readonly unavailable: UnavailableReason | null;
   /** Free slots now: 0 when unavailable. */
   readonly free: number;
   /** When it last finished work, or was created: idle since then when it holds nothing. */
   readonly idleSince: Date | null;
-}
-
-/**
- * Every worker that is not terminated, with its load: with a process's `snapshot`, only what changed
- * since its last call is read in full (worker-snapshot.ts); without one, everything.
- */
-export function loadWorkerStates(em: EntityManager, now: Date, freshMs: number, snapshot: WorkerSnapshot = new WorkerSnapshot()): Promise<WorkerState[]> {
-  return snapshot.load(em, now, freshMs);
 }
 
 /** Groups items by a key, keeping first-seen order. */

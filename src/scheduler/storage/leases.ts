@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, textArray } from '../db/arrays.js';
+import { intArray, textArray } from '../../db/arrays.js';
 
 /** What one sweep changed, for events and for settling dependents. */
 export interface LeaseChange {

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { WORKER_TASK_CATALOG } from '../tasks/registry.js';
-import { computePoolTemplateTags, type PoolSpecifications, type PoolTagInput } from '../tags/worker-tags.js';
+import type { Config } from '../../config.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
+import { computePoolTemplateTags, type PoolSpecifications, type PoolTagInput } from '../../tags/worker-tags.js';
 
 /** A pool as the matcher sees it: what any worker it starts would provide and require. */
 export interface PoolTemplate {

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { textArray } from '../db/arrays.js';
+import { textArray } from '../../db/arrays.js';
 
 /**
  * Quarantine (DESIGN §17): a worker whose last `afterErrors` results are all ERROR, while one of

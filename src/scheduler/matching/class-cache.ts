@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { matchTags, missingTags, ProvidedTagIndex } from '../tags/match.js';
+import { matchTags, missingTags, ProvidedTagIndex } from '../../tags/match.js';
 import { MatchKeys } from './match-keys.js';
 
 /** A task class as the scheduler decides it. */

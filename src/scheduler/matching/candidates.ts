@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../db/arrays.js';
-import { ALWAYS, type SqlCondition } from '../db/condition.js';
+import { intArray } from '../../db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../../db/condition.js';
 import { fitsOf, type TaskClassRow } from './class-cache.js';
-import { classKey, tagName } from './classes.js';
+import { classKey, tagName } from '../storage/classes.js';
 import { MatchKeys } from './match-keys.js';
-import { groupBy, type WorkerState } from './snapshot.js';
+import { groupBy, type WorkerState } from './worker-state.js';
 
 /** The tags of a work request, as the bulk matcher reads them. */
 export interface TaskTagsRow {

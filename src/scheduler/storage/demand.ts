@@ -1,18 +1,18 @@
-import { queueOrderSql } from './fair-share.js';
+import { queueOrderSql } from '../rules/queue-order.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import { intArray } from '../db/arrays.js';
-import { ALWAYS, type SqlCondition } from '../db/condition.js';
-import type { WorkerPool } from '../entities/worker-pool.js';
-import { missingTags, ProvidedTagIndex } from '../tags/match.js';
-import { fitsOf, providedIndexOf, type ClassCache, type TaskClassRow } from './class-cache.js';
-import { poolHealth } from './pool-health.js';
+import type { Config } from '../../config.js';
+import { intArray } from '../../db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../../db/condition.js';
+import type { WorkerPool } from '../../entities/worker-pool.js';
+import { missingTags, ProvidedTagIndex } from '../../tags/match.js';
+import { fitsOf, providedIndexOf, type ClassCache, type TaskClassRow } from '../matching/class-cache.js';
+import { poolHealth } from '../rules/pool-health.js';
 import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
 import { loadPoolTemplates, poolConcurrency } from './pool-templates.js';
-import { groupBy, loadWorkerStates, type WorkerState } from './snapshot.js';
+import { groupBy, type WorkerState } from '../matching/worker-state.js';
 import { HISTORY_DAYS } from './task-history.js';
-import type { WorkerSnapshot } from './worker-snapshot.js';
+import { loadWorkerStates, type WorkerSnapshot } from './worker-snapshot.js';
 
 /** Seconds a task is assumed to take when its history has none (DESIGN §7). */
 export const DEFAULT_TASK_SECONDS = 600;

@@ -1,5 +1,5 @@
-import { effectivePrioritySql, headsOrderSql, queueOrderSql } from './fair-share.js';
-import { notBackedOffSql } from './release-backoff.js';
+import { effectivePrioritySql, headsOrderSql, queueOrderSql } from '../rules/queue-order.js';
+import { notBackedOffSql } from '../rules/release-backoff.js';
 
 /**
  * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order

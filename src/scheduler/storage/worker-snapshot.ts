@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, toDate } from '../db/arrays.js';
-import { unavailableReason, type AvailabilityFacts } from './availability.js';
-import { MatchKeys } from './match-keys.js';
-import type { WorkerState } from './snapshot.js';
+import { intArray, toDate } from '../../db/arrays.js';
+import { unavailableReason, type AvailabilityFacts } from '../rules/availability.js';
+import { MatchKeys } from '../matching/match-keys.js';
+import type { WorkerState } from '../matching/worker-state.js';
 
 /** What a worker is, as opposed to what it is doing: kept between operations. */
 type WorkerShape = Pick<WorkerState, 'name' | 'type' | 'poolId' | 'providedTags' | 'requiredTags' | 'concurrency'> & {
@@ -158,4 +158,12 @@ export class WorkerSnapshot {
     const keep = new Set(ids);
     for (const id of this.shapes.keys()) if (!keep.has(id)) this.shapes.delete(id);
   }
+}
+
+/**
+ * Every worker that is not terminated, with its load: with a process's `snapshot`, only what changed
+ * since its last call is read in full; without one, everything.
+ */
+export function loadWorkerStates(em: EntityManager, now: Date, freshMs: number, snapshot: WorkerSnapshot = new WorkerSnapshot()): Promise<WorkerState[]> {
+  return snapshot.load(em, now, freshMs);
 }

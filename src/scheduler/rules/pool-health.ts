@@ -1,4 +1,4 @@
-import type { WorkerPool } from '../entities/worker-pool.js';
+import type { WorkerPool } from '../../entities/worker-pool.js';
 
 /** How a pool's launches are going, as demand and the pool's page show it. */
 export interface PoolHealth {
