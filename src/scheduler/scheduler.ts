@@ -8,7 +8,7 @@ import { NO_SCHEDULER_METRICS, type AssignmentVia, type SchedulerMetrics } from 
 import { ClassCache } from './matching/class-cache.js';
 import { disconnectSilentWorkers, expireLeases } from './storage/leases.js';
 import { compactPendingCounts } from './storage/pending-counts.js';
-import { forgetEndedBackoffs } from './rules/release-backoff.js';
+import { forgetEndedBackoffs } from './storage/release-backoffs.js';
 import { assignNextWork, type Assignment } from './storage/next-work.js';
 import { runPass } from './storage/pass.js';
 import { placeRequest } from './storage/place.js';

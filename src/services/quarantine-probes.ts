@@ -5,6 +5,7 @@ import { UserSchema } from '../entities/user.js';
 import { WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import { WorkerSchema } from '../entities/worker.js';
 import { WorkspaceSchema } from '../entities/workspace.js';
+import { activeWorkSql } from '../scheduler/rules/active-work.js';
 import { availableParams, probeableSql } from '../scheduler/rules/availability.js';
 import type { Assignment } from '../scheduler/storage/next-work.js';
 import { matchTags } from '../tags/match.js';
@@ -57,7 +58,7 @@ export async function startQuarantineProbes(em: EntityManager, config: Config, n
   // committed before the lock was granted is seen.
   const facts = await em.execute<{ id: number; active: number; last_probe_at: Date | string | null; workspace_id: number | null; created_by_id: number | null }[]>(
     `select w.id,
-            (select count(*)::int from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING')) as active,
+            ${activeWorkSql('w.id')} as active,
             (select r.created_at from work_request r where r.worker_id = w.id and r.quarantine_probe order by r.id desc limit 1) as last_probe_at,
             e.workspace_id, e.created_by_id
        from unnest(?::int[]) as w(id)

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { judgeWorker } from '../scheduler/storage/quarantine.js';
-import { recordRelease } from '../scheduler/rules/release-backoff.js';
+import { recordRelease } from '../scheduler/storage/release-backoffs.js';
 import { textArray } from '../db/arrays.js';
 import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../tasks/types.js';
 import { isAdmin, requireWorker } from './auth.js';

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import type { WorkerPool } from '../../src/entities/worker-pool.js';
 import { UNAVAILABLE, type UnavailableReason } from '../../src/scheduler/rules/availability.js';
 import { candidatesOf, loadTaskTags } from '../../src/scheduler/matching/candidates.js';
-import { classFits } from '../../src/scheduler/matching/class-cache.js';
+import { classFits } from '../../src/scheduler/rules/fit.js';
 import { tagName } from '../../src/scheduler/storage/classes.js';
 import { computeDemand } from '../../src/scheduler/storage/demand.js';
 import { DIAGNOSIS_STATES, diagnose, PREFERRED_SHOWN } from '../../src/scheduler/matching/diagnosis.js';

@@ -1,45 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { matchTags, missingTags, ProvidedTagIndex } from '../../tags/match.js';
+import { fitsOf, type TaskClassRow, type WorkerTags } from '../rules/fit.js';
 import { MatchKeys } from './match-keys.js';
-
-/** A task class as the scheduler decides it. */
-export interface TaskClassRow {
-  readonly id: number;
-  readonly requiredTags: readonly string[];
-  readonly significantProvidedTags: readonly string[];
-}
-
-/** What decides which classes a worker may take: its type and its two tag sets. */
-export interface WorkerTags {
-  readonly type: string;
-  readonly providedTags: readonly string[];
-  readonly requiredTags: readonly string[];
-}
-
-/** The DESIGN §2.2 rule at class level: the class's requirements ⊆ worker's provided, and the worker's requirements ⊆ the class's significant provided tags. */
-export function classFits(c: TaskClassRow, w: WorkerTags): boolean {
-  if (w.type === 'not-assignable') return false; // never gets work, whatever it provides
-  return matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags }).ok;
-}
-
-/**
- * The index of a set of provided tags, kept while the array lives: the worker snapshot hands out the
- * same array for a worker until its shape changes, so the bulk questions index each shape once, not
- * at every call (a candidates call over 10,000 workers matches a couple of hundred match keys).
- */
-const indexes = new WeakMap<readonly string[], ProvidedTagIndex>();
-export function providedIndexOf(providedTags: readonly string[]): ProvidedTagIndex {
-  let index = indexes.get(providedTags);
-  if (!index) indexes.set(providedTags, (index = new ProvidedTagIndex(providedTags)));
-  return index;
-}
-
-/** {@link classFits} for one worker against many classes, its provided tags indexed once. */
-export function fitsOf(w: WorkerTags): (c: TaskClassRow) => boolean {
-  if (w.type === 'not-assignable') return () => false;
-  const index = providedIndexOf(w.providedTags);
-  return (c) => c.requiredTags.every((t) => index.satisfies(t)) && missingTags(w.requiredTags, c.significantProvidedTags).length === 0;
-}
 
 /**
  * The task classes, cached in the process (they never change once created), and the eligible

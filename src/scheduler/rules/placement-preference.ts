@@ -2,7 +2,9 @@
  * Which free worker gets a request (DESIGN §17): an order of preference among the feasible free
  * workers, never a filter. The rules are data, applied in order until one tells two workers apart,
  * so that the pass, the placement of a new request and the diagnosis (which names the rule that
- * decided) share one definition.
+ * decided) share one definition. The first and the last rule (static before pool, the oldest) are
+ * also a SQL order (staticFirstSql), by which a placement reads its first free workers;
+ * test/scheduler/rules/placement-preference.test.ts checks that it is the same order.
  */
 
 /** The rules that order the free workers of a request, as data. */
@@ -40,13 +42,15 @@ export interface Preferable {
 }
 
 const bySize = (a: Preferable, b: Preferable) => a.size[0] - b.size[0] || a.size[1] - b.size[1];
+const staticBeforePoolOrder = (a: Pick<Preferable, 'pooled'>, b: Pick<Preferable, 'pooled'>) => Number(a.pooled) - Number(b.pooled);
+const oldestOrder = (a: Pick<Preferable, 'id'>, b: Pick<Preferable, 'id'>) => a.id - b.id;
 /** Each rule as a comparison: negative when it puts `a` first. */
 const COMPARE: Record<PlacementRule, (a: Preferable, b: Preferable) => number> = {
-  STATIC_BEFORE_POOL: (a, b) => Number(a.pooled) - Number(b.pooled),
+  STATIC_BEFORE_POOL: staticBeforePoolOrder,
   LARGEST_FOR_HEAVY: (a, b) => -bySize(a, b),
   SMALLEST_FOR_LIGHT: bySize,
   MOST_SPECIALISED: (a, b) => a.eligible - b.eligible,
-  OLDEST: (a, b) => a.id - b.id,
+  OLDEST: oldestOrder,
 };
 const HEAVY_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'LARGEST_FOR_HEAVY', 'MOST_SPECIALISED', 'OLDEST'];
 const LIGHT_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'SMALLEST_FOR_LIGHT', 'MOST_SPECIALISED', 'OLDEST'];
@@ -74,3 +78,13 @@ export const workerPreference = (heavy: boolean) => {
     return 0;
   };
 };
+
+/** {@link PLACEMENT_RULES}.STATIC_BEFORE_POOL then OLDEST as a SQL order over the worker table under `alias`. */
+export const staticFirstSql = (alias: string) => `${alias}.pool_id is not null, ${alias}.id`;
+
+/** The order of {@link staticFirstSql} in TypeScript: static before pool workers, then the oldest. */
+export const staticFirst = (a: Pick<Preferable, 'pooled' | 'id'>, b: Pick<Preferable, 'pooled' | 'id'>): number => staticBeforePoolOrder(a, b) || oldestOrder(a, b);
+
+/** Static workers before pool workers, each kind in the order given (a stable sort by STATIC_BEFORE_POOL alone: demand serves idle slots so). */
+export const staticBeforePool = <T extends { readonly poolId: number | null }>(workers: readonly T[]): T[] =>
+  [...workers].sort((a, b) => staticBeforePoolOrder({ pooled: a.poolId !== null }, { pooled: b.poolId !== null }));

@@ -4,13 +4,15 @@ import type { Config } from '../../config.js';
 import { intArray } from '../../db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../../db/condition.js';
 import type { WorkerPool } from '../../entities/worker-pool.js';
-import { missingTags, ProvidedTagIndex } from '../../tags/match.js';
-import { fitsOf, providedIndexOf, type ClassCache, type TaskClassRow } from '../matching/class-cache.js';
+import type { ProvidedTagIndex } from '../../tags/match.js';
+import type { ClassCache } from '../matching/class-cache.js';
+import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
 import { poolHealth } from '../rules/pool-health.js';
 import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { monthRuntimeByPool } from './pool-runtime.js';
 import { loadPoolTemplates, poolConcurrency } from './pool-templates.js';
 import { groupBy, type WorkerState } from '../matching/worker-state.js';
+import { staticBeforePool } from '../rules/placement-preference.js';
 import { HISTORY_DAYS } from './task-history.js';
 import { loadWorkerStates, type WorkerSnapshot } from './worker-snapshot.js';
 
@@ -136,7 +138,7 @@ export async function computeDemand(
   ]);
   // Static workers first, each kind in name order: their free slots serve before any pool worker's,
   // here as in the passes, so that idle pool workers can be stopped.
-  const workers = [...loaded.filter((w) => w.poolId === null), ...loaded.filter((w) => w.poolId !== null)];
+  const workers = staticBeforePool(loaded);
   const avg = new Map(durations.map((d) => [d.task_name, d.seconds]));
   const classById = new Map(cache.all().map((c) => [c.id, c]));
   const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
@@ -310,12 +312,7 @@ interface NearestOption {
 }
 
 function nearest(cls: TaskClassRow, options: readonly NearestOption[]): UnschedulableGroup['nearest'] {
-  // As matchTags: the unsatisfied requirements of each side, once each, in their order.
-  const missing = options.map((o) => ({
-    o,
-    missingOnWorker: [...new Set(cls.requiredTags)].filter((t) => !o.index.satisfies(t)),
-    missingOnTask: missingTags(o.required, cls.significantProvidedTags),
-  }));
+  const missing = options.map((o) => ({ o, ...classMismatch(cls, { index: o.index, requiredTags: o.required }) }));
   const size = (m: (typeof missing)[number]) => m.missingOnWorker.length + m.missingOnTask.length;
   const best = Math.min(...missing.map(size));
   return missing

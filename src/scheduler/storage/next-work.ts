@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { intArray, toDate } from '../../db/arrays.js';
+import { activeWorkSql, freeSlots } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { ASSIGN_FIRST_SQL } from './queue-heads.js';
@@ -45,10 +46,8 @@ export async function assignNextWork(
   if (!w.available) return null;
   // Its load in a statement of its own: one that started before the lock was granted would still see
   // the snapshot from before a concurrent call of the same worker committed its assignment.
-  const [{ active }] = await em.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [
-    workerId,
-  ]);
-  if (active >= w.concurrency) return null;
+  const [{ active }] = await em.execute<{ active: number }[]>(`select ${activeWorkSql('?')} as active`, [workerId]);
+  if (freeSlots(w.concurrency, active) === 0) return null;
 
   await cache.refreshIfBehind(em, w.latest_class);
   const eligible = cache.eligibleFor({ type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { tryLockForTransaction } from '../../db/advisory-locks.js';
 import { intArray, toDate } from '../../db/arrays.js';
+import { activeByWorkerSql, freeSlots } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import type { Assignment } from './next-work.js';
@@ -9,7 +10,8 @@ import { anyHeavyByHistory, heaviness } from '../rules/heavy-work.js';
 import { workerPreference, workerSize } from '../rules/placement-preference.js';
 import { queueBefore } from '../rules/queue-order.js';
 import { classHeadsSql, LOCK_ALL_SQL } from './queue-heads.js';
-import { type Backoff, backoffsOf } from '../rules/release-backoff.js';
+import type { Backoff } from '../rules/release-backoff.js';
+import { backoffsOf } from './release-backoffs.js';
 import type { TaskHistoryCache } from './task-history.js';
 
 /** The sort memory of a pass's transaction: its heads are sorted in memory. */
@@ -96,16 +98,15 @@ export async function runPass(
   );
   const loads = new Map(
     (
-      await em.execute<{ worker_id: number; n: number }[]>(
-        `select worker_id, count(*)::int as n from work_request where status in ('ASSIGNED', 'RUNNING') and worker_id = any(?::int[]) group by worker_id`,
-        [intArray(rows.map((r) => r.id))],
-      )
+      await em.execute<{ worker_id: number; n: number }[]>(`select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`, [
+        intArray(rows.map((r) => r.id)),
+      ])
     ).map((r) => [r.worker_id, r.n]),
   );
   await cache.refresh(em);
   const workers: FreeWorker[] = [];
   for (const r of rows) {
-    const free = r.concurrency - (loads.get(r.id) ?? 0);
+    const free = freeSlots(r.concurrency, loads.get(r.id) ?? 0);
     if (free <= 0) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
     if (eligible.length) workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });

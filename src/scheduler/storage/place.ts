@@ -1,11 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
-import { textArray } from '../../db/arrays.js';
+import { hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
+import { mayFitParams, mayFitSql } from '../rules/fit.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { assignNextWork, type Assignment } from './next-work.js';
 import { heaviness } from '../rules/heavy-work.js';
-import { workerPreference, workerSize } from '../rules/placement-preference.js';
+import { staticFirstSql, workerPreference, workerSize } from '../rules/placement-preference.js';
 import type { TaskHistoryCache } from './task-history.js';
 
 const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones
@@ -22,10 +23,9 @@ const FREE_FOR_CLASS_SQL = `
   select w.id, w.type, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
     from worker w
    where ${availableSql('w')}
-     and w.provided_tags @> ?::text[]
-     and (w.required_tags <@ ?::text[] or exists (select 1 from unnest(w.required_tags) t where strpos(t, '>=') > 0))
-     and w.concurrency > (select count(*) from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING'))
-   order by w.pool_id is not null, w.id
+     and ${mayFitSql('w')}
+     and ${hasFreeSlotSql('w')}
+   order by ${staticFirstSql('w')}
    limit ${CANDIDATES}`;
 
 /**
@@ -55,8 +55,7 @@ export async function placeRequest(
   if (!taskClass) return [];
   const rows = await em.execute<{ id: number; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[]>(FREE_FOR_CLASS_SQL, [
     ...availableParams(now, config.metadataFreshMs),
-    textArray(taskClass.requiredTags.filter((t) => !t.includes('>='))),
-    textArray(taskClass.significantProvidedTags),
+    ...mayFitParams(taskClass),
   ]);
   const candidates: { id: number; eligible: number; pooled: boolean; size: [number, number] }[] = [];
   for (const r of rows) {

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, toDate } from '../../db/arrays.js';
+import { activeByWorkerSql, freeSlots } from '../rules/active-work.js';
 import { unavailableReason, type AvailabilityFacts } from '../rules/availability.js';
 import { MatchKeys } from '../matching/match-keys.js';
 import type { WorkerState } from '../matching/worker-state.js';
@@ -24,10 +25,8 @@ const STATE_SQL = `
                   | ((s.quarantined_at is not null)::int << 4), ',',
                 s.reported_ms, ',', s.last_completed_ms, ',', coalesce(a.active, 0)) as state
     from worker_state s
-    left join (
-      -- Only the work held now (the partial index work_request_active_worker), never the history.
-      select worker_id, count(*) as active from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id
-    ) a on a.worker_id = s.worker_id
+    -- Only the work held now (the partial index work_request_active_worker), never the history.
+    left join ${activeByWorkerSql()} a on a.worker_id = s.worker_id
    where s.terminated_at is null`;
 
 /** One worker's state as STATE_SQL packs it: id, shape version, type, flags, report and completion times (ms, empty when null), load. */
@@ -96,7 +95,7 @@ export class WorkerSnapshot {
         concurrency: s.concurrency,
         active: r.active,
         unavailable,
-        free: unavailable ? 0 : Math.max(0, s.concurrency - r.active),
+        free: unavailable ? 0 : freeSlots(s.concurrency, r.active),
         idleSince: r.lastCompletedMs === null ? (s.instanceCreatedAt ?? s.registeredAt) : new Date(r.lastCompletedMs),
       });
     }
