@@ -7,7 +7,7 @@ import { WorkerSchema } from '../entities/worker.js';
 import { WorkspaceSchema } from '../entities/workspace.js';
 import { activeWorkSql } from '../scheduler/rules/active-work.js';
 import { availableParams, probeableSql } from '../scheduler/rules/availability.js';
-import type { Assignment } from '../scheduler/storage/next-work.js';
+import { assignRequests, type Assignment } from '../scheduler/storage/assign.js';
 import { matchTags } from '../tags/match.js';
 import { analyzeRequest } from './task-analysis.js';
 import { freezeAnalysis } from './work-requests.js';
@@ -105,13 +105,16 @@ export async function startQuarantineProbes(em: EntityManager, config: Config, n
       worker: em.getReference(WorkerSchema, worker.id),
     });
     freezeAnalysis(wr, analysis, now);
-    wr.status = 'ASSIGNED'; // straight to its worker: never PENDING, so never in a queue
-    wr.assignedAt = now;
     started.push({ worker, wr });
   }
   await em.flush();
-  return {
-    started: started.map(({ worker, wr }) => ({ workRequestId: wr.id, workerId: worker.id, workspaceId: wr.workspace.id, workerName: worker.name })),
-    skipped,
-  };
+  // Straight to its worker, in this transaction, by the one assignment every request gets (no class:
+  // no queue ever lists it, and no other transaction sees it PENDING).
+  const assigned = await assignRequests(
+    em,
+    started.map(({ worker, wr }) => ({ workRequestId: wr.id, workerId: worker.id })),
+    now,
+  );
+  const nameOf = new Map(workers.map((w) => [w.id, w.name]));
+  return { started: assigned.map((a) => ({ workRequestId: a.workRequestId, workerId: a.workerId, workspaceId: a.workspaceId, workerName: nameOf.get(a.workerId)! })), skipped };
 }

@@ -4,21 +4,12 @@ import { intArray, toDate } from '../../db/arrays.js';
 import { activeWorkSql, freeSlots } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
+import type { Assignment } from './assign.js';
 import { ASSIGN_FIRST_SQL } from './queue-heads.js';
 import { notBackedOffParams } from '../rules/release-backoff.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;
-
-/** A fresh assignment: which request went to which worker. */
-export interface Assignment {
-  readonly workRequestId: number;
-  readonly workerId: number;
-  /** The request's workspace, for the workRequestChanged event. */
-  readonly workspaceId: number;
-  /** When the request last became PENDING (for the assignment latency metric). */
-  readonly pendingAt?: Date | null;
-}
 
 /**
  * Atomically assigns the next work request a worker may run, or returns null. The worker row is
@@ -59,8 +50,8 @@ export async function assignNextWork(
       perClass,
       perClass,
       ...notBackedOffParams(workerId, now),
-      workerId,
       now,
+      workerId,
     ]);
     if (r.id !== null) return { workRequestId: r.id, workerId, workspaceId: r.workspace_id!, pendingAt: toDate(r.pending_at) };
     if (r.heads === 0) return null; // nothing this worker may run

@@ -1,5 +1,6 @@
 import { effectivePrioritySql, headsOrderSql, queueOrderSql } from '../rules/queue-order.js';
 import { notBackedOffSql } from '../rules/release-backoff.js';
+import { assignSql } from './assign.js';
 
 /**
  * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order
@@ -55,9 +56,10 @@ export const LOCK_ALL_SQL = `
 
 /**
  * One worker's pull in one statement: the heads of its eligible classes, the first of them still
- * PENDING, not backed off from this worker (release-backoff.ts) and not locked by another caller
- * (SKIP LOCKED), assigned to it. Returns how many heads
- * there were (none: nothing to do; some but no id: all taken by concurrent callers, look deeper).
+ * PENDING, not backed off from this worker (rules/release-backoff.ts) and not locked by another caller
+ * (SKIP LOCKED), assigned to it (assignSql). Parameters: the eligible classes, the heads per class
+ * (twice), notBackedOffParams, the time of the assignment, the worker. Returns how many heads there
+ * were (none: nothing to do; some but no id: all taken by concurrent callers, look deeper).
  */
 export const ASSIGN_FIRST_SQL = `
   with heads as (${CLASS_HEADS_EVEN_SQL}),
@@ -68,10 +70,6 @@ export const ASSIGN_FIRST_SQL = `
      limit 1
      for update of w skip locked
   ),
-  assigned as (
-    update work_request u set status = 'ASSIGNED', worker_id = ?, assigned_at = ?
-      from pick where u.id = pick.id
-    returning u.id, u.workspace_id, u.pending_at
-  )
+  assigned as (${assignSql('(select pick.id, ?::int from pick)')})
   select (select count(*) from heads)::int as heads, (select id from assigned) as id, (select workspace_id from assigned) as workspace_id,
          (select pending_at from assigned) as pending_at`;
