@@ -4,7 +4,8 @@ import { candidatesQueryCost, costOf, FIELD_COSTS, fixedCost, pagedCost } from '
 import type { Context } from '../context.js';
 import { UNAVAILABLE } from '../scheduler/rules/availability.js';
 import { loadTaskTags } from '../scheduler/matching/candidates.js';
-import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/storage/demand.js';
+import { LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/matching/demand-plan.js';
+import { computeDemand } from '../scheduler/storage/demand.js';
 import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/matching/diagnosis.js';
 import type { WorkerState } from '../scheduler/matching/worker-state.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/visibility.js';

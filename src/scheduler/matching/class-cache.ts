@@ -29,13 +29,17 @@ export class ClassCache {
       'select id, required_tags, significant_provided_tags from task_class where id > ? order by id',
       [this.maxId],
     );
-    for (const r of rows) {
-      const row = { id: r.id, requiredTags: r.required_tags, significantProvidedTags: r.significant_provided_tags };
+    this.add(rows.map((r) => ({ id: r.id, requiredTags: r.required_tags, significantProvidedTags: r.significant_provided_tags })));
+  }
+
+  /** Takes classes newer than every class it has, in id order (refresh; table tests build a cache so, without a database). */
+  add(rows: readonly TaskClassRow[]): void {
+    for (const row of rows) {
       this.classes.push(row);
       this.byId.set(row.id, row);
-      this.maxId = r.id;
+      this.maxId = row.id;
       // A requirement no class had before may split a key: start the keys over (rare: a new tag or minimum).
-      if (this.keys.add(r.required_tags)) {
+      if (this.keys.add(row.requiredTags)) {
         this.eligible.clear();
         this.keysGeneration++;
       }
