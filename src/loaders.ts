@@ -9,7 +9,8 @@ import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/matchi
 import type { ClassCache } from './scheduler/matching/class-cache.js';
 import type { PlacementContext } from './scheduler/matching/diagnosis.js';
 import { monthRuntimeByPool } from './scheduler/storage/pool-runtime.js';
-import { loadPoolTemplates, type PoolTemplate } from './scheduler/storage/pool-templates.js';
+import type { PoolTemplate } from './scheduler/matching/pool-template.js';
+import { loadPoolTemplates } from './scheduler/storage/pool-templates.js';
 import type { QueuePosition } from './scheduler/rules/queue-order.js';
 import { queuePositions } from './scheduler/storage/queue-position.js';
 import type { Backoff } from './scheduler/rules/release-backoff.js';

@@ -7,7 +7,7 @@ import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { WorkerSchema, type Worker } from '../entities/worker.js';
 import { InvalidStateError, NotFoundError } from '../errors.js';
 import type { Events } from '../events.js';
-import { poolConcurrency } from '../scheduler/storage/pool-templates.js';
+import { poolConcurrency } from '../scheduler/rules/pool-capacity.js';
 import { requireAdmin, type Viewer } from './auth.js';
 import { creating } from './flush.js';
 import { terminateWorkers } from './terminate.js';

@@ -9,7 +9,7 @@ import type { Events } from '../events.js';
 import { requireAdmin, type Viewer } from './auth.js';
 import type { SecretBox } from './secrets.js';
 import { issueToken } from './tokens.js';
-import { poolConcurrency } from '../scheduler/storage/pool-templates.js';
+import { poolConcurrency } from '../scheduler/rules/pool-capacity.js';
 import { handlerProblems, specificationProblems, withHandlerDefaults } from './pool-specifications.js';
 import { nameSchema, oneOf, parseInput, zodProblems } from './validate.js';
 import { poolTagProblems } from './admin-input.js';

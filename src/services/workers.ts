@@ -8,7 +8,7 @@ import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../ent
 import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError, UnauthenticatedError, type InputProblem } from '../errors.js';
 import type { Events } from '../events.js';
 import type { WorkerMetadata } from '../tags/worker-tags.js';
-import { poolConcurrency } from '../scheduler/storage/pool-templates.js';
+import { poolConcurrency } from '../scheduler/rules/pool-capacity.js';
 import { requireAdmin, requireWorker, type Viewer } from './auth.js';
 import { markInstanceRunning } from './instances.js';
 import { issueToken } from './tokens.js';

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray } from '../../db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../../db/condition.js';
 import { fitsOf, type TaskClassRow } from '../rules/fit.js';
-import { classKey, tagName } from '../storage/classes.js';
+import { classKey, tagName } from './class-key.js';
 import { MatchKeys } from './match-keys.js';
 import { groupBy, type WorkerState } from './worker-state.js';
 

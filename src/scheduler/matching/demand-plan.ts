@@ -9,7 +9,8 @@ import type { ProvidedTagIndex } from '../../tags/match.js';
 import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
 import { staticBeforePool } from '../rules/placement-preference.js';
 import { poolHealth } from '../rules/pool-health.js';
-import { poolConcurrency, type PoolTemplate } from '../storage/pool-templates.js';
+import { poolConcurrency } from '../rules/pool-capacity.js';
+import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
 

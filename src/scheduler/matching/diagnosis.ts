@@ -5,7 +5,7 @@ import type { TaskTagsRow } from './candidates.js';
 import { heaviness, type HeavyReason, type TaskHistory } from '../rules/heavy-work.js';
 import { decidingRule, placementRules, workerPreference, workerSize, type PlacementRule, type Preferable } from '../rules/placement-preference.js';
 import type { QueuePosition } from '../rules/queue-order.js';
-import type { PoolTemplate } from '../storage/pool-templates.js';
+import type { PoolTemplate } from './pool-template.js';
 import type { Backoff } from '../rules/release-backoff.js';
 import { groupBy, workerSignature, type WorkerState } from './worker-state.js';
 

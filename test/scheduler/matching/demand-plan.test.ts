@@ -9,7 +9,7 @@ import type { WorkerPool } from '../../../src/entities/worker-pool.js';
 import { ClassCache } from '../../../src/scheduler/matching/class-cache.js';
 import { describeUnschedulable, LAUNCH_LIMITS, planDemand, type DemandInput } from '../../../src/scheduler/matching/demand-plan.js';
 import type { WorkerState } from '../../../src/scheduler/matching/worker-state.js';
-import type { PoolTemplate } from '../../../src/scheduler/storage/pool-templates.js';
+import type { PoolTemplate } from '../../../src/scheduler/matching/pool-template.js';
 
 const NOW = new Date('2026-06-01T12:00:00.000Z');
 const LINUX = 1;
