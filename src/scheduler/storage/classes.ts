@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { lockForTransaction } from '../../db/advisory-locks.js';
 import { intArray, textArray } from '../../db/arrays.js';
 import { classKey, classKeyHash, tagName } from '../matching/class-key.js';
+import { ACTIVE_STATUSES_SQL } from '../rules/active-work.js';
 
 /** The tags of one work request, as the classifier reads them. */
 export interface ClassifiableTags {
@@ -87,7 +88,7 @@ export async function registerSignificantTags(em: EntityManager, requiredTags: r
   // The affected requests are those providing a tag of one of these names (plain, or with a value);
   // assigned and running ones too, since a lease or a release can put them back in the queue.
   const affected = await em.execute<{ id: number }[]>(
-    `select id from work_request where status in ('PENDING', 'ASSIGNED', 'RUNNING')
+    `select id from work_request where status in ('PENDING', ${ACTIVE_STATUSES_SQL})
         and exists (select 1 from unnest(provided_tags) t where split_part(t, '=', 1) = any(?::text[]))`,
     [textArray(fresh)],
   );

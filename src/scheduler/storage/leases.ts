@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, textArray } from '../../db/arrays.js';
+import { isActiveSql } from '../rules/active-work.js';
 
 /** What one sweep changed, for events and for settling dependents. */
 export interface LeaseChange {
@@ -68,7 +69,7 @@ export async function requeueWorkOf(em: EntityManager, workerIds: readonly numbe
        select w.id, w.status, w.retry_count, w.assigned_at, w.quarantine_probe, k.id as worker_id, w.status = 'RUNNING' as counts,
               format('worker %s was terminated (%s)', k.name, ?::text) as why
          from work_request w join worker k on k.id = w.worker_id
-        where w.worker_id = any(?::int[]) and w.status in ('ASSIGNED', 'RUNNING')
+        where w.worker_id = any(?::int[]) and ${isActiveSql('w')}
         for update of w`),
     [reason, intArray(workerIds), ...requeueParams(now, limits.maxRetries)],
   );
