@@ -4,7 +4,7 @@
  * workspace rules ask for (a distribution, a signing key) and signing workers. Tags come from the
  * real `computeWorkerTags`, fed with metadata shaped like what the worker agent and admins report.
  */
-import { poolTagInput } from '../src/scheduler/pool-templates.js';
+import { poolTagInput } from '../src/scheduler/storage/pool-templates.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../src/tags/size-class.js';
 import { computeWorkerTags, type ComputedWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../src/tags/worker-tags.js';
 import { TASKS } from '../src/tasks/registry.js';

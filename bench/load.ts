@@ -16,10 +16,10 @@ import { loadConfig, type Config } from '../src/config.js';
 import { UserSchema } from '../src/entities/user.js';
 import { WorkspaceSchema } from '../src/entities/workspace.js';
 import { createOrm, migrate } from '../src/orm.js';
-import { classIdsFor, registerSignificantTags } from '../src/scheduler/classes.js';
 import { AnalysisSources, analyzeRequest } from '../src/services/workflows/task-analysis.js';
 import { createTaskRule } from '../src/services/work/task-rules.js';
-import { RECOUNT_PENDING_SQL } from '../src/scheduler/pending-counts.js';
+import { classIdsFor, registerSignificantTags } from '../src/scheduler/storage/classes.js';
+import { RECOUNT_PENDING_SQL } from '../src/scheduler/storage/pending-counts.js';
 import { phase } from './progress.js';
 import { Random } from './prng.js';
 import { QUEUE_SPAN_SECONDS, type Workload } from './workload.js';
@@ -297,7 +297,7 @@ async function loadQueue(
     p.update(end);
   }
   timings.insert = p.end(`${n} requests`);
-  // Fair keys (scheduler/fair-share.ts) are the requests' ages in ms, as for workspaces that submit one at a time; each clock follows its last key.
+  // Fair keys (scheduler/rules/queue-order.ts) are the requests' ages in ms, as for workspaces that submit one at a time; each clock follows its last key.
   await c.query(
     `update workspace s set fair_clock = m.last from (select workspace_id, max(fair_key) as last from work_request group by workspace_id) m where s.id = m.workspace_id`,
   );

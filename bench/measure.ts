@@ -7,10 +7,10 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { App } from '../src/app.js';
 import type { Config } from '../src/config.js';
-import { ClassCache } from '../src/scheduler/class-cache.js';
-import { assignNextWork } from '../src/scheduler/next-work.js';
-import { runPass } from '../src/scheduler/pass.js';
-import { TaskHistoryCache } from '../src/scheduler/task-history.js';
+import { ClassCache } from '../src/scheduler/matching/class-cache.js';
+import { assignNextWork } from '../src/scheduler/storage/next-work.js';
+import { runPass } from '../src/scheduler/storage/pass.js';
+import { TaskHistoryCache } from '../src/scheduler/storage/task-history.js';
 import { phase } from './progress.js';
 import type { Random } from './prng.js';
 

@@ -12,7 +12,7 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { createOrm } from '../src/orm.js';
-import { poolTagInput } from '../src/scheduler/pool-templates.js';
+import { poolTagInput } from '../src/scheduler/storage/pool-templates.js';
 import { computePoolTemplateTags } from '../src/tags/worker-tags.js';
 import { loadWorkload, withDatabase } from './load.js';
 import {

@@ -22,7 +22,7 @@ export interface Config {
   readonly quarantineAfterErrors: number;
   /** How often a quarantined, idle, connected worker is given a quarantine probe (services/work/quarantine-probes.ts), in milliseconds; 0: never. */
   readonly quarantineProbeMs: number;
-  /** A task whose average run over the last 30 days is at least this long is heavy work (scheduler/heavy.ts), in seconds; 0: never by history. */
+  /** A task whose average run over the last 30 days is at least this long is heavy work (scheduler/rules/heavy-work.ts), in seconds; 0: never by history. */
   readonly heavyTaskSeconds: number;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;

@@ -4,16 +4,21 @@ import DataLoader from 'dataloader';
 import type { Config } from './config.js';
 import { intArray, textArray } from './db/arrays.js';
 import { InstanceSchema, type Instance } from './entities/instance.js';
-import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/candidates.js';
-import type { ClassCache } from './scheduler/class-cache.js';
-import type { PlacementContext } from './scheduler/diagnosis.js';
-import { monthRuntimeByPool } from './scheduler/pool-runtime.js';
-import { loadPoolTemplates, type PoolTemplate } from './scheduler/pool-templates.js';
-import { queuePositions, type QueuePosition } from './scheduler/queue-position.js';
-import { backoffsOf, type Backoff } from './scheduler/release-backoff.js';
-import { loadWorkerStates, type WorkerState } from './scheduler/snapshot.js';
-import type { TaskHistoryCache } from './scheduler/task-history.js';
-import type { WorkerSnapshot } from './scheduler/worker-snapshot.js';
+import { activeByWorkerSql } from './scheduler/rules/active-work.js';
+import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/matching/candidates.js';
+import type { ClassCache } from './scheduler/matching/class-cache.js';
+import type { PlacementContext } from './scheduler/matching/diagnosis.js';
+import { monthRuntimeByPool } from './scheduler/storage/pool-runtime.js';
+import type { PoolTemplate } from './scheduler/matching/pool-template.js';
+import { loadPoolTemplates } from './scheduler/storage/pool-templates.js';
+import type { QueuePosition } from './scheduler/rules/queue-order.js';
+import { queuePositions } from './scheduler/storage/queue-position.js';
+import type { Backoff } from './scheduler/rules/release-backoff.js';
+import { backoffsOf } from './scheduler/storage/release-backoffs.js';
+import type { WorkerState } from './scheduler/matching/worker-state.js';
+import { loadWorkerStates } from './scheduler/storage/worker-snapshot.js';
+import type { TaskHistoryCache } from './scheduler/storage/task-history.js';
+import type { WorkerSnapshot } from './scheduler/storage/worker-snapshot.js';
 
 /** The process's scheduler caches a diagnosis places a request with (the Scheduler has them). */
 export interface PlacementCaches {
@@ -136,11 +141,9 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       return loader;
     },
     activeWorkCount: new DataLoader(async (ids) => {
-      const rows = await em.execute<{ worker_id: number; n: number }[]>(
-        `select worker_id, count(*)::int as n from work_request
-          where worker_id = any(?::int[]) and status in ('ASSIGNED', 'RUNNING') group by worker_id`,
-        [intArray(ids)],
-      );
+      const rows = await em.execute<{ worker_id: number; n: number }[]>(`select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`, [
+        intArray(ids),
+      ]);
       const byId = new Map(rows.map((r) => [r.worker_id, r.n]));
       return ids.map((id) => byId.get(id) ?? 0);
     }),

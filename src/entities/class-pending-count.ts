@@ -5,7 +5,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
  * PENDING requests (class_id null: pending requests without a class). PostgreSQL appends one row
  * per class and statement that changes it (triggers `class_pending_count_*`, migration
  * class_pending_count), so concurrent writers never wait on each other; compactPendingCounts
- * (scheduler/pending-counts.ts) folds the rows. Never written by the application otherwise.
+ * (scheduler/storage/pending-counts.ts) folds the rows. Never written by the application otherwise.
  */
 export const ClassPendingCountSchema = defineEntity({
   name: 'ClassPendingCount',

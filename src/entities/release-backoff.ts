@@ -2,7 +2,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 
 /**
  * A request a worker released (it has no handler for it, say) is not offered to that worker again
- * before `until` (scheduler/release-backoff.ts). Read and written in SQL by the scheduler.
+ * before `until` (scheduler/rules/release-backoff.ts). Read and written in SQL by the scheduler.
  */
 export const ReleaseBackoffSchema = defineEntity({
   name: 'ReleaseBackoff',

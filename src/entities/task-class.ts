@@ -12,7 +12,7 @@ export const TaskClassSchema = defineEntity({
     id: p.integer().primary().autoincrement(),
     /** Canonical key: the two sorted tag lists, joined. Up to 100 tags of 255 characters: too long for a btree index. */
     key: p.text(),
-    /** SHA-256 of the key, in hex: what makes a class unique (scheduler/classes.ts). */
+    /** SHA-256 of the key, in hex: what makes a class unique (scheduler/storage/classes.ts). */
     keyHash: p.string().length(64).unique(),
     requiredTags: p.array().columnType('text[]').default([]),
     significantProvidedTags: p.array().columnType('text[]').default([]),

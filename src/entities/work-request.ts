@@ -1,5 +1,4 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { FAIR_KEY_DEFAULT_SQL } from '../scheduler/fair-share.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { UserSchema } from './user.js';
 import { WorkerSchema } from './worker.js';
@@ -12,6 +11,12 @@ export type WorkRequestStatus = (typeof WORK_REQUEST_STATUSES)[number];
 /** How a completed work request ended. */
 export const WORK_REQUEST_RESULTS = ['SUCCESS', 'FAILURE', 'ERROR', 'SKIPPED'] as const;
 export type WorkRequestResult = (typeof WORK_REQUEST_RESULTS)[number];
+
+/**
+ * The fair key a row gets when a writer did not set one: the fair clock of a workspace with nothing
+ * queued (now, in milliseconds; scheduler/rules/queue-order.ts). The column's default in the migration and here.
+ */
+export const FAIR_KEY_DEFAULT_SQL = `((extract(epoch from now()) * 1000)::bigint)`;
 
 /**
  * One task to run. The user's own tags are kept as given until the request becomes PENDING; then
@@ -40,7 +45,7 @@ export const WorkRequestSchema = defineEntity({
     exitCode: p.integer().nullable(),
     priorityBase: p.integer().default(0),
     priorityAdjustment: p.integer().default(0),
-    /** Its place among workspaces at equal priority (scheduler/fair-share.ts): set when it is written. */
+    /** Its place among workspaces at equal priority (scheduler/rules/queue-order.ts): set when it is written. */
     fairKey: p.bigint('number').defaultRaw(FAIR_KEY_DEFAULT_SQL),
     worker: () => p.manyToOne(WorkerSchema).nullable(),
     /** The workflow that created it (services/workflows/orchestration.ts); null for a request submitted by a client. */
@@ -54,7 +59,7 @@ export const WorkRequestSchema = defineEntity({
     requiredEntries: p.json<TagEntry[]>().default('[]'),
     /** Rule tags refused for their provenance when the sets were computed. */
     droppedTags: p.json<TagRefusal[]>().default('[]'),
-    /** The task class of a PENDING request (src/scheduler/classes.ts); null before. */
+    /** The task class of a PENDING request (src/scheduler/storage/classes.ts); null before. */
     classId: p.integer().nullable(),
     retryCount: p.integer().default(0),
     /** A noop the server gave a quarantined worker to see whether it runs work again (services/work/quarantine-probes.ts); never queued, never re-queued. */

@@ -27,7 +27,7 @@ export const WorkerPoolSchema = defineEntity({
     /** Monthly runtime budget in seconds of instance time; null means unlimited. */
     monthlyRuntimeBudgetSeconds: p.integer().nullable(),
     enabled: p.boolean().default(true),
-    /** Launches that failed in a row since the last one that worked (src/scheduler/pool-health.ts). */
+    /** Launches that failed in a row since the last one that worked (src/scheduler/rules/pool-health.ts). */
     launchFailures: p.integer().default(0),
     /** No launch is tried before this, after failures (backoff); null when none failed. */
     launchRetryAt: p.datetime().nullable(),

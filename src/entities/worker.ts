@@ -30,7 +30,7 @@ export const WorkerSchema = defineEntity({
     lastSeenAt: p.datetime().nullable(),
     /** When it last reported its dynamic metadata (the server workers: when they started): availability needs a fresh report (DESIGN §3). */
     metadataReportedAt: p.datetime().nullable(),
-    /** Set when its recent results are errors while the same tasks succeed elsewhere (scheduler/quarantine.ts): it gets no work until lifted. */
+    /** Set when its recent results are errors while the same tasks succeed elsewhere (scheduler/storage/quarantine.ts): it gets no work until lifted. */
     quarantinedAt: p.datetime().nullable(),
     quarantineReason: p.text().nullable(),
     /** When it last completed a request (kept at completion: idle time without reading history). */
@@ -44,13 +44,13 @@ export const WorkerSchema = defineEntity({
     providedEntries: p.json<TagEntry[]>().default('[]'),
     requiredEntries: p.json<TagEntry[]>().default('[]'),
     rejectedTags: p.json<TagRefusal[]>().default('[]'),
-    /** Raised by PostgreSQL (a trigger) when the name, type, pool, concurrency, tags or registration change: see scheduler/worker-snapshot.ts. */
+    /** Raised by PostgreSQL (a trigger) when the name, type, pool, concurrency, tags or registration change: see scheduler/storage/worker-snapshot.ts. */
     shapeVersion: p.bigint().default(0).lazy().hidden(),
   },
   indexes: [
     { properties: 'pool' },
     // Workers in the placement's first order, static before pool workers, then by id (FREE_FOR_CLASS_SQL
-    // in scheduler/place.ts): a new request's placement reads the first few free ones in this order
+    // in scheduler/storage/place.ts): a new request's placement reads the first few free ones in this order
     // instead of checking every worker and sorting them.
     { name: 'worker_placement_order', expression: `create index "worker_placement_order" on "worker" (("pool_id" is not null), "id")` },
   ],

@@ -11,7 +11,7 @@ export const WorkspaceSchema = defineEntity({
     name: p.string().length(100),
     isPublic: p.boolean().default(true),
     providableTagPrefixes: p.array().columnType('text[]').default([]),
-    /** The fair-share clock (scheduler/fair-share.ts): the fair key of its last request written, in ms. */
+    /** The fair-share clock (scheduler/rules/queue-order.ts): the fair key of its last request written, in ms. */
     fairClock: p.bigint('number').default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
   },

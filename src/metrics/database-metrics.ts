@@ -13,10 +13,11 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
-import { computeDemand } from '../scheduler/demand.js';
-import { pendingByClass as countPendingByClass } from '../scheduler/pending-counts.js';
+import { computeDemand } from '../scheduler/storage/demand.js';
+import { pendingByClass as countPendingByClass } from '../scheduler/storage/pending-counts.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../scheduler/availability.js';
+import { ACTIVE_STATUSES_SQL, activeByWorkerSql } from '../scheduler/rules/active-work.js';
+import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../scheduler/rules/availability.js';
 
 /** The label value every private workspace is counted under when names are not shown. */
 export const PRIVATE_WORKSPACE = '(private)';
@@ -41,10 +42,10 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const now = new Date();
 
   // By workspace and status: an index-only scan of work_request_unfinished_workspace; pending by class:
-  // the counts PostgreSQL keeps (scheduler/pending-counts.ts).
+  // the counts PostgreSQL keeps (scheduler/storage/pending-counts.ts).
   const byStatus = await em.execute<{ workspace_id: number; status: string; n: number }[]>(
     `select workspace_id, status, count(*)::int as n from work_request
-      where status in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING') group by workspace_id, status`,
+      where status in ('BLOCKED', 'PENDING', ${ACTIVE_STATUSES_SQL}) group by workspace_id, status`,
   );
   const pendingByClass = await countPendingByClass(em, { classified: true });
   const workspaces = await em.execute<{ id: number; name: string; is_public: boolean }[]>(
@@ -65,10 +66,10 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   for (const c of pendingByClass) pending.set({ class: String(c.class_id) }, c.n);
 
   const workers = await em.execute<(AvailabilityRow & { pool: string | null; active: number })[]>(
-    `select p.name as pool, ${availabilityColumns('w')}, coalesce(a.n, 0)::int as active
+    `select p.name as pool, ${availabilityColumns('w')}, coalesce(a.active, 0)::int as active
        from worker w
        left join worker_pool p on p.id = w.pool_id
-       left join (select worker_id, count(*) as n from work_request where status in ('ASSIGNED', 'RUNNING') group by worker_id) a on a.worker_id = w.id
+       left join ${activeByWorkerSql()} a on a.worker_id = w.id
       where w.terminated_at is null`,
   );
   const workerGauge = gauge(registry, 'tagsched_workers', 'Active workers (terminated pool workers left out) by status and pool ("" for no pool)', ['status', 'pool']);

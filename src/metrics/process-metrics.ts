@@ -8,7 +8,8 @@
 import { getOperationAST, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AssignmentVia, LifecycleRecorder, SchedulerRecorder } from './recorder.js';
+import type { AssignmentVia } from '../scheduler/scheduler-metrics.js';
+import type { LifecycleRecorder, SchedulerRecorder } from './recorder.js';
 
 /** Distinct operation names this process labels by name; later new ones are counted as OTHER_OPERATION. */
 export const MAX_OPERATION_NAMES = 100;

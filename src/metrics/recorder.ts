@@ -4,16 +4,10 @@
  * only (and tests or tools that build them without metrics pass NO_METRICS).
  */
 
-/** How an assignment was made: a worker's pull, the placement of a new request, or a pass. */
-export type AssignmentVia = 'pull' | 'place' | 'pass';
+import type { SchedulerMetrics } from '../scheduler/scheduler-metrics.js';
 
-/** The scheduler's events. */
-export interface SchedulerRecorder {
-  /** Assignments just committed; `pendingAt` is when each request last became PENDING. */
-  assigned(assignments: readonly { readonly pendingAt?: Date | null }[], via: AssignmentVia): void;
-  /** A full pass ran in this process (it found pending work and tried). */
-  passRan(reason: string): void;
-}
+/** The scheduler's events: the interface the scheduler loop defines (scheduler/scheduler-metrics.ts), recorded here. */
+export type SchedulerRecorder = SchedulerMetrics;
 
 /** The work lifecycle's events. */
 export interface LifecycleRecorder {

@@ -4,10 +4,10 @@ import type { WorkerPool } from '../entities/worker-pool.js';
 import { WorkerPoolSchema } from '../entities/worker-pool.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
-import type { ClassCache } from '../scheduler/class-cache.js';
-import { launchRetryDelayMs, needsAnAdmin } from '../scheduler/pool-health.js';
-import type { WorkerSnapshot } from '../scheduler/worker-snapshot.js';
 import type { SecretBox } from '../services/identity/secrets.js';
+import type { ClassCache } from '../scheduler/matching/class-cache.js';
+import { launchRetryDelayMs, needsAnAdmin } from '../scheduler/rules/pool-health.js';
+import type { WorkerSnapshot } from '../scheduler/storage/worker-snapshot.js';
 import { callProvider } from './calls.js';
 import { ProviderError, type Provider, type ProviderCall } from './provider.js';
 

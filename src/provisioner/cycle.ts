@@ -7,9 +7,10 @@
  */
 import { InstanceSchema } from '../entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { computeDemand } from '../scheduler/demand.js';
 import { recordLaunch } from '../services/pools/instances.js';
 import { publishTermination, terminateIn, terminateWorkers } from '../services/workers/terminate.js';
+import { activeWorkSql } from '../scheduler/rules/active-work.js';
+import { computeDemand } from '../scheduler/storage/demand.js';
 import { retryingDeadlocks } from '../db/deadlocks.js';
 import { asProviderError, call, recordLaunchSuccess, recordPoolError, type CycleContext } from './context.js';
 import { planCycle } from './plan.js';
@@ -41,9 +42,7 @@ async function stopIdle(ctx: CycleContext, workerId: number, pool: WorkerPool, n
       const [w] = await tx.execute<{ id: number }[]>(`select id from worker where id = ? and terminated_at is null for update`, [workerId]);
       if (!w) return null;
       // Counted after the lock: an assignment committed before it is seen, none can come after it.
-      const [{ active }] = await tx.execute<{ active: number }[]>(`select count(*)::int as active from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [
-        workerId,
-      ]);
+      const [{ active }] = await tx.execute<{ active: number }[]>(`select ${activeWorkSql('?')} as active`, [workerId]);
       if (active) return null;
       return terminateIn(tx, ctx.config, [workerId], `idle for longer than the idle timeout of pool ${pool.name}`, { state: 'STOPPING' }, now);
     }),

@@ -1,5 +1,5 @@
 import type { WorkerPool } from '../entities/worker-pool.js';
-import type { ProvisioningDemand } from '../scheduler/demand.js';
+import type { ProvisioningDemand } from '../scheduler/matching/demand-plan.js';
 
 /** What one provisioner cycle does after reconciling: the decisions, before any provider is called. */
 export interface CyclePlan {

@@ -4,16 +4,17 @@ import type { WorkRequestStatus } from '../entities/work-request.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { NO_METRICS, type AssignmentVia, type SchedulerRecorder } from '../metrics/recorder.js';
-import { ClassCache } from './class-cache.js';
-import { disconnectSilentWorkers, expireLeases } from './leases.js';
-import { compactPendingCounts } from './pending-counts.js';
-import { forgetEndedBackoffs } from './release-backoff.js';
-import { assignNextWork, type Assignment } from './next-work.js';
-import { runPass } from './pass.js';
-import { placeRequest } from './place.js';
-import { TaskHistoryCache } from './task-history.js';
-import { WorkerSnapshot } from './worker-snapshot.js';
+import { NO_SCHEDULER_METRICS, type AssignmentVia, type SchedulerMetrics } from './scheduler-metrics.js';
+import { ClassCache } from './matching/class-cache.js';
+import { disconnectSilentWorkers, expireLeases } from './storage/leases.js';
+import { compactPendingCounts } from './storage/pending-counts.js';
+import { forgetEndedBackoffs } from './storage/release-backoffs.js';
+import type { Assignment } from './storage/assign.js';
+import { assignNextWork } from './storage/next-work.js';
+import { runPass } from './storage/pass.js';
+import { placeRequest } from './storage/place.js';
+import { TaskHistoryCache } from './storage/task-history.js';
+import { WorkerSnapshot } from './storage/worker-snapshot.js';
 
 /**
  * Whether a change of a request, known by its status after the change, may let a pass assign
@@ -59,7 +60,7 @@ export interface Scheduler {
 export type SettleDependents = (em: EntityManager, config: Config, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
 
 /**
- * Gives quarantined workers their probes, in the caller's transaction (services/quarantine-probes.ts,
+ * Gives quarantined workers their probes, in the caller's transaction (services/work/quarantine-probes.ts,
  * given by the app): the probes given, and the due workers that could not be probed, with why.
  */
 export type StartProbes = (
@@ -76,10 +77,10 @@ export function createScheduler(deps: {
   events: Events;
   settleDependents: SettleDependents;
   startProbes?: StartProbes;
-  metrics?: SchedulerRecorder;
+  metrics?: SchedulerMetrics;
 }): Scheduler {
   const { orm, config, log, events, settleDependents, startProbes } = deps;
-  const metrics = deps.metrics ?? NO_METRICS;
+  const metrics = deps.metrics ?? NO_SCHEDULER_METRICS;
   const classes = new ClassCache();
   const workers = new WorkerSnapshot();
   const history = new TaskHistoryCache(config.heavyTaskSeconds);

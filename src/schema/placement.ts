@@ -1,8 +1,8 @@
 import { builder } from '../builder.js';
-import { HEAVY_REASONS } from '../scheduler/heavy.js';
-import type { PlacementView } from '../scheduler/diagnosis.js';
-import { PLACEMENT_RULES } from '../scheduler/preference.js';
-import { QUEUE_RULES, type QueuePosition } from '../scheduler/queue-position.js';
+import { HEAVY_REASONS } from '../scheduler/rules/heavy-work.js';
+import type { PlacementView } from '../scheduler/matching/diagnosis.js';
+import { PLACEMENT_RULES } from '../scheduler/rules/placement-preference.js';
+import { QUEUE_RULES, type QueuePosition } from '../scheduler/rules/queue-order.js';
 import { describedValues } from './enum-values.js';
 
 const HeavyReasonEnum = builder.enumType('HeavyReason', {

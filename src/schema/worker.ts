@@ -15,7 +15,7 @@ import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination
 import { PAGE } from '../limits/page.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
-import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/availability.js';
+import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/rules/availability.js';
 
 const WorkerStatusEnum = builder.enumType('WorkerStatus', {
   description:

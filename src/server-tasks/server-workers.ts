@@ -24,7 +24,7 @@ import { InvalidStateError } from '../errors.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { LifecycleRecorder } from '../metrics/recorder.js';
-import { expireLeases } from '../scheduler/leases.js';
+import { expireLeases } from '../scheduler/storage/leases.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { Viewer } from '../services/identity/auth.js';
 import { completeWorkRequest } from '../services/work/work-lifecycle.js';

@@ -1,8 +1,8 @@
 /** Pieces several status pages share: tables of tags, badges, pagers, a diagnosis in words. */
-import type { Diagnosis, Mismatch, PlacementView } from '../scheduler/diagnosis.js';
-import type { HeavyReason } from '../scheduler/heavy.js';
-import type { PlacementRule } from '../scheduler/preference.js';
-import type { QueuePosition, QueueRule } from '../scheduler/queue-position.js';
+import type { Diagnosis, Mismatch, PlacementView } from '../scheduler/matching/diagnosis.js';
+import type { HeavyReason } from '../scheduler/rules/heavy-work.js';
+import type { PlacementRule } from '../scheduler/rules/placement-preference.js';
+import type { QueuePosition, QueueRule } from '../scheduler/rules/queue-order.js';
 import { duration } from './format.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { html, type Html } from './html.js';

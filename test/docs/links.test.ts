@@ -80,7 +80,7 @@ describe('no Markdown file points outside the repository', () => {
   });
 });
 
-/** The source paths a document names in inline code (`src/scheduler/pass.ts`, `services/input/validate.ts`). */
+/** The source paths a document names in inline code (`src/scheduler/storage/pass.ts`, `services/input/validate.ts`). */
 function namedSourcePaths(file: string): string[] {
   const text = fs.readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
   return [...text.matchAll(/`([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+\/?)`/g)]

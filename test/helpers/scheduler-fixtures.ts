@@ -5,8 +5,8 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, textArray } from '../../src/db/arrays.js';
-import { classIdsFor, registerSignificantTags } from '../../src/scheduler/classes.js';
 import { hashToken } from '../../src/services/identity/tokens.js';
+import { classIdsFor, registerSignificantTags } from '../../src/scheduler/storage/classes.js';
 import { ADMIN_TOKEN, type TestApp } from './app.js';
 
 /**
@@ -28,7 +28,7 @@ export interface WorkerRow {
   readonly terminated: boolean;
   readonly active: number;
   readonly pool?: string | null;
-  /** Quarantined (scheduler/quarantine.ts): no work until lifted. */
+  /** Quarantined (scheduler/storage/quarantine.ts): no work until lifted. */
   readonly quarantined?: boolean;
 }
 
@@ -67,7 +67,7 @@ export interface RequestRow {
   readonly priorityAdjustment: number;
   readonly createdAtSeconds: number;
   /**
-   * Its fair key (scheduler/fair-share.ts) as seconds after the base time; by default its creation
+   * Its fair key (scheduler/rules/queue-order.ts) as seconds after the base time; by default its creation
    * time, as a workspace with nothing queued gets it.
    */
   readonly fairKeySeconds?: number;

@@ -1,5 +1,5 @@
 /**
- * Availability has one home (src/scheduler/availability.ts) in two forms: the SQL condition the
+ * Availability has one home (src/scheduler/rules/availability.ts) in two forms: the SQL condition the
  * matchers put in their WHERE clauses and the TypeScript predicate the bulk questions and the API's
  * status use. On generated worker facts, times around the freshness boundary to the microsecond
  * included, PostgreSQL's answer to availableSql and unavailableReason over factsOfRow agree, and so
@@ -18,7 +18,7 @@ import {
   unavailableReason,
   workerStatus,
   type AvailabilityRow,
-} from '../../src/scheduler/availability.js';
+} from '../../src/scheduler/rules/availability.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();

@@ -6,8 +6,8 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { runPass } from '../../src/scheduler/pass.js';
-import { TaskHistoryCache } from '../../src/scheduler/task-history.js';
+import { runPass } from '../../src/scheduler/storage/pass.js';
+import { TaskHistoryCache } from '../../src/scheduler/storage/task-history.js';
 import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createWorkspace, submitOk } from '../helpers/fixtures.js';
 import { inRollback, resetScheduling } from '../helpers/scheduler-fixtures.js';

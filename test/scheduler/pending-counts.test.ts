@@ -6,8 +6,8 @@
  * re-classification, deletions, a rolled-back change, and folds running alongside all of it.
  */
 import { describe, expect, it } from 'vitest';
-import { registerSignificantTags } from '../../src/scheduler/classes.js';
-import { compactPendingCounts, pendingByClass } from '../../src/scheduler/pending-counts.js';
+import { registerSignificantTags } from '../../src/scheduler/storage/classes.js';
+import { compactPendingCounts, pendingByClass } from '../../src/scheduler/storage/pending-counts.js';
 import { useTestApp } from '../helpers/app.js';
 import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
 

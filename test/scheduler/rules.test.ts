@@ -7,7 +7,7 @@ import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
-import { FAIR_QUANTUM_MS } from '../../src/scheduler/fair-share.js';
+import { FAIR_QUANTUM_MS } from '../../src/scheduler/rules/queue-order.js';
 
 const t = useTestApp();
 
@@ -102,7 +102,7 @@ beforeEach(async () => {
 describe('order: effective priority, then fair key, then oldest, then id', () => {
   // Each request: [priorityBase, priorityAdjustment, seconds after a common creation time]; the expected order by index.
   // Each is dated as if submitted at that time to a workspace with nothing queued: its creation time and its
-  // fair key (the workspace's clock, scheduler/fair-share.ts) both at that second.
+  // fair key (the workspace's clock, scheduler/rules/queue-order.ts) both at that second.
   const cases: { name: string; requests: [number, number, number][]; order: number[] }[] = [
     {
       name: 'higher priority first',

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadWorkerStates } from '../../src/scheduler/snapshot.js';
-import { WorkerSnapshot } from '../../src/scheduler/worker-snapshot.js';
+import { loadWorkerStates, WorkerSnapshot } from '../../src/scheduler/storage/worker-snapshot.js';
 import { useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA, ok } from '../helpers/fixtures.js';
 

@@ -8,9 +8,9 @@
 import type { Config } from '../../config.js';
 import { ERROR_CODES, type InputProblem } from '../../errors.js';
 import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../../tags/worker-tags.js';
-import { poolTagInput } from '../../scheduler/pool-templates.js';
 import { BYTES_PER_GIB } from '../../tags/size-class.js';
 import { REFUSAL_CODES, type TagRefusal } from '../../tags/types.js';
+import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
 
 /** One tag an input yields, where it came from, and on which side. */
 interface Candidate {

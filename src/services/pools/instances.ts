@@ -7,13 +7,13 @@ import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js
 import { WorkerSchema, type Worker } from '../../entities/worker.js';
 import { InvalidStateError, NotFoundError } from '../../errors.js';
 import type { Events } from '../../events.js';
-import { poolConcurrency } from '../../scheduler/pool-templates.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { creating } from '../input/flush.js';
 import { terminateWorkers } from '../workers/terminate.js';
 import { issueToken } from '../identity/tokens.js';
 import { nameSchema, parseInput } from '../input/validate.js';
 import { refreshWorkerTags } from '../workers/worker-tags.js';
+import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 
 /** A new instance, as recorded before its provider is asked to start it. */
 export interface LaunchRecord {

@@ -10,7 +10,6 @@ import type { Events } from '../../events.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import type { SecretBox } from '../identity/secrets.js';
 import { issueToken } from '../identity/tokens.js';
-import { poolConcurrency } from '../../scheduler/pool-templates.js';
 import { handlerProblems, specificationProblems, withHandlerDefaults } from './pool-specifications.js';
 import { nameSchema, oneOf, parseInput, zodProblems } from '../input/validate.js';
 import { poolTagProblems } from '../input/admin-input.js';
@@ -18,6 +17,7 @@ import { noteRequiredTags, refreshWorkerTags } from '../workers/worker-tags.js';
 import { creating } from '../input/flush.js';
 import type { WorkerImage } from '../../entities/worker-image.js';
 import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
+import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
 export interface WorkerPoolInput {

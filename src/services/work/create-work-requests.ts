@@ -1,4 +1,3 @@
-import { fairKeysFor } from '../../scheduler/fair-share.js';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
@@ -6,20 +5,20 @@ import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request
 import type { Workspace } from '../../entities/workspace.js';
 import { AppError, ERROR_CODES, ForbiddenError, InputError, type InputProblem } from '../../errors.js';
 import { intArray } from '../../db/arrays.js';
-import { classIdsFor } from '../../scheduler/classes.js';
 import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../../tasks/analyze.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { isAdmin, requireUser } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
-import { runOrchestrated } from '../workflows/queue-request.js';
+import { runOrchestrated, freezeAnalysis } from '../workflows/queue-request.js';
 import type { RequestChange } from '../workflows/request-change.js';
 import { AnalysisSources, analyzeRequest } from '../workflows/task-analysis.js';
 import { checkTags, parseInput } from '../input/validate.js';
 import { viewerSeesWorkRequest } from '../identity/visibility.js';
 import { planChildren } from '../workflows/workflow-expansion.js';
-import { freezeAnalysis } from '../workflows/queue-request.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
 import type { WorkRequestDeps } from './work-requests.js';
+import { classIdsFor } from '../../scheduler/storage/classes.js';
+import { fairKeysFor } from '../../scheduler/storage/fair-keys.js';
 
 /** Input of createWorkRequest, and of each request of createWorkRequests. */
 export interface CreateWorkRequestInput {

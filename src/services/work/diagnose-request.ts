@@ -1,10 +1,12 @@
 import type DataLoader from 'dataloader';
-import { diagnose, type Diagnosis, type PlacementContext } from '../../scheduler/diagnosis.js';
-import type { PoolTemplate } from '../../scheduler/pool-templates.js';
-import type { QueuePosition } from '../../scheduler/queue-position.js';
-import type { Backoff } from '../../scheduler/release-backoff.js';
-import type { WorkerState } from '../../scheduler/snapshot.js';
 import { isOrchestrated } from '../../tasks/types.js';
+import type { Backoff } from '../../scheduler/rules/release-backoff.js';
+import type { Diagnosis } from '../../scheduler/matching/diagnosis.js';
+import type { PlacementContext } from '../../scheduler/matching/diagnosis.js';
+import type { PoolTemplate } from '../../scheduler/matching/pool-template.js';
+import type { QueuePosition } from '../../scheduler/rules/queue-order.js';
+import type { WorkerState } from '../../scheduler/matching/worker-state.js';
+import { diagnose } from '../../scheduler/matching/diagnosis.js';
 
 /** What a diagnosis reads of a work request. */
 export interface DiagnosedRequest {

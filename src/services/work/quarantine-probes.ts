@@ -5,17 +5,18 @@ import { UserSchema } from '../../entities/user.js';
 import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
 import { WorkerSchema } from '../../entities/worker.js';
 import { WorkspaceSchema } from '../../entities/workspace.js';
-import { availableParams, probeableSql } from '../../scheduler/availability.js';
-import type { Assignment } from '../../scheduler/next-work.js';
+import { activeWorkSql } from '../../scheduler/rules/active-work.js';
+import { availableParams, probeableSql } from '../../scheduler/rules/availability.js';
+import { assignRequests, type Assignment } from '../../scheduler/storage/assign.js';
 import { matchTags } from '../../tags/match.js';
 import { analyzeRequest } from '../workflows/task-analysis.js';
 import { freezeAnalysis } from '../workflows/queue-request.js';
 
 /**
  * Quarantine probes (DESIGN §17): a quarantined worker that is otherwise ready for work (mayBeProbed in
- * scheduler/availability.ts) and holds nothing is given, at most once per `quarantineProbeMs` (counted
+ * scheduler/rules/availability.ts) and holds nothing is given, at most once per `quarantineProbeMs` (counted
  * from its quarantine, then from its last probe), a `noop` worker task, assigned to it alone and pushed
- * like any assignment. Its SUCCESS lifts the quarantine (scheduler/quarantine.ts); an ERROR or FAILURE
+ * like any assignment. Its SUCCESS lifts the quarantine (scheduler/storage/quarantine.ts); an ERROR or FAILURE
  * leaves it until the next probe. The probe is a real work request, marked `quarantine_probe`, in the
  * workspace and on behalf of the creator of the worker's last errored request (what an admin looks
  * at to see why it was quarantined). It is never queued (no class: no matcher sees it) and never
@@ -57,7 +58,7 @@ export async function startQuarantineProbes(em: EntityManager, config: Config, n
   // committed before the lock was granted is seen.
   const facts = await em.execute<{ id: number; active: number; last_probe_at: Date | string | null; workspace_id: number | null; created_by_id: number | null }[]>(
     `select w.id,
-            (select count(*)::int from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING')) as active,
+            ${activeWorkSql('w.id')} as active,
             (select r.created_at from work_request r where r.worker_id = w.id and r.quarantine_probe order by r.id desc limit 1) as last_probe_at,
             e.workspace_id, e.created_by_id
        from unnest(?::int[]) as w(id)
@@ -104,13 +105,16 @@ export async function startQuarantineProbes(em: EntityManager, config: Config, n
       worker: em.getReference(WorkerSchema, worker.id),
     });
     freezeAnalysis(wr, analysis, now);
-    wr.status = 'ASSIGNED'; // straight to its worker: never PENDING, so never in a queue
-    wr.assignedAt = now;
     started.push({ worker, wr });
   }
   await em.flush();
-  return {
-    started: started.map(({ worker, wr }) => ({ workRequestId: wr.id, workerId: worker.id, workspaceId: wr.workspace.id, workerName: worker.name })),
-    skipped,
-  };
+  // Straight to its worker, in this transaction, by the one assignment every request gets (no class:
+  // no queue ever lists it, and no other transaction sees it PENDING).
+  const assigned = await assignRequests(
+    em,
+    started.map(({ worker, wr }) => ({ workRequestId: wr.id, workerId: worker.id })),
+    now,
+  );
+  const nameOf = new Map(workers.map((w) => [w.id, w.name]));
+  return { started: assigned.map((a) => ({ workRequestId: a.workRequestId, workerId: a.workerId, workspaceId: a.workspaceId, workerName: nameOf.get(a.workerId)! })), skipped };
 }

@@ -2,8 +2,6 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../../entities/work-request.js';
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../errors.js';
-import { judgeWorker } from '../../scheduler/quarantine.js';
-import { recordRelease } from '../../scheduler/release-backoff.js';
 import { textArray } from '../../db/arrays.js';
 import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../../tasks/types.js';
 import { isAdmin, requireWorker } from '../identity/auth.js';
@@ -12,6 +10,10 @@ import { cleanReason } from '../../shared/log-text.js';
 import { VALID_TOKEN_SQL } from '../identity/tokens.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
 import type { WorkRequestDeps } from './work-requests.js';
+import { START_SQL } from '../../scheduler/storage/work-transitions.js';
+import { isActiveSql } from '../../scheduler/rules/active-work.js';
+import { judgeWorker } from '../../scheduler/storage/quarantine.js';
+import { recordRelease } from '../../scheduler/storage/release-backoffs.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */
 export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | null> {
@@ -58,10 +60,7 @@ export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Pr
     // The usual case in one statement (its row lock is the update's): the worker's own ASSIGNED
     // request becomes RUNNING. Anything else (a repeated acknowledgement, a request taken back) is
     // answered by the locked read below.
-    const [row] = await deps.em.execute<Record<string, unknown>[]>(
-      `update work_request set status = 'RUNNING', started_at = ? where id = ? and worker_id = ? and status = 'ASSIGNED' returning *`,
-      [new Date(), id, me.id],
-    );
+    const [row] = await deps.em.execute<Record<string, unknown>[]>(START_SQL, [new Date(), id, me.id]);
     if (row) {
       const started = deps.em.map(WorkRequestSchema, row);
       deps.events.publish('workRequestChanged', { id: started.id, workspaceId: started.workspace.id, status: 'RUNNING' });
@@ -72,10 +71,9 @@ export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Pr
     const locked = await lockAssigned(deps, rawId, tx);
     if (locked.status === 'RUNNING') return locked; // a repeated acknowledgement is harmless
     if (locked.status !== 'ASSIGNED') throw new InvalidStateError(`work request ${rawId} is ${locked.status}, not ASSIGNED`);
-    locked.status = 'RUNNING';
-    locked.startedAt = new Date();
-    await tx.flush();
-    return locked;
+    // Under the lock it is this worker's ASSIGNED request (lockAssigned): the same statement starts it.
+    const [row] = await tx.execute<Record<string, unknown>[]>(START_SQL, [new Date(), locked.id, me.id]);
+    return tx.map(WorkRequestSchema, row);
   });
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'RUNNING' });
   return wr;
@@ -185,7 +183,7 @@ async function completeQuietSuccess(em: EntityManager, id: number, workerId: num
     `with done as (
        update work_request r
           set status = 'COMPLETED', result = 'SUCCESS', started_at = coalesce(r.started_at, ?), completed_at = ?, exit_code = ?
-        where r.id = ? and r.worker_id = ? and r.status in ('ASSIGNED', 'RUNNING') and r.parent_id is null
+        where r.id = ? and r.worker_id = ? and ${isActiveSql('r')} and r.parent_id is null
           and r.task_type <> all(?::text[])
           and not exists (select 1 from work_request_dependency d join work_request b on b.id = d.work_request_id
                            where d.depends_on_id = r.id and b.status = 'BLOCKED')

@@ -6,10 +6,11 @@ import type { InstanceState } from '../../entities/instance.js';
 import type { Worker } from '../../entities/worker.js';
 import { InvalidStateError } from '../../errors.js';
 import type { Events } from '../../events.js';
-import { requeueWorkOf, type LeaseChange } from '../../scheduler/leases.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
 import { findWorker } from './find-worker.js';
+import type { LeaseChange } from '../../scheduler/storage/leases.js';
+import { requeueWorkOf } from '../../scheduler/storage/leases.js';
 
 /** What becomes of the instance of a terminated worker: to be stopped at its provider, or already gone. */
 export type InstanceEnd =

@@ -2,9 +2,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import type { WorkerPool } from '../../entities/worker-pool.js';
 import type { Worker } from '../../entities/worker.js';
-import { registerSignificantTags } from '../../scheduler/classes.js';
-import { poolTagInput } from '../../scheduler/pool-templates.js';
 import { computeWorkerTags } from '../../tags/worker-tags.js';
+import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
+import { registerSignificantTags } from '../../scheduler/storage/classes.js';
 
 /**
  * Recomputes a worker's two tag sets from its type, pool, static and dynamic metadata and stores them

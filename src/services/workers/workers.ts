@@ -8,7 +8,6 @@ import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../../
 import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError, UnauthenticatedError, type InputProblem } from '../../errors.js';
 import type { Events } from '../../events.js';
 import type { WorkerMetadata } from '../../tags/worker-tags.js';
-import { poolConcurrency } from '../../scheduler/pool-templates.js';
 import { requireAdmin, requireWorker, type Viewer } from '../identity/auth.js';
 import { findWorker } from './find-worker.js';
 import { markInstanceRunning } from './instance-running.js';
@@ -18,6 +17,7 @@ import { staticMetadataProblems } from '../input/admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 import { creating } from '../input/flush.js';
 import { noteActivation } from '../identity/visibility.js';
+import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {

@@ -7,7 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import type { WorkRequest } from '../../entities/work-request.js';
-import { classIdsFor } from '../../scheduler/classes.js';
+import { classIdsFor } from '../../scheduler/storage/classes.js';
 import { validateTaskInput, type WorkRequestAnalysis } from '../../tasks/analyze.js';
 import type { Orchestrated } from './request-change.js';
 import { analyzeRequest } from './task-analysis.js';

@@ -1,4 +1,3 @@
-import { reserveFairKeys } from '../../scheduler/fair-share.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { EnvironmentSchema } from '../../entities/environment.js';
@@ -11,6 +10,7 @@ import type { ChildPlan } from '../../tasks/types.js';
 import { workflowContext } from '../../tasks/workflow-context.js';
 import type { Orchestrated } from './request-change.js';
 import { analyzeRequest } from './task-analysis.js';
+import { reserveFairKeys } from '../../scheduler/storage/fair-keys.js';
 
 /** A workflow as its expansion reads it: its own input, and who and where it runs for. */
 export interface WorkflowRequest {

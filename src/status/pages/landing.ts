@@ -2,6 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { principalOf, workRequestSql } from '../../services/identity/visibility.js';
+import { ACTIVE_STATUSES_SQL, isActiveSql } from '../../scheduler/rules/active-work.js';
 import { html } from '../html.js';
 import { layout, viewerLabel, type PageContext } from '../layout.js';
 import { countByStatus, loadWorkerRows, STATUS_LABELS } from './workers.js';
@@ -13,9 +14,9 @@ export async function landingPage(em: EntityManager, config: Config, ctx: PageCo
     loadWorkerRows(em, config, principal),
     em.execute<{ n: number; enabled: number }[]>(`select count(*)::int as n, (count(*) filter (where enabled))::int as enabled from worker_pool`),
     em.execute<{ pending: number; running: number; visible_pending: number }[]>(
-      `select (count(*) filter (where status = 'PENDING'))::int as pending, (count(*) filter (where status in ('ASSIGNED', 'RUNNING')))::int as running,
+      `select (count(*) filter (where status = 'PENDING'))::int as pending, (count(*) filter (where ${isActiveSql('wr')}))::int as running,
               (count(*) filter (where status = 'PENDING' and ${vis.sql}))::int as visible_pending
-         from work_request wr where status in ('PENDING', 'ASSIGNED', 'RUNNING')`,
+         from work_request wr where status in ('PENDING', ${ACTIVE_STATUSES_SQL})`,
       [...vis.params],
     ),
   ]);

@@ -1,17 +1,18 @@
 /**
  * `/-/status/pools/` and `/-/status/pools/{name}/`: each pool with its instances (state, provider
- * id, runtime), its demand (scheduler/demand.ts), limits, budget used this month
- * (scheduler/pool-runtime.ts) and launch health (scheduler/pool-health.ts).
+ * id, runtime), its demand (scheduler/storage/demand.ts), limits, budget used this month
+ * (scheduler/storage/pool-runtime.ts) and launch health (scheduler/rules/pool-health.ts).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { toDate } from '../../db/arrays.js';
 import { INSTANCE_STATES } from '../../entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
-import { computeDemand, type PoolDemand, type ProvisioningDemand } from '../../scheduler/demand.js';
-import { poolHealth } from '../../scheduler/pool-health.js';
-import { monthRuntimeByPool } from '../../scheduler/pool-runtime.js';
-import { poolTagInput } from '../../scheduler/pool-templates.js';
+import type { PoolDemand, ProvisioningDemand } from '../../scheduler/matching/demand-plan.js';
+import { computeDemand } from '../../scheduler/storage/demand.js';
+import { poolHealth } from '../../scheduler/rules/pool-health.js';
+import { monthRuntimeByPool } from '../../scheduler/storage/pool-runtime.js';
+import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';

@@ -1,6 +1,6 @@
 /**
  * `/-/status/queue/`: pending work by task class, the class waiting longest first, each with its
- * diagnosis (scheduler/diagnosis.ts: a class's requests are decided alike, so one request diagnoses
+ * diagnosis (scheduler/matching/diagnosis.ts: a class's requests are decided alike, so one request diagnoses
  * the class) and its oldest requests. Only classes with a request the viewer may see are described;
  * the others are counted.
  */
@@ -8,8 +8,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { intArray } from '../../db/arrays.js';
 import { createLoaders } from '../../loaders.js';
-import { loadTaskTags } from '../../scheduler/candidates.js';
-import { diagnose, type Mismatch } from '../../scheduler/diagnosis.js';
+import { loadTaskTags } from '../../scheduler/matching/candidates.js';
+import { diagnose, type Mismatch } from '../../scheduler/matching/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { between, duration } from '../format.js';

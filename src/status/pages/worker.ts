@@ -2,9 +2,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { WorkerSchema } from '../../entities/worker.js';
-import { poolTagInput } from '../../scheduler/pool-templates.js';
-import { factsOfWorker, workerStatus } from '../../scheduler/availability.js';
 import { canSeeWorkerDetails, principalOf } from '../../services/identity/visibility.js';
+import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
+import { activeWorkSql } from '../../scheduler/rules/active-work.js';
+import { factsOfWorker, workerStatus } from '../../scheduler/rules/availability.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, when } from '../format.js';
 import { href, html } from '../html.js';
@@ -27,7 +28,7 @@ export async function workerPage(em: EntityManager, config: Config, ctx: PageCon
   const [running, recent, [active]] = await Promise.all([
     workerWork(em, principal, worker.id, ['ASSIGNED', 'RUNNING'], 100),
     workerWork(em, principal, worker.id, ['COMPLETED', 'ABORTED'], RECENT),
-    em.execute<{ n: number }[]>(`select count(*)::int as n from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING')`, [worker.id]),
+    em.execute<{ n: number }[]>(`select ${activeWorkSql('?')} as n`, [worker.id]),
   ]);
   const status = workerStatus(factsOfWorker(worker), active.n, now, config.metadataFreshMs);
   const pool = worker.pool;

@@ -1,8 +1,9 @@
 /** `/-/status/workers/`: the active workers, counted per status, filtered by status, pool and tag, paged. */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
-import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/availability.js';
 import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/identity/visibility.js';
+import { activeWorkSql } from '../../scheduler/rules/active-work.js';
+import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/rules/availability.js';
 import { ago } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
@@ -55,7 +56,7 @@ export async function loadWorkerRows(em: EntityManager, config: Config, principa
   }
   const rows = await em.execute<(AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]>(
     `select w.id, w.name, p.name as pool, ${availabilityColumns('w')}, w.last_seen_at,
-            (select count(*)::int from work_request r where r.worker_id = w.id and r.status in ('ASSIGNED', 'RUNNING')) as active
+            ${activeWorkSql('w.id')} as active
        from worker w left join worker_pool p on p.id = w.pool_id
       where ${where.join(' and ')}
       order by w.type, w.name`,

@@ -1,0 +1,318 @@
+/**
+ * Demand (DESIGN §7, §11) planned in memory, from what storage/demand.ts read: which pending work
+ * idle slots serve, what is left to each pool and how many instances it launches or stops, and what
+ * no worker and no pool could ever run. Table-tested without a database
+ * (test/scheduler/matching/demand-plan.test.ts).
+ */
+import type { WorkerPool } from '../../entities/worker-pool.js';
+import type { ProvidedTagIndex } from '../../tags/match.js';
+import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
+import { staticBeforePool } from '../rules/placement-preference.js';
+import { poolHealth } from '../rules/pool-health.js';
+import { poolConcurrency } from '../rules/pool-capacity.js';
+import type { PoolTemplate } from './pool-template.js';
+import type { ClassCache } from './class-cache.js';
+import { groupBy, type WorkerState } from './worker-state.js';
+
+/** Seconds a task is assumed to take when its history has none (DESIGN §7). */
+export const DEFAULT_TASK_SECONDS = 600;
+
+/** Why a pool launches fewer instances than it needs. */
+export const LAUNCH_LIMITS = {
+  MAX_ACTIVE_INSTANCES: 'MAX_ACTIVE_INSTANCES',
+  MONTHLY_BUDGET: 'MONTHLY_BUDGET',
+  /** Its last launches failed: it waits before trying again (pool-health.ts). */
+  BACKOFF: 'BACKOFF',
+} as const;
+export type LaunchLimit = (typeof LAUNCH_LIMITS)[keyof typeof LAUNCH_LIMITS];
+
+/** One pool's part of the demand. */
+export interface PoolDemand {
+  readonly pool: WorkerPool;
+  /** Pending requests its template tags can run. */
+  readonly pendingRunnable: number;
+  /** Of those, the ones left to this pool: not served by idle capacity nor by an earlier pool. */
+  readonly pendingAssigned: number;
+  /** Free slots of available workers (static or pooled) that can run what this pool can run. */
+  readonly idleCompatibleSlots: number;
+  readonly averageTaskSeconds: number;
+  readonly workersRequired: number;
+  readonly activeInstances: number;
+  readonly startingInstances: number;
+  readonly launch: number;
+  readonly limitedBy: LaunchLimit[];
+  /** The pool's instances' runtime this month, in seconds (pool-runtime.ts). */
+  readonly monthRuntimeSeconds: number;
+  /** Its launches keep failing (pool-health.ts); `pool.lastError` says why. */
+  readonly degraded: boolean;
+  /** Idle pool workers past the idle timeout, beyond the minimum kept idle: to stop. */
+  readonly stop: WorkerState[];
+}
+
+/** Pending requests no worker and no pool could ever run, grouped by what they require. */
+export interface UnschedulableGroup {
+  readonly count: number;
+  readonly sampleIds: number[];
+  readonly requiredTags: readonly string[];
+  readonly providedTags: readonly string[];
+  /** The nearest workers or pool, with what is missing on each side. */
+  readonly nearest: { pool: string | null; workerNames: string[]; workerIds: number[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+}
+
+/** The whole answer. */
+export interface ProvisioningDemand {
+  readonly pendingTotal: number;
+  readonly pools: PoolDemand[];
+  /** The groups with at least one request the reader may see, with only those requests' ids. */
+  readonly unschedulable: UnschedulableGroup[];
+  /** Unschedulable requests of the groups the reader may see none of: counted, never described. */
+  readonly hiddenUnschedulableCount: number;
+}
+
+const taskNameOf = (c: TaskClassRow) => {
+  const t = c.requiredTags.find((tag) => tag.startsWith('worker:task:'));
+  return t ? t.split(':')[3] : null; // worker:task:{type}:{name}:version:{v}
+};
+
+/**
+ * How much pending work a pool can still take, in the two measures `workersRequired` counts: slots
+ * (requests at once) and seconds of work within its target latency, for the instances it may still
+ * launch plus those starting. A pool can take a request while either measure has room.
+ */
+class PoolRoom {
+  private slots: number;
+  private seconds: number;
+  constructor(instances: number, concurrency: number, latencySeconds: number) {
+    this.slots = instances * concurrency;
+    this.seconds = instances * concurrency * latencySeconds;
+  }
+
+  /** Takes up to `n` requests of `seconds` each; returns how many it took. */
+  take(n: number, seconds: number): number {
+    const bySeconds = seconds > 0 ? Math.floor(this.seconds / seconds) : n;
+    const k = Math.max(0, Math.min(n, Math.max(this.slots, bySeconds)));
+    this.slots -= k;
+    this.seconds -= k * seconds;
+    return k;
+  }
+}
+
+/** What demand is planned from, as storage/demand.ts reads it. */
+export interface DemandInput {
+  /** The pending requests per class (storage/pending-counts.ts), in class id order. */
+  readonly counts: readonly { class_id: number; n: number }[];
+  /** Every worker that is not terminated, in name order. */
+  readonly workers: readonly WorkerState[];
+  /** The enabled pools' templates, in name order. */
+  readonly pools: readonly PoolTemplate[];
+  /** Average seconds per run over the history, by task name. */
+  readonly averageSeconds: ReadonlyMap<string, number>;
+  /** Each pool's instances' runtime this month, in seconds, by pool id. */
+  readonly runtime: ReadonlyMap<number, number>;
+  /** After this many failed launches in a row a pool is degraded (rules/pool-health.ts). */
+  readonly degradedAfterFailures: number;
+}
+
+/** Demand as planned: each pool's part, the classes no worker and no pool could run, and the groups of workers alike for every class. */
+export interface DemandPlan {
+  readonly pendingTotal: number;
+  readonly pools: PoolDemand[];
+  readonly unschedulable: { cls: TaskClassRow; count: number }[];
+  readonly workerGroups: WorkerState[][];
+}
+
+/**
+ * Each class is matched against each group of workers alike for every class (one match key, whose
+ * eligible classes the cache keeps) and each pool template. Free slots serve first, static workers'
+ * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
+ * name order, each taking what its limits leave it room for (maxActiveInstances, the month's budget,
+ * a backoff after failed launches) and the next pool the rest; what no pool has room for stays with
+ * the first. Each pool's needs follow from the history's average task duration and its target
+ * latency, within its limits.
+ */
+export function planDemand(input: DemandInput, cache: ClassCache, now: Date): DemandPlan {
+  // Static workers first, each kind in name order: their free slots serve before any pool worker's,
+  // here as in the passes, so that idle pool workers can be stopped.
+  const { counts, pools, runtime } = input;
+  const workers = staticBeforePool(input.workers);
+  const avg = input.averageSeconds;
+  const classById = new Map(cache.all().map((c) => [c.id, c]));
+  const pendingTotal = counts.reduce((s, c) => s + c.n, 0);
+  const workerGroups = [...groupBy(workers, (w) => cache.keyOf(w)).values()];
+  // Per class, the groups that may run it, in group order (from each group's eligible classes: no class × group test).
+  const groupsOfClass = new Map<number, number[]>();
+  workerGroups.forEach((g, i) => {
+    for (const id of cache.eligibleFor(g[0])) {
+      const list = groupsOfClass.get(id);
+      if (list) list.push(i);
+      else groupsOfClass.set(id, [i]);
+    }
+  });
+  const poolFits = pools.map((p) => fitsOf(p)); // each template's provided tags indexed once
+  const groupFree = workerGroups.map((g) => g.reduce((sum, w) => sum + w.free, 0));
+  // Idle slots are consumed once, by the first classes that can use them; each group's workers front to back.
+  const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
+  const groupCursor = workerGroups.map(() => 0);
+  // `declined`: requests offered that its limits left no room for (they went to the next pool).
+  const perPool = new Map<number, { runnable: number; assigned: number; declined: number; workSeconds: number; idleGroups: Set<number> }>();
+  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, declined: 0, workSeconds: 0, idleGroups: new Set() });
+  // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
+  const limitsOf = new Map(
+    pools.map((p) => {
+      const mine = workers.filter((w) => w.poolId === p.pool.id);
+      // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first thing).
+      const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE').length;
+      const used = runtime.get(p.pool.id) ?? 0;
+      const overBudget = p.pool.monthlyRuntimeBudgetSeconds != null && used >= p.pool.monthlyRuntimeBudgetSeconds;
+      const health = poolHealth(p.pool, now, input.degradedAfterFailures);
+      const room = Math.max(0, p.pool.maxActiveInstances - mine.length);
+      const concurrency = poolConcurrency(p.pool.specifications);
+      const launchable = overBudget || health.backingOff ? 0 : room;
+      return [p.pool.id, { mine, starting, used, overBudget, health, room, concurrency, free: new PoolRoom(launchable + starting, concurrency, p.pool.targetLatencySeconds) }];
+    }),
+  );
+  const unschedulable: { cls: TaskClassRow; count: number }[] = [];
+
+  for (const { class_id, n } of counts) {
+    const cls = classById.get(class_id);
+    if (!cls) continue;
+    const fittingGroups = groupsOfClass.get(cls.id) ?? [];
+    const fittingPools = pools.filter((_, i) => poolFits[i](cls));
+    if (!fittingGroups.length && !fittingPools.length) {
+      if (!cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
+      continue;
+    }
+    let residual = n;
+    for (const i of fittingGroups) {
+      const group = workerGroups[i];
+      while (residual > 0 && groupCursor[i] < group.length) {
+        const w = group[groupCursor[i]];
+        const left = slotsLeft.get(w.id) ?? 0;
+        const used = Math.min(left, residual);
+        slotsLeft.set(w.id, left - used);
+        residual -= used;
+        if (left === used) groupCursor[i]++; // this worker has nothing left
+      }
+      if (!residual) break;
+    }
+    const seconds = avg.get(taskNameOf(cls) ?? '') ?? DEFAULT_TASK_SECONDS;
+    for (const p of fittingPools) {
+      const d = perPool.get(p.pool.id)!;
+      d.runnable += n;
+      for (const i of fittingGroups) d.idleGroups.add(i);
+    }
+    // The rest to the pools in name order, each as far as its limits let it; what none has room for stays with the first.
+    const give = (poolId: number, n: number) => {
+      const d = perPool.get(poolId)!;
+      d.assigned += n;
+      d.workSeconds += n * seconds;
+    };
+    for (const p of fittingPools) {
+      if (!residual) break;
+      const took = limitsOf.get(p.pool.id)!.free.take(residual, seconds);
+      if (took) give(p.pool.id, took);
+      perPool.get(p.pool.id)!.declined += residual - took;
+      residual -= took;
+    }
+    if (residual && fittingPools.length) give(fittingPools[0].pool.id, residual);
+  }
+
+  const poolDemands: PoolDemand[] = pools.map((p) => {
+    const d = perPool.get(p.pool.id)!;
+    const { mine, starting, used, overBudget, health, room, concurrency } = limitsOf.get(p.pool.id)!;
+    const idle = mine.filter((w) => !w.unavailable && w.active === 0);
+    const byLatency = Math.ceil(d.workSeconds / (p.pool.targetLatencySeconds * concurrency));
+    const workersRequired = Math.min(byLatency, Math.ceil(d.assigned / concurrency));
+    const wanted = Math.max(workersRequired - starting, p.pool.minIdleInstances - idle.length - starting, 0);
+    // Why it launches fewer than its share, or passed part of it on to the next pool.
+    const limitedBy: LaunchLimit[] = [];
+    let launch = Math.min(wanted, room);
+    const cut = wanted > 0 || d.declined > 0;
+    if (launch < wanted || (d.declined > 0 && !overBudget && !health.backingOff)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    if (overBudget && cut) {
+      launch = 0;
+      limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
+    }
+    if (health.backingOff && cut) {
+      launch = 0;
+      limitedBy.push(LAUNCH_LIMITS.BACKOFF);
+    }
+    // An idle worker whose free slots were counted above as serving pending work is needed, not idle.
+    const idleTooLong = idle
+      .filter((w) => slotsLeft.get(w.id) === w.free && w.idleSince && now.getTime() - w.idleSince.getTime() > p.pool.idleTimeoutSeconds * 1000)
+      .sort((a, b) => a.idleSince!.getTime() - b.idleSince!.getTime());
+    // Keep the minimum idle, and keep everything when this pool still has work waiting for it.
+    const stop = d.assigned > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - p.pool.minIdleInstances));
+    return {
+      pool: p.pool,
+      pendingRunnable: d.runnable,
+      pendingAssigned: d.assigned,
+      idleCompatibleSlots: [...d.idleGroups].reduce((sum, i) => sum + groupFree[i], 0),
+      averageTaskSeconds: d.assigned ? d.workSeconds / d.assigned : DEFAULT_TASK_SECONDS,
+      workersRequired,
+      activeInstances: mine.length,
+      startingInstances: starting,
+      launch,
+      limitedBy,
+      monthRuntimeSeconds: used,
+      degraded: health.degraded,
+      stop,
+    };
+  });
+  return { pendingTotal, pools: poolDemands, unschedulable, workerGroups };
+}
+
+/**
+ * The unschedulable classes described: those with a sample of requests the reader may see (`samples`,
+ * the first of each class), with the nearest workers or pools and what is missing on each side; the
+ * others only counted (their tags may be someone's private user tags).
+ */
+export function describeUnschedulable(
+  plan: DemandPlan,
+  pools: readonly PoolTemplate[],
+  samples: readonly { class_id: number; id: number }[],
+): { unschedulable: UnschedulableGroup[]; hiddenUnschedulableCount: number } {
+  const { unschedulable, workerGroups } = plan;
+  const sampleOf = groupBy(samples, (x) => String(x.class_id));
+  const shown = unschedulable.filter(({ cls }) => sampleOf.has(String(cls.id)));
+  const options = shown.length
+    ? [
+        ...workerGroups.map((g) => ({
+          pool: null,
+          workerNames: g.slice(0, 10).map((w) => w.name),
+          workerIds: g.map((w) => w.id),
+          index: providedIndexOf(g[0].providedTags),
+          required: g[0].requiredTags,
+        })),
+        ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: providedIndexOf(p.providedTags), required: p.requiredTags })),
+      ]
+    : [];
+  const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
+    count,
+    sampleIds: sampleOf.get(String(cls.id))!.map((x) => x.id),
+    requiredTags: cls.requiredTags,
+    providedTags: cls.significantProvidedTags,
+    nearest: nearest(cls, options),
+  }));
+  const hiddenUnschedulableCount = unschedulable.filter((u) => !sampleOf.has(String(u.cls.id))).reduce((sum, u) => sum + u.count, 0);
+  return { unschedulable: groups, hiddenUnschedulableCount };
+}
+
+/** A group of workers or a pool as a candidate for the nearest match, its provided tags indexed once. */
+interface NearestOption {
+  readonly pool: string | null;
+  readonly workerNames: string[];
+  readonly workerIds: number[];
+  readonly index: ProvidedTagIndex;
+  readonly required: readonly string[];
+}
+
+function nearest(cls: TaskClassRow, options: readonly NearestOption[]): UnschedulableGroup['nearest'] {
+  const missing = options.map((o) => ({ o, ...classMismatch(cls, { index: o.index, requiredTags: o.required }) }));
+  const size = (m: (typeof missing)[number]) => m.missingOnWorker.length + m.missingOnTask.length;
+  const best = Math.min(...missing.map(size));
+  return missing
+    .filter((m) => size(m) === best)
+    .slice(0, 5)
+    .map((m) => ({ pool: m.o.pool, workerNames: m.o.workerNames, workerIds: m.o.workerIds, missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask }));
+}

@@ -1,0 +1,204 @@
+import { matchTags } from '../../tags/match.js';
+import { isOrchestrated } from '../../tasks/types.js';
+import type { UnavailableReason } from '../rules/availability.js';
+import type { TaskTagsRow } from './candidates.js';
+import { heaviness, type HeavyReason, type TaskHistory } from '../rules/heavy-work.js';
+import { decidingRule, placementRules, workerPreference, workerSize, type PlacementRule, type Preferable } from '../rules/placement-preference.js';
+import type { QueuePosition } from '../rules/queue-order.js';
+import type { PoolTemplate } from './pool-template.js';
+import type { Backoff } from '../rules/release-backoff.js';
+import { groupBy, workerSignature, type WorkerState } from './worker-state.js';
+
+/** Where a work request stands, as data. */
+export const DIAGNOSIS_STATES = {
+  /** Not PENDING: nothing to wait for (or it is BLOCKED on dependencies). */
+  NOT_PENDING: 'NOT_PENDING',
+  /** An available matching worker has a free slot: the next pass assigns it. */
+  READY: 'READY',
+  /** The matching workers with a free slot all released it recently: it waits for their release backoff to end. */
+  WAITING_FOR_BACKOFF: 'WAITING_FOR_BACKOFF',
+  /** Matching workers are available but all busy: it waits for capacity. */
+  WAITING_FOR_CAPACITY: 'WAITING_FOR_CAPACITY',
+  /** Matching workers exist but none is available (disconnected, draining, disabled). */
+  WAITING_FOR_WORKERS: 'WAITING_FOR_WORKERS',
+  /** No worker matches, but a pool could start one. */
+  WAITING_FOR_PROVISIONING: 'WAITING_FOR_PROVISIONING',
+  /**
+   * An internal or workflow task, whatever its status: the server runs it and no worker ever will (a
+   * synchronization point completes when its dependencies have, a workflow runs through its children).
+   */
+  ORCHESTRATED: 'ORCHESTRATED',
+  /** No worker and no pool could ever run it. */
+  UNSCHEDULABLE: 'UNSCHEDULABLE',
+} as const;
+export type DiagnosisState = (typeof DIAGNOSIS_STATES)[keyof typeof DIAGNOSIS_STATES];
+
+/** A group of workers (or one pool) that cannot run the request, and exactly why. */
+export interface Mismatch {
+  readonly pool: string | null;
+  readonly workerCount: number;
+  /** The first few worker names of the group (all of them for a pool: none). */
+  readonly workerNames: string[];
+  /** Every worker of the group (none for a pool): who may see the tags below depends on them. */
+  readonly workerIds: number[];
+  /** Tags the request requires that these workers do not provide. */
+  readonly missingOnWorker: string[];
+  /** Tags these workers require that the request does not provide. */
+  readonly missingOnTask: string[];
+}
+
+/** A matching worker the request is not offered to until `until`: it released it (release-backoff.ts). */
+export interface BackedOff {
+  readonly workerName: string;
+  readonly until: Date;
+}
+
+/** Which free worker a pending request would go to, and the rules that decide it (DESIGN §17, preference.ts). */
+export interface PlacementView {
+  readonly heavy: boolean;
+  readonly heavyReason: HeavyReason | null;
+  /** Its task's average run over the last 30 days, in seconds; null without history (or with the history rule off). */
+  readonly averageSeconds: number | null;
+  /** The average from which a task is heavy work (TAGSCHED_HEAVY_TASK_SECONDS); 0: off. */
+  readonly thresholdSeconds: number;
+  /** The rules that order the free workers for it, in the order they apply. */
+  readonly rules: readonly PlacementRule[];
+  /** The first few free workers that may take it, in order of preference: the first gets it. */
+  readonly preferredWorkers: string[];
+  /** The rule that put the first of them before the second; null with fewer than two. */
+  readonly decidedBy: PlacementRule | null;
+}
+
+/** What the placement part of a diagnosis needs beside the workers: the task history and each worker's number of eligible classes. */
+export interface PlacementContext {
+  readonly history: TaskHistory;
+  /** How many task classes the worker may run (the specialised go first: ClassCache.eligibleFor). */
+  readonly eligibleCount: (w: WorkerState) => number;
+}
+
+/** Why a request waits. */
+export interface Diagnosis {
+  readonly state: DiagnosisState;
+  readonly matchingWorkers: number;
+  readonly availableWorkers: number;
+  readonly busyWorkers: number;
+  readonly unavailableWorkers: { reason: UnavailableReason; count: number }[];
+  readonly matchingPools: string[];
+  readonly mismatches: Mismatch[];
+  /** Matching workers it is backed off from: free ones are not counted as available. */
+  readonly releaseBackoffs: BackedOff[];
+  /** For a PENDING request diagnosed with a placement context: which free worker it would go to, and why. */
+  readonly placement: PlacementView | null;
+  /** For a PENDING request: how many of its class are ahead of it in the queue, and why (queue-position.ts; filled in by the caller). */
+  readonly queue: QueuePosition | null;
+}
+
+const NAMES_PER_GROUP = 10;
+/** Free workers a diagnosis names in order of preference. */
+export const PREFERRED_SHOWN = 5;
+
+const ORCHESTRATED: Diagnosis = {
+  state: DIAGNOSIS_STATES.ORCHESTRATED,
+  matchingWorkers: 0,
+  availableWorkers: 0,
+  busyWorkers: 0,
+  unavailableWorkers: [],
+  matchingPools: [],
+  mismatches: [],
+  releaseBackoffs: [],
+  placement: null,
+  queue: null,
+};
+
+/** The free workers a request may go to (matching, not backed off), in order of preference, and the rules that ordered them. */
+function placementOf(task: { requiredTags: readonly string[]; taskType: string; taskName: string }, free: readonly WorkerState[], context: PlacementContext): PlacementView {
+  const h = heaviness(task.requiredTags, task.taskType, task.taskName, context.history);
+  const ranked = free
+    .map((w): Preferable & { name: string } => ({ id: w.id, name: w.name, pooled: w.poolId !== null, size: workerSize(w.providedTags), eligible: context.eligibleCount(w) }))
+    .sort(workerPreference(h.heavy));
+  return {
+    heavy: h.heavy,
+    heavyReason: h.reason,
+    averageSeconds: h.averageSeconds,
+    thresholdSeconds: context.history.thresholdSeconds,
+    rules: placementRules(h.heavy),
+    preferredWorkers: ranked.slice(0, PREFERRED_SHOWN).map((w) => w.name),
+    decidedBy: ranked.length >= 2 ? decidingRule(h.heavy, ranked[0], ranked[1]) : null,
+  };
+}
+
+/**
+ * Diagnoses one request against every worker (grouped by tag signature) and every enabled pool; an
+ * orchestrated one (internal, workflow) against none, since no worker is ever meant to run it.
+ * `backoffs` are the request's release backoffs in force (release-backoff.ts); with a `placement`
+ * context a PENDING request also gets its placement (which free worker first, and why). The queue
+ * position needs the database: the caller fills it in (queue-position.ts).
+ */
+export function diagnose(
+  task: TaskTagsRow & { status: string; taskType: string; taskName: string },
+  workers: readonly WorkerState[],
+  pools: readonly PoolTemplate[],
+  backoffs: readonly Backoff[] = [],
+  placement?: PlacementContext,
+): Diagnosis {
+  if (isOrchestrated(task.taskType)) return ORCHESTRATED;
+  const taskSets = { provided: task.providedTags, required: task.requiredTags };
+  const mismatches: Mismatch[] = [];
+  const matching: WorkerState[] = [];
+  for (const group of groupBy(workers, workerSignature).values()) {
+    const m = matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags });
+    if (m.ok && group[0].type !== 'not-assignable') matching.push(...group);
+    else if (!m.ok) {
+      mismatches.push({
+        pool: null,
+        workerCount: group.length,
+        workerNames: group.slice(0, NAMES_PER_GROUP).map((w) => w.name),
+        workerIds: group.map((w) => w.id),
+        missingOnWorker: m.missingOnWorker,
+        missingOnTask: m.missingOnTask,
+      });
+    }
+  }
+  const matchingPools: string[] = [];
+  for (const p of pools) {
+    const m = matchTags(taskSets, { provided: p.providedTags, required: p.requiredTags });
+    if (m.ok) matchingPools.push(p.pool.name);
+    else mismatches.push({ pool: p.pool.name, workerCount: 0, workerNames: [], workerIds: [], missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+  }
+  mismatches.sort((a, b) => a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) || b.workerCount - a.workerCount);
+  const untilOf = new Map(backoffs.map((b) => [b.workerId, b.until]));
+  const releaseBackoffs = matching.filter((w) => untilOf.has(w.id)).map((w) => ({ workerName: w.name, until: untilOf.get(w.id)! }));
+  const free = matching.filter((w) => w.free > 0 && !untilOf.has(w.id));
+  const available = free.length;
+  const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
+  const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
+  const unavailable = [
+    ...groupBy(
+      matching.filter((w) => w.unavailable),
+      (w) => w.unavailable!,
+    ).entries(),
+  ].map(([reason, list]) => ({
+    reason: reason as UnavailableReason,
+    count: list.length,
+  }));
+  let state: DiagnosisState;
+  if (task.status !== 'PENDING') state = DIAGNOSIS_STATES.NOT_PENDING;
+  else if (available) state = DIAGNOSIS_STATES.READY;
+  else if (backedOff) state = DIAGNOSIS_STATES.WAITING_FOR_BACKOFF;
+  else if (busy) state = DIAGNOSIS_STATES.WAITING_FOR_CAPACITY;
+  else if (matching.length) state = DIAGNOSIS_STATES.WAITING_FOR_WORKERS;
+  else if (matchingPools.length) state = DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING;
+  else state = DIAGNOSIS_STATES.UNSCHEDULABLE;
+  return {
+    state,
+    matchingWorkers: matching.length,
+    availableWorkers: available,
+    busyWorkers: busy,
+    unavailableWorkers: unavailable,
+    matchingPools,
+    mismatches,
+    releaseBackoffs,
+    placement: placement && task.status === 'PENDING' ? placementOf(task, free, placement) : null,
+    queue: null,
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * Which free worker gets a request (DESIGN §17): an order of preference among the feasible free
+ * workers, never a filter. The rules are data, applied in order until one tells two workers apart,
+ * so that the pass, the placement of a new request and the diagnosis (which names the rule that
+ * decided) share one definition. The first and the last rule (static before pool, the oldest) are
+ * also a SQL order (staticFirstSql), by which a placement reads its first free workers;
+ * test/scheduler/rules/placement-preference.test.ts checks that it is the same order.
+ */
+
+/** The rules that order the free workers of a request, as data. */
+export const PLACEMENT_RULES = {
+  /** Static workers before pool workers, so that pools can shrink. */
+  STATIC_BEFORE_POOL: 'STATIC_BEFORE_POOL',
+  /** Heavy work (heavy.ts): the largest worker first (CPUs, then memory). */
+  LARGEST_FOR_HEAVY: 'LARGEST_FOR_HEAVY',
+  /** Other work: the smallest worker that fits first, so that large workers stay free for heavy work. */
+  SMALLEST_FOR_LIGHT: 'SMALLEST_FOR_LIGHT',
+  /** The worker that can run fewer task classes first: a specialist should not lose its only work to a generalist. */
+  MOST_SPECIALISED: 'MOST_SPECIALISED',
+  /** The oldest registration (the lowest worker id) first. */
+  OLDEST: 'OLDEST',
+} as const;
+export type PlacementRule = (typeof PLACEMENT_RULES)[keyof typeof PLACEMENT_RULES];
+
+/** A worker's size for placement: its CPUs, then its memory in GiB, as its provided valued tags say (0 when absent). */
+export function workerSize(providedTags: readonly string[]): [number, number] {
+  let cpus = 0;
+  let memory = 0;
+  for (const t of providedTags) {
+    if (t.startsWith('worker:cpu-count=')) cpus = Number(t.slice('worker:cpu-count='.length)) || 0;
+    else if (t.startsWith('worker:memory-gib=')) memory = Number(t.slice('worker:memory-gib='.length)) || 0;
+  }
+  return [cpus, memory];
+}
+
+/** A free worker as the preference sees it: pool or not, its size, how many classes it may run, its id. */
+export interface Preferable {
+  readonly pooled: boolean;
+  readonly size: readonly [number, number];
+  readonly eligible: number;
+  readonly id: number;
+}
+
+const bySize = (a: Preferable, b: Preferable) => a.size[0] - b.size[0] || a.size[1] - b.size[1];
+const staticBeforePoolOrder = (a: Pick<Preferable, 'pooled'>, b: Pick<Preferable, 'pooled'>) => Number(a.pooled) - Number(b.pooled);
+const oldestOrder = (a: Pick<Preferable, 'id'>, b: Pick<Preferable, 'id'>) => a.id - b.id;
+/** Each rule as a comparison: negative when it puts `a` first. */
+const COMPARE: Record<PlacementRule, (a: Preferable, b: Preferable) => number> = {
+  STATIC_BEFORE_POOL: staticBeforePoolOrder,
+  LARGEST_FOR_HEAVY: (a, b) => -bySize(a, b),
+  SMALLEST_FOR_LIGHT: bySize,
+  MOST_SPECIALISED: (a, b) => a.eligible - b.eligible,
+  OLDEST: oldestOrder,
+};
+const HEAVY_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'LARGEST_FOR_HEAVY', 'MOST_SPECIALISED', 'OLDEST'];
+const LIGHT_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'SMALLEST_FOR_LIGHT', 'MOST_SPECIALISED', 'OLDEST'];
+
+/** The rules, in the order they apply, for heavy work or for other work. */
+export const placementRules = (heavy: boolean): readonly PlacementRule[] => (heavy ? HEAVY_RULES : LIGHT_RULES);
+
+/** The first rule that tells `a` and `b` apart for this kind of work, or null when none does (the same worker). */
+export function decidingRule(heavy: boolean, a: Preferable, b: Preferable): PlacementRule | null {
+  for (const rule of placementRules(heavy)) if (COMPARE[rule](a, b) !== 0) return rule;
+  return null;
+}
+
+/**
+ * The order in which free workers are offered a request: static before pool workers; the largest
+ * first for heavy work, the smallest first for other work; the most specialised; the oldest.
+ */
+export const workerPreference = (heavy: boolean) => {
+  const rules = placementRules(heavy).map((r) => COMPARE[r]);
+  return (a: Preferable, b: Preferable): number => {
+    for (const compare of rules) {
+      const d = compare(a, b);
+      if (d !== 0) return d;
+    }
+    return 0;
+  };
+};
+
+/** {@link PLACEMENT_RULES}.STATIC_BEFORE_POOL then OLDEST as a SQL order over the worker table under `alias`. */
+export const staticFirstSql = (alias: string) => `${alias}.pool_id is not null, ${alias}.id`;
+
+/** The order of {@link staticFirstSql} in TypeScript: static before pool workers, then the oldest. */
+export const staticFirst = (a: Pick<Preferable, 'pooled' | 'id'>, b: Pick<Preferable, 'pooled' | 'id'>): number => staticBeforePoolOrder(a, b) || oldestOrder(a, b);
+
+/** Static workers before pool workers, each kind in the order given (a stable sort by STATIC_BEFORE_POOL alone: demand serves idle slots so). */
+export const staticBeforePool = <T extends { readonly poolId: number | null }>(workers: readonly T[]): T[] =>
+  [...workers].sort((a, b) => staticBeforePoolOrder({ pooled: a.poolId !== null }, { pooled: b.poolId !== null }));

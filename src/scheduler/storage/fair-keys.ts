@@ -1,0 +1,34 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { FAIR_QUANTUM_MS } from '../rules/queue-order.js';
+
+/**
+ * Reserves `count` fair keys (rules/queue-order.ts) for new requests of one workspace and returns them
+ * in submission order. One UPDATE of the workspace's clock; the row lock it takes is held until the
+ * caller's transaction ends, so concurrent submissions to the same workspace get disjoint keys.
+ */
+export async function reserveFairKeys(em: EntityManager, workspaceId: number, count: number, now: Date): Promise<number[]> {
+  if (count <= 0) return [];
+  const [row] = await em.execute<{ first: string }[]>(
+    `update workspace s
+        set fair_clock = case when exists (select 1 from work_request r where r.workspace_id = s.id and r.status in ('BLOCKED', 'PENDING'))
+                              then greatest(s.fair_clock, ?::bigint) else ?::bigint end + ?::bigint * ${FAIR_QUANTUM_MS}
+      where s.id = ? returning (s.fair_clock - (?::bigint - 1) * ${FAIR_QUANTUM_MS})::text as first`,
+    [now.getTime(), now.getTime(), count, workspaceId, count],
+  );
+  const first = row ? Number(row.first) : now.getTime();
+  return Array.from({ length: count }, (_, i) => first + i * FAIR_QUANTUM_MS);
+}
+
+/** Fair keys for rows of several workspaces, in the rows' order (one reservation per workspace). */
+export async function fairKeysFor(em: EntityManager, workspaceIds: readonly number[], now: Date): Promise<number[]> {
+  const counts = new Map<number, number>();
+  for (const ws of workspaceIds) counts.set(ws, (counts.get(ws) ?? 0) + 1);
+  const keys = new Map<number, number[]>();
+  for (const ws of [...counts.keys()].sort((a, b) => a - b)) keys.set(ws, await reserveFairKeys(em, ws, counts.get(ws)!, now));
+  const next = new Map<number, number>();
+  return workspaceIds.map((ws) => {
+    const i = next.get(ws) ?? 0;
+    next.set(ws, i + 1);
+    return keys.get(ws)![i];
+  });
+}

@@ -1,0 +1,76 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../config.js';
+import { hasFreeSlotSql } from '../rules/active-work.js';
+import { availableParams, availableSql } from '../rules/availability.js';
+import { mayFitParams, mayFitSql } from '../rules/fit.js';
+import type { ClassCache } from '../matching/class-cache.js';
+import type { Assignment } from './assign.js';
+import { assignNextWork } from './next-work.js';
+import { heaviness } from '../rules/heavy-work.js';
+import { staticFirstSql, workerPreference, workerSize } from '../rules/placement-preference.js';
+import type { TaskHistoryCache } from './task-history.js';
+
+const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones
+const ATTEMPTS = 4; // workers tried before the request is left to the next pass
+
+/**
+ * Free, available workers that may run a class, as far as SQL can tell cheaply: every plain tag the
+ * class requires is among the worker's provided tags, and the worker's plain requirements are among
+ * the class's significant provided tags. Minimums (`NAME>=N`) on either side are left to the exact
+ * test in memory, so this only ever lets through too many, never too few, of the first workers
+ * (static workers before pool workers, as workerPreference orders them).
+ */
+const FREE_FOR_CLASS_SQL = `
+  select w.id, w.type, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
+    from worker w
+   where ${availableSql('w')}
+     and ${mayFitSql('w')}
+     and ${hasFreeSlotSql('w')}
+   order by ${staticFirstSql('w')}
+   limit ${CANDIDATES}`;
+
+/**
+ * Places a request that just became PENDING, at once: the reverse of requestWork. It looks for a
+ * free worker that may run the request's class and lets that worker pull (assignNextWork), so the
+ * worker gets what it would have got by asking: the first request in queue order of all the classes
+ * it may run, which is the new one unless older work it may run is waiting too. Workers are tried in
+ * the pass's order of preference (preference.ts: static before pool workers, then the largest for
+ * heavy work (heavy.ts, by its size class or its task's history) and the smallest for other work, then
+ * the specialised, then the oldest). Workers busy in another transaction are skipped, not waited for.
+ *
+ * This spares the full pass (every connected worker loaded and locked) for the common case of a
+ * request arriving when workers are idle. When it finds no worker, the request waits for the next
+ * pass, as before. Runs inside the caller's transaction; returns the assignments made (there may be
+ * one for an older request, and none for this one).
+ */
+export async function placeRequest(
+  em: EntityManager,
+  cache: ClassCache,
+  history: TaskHistoryCache,
+  config: Config,
+  request: { readonly id: number; readonly classId: number; readonly taskType: string; readonly taskName: string },
+  now: Date,
+): Promise<Assignment[]> {
+  await cache.refreshIfBehind(em, request.classId);
+  const taskClass = cache.get(request.classId);
+  if (!taskClass) return [];
+  const rows = await em.execute<{ id: number; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[]>(FREE_FOR_CLASS_SQL, [
+    ...availableParams(now, config.metadataFreshMs),
+    ...mayFitParams(taskClass),
+  ]);
+  const candidates: { id: number; eligible: number; pooled: boolean; size: [number, number] }[] = [];
+  for (const r of rows) {
+    const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
+    if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
+  }
+  candidates.sort(workerPreference(heaviness(taskClass.requiredTags, request.taskType, request.taskName, await history.get(em, now)).heavy));
+
+  const assignments: Assignment[] = [];
+  for (const c of candidates.slice(0, ATTEMPTS)) {
+    const assignment = await assignNextWork(em, cache, config, c.id, now, { skipLocked: true });
+    if (!assignment) continue; // busy elsewhere, or full by now
+    assignments.push(assignment);
+    if (assignment.workRequestId === request.id) break;
+  }
+  return assignments;
+}
