@@ -1,8 +1,8 @@
 /**
  * An image's manifest (NAME.manifest.json beside the tarball): the recipe it was built from,
  * every package it holds with its version (read from the built tree's dpkg status), the tags a
- * worker booted from it reports, and the files it was written to. Pools and people read it to
- * know what an image is without opening it.
+ * worker booted from it reports, the files it was written to and, for a bootable disk image, how
+ * it boots. Pools and people read it to know what an image is without opening it.
  */
 import { z } from 'zod';
 import { fieldValue, parseDeb822 } from './deb822.js';
@@ -64,6 +64,24 @@ export interface ManifestFile {
 
 const fileSchema = z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
 
+/** How a bootable disk image boots: its file's size and sha256 are in `files.diskImage`. */
+const bootSchema = z.object({
+  format: z.enum(['raw', 'qcow2']),
+  /** The disk's size as a machine sees it (a qcow2 file is smaller). */
+  diskBytes: z.number().int().positive(),
+  /** The kernel's release, as `uname -r` prints it. */
+  kernel: z.string(),
+  bootModes: z.array(z.enum(['bios', 'uefi'])),
+  partitions: z.array(
+    z.object({ number: z.number().int().positive(), name: z.string(), type: z.string(), offsetBytes: z.number().int().nonnegative(), bytes: z.number().int().positive() }),
+  ),
+  rootUuid: z.string(),
+  cloudInitDatasources: z.array(z.string()),
+});
+
+/** How a bootable disk image boots. */
+export type ManifestBoot = z.infer<typeof bootSchema>;
+
 /** The manifest's JSON shape; parseManifest checks a file against it. */
 export const manifestSchema = z.object({
   format: z.literal(MANIFEST_FORMAT),
@@ -79,6 +97,8 @@ export const manifestSchema = z.object({
     enable_tasks: z.array(z.string()),
   }),
   files: z.object({ rootfs: fileSchema, diskImage: fileSchema.nullable() }),
+  /** Null (or absent, in manifests written before disk images booted) without a bootable disk image. */
+  boot: bootSchema.nullable().default(null),
   agent: z.object({ path: z.string(), sha256: z.string(), handlers: z.array(z.string()), tasksWithoutHandler: z.array(z.string()) }),
   packages: z.array(z.object({ name: z.string(), version: z.string(), architecture: z.string() })),
   tags: z.array(z.object({ tag: z.string(), source: z.string(), condition: z.string().optional() })),
@@ -94,6 +114,7 @@ export interface ManifestInput {
   builtWith: { tagsched: string; mmdebstrap: string };
   recipe: Recipe;
   files: { rootfs: ManifestFile; diskImage: ManifestFile | null };
+  boot?: ManifestBoot | null;
   agent: { path: string; sha256: string; handlers: readonly string[]; tasksWithoutHandler: readonly string[] };
   packages: readonly InstalledPackage[];
   tags: readonly ImageTag[];
@@ -108,6 +129,7 @@ export function buildManifest(input: ManifestInput): Manifest {
     builtWith: input.builtWith,
     recipe: { ...input.recipe, enable_backends: [...input.recipe.enable_backends], enable_tasks: [...input.recipe.enable_tasks] },
     files: input.files,
+    boot: input.boot ?? null,
     agent: { ...input.agent, handlers: [...input.agent.handlers], tasksWithoutHandler: [...input.agent.tasksWithoutHandler] },
     packages: [...input.packages],
     tags: input.tags.map((t) => ({ ...t })),
