@@ -97,7 +97,7 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
       rootfsTarBytes: manifest.files.rootfs.bytes,
       kernel: manifest.boot?.kernel,
     });
-    accel = await probeAccel();
+    accel = await probeAccel(image, manifest.boot!.format, dir);
     figures.accel = accel;
 
     db = await createTestDatabase();

@@ -24,24 +24,33 @@ function sbin(name: string): string {
   return name;
 }
 
+/** How long GRUB may take to print its banner under KVM before KVM counts as unusable (TCG takes a few seconds). */
+const KVM_PROBE_MS = 20_000;
+
 /**
- * Whether QEMU's KVM acceleration runs here: /dev/kvm may exist while QEMU aborts on it (this
- * machine's "failed to set MSR 0x10a"), so a firmware-only machine runs for a few seconds; still
- * running then means KVM works.
+ * Whether QEMU's KVM acceleration runs this image here: /dev/kvm may exist while QEMU aborts on it
+ * ("failed to set MSR 0x10a") or, as on this machine, crawls (GRUB's menu after minutes), so the
+ * image itself is started under KVM until GRUB prints its banner on the serial console; no banner
+ * in time means TCG.
  */
-export async function probeAccel(): Promise<'kvm' | 'tcg'> {
+export async function probeAccel(image: string, imageFormat: 'raw' | 'qcow2', dir: string): Promise<'kvm' | 'tcg'> {
   if (!fs.existsSync('/dev/kvm')) return 'tcg';
-  const child = spawn('qemu-system-x86_64', ['-accel', 'kvm', '-machine', 'q35', '-nodefaults', '-display', 'none', '-m', '64', '-no-reboot'], { stdio: 'ignore' });
-  const exited = await new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => resolve(false), 4_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-    child.once('error', () => resolve(true));
-  });
-  if (!exited) child.kill('SIGKILL');
-  return exited ? 'tcg' : 'kvm';
+  const overlay = path.join(dir, 'kvm-probe.qcow2');
+  const log = path.join(dir, 'kvm-probe.log');
+  await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', imageFormat, '-b', image, overlay]);
+  const args = ['-accel', 'kvm', '-cpu', 'host', '-machine', 'q35', '-m', '512', '-nodefaults', '-display', 'none', '-no-reboot', '-serial', `file:${log}`];
+  const child = spawn('qemu-system-x86_64', [...args, '-drive', `file=${overlay},if=virtio,format=qcow2`], { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + KVM_PROBE_MS;
+  let banner = false;
+  while (!banner && child.exitCode === null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    banner = fs.existsSync(log) && fs.readFileSync(log, 'latin1').includes('GNU GRUB');
+  }
+  child.kill('SIGKILL');
+  await exited;
+  fs.rmSync(overlay, { force: true });
+  return banner ? 'kvm' : 'tcg';
 }
 
 /** Writes a NoCloud seed volume (vfat, label CIDATA) with this user data and meta data. */
@@ -110,6 +119,7 @@ export async function startVm(o: VmOptions): Promise<Vm> {
   const args = [
     '-accel',
     o.accel,
+    ...(o.accel === 'kvm' ? ['-cpu', 'host'] : []),
     '-machine',
     'q35',
     '-m',
