@@ -274,7 +274,7 @@ function program(): Command {
   cmd
     .command('build')
     .description('Build an image (a root file system tarball, a manifest, and a bootable disk image with --disk-image).')
-    .option('--recipe <file>', 'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks"}; flags replace its keys')
+    .option('--recipe <file>', 'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks", "ssh_authorized_keys"}; flags replace its keys')
     .option('--suite <suite>', 'Debian suite or codename (default trixie, the stable release)')
     .option('--architecture <arch>', "Debian architecture (default the host's)")
     .option('--mirror <url>', 'Debian archive to build from (default deb.debian.org, with updates and security for a stable release)')

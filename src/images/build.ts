@@ -179,17 +179,17 @@ export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string
       grubConfig: write('grub.cfg', grubConfig(bootBuild.boot, bootBuild.ids)),
       grubEarlyConfig: write('grub-early.cfg', grubEarlyConfig(bootBuild.ids)),
       fstab: write('fstab', fstab(bootBuild.ids)),
-      cloudConfig: write('cloud.cfg', cloudInitConfig([])),
+      cloudConfig: write('cloud.cfg', cloudInitConfig(recipe.ssh_authorized_keys ?? [])),
     },
   };
 }
 
-/** The packages the build installs: the recipe's, and for a bootable disk the boot's. */
+/** The packages the build installs: the recipe's, and for a bootable disk the boot's (with an ssh server when the recipe has keys). */
 export function plannedPackages(recipe: Recipe, boot: ArchitectureBoot | null): PackageNeed[] {
   const packages = imagePackages(recipe);
   if (!boot) return packages;
   const byName = new Map(packages.map((p) => [p.name, p]));
-  for (const name of bootPackages(boot, false)) byName.set(name, { name, neededBy: [...(byName.get(name)?.neededBy ?? []), 'boot'] });
+  for (const name of bootPackages(boot, Boolean(recipe.ssh_authorized_keys))) byName.set(name, { name, neededBy: [...(byName.get(name)?.neededBy ?? []), 'boot'] });
   return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -234,7 +234,7 @@ export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: stri
     args.push(`--customize-hook=chroot "$1" usermod --add-subuids ${range} --add-subgids ${range} ${AGENT_USER}`);
   }
   args.push(`--customize-hook=chroot "$1" systemctl enable ${path.posix.basename(IMAGE_PATHS.unit)}`);
-  if (staged.boot) args.push(...bootHooks(staged.boot));
+  if (staged.boot) args.push(...bootHooks(staged.boot, Boolean(recipe.ssh_authorized_keys)));
   args.push(`--customize-hook=download /var/lib/dpkg/status ${staged.dpkgStatus}`);
   args.push(recipe.suite, rootfs);
   if (recipe.mirror) args.push(recipe.mirror);
@@ -244,9 +244,10 @@ export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: stri
 /**
  * The customize hooks of a bootable tree: its GRUB configuration, fstab and cloud-init settings,
  * GRUB's BIOS and EFI images made by the tree's own grub-mkimage (so the host needs no GRUB),
- * and systemd-networkd enabled for the DHCP that cloud-init configures.
+ * systemd-networkd enabled for the DHCP that cloud-init configures, and with an ssh server the
+ * host keys its package made removed: every machine gets its own from cloud-init on first boot.
  */
-function bootHooks(staged: StagedBootFiles): string[] {
+function bootHooks(staged: StagedBootFiles, ssh: boolean): string[] {
   const { bios, efi } = staged.boot;
   const dirs = [
     path.posix.dirname(BOOT_PATHS.grubConfig),
@@ -266,6 +267,7 @@ function bootHooks(staged: StagedBootFiles): string[] {
     `--customize-hook=chroot "$1" grub-mkimage ${grubMkimageArgs(efi.target, path.posix.join(BOOT_PATHS.efiDir, efi.fileName)).join(' ')}`,
     '--customize-hook=chroot "$1" systemctl enable systemd-networkd.service',
   );
+  if (ssh) hooks.push('--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*');
   return hooks;
 }
 

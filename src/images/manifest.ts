@@ -95,6 +95,7 @@ export const manifestSchema = z.object({
     source: z.string().nullable(),
     enable_backends: z.array(z.string()),
     enable_tasks: z.array(z.string()),
+    ssh_authorized_keys: z.array(z.string()).optional(),
   }),
   files: z.object({ rootfs: fileSchema, diskImage: fileSchema.nullable() }),
   /** Null (or absent, in manifests written before disk images booted) without a bootable disk image. */
@@ -120,6 +121,12 @@ export interface ManifestInput {
   tags: readonly ImageTag[];
 }
 
+/** The recipe as the manifest writes it: mutable copies of its lists, and ssh_authorized_keys only when there are some. */
+function recipeJson(recipe: Recipe): Manifest['recipe'] {
+  const { ssh_authorized_keys: keys, ...rest } = recipe;
+  return { ...rest, enable_backends: [...rest.enable_backends], enable_tasks: [...rest.enable_tasks], ...(keys ? { ssh_authorized_keys: [...keys] } : {}) };
+}
+
 /** The manifest of a built image. */
 export function buildManifest(input: ManifestInput): Manifest {
   return {
@@ -127,7 +134,7 @@ export function buildManifest(input: ManifestInput): Manifest {
     name: input.name,
     createdAt: input.createdAt.toISOString(),
     builtWith: input.builtWith,
-    recipe: { ...input.recipe, enable_backends: [...input.recipe.enable_backends], enable_tasks: [...input.recipe.enable_tasks] },
+    recipe: recipeJson(input.recipe),
     files: input.files,
     boot: input.boot ?? null,
     agent: { ...input.agent, handlers: [...input.agent.handlers], tasksWithoutHandler: [...input.agent.tasksWithoutHandler] },

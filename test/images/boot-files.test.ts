@@ -11,7 +11,7 @@ import {
   grubMkimageArgs,
 } from '../../src/images/boot-files.js';
 import { imagePackages } from '../../src/images/contents.js';
-import { parseRecipe } from '../../src/images/recipe.js';
+import { parseRecipe, RecipeError } from '../../src/images/recipe.js';
 import { plannedPackages } from '../../src/images/build.js';
 
 const ids = { rootUuid: '3f1d2a9e-5b6c-4d7e-8f90-123456789abc' };
@@ -81,5 +81,25 @@ describe('what makes a tree boot', () => {
     expect(cfg).not.toContain('ssh_authorized_keys');
     const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample admin@example.org';
     expect(cloudInitConfig([key])).toContain(`ssh_authorized_keys:\n  - "${key}"\n`);
+  });
+
+  it("takes the recipe's ssh keys: an ssh server and root's keys only when there are some", () => {
+    const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample admin@example.org';
+    const withKeys = parseRecipe({ ssh_authorized_keys: [key] }, 'amd64');
+    expect(withKeys.ssh_authorized_keys).toEqual([key]);
+    expect(plannedPackages(withKeys, ARCHITECTURE_BOOT.amd64).find((p) => p.name === 'openssh-server')).toEqual({ name: 'openssh-server', neededBy: ['boot'] });
+    expect(plannedPackages(withKeys, null).map((p) => p.name)).not.toContain('openssh-server');
+    const without = parseRecipe({ ssh_authorized_keys: [] }, 'amd64');
+    expect('ssh_authorized_keys' in without).toBe(false);
+    expect(plannedPackages(without, ARCHITECTURE_BOOT.amd64).map((p) => p.name)).not.toContain('openssh-server');
+    for (const bad of ['AAAAC3NzaC1lZDI1NTE5 admin', `${key}\nssh-rsa AAAA other`, 'ssh-ed25519', 'ssh-dss AAAAB3 old']) {
+      try {
+        parseRecipe({ ssh_authorized_keys: [bad] }, 'amd64');
+        expect.unreachable(`accepted ${bad}`);
+      } catch (err) {
+        expect(err).toBeInstanceOf(RecipeError);
+        expect((err as RecipeError).problems).toEqual([{ field: 'ssh_authorized_keys[0]', message: expect.stringMatching(/OpenSSH public key line/) }]);
+      }
+    }
   });
 });
