@@ -15,7 +15,6 @@ import { Listr, PRESET_TIMER } from 'listr2';
 import packageJson from '../../package.json' with { type: 'json' };
 import { debianArchitecture } from '../agent/facts.js';
 import { IMAGE_PATHS } from '../images/agent-files.js';
-import { CLOUD_INIT_DATASOURCES } from '../images/boot-files.js';
 import {
   checkHost,
   defaultImageName,
@@ -31,7 +30,7 @@ import {
 } from '../images/build.js';
 import { runStreaming } from '../images/commands.js';
 import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks } from '../images/contents.js';
-import { DISK_FORMATS, diskStages, type DiskFacts, type DiskFormat } from '../images/disk-image.js';
+import { DISK_FORMATS, diskStages, manifestBoot, type DiskFacts, type DiskFormat } from '../images/disk-image.js';
 import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage, type Manifest, type ManifestBoot, type ManifestFile } from '../images/manifest.js';
 import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, RecipeError, type Recipe } from '../images/recipe.js';
 
@@ -178,17 +177,10 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
         task: (ctx, parent) => {
           const staged = ctx.staged!.boot!;
           const facts: DiskFacts = {};
-          const stages = diskStages({
-            rootfs: files.rootfs,
-            output: files.diskImage!,
-            format: output.diskFormat!,
-            boot: staged.boot,
-            ids: staged.ids,
-            scratchDir: path.join(scratch, 'disk'),
-          });
+          const job = { rootfs: files.rootfs, output: files.diskImage!, format: output.diskFormat!, boot: staged.boot, ids: staged.ids, scratchDir: path.join(scratch, 'disk') };
           return parent.newListr<Ctx>(
             [
-              ...stages.map((stage) => ({
+              ...diskStages(job).map((stage) => ({
                 title: stage.title,
                 task: async (_ctx: Ctx, task: { output: string }) => stage.run(facts, (line) => (task.output = line)),
               })),
@@ -196,16 +188,7 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
                 title: 'Describe the disk (size, sha256)',
                 task: async (c: Ctx) => {
                   c.diskImage = await describeFile(files.diskImage!, output.outputDir);
-                  const layout = facts.layout!;
-                  c.boot = {
-                    format: output.diskFormat!,
-                    diskBytes: layout.diskBytes,
-                    kernel: facts.kernel!,
-                    bootModes: [...staged.boot.bootModes],
-                    partitions: layout.partitions.map((p) => ({ ...p })),
-                    rootUuid: staged.ids.rootUuid,
-                    cloudInitDatasources: [...CLOUD_INIT_DATASOURCES],
-                  };
+                  c.boot = manifestBoot(job, facts);
                 },
               },
             ],

@@ -11,9 +11,10 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { BOOT_PATHS, ESP_LABEL, ROOT_LABEL, type ArchitectureBoot, type DiskIds } from './boot-files.js';
+import { BOOT_PATHS, CLOUD_INIT_DATASOURCES, ESP_LABEL, ROOT_LABEL, type ArchitectureBoot, type DiskIds } from './boot-files.js';
 import { findCommand, runStreaming } from './commands.js';
 import { biosBootCode, diskLayout, partition, SECTOR_BYTES, sfdiskScript, type DiskLayout } from './disk-layout.js';
+import type { ManifestBoot } from './manifest.js';
 
 const run = promisify(execFile);
 
@@ -167,4 +168,18 @@ function runWithInput(file: string, args: readonly string[], input: string): Pro
     const child = execFile(file, [...args], (err, _stdout, stderr) => (err ? reject(new Error(`${path.basename(file)} failed: ${stderr || err.message}`)) : resolve()));
     child.stdin!.end(input);
   });
+}
+
+/** The manifest's `boot` of a disk image the stages made. */
+export function manifestBoot(job: DiskJob, facts: DiskFacts): ManifestBoot {
+  if (!facts.kernel || !facts.layout) throw new Error('the disk image stages have not all run');
+  return {
+    format: job.format,
+    diskBytes: facts.layout.diskBytes,
+    kernel: facts.kernel,
+    bootModes: [...job.boot.bootModes],
+    partitions: facts.layout.partitions.map((p) => ({ ...p })),
+    rootUuid: job.ids.rootUuid,
+    cloudInitDatasources: [...CLOUD_INIT_DATASOURCES],
+  };
 }
