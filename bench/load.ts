@@ -17,8 +17,8 @@ import { UserSchema } from '../src/entities/user.js';
 import { WorkspaceSchema } from '../src/entities/workspace.js';
 import { createOrm, migrate } from '../src/orm.js';
 import { classIdsFor, registerSignificantTags } from '../src/scheduler/classes.js';
-import { AnalysisSources, analyzeRequest } from '../src/services/task-analysis.js';
-import { createTaskRule } from '../src/services/task-rules.js';
+import { AnalysisSources, analyzeRequest } from '../src/services/workflows/task-analysis.js';
+import { createTaskRule } from '../src/services/work/task-rules.js';
 import { RECOUNT_PENDING_SQL } from '../src/scheduler/pending-counts.js';
 import { phase } from './progress.js';
 import { Random } from './prng.js';
@@ -350,7 +350,7 @@ async function loadHistoryRows(c: pg.Client, rows: number, workerIds: readonly n
   }
 }
 
-/** What the service keeps at each completion (services/work-lifecycle.ts), for the loaded history. */
+/** What the service keeps at each completion (services/work/work-lifecycle.ts), for the loaded history. */
 async function recordHistory(c: pg.Client): Promise<void> {
   await c.query(`update worker w set last_completed_at = h.last
                    from (select worker_id, max(completed_at) as last from work_request where status = 'COMPLETED' group by worker_id) h

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { throttledMessage, type AuthThrottle } from './limits/auth-throttle.js';
 import { capText, type Logger } from './log.js';
-import { authenticate, BadTokenError, type Authenticated } from './services/auth.js';
+import { authenticate, BadTokenError, type Authenticated } from './services/identity/auth.js';
 
 /** Why a client was turned away before its operation ran: 401 (a bad token) or 429 (throttled). */
 export class ClientRefusal extends Error {
@@ -15,24 +15,29 @@ export class ClientRefusal extends Error {
 }
 
 /**
- * Authenticates a client of HTTP or WebSocket from its address and presented token: an address
- * that failed too often is refused (429) before the token is looked up; a failure is counted and
- * logged at warn (a client mistake, or someone guessing: never an error, never the token itself).
+ * Authenticates a client of HTTP or WebSocket from its address and presented token: the lookup is
+ * reserved with the failure throttle first, and an address that failed too often is refused (429)
+ * before the token is looked up; a failure is counted and logged at warn (a client mistake, or someone
+ * guessing: never an error, never the token itself).
  */
 export function createClientAuth(throttle: AuthThrottle, log: Logger) {
   return async function authenticateClient(em: EntityManager, presented: string | null | undefined, address: string): Promise<Authenticated> {
-    if (presented) {
-      const wait = await throttle.retryAfterMs(address);
-      if (wait > 0) {
-        log.warn({ address: capText(address, 64), retryAfterMs: wait }, 'authentication throttled');
-        throw new ClientRefusal(429, throttledMessage(wait));
-      }
+    if (!presented) return authenticate(em, presented);
+    const attempt = await throttle.reserve(address);
+    if (typeof attempt === 'number') {
+      log.warn({ address: capText(address, 64), retryAfterMs: attempt }, 'authentication throttled');
+      throw new ClientRefusal(429, throttledMessage(attempt));
     }
     try {
-      return await authenticate(em, presented);
+      const authenticated = await authenticate(em, presented);
+      attempt.succeeded();
+      return authenticated;
     } catch (err) {
-      if (!(err instanceof BadTokenError)) throw err;
-      await throttle.failed(address);
+      if (!(err instanceof BadTokenError)) {
+        attempt.succeeded(); // not the token's fault (the database, say): it counts for nothing
+        throw err;
+      }
+      attempt.failed();
       log.warn({ address: capText(address, 64), reason: err.message }, 'authentication failed');
       throw new ClientRefusal(401, err.message);
     }

@@ -20,7 +20,7 @@ export interface Config {
   readonly releaseBackoffMs: number;
   /** Consecutive ERROR results after which a worker is quarantined, when the same tasks succeed elsewhere; 0: never. */
   readonly quarantineAfterErrors: number;
-  /** How often a quarantined, idle, connected worker is given a quarantine probe (services/quarantine-probes.ts), in milliseconds; 0: never. */
+  /** How often a quarantined, idle, connected worker is given a quarantine probe (services/work/quarantine-probes.ts), in milliseconds; 0: never. */
   readonly quarantineProbeMs: number;
   /** A task whose average run over the last 30 days is at least this long is heavy work (scheduler/heavy.ts), in seconds; 0: never by history. */
   readonly heavyTaskSeconds: number;
@@ -49,6 +49,8 @@ export interface Config {
   readonly fieldSuggestions: boolean;
   /** How long a create's idempotency key answers retries, in milliseconds. */
   readonly idempotencyKeyTtlMs: number;
+  /** How long a pool-wide activation token is accepted when its creator gives no expiry, in milliseconds. */
+  readonly activationTokenTtlMs: number;
   /** The commands `exec` pools may run (absolute paths); empty means exec pools are off. */
   readonly execCommands: readonly string[];
   /** The environment an `exec` command runs with: a few variables of the server's, never its secrets. */
@@ -109,6 +111,10 @@ export interface Limits {
   readonly maxSubscriptionsPerConnection: number;
   /** Failed authentications a client address may make per minute before its attempts get 429. */
   readonly authFailuresPerMinute: number;
+  /** Requests without a token a client address may make per minute (HTTP, and operations over anonymous WebSockets); 0: no limit. */
+  readonly anonymousRequestsPerMinute: number;
+  /** Anonymous WebSockets one client address may hold open at once, per process; 0: no limit. */
+  readonly anonymousConnectionsPerAddress: number;
 }
 
 /** The shortest TAGSCHED_ADMIN_TOKEN accepted: a value people could guess is not a secret. */
@@ -164,6 +170,13 @@ function intVar(env: NodeJS.ProcessEnv, name: string, fallback: number): number 
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new ConfigError(`${name} must be a non-negative number, got "${raw}"`);
+  return n;
+}
+
+/** A number above 0 (a lifetime that must not be nil). */
+function positiveIntVar(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const n = intVar(env, name, fallback);
+  if (n <= 0) throw new ConfigError(`${name} must be above 0, got "${env[name]}"`);
   return n;
 }
 
@@ -293,10 +306,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       maxConnectionsPerToken: intVar(env, 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN', 20),
       maxSubscriptionsPerConnection: intVar(env, 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION', 50),
       authFailuresPerMinute: intVar(env, 'TAGSCHED_AUTH_FAILURES_PER_MINUTE', 30),
+      anonymousRequestsPerMinute: intVar(env, 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE', 600),
+      anonymousConnectionsPerAddress: intVar(env, 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS', 50),
     },
     introspection: boolVar(env, 'TAGSCHED_INTROSPECTION', !production),
     fieldSuggestions: boolVar(env, 'TAGSCHED_FIELD_SUGGESTIONS', !production),
     idempotencyKeyTtlMs: intVar(env, 'TAGSCHED_IDEMPOTENCY_KEY_TTL_SECONDS', 24 * 60 * 60) * 1000, // one day
+    activationTokenTtlMs: positiveIntVar(env, 'TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS', 24 * 60 * 60) * 1000, // one day
     execCommands: commandListVar(env, 'TAGSCHED_EXEC_COMMANDS'),
     execEnvironment: pickEnvironment(env, EXEC_ENVIRONMENT_VARIABLES),
     hetznerApiUrl: urlVar(env, 'TAGSCHED_HETZNER_API_URL', 'https://api.hetzner.cloud/v1'),

@@ -7,8 +7,8 @@ import { createLoaders, type Loaders } from './loaders.js';
 import type { Logger } from './log.js';
 import type { LifecycleRecorder } from './metrics/recorder.js';
 import type { Scheduler } from './scheduler/scheduler.js';
-import { viewerIn, type Viewer, type ViewerIdentity } from './services/auth.js';
-import type { SecretBox } from './services/secrets.js';
+import { viewerIn, type Viewer, type ViewerIdentity } from './services/identity/auth.js';
+import type { SecretBox } from './services/identity/secrets.js';
 
 /** A database session and the loaders on it: one per HTTP operation, and one per subscription event in a process. */
 interface Session {

@@ -5,8 +5,8 @@ import type { Loaders } from './loaders.js';
 import type { Logger } from './log.js';
 import type { LifecycleRecorder } from './metrics/recorder.js';
 import type { Scheduler } from './scheduler/scheduler.js';
-import type { Viewer } from './services/auth.js';
-import type { SecretBox } from './services/secrets.js';
+import type { Viewer } from './services/identity/auth.js';
+import type { SecretBox } from './services/identity/secrets.js';
 
 /** The WebSocket an operation came over: its token is checked again before each event it is sent. */
 export interface ConnectionHandle {

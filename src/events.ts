@@ -23,7 +23,7 @@ export type Topics = {
   workerChanged: [{ id: number; name: string }];
   /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
   workAssigned: [workerId: string, payload: AssignmentEvent];
-  /** Tokens were revoked: every process closes their open WebSockets (services/token-lifecycle.ts). */
+  /** Tokens were revoked: every process closes their open WebSockets (services/identity/token-lifecycle.ts). */
   tokensRevoked: [{ tokenIds: number[] }];
   /** Output was added to a request's log; routed by request id, so only its followers hear it. */
   workRequestLogAppended: [workRequestId: string, payload: { id: number; totalBytes: number }];

@@ -1,6 +1,6 @@
 /**
  * A Pothos plugin that runs the arguments of every field through the client-input check of
- * services/validate.ts before its resolver (or subscription) runs: one step for every string and
+ * services/input/validate.ts before its resolver (or subscription) runs: one step for every string and
  * JSON value a client can send, whichever field it reaches. Listed after the errors plugin in
  * builder.ts, so its InputError becomes the field's result-union member where the field has one,
  * and a GraphQL error with code INVALID_INPUT elsewhere.
@@ -8,7 +8,7 @@
 import SchemaBuilder, { BasePlugin, type PothosOutputFieldConfig, type SchemaTypes } from '@pothos/core';
 import type { GraphQLFieldResolver } from 'graphql';
 import { InputError, type InputProblem } from './errors.js';
-import { clientInputProblems } from './services/validate.js';
+import { clientInputProblems } from './services/input/validate.js';
 
 function checkArgs(args: Record<string, unknown>): void {
   const problems: InputProblem[] = [];

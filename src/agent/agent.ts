@@ -10,7 +10,7 @@ import { AuthError, TransientError, type AssignmentStream, type AssignmentStream
 import type { AgentConfig } from './config.js';
 import { metadataInput, type Facts } from './facts.js';
 import { MESSAGES, type Logger } from './log.js';
-import { NUL_REPLACEMENT } from '../services/log-text.js';
+import { NUL_REPLACEMENT } from '../shared/log-text.js';
 import { startShipper } from './log-shipper.js';
 import type { Answer, Api, Assignment, RunReport, TypedError } from './operations.js';
 import { suggestedParallelism } from './parallelism.js';

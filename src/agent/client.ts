@@ -5,7 +5,7 @@
  */
 import { CloseCode, createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
-import { postGraphql } from '../graphql-post.js';
+import { postGraphql } from '../shared/graphql-post.js';
 import { backoffDelay } from './backoff.js';
 import type { Logger } from './log.js';
 import { MESSAGES } from './log.js';

@@ -8,7 +8,7 @@
  * UTF-8 are sent as U+FFFD and NUL as ␀ (U+2400): the server takes neither raw.
  */
 import fs from 'node:fs/promises';
-import { NUL_REPLACEMENT } from '../services/log-text.js';
+import { NUL_REPLACEMENT } from '../shared/log-text.js';
 import type { Answer, Api } from './operations.js';
 
 /** Most bytes one chunk carries (the server takes up to 1 MiB of text; bytes that are not UTF-8 grow into 3-byte U+FFFD). */

@@ -31,7 +31,8 @@ import {
 import { runStreaming } from '../images/commands.js';
 import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks } from '../images/contents.js';
 import { DISK_FORMATS, diskStages, manifestBoot, type DiskFacts, type DiskFormat } from '../images/disk-image.js';
-import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage, type Manifest, type ManifestBoot, type ManifestFile } from '../images/manifest.js';
+import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage } from '../images/manifest.js';
+import type { Manifest, ManifestBoot, ManifestFile } from '../images/manifest-format.js';
 import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, RecipeError, type Recipe } from '../images/recipe.js';
 
 /** Exit codes: 0 built (or planned), 1 the build failed, 64 a bad recipe, flag or host. */

@@ -2,7 +2,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { WorkRequestSchema } from './work-request.js';
 
 /**
- * The state of one work request's output (services/job-output.ts): a small row, updated once per
+ * The state of one work request's output (services/work/job-output.ts): a small row, updated once per
  * chunk the agent sends, while the text itself goes to `work_request_log_chunk` rows. Positions are
  * byte offsets in the UTF-8 text of the whole output, kept or not: the first `headBytes` are kept
  * for good, the bytes from `tailStart` to `totalBytes` are the rolling tail, and what lies between

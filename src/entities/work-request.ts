@@ -43,7 +43,7 @@ export const WorkRequestSchema = defineEntity({
     /** Its place among workspaces at equal priority (scheduler/fair-share.ts): set when it is written. */
     fairKey: p.bigint('number').defaultRaw(FAIR_KEY_DEFAULT_SQL),
     worker: () => p.manyToOne(WorkerSchema).nullable(),
-    /** The workflow that created it (services/orchestration.ts); null for a request submitted by a client. */
+    /** The workflow that created it (services/workflows/orchestration.ts); null for a request submitted by a client. */
     parent: () => p.manyToOne(WorkRequestSchema).nullable(),
     dependencies: () => p.manyToMany(WorkRequestSchema).pivotTable('work_request_dependency').owner().joinColumn('work_request_id').inverseJoinColumn('depends_on_id'),
     userProvidedTags: p.array().columnType('text[]').default([]),
@@ -57,7 +57,7 @@ export const WorkRequestSchema = defineEntity({
     /** The task class of a PENDING request (src/scheduler/classes.ts); null before. */
     classId: p.integer().nullable(),
     retryCount: p.integer().default(0),
-    /** A noop the server gave a quarantined worker to see whether it runs work again (services/quarantine-probes.ts); never queued, never re-queued. */
+    /** A noop the server gave a quarantined worker to see whether it runs work again (services/work/quarantine-probes.ts); never queued, never re-queued. */
     quarantineProbe: p.boolean().default(false),
     createdAt: p.datetime().onCreate(() => new Date()),
     /** When it last became PENDING (a re-queued request is pending again from then). */

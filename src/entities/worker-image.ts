@@ -1,5 +1,5 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import type { Manifest } from '../images/manifest.js';
+import type { Manifest } from '../images/manifest-format.js';
 
 /**
  * A worker image registered with the service (DESIGN §12): the manifest `tagsched-image build`

@@ -27,7 +27,7 @@ import {
 import { findCommand } from './commands.js';
 import { imageHandledTasks, imagePackages, type PackageNeed } from './contents.js';
 import { DISK_COMMANDS, type DiskFormat } from './disk-image.js';
-import type { ManifestFile } from './manifest.js';
+import type { ManifestFile } from './manifest-format.js';
 import type { Recipe } from './recipe.js';
 
 const run = promisify(execFile);

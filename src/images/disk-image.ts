@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { BOOT_PATHS, CLOUD_INIT_DATASOURCES, ESP_LABEL, ROOT_LABEL, type ArchitectureBoot, type DiskIds } from './boot-files.js';
 import { findCommand, runStreaming } from './commands.js';
 import { biosBootCode, diskLayout, partition, SECTOR_BYTES, sfdiskScript, type DiskLayout } from './disk-layout.js';
-import type { ManifestBoot } from './manifest.js';
+import type { ManifestBoot } from './manifest-format.js';
 
 const run = promisify(execFile);
 

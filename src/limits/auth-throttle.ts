@@ -1,29 +1,91 @@
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+const WINDOW_MS = 60_000; // TAGSCHED_AUTH_FAILURES_PER_MINUTE counts failures in a window of a minute
+const SWEEP_EVERY_MS = WINDOW_MS;
 
-const WINDOW_SECONDS = 60; // TAGSCHED_AUTH_FAILURES_PER_MINUTE counts failures in this window
+/** One address's failures in the current window, and its lookups under way. */
+interface AddressState {
+  windowStart: number;
+  failures: number;
+  inFlight: number;
+  waiters: (() => void)[];
+}
+
+/** A token lookup that was let through: say how it ended, exactly once. */
+export interface AuthAttempt {
+  /** The token was good: the attempt counts for nothing. */
+  succeeded(): void;
+  /** The token was refused: the attempt counts as a failure of its address. */
+  failed(): void;
+}
 
 /**
- * Failed authentications per client address (DESIGN §15): once an address has failed
- * `failuresPerMinute` times in a window of a minute, its attempts with a token are refused with 429
- * until that window ends, before the token is even
- * looked up, so guessing costs the guesser time and the database nothing. HTTP and WebSocket share
- * one throttle per process. Anonymous requests (no token) are not throttled: they prove nothing.
+ * Failed authentications per client address (DESIGN §15): an address may fail `failuresPerMinute`
+ * times in a window of a minute; after that its attempts with a token are refused with 429 until the
+ * window ends, before the token is even looked up, so guessing costs the guesser time and the database
+ * nothing. HTTP and WebSocket share one throttle per process. Anonymous requests (no token) are not
+ * throttled here: they prove nothing.
+ *
+ * An attempt is reserved before its lookup: the lookups under way from an address plus its failures
+ * never exceed the limit, so guesses sent all at once are cut at the limit exactly (a count taken after
+ * the lookup would let every concurrent guess through). A good token gives its reservation back; an
+ * attempt that finds every place taken by lookups under way waits for one of them to end rather than
+ * being refused, so a burst of good tokens from one address (agents behind one NAT) is only queued.
+ * The counts are kept in this process's memory and updated synchronously, which is what makes the
+ * reservation exact.
  */
-export function createAuthThrottle(failuresPerMinute: number) {
-  const limiter = new RateLimiterMemory({ points: Math.max(1, failuresPerMinute), duration: WINDOW_SECONDS });
+export function createAuthThrottle(failuresPerMinute: number, now: () => number = Date.now) {
+  const limit = failuresPerMinute;
+  const states = new Map<string, AddressState>();
+  let lastSweep = now();
+
+  function stateOf(address: string): AddressState {
+    const t = now();
+    if (t - lastSweep >= SWEEP_EVERY_MS) {
+      lastSweep = t;
+      for (const [a, s] of states) if (t - s.windowStart >= WINDOW_MS && s.inFlight === 0 && s.waiters.length === 0) states.delete(a);
+    }
+    let s = states.get(address);
+    if (!s) states.set(address, (s = { windowStart: t, failures: 0, inFlight: 0, waiters: [] }));
+    else if (t - s.windowStart >= WINDOW_MS) {
+      s.windowStart = t;
+      s.failures = 0;
+    }
+    return s;
+  }
+
+  function release(s: AddressState): void {
+    s.inFlight--;
+    for (const wake of s.waiters.splice(0)) wake();
+  }
+
   return {
-    /** Milliseconds before this address may try again, or 0 when it may now. */
-    async retryAfterMs(address: string): Promise<number> {
-      if (failuresPerMinute <= 0) return 0;
-      const state = await limiter.get(address);
-      return state && state.remainingPoints <= 0 ? Math.max(1, state.msBeforeNext) : 0;
-    },
-    /** Counts a failed authentication of this address. */
-    async failed(address: string): Promise<void> {
-      if (failuresPerMinute <= 0) return;
-      await limiter.consume(address).catch((res: unknown) => {
-        if (!(res instanceof RateLimiterRes)) throw res;
-      });
+    /**
+     * Reserves a lookup for this address: an attempt to report on, or the milliseconds before the
+     * address may try again (its failures have reached the limit in this window).
+     */
+    async reserve(address: string): Promise<AuthAttempt | number> {
+      if (limit <= 0) return { succeeded() {}, failed() {} };
+      for (;;) {
+        const s = stateOf(address);
+        if (s.failures >= limit) return Math.max(1, s.windowStart + WINDOW_MS - now());
+        if (s.failures + s.inFlight < limit) {
+          s.inFlight++;
+          let done = false;
+          return {
+            succeeded() {
+              if (done) return;
+              done = true;
+              release(s);
+            },
+            failed() {
+              if (done) return;
+              done = true;
+              stateOf(address).failures++;
+              release(s);
+            },
+          };
+        }
+        await new Promise<void>((resolve) => s.waiters.push(resolve));
+      }
     },
   };
 }

@@ -1,6 +1,6 @@
 import { GraphQLError, type DocumentNode, type GraphQLSchema } from 'graphql';
 import { fieldExtensionsEstimator, getComplexity, simpleEstimator, type ComplexityEstimatorArgs } from 'graphql-query-complexity';
-import { PAGE } from '../schema/pagination.js';
+import { PAGE } from './page.js';
 
 /**
  * What fields cost, in units of about one object read and shown (some 10 µs on the bench machine).

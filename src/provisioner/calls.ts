@@ -4,7 +4,7 @@
  * it throws comes back as a ProviderError whose message carries none of the account's values.
  */
 import type { WorkerPool } from '../entities/worker-pool.js';
-import type { SecretBox } from '../services/secrets.js';
+import type { SecretBox } from '../services/identity/secrets.js';
 import { ProviderError, type ProviderCall } from './provider.js';
 
 const MAX_MESSAGE = 1000;

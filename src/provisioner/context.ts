@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import type { ClassCache } from '../scheduler/class-cache.js';
 import { launchRetryDelayMs, needsAnAdmin } from '../scheduler/pool-health.js';
 import type { WorkerSnapshot } from '../scheduler/worker-snapshot.js';
-import type { SecretBox } from '../services/secrets.js';
+import type { SecretBox } from '../services/identity/secrets.js';
 import { callProvider } from './calls.js';
 import { ProviderError, type Provider, type ProviderCall } from './provider.js';
 

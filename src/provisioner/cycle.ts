@@ -8,8 +8,8 @@
 import { InstanceSchema } from '../entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { computeDemand } from '../scheduler/demand.js';
-import { recordLaunch } from '../services/instances.js';
-import { publishTermination, terminateIn, terminateWorkers } from '../services/terminate.js';
+import { recordLaunch } from '../services/pools/instances.js';
+import { publishTermination, terminateIn, terminateWorkers } from '../services/workers/terminate.js';
 import { retryingDeadlocks } from '../db/deadlocks.js';
 import { asProviderError, call, recordLaunchSuccess, recordPoolError, type CycleContext } from './context.js';
 import { planCycle } from './plan.js';

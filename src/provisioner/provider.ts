@@ -3,6 +3,8 @@
  * worker, stop one, list what the provider has for a pool. A provider only talks to its cloud or
  * command; deciding what to start or stop, and keeping the books, is not its job.
  */
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
 import type { AgentBootstrap } from './user-data.js';
 
 /** What a provider is asked to start: one machine that boots as one tagsched worker. */
@@ -85,3 +87,12 @@ export class ProviderError extends Error {
     return RETRYABLE_PROVIDER_ERRORS.has(this.kind);
   }
 }
+
+/** What a provider is made with. */
+export interface ProviderDeps {
+  readonly config: Config;
+  readonly log: Logger;
+}
+
+/** Makes the provider of one type for one server process. */
+export type ProviderFactory = (deps: ProviderDeps) => Provider;

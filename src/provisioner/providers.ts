@@ -6,22 +6,12 @@
  */
 import type { Config } from '../config.js';
 import type { InputProblem } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { Provider } from './provider.js';
+import type { ProviderFactory } from './provider.js';
 import { createEc2Provider, validateEc2Pool } from './providers/ec2.js';
 import { createExecProvider, validateExecPool } from './providers/exec.js';
 import { createHetznerProvider, validateHetznerPool } from './providers/hetzner.js';
 import { createLocalProvider } from './providers/local.js';
 import type { PoolProviderInput } from './providers/spec-checks.js';
-
-/** What a provider is made with. */
-export interface ProviderDeps {
-  readonly config: Config;
-  readonly log: Logger;
-}
-
-/** Makes the provider of one type for one server process. */
-export type ProviderFactory = (deps: ProviderDeps) => Provider;
 
 /** Checks a pool of one provider type (its name, specifications and account): every problem, none thrown. */
 export type PoolValidator = (pool: PoolProviderInput, config: Config) => InputProblem[];

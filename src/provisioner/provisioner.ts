@@ -11,7 +11,7 @@ import { tryLockForTransaction } from '../db/advisory-locks.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
-import type { SecretBox } from '../services/secrets.js';
+import type { SecretBox } from '../services/identity/secrets.js';
 import type { CycleContext } from './context.js';
 import { decide, runCycleBody, type CycleReport } from './cycle.js';
 import type { Provider } from './provider.js';

@@ -8,7 +8,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { InstanceSchema, LIVE_INSTANCE_STATES, type Instance } from '../entities/instance.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
-import { terminateWorkers, type InstanceEnd } from '../services/terminate.js';
+import { terminateWorkers, type InstanceEnd } from '../services/workers/terminate.js';
 import { asProviderError, call, recordPoolError, type CycleContext } from './context.js';
 import type { ProviderInstance } from './provider.js';
 

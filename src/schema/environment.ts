@@ -1,7 +1,8 @@
 import { builder } from '../builder.js';
 import { ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
 import { EnvironmentSchema, type Environment } from '../entities/environment.js';
-import { createEnvironment } from '../services/environments.js';
+import { createEnvironment } from '../services/work/environments.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({
@@ -47,8 +48,13 @@ builder.mutationFields((t) => ({
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
     resolve: (_r, { input, idempotencyKey }, ctx) =>
-      createOnce<Environment>(ctx, 'createEnvironment', idempotencyKey, input, { idOf: (e) => e.id, replay: (em, id) => em.findOneOrFail(EnvironmentSchema, { id }) }, (tx) =>
-        createEnvironment(tx, ctx.viewer, input),
+      createOnce<Environment>(
+        ctx,
+        'createEnvironment',
+        idempotencyKey,
+        input,
+        { idOf: (e) => e.id, replay: (em, id) => em.findOneOrFail(EnvironmentSchema, { id }), mayRead: adminsOnly },
+        (tx) => createEnvironment(tx, ctx.viewer, input),
       ),
   }),
 }));

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Context } from '../context.js';
-import { idempotent, type Replayable } from '../services/idempotency.js';
+import { idempotent, type Replayable } from '../services/work/idempotency.js';
 
 /** The description of every create's `idempotencyKey` argument. */
 export const IDEMPOTENCY_KEY_DESCRIPTION =
@@ -8,7 +8,7 @@ export const IDEMPOTENCY_KEY_DESCRIPTION =
 
 /**
  * Runs a create of a resolver under its idempotency key: `create(tx)` runs in a transaction in which
- * the key is recorded too (services/idempotency.ts).
+ * the key is recorded too (services/work/idempotency.ts).
  */
 export function createOnce<T>(
   ctx: Context,

@@ -2,8 +2,9 @@ import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
-import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/instances.js';
-import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
+import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/pools/instances.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { PAGE } from '../limits/page.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { WorkerRef } from './worker.js';
 

@@ -3,9 +3,9 @@ import { builder } from '../builder.js';
 import type { Context } from '../context.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { costOf } from '../limits/cost.js';
-import { appendLog, isLogFinal, LOG_LIMITS, readLog, type AppendAnswer, type LogPage } from '../services/job-output.js';
-import { viewerSeesWorkRequest } from '../services/visibility.js';
-import { findVisibleWorkRequest } from '../services/work-requests.js';
+import { appendLog, isLogFinal, LOG_LIMITS, readLog, type AppendAnswer, type LogPage } from '../services/work/job-output.js';
+import { viewerSeesWorkRequest } from '../services/identity/visibility.js';
+import { findVisibleWorkRequest } from '../services/work/work-requests.js';
 import { WorkRequestRef } from './work-request.js';
 
 /** A page of a log, and whether the log is over. */

@@ -1,7 +1,5 @@
 import { GraphQLError } from 'graphql';
-
-/** Page size limits of every connection. */
-export const PAGE = { default: 50, max: 500 } as const;
+import { PAGE } from '../limits/page.js';
 
 /** Opaque cursors: base64url of a JSON key, so that the ordering column can change without breaking clients' code. */
 export function encodeCursor(key: unknown): string {

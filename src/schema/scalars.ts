@@ -1,6 +1,6 @@
 import { GraphQLError, Kind } from 'graphql';
 import { builder } from '../builder.js';
-import { MAX_INPUT_DEPTH } from '../services/validate.js';
+import { MAX_INPUT_DEPTH } from '../services/input/validate.js';
 
 builder.scalarType('DateTime', {
   description: 'An instant, as an ISO 8601 string in UTC',

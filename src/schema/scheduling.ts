@@ -7,8 +7,8 @@ import { loadTaskTags } from '../scheduler/candidates.js';
 import { computeDemand, LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/demand.js';
 import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/diagnosis.js';
 import type { WorkerState } from '../scheduler/snapshot.js';
-import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/visibility.js';
-import { diagnoseRequest } from '../services/diagnose-request.js';
+import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/identity/visibility.js';
+import { diagnoseRequest } from '../services/work/diagnose-request.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
@@ -49,7 +49,7 @@ const LaunchLimitEnum = builder.enumType('LaunchLimit', {
   }),
 });
 
-/** A mismatch's missing tags, or null when they are tags of workers the viewer may not see the details of (services/visibility.ts). */
+/** A mismatch's missing tags, or null when they are tags of workers the viewer may not see the details of (services/identity/visibility.ts). */
 const missingTags = (side: 'missingOnWorker' | 'missingOnTask') => (m: Pick<Mismatch, 'workerIds' | typeof side>, _a: unknown, ctx: Context) =>
   canSeeWorkerGroupTags(principalOf(ctx.viewer), m.workerIds) ? m[side] : null;
 

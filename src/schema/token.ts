@@ -2,8 +2,8 @@ import { builder } from '../builder.js';
 import { describedValues, upperSnake } from './enum-values.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { TOKEN_KINDS, type Token } from '../entities/token.js';
-import { createToken, listTokens, revokeToken, rotateToken } from '../services/token-lifecycle.js';
-import { tokenRefusal } from '../services/tokens.js';
+import { createToken, listTokens, revokeToken, rotateToken } from '../services/identity/token-lifecycle.js';
+import { tokenRefusal } from '../services/identity/tokens.js';
 
 const TokenKindEnum = builder.enumType('TokenKind', {
   description: 'What a token acts as',
@@ -50,10 +50,12 @@ const TokenValuePayload = builder.objectRef<{ token: Token; value: string }>('To
 builder.queryFields((t) => ({
   tokens: t.field({
     type: [TokenRef],
-    description: "A user's or a worker's tokens, newest first, without their values. Admins: anyone's; users: their own (the default); workers: their own",
+    description:
+      "A user's, a worker's or a pool's tokens, newest first, without their values. Admins: anyone's and any pool's activation tokens; users: their own (the default); workers: their own",
     args: {
       username: t.arg.string({ description: 'The tokens of this user (default: the caller)' }),
       worker: t.arg.string({ description: 'The tokens of this worker' }),
+      pool: t.arg.string({ description: 'Admins: the activation tokens of this pool (pool-wide ones, and those made for its instances)' }),
     },
     resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, args),
   }),

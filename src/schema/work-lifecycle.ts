@@ -1,7 +1,7 @@
 import { builder } from '../builder.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
-import { heartbeat } from '../services/presence.js';
-import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work-lifecycle.js';
+import { heartbeat } from '../services/workers/presence.js';
+import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work/work-lifecycle.js';
 import { ResultEnum, WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 

@@ -8,13 +8,14 @@ import { ACTIVE_STATUSES, WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkReque
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { asFilter } from '../db/condition.js';
-import { createWorkRequest, createWorkRequests } from '../services/create-work-requests.js';
-import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../services/work-requests.js';
-import { splitWorkspaceName } from '../services/validate.js';
-import { idempotent } from '../services/idempotency.js';
-import { principalOf, workRequestSql } from '../services/visibility.js';
+import { createWorkRequest, createWorkRequests } from '../services/work/create-work-requests.js';
+import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../services/work/work-requests.js';
+import { splitWorkspaceName } from '../services/input/validate.js';
+import { idempotent } from '../services/work/idempotency.js';
+import { principalOf, viewerSeesWorkRequest, workRequestSql } from '../services/identity/visibility.js';
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
-import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { PAGE } from '../limits/page.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerRef } from './worker.js';
 import { UserRef, WorkspaceRef } from './workspace.js';
@@ -329,9 +330,10 @@ builder.mutationFields((t) => ({
         {
           idOf: (created) => created.map((wr) => wr.id),
           replay: async (em, _id, _secret, ids) => {
-            const found = new Map((await em.find(WorkRequestSchema, { id: { $in: [...ids] } })).map((wr) => [wr.id, wr]));
+            const found = new Map((await em.find(WorkRequestSchema, { id: { $in: [...ids] } }, { populate: ['workspace'] })).map((wr) => [wr.id, wr]));
             return ids.flatMap((id) => found.get(id) ?? []);
           },
+          mayRead: async (em, viewer, created) => (await Promise.all(created.map((wr) => viewerSeesWorkRequest(em, viewer, wr)))).every(Boolean),
         },
         (record) => createWorkRequests(ctx, requests, { record }),
       );
@@ -352,7 +354,11 @@ builder.mutationFields((t) => ({
         'createWorkRequest',
         idempotencyKey,
         request,
-        { idOf: (wr) => wr.id, replay: (em, id) => em.findOneOrFail(WorkRequestSchema, { id }) },
+        {
+          idOf: (wr) => wr.id,
+          replay: (em, id) => em.findOneOrFail(WorkRequestSchema, { id }, { populate: ['workspace'] }),
+          mayRead: (em, viewer, wr) => viewerSeesWorkRequest(em, viewer, wr),
+        },
         // The key commits in the request's own transaction; placement and events follow, as without a key.
         (record) => createWorkRequest(ctx, request, { record }),
       );

@@ -1,7 +1,7 @@
 import { WorkerImageSchema, type WorkerImage } from '../entities/worker-image.js';
 import { builder } from '../builder.js';
-import type { Manifest, ManifestFile } from '../images/manifest.js';
-import { registerWorkerImage } from '../services/worker-images.js';
+import type { Manifest, ManifestFile } from '../images/manifest-format.js';
+import { registerWorkerImage } from '../services/pools/worker-images.js';
 import { AlreadyExistsError, ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
 
 type Recipe = Manifest['recipe'];

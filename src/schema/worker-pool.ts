@@ -1,12 +1,14 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
-import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import type { Token } from '../entities/token.js';
 import { poolHealth } from '../scheduler/pool-health.js';
 import { poolConcurrency, poolTagInput } from '../scheduler/pool-templates.js';
-import { isAdmin } from '../services/auth.js';
-import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools.js';
+import { isAdmin } from '../services/identity/auth.js';
+import { createActivationToken, createWorkerPool, updateWorkerPool } from '../services/pools/pools.js';
 import type { SizeThresholds } from '../tags/size-class.js';
 import { computePoolTemplateTags, type PoolSpecifications } from '../tags/worker-tags.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
 
@@ -155,9 +157,13 @@ const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
   }),
 });
 
-const ActivationTokenPayload = builder.objectRef<{ token: string }>('ActivationTokenPayload').implement({
+const ActivationTokenPayload = builder.objectRef<{ token: Token; value: string }>('ActivationTokenPayload').implement({
   description: 'A one-shot activation token of a pool',
-  fields: (t) => ({ token: t.exposeString('token', { description: 'Shown once: give it to one new instance of the pool' }) }),
+  fields: (t) => ({
+    token: t.string({ description: 'Shown once: give it to one new instance of the pool', resolve: (p) => p.value }),
+    id: t.id({ description: 'Its id: it is listed by tokens(pool:) and revoked by revokeToken', resolve: (p) => p.token.id }),
+    expiresAt: t.field({ type: 'DateTime', description: 'When it stops being accepted', resolve: (p) => p.token.expiresAt! }),
+  }),
 });
 
 builder.queryFields((t) => ({
@@ -185,8 +191,13 @@ builder.mutationFields((t) => ({
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
     resolve: (_root, { input, idempotencyKey }, ctx) =>
-      createOnce<WorkerPool>(ctx, 'createWorkerPool', idempotencyKey, input, { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }) }, (tx) =>
-        createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
+      createOnce<WorkerPool>(
+        ctx,
+        'createWorkerPool',
+        idempotencyKey,
+        input,
+        { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }), mayRead: adminsOnly },
+        (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
       ),
   }),
   updateWorkerPool: t.field({
@@ -198,18 +209,23 @@ builder.mutationFields((t) => ({
   }),
   createActivationToken: t.field({
     type: ActivationTokenPayload,
-    description: 'Admin: a pool-wide one-shot token; the agent that trades it becomes a new worker of the pool (for instances started by hand)',
-    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    description:
+      'Admin: a pool-wide one-shot token; the agent that trades it becomes a new worker of the pool (for instances started by hand). ' +
+      'It expires (after TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS unless told), is listed by tokens(pool:), can be revoked, and is refused while the pool is disabled',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({
         type: builder.inputType('CreateActivationTokenInput', {
           description: 'The pool the activation token is for',
-          fields: (f) => ({ pool: f.string({ required: true, description: "The pool's name" }) }),
+          fields: (f) => ({
+            pool: f.string({ required: true, description: "The pool's name" }),
+            expiresAt: f.field({ type: 'DateTime', description: 'Refused from this instant on; default: TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now' }),
+          }),
         }),
         required: true,
         description: 'The pool to activate a worker of',
       }),
     },
-    resolve: async (_root, { input }, ctx) => ({ token: await createActivationToken(ctx.em, ctx.viewer, input.pool) }),
+    resolve: (_root, { input }, ctx) => createActivationToken(ctx.em, ctx.viewer, ctx.config, input),
   }),
 }));

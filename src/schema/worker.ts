@@ -4,13 +4,15 @@ import { describedValues, upperSnake } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Context } from '../context.js';
 import { asFilter } from '../db/condition.js';
-import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/visibility.js';
+import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/identity/visibility.js';
 import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
-import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers.js';
-import { terminateWorker } from '../services/terminate.js';
+import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers/workers.js';
+import { terminateWorker } from '../services/workers/terminate.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
-import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { PAGE } from '../limits/page.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/availability.js';
@@ -44,7 +46,7 @@ const WorkerTypeEnum = builder.enumType('WorkerType', {
 
 const DETAILS = 'Null for viewers who may not see worker details (anonymous callers, activation tokens, other workers)';
 
-/** A worker's detail, or null when the viewer may not see it (services/visibility.ts). */
+/** A worker's detail, or null when the viewer may not see it (services/identity/visibility.ts). */
 const details = <T>(ctx: Context, worker: Worker, value: T): T | null => (canSeeWorkerDetails(principalOf(ctx.viewer), worker) ? value : null);
 
 /** A worker. */
@@ -251,7 +253,12 @@ builder.mutationFields((t) => ({
         'registerWorker',
         idempotencyKey,
         input,
-        { idOf: (r) => r.worker.id, secretOf: (r) => r.token, replay: async (em, id, token) => ({ worker: await em.findOneOrFail(WorkerSchema, { id }), token: token ?? '' }) },
+        {
+          idOf: (r) => r.worker.id,
+          secretOf: (r) => r.token,
+          replay: async (em, id, token) => ({ worker: await em.findOneOrFail(WorkerSchema, { id }), token: token ?? '' }),
+          mayRead: adminsOnly,
+        },
         (tx) => registerWorker(tx, ctx.viewer, ctx.config, input),
       ),
   }),

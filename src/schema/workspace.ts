@@ -8,11 +8,22 @@ import { UserSchema, type User } from '../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 import { asFilter } from '../db/condition.js';
-import { addGroupMembers, createGroup, createUser, createWorkspace, listUsers, removeWorkspaceMember, setWorkspaceMember, updateWorkspace } from '../services/directory.js';
-import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/visibility.js';
-import { createTaskRule, deleteTaskRule } from '../services/task-rules.js';
+import {
+  addGroupMembers,
+  createGroup,
+  createUser,
+  createWorkspace,
+  listUsers,
+  removeWorkspaceMember,
+  setWorkspaceMember,
+  updateWorkspace,
+} from '../services/identity/directory.js';
+import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/identity/visibility.js';
+import { createTaskRule, deleteTaskRule } from '../services/work/task-rules.js';
 import { costOf, pagedCost } from '../limits/cost.js';
-import { decodeCursor, encodeCursor, PAGE, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { PAGE } from '../limits/page.js';
+import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 
 const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
@@ -232,7 +243,12 @@ builder.mutationFields((t) => ({
         'createUser',
         idempotencyKey,
         input,
-        { idOf: (r) => r.user.id, secretOf: (r) => r.token, replay: async (em, id, token) => ({ user: await em.findOneOrFail(UserSchema, { id }), token: token ?? '' }) },
+        {
+          idOf: (r) => r.user.id,
+          secretOf: (r) => r.token,
+          replay: async (em, id, token) => ({ user: await em.findOneOrFail(UserSchema, { id }), token: token ?? '' }),
+          mayRead: adminsOnly,
+        },
         (tx) => createUser(tx, ctx.viewer, input),
       ),
   }),
@@ -250,7 +266,7 @@ builder.mutationFields((t) => ({
         'createWorkspace',
         idempotencyKey,
         input,
-        { idOf: (w) => w.id, replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }) },
+        { idOf: (w) => w.id, replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }), mayRead: adminsOnly },
         (tx) => createWorkspace(tx, ctx.viewer, input),
       ),
   }),

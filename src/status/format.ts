@@ -11,9 +11,22 @@ export function ago(date: Date | null | undefined, now: Date): string {
   return utc(date);
 }
 
-/** "2026-11-23 05:12 UTC". */
+/** "2026-11-23 05:12:07 UTC". */
 export function utc(date: Date): string {
-  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+  return `${date.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** How far from now: "12 s ago", "5 min ago", "3 h ago", "2 d ago"; "in 40 s" and so on for the future. */
+export function relative(date: Date, now: Date): string {
+  const ms = now.getTime() - date.getTime();
+  const s = Math.round(Math.abs(ms) / 1000);
+  const text = s < 60 ? `${s} s` : s < 3600 ? `${Math.floor(s / 60)} min` : s < 86400 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86400)} d`;
+  return ms >= 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** An instant to the second with its age: "2026-11-23 05:12:07 UTC (3 min ago)". */
+export function when(date: Date, now: Date): string {
+  return `${utc(date)} (${relative(date, now)})`;
 }
 
 /** A duration in seconds as "850 ms", "42 s", "3 min 5 s", "2 h 10 min", "3 d 4 h". */

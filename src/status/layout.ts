@@ -1,5 +1,5 @@
 /** The frame of every status page: head, top bar with the navigation and who is signed in, footer. */
-import type { Viewer } from '../services/auth.js';
+import type { Viewer } from '../services/identity/auth.js';
 import { html, raw, type Html } from './html.js';
 import { STYLESHEET_PATH } from './stylesheet.js';
 

@@ -108,7 +108,7 @@ function queueLine(q: QueuePosition): string {
 /**
  * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags of a
  * mismatch against a group of workers are those workers' details: where `showsTags` says the viewer
- * may not see them (services/visibility.ts, canSeeWorkerGroupTags), only their counts are shown.
+ * may not see them (services/identity/visibility.ts, canSeeWorkerGroupTags), only their counts are shown.
  */
 export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean, mismatchLimit = 5): Html {
   const missing = (m: Mismatch, tags: readonly string[]) =>

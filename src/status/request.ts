@@ -3,7 +3,7 @@
  * decoded strictly (malformed percent-encoding and NUL are refused), names, tags, statuses and page
  * numbers validated. A refusal is a StatusError, which the router renders as a 400 or 404 page.
  */
-import { nameSchema } from '../services/validate.js';
+import { nameSchema } from '../services/input/validate.js';
 import { parseTag } from '../tags/syntax.js';
 
 /** A page that cannot be served, with the status and the sentence the visitor is shown. */

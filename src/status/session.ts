@@ -2,13 +2,13 @@
  * Who is looking at a status page, and signing in and out. A page is read with the bearer token of
  * its `Authorization` header (a wrong one is a 401, as on /graphql), or else with the token a visitor
  * signed in with, kept in an HttpOnly, SameSite=Strict cookie. Every token is checked as the API
- * checks it (client-auth.ts: the failure throttle, then services/auth.ts: revoked, disabled, expired
+ * checks it (client-auth.ts: the failure throttle, then services/identity/auth.ts: revoked, disabled, expired
  * …); a cookie whose token is refused makes the visitor anonymous and is cleared.
  */
 import type { IncomingMessage } from 'node:http';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ClientRefusal, type ClientAuth } from '../client-auth.js';
-import type { Viewer } from '../services/auth.js';
+import type { Viewer } from '../services/identity/auth.js';
 import { StatusError } from './request.js';
 
 export const SESSION_COOKIE = 'tagsched_session';

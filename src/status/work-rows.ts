@@ -1,7 +1,7 @@
 /** Lists of work requests on the status pages: only those the viewer may see, the rest counted. */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { textArray, toDate } from '../db/arrays.js';
-import { workRequestSql, type Principal } from '../services/visibility.js';
+import { workRequestSql, type Principal } from '../services/identity/visibility.js';
 import { between, duration, utc } from './format.js';
 import { href, html, type Html } from './html.js';
 import { badge, table } from './parts.js';
@@ -44,7 +44,7 @@ export function toWorkRow(r: Record<string, unknown>): WorkRow {
 
 /**
  * A worker's work in some statuses, newest first: up to `limit` requests the principal may see
- * (services/visibility.ts), and how many others there are (counted, never described).
+ * (services/identity/visibility.ts), and how many others there are (counted, never described).
  */
 export async function workerWork(
   em: EntityManager,

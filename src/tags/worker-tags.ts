@@ -33,7 +33,7 @@ export interface WorkerMetadata {
   [key: string]: unknown;
 }
 
-/** The instance size of a pool's workers, what its image holds, and whatever else its provider needs (validated in services/pool-specifications.ts). */
+/** The instance size of a pool's workers, what its image holds, and whatever else its provider needs (validated in services/pools/pool-specifications.ts). */
 export interface PoolSpecifications {
   cpuCount?: number;
   memoryGib?: number;

@@ -12,7 +12,7 @@ export type TaskType = (typeof TASK_TYPES)[number];
 /**
  * Task types the server orchestrates itself and never hands to a worker, so they require
  * `worker:type:not-assignable`: a synchronization point completes when its dependencies have, a
- * workflow expands into children and completes with them (services/orchestration.ts).
+ * workflow expands into children and completes with them (services/workflows/orchestration.ts).
  */
 export const UNASSIGNABLE_TASK_TYPES: readonly TaskType[] = ['internal', 'workflow'];
 

@@ -1,3 +1,4 @@
+import { anonymousRateMessage, type AnonymousLimits } from '../limits/anonymous.js';
 import type { Server } from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, GraphQLError } from 'graphql';
@@ -10,8 +11,8 @@ import type { ConnectionHandle, Context } from '../context.js';
 import type { ContextFactory } from '../context-factory.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
-import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/auth.js';
-import { markConnected, markDisconnected, markManyDisconnected } from '../services/presence.js';
+import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
+import { markConnected, markDisconnected, markManyDisconnected } from '../services/workers/presence.js';
 import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
 
@@ -19,6 +20,8 @@ import type { TokenGuard } from './token-guard.js';
 interface ConnectionState {
   identity: ViewerIdentity;
   handle: ConnectionHandle;
+  /** Where it comes from (an anonymous connection counts against its address). */
+  address: string;
 }
 
 /** What the connections gauge is told. */
@@ -36,8 +39,9 @@ const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: stri
  * authenticates once (throttled like HTTP), counts against its token's connections, is closed when
  * its token is revoked (in any process: `tokensRevoked`) or expires, and runs each operation through
  * yoga's envelop (the same parse, validation and cost limits as HTTP). Messages are bounded
- * (`maxPayload`), and so are the operations of one connection. Worker connections mark their worker
- * connected; the last one to close marks it disconnected.
+ * (`maxPayload`), and so are the operations of one connection. An anonymous connection counts against
+ * its address (limits/anonymous.ts: connections open at once, and each operation as a request). Worker
+ * connections mark their worker connected; the last one to close marks it disconnected.
  */
 export function startWsServer(deps: {
   httpServer: Server;
@@ -48,6 +52,7 @@ export function startWsServer(deps: {
   events: Events;
   contexts: ContextFactory;
   authenticateClient: ClientAuth;
+  anonymous: AnonymousLimits;
   tokenGuard: TokenGuard;
   /** Told of every connection counted and closed (the connections gauge). */
   metrics?: ConnectionRecorder;
@@ -111,12 +116,18 @@ export function startWsServer(deps: {
           stillValid: () => (tokenId === null ? Promise.resolve(true) : tokenGuard.isValid(tokenId)),
           refuse: (reason) => socket.close(CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`),
         };
+        if (viewer.kind === 'anonymous' && !deps.anonymous.openConnection(address)) {
+          const limit = deps.anonymous.settings.connectionsPerAddress;
+          log.info({ address, limit: 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS' }, 'connection refused: too many anonymous ones from its address');
+          socket.close(CLOSE_CODES.tooMany, `Too many requests: this address has ${limit} connections without a token open already (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`);
+          return false;
+        }
         if (tokenId !== null && !registry.add(tokenId, socket, expiresAt)) {
           log.warn({ tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' }, 'connection refused: too many for its token');
           socket.close(CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
           return false;
         }
-        states.set(ctx, { identity: identityOf(viewer), handle });
+        states.set(ctx, { identity: identityOf(viewer), handle, address });
         deps.metrics?.connectionOpened(viewer.kind);
         if (viewer.kind === 'worker') {
           const id = viewer.worker.id;
@@ -129,6 +140,7 @@ export function startWsServer(deps: {
       onClose: (ctx) => {
         const state = states.get(ctx);
         if (state?.handle.tokenId != null) registry.remove(state.handle.tokenId, ctx.extra.socket);
+        if (state?.identity.kind === 'anonymous') deps.anonymous.closeConnection(state.address);
         // Every close, acknowledged or not: only connections that were counted have a state.
         if (state) deps.metrics?.connectionClosed(state.identity.kind);
         states.delete(ctx);
@@ -169,6 +181,10 @@ export function startWsServer(deps: {
         if (errors.length) return [...errors];
         const state = states.get(ctx);
         if (!state) return [new GraphQLError('the connection is not initialised', { extensions: { code: 'UNAUTHENTICATED' } })];
+        if (state.identity.kind === 'anonymous') {
+          const waitMs = await deps.anonymous.request(state.address);
+          if (waitMs) return [new GraphQLError(anonymousRateMessage(waitMs), { extensions: { code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' } })];
+        }
         // A subscription lives as long as the connection: it uses the connection's viewer and opens a
         // database session only per event. A query or mutation checks the token again, as over HTTP.
         const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';

@@ -1,6 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import DataLoader from 'dataloader';
-import { stillValidTokenIds } from '../services/tokens.js';
+import { stillValidTokenIds } from '../services/identity/tokens.js';
 
 /**
  * Checks tokens again before events are sent: all the checks a process makes in one tick (every

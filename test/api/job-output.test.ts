@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { droppedMarker, NUL_REPLACEMENT, rerunMarker } from '../../src/services/log-text.js';
+import { droppedMarker, NUL_REPLACEMENT, rerunMarker } from '../../src/shared/log-text.js';
 import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createUser, createWorkspace, ERROR_FIELDS, memberOf, ok, sbuild, snapshot, submitOk } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';

@@ -10,7 +10,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { hashToken } from '../../src/services/tokens.js';
+import { hashToken } from '../../src/services/identity/tokens.js';
 import { ADMIN_TOKEN, type GqlResult } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox } from '../../src/services/secrets.js';
+import { createSecretBox } from '../../src/services/identity/secrets.js';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, createPool, createUser, createWorkspace, expectResult, ok, registerWorker, snapshot, submitOk, tagsOf } from '../helpers/fixtures.js';
 

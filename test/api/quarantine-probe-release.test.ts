@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA, connectedWorker, createWorkspace, ok, sbuild } from '../helpers/fixtures.js';
 
-// A quarantine probe is for its worker alone (services/quarantine-probes.ts): one that is released, or
+// A quarantine probe is for its worker alone (services/work/quarantine-probes.ts): one that is released, or
 // whose lease runs out, is ABORTED, never put back in the queue where another worker would run it.
 const t = useTestApp({ quarantineProbeMs: 60_000 });
 

@@ -45,7 +45,7 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   registerWorkerImage: ['WorkerImage', [I, U, F, A], { manifest: { name: 'img' } }, U],
   createWorkerPool: ['WorkerPool', [I, U, F, A], { name: 'p' }, U],
   updateWorkerPool: ['WorkerPool', [I, U, F, N], { name: 'p' }, U],
-  createActivationToken: ['ActivationTokenPayload', [I, U, F, N], { pool: 'p' }, U],
+  createActivationToken: ['ActivationTokenPayload', [I, U, F, N, S], { pool: 'p' }, U],
   createInstance: ['InstanceLaunchPayload', [I, U, F, N, A, S], { pool: 'p' }, U],
   recordInstanceLaunched: ['Instance', [I, U, F, N, S], { name: 'i', providerId: 'x' }, U],
   recordInstanceStopped: ['Instance', [I, U, F, N, S], { name: 'i' }, U],

@@ -3,7 +3,8 @@
  * uses (src/images/contents.ts, manifest.ts), without building anything: for tests that register images.
  */
 import { imagePackages, imageTags } from '../../src/images/contents.js';
-import { buildManifest, type Manifest } from '../../src/images/manifest.js';
+import { buildManifest } from '../../src/images/manifest.js';
+import type { Manifest } from '../../src/images/manifest-format.js';
 import { parseRecipe } from '../../src/images/recipe.js';
 
 /** The manifest of an amd64 image `name` built from `recipe` (default: unshare and sbuild). */

@@ -6,7 +6,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, textArray } from '../../src/db/arrays.js';
 import { classIdsFor, registerSignificantTags } from '../../src/scheduler/classes.js';
-import { hashToken } from '../../src/services/tokens.js';
+import { hashToken } from '../../src/services/identity/tokens.js';
 import { ADMIN_TOKEN, type TestApp } from './app.js';
 
 /**

@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseManifest, type Manifest } from '../../src/images/manifest.js';
+import { parseManifest, type Manifest } from '../../src/images/manifest-format.js';
 import { cloudInitUserData } from '../../src/provisioner/user-data.js';
 import { until } from '../faults/harness.js';
 import { createTestDatabase } from '../helpers/db.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { imagePackages, imageTags } from '../../src/images/contents.js';
-import { buildManifest, installedProblems, parseDpkgStatus, parseManifest, upstreamMajorMinor } from '../../src/images/manifest.js';
+import { buildManifest, installedProblems, parseDpkgStatus, upstreamMajorMinor } from '../../src/images/manifest.js';
+import { parseManifest } from '../../src/images/manifest-format.js';
 import { parseRecipe } from '../../src/images/recipe.js';
 
 const STATUS = `Package: nodejs

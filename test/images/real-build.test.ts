@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IMAGE_PATHS } from '../../src/images/agent-files.js';
-import { parseManifest, type Manifest } from '../../src/images/manifest.js';
+import { parseManifest, type Manifest } from '../../src/images/manifest-format.js';
 import { agentConfigFile } from '../../src/provisioner/user-data.js';
 import { until, type LogLine } from '../faults/harness.js';
 import { createTestDatabase } from '../helpers/db.js';

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { WorkerPoolSchema } from '../../src/entities/worker-pool.js';
-import { recordLaunch } from '../../src/services/instances.js';
+import { recordLaunch } from '../../src/services/pools/instances.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, ERROR_FIELDS, expectResult, ok, reportMetadata, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';

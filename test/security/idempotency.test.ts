@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { purgeIdempotencyKeys } from '../../src/services/idempotency.js';
+import { purgeIdempotencyKeys } from '../../src/services/work/idempotency.js';
 import { useTestApp } from '../helpers/app.js';
 import { createUser, createWorkspace, ERROR_FIELDS, snapshot } from '../helpers/fixtures.js';
 
@@ -92,5 +92,44 @@ describe('the other creates', () => {
       expect(again.data).toEqual(first.data);
       expect(await count(table)).toBe(before + 1);
     }
+  });
+});
+
+describe('a replay answers only what the caller may read now', () => {
+  const PRIVATE = `mutation($i: CreateWorkRequestInput!, $k: String) {
+    createWorkRequest(input: $i, idempotencyKey: $k) { __typename ... on WorkRequest { id taskData status workspace { name } } ${ERROR_FIELDS} }
+  }`;
+
+  it('a user removed from a private workspace replays her key: refused, and nothing of the request is shown', async () => {
+    await createWorkspace(t, 'idem/private', { isPublic: false });
+    const token = await createUser(t, 'idem-carol');
+    await t.gql(`mutation { setWorkspaceMember(input: { workspace: "idem/private", username: "idem-carol" }) { __typename } }`);
+    const input = { ...noop({ n: 7 }), workspace: 'idem/private' };
+    const first = await t.gql(PRIVATE, { i: input, k: 'before-removal' }, token);
+    expect(first.data!.createWorkRequest.__typename).toBe('WorkRequest');
+    const again = await t.gql(PRIVATE, { i: input, k: 'before-removal' }, token);
+    expect(again.data).toEqual(first.data);
+
+    await t.gql(`mutation { removeWorkspaceMember(input: { workspace: "idem/private", username: "idem-carol" }) { __typename } }`);
+    const before = await snapshot(t);
+    const replay = await t.gql(PRIVATE, { i: input, k: 'before-removal' }, token);
+    expect(replay.data!.createWorkRequest).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
+    expect(JSON.stringify(replay)).not.toContain('idem/private');
+    expect(replay.data!.createWorkRequest).not.toHaveProperty('id');
+    expect((await t.gql(`query($id: ID!) { workRequest(id: $id) { id } }`, { id: first.data!.createWorkRequest.id }, token)).data!.workRequest).toBeNull();
+    expect(await snapshot(t)).toEqual(before);
+  });
+
+  it('an admin create replayed by a user who is no longer an admin is refused: the token it showed is not shown again', async () => {
+    const token = await createUser(t, 'idem-dave', true);
+    const register = `mutation { registerWorker(input: { name: "idem-dave-w" }, idempotencyKey: "dw-1") { __typename ... on WorkerTokenPayload { token } ${ERROR_FIELDS} } }`;
+    const first = await t.gql(register, {}, token);
+    expect(first.data!.registerWorker.__typename).toBe('WorkerTokenPayload');
+    // No mutation demotes an admin; the database does it here (its token becomes a user token).
+    await t.sql(`update app_user set is_admin = false where username = 'idem-dave'`);
+    await t.sql(`update token set kind = 'user' where user_id = (select id from app_user where username = 'idem-dave')`);
+    const replay = await t.gql(register, {}, token);
+    expect(replay.data!.registerWorker).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
+    expect(JSON.stringify(replay)).not.toContain(first.data!.registerWorker.token);
   });
 });

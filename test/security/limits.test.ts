@@ -3,10 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { getIntrospectionQuery } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import WebSocket from 'ws';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
+import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
@@ -14,13 +16,34 @@ import { collect, wsClient } from '../helpers/ws.js';
 // naming the limit, while a plain query from another client still answers. This app has low limits
 // where a test needs to reach them; `defaults` is a second server on the same database with none changed.
 const t = useTestApp({
-  limits: { ...loadConfig({}).limits, maxConnectionsPerToken: 3, maxSubscriptionsPerConnection: 2, authFailuresPerMinute: 5 },
+  limits: {
+    ...loadConfig({}).limits,
+    maxConnectionsPerToken: 3,
+    maxSubscriptionsPerConnection: 2,
+    authFailuresPerMinute: 5,
+    anonymousRequestsPerMinute: 20,
+    anonymousConnectionsPerAddress: 3,
+  },
   introspection: false,
   fieldSuggestions: false,
 });
 let url: string;
 let defaults: App;
 let defaultsUrl: string;
+
+/** A GET of a path of the test server from a chosen local address, without a token. */
+function fetchFrom(from: string, pathname: string) {
+  return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+    const u = new URL(pathname, url);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'GET', localAddress: from }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 /** A raw HTTP POST from a chosen local address (127.0.0.x are all this machine), without fetch's retries or limits. */
 function post(target: string, body: string, opts: { token?: string; from?: string; headers?: Record<string, string> } = {}) {
@@ -216,6 +239,101 @@ describe('failed authentications are rate limited per client address', () => {
     const event = await closed;
     expect(event.code).toBe(4429);
     expect(event.reason).toMatch(/too many failed authentications/);
+  });
+});
+
+describe('the failure throttle reserves each attempt before its lookup', () => {
+  it('300 wrong tokens sent at once from one address: exactly 5 are looked up (401), the rest refused (429)', async () => {
+    const from = '127.0.0.5';
+    // Token lookups are held (the token table locked) until every guess has arrived, so that all 300 are
+    // under way at once, as from a fast client: only the reservation keeps the lookups at the limit.
+    const holder = new pg.Client({ connectionString: t.dbUrl });
+    await holder.connect();
+    let answers: Awaited<ReturnType<typeof gql>>[];
+    try {
+      await holder.query('begin; lock table token in access exclusive mode');
+      const sent = Promise.all(Array.from({ length: 300 }, (_, i) => gql(plain, { from, token: `tsk_user_burst-${i}-000000000000000000000` })));
+      await until('the first lookups to wait for the lock', async () => {
+        const { rows } = await holder.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+        return rows[0].n >= 1;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await holder.query('commit');
+      answers = await sent;
+    } finally {
+      await holder.end();
+    }
+    const counts = answers.reduce<Record<number, number>>((n, r) => ({ ...n, [r.status]: (n[r.status] ?? 0) + 1 }), {});
+    expect(counts).toEqual({ 401: 5, 429: 295 });
+  });
+
+  it('50 good tokens sent at once from one address are all answered: a burst of good tokens is queued, never refused', async () => {
+    const from = '127.0.0.6';
+    const answers = await Promise.all(Array.from({ length: 50 }, () => gql(plain, { from, token: ADMIN_TOKEN })));
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    expect((await gql(plain, { from, token: 'tsk_user_after-burst-00000000000000000000' })).status).toBe(401);
+  });
+});
+
+/** A raw graphql-ws connection from a chosen local address: its messages as they come, and how it closed. */
+async function rawSocket(from: string, token: string | null) {
+  const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
+  const messages: Record<string, any>[] = [];
+  socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
+  const closed = new Promise<{ code: number; reason: string }>((r) => socket.once('close', (code, reason) => r({ code, reason: reason.toString() })));
+  await new Promise((r) => socket.once('open', r));
+  socket.send(JSON.stringify({ type: 'connection_init', payload: token ? { authorization: `Bearer ${token}` } : {} }));
+  const acked = await Promise.race([until('an ack', () => messages.some((m) => m.type === 'connection_ack')), closed.then(() => false)]);
+  return { socket, messages, closed, acked };
+}
+
+describe('callers without a token are bounded per address', () => {
+  it('HTTP: 20 requests a minute, then 429 with Retry-After; a token, another address and the probes go on', async () => {
+    const from = '127.0.0.7';
+    for (let i = 0; i < 20; i++) expect((await gql(plain, { from, token: undefined })).status).toBe(200);
+    const refused = await gql(plain, { from, token: undefined });
+    expect(refused.status).toBe(429);
+    expect(refused.json.errors[0].extensions).toEqual({ code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' });
+    const page = await fetchFrom(from, '/-/status/workers/');
+    expect(page.status).toBe(429);
+    expect(page.headers['retry-after']).toMatch(/^\d+$/);
+    expect(page.body).toMatch(/TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE/);
+    expect((await gql(plain, { from })).status).toBe(200); // with the admin token
+    expect((await gql(plain, { from: '127.0.0.8', token: undefined })).status).toBe(200);
+    expect((await fetchFrom(from, '/healthz')).status).toBe(200);
+  });
+
+  it('WebSocket: 3 anonymous connections per address, the 4th closed with 4429; a token still connects; a closed one frees its place', async () => {
+    const from = '127.0.0.9';
+    const open = [await rawSocket(from, null), await rawSocket(from, null), await rawSocket(from, null)];
+    expect(open.every((c) => c.acked)).toBe(true);
+    const fourth = await rawSocket(from, null);
+    expect(fourth.acked).toBe(false);
+    const event = await fourth.closed;
+    expect(event.code).toBe(4429);
+    expect(event.reason).toMatch(/TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS/);
+    const withToken = await rawSocket(from, ADMIN_TOKEN);
+    expect(withToken.acked).toBe(true);
+    open[0].socket.close();
+    await open[0].closed;
+    const again = await rawSocket(from, null);
+    await until('the freed place to be taken', async () => again.acked);
+    for (const c of [...open.slice(1), withToken, again]) c.socket.close();
+  });
+
+  it('WebSocket: each anonymous operation counts as a request of its address', async () => {
+    const conn = await rawSocket('127.0.0.10', null);
+    // One at a time: this app lets a connection run 2 operations at once.
+    for (let i = 1; i <= 21; i++) {
+      conn.socket.send(JSON.stringify({ id: String(i), type: 'subscribe', payload: { query: plain } }));
+      await until(`answer ${i}`, () => conn.messages.some((m) => m.id === String(i) && (m.type === 'complete' || m.type === 'error')));
+    }
+    const answers = conn.messages;
+    const errors = answers.filter((m) => m.type === 'error');
+    expect(errors.map((m) => m.id)).toEqual(['21']);
+    expect(errors[0].payload[0].extensions).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(answers.filter((m) => m.type === 'next')).toHaveLength(20);
+    conn.socket.close();
   });
 });
 

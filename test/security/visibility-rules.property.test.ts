@@ -1,5 +1,5 @@
 /**
- * The two forms of every visibility rule agree (src/services/visibility.ts): for generated
+ * The two forms of every visibility rule agree (src/services/identity/visibility.ts): for generated
  * directories (users, scopes, public and private workspaces, memberships, groups, rules, workers,
  * work requests) written to PostgreSQL, and every viewer of them, the rows the SQL condition keeps
  * are exactly the rows the TypeScript predicate keeps, given the audience as loadAudience reads it.
@@ -21,7 +21,7 @@ import {
   workspaceSql,
   type Principal,
   type WorkspaceFacts,
-} from '../../src/services/visibility.js';
+} from '../../src/services/identity/visibility.js';
 import type { SqlCondition } from '../../src/db/condition.js';
 
 const t = useTestApp();

@@ -1,5 +1,5 @@
 /**
- * Who sees what of a private workspace (issue 8, point 1; README "Security"), through every query,
+ * Who sees what of a private workspace (issue 8, point 1; docs/reference/security.md), through every query,
  * subscription and page of the real app on PostgreSQL: an anonymous caller, an outsider (a user who
  * is a member of nothing), a worker that holds no work there, the worker that holds one of its
  * requests, a member, and an admin.
@@ -138,7 +138,7 @@ describe('provisioning demand and diagnosis', () => {
     expect(d.pendingTotal).toBe(2);
   });
 
-  /** Viewers that may see workers' tags, so the tags a mismatch names (services/visibility.ts: signed-in users). */
+  /** Viewers that may see workers' tags, so the tags a mismatch names (services/identity/visibility.ts: signed-in users). */
   const SEES_WORKER_TAGS: Who[] = ['outsider', 'member', 'admin'];
   type Miss = {
     pool: string | null;

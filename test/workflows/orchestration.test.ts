@@ -5,8 +5,8 @@
  * test/workflows/pipeline.test.ts runs the same with real agents over WebSockets.
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { resumeOrchestration } from '../../src/services/orchestration.js';
-import { settleDependents } from '../../src/services/work-requests.js';
+import { resumeOrchestration } from '../../src/services/workflows/resume-orchestration.js';
+import { settleDependents } from '../../src/services/workflows/settle-dependents.js';
 import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createWorkspace, ERROR_FIELDS, memberOf, ok, snapshot, submit, submitOk } from '../helpers/fixtures.js';
 

@@ -7,7 +7,7 @@
  */
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { postGraphql } from '../../graphql-post.js';
+import { postGraphql } from '../../shared/graphql-post.js';
 import { AdminError, EXIT, exitCodeOf } from './exit-codes.js';
 import type { Connection } from './settings.js';
 

@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { decimal } from './arguments.js';
 import { AdminError, EXIT } from './exit-codes.js';
 import { heading, list, renderTable, type Output } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 /** The demand as the table and scripts read it. */
 export const DEMAND = `query ProvisioningDemand {

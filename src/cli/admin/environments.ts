@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { ERROR_SELECTION } from './client.js';
 import { renderTable } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 interface EnvironmentRow {
   id: string;

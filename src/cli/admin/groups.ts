@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT } from './exit-codes.js';
 import { list, renderTable } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 interface GroupRow {
   id: string;

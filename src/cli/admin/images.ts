@@ -7,7 +7,7 @@ import { jsonObjectFile } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT } from './exit-codes.js';
 import { heading, instant, renderFields, renderTable, type Output } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 interface ImageRow {
   name: string;

@@ -10,7 +10,7 @@ import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT } from './exit-codes.js';
 import { ago, printSecretOnce, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 const STATES = ['LAUNCHING', 'RUNNING', 'STOPPING', 'TERMINATED', 'FAILED'] as const;
 

@@ -105,12 +105,16 @@ export function renderTable<R>(out: Output, rows: readonly R[], columns: readonl
   return `${lines.map((l) => l.trimEnd()).join('\n')}\n`;
 }
 
-/** Renders `label: value` lines with the values aligned; null values show as "-". */
+/**
+ * Renders `label: value` lines with the values aligned; null values show as "-". A value of several
+ * lines (a handler's reason) keeps its lines, each under the first, so the labels stay in their column.
+ */
 export function renderFields(out: Output, fields: readonly (readonly [string, string | number | boolean | null | undefined])[]): string {
   const width = Math.max(...fields.map(([label]) => stringWidth(label))) + 1;
-  return fields
-    .map(([label, value]) => `${out.color.bold(`${label}:`.padEnd(width + 1))}${value === null || value === undefined || value === '' ? '-' : String(value)}\n`)
-    .join('');
+  const indent = `\n${' '.repeat(width + 1)}`;
+  const shown = (value: string | number | boolean | null | undefined) =>
+    value === null || value === undefined || String(value).trim() === '' ? '-' : String(value).replace(/\s+$/, '').replace(/\t/g, '  ').split('\n').join(indent);
+  return fields.map(([label, value]) => `${out.color.bold(`${label}:`.padEnd(width + 1))}${shown(value)}\n`).join('');
 }
 
 /** A section heading. */

@@ -4,11 +4,12 @@
  * file), and one-shot activation tokens.
  */
 import type { Command } from 'commander';
-import { collect, decimal, integer, items, jsonObjectFile } from './arguments.js';
-import { ERROR_SELECTION } from './client.js';
+import { collect, decimal, expiryOf, integer, items, jsonObjectFile } from './arguments.js';
+import { ERROR_SELECTION, TypedErrorResult } from './client.js';
+import { specificationProblems } from '../../services/pools/pool-specifications.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { heading, instant, list, printSecretOnce, renderFields, renderTable, type Output } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { addInstancesCommand, INSTANCE_FIELDS, instanceTable, type InstanceRow } from './instances.js';
 import { tagTable } from './workers.js';
 
@@ -56,7 +57,9 @@ const CREATE = `mutation CreateWorkerPool($input: WorkerPoolInput!, $key: String
   createWorkerPool(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on WorkerPool { ${POOL_FIELDS} } }
 }`;
 const UPDATE = `mutation UpdateWorkerPool($input: WorkerPoolInput!) { updateWorkerPool(input: $input) { ${ERROR_SELECTION} ... on WorkerPool { ${POOL_FIELDS} } } }`;
-const ACTIVATION = `mutation CreateActivationToken($pool: String!) { createActivationToken(input: { pool: $pool }) { ${ERROR_SELECTION} ... on ActivationTokenPayload { token } } }`;
+const ACTIVATION = `mutation CreateActivationToken($input: CreateActivationTokenInput!) {
+  createActivationToken(input: $input) { ${ERROR_SELECTION} ... on ActivationTokenPayload { token id expiresAt } }
+}`;
 
 /** The options of pool create and update. */
 interface PoolOptions {
@@ -125,13 +128,26 @@ function specificationsAsInput(spec: Record<string, unknown>): Record<string, un
  * The WorkerPoolInput of the options. Specifications: the file (or, on update, the pool's current
  * ones) with the flags on top, sent only when something about them was given.
  */
-async function poolInput(ctx: Ctx, name: string, o: PoolOptions, current: PoolRow | null): Promise<Record<string, unknown>> {
+/**
+ * Checks the specifications (a --spec-file with the flags over it) by the server's own rules before
+ * anything is sent, so that every problem is named with its path at once, as the server names those
+ * of other fields; a refusal is the server's typed error in form (exit 4, and the error as data for --json).
+ */
+function checkSpecifications(specifications: unknown, operation: 'createWorkerPool' | 'updateWorkerPool'): void {
+  const { problems } = specificationProblems(specifications, 'input.specifications');
+  if (!problems.length) return;
+  const error = { __typename: 'InputError', code: problems[0].code, message: problems[0].message, path: problems[0].path, problems };
+  throw new TypedErrorResult(error, { [operation]: error });
+}
+
+async function poolInput(ctx: Ctx, name: string, o: PoolOptions, current: PoolRow | null, operation: 'createWorkerPool' | 'updateWorkerPool'): Promise<Record<string, unknown>> {
   if (o.enable && o.disable) throw usageError('give --enable or --disable, not both');
   const input: Record<string, unknown> = { name };
   const flags = specificationFlags(o);
   if (o.specFile || Object.keys(flags).length) {
     const base = o.specFile ? await jsonObjectFile('--spec-file', o.specFile, ctx.io.stdin) : specificationsAsInput(current?.specifications ?? {});
     input.specifications = { ...base, ...flags };
+    checkSpecifications(input.specifications, operation);
   }
   if (o.providerAccountFile) {
     if (o.providerAccountFile === '-' && o.specFile === '-') throw usageError('only one of --spec-file and --provider-account-file can be read from stdin');
@@ -225,7 +241,7 @@ async function showPool(ctx: Ctx, name: string) {
 }
 
 async function createPool(ctx: Ctx, name: string, o: PoolOptions) {
-  const input = await poolInput(ctx, name, o, null);
+  const input = await poolInput(ctx, name, o, null, 'createWorkerPool');
   const data = await ctx.api().mutate(CREATE, { input, key: o.idempotencyKey ?? null }, 'createWorkerPool');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const p = data.createWorkerPool as PoolRow;
@@ -235,7 +251,7 @@ async function createPool(ctx: Ctx, name: string, o: PoolOptions) {
 async function updatePool(ctx: Ctx, name: string, o: PoolOptions) {
   const needsCurrent = !o.specFile && Object.keys(specificationFlags(o)).length > 0;
   const current = needsCurrent ? (await fetchPool(ctx, name)).workerPool : null;
-  const input = await poolInput(ctx, name, o, current);
+  const input = await poolInput(ctx, name, o, current, 'updateWorkerPool');
   if (Object.keys(input).length === 1) throw usageError('nothing to change: give at least one option (see --help)');
   const data = await ctx.api().mutate(UPDATE, { input }, 'updateWorkerPool');
   if (ctx.out.json) return ctx.out.writeJson(data);
@@ -243,10 +259,16 @@ async function updatePool(ctx: Ctx, name: string, o: PoolOptions) {
   ctx.out.line(`Updated pool ${p.name} (${p.providerType}, ${p.enabled ? 'enabled' : 'disabled'}): ${specText(p.specifications)}.`);
 }
 
-async function activationToken(ctx: Ctx, pool: string) {
-  const data = await ctx.api().mutate(ACTIVATION, { pool }, 'createActivationToken');
+async function activationToken(ctx: Ctx, pool: string, opts: { expires?: string; expiresIn?: string }) {
+  const data = await ctx.api().mutate(ACTIVATION, { input: { pool, expiresAt: expiryOf(opts) ?? null } }, 'createActivationToken');
   if (ctx.out.json) return ctx.out.writeJson(data);
-  printSecretOnce(ctx.out, ctx.io.stderr, `A one-shot activation token for pool ${pool} (its agent takes it as TAGSCHED_ACTIVATION_TOKEN)`, data.createActivationToken.token);
+  const { token, id, expiresAt } = data.createActivationToken;
+  printSecretOnce(
+    ctx.out,
+    ctx.io.stderr,
+    `A one-shot activation token for pool ${pool}: token ${id}, expiring ${instant(expiresAt)} (its agent takes it as TAGSCHED_ACTIVATION_TOKEN; \`tagsched-admin token revoke ${id}\` revokes it)`,
+    token,
+  );
 }
 
 /** The options create and update share. */
@@ -321,8 +343,13 @@ Examples:
   action(
     pool
       .command('activation-token <name>')
-      .description('Makes a pool-wide one-shot activation token for an instance started by hand, printed once (admins)')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin pool activation-token cloud > activation.token'),
-    (ctx, [name]) => activationToken(ctx, name),
+      .description('Makes a pool-wide one-shot activation token for an instance started by hand, printed once (admins); it expires, and `token list --pool NAME` lists them')
+      .option('--expires <instant>', "refused from this instant on (ISO 8601); default: the server's TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now")
+      .option('--expires-in <duration>', 'refused after this long, e.g. 2h, 30m, 1d')
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin pool activation-token cloud > activation.token\n  tagsched-admin pool activation-token cloud --expires-in 2h > activation.token',
+      ),
+    (ctx, [name], opts) => activationToken(ctx, name, opts),
   );
 };

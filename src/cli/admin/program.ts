@@ -8,7 +8,9 @@ import { Command, CommanderError, Option } from 'commander';
 import packageJson from '../../../package.json' with { type: 'json' };
 import { createApi, TypedErrorResult, type Api } from './client.js';
 import { AdminError, EXIT, exitCodeTable } from './exit-codes.js';
-import { createOutput, type Output, type Sink } from './output.js';
+import { terminalSafe, terminalSafeDeep } from './terminal-text.js';
+import { createOutput } from './output.js';
+import type { ActionFn, AdminIo, Ctx, GlobalFlags } from './command-context.js';
 import { ENV, resolveConnection, type Connection } from './settings.js';
 import { registerDemandCommands } from './demand.js';
 import { registerEnvironmentCommands } from './environments.js';
@@ -25,39 +27,6 @@ import { registerWorkspaceCommands } from './workspaces.js';
 
 // Imported rather than read at run time, so that a bundled tagsched-admin carries it.
 const { version } = packageJson;
-
-/** What runAdmin needs from its process: streams, environment, and a signal for Ctrl-C. */
-export interface AdminIo {
-  readonly env: NodeJS.ProcessEnv;
-  readonly stdout: Sink & { isTTY?: boolean; columns?: number };
-  readonly stderr: Sink;
-  readonly stdin: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (raw: boolean) => unknown };
-  /** Aborted on SIGINT or SIGTERM: a --watch or --follow ends cleanly. */
-  readonly signal: AbortSignal;
-  readonly fetch?: typeof fetch;
-}
-
-/** The global options, as every command sees them. */
-export interface GlobalFlags {
-  server?: string;
-  config?: string;
-  json: boolean;
-  color: boolean;
-  timeout: string;
-}
-
-/** What a command's action gets. */
-export interface Ctx {
-  readonly io: AdminIo;
-  readonly out: Output;
-  readonly flags: GlobalFlags;
-  /** The connection (config file and environment are read on first use). */
-  connection(): Connection;
-  /** The client for the connection. */
-  api(): Api;
-}
-
-type ActionFn = (ctx: Ctx, args: string[], opts: Record<string, any>) => Promise<void>;
 
 const ROOT_HELP = `
 Connection:
@@ -119,10 +88,11 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
       out,
       flags,
       connection: () => (connection ??= resolveConnection(flags, io.env)),
-      api: () => {
+      api: (options = {}) => {
         const seconds = Number(flags.timeout);
         if (!(seconds > 0)) throw new AdminError(`--timeout must be a positive number of seconds, got ${JSON.stringify(flags.timeout)}`, EXIT.usage);
-        return (api ??= createApi(ctx.connection(), { timeoutMs: seconds * 1000, fetch: io.fetch }));
+        api ??= createApi(ctx.connection(), { timeoutMs: seconds * 1000, fetch: io.fetch });
+        return out.json || options.raw ? api : terminalSafeApi(api);
       },
     };
     return ctx;
@@ -149,8 +119,15 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
   return { program, token: () => connection?.token ?? null };
 }
 
-/** How a command group adds its commands: `action(command, fn)` wires a command to its function. */
-export type Register = (program: Command, action: (command: Command, fn: ActionFn) => Command) => void;
+/** The same client, answering terminal-safe data (errors are made safe where they are printed). */
+function terminalSafeApi(api: Api): Api {
+  return {
+    connection: api.connection,
+    query: async (document, variables) => terminalSafeDeep(await api.query(document, variables)),
+    mutate: async (document, variables, field) => terminalSafeDeep(await api.mutate(document, variables, field)),
+    subscribe: (document, variables, onData, signal) => api.subscribe(document, variables, (data) => onData(terminalSafeDeep(data)), signal),
+  };
+}
 
 /** Replaces the token wherever it might appear in a message (it should not; this makes sure). */
 function redact(text: string, token: string | null): string {
@@ -172,7 +149,7 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
     if (err instanceof AdminError) {
       if (err instanceof TypedErrorResult && program.opts<GlobalFlags>().json) io.stdout.write(`${JSON.stringify(err.data, null, 2)}\n`);
       const code = err.code ? ` [${err.code}]` : '';
-      io.stderr.write(redact(`tagsched-admin: ${err.message}${code}\n${err.details.map((d) => `  ${d}\n`).join('')}`, token));
+      io.stderr.write(redact(terminalSafe(`tagsched-admin: ${err.message}${code}\n${err.details.map((d) => `  ${d}\n`).join('')}`), token));
       return err.exitCode;
     }
     io.stderr.write(redact(`tagsched-admin: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`, token));

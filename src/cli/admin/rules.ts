@@ -7,7 +7,7 @@ import { collect, items } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { list, renderTable, type Output } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 /** The fields of a rule shown in lists. */
 export const RULE_FIELDS = 'name taskName expression providedTags requiredTags workspace { name }';

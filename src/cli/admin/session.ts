@@ -8,7 +8,7 @@ import { readAll } from './arguments.js';
 import { createApi } from './client.js';
 import { AdminError, EXIT } from './exit-codes.js';
 import { renderFields } from './output.js';
-import type { AdminIo, Ctx, Register } from './program.js';
+import type { AdminIo, Ctx, Register } from './command-context.js';
 import { checkServerUrl, configPathOf, DEFAULT_SERVER, ENV, readConfigFile, writeConfigFile, type ConfigFile } from './settings.js';
 
 const ME = 'query Me { me { username isAdmin } }';

@@ -8,7 +8,7 @@ import { ERROR_SELECTION } from './client.js';
 import { usageError } from './exit-codes.js';
 import { instant, printSecretOnce, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 
 /** The fields of a token shown in lists. */
 export const TOKEN_FIELDS = 'id kind label username worker pool createdAt expiresAt revokedAt usedAt valid';
@@ -46,7 +46,7 @@ const CREATE_USER = `mutation CreateUser($input: CreateUserInput!, $key: String)
   createUser(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on UserTokenPayload { token user { username isAdmin } } }
 }`;
 const USERS = `query Users($first: Int, $after: String) { users(first: $first, after: $after) { edges { cursor node { username isAdmin } } pageInfo { hasNextPage endCursor } } }`;
-const TOKENS = `query Tokens($username: String, $worker: String) { tokens(username: $username, worker: $worker) { ${TOKEN_FIELDS} } }`;
+const TOKENS = `query Tokens($username: String, $worker: String, $pool: String) { tokens(username: $username, worker: $worker, pool: $pool) { ${TOKEN_FIELDS} } }`;
 const CREATE_TOKEN = `mutation CreateToken($input: CreateTokenInput!) {
   createToken(input: $input) { ${ERROR_SELECTION} ... on TokenValuePayload { value token { ${TOKEN_FIELDS} } } }
 }`;
@@ -85,9 +85,9 @@ async function listUsers(ctx: Ctx, opts: { limit: string }) {
   if (users.pageInfo.hasNextPage) ctx.io.stderr.write('(more users: raise --limit)\n');
 }
 
-async function listTokens(ctx: Ctx, opts: { user?: string; worker?: string }) {
-  if (opts.user && opts.worker) throw usageError('give --user or --worker, not both');
-  const data = await ctx.api().query<{ tokens: TokenRow[] }>(TOKENS, { username: opts.user ?? null, worker: opts.worker ?? null });
+async function listTokens(ctx: Ctx, opts: { user?: string; worker?: string; pool?: string }) {
+  if ([opts.user, opts.worker, opts.pool].filter(Boolean).length > 1) throw usageError('give one of --user, --worker and --pool');
+  const data = await ctx.api().query<{ tokens: TokenRow[] }>(TOKENS, { username: opts.user ?? null, worker: opts.worker ?? null, pool: opts.pool ?? null });
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.write(tokenTable(ctx.out, data.tokens));
 }
@@ -140,10 +140,11 @@ export const registerTokenCommands: Register = (program: Command, action) => {
   action(
     token
       .command('list')
-      .description("Lists a user's or a worker's tokens, newest first, without their values (default: your own)")
+      .description("Lists a user's, a worker's or a pool's tokens, newest first, without their values (default: your own)")
       .option('--user <username>', "a user's tokens")
       .option('--worker <name>', "a worker's tokens")
-      .addHelpText('after', '\nExamples:\n  tagsched-admin token list --user alice\n  tagsched-admin token list --worker build-1 --json'),
+      .option('--pool <name>', "a pool's activation tokens (admins)")
+      .addHelpText('after', '\nExamples:\n  tagsched-admin token list --user alice\n  tagsched-admin token list --worker build-1 --json\n  tagsched-admin token list --pool cloud'),
     (ctx, _a, opts) => listTokens(ctx, opts),
   );
   action(

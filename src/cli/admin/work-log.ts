@@ -4,7 +4,8 @@
  */
 import type { Command } from 'commander';
 import { integer } from './arguments.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
+import { terminalSafe } from './terminal-text.js';
 import { fetchOne } from './work-lookup.js';
 
 const LOG_FIELDS = 'offset text nextOffset totalBytes truncated droppedBytes complete';
@@ -37,20 +38,25 @@ interface WorkEnd {
 /** How a request ended (or where it is), for the line after its log. */
 function endText(w: WorkEnd): string {
   const exit = w.exitCode !== null ? `, exit code ${w.exitCode}` : '';
-  const reason = w.statusReason ? `: ${w.statusReason.trim().replace(/\s*\n\s*/g, ' | ')}` : '';
+  const reason = w.statusReason
+    ? `: ${terminalSafe(w.statusReason)
+        .trim()
+        .replace(/\s*\n\s*/g, ' | ')}`
+    : '';
   return `(work request ${w.id}: ${w.status}${w.result ? ` ${w.result}` : ''}${exit}${reason})`;
 }
 
 /**
  * Prints a request's output from `offset`: page after page up to what there is, or with `follow`,
  * live through the workRequestLog subscription until the request is finished (or Ctrl-C). The
- * output goes to stdout as it is; where it ended goes to stderr. --json: one JSON document a page.
+ * output goes to stdout as it is (the raw client: it is the job's own output, colours included); where
+ * it ended goes to stderr, made terminal-safe. --json: one JSON document a page.
  */
 async function log(ctx: Ctx, id: string, opts: { follow?: boolean; offset?: string }) {
-  const api = ctx.api();
+  const api = ctx.api({ raw: true });
   const { out, io } = ctx;
   let offset = opts.offset === undefined ? 0 : integer('--offset', opts.offset, 0);
-  const first = (await fetchOne<WorkEnd & { log: LogPage }>(ctx, LOG_PAGE, id, { offset, limit: LOG_PAGE_BYTES })).workRequest;
+  const first = (await fetchOne<WorkEnd & { log: LogPage }>(ctx, LOG_PAGE, id, { offset, limit: LOG_PAGE_BYTES }, true)).workRequest;
   const show = (page: LogPage, data: unknown) => (out.json ? out.line(JSON.stringify(data)) : out.write(page.text));
   if (!opts.follow) {
     let page = first.log;

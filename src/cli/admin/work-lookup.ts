@@ -3,7 +3,7 @@
  * number, NOT_FOUND (exit 3) for one the token cannot see.
  */
 import { AdminError, EXIT, usageError } from './exit-codes.js';
-import type { Ctx } from './program.js';
+import type { Ctx } from './command-context.js';
 
 /** A work request id as the API takes it (usage error otherwise). */
 export function checkId(id: string): string {
@@ -11,9 +11,9 @@ export function checkId(id: string): string {
   return id;
 }
 
-/** The work request, or NOT_FOUND (exit 3): unknown, or not visible to the token. */
-export async function fetchOne<T>(ctx: Ctx, document: string, id: string, variables: Record<string, unknown> = {}): Promise<{ workRequest: T }> {
-  const data = await ctx.api().query<{ workRequest: T | null }>(document, { ...variables, id: checkId(id) });
+/** The work request, or NOT_FOUND (exit 3): unknown, or not visible to the token; `raw` as in Ctx.api. */
+export async function fetchOne<T>(ctx: Ctx, document: string, id: string, variables: Record<string, unknown> = {}, raw = false): Promise<{ workRequest: T }> {
+  const data = await ctx.api({ raw }).query<{ workRequest: T | null }>(document, { ...variables, id: checkId(id) });
   if (!data.workRequest) throw new AdminError(`no work request ${id} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
   return data as { workRequest: T };
 }

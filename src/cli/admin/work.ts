@@ -8,7 +8,7 @@ import { ERROR_SELECTION } from './client.js';
 import { explain, WHY_FIELDS, type WhyData } from './diagnosis-text.js';
 import { ago, heading, instant, list, renderFields, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { addLogCommand } from './work-log.js';
 import { checkId, fetchOne } from './work-lookup.js';
 import { tagTable } from './workers.js';
@@ -33,6 +33,7 @@ interface WorkRow {
 interface WorkDetail extends WorkRow, WhyData {
   taskData: unknown;
   statusReason: string | null;
+  exitCode: number | null;
   priorityBase: number;
   priorityAdjustment: number;
   retryCount: number;
@@ -54,7 +55,7 @@ const WORK_REQUESTS = `query WorkRequests($filter: WorkRequestFilter, $first: In
 }`;
 const WORK_REQUEST = `query WorkRequest($id: ID!) {
   workRequest(id: $id) {
-    ${ROW_FIELDS} ${WHY_FIELDS} taskData priorityBase priorityAdjustment retryCount pendingAt assignedAt startedAt completedAt
+    ${ROW_FIELDS} ${WHY_FIELDS} taskData exitCode priorityBase priorityAdjustment retryCount pendingAt assignedAt startedAt completedAt
     userProvidedTags userRequiredTags providedTags { tag provenance source } requiredTags { tag provenance source }
     droppedTags { tag provenance source set reason }
     parent { id taskName }
@@ -121,6 +122,7 @@ async function show(ctx: Ctx, id: string) {
       ['Workspace', w.workspace.name],
       ['Created by', w.createdBy.username],
       ['Status', `${statusStyle(out, w.status)}${w.result ? ` ${statusStyle(out, w.result)}` : ''}`],
+      ['Exit code', w.exitCode],
       ['Reason', w.statusReason],
       ['Where it stands', summary],
       ['Worker', w.worker?.name],

@@ -9,7 +9,7 @@ import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { ago, heading, instant, printSecretOnce, renderFields, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { ROTATE_TOKEN, type TokenRow, TOKEN_FIELDS } from './tokens.js';
 
 const STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;

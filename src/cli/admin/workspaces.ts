@@ -7,7 +7,7 @@ import { collect, enumArg, items } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
 import { heading, list, renderFields, renderTable } from './output.js';
-import type { Ctx, Register } from './program.js';
+import type { Ctx, Register } from './command-context.js';
 import { ruleTable, type RuleRow, RULE_FIELDS } from './rules.js';
 
 const ROLES = ['VIEWER', 'CONTRIBUTOR', 'OWNER'] as const;

@@ -14,11 +14,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_LOCAL_HANDLERS } from '../../services/pool-specifications.js';
+import { DEFAULT_LOCAL_HANDLERS } from './local-handlers.js';
 import type { PoolSpecifications } from '../../tags/worker-tags.js';
-import type { Provider, ProviderInstance } from '../provider.js';
+import type { Provider, ProviderDeps, ProviderInstance } from '../provider.js';
 import { ProviderError } from '../provider.js';
-import type { ProviderDeps } from '../providers.js';
 
 const AGENT_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bin/tagsched-worker.js');
 

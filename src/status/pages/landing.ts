@@ -1,7 +1,7 @@
 /** `/` and `/-/status/`: what the farm is doing, in a few numbers, with links to every status page and to GraphiQL. */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
-import { principalOf, workRequestSql } from '../../services/visibility.js';
+import { principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { html } from '../html.js';
 import { layout, viewerLabel, type PageContext } from '../layout.js';
 import { countByStatus, loadWorkerRows, STATUS_LABELS } from './workers.js';

@@ -13,9 +13,9 @@ import { poolHealth } from '../../scheduler/pool-health.js';
 import { monthRuntimeByPool } from '../../scheduler/pool-runtime.js';
 import { poolTagInput } from '../../scheduler/pool-templates.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { principalOf, workRequestSql } from '../../services/visibility.js';
+import { principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
-import { ago, between, duration, utc } from '../format.js';
+import { ago, between, duration, when } from '../format.js';
 import { href, html, type Html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, pager, table, tagTable } from '../parts.js';
@@ -130,7 +130,7 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
 <dl class="facts">
 <dt>Health</dt><dd>${health(pool, config, now)}</dd>
 ${pool.lastError ? html`<dt>Last error</dt><dd>${pool.lastErrorKind ?? ''}${pool.lastErrorAt ? ` (${ago(pool.lastErrorAt, now)})` : ''}: ${pool.lastError}</dd>` : ''}
-${h.backingOff && pool.launchRetryAt ? html`<dt>Next launch</dt><dd>not before ${utc(pool.launchRetryAt)}</dd>` : ''}
+${h.backingOff && pool.launchRetryAt ? html`<dt>Next launch</dt><dd>not before ${when(pool.launchRetryAt, now)}</dd>` : ''}
 <dt>Provider</dt><dd>${pool.providerType}</dd>
 <dt>Instances</dt><dd>${states(counts.get(pool.id))}</dd>
 <dt>Demand</dt><dd>${demandLine(d)}</dd>

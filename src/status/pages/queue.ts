@@ -11,7 +11,7 @@ import { createLoaders } from '../../loaders.js';
 import { loadTaskTags } from '../../scheduler/candidates.js';
 import { diagnose, type Mismatch } from '../../scheduler/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../services/visibility.js';
+import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { between, duration } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';

@@ -1,18 +1,18 @@
 /**
  * `/-/status/work-requests/{id}/`: a work request the viewer may see (any other is "not found", as in
  * the API), both tag sets with provenance, its diagnosis, candidate workers and its log so far
- * (services/job-output.ts). While it is assigned or running the page refreshes itself.
+ * (services/work/job-output.ts). While it is assigned or running the page refreshes itself.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { WorkRequestSchema } from '../../entities/work-request.js';
 import { createLoaders } from '../../loaders.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { diagnoseRequest } from '../../services/diagnose-request.js';
-import { readLog } from '../../services/job-output.js';
-import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/visibility.js';
+import { diagnoseRequest } from '../../services/work/diagnose-request.js';
+import { readLog } from '../../services/work/job-output.js';
+import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
 import { isOrchestrated } from '../../tasks/types.js';
-import { between, bytes, duration, utc } from '../format.js';
+import { between, bytes, duration, when } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, diagnosisView, refusedTable, table, tagTable } from '../parts.js';
@@ -76,10 +76,10 @@ ${wr.statusReason ? html`<dt>Reason</dt><dd>${wr.statusReason}</dd>` : ''}
 <dt>Worker</dt><dd>${wr.worker ? html`<a href="${href(['workers', wr.worker.name])}">${wr.worker.name}</a>` : html`<span class="muted">none</span>`}</dd>
 ${wr.parent ? html`<dt>Workflow</dt><dd>${workLink(wr.parent.id)}</dd>` : ''}
 ${deps.length ? html`<dt>Depends on</dt><dd>${visibleDeps.map((d, i) => html`${i ? ', ' : ''}${workLink(d.id)}`)}${hiddenDeps ? ` (and ${hiddenDeps} you cannot see)` : ''}</dd>` : ''}
-<dt>Created</dt><dd>${utc(wr.createdAt)}</dd>
-${wr.pendingAt ? html`<dt>Pending since</dt><dd>${utc(wr.pendingAt)}</dd>` : ''}
-${wr.startedAt ? html`<dt>Started</dt><dd>${utc(wr.startedAt)}</dd>` : ''}
-${wr.completedAt ? html`<dt>Finished</dt><dd>${utc(wr.completedAt)}</dd>` : ''}
+<dt>Created</dt><dd>${when(wr.createdAt, now)}</dd>
+${wr.pendingAt ? html`<dt>Pending since</dt><dd>${when(wr.pendingAt, now)}</dd>` : ''}
+${wr.startedAt ? html`<dt>Started</dt><dd>${when(wr.startedAt, now)}</dd>` : ''}
+${wr.completedAt ? html`<dt>Finished</dt><dd>${when(wr.completedAt, now)}</dd>` : ''}
 ${wr.startedAt ? html`<dt>Duration</dt><dd>${duration(between(wr.startedAt, wr.completedAt, now))}${wr.completedAt ? '' : ' so far'}</dd>` : ''}
 ${wr.retryCount ? html`<dt>Retries</dt><dd>${wr.retryCount}</dd>` : ''}
 </dl>

@@ -4,9 +4,9 @@ import type { Config } from '../../config.js';
 import { WorkerSchema } from '../../entities/worker.js';
 import { poolTagInput } from '../../scheduler/pool-templates.js';
 import { factsOfWorker, workerStatus } from '../../scheduler/availability.js';
-import { canSeeWorkerDetails, principalOf } from '../../services/visibility.js';
+import { canSeeWorkerDetails, principalOf } from '../../services/identity/visibility.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
-import { ago, utc } from '../format.js';
+import { ago, when } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, refusedTable, tagTable } from '../parts.js';
@@ -45,8 +45,8 @@ export async function workerPage(em: EntityManager, config: Config, ctx: PageCon
 <dt>Concurrency</dt><dd>${worker.concurrency} (${active.n} held now)</dd>
 <dt>Connected</dt><dd>${ago(worker.connectedAt, now)}</dd>
 <dt>Last seen</dt><dd>${ago(worker.lastSeenAt, now)}</dd>
-<dt>Registered</dt><dd>${utc(worker.registeredAt)}</dd>
-${worker.terminatedAt ? html`<dt>Terminated</dt><dd>${utc(worker.terminatedAt)}</dd>` : ''}
+<dt>Registered</dt><dd>${when(worker.registeredAt, now)}</dd>
+${worker.terminatedAt ? html`<dt>Terminated</dt><dd>${when(worker.terminatedAt, now)}</dd>` : ''}
 </dl>
 <h2>Running work</h2>
 ${workTable(running.rows, 'running', now, running.hidden ? 'Nothing you may see.' : 'Nothing running.')}${hiddenNote(running.hidden)}

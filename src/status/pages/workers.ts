@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../scheduler/availability.js';
-import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/visibility.js';
+import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../services/identity/visibility.js';
 import { ago } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
@@ -38,7 +38,7 @@ export interface WorkerRow {
 /**
  * The active workers (terminated pool workers are history, left out), in type and name order, with
  * their status; `pool` and `tag` narrow them in SQL. The tag filter reads tags, which are worker
- * details: it only matches workers whose details the principal may see (services/visibility.ts).
+ * details: it only matches workers whose details the principal may see (services/identity/visibility.ts).
  */
 export async function loadWorkerRows(em: EntityManager, config: Config, principal: Principal, filter: { pool?: string | null; tag?: string | null } = {}): Promise<WorkerRow[]> {
   const where: string[] = ['w.terminated_at is null'];
@@ -80,7 +80,7 @@ export function countByStatus(rows: readonly WorkerRow[]): Map<WorkerStatus, num
   return counts;
 }
 
-/** Whether the principal may see the details of workers other than itself (the rule of services/visibility.ts, asked of no worker in particular). */
+/** Whether the principal may see the details of workers other than itself (the rule of services/identity/visibility.ts, asked of no worker in particular). */
 export const seesOtherWorkersDetails = (principal: Principal): boolean => canSeeWorkerDetails(principal, { id: -1 });
 
 const SHOWN_STATUSES = WORKER_STATUSES.filter((s) => s !== 'INACTIVE');

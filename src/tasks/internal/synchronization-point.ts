@@ -10,7 +10,7 @@ const schema = z
   })
   .strict();
 
-/** Completed by the server (SUCCESS) as soon as its dependencies have completed (services/orchestration.ts). */
+/** Completed by the server (SUCCESS) as soon as its dependencies have completed (services/workflows/orchestration.ts). */
 export const synchronizationPointTask: TaskDefinition<z.output<typeof schema>> = {
   type: 'internal',
   name: 'synchronization_point',

@@ -441,6 +441,22 @@ describe('pools', () => {
     expect((await cli(['pool', 'create', 'x', '--spec-file', '/nonexistent/spec.json'])).code).toBe(EXIT.usage);
   });
 
+  it('pool create checks a spec file against the specifications and names every problem with its path, sending nothing', async () => {
+    const file = path.join(scratchDir(), 'bad-spec.json');
+    fs.writeFileSync(file, JSON.stringify({ cpuCount: 'four', memoryGib: -2, bogus: 1, instanceType: 5 }));
+    const bad = await cli(['pool', 'create', 'badspec', '--spec-file', file]);
+    expect(bad.code).toBe(EXIT.invalidInput);
+    expect(bad.stderr).toMatch(/^tagsched-admin: the input was refused, 4 problems: \[INVALID_INPUT\]$/m);
+    for (const at of ['input.specifications.cpuCount', 'input.specifications.memoryGib', 'input.specifications.instanceType', 'input.specifications: Unrecognized key: "bogus"']) {
+      expect(bad.stderr).toContain(`  ${at}`);
+    }
+    expect((await cli(['pool', 'show', 'badspec'])).code).toBe(EXIT.notFound);
+    const asJson = await cli(['pool', 'update', 'cloud', '--spec-file', file, '--json']);
+    expect(asJson.code).toBe(EXIT.invalidInput);
+    expect(JSON.parse(asJson.stdout).updateWorkerPool).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
+    expect(JSON.parse(asJson.stdout).updateWorkerPool.problems).toHaveLength(4);
+  });
+
   it('pool activation-token prints a one-shot token that activates a worker of the pool', async () => {
     const r = await cli(['pool', 'activation-token', 'cloud']);
     expect(r.code).toBe(0);
@@ -449,6 +465,19 @@ describe('pools', () => {
     const res = await ok(t, 'mutation { activateWorker(input: { name: "cloud-1" }) { __typename ... on WorkerTokenPayload { worker { name pool { name } } } } }', {}, activation);
     expect(res.activateWorker.worker).toEqual({ name: 'cloud-1', pool: { name: 'cloud' } });
     expect((await cli(['pool', 'activation-token', 'nowhere'])).code).toBe(EXIT.notFound);
+  });
+
+  it('pool activation-token --expires-in sets its expiry; token list --pool lists it, token revoke revokes it', async () => {
+    const r = await cli(['pool', 'activation-token', 'cloud', '--expires-in', '2h']);
+    expect(r.code).toBe(0);
+    const [, id, expires] = r.stderr.match(/token (\d+), expiring (\S+ \S+)/)!;
+    expect(Math.abs(Date.parse(expires.replace(' ', 'T')) - (Date.now() + 2 * 3600_000))).toBeLessThan(60_000);
+    const listed = await cli(['token', 'list', '--pool', 'cloud', '--no-color'], { columns: 200 });
+    expect(listed.stdout).toMatch(new RegExp(`^\\s*${id}\\s+ACTIVATION\\s+activation for pool cloud\\s+cloud\\s.*\\syes$`, 'm'));
+    expect((await cli(['token', 'revoke', id])).stdout).toBe(`Revoked token ${id} (activation of cloud).\n`);
+    const after = await json(['token', 'list', '--pool', 'cloud']);
+    expect(after.tokens.find((tk: { id: string }) => tk.id === id)).toMatchObject({ valid: false });
+    expect((await cli(['token', 'list', '--pool', 'cloud', '--user', 'admin'])).code).toBe(EXIT.usage);
   });
 });
 
@@ -684,6 +713,35 @@ describe('work and demand', () => {
     const again = await cli(['work', 'abort', ids[1]]);
     expect(again.code).toBe(EXIT.conflict);
     expect(again.stderr).toMatch(/already ABORTED \[INVALID_STATE\]/);
+  });
+
+  it('work show keeps a multi-line reason in its column, prints the exit code, and drops the escapes a worker wrote', async () => {
+    // A worker of its own architecture, so that the request is assigned to it at once.
+    const token = (await cli(['worker', 'register', 'escaper'])).stdout.trim();
+    await reportMetadata(t, token, { ...AMD64_METADATA, architectures: ['ppc64el'] });
+    const id = (await json(sbuild('escapes', 'ppc64el'))).createWorkRequest.id;
+    await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }', { id }, token);
+    const reason = 'line one\n\u001b[31mred\u001b[0m line two\u001b]0;retitled\u0007\r\nline three\u0008';
+    const done = await ok(
+      t,
+      'mutation($id: ID!, $r: String) { completeWorkRequest(input: { id: $id, result: FAILURE, exitCode: 3, statusReason: $r }) { __typename } }',
+      { id, r: reason },
+      token,
+    );
+    expect(done.completeWorkRequest.__typename).toBe('WorkRequest');
+    const shown = await cli(['work', 'show', id, '--no-color'], { columns: 200 });
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(shown.stdout).toMatch(/^Exit code:\s+3$/m);
+    const lines = shown.stdout.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('Reason:'));
+    const column = lines[at].indexOf('line one');
+    expect(lines.slice(at, at + 3).map((l) => l.slice(column))).toEqual(['line one', 'red line two', 'line three']);
+    expect(lines[at + 1].slice(0, column).trim()).toBe('');
+    expect(lines[at + 3]).toMatch(/^Where it stands:/);
+    const logged = await cli(['work', 'log', id]);
+    expect(logged.stderr).toBe(`(work request ${id}: COMPLETED FAILURE, exit code 3: line one | red line two | line three)\n`);
+    expect((await json(['work', 'show', id])).workRequest.statusReason).toBe(reason);
   });
 
   it('demand: a table of pools and the unschedulable work; --json as the server answered', async () => {

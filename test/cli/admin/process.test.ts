@@ -1,7 +1,7 @@
 /**
  * tagsched-admin as a real child process (bin/tagsched-admin.js) against the real app listening on
  * a port: login from stdin, the config file then used alone, a refused token, a server that is
- * not there, `demand --watch` ended by SIGINT, the README's provisioning script run as written
+ * not there, `demand --watch` ended by SIGINT, the provisioning script of docs/operating/admin-cli.md run as written
  * with jq, and a failing job's output followed while a real agent runs it.
  */
 import { execFile, spawn } from 'node:child_process';
@@ -122,7 +122,7 @@ describe('tagsched-admin in a pipe', () => {
   );
 });
 
-describe("the README's provisioning script", () => {
+describe('the provisioning script of docs/operating/admin-cli.md', () => {
   it(
     'launches what the demand says, records each instance, stops what it says; run again, launches nothing more',
     async () => {
@@ -139,10 +139,10 @@ describe("the README's provisioning script", () => {
       expect(byName('cloud').launch).toBe(3); // four requests, three instances at most
       expect(byName('spare').stopWorkers).toEqual([{ name: 'spare-1' }]);
 
-      // The script as the README has it, with tagsched-admin and the site's own commands on PATH.
-      const readme = fs.readFileSync('README.md', 'utf8');
+      // The script as docs/operating/admin-cli.md has it, with tagsched-admin and the site's own commands on PATH.
+      const readme = fs.readFileSync('docs/operating/admin-cli.md', 'utf8');
       const script = /<!-- provisioning script -->\n```sh\n([\s\S]*?)```/.exec(readme)?.[1];
-      expect(script, 'the README has the provisioning script').toBeDefined();
+      expect(script, 'docs/operating/admin-cli.md has the provisioning script').toBeDefined();
       const dir = scratchDir();
       fs.writeFileSync(path.join(dir, 'provision.sh'), script!, { mode: 0o755 });
       const bin = path.join(dir, 'bin');

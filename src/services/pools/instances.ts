@@ -1,0 +1,128 @@
+import { randomBytes } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import type { Config } from '../../config.js';
+import { InstanceSchema, type Instance } from '../../entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WorkerSchema, type Worker } from '../../entities/worker.js';
+import { InvalidStateError, NotFoundError } from '../../errors.js';
+import type { Events } from '../../events.js';
+import { poolConcurrency } from '../../scheduler/pool-templates.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import { creating } from '../input/flush.js';
+import { terminateWorkers } from '../workers/terminate.js';
+import { issueToken } from '../identity/tokens.js';
+import { nameSchema, parseInput } from '../input/validate.js';
+import { refreshWorkerTags } from '../workers/worker-tags.js';
+
+/** A new instance, as recorded before its provider is asked to start it. */
+export interface LaunchRecord {
+  readonly instance: Instance;
+  readonly worker: Worker;
+  /** The one-shot activation token bound to the worker, shown only here. */
+  readonly activationToken: string;
+}
+
+/** A fresh instance name in a pool: its name and random hex, within the 100 characters of a worker name. */
+export function newInstanceName(pool: string): string {
+  return `${pool.slice(0, 90)}-${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * Records a new instance of a pool before anyone starts it (DESIGN §11): its worker (in the pool,
+ * with the pool's concurrency and tags, `instanceCreatedAt` now), a one-shot activation token bound
+ * to that worker, and the instance LAUNCHING under the worker's name. One transaction: a server that
+ * stops after this and before the provider answers leaves a record that reconciliation finds.
+ */
+export async function recordLaunch(em: EntityManager, config: Config, pool: WorkerPool, now: Date, name: string = newInstanceName(pool.name)): Promise<LaunchRecord> {
+  return creating(`an instance or worker "${name}"`, () =>
+    em.transactional(async (tx) => {
+      // The pool may have been read elsewhere (the provisioner's cycle): referred to by id here.
+      const ref = tx.getReference(WorkerPoolSchema, pool.id);
+      const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
+      refreshWorkerTags(worker, pool, config);
+      const { value } = issueToken(tx, { kind: 'activation', pool: ref, worker, label: `activation of instance ${name}` });
+      const instance = tx.create(InstanceSchema, { name, pool: ref, worker, state: 'LAUNCHING', requestedAt: now });
+      await tx.flush();
+      return { instance, worker, activationToken: value };
+    }),
+  );
+}
+
+/** The hand-kept instance mutations are for sites that run their own provisioning script. */
+function requireManualProvisioning(config: Config): void {
+  if (config.provisioner) {
+    throw new InvalidStateError('the provisioner of this service launches and stops instances itself; record instances by hand only with TAGSCHED_PROVISIONER=off');
+  }
+}
+
+async function findInstance(em: EntityManager, name: string): Promise<Instance> {
+  const instance = await em.findOne(InstanceSchema, { name });
+  if (!instance) throw new NotFoundError(`input.name: no instance "${name}"`, 'input.name');
+  return instance;
+}
+
+/**
+ * With TAGSCHED_PROVISIONER=off, a site's script records an instance it is about to start: the
+ * worker, its activation token (returned once, for the script to hand to the machine) and the
+ * instance LAUNCHING, as the provisioner would. Admin only.
+ */
+export async function createInstance(em: EntityManager, viewer: Viewer, config: Config, input: { pool: string; name?: string | null }): Promise<LaunchRecord> {
+  requireAdmin(viewer);
+  requireManualProvisioning(config);
+  const pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
+  if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
+  const name = input.name == null ? newInstanceName(pool.name) : parseInput(nameSchema, input.name, 'input.name');
+  return recordLaunch(em, config, pool, new Date(), name);
+}
+
+/** A site's script records the provider's id of an instance it started. Admin only. */
+export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, config: Config, input: { name: string; providerId: string }): Promise<Instance> {
+  requireAdmin(viewer);
+  requireManualProvisioning(config);
+  const providerId = parseInput(
+    z
+      .string()
+      .min(1, 'must not be empty')
+      .max(300)
+      .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters'),
+    input.providerId,
+    'input.providerId',
+  );
+  const instance = await findInstance(em, input.name);
+  if (instance.state !== 'LAUNCHING' && instance.state !== 'RUNNING') throw new InvalidStateError(`instance "${instance.name}" is ${instance.state}`);
+  instance.providerId = providerId;
+  await em.flush();
+  return instance;
+}
+
+/**
+ * A site's script records that an instance is gone: TERMINATED (FAILED with the error, when one is
+ * given), and its worker terminated, its work back to the queue. An instance already ended is
+ * answered as it is. Admin only.
+ */
+export async function recordInstanceStopped(em: EntityManager, viewer: Viewer, config: Config, events: Events, input: { name: string; error?: string | null }): Promise<Instance> {
+  requireAdmin(viewer);
+  requireManualProvisioning(config);
+  const error =
+    input.error == null
+      ? null
+      : parseInput(
+          z
+            .string()
+            .min(1)
+            .max(2000)
+            .regex(/^[^\u0000]*$/, 'must not contain NUL'),
+          input.error,
+          'input.error',
+        );
+  const instance = await findInstance(em, input.name);
+  if (instance.state === 'TERMINATED' || instance.state === 'FAILED') return instance;
+  const end = error ? ({ state: 'FAILED', error } as const) : ({ state: 'TERMINATED', error: null } as const);
+  if (instance.worker) {
+    await terminateWorkers(em, config, events, [instance.worker.id], error ? 'its instance failed' : 'its instance was stopped', end);
+  } else {
+    await em.nativeUpdate(InstanceSchema, { id: instance.id }, { state: end.state, error, terminatedAt: new Date() });
+  }
+  return (await em.refresh(instance)) ?? instance;
+}

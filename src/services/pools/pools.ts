@@ -1,0 +1,170 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import type { Config } from '../../config.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WorkerSchema } from '../../entities/worker.js';
+import { AlreadyExistsError, InputError, InvalidStateError, NotFoundError } from '../../errors.js';
+import type { Token } from '../../entities/token.js';
+import { poolProviderProblems, providerTypes } from '../../provisioner/providers.js';
+import type { Events } from '../../events.js';
+import { requireAdmin, type Viewer } from '../identity/auth.js';
+import type { SecretBox } from '../identity/secrets.js';
+import { issueToken } from '../identity/tokens.js';
+import { poolConcurrency } from '../../scheduler/pool-templates.js';
+import { handlerProblems, specificationProblems, withHandlerDefaults } from './pool-specifications.js';
+import { nameSchema, oneOf, parseInput, zodProblems } from '../input/validate.js';
+import { poolTagProblems } from '../input/admin-input.js';
+import { noteRequiredTags, refreshWorkerTags } from '../workers/worker-tags.js';
+import { creating } from '../input/flush.js';
+import type { WorkerImage } from '../../entities/worker-image.js';
+import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
+
+/** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
+export interface WorkerPoolInput {
+  name: string;
+  providerType?: string | null;
+  providerAccount?: unknown;
+  specifications?: unknown;
+  providedTags?: string[] | null;
+  requiredTags?: string[] | null;
+  maxActiveInstances?: number | null;
+  minIdleInstances?: number | null;
+  idleTimeoutSeconds?: number | null;
+  targetLatencySeconds?: number | null;
+  monthlyRuntimeBudgetSeconds?: number | null;
+  enabled?: boolean | null;
+}
+
+const limitsSchema = z.object({
+  maxActiveInstances: z.number().int().min(0).max(100_000).nullish(),
+  minIdleInstances: z.number().int().min(0).max(100_000).nullish(),
+  idleTimeoutSeconds: z.number().int().min(0).nullish(),
+  targetLatencySeconds: z.number().int().min(1).nullish(),
+  monthlyRuntimeBudgetSeconds: z.number().int().min(0).nullish(),
+});
+
+// The provider account is a JSON object of credentials; it is only ever written, never read back.
+const providerAccountSchema = z.record(z.string(), z.unknown());
+
+/**
+ * Judges a pool input whole (admin-input.ts) and, when nothing is wrong, applies it; otherwise it
+ * throws one InputError with every problem, the pool unchanged: provider, account, specifications,
+ * each tag the tag engine would refuse, the limits, and what the pool's provider finds wrong with
+ * its name, specifications and account (src/provisioner/providers.ts).
+ */
+function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, image: WorkerImage | null, config: Config, secrets: SecretBox, creating: boolean): void {
+  const providerType = input.providerType == null ? null : zodProblems(oneOf(providerTypes() as [string, ...string[]]), input.providerType, 'input.providerType');
+  const account = input.providerAccount == null ? null : zodProblems(providerAccountSchema, input.providerAccount, 'input.providerAccount');
+  const specifications = input.specifications == null ? null : specificationProblems(input.specifications, 'input.specifications');
+  const limits = zodProblems(limitsSchema, input, 'input');
+  // The pool as it would be: its provider, and its specifications (typed: pool-specifications.ts).
+  const type = providerType?.data ?? pool.providerType;
+  const specs = withHandlerDefaults(type, specifications?.data ?? pool.specifications ?? {});
+  const problems = [
+    ...(providerType?.problems ?? []),
+    ...(account?.problems ?? []),
+    ...(specifications?.problems ?? []),
+    ...handlerProblems(type, specifications?.data ?? {}, 'input.specifications'),
+    ...(specifications?.data ? poolImageProblems(specifications.data, image, 'input.specifications') : []),
+    ...poolTagProblems({ name: pool.name, providedTags: input.providedTags, requiredTags: input.requiredTags, specifications: specifications?.data ?? null }, config),
+    ...limits.problems,
+  ];
+  // The provider judges the pool as it would be; the stored account again only when the pool changes
+  // provider (it was judged when given).
+  if (!providerType?.problems.length && !account?.problems.length && !specifications?.problems.length) {
+    const changedType = creating || type !== pool.providerType;
+    const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
+    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount }, config));
+  }
+  if (problems.length) throw InputError.of(problems);
+  if (providerType?.data) pool.providerType = providerType.data;
+  if (account?.data) pool.providerAccountEncrypted = secrets.seal(JSON.stringify(account.data));
+  pool.specifications = specs;
+  // Images never change once registered: the pool keeps a copy of its image's tags (worker-images.ts).
+  if (specifications?.data) pool.imageTags = image ? image.manifest.tags.map((t) => t.tag) : null;
+  if (input.providedTags != null) pool.providedTags = input.providedTags;
+  if (input.requiredTags != null) pool.requiredTags = input.requiredTags;
+  const l = limits.data!;
+  if (l.maxActiveInstances != null) pool.maxActiveInstances = l.maxActiveInstances;
+  if (l.minIdleInstances != null) pool.minIdleInstances = l.minIdleInstances;
+  if (l.idleTimeoutSeconds != null) pool.idleTimeoutSeconds = l.idleTimeoutSeconds;
+  if (l.targetLatencySeconds != null) pool.targetLatencySeconds = l.targetLatencySeconds;
+  if (input.monthlyRuntimeBudgetSeconds !== undefined) pool.monthlyRuntimeBudgetSeconds = l.monthlyRuntimeBudgetSeconds ?? null;
+  if (input.enabled != null) pool.enabled = input.enabled;
+}
+
+/** The registered image the input's specifications name, when they name one that exists. */
+async function imageOf(em: EntityManager, input: WorkerPoolInput): Promise<WorkerImage | null> {
+  const name = imageNameOf(input.specifications);
+  return name === null ? null : findWorkerImage(em, name);
+}
+
+function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unknown> | null {
+  return pool.providerAccountEncrypted ? (JSON.parse(secrets.open(pool.providerAccountEncrypted)) as Record<string, unknown>) : null;
+}
+
+/** Creates a worker pool. Admin only. */
+export async function createWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, input: WorkerPoolInput): Promise<WorkerPool> {
+  requireAdmin(viewer);
+  const name = parseInput(nameSchema, input.name, 'input.name');
+  if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
+  const image = await imageOf(em, input);
+  const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
+  applyPoolInput(pool, input, image, config, secrets, true);
+  await creating(`a worker pool "${name}"`, () => em.flush());
+  await noteRequiredTags(em, pool.requiredTags);
+  return pool;
+}
+
+/**
+ * Changes a worker pool: its workers' tags and concurrency follow its tags and specifications, and
+ * a pool whose launches failed may try again at once (the admin may have fixed what failed). Admin only.
+ */
+export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, events: Events, input: WorkerPoolInput): Promise<WorkerPool> {
+  requireAdmin(viewer);
+  const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
+  if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
+  applyPoolInput(pool, input, await imageOf(em, input), config, secrets, false);
+  // The admin may have fixed what made launches fail: the pool tries again at once.
+  pool.launchFailures = 0;
+  pool.launchRetryAt = null;
+  const workers = await em.find(WorkerSchema, { pool, terminatedAt: null });
+  for (const worker of workers) {
+    refreshWorkerTags(worker, pool, config);
+    if (pool.specifications.concurrency != null) worker.concurrency = poolConcurrency(pool.specifications);
+  }
+  await em.flush();
+  await noteRequiredTags(em, pool.requiredTags);
+  for (const worker of workers) events.publish('workerChanged', { id: worker.id, name: worker.name });
+  return pool;
+}
+
+/** Issues a one-shot activation token for a new instance of the pool (shown once). Admin only. */
+export async function createActivationToken(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'activationTokenTtlMs'>,
+  input: { pool: string; expiresAt?: Date | null },
+): Promise<{ token: Token; value: string }> {
+  requireAdmin(viewer);
+  const now = new Date();
+  const expiresAt = parseInput(
+    z
+      .date()
+      .refine((d) => d.getTime() > now.getTime(), 'must be in the future')
+      .nullish(),
+    input.expiresAt,
+    'input.expiresAt',
+  );
+  const pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
+  if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
+  if (!pool.enabled) throw new InvalidStateError(`the worker pool "${pool.name}" is disabled: enable it first (its activation tokens are refused while it is)`);
+  const issued = issueToken(em, {
+    kind: 'activation',
+    pool,
+    label: `activation for pool ${pool.name}`,
+    expiresAt: expiresAt ?? new Date(now.getTime() + config.activationTokenTtlMs),
+  });
+  await em.flush();
+  return issued;
+}

@@ -1,0 +1,75 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { TaskRuleSchema, type TaskRule } from '../../entities/task-rule.js';
+import type { Workspace } from '../../entities/workspace.js';
+import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { parseExpression } from '../../tags/expression.js';
+import type { Config } from '../../config.js';
+import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
+import { findWorkspace, roleIn } from '../identity/directory.js';
+import { checkTags, nameSchema, parseInput } from '../input/validate.js';
+import { creating } from '../input/flush.js';
+
+/** Input of a workspace or site task rule. */
+export interface TaskRuleInput {
+  workspace?: string | null;
+  name: string;
+  taskName?: string | null;
+  expression?: string | null;
+  providedTags?: string[] | null;
+  requiredTags?: string[] | null;
+}
+
+/**
+ * The workspace whose rules the viewer changes (null: the site's), once the viewer may: admins and
+ * the workspace's owners for a workspace, admins for the site. One check for adding and removing.
+ */
+async function ruleHolder(em: EntityManager, viewer: Viewer, workspaceName: string | null | undefined): Promise<Workspace | null> {
+  requireUser(viewer);
+  const workspace = workspaceName ? await findWorkspace(em, viewer, workspaceName, 'input.workspace') : null;
+  if (workspace ? !isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner' : !isAdmin(viewer)) {
+    throw new ForbiddenError(workspace ? 'only admins and workspace owners may change workspace rules' : 'only admins may change site rules');
+  }
+  return workspace;
+}
+
+/**
+ * Creates a task rule: with a workspace it is that workspace's rule (admins and owners), without one a
+ * site rule (admins). The expression and tags are checked now, so that a rule never breaks analysis later.
+ */
+export async function createTaskRule(em: EntityManager, viewer: Viewer, config: Config, input: TaskRuleInput): Promise<TaskRule> {
+  const workspace = await ruleHolder(em, viewer, input.workspace);
+  const name = parseInput(nameSchema, input.name, 'input.name');
+  if (input.taskName != null) parseInput(nameSchema, input.taskName, 'input.taskName');
+  const expression = input.expression?.trim() || null;
+  if (expression) {
+    const parsed = parseExpression(expression);
+    if (!parsed.ok) {
+      throw new InputError(ERROR_CODES.INVALID_RULE, `input.expression: ${parsed.error.message}`, 'input.expression');
+    }
+  }
+  const providedTags = input.providedTags ?? [];
+  const requiredTags = input.requiredTags ?? [];
+  checkTags([providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet], [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
+  if (!providedTags.length && !requiredTags.length) {
+    throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
+  }
+  if (await em.count(TaskRuleSchema, { workspace, name })) {
+    throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
+  }
+  const rule = em.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
+  await creating(`a rule "${name}"`, () => em.flush());
+  return rule;
+}
+
+/**
+ * Deletes a task rule of a workspace (admins and owners) or, without workspace, of the site (admins).
+ * Work requests already created keep the tags the rule gave them; new ones no longer get them.
+ */
+export async function deleteTaskRule(em: EntityManager, viewer: Viewer, input: { workspace?: string | null; name: string }): Promise<TaskRule> {
+  const workspace = await ruleHolder(em, viewer, input.workspace);
+  const rule = await em.findOne(TaskRuleSchema, { workspace, name: input.name });
+  if (!rule) throw new NotFoundError(`input.name: no rule "${input.name}" ${workspace ? `in "${input.workspace}"` : 'of the site'}`, 'input.name');
+  em.remove(rule);
+  await em.flush();
+  return rule;
+}

@@ -1,0 +1,114 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../config.js';
+import { EnvironmentSchema } from '../../entities/environment.js';
+import { TaskRuleSchema } from '../../entities/task-rule.js';
+import type { User } from '../../entities/user.js';
+import type { Workspace } from '../../entities/workspace.js';
+import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import type { EnvironmentFacts } from '../../tasks/types.js';
+
+/** What a work request's analysis reads besides its own fields. */
+export interface AnalysisRequest {
+  workspace: Workspace;
+  creator: User;
+  taskType: string;
+  taskName: string;
+  taskData: unknown;
+  environmentId: number | null;
+  userProvidedTags: readonly string[];
+  userRequiredTags: readonly string[];
+  /** `workflow:ID` for a workflow's child (see WorkRequestAnalysisInput.dataSource). */
+  dataSource?: string | null;
+}
+
+const toRule = (r: RuleRow): TaskRule => ({
+  name: r.name,
+  taskName: r.taskName ?? null,
+  expression: r.expression ?? null,
+  providedTags: r.providedTags,
+  requiredTags: r.requiredTags,
+});
+
+type GroupRow = { name: string; workspace: string | null };
+type RuleRow = { name: string; taskName?: string | null; expression?: string | null; providedTags: string[]; requiredTags: string[]; workspace?: unknown };
+
+/**
+ * The rows analyses read besides the request itself (the creator's groups in a scope, the rules of a
+ * workspace and the site, environments), each loaded once however many analyses ask: the requests of
+ * one batch share them. One instance per operation; it holds what it read at that time.
+ */
+export class AnalysisSources {
+  private readonly groups = new Map<string, Promise<GroupRow[]>>();
+  private readonly rules = new Map<number, Promise<RuleRow[]>>();
+  private readonly environments = new Map<number, Promise<EnvironmentFacts | null>>();
+
+  constructor(private readonly em: EntityManager) {}
+
+  groupsOf(creatorId: number, scopeId: number): Promise<GroupRow[]> {
+    const key = `${creatorId}:${scopeId}`;
+    let found = this.groups.get(key);
+    if (!found) {
+      found = this.em.execute<GroupRow[]>(
+        `select g.name, w.name as workspace
+           from user_group g
+           join user_group_member m on m.group_id = g.id
+           left join workspace w on w.id = g.workspace_id
+          where m.user_id = ? and g.scope_id = ?
+          order by g.name, w.name`,
+        [creatorId, scopeId],
+      );
+      this.groups.set(key, found);
+    }
+    return found;
+  }
+
+  rulesOf(workspace: Workspace): Promise<RuleRow[]> {
+    let found = this.rules.get(workspace.id);
+    if (!found) {
+      found = this.em.find(TaskRuleSchema, { $or: [{ workspace }, { workspace: null }] }, { orderBy: { id: 'asc' } });
+      this.rules.set(workspace.id, found);
+    }
+    return found;
+  }
+
+  environment(id: number): Promise<EnvironmentFacts | null> {
+    let found = this.environments.get(id);
+    if (!found) {
+      found = this.em
+        .findOne(EnvironmentSchema, { id })
+        .then((e) => (e ? { id: e.id, codename: e.codename, architecture: e.architecture, variant: e.variant ?? null, backend: e.backend ?? null } : null));
+      this.environments.set(id, found);
+    }
+    return found;
+  }
+}
+
+/**
+ * Loads what the pure analysis needs (creator groups in the workspace's scope, workspace and site
+ * rules, the environment) through `sources` (a new one unless the caller shares one) and runs it.
+ * Reads only; the caller stores the result.
+ */
+export async function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
+  const scope = req.workspace.scope;
+  const [groups, rules, facts] = await Promise.all([
+    sources.groupsOf(req.creator.id, scope.id),
+    sources.rulesOf(req.workspace),
+    req.environmentId === null ? null : sources.environment(req.environmentId),
+  ]);
+  return analyzeWorkRequest({
+    scope: scope.name,
+    workspace: req.workspace.name,
+    creatorGroups: groups.map((g) => ({ scope: scope.name, workspace: g.workspace, name: g.name })),
+    taskType: req.taskType,
+    taskName: req.taskName,
+    taskData: req.taskData,
+    environment: facts,
+    defaultArchitecture: config.defaultArchitecture,
+    userProvidedTags: req.userProvidedTags,
+    userRequiredTags: req.userRequiredTags,
+    userProvidablePrefixes: req.workspace.providableTagPrefixes,
+    workspaceRules: rules.filter((r) => r.workspace).map(toRule),
+    siteRules: rules.filter((r) => !r.workspace).map(toRule),
+    dataSource: req.dataSource ?? null,
+  });
+}
