@@ -1,10 +1,12 @@
 /**
  * tagsched-image: builds a worker image from a recipe (DESIGN §12). `tagsched-image build` takes
  * the recipe from --recipe FILE and/or flags, checks it and the host before any work, then runs
- * the stages (bundles, mmdebstrap, manifest, disk image) with their progress on stderr: a live
- * list on a terminal, one line per stage in CI logs. `--dry-run` prints the packages and the tags.
+ * the stages (bundles, mmdebstrap, the bootable disk image's own stages, manifest) with their
+ * progress on stderr: a live list on a terminal, one line per stage in CI logs. `--dry-run`
+ * prints the packages and the tags.
  */
 import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,18 +20,19 @@ import {
   defaultImageName,
   describeFile,
   HostError,
-  makeDiskImage,
   mmdebstrapArgs,
   outputPaths,
-  runStreaming,
+  plannedPackages,
   stageFiles,
   type HostFacts,
   type OutputOptions,
   type StagedFiles,
 } from '../images/build.js';
+import { runStreaming } from '../images/commands.js';
 import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks } from '../images/contents.js';
+import { DISK_FORMATS, diskStages, manifestBoot, type DiskFacts, type DiskFormat } from '../images/disk-image.js';
 import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage } from '../images/manifest.js';
-import type { Manifest, ManifestFile } from '../images/manifest-format.js';
+import type { Manifest, ManifestBoot, ManifestFile } from '../images/manifest-format.js';
 import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, RecipeError, type Recipe } from '../images/recipe.js';
 
 /** Exit codes: 0 built (or planned), 1 the build failed, 64 a bad recipe, flag or host. */
@@ -63,6 +66,7 @@ interface BuildFlags {
   output: string;
   name?: string;
   diskImage?: boolean;
+  diskFormat: DiskFormat;
   bundles?: string;
   dryRun?: boolean;
   json?: boolean;
@@ -125,6 +129,7 @@ interface Ctx {
   staged?: StagedFiles;
   installed?: InstalledPackage[];
   diskImage?: ManifestFile | null;
+  boot?: ManifestBoot;
   manifest?: Manifest;
 }
 
@@ -148,7 +153,8 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
       {
         title: output.bundlesDir ? `Stage the agent from ${output.bundlesDir}` : 'Bundle the agent and its handler',
         task: async (ctx) => {
-          ctx.staged = await stageFiles(recipe, path.join(scratch, 'stage'), output.bundlesDir);
+          const boot = ctx.host!.boot;
+          ctx.staged = await stageFiles(recipe, path.join(scratch, 'stage'), output.bundlesDir, boot && { boot, ids: { rootUuid: crypto.randomUUID() } });
         },
       },
       {
@@ -161,17 +167,34 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
         title: 'Check the installed packages',
         task: (ctx) => {
           const installed = parseDpkgStatus(fs.readFileSync(ctx.staged!.dpkgStatus, 'utf8'));
-          const problems = installedProblems(imagePackages(recipe), installed);
+          const problems = installedProblems(plannedPackages(recipe, ctx.host!.boot), installed);
           if (problems.length) throw new Error(problems.join('; '));
           ctx.installed = installed;
         },
       },
       {
-        title: `Write the disk image ${files.diskImage ?? ''}`,
+        title: `Write the bootable disk image ${files.diskImage ?? ''}`,
         enabled: () => files.diskImage !== null,
-        task: async (ctx, task) => {
-          await makeDiskImage(files.rootfs, files.diskImage!, scratch, (line) => (task.output = line));
-          ctx.diskImage = await describeFile(files.diskImage!, output.outputDir);
+        task: (ctx, parent) => {
+          const staged = ctx.staged!.boot!;
+          const facts: DiskFacts = {};
+          const job = { rootfs: files.rootfs, output: files.diskImage!, format: output.diskFormat!, boot: staged.boot, ids: staged.ids, scratchDir: path.join(scratch, 'disk') };
+          return parent.newListr<Ctx>(
+            [
+              ...diskStages(job).map((stage) => ({
+                title: stage.title,
+                task: async (_ctx: Ctx, task: { output: string }) => stage.run(facts, (line) => (task.output = line)),
+              })),
+              {
+                title: 'Describe the disk (size, sha256)',
+                task: async (c: Ctx) => {
+                  c.diskImage = await describeFile(files.diskImage!, output.outputDir);
+                  c.boot = manifestBoot(job, facts);
+                },
+              },
+            ],
+            { exitOnError: true },
+          );
         },
       },
       {
@@ -184,6 +207,7 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
             builtWith: { tagsched: packageJson.version, mmdebstrap: ctx.host!.mmdebstrap },
             recipe,
             files: { rootfs: await describeFile(files.rootfs, output.outputDir), diskImage: ctx.diskImage ?? null },
+            boot: ctx.boot ?? null,
             agent: { path: IMAGE_PATHS.agent, sha256: agentSha, handlers: imageHandledTasks(recipe), tasksWithoutHandler: imageUnhandledTasks(recipe) },
             packages: ctx.installed!,
             tags: imageTags(recipe, new Set(ctx.installed!.map((p) => p.name))),
@@ -208,7 +232,11 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
       [
         `built ${m.name} in ${((Date.now() - started) / 1000).toFixed(0)} s: ${m.packages.length} packages`,
         `  root file system  ${files.rootfs} (${mib(m.files.rootfs.bytes)})`,
-        ...(m.files.diskImage ? [`  disk image        ${files.diskImage} (${mib(m.files.diskImage.bytes)})`] : []),
+        ...(m.files.diskImage && m.boot
+          ? [
+              `  disk image        ${files.diskImage} (${m.boot.format}, ${mib(m.files.diskImage.bytes)} file, ${mib(m.boot.diskBytes)} disk; kernel ${m.boot.kernel}; ${m.boot.bootModes.join(' and ')})`,
+            ]
+          : []),
         `  manifest          ${files.manifest}`,
         `  tags              ${m.tags.map((t) => t.tag).join(' ')}`,
         '',
@@ -229,8 +257,8 @@ function program(): Command {
     .showHelpAfterError('(run with --help for the options)');
   cmd
     .command('build')
-    .description('Build an image (a root file system tarball, a manifest, and a disk image with --disk-image).')
-    .option('--recipe <file>', 'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks"}; flags replace its keys')
+    .description('Build an image (a root file system tarball, a manifest, and a bootable disk image with --disk-image).')
+    .option('--recipe <file>', 'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks", "ssh_authorized_keys"}; flags replace its keys')
     .option('--suite <suite>', 'Debian suite or codename (default trixie, the stable release)')
     .option('--architecture <arch>', "Debian architecture (default the host's)")
     .option('--mirror <url>', 'Debian archive to build from (default deb.debian.org, with updates and security for a stable release)')
@@ -239,7 +267,8 @@ function program(): Command {
     .addOption(new Option('--enable-tasks <list>', `comma-separated tasks: ${IMAGE_TASKS.join(', ')} (default autopkgtest,sbuild)`).argParser(commaList))
     .option('--output <dir>', 'where the image and its manifest are written', './images')
     .option('--name <name>', 'file name of the image, without extension (default tagsched-worker-SUITE-ARCH)')
-    .option('--disk-image', 'also write NAME.ext4, an ext4 file system image of the tree (needs root and mkfs.ext4)')
+    .option('--disk-image', 'also write a bootable disk image NAME.raw or NAME.qcow2 (BIOS and UEFI, cloud-init; needs root, mkfs.ext4, mkfs.vfat, mtools, sfdisk)')
+    .addOption(new Option('--disk-format <format>', 'the disk image format (qcow2 needs qemu-img)').choices(DISK_FORMATS).default('raw'))
     .option('--bundles <dir>', 'use the prebuilt tagsched-worker.mjs and tagsched-handler.mjs of this directory (default: bundle them from src/)')
     .option('--dry-run', 'print the packages, handlers and tags, and build nothing')
     .option('--json', 'with --dry-run: print them as JSON')
@@ -249,7 +278,7 @@ function program(): Command {
       await build(recipe, {
         outputDir: path.resolve(flags.output),
         name: flags.name ?? defaultImageName(recipe),
-        diskImage: Boolean(flags.diskImage),
+        diskFormat: flags.diskImage ? flags.diskFormat : null,
         bundlesDir: flags.bundles ? path.resolve(flags.bundles) : null,
       });
     });

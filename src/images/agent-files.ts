@@ -49,8 +49,13 @@ export function imageEnvFile(options: { suite: string; architecture: string; tas
 }
 
 /**
- * The agent's unit. It starts once the config file exists (cloud-init restarts it after writing
- * the file). systemd reads both environment files as root, so the config may stay 0600 root. A
+ * The agent's unit. It starts once the config file exists, after cloud-init is done (cloud-init
+ * also restarts it after writing the file). It is wanted by multi-user.target but ordered after
+ * cloud-init.target, which comes after multi-user.target: with systemd's default dependencies
+ * multi-user.target would be ordered after the unit too, a cycle that systemd breaks at boot by
+ * dropping the unit's start, so the unit states its defaults itself (DefaultDependencies=no: the
+ * target adds no ordering) and keeps the rest of them: after sysinit and basic, stopped before
+ * shutdown. systemd reads both environment files as root, so the config may stay 0600 root. A
  * stop sends SIGTERM to the agent only (KillMode=mixed), which drains: running builds finish and
  * are reported, and only after TimeoutStopSec is everything left killed.
  */
@@ -58,8 +63,12 @@ export function agentUnit(): string {
   return [
     '[Unit]',
     'Description=tagsched worker agent',
+    'DefaultDependencies=no',
+    'Requires=sysinit.target',
     'Wants=network-online.target',
-    'After=network-online.target cloud-init.target',
+    'After=sysinit.target basic.target network-online.target cloud-init.target',
+    'Conflicts=shutdown.target',
+    'Before=shutdown.target',
     `ConditionPathExists=${IMAGE_PATHS.config}`,
     '',
     '[Service]',

@@ -1,9 +1,10 @@
 /**
  * Building an image: the host checks made before any work, the files staged for the image, the
- * mmdebstrap command line, and the steps after it (dpkg status → manifest, the disk image). The
- * CLI (src/cli/image.ts) runs these as stages; the decisions about content live in contents.ts.
+ * mmdebstrap command line, and the steps after it (dpkg status → manifest). The CLI
+ * (src/cli/image.ts) runs these as stages; the decisions about content live in contents.ts and,
+ * for a bootable disk, boot-files.ts; disk-image.ts assembles the disk.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,7 +12,21 @@ import { promisify } from 'node:util';
 import { buildBundles, BUNDLES } from '../packaging/bundles.js';
 import { AGENT_USER, agentUnit, IMAGE_PATHS, imageEnvFile, SUBORDINATE_IDS } from './agent-files.js';
 import { parseAptSource } from './apt-source.js';
-import { imageHandledTasks, imagePackages } from './contents.js';
+import {
+  architectureBoot,
+  BOOT_PATHS,
+  bootPackages,
+  cloudInitConfig,
+  fstab,
+  grubConfig,
+  grubEarlyConfig,
+  grubMkimageArgs,
+  type ArchitectureBoot,
+  type DiskIds,
+} from './boot-files.js';
+import { findCommand } from './commands.js';
+import { imageHandledTasks, imagePackages, type PackageNeed } from './contents.js';
+import { DISK_COMMANDS, type DiskFormat } from './disk-image.js';
 import type { ManifestFile } from './manifest-format.js';
 import type { Recipe } from './recipe.js';
 
@@ -20,10 +35,10 @@ const run = promisify(execFile);
 /** Where the build writes, and what it writes. */
 export interface OutputOptions {
   readonly outputDir: string;
-  /** File names start with it: NAME.tar, NAME.manifest.json, NAME.ext4. */
+  /** File names start with it: NAME.tar, NAME.manifest.json, NAME.raw or NAME.qcow2. */
   readonly name: string;
-  /** Also write NAME.ext4, an ext4 file system image of the same tree. */
-  readonly diskImage: boolean;
+  /** Also write a bootable disk image of the same tree, in this format; null for none. */
+  readonly diskFormat: DiskFormat | null;
   /** A directory holding prebuilt tagsched-worker.mjs and tagsched-handler.mjs; null builds them from src/. */
   readonly bundlesDir: string | null;
 }
@@ -31,7 +46,7 @@ export interface OutputOptions {
 /** The output files of a build. */
 export function outputPaths(options: OutputOptions) {
   const base = path.join(options.outputDir, options.name);
-  return { rootfs: `${base}.tar`, manifest: `${base}.manifest.json`, diskImage: options.diskImage ? `${base}.ext4` : null };
+  return { rootfs: `${base}.tar`, manifest: `${base}.manifest.json`, diskImage: options.diskFormat ? `${base}.${options.diskFormat}` : null };
 }
 
 /** The default image name: what it is for, and where it runs. */
@@ -56,24 +71,11 @@ async function commandVersion(command: string, args: string[]): Promise<string |
   }
 }
 
-/** The path of an executable in PATH or in the sbin directories (not in a user's PATH), or null. */
-export function findCommand(name: string): string | null {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), '/usr/sbin', '/sbin'];
-  for (const dir of dirs) {
-    const file = path.join(dir, name);
-    try {
-      fs.accessSync(file, fs.constants.X_OK);
-      return file;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
-
 /** What the host offers the build. */
 export interface HostFacts {
   readonly mmdebstrap: string;
+  /** How the image boots, when a disk image is asked for. */
+  readonly boot: ArchitectureBoot | null;
 }
 
 /** Checks, before any work, that this host can build the image; throws a HostError naming every gap. */
@@ -86,9 +88,13 @@ export async function checkHost(recipe: Recipe, options: OutputOptions): Promise
       for (const key of stanza.keyFiles) if (!fs.existsSync(key)) problems.push(`source: Signed-By names ${key}, which is not on this machine to copy into the image`);
     }
   }
-  if (options.diskImage) {
-    if (!findCommand('mkfs.ext4')) problems.push('--disk-image needs mkfs.ext4 (apt-get install e2fsprogs)');
-    if (process.getuid?.() !== 0) problems.push('--disk-image needs root, to unpack the tree with its owners');
+  const boot = options.diskFormat ? architectureBoot(recipe.architecture) : null;
+  if (options.diskFormat) {
+    if (!boot) problems.push(`--disk-image: no bootable disk is built for ${recipe.architecture} (only amd64 and arm64)`);
+    for (const [name, debianPackage] of DISK_COMMANDS[options.diskFormat]) {
+      if (!findCommand(name)) problems.push(`--disk-image needs ${name} (apt-get install ${debianPackage})`);
+    }
+    if (process.getuid?.() !== 0) problems.push('--disk-image needs root, to unpack the tree with its owners and run GRUB inside it');
   }
   if (options.bundlesDir) {
     for (const b of Object.values(BUNDLES)) {
@@ -104,7 +110,7 @@ export async function checkHost(recipe: Recipe, options: OutputOptions): Promise
     problems.push(`cannot write to ${options.outputDir}: ${(err as Error).message}`);
   }
   if (problems.length) throw new HostError(problems);
-  return { mmdebstrap: mmdebstrap!.replace(/^mmdebstrap\s+/, '') };
+  return { mmdebstrap: mmdebstrap!.replace(/^mmdebstrap\s+/, ''), boot };
 }
 
 /** The files staged for mmdebstrap's hooks to copy into the image. */
@@ -119,10 +125,28 @@ export interface StagedFiles {
   readonly source: string | null;
   /** Where the hook copies the built tree's dpkg status. */
   readonly dpkgStatus: string;
+  /** The files that make the tree boot, for a disk image. */
+  readonly boot: StagedBootFiles | null;
 }
 
-/** Writes the agent, the handler, the unit, image.env and the extra source into `dir`. */
-export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string | null): Promise<StagedFiles> {
+/** The staged files of a bootable tree, and what they were written for. */
+export interface StagedBootFiles {
+  readonly boot: ArchitectureBoot;
+  readonly ids: DiskIds;
+  readonly grubConfig: string;
+  readonly grubEarlyConfig: string;
+  readonly fstab: string;
+  readonly cloudConfig: string;
+}
+
+/** What a bootable image is built with: how its architecture boots, and the disk's identities. */
+export interface BootBuild {
+  readonly boot: ArchitectureBoot;
+  readonly ids: DiskIds;
+}
+
+/** Writes the agent, the handler, the unit, image.env, the extra source and the boot files (for a disk) into `dir`. */
+export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string | null, bootBuild: BootBuild | null = null): Promise<StagedFiles> {
   fs.mkdirSync(dir, { recursive: true });
   const bundles = path.join(dir, 'bundles');
   if (bundlesDir) {
@@ -150,22 +174,39 @@ export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string
     imageEnv: write('image.env', imageEnvFile({ suite: recipe.suite, architecture: recipe.architecture, tasks: imageHandledTasks(recipe) })),
     source: recipe.source ? write('extra.sources', recipe.source) : null,
     dpkgStatus: path.join(dir, 'dpkg-status'),
+    boot: bootBuild && {
+      ...bootBuild,
+      grubConfig: write('grub.cfg', grubConfig(bootBuild.boot, bootBuild.ids)),
+      grubEarlyConfig: write('grub-early.cfg', grubEarlyConfig(bootBuild.ids)),
+      fstab: write('fstab', fstab(bootBuild.ids)),
+      cloudConfig: write('cloud.cfg', cloudInitConfig(recipe.ssh_authorized_keys ?? [])),
+    },
   };
+}
+
+/** The packages the build installs: the recipe's, and for a bootable disk the boot's (with an ssh server when the recipe has keys). */
+export function plannedPackages(recipe: Recipe, boot: ArchitectureBoot | null): PackageNeed[] {
+  const packages = imagePackages(recipe);
+  if (!boot) return packages;
+  const byName = new Map(packages.map((p) => [p.name, p]));
+  for (const name of bootPackages(boot, Boolean(recipe.ssh_authorized_keys))) byName.set(name, { name, neededBy: [...(byName.get(name)?.neededBy ?? []), 'boot'] });
+  return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
 }
 
 /** Where the recipe's extra source goes in the image. */
 export const EXTRA_SOURCE_PATH = '/etc/apt/sources.list.d/tagsched-extra.sources';
 
 /**
- * The mmdebstrap command line (minbase, plus the packages of contents.ts): setup hooks add the
- * extra source and its keys before apt's first update; customize hooks install the agent, its
- * user, unit and settings, enable the unit, and copy the dpkg status out for the manifest.
+ * The mmdebstrap command line (minbase, plus the packages of contents.ts and, for a bootable
+ * disk, boot-files.ts): setup hooks add the extra source and its keys before apt's first update;
+ * customize hooks install the agent, its user, unit and settings, enable the unit, make the tree
+ * bootable when asked, and copy the dpkg status out for the manifest.
  */
 export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: string): string[] {
   const args = [
     '--variant=minbase',
     `--architectures=${recipe.architecture}`,
-    `--include=${imagePackages(recipe)
+    `--include=${plannedPackages(recipe, staged.boot?.boot ?? null)
       .map((p) => p.name)
       .join(',')}`,
   ];
@@ -192,38 +233,42 @@ export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: stri
     const range = `${first}-${first + count - 1}`;
     args.push(`--customize-hook=chroot "$1" usermod --add-subuids ${range} --add-subgids ${range} ${AGENT_USER}`);
   }
-  args.push(`--customize-hook=chroot "$1" systemctl enable ${path.posix.basename(IMAGE_PATHS.unit)}`, `--customize-hook=download /var/lib/dpkg/status ${staged.dpkgStatus}`);
+  args.push(`--customize-hook=chroot "$1" systemctl enable ${path.posix.basename(IMAGE_PATHS.unit)}`);
+  if (staged.boot) args.push(...bootHooks(staged.boot, Boolean(recipe.ssh_authorized_keys)));
+  args.push(`--customize-hook=download /var/lib/dpkg/status ${staged.dpkgStatus}`);
   args.push(recipe.suite, rootfs);
   if (recipe.mirror) args.push(recipe.mirror);
   return args;
 }
 
-/** Runs a command, handing each line of its output to `onLine`; rejects with its last lines when it fails. */
-export function runStreaming(command: string, args: readonly string[], onLine: (line: string) => void): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, [...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const tail: string[] = [];
-    const take = (stream: NodeJS.ReadableStream) => {
-      let rest = '';
-      stream.on('data', (d: Buffer) => {
-        const lines = (rest + d.toString()).split(/\r?\n|\r/);
-        rest = lines.pop() ?? '';
-        for (const line of lines) {
-          if (!line.trim()) continue;
-          tail.push(line);
-          if (tail.length > 30) tail.shift();
-          onLine(line);
-        }
-      });
-    };
-    take(child.stdout!);
-    take(child.stderr!);
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      if (code === 0) resolve();
-      else reject(new Error(`${command} failed (${signal ?? `exit ${code}`}); its last lines:\n${tail.join('\n')}`));
-    });
-  });
+/**
+ * The customize hooks of a bootable tree: its GRUB configuration, fstab and cloud-init settings,
+ * GRUB's BIOS and EFI images made by the tree's own grub-mkimage (so the host needs no GRUB),
+ * systemd-networkd enabled for the DHCP that cloud-init configures, and with an ssh server the
+ * host keys its package made removed: every machine gets its own from cloud-init on first boot.
+ */
+function bootHooks(staged: StagedBootFiles, ssh: boolean): string[] {
+  const { bios, efi } = staged.boot;
+  const dirs = [
+    path.posix.dirname(BOOT_PATHS.grubConfig),
+    BOOT_PATHS.efiDir,
+    path.posix.dirname(BOOT_PATHS.cloudConfig),
+    ...(bios ? [path.posix.dirname(BOOT_PATHS.biosCore)] : []),
+  ];
+  const hooks = [
+    `--customize-hook=mkdir -p ${dirs.map((d) => `"$1${d}"`).join(' ')}`,
+    `--customize-hook=upload ${staged.grubConfig} ${BOOT_PATHS.grubConfig}`,
+    `--customize-hook=upload ${staged.grubEarlyConfig} ${BOOT_PATHS.grubEarlyConfig}`,
+    `--customize-hook=upload ${staged.fstab} ${BOOT_PATHS.fstab}`,
+    `--customize-hook=upload ${staged.cloudConfig} ${BOOT_PATHS.cloudConfig}`,
+  ];
+  if (bios) hooks.push(`--customize-hook=chroot "$1" grub-mkimage ${grubMkimageArgs(bios.target, BOOT_PATHS.biosCore).join(' ')}`);
+  hooks.push(
+    `--customize-hook=chroot "$1" grub-mkimage ${grubMkimageArgs(efi.target, path.posix.join(BOOT_PATHS.efiDir, efi.fileName)).join(' ')}`,
+    '--customize-hook=chroot "$1" systemctl enable systemd-networkd.service',
+  );
+  if (ssh) hooks.push('--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*');
+  return hooks;
 }
 
 /** Size, and sha256, of a written file. */
@@ -231,22 +276,4 @@ export async function describeFile(file: string, relativeTo: string): Promise<Ma
   const hash = crypto.createHash('sha256');
   for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
   return { path: path.relative(relativeTo, file), bytes: fs.statSync(file).size, sha256: hash.digest('hex') };
-}
-
-/** Free room in a disk image beyond its tree: enough for a first boot's logs, apt lists and a build's unpack. */
-const DISK_IMAGE_HEADROOM_MIB = 1024;
-
-/** Makes an ext4 image of the tarball's tree (unpacked with owners, so root only). */
-export async function makeDiskImage(rootfs: string, diskImage: string, scratchDir: string, onLine: (line: string) => void): Promise<void> {
-  const tree = path.join(scratchDir, 'tree');
-  fs.mkdirSync(tree, { recursive: true });
-  try {
-    await runStreaming('tar', ['--extract', '--numeric-owner', '--preserve-permissions', '--file', rootfs, '--directory', tree], onLine);
-    const { stdout } = await run('du', ['--summarize', '--block-size=1M', tree]);
-    const sizeMib = Number(stdout.split(/\s+/)[0]) + DISK_IMAGE_HEADROOM_MIB;
-    fs.rmSync(diskImage, { force: true });
-    await runStreaming(findCommand('mkfs.ext4') ?? 'mkfs.ext4', ['-q', '-L', 'tagsched-root', '-d', tree, diskImage, `${sizeMib}M`], onLine);
-  } finally {
-    fs.rmSync(tree, { recursive: true, force: true });
-  }
 }

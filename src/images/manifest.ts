@@ -1,12 +1,12 @@
 /**
  * An image's manifest (NAME.manifest.json beside the tarball): the recipe it was built from,
  * every package it holds with its version (read from the built tree's dpkg status), the tags a
- * worker booted from it reports, and the files it was written to. Pools and people read it to
- * know what an image is without opening it.
+ * worker booted from it reports, the files it was written to and, for a bootable disk image, how
+ * it boots. Pools and people read it to know what an image is without opening it.
  */
 import { fieldValue, parseDeb822 } from './deb822.js';
 import type { ImageTag, PackageNeed } from './contents.js';
-import { MANIFEST_FORMAT, type Manifest, type ManifestFile } from './manifest-format.js';
+import { MANIFEST_FORMAT, type Manifest, type ManifestBoot, type ManifestFile } from './manifest-format.js';
 import type { Recipe } from './recipe.js';
 
 /** The oldest nodejs the agent runs on (package.json engines). */
@@ -59,9 +59,16 @@ export interface ManifestInput {
   builtWith: { tagsched: string; mmdebstrap: string };
   recipe: Recipe;
   files: { rootfs: ManifestFile; diskImage: ManifestFile | null };
+  boot?: ManifestBoot | null;
   agent: { path: string; sha256: string; handlers: readonly string[]; tasksWithoutHandler: readonly string[] };
   packages: readonly InstalledPackage[];
   tags: readonly ImageTag[];
+}
+
+/** The recipe as the manifest writes it: mutable copies of its lists, and ssh_authorized_keys only when there are some. */
+function recipeJson(recipe: Recipe): Manifest['recipe'] {
+  const { ssh_authorized_keys: keys, ...rest } = recipe;
+  return { ...rest, enable_backends: [...rest.enable_backends], enable_tasks: [...rest.enable_tasks], ...(keys ? { ssh_authorized_keys: [...keys] } : {}) };
 }
 
 /** The manifest of a built image. */
@@ -71,8 +78,9 @@ export function buildManifest(input: ManifestInput): Manifest {
     name: input.name,
     createdAt: input.createdAt.toISOString(),
     builtWith: input.builtWith,
-    recipe: { ...input.recipe, enable_backends: [...input.recipe.enable_backends], enable_tasks: [...input.recipe.enable_tasks] },
+    recipe: recipeJson(input.recipe),
     files: input.files,
+    boot: input.boot ?? null,
     agent: { ...input.agent, handlers: [...input.agent.handlers], tasksWithoutHandler: [...input.agent.tasksWithoutHandler] },
     packages: [...input.packages],
     tags: input.tags.map((t) => ({ ...t })),

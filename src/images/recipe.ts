@@ -1,6 +1,7 @@
 /**
  * A worker image's recipe (DESIGN §12): which Debian suite and architecture, from which mirror,
- * with which extra APT source, and which executor backends and tasks the image enables. Read from
+ * with which extra APT source, which executor backends and tasks the image enables, and the ssh
+ * keys that may log in to a machine booted from its disk image (none: no ssh server). Read from
  * a JSON file and/or flags, checked whole before any work: a bad recipe is a RecipeError that
  * names every field at fault and what to change.
  */
@@ -44,6 +45,8 @@ export interface Recipe {
   readonly source: string | null;
   readonly enable_backends: readonly ImageBackend[];
   readonly enable_tasks: readonly ImageTask[];
+  /** OpenSSH public keys that may log in as root to a machine booted from the disk image; absent when none (then it has no ssh server). */
+  readonly ssh_authorized_keys?: readonly string[];
 }
 
 /** One thing wrong with a recipe: the field, and what to change. */
@@ -61,6 +64,8 @@ export class RecipeError extends Error {
 }
 
 const SUITE = /^[a-z][a-z0-9.-]*$/;
+/** One OpenSSH public key line: its type, the key, and a comment if any; one line. */
+const SSH_PUBLIC_KEY = /^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$/;
 const ARCHITECTURE = /^[a-z0-9][a-z0-9-]*$/;
 
 const list = <T extends string>(values: readonly [T, ...T[]], what: string) =>
@@ -92,6 +97,7 @@ const recipeSchema = z
     source: z.string().min(1, 'expected a deb822 APT source (Types:, URIs:, Suites:, Components:)').nullable().optional(),
     enable_backends: list(IMAGE_BACKENDS, 'backend').default([...DEFAULT_BACKENDS]),
     enable_tasks: list(IMAGE_TASKS, 'task').default([...DEFAULT_TASKS]),
+    ssh_authorized_keys: z.array(z.string().regex(SSH_PUBLIC_KEY, 'expected an OpenSSH public key line such as "ssh-ed25519 AAAAC3Nza… admin@example.org"')).optional(),
   })
   .strict();
 
@@ -137,5 +143,6 @@ export function parseRecipe(input: unknown, hostArchitecture: string): Recipe {
     source: r.source ? parseAptSource(r.source).text : null,
     enable_backends: Object.freeze([...r.enable_backends]),
     enable_tasks: Object.freeze([...r.enable_tasks]),
+    ...(r.ssh_authorized_keys?.length ? { ssh_authorized_keys: Object.freeze([...r.ssh_authorized_keys]) } : {}),
   });
 }

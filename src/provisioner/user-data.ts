@@ -50,7 +50,10 @@ export function parseAgentConfigFile(text: string): Record<string, string> {
 
 /**
  * Cloud-init user data that writes the config file (root only: it holds the activation token) and
- * restarts the agent's unit, so that a unit started before cloud-init wrote the file reads it.
+ * restarts the agent's unit, so that a unit started before cloud-init wrote the file reads it. The
+ * restart does not wait (--no-block): the image's unit is ordered after cloud-init.target, which
+ * waits for cloud-init's final stage, the one that runs this command, so a restart that waited for
+ * the unit would wait for itself and the agent would never start.
  */
 export function cloudInitUserData(agent: AgentBootstrap): string {
   const content = agentConfigFile(agent)
@@ -66,7 +69,7 @@ export function cloudInitUserData(agent: AgentBootstrap): string {
     '    content: |',
     content.trimEnd(),
     'runcmd:',
-    '  - [systemctl, restart, tagsched-worker.service]',
+    '  - [systemctl, --no-block, restart, tagsched-worker.service]',
     '',
   ].join('\n');
 }

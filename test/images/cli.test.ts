@@ -51,4 +51,13 @@ describe('tagsched-image build', () => {
     expect(missing.status).toBe(64);
     expect(missing.stderr).toMatch(/--recipe: cannot read/);
   });
+
+  it('refuses a disk image it cannot boot, and a disk format it does not write, with exit 64', () => {
+    const riscv = image('build', '--architecture', 'riscv64', '--disk-image', '--output', path.join(dir, 'riscv'));
+    expect(riscv.status).toBe(64);
+    expect(riscv.stderr).toContain('--disk-image: no bootable disk is built for riscv64 (only amd64 and arm64)');
+    const vmdk = image('build', '--disk-image', '--disk-format', 'vmdk', '--dry-run');
+    expect(vmdk.status).toBe(64);
+    expect(vmdk.stderr).toMatch(/'vmdk' is invalid\. Allowed choices are raw, qcow2/);
+  });
 });

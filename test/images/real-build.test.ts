@@ -127,10 +127,12 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
 
   it('writes a disk image of the same tree', () => {
     const disk = manifest.files.diskImage!;
-    expect(disk.path).toBe('test-image.ext4');
+    expect(disk.path).toBe('test-image.raw');
     const image = path.join(dir, disk.path);
     expect(fs.statSync(image).size).toBe(disk.bytes);
-    const cat = (file: string) => execFileSync('debugfs', ['-R', `cat ${file}`, image], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    // The root file system of the partitioned disk (e2fsprogs reads it at its offset: FILE?offset=N).
+    const root = `${image}?offset=${manifest.boot!.partitions.find((p) => p.name === 'root')!.offsetBytes}`;
+    const cat = (file: string) => execFileSync('debugfs', ['-R', `cat ${file}`, root], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     expect(cat(IMAGE_PATHS.unit)).toBe(fs.readFileSync(path.join(tree, IMAGE_PATHS.unit), 'utf8'));
     expect(cat('/etc/subuid')).toBe(fs.readFileSync(path.join(tree, 'etc/subuid'), 'utf8'));
   });

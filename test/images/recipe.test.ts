@@ -62,7 +62,7 @@ describe('recipes', () => {
     [
       'an unknown key',
       { suite: 'trixie', enable_task: ['sbuild'] },
-      [{ field: 'enable_task', message: /not a recipe key \(keys: suite, architecture, mirror, source, enable_backends, enable_tasks\)/ }],
+      [{ field: 'enable_task', message: /not a recipe key \(keys: suite, architecture, mirror, source, enable_backends, enable_tasks, ssh_authorized_keys\)/ }],
     ],
     ['an empty source', { source: '' }, [{ field: 'source', message: /deb822 APT source/ }]],
     [

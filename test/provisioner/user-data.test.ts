@@ -18,7 +18,7 @@ describe('agent bootstrap files', () => {
     expect(data).toContain(`path: ${AGENT_CONFIG_PATH}`);
     expect(data).toContain("permissions: '0600'");
     expect(data).toContain(`      TAGSCHED_ACTIVATION_TOKEN=${agent.activationToken}\n`);
-    expect(data).toContain('[systemctl, restart, tagsched-worker.service]');
+    expect(data).toContain('[systemctl, --no-block, restart, tagsched-worker.service]');
   });
 
   it.each([
