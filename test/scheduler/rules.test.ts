@@ -3,7 +3,7 @@
  * workers register and report over GraphQL, requests are submitted over GraphQL, and the answers
  * are read from requestWork, explicit passes, candidateWorkers, diagnosis and provisioningDemand.
  */
-import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
@@ -185,6 +185,20 @@ async function batch(workspace: string, n: number): Promise<string[]> {
   return data.createWorkRequests.requests.map((r: Json) => r.id as string);
 }
 
+/**
+ * Runs `fn` with the process's Date (which the service reads when it keys a submission) set by `at(ms)`
+ * to that many milliseconds after the start; timers run as usual. Real time again afterwards.
+ */
+async function withClock<T>(fn: (at: (ms: number) => void) => Promise<T>): Promise<T> {
+  const start = Date.now();
+  vi.useFakeTimers({ toFake: ['Date'] });
+  try {
+    return await fn((ms) => vi.setSystemTime(start + ms));
+  } finally {
+    vi.useRealTimers();
+  }
+}
+
 describe('fair share: a workspace submitting later is served interleaved with another backlog at equal priority', () => {
   // Workspace A (debian/main) queues a backlog first; B (debian/security) submits later, same priority.
   // With `slots` free slots, how many of B's requests get one, and where in the order.
@@ -196,11 +210,14 @@ describe('fair share: a workspace submitting later is served interleaved with an
   ];
   it.each(cases)('runPass: $name', async ({ backlog, later, slots, bServed }) => {
     await worker('big', { concurrency: slots });
-    const started = Date.now();
-    const a = await batch('debian/main', backlog);
-    const b = await batch('debian/security', later);
-    // The keys are a quantum (1 s) apart: B's first key falls right after A's first when B submits within it.
-    expect(Date.now() - started).toBeLessThan(FAIR_QUANTUM_MS);
+    // The keys are a quantum (1 s) apart: B's first key falls right after A's first when B submits within
+    // it. The submissions' clock is set, so that a slow machine does not move B out of that quantum.
+    const { a, b } = await withClock(async (at) => {
+      at(0);
+      const a = await batch('debian/main', backlog);
+      at(FAIR_QUANTUM_MS / 2);
+      return { a, b: await batch('debian/security', later) };
+    });
     expect(a).toHaveLength(backlog);
     expect(b).toHaveLength(later);
     const assigned = (await t.app.scheduler.runPass()).map((x) => String(x.workRequestId));
@@ -214,10 +231,12 @@ describe('fair share: a workspace submitting later is served interleaved with an
 
   it('requestWork: the second pull gets B’s request, not the rest of A’s backlog', async () => {
     const token = await worker('solo');
-    const started = Date.now();
-    const a = await batch('debian/main', 10);
-    const fromB = await queue(noop({ workspace: 'debian/security' }));
-    expect(Date.now() - started).toBeLessThan(FAIR_QUANTUM_MS);
+    const { a, fromB } = await withClock(async (at) => {
+      at(0);
+      const a = await batch('debian/main', 10);
+      at(FAIR_QUANTUM_MS / 2);
+      return { a, fromB: await queue(noop({ workspace: 'debian/security' })) };
+    });
     const got: string[] = [];
     for (let i = 0; i < 3; i++) {
       got.push((await pull(token))!);
