@@ -79,3 +79,26 @@ export function useTestApp(overrides: Partial<Config> = {}, options: { log?: () 
   });
   return harness;
 }
+
+/**
+ * Starts a second server process's app on the database of `t` (a port of its own, so that it can be
+ * started again under the same server worker names); its caller stops it.
+ */
+export async function startSecondApp(t: TestApp, overrides: Partial<Config>, options: { log?: Logger } = {}): Promise<App> {
+  const config = loadConfig(
+    {},
+    {
+      databaseUrl: t.dbUrl,
+      dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+      adminToken: ADMIN_TOKEN,
+      secretKey: 'test-secret-key',
+      port: 0,
+      host: '127.0.0.1',
+      serverWorkers: 0,
+      ...overrides,
+    },
+  );
+  const app = await buildApp(config, options.log ? { log: options.log } : {});
+  await app.start();
+  return app;
+}

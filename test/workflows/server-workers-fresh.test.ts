@@ -4,14 +4,12 @@
  * still runs server tasks. The window is one second here (a setting, not an hour's sleep); each check
  * waits two windows first. Two processes share one database, and one of them is restarted.
  */
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import type { App } from '../../src/app.js';
+import type { Config } from '../../src/config.js';
 import { tickMsOf } from '../../src/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
-import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
+import { startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 
 const FRESH_MS = 1_000;
@@ -21,24 +19,7 @@ const a = useTestApp(SERVER_WORKERS);
 const B_PORT = 4771;
 let b: App | null = null;
 
-async function startB(): Promise<App> {
-  const app = await buildApp(
-    loadConfig(
-      {},
-      {
-        databaseUrl: a.dbUrl,
-        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-        adminToken: ADMIN_TOKEN,
-        secretKey: 'test-secret-key',
-        port: B_PORT,
-        host: '127.0.0.1',
-        ...SERVER_WORKERS,
-      },
-    ),
-  );
-  await app.start();
-  return app;
-}
+const startB = () => startSecondApp(a, { ...SERVER_WORKERS, port: B_PORT });
 
 beforeAll(async () => {
   await a.app.start();

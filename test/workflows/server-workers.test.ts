@@ -6,13 +6,12 @@
  * server process to show the lease rules taking work from a dead one.
  */
 import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import type { App } from '../../src/app.js';
+import type { Config } from '../../src/config.js';
 import { serverWorkerName } from '../../src/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
-import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
+import { ADMIN_TOKEN, startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 import { captureLog } from '../helpers/log-capture.js';
 
@@ -26,24 +25,7 @@ let b: App | null = null;
 
 async function startB(): Promise<App> {
   logB = captureLog('info');
-  const app = await buildApp(
-    loadConfig(
-      {},
-      {
-        databaseUrl: a.dbUrl,
-        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-        adminToken: ADMIN_TOKEN,
-        secretKey: 'test-secret-key',
-        port: B_PORT,
-        host: '127.0.0.1',
-        serverWorkers: 0,
-        ...SERVER_WORKERS,
-      },
-    ),
-    { log: logB.log },
-  );
-  await app.start();
-  return app;
+  return startSecondApp(a, { ...SERVER_WORKERS, port: B_PORT }, { log: logB.log });
 }
 
 beforeAll(async () => {
