@@ -24,6 +24,7 @@ import { InvalidStateError } from '../errors.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import type { LifecycleRecorder } from '../metrics/recorder.js';
+import { isUnacknowledgedSql } from '../scheduler/rules/active-work.js';
 import { expireLeases } from '../scheduler/storage/leases.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { Viewer } from '../services/identity/auth.js';
@@ -201,7 +202,7 @@ export function createServerWorkers(deps: {
     // Marked disconnected meanwhile (a lease lapsed while the database was out of reach): back now.
     for (const w of back) if (w.reconnected) events.publish('workerChanged', { id: w.id, name: w.name });
     const assigned = await em.execute<{ id: number; worker_id: number }[]>(
-      `select id, worker_id from work_request where worker_id = any(?::int[]) and status = 'ASSIGNED' order by id`,
+      `select r.id, r.worker_id from work_request r where r.worker_id = any(?::int[]) and ${isUnacknowledgedSql('r')} order by r.id`,
       [ids],
     );
     for (const a of assigned)

@@ -1,8 +1,9 @@
 /**
  * A worker's active work and its capacity (DESIGN §3), in their one home: the work a worker holds is
  * its requests that are ASSIGNED or RUNNING, and it has a free slot while it holds fewer than its
- * concurrency. The TypeScript predicates (isActive, freeSlots) and the SQL fragments that say the same
- * (isActiveSql, activeWorkSql, activeByWorkerSql, hasFreeSlotSql) are here, and
+ * concurrency; of that work, the ASSIGNED part waits for the worker's acknowledgement. The TypeScript
+ * predicates (isActive, isUnacknowledged, freeSlots) and the SQL fragments that say the same (isActiveSql,
+ * isUnacknowledgedSql, activeWorkSql, activeByWorkerSql, hasFreeSlotSql) are here, and
  * test/scheduler/rules/active-work.test.ts checks that the two agree. Every count of a worker's work,
  * whoever makes it (the matchers, the API, the status pages, the metrics, the provisioner), is built
  * from these fragments; the partial index `work_request_active_worker` has the same condition.
@@ -20,6 +21,12 @@ export const ACTIVE_STATUSES_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(', 
 
 /** {@link isActive} as a SQL condition on the work_request table under `alias`. */
 export const isActiveSql = (alias: string) => `${alias}.status in (${ACTIVE_STATUSES_SQL})`;
+
+/** Whether a request in this status waits for its worker's acknowledgement (startWorkRequest): assigned, not yet running. */
+export const isUnacknowledged = (status: string): boolean => status === 'ASSIGNED';
+
+/** {@link isUnacknowledged} as a SQL condition on the work_request table under `alias`. */
+export const isUnacknowledgedSql = (alias: string) => `${alias}.status = 'ASSIGNED'`;
 
 /** The number of requests the worker whose id is the SQL expression `workerId` holds, as an int (a scalar subquery; one index probe). */
 export const activeWorkSql = (workerId: string) => `(select count(*)::int from work_request a where a.worker_id = ${workerId} and ${isActiveSql('a')})`;

@@ -11,7 +11,7 @@ import { VALID_TOKEN_SQL } from '../identity/tokens.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
 import type { WorkRequestDeps } from './work-requests.js';
 import { START_SQL } from '../../scheduler/storage/work-transitions.js';
-import { isActiveSql } from '../../scheduler/rules/active-work.js';
+import { isActiveSql, isUnacknowledgedSql } from '../../scheduler/rules/active-work.js';
 import { judgeWorker } from '../../scheduler/storage/quarantine.js';
 import { recordRelease } from '../../scheduler/storage/release-backoffs.js';
 
@@ -35,7 +35,7 @@ export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | 
 export async function stillAssigned(em: EntityManager, id: number, workerId: number, tokenId: number | null): Promise<{ workRequest: WorkRequest | null; tokenValid: boolean }> {
   const [row] = await em.execute<Record<string, unknown>[]>(
     `select r.*, ${tokenId === null ? 'true' : `exists (select 1 from token t where t.id = ? and ${VALID_TOKEN_SQL})`} as token_valid_
-       from work_request r where r.id = ? and r.worker_id = ? and r.status = 'ASSIGNED'`,
+       from work_request r where r.id = ? and r.worker_id = ? and ${isUnacknowledgedSql('r')}`,
     tokenId === null ? [id, workerId] : [tokenId, id, workerId],
   );
   if (!row) return { workRequest: null, tokenValid: true };

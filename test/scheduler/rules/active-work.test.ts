@@ -7,7 +7,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { WORK_REQUEST_STATUSES } from '../../../src/entities/work-request.js';
-import { activeByWorkerSql, activeWorkSql, freeSlots, hasFreeSlotSql, isActive, isActiveSql } from '../../../src/scheduler/rules/active-work.js';
+import {
+  activeByWorkerSql,
+  activeWorkSql,
+  freeSlots,
+  hasFreeSlotSql,
+  isActive,
+  isActiveSql,
+  isUnacknowledged,
+  isUnacknowledgedSql,
+} from '../../../src/scheduler/rules/active-work.js';
 import { useTestApp } from '../../helpers/app.js';
 
 const t = useTestApp();
@@ -40,6 +49,15 @@ describe('active work and capacity in SQL and in TypeScript', () => {
       }),
       { numRuns: 60 },
     );
+  });
+
+  it('isUnacknowledgedSql is true exactly where isUnacknowledged is, for every status', async () => {
+    const rows = await t.sql<{ status: string; sql: boolean }>(
+      `select s as status, ${isUnacknowledgedSql('r')} as sql from unnest(?::text[]) as s, lateral (select s as status) r`,
+      [`{${WORK_REQUEST_STATUSES.join(',')}}`],
+    );
+    expect(rows.map((r) => [r.status, r.sql])).toEqual(WORK_REQUEST_STATUSES.map((s) => [s, isUnacknowledged(s)]));
+    expect(WORK_REQUEST_STATUSES.filter(isUnacknowledged)).toEqual(['ASSIGNED']);
   });
 
   it('isActive holds for ASSIGNED and RUNNING only; freeSlots never goes below 0', () => {
