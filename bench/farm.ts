@@ -10,7 +10,7 @@ import { computeWorkerTags, type ComputedWorkerTags, type PoolSpecifications, ty
 import { TASKS } from '../src/tasks/registry.js';
 import { Random, WeightedChoice } from './prng.js';
 
-/** The tag the exclusive security workers require (DESIGN §2.2). */
+/** The tag the exclusive security workers require (docs/design.md: tags and provenance). */
 export const SECURITY_WORKSPACE_TAG = 'task:workspace:debian:security';
 /** The admin class of big machines; a site rule makes heavy packages require it, and some workspace rules their own big packages. */
 export const LARGE_CLASS_TAG = 'worker:class:large';

@@ -61,7 +61,7 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
   }
 }
 
-const joined = (tags: readonly string[]) => tags.join(' '); // tags never contain whitespace (DESIGN §2.1)
+const joined = (tags: readonly string[]) => tags.join(' '); // tags never contain whitespace (docs/design.md: tags and provenance)
 
 /** Drops and recreates the database, migrates it, and loads the workload into it. */
 export async function loadWorkload(workload: Workload, serverUrl: string, dbName: string, options: { history?: number } = {}): Promise<LoadedDatabase> {

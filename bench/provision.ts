@@ -1,7 +1,7 @@
 /**
  * `npm run bench:provision`: how long a request waits for a machine when its pool has none, with
  * the local provider on this machine: from the request becoming PENDING in an empty pool to its
- * agent starting it (DESIGN §11). A real server process (src/server.ts) on a fresh database runs
+ * agent starting it (docs/design.md: pools and instances). A real server process (src/server.ts) on a fresh database runs
  * the provisioner; each round creates one noop request for an empty local pool, waits until it
  * COMPLETED, then until the instance was stopped again (idle timeout 1 s), so that every round
  * starts from zero. The time is split with the server's own timestamps:

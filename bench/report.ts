@@ -1,6 +1,6 @@
 /**
  * The markdown table of a benchmark run: one column per size, one row per measurement, with the
- * DESIGN §10 target beside the rows that have one, and the old walk's ratios.
+ * docs/design.md: quality bars target beside the rows that have one, and the old walk's ratios.
  */
 import { formatMs } from './progress.js';
 import type { LoadResult, NewResult, OldResult, StageOptions } from './stages.js';

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: the benchmark of the scheduler (DESIGN §10). For each size it runs three child
+ * `npm run bench`: the benchmark of the scheduler (docs/design.md: quality bars). For each size it runs three child
  * processes (load, new scheduler, old walk; see bench/stages.ts) and then prints one markdown
  * table on stdout. Progress goes to stderr.
  *
@@ -171,7 +171,7 @@ async function child(o: Options): Promise<void> {
 }
 
 const program = new Command('bench')
-  .description('Benchmark of the scheduler against the per-pair walk it replaces (DESIGN §10)')
+  .description('Benchmark of the scheduler against the per-pair walk it replaces (docs/design.md: quality bars)')
   .option('--sizes <list>', 'comma-separated WORKERSxREQUESTS', process.env.BENCH_SIZES || DEFAULT_SIZES)
   .option('--quick', 'a small smoke run: 200 workers, 2,000 requests, short budgets', false)
   .option('--calls <n>', 'next-work calls per round', positiveInt, 500)

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:ws`: the WebSocket side of DESIGN §10 on a real server process.
+ * `npm run bench:ws`: the WebSocket side of docs/design.md: quality bars on a real server process.
  *
  *   - create → assignment at a subscribed worker: with 1,000 idle workers connected over graphql-ws
  *     and subscribed to `assignments`, a request is created over HTTP (admin), one at a time, and the

@@ -41,7 +41,7 @@ export interface Config {
   readonly schedulerIntervalMs: number;
   /** How long a triggered pass waits for more triggers to share it, in milliseconds. */
   readonly schedulerDebounceMs: number;
-  /** What one operation may ask for, and what a client may send (DESIGN §15); see `src/limits/`. */
+  /** What one operation may ask for, and what a client may send (docs/design.md: limits and tokens); see `src/limits/`. */
   readonly limits: Limits;
   /** Whether introspection (`__schema`, `__type`) is answered; off in production unless asked for. */
   readonly introspection: boolean;
@@ -89,7 +89,7 @@ export interface Config {
   readonly agentServerUrl: string | null;
 }
 
-/** The bounds of DESIGN §15, each a setting (README, "Limits"). */
+/** The bounds of docs/design.md: limits and tokens, each a setting (README, "Limits"). */
 export interface Limits {
   /** Deepest selection set of an operation. */
   readonly maxDepth: number;

@@ -1,5 +1,5 @@
 /**
- * What this machine is, as the server's WorkerMetadataInput wants it (DESIGN §3 and §8): Debian
+ * What this machine is, as the server's WorkerMetadataInput wants it (docs/design.md: workers and interfaces): Debian
  * architectures, CPUs, memory, free disk, executors and tools. Detection goes through a Probe,
  * so that every rule can be tried in a unit test with a made-up machine.
  */

@@ -1,5 +1,5 @@
 /**
- * tagsched-image: builds a worker image from a recipe (DESIGN §12). `tagsched-image build` takes
+ * tagsched-image: builds a worker image from a recipe (docs/design.md: images). `tagsched-image build` takes
  * the recipe from --recipe FILE and/or flags, checks it and the host before any work, then runs
  * the stages (bundles, mmdebstrap, the bootable disk image's own stages, manifest) with their
  * progress on stderr: a live list on a terminal, one line per stage in CI logs. `--dry-run`

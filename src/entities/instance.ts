@@ -3,7 +3,7 @@ import { WorkerPoolSchema } from './worker-pool.js';
 import { WorkerSchema } from './worker.js';
 
 /**
- * The life of an instance (DESIGN §11): LAUNCHING from the moment it is recorded (before the
+ * The life of an instance (docs/design.md: pools and instances): LAUNCHING from the moment it is recorded (before the
  * provider is asked), RUNNING once its worker connected, STOPPING once it is to go, then TERMINATED;
  * FAILED when its launch failed or it never came up, with the provider's error.
  */

@@ -92,7 +92,7 @@ export const WorkRequestSchema = defineEntity({
       name: 'work_request_required_tags_gin',
       expression: `create index "work_request_required_tags_gin" on "work_request" using gin ("required_tags") with (fastupdate = off) where ${TAG_INDEXED_SQL}`,
     },
-    // The queue order of DESIGN §6, over pending work only.
+    // The queue order of docs/design.md: scheduler, over pending work only.
     {
       name: 'work_request_pending_order',
       expression: `create index "work_request_pending_order" on "work_request" (("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING'`,

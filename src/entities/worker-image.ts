@@ -2,7 +2,7 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { Manifest } from '../images/manifest-format.js';
 
 /**
- * A worker image registered with the service (DESIGN §12): the manifest `tagsched-image build`
+ * A worker image registered with the service (docs/design.md: images): the manifest `tagsched-image build`
  * wrote, checked when registered and never changed afterwards (a new build is a new name), so that
  * the pools naming it keep the tags they were given.
  */

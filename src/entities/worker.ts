@@ -28,7 +28,7 @@ export const WorkerSchema = defineEntity({
     shuttingDown: p.boolean().default(false),
     connectedAt: p.datetime().nullable(),
     lastSeenAt: p.datetime().nullable(),
-    /** When it last reported its dynamic metadata (the server workers: when they started): availability needs a fresh report (DESIGN §3). */
+    /** When it last reported its dynamic metadata (the server workers: when they started): availability needs a fresh report (docs/design.md: workers). */
     metadataReportedAt: p.datetime().nullable(),
     /** Set when its recent results are errors while the same tasks succeed elsewhere (scheduler/storage/quarantine.ts): it gets no work until lifted. */
     quarantinedAt: p.datetime().nullable(),

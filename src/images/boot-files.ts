@@ -1,5 +1,5 @@
 /**
- * What makes an image's tree boot on a cloud machine (DESIGN §18), decided from the architecture
+ * What makes an image's tree boot on a cloud machine (docs/design.md: images), decided from the architecture
  * alone: the packages (the suite's cloud kernel, GRUB's BIOS and EFI images, cloud-init and its
  * partition grower, DHCP, time sync), the boot modes, and the text of the files the build writes
  * into the tree: GRUB's configuration, the fstab, and cloud-init's settings. Pure: the build

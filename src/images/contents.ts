@@ -1,5 +1,5 @@
 /**
- * What an image holds, decided from its recipe alone (DESIGN §12): the Debian packages each
+ * What an image holds, decided from its recipe alone (docs/design.md: images): the Debian packages each
  * backend and task needs, the task handlers the agent is started with, and the tags a worker
  * booted from the image reports. Pure: `--dry-run` prints exactly this, and the build installs it.
  */

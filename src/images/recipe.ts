@@ -1,5 +1,5 @@
 /**
- * A worker image's recipe (DESIGN §12): which Debian suite and architecture, from which mirror,
+ * A worker image's recipe (docs/design.md: images): which Debian suite and architecture, from which mirror,
  * with which extra APT source, which executor backends and tasks the image enables, and the ssh
  * keys that may log in to a machine booted from its disk image (none: no ssh server). Read from
  * a JSON file and/or flags, checked whole before any work: a bad recipe is a RecipeError that
@@ -8,11 +8,11 @@
 import { z } from 'zod';
 import { AptSourceError, parseAptSource } from './apt-source.js';
 
-/** The executor backends an image can enable (DESIGN §12); `auto` is a task's choice, not an image's. */
+/** The executor backends an image can enable (docs/design.md: images); `auto` is a task's choice, not an image's. */
 export const IMAGE_BACKENDS = ['unshare', 'incus-lxc', 'incus-vm', 'qemu'] as const;
 export type ImageBackend = (typeof IMAGE_BACKENDS)[number];
 
-/** The tasks an image can enable (DESIGN §12). */
+/** The tasks an image can enable (docs/design.md: images). */
 export const IMAGE_TASKS = ['autopkgtest', 'sbuild', 'mmdebstrap', 'simplesystemimagebuild', 'debsign', 'sign'] as const;
 export type ImageTask = (typeof IMAGE_TASKS)[number];
 

@@ -5,7 +5,7 @@ import { readCookie, SESSION_COOKIE } from '../status/session.js';
 const WINDOW_SECONDS = 60; // TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE counts in windows of a minute
 
 /**
- * Per-address bounds for callers without a token (DESIGN §15), counted in this process's memory:
+ * Per-address bounds for callers without a token (docs/design.md: limits and tokens), counted in this process's memory:
  * requests per minute (an HTTP request with no token or session cookie, and each operation over an
  * anonymous WebSocket), and anonymous WebSockets open at once. A caller with a token is bounded by the
  * token's own limits and the failure throttle instead. 0 turns either off. Both defaults are far above

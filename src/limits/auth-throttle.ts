@@ -18,7 +18,7 @@ export interface AuthAttempt {
 }
 
 /**
- * Failed authentications per client address (DESIGN §15): an address may fail `failuresPerMinute`
+ * Failed authentications per client address (docs/design.md: limits and tokens): an address may fail `failuresPerMinute`
  * times in a window of a minute; after that its attempts with a token are refused with 429 until the
  * window ends, before the token is even looked up, so guessing costs the guesser time and the database
  * nothing. HTTP and WebSocket share one throttle per process. Anonymous requests (no token) are not

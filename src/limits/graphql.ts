@@ -21,7 +21,7 @@ function naming(setting: string, log: Logger) {
 }
 
 /**
- * The bounds every operation meets before it runs (DESIGN §15), over HTTP and over WebSocket alike
+ * The bounds every operation meets before it runs (docs/design.md: limits and tokens), over HTTP and over WebSocket alike
  * (ws/server.ts runs the same envelop): GraphQL Armor's document limits (tokens while parsing, so a
  * document nested 5,000 deep is cut short before the parser recurses; then depth, aliases and
  * directives at validation), the estimated cost (cost.ts) before execution, and, as settings,

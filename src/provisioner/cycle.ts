@@ -1,5 +1,5 @@
 /**
- * One provisioner cycle (DESIGN §11), run by one server process at a time (provisioner.ts holds the
+ * One provisioner cycle (docs/design.md: pools and instances), run by one server process at a time (provisioner.ts holds the
  * lock): reconcile every pool with its provider (periodic cycles only: lists cost API calls), read
  * the demand, stop the idle workers it lists, ask the providers to stop what is STOPPING, and
  * launch what it says. Every step records in the database before it calls a provider, so that a

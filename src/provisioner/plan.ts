@@ -10,7 +10,7 @@ export interface CyclePlan {
 }
 
 /**
- * The decisions of a cycle are the demand's (DESIGN §11: the provisioner reads the same numbers as
+ * The decisions of a cycle are the demand's (docs/design.md: pools and instances: the provisioner reads the same numbers as
  * `provisioningDemand`): launch what `launch` says, and stop what `stop` lists, but only workers with
  * a live instance record (those made by hand with a pool-wide activation token are left to whoever
  * started them). Whether a worker is still idle is checked again, under its lock, when it is stopped.

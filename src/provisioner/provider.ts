@@ -1,5 +1,5 @@
 /**
- * The contract every pool provider implements (DESIGN §11): start one machine that becomes one
+ * The contract every pool provider implements (docs/design.md: pools and instances): start one machine that becomes one
  * worker, stop one, list what the provider has for a pool. A provider only talks to its cloud or
  * command; deciding what to start or stop, and keeping the books, is not its job.
  */
@@ -46,7 +46,7 @@ export interface ProviderCall {
 }
 
 /**
- * A provider: the three operations of DESIGN §11. `terminate` of an instance already gone succeeds,
+ * A provider: the three operations of docs/design.md: pools and instances. `terminate` of an instance already gone succeeds,
  * and asking again is how a stop is pursued (the local provider forces a stop asked for longer
  * than the grace period ago). `close`, when there is one, runs once as the server process stops.
  */

@@ -1,5 +1,5 @@
 /**
- * The provisioner of one server process (DESIGN §11): it runs a cycle (cycle.ts) when the demand may
+ * The provisioner of one server process (docs/design.md: pools and instances): it runs a cycle (cycle.ts) when the demand may
  * have changed (the events the scheduler hears, debounced) and every TAGSCHED_PROVISIONER_INTERVAL_SECONDS
  * (those cycles also reconcile with every provider's list). Across server processes one cycle runs at
  * a time: a cycle holds a transaction-scoped advisory lock, and a process that cannot take it skips

@@ -1,5 +1,5 @@
 /**
- * Reconciliation (DESIGN §11): a pool's instances as tagsched records them, against its provider's
+ * Reconciliation (docs/design.md: pools and instances): a pool's instances as tagsched records them, against its provider's
  * own list. What the provider lost is TERMINATED and its work re-queued; what the provider has and
  * tagsched does not know is reported and terminated; the instance of a launch that a stopped server
  * never recorded is found by its name; an instance that never came up is FAILED; a stop not done

@@ -2,7 +2,7 @@
  * How a new machine learns where its server is and how to activate: one small file,
  * `/etc/tagsched-worker/config`, in the `KEY=VALUE` form that systemd's `EnvironmentFile=` and the
  * agent's environment both read. Cloud providers carry it in cloud-init user data, which writes it
- * before the agent's unit starts; worker images read only this file (DESIGN §11, §12).
+ * before the agent's unit starts; worker images read only this file (docs/design.md: pools and instances and images).
  */
 
 /** Where the agent's unit in a worker image reads its settings. */

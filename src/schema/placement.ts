@@ -6,7 +6,7 @@ import { QUEUE_RULES, type QueuePosition } from '../scheduler/rules/queue-order.
 import { describedValues } from './enum-values.js';
 
 const HeavyReasonEnum = builder.enumType('HeavyReason', {
-  description: 'Why a work request is heavy work, which goes to the largest free worker (DESIGN §17)',
+  description: 'Why a work request is heavy work, which goes to the largest free worker (docs/design.md: placement quality)',
   values: describedValues<(typeof HEAVY_REASONS)[keyof typeof HEAVY_REASONS]>({
     REQUIRES_LARGE: 'It requires worker:class:large (its size class, often from a task rule)',
     HISTORY: "Its task's average run over the last 30 days is at least TAGSCHED_HEAVY_TASK_SECONDS",

@@ -115,7 +115,7 @@ function workRequestChanges(ctx: Context, closed: Promise<void>, id: number | nu
     (em, e) => em.findOne(WorkRequestSchema, { id: e.id }, { populate: ['workspace', 'workspace.scope'] }),
     async (wr) => {
       if (filter && (wr.workspace.name !== filter.name || wr.workspace.scope.name !== filter.scope)) return false;
-      return viewerSeesWorkRequest(ctx.em, ctx.viewer, wr); // the visibility rules of DESIGN §8, per subscriber
+      return viewerSeesWorkRequest(ctx.em, ctx.viewer, wr); // the visibility rules of docs/design.md: interfaces, per subscriber
     },
   );
 }

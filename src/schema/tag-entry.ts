@@ -4,7 +4,7 @@ import { PROVENANCES, REFUSAL_CODES, TAG_SET_KINDS, type TagEntry, type TagRefus
 
 /** Provenance as a GraphQL enum (WORKER, ADMIN, …). */
 export const ProvenanceEnum = builder.enumType('Provenance', {
-  description: 'Who added a tag; it decides which tags may be added at all (DESIGN §2.3)',
+  description: 'Who added a tag; it decides which tags may be added at all (docs/design.md: tags and provenance)',
   values: describedValues<(typeof PROVENANCES)[number]>(
     {
       worker: "The worker's agent, from the facts it reports (architectures, cpu count, tools)",

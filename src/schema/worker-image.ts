@@ -47,7 +47,7 @@ const ImageFileRef = builder.objectRef<ManifestFile>('ImageFile').implement({
   }),
 });
 
-/** A registered worker image (DESIGN §12): its manifest, as `tagsched-image build` wrote it. */
+/** A registered worker image (docs/design.md: images): its manifest, as `tagsched-image build` wrote it. */
 export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').implement({
   description: 'A registered worker image: what tagsched-image build made, as its manifest says; pools name it in their specifications',
   fields: (t) => ({

@@ -118,7 +118,7 @@ const TaskVersionInput = builder.inputType('TaskVersionInput', {
 });
 
 const WorkerMetadataInput = builder.inputType('WorkerMetadataInput', {
-  description: 'System facts and tags; the server derives tags from the facts (DESIGN §3)',
+  description: 'System facts and tags; the server derives tags from the facts (docs/design.md: workers)',
   fields: (t) => ({
     architectures: t.stringList({ description: 'Debian architectures the machine runs natively (dpkg --print-architecture, arch-test)' }),
     cpuCount: t.int({ description: 'Processors the machine has' }),

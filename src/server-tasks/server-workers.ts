@@ -1,5 +1,5 @@
 /**
- * The built-in server workers of one process (DESIGN §16): worker rows of type `server`, named after
+ * The built-in server workers of one process (docs/design.md: server tasks and workflows): worker rows of type `server`, named after
  * the host and port of the process, that run server tasks in the service itself. They get work the
  * way any worker does (placement, passes, `requestWork`: assigned atomically, leased, retried), report
  * the tasks they have runners for, and are connected while the process runs: they heartbeat, and are

@@ -1,5 +1,5 @@
 /**
- * The status pages (DESIGN §14): server-rendered HTML under `/-/status/` (and the overview at `/`),
+ * The status pages (docs/design.md: operating): server-rendered HTML under `/-/status/` (and the overview at `/`),
  * one stylesheet, no JavaScript. Each request: its viewer (session.ts), its route, its page; a page
  * that cannot be served is a 4xx page (request.ts: StatusError), never a 500.
  */

@@ -1,5 +1,5 @@
 /**
- * Boolean tag expressions of workspace task rules (DESIGN §5): `and`, `or`, `not`, parentheses,
+ * Boolean tag expressions of workspace task rules (docs/design.md: work requests): `and`, `or`, `not`, parentheses,
  * and tags as atoms, with `not` binding tighter than `and`, and `and` tighter than `or`.
  *
  * An atom is true when the set holds it under the match rule: the identical string, or, for

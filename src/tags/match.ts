@@ -1,5 +1,5 @@
 /**
- * The reference match predicate of DESIGN §2.2: a work request runs on a worker iff each side
+ * The reference match predicate of docs/design.md: tags and provenance: a work request runs on a worker iff each side
  * provides what the other requires. The scheduler decides in bulk elsewhere; this is the rule its
  * answers must agree with, and the one that names the missing tags in a diagnosis.
  *

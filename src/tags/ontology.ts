@@ -1,5 +1,5 @@
 /**
- * The tag ontologies of DESIGN §2.3 (from seeds/002) as data: which provenances may contribute a
+ * The tag ontologies of docs/design.md: tags and provenance (from seeds/002) as data: which provenances may contribute a
  * tag, decided by the longest matching prefix so that a narrow rule overrides a broad one.
  *
  * Custom tags (anything no entry matches, e.g. `site:gpu` or `worker:bogomips=…`) may come from

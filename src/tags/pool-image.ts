@@ -1,5 +1,5 @@
 /**
- * What a worker image provides (DESIGN §11, §12), as tags: until images exist, a pool's
+ * What a worker image provides (docs/design.md: pools and instances and images), as tags: until images exist, a pool's
  * specifications say what its image holds (`architectures`, `enableBackends`, `enableTasks`) and
  * what its agents run (`handlers`, local pools). A pool made for sbuild then needs no tag added by
  * hand: its template provides what an sbuild request requires.

@@ -1,5 +1,5 @@
 /**
- * Who may add which tag to which set (DESIGN §2.3). Three checks run in order, and the first
+ * Who may add which tag to which set (docs/design.md: tags and provenance). Three checks run in order, and the first
  * that says no gives the reason: the set's provenances, then (provided sets only) the tag's
  * ontology, then (users providing task tags) the prefixes the workspace grants its members.
  */
@@ -10,7 +10,7 @@ import type { ParsedTag } from './syntax.js';
 import { REFUSAL_CODES } from './types.js';
 import type { Provenance, RefusalCode, TagSetKind, TagSide } from './types.js';
 
-/** The provenances allowed to add to each set, as in the table of DESIGN §2.3. */
+/** The provenances allowed to add to each set, as in the table of docs/design.md: tags and provenance. */
 export const SET_PROVENANCES: Readonly<Record<TagSetKind, readonly Provenance[]>> = {
   'worker-provided': ['worker', 'admin', 'system'],
   'worker-required': ['admin'],

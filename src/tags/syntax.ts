@@ -1,5 +1,5 @@
 /**
- * The syntax of one tag (DESIGN §2.1): a name of safe characters, optionally followed by a value
+ * The syntax of one tag (docs/design.md: tags and provenance): a name of safe characters, optionally followed by a value
  * `=N` on the provided side or a minimum `>=N` on the required side. Matching is by exact,
  * case-sensitive string equality, so nothing here normalises a tag: it is accepted or refused.
  */

@@ -3,11 +3,11 @@
  * Pure types and constants; every other module of `tags/` and `tasks/` speaks in these.
  */
 
-/** Who contributed a tag to a set (DESIGN §2.3). */
+/** Who contributed a tag to a set (docs/design.md: tags and provenance). */
 export const PROVENANCES = ['worker', 'admin', 'system', 'user', 'workspace'] as const;
 export type Provenance = (typeof PROVENANCES)[number];
 
-/** The four tag sets of DESIGN §2.2. */
+/** The four tag sets of docs/design.md: tags and provenance. */
 export const TAG_SET_KINDS = ['worker-provided', 'worker-required', 'task-provided', 'task-required'] as const;
 export type TagSetKind = (typeof TAG_SET_KINDS)[number];
 
@@ -23,7 +23,7 @@ export interface TagEntry {
 
 /** Stable codes for every reason a tag is refused; reasons are data, not prose (STYLE habit 3). */
 export const REFUSAL_CODES = {
-  /** The tag does not follow the syntax of DESIGN §2.1. */
+  /** The tag does not follow the syntax of docs/design.md: tags and provenance. */
   INVALID_SYNTAX: 'INVALID_SYNTAX',
   /** The set does not accept contributions of this provenance at all (e.g. a worker adding a required tag). */
   PROVENANCE_NOT_ALLOWED_FOR_SET: 'PROVENANCE_NOT_ALLOWED_FOR_SET',

@@ -1,6 +1,6 @@
 /**
- * Derives a worker's provided and required tag sets (DESIGN §3) and a pool's template sets
- * (DESIGN §4) from the type, the pool, and the static (admin) and dynamic (worker) metadata.
+ * Derives a worker's provided and required tag sets (docs/design.md: workers) and a pool's template sets
+ * (docs/design.md: worker pools) from the type, the pool, and the static (admin) and dynamic (worker) metadata.
  *
  * Metadata is untrusted JSON: nothing in it makes these functions throw. A value of the wrong
  * shape is skipped and recorded as a refusal naming its key, and a tag the provenance rules

@@ -1,5 +1,5 @@
 /**
- * The analysis of one work request, from its input to its two frozen tag sets (DESIGN §5):
+ * The analysis of one work request, from its input to its two frozen tag sets (docs/design.md: work requests):
  * validate, add the system tags, the task's own tags, the user's tags, then the task rules.
  * All-or-nothing: any error a client or an admin must fix fails the whole analysis, so that a
  * request never becomes schedulable half-tagged; only rule tags refused by provenance are dropped.

@@ -1,6 +1,6 @@
 /**
  * The taskData fields and tag derivations that several tasks share, kept in one place so that
- * every executor task picks its architecture the same way (DESIGN §5).
+ * every executor task picks its architecture the same way (docs/design.md: work requests).
  */
 import { z } from 'zod';
 import { EXECUTOR_BACKENDS } from './types.js';

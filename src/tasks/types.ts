@@ -4,7 +4,7 @@
  */
 import type { z } from 'zod';
 
-/** The kinds of task, as stored on a work request (DESIGN §5). */
+/** The kinds of task, as stored on a work request (docs/design.md: work requests). */
 export const TASK_TYPES = ['worker', 'server', 'signing', 'internal', 'workflow'] as const;
 /** One of {@link TASK_TYPES}. */
 export type TaskType = (typeof TASK_TYPES)[number];

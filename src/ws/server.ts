@@ -35,7 +35,7 @@ const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: stri
   request.socket?.remoteAddress ?? (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ?? 'unknown';
 
 /**
- * The graphql-ws server on the HTTP server's GraphQL path (DESIGN §8, §15): a connection
+ * The graphql-ws server on the HTTP server's GraphQL path (docs/design.md: interfaces and limits and tokens): a connection
  * authenticates once (throttled like HTTP), counts against its token's connections, is closed when
  * its token is revoked (in any process: `tokensRevoked`) or expires, and runs each operation through
  * yoga's envelop (the same parse, validation and cost limits as HTTP). Messages are bounded

@@ -39,7 +39,7 @@ const listIds = async (token: string | null, filter: Record<string, unknown> = {
 };
 const labels = (names: string[]) => names.map((n) => wr[n]).sort();
 
-describe('work request visibility (DESIGN §8)', () => {
+describe('work request visibility (docs/design.md: interfaces)', () => {
   it.each([
     ['admin', 'admin', ['public', 'private', 'secret', 'secretAssigned']],
     ['a member of the private workspace', 'alice', ['public', 'private']],

@@ -1,5 +1,5 @@
 /**
- * The diagnosis names every placement rule when it decides (DESIGN §17): which free worker a pending
+ * The diagnosis names every placement rule when it decides (docs/design.md: placement quality): which free worker a pending
  * request would go to and the rule that put it first, whether it is heavy work and why, and where it
  * stands in the queue of its class, split by the rule that puts the others ahead. Through GraphQL on
  * the real database, and checked against what a pass then does.

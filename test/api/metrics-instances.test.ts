@@ -1,5 +1,5 @@
 /**
- * The instances gauge of /metrics (DESIGN §14): live instances by pool and state, a zero for each
+ * The instances gauge of /metrics (docs/design.md: operating): live instances by pool and state, a zero for each
  * pool and live state with none, finished instances left out; labels bounded by the pools' names.
  */
 import { getMetricsFromIterator, type PromData } from 'prom2javascript';

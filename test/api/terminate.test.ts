@@ -1,5 +1,5 @@
 /**
- * terminateWorker (DESIGN §11): a terminated pool worker is INACTIVE at once: hidden, no capacity, no
+ * terminateWorker (docs/design.md: pools and instances): a terminated pool worker is INACTIVE at once: hidden, no capacity, no
  * new work, its tokens refused; work it had not started goes back to PENDING untouched, running work
  * is re-queued as a retry (or ABORTED past the maximum); the changes are published after the commit.
  */

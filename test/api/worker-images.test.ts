@@ -1,5 +1,5 @@
 /**
- * Worker images through the API (DESIGN §11, §12): registering a manifest, the typed refusals of a
+ * Worker images through the API (docs/design.md: pools and instances and images): registering a manifest, the typed refusals of a
  * bad one (nothing written), and a pool that names an image taking its template tags from it, which
  * demand and diagnosis then use.
  */

@@ -421,7 +421,7 @@ export async function settled(fleet: Fleet, ids?: readonly string[], timeoutMs =
 }
 
 /**
- * The promise of DESIGN §10: each request ran to completion exactly once (one finished execution,
+ * The promise of docs/design.md: quality bars: each request ran to completion exactly once (one finished execution,
  * by the worker the server recorded, and COMPLETED SUCCESS), or it is ABORTED with a reason and no
  * execution finished. An execution that started and never finished is allowed only on an agent
  * the test killed (`killed`), and its process must be gone.

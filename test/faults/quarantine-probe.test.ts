@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { settled, states, until, useFleet, type Agent, type Server } from './harness.js';
 
-// Quarantine probes (DESIGN §17, src/services/work/quarantine-probes.ts) with real agents over real
+// Quarantine probes (docs/design.md: placement quality, src/services/work/quarantine-probes.ts) with real agents over real
 // WebSockets: an agent whose handler exits 3 (ERROR) while another agent runs the same noop with
 // SUCCESS is quarantined; the server then gives it, once per TAGSCHED_QUARANTINE_PROBE_SECONDS, a
 // noop work request marked as a probe, which the agent receives on its assignments subscription like

@@ -1,5 +1,5 @@
 /**
- * A worker image that boots (DESIGN §18), proven in a real virtual machine: `tagsched-image build
+ * A worker image that boots (docs/design.md: images), proven in a real virtual machine: `tagsched-image build
  * --disk-image --disk-format qcow2` makes the disk, then QEMU boots it twice, from BIOS (SeaBIOS)
  * and from UEFI (OVMF), each time on a fresh overlay bigger than the image with a NoCloud seed
  * holding the user data the provisioner sends (src/provisioner/user-data.ts), the guest able to

@@ -12,7 +12,7 @@ const recipe = (over: Record<string, unknown>, arch = 'amd64'): Recipe => parseR
 const names = (r: Recipe) => imagePackages(r).map((p) => p.name);
 const tags = (r: Recipe) => imageTags(r).map((t) => t.tag);
 
-describe('packages of an image (DESIGN §12)', () => {
+describe('packages of an image (docs/design.md: images)', () => {
   it('always has the agent runtime and arch-test, and nothing else for an empty recipe', () => {
     expect(names(recipe({}))).toEqual(BASE);
   });

@@ -1,5 +1,5 @@
 /**
- * A real worker image, end to end (DESIGN §12): `tagsched-image build` runs mmdebstrap against
+ * A real worker image, end to end (docs/design.md: images): `tagsched-image build` runs mmdebstrap against
  * Debian's archive for a minimal image (unshare backend, sbuild task); its manifest is checked
  * against the built tree; then the agent's unit runs inside that tree, under the image's own
  * node, as its own user, with only a server URL and an activation token in

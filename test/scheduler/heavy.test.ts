@@ -1,5 +1,5 @@
 /**
- * Heavy work by the task's history (DESIGN §17): a request whose task ran at least
+ * Heavy work by the task's history (docs/design.md: placement quality): a request whose task ran at least
  * TAGSCHED_HEAVY_TASK_SECONDS on average over the last 30 days goes to the largest free worker, as one
  * that requires worker:class:large does; other work to the smallest. Through GraphQL on the real
  * database: the placement of a new request, and passes.
@@ -67,7 +67,7 @@ beforeEach(async () => {
   await machine('small', 4, 8);
 });
 
-describe('heavy work by the task history (DESIGN §17)', () => {
+describe('heavy work by the task history (docs/design.md: placement quality)', () => {
   it('on submission: a task that ran for two hours on average goes to the largest free worker, one that ran a minute to the smallest', async () => {
     await ran('sbuild', 7200);
     await ran('noop', 60);

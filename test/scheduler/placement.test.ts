@@ -1,5 +1,5 @@
 /**
- * Placement rules beside the tag match (DESIGN §3, §17), through GraphQL and the scheduler on the
+ * Placement rules beside the tag match (docs/design.md: workers and placement quality), through GraphQL and the scheduler on the
  * real database: a worker without a fresh metadata report gets no work, and a request a worker
  * released is not offered to that worker again during the release backoff, and a worker whose last
  * results are errors while the same task succeeds elsewhere is quarantined, each shown in the
@@ -52,7 +52,7 @@ async function noop(workspace: string): Promise<string> {
 const statusOf = async (name: string) => (await t.gql(`query($n: String!) { worker(name: $n) { status } }`, { n: name })).data!.worker.status as string;
 const diagnosisOf = async (id: string) => (await t.gql(DIAGNOSIS, { id })).data!.workRequest;
 
-describe('metadata freshness (DESIGN §3)', () => {
+describe('metadata freshness (docs/design.md: workers)', () => {
   it('a connected worker that never reported its metadata gets no work, is STALE, and gets work once it reports', async () => {
     await t.gql(`mutation { createWorkspace(input: { name: "fresh/main" }) { __typename } }`);
     const token = await register('fresh-1');
@@ -79,7 +79,7 @@ describe('metadata freshness (DESIGN §3)', () => {
   });
 });
 
-describe('release backoff (DESIGN §17)', () => {
+describe('release backoff (docs/design.md: placement quality)', () => {
   it('a released request is not offered to the worker that released it, by a pull or a pass, while another takes it; diagnosis says so', async () => {
     await t.gql(`mutation { createWorkspace(input: { name: "release/main" }) { __typename } }`);
     const a = await register('rel-a');
@@ -132,7 +132,7 @@ const only = (names: string[]) => t.sql(`update worker set enabled = (name = any
 const quarantineOf = async (name: string) =>
   (await t.gql(`query($n: String!) { worker(name: $n) { status quarantineReason } }`, { n: name })).data!.worker as { status: string; quarantineReason: string | null };
 
-describe('quarantine (DESIGN §17)', () => {
+describe('quarantine (docs/design.md: placement quality)', () => {
   let a = '';
   it('is entered after the last N results are ERROR while the task succeeded elsewhere meanwhile, keeps work away, shows why, and an admin lifts it', async () => {
     await t.gql(`mutation { createWorkspace(input: { name: "quar/main" }) { __typename } }`);

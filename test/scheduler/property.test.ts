@@ -2,8 +2,8 @@
  * The bulk scheduler agrees with the reference predicate `matchTags` of the tag engine: on random
  * tag universes, workers, pools and work requests, every bulk answer (class decisions, candidates,
  * the next request of each worker, a full pass, the provisioning demand) equals what a per-pair walk
- * with `matchTags`, the availability rule of DESIGN §3 (fresh reports, quarantine), the release
- * backoffs of DESIGN §17 and its placement preference (heavy work by size class or task history) say. Most cases run on the pure layer;
+ * with `matchTags`, the availability rule of docs/design.md: workers (fresh reports, quarantine), the release
+ * backoffs of docs/design.md: placement quality and its placement preference (heavy work by size class or task history) say. Most cases run on the pure layer;
  * a few hundred on the real database, through the scheduler functions and GraphQL.
  */
 import fc from 'fast-check';
@@ -93,7 +93,7 @@ const workerArb = (u: Universe) =>
     quarantined: weighted(0.08),
     // A worker of the world's first pool, when it has one (its tags are its own here, not the pool's).
     pooled: weighted(0.3),
-    // Its size (DESIGN §17: heavy work on the largest, other work on the smallest that fits).
+    // Its size (docs/design.md: placement quality: heavy work on the largest, other work on the smallest that fits).
     cpus: fc.constantFrom(undefined, 2, 8, 32),
     memoryGib: fc.constantFrom(undefined, 4, 64),
     large: weighted(0.3),
@@ -170,7 +170,7 @@ function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; p
   };
 }
 
-// ---- The reference: DESIGN §2.2 pair by pair, with matchTags.
+// ---- The reference: docs/design.md: tags and provenance pair by pair, with matchTags.
 
 type Tagged = { readonly providedTags: readonly string[]; readonly requiredTags: readonly string[] };
 
@@ -208,7 +208,7 @@ const historyOf = (world: World): TaskHistory => ({
     world.requests.flatMap((r, i) => (r.historySeconds === undefined ? [] : [[taskKey('worker', `r${String(i).padStart(2, '0')}`), r.historySeconds] as const])),
   ),
 });
-/** DESIGN §17: heavy work requires worker:class:large, or its task's recent average run reaches the threshold. */
+/** docs/design.md: placement quality: heavy work requires worker:class:large, or its task's recent average run reaches the threshold. */
 const refHeavy = (r: RequestRow, history: TaskHistory) =>
   r.requiredTags.includes('worker:class:large') || (history.averageSeconds.get(taskKey('worker', r.key)) ?? 0) >= history.thresholdSeconds;
 
@@ -225,7 +225,7 @@ interface Placed {
 const placed = (w: WorkerRow): Placed => ({ pooled: !!w.pool, providedTags: w.providedTags });
 
 /**
- * Whether placement must offer a request to worker x before worker w (DESIGN §17): static workers
+ * Whether placement must offer a request to worker x before worker w (docs/design.md: placement quality): static workers
  * before pool workers; then, among equals, the larger for heavy work (refHeavy) and the smaller for
  * the rest.
  */
@@ -236,7 +236,7 @@ function refPrefers(heavy: boolean, x: Placed, w: Placed): boolean {
   return heavy ? bySize > 0 : bySize < 0;
 }
 
-/** Pairs "request id:worker name" that a release backoff keeps apart (DESIGN §17). */
+/** Pairs "request id:worker name" that a release backoff keeps apart (docs/design.md: placement quality). */
 type BackedOffPairs = ReadonlySet<string>;
 const offered = (r: QueuedRequest, w: WorkerRow, backedOff: BackedOffPairs) => matches(r, w) && !backedOff.has(`${r.id}:${w.name}`);
 

@@ -1,5 +1,5 @@
 /**
- * Atomic assignment under real concurrency (DESIGN §6): two server processes on one database, 100
+ * Atomic assignment under real concurrency (docs/design.md: scheduler): two server processes on one database, 100
  * workers of concurrency 2 pulling at once through both, over 1,000 pending requests. A request is
  * assigned at most once, a worker never holds more than its concurrency, nothing is lost, and in the
  * end every request ran exactly once. Scheduling passes of both processes join one of the rounds.

@@ -1,5 +1,5 @@
 /**
- * The scheduling rules of DESIGN §2.2, §6 and §7, one table per rule, through the public surface:
+ * The scheduling rules of docs/design.md: tags and provenance, scheduler and provisioning demand, one table per rule, through the public surface:
  * workers register and report over GraphQL, requests are submitted over GraphQL, and the answers
  * are read from requestWork, explicit passes, candidateWorkers, diagnosis and provisioningDemand.
  */

@@ -3,7 +3,7 @@ import { purgeIdempotencyKeys } from '../../src/services/work/idempotency.js';
 import { useTestApp } from '../helpers/app.js';
 import { createUser, createWorkspace, ERROR_FIELDS, snapshot } from '../helpers/fixtures.js';
 
-// DESIGN §15: a create mutation takes an optional idempotency key; a retried create answers the first.
+// docs/design.md: limits and tokens: a create mutation takes an optional idempotency key; a retried create answers the first.
 const t = useTestApp();
 
 const CREATE = `mutation($i: CreateWorkRequestInput!, $k: String) { createWorkRequest(input: $i, idempotencyKey: $k) { __typename ... on WorkRequest { id priorityBase } ${ERROR_FIELDS} } }`;

@@ -12,7 +12,7 @@ import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
-// DESIGN §15: every operation is bounded before it runs, over HTTP and over WebSocket, with an error
+// docs/design.md: limits and tokens: every operation is bounded before it runs, over HTTP and over WebSocket, with an error
 // naming the limit, while a plain query from another client still answers. This app has low limits
 // where a test needs to reach them; `defaults` is a second server on the same database with none changed.
 const t = useTestApp({

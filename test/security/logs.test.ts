@@ -3,7 +3,7 @@ import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS } from '../helpers/fixtures.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';
 
-// DESIGN §15: logs never carry SQL parameters, secrets or unbounded client strings; client mistakes
+// docs/design.md: limits and tokens: logs never carry SQL parameters, secrets or unbounded client strings; client mistakes
 // are logged below error level. The service's real logger, captured, behind the real app.
 const capture = captureLog('info');
 const t = useTestApp({}, { log: () => capture.log });

@@ -9,7 +9,7 @@ import { ERROR_FIELDS } from '../helpers/fixtures.js';
 import { httpGql, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
-// DESIGN §15: tokens can be revoked and rotated and may expire; a revoked or disabled token's open
+// docs/design.md: limits and tokens: tokens can be revoked and rotated and may expire; a revoked or disabled token's open
 // WebSocket is closed and no event reaches it after; TAGSCHED_ADMIN_TOKEN must be long, and a new
 // value revokes the old. Through HTTP and WebSocket, against the real app and a second real server
 // process on the same database.

@@ -86,7 +86,7 @@ describe('ontologyOf', () => {
   });
 });
 
-describe('the set table of DESIGN §2.3', () => {
+describe('the set table of docs/design.md: tags and provenance', () => {
   it('is exactly the design table', () => {
     expect(SET_PROVENANCES).toEqual({
       'worker-provided': ['worker', 'admin', 'system'],

@@ -1,5 +1,5 @@
 /**
- * What the server runs itself (DESIGN §16), through the public API of one app on PostgreSQL, workers
+ * What the server runs itself (docs/design.md: server tasks and workflows), through the public API of one app on PostgreSQL, workers
  * pulling with requestWork: synchronization points, workflow expansion, the combined result, abort,
  * and the guarantees under concurrency (one expansion, publish after commit).
  * test/workflows/pipeline.test.ts runs the same with real agents over WebSockets.

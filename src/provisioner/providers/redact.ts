@@ -1,5 +1,5 @@
 /**
- * The provider account must not reach a log line, an error message or an answer (DESIGN §11). What
+ * The provider account must not reach a log line, an error message or an answer (docs/design.md: pools and instances). What
  * a cloud or a command says back is not ours to trust, so every text a provider surfaces (an API's
  * error message, a command's stderr) goes through the redactor of the call's account first.
  */

@@ -5,7 +5,7 @@ import { MatchKeys } from './match-keys.js';
 /**
  * The task classes, cached in the process (they never change once created), and the eligible
  * classes of each worker match key (match-keys.ts), computed once per key and extended as new
- * classes appear: the class × class decisions of DESIGN §6, so the hot path does no tag matching
+ * classes appear: the class × class decisions of docs/design.md: scheduler, so the hot path does no tag matching
  * at all. Keys ignore what no class requires (exact disk sizes, cpu counts), so there are few of them.
  */
 export class ClassCache {

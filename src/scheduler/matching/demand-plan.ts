@@ -1,5 +1,5 @@
 /**
- * Demand (DESIGN §7, §11) planned in memory, from what storage/demand.ts read: which pending work
+ * Demand (docs/design.md: provisioning demand and pools and instances) planned in memory, from what storage/demand.ts read: which pending work
  * idle slots serve, what is left to each pool and how many instances it launches or stops, and what
  * no worker and no pool could ever run. Table-tested without a database
  * (test/scheduler/matching/demand-plan.test.ts).
@@ -14,7 +14,7 @@ import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
 
-/** Seconds a task is assumed to take when its history has none (DESIGN §7). */
+/** Seconds a task is assumed to take when its history has none (docs/design.md: provisioning demand). */
 export const DEFAULT_TASK_SECONDS = 600;
 
 /** Why a pool launches fewer instances than it needs. */

@@ -53,7 +53,7 @@ export interface BackedOff {
   readonly until: Date;
 }
 
-/** Which free worker a pending request would go to, and the rules that decide it (DESIGN §17, preference.ts). */
+/** Which free worker a pending request would go to, and the rules that decide it (docs/design.md: placement quality, preference.ts). */
 export interface PlacementView {
   readonly heavy: boolean;
   readonly heavyReason: HeavyReason | null;

@@ -66,7 +66,7 @@ export class MatchKeys {
   /** What one provided tag adds to a key: itself when required, a valued one the highest minimum it reaches. */
   private partOf(tag: string): string | null {
     if (this.plain.has(tag)) return tag;
-    const i = tag.indexOf('='); // only valued provided tags hold one (DESIGN §2.1)
+    const i = tag.indexOf('='); // only valued provided tags hold one (docs/design.md: tags and provenance)
     const minima = i < 0 ? undefined : this.minima.get(tag.slice(0, i));
     if (!minima) return null;
     const value = Number(tag.slice(i + 1));

@@ -1,5 +1,5 @@
 /**
- * A worker's active work and its capacity (DESIGN §3), in their one home: the work a worker holds is
+ * A worker's active work and its capacity (docs/design.md: workers), in their one home: the work a worker holds is
  * its requests that are ASSIGNED or RUNNING, and it has a free slot while it holds fewer than its
  * concurrency; of that work, the ASSIGNED part waits for the worker's acknowledgement. The TypeScript
  * predicates (isActive, isUnacknowledged, freeSlots) and the SQL fragments that say the same (isActiveSql,

@@ -1,5 +1,5 @@
 /**
- * "May this worker get work?" (DESIGN §3), in its one home: the TypeScript predicate
+ * "May this worker get work?" (docs/design.md: workers), in its one home: the TypeScript predicate
  * (unavailableReason, with the reason as data), the SQL fragment that says the same in a WHERE
  * clause (availableSql), the columns both read (availabilityColumns) and the mapping from those
  * columns to the facts (factsOfRow). The worker status shown in the API is derived from the reason
@@ -21,7 +21,7 @@ export interface AvailabilityFacts {
   readonly shuttingDown: boolean;
   readonly terminated: boolean;
   readonly connected: boolean;
-  /** When it last reported its metadata; a heartbeat or a pull does not count (DESIGN §3). */
+  /** When it last reported its metadata; a heartbeat or a pull does not count (docs/design.md: workers). */
   readonly reportedMs: number | null;
   readonly quarantined: boolean;
 }

@@ -1,5 +1,5 @@
 /**
- * The fit of a task class to a worker (DESIGN §2.2), in its one home: each side provides what the
+ * The fit of a task class to a worker (docs/design.md: tags and provenance), in its one home: each side provides what the
  * other requires, a required `NAME>=N` met by a provided `NAME=V` with V >= N (tags/match.ts, the pure
  * tag matcher, decides each tag). At class level a request's provided side is its significant tags
  * (storage/classes.ts). The TypeScript predicate (classFits, fitsOf for many classes) and what is
@@ -27,7 +27,7 @@ export interface WorkerTags {
 /** The worker type that never gets work, whatever it provides. */
 export const NOT_ASSIGNABLE_TYPE = 'not-assignable';
 
-/** The DESIGN §2.2 rule at class level: the class's requirements ⊆ worker's provided, and the worker's requirements ⊆ the class's significant provided tags. */
+/** The docs/design.md: tags and provenance rule at class level: the class's requirements ⊆ worker's provided, and the worker's requirements ⊆ the class's significant provided tags. */
 export function classFits(c: TaskClassRow, w: WorkerTags): boolean {
   if (w.type === NOT_ASSIGNABLE_TYPE) return false;
   return matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags }).ok;

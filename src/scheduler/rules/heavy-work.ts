@@ -1,5 +1,5 @@
 /**
- * Whether a work request is heavy work (DESIGN §17), and why: the one home of the rule, used by the
+ * Whether a work request is heavy work (docs/design.md: placement quality), and why: the one home of the rule, used by the
  * pass, the placement of a new request and the diagnosis. Heavy work goes to the largest free worker
  * that fits; other work to the smallest, so that large workers stay free for heavy work.
  */

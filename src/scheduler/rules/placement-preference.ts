@@ -1,5 +1,5 @@
 /**
- * Which free worker gets a request (DESIGN §17): an order of preference among the feasible free
+ * Which free worker gets a request (docs/design.md: placement quality): an order of preference among the feasible free
  * workers, never a filter. The rules are data, applied in order until one tells two workers apart,
  * so that the pass, the placement of a new request and the diagnosis (which names the rule that
  * decided) share one definition. The first and the last rule (static before pool, the oldest) are

@@ -1,5 +1,5 @@
 /**
- * Quarantine (DESIGN §17), the rule: a worker whose last `afterErrors` results are all ERROR, while one
+ * Quarantine (docs/design.md: placement quality), the rule: a worker whose last `afterErrors` results are all ERROR, while one
  * of those same tasks has succeeded on another worker since the first of those errors, is taken out of
  * the farm (rules/availability.ts: QUARANTINED) so that it stops eating the queue; a SUCCESS of its own
  * lifts it. The decisions are pure here; storage/quarantine.ts reads the results and writes the

@@ -1,5 +1,5 @@
 /**
- * The queue order of DESIGN §6 with fair share between workspaces (DESIGN §17), in its one home: the
+ * The queue order of docs/design.md: scheduler with fair share between workspaces (docs/design.md: placement quality), in its one home: the
  * SQL every queue query orders by (queueOrderSql, headsOrderSql), the comparison of two requests in
  * SQL (aheadInQueueSql) and in TypeScript (queueBefore, queueRuleBetween), and the reasons one
  * request is ahead of another (QUEUE_RULES). test/scheduler/rules/queue-order.test.ts checks that the
@@ -60,7 +60,7 @@ export function queueBefore(a: QueueKey, b: QueueKey): boolean {
   return a.id < b.id;
 }
 
-/** Why a pending request of the same class is ahead of another in the queue (DESIGN §6, §17), as data. */
+/** Why a pending request of the same class is ahead of another in the queue (docs/design.md: scheduler and placement quality), as data. */
 export const QUEUE_RULES = {
   /** Its effective priority (base + adjustment) is higher. */
   HIGHER_PRIORITY: 'HIGHER_PRIORITY',

@@ -1,6 +1,6 @@
 /**
  * A request a worker released (its agent has no handler for the task, say) is not offered to that
- * worker again until the backoff ends (DESIGN §17); other workers may take it at once. The rule's one
+ * worker again until the backoff ends (docs/design.md: placement quality); other workers may take it at once. The rule's one
  * home: the TypeScript predicate (isBackedOff) and the SQL condition for one worker's pull
  * (notBackedOffSql); test/scheduler/rules/release-backoff.test.ts checks that they agree. The
  * backoffs are read and written by storage/release-backoffs.ts.

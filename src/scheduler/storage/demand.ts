@@ -14,7 +14,7 @@ import { loadWorkerStates, type WorkerSnapshot } from './worker-snapshot.js';
 const SAMPLE_IDS = 20;
 
 /**
- * DESIGN §7 and §11 in bulk: read, plan (matching/demand-plan.ts), then read the samples of what no
+ * docs/design.md: provisioning demand and pools and instances in bulk: read, plan (matching/demand-plan.ts), then read the samples of what no
  * worker and no pool could run. Pending work per task class is read from the counts PostgreSQL keeps
  * (pending-counts.ts: a few hundred rows, whatever the length of the queue), the workers from the
  * process's snapshot. `visibleWork` is the reader's visibility rule for work requests

@@ -56,7 +56,7 @@ export async function expireLeases(
 }
 
 /**
- * Takes back everything terminated workers hold (DESIGN §11): work they had not started goes back
+ * Takes back everything terminated workers hold (docs/design.md: pools and instances): work they had not started goes back
  * to PENDING at once, untouched (it never ran: no retry counted); running work is re-queued as a
  * retry, or ABORTED past the maximum, by the same rule as an expired lease. Waits for rows another
  * transaction holds (a completion being recorded wins, and its request is then left alone). Runs in

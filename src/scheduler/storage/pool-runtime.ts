@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 /**
  * The runtime of each pool's instances in the current calendar month (UTC), in seconds: the sum,
  * over its instances, of the part of [requested, terminated or now] that falls in this month. It is
- * what `monthlyRuntimeBudgetSeconds` limits (DESIGN §11). Workers with no instance record (made by
+ * what `monthlyRuntimeBudgetSeconds` limits (docs/design.md: pools and instances). Workers with no instance record (made by
  * hand with a pool-wide activation token) count for nothing.
  */
 export const MONTH_RUNTIME_SQL = `

@@ -3,7 +3,7 @@ import { notBackedOffSql } from '../rules/release-backoff.js';
 import { assignSql } from './assign.js';
 
 /**
- * The SQL of the queue: the head of each eligible class's queue, merged in DESIGN §6 order
+ * The SQL of the queue: the head of each eligible class's queue, merged in docs/design.md: scheduler order
  * (effective priority desc, then fair key between workspaces, then oldest, then id: `queueOrderSql`). Each class probe walks the partial index
  * `work_request_pending_class_order`, so the cost grows with the number of classes probed, not with
  * the length of the queue. With `withTask` each head comes with its task, whose history may make it

@@ -12,7 +12,7 @@ import { issueToken } from './tokens.js';
 import { parseInput } from '../input/validate.js';
 
 /**
- * Who may do what with a token (DESIGN §15): admins with any token; a user with the tokens of their
+ * Who may do what with a token (docs/design.md: limits and tokens): admins with any token; a user with the tokens of their
  * own account; a worker with its own token (the one it presents). Anything else looks like a token
  * that does not exist. Activation tokens are one-shot: they may be revoked, not rotated.
  */

@@ -35,7 +35,7 @@ export function issueToken(
 }
 
 /**
- * Why a token is refused, or null when it may be used. This is the rule of DESIGN §15 in TypeScript;
+ * Why a token is refused, or null when it may be used. This is the rule of docs/design.md: limits and tokens in TypeScript;
  * VALID_TOKEN_SQL is the same rule in SQL (a test checks that they agree). `workerTerminated` is the
  * token's worker's state (false when it has none).
  */

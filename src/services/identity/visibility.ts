@@ -1,5 +1,5 @@
 /**
- * Who may see what (DESIGN §8, README "Security"): the one home of the visibility rules for work
+ * Who may see what (docs/design.md: interfaces, README "Security"): the one home of the visibility rules for work
  * requests, workspaces, groups, task rules and worker details. Each rule exists in two forms that
  * must agree (test/security/visibility-rules.property.test.ts checks it over generated directories):
  *
@@ -13,7 +13,7 @@
  *
  * The rules:
  * - a workspace: public ones to everybody; private ones to their members and admins;
- * - a work request: workers see only the requests assigned to them (DESIGN §8), activation tokens
+ * - a work request: workers see only the requests assigned to them (docs/design.md: interfaces), activation tokens
  *   none; everybody else the requests of the workspaces they may see;
  * - a group: admins and its members; others when they may see its workspace, or, for a scope-wide
  *   group, some workspace of its scope (a scope with only private workspaces shows nothing);

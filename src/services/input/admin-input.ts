@@ -3,7 +3,7 @@
  * specifications go through the same tag engine that computes the workers' tags (tags/worker-tags.ts),
  * and every tag it would refuse (bad syntax, or a tag admins may not provide, such as `worker:type:*`)
  * refuses the whole input, with every problem listed. A worker's own report is judged by the same
- * engine but never refused: its bad tags are dropped and recorded (DESIGN §2.3).
+ * engine but never refused: its bad tags are dropped and recorded (docs/design.md: tags and provenance).
  */
 import type { Config } from '../../config.js';
 import { ERROR_CODES, type InputProblem } from '../../errors.js';

@@ -29,7 +29,7 @@ export function newInstanceName(pool: string): string {
 }
 
 /**
- * Records a new instance of a pool before anyone starts it (DESIGN §11): its worker (in the pool,
+ * Records a new instance of a pool before anyone starts it (docs/design.md: pools and instances): its worker (in the pool,
  * with the pool's concurrency and tags, `instanceCreatedAt` now), a one-shot activation token bound
  * to that worker, and the instance LAUNCHING under the worker's name. One transaction: a server that
  * stops after this and before the provider answers leaves a record that reconciliation finds.

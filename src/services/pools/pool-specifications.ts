@@ -1,5 +1,5 @@
 /**
- * A pool's specifications (DESIGN §11), typed: the instance size and concurrency, what its image
+ * A pool's specifications (docs/design.md: pools and instances), typed: the instance size and concurrency, what its image
  * holds, the handlers of a local pool, and what the cloud providers need. Every bad value is named
  * with its path and what is allowed; nothing reaches the database unchecked.
  */

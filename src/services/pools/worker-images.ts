@@ -1,5 +1,5 @@
 /**
- * Worker images registered with the service (DESIGN §12): an admin hands over the manifest that
+ * Worker images registered with the service (docs/design.md: images): an admin hands over the manifest that
  * `tagsched-image build` wrote, it is checked whole (its shape, its name, the tags it promises) and
  * kept unchanged; pools then name it in `specifications.image` and take their template tags from it.
  */

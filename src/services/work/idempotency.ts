@@ -55,7 +55,7 @@ export interface IdempotencyDeps {
 }
 
 /**
- * Runs a create at most once per (user, key) within the key's lifetime (DESIGN §15): a retry with the
+ * Runs a create at most once per (user, key) within the key's lifetime (docs/design.md: limits and tokens): a retry with the
  * same key and the same input answers the first create's result; the same key with another input
  * is refused (IDEMPOTENCY_KEY_REUSED). `create` gets `record`, which it calls inside its own
  * transaction once the thing exists, so the key and the creation commit together; of two concurrent

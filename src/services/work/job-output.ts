@@ -1,5 +1,5 @@
 /**
- * Job output (DESIGN §13): the agent appends the handler's output in chunks while it runs, readers
+ * Job output (docs/design.md: output and results): the agent appends the handler's output in chunks while it runs, readers
  * page through it or follow it.
  *
  * Vocabulary. A log's *positions* are byte offsets in the UTF-8 text of everything the request's

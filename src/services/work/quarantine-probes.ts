@@ -13,7 +13,7 @@ import { analyzeRequest } from '../workflows/task-analysis.js';
 import { freezeAnalysis } from '../workflows/queue-request.js';
 
 /**
- * Quarantine probes (DESIGN §17): a quarantined worker that is otherwise ready for work (mayBeProbed in
+ * Quarantine probes (docs/design.md: placement quality): a quarantined worker that is otherwise ready for work (mayBeProbed in
  * scheduler/rules/availability.ts) and holds nothing is given, at most once per `quarantineProbeMs` (counted
  * from its quarantine, then from its last probe), a `noop` worker task, assigned to it alone and pushed
  * like any assignment. Its SUCCESS lifts the quarantine (scheduler/storage/quarantine.ts); an ERROR or FAILURE

@@ -24,7 +24,7 @@ export interface Terminated {
 }
 
 /**
- * Terminates pool workers (DESIGN §11), inside the caller's transaction: each becomes INACTIVE
+ * Terminates pool workers (docs/design.md: pools and instances), inside the caller's transaction: each becomes INACTIVE
  * (hidden, no capacity, no new work, its tokens refused); what it held goes back to the queue
  * (requeueWorkOf: work not started at once, running work as a retry); its instance, if it has one,
  * ends as `end` says. Workers already terminated change nothing but their instance. The caller

@@ -1,5 +1,5 @@
 /**
- * What the server runs itself (DESIGN §16). A synchronization point (internal task) completes with
+ * What the server runs itself (docs/design.md: server tasks and workflows). A synchronization point (internal task) completes with
  * SUCCESS as soon as it becomes PENDING, that is when all its dependencies have COMPLETED, whatever
  * their results (as any dependent is released by a completed dependency; an ABORTED dependency
  * aborts it, as it aborts any dependent). A workflow expands into its children when it becomes
