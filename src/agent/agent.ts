@@ -78,8 +78,10 @@ function reportOf(outcome: Outcome, runDir: string): RunReport {
   if (outcome.code === 0) return { exitCode: 0, reason: null };
   let reason: string | null = null;
   try {
-    const fd = fs.openSync(path.join(runDir, REASON_FILE), 'r');
+    // The handler owns its directory: the reason file is read only if it is a regular file of its own, never through a link.
+    const fd = fs.openSync(path.join(runDir, REASON_FILE), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
     try {
+      if (!fs.fstatSync(fd).isFile()) throw new Error('not a regular file');
       const buf = Buffer.alloc(MAX_REASON_BYTES);
       reason =
         buf

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { Command, Option, type OutputConfiguration } from 'commander';
 import { z } from 'zod';
 import { validateTagList } from '../tags/syntax.js';
+import { ISOLATION_CHOICES, type IsolationChoice } from './isolation.js';
 
 /** pino's levels, plus `silent`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -38,6 +39,10 @@ export interface AgentConfig {
   readonly logLevel: LogLevel;
   /** `--rotate-token`: trade the worker token for a new one, keep it in the state file, and exit. */
   readonly rotateToken: boolean;
+  /** `--handler-user`: the account handlers run as when the agent is root; null for none. */
+  readonly handlerUser: string | null;
+  /** `--handler-isolation`: `auto` keeps handlers from the token where the machine allows (isolation.ts), `none` does not try. */
+  readonly handlerIsolation: IsolationChoice;
 }
 
 /** A flag or variable with a value the agent cannot use; the message says which and why. */
@@ -62,6 +67,8 @@ export const ENV = {
   keepaliveInterval: 'TAGSCHED_KEEPALIVE_INTERVAL',
   logInterval: 'TAGSCHED_LOG_INTERVAL',
   logLevel: 'TAGSCHED_LOG_LEVEL',
+  handlerUser: 'TAGSCHED_HANDLER_USER',
+  handlerIsolation: 'TAGSCHED_HANDLER_ISOLATION',
 } as const;
 type Key = keyof typeof ENV;
 
@@ -75,6 +82,7 @@ const DEFAULTS = {
   keepaliveInterval: '10',
   logInterval: '1',
   logLevel: 'info',
+  handlerIsolation: 'auto',
 } as const;
 
 const HANDLER_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]*$/;
@@ -93,6 +101,15 @@ Handlers:
   takes as its reason what the handler wrote to $TAGSCHED_REASON_FILE, else its last lines of output.
   In ${ENV.handler}, entries are separated by newlines, or by ";" before the next NAME=.
   Only tasks with a handler are offered to the server.
+
+Handler isolation:
+  A handler must not read the worker token. An agent running as root runs handlers as
+  --handler-user, in new mount and PID namespaces where it can; an agent running as another user
+  runs them in new user, mount and PID namespaces (unshare from util-linux). Either way the state
+  file's directory is covered by an empty tmpfs and the agent is not in the handler's /proc. Where
+  neither is possible the agent says so in a warning at start and runs handlers unprotected.
+  Each run reports what it used: wall time, CPU time, peak memory of the handler's processes and
+  peak disk used in its directory.
 
 Signals:
   SIGTERM or SIGINT drains: no new work, running handlers finish and their results are reported,
@@ -135,6 +152,8 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
   option('--work-dir <dir>', 'workDir', 'runs/<id> directories and the state file live here', work, DEFAULTS.workDir);
   option('--handler <name=command>', 'handler', 'run task <name> with <command> (repeatable)', work).argParser(collect);
   option('--provided-tag <tag>', 'providedTag', 'a tag this worker provides (repeatable; comma-separated in the variable)', work).argParser(collect);
+  option('--handler-user <user>', 'handlerUser', 'when the agent runs as root: the unprivileged user handlers run as', work);
+  option('--handler-isolation <mode>', 'handlerIsolation', `auto (keep handlers from the token where possible) or none`, work, DEFAULTS.handlerIsolation);
   const timing = 'Timing (seconds):';
   option('--heartbeat-interval <s>', 'heartbeatInterval', 'between heartbeats', timing, DEFAULTS.heartbeatInterval);
   option('--metadata-interval <s>', 'metadataInterval', 'between reports of the system facts (also sent on every (re)connection)', timing, DEFAULTS.metadataInterval);
@@ -212,6 +231,11 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
   const logLevel = logLevelSchema.safeParse(text('logLevel') ?? DEFAULTS.logLevel);
   if (!logLevel.success) throw new UsageError(`${where('logLevel')} must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const handlerIsolation = text('handlerIsolation') ?? DEFAULTS.handlerIsolation;
+  if (!(ISOLATION_CHOICES as readonly string[]).includes(handlerIsolation)) {
+    throw new UsageError(`${where('handlerIsolation')} must be one of ${ISOLATION_CHOICES.join(', ')}, got ${JSON.stringify(handlerIsolation)}`);
+  }
+
   const cwd = options.cwd ?? process.cwd();
   const workDir = path.resolve(cwd, text('workDir') ?? DEFAULTS.workDir);
   const stateFile = text('stateFile');
@@ -233,5 +257,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
     logIntervalMs: seconds('logInterval'),
     logLevel: logLevel.data,
     rotateToken: program.getOptionValueSource('rotateToken') === 'cli',
+    handlerUser: text('handlerUser') ?? null,
+    handlerIsolation: handlerIsolation as IsolationChoice,
   });
 }

@@ -7,6 +7,7 @@
  * goes in pieces, one after the other), always cut between two UTF-8 characters. Bytes that are not
  * UTF-8 are sent as U+FFFD and NUL as ␀ (U+2400): the server takes neither raw.
  */
+import { constants as fsc } from 'node:fs';
 import fs from 'node:fs/promises';
 import { NUL_REPLACEMENT } from '../shared/log-text.js';
 import type { Answer, Api } from './operations.js';
@@ -71,7 +72,11 @@ export function startShipper(deps: ShipperDeps): Shipper {
     try {
       for (;;) {
         const wasEnded = ended; // read before the file: output written before the end is all in it
-        handle ??= await fs.open(deps.file, 'r').catch(() => null);
+        // The handler owns its directory and could put a link (or a FIFO) where the log was: never followed, never waited on.
+        handle ??= await fs
+          .open(deps.file, fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK)
+          .then(async (h) => ((await h.stat()).isFile() ? h : (await h.close(), null)))
+          .catch(() => null);
         const size = handle ? (await handle.stat()).size : 0;
         if (size > acked) {
           const want = Math.min(size - acked, MAX_CHUNK_BYTES);

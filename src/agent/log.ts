@@ -7,6 +7,8 @@ import pino, { type Logger } from 'pino';
 /** The `msg` of each milestone; the fields each one carries are listed beside it. */
 export const MESSAGES = {
   starting: 'starting', // server, workDir, handlers, providedTags
+  isolated: 'handlers are kept from the worker token', // isolation, handlerUser?, namespaces?, hidden
+  unprotected: 'HANDLERS ARE NOT ISOLATED: a handler can read the worker token and act as this worker', // isolation, why, hint
   activated: 'activated', // worker, stateFile
   tokenRotated: 'token rotated: the new one is in the state file, the old one is revoked', // worker, stateFile
   connected: 'connected', // reconnect

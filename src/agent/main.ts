@@ -14,6 +14,7 @@ import { detectFacts, systemProbe } from './facts.js';
 import { createLogger, MESSAGES, type Logger } from './log.js';
 import { createApi } from './operations.js';
 import { startedByNpm, watchParent } from './parent-watch.js';
+import { describeIsolation, IsolationError, planIsolation, type Isolation } from './isolation.js';
 import { startRun } from './runner.js';
 import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
 
@@ -125,6 +126,18 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
 
   try {
     fs.mkdirSync(config.workDir, { recursive: true });
+    let isolation: Isolation | null = null;
+    if (!config.rotateToken) {
+      isolation = planIsolation({
+        choice: config.handlerIsolation,
+        handlerUser: config.handlerUser,
+        stateFile: config.stateFile,
+        uid: process.getuid?.() ?? -1,
+        gid: process.getgid?.() ?? -1,
+      });
+      if (isolation.kind === 'none') log.warn({ ...describeIsolation(isolation), hint: 'docs/operating/worker-agent.md: handler isolation' }, MESSAGES.unprotected);
+      else log.info(describeIsolation(isolation), MESSAGES.isolated);
+    }
     const choice = chooseCredential(config, readState(config.stateFile));
     if (choice.kind === 'none') {
       log.error({ reason: choice.reason }, 'cannot start');
@@ -165,7 +178,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
           ...handlers,
         }),
       detectFacts: () => detectFacts(probe, config.workDir),
-      startRun,
+      startRun: (spec) => startRun({ ...spec, isolation: isolation ?? undefined }),
       load: () => ({ cpuCount: os.availableParallelism(), load1: os.loadavg()[0] }),
       env,
       workerName,
@@ -177,7 +190,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       log.error({ detail: err.message }, 'the server refused the activation token');
       return exit(EXIT_CODES.tokenRefused);
     }
-    if (err instanceof StateFileError) {
+    if (err instanceof StateFileError || err instanceof IsolationError) {
       log.error({ detail: err.message }, 'cannot start');
       return exit(EXIT_CODES.usage);
     }

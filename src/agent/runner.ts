@@ -1,11 +1,15 @@
 /**
  * Runs one task through its handler command: `/bin/sh` in a fresh directory, the task as JSON on
  * stdin, output to a log file the agent never reads, and the exit status mapped to the work
- * request's result. A handler does not outlive the agent.
+ * request's result. A handler does not outlive the agent. The handler runs as isolation.ts
+ * decides (another user, namespaces), under a monitor shell that waits for it and reports its CPU
+ * time, while measure.ts samples what it uses.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { dropPrefix, namespacePrefix, type Isolation } from './isolation.js';
+import { startMeasurement, type RunUsage } from './measure.js';
 
 /** The server's WorkRequestResult values the agent reports. */
 export const RESULTS = { success: 'SUCCESS', failure: 'FAILURE', error: 'ERROR' } as const;
@@ -44,6 +48,8 @@ export interface RunSpec {
   parallel: number;
   /** The environment the handler inherits (the agent's own, without its tokens). */
   env: NodeJS.ProcessEnv;
+  /** How the handler is kept from the agent's token; none when absent. */
+  isolation?: Isolation;
 }
 
 /** A started handler. */
@@ -53,6 +59,8 @@ export interface Run {
   readonly logFile: string;
   /** Settles when the handler has exited; never rejects. */
   readonly done: Promise<Outcome>;
+  /** What the run used; settles after `done`, never rejects. */
+  readonly usage: Promise<RunUsage | null>;
   /** Signals the handler's whole process group (it runs in its own, see startRun). */
   kill(signal: NodeJS.Signals): void;
 }
@@ -86,6 +94,39 @@ const HANDLER_SHELL = [
 ].join('\n');
 
 /**
+ * The monitor: the first process of the run (PID 1 of the handler's PID namespace when there is
+ * one). It covers the hidden directory with an empty tmpfs (`$1`, empty for none) and binds the run
+ * directory (`$2`) back over it when it lies inside, then runs the handler (the rest of the
+ * arguments) as its child and waits for it: a PID 1 ignores signals it has no handler for, so it
+ * passes SIGTERM on. When the handler has ended, it writes `times` (its children's CPU time, the
+ * whole tree's as far as it was waited for) on fd 4, which the handler does not inherit, and exits
+ * with the handler's status. 125: the namespace could not be set up.
+ */
+const MONITOR_SHELL = [
+  'hide=$1 run=$2; shift 2',
+  'if [ -n "$hide" ]; then',
+  '  exec 5<"$run" || exit 125',
+  '  mount -t tmpfs -o mode=0755,size=64k tagsched-hidden "$hide" || exit 125',
+  '  case "$run/" in "$hide"/*) { mkdir -p "$run" && mount --no-canonicalize --bind /proc/self/fd/5 "$run"; } || exit 125;; esac',
+  '  exec 5<&-',
+  '  cd "$run" || exit 125',
+  'fi',
+  'trap \'kill -TERM "$child" 2>/dev/null\' TERM HUP',
+  // An asynchronous command's stdin is /dev/null before its redirections: the task goes through fd 6.
+  'exec 6<&0',
+  '"$@" <&6 6<&- 4>&- &',
+  'child=$!',
+  'exec 6<&- 0</dev/null',
+  'wait "$child"; status=$?',
+  'while [ "$status" -gt 128 ] && kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done',
+  'times >&4 2>/dev/null',
+  'exit "$status"',
+].join('\n');
+
+/** The signal numbers of the signals the agent sends (a monitor reports a handler they ended as 128 + the number). */
+const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGTERM: 15, SIGKILL: 9, SIGINT: 2, SIGHUP: 1 };
+
+/**
  * Starts the handler. The directory is emptied first (a request re-run after a restart starts
  * clean). The handler gets its own process group, so a Ctrl-C at the agent's terminal drains
  * the agent instead of killing the build, and a kill reaches the handler's children too.
@@ -93,37 +134,82 @@ const HANDLER_SHELL = [
 export function startRun(spec: RunSpec): Run {
   const dir = path.join(spec.runsDir, runDirName(spec.task.id));
   const logFile = path.join(dir, 'log');
+  const isolation: Isolation = spec.isolation ?? { kind: 'none', why: 'not asked for' };
+  const account = isolation.kind === 'user' ? isolation.account : null;
   let logFd: number;
   try {
     fs.rmSync(dir, { recursive: true, force: true });
     fs.mkdirSync(dir, { recursive: true });
     logFd = fs.openSync(logFile, 'a', 0o640);
+    if (account) {
+      fs.chownSync(dir, account.uid, account.gid);
+      fs.fchownSync(logFd, account.uid, account.gid);
+    }
   } catch (err) {
     return notStarted(dir, logFile, err);
   }
   const env: NodeJS.ProcessEnv = {
     ...spec.env,
+    ...(account ? { HOME: account.home, USER: account.name, LOGNAME: account.name } : {}),
     TAGSCHED_WORK_REQUEST_ID: spec.task.id,
     TAGSCHED_TASK_NAME: spec.task.taskName,
     TAGSCHED_PARALLEL: String(spec.parallel),
     TAGSCHED_REASON_FILE: path.join(dir, REASON_FILE),
   };
   for (const name of SECRET_ENV) delete env[name];
-  const child = spawn('/bin/sh', ['-c', HANDLER_SHELL, 'tagsched-handler', spec.command], {
+  const namespaces = namespacePrefix(isolation);
+  const hide = namespaces.length > 0 && isolation.kind !== 'none' ? (isolation.hide ?? '') : '';
+  const argv = [
+    ...namespaces,
+    '/bin/sh',
+    '-c',
+    MONITOR_SHELL,
+    'tagsched-monitor',
+    hide,
+    dir,
+    ...dropPrefix(isolation),
+    '/bin/sh',
+    '-c',
+    HANDLER_SHELL,
+    'tagsched-handler',
+    spec.command,
+  ];
+  const child = spawn(argv[0], argv.slice(1), {
     cwd: dir,
     env,
-    stdio: ['pipe', logFd, logFd, 'pipe'],
+    stdio: ['pipe', logFd, logFd, 'pipe', 'pipe'],
     detached: true,
   });
   fs.closeSync(logFd); // the child holds its own copy
+  const measurement = startMeasurement(child.pid, dir);
   const lifeline = child.stdio[3];
   lifeline?.on('error', () => {});
+  let times = '';
+  const report = child.stdio[4];
+  report?.on('error', () => {});
+  report?.on('data', (d: Buffer) => {
+    if (times.length < 1024) times += d.toString('utf8');
+  });
+  const reportEnded = new Promise<void>((resolve) => {
+    if (!report) return resolve();
+    report.once('close', () => resolve());
+    report.once('error', () => resolve());
+  });
+  let killedWith: NodeJS.Signals | null = null;
   const done = new Promise<Outcome>((resolve) => {
     child.once('error', (err) => resolve({ kind: 'not-started', error: err.message }));
     child.once('exit', (code, signal) => {
       lifeline?.destroy(); // the watchdog ends what the handler left running in the background
-      resolve(signal ? { kind: 'signal', signal } : { kind: 'exit', code: code ?? 0 });
+      if (signal) return resolve({ kind: 'signal', signal });
+      // The monitor passes on the handler's status: 128 + the signal that ended it, when it was ours.
+      if (killedWith !== null && code === 128 + (SIGNAL_NUMBERS[killedWith] ?? -1000)) return resolve({ kind: 'signal', signal: killedWith });
+      resolve({ kind: 'exit', code: code ?? 0 });
     });
+  });
+  const usage = done.then(async () => {
+    await Promise.race([reportEnded, new Promise((r) => setTimeout(r, 1000).unref())]);
+    report?.destroy();
+    return measurement.finish(times);
   });
   // A handler that does not read its stdin closes the pipe early; that is its right.
   child.stdin?.on('error', () => {});
@@ -133,8 +219,10 @@ export function startRun(spec: RunSpec): Run {
     dir,
     logFile,
     done,
+    usage: usage.catch(() => null),
     kill(signal) {
       if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+      killedWith = signal;
       try {
         process.kill(-child.pid, signal);
       } catch {
@@ -146,5 +234,5 @@ export function startRun(spec: RunSpec): Run {
 
 function notStarted(dir: string, logFile: string, err: unknown): Run {
   const error = err instanceof Error ? err.message : String(err);
-  return { pid: undefined, dir, logFile, done: Promise.resolve({ kind: 'not-started', error }), kill() {} };
+  return { pid: undefined, dir, logFile, done: Promise.resolve({ kind: 'not-started', error }), usage: Promise.resolve(null), kill() {} };
 }

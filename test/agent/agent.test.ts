@@ -25,6 +25,7 @@ class FakeRun implements Run {
   readonly dir: string;
   readonly logFile: string;
   readonly done: Promise<Outcome>;
+  readonly usage = Promise.resolve(null);
   readonly killedWith: string[] = [];
   end: (outcome: Outcome) => void = () => {};
   constructor(readonly spec: RunSpec) {
