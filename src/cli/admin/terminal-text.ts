@@ -21,3 +21,19 @@ export function terminalSafeDeep<T>(value: T): T {
   if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, terminalSafeDeep(v)])) as T;
   return value;
 }
+
+// Select Graphic Rendition (colours, bold, …): ESC [ parameters m. Nothing else of a job's output reaches a terminal.
+const SGR = /^\u001b\[[0-9;:]*m$/;
+
+/**
+ * A job's output for a terminal: like terminalSafe, but colour sequences (SGR) are kept, so that a
+ * build's coloured output still reads as such; cursor movement, titles, hyperlinks and every other
+ * control are removed.
+ */
+export function terminalSafeOutput(text: string): string {
+  return text
+    .replace(/\r\n?/g, '\n')
+    .replace(ESCAPE_SEQUENCES, (sequence) => (SGR.test(sequence) ? sequence : ''))
+    .replace(/\u001b(?!\[[0-9;:]*m)/g, '')
+    .replace(/[\u0000-\u0008\u000b-\u001a\u001c-\u001f\u007f-\u009f]/g, '');
+}

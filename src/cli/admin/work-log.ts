@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { integer } from './arguments.js';
 import type { Ctx, Register } from './command-context.js';
-import { terminalSafe } from './terminal-text.js';
+import { terminalSafe, terminalSafeOutput } from './terminal-text.js';
 import { fetchOne } from './work-lookup.js';
 
 const LOG_FIELDS = 'offset text nextOffset totalBytes truncated droppedBytes complete';
@@ -49,15 +49,18 @@ function endText(w: WorkEnd): string {
 /**
  * Prints a request's output from `offset`: page after page up to what there is, or with `follow`,
  * live through the workRequestLog subscription until the request is finished (or Ctrl-C). The
- * output goes to stdout as it is (the raw client: it is the job's own output, colours included); where
- * it ended goes to stderr, made terminal-safe. --json: one JSON document a page.
+ * output goes to stdout as it is when stdout is not a terminal (a file or a pipe gets the job's own
+ * bytes); on a terminal only its colours pass, every other escape sequence and control is removed
+ * (terminalSafeOutput), since a handler wrote it. Where it ended goes to stderr, made terminal-safe.
+ * --json: one JSON document a page.
  */
 async function log(ctx: Ctx, id: string, opts: { follow?: boolean; offset?: string }) {
   const api = ctx.api({ raw: true });
   const { out, io } = ctx;
   let offset = opts.offset === undefined ? 0 : integer('--offset', opts.offset, 0);
   const first = (await fetchOne<WorkEnd & { log: LogPage }>(ctx, LOG_PAGE, id, { offset, limit: LOG_PAGE_BYTES }, true)).workRequest;
-  const show = (page: LogPage, data: unknown) => (out.json ? out.line(JSON.stringify(data)) : out.write(page.text));
+  const onTerminal = out.width !== null;
+  const show = (page: LogPage, data: unknown) => (out.json ? out.line(JSON.stringify(data)) : out.write(onTerminal ? terminalSafeOutput(page.text) : page.text));
   if (!opts.follow) {
     let page = first.log;
     show(page, { workRequest: first });
