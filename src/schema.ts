@@ -11,6 +11,7 @@ import './schema/workspace.js';
 import './schema/token.js';
 import './schema/environment.js';
 import './schema/work-request.js';
+import './schema/run-statistics.js';
 import './schema/work-lifecycle.js';
 import './schema/scheduling.js';
 import './schema/job-output.js';

@@ -13,6 +13,8 @@ import { MESSAGES, type Logger } from './log.js';
 import { NUL_REPLACEMENT } from '../shared/log-text.js';
 import { startShipper } from './log-shipper.js';
 import type { Answer, Api, Assignment, RunReport, TypedError } from './operations.js';
+import { runStatisticsErrors, type RunStatistics } from '../shared/run-statistics.js';
+import type { RunUsage } from './measure.js';
 import { suggestedParallelism } from './parallelism.js';
 import { REASON_FILE, resultOf, type Outcome, type Run, type RunSpec, type TaskResult } from './runner.js';
 
@@ -98,6 +100,25 @@ function reportOf(outcome: Outcome, runDir: string): RunReport {
   return { exitCode: outcome.code, reason };
 }
 
+/**
+ * What a run used, from its instants (Date.now()) and its measurement, as the server takes it; null
+ * when a figure is out of the server's bounds (a clock jump): the result must not be refused for it.
+ */
+export function runStatistics(t: { acknowledgedAt: number; startedAt: number; exitedAt: number; readyAt: number; cpuCount: number; usage: RunUsage | null }): RunStatistics | null {
+  const seconds = (from: number, to: number) => Math.max(0, to - from) / 1000;
+  const statistics: RunStatistics = {
+    setupSeconds: seconds(t.acknowledgedAt, t.startedAt),
+    runSeconds: seconds(t.startedAt, t.exitedAt),
+    teardownSeconds: seconds(t.exitedAt, t.readyAt),
+    cpuSeconds: t.usage?.cpuSeconds ?? null,
+    peakMemoryBytes: t.usage?.peakMemoryBytes ?? null,
+    peakDiskBytes: t.usage?.peakDiskBytes ?? null,
+    cpuCount: Math.max(1, t.cpuCount),
+    memoryMethod: t.usage?.memoryMethod ?? 'PROCESS_TREE',
+  };
+  return runStatisticsErrors(statistics).length ? null : statistics;
+}
+
 /** Builds the agent; nothing happens before run(). */
 export function createAgent(deps: AgentDeps): Agent {
   const { config, log, api } = deps;
@@ -156,11 +177,11 @@ export function createAgent(deps: AgentDeps): Agent {
     else log.warn({ id, reason, ...errorFields(answer.error) }, 'release refused');
   }
 
-  async function execute(a: Assignment, command: string): Promise<{ result: TaskResult; report: RunReport }> {
+  async function execute(a: Assignment, command: string, acknowledgedAt: number): Promise<{ result: TaskResult; report: RunReport }> {
     const { cpuCount, load1 } = deps.load();
     const parallel = suggestedParallelism({ cpuCount, load1, running: runs.size + 1 });
-    const startedAt = Date.now();
     const run = deps.startRun({ task: a, command, runsDir, parallel, env: deps.env });
+    const startedAt = Date.now();
     runs.add(run);
     if (run.pid !== undefined) log.info({ id: a.id, taskName: a.taskName, pid: run.pid, parallel, logFile: run.logFile }, MESSAGES.started);
     const shipper = startShipper({
@@ -172,12 +193,17 @@ export function createAgent(deps: AgentDeps): Agent {
       onRefused: (error) => log.warn({ id: a.id, ...errorFields(error) }, MESSAGES.outputRefused),
     });
     const outcome = await run.done;
+    const exitedAt = Date.now();
     runs.delete(run);
     const result = resultOf(outcome);
-    log.info({ id: a.id, result, ...outcomeFields(outcome), durationMs: Date.now() - startedAt }, MESSAGES.finished);
+    log.info({ id: a.id, result, ...outcomeFields(outcome), durationMs: exitedAt - startedAt }, MESSAGES.finished);
     // The output is all on the server before the result: a reader of a completed request has it all.
     await shipper.finish();
-    return { result, report: reportOf(outcome, run.dir) };
+    const report = reportOf(outcome, run.dir);
+    const usage = await run.usage;
+    const statistics = runStatistics({ acknowledgedAt, startedAt, exitedAt, readyAt: Date.now(), cpuCount, usage });
+    if (statistics) log.info({ id: a.id, ...statistics }, MESSAGES.measured);
+    return { result, report: { ...report, statistics } };
   }
 
   async function handle(a: Assignment) {
@@ -193,8 +219,9 @@ export function createAgent(deps: AgentDeps): Agent {
         log.warn({ id, ...errorFields(ack.error) }, MESSAGES.assignmentDropped);
         return;
       }
+      const acknowledgedAt = Date.now();
       setPhase(id, 'running');
-      const { result, report } = await execute(a, command);
+      const { result, report } = await execute(a, command, acknowledgedAt);
       setPhase(id, 'reporting');
       const done = await persist('completeWorkRequest', { id, result, exitCode: report.exitCode }, () => api.completeWorkRequest(id, result, report));
       if (done.ok) log.info({ id, result }, MESSAGES.resultReported);

@@ -21,6 +21,7 @@ export const MESSAGES = {
   duplicateIgnored: 'duplicate assignment ignored', // id
   started: 'started', // id, taskName, pid, parallel, logFile
   finished: 'finished', // id, result, exitCode | signal | error, durationMs
+  measured: 'run measured', // id, setupSeconds, runSeconds, teardownSeconds, cpuSeconds, peakMemoryBytes, peakDiskBytes, cpuCount, memoryMethod
   outputRefused: 'output refused by the server: no more is sent', // id, code, message
   resultReported: 'result reported', // id, result
   resultDropped: 'result dropped', // id, result, code, message

@@ -10,8 +10,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 
-/** How peak memory was measured; `process-tree` sums the resident sets sampled from /proc. */
-export type MemoryMethod = 'process-tree';
+import type { MemoryMethod } from '../shared/run-statistics.js';
 
 /** What the run used, as the agent measured it. */
 export interface RunUsage {
@@ -193,7 +192,7 @@ export function startMeasurement(pid: number | undefined, dir: string): Measurem
       await sampleDisk();
       const reported = parseTimes(times);
       const sampled = treeTicks === null ? null : treeTicks / TICKS_PER_SECOND;
-      return { cpuSeconds: reported ?? sampled, peakMemoryBytes: peakMemory, peakDiskBytes: peakDisk, memoryMethod: 'process-tree' };
+      return { cpuSeconds: reported ?? sampled, peakMemoryBytes: peakMemory, peakDiskBytes: peakDisk, memoryMethod: 'PROCESS_TREE' };
     },
   };
 }

@@ -4,6 +4,7 @@
  * transport's own failures (network, token refused) are thrown by the client instead.
  */
 import { z } from 'zod';
+import type { RunStatistics } from '../shared/run-statistics.js';
 import type { WorkerMetadataInput } from './facts.js';
 import type { TaskResult } from './runner.js';
 
@@ -41,8 +42,8 @@ export const DOCUMENTS = {
   startWorkRequest: `mutation StartWorkRequest($id: ID!) {
   startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
-  completeWorkRequest: `mutation CompleteWorkRequest($id: ID!, $r: WorkRequestResult!, $exitCode: Int, $reason: String) {
-  completeWorkRequest(input: { id: $id, result: $r, exitCode: $exitCode, statusReason: $reason }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
+  completeWorkRequest: `mutation CompleteWorkRequest($id: ID!, $r: WorkRequestResult!, $exitCode: Int, $reason: String, $statistics: RunStatisticsInput) {
+  completeWorkRequest(input: { id: $id, result: $r, exitCode: $exitCode, statusReason: $reason, statistics: $statistics }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
   appendWorkRequestLog: `mutation AppendWorkRequestLog($i: AppendWorkRequestLogInput!) {
   appendWorkRequestLog(input: $i) { __typename ... on WorkRequestLogAck { nextOffset accepted } ${ERROR_FIELDS} }
@@ -94,6 +95,8 @@ export interface RunReport {
   exitCode: number | null;
   /** Why it failed, when the agent knows (a signal, a handler that did not start, the handler's reason file); null lets the server take the last lines of the output. */
   reason: string | null;
+  /** What the run used, when the agent measured it. */
+  statistics?: RunStatistics | null;
 }
 
 /** A chunk of a run's output: `bytes` bytes of the output, from byte `offset`, decoded as `text`. */
@@ -147,7 +150,7 @@ export function createApi(request: Request): Api {
       return answer(await request(DOCUMENTS.startWorkRequest, { id }), 'startWorkRequest', 'WorkRequest', workRequestState);
     },
     async completeWorkRequest(id, result, report) {
-      const variables = { id, r: result, exitCode: report?.exitCode ?? null, reason: report?.reason ?? null };
+      const variables = { id, r: result, exitCode: report?.exitCode ?? null, reason: report?.reason ?? null, statistics: report?.statistics ?? null };
       return answer(await request(DOCUMENTS.completeWorkRequest, variables), 'completeWorkRequest', 'WorkRequest', workRequestState);
     },
     async appendWorkRequestLog(chunk) {

@@ -13,6 +13,7 @@ import { TokenSchema } from './token.js';
 import { UserSchema } from './user.js';
 import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
 import { WorkRequestLogSchema } from './work-request-log.js';
+import { WorkRequestStatisticsSchema } from './work-request-statistics.js';
 import { WorkRequestSchema } from './work-request.js';
 import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
@@ -41,6 +42,7 @@ export const entities = [
   IdempotencyKeySchema,
   WorkRequestLogSchema,
   WorkRequestLogChunkSchema,
+  WorkRequestStatisticsSchema,
   InstanceSchema,
   ReleaseBackoffSchema,
   WorkerStateSchema,

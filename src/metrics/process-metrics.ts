@@ -24,6 +24,8 @@ export const OTHER_OPERATION = '(other)';
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400];
 /** Seconds a run takes: from a noop to a day-long build. */
 const RUN_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400];
+/** Peak memory and disk of a run, in bytes: 16 MiB to 256 GiB by fours. */
+const BYTES_BUCKETS = [2 ** 24, 2 ** 26, 2 ** 28, 2 ** 30, 2 ** 32, 2 ** 34, 2 ** 36, 2 ** 38];
 const GRAPHQL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Who holds a WebSocket: a viewer kind. */
@@ -70,6 +72,35 @@ export function createProcessMetrics(): ProcessMetrics {
     buckets: RUN_BUCKETS,
     registers: [registry],
   });
+  // What the runs used, as their agents reported it (WorkRequest.statistics), labelled by task only.
+  const phaseTime = new Histogram({
+    name: 'tagsched_run_phase_seconds',
+    help: 'Wall time of each phase of the runs completed through this process (setup, run, teardown), as their agents measured it, by task',
+    labelNames: ['task', 'phase'] as const,
+    buckets: RUN_BUCKETS,
+    registers: [registry],
+  });
+  const cpuTime = new Histogram({
+    name: 'tagsched_run_cpu_seconds',
+    help: 'CPU time (user and system) of the runs completed through this process, as their agents measured it, by task',
+    labelNames: ['task'] as const,
+    buckets: RUN_BUCKETS,
+    registers: [registry],
+  });
+  const peakMemory = new Histogram({
+    name: 'tagsched_run_peak_memory_bytes',
+    help: 'Peak memory of the handlers of the runs completed through this process, as their agents measured it, by task',
+    labelNames: ['task'] as const,
+    buckets: BYTES_BUCKETS,
+    registers: [registry],
+  });
+  const peakDisk = new Histogram({
+    name: 'tagsched_run_peak_disk_bytes',
+    help: "Peak disk used in the run's directory of the runs completed through this process, as their agents measured it, by task",
+    labelNames: ['task'] as const,
+    buckets: BYTES_BUCKETS,
+    registers: [registry],
+  });
   const graphql = new Histogram({
     name: 'tagsched_graphql_request_duration_seconds',
     help: 'Execution time of GraphQL queries and mutations in this process, by operation name and type',
@@ -108,9 +139,17 @@ export function createProcessMetrics(): ProcessMetrics {
     passRan(reason) {
       passes.inc({ reason });
     },
-    completed(wr) {
+    completed(wr, statistics) {
       const s = seconds(wr.startedAt, wr.completedAt ?? new Date());
       if (s !== null) runTime.observe({ task: wr.taskName, result: wr.result ?? 'NONE' }, s);
+      if (!statistics) return;
+      const task = wr.taskName;
+      phaseTime.observe({ task, phase: 'setup' }, statistics.setupSeconds);
+      phaseTime.observe({ task, phase: 'run' }, statistics.runSeconds);
+      phaseTime.observe({ task, phase: 'teardown' }, statistics.teardownSeconds);
+      if (statistics.cpuSeconds !== null) cpuTime.observe({ task }, statistics.cpuSeconds);
+      if (statistics.peakMemoryBytes !== null) peakMemory.observe({ task }, statistics.peakMemoryBytes);
+      if (statistics.peakDiskBytes !== null) peakDisk.observe({ task }, statistics.peakDiskBytes);
     },
     graphqlPlugin(): Plugin {
       return {

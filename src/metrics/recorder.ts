@@ -5,14 +5,18 @@
  */
 
 import type { SchedulerMetrics } from '../scheduler/scheduler-metrics.js';
+import type { RunStatistics } from '../shared/run-statistics.js';
 
 /** The scheduler's events: the interface the scheduler loop defines (scheduler/scheduler-metrics.ts), recorded here. */
 export type SchedulerRecorder = SchedulerMetrics;
 
 /** The work lifecycle's events. */
 export interface LifecycleRecorder {
-  /** A request was completed by this process, after the commit. */
-  completed(request: { readonly taskName: string; readonly result?: string | null; readonly startedAt?: Date | null; readonly completedAt?: Date | null }): void;
+  /** A request was completed by this process, after the commit, with what its run used when its agent reported it. */
+  completed(
+    request: { readonly taskName: string; readonly result?: string | null; readonly startedAt?: Date | null; readonly completedAt?: Date | null },
+    statistics?: RunStatistics | null,
+  ): void;
 }
 
 /** Recorders that record nothing. */

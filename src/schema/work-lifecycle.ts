@@ -1,6 +1,7 @@
 import { builder } from '../builder.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { heartbeat } from '../services/workers/presence.js';
+import { RunStatisticsInput, runStatisticsOfInput } from './run-statistics.js';
 import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work/work-lifecycle.js';
 import { ResultEnum, WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
@@ -96,12 +97,18 @@ builder.mutationFields((t) => ({
             result: f.field({ type: ResultEnum, required: true, description: 'How the work ended' }),
             exitCode: f.int({ description: "The handler's exit code; omitted when it ended by a signal" }),
             statusReason: f.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
+            statistics: f.field({ type: RunStatisticsInput, description: 'What the run used, as the agent measured it (kept from a worker only, once per request)' }),
           }),
         }),
         required: true,
         description: 'The work request and how it ended',
       }),
     },
-    resolve: (_r, { input }, ctx) => completeWorkRequest(ctx, String(input.id), input.result, { exitCode: input.exitCode, statusReason: input.statusReason }),
+    resolve: (_r, { input }, ctx) =>
+      completeWorkRequest(ctx, String(input.id), input.result, {
+        exitCode: input.exitCode,
+        statusReason: input.statusReason,
+        statistics: input.statistics ? runStatisticsOfInput(input.statistics) : null,
+      }),
   }),
 }));

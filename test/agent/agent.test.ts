@@ -121,6 +121,18 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
   };
 }
 
+/** The statistics of a fake run: the phases timed by the agent, nothing measured (a FakeRun has no usage). */
+const timedOnly = expect.objectContaining({
+  setupSeconds: expect.any(Number),
+  runSeconds: expect.any(Number),
+  teardownSeconds: expect.any(Number),
+  cpuSeconds: null,
+  peakMemoryBytes: null,
+  peakDiskBytes: null,
+  cpuCount: 8,
+  memoryMethod: 'PROCESS_TREE',
+});
+
 const eventually = (assertion: () => void) => vi.waitFor(assertion, { timeout: 2000, interval: 5 });
 
 describe('the agent', () => {
@@ -133,7 +145,7 @@ describe('the agent', () => {
     expect(run.spec.task).toEqual(task('1'));
     expect(h.callsOf('startWorkRequest')).toEqual([['1']]);
     run.end({ kind: 'exit', code: 1 });
-    await eventually(() => expect(h.callsOf('completeWorkRequest')).toEqual([['1', 'FAILURE', { exitCode: 1, reason: null }]]));
+    await eventually(() => expect(h.callsOf('completeWorkRequest')).toEqual([['1', 'FAILURE', { exitCode: 1, reason: null, statistics: timedOnly }]]));
     await eventually(() => expect(h.messages()).toContain(MESSAGES.resultReported));
     expect(h.messages().filter((m) => [MESSAGES.assignmentReceived, MESSAGES.started, MESSAGES.finished, MESSAGES.resultReported].includes(m as never))).toEqual([
       MESSAGES.assignmentReceived,
@@ -159,9 +171,9 @@ describe('the agent', () => {
     failed.end({ kind: 'exit', code: 2 });
     await eventually(() => expect(h.callsOf('completeWorkRequest')).toHaveLength(3));
     expect(Object.fromEntries(h.callsOf('completeWorkRequest').map(([id, result, report]) => [id, [result, report]]))).toEqual({
-      '20': ['ERROR', { exitCode: null, reason: 'the handler was killed by SIGKILL' }],
-      '21': ['ERROR', { exitCode: null, reason: 'the handler could not be started: ENOENT' }],
-      '22': ['ERROR', { exitCode: 2, reason: 'the test suite failed: 3 of 40 tests' }],
+      '20': ['ERROR', { exitCode: null, reason: 'the handler was killed by SIGKILL', statistics: timedOnly }],
+      '21': ['ERROR', { exitCode: null, reason: 'the handler could not be started: ENOENT', statistics: timedOnly }],
+      '22': ['ERROR', { exitCode: 2, reason: 'the test suite failed: 3 of 40 tests', statistics: timedOnly }],
     });
   });
 
@@ -277,7 +289,7 @@ describe('the agent', () => {
     expect(h.exitCode()).toBeNull();
     h.runs[0].end({ kind: 'exit', code: 0 });
     expect(await h.exit).toBe(EXIT_CODES.drained);
-    expect(h.callsOf('completeWorkRequest')).toEqual([['10', 'SUCCESS', { exitCode: 0, reason: null }]]);
+    expect(h.callsOf('completeWorkRequest')).toEqual([['10', 'SUCCESS', { exitCode: 0, reason: null, statistics: timedOnly }]]);
     expect(h.runs[0].killedWith).toEqual([]);
     expect(h.streamClosed()).toBe(true);
   });

@@ -6,6 +6,8 @@ import { textArray } from '../../db/arrays.js';
 import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../../tasks/types.js';
 import { isAdmin, requireWorker } from '../identity/auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
+import { checkRunStatistics, keepRunStatistics } from './run-statistics.js';
+import type { RunStatistics } from '../../shared/run-statistics.js';
 import { cleanReason } from '../../shared/log-text.js';
 import { VALID_TOKEN_SQL } from '../identity/tokens.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
@@ -85,6 +87,8 @@ export interface RunOutcome {
   exitCode?: number | null;
   /** Why it failed, in the agent's (or the admin's) words; without one, a FAILURE or ERROR takes the last lines of its output. */
   statusReason?: string | null;
+  /** What the run used, as its agent measured it (kept by a worker's report only). */
+  statistics?: RunStatistics | null;
 }
 
 /**
@@ -108,11 +112,15 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
+  const statistics = viewer.kind === 'worker' ? (outcome.statistics ?? null) : null;
+  if (statistics) checkRunStatistics(statistics);
   const id = Number(rawId);
   if (viewer.kind === 'worker' && result === 'SUCCESS' && Number.isSafeInteger(id)) {
     const done = await completeQuietSuccess(deps.em, id, viewer.worker.id, outcome.exitCode ?? null, new Date());
     if (done) {
-      deps.metrics?.completed(done);
+      // Kept after the completion's commit: figures lost to a crash between the two come again with the agent's retry.
+      if (statistics) await keepRunStatistics(deps.em, done.id, statistics);
+      deps.metrics?.completed(done, statistics);
       const refilled = await refill(deps, viewer.worker.id);
       deps.events.publish('workRequestChanged', { id: done.id, workspaceId: done.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
       if (!refilled) deps.scheduler.trigger('work-finished');
@@ -123,7 +131,10 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     const locked = await lockAssigned(deps, rawId, tx);
     // The same report again, from the worker that made it: the answer to the first was lost (a cut
     // connection, a killed server) and the agent retried. It was recorded: say so, change nothing.
-    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') return { wr: locked, changed: [], repeated: true, quarantine: null };
+    if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') {
+      if (statistics) await keepRunStatistics(tx, locked.id, statistics);
+      return { wr: locked, changed: [], repeated: true, quarantine: null };
+    }
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
@@ -138,13 +149,14 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     if (result === 'FAILURE' || result === 'ERROR') locked.statusReason = await failureReason(tx, locked, outcome);
     await tx.flush();
     await recordCompletion(tx, locked, now);
+    if (statistics) await keepRunStatistics(tx, locked.id, statistics);
     const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.quarantineAfterErrors) : null;
     await compactLog(tx, locked.id);
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false, quarantine };
   });
   if (repeated) return wr;
   if (quarantine) deps.events.publish('workerChanged', quarantine);
-  deps.metrics?.completed(wr);
+  deps.metrics?.completed(wr, statistics);
   const refilled = viewer.kind === 'worker' && (await refill(deps, viewer.worker.id));
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
   for (const change of changed) deps.events.publish('workRequestChanged', change);

@@ -1,0 +1,68 @@
+/** What a run used: the agent's report with the result (CompleteWorkRequestInput.statistics) and WorkRequest.statistics. */
+import { builder } from '../builder.js';
+import type { WorkRequestStatistics } from '../entities/work-request-statistics.js';
+import { runStatisticsOf } from '../services/work/run-statistics.js';
+import { RUN_STATISTICS_LIMITS, type MemoryMethod, type RunStatistics } from '../shared/run-statistics.js';
+import { describedValues } from './enum-values.js';
+import { WorkRequestRef } from './work-request.js';
+
+export const MemoryMethodEnum = builder.enumType('MemoryMeasurement', {
+  description: 'How the peak memory of a run was measured',
+  values: describedValues<MemoryMethod>({
+    PROCESS_TREE: "The resident sets of the handler's processes, summed and sampled from /proc (shared pages count once per process)",
+  }),
+});
+
+const { maxSeconds, maxCpuSeconds, maxBytes, maxCpuCount } = RUN_STATISTICS_LIMITS;
+
+export const RunStatisticsInput = builder.inputType('RunStatisticsInput', {
+  description: `What a run used, as the agent measured it. Seconds are at most ${maxSeconds} (CPU time ${maxCpuSeconds}), bytes at most ${maxBytes}`,
+  fields: (f) => ({
+    setupSeconds: f.float({ required: true, description: "From the acknowledgement to the handler's start" }),
+    runSeconds: f.float({ required: true, description: "The handler's run, from its start to its exit" }),
+    teardownSeconds: f.float({ required: true, description: "From the handler's exit to the result being ready (the rest of the output sent)" }),
+    cpuSeconds: f.float({ description: 'User and system CPU time of the handler and what it waited for; omitted when unknown' }),
+    peakMemoryBytes: f.float({ description: "Peak memory of the handler's processes; omitted when unknown" }),
+    peakDiskBytes: f.float({ description: "Peak bytes allocated in the run's directory; omitted when unknown" }),
+    cpuCount: f.int({ required: true, description: `The worker's CPUs (1 to ${maxCpuCount})` }),
+    memoryMethod: f.field({ type: MemoryMethodEnum, required: true, description: 'How peakMemoryBytes was measured' }),
+  }),
+});
+
+/** The input as the services take it: every optional figure null when omitted. */
+export function runStatisticsOfInput(input: {
+  setupSeconds: number;
+  runSeconds: number;
+  teardownSeconds: number;
+  cpuSeconds?: number | null;
+  peakMemoryBytes?: number | null;
+  peakDiskBytes?: number | null;
+  cpuCount: number;
+  memoryMethod: MemoryMethod;
+}): RunStatistics {
+  return { ...input, cpuSeconds: input.cpuSeconds ?? null, peakMemoryBytes: input.peakMemoryBytes ?? null, peakDiskBytes: input.peakDiskBytes ?? null };
+}
+
+const WorkRequestStatisticsRef = builder.objectRef<WorkRequestStatistics>('WorkRequestStatistics').implement({
+  description: "What the request's run used, as its agent measured it and reported it with the result",
+  fields: (t) => ({
+    setupSeconds: t.float({ description: "Wall time from the acknowledgement to the handler's start", resolve: (s) => Number(s.setupSeconds) }),
+    runSeconds: t.float({ description: "Wall time of the handler's run", resolve: (s) => Number(s.runSeconds) }),
+    teardownSeconds: t.float({ description: "Wall time from the handler's exit to the result being ready", resolve: (s) => Number(s.teardownSeconds) }),
+    cpuSeconds: t.float({ nullable: true, description: 'User and system CPU time; null when unknown', resolve: (s) => (s.cpuSeconds == null ? null : Number(s.cpuSeconds)) }),
+    peakMemoryBytes: t.float({ nullable: true, description: "Peak memory of the handler's processes; null when unknown", resolve: (s) => s.peakMemoryBytes ?? null }),
+    peakDiskBytes: t.float({ nullable: true, description: "Peak bytes allocated in the run's directory; null when unknown", resolve: (s) => s.peakDiskBytes ?? null }),
+    cpuCount: t.exposeInt('cpuCount', { description: "The worker's CPUs when it ran" }),
+    memoryMethod: t.field({ type: MemoryMethodEnum, description: 'How peakMemoryBytes was measured', resolve: (s) => s.memoryMethod as MemoryMethod }),
+    recordedAt: t.field({ type: 'DateTime', description: 'When the report was kept', resolve: (s) => s.recordedAt }),
+  }),
+});
+
+builder.objectField(WorkRequestRef, 'statistics', (t) =>
+  t.field({
+    type: WorkRequestStatisticsRef,
+    nullable: true,
+    description: 'What its run used (wall time by phase, CPU time, peak memory and disk), as its agent reported it; null until an agent did',
+    resolve: (w, _args, ctx) => runStatisticsOf(ctx.em, w.id),
+  }),
+);

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { settled, until, useFleet } from '../faults/harness.js';
+
+// What a run used: the real agent (bin/tagsched-worker.js) measures a real handler that holds
+// 300 MiB of memory and writes 200 MiB into its directory, reports it with the result, and the
+// server keeps it (WorkRequest.statistics) and counts it in /metrics.
+const f = useFleet();
+const MIB = 2 ** 20;
+
+// Python holds 300 MiB of written bytes (bytearray of ones: every page touched) for 1.5 s; then
+// dd writes 200 MiB of data into the run's directory, which stays there until the end.
+const ALLOCATE_AND_WRITE = [
+  `/usr/bin/python3 -c 'import time; b = bytearray(b"\\x01") * (300 * 2**20); time.sleep(1.5)'`,
+  'dd if=/dev/zero of=big bs=1M count=200 conv=fsync status=none',
+].join('; ');
+
+const STATISTICS = 'statistics { setupSeconds runSeconds teardownSeconds cpuSeconds peakMemoryBytes peakDiskBytes cpuCount memoryMethod recordedAt }';
+
+describe('what a run used', () => {
+  it('is measured by the agent on a real handler (300 MiB held, 200 MiB written: within 10 %), kept with the request and counted in /metrics', async () => {
+    const server = await f.server();
+    try {
+      const agent = await f.agent({ name: 'stats-1', url: server.url, output: ALLOCATE_AND_WRITE, sleep: '0' });
+      const id = await f.createNoop(server.url);
+      expect((await settled(f, [id]))[0]).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS' });
+
+      const r = await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id });
+      const s = r.data?.workRequest?.statistics;
+      expect(s, JSON.stringify(r)).toBeTruthy();
+      expect(s.peakMemoryBytes / MIB).toBeGreaterThan(300 * 0.9);
+      expect(s.peakMemoryBytes / MIB).toBeLessThan(300 * 1.1);
+      expect(s.peakDiskBytes / MIB).toBeGreaterThan(200 * 0.9);
+      expect(s.peakDiskBytes / MIB).toBeLessThan(200 * 1.1);
+      expect(s.runSeconds).toBeGreaterThan(1.5);
+      expect(s.cpuSeconds).toBeGreaterThan(0);
+      expect(s.cpuSeconds).toBeLessThan(s.runSeconds * s.cpuCount);
+      expect(s.setupSeconds).toBeGreaterThanOrEqual(0);
+      expect(s.teardownSeconds).toBeGreaterThanOrEqual(0);
+      expect(s.cpuCount).toBeGreaterThanOrEqual(1);
+      expect(s.memoryMethod).toBe('PROCESS_TREE');
+      expect(agent.logged('run measured')[0]).toMatchObject({ id, memoryMethod: 'PROCESS_TREE' });
+
+      // The histograms of /metrics, labelled by task.
+      const metrics = await until('the run to be counted in /metrics', async () => {
+        const text = await (await fetch(server.url.replace(/\/graphql$/, '/metrics'))).text();
+        return /tagsched_run_peak_memory_bytes_count\{task="noop"\} 1/.test(text) && text;
+      });
+      expect(metrics).toMatch(/tagsched_run_phase_seconds_count\{task="noop",phase="run"\} 1/);
+      expect(metrics).toMatch(/tagsched_run_peak_disk_bytes_count\{task="noop"\} 1/);
+      expect(metrics).toMatch(/tagsched_run_cpu_seconds_count\{task="noop"\} 1/);
+
+      // Figures out of bounds are a typed error, never a 500; the kept figures stay as they were.
+      for (const bad of [{ peakMemoryBytes: 1e300 }, { runSeconds: -1 }, { cpuSeconds: 1e20 }, { peakDiskBytes: 0.5 }]) {
+        const statistics = { setupSeconds: 0, runSeconds: 1, teardownSeconds: 0, cpuCount: 1, memoryMethod: 'PROCESS_TREE', ...bad };
+        const answer = await f.gql(
+          server.url,
+          `mutation($s: RunStatisticsInput) { completeWorkRequest(input: { id: "${id}", result: SUCCESS, statistics: $s }) { __typename ... on Error { code message } } }`,
+          { s: statistics },
+          agent.token,
+        );
+        expect(answer.status).toBe(200);
+        expect(answer.data?.completeWorkRequest, JSON.stringify(answer)).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
+      }
+      const huge = await f.gql(
+        server.url,
+        `mutation { completeWorkRequest(input: { id: "${id}", result: SUCCESS, statistics: { setupSeconds: 0, runSeconds: 1, teardownSeconds: 0, cpuCount: 99999999999, memoryMethod: PROCESS_TREE } }) { __typename } }`,
+        {},
+        agent.token,
+      );
+      expect(huge.status).toBeLessThan(500);
+      expect((await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id })).data?.workRequest?.statistics).toEqual(s);
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+});
