@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { settled, until, useFleet } from '../faults/harness.js';
+import { runCli } from '../cli/admin/harness.js';
+import { ADMIN, settled, until, useFleet } from '../faults/harness.js';
 
 // What a run used: the real agent (bin/tagsched-worker.js) measures a real handler that holds
 // 300 MiB of memory and writes 200 MiB into its directory, reports it with the result, and the
@@ -48,6 +49,18 @@ describe('what a run used', () => {
       expect(metrics).toMatch(/tagsched_run_phase_seconds_count\{task="noop",phase="run"\} 1/);
       expect(metrics).toMatch(/tagsched_run_peak_disk_bytes_count\{task="noop"\} 1/);
       expect(metrics).toMatch(/tagsched_run_cpu_seconds_count\{task="noop"\} 1/);
+
+      // On the request's status page and in tagsched-admin work show.
+      const page = await fetch(server.url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), { headers: { authorization: `Bearer ${ADMIN}` } });
+      expect(page.status).toBe(200);
+      const html = await page.text();
+      expect(html).toContain(`peak memory ${(s.peakMemoryBytes / MIB).toFixed(1)} MiB (process tree)`);
+      expect(html).toContain(`peak disk ${(s.peakDiskBytes / MIB).toFixed(1)} MiB in its directory`);
+      const shown = await runCli(server.url, ['work', 'show', id], { token: ADMIN });
+      expect(shown.code, shown.stderr).toBe(0);
+      expect(shown.stdout).toMatch(new RegExp(`Peak memory:\\s+${(s.peakMemoryBytes / MIB).toFixed(1)} MiB \\(process tree\\)`));
+      expect(shown.stdout).toMatch(new RegExp(`Peak disk:\\s+${(s.peakDiskBytes / MIB).toFixed(1)} MiB in its run directory`));
+      expect(shown.stdout).toMatch(/Wall time:\s+run \d/);
 
       // Figures out of bounds are a typed error, never a 500; the kept figures stay as they were.
       for (const bad of [{ peakMemoryBytes: 1e300 }, { runSeconds: -1 }, { cpuSeconds: 1e20 }, { peakDiskBytes: 0.5 }]) {

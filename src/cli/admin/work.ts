@@ -47,6 +47,16 @@ interface WorkDetail extends WorkRow, WhyData {
   requiredTags: { tag: string; provenance: string; source: string }[];
   droppedTags: { tag: string; provenance: string; source: string; set: string; reason: string }[];
   parent: { id: string; taskName: string } | null;
+  statistics: {
+    setupSeconds: number;
+    runSeconds: number;
+    teardownSeconds: number;
+    cpuSeconds: number | null;
+    peakMemoryBytes: number | null;
+    peakDiskBytes: number | null;
+    cpuCount: number;
+    memoryMethod: string;
+  } | null;
   children: { edges: { node: WorkRow }[]; pageInfo: { hasNextPage: boolean } };
 }
 
@@ -59,6 +69,7 @@ const WORK_REQUEST = `query WorkRequest($id: ID!) {
     userProvidedTags userRequiredTags providedTags { tag provenance source } requiredTags { tag provenance source }
     droppedTags { tag provenance source set reason }
     parent { id taskName }
+    statistics { setupSeconds runSeconds teardownSeconds cpuSeconds peakMemoryBytes peakDiskBytes cpuCount memoryMethod }
     children(first: 50) { edges { node { ${ROW_FIELDS} } } pageInfo { hasNextPage } }
   }
 }`;
@@ -109,6 +120,20 @@ async function listWork(ctx: Ctx, opts: { status?: string[]; workspace?: string;
   if (workRequests.pageInfo.hasNextPage) ctx.io.stderr.write('(more work requests: raise --limit)\n');
 }
 
+const seconds = (s: number) => (s < 10 ? `${s.toFixed(2)} s` : `${Math.round(s)} s`);
+const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+
+/** What the run used, as its agent reported it: no lines when it did not. */
+function usedFields(s: WorkDetail['statistics']): [string, string][] {
+  if (!s) return [];
+  return [
+    ['Wall time', `run ${seconds(s.runSeconds)}, setup ${seconds(s.setupSeconds)}, teardown ${seconds(s.teardownSeconds)}`],
+    ['CPU time', s.cpuSeconds === null ? 'unknown' : `${seconds(s.cpuSeconds)} (${s.cpuCount} CPUs on the worker)`],
+    ['Peak memory', s.peakMemoryBytes === null ? 'unknown' : `${mib(s.peakMemoryBytes)} (${s.memoryMethod.toLowerCase().replace(/_/g, ' ')})`],
+    ['Peak disk', s.peakDiskBytes === null ? 'unknown' : `${mib(s.peakDiskBytes)} in its run directory`],
+  ];
+}
+
 async function show(ctx: Ctx, id: string) {
   const data = await fetchOne<WorkDetail>(ctx, WORK_REQUEST, id);
   if (ctx.out.json) return ctx.out.writeJson(data);
@@ -135,6 +160,7 @@ async function show(ctx: Ctx, id: string) {
       ['Assigned', instant(w.assignedAt)],
       ['Started', instant(w.startedAt)],
       ['Completed', instant(w.completedAt)],
+      ...usedFields(w.statistics),
       ['Task data', JSON.stringify(w.taskData)],
     ]),
   );

@@ -10,6 +10,8 @@ import { createLoaders } from '../../loaders.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { diagnoseRequest } from '../../services/work/diagnose-request.js';
 import { readLog } from '../../services/work/job-output.js';
+import { runStatisticsOf } from '../../services/work/run-statistics.js';
+import type { WorkRequestStatistics } from '../../entities/work-request-statistics.js';
 import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { between, bytes, duration, when } from '../format.js';
@@ -25,6 +27,16 @@ export const LOG_PAGE_BYTES = 256 * 1024;
 export const REFRESH_SECONDS = 3;
 const CANDIDATES_SHOWN = 50;
 
+/** What the run used, as its agent reported it, in one line. */
+function usedText(s: WorkRequestStatistics): string {
+  const parts = [`run ${duration(Number(s.runSeconds))} (setup ${duration(Number(s.setupSeconds))}, teardown ${duration(Number(s.teardownSeconds))})`];
+  if (s.cpuSeconds != null) parts.push(`CPU ${duration(Number(s.cpuSeconds))}`);
+  if (s.peakMemoryBytes != null) parts.push(`peak memory ${bytes(s.peakMemoryBytes)} (${s.memoryMethod === 'PROCESS_TREE' ? 'process tree' : s.memoryMethod})`);
+  if (s.peakDiskBytes != null) parts.push(`peak disk ${bytes(s.peakDiskBytes)} in its directory`);
+  parts.push(`${s.cpuCount} CPU${s.cpuCount === 1 ? '' : 's'} on the worker`);
+  return parts.join(' · ');
+}
+
 export async function workRequestPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, rawId: string, params: Map<string, string>): Promise<string> {
   const id = idSegment(rawId, 'work request');
   const offsetParam = wholeNumber(params, 'offset', null);
@@ -35,7 +47,7 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
   const loaders = createLoaders(em, config, scheduler.workers, scheduler);
   const orchestrated = isOrchestrated(wr.taskType);
   const vis = workRequestSql(principal, 'wr');
-  const [diagnosis, candidates, deps, [logState]] = await Promise.all([
+  const [diagnosis, candidates, deps, [logState], statistics] = await Promise.all([
     diagnoseRequest(loaders, wr),
     orchestrated || wr.status !== 'PENDING' ? [] : loaders.candidates(false).load(wr.id),
     em.execute<{ id: number; visible: boolean }[]>(
@@ -43,6 +55,7 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
       [...vis.params, wr.id],
     ),
     em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [wr.id]),
+    runStatisticsOf(em, wr.id),
   ]);
   const totalBytes = Number(logState?.total_bytes ?? 0);
   const offset = Math.min(offsetParam ?? Math.max(0, totalBytes - LOG_PAGE_BYTES), totalBytes);
@@ -81,6 +94,7 @@ ${wr.pendingAt ? html`<dt>Pending since</dt><dd>${when(wr.pendingAt, now)}</dd>`
 ${wr.startedAt ? html`<dt>Started</dt><dd>${when(wr.startedAt, now)}</dd>` : ''}
 ${wr.completedAt ? html`<dt>Finished</dt><dd>${when(wr.completedAt, now)}</dd>` : ''}
 ${wr.startedAt ? html`<dt>Duration</dt><dd>${duration(between(wr.startedAt, wr.completedAt, now))}${wr.completedAt ? '' : ' so far'}</dd>` : ''}
+${statistics ? html`<dt>Used</dt><dd>${usedText(statistics)}</dd>` : ''}
 ${wr.retryCount ? html`<dt>Retries</dt><dd>${wr.retryCount}</dd>` : ''}
 </dl>
 <h2>Log</h2>
