@@ -1,9 +1,10 @@
 /**
  * The files that make an image boot as a worker: where the agent and its handler live, the
- * system user it runs as, the systemd unit, and the settings the image fixes (image.env). The
+ * system user its handlers run as, the systemd unit, and the settings the image fixes (image.env). The
  * server URL and the activation token come from /etc/tagsched-worker/config, which cloud-init
  * user data writes (src/provisioner/user-data.ts) or an operator writes by hand.
  */
+import path from 'node:path';
 import { EXIT_CODES } from '../agent/agent.js';
 import { AGENT_CONFIG_PATH } from '../provisioner/user-data.js';
 import { HANDLER_ENV } from './handlers.js';
@@ -18,14 +19,16 @@ export const IMAGE_PATHS = {
   unit: '/usr/lib/systemd/system/tagsched-worker.service',
   imageEnv: '/etc/tagsched-worker/image.env',
   config: AGENT_CONFIG_PATH,
-  /** The user's home: the agent's work directory (runs/, state.json) and sbuild's cache. */
+  /** The handler user's home: the agent's work directory (runs/) and sbuild's cache. */
   home: '/var/lib/tagsched-worker',
+  /** The agent's state file (its worker token), in a directory of root's that handlers never see (agent/isolation.ts). */
+  stateFile: '/var/lib/tagsched-agent/state.json',
 } as const;
 
-/** The system user the agent runs as. */
+/** The system user handlers run as (the agent runs as root and starts them as this user, TAGSCHED_HANDLER_USER). */
 export const AGENT_USER = 'tagsched-worker';
 
-/** Subordinate user and group ids of the agent's user, for unshare builds (sbuild, autopkgtest). */
+/** Subordinate user and group ids of the handler user, for unshare builds (sbuild, autopkgtest). */
 export const SUBORDINATE_IDS = { first: 100000, count: 65536 } as const;
 
 /** The agent's exit codes that a restart cannot cure: token refused, bad usage. */
@@ -57,7 +60,9 @@ export function imageEnvFile(options: { suite: string; architecture: string; tas
  * target adds no ordering) and keeps the rest of them: after sysinit and basic, stopped before
  * shutdown. systemd reads both environment files as root, so the config may stay 0600 root. A
  * stop sends SIGTERM to the agent only (KillMode=mixed), which drains: running builds finish and
- * are reported, and only after TimeoutStopSec is everything left killed.
+ * are reported, and only after TimeoutStopSec is everything left killed. The agent runs as root and
+ * its handlers as AGENT_USER, so that no handler can read the worker token; the state file lives in
+ * a directory only root may enter (StateDirectory, 0700). The environment files may override both.
  */
 export function agentUnit(): string {
   return [
@@ -73,8 +78,10 @@ export function agentUnit(): string {
     '',
     '[Service]',
     'Type=exec',
-    `User=${AGENT_USER}`,
-    `Group=${AGENT_USER}`,
+    `Environment=TAGSCHED_HANDLER_USER=${AGENT_USER}`,
+    `Environment=TAGSCHED_STATE_FILE=${IMAGE_PATHS.stateFile}`,
+    `StateDirectory=${path.posix.basename(path.posix.dirname(IMAGE_PATHS.stateFile))}`,
+    'StateDirectoryMode=0700',
     `EnvironmentFile=${IMAGE_PATHS.imageEnv}`,
     `EnvironmentFile=${IMAGE_PATHS.config}`,
     `WorkingDirectory=${IMAGE_PATHS.home}`,

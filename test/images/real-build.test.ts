@@ -145,7 +145,10 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     const unit = fs.readFileSync(path.join(tree, IMAGE_PATHS.unit), 'utf8');
     expect(unit).toContain(`EnvironmentFile=${IMAGE_PATHS.config}`);
     expect(unit).toContain(`ConditionPathExists=${IMAGE_PATHS.config}`);
-    expect(unit).toContain('User=tagsched-worker');
+    // The agent runs as root, its handlers as tagsched-worker; the state file is root's alone.
+    expect(unit).not.toMatch(/^User=/m);
+    expect(unit).toContain('Environment=TAGSCHED_HANDLER_USER=tagsched-worker');
+    expect(unit).toContain(`Environment=TAGSCHED_STATE_FILE=${IMAGE_PATHS.stateFile}`);
     // The user exists, owns its home and has subordinate ids for unshare builds.
     expect(execFileSync('chroot', [tree, 'id', '-un', 'tagsched-worker'], { encoding: 'utf8' }).trim()).toBe('tagsched-worker');
     expect(fs.readFileSync(path.join(tree, 'etc/subuid'), 'utf8')).toMatch(/^tagsched-worker:100000:65536$/m);
@@ -196,9 +199,11 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
 
       await until(() => `the agent to activate and report: ${context()}`, logged('metadata reported'), WAIT_MS);
       expect(agentLog.find((l) => l.msg === 'activated')).toMatchObject({ worker: 'image-1' });
-      // The worker token it got is kept in its state file, readable by its user only.
-      const state = fs.statSync(path.join(tree, IMAGE_PATHS.home, 'state.json'));
+      // The worker token it got is kept in its state file, readable by root only, in root's own directory; handlers run as tagsched-worker.
+      const state = fs.statSync(path.join(tree, IMAGE_PATHS.stateFile));
       expect(state.mode & 0o077).toBe(0);
+      expect(fs.statSync(path.dirname(path.join(tree, IMAGE_PATHS.stateFile))).mode & 0o077).toBe(0);
+      expect(agentLog.find((l) => l.msg === 'handlers are kept from the worker token')).toMatchObject({ isolation: 'user', handlerUser: 'tagsched-worker' });
 
       const worker = (await gql(`{ worker(name: "image-1") { status pool { name } providedTags { tag provenance source } } }`)).worker;
       expect(worker.pool.name).toBe('image-pool');

@@ -1,7 +1,7 @@
 /**
  * Runs a systemd service of an unpacked image the way systemd would start it, without booting
- * the image: the unit's ExecStart as its User, with its EnvironmentFiles (read as root, as PID 1
- * reads them), its WorkingDirectory, and the variables systemd gives a service, in a chroot with
+ * the image: the unit's ExecStart as its User (root without one), with its Environment= and then its
+ * EnvironmentFiles (read as root, as PID 1 reads them), its StateDirectory made, its WorkingDirectory, and the variables systemd gives a service, in a chroot with
  * its own mount and pid namespaces and a fresh /proc (gone when the process ends). The network is
  * the host's, so the agent reaches a server on 127.0.0.1.
  */
@@ -15,8 +15,12 @@ export interface ServiceSettings {
   execStart: string[];
   user: string;
   group: string;
+  /** Environment= assignments, in order. */
+  environment: Record<string, string>;
   environmentFiles: string[];
   workingDirectory: string;
+  /** StateDirectory= (under /var/lib) and its mode, or null. */
+  stateDirectory: { name: string; mode: number } | null;
 }
 
 /** The values of each key of a unit section (a key may repeat, as EnvironmentFile= does). */
@@ -49,12 +53,22 @@ export function serviceSettings(unitText: string): ServiceSettings {
   };
   const execStart = one('ExecStart').split(/\s+/);
   if (!execStart[0].startsWith('/')) throw new Error(`ExecStart= must start with an absolute path, got ${execStart[0]}`);
+  const optional = (key: string) => (s.has(key) ? one(key) : null);
+  const environment: Record<string, string> = {};
+  for (const assignment of s.get('Environment') ?? []) {
+    const eq = assignment.indexOf('=');
+    if (eq < 1 || /\s/.test(assignment)) throw new Error(`Environment=${assignment}: only one unquoted KEY=VALUE per line is understood here`);
+    environment[assignment.slice(0, eq)] = assignment.slice(eq + 1);
+  }
+  const stateDirectory = optional('StateDirectory');
   return {
     execStart,
-    user: one('User'),
-    group: one('Group'),
+    user: optional('User') ?? 'root',
+    group: optional('Group') ?? 'root',
+    environment,
     environmentFiles: s.get('EnvironmentFile') ?? [],
     workingDirectory: one('WorkingDirectory'),
+    stateDirectory: stateDirectory ? { name: stateDirectory, mode: parseInt(optional('StateDirectoryMode') ?? '0755', 8) } : null,
   };
 }
 
@@ -67,6 +81,7 @@ export function serviceEnvironment(root: string, settings: ServiceSettings): Rec
     LOGNAME: settings.user,
     HOME: settings.workingDirectory,
     SHELL: '/usr/sbin/nologin',
+    ...settings.environment,
   };
   for (const file of settings.environmentFiles) {
     const optional = file.startsWith('-');
@@ -107,6 +122,12 @@ function forkedChild(unsharePid: number): number | null {
 export function startService(root: string, unitPath: string): StartedService {
   const settings = serviceSettings(fs.readFileSync(path.join(root, unitPath), 'utf8'));
   const env = serviceEnvironment(root, settings);
+  if (settings.stateDirectory) {
+    // systemd makes it, owned by the service's user (root here when the unit names none).
+    const dir = path.join(root, 'var/lib', settings.stateDirectory.name);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.chmodSync(dir, settings.stateDirectory.mode);
+  }
   const child = spawn(
     'unshare',
     [
