@@ -21,7 +21,8 @@ describe('what a run used', () => {
   it('is measured by the agent on a real handler (300 MiB held, 200 MiB written: within 10 %), kept with the request and counted in /metrics', async () => {
     const server = await f.server();
     try {
-      const agent = await f.agent({ name: 'stats-1', url: server.url, output: ALLOCATE_AND_WRITE, sleep: '0' });
+      // A noop whose taskData says {"result": false} fails: its completion takes the full path (a transaction with the row locked).
+      const agent = await f.agent({ name: 'stats-1', url: server.url, output: ALLOCATE_AND_WRITE, sleep: '0', env: { FAULT_FAIL_MATCH: 'noop:*"result":false*' } });
       const id = await f.createNoop(server.url);
       expect((await settled(f, [id]))[0]).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS' });
 
@@ -81,6 +82,17 @@ describe('what a run used', () => {
         agent.token,
       );
       expect(huge.status).toBeLessThan(500);
+
+      // A failed run's figures are kept too.
+      const failing = await f.gql(
+        server.url,
+        `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: { result: false } }) { ... on WorkRequest { id } } }`,
+      );
+      const failedId = failing.data!.createWorkRequest.id as string;
+      expect((await settled(f, [failedId]))[0]).toMatchObject({ status: 'COMPLETED', result: 'FAILURE' });
+      const failed = (await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id: failedId })).data?.workRequest?.statistics;
+      expect(failed.peakMemoryBytes / MIB).toBeGreaterThan(300 * 0.9);
+      expect(failed.peakDiskBytes / MIB).toBeGreaterThan(200 * 0.9);
       expect((await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id })).data?.workRequest?.statistics).toEqual(s);
     } finally {
       await server.stop();

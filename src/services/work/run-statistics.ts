@@ -15,7 +15,8 @@ export function checkRunStatistics(s: RunStatistics): void {
 
 /** Keeps the figures of a request's run; a request that has some keeps them (a repeated report, a re-run). */
 export async function keepRunStatistics(em: EntityManager, workRequestId: number, s: RunStatistics): Promise<void> {
-  await em.getConnection().execute(
+  // em.execute runs in em's transaction, when it has one (the request's row is locked there).
+  await em.execute(
     `insert into work_request_statistics (work_request_id, setup_seconds, run_seconds, teardown_seconds, cpu_seconds, peak_memory_bytes, peak_disk_bytes, cpu_count, memory_method)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (work_request_id) do nothing`,
     [workRequestId, s.setupSeconds, s.runSeconds, s.teardownSeconds, s.cpuSeconds, s.peakMemoryBytes, s.peakDiskBytes, s.cpuCount, s.memoryMethod],
