@@ -12,7 +12,7 @@ const f = useFleet();
 const AGENT_BIN = path.resolve('bin/tagsched-worker.js');
 const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;
-const TEST_TIMEOUT_MS = 120_000;
+const TEST_TIMEOUT_MS = 180_000;
 
 const PROBE = `#!/bin/sh
 found() { grep -a -o -h 'tsk_[A-Za-z0-9_-]*' | sort -u | sed "s|^|FOUND $1 |"; }
@@ -22,7 +22,7 @@ cat "$PROBE_STATE" 2>/dev/null | found state-absolute
 grep -r -a -o -h 'tsk_[A-Za-z0-9_-]*' ../.. 2>/dev/null | found work-dir
 env | found environment
 cat /proc/$PPID/environ /proc/$PPID/cmdline 2>/dev/null | found parent
-for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; done | found any-process
+for p in /proc/[0-9]*; do timeout 2 cat $p/environ $p/cmdline 2>/dev/null; done | found any-process
 for d in /proc/self/fd/*; do [ -f "$d" ] && cat "$d"; done 2>/dev/null | found descriptors
 umount "$(dirname "$PROBE_STATE")" 2>/dev/null && echo "UNMOUNTED"
 cat "$PROBE_STATE" 2>/dev/null | found state-after-umount
