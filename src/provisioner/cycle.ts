@@ -8,6 +8,7 @@
 import { InstanceSchema } from '../entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { recordLaunch } from '../services/pools/instances.js';
+import { launchSpecifications } from '../services/pools/publications.js';
 import { publishTermination, terminateIn, terminateWorkers } from '../services/workers/terminate.js';
 import { activeWorkSql } from '../scheduler/rules/active-work.js';
 import { computeDemand } from '../scheduler/storage/demand.js';
@@ -76,9 +77,11 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
     const agent: AgentBootstrap = { serverUrl: ctx.agentServerUrl, activationToken: record.activationToken, workerName: record.worker.name };
     try {
-      const { id } = await call(ctx, pool, 'launch', (p, c) =>
-        p.launch({ pool: pool.name, name: record.instance.name, specifications: pool.specifications, agent, userData: cloudInitUserData(agent) }, c),
-      );
+      const { id } = await call(ctx, pool, 'launch', async (p, c) => {
+        // A pool naming a published image and no providerImage boots the image's id for its provider and region.
+        const specifications = await launchSpecifications(em.fork(), pool.providerType, pool.specifications, c.account);
+        return p.launch({ pool: pool.name, name: record.instance.name, specifications, agent, userData: cloudInitUserData(agent) }, { ...c, pool: { ...c.pool, specifications } });
+      });
       await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id });
       await recordLaunchSuccess(em, pool);
       pool.launchFailures = 0;
