@@ -114,10 +114,15 @@ export async function runPublishPlan<S>(
     for (const stage of plan.stages) await runStage(stage, (report) => stage.run(plan.state, report));
     return plan.result(plan.state);
   } catch (err) {
-    const { removed, left } = await plan.cleanUp(plan.state);
-    const lines = [err instanceof Error ? err.message : String(err)];
-    if (removed.length) lines.push(`removed what this attempt made: ${removed.join(', ')}`);
-    if (left.length) lines.push(`could NOT remove: ${left.join(', ')} (delete them by hand)`);
-    throw new PublishError(lines.join('; '));
+    throw await failedAttempt(plan, err);
   }
+}
+
+/** Removes what a failed attempt made; the error says what failed, and what was (not) removed. */
+export async function failedAttempt<S>(plan: PublishPlan<S>, err: unknown): Promise<PublishError> {
+  const { removed, left } = await plan.cleanUp(plan.state);
+  const lines = [err instanceof Error ? err.message : String(err)];
+  if (removed.length) lines.push(`removed what this attempt made: ${removed.join(', ')}`);
+  if (left.length) lines.push(`could NOT remove: ${left.join(', ')} (delete them by hand)`);
+  return new PublishError(lines.join('; '));
 }
