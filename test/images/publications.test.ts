@@ -105,6 +105,14 @@ describe('publications of a worker image', () => {
     // us-east-1 was published in the test above; eu-west-1 still is not.
     expect(await ec2Pool('pub-ec2-east', 'us-east-1')).toEqual({ __typename: 'WorkerPool', name: 'pub-ec2-east' });
     expect((await ec2Pool('pub-ec2-west', 'eu-west-1')).__typename).toBe('InputError');
+    // Moving a pool's account to a region the image is not published to is refused the same way.
+    const moved = await ok(
+      t,
+      `mutation($a: JSON) { updateWorkerPool(input: { name: "pub-ec2-east", providerAccount: $a }) { __typename ... on InputError { problems { message path } } } }`,
+      { a: { accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'ap-south-1' } },
+    );
+    expect(moved.updateWorkerPool.problems).toEqual([{ path: 'input.specifications.image', message: expect.stringContaining('is not published to ec2 in ap-south-1') }]);
+    expect(JSON.stringify(moved)).not.toContain(SECRET);
     await ok(t, `mutation { updateWorkerPool(input: { name: "pub-ec2-east", enabled: false }) { __typename } }`);
     await ok(t, `mutation { updateWorkerPool(input: { name: "pub-hz-hand", enabled: false }) { __typename } }`);
 
