@@ -135,6 +135,8 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
             hostVerifier: () => true,
           });
         });
+        // A connection lost later fails the command running on it (its channel closes without an exit code).
+        client.on('error', () => {});
         return client;
       } catch (err) {
         client.end();
