@@ -193,7 +193,8 @@ export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions):
         const answer = await call('RegisterImage', () =>
           ec2.send(
             new RegisterImageCommand({
-              Name: `${image.name}-${sha.slice(0, 12)}`,
+              // An AMI name has no `+`: it becomes `_`.
+              Name: `${image.name.replace(/\+/g, '_')}-${sha.slice(0, 12)}`,
               Description: description,
               Architecture: architecture,
               RootDeviceName: '/dev/xvda',

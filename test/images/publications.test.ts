@@ -64,6 +64,19 @@ const ec2Pool = (name: string, region = 'eu-central-1') =>
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
   const manifest = imageManifest('pub-trixie', { enable_backends: ['unshare'], enable_tasks: ['sbuild'] });
+  manifest.files.diskImage = { path: 'pub-trixie.raw', bytes: 2 ** 30, sha256: 'c'.repeat(64) };
+  manifest.boot = {
+    format: 'raw',
+    diskBytes: 2 ** 30,
+    kernel: '6.12.48+deb13-amd64',
+    bootModes: ['bios', 'uefi'],
+    partitions: [],
+    rootUuid: 'r',
+    cloudInitDatasources: ['Ec2', 'Hetzner'],
+  };
+  // An image without a bootable disk has nothing to publish.
+  const flat = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename } }`, { m: imageManifest('pub-flat') });
+  expect(flat.registerWorkerImage.__typename).toBe('WorkerImage');
   const registered = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ${ERROR_FIELDS} } }`, { m: manifest });
   expect(registered.registerWorkerImage.__typename).toBe('WorkerImage');
 });
@@ -78,6 +91,7 @@ describe('publications of a worker image', () => {
     expect((await record({ image: 'pub-trixie', provider: 'hetzner', region: 'eu-central-1', providerImageId: '4242' })).problems[0].message).toContain('global');
     expect((await record({ image: 'pub-nothing', provider: 'hetzner', region: 'global', providerImageId: '4242' })).code).toBe('NOT_FOUND');
     expect((await record({ image: 'pub-trixie', provider: 'gcp', region: 'global', providerImageId: '4242' })).__typename).toBe('InputError');
+    expect((await record({ image: 'pub-flat', provider: 'hetzner', region: 'global', providerImageId: '4242' })).problems[0].message).toContain('has no bootable disk image');
 
     await record({ image: 'pub-trixie', provider: 'ec2', region: 'us-east-1', providerImageId: 'ami-0000000000000000a' });
     const image = await record({ image: 'pub-trixie', provider: 'ec2', region: 'us-east-1', providerImageId: 'ami-0000000000000000b' });

@@ -54,6 +54,16 @@ export async function recordWorkerImagePublication(em: EntityManager, viewer: Vi
   const { image: name, provider, region, providerImageId } = parsed.data;
   const image = await em.findOne(WorkerImageSchema, { name });
   if (!image) throw new NotFoundError(`input.image: no worker image "${name}" is registered (tagsched-admin images register)`, 'input.image');
+  if (!image.manifest.boot) {
+    throw InputError.of([
+      {
+        code: ERROR_CODES.INVALID_INPUT,
+        message: `input.image: the worker image "${name}" has no bootable disk image to publish (tagsched-image build --disk-image)`,
+        path: 'input.image',
+        tag: null,
+      },
+    ]);
+  }
   const existing = await em.findOne(WorkerImagePublicationSchema, { image, provider, region });
   if (existing) {
     existing.providerImageId = providerImageId;

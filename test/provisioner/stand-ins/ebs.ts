@@ -10,9 +10,9 @@
  *   CompleteSnapshot   POST /snapshots/completion/{id} with x-amz-ChangedBlocksCount and, optionally,
  *                      x-amz-Checksum, x-amz-Checksum-Algorithm, x-amz-Checksum-Aggregation-Method
  *                      (LINEAR: the SHA256 of the blocks' checksums in block order); 202 {Status}
- * Errors are `{"Message", "Reason"}` with the `x-amzn-ErrorType` header and the documented status:
- * ValidationException 400, AccessDeniedException 403, ResourceNotFoundException 404,
- * ConflictException 409, RequestThrottledException 429, InternalServerException 500. The stand-in
+ * Errors are `{"Message", "Reason"}` with the `x-amzn-ErrorType` header and the documented status: the
+ * stand-in's own are ValidationException 400 and ResourceNotFoundException 404; a test plants others
+ * (InternalServerException 500, RequestThrottledException 429, …) with `ebsFaults`. The stand-in
  * checks every checksum and keeps the blocks, so that a test compares a snapshot with its image.
  */
 import { createHash, randomBytes } from 'node:crypto';
