@@ -53,6 +53,18 @@ function image(args: string[], env: Record<string, string>): Promise<{ code: num
   });
 }
 
+/** tagsched-admin against the same server, as an admin. */
+function admin(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [path.resolve('bin/tagsched-admin.js'), ...args],
+      { env: { PATH: process.env.PATH, HOME: fixture.dir, TAGSCHED_SERVER_URL: `${serverUrl}/graphql`, TAGSCHED_TOKEN: ADMIN_TOKEN }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
 const PUBLICATIONS = `{ workerImage(name: "cli-trixie") { publications { provider region providerImageId } } }`;
 
 describe('tagsched-image publish', () => {
@@ -67,6 +79,8 @@ describe('tagsched-image publish', () => {
     expect(ec2.registeredImages.has(printed.providerImageId)).toBe(true);
     const data = await ok(t, PUBLICATIONS);
     expect(data.workerImage.publications).toEqual([{ provider: 'ec2', region: 'eu-central-1', providerImageId: printed.providerImageId }]);
+    const shown = await admin(['images', 'show', 'cli-trixie']);
+    expect(shown.stdout).toMatch(new RegExp(`^Published:\\s+ec2 eu-central-1 ${printed.providerImageId} \\(`, 'm'));
     expect(`${r.stdout}${r.stderr}`).not.toContain(SECRET);
   });
 
