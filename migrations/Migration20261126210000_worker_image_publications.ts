@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * provider and region, with the provider's id of the bootable image there (a Hetzner snapshot id,
  * an EC2 AMI id). A new publication to the same provider and region replaces the row.
  */
-export class Migration20261126200000_worker_image_publications extends Migration {
+export class Migration20261126210000_worker_image_publications extends Migration {
   override async up(): Promise<void> {
     this.addSql(
       `create table "worker_image_publication" ("id" serial primary key, "image_id" int not null, "provider" varchar(20) not null, "region" varchar(50) not null, "provider_image_id" varchar(100) not null, "published_at" timestamptz not null);`,
