@@ -128,11 +128,13 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     },
     start(listeningUrl) {
       agentServerUrl = config.agentServerUrl ?? listeningUrl;
-      // What changes the demand: new or finished work, workers coming, going or changing (here or in another process).
+      // What changes the demand: new or finished work, workers coming, going or changing, pools created or
+      // changed (here or in another process).
       const workers = events.subscribe('workerChanged')[Symbol.asyncIterator]();
       const requests = events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
-      streams.push(workers, requests);
-      for (const stream of [workers, requests]) {
+      const pools = events.subscribe('poolChanged')[Symbol.asyncIterator]();
+      streams.push(workers, requests, pools);
+      for (const stream of [workers, requests, pools]) {
         void (async () => {
           while (!stopped && !(await stream.next()).done) this.trigger();
         })();
