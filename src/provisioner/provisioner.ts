@@ -60,7 +60,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     if (!p) {
       const factory = providerFactory(type);
       if (!factory) return null;
-      providers.set(type, (p = factory({ config, log: log.child({ provider: type }) })));
+      providers.set(type, (p = factory({ config, log: log.child({ provider: type }), instanceEnded: () => soon(true) })));
     }
     return p;
   }

@@ -63,8 +63,12 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   const report = emptyReport();
   const em = ctx.orm.em.fork();
   let listed: ProviderInstance[];
+  // When the provider saw an instance end, by its id: that is when it ended, not this cycle's `now`.
+  const endedAt = new Map<string, Date>();
   try {
-    listed = (await call(ctx, pool, 'list', (p, c) => p.list(pool.name, c))).filter((i) => i.state !== 'gone');
+    const all = await call(ctx, pool, 'list', (p, c) => p.list(pool.name, c));
+    for (const i of all) if (i.state === 'gone' && i.endedAt && i.endedAt.getTime() <= now.getTime()) endedAt.set(i.id, i.endedAt);
+    listed = all.filter((i) => i.state !== 'gone');
   } catch (err) {
     const e = asProviderError(err);
     ctx.log.warn({ pool: pool.name, kind: e.kind, error: e.message }, 'cannot list the instances of a pool; it is reconciled later');
@@ -117,20 +121,21 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
 
   for (const instance of known) {
     if (seen.has(instance.id) || !LIVE_INSTANCE_STATES.includes(instance.state)) continue;
+    const ended = (instance.providerId && endedAt.get(instance.providerId)) || now;
     if (instance.state === 'STOPPING') {
-      await end(ctx, em, instance, 'its instance stopped', { state: 'TERMINATED', error: null }, now);
+      await end(ctx, em, instance, 'its instance stopped', { state: 'TERMINATED', error: null }, ended);
     } else if (!instance.providerId) {
       const why = 'its launch was interrupted and the provider has no such instance';
       ctx.log.warn({ pool: pool.name, instance: instance.name }, why);
       await end(ctx, em, instance, why, { state: 'FAILED', error: why }, now);
       report.failed++;
       continue;
-    } else if (instance.state === 'LAUNCHING' && now.getTime() - instance.requestedAt.getTime() < LIST_LAG_MS) {
+    } else if (instance.state === 'LAUNCHING' && !endedAt.has(instance.providerId) && now.getTime() - instance.requestedAt.getTime() < LIST_LAG_MS) {
       continue; // not listed yet, perhaps
     } else {
-      const why = 'the provider no longer has its instance';
+      const why = endedAt.has(instance.providerId) ? 'its instance ended by itself' : 'the provider no longer has its instance';
       ctx.log.warn({ pool: pool.name, instance: instance.name, providerId: instance.providerId }, why);
-      await end(ctx, em, instance, why, { state: 'TERMINATED', error: why }, now);
+      await end(ctx, em, instance, why, { state: 'TERMINATED', error: why }, ended);
       report.lost++;
     }
     // Whatever the provider keeps of an instance it no longer runs (the local provider: its directory).
