@@ -15,6 +15,7 @@ import type { SecretBox } from '../services/identity/secrets.js';
 import type { CycleContext } from './context.js';
 import { decide, runCycleBody, type CycleReport } from './cycle.js';
 import type { Provider } from './provider.js';
+import { NO_PROVISIONER_METRICS, type ProvisionerMetrics } from './provisioner-metrics.js';
 import { providerFactory } from './providers.js';
 
 /** The provisioner module of a server process. */
@@ -39,6 +40,8 @@ export interface ProvisionerDeps {
   readonly events: Events;
   readonly secrets: SecretBox;
   readonly scheduler: Pick<Scheduler, 'classes' | 'workers'>;
+  /** Launches, failures and ends, for /metrics; none recorded when absent. */
+  readonly metrics?: ProvisionerMetrics;
 }
 
 /** Creates the provisioner of one server process (it does nothing until start() or runCycle()). */
@@ -77,6 +80,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     // Set by start(); runCycle() before it (tests) falls back to the configured port on this machine.
     agentServerUrl: agentServerUrl ?? `http://127.0.0.1:${config.port}/graphql`,
     provider,
+    metrics: deps.metrics ?? NO_PROVISIONER_METRICS,
   });
 
   /** One cycle under the lock (none in embedded mode). */
