@@ -67,7 +67,7 @@ function admin(args: string[]): Promise<{ code: number; stdout: string; stderr: 
 
 const PUBLICATIONS = `{ workerImage(name: "cli-trixie") { publications { provider region providerImageId } } }`;
 
-describe('tagsched-image publish', () => {
+describe('tagsched-image publish', { timeout: 180_000 }, () => {
   it('publishes to the EC2 stand-in with one command and records the AMI on the server', async () => {
     const r = await image(['publish', 'cli-trixie', '--provider', 'ec2', '--provider-account-file', 'ec2.json', '--images', '.'], {
       TAGSCHED_EC2_ENDPOINT: ec2.url,
