@@ -9,6 +9,7 @@ import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { costError, operationCost } from './cost.js';
+import type { ListSettings } from './list-bounds.js';
 
 /** Names the setting of a refused operation in its error: `extensions.code` LIMIT_EXCEEDED and `extensions.limit`. */
 function naming(setting: string, log: Logger) {
@@ -35,7 +36,7 @@ export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
     maxDepthPlugin({ n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, onReject: naming('TAGSCHED_MAX_DEPTH', log) }),
     maxAliasesPlugin({ n: limits.maxAliases, onReject: naming('TAGSCHED_MAX_ALIASES', log) }),
     maxDirectivesPlugin({ n: limits.maxDirectives, onReject: naming('TAGSCHED_MAX_DIRECTIVES', log) }),
-    useCostLimit(limits.maxCost, log),
+    useCostLimit(limits.maxCost, { maxBatchRequests: config.maxBatchRequests }, log),
   ];
   if (!config.introspection) plugins.push(useDisableIntrospection() as Plugin);
   if (!config.fieldSuggestions) plugins.push(blockFieldSuggestionsPlugin());
@@ -43,11 +44,11 @@ export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
 }
 
 /** Refuses, before anything runs, an operation whose estimated cost is over `max`. */
-function useCostLimit(max: number, log: Logger): Plugin {
+function useCostLimit(max: number, settings: ListSettings, log: Logger): Plugin {
   const check = (args: ExecutionArgs): GraphQLError | null => {
     let cost: number;
     try {
-      cost = operationCost(args.schema, args.document as DocumentNode, args.variableValues as Record<string, unknown> | undefined, args.operationName);
+      cost = operationCost(args.schema, args.document as DocumentNode, args.variableValues as Record<string, unknown> | undefined, args.operationName, settings);
     } catch (err) {
       if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
       throw err;

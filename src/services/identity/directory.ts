@@ -5,7 +5,8 @@ import { ScopeSchema, type Scope } from '../../entities/scope.js';
 import { UserSchema, type User } from '../../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../../entities/workspace.js';
-import { AlreadyExistsError, ForbiddenError, NotFoundError } from '../../errors.js';
+import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { isAdmin, requireAdmin, requireUser, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput, splitWorkspaceName } from '../input/validate.js';
@@ -106,6 +107,19 @@ export async function setWorkspaceMember(em: EntityManager, viewer: Viewer, inpu
   const role = parseInput(z.enum(WORKSPACE_ROLES), input.role ?? 'contributor', 'input.role');
   const user = await em.findOne(UserSchema, { username: input.username });
   if (!user) throw new NotFoundError(`input.username: no user "${input.username}"`, 'input.username');
+  // The workspace's row orders concurrent additions, so that the count of members holds.
+  await em.execute('select id from workspace where id = ? for update', [workspace.id]);
+  const [{ members, present }] = await em.execute<{ members: string; present: string }[]>(
+    'select count(*) as members, count(*) filter (where user_id = ?) as present from workspace_member where workspace_id = ?',
+    [user.id, workspace.id],
+  );
+  if (Number(present) === 0 && Number(members) >= LIST_MAXIMA.membersPerWorkspace) {
+    throw new InputError(
+      ERROR_CODES.INVALID_INPUT,
+      `input.username: a workspace holds at most ${LIST_MAXIMA.membersPerWorkspace} members (groups hold more people)`,
+      'input.username',
+    );
+  }
   // One statement, so that concurrent calls for the same pair cannot both insert: the last role wins.
   await em.execute(
     `insert into workspace_member (workspace_id, user_id, role) values (?, ?, ?)
@@ -165,6 +179,10 @@ export async function addGroupMembers(em: EntityManager, viewer: Viewer, input: 
   const users = await em.find(UserSchema, { username: { $in: input.usernames } });
   const missing = input.usernames.filter((u) => !users.some((x) => x.username === u));
   if (missing.length) throw new NotFoundError(`input.usernames: no user ${missing.map((m) => `"${m}"`).join(', ')}`, 'input.usernames');
+  const added = new Set([...group.members.getItems().map((u) => u.id), ...users.map((u) => u.id)]);
+  if (added.size > LIST_MAXIMA.membersPerGroup) {
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `input.usernames: a group holds at most ${LIST_MAXIMA.membersPerGroup} members`, 'input.usernames');
+  }
   for (const user of users) group.members.add(user);
   await em.flush();
   return group;

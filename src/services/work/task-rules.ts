@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { TaskRuleSchema, type TaskRule } from '../../entities/task-rule.js';
 import type { Workspace } from '../../entities/workspace.js';
 import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { parseExpression } from '../../tags/expression.js';
 import type { Config } from '../../config.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
@@ -52,6 +53,12 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
   checkTags([providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet], [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
   if (!providedTags.length && !requiredTags.length) {
     throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
+  }
+  // The workspace's row (or, for site rules, a transaction lock) orders concurrent additions, so the count holds.
+  if (workspace) await em.execute('select id from workspace where id = ? for update', [workspace.id]);
+  else await em.execute("select pg_advisory_xact_lock(hashtext('tagsched:site-rules'))");
+  if ((await em.count(TaskRuleSchema, { workspace })) >= LIST_MAXIMA.rulesPerWorkspace) {
+    throw new InputError(ERROR_CODES.INVALID_RULE, `input: ${workspace ? 'a workspace' : 'the site'} holds at most ${LIST_MAXIMA.rulesPerWorkspace} rules`, 'input');
   }
   if (await em.count(TaskRuleSchema, { workspace, name })) {
     throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
