@@ -103,7 +103,6 @@ function cliOperations(): [string, string][] {
   for (const [key, text] of templates(files)) {
     if (!operationText.test(text)) continue;
     if (text.includes('${field}')) {
-      // eslint-disable-next-line no-template-curly-in-string
       for (const field of switches) ops.push([`${key}(${field})`, text.replaceAll('${field}', field)]);
     } else ops.push([key, text]);
   }
