@@ -54,18 +54,22 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
   if (!providedTags.length && !requiredTags.length) {
     throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
   }
-  // The workspace's row (or, for site rules, a transaction lock) orders concurrent additions, so the count holds.
-  if (workspace) await em.execute('select id from workspace where id = ? for update', [workspace.id]);
-  else await em.execute("select pg_advisory_xact_lock(hashtext('tagsched:site-rules'))");
-  if ((await em.count(TaskRuleSchema, { workspace })) >= LIST_MAXIMA.rulesPerWorkspace) {
-    throw new InputError(ERROR_CODES.INVALID_RULE, `input: ${workspace ? 'a workspace' : 'the site'} holds at most ${LIST_MAXIMA.rulesPerWorkspace} rules`, 'input');
-  }
-  if (await em.count(TaskRuleSchema, { workspace, name })) {
-    throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
-  }
-  const rule = em.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
-  await creating(`a rule "${name}"`, () => em.flush());
-  return rule;
+  // One transaction: the workspace's row orders concurrent additions (site rules, added by admins
+  // alone and seldom, lock the table against other writers), so that the count of rules holds until the
+  // new one is committed.
+  return em.transactional(async (tx) => {
+    if (workspace) await tx.execute('select id from workspace where id = ? for update', [workspace.id]);
+    else await tx.execute('lock table task_rule in share row exclusive mode');
+    if ((await tx.count(TaskRuleSchema, { workspace })) >= LIST_MAXIMA.rulesPerWorkspace) {
+      throw new InputError(ERROR_CODES.INVALID_RULE, `input: ${workspace ? 'a workspace' : 'the site'} holds at most ${LIST_MAXIMA.rulesPerWorkspace} rules`, 'input');
+    }
+    if (await tx.count(TaskRuleSchema, { workspace, name })) {
+      throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
+    }
+    const rule = tx.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
+    await creating(`a rule "${name}"`, () => tx.flush());
+    return rule;
+  });
 }
 
 /**
