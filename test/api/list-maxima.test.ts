@@ -69,10 +69,13 @@ describe('list maxima are enforced when written', () => {
     const group = await t.gql(`mutation { createGroup(input: { scope: "max", name: "team" }) { ... on Group { id } } }`);
     const id = group.data!.createGroup.id as string;
     const add = (usernames: string[]) =>
-      t.gql(`mutation($g: ID!, $u: [String!]!) { addGroupMembers(input: { group: $g, usernames: $u }) { __typename ... on Error { code message } ... on Group { members { username } } } }`, {
-        g: id,
-        u: usernames,
-      });
+      t.gql(
+        `mutation($g: ID!, $u: [String!]!) { addGroupMembers(input: { group: $g, usernames: $u }) { __typename ... on Error { code message } ... on Group { members { username } } } }`,
+        {
+          g: id,
+          u: usernames,
+        },
+      );
     const names = Array.from({ length: 100 }, (_, i) => `m${i}`);
     expect((await add(names.slice(0, 60))).data!.addGroupMembers.members).toHaveLength(60);
     expect((await add([...names.slice(60), 'ws-owner'])).data!.addGroupMembers).toEqual({
