@@ -1,4 +1,5 @@
-import { GraphQLError, type DocumentNode, type GraphQLSchema } from 'graphql';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { GraphQLError, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
 import { fieldExtensionsEstimator, getComplexity, simpleEstimator, type ComplexityEstimator, type ComplexityEstimatorArgs } from 'graphql-query-complexity';
 import { itemsCounted, LIST_BOUNDS, type ListBound, type ListSettings } from './list-bounds.js';
 
@@ -43,21 +44,21 @@ const VALUES_PER_UNIT = 10;
  * items its bound counts, plus the work of LIST_WORK; a page of values costs one per ten values, and what
  * held values select is counted once.
  */
-function listCost(bound: ListBound, key: string, { args, childComplexity }: CostArgs, settings: ListSettings): number {
+function listCost(bound: ListBound, key: string, { args, childComplexity }: CostArgs, settings: ListSettings, counted: number | undefined): number {
   if (bound.kind === 'edges') return childComplexity;
   if (bound.kind === 'held') return 1 + childComplexity;
-  const items = itemsCounted(bound, args, settings);
+  const items = itemsCounted(bound, args, settings, counted);
   const work = LIST_WORK[key] ?? { once: 0, each: 0 };
   const each = bound.kind === 'page' && bound.values ? Math.max(1, childComplexity) / VALUES_PER_UNIT : Math.max(1, childComplexity);
   return 1 + work.once + Math.ceil(items * (work.each + each));
 }
 
 /** The estimator of list-bounds.ts: the cost of every field it names. */
-function listBoundEstimator(settings: ListSettings): ComplexityEstimator {
+function listBoundEstimator(settings: ListSettings, counts: ListCounts): ComplexityEstimator {
   return ({ type, field, args, childComplexity }) => {
     const key = `${type.name}.${field.name}`;
     const bound = LIST_BOUNDS[key];
-    return bound ? listCost(bound, key, { args, childComplexity }, settings) : undefined;
+    return bound ? listCost(bound, key, { args, childComplexity }, settings, counts[key]) : undefined;
   };
 }
 
@@ -74,14 +75,47 @@ export function operationCost(
   variables: Record<string, unknown> | undefined,
   operationName: string | null | undefined,
   settings: ListSettings,
+  counts: ListCounts = {},
 ): number {
   return getComplexity({
     schema,
     query: document,
     variables: variables ?? {},
     operationName: operationName ?? undefined,
-    estimators: [listBoundEstimator(settings), fieldExtensionsEstimator(), simpleEstimator({ defaultComplexity: 1 })],
+    estimators: [listBoundEstimator(settings, counts), fieldExtensionsEstimator(), simpleEstimator({ defaultComplexity: 1 })],
   });
+}
+
+/** The items that lists with a `count` (list-bounds.ts) hold now, by `Type.field`. */
+export type ListCounts = Readonly<Record<string, number>>;
+
+/** The fields of a document (every operation and fragment of it) that have a `count`, by `Type.field`. */
+export function countedFields(schema: GraphQLSchema, document: DocumentNode): string[] {
+  const keys = new Set<string>();
+  const typeInfo = new TypeInfo(schema);
+  visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      Field(node) {
+        const parent = typeInfo.getParentType();
+        const key = parent ? `${parent.name}.${node.name.value}` : '';
+        const bound = LIST_BOUNDS[key];
+        if (bound && (bound.kind === 'page' || bound.kind === 'rows') && bound.count) keys.add(key);
+      },
+    }),
+  );
+  return [...keys];
+}
+
+/** Counts, with `em`, what the lists of `keys` hold now, in one statement. */
+export async function countLists(em: EntityManager, keys: string[]): Promise<ListCounts> {
+  const counted = keys.flatMap((key) => {
+    const bound = LIST_BOUNDS[key];
+    return bound && (bound.kind === 'page' || bound.kind === 'rows') && bound.count ? [{ key, sql: bound.count }] : [];
+  });
+  if (!counted.length) return {};
+  const [row] = await em.execute<Record<string, number>[]>(`select ${counted.map((c, i) => `(${c.sql}) as c${i}`).join(', ')}`);
+  return Object.fromEntries(counted.map((c, i) => [c.key, Number(row?.[`c${i}`] ?? 0)]));
 }
 
 /** The refusal of an operation that costs too much. */

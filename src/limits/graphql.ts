@@ -8,7 +8,8 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import { costError, operationCost } from './cost.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { costError, countedFields, countLists, operationCost } from './cost.js';
 import type { ListSettings } from './list-bounds.js';
 
 /** Names the setting of a refused operation in its error: `extensions.code` LIMIT_EXCEEDED and `extensions.limit`. */
@@ -43,12 +44,23 @@ export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
   return plugins;
 }
 
-/** Refuses, before anything runs, an operation whose estimated cost is over `max`. */
+/** Refuses, before anything runs, an operation whose estimated cost is over `max` (its lists counted first, cost.ts). */
 function useCostLimit(max: number, settings: ListSettings, log: Logger): Plugin {
-  const check = (args: ExecutionArgs): GraphQLError | null => {
+  const check = async (args: ExecutionArgs): Promise<GraphQLError | null> => {
+    const document = args.document as DocumentNode;
+    const variables = args.variableValues as Record<string, unknown> | undefined;
     let cost: number;
     try {
-      cost = operationCost(args.schema, args.document as DocumentNode, args.variableValues as Record<string, unknown> | undefined, args.operationName, settings);
+      // At the lists' maxima first; only an operation over the limit has its lists counted (one statement,
+      // with the operation's database session) and is estimated again. Without a session, or when counting
+      // fails, the maxima stand.
+      cost = operationCost(args.schema, document, variables, args.operationName, settings);
+      const em = (args.contextValue as { em?: EntityManager } | undefined)?.em;
+      const keys = cost > max && em ? countedFields(args.schema, document) : [];
+      if (keys.length) {
+        const counts = await countLists(em!, keys).catch(() => null);
+        if (counts) cost = operationCost(args.schema, document, variables, args.operationName, settings, counts);
+      }
     } catch (err) {
       if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
       throw err;
@@ -58,12 +70,12 @@ function useCostLimit(max: number, settings: ListSettings, log: Logger): Plugin 
     return costError(cost, max);
   };
   return {
-    onExecute({ args, setResultAndStopExecution }) {
-      const refused = check(args);
+    async onExecute({ args, setResultAndStopExecution }) {
+      const refused = await check(args);
       if (refused) setResultAndStopExecution({ errors: [refused] });
     },
-    onSubscribe({ args, setResultAndStopExecution }) {
-      const refused = check(args);
+    async onSubscribe({ args, setResultAndStopExecution }) {
+      const refused = await check(args);
       if (refused) setResultAndStopExecution({ errors: [refused] });
     },
   };

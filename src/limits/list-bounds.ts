@@ -11,6 +11,10 @@
  *   item, and an item selects nothing that reads or lists rows (the test checks it), so what it selects is
  *   counted once;
  * - `perId`: one item per id of the argument `arg` (counted from the operation).
+ *
+ * A `page` or `rows` bound with `count` is also counted before the operation runs: `count` is a statement
+ * that answers `n`, the most items the list holds now (for any one parent); the cost counts the smaller of
+ * that and the bound, so a small site pays for what it has while the maximum still holds.
  */
 import { PAGE } from './page.js';
 import { LIST_MAXIMA } from '../services/input/list-maxima.js';
@@ -24,14 +28,19 @@ export interface ListSettings {
 }
 
 export type ListBound =
-  | { kind: 'page'; default: number; max: number; values?: boolean }
+  | { kind: 'page'; default: number; max: number; values?: boolean; count?: string }
   | { kind: 'edges' }
-  | { kind: 'rows'; max: number | ((s: ListSettings) => number); why: string }
+  | { kind: 'rows'; max: number | ((s: ListSettings) => number); why: string; count?: string }
   | { kind: 'held'; why: string }
   | { kind: 'perId'; arg: string };
 
-const page = (defaultSize: number = PAGE.default, max: number = PAGE.max): ListBound => ({ kind: 'page', default: defaultSize, max });
-const rows = (max: number | ((s: ListSettings) => number), why: string): ListBound => ({ kind: 'rows', max, why });
+const page = (defaultSize: number = PAGE.default, max: number = PAGE.max, count?: string): ListBound => ({ kind: 'page', default: defaultSize, max, count });
+const rows = (max: number | ((s: ListSettings) => number), why: string, count?: string): ListBound => ({ kind: 'rows', max, why, count });
+/** The rows of a table. */
+const all = (table: string) => `select count(*)::int as n from ${table}`;
+/** The most rows of a table under one parent. */
+const mostPer = (table: string, parent: string) =>
+  `select coalesce(max(c), 0)::int as n from (select count(*) as c from ${table} where ${parent} is not null group by ${parent}) per_parent`;
 const held = (why: string): ListBound => ({ kind: 'held', why });
 const EDGES: ListBound = { kind: 'edges' };
 
@@ -46,11 +55,11 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Query.workRequests': page(),
   'WorkRequest.children': page(),
   'WorkerPool.instances': page(),
-  'Query.workspaces': page(PAGE.max),
-  'Query.groups': page(100, 100),
-  'Query.tokens': page(PAGE.max),
-  'Query.workerImages': page(PAGE.max),
-  'Query.environments': page(PAGE.max),
+  'Query.workspaces': page(PAGE.max, PAGE.max, all('workspace')),
+  'Query.groups': page(100, 100, all('user_group')),
+  'Query.tokens': page(PAGE.max, PAGE.max, all('token')),
+  'Query.workerImages': page(PAGE.max, PAGE.max, all('worker_image')),
+  'Query.environments': page(PAGE.max, PAGE.max, all('environment')),
   'UserConnection.edges': EDGES,
   'WorkerConnection.edges': EDGES,
   'WorkRequestConnection.edges': EDGES,
@@ -61,12 +70,12 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Query.candidateWorkers': { kind: 'perId', arg: 'workRequestIds' },
 
   // Rows, bounded by a maximum enforced when written.
-  'Workspace.rules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a rule past the maximum'),
-  'Query.siteRules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a site rule past the maximum'),
-  'Workspace.members': rows(LIST_MAXIMA.membersPerWorkspace, 'setWorkspaceMember refuses a member past the maximum'),
-  'Group.members': rows(LIST_MAXIMA.membersPerGroup, 'addGroupMembers refuses members past the maximum'),
-  'Query.workerPools': page(LIST_MAXIMA.poolsShown, LIST_MAXIMA.poolsShown),
-  'ProvisioningDemand.pools': rows(LIST_MAXIMA.poolsShown, 'one per enabled pool, the answer cut at the maximum'),
+  'Workspace.rules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a rule past the maximum', mostPer('task_rule', 'workspace_id')),
+  'Query.siteRules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a site rule past the maximum', `${all('task_rule')} where workspace_id is null`),
+  'Workspace.members': rows(LIST_MAXIMA.membersPerWorkspace, 'setWorkspaceMember refuses a member past the maximum', mostPer('workspace_member', 'workspace_id')),
+  'Group.members': rows(LIST_MAXIMA.membersPerGroup, 'addGroupMembers refuses members past the maximum', mostPer('user_group_member', 'group_id')),
+  'Query.workerPools': page(LIST_MAXIMA.poolsShown, LIST_MAXIMA.poolsShown, all('worker_pool')),
+  'ProvisioningDemand.pools': rows(LIST_MAXIMA.poolsShown, 'one per enabled pool, the answer cut at the maximum', all('worker_pool')),
   'PoolDemand.stopWorkers': rows(LIST_MAXIMA.stopWorkersShown, 'the answer is cut at the maximum'),
   'CreateWorkRequestsPayload.requests': rows((s) => s.maxBatchRequests, 'createWorkRequests refuses more (TAGSCHED_MAX_BATCH_REQUESTS)'),
   'HeartbeatPayload.assignedWorkRequests': rows(LIST_MAXIMA.workerConcurrency, "at most the worker's concurrency"),
@@ -121,13 +130,17 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'NearestMatch.workerNames': held('part of the demand'),
 };
 
-/** How many items a bound counts for these arguments (a `first` past the maximum counts as the maximum: the field refuses it). */
-export function itemsCounted(bound: ListBound, args: Record<string, unknown>, settings: ListSettings): number {
+/**
+ * How many items a bound counts for these arguments (a `first` past the maximum counts as the maximum: the
+ * field refuses it), and no more than `counted`, the items its `count` found, when it was counted.
+ */
+export function itemsCounted(bound: ListBound, args: Record<string, unknown>, settings: ListSettings, counted?: number): number {
+  const now = counted ?? Infinity;
   switch (bound.kind) {
     case 'page':
-      return Math.min(bound.max, Math.max(0, Number(args.first ?? bound.default) || 0));
+      return Math.min(bound.max, now, Math.max(0, Number(args.first ?? bound.default) || 0));
     case 'rows':
-      return typeof bound.max === 'number' ? bound.max : bound.max(settings);
+      return Math.min(now, typeof bound.max === 'number' ? bound.max : bound.max(settings));
     case 'perId': {
       const ids = args[bound.arg];
       return Array.isArray(ids) ? ids.length : 1;
