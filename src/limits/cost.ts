@@ -6,8 +6,9 @@ import { itemsCounted, LIST_BOUNDS, type ListBound, type ListSettings } from './
 /**
  * What fields cost, in units of about one object read and shown (some 10 µs on the bench machine).
  * Any field costs 1 plus what it selects; a list costs the items its bound counts (list-bounds.ts: its
- * page size, or the most rows it can hold) times what each item selects, so nested lists multiply. The scheduler's questions cost what they were measured to cost
- * (README, "Benchmarks": 2 cores, PostgreSQL 15), whatever the selection:
+ * page size, or the most rows it can hold) times what each item selects, so nested lists multiply. The
+ * scheduler's questions cost what they were measured to cost (README, "Benchmarks": 2 cores,
+ * PostgreSQL 15), whatever the selection:
  */
 export const FIELD_COSTS = {
   /** provisioningDemand: 38 ms at 1,000 workers and 10,000 pending, 170 ms at 10,000 and 1,000,000. */
@@ -66,8 +67,9 @@ function listBoundEstimator(settings: ListSettings, counts: ListCounts): Complex
 export const costOf = (complexity: number | ((args: CostArgs) => number)) => ({ complexity });
 
 /**
- * The estimated cost of an operation: field costs declared in the schema (`extensions.complexity`),
- * 1 per field otherwise. Throws GraphQLError for variables that do not fit the operation.
+ * The estimated cost of an operation: lists and pages by their bounds (list-bounds.ts; `counts`, when
+ * given, what countLists found), field costs declared in the schema (`extensions.complexity`), 1 per
+ * field otherwise. Throws GraphQLError for variables that do not fit the operation.
  */
 export function operationCost(
   schema: GraphQLSchema,

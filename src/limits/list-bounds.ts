@@ -1,6 +1,6 @@
 /**
  * How long each list of the API can be, in one place: the cost model (cost.ts) multiplies what a list's
- * items select by the bound it finds here, and test/limits/list-bounds.test.ts walks the schema and fails
+ * items select by the bound it finds here, and test/security/list-bounds.test.ts walks the schema and fails
  * on a list field that has none. A bound is one of:
  * - `page`: a `first` argument, refused past `max` (pagination.ts); the cost counts `first` (or `default`)
  *   items (`values`: names or ids shown from memory, which cost less than rows);
@@ -12,9 +12,10 @@
  *   counted once;
  * - `perId`: one item per id of the argument `arg` (counted from the operation).
  *
- * A `page` or `rows` bound with `count` is also counted before the operation runs: `count` is a statement
- * that answers `n`, the most items the list holds now (for any one parent); the cost counts the smaller of
- * that and the bound, so a small site pays for what it has while the maximum still holds.
+ * A `page` or `rows` bound with `count` may also be counted before the operation runs (graphql.ts does
+ * when the operation is over the limit at the maxima): `count` is a statement that answers `n`, the most
+ * items the list holds now (for any one parent); the cost then counts the smaller of that and the bound,
+ * so a small site pays for what it has while the maximum still holds.
  */
 import { PAGE } from './page.js';
 import { LIST_MAXIMA } from '../services/input/list-maxima.js';
