@@ -9,7 +9,7 @@ import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { costError, countedFields, countLists, operationCost } from './cost.js';
+import { costError, countedFields, countLists, operationCost, type ListCounts } from './cost.js';
 import type { ListSettings } from './list-bounds.js';
 
 /** Names the setting of a refused operation in its error: `extensions.code` LIMIT_EXCEEDED and `extensions.limit`. */
@@ -46,37 +46,51 @@ export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
 
 /** Refuses, before anything runs, an operation whose estimated cost is over `max` (its lists counted first, cost.ts). */
 function useCostLimit(max: number, settings: ListSettings, log: Logger): Plugin {
-  const check = async (args: ExecutionArgs): Promise<GraphQLError | null> => {
-    const document = args.document as DocumentNode;
-    const variables = args.variableValues as Record<string, unknown> | undefined;
-    let cost: number;
-    try {
-      // At the lists' maxima first; only an operation over the limit has its lists counted (one statement,
-      // with the operation's database session) and is estimated again. Without a session, or when counting
-      // fails, the maxima stand.
-      cost = operationCost(args.schema, document, variables, args.operationName, settings);
-      const em = (args.contextValue as { em?: EntityManager } | undefined)?.em;
-      const keys = cost > max && em ? countedFields(args.schema, document) : [];
-      if (keys.length) {
-        const counts = await countLists(em!, keys).catch(() => null);
-        if (counts) cost = operationCost(args.schema, document, variables, args.operationName, settings, counts);
-      }
-    } catch (err) {
-      if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
-      throw err;
-    }
+  const refuse = (cost: number): GraphQLError | null => {
     if (cost <= max) return null;
     log.info({ limit: 'TAGSCHED_MAX_COST', cost, max }, 'operation refused by a limit');
     return costError(cost, max);
   };
+  // At the lists' maxima first, at once; only an operation over the limit has its lists counted (one
+  // statement, with the operation's database session) and is estimated again. Without a session, or
+  // when counting fails, the maxima stand.
+  const check = (args: ExecutionArgs): GraphQLError | null | Promise<GraphQLError | null> => {
+    const document = args.document as DocumentNode;
+    const variables = args.variableValues as Record<string, unknown> | undefined;
+    const estimate = (counts?: ListCounts): number | GraphQLError => {
+      try {
+        return operationCost(args.schema, document, variables, args.operationName, settings, counts);
+      } catch (err) {
+        if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
+        throw err;
+      }
+    };
+    const atMaxima = estimate();
+    if (atMaxima instanceof GraphQLError) return atMaxima;
+    const em = (args.contextValue as { em?: EntityManager } | undefined)?.em;
+    const keys = atMaxima > max && em ? countedFields(args.schema, document) : [];
+    if (!keys.length) return refuse(atMaxima);
+    return countLists(em!, keys).then(
+      (counts) => {
+        const counted = estimate(counts);
+        return counted instanceof GraphQLError ? counted : refuse(counted);
+      },
+      () => refuse(atMaxima),
+    );
+  };
+  const stopWhenRefused = (refused: GraphQLError | null, stop: (result: { errors: GraphQLError[] }) => void) => {
+    if (refused) stop({ errors: [refused] });
+  };
   return {
-    async onExecute({ args, setResultAndStopExecution }) {
-      const refused = await check(args);
-      if (refused) setResultAndStopExecution({ errors: [refused] });
+    onExecute({ args, setResultAndStopExecution }) {
+      const refused = check(args);
+      if (refused instanceof Promise) return refused.then((r) => stopWhenRefused(r, setResultAndStopExecution));
+      stopWhenRefused(refused, setResultAndStopExecution);
     },
-    async onSubscribe({ args, setResultAndStopExecution }) {
-      const refused = await check(args);
-      if (refused) setResultAndStopExecution({ errors: [refused] });
+    onSubscribe({ args, setResultAndStopExecution }) {
+      const refused = check(args);
+      if (refused instanceof Promise) return refused.then((r) => stopWhenRefused(r, setResultAndStopExecution));
+      stopWhenRefused(refused, setResultAndStopExecution);
     },
   };
 }
