@@ -189,6 +189,12 @@ describe('nested lists multiply (issue 21, item 1)', () => {
     expect(limitOf(probe)).toEqual(['LIMIT_EXCEEDED:TAGSCHED_MAX_COST']);
     expect(probe.json.errors[0].message).toMatch(/^Query cost limit of 20000 exceeded, found \d+/);
     expect(probe.json.errors[0].extensions.found).toBeGreaterThan(1_000_000); // 10 rules counted at each of 6 levels: 10^6 and more
+    // 20 aliases of 5 levels in one request: refused as well.
+    const aliases = `{ ${Array.from({ length: 20 }, (_, i) => `a${i}: workspaces { ${nest(5)} }`).join(' ')} }`;
+    const many = await gql(aliases, { token: undefined, from: '127.0.0.5' });
+    expect(many.status).toBeLessThan(500);
+    expect(limitOf(many)).toEqual(['LIMIT_EXCEEDED:TAGSCHED_MAX_COST']);
+    expect(many.json.errors[0].extensions.found).toBeGreaterThan(20 * 100_000);
     // One level of the same lists answers.
     const one = await gql(`{ workspace(name: "probe/open") { rules { name } } }`, { token: undefined, from: '127.0.0.5' });
     expect(one.json.data.workspace.rules).toHaveLength(10);
