@@ -111,6 +111,9 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'InputError.problems': held('the problems of one input, a few at most'),
   // The answers of diagnosis and provisioningDemand, costed as a whole (cost.ts, FIELD_COSTS).
   'Diagnosis.matchingPools': held('part of the diagnosis'),
+  'Diagnosis.pools': held('part of the diagnosis'),
+  'PoolOutlook.atLimit': held('part of the diagnosis'),
+  'PoolOutlook.launching': held('part of the diagnosis'),
   'Diagnosis.mismatches': held('part of the diagnosis'),
   'Diagnosis.releaseBackoffs': held('part of the diagnosis'),
   'Diagnosis.unavailableWorkers': held('part of the diagnosis'),

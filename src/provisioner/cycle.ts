@@ -15,6 +15,7 @@ import { retryingDeadlocks } from '../db/deadlocks.js';
 import { asProviderError, call, recordLaunchSuccess, recordPoolError, type CycleContext } from './context.js';
 import { planCycle } from './plan.js';
 import { askToStop, reconcilePool, type ReconcileReport } from './reconcile.js';
+import { INSTANCE_END_REASONS } from './provisioner-metrics.js';
 import { cloudInitUserData, type AgentBootstrap } from './user-data.js';
 
 /** What a cycle did, counted (logged, and returned to tests and the bench). */
@@ -49,6 +50,7 @@ async function stopIdle(ctx: CycleContext, workerId: number, pool: WorkerPool, n
   );
   if (!done?.workers.length) return false;
   publishTermination(ctx.events, done);
+  ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.IDLE);
   ctx.log.info({ pool: pool.name, worker: done.workers[0].name }, 'stopping an idle instance');
   return true;
 }
@@ -84,10 +86,12 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       pool.launchFailures = 0;
       pool.launchRetryAt = null;
       report.launched++;
+      ctx.metrics.launched(pool.name);
       ctx.log.info({ pool: pool.name, instance: record.instance.name, providerId: id }, 'instance launched');
     } catch (err) {
       const e = asProviderError(err);
       report.launchFailures++;
+      ctx.metrics.launchFailed(pool.name, e.kind);
       ctx.log.warn({ pool: pool.name, instance: record.instance.name, kind: e.kind, code: e.providerCode, error: e.message }, 'launch failed');
       await terminateWorkers(em, ctx.config, ctx.events, [record.worker.id], 'its launch failed', { state: 'FAILED', error: e.message }, new Date());
       await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config });

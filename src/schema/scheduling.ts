@@ -6,11 +6,10 @@ import { firstDescription, firstOf } from './pagination.js';
 import type { Context } from '../context.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/identity/visibility.js';
 import { diagnoseRequest } from '../services/work/diagnose-request.js';
-import { UNAVAILABLE } from '../scheduler/rules/availability.js';
 import { loadTaskTags } from '../scheduler/matching/candidates.js';
 import { LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/matching/demand-plan.js';
 import { computeDemand } from '../scheduler/storage/demand.js';
-import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/matching/diagnosis.js';
+import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type DiagnosisUnavailableReason, type Mismatch, type PoolOutlook } from '../scheduler/matching/diagnosis.js';
 import type { WorkerState } from '../scheduler/matching/worker-state.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';
@@ -32,7 +31,8 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
 });
 const UnavailableEnum = builder.enumType('UnavailableReason', {
   description: 'Why a matching worker gets no new work now',
-  values: describedValues<(typeof UNAVAILABLE)[keyof typeof UNAVAILABLE]>({
+  values: describedValues<DiagnosisUnavailableReason>({
+    LAUNCHING: 'The worker of a pool instance still booting: its agent has not connected yet (in a diagnosis; a worker status says DISCONNECTED)',
     NOT_ASSIGNABLE: 'A worker of type not-assignable: the scheduler never gives it work',
     INACTIVE: 'Terminated',
     DISABLED: 'Disabled by an admin',
@@ -71,6 +71,29 @@ const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
   }),
 });
 
+const PoolOutlookRef = builder.objectRef<PoolOutlook>('PoolOutlook').implement({
+  description: 'A pool that could run a pending request: its room to launch, as demand counts it, and what it is launching',
+  fields: (t) => ({
+    pool: t.exposeString('pool', { description: "The pool's name" }),
+    instances: t.exposeInt('instances', { description: 'Its instances not yet terminated, launching ones included' }),
+    maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'How many it may have at once' }),
+    atLimit: t.field({ type: [LaunchLimitEnum], description: 'What keeps it from starting another worker now; empty when it could', resolve: (o) => o.atLimit }),
+    launching: t.field({
+      type: [
+        builder.objectRef<{ name: string; since: Date }>('LaunchingInstance').implement({
+          description: 'An instance asked of its provider whose worker has not connected yet',
+          fields: (f) => ({
+            name: f.exposeString('name', { description: "The instance's (and its worker's) name" }),
+            since: f.field({ type: 'DateTime', description: 'When it was launched', resolve: (i) => i.since }),
+          }),
+        }),
+      ],
+      description: 'Its instances still launching, oldest first',
+      resolve: (o) => o.launching,
+    }),
+  }),
+});
+
 const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
   description: 'Why a work request waits, as data',
   fields: (t) => ({
@@ -83,7 +106,7 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
         builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
           description: 'How many matching workers are unavailable for one reason',
           fields: (f) => ({
-            reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as keyof typeof UNAVAILABLE }),
+            reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as DiagnosisUnavailableReason }),
             count: f.exposeInt('count', { description: 'How many workers' }),
           }),
         }),
@@ -92,6 +115,11 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
       resolve: (d) => d.unavailableWorkers,
     }),
     matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
+    pools: t.field({
+      type: [PoolOutlookRef],
+      description: 'The matching pools: whether each could start a worker for it now or which limit holds it, and the instances it is launching; empty unless it is PENDING',
+      resolve: (d) => d.pools,
+    }),
     mismatches: t.field({ type: [MismatchRef], description: 'Nearest first', resolve: (d) => d.mismatches }),
     releaseBackoffs: t.field({
       type: [

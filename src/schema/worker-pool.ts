@@ -193,15 +193,19 @@ builder.mutationFields((t) => ({
       input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool to create' }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
-    resolve: (_root, { input, idempotencyKey }, ctx) =>
-      createOnce<WorkerPool>(
+    resolve: async (_root, { input, idempotencyKey }, ctx) => {
+      const pool = await createOnce<WorkerPool>(
         ctx,
         'createWorkerPool',
         idempotencyKey,
         input,
         { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }), mayRead: adminsOnly },
         (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
-      ),
+      );
+      // Committed: the provisioner starts what the new pool needs now, not at its next periodic cycle.
+      ctx.events.publish('poolChanged', { id: pool.id, name: pool.name });
+      return pool;
+    },
   }),
   updateWorkerPool: t.field({
     type: WorkerPoolRef,

@@ -118,7 +118,8 @@ export async function createWorkerPool(em: EntityManager, viewer: Viewer, config
 
 /**
  * Changes a worker pool: its workers' tags and concurrency follow its tags and specifications, and
- * a pool whose launches failed may try again at once (the admin may have fixed what failed). Admin only.
+ * a pool whose launches failed may try again at once (the admin may have fixed what failed); the
+ * provisioner hears of it (poolChanged) and runs a cycle. Admin only.
  */
 export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, events: Events, input: WorkerPoolInput): Promise<WorkerPool> {
   requireAdmin(viewer);
@@ -136,6 +137,7 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
   await em.flush();
   await noteRequiredTags(em, pool.requiredTags);
   for (const worker of workers) events.publish('workerChanged', { id: worker.id, name: worker.name });
+  events.publish('poolChanged', { id: pool.id, name: pool.name });
   return pool;
 }
 
