@@ -1,6 +1,8 @@
 import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
-import { candidatesQueryCost, costOf, FIELD_COSTS, fixedCost, pagedCost } from '../limits/cost.js';
+import { costOf, FIELD_COSTS, fixedCost } from '../limits/cost.js';
+import { LIST_MAXIMA } from '../limits/list-bounds.js';
+import { firstDescription, firstOf } from './pagination.js';
 import type { Context } from '../context.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/identity/visibility.js';
 import { diagnoseRequest } from '../services/work/diagnose-request.js';
@@ -153,12 +155,14 @@ builder.objectFields(WorkRequestRef, (t) => ({
   candidateWorkers: t.field({
     type: [WorkerRef],
     description: 'The workers that could run it (batched: a list of requests costs a bounded number of statements)',
-    extensions: costOf((a) => FIELD_COSTS.candidatesPerRequest + pagedCost(100)(a)),
     args: {
       availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),
-      first: t.arg.int({ defaultValue: 100, description: 'How many workers, at most' }),
+      first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequest.candidateWorkers', 'workers') }),
     },
-    resolve: async (wr, args, ctx) => workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), args.first ?? 100),
+    resolve: async (wr, args, ctx) => {
+      const first = firstOf('WorkRequest.candidateWorkers', args.first);
+      return workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), first);
+    },
   }),
   diagnosis: t.field({
     type: DiagnosisRef,
@@ -173,7 +177,6 @@ interface Candidates {
   workers: WorkerState[];
 }
 
-const FIRST_WORKERS = 'How many workers, at most';
 const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').implement({
   description: 'The workers that could run one work request',
   fields: (t) => ({
@@ -181,16 +184,14 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
     count: t.int({ description: 'How many workers could run it', resolve: (c) => c.workers.length }),
     workerNames: t.stringList({
       description: 'Their names',
-      extensions: costOf(pagedCost(100)),
-      args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) },
-      resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name),
+      args: { first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequestCandidates.workerNames', 'names') }) },
+      resolve: (c, a) => c.workers.slice(0, firstOf('WorkRequestCandidates.workerNames', a.first)).map((w) => w.name),
     }),
     workers: t.field({
       type: [WorkerRef],
       description: 'The workers',
-      extensions: costOf(pagedCost(100)),
-      args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) },
-      resolve: (c, a) => workerIds(c.workers, a.first ?? 100),
+      args: { first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequestCandidates.workers', 'workers') }) },
+      resolve: (c, a) => workerIds(c.workers, firstOf('WorkRequestCandidates.workers', a.first)),
     }),
   }),
 });
@@ -223,7 +224,11 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
     monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', { description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds' }),
     degraded: t.exposeBoolean('degraded', { description: 'Its launches keep failing; lastError says why' }),
     lastError: t.string({ nullable: true, description: 'The pool’s last provider error', resolve: (d) => d.pool.lastError ?? null }),
-    stopWorkers: t.field({ type: [WorkerRef], description: 'Idle pool workers past the idle timeout, to stop', resolve: (d) => d.stop.map((w) => w.id) }),
+    stopWorkers: t.field({
+      type: [WorkerRef],
+      description: `Idle pool workers past the idle timeout, to stop: the first ${LIST_MAXIMA.stopWorkersShown} of them (the provisioner itself stops them all)`,
+      resolve: (d) => d.stop.slice(0, LIST_MAXIMA.stopWorkersShown).map((w) => w.id),
+    }),
   }),
 });
 
@@ -257,7 +262,11 @@ const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('
     hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
       description: "Unschedulable requests in groups the viewer may see none of (other people's private work): counted only",
     }),
-    pools: t.field({ type: [PoolDemandRef], description: 'Per enabled pool, by name', resolve: (d) => d.pools }),
+    pools: t.field({
+      type: [PoolDemandRef],
+      description: `Per enabled pool, by name (the first ${LIST_MAXIMA.poolsShown})`,
+      resolve: (d) => d.pools.slice(0, LIST_MAXIMA.poolsShown),
+    }),
     unschedulable: t.field({ type: [UnschedulableRef], description: 'Groups of pending requests that nothing could run', resolve: (d) => d.unschedulable }),
   }),
 });
@@ -266,7 +275,6 @@ builder.queryFields((t) => ({
   candidateWorkers: t.field({
     type: [CandidatesRef],
     description: 'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
-    extensions: costOf(candidatesQueryCost),
     args: {
       workRequestIds: t.arg.idList({ required: true, description: 'The work requests' }),
       availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),

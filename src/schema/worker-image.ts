@@ -1,5 +1,6 @@
 import { WorkerImageSchema, type WorkerImage } from '../entities/worker-image.js';
 import { builder } from '../builder.js';
+import { firstDescription, firstOf } from './pagination.js';
 import type { Manifest, ManifestFile } from '../images/manifest-format.js';
 import { registerWorkerImage } from '../services/pools/worker-images.js';
 import { publicationsOf, recordWorkerImagePublication } from '../services/pools/publications.js';
@@ -105,7 +106,8 @@ builder.queryFields((t) => ({
   workerImages: t.field({
     type: [WorkerImageRef],
     description: 'The registered worker images, by name',
-    resolve: (_root, _args, ctx) => ctx.em.find(WorkerImageSchema, {}, { orderBy: { name: 'asc' } }),
+    args: { first: t.arg.int({ description: firstDescription('Query.workerImages', 'images') }) },
+    resolve: (_root, args, ctx) => ctx.em.find(WorkerImageSchema, {}, { orderBy: { name: 'asc' }, limit: firstOf('Query.workerImages', args.first) }),
   }),
   workerImage: t.field({
     type: WorkerImageRef,

@@ -1,5 +1,6 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
+import { firstDescription, firstOf } from './pagination.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Token } from '../entities/token.js';
 import { isAdmin } from '../services/identity/auth.js';
@@ -171,7 +172,8 @@ builder.queryFields((t) => ({
   workerPools: t.field({
     type: [WorkerPoolRef],
     description: 'Every pool, by name',
-    resolve: (_root, _args, ctx) => ctx.em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } }),
+    args: { first: t.arg.int({ description: firstDescription('Query.workerPools', 'pools') }) },
+    resolve: (_root, args, ctx) => ctx.em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' }, limit: firstOf('Query.workerPools', args.first) }),
   }),
   workerPool: t.field({
     type: WorkerPoolRef,
