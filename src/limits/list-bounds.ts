@@ -78,6 +78,7 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Query.workerPools': page(LIST_MAXIMA.poolsShown, LIST_MAXIMA.poolsShown, all('worker_pool')),
   'ProvisioningDemand.pools': rows(LIST_MAXIMA.poolsShown, 'one per enabled pool, the answer cut at the maximum', all('worker_pool')),
   'PoolDemand.stopWorkers': rows(LIST_MAXIMA.stopWorkersShown, 'the answer is cut at the maximum'),
+  'WorkerImage.publications': rows(LIST_MAXIMA.publicationsShown, 'one per provider and region, the answer cut at the maximum', mostPer('worker_image_publication', 'image_id')),
   'CreateWorkRequestsPayload.requests': rows((s) => s.maxBatchRequests, 'createWorkRequests refuses more (TAGSCHED_MAX_BATCH_REQUESTS)'),
   'HeartbeatPayload.assignedWorkRequests': rows(LIST_MAXIMA.workerConcurrency, "at most the worker's concurrency"),
 

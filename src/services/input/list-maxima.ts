@@ -15,4 +15,6 @@ export const LIST_MAXIMA = {
   poolsShown: 200,
   /** PoolDemand.stopWorkers: idle workers to stop, per pool, shown in one answer (the provisioner itself stops them all). */
   stopWorkersShown: 20,
+  /** WorkerImage.publications shown in one answer: one per provider and region (EC2 has about 35 regions). */
+  publicationsShown: 100,
 } as const;

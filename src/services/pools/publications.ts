@@ -4,6 +4,7 @@
  * command, with an admin token) records one; a hetzner or ec2 pool that names the image and no
  * `providerImage` boots the published id of its provider and region, and is refused when there is none.
  */
+import { LIST_MAXIMA } from '../input/list-maxima.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import { WorkerImagePublicationSchema, type WorkerImagePublication } from '../../entities/worker-image-publication.js';
@@ -41,9 +42,9 @@ const inputSchema = z
     if (expected !== input.region) ctx.addIssue({ code: 'custom', path: ['region'], message: `a ${input.provider} publication's region is ${String(expected)}` });
   });
 
-/** The publications of an image, by provider and region. */
+/** The publications of an image, by provider and region: the first LIST_MAXIMA.publicationsShown of them. */
 export function publicationsOf(em: EntityManager, image: WorkerImage): Promise<WorkerImagePublication[]> {
-  return em.find(WorkerImagePublicationSchema, { image }, { orderBy: { provider: 'asc', region: 'asc' } });
+  return em.find(WorkerImagePublicationSchema, { image }, { orderBy: { provider: 'asc', region: 'asc' }, limit: LIST_MAXIMA.publicationsShown });
 }
 
 /** Records (or replaces) where an image is published. Admin only. */
