@@ -15,6 +15,7 @@ import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
 import { WorkRequestLogSchema } from './work-request-log.js';
 import { WorkRequestStatisticsSchema } from './work-request-statistics.js';
 import { WorkRequestSchema } from './work-request.js';
+import { WorkerImagePublicationSchema } from './worker-image-publication.js';
 import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
 import { WorkerStateSchema } from './worker-state.js';
@@ -32,6 +33,7 @@ export const entities = [
   TaskRuleSchema,
   EnvironmentSchema,
   WorkerImageSchema,
+  WorkerImagePublicationSchema,
   WorkerPoolSchema,
   WorkerSchema,
   TokenSchema,
