@@ -6,6 +6,7 @@
  * server stopped at any point leaves a state the next cycle, in any process, can finish.
  */
 import { InstanceSchema } from '../entities/instance.js';
+import { WorkerImageSchema } from '../entities/worker-image.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { recordLaunch } from '../services/pools/instances.js';
 import { publishTermination, terminateIn, terminateWorkers } from '../services/workers/terminate.js';
@@ -71,13 +72,16 @@ async function pursueStops(ctx: CycleContext, pools: readonly WorkerPool[], now:
  */
 async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report: CycleReport, now: Date): Promise<void> {
   const em = ctx.orm.em.fork();
+  const imageName = typeof pool.specifications.image === 'string' ? pool.specifications.image : null;
+  const registered = imageName === null ? null : await em.findOne(WorkerImageSchema, { name: imageName });
+  const image = registered ? { name: registered.name, manifest: registered.manifest } : null;
   for (let i = 0; i < count && !ctx.stopping.aborted; i++) {
     const record = await recordLaunch(em.fork(), ctx.config, pool, new Date());
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
     const agent: AgentBootstrap = { serverUrl: ctx.agentServerUrl, activationToken: record.activationToken, workerName: record.worker.name };
     try {
       const { id } = await call(ctx, pool, 'launch', (p, c) =>
-        p.launch({ pool: pool.name, name: record.instance.name, specifications: pool.specifications, agent, userData: cloudInitUserData(agent) }, c),
+        p.launch({ pool: pool.name, name: record.instance.name, specifications: pool.specifications, agent, userData: cloudInitUserData(agent), image }, c),
       );
       await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id });
       await recordLaunchSuccess(em, pool);

@@ -74,7 +74,8 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, image: WorkerI
   if (!providerType?.problems.length && !account?.problems.length && !specifications?.problems.length) {
     const changedType = creating || type !== pool.providerType;
     const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
-    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount }, config));
+    const poolImage = image && imageNameOf(specs) === image.name ? { name: image.name, manifest: image.manifest } : null;
+    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage }, config));
   }
   if (problems.length) throw InputError.of(problems);
   if (providerType?.data) pool.providerType = providerType.data;
@@ -93,9 +94,9 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, image: WorkerI
   if (input.enabled != null) pool.enabled = input.enabled;
 }
 
-/** The registered image the input's specifications name, when they name one that exists. */
-async function imageOf(em: EntityManager, input: WorkerPoolInput): Promise<WorkerImage | null> {
-  const name = imageNameOf(input.specifications);
+/** The registered image the pool will name (the input's specifications, else the pool's own), when it exists. */
+async function imageOf(em: EntityManager, input: WorkerPoolInput, pool: WorkerPool | null): Promise<WorkerImage | null> {
+  const name = input.specifications == null && pool ? imageNameOf(pool.specifications) : imageNameOf(input.specifications);
   return name === null ? null : findWorkerImage(em, name);
 }
 
@@ -108,7 +109,7 @@ export async function createWorkerPool(em: EntityManager, viewer: Viewer, config
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
-  const image = await imageOf(em, input);
+  const image = await imageOf(em, input, null);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
   applyPoolInput(pool, input, image, config, secrets, true);
   await creating(`a worker pool "${name}"`, () => em.flush());
@@ -124,7 +125,7 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
   requireAdmin(viewer);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
-  applyPoolInput(pool, input, await imageOf(em, input), config, secrets, false);
+  applyPoolInput(pool, input, await imageOf(em, input, pool), config, secrets, false);
   // The admin may have fixed what made launches fail: the pool tries again at once.
   pool.launchFailures = 0;
   pool.launchRetryAt = null;
