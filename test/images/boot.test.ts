@@ -138,7 +138,7 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
     const diskGib = Math.ceil((manifest.boot!.diskBytes + GROWTH_BYTES) / GIB);
     const created = await gqlOn(
       s,
-      `mutation($specs: JSON!) { createWorkerPool(input: { name: "${name}", providerType: "qemu", specifications: $specs, maxActiveInstances: 1, idleTimeoutSeconds: ${IDLE_TIMEOUT_SECONDS} }) { __typename ... on Error { code message } } }`,
+      `mutation($specs: PoolSpecificationsInput!) { createWorkerPool(input: { name: "${name}", providerType: "qemu", specifications: $specs, maxActiveInstances: 1, idleTimeoutSeconds: ${IDLE_TIMEOUT_SECONDS} }) { __typename ... on Error { code message } } }`,
       { specs: { image: NAME, cpuCount: Math.min(2, os.cpus().length), memoryGib: 1, diskGib } },
     );
     expect(created.createWorkerPool).toEqual({ __typename: 'WorkerPool' });

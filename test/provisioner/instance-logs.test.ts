@@ -1,7 +1,7 @@
 /**
  * Instance logs with the local provider, on real processes: an agent the provisioner started and
  * stopped leaves its directory deleted but its log kept (providers/instance-logs.ts), which admins
- * read through `Instance.log` and `tagsched-admin instance log`; anonymous callers and other users
+ * read through `Instance.log`, `tagsched-admin instance log` and the pool's status page; anonymous callers and other users
  * get null, a revoked token nothing at all, and a bad tailBytes is an input error, not a 500.
  */
 import fs from 'node:fs';
@@ -66,6 +66,19 @@ describe('instance logs', () => {
     for (const n of ['no-such-instance', '../../etc/passwd', 'x'.repeat(10_000)]) {
       expect((await f.gql(server.url, LOG, { n })).data).toEqual({ instance: null });
     }
+
+    // The pool's status page links and shows it to admins only.
+    const page = (who: string | null, query = '') =>
+      fetch(`${server.url.replace('/graphql', '')}/-/status/pools/logged/${query}`, { headers: who ? { authorization: `Bearer ${who}` } : {} });
+    const adminPage = await (await page(ADMIN, `?log=${instance.name}`)).text();
+    expect(adminPage).toContain(`Log of ${instance.name}`);
+    expect(adminPage).toMatch(/starting/i);
+    const anonymousPage = await page(null, `?log=${instance.name}`);
+    expect(anonymousPage.status).toBe(200);
+    const anonymousText = await anonymousPage.text();
+    expect(anonymousText).not.toContain(`Log of ${instance.name}`);
+    expect(anonymousText).not.toContain('?log=');
+    expect((await page(ADMIN, '?log=not-in-this-pool')).status).toBe(404);
 
     // The CLI prints it (terminal-safe); a revoked token gets nothing; an unknown instance is not found (3).
     const cli = await runCli(server.url, ['instance', 'log', instance.name, '--tail', '1048576'], { token: ADMIN });
