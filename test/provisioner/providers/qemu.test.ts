@@ -124,7 +124,12 @@ describe('a qemu pool', () => {
   fs.writeFileSync(path.join(imageDir, 'img.qcow2'), 'qcow');
   const config = { qemuImageDir: imageDir };
   // Problems of the pool itself, not of this host's programs (which .ci/run installs).
-  const check = (specifications: Record<string, unknown>, image: Manifest | null = manifest(), account: Record<string, unknown> | null = null, c: { qemuImageDir: string | null } = config) =>
+  const check = (
+    specifications: Record<string, unknown>,
+    image: Manifest | null = manifest(),
+    account: Record<string, unknown> | null = null,
+    c: { qemuImageDir: string | null } = config,
+  ) =>
     validateQemuPool({ name: 'vms', specifications, account, image: image && { name: 'img', manifest: image } }, c)
       .filter((p) => !p.message.includes('programs'))
       .map((p) => p.message);
@@ -176,10 +181,22 @@ describe('a qemu pool', () => {
 
 describe("the guest's server", () => {
   it('is 10.0.2.100 in the guest, forwarded to the http URL agents are given, or to the server’s own port behind https', () => {
-    expect(guestServer('http://127.0.0.1:4000/graphql', { host: '0.0.0.0', port: 4000 })).toEqual({ serverUrl: 'http://10.0.2.100/graphql', hostAddress: '127.0.0.1', hostPort: 4000 });
-    expect(guestServer('http://0.0.0.0:8080/x/graphql', { host: '0.0.0.0', port: 0 })).toEqual({ serverUrl: 'http://10.0.2.100/x/graphql', hostAddress: '127.0.0.1', hostPort: 8080 });
+    expect(guestServer('http://127.0.0.1:4000/graphql', { host: '0.0.0.0', port: 4000 })).toEqual({
+      serverUrl: 'http://10.0.2.100/graphql',
+      hostAddress: '127.0.0.1',
+      hostPort: 4000,
+    });
+    expect(guestServer('http://0.0.0.0:8080/x/graphql', { host: '0.0.0.0', port: 0 })).toEqual({
+      serverUrl: 'http://10.0.2.100/x/graphql',
+      hostAddress: '127.0.0.1',
+      hostPort: 8080,
+    });
     expect(guestServer('http://[::1]/graphql', { host: '::', port: 0 })).toEqual({ serverUrl: 'http://10.0.2.100/graphql', hostAddress: '::1', hostPort: 80 });
-    expect(guestServer('https://ci.example.org/graphql', { host: '0.0.0.0', port: 4000 })).toEqual({ serverUrl: 'http://10.0.2.100/graphql', hostAddress: '127.0.0.1', hostPort: 4000 });
+    expect(guestServer('https://ci.example.org/graphql', { host: '0.0.0.0', port: 4000 })).toEqual({
+      serverUrl: 'http://10.0.2.100/graphql',
+      hostAddress: '127.0.0.1',
+      hostPort: 4000,
+    });
     expect(() => guestServer('https://ci.example.org/graphql', { host: '0.0.0.0', port: 0 })).toThrow(/TAGSCHED_AGENT_SERVER_URL/);
   });
 });
