@@ -66,6 +66,10 @@ describe('instance logs', () => {
     for (const n of ['no-such-instance', '../../etc/passwd', 'x'.repeat(10_000)]) {
       expect((await f.gql(server.url, LOG, { n })).data).toEqual({ instance: null });
     }
+    // A NUL is refused as in every input, never a 500.
+    const nul = await f.gql(server.url, LOG, { n: 'a\u0000b' });
+    expect(nul.status).toBeLessThan(500);
+    expect(nul.data?.instance ?? null).toBeNull();
 
     // The pool's status page links and shows it to admins only.
     const page = (who: string | null, query = '') =>
@@ -79,6 +83,11 @@ describe('instance logs', () => {
     expect(anonymousText).not.toContain(`Log of ${instance.name}`);
     expect(anonymousText).not.toContain('?log=');
     expect((await page(ADMIN, '?log=not-in-this-pool')).status).toBe(404);
+    for (const query of ['?log=%00', `?log=${'x'.repeat(10_000)}`]) {
+      const status = (await page(ADMIN, query)).status;
+      expect(status, query.slice(0, 20)).toBeGreaterThanOrEqual(400);
+      expect(status, query.slice(0, 20)).toBeLessThan(500);
+    }
 
     // The CLI prints it (terminal-safe); a revoked token gets nothing; an unknown instance is not found (3).
     const cli = await runCli(server.url, ['instance', 'log', instance.name, '--tail', '1048576'], { token: ADMIN });

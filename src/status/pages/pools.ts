@@ -28,13 +28,17 @@ const INSTANCES_PER_PAGE = 50;
 /** How much of an instance's log the pool's page shows (`?log=NAME`, admins only). */
 const LOG_TAIL_BYTES = 64 * 1024;
 
+/** An instance's name as its pool gives it: the pool's name and random hex. */
+const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,149}$/;
+
 // Escape sequences and control characters of a console (colours, cursor moves): shown as nothing.
 const CONSOLE_CONTROLS = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-_]?|[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
 /** An instance's log for an admin, when `?log=NAME` names an instance of this pool; null otherwise. */
 async function logSection(em: EntityManager, config: Config, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
   const name = params.get('log');
-  if (!name || !isAdmin(ctx.viewer) || name.length > 150) return null;
+  if (!name || !isAdmin(ctx.viewer)) return null;
+  if (!INSTANCE_NAME.test(name)) throw new StatusError(404, `Pool ${pool.name} has no instance “${name.slice(0, 100)}”.`);
   const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ? and name = ?`, [pool.id, name]);
   if (!row.n) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
   const log = instanceLogFor(ctx.viewer, config, name, LOG_TAIL_BYTES);
