@@ -301,7 +301,7 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         const log = built.log.text as string;
         fs.writeFileSync(path.join(ARTIFACTS, 'boot-sbuild-run.log'), log);
         expect(built.worker.name).toBe(name);
-        expect(log).toContain('tagsched-handler: running sbuild --chroot-mode=unshare');
+        expect(log).toContain('tagsched-handler: running sbuild --verbose --chroot-mode=unshare');
         const version = /sbuild \(Debian sbuild\) (\S+)/.exec(log);
         expect(version, 'sbuild printed its version').not.toBeNull();
         expect(manifest.packages.find((p) => p.name === 'sbuild')!.version.startsWith(version![1])).toBe(true);
