@@ -41,7 +41,7 @@ function bootable(name: string, bytes: number): Manifest {
 }
 
 // Every problem but the host's programs, which .ci/run installs (each a problem of its own, named with its package).
-const poolProblems = (r: { problems: { path: string; message: string }[] }) => r.problems.filter((p) => !p.message.includes('programs on the server'));
+const poolProblems = (r: Record<string, unknown>) => (r.problems as { path: string; message: string }[]).filter((p) => !p.message.includes('programs on the server'));
 
 describe('qemu pools', () => {
   it('are made from an image whose disk image is in the image directory, with the size asked for', async () => {
