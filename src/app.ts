@@ -73,7 +73,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   const metrics = createProcessMetrics();
   const scheduler = createScheduler({ orm, config, log, events, settleDependents, startProbes: startQuarantineProbes, metrics });
   const serverWorkers = createServerWorkers({ orm, config, log, events, scheduler, metrics });
-  const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler });
+  const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler, metrics });
 
   const throttle = createAuthThrottle(config.limits.authFailuresPerMinute);
   const anonymous = createAnonymousLimits({

@@ -18,7 +18,9 @@ export class ClientRefusal extends Error {
  * Authenticates a client of HTTP or WebSocket from its address and presented token: the lookup is
  * reserved with the failure throttle first, and an address that failed too often is refused (429)
  * before the token is looked up; a failure is counted and logged at warn (a client mistake, or someone
- * guessing: never an error, never the token itself).
+ * guessing: never an error, never the token itself). The token of a worker that was stopped is no
+ * guess: the agent of a pool instance being scaled down calls until it exits. It is refused (401)
+ * without counting, and logged at info.
  */
 export function createClientAuth(throttle: AuthThrottle, log: Logger) {
   return async function authenticateClient(em: EntityManager, presented: string | null | undefined, address: string): Promise<Authenticated> {
@@ -36,6 +38,11 @@ export function createClientAuth(throttle: AuthThrottle, log: Logger) {
       if (!(err instanceof BadTokenError)) {
         attempt.succeeded(); // not the token's fault (the database, say): it counts for nothing
         throw err;
+      }
+      if (err.retired) {
+        attempt.succeeded();
+        log.info({ address: capText(address, 64) }, 'a stopped worker was turned away');
+        throw new ClientRefusal(401, err.message);
       }
       attempt.failed();
       log.warn({ address: capText(address, 64), reason: err.message }, 'authentication failed');

@@ -21,6 +21,8 @@ export type Topics = {
    */
   workRequestChanged: [{ id: number; workspaceId: number; status?: WorkRequestStatus; slotRefilled?: boolean }];
   workerChanged: [{ id: number; name: string }];
+  /** A pool was created or changed (enabled, disabled, its limits or specifications): the provisioner runs a cycle. */
+  poolChanged: [{ id: number; name: string }];
   /** A request was assigned to a worker; routed by worker id, so each worker's subscription hears only its own. */
   workAssigned: [workerId: string, payload: AssignmentEvent];
   /** Tokens were revoked: every process closes their open WebSockets (services/identity/token-lifecycle.ts). */

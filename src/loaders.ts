@@ -7,7 +7,8 @@ import { InstanceSchema, type Instance } from './entities/instance.js';
 import { activeByWorkerSql } from './scheduler/rules/active-work.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/matching/candidates.js';
 import type { ClassCache } from './scheduler/matching/class-cache.js';
-import type { PlacementContext } from './scheduler/matching/diagnosis.js';
+import type { PlacementContext, PoolContext } from './scheduler/matching/diagnosis.js';
+import { launchingInstances } from './scheduler/storage/launching-instances.js';
 import { monthRuntimeByPool } from './scheduler/storage/pool-runtime.js';
 import type { PoolTemplate } from './scheduler/matching/pool-template.js';
 import { loadPoolTemplates } from './scheduler/storage/pool-templates.js';
@@ -36,6 +37,8 @@ export interface Loaders {
   poolTemplates(): Promise<PoolTemplate[]>;
   /** Each pool's runtime this month, in seconds, by pool id (read once per operation). */
   monthRuntimes(): Promise<Map<number, number>>;
+  /** What a diagnosis describes the matching pools with: their launching instances and runtime (read once per operation). */
+  poolContext(): Promise<PoolContext>;
   /**
    * Each pool's instances, newest first: `size` of them at most, in `states` when given, older than
    * the instance `olderThan` when given; per pool id, one statement for all the pools of a list.
@@ -75,7 +78,16 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
   let runtimes: Promise<Map<number, number>> | null = null;
   const instancePages = new Map<string, DataLoader<number, Instance[]>>();
   let placement: Promise<PlacementContext | null> | null = null;
+  let poolContext: Promise<PoolContext> | null = null;
+  const monthRuntimes = () => (runtimes ??= monthRuntimeByPool(em));
   return {
+    poolContext: () =>
+      (poolContext ??= Promise.all([launchingInstances(em), monthRuntimes()]).then(([launching, runtime]) => ({
+        launching,
+        runtime,
+        degradedAfterFailures: config.degradedAfterFailures,
+        now: new Date(),
+      }))),
     placementContext: () =>
       (placement ??= caches
         ? Promise.all([caches.classes.refresh(em), caches.history.get(em)]).then(([, history]) => ({
@@ -119,7 +131,7 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       }
       return loader;
     },
-    monthRuntimes: () => (runtimes ??= monthRuntimeByPool(em)),
+    monthRuntimes,
     releaseBackoffs: new DataLoader(async (ids) => {
       const found = await backoffsOf(em, ids, new Date());
       return ids.map((id) => found.get(id) ?? []);

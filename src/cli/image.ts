@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { Listr, PRESET_TIMER } from 'listr2';
+import { Listr, ListrLogger, PRESET_TIMER, ProcessOutput } from 'listr2';
 import packageJson from '../../package.json' with { type: 'json' };
 import { debianArchitecture } from '../agent/facts.js';
 import { IMAGE_PATHS } from '../images/agent-files.js';
@@ -34,6 +34,13 @@ import { DISK_FORMATS, diskStages, manifestBoot, type DiskFacts, type DiskFormat
 import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage } from '../images/manifest.js';
 import type { Manifest, ManifestBoot, ManifestFile } from '../images/manifest-format.js';
 import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, RecipeError, type Recipe } from '../images/recipe.js';
+import { failedAttempt, openPublishImage, PublishError, type PublishImage, type PublishPlan } from '../images/publish.js';
+import { ec2AccountOf, ec2PublishPlan } from '../images/publish-ec2.js';
+import { hetznerPublishPlan, hetznerTokenOf } from '../images/publish-hetzner.js';
+import { PUBLISH_PROVIDERS, type PublishProvider } from '../provisioner/providers/publication.js';
+import { createApi, ERROR_SELECTION } from './admin/client.js';
+import { AdminError } from './admin/exit-codes.js';
+import { resolveConnection } from './admin/settings.js';
 
 /** Exit codes: 0 built (or planned), 1 the build failed, 64 a bad recipe, flag or host. */
 const EXIT = { ok: 0, failed: 1, usage: 64 } as const;
@@ -248,7 +255,151 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
   }
 }
 
-/** The command line; `build` is the only command. */
+interface PublishFlags {
+  provider: PublishProvider;
+  providerAccountFile: string;
+  images: string;
+  location: string;
+  serverType?: string;
+  rescueSshPort: string;
+  record: boolean;
+  server?: string;
+  config?: string;
+}
+
+const WHO = 'query PublishWho($name: String!) { me { username isAdmin } workerImage(name: $name) { name } }';
+const RECORD = `mutation RecordWorkerImagePublication($input: RecordWorkerImagePublicationInput!) {
+  recordWorkerImagePublication(input: $input) { ${ERROR_SELECTION} ... on WorkerImage { name publications { provider region providerImageId } } }
+}`;
+
+/** The account file's JSON object (the same fields as a pool's providerAccount). */
+function accountFile(file: string): Record<string, unknown> {
+  let json: unknown;
+  try {
+    json = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new PublishError(`cannot read the account file ${file}: ${(err as NodeJS.ErrnoException).code ?? 'not JSON'}`);
+  }
+  if (!json || typeof json !== 'object' || Array.isArray(json)) throw new PublishError(`the account file ${file} must hold a JSON object, as a pool's providerAccount`);
+  return json as Record<string, unknown>;
+}
+
+/** An environment variable that must be a URL when set. */
+function urlEnv(name: string): string | null {
+  const value = process.env[name]?.trim();
+  if (!value) return null;
+  try {
+    new URL(value);
+  } catch {
+    throw new PublishError(`${name} must be a URL`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
+/** The publisher of a provider, from the flags, the account file and the environment. */
+function publishPlan(image: PublishImage, flags: PublishFlags): PublishPlan<unknown> {
+  const account = accountFile(flags.providerAccountFile);
+  if (flags.provider === 'ec2') {
+    return ec2PublishPlan(image, {
+      account: ec2AccountOf(account),
+      ec2Endpoint: urlEnv('TAGSCHED_EC2_ENDPOINT'),
+      ebsEndpoint: urlEnv('TAGSCHED_EBS_ENDPOINT'),
+    }) as PublishPlan<unknown>;
+  }
+  const port = Number(flags.rescueSshPort);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new PublishError('--rescue-ssh-port must be a port number');
+  return hetznerPublishPlan(image, {
+    token: hetznerTokenOf(account),
+    apiUrl: urlEnv('TAGSCHED_HETZNER_API_URL') ?? 'https://api.hetzner.cloud/v1',
+    location: flags.location,
+    serverType: flags.serverType,
+    sshPort: port,
+  }) as PublishPlan<unknown>;
+}
+
+/** A listr2 logger that writes to stderr only. */
+const progressLogger = () => new ListrLogger({ processOutput: new ProcessOutput(process.stderr, process.stderr) });
+
+interface PublishCtx {
+  image?: PublishImage;
+  plan?: PublishPlan<unknown>;
+  published?: { providerImageId: string; region: string };
+}
+
+/** Publishes an image: the server check first (unless --no-record), then the provider's stages, then the record. */
+async function publish(name: string, flags: PublishFlags): Promise<void> {
+  const connection = flags.record ? resolveConnection({ server: flags.server, config: flags.config }, process.env) : null;
+  const api = connection && createApi(connection, { timeoutMs: 30_000 });
+  const started = Date.now();
+  const ctx: PublishCtx = {};
+  const tasks = new Listr<PublishCtx>(
+    [
+      {
+        title: `Check the image ${name} in ${flags.images}${connection ? `, and that ${connection.serverUrl} has it registered` : ''}`,
+        task: async (c, task) => {
+          if (api) {
+            const who = await api.query<{ me: { isAdmin: boolean } | null; workerImage: { name: string } | null }>(WHO, { name });
+            if (!who.me?.isAdmin)
+              throw new PublishError(`recording the publication needs an admin token (the token came from ${api.connection.tokenSource ?? 'nowhere'}); or give --no-record`);
+            if (!who.workerImage)
+              throw new PublishError(`${api.connection.serverUrl} has no worker image ${name}: register it first (tagsched-admin images register), or give --no-record`);
+          }
+          c.image = await openPublishImage(path.resolve(flags.images), name, (line) => (task.output = line));
+          c.plan = publishPlan(c.image, flags);
+        },
+      },
+      {
+        title: `Publish to ${flags.provider}`,
+        task: (c, parent) =>
+          parent.newListr<PublishCtx>(
+            c.plan!.stages.map((stage) => ({
+              title: stage.title,
+              task: async (_c, task) => stage.run(c.plan!.state, (line) => (task.output = line)),
+            })),
+            { exitOnError: true },
+          ),
+      },
+      {
+        title: `Record the publication on ${connection?.serverUrl ?? 'the server'}`,
+        task: async (c, task) => {
+          c.published = c.plan!.result(c.plan!.state);
+          if (!api) return task.skip('not recorded (--no-record)');
+          const { providerImageId, region } = c.published;
+          await api.mutate(RECORD, { input: { image: name, provider: flags.provider, region, providerImageId } }, 'recordWorkerImagePublication');
+        },
+      },
+    ],
+    {
+      exitOnError: true,
+      renderer: 'default',
+      // Progress goes to stderr: stdout is the publication's JSON line, for scripts.
+      rendererOptions: { timer: PRESET_TIMER, logger: progressLogger() },
+      fallbackRenderer: 'simple',
+      fallbackRendererOptions: { timer: PRESET_TIMER, logger: progressLogger() },
+    },
+  );
+  try {
+    await tasks.run(ctx);
+  } catch (err) {
+    if (ctx.published) {
+      const { providerImageId, region } = ctx.published;
+      throw new PublishError(
+        `${flags.provider} image ${providerImageId} (${region}) was published, but recording it failed: ${(err as Error).message}; record it with the recordWorkerImagePublication mutation (image ${name}, provider ${flags.provider}, region ${region}, providerImageId ${providerImageId})`,
+      );
+    }
+    // A provider stage failed: remove what the attempt made, and say what was removed.
+    throw ctx.plan ? await failedAttempt(ctx.plan, err) : err;
+  } finally {
+    ctx.image?.dispose();
+  }
+  const { providerImageId, region } = ctx.published!;
+  process.stderr.write(
+    `published ${name} to ${flags.provider} (${region}) in ${((Date.now() - started) / 1000).toFixed(0)} s${api ? ', recorded on the server' : ' (not recorded: --no-record)'}\n`,
+  );
+  process.stdout.write(`${JSON.stringify({ image: name, provider: flags.provider, region, providerImageId })}\n`);
+}
+
+/** The command line: `build` and `publish`. */
 function program(): Command {
   const cmd = new Command('tagsched-image')
     .description('Builds tagsched worker images: a Debian root file system with the agent, booting as a worker with only a server URL and an activation token.')
@@ -282,6 +433,24 @@ function program(): Command {
         bundlesDir: flags.bundles ? path.resolve(flags.bundles) : null,
       });
     });
+  cmd
+    .command('publish <name>')
+    .description(
+      'Make a built image bootable on a cloud and record where on the server: Hetzner (a snapshot written through a rescue system) or EC2 (an EBS snapshot through the EBS direct APIs, then an AMI).',
+    )
+    .addOption(new Option('--provider <provider>', 'the cloud').choices(PUBLISH_PROVIDERS).makeOptionMandatory())
+    .requiredOption(
+      '--provider-account-file <file>',
+      'a JSON file with the account, as a pool\'s providerAccount: {"token"} for hetzner; {"accessKeyId", "secretAccessKey", "region", "sessionToken"?} for ec2',
+    )
+    .option('--images <dir>', "the build's output directory, holding NAME.manifest.json and the disk image", './images')
+    .option('--location <location>', 'hetzner: the location of the temporary server (the snapshot boots in every location)', 'fsn1')
+    .option('--server-type <type>', "hetzner: the temporary server's type (default cx22 for amd64, cax11 for arm64)")
+    .option('--rescue-ssh-port <port>', 'hetzner: the SSH port of the rescue system (22; a stand-in listens elsewhere)', '22')
+    .option('--no-record', 'only publish: do not record the publication on the server')
+    .option('--server <url>', "the tagsched server to record on (default: TAGSCHED_SERVER_URL or tagsched-admin's config), with an admin token from TAGSCHED_TOKEN or that config")
+    .option('--config <file>', "tagsched-admin's config file (default: TAGSCHED_ADMIN_CONFIG or ~/.config/tagsched/admin.json)")
+    .action(async (name: string, flags: PublishFlags) => publish(name, flags));
   return cmd;
 }
 
@@ -291,6 +460,14 @@ async function main(argv: string[]): Promise<number> {
     return EXIT.ok;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    if (err instanceof AdminError) {
+      process.stderr.write(`tagsched-image: ${err.message}${err.details?.length ? `\n  ${err.details.join('\n  ')}` : ''}\n`);
+      return EXIT.failed;
+    }
+    if (err instanceof PublishError) {
+      process.stderr.write(`tagsched-image publish: ${err.message}\n`);
+      return EXIT.failed;
+    }
     if (err instanceof RecipeError || err instanceof HostError) {
       process.stderr.write(`tagsched-image: ${err.message}\n`);
       return EXIT.usage;

@@ -14,6 +14,7 @@ import { UserSchema } from './user.js';
 import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
 import { WorkRequestLogSchema } from './work-request-log.js';
 import { WorkRequestSchema } from './work-request.js';
+import { WorkerImagePublicationSchema } from './worker-image-publication.js';
 import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
 import { WorkerStateSchema } from './worker-state.js';
@@ -31,6 +32,7 @@ export const entities = [
   TaskRuleSchema,
   EnvironmentSchema,
   WorkerImageSchema,
+  WorkerImagePublicationSchema,
   WorkerPoolSchema,
   WorkerSchema,
   TokenSchema,

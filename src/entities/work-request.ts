@@ -102,6 +102,11 @@ export const WorkRequestSchema = defineEntity({
       name: 'work_request_pending_class_order',
       expression: `create index "work_request_pending_class_order" on "work_request" ("class_id", ("priority_base" + "priority_adjustment") desc, "fair_key", "created_at", "id") where "status" = 'PENDING'`,
     },
+    // The metrics' age of the oldest pending request: one probe at the start of the index.
+    {
+      name: 'work_request_pending_since',
+      expression: `create index "work_request_pending_since" on "work_request" ("pending_at") where "status" = 'PENDING'`,
+    },
     // The metrics' count of unfinished work per workspace and status, read with an index-only scan.
     {
       name: 'work_request_unfinished_workspace',

@@ -8,7 +8,9 @@ import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspect
 import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import { costError, operationCost } from './cost.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { costError, countedFields, countLists, operationCost, type ListCounts } from './cost.js';
+import type { ListSettings } from './list-bounds.js';
 
 /** Names the setting of a refused operation in its error: `extensions.code` LIMIT_EXCEEDED and `extensions.limit`. */
 function naming(setting: string, log: Logger) {
@@ -35,35 +37,60 @@ export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
     maxDepthPlugin({ n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, onReject: naming('TAGSCHED_MAX_DEPTH', log) }),
     maxAliasesPlugin({ n: limits.maxAliases, onReject: naming('TAGSCHED_MAX_ALIASES', log) }),
     maxDirectivesPlugin({ n: limits.maxDirectives, onReject: naming('TAGSCHED_MAX_DIRECTIVES', log) }),
-    useCostLimit(limits.maxCost, log),
+    useCostLimit(limits.maxCost, { maxBatchRequests: config.maxBatchRequests }, log),
   ];
   if (!config.introspection) plugins.push(useDisableIntrospection() as Plugin);
   if (!config.fieldSuggestions) plugins.push(blockFieldSuggestionsPlugin());
   return plugins;
 }
 
-/** Refuses, before anything runs, an operation whose estimated cost is over `max`. */
-function useCostLimit(max: number, log: Logger): Plugin {
-  const check = (args: ExecutionArgs): GraphQLError | null => {
-    let cost: number;
-    try {
-      cost = operationCost(args.schema, args.document as DocumentNode, args.variableValues as Record<string, unknown> | undefined, args.operationName);
-    } catch (err) {
-      if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
-      throw err;
-    }
+/** Refuses, before anything runs, an operation whose estimated cost is over `max` (its lists counted first, cost.ts). */
+function useCostLimit(max: number, settings: ListSettings, log: Logger): Plugin {
+  const refuse = (cost: number): GraphQLError | null => {
     if (cost <= max) return null;
     log.info({ limit: 'TAGSCHED_MAX_COST', cost, max }, 'operation refused by a limit');
     return costError(cost, max);
   };
+  // At the lists' maxima first, at once; only an operation over the limit has its lists counted (one
+  // statement, with the operation's database session) and is estimated again. Without a session, or
+  // when counting fails, the maxima stand.
+  const check = (args: ExecutionArgs): GraphQLError | null | Promise<GraphQLError | null> => {
+    const document = args.document as DocumentNode;
+    const variables = args.variableValues as Record<string, unknown> | undefined;
+    const estimate = (counts?: ListCounts): number | GraphQLError => {
+      try {
+        return operationCost(args.schema, document, variables, args.operationName, settings, counts);
+      } catch (err) {
+        if (err instanceof GraphQLError) return err; // variables that do not fit: graphql-js says so as well
+        throw err;
+      }
+    };
+    const atMaxima = estimate();
+    if (atMaxima instanceof GraphQLError) return atMaxima;
+    const em = (args.contextValue as { em?: EntityManager } | undefined)?.em;
+    const keys = atMaxima > max && em ? countedFields(args.schema, document) : [];
+    if (!keys.length) return refuse(atMaxima);
+    return countLists(em!, keys).then(
+      (counts) => {
+        const counted = estimate(counts);
+        return counted instanceof GraphQLError ? counted : refuse(counted);
+      },
+      () => refuse(atMaxima),
+    );
+  };
+  const stopWhenRefused = (refused: GraphQLError | null, stop: (result: { errors: GraphQLError[] }) => void) => {
+    if (refused) stop({ errors: [refused] });
+  };
   return {
     onExecute({ args, setResultAndStopExecution }) {
       const refused = check(args);
-      if (refused) setResultAndStopExecution({ errors: [refused] });
+      if (refused instanceof Promise) return refused.then((r) => stopWhenRefused(r, setResultAndStopExecution));
+      stopWhenRefused(refused, setResultAndStopExecution);
     },
     onSubscribe({ args, setResultAndStopExecution }) {
       const refused = check(args);
-      if (refused) setResultAndStopExecution({ errors: [refused] });
+      if (refused instanceof Promise) return refused.then((r) => stopWhenRefused(r, setResultAndStopExecution));
+      stopWhenRefused(refused, setResultAndStopExecution);
     },
   };
 }

@@ -1,9 +1,10 @@
 /**
  * The gauges that come from the database, computed at each scrape into a registry of that scrape
  * (two scrapes at once never share values): the unfinished work requests by workspace and status,
- * the pending ones by task class, the active workers by status and pool, the live instances by pool
- * and state, and each pool's demand. Every process answers the same values; they cost five
- * statements and the demand's own.
+ * the pending ones by task class (with its task and architecture) and the oldest one's age, the active
+ * workers by status and pool, the live instances by pool and state, and each pool's demand, health,
+ * limits and runtime. Every process answers the same values; they cost six statements and the
+ * demand's own.
  *
  * Workspace labels: a scraper with TAGSCHED_METRICS_TOKEN sees every workspace by name; without
  * a token configured, private workspaces are summed into one label value (PRIVATE_WORKSPACE), so
@@ -14,6 +15,7 @@ import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
 import { computeDemand } from '../scheduler/storage/demand.js';
+import { LAUNCH_LIMITS } from '../scheduler/rules/pool-capacity.js';
 import { pendingByClass as countPendingByClass } from '../scheduler/storage/pending-counts.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { ACTIVE_STATUSES_SQL, activeByWorkerSql } from '../scheduler/rules/active-work.js';
@@ -30,6 +32,17 @@ interface Deps {
   orm: MikroORM;
   config: Config;
   scheduler: Scheduler;
+}
+
+/**
+ * A class's readable labels from its required tags: the task (`TYPE:NAME`, from `worker:task:TYPE:NAME:…`)
+ * and the architecture (from `worker:build-arch:ARCH`; "" when it requires none). Both are bounded: task
+ * names come from the task registry, architectures from the tag ontology's values.
+ */
+export function classLabels(requiredTags: readonly string[]): { task: string; architecture: string } {
+  const task = requiredTags.find((t) => t.startsWith('worker:task:'));
+  const arch = requiredTags.find((t) => t.startsWith('worker:build-arch:'));
+  return { task: task ? task.split(':').slice(2, 4).join(':') : '', architecture: arch ? arch.slice('worker:build-arch:'.length) : '' };
 }
 
 const gauge = (registry: Registry, name: string, help: string, labelNames: readonly string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
@@ -62,8 +75,18 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     const [workspace, status] = JSON.parse(key) as [string, string];
     requests.set({ workspace, status }, n);
   }
-  const pending = gauge(registry, 'tagsched_pending_work_requests', 'PENDING work requests by task class id (one series per class with pending work)', ['class']);
-  for (const c of pendingByClass) pending.set({ class: String(c.class_id) }, c.n);
+  const pending = gauge(
+    registry,
+    'tagsched_pending_work_requests',
+    "PENDING work requests by task class id, with the class's task and architecture (one series per class with pending work)",
+    ['class', 'task', 'architecture'],
+  );
+  await deps.scheduler.classes.refresh(em);
+  for (const c of pendingByClass) pending.set({ class: String(c.class_id), ...classLabels(deps.scheduler.classes.get(c.class_id)?.requiredTags ?? []) }, c.n);
+  const [oldest] = await em.execute<{ since: Date | string | null }[]>(`select min(pending_at) as since from work_request where status = 'PENDING'`);
+  gauge(registry, 'tagsched_oldest_pending_seconds', 'How long the oldest PENDING work request has been waiting (since it last became PENDING); 0 with none').set(
+    oldest?.since ? Math.max(0, (now.getTime() - new Date(oldest.since).getTime()) / 1000) : 0,
+  );
 
   const workers = await em.execute<(AvailabilityRow & { pool: string | null; active: number })[]>(
     `select p.name as pool, ${availabilityColumns('w')}, coalesce(a.active, 0)::int as active
@@ -98,10 +121,20 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const launch = gauge(registry, 'tagsched_pool_launch', 'Instances each enabled pool should launch now (provisioning demand)', ['pool']);
   const required = gauge(registry, 'tagsched_pool_workers_required', 'Workers each enabled pool needs for the pending work left to it (provisioning demand)', ['pool']);
   const runnable = gauge(registry, 'tagsched_pool_pending_runnable', 'Pending work requests each enabled pool could run', ['pool']);
+  const degraded = gauge(registry, 'tagsched_pool_degraded', 'Whether each enabled pool is degraded (1): its launches keep failing, or failed in a way only an admin can cure', [
+    'pool',
+  ]);
+  const limited = gauge(registry, 'tagsched_pool_launch_limited', 'Whether a limit keeps each enabled pool from launching what its demand asks (1), by limit', ['pool', 'limit']);
+  const runtime = gauge(registry, 'tagsched_pool_month_runtime_seconds', "Each enabled pool's instances' runtime this calendar month (UTC)", ['pool']);
+  const budget = gauge(registry, 'tagsched_pool_month_runtime_budget_seconds', "Each enabled pool's monthly runtime budget (pools with one)", ['pool']);
   for (const d of demand.pools) {
     launch.set({ pool: d.pool.name }, d.launch);
     required.set({ pool: d.pool.name }, d.workersRequired);
     runnable.set({ pool: d.pool.name }, d.pendingRunnable);
+    degraded.set({ pool: d.pool.name }, d.degraded ? 1 : 0);
+    for (const limit of Object.values(LAUNCH_LIMITS)) limited.set({ pool: d.pool.name, limit }, d.limitedBy.includes(limit) ? 1 : 0);
+    runtime.set({ pool: d.pool.name }, d.monthRuntimeSeconds);
+    if (d.pool.monthlyRuntimeBudgetSeconds != null) budget.set({ pool: d.pool.name }, d.pool.monthlyRuntimeBudgetSeconds);
   }
   gauge(registry, 'tagsched_unschedulable_work_requests', 'Pending work requests that no worker and no pool could ever run').set(
     demand.unschedulable.reduce((sum, g) => sum + g.count, 0),

@@ -9,7 +9,7 @@ import { getOperationAST, type DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AssignmentVia } from '../scheduler/scheduler-metrics.js';
-import type { LifecycleRecorder, SchedulerRecorder } from './recorder.js';
+import type { LifecycleRecorder, ProvisionerRecorder, SchedulerRecorder } from './recorder.js';
 
 /** Distinct operation names this process labels by name; later new ones are counted as OTHER_OPERATION. */
 export const MAX_OPERATION_NAMES = 100;
@@ -30,7 +30,7 @@ const GRAPHQL_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 export type ConnectionKind = 'anonymous' | 'user' | 'worker' | 'activation';
 
 /** The metrics of one server process, and the hooks that feed them. */
-export interface ProcessMetrics extends SchedulerRecorder, LifecycleRecorder {
+export interface ProcessMetrics extends SchedulerRecorder, LifecycleRecorder, ProvisionerRecorder {
   readonly registry: Registry;
   /** A yoga plugin timing every query and mutation (over HTTP and WebSocket). */
   graphqlPlugin(): Plugin;
@@ -84,6 +84,24 @@ export function createProcessMetrics(): ProcessMetrics {
     registers: [registry],
   });
   for (const kind of ['anonymous', 'user', 'worker', 'activation'] as const) connections.set({ viewer: kind }, 0);
+  const launches = new Counter({
+    name: 'tagsched_instance_launches_total',
+    help: 'Instances whose launch a provider accepted, by pool (launched by this process)',
+    labelNames: ['pool'] as const,
+    registers: [registry],
+  });
+  const launchFailures = new Counter({
+    name: 'tagsched_instance_launch_failures_total',
+    help: "Launches that failed, by pool and the provider error's kind (quota, capacity, auth, timeout, invalid, unavailable)",
+    labelNames: ['pool', 'reason'] as const,
+    registers: [registry],
+  });
+  const ends = new Counter({
+    name: 'tagsched_instance_ends_total',
+    help: 'Instances stopped or found ended by this process, by pool and reason (idle, stopped, ended, lost, boot_timeout, interrupted_launch)',
+    labelNames: ['pool', 'reason'] as const,
+    registers: [registry],
+  });
 
   const names = new Set<string>();
   /** The label of an operation name: bounded, and never grown by an anonymous caller. */
@@ -123,6 +141,15 @@ export function createProcessMetrics(): ProcessMetrics {
           return { onExecuteDone: () => graphql.observe(labels, (performance.now() - started) / 1000) };
         },
       };
+    },
+    launched(pool) {
+      launches.inc({ pool });
+    },
+    launchFailed(pool, kind) {
+      launchFailures.inc({ pool, reason: kind });
+    },
+    instanceEnded(pool, reason) {
+      ends.inc({ pool, reason });
     },
     connectionOpened(kind) {
       connections.inc({ viewer: kind });

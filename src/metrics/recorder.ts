@@ -9,6 +9,16 @@ import type { SchedulerMetrics } from '../scheduler/scheduler-metrics.js';
 /** The scheduler's events: the interface the scheduler loop defines (scheduler/scheduler-metrics.ts), recorded here. */
 export type SchedulerRecorder = SchedulerMetrics;
 
+/**
+ * The provisioner's events. The provisioner sits above this layer and defines the same methods
+ * (provisioner/provisioner-metrics.ts); app.ts passes these in, matching by shape.
+ */
+export interface ProvisionerRecorder {
+  launched(pool: string): void;
+  launchFailed(pool: string, kind: string): void;
+  instanceEnded(pool: string, reason: string): void;
+}
+
 /** The work lifecycle's events. */
 export interface LifecycleRecorder {
   /** A request was completed by this process, after the commit. */

@@ -10,6 +10,7 @@ import { launchRetryDelayMs, needsAnAdmin } from '../scheduler/rules/pool-health
 import type { WorkerSnapshot } from '../scheduler/storage/worker-snapshot.js';
 import { callProvider } from './calls.js';
 import { ProviderError, type Provider, type ProviderCall } from './provider.js';
+import type { ProvisionerMetrics } from './provisioner-metrics.js';
 
 /** What every step of a provisioner cycle works with. */
 export interface CycleContext {
@@ -26,6 +27,7 @@ export interface CycleContext {
   readonly agentServerUrl: string;
   /** The provider of a type (one per process), or null when this server has none of that type. */
   provider(type: string): Provider | null;
+  readonly metrics: ProvisionerMetrics;
 }
 
 /** A ProviderError for anything a step caught. */

@@ -9,6 +9,7 @@ import { InstanceSchema } from '../entities/instance.js';
 import { WorkerImageSchema } from '../entities/worker-image.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { recordLaunch } from '../services/pools/instances.js';
+import { launchSpecifications } from '../services/pools/publications.js';
 import { publishTermination, terminateIn, terminateWorkers } from '../services/workers/terminate.js';
 import { activeWorkSql } from '../scheduler/rules/active-work.js';
 import { computeDemand } from '../scheduler/storage/demand.js';
@@ -16,6 +17,7 @@ import { retryingDeadlocks } from '../db/deadlocks.js';
 import { asProviderError, call, recordLaunchSuccess, recordPoolError, type CycleContext } from './context.js';
 import { planCycle } from './plan.js';
 import { askToStop, reconcilePool, type ReconcileReport } from './reconcile.js';
+import { INSTANCE_END_REASONS } from './provisioner-metrics.js';
 import { cloudInitUserData, type AgentBootstrap } from './user-data.js';
 
 /** What a cycle did, counted (logged, and returned to tests and the bench). */
@@ -50,6 +52,7 @@ async function stopIdle(ctx: CycleContext, workerId: number, pool: WorkerPool, n
   );
   if (!done?.workers.length) return false;
   publishTermination(ctx.events, done);
+  ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.IDLE);
   ctx.log.info({ pool: pool.name, worker: done.workers[0].name }, 'stopping an idle instance');
   return true;
 }
@@ -80,18 +83,25 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
     const agent: AgentBootstrap = { serverUrl: ctx.agentServerUrl, activationToken: record.activationToken, workerName: record.worker.name };
     try {
-      const { id } = await call(ctx, pool, 'launch', (p, c) =>
-        p.launch({ pool: pool.name, name: record.instance.name, specifications: pool.specifications, agent, userData: cloudInitUserData(agent), image }, c),
-      );
+      const { id } = await call(ctx, pool, 'launch', async (p, c) => {
+        // A pool naming a published image and no providerImage boots the image's id for its provider and region.
+        const specifications = await launchSpecifications(em.fork(), pool.providerType, pool.specifications, c.account);
+        return p.launch(
+          { pool: pool.name, name: record.instance.name, specifications, agent, userData: cloudInitUserData(agent), image },
+          { ...c, pool: { ...c.pool, specifications } },
+        );
+      });
       await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id });
       await recordLaunchSuccess(em, pool);
       pool.launchFailures = 0;
       pool.launchRetryAt = null;
       report.launched++;
+      ctx.metrics.launched(pool.name);
       ctx.log.info({ pool: pool.name, instance: record.instance.name, providerId: id }, 'instance launched');
     } catch (err) {
       const e = asProviderError(err);
       report.launchFailures++;
+      ctx.metrics.launchFailed(pool.name, e.kind);
       ctx.log.warn({ pool: pool.name, instance: record.instance.name, kind: e.kind, code: e.providerCode, error: e.message }, 'launch failed');
       await terminateWorkers(em, ctx.config, ctx.events, [record.worker.id], 'its launch failed', { state: 'FAILED', error: e.message }, new Date());
       await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config });

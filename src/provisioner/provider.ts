@@ -32,6 +32,11 @@ export interface ProviderInstance {
   readonly name: string | null;
   readonly state: 'starting' | 'running' | 'stopping' | 'gone';
   readonly createdAt: Date | null;
+  /**
+   * For a `gone` one: when it ended, as the provider saw it (a process's exit); reconciliation records
+   * its end at that time, so that its runtime stops there and not at the cycle that noticed.
+   */
+  readonly endedAt?: Date | null;
 }
 
 /** What every provider call gets: the pool it is for, its decrypted provider account, and a deadline. */
@@ -95,6 +100,11 @@ export class ProviderError extends Error {
 export interface ProviderDeps {
   readonly config: Config;
   readonly log: Logger;
+  /**
+   * Called by a provider that sees one of its instances end by itself (a local agent's process
+   * exiting): the provisioner reconciles that instance's pool at once rather than at its next periodic cycle.
+   */
+  readonly instanceEnded?: (pool: string) => void;
 }
 
 /** Makes the provider of one type for one server process. */

@@ -15,6 +15,7 @@ import type { SecretBox } from '../services/identity/secrets.js';
 import type { CycleContext } from './context.js';
 import { decide, runCycleBody, type CycleReport } from './cycle.js';
 import type { Provider } from './provider.js';
+import { NO_PROVISIONER_METRICS, type ProvisionerMetrics } from './provisioner-metrics.js';
 import { providerFactory } from './providers.js';
 
 /** The provisioner module of a server process. */
@@ -39,6 +40,8 @@ export interface ProvisionerDeps {
   readonly events: Events;
   readonly secrets: SecretBox;
   readonly scheduler: Pick<Scheduler, 'classes' | 'workers'>;
+  /** Launches, failures and ends, for /metrics; none recorded when absent. */
+  readonly metrics?: ProvisionerMetrics;
 }
 
 /** Creates the provisioner of one server process (it does nothing until start() or runCycle()). */
@@ -60,7 +63,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     if (!p) {
       const factory = providerFactory(type);
       if (!factory) return null;
-      providers.set(type, (p = factory({ config, log: log.child({ provider: type }) })));
+      providers.set(type, (p = factory({ config, log: log.child({ provider: type }), instanceEnded: () => soon(true) })));
     }
     return p;
   }
@@ -77,6 +80,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     // Set by start(); runCycle() before it (tests) falls back to the configured port on this machine.
     agentServerUrl: agentServerUrl ?? `http://127.0.0.1:${config.port}/graphql`,
     provider,
+    metrics: deps.metrics ?? NO_PROVISIONER_METRICS,
   });
 
   /** One cycle under the lock (none in embedded mode). */
@@ -128,11 +132,13 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     },
     start(listeningUrl) {
       agentServerUrl = config.agentServerUrl ?? listeningUrl;
-      // What changes the demand: new or finished work, workers coming, going or changing (here or in another process).
+      // What changes the demand: new or finished work, workers coming, going or changing, pools created or
+      // changed (here or in another process).
       const workers = events.subscribe('workerChanged')[Symbol.asyncIterator]();
       const requests = events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
-      streams.push(workers, requests);
-      for (const stream of [workers, requests]) {
+      const pools = events.subscribe('poolChanged')[Symbol.asyncIterator]();
+      streams.push(workers, requests, pools);
+      for (const stream of [workers, requests, pools]) {
         void (async () => {
           while (!stopped && !(await stream.next()).done) this.trigger();
         })();

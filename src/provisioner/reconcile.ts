@@ -11,6 +11,7 @@ import type { WorkerPool } from '../entities/worker-pool.js';
 import { terminateWorkers, type InstanceEnd } from '../services/workers/terminate.js';
 import { asProviderError, call, recordPoolError, type CycleContext } from './context.js';
 import type { ProviderInstance } from './provider.js';
+import { INSTANCE_END_REASONS } from './provisioner-metrics.js';
 
 /** A LAUNCHING instance that a cloud does not list yet is not taken as lost before this much time (lists may lag behind creation). */
 const LIST_LAG_MS = 60_000;
@@ -63,8 +64,12 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   const report = emptyReport();
   const em = ctx.orm.em.fork();
   let listed: ProviderInstance[];
+  // When the provider saw an instance end, by its id: that is when it ended, not this cycle's `now`.
+  const endedAt = new Map<string, Date>();
   try {
-    listed = (await call(ctx, pool, 'list', (p, c) => p.list(pool.name, c))).filter((i) => i.state !== 'gone');
+    const all = await call(ctx, pool, 'list', (p, c) => p.list(pool.name, c));
+    for (const i of all) if (i.state === 'gone' && i.endedAt && i.endedAt.getTime() <= now.getTime()) endedAt.set(i.id, i.endedAt);
+    listed = all.filter((i) => i.state !== 'gone');
   } catch (err) {
     const e = asProviderError(err);
     ctx.log.warn({ pool: pool.name, kind: e.kind, error: e.message }, 'cannot list the instances of a pool; it is reconciled later');
@@ -110,6 +115,7 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
       const why = `its worker did not connect within ${ctx.config.bootTimeoutMs / 1000} s of its launch`;
       ctx.log.warn({ pool: pool.name, instance: instance.name }, why);
       await end(ctx, em, instance, why, { state: 'FAILED', error: why }, now);
+      ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.BOOT_TIMEOUT);
       await askToStop(ctx, em, pool, l.id, instance.id, now);
       report.failed++;
     }
@@ -117,20 +123,24 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
 
   for (const instance of known) {
     if (seen.has(instance.id) || !LIVE_INSTANCE_STATES.includes(instance.state)) continue;
+    const ended = (instance.providerId && endedAt.get(instance.providerId)) || now;
     if (instance.state === 'STOPPING') {
-      await end(ctx, em, instance, 'its instance stopped', { state: 'TERMINATED', error: null }, now);
+      await end(ctx, em, instance, 'its instance stopped', { state: 'TERMINATED', error: null }, ended);
+      ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.STOPPED);
     } else if (!instance.providerId) {
       const why = 'its launch was interrupted and the provider has no such instance';
       ctx.log.warn({ pool: pool.name, instance: instance.name }, why);
       await end(ctx, em, instance, why, { state: 'FAILED', error: why }, now);
+      ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.INTERRUPTED_LAUNCH);
       report.failed++;
       continue;
-    } else if (instance.state === 'LAUNCHING' && now.getTime() - instance.requestedAt.getTime() < LIST_LAG_MS) {
+    } else if (instance.state === 'LAUNCHING' && !endedAt.has(instance.providerId) && now.getTime() - instance.requestedAt.getTime() < LIST_LAG_MS) {
       continue; // not listed yet, perhaps
     } else {
-      const why = 'the provider no longer has its instance';
+      const why = endedAt.has(instance.providerId) ? 'its instance ended by itself' : 'the provider no longer has its instance';
       ctx.log.warn({ pool: pool.name, instance: instance.name, providerId: instance.providerId }, why);
-      await end(ctx, em, instance, why, { state: 'TERMINATED', error: why }, now);
+      await end(ctx, em, instance, why, { state: 'TERMINATED', error: why }, ended);
+      ctx.metrics.instanceEnded(pool.name, endedAt.has(instance.providerId) ? INSTANCE_END_REASONS.ENDED : INSTANCE_END_REASONS.LOST);
       report.lost++;
     }
     // Whatever the provider keeps of an instance it no longer runs (the local provider: its directory).

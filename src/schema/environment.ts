@@ -1,4 +1,5 @@
 import { builder } from '../builder.js';
+import { firstDescription, firstOf } from './pagination.js';
 import { ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
 import { EnvironmentSchema, type Environment } from '../entities/environment.js';
 import { createEnvironment } from '../services/work/environments.js';
@@ -21,7 +22,8 @@ builder.queryFields((t) => ({
   environments: t.field({
     type: [EnvironmentRef],
     description: 'Every registered environment, oldest first',
-    resolve: (_r, _a, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' } }),
+    args: { first: t.arg.int({ description: firstDescription('Query.environments', 'environments') }) },
+    resolve: (_r, args, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' }, limit: firstOf('Query.environments', args.first) }),
   }),
 }));
 

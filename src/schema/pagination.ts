@@ -1,5 +1,6 @@
 import { GraphQLError } from 'graphql';
 import { PAGE } from '../limits/page.js';
+import { LIST_BOUNDS } from '../limits/list-bounds.js';
 
 /** Opaque cursors: base64url of a JSON key, so that the ordering column can change without breaking clients' code. */
 export function encodeCursor(key: unknown): string {
@@ -28,6 +29,22 @@ export function pageSize(args: { first?: number | null; last?: number | null; be
     throw new GraphQLError(`first must be between 0 and ${PAGE.max}`, { extensions: { code: 'INVALID_INPUT' } });
   }
   return first;
+}
+
+/** The `first` of a list paged in LIST_BOUNDS (`Type.field`): its default when omitted, refused past its maximum. */
+export function firstOf(key: string, first: number | null | undefined): number {
+  const bound = LIST_BOUNDS[key];
+  if (bound?.kind !== 'page') throw new Error(`${key} is not a page in LIST_BOUNDS`);
+  const n = first ?? bound.default;
+  if (n < 0 || n > bound.max) throw new GraphQLError(`first must be between 0 and ${bound.max}`, { extensions: { code: 'INVALID_INPUT' } });
+  return n;
+}
+
+/** The description of the `first` argument of a list paged in LIST_BOUNDS. */
+export function firstDescription(key: string, what: string): string {
+  const bound = LIST_BOUNDS[key];
+  if (bound?.kind !== 'page') throw new Error(`${key} is not a page in LIST_BOUNDS`);
+  return `How many ${what}, at most (default ${bound.default}, at most ${bound.max})`;
 }
 
 /** Builds a relay connection from one row more than the page size (that extra row says there is a next page). */

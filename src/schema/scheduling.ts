@@ -1,14 +1,15 @@
 import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
-import { candidatesQueryCost, costOf, FIELD_COSTS, fixedCost, pagedCost } from '../limits/cost.js';
+import { costOf, FIELD_COSTS, fixedCost } from '../limits/cost.js';
+import { LIST_MAXIMA } from '../limits/list-bounds.js';
+import { firstDescription, firstOf } from './pagination.js';
 import type { Context } from '../context.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../services/identity/visibility.js';
 import { diagnoseRequest } from '../services/work/diagnose-request.js';
-import { UNAVAILABLE } from '../scheduler/rules/availability.js';
 import { loadTaskTags } from '../scheduler/matching/candidates.js';
 import { LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../scheduler/matching/demand-plan.js';
 import { computeDemand } from '../scheduler/storage/demand.js';
-import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type Mismatch } from '../scheduler/matching/diagnosis.js';
+import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type DiagnosisUnavailableReason, type Mismatch, type PoolOutlook } from '../scheduler/matching/diagnosis.js';
 import type { WorkerState } from '../scheduler/matching/worker-state.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';
@@ -30,7 +31,8 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
 });
 const UnavailableEnum = builder.enumType('UnavailableReason', {
   description: 'Why a matching worker gets no new work now',
-  values: describedValues<(typeof UNAVAILABLE)[keyof typeof UNAVAILABLE]>({
+  values: describedValues<DiagnosisUnavailableReason>({
+    LAUNCHING: 'The worker of a pool instance still booting: its agent has not connected yet (in a diagnosis; a worker status says DISCONNECTED)',
     NOT_ASSIGNABLE: 'A worker of type not-assignable: the scheduler never gives it work',
     INACTIVE: 'Terminated',
     DISABLED: 'Disabled by an admin',
@@ -69,6 +71,29 @@ const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
   }),
 });
 
+const PoolOutlookRef = builder.objectRef<PoolOutlook>('PoolOutlook').implement({
+  description: 'A pool that could run a pending request: its room to launch, as demand counts it, and what it is launching',
+  fields: (t) => ({
+    pool: t.exposeString('pool', { description: "The pool's name" }),
+    instances: t.exposeInt('instances', { description: 'Its instances not yet terminated, launching ones included' }),
+    maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'How many it may have at once' }),
+    atLimit: t.field({ type: [LaunchLimitEnum], description: 'What keeps it from starting another worker now; empty when it could', resolve: (o) => o.atLimit }),
+    launching: t.field({
+      type: [
+        builder.objectRef<{ name: string; since: Date }>('LaunchingInstance').implement({
+          description: 'An instance asked of its provider whose worker has not connected yet',
+          fields: (f) => ({
+            name: f.exposeString('name', { description: "The instance's (and its worker's) name" }),
+            since: f.field({ type: 'DateTime', description: 'When it was launched', resolve: (i) => i.since }),
+          }),
+        }),
+      ],
+      description: 'Its instances still launching, oldest first',
+      resolve: (o) => o.launching,
+    }),
+  }),
+});
+
 const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
   description: 'Why a work request waits, as data',
   fields: (t) => ({
@@ -81,7 +106,7 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
         builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
           description: 'How many matching workers are unavailable for one reason',
           fields: (f) => ({
-            reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as keyof typeof UNAVAILABLE }),
+            reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as DiagnosisUnavailableReason }),
             count: f.exposeInt('count', { description: 'How many workers' }),
           }),
         }),
@@ -90,6 +115,11 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
       resolve: (d) => d.unavailableWorkers,
     }),
     matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
+    pools: t.field({
+      type: [PoolOutlookRef],
+      description: 'The matching pools: whether each could start a worker for it now or which limit holds it, and the instances it is launching; empty unless it is PENDING',
+      resolve: (d) => d.pools,
+    }),
     mismatches: t.field({ type: [MismatchRef], description: 'Nearest first', resolve: (d) => d.mismatches }),
     releaseBackoffs: t.field({
       type: [
@@ -125,12 +155,14 @@ builder.objectFields(WorkRequestRef, (t) => ({
   candidateWorkers: t.field({
     type: [WorkerRef],
     description: 'The workers that could run it (batched: a list of requests costs a bounded number of statements)',
-    extensions: costOf((a) => FIELD_COSTS.candidatesPerRequest + pagedCost(100)(a)),
     args: {
       availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),
-      first: t.arg.int({ defaultValue: 100, description: 'How many workers, at most' }),
+      first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequest.candidateWorkers', 'workers') }),
     },
-    resolve: async (wr, args, ctx) => workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), args.first ?? 100),
+    resolve: async (wr, args, ctx) => {
+      const first = firstOf('WorkRequest.candidateWorkers', args.first);
+      return workerIds(await ctx.loaders.candidates(args.availableOnly ?? true).load(wr.id), first);
+    },
   }),
   diagnosis: t.field({
     type: DiagnosisRef,
@@ -145,7 +177,6 @@ interface Candidates {
   workers: WorkerState[];
 }
 
-const FIRST_WORKERS = 'How many workers, at most';
 const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').implement({
   description: 'The workers that could run one work request',
   fields: (t) => ({
@@ -153,16 +184,14 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
     count: t.int({ description: 'How many workers could run it', resolve: (c) => c.workers.length }),
     workerNames: t.stringList({
       description: 'Their names',
-      extensions: costOf(pagedCost(100)),
-      args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) },
-      resolve: (c, a) => c.workers.slice(0, a.first ?? 100).map((w) => w.name),
+      args: { first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequestCandidates.workerNames', 'names') }) },
+      resolve: (c, a) => c.workers.slice(0, firstOf('WorkRequestCandidates.workerNames', a.first)).map((w) => w.name),
     }),
     workers: t.field({
       type: [WorkerRef],
       description: 'The workers',
-      extensions: costOf(pagedCost(100)),
-      args: { first: t.arg.int({ defaultValue: 100, description: FIRST_WORKERS }) },
-      resolve: (c, a) => workerIds(c.workers, a.first ?? 100),
+      args: { first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequestCandidates.workers', 'workers') }) },
+      resolve: (c, a) => workerIds(c.workers, firstOf('WorkRequestCandidates.workers', a.first)),
     }),
   }),
 });
@@ -195,7 +224,11 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
     monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', { description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds' }),
     degraded: t.exposeBoolean('degraded', { description: 'Its launches keep failing; lastError says why' }),
     lastError: t.string({ nullable: true, description: 'The pool’s last provider error', resolve: (d) => d.pool.lastError ?? null }),
-    stopWorkers: t.field({ type: [WorkerRef], description: 'Idle pool workers past the idle timeout, to stop', resolve: (d) => d.stop.map((w) => w.id) }),
+    stopWorkers: t.field({
+      type: [WorkerRef],
+      description: `Idle pool workers past the idle timeout, to stop: the first ${LIST_MAXIMA.stopWorkersShown} of them (the provisioner itself stops them all)`,
+      resolve: (d) => d.stop.slice(0, LIST_MAXIMA.stopWorkersShown).map((w) => w.id),
+    }),
   }),
 });
 
@@ -229,7 +262,11 @@ const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('
     hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
       description: "Unschedulable requests in groups the viewer may see none of (other people's private work): counted only",
     }),
-    pools: t.field({ type: [PoolDemandRef], description: 'Per enabled pool, by name', resolve: (d) => d.pools }),
+    pools: t.field({
+      type: [PoolDemandRef],
+      description: `Per enabled pool, by name (the first ${LIST_MAXIMA.poolsShown})`,
+      resolve: (d) => d.pools.slice(0, LIST_MAXIMA.poolsShown),
+    }),
     unschedulable: t.field({ type: [UnschedulableRef], description: 'Groups of pending requests that nothing could run', resolve: (d) => d.unschedulable }),
   }),
 });
@@ -238,7 +275,6 @@ builder.queryFields((t) => ({
   candidateWorkers: t.field({
     type: [CandidatesRef],
     description: 'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
-    extensions: costOf(candidatesQueryCost),
     args: {
       workRequestIds: t.arg.idList({ required: true, description: 'The work requests' }),
       availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),

@@ -1,4 +1,5 @@
 import { builder } from '../builder.js';
+import { firstDescription, firstOf } from './pagination.js';
 import { describedValues, upperSnake } from './enum-values.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { TOKEN_KINDS, type Token } from '../entities/token.js';
@@ -56,8 +57,9 @@ builder.queryFields((t) => ({
       username: t.arg.string({ description: 'The tokens of this user (default: the caller)' }),
       worker: t.arg.string({ description: 'The tokens of this worker' }),
       pool: t.arg.string({ description: 'Admins: the activation tokens of this pool (pool-wide ones, and those made for its instances)' }),
+      first: t.arg.int({ description: firstDescription('Query.tokens', 'tokens') }),
     },
-    resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, args),
+    resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, { ...args, limit: firstOf('Query.tokens', args.first) }),
   }),
 }));
 

@@ -2,7 +2,6 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
-import { costOf, pagedCost } from '../limits/cost.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { ACTIVE_STATUSES, WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
 import type { Context } from '../context.js';
@@ -194,7 +193,6 @@ builder.objectFields(WorkRequestRef, (t) => ({
     type: WorkRequestConnection,
     description: 'What a workflow expanded into, in creation order (empty for other requests)',
     byPath: true, // one statement for the children of every workflow at this place of the query, paged alike
-    extensions: costOf(pagedCost()),
     args: {
       first: t.arg.int({ description: `How many children, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
       after: t.arg.string({ description: "The previous page's pageInfo.endCursor" }),
@@ -234,7 +232,6 @@ builder.queryFields((t) => ({
   workRequests: t.field({
     type: WorkRequestConnection,
     description: 'Newest first; only the work the viewer may see',
-    extensions: costOf(pagedCost()),
     args: {
       filter: t.arg({ type: WorkRequestFilter, description: 'Which requests; omitted: all the viewer may see' }),
       first: t.arg.int({ description: `How many, at most (default ${PAGE.default}, at most ${PAGE.max})` }),

@@ -1,8 +1,11 @@
 import { WorkerImageSchema, type WorkerImage } from '../entities/worker-image.js';
 import { builder } from '../builder.js';
+import { firstDescription, firstOf } from './pagination.js';
 import type { Manifest, ManifestFile } from '../images/manifest-format.js';
 import { registerWorkerImage } from '../services/pools/worker-images.js';
-import { AlreadyExistsError, ForbiddenError, InputError, UnauthenticatedError } from '../errors.js';
+import { publicationsOf, recordWorkerImagePublication } from '../services/pools/publications.js';
+import type { WorkerImagePublication } from '../entities/worker-image-publication.js';
+import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
 
 type Recipe = Manifest['recipe'];
 type ImageTag = Manifest['tags'][number];
@@ -47,6 +50,16 @@ const ImageFileRef = builder.objectRef<ManifestFile>('ImageFile').implement({
   }),
 });
 
+const WorkerImagePublicationRef = builder.objectRef<WorkerImagePublication>('WorkerImagePublication').implement({
+  description: "Where an image is bootable on a cloud (tagsched-image publish): the provider's id of it in one provider and region",
+  fields: (t) => ({
+    provider: t.exposeString('provider', { description: 'The provider type: hetzner or ec2' }),
+    region: t.exposeString('region', { description: 'The EC2 region of the AMI; global for Hetzner (a snapshot boots in every location of its project)' }),
+    providerImageId: t.exposeString('providerImageId', { description: 'The id pools of that provider and region boot: a Hetzner image (snapshot) id, an AMI id' }),
+    publishedAt: t.expose('publishedAt', { type: 'DateTime', description: 'When it was published (recorded)' }),
+  }),
+});
+
 /** A registered worker image (docs/design.md: images): its manifest, as `tagsched-image build` wrote it. */
 export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').implement({
   description: 'A registered worker image: what tagsched-image build made, as its manifest says; pools name it in their specifications',
@@ -64,6 +77,11 @@ export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').impl
     diskImage: t.field({ type: ImageFileRef, nullable: true, description: 'Its bootable disk image; null when the build made none', resolve: (i) => i.manifest.files.diskImage }),
     createdAt: t.field({ type: 'DateTime', description: 'When it was built', resolve: (i) => new Date(i.manifest.createdAt) }),
     registeredAt: t.expose('registeredAt', { type: 'DateTime', description: 'When it was registered' }),
+    publications: t.field({
+      type: [WorkerImagePublicationRef],
+      description: 'Where it is published (tagsched-image publish), by provider and region: a hetzner or ec2 pool naming it with no providerImage boots these ids',
+      resolve: (i, _args, ctx) => publicationsOf(ctx.em, i),
+    }),
   }),
 });
 
@@ -74,11 +92,22 @@ const RegisterWorkerImageInput = builder.inputType('RegisterWorkerImageInput', {
   }),
 });
 
+const RecordWorkerImagePublicationInput = builder.inputType('RecordWorkerImagePublicationInput', {
+  description: 'Where a registered image was published',
+  fields: (t) => ({
+    image: t.string({ required: true, description: 'The registered image' }),
+    provider: t.string({ required: true, description: 'hetzner or ec2' }),
+    region: t.string({ required: true, description: "The AMI's EC2 region; global for Hetzner" }),
+    providerImageId: t.string({ required: true, description: 'The Hetzner image (snapshot) id or the AMI id' }),
+  }),
+});
+
 builder.queryFields((t) => ({
   workerImages: t.field({
     type: [WorkerImageRef],
     description: 'The registered worker images, by name',
-    resolve: (_root, _args, ctx) => ctx.em.find(WorkerImageSchema, {}, { orderBy: { name: 'asc' } }),
+    args: { first: t.arg.int({ description: firstDescription('Query.workerImages', 'images') }) },
+    resolve: (_root, args, ctx) => ctx.em.find(WorkerImageSchema, {}, { orderBy: { name: 'asc' }, limit: firstOf('Query.workerImages', args.first) }),
   }),
   workerImage: t.field({
     type: WorkerImageRef,
@@ -96,5 +125,12 @@ builder.mutationFields((t) => ({
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: { input: t.arg({ type: RegisterWorkerImageInput, required: true, description: 'The manifest to register' }) },
     resolve: (_root, { input }, ctx) => registerWorkerImage(ctx.em, ctx.viewer, ctx.config, input.manifest),
+  }),
+  recordWorkerImagePublication: t.field({
+    type: WorkerImageRef,
+    description: 'Admin: records where an image is published (tagsched-image publish does this); it replaces the id of the same provider and region',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
+    args: { input: t.arg({ type: RecordWorkerImagePublicationInput, required: true, description: 'The publication' }) },
+    resolve: (_root, { input }, ctx) => recordWorkerImagePublication(ctx.em, ctx.viewer, input),
   }),
 }));

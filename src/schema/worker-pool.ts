@@ -1,5 +1,6 @@
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { builder } from '../builder.js';
+import { firstDescription, firstOf } from './pagination.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Token } from '../entities/token.js';
 import { isAdmin } from '../services/identity/auth.js';
@@ -171,7 +172,8 @@ builder.queryFields((t) => ({
   workerPools: t.field({
     type: [WorkerPoolRef],
     description: 'Every pool, by name',
-    resolve: (_root, _args, ctx) => ctx.em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } }),
+    args: { first: t.arg.int({ description: firstDescription('Query.workerPools', 'pools') }) },
+    resolve: (_root, args, ctx) => ctx.em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' }, limit: firstOf('Query.workerPools', args.first) }),
   }),
   workerPool: t.field({
     type: WorkerPoolRef,
@@ -191,15 +193,19 @@ builder.mutationFields((t) => ({
       input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool to create' }),
       idempotencyKey: t.arg.string({ description: IDEMPOTENCY_KEY_DESCRIPTION }),
     },
-    resolve: (_root, { input, idempotencyKey }, ctx) =>
-      createOnce<WorkerPool>(
+    resolve: async (_root, { input, idempotencyKey }, ctx) => {
+      const pool = await createOnce<WorkerPool>(
         ctx,
         'createWorkerPool',
         idempotencyKey,
         input,
         { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }), mayRead: adminsOnly },
         (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
-      ),
+      );
+      // Committed: the provisioner starts what the new pool needs now, not at its next periodic cycle.
+      ctx.events.publish('poolChanged', { id: pool.id, name: pool.name });
+      return pool;
+    },
   }),
   updateWorkerPool: t.field({
     type: WorkerPoolRef,

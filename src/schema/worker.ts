@@ -5,7 +5,6 @@ import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotF
 import type { Context } from '../context.js';
 import { asFilter } from '../db/condition.js';
 import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../services/identity/visibility.js';
-import { costOf, pagedCost } from '../limits/cost.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../services/workers/workers.js';
 import { terminateWorker } from '../services/workers/terminate.js';
@@ -148,7 +147,6 @@ const WorkerConnection = builder.connectionObject(
 builder.queryFields((t) => ({
   workers: t.field({
     type: WorkerConnection,
-    extensions: costOf(pagedCost()),
     args: {
       filter: t.arg({ type: WorkerFilter, description: 'Which workers; omitted: every active one' }),
       first: t.arg.int({ description: `How many, at most (default ${PAGE.default}, at most ${PAGE.max})` }),

@@ -20,8 +20,7 @@ import {
 } from '../services/identity/directory.js';
 import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../services/identity/visibility.js';
 import { createTaskRule, deleteTaskRule } from '../services/work/task-rules.js';
-import { costOf, pagedCost } from '../limits/cost.js';
-import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
+import { decodeCursor, encodeCursor, firstDescription, firstOf, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
 import { adminsOnly } from '../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
@@ -157,7 +156,6 @@ const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConn
 builder.queryFields((t) => ({
   users: t.field({
     type: UserConnection,
-    extensions: costOf(pagedCost()),
     description: 'Admin: every user account, by name (FORBIDDEN for others, UNAUTHENTICATED without a token)',
     args: {
       first: t.arg.int({ description: `How many users, at most (default ${PAGE.default}, at most ${PAGE.max})` }),
@@ -172,14 +170,28 @@ builder.queryFields((t) => ({
   }),
   workspaces: t.field({
     type: [WorkspaceRef],
-    description: 'Public workspaces, and private ones the viewer belongs to',
-    resolve: (_r, _a, ctx) => {
+    description: 'Public workspaces, and private ones the viewer belongs to, by name',
+    args: { first: t.arg.int({ description: firstDescription('Query.workspaces', 'workspaces') }) },
+    resolve: (_r, args, ctx) => {
       const principal = principalOf(ctx.viewer);
       return ctx.em.find(
         WorkspaceSchema,
         asFilter((alias) => workspaceSql(principal, alias)),
-        { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' } },
+        { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' }, limit: firstOf('Query.workspaces', args.first) },
       );
+    },
+  }),
+  workspace: t.field({
+    type: WorkspaceRef,
+    nullable: true,
+    description: 'A workspace by name (scope/name); null when there is none or the viewer may not see it',
+    args: { name: t.arg.string({ required: true, description: 'scope/name' }) },
+    resolve: async (_r, { name }, ctx) => {
+      const slash = name.indexOf('/');
+      if (slash < 0) return null;
+      const principal = principalOf(ctx.viewer);
+      const where: FilterQuery<Workspace>[] = [{ scope: { name: name.slice(0, slash) }, name: name.slice(slash + 1) }, asFilter((alias) => workspaceSql(principal, alias))];
+      return ctx.em.findOne(WorkspaceSchema, { $and: where }, { populate: ['scope'] });
     },
   }),
   siteRules: t.field({
@@ -194,11 +206,14 @@ builder.queryFields((t) => ({
   groups: t.field({
     type: [GroupRef],
     description: 'The groups of a scope the viewer may see: with their workspace, or with some workspace of the scope for scope-wide groups',
-    args: { scope: t.arg.string({ required: true, description: 'The scope, e.g. debian' }) },
-    resolve: (_r, { scope }, ctx) => {
+    args: {
+      scope: t.arg.string({ required: true, description: 'The scope, e.g. debian' }),
+      first: t.arg.int({ description: firstDescription('Query.groups', 'groups') }),
+    },
+    resolve: (_r, { scope, first }, ctx) => {
       const principal = principalOf(ctx.viewer);
       const where: FilterQuery<Group>[] = [{ scope: { name: scope } }, asFilter((alias) => groupSql(principal, alias))];
-      return ctx.em.find(GroupSchema, { $and: where }, { populate: ['scope'], orderBy: { name: 'asc' } });
+      return ctx.em.find(GroupSchema, { $and: where }, { populate: ['scope'], orderBy: { name: 'asc' }, limit: firstOf('Query.groups', first) });
     },
   }),
   me: t.field({

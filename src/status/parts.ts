@@ -1,9 +1,9 @@
 /** Pieces several status pages share: tables of tags, badges, pagers, a diagnosis in words. */
-import type { Diagnosis, Mismatch, PlacementView } from '../scheduler/matching/diagnosis.js';
+import type { Diagnosis, Mismatch, PlacementView, PoolOutlook } from '../scheduler/matching/diagnosis.js';
 import type { HeavyReason } from '../scheduler/rules/heavy-work.js';
 import type { PlacementRule } from '../scheduler/rules/placement-preference.js';
 import type { QueuePosition, QueueRule } from '../scheduler/rules/queue-order.js';
-import { duration } from './format.js';
+import { duration, relative } from './format.js';
 import type { TagEntry, TagRefusal } from '../tags/types.js';
 import { html, type Html } from './html.js';
 
@@ -105,12 +105,29 @@ function queueLine(q: QueuePosition): string {
   return `${q.ahead} of its class ahead: ${parts.join(', ')}.`;
 }
 
+/** What keeps a pool from starting another worker, in words. */
+const LAUNCH_LIMIT_WORDS: Record<PoolOutlook['atLimit'][number], (p: PoolOutlook) => string> = {
+  MAX_ACTIVE_INSTANCES: (p) => `at its limit of ${p.maxActiveInstances} instance${p.maxActiveInstances === 1 ? '' : 's'}`,
+  MONTHLY_BUDGET: () => 'out of its monthly runtime budget',
+  BACKOFF: () => 'waiting after failed launches',
+};
+
+/** A matching pool: its link, what it is launching, and what holds it or that it could start a worker. */
+function poolOutlookView(p: PoolOutlook, now: Date): Html {
+  const launching = p.launching.map(
+    (i, n) => html`${n ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(i.name)}/">${i.name}</a> for ${relative(i.since, now).replace(/ ago$/, '')}`,
+  );
+  const limits = p.atLimit.map((l) => LAUNCH_LIMIT_WORDS[l](p));
+  const state = [...(launching.length ? [html`launching ${launching}`] : []), ...limits];
+  return html`<a href="/-/status/pools/${encodeURIComponent(p.pool)}/">${p.pool}</a> (${state.length ? state.map((part, n) => html`${n ? '; ' : ''}${part}`) : 'could start a worker'})`;
+}
+
 /**
  * A diagnosis: its state and counts, the matching pools and the nearest mismatches. The tags of a
  * mismatch against a group of workers are those workers' details: where `showsTags` says the viewer
  * may not see them (services/identity/visibility.ts, canSeeWorkerGroupTags), only their counts are shown.
  */
-export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean, mismatchLimit = 5): Html {
+export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean, mismatchLimit = 5, now = new Date()): Html {
   const missing = (m: Mismatch, tags: readonly string[]) =>
     showsTags(m) ? tagList(tags) : html`<span class="muted">${tags.length} tag${tags.length === 1 ? '' : 's'} (shown to signed-in users)</span>`;
   const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
@@ -125,7 +142,13 @@ export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean,
     ]);
   return html`<p>${badge(d.state)} ${DIAGNOSIS_WORDS[d.state]}</p>
 <dl class="facts"><dt>Matching workers</dt><dd>${d.matchingWorkers} (${d.availableWorkers} with a free slot, ${d.busyWorkers} busy${unavailable ? `, ${unavailable}` : ''})</dd>
-<dt>Matching pools</dt><dd>${d.matchingPools.length ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`) : 'none'}</dd>
+<dt>Matching pools</dt><dd>${
+    d.pools.length
+      ? d.pools.map((p, i) => html`${i ? ', ' : ''}${poolOutlookView(p, now)}`)
+      : d.matchingPools.length
+        ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`)
+        : 'none'
+  }</dd>
 ${d.placement ? html`<dt>Placement</dt><dd>${placementLine(d.placement)}</dd>` : ''}
 ${d.queue ? html`<dt>In the queue</dt><dd>${queueLine(d.queue)}</dd>` : ''}</dl>
 ${d.mismatches.length && (d.state.startsWith('WAITING') || d.state === 'UNSCHEDULABLE') ? html`<h3>Nearest that cannot run it</h3><p class="muted">Missing on them: tags the request requires that they do not provide. Missing on the request: tags they require that it does not provide.</p>${table(['Workers or pool', 'Missing on them', 'Missing on the request'], mismatches, '', { stack: true })}${d.mismatches.length > mismatchLimit ? html`<p class="muted">and ${d.mismatches.length - mismatchLimit} more</p>` : ''}` : ''}`;

@@ -43,6 +43,7 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   unquarantineWorker: ['Worker', [I, U, F, N], { name: 'w' }, U],
   terminateWorker: ['Worker', [I, U, F, N, S], { name: 'w' }, U],
   registerWorkerImage: ['WorkerImage', [I, U, F, A], { manifest: { name: 'img' } }, U],
+  recordWorkerImagePublication: ['WorkerImage', [I, U, F, N], { image: 'img', provider: 'ec2', region: 'eu-central-1', providerImageId: 'ami-00000000' }, U],
   createWorkerPool: ['WorkerPool', [I, U, F, A], { name: 'p' }, U],
   updateWorkerPool: ['WorkerPool', [I, U, F, N], { name: 'p' }, U],
   createActivationToken: ['ActivationTokenPayload', [I, U, F, N, S], { pool: 'p' }, U],

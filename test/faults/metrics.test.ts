@@ -102,8 +102,17 @@ describe.sequential('/metrics', () => {
     expect(samples(metrics, 'tagsched_work_requests').get(key({ workspace: '(private)', status: 'BLOCKED' }))).toBe(1);
 
     // Pending by class: one series per class with pending work.
-    const byClass = await f.sql<{ class_id: number; n: number }>(`select class_id, count(*)::int as n from work_request where status = 'PENDING' group by 1`);
-    expect(Object.fromEntries(samples(metrics, 'tagsched_pending_work_requests'))).toEqual(Object.fromEntries(byClass.map((c) => [key({ class: String(c.class_id) }), c.n])));
+    // Labelled with the class's task (worker:task:TYPE:NAME:…) and architecture (worker:build-arch:ARCH), read here from the class's tags.
+    const byClass = await f.sql<{ class_id: number; n: number; task: string; architecture: string }>(
+      `select w.class_id, count(*)::int as n,
+              coalesce((select split_part(t, ':', 3) || ':' || split_part(t, ':', 4) from unnest(c.required_tags) t where t like 'worker:task:%' limit 1), '') as task,
+              coalesce((select substr(t, length('worker:build-arch:') + 1) from unnest(c.required_tags) t where t like 'worker:build-arch:%' limit 1), '') as architecture
+         from work_request w join task_class c on c.id = w.class_id where w.status = 'PENDING' group by w.class_id, c.required_tags`,
+    );
+    expect(byClass.every((c) => c.task !== '')).toBe(true);
+    expect(Object.fromEntries(samples(metrics, 'tagsched_pending_work_requests'))).toEqual(
+      Object.fromEntries(byClass.map((c) => [key({ class: String(c.class_id), task: c.task, architecture: c.architecture }), c.n])),
+    );
     expect(samples(metrics, 'tagsched_unschedulable_work_requests').get(key({}))).toBe(2);
 
     // Workers by status and pool, as the API shows them.

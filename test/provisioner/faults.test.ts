@@ -46,9 +46,9 @@ describe.sequential('pools under faults', () => {
     expectExactlyOnce(f, [s], { killed: [run.agent] });
     expect(s.worker).not.toBe(run.agent);
     expect(s.retryCount).toBe(1);
-    expect(s.statusReason).toBe(`worker ${run.agent} was terminated (the provider no longer has its instance); re-queued (retry 1 of 3)`);
+    expect(s.statusReason).toBe(`worker ${run.agent} was terminated (its instance ended by itself); re-queued (retry 1 of 3)`);
     const [first, second] = await poolInstances(f, 'kill');
-    expect(first).toMatchObject({ name: run.agent, state: 'TERMINATED', error: 'the provider no longer has its instance' });
+    expect(first).toMatchObject({ name: run.agent, state: 'TERMINATED', error: 'its instance ended by itself' });
     expect(second.name).toBe(s.worker);
     expect(['RUNNING', 'STOPPING', 'TERMINATED']).toContain(second.state);
   }, 240_000);

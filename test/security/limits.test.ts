@@ -170,6 +170,41 @@ describe('amplified queries are refused, a plain one still answers', () => {
   });
 });
 
+describe('nested lists multiply (issue 21, item 1)', () => {
+  it('a workspace owner adds 10 rules to a public workspace; the anonymous cycle rules → workspace → rules 6 deep is refused by the cost, and the 51st rule by its maximum', async () => {
+    const owner = (await t.gql(`mutation { createUser(input: { username: "rule-owner" }) { ... on UserTokenPayload { token } } }`)).data!.createUser.token as string;
+    expect((await t.gql(`mutation { createWorkspace(input: { name: "probe/open", isPublic: true }) { __typename } }`)).data!.createWorkspace.__typename).toBe('Workspace');
+    const member = await t.gql(`mutation { setWorkspaceMember(input: { workspace: "probe/open", username: "rule-owner", role: OWNER }) { __typename } }`);
+    expect(member.data!.setWorkspaceMember.__typename).toBe('Workspace');
+    const addRule = (i: number) =>
+      gql(`mutation { createTaskRule(input: { workspace: "probe/open", name: "r${i}", providedTags: ["task:team:r${i}"] }) { __typename ... on Error { code message } } }`, {
+        token: owner,
+      });
+    for (let i = 0; i < 10; i++) expect((await addRule(i)).json.data.createTaskRule.__typename).toBe('TaskRule');
+
+    const nest = (n: number): string => (n === 0 ? 'name' : `rules { name workspace { ${nest(n - 1)} } }`);
+    const probe = await gql(`{ workspaces { ${nest(6)} } }`, { token: undefined, from: '127.0.0.5' });
+    expect(probe.status).toBeLessThan(500);
+    expect(probe.json.data).toBeUndefined();
+    expect(limitOf(probe)).toEqual(['LIMIT_EXCEEDED:TAGSCHED_MAX_COST']);
+    expect(probe.json.errors[0].message).toMatch(/^Query cost limit of 20000 exceeded, found \d+/);
+    expect(probe.json.errors[0].extensions.found).toBeGreaterThan(1_000_000); // 10 rules counted at each of 6 levels: 10^6 and more
+    // 20 aliases of 5 levels in one request: refused as well.
+    const aliases = `{ ${Array.from({ length: 20 }, (_, i) => `a${i}: workspaces { ${nest(5)} }`).join(' ')} }`;
+    const many = await gql(aliases, { token: undefined, from: '127.0.0.5' });
+    expect(many.status).toBeLessThan(500);
+    expect(limitOf(many)).toEqual(['LIMIT_EXCEEDED:TAGSCHED_MAX_COST']);
+    expect(many.json.errors[0].extensions.found).toBeGreaterThan(20 * 100_000);
+    // One level of the same lists answers.
+    const one = await gql(`{ workspace(name: "probe/open") { rules { name } } }`, { token: undefined, from: '127.0.0.5' });
+    expect(one.json.data.workspace.rules).toHaveLength(10);
+
+    for (let i = 10; i < 50; i++) expect((await addRule(i)).json.data.createTaskRule.__typename).toBe('TaskRule');
+    const past = await addRule(50);
+    expect(past.json.data.createTaskRule).toEqual({ __typename: 'InputError', code: 'INVALID_RULE', message: 'input: a workspace holds at most 50 rules' });
+  });
+});
+
 describe('the same limits over WebSocket', () => {
   it('refuses an alias bomb and a document nested 5,000 deep sent over graphql-ws', async () => {
     const { client } = wsClient(url, ADMIN_TOKEN);

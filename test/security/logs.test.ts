@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
 import { useTestApp } from '../helpers/app.js';
-import { ERROR_FIELDS } from '../helpers/fixtures.js';
+import { createPool, ERROR_FIELDS, expectResult, registerWorker } from '../helpers/fixtures.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';
 
 // docs/design.md: limits and tokens: logs never carry SQL parameters, secrets or unbounded client strings; client mistakes
 // are logged below error level. The service's real logger, captured, behind the real app.
 const capture = captureLog('info');
-const t = useTestApp({}, { log: () => capture.log });
+const t = useTestApp({ limits: { ...loadConfig({}).limits, authFailuresPerMinute: 5 } }, { log: () => capture.log });
 
 describe('what the log keeps of client input', () => {
   it('a database error caused by a huge argument is logged without the SQL or its values', async () => {
@@ -53,6 +54,32 @@ describe('client mistakes are not errors', () => {
     const failed = lines.find((l) => l.msg === 'authentication failed');
     expect(failed?.level).toBe(LEVEL.warn);
     expect(JSON.stringify(lines)).not.toContain('not-a-real-token');
+  });
+});
+
+describe('a stopped worker is no guesser', () => {
+  it("its agent's calls after a scale-down are refused (401) without a warning, and do not count toward the failed-authentication throttle", async () => {
+    await createPool(t, { name: 'logs-pool' });
+    const token = await registerWorker(t, 'logs-pool-1', { pool: 'logs-pool' });
+    await expectResult(t, 'Worker', `mutation { terminateWorker(input: { name: "logs-pool-1" }) { __typename ${ERROR_FIELDS} } }`);
+    const from = capture.mark();
+    // More calls than the throttle's 5 failures a minute: an agent draining after its stop keeps calling.
+    for (let i = 0; i < 8; i++) {
+      const refused = await t.gql(`{ me { __typename } }`, {}, token);
+      expect(refused.status).toBe(401);
+      expect(refused.errors?.[0]?.message).toBe('the worker of this token is terminated');
+    }
+    const lines = capture.lines().slice(from);
+    expect(lines.filter((l) => l.msg === 'authentication failed' || l.level >= LEVEL.warn)).toEqual([]);
+    expect(lines.filter((l) => l.msg === 'a stopped worker was turned away' && l.level === LEVEL.info)).toHaveLength(8);
+    expect(JSON.stringify(lines)).not.toContain(token);
+    // Had the 8 counted, the first guess would be refused (429). Guesses are still cut at the limit of 5
+    // (an earlier test of this file may have used one of them).
+    const guesses: number[] = [];
+    for (let i = 0; i < 7; i++) guesses.push((await t.gql(`{ me { __typename } }`, {}, `tsk_user_guess-${i}-000000000000000000000000`)).status);
+    expect(guesses[0]).toBe(401);
+    expect(guesses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(4);
+    expect(guesses.slice(5)).toEqual([429, 429]);
   });
 });
 

@@ -12,6 +12,8 @@ export interface DiagnosisData {
   busyWorkers: number;
   unavailableWorkers: { reason: string; count: number }[];
   matchingPools: string[];
+  /** The matching pools' room to launch and launching instances (absent from older answers: then only `matchingPools` is used). */
+  pools?: { pool: string; instances: number; maxActiveInstances: number; atLimit: string[]; launching: { name: string; since: string }[] }[];
   /** The tag lists are null for workers whose tags the caller may not see; the counts are always there. */
   mismatches: {
     pool: string | null;
@@ -39,6 +41,7 @@ export interface WhyData {
 /** The selection of WhyData. */
 export const WHY_FIELDS = `id status result statusReason dependsOn hiddenDependencyCount worker { name }
   diagnosis { state matchingWorkers availableWorkers busyWorkers unavailableWorkers { reason count } matchingPools
+    pools { pool instances maxActiveInstances atLimit launching { name since } }
     mismatches { pool workerCount workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount } }`;
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -73,6 +76,39 @@ function missingEverywhere(d: DiagnosisData): string[] {
   return d.mismatches.map((m) => m.missingOnWorker ?? []).reduce((common, tags) => common.filter((t) => tags.includes(t)));
 }
 
+/** How long ago, in whole seconds (minutes past two), for "launching for 12 s". */
+function age(since: string, now: Date): string {
+  const seconds = Math.max(0, Math.round((now.getTime() - Date.parse(since)) / 1000));
+  return seconds < 120 ? `${seconds} s` : `${Math.floor(seconds / 60)} min`;
+}
+
+/** One matching pool's outlook in words: launching, held by a limit, or able to start one. */
+function poolOutlook(p: NonNullable<DiagnosisData['pools']>[number], now: Date): string {
+  const launching = p.launching.length
+    ? `launching ${p.launching
+        .slice(0, 3)
+        .map((i) => `${i.name} (${age(i.since, now)})`)
+        .join(', ')}${p.launching.length > 3 ? ', …' : ''}`
+    : '';
+  const limits = p.atLimit.map((l) =>
+    l === 'MAX_ACTIVE_INSTANCES'
+      ? `at its limit of ${plural(p.maxActiveInstances, 'instance')}`
+      : l === 'MONTHLY_BUDGET'
+        ? 'out of its monthly runtime budget'
+        : l === 'BACKOFF'
+          ? 'waiting after failed launches'
+          : l.toLowerCase().replace(/_/g, ' '),
+  );
+  const parts = [launching, ...limits].filter(Boolean);
+  return `pool ${p.pool} ${parts.length ? `is ${parts.join(' and ')}` : 'could start one'}`;
+}
+
+/** The matching pools in words: each pool's outlook when the answer has it, else "pools a, b could start one". */
+function poolsText(d: DiagnosisData, now: Date): string {
+  if (d.pools?.length) return d.pools.map((p) => poolOutlook(p, now)).join('; ');
+  return d.matchingPools.length ? `${d.matchingPools.length === 1 ? 'pool' : 'pools'} ${d.matchingPools.join(', ')} could start one` : '';
+}
+
 /** Why the request is not waiting, for a request that is not PENDING. */
 function notPending(w: WhyData): string {
   switch (w.status) {
@@ -94,10 +130,10 @@ function notPending(w: WhyData): string {
 }
 
 /** The summary line and the detail lines of a diagnosis. */
-export function explain(w: WhyData): { summary: string; details: string[] } {
+export function explain(w: WhyData, now = new Date()): { summary: string; details: string[] } {
   const d = w.diagnosis;
   const details: string[] = [];
-  const pools = d.matchingPools.length ? `${d.matchingPools.length === 1 ? 'pool' : 'pools'} ${d.matchingPools.join(', ')}` : '';
+  const pools = poolsText(d, now);
   let summary: string;
   switch (d.state) {
     case 'NOT_PENDING':
@@ -110,13 +146,13 @@ export function explain(w: WhyData): { summary: string; details: string[] } {
       summary = `ready: ${plural(d.availableWorkers, 'matching worker has', 'matching workers have')} a free slot; the next scheduling pass assigns it`;
       break;
     case 'WAITING_FOR_CAPACITY':
-      summary = `waiting for capacity: ${d.busyWorkers === 1 ? 'the one matching worker is busy' : `${d.busyWorkers} matching workers are all busy`}${pools ? `; ${pools} could start more` : ''}`;
+      summary = `waiting for capacity: ${d.busyWorkers === 1 ? 'the one matching worker is busy' : `${d.busyWorkers} matching workers are all busy`}${pools ? `; ${pools}` : ''}`;
       break;
     case 'WAITING_FOR_WORKERS':
-      summary = `waiting for workers: ${plural(d.matchingWorkers, 'worker matches', 'workers match')} but none is available (${unavailableText(d)})${pools ? `; ${pools} could start one` : ''}`;
+      summary = `waiting for workers: ${plural(d.matchingWorkers, 'worker matches', 'workers match')} but none is available (${unavailableText(d)})${pools ? `; ${pools}` : ''}`;
       break;
     case 'WAITING_FOR_PROVISIONING':
-      summary = `waiting for provisioning: no worker matches, ${pools} can start one`;
+      summary = `waiting for provisioning: no worker matches; ${pools}`;
       break;
     case 'UNSCHEDULABLE': {
       const everywhere = missingEverywhere(d);

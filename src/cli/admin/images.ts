@@ -19,12 +19,13 @@ interface ImageRow {
   createdAt: string;
   registeredAt: string;
   packages?: { name: string; version: string; architecture: string }[];
+  publications?: { provider: string; region: string; providerImageId: string; publishedAt: string }[];
 }
 
 const FIELDS = `name recipe { suite architecture mirror source enableBackends enableTasks } packageCount tags { tag source condition }
   rootfs { path bytes sha256 } diskImage { path bytes sha256 } createdAt registeredAt`;
 const IMAGES = `query WorkerImages { workerImages { ${FIELDS} } }`;
-const IMAGE = `query WorkerImage($name: String!) { workerImage(name: $name) { ${FIELDS} packages { name version architecture } } }`;
+const IMAGE = `query WorkerImage($name: String!) { workerImage(name: $name) { ${FIELDS} packages { name version architecture } publications { provider region providerImageId publishedAt } } }`;
 const REGISTER = `mutation RegisterWorkerImage($input: RegisterWorkerImageInput!) {
   registerWorkerImage(input: $input) { ${ERROR_SELECTION} ... on WorkerImage { ${FIELDS} } }
 }`;
@@ -88,6 +89,12 @@ async function showImage(ctx: Ctx, name: string, opts: { packages?: boolean }) {
       ['Disk image', i.diskImage ? `${i.diskImage.path} (${size(i.diskImage.bytes)}, sha256 ${i.diskImage.sha256})` : null],
       ['Built', instant(i.createdAt)],
       ['Registered', instant(i.registeredAt)],
+      [
+        'Published',
+        i.publications?.length
+          ? i.publications.map((p) => `${p.provider} ${p.region} ${p.providerImageId} (${instant(p.publishedAt)})`).join('; ')
+          : 'nowhere yet (tagsched-image publish)',
+      ],
     ]),
   );
   out.write(heading(out, `Tags: what a pool naming it gets (provenance admin, source image:${i.name})`));

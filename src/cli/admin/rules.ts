@@ -36,7 +36,7 @@ export function ruleTable(out: Output, rules: readonly RuleRow[]): string {
 const CREATE = `mutation CreateTaskRule($input: CreateTaskRuleInput!) { createTaskRule(input: $input) { ${ERROR_SELECTION} ... on TaskRule { ${RULE_FIELDS} } } }`;
 const DELETE = `mutation DeleteTaskRule($input: DeleteTaskRuleInput!) { deleteTaskRule(input: $input) { ${ERROR_SELECTION} ... on TaskRule { ${RULE_FIELDS} } } }`;
 const SITE_RULES = `query SiteRules { siteRules { ${RULE_FIELDS} } }`;
-const WORKSPACE_RULES = `query WorkspaceRules { workspaces { name rules { ${RULE_FIELDS} } } }`;
+const WORKSPACE_RULES = `query WorkspaceRules($name: String!) { workspace(name: $name) { name rules { ${RULE_FIELDS} } } }`;
 
 async function add(ctx: Ctx, name: string, opts: { workspace?: string; task?: string; when?: string; provide?: string[]; require?: string[] }) {
   const providedTags = items(opts.provide);
@@ -60,8 +60,8 @@ async function listRules(ctx: Ctx, opts: { workspace?: string }) {
   let data: unknown;
   let rules: RuleRow[];
   if (opts.workspace) {
-    const answer = await ctx.api().query<{ workspaces: { name: string; rules: RuleRow[] }[] }>(WORKSPACE_RULES);
-    const ws = answer.workspaces.find((w) => w.name === opts.workspace);
+    const answer = await ctx.api().query<{ workspace: { name: string; rules: RuleRow[] } | null }>(WORKSPACE_RULES, { name: opts.workspace });
+    const ws = answer.workspace;
     if (!ws) throw new AdminError(`no workspace named ${JSON.stringify(opts.workspace)} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
     data = { workspace: ws };
     rules = ws.rules;

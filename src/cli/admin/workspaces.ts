@@ -25,7 +25,7 @@ interface WorkspaceRow {
 }
 
 const WORKSPACES = `query Workspaces { workspaces { ${WORKSPACE_FIELDS} } }`;
-const WORKSPACES_IN_FULL = `query Workspaces { workspaces { ${WORKSPACE_FIELDS} members { role user { username isAdmin } } rules { ${RULE_FIELDS} } } }`;
+const WORKSPACE_IN_FULL = `query Workspace($name: String!) { workspace(name: $name) { ${WORKSPACE_FIELDS} members { role user { username isAdmin } } rules { ${RULE_FIELDS} } } }`;
 const CREATE = `mutation CreateWorkspace($input: WorkspaceInput!, $key: String) {
   createWorkspace(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on Workspace { ${WORKSPACE_FIELDS} } }
 }`;
@@ -44,7 +44,12 @@ function checkName(name: string): string {
 
 /** The workspace of that name among those the viewer may see; NOT_FOUND (exit 3) otherwise. */
 async function findWorkspace(ctx: Ctx, name: string, full: boolean): Promise<{ data: { workspaces: WorkspaceRow[] }; workspace: WorkspaceRow }> {
-  const data = await ctx.api().query<{ workspaces: WorkspaceRow[] }>(full ? WORKSPACES_IN_FULL : WORKSPACES);
+  const data = full
+    ? await ctx
+        .api()
+        .query<{ workspace: WorkspaceRow | null }>(WORKSPACE_IN_FULL, { name: checkName(name) })
+        .then((d) => ({ workspaces: d.workspace ? [d.workspace] : [] }))
+    : await ctx.api().query<{ workspaces: WorkspaceRow[] }>(WORKSPACES);
   const workspace = data.workspaces.find((w) => w.name === checkName(name));
   if (!workspace) throw new AdminError(`no workspace named ${JSON.stringify(name)} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
   return { data, workspace };

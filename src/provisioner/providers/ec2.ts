@@ -51,7 +51,13 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
     ...checkPattern(specValue(specifications, 'instanceType'), at('instanceType'), /^[a-z0-9-]{1,30}\.[a-z0-9-]{1,30}$/, 'an EC2 instance type such as c6i.xlarge or m7g.large', {
       required: true,
     }),
-    ...checkPattern(specValue(specifications, 'providerImage'), at('providerImage'), RESOURCE_ID('ami'), 'an AMI id: ami- and 8 or 17 hex digits', { required: true }),
+    ...checkPattern(
+      specValue(specifications, 'providerImage'),
+      at('providerImage'),
+      RESOURCE_ID('ami'),
+      'an AMI id: ami- and 8 or 17 hex digits (optional when the pool names a published worker image)',
+      { required: specValue(specifications, 'image') === undefined },
+    ),
     ...checkPattern(specValue(specifications, 'subnetId'), at('subnetId'), RESOURCE_ID('subnet'), 'a subnet id: subnet- and 8 or 17 hex digits (optional)', {
       required: false,
     }),

@@ -89,8 +89,8 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
       specValue(specifications, 'providerImage'),
       at('providerImage'),
       /^(?:[0-9]{1,18}|[a-z0-9][a-z0-9._-]{0,62})$/,
-      'a Hetzner image id (digits) or name, such as debian-12',
-      { required: true },
+      'a Hetzner image id (digits) or name, such as debian-12 (optional when the pool names a published worker image)',
+      { required: specValue(specifications, 'image') === undefined },
     ),
     ...checkPattern(specValue(specifications, 'location'), at('location'), /^[a-z0-9][a-z0-9-]{0,19}$/, 'a Hetzner location such as fsn1, nbg1, hel1 or ash (optional)', {
       required: false,

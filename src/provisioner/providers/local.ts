@@ -35,6 +35,8 @@ interface InstanceRecord {
   startTicks: string | null;
   createdAt: string;
   stopRequestedAt: string | null;
+  /** When this server saw the agent exit (a child of its own); absent when it did not see it. */
+  exitedAt?: string;
 }
 
 /** The start time and state of a process, from /proc; null when there is no such process. */
@@ -85,7 +87,7 @@ function handlerList(specifications: PoolSpecifications): string {
 }
 
 /** Creates the local provider of one server process. */
-export function createLocalProvider({ config, log }: ProviderDeps): Provider {
+export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps): Provider {
   const root = path.join(config.dataDir, 'local-workers');
   // The agents this process started, to stop them when it stops, and their SIGKILL timers.
   const children = new Map<string, { child: ChildProcess; exited: Promise<void>; killTimer: NodeJS.Timeout | null }>();
@@ -174,6 +176,10 @@ export function createLocalProvider({ config, log }: ProviderDeps): Provider {
           if (mine?.killTimer) clearTimeout(mine.killTimer);
           children.delete(spec.name);
           log.info({ instance: spec.name, pid, code, signal: sig }, 'local agent exited');
+          // The time of the end, for reconciliation (list), which is asked for now.
+          const record = readRecord(dir);
+          if (record && record.pid === pid) writeRecord(dir, { ...record, exitedAt: new Date().toISOString() });
+          instanceEnded?.(spec.pool);
           resolve();
         }),
       );
@@ -203,7 +209,11 @@ export function createLocalProvider({ config, log }: ProviderDeps): Provider {
       const out: ProviderInstance[] = [];
       for (const name of names) {
         const record = readRecord(dirOf(pool, name));
-        if (!record || !alive(record)) continue;
+        if (!record) continue;
+        if (!alive(record)) {
+          if (record.exitedAt) out.push({ id: record.name, name: record.name, state: 'gone', createdAt: new Date(record.createdAt), endedAt: new Date(record.exitedAt) });
+          continue;
+        }
         out.push({ id: record.name, name: record.name, state: record.stopRequestedAt ? 'stopping' : 'running', createdAt: new Date(record.createdAt) });
       }
       return out;

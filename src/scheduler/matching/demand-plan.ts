@@ -8,8 +8,7 @@ import type { WorkerPool } from '../../entities/worker-pool.js';
 import type { ProvidedTagIndex } from '../../tags/match.js';
 import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
 import { staticBeforePool } from '../rules/placement-preference.js';
-import { poolHealth } from '../rules/pool-health.js';
-import { poolConcurrency } from '../rules/pool-capacity.js';
+import { LAUNCH_LIMITS, launchRoom, poolConcurrency, type LaunchLimit } from '../rules/pool-capacity.js';
 import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
@@ -17,14 +16,7 @@ import { groupBy, type WorkerState } from './worker-state.js';
 /** Seconds a task is assumed to take when its history has none (docs/design.md: provisioning demand). */
 export const DEFAULT_TASK_SECONDS = 600;
 
-/** Why a pool launches fewer instances than it needs. */
-export const LAUNCH_LIMITS = {
-  MAX_ACTIVE_INSTANCES: 'MAX_ACTIVE_INSTANCES',
-  MONTHLY_BUDGET: 'MONTHLY_BUDGET',
-  /** Its last launches failed: it waits before trying again (pool-health.ts). */
-  BACKOFF: 'BACKOFF',
-} as const;
-export type LaunchLimit = (typeof LAUNCH_LIMITS)[keyof typeof LAUNCH_LIMITS];
+export { LAUNCH_LIMITS, type LaunchLimit } from '../rules/pool-capacity.js';
 
 /** One pool's part of the demand. */
 export interface PoolDemand {
@@ -163,11 +155,8 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first thing).
       const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE').length;
       const used = runtime.get(p.pool.id) ?? 0;
-      const overBudget = p.pool.monthlyRuntimeBudgetSeconds != null && used >= p.pool.monthlyRuntimeBudgetSeconds;
-      const health = poolHealth(p.pool, now, input.degradedAfterFailures);
-      const room = Math.max(0, p.pool.maxActiveInstances - mine.length);
+      const { room, overBudget, health, launchable } = launchRoom(p.pool, mine.length, used, now, input.degradedAfterFailures);
       const concurrency = poolConcurrency(p.pool.specifications);
-      const launchable = overBudget || health.backingOff ? 0 : room;
       return [p.pool.id, { mine, starting, used, overBudget, health, room, concurrency, free: new PoolRoom(launchable + starting, concurrency, p.pool.targetLatencySeconds) }];
     }),
   );

@@ -7,6 +7,7 @@ import { decidingRule, placementRules, workerPreference, workerSize, type Placem
 import type { QueuePosition } from '../rules/queue-order.js';
 import type { PoolTemplate } from './pool-template.js';
 import type { Backoff } from '../rules/release-backoff.js';
+import { launchRoom, type LaunchLimit } from '../rules/pool-capacity.js';
 import { groupBy, workerSignature, type WorkerState } from './worker-state.js';
 
 /** Where a work request stands, as data. */
@@ -76,14 +77,51 @@ export interface PlacementContext {
   readonly eligibleCount: (w: WorkerState) => number;
 }
 
+/** An instance asked of its provider whose worker has not connected yet (storage/launching-instances.ts). */
+export interface LaunchingInstance {
+  readonly name: string;
+  readonly poolId: number;
+  readonly workerId: number | null;
+  readonly since: Date;
+}
+
+/**
+ * Why a matching worker gets no work now, as a diagnosis counts it: the availability rule's reason, or
+ * LAUNCHING for the worker of an instance still booting (the rule sees it as disconnected).
+ */
+export type DiagnosisUnavailableReason = UnavailableReason | 'LAUNCHING';
+
+/** A matching pool as the diagnosis sees it: whether it could start a worker for the request now, and what it is launching. */
+export interface PoolOutlook {
+  readonly pool: string;
+  /** Its workers not yet terminated (launching ones included), as demand counts them. */
+  readonly instances: number;
+  readonly maxActiveInstances: number;
+  /** Its instances still launching, oldest first. */
+  readonly launching: readonly { name: string; since: Date }[];
+  /** What keeps it from starting another now (rules/pool-capacity.ts); empty when it could. */
+  readonly atLimit: LaunchLimit[];
+}
+
+/** What the pools' part of a diagnosis needs beside the templates: their launching instances, runtime and health settings. */
+export interface PoolContext {
+  readonly launching: readonly LaunchingInstance[];
+  /** Each pool's runtime this month, in seconds, by pool id. */
+  readonly runtime: ReadonlyMap<number, number>;
+  readonly degradedAfterFailures: number;
+  readonly now: Date;
+}
+
 /** Why a request waits. */
 export interface Diagnosis {
   readonly state: DiagnosisState;
   readonly matchingWorkers: number;
   readonly availableWorkers: number;
   readonly busyWorkers: number;
-  readonly unavailableWorkers: { reason: UnavailableReason; count: number }[];
+  readonly unavailableWorkers: { reason: DiagnosisUnavailableReason; count: number }[];
   readonly matchingPools: string[];
+  /** The matching pools with their room to launch and their launching instances; empty without a pool context. */
+  readonly pools: PoolOutlook[];
   readonly mismatches: Mismatch[];
   /** Matching workers it is backed off from: free ones are not counted as available. */
   readonly releaseBackoffs: BackedOff[];
@@ -104,6 +142,7 @@ const ORCHESTRATED: Diagnosis = {
   busyWorkers: 0,
   unavailableWorkers: [],
   matchingPools: [],
+  pools: [],
   mismatches: [],
   releaseBackoffs: [],
   placement: null,
@@ -132,7 +171,9 @@ function placementOf(task: { requiredTags: readonly string[]; taskType: string; 
  * orchestrated one (internal, workflow) against none, since no worker is ever meant to run it.
  * `backoffs` are the request's release backoffs in force (release-backoff.ts); with a `placement`
  * context a PENDING request also gets its placement (which free worker first, and why). The queue
- * position needs the database: the caller fills it in (queue-position.ts).
+ * position needs the database: the caller fills it in (queue-position.ts). With a `poolContext` the
+ * matching pools are described (could each start a worker, or which limit holds it, and what it is
+ * launching) and the workers of launching instances are counted as LAUNCHING, not as disconnected.
  */
 export function diagnose(
   task: TaskTagsRow & { status: string; taskType: string; taskName: string },
@@ -140,6 +181,7 @@ export function diagnose(
   pools: readonly PoolTemplate[],
   backoffs: readonly Backoff[] = [],
   placement?: PlacementContext,
+  poolContext?: PoolContext,
 ): Diagnosis {
   if (isOrchestrated(task.taskType)) return ORCHESTRATED;
   const taskSets = { provided: task.providedTags, required: task.requiredTags };
@@ -172,13 +214,15 @@ export function diagnose(
   const available = free.length;
   const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
   const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
+  const launchingWorkers = new Set((poolContext?.launching ?? []).map((i) => i.workerId));
+  const reasonOf = (w: WorkerState): DiagnosisUnavailableReason => (w.unavailable === 'DISCONNECTED' && launchingWorkers.has(w.id) ? 'LAUNCHING' : w.unavailable!);
   const unavailable = [
     ...groupBy(
       matching.filter((w) => w.unavailable),
-      (w) => w.unavailable!,
+      reasonOf,
     ).entries(),
   ].map(([reason, list]) => ({
-    reason: reason as UnavailableReason,
+    reason: reason as DiagnosisUnavailableReason,
     count: list.length,
   }));
   let state: DiagnosisState;
@@ -196,9 +240,31 @@ export function diagnose(
     busyWorkers: busy,
     unavailableWorkers: unavailable,
     matchingPools,
+    pools: poolContext
+      ? outlooks(
+          pools.filter((p) => matchingPools.includes(p.pool.name)),
+          workers,
+          poolContext,
+        )
+      : [],
     mismatches,
     releaseBackoffs,
     placement: placement && task.status === 'PENDING' ? placementOf(task, free, placement) : null,
     queue: null,
   };
+}
+
+/** The matching pools' outlook: the same room-to-launch rule as demand's, and their launching instances. */
+function outlooks(pools: readonly PoolTemplate[], workers: readonly WorkerState[], context: PoolContext): PoolOutlook[] {
+  return pools.map(({ pool }) => {
+    const instances = workers.filter((w) => w.poolId === pool.id).length;
+    const room = launchRoom(pool, instances, context.runtime.get(pool.id) ?? 0, context.now, context.degradedAfterFailures);
+    return {
+      pool: pool.name,
+      instances,
+      maxActiveInstances: pool.maxActiveInstances,
+      launching: context.launching.filter((i) => i.poolId === pool.id).map((i) => ({ name: i.name, since: i.since })),
+      atLimit: room.atLimit,
+    };
+  });
 }

@@ -4,7 +4,7 @@ import { UserSchema, type User } from '../../entities/user.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
 import { WorkerSchema, type Worker } from '../../entities/worker.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
-import { hashToken, tokenRefusal } from './tokens.js';
+import { hashToken, tokenRefusal, WORKER_TERMINATED } from './tokens.js';
 
 /** Who is asking: resolved once per operation from the bearer token (`tokenId` is that token). */
 export type Viewer =
@@ -52,9 +52,16 @@ export function viewerIn(em: EntityManager, identity: ViewerIdentity): Viewer {
   }
 }
 
-/** Why a presented token was refused; the service answers 401 with this text and nothing else. */
+/**
+ * Why a presented token was refused; the service answers 401 with this text and nothing else.
+ * `retired`: a real token of a worker that was stopped (its agent still draining or exiting), not a
+ * guess.
+ */
 export class BadTokenError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly retired = false,
+  ) {
     super(message);
     this.name = 'BadTokenError';
   }
@@ -94,7 +101,7 @@ export async function authenticate(em: EntityManager, presented: string | null |
   if (row.p) em.map(WorkerPoolSchema, row.p);
   const token = em.map(TokenSchema, row.t);
   const refusal = tokenRefusal(token, token.worker?.terminatedAt != null, now);
-  if (refusal) throw new BadTokenError(refusal);
+  if (refusal) throw new BadTokenError(refusal, refusal === WORKER_TERMINATED);
   const expiresAt = token.expiresAt ?? null;
   switch (token.kind) {
     case 'admin':

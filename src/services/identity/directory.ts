@@ -5,7 +5,8 @@ import { ScopeSchema, type Scope } from '../../entities/scope.js';
 import { UserSchema, type User } from '../../entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../../entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../../entities/workspace.js';
-import { AlreadyExistsError, ForbiddenError, NotFoundError } from '../../errors.js';
+import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { isAdmin, requireAdmin, requireUser, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { nameSchema, parseInput, splitWorkspaceName } from '../input/validate.js';
@@ -106,12 +107,27 @@ export async function setWorkspaceMember(em: EntityManager, viewer: Viewer, inpu
   const role = parseInput(z.enum(WORKSPACE_ROLES), input.role ?? 'contributor', 'input.role');
   const user = await em.findOne(UserSchema, { username: input.username });
   if (!user) throw new NotFoundError(`input.username: no user "${input.username}"`, 'input.username');
-  // One statement, so that concurrent calls for the same pair cannot both insert: the last role wins.
-  await em.execute(
-    `insert into workspace_member (workspace_id, user_id, role) values (?, ?, ?)
-     on conflict (workspace_id, user_id) do update set role = excluded.role`,
-    [workspace.id, user.id, role],
-  );
+  // One transaction: the workspace's row orders concurrent additions, so that the count of members
+  // holds until the new one is committed; the upsert lets the last role win for the same pair.
+  await em.transactional(async (tx) => {
+    await tx.execute('select id from workspace where id = ? for update', [workspace.id]);
+    const [counted] = await tx.execute<{ members: string; present: string }[]>(
+      'select count(*) as members, count(*) filter (where user_id = ?) as present from workspace_member where workspace_id = ?',
+      [user.id, workspace.id],
+    );
+    if (Number(counted!.present) === 0 && Number(counted!.members) >= LIST_MAXIMA.membersPerWorkspace) {
+      throw new InputError(
+        ERROR_CODES.INVALID_INPUT,
+        `input.username: a workspace holds at most ${LIST_MAXIMA.membersPerWorkspace} members (groups hold more people)`,
+        'input.username',
+      );
+    }
+    await tx.execute(
+      `insert into workspace_member (workspace_id, user_id, role) values (?, ?, ?)
+       on conflict (workspace_id, user_id) do update set role = excluded.role`,
+      [workspace.id, user.id, role],
+    );
+  });
   await em.findOne(WorkspaceMemberSchema, { workspace, user }, { refresh: true }); // what this session shows next is the stored role
   return workspace;
 }
@@ -160,11 +176,23 @@ export async function createGroup(em: EntityManager, viewer: Viewer, input: { sc
 /** Adds users to a group. Admin only. */
 export async function addGroupMembers(em: EntityManager, viewer: Viewer, input: { groupId: number; usernames: string[] }): Promise<Group> {
   requireAdmin(viewer);
+  // One transaction: the group's row orders concurrent additions, so that the count of members holds.
+  return em.transactional(async (tx) => {
+    await tx.execute('select id from user_group where id = ? for update', [input.groupId]);
+    return addLocked(tx, input);
+  });
+}
+
+async function addLocked(em: EntityManager, input: { groupId: number; usernames: string[] }): Promise<Group> {
   const group = await em.findOne(GroupSchema, { id: input.groupId }, { populate: ['members', 'scope'] });
   if (!group) throw new NotFoundError(`input.group: no group ${input.groupId}`, 'input.group');
   const users = await em.find(UserSchema, { username: { $in: input.usernames } });
   const missing = input.usernames.filter((u) => !users.some((x) => x.username === u));
   if (missing.length) throw new NotFoundError(`input.usernames: no user ${missing.map((m) => `"${m}"`).join(', ')}`, 'input.usernames');
+  const added = new Set([...group.members.getItems().map((u) => u.id), ...users.map((u) => u.id)]);
+  if (added.size > LIST_MAXIMA.membersPerGroup) {
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `input.usernames: a group holds at most ${LIST_MAXIMA.membersPerGroup} members`, 'input.usernames');
+  }
   for (const user of users) group.members.add(user);
   await em.flush();
   return group;

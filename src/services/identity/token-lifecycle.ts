@@ -124,9 +124,13 @@ export async function createToken(
 
 /**
  * The tokens of a user or of a worker, newest first, without their values (which are never
- * stored). Admins see anyone's; a user their own; a worker its own.
+ * stored), `limit` of them at most. Admins see anyone's; a user their own; a worker its own.
  */
-export async function listTokens(em: EntityManager, viewer: Viewer, filter: { username?: string | null; worker?: string | null; pool?: string | null }): Promise<Token[]> {
+export async function listTokens(
+  em: EntityManager,
+  viewer: Viewer,
+  filter: { username?: string | null; worker?: string | null; pool?: string | null; limit?: number },
+): Promise<Token[]> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   const given = [filter.username, filter.worker, filter.pool].filter((v) => v != null).length;
   if (given > 1) throw new InputError(ERROR_CODES.INVALID_INPUT, 'give one of username, worker and pool', filter.pool != null ? 'pool' : 'worker');
@@ -151,5 +155,5 @@ export async function listTokens(em: EntityManager, viewer: Viewer, filter: { us
   } else {
     throw new ForbiddenError("a worker token lists only its own worker's tokens");
   }
-  return em.find(TokenSchema, where, { populate: ['user', 'worker', 'pool'], orderBy: { id: 'desc' } });
+  return em.find(TokenSchema, where, { populate: ['user', 'worker', 'pool'], orderBy: { id: 'desc' }, limit: filter.limit ?? undefined });
 }

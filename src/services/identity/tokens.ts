@@ -34,6 +34,9 @@ export function issueToken(
   return { token, value };
 }
 
+/** The refusal of a worker token whose worker was stopped: the normal end of a pool instance, not a guess (client-auth.ts). */
+export const WORKER_TERMINATED = 'the worker of this token is terminated';
+
 /**
  * Why a token is refused, or null when it may be used. This is the rule of docs/design.md: limits and tokens in TypeScript;
  * VALID_TOKEN_SQL is the same rule in SQL (a test checks that they agree). `workerTerminated` is the
@@ -41,10 +44,12 @@ export function issueToken(
  */
 export function tokenRefusal(token: Pick<Token, 'kind' | 'enabled' | 'revokedAt' | 'expiresAt' | 'usedAt'>, workerTerminated: boolean, now: Date): string | null {
   if (token.revokedAt) return 'the bearer token was revoked';
+  // Terminating a worker disables its tokens: say why, rather than only that it is disabled.
+  if (workerTerminated && token.kind === 'worker') return WORKER_TERMINATED;
   if (!token.enabled) return token.kind === 'activation' && token.usedAt ? 'the activation token was already used' : 'the bearer token is disabled';
   if (token.expiresAt && token.expiresAt.getTime() <= now.getTime()) return 'the bearer token has expired';
   if (token.kind === 'activation' && token.usedAt) return 'the activation token was already used';
-  if (workerTerminated) return 'the worker of this token is terminated';
+  if (workerTerminated) return WORKER_TERMINATED;
   return null;
 }
 

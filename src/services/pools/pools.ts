@@ -17,6 +17,7 @@ import { noteRequiredTags, refreshWorkerTags } from '../workers/worker-tags.js';
 import { creating } from '../input/flush.js';
 import type { WorkerImage } from '../../entities/worker-image.js';
 import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
+import { poolPublicationProblems, publishedPlaces, type PublishedPlace } from './publications.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
@@ -52,7 +53,15 @@ const providerAccountSchema = z.record(z.string(), z.unknown());
  * each tag the tag engine would refuse, the limits, and what the pool's provider finds wrong with
  * its name, specifications and account (src/provisioner/providers.ts).
  */
-function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, image: WorkerImage | null, config: Config, secrets: SecretBox, creating: boolean): void {
+function applyPoolInput(
+  pool: WorkerPool,
+  input: WorkerPoolInput,
+  image: WorkerImage | null,
+  published: readonly PublishedPlace[],
+  config: Config,
+  secrets: SecretBox,
+  creating: boolean,
+): void {
   const providerType = input.providerType == null ? null : zodProblems(oneOf(providerTypes() as [string, ...string[]]), input.providerType, 'input.providerType');
   const account = input.providerAccount == null ? null : zodProblems(providerAccountSchema, input.providerAccount, 'input.providerAccount');
   const specifications = input.specifications == null ? null : specificationProblems(input.specifications, 'input.specifications');
@@ -76,6 +85,9 @@ function applyPoolInput(pool: WorkerPool, input: WorkerPoolInput, image: WorkerI
     const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
     const poolImage = image && imageNameOf(specs) === image.name ? { name: image.name, manifest: image.manifest } : null;
     problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage }, config));
+    // A pool that boots its image's published id: the image must be published where the pool launches.
+    const regionAccount = account?.data ?? (checkedAccount === undefined ? storedAccount(pool, secrets) : checkedAccount);
+    problems.push(...poolPublicationProblems(type, specs, published, regionAccount, 'input.specifications'));
   }
   if (problems.length) throw InputError.of(problems);
   if (providerType?.data) pool.providerType = providerType.data;
@@ -111,7 +123,7 @@ export async function createWorkerPool(em: EntityManager, viewer: Viewer, config
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
   const image = await imageOf(em, input, null);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
-  applyPoolInput(pool, input, image, config, secrets, true);
+  applyPoolInput(pool, input, image, await publishedPlaces(em, imageNameOf(input.specifications)), config, secrets, true);
   await creating(`a worker pool "${name}"`, () => em.flush());
   await noteRequiredTags(em, pool.requiredTags);
   return pool;
@@ -119,13 +131,15 @@ export async function createWorkerPool(em: EntityManager, viewer: Viewer, config
 
 /**
  * Changes a worker pool: its workers' tags and concurrency follow its tags and specifications, and
- * a pool whose launches failed may try again at once (the admin may have fixed what failed). Admin only.
+ * a pool whose launches failed may try again at once (the admin may have fixed what failed); the
+ * provisioner hears of it (poolChanged) and runs a cycle. Admin only.
  */
 export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, events: Events, input: WorkerPoolInput): Promise<WorkerPool> {
   requireAdmin(viewer);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
-  applyPoolInput(pool, input, await imageOf(em, input, pool), config, secrets, false);
+  const published = await publishedPlaces(em, imageNameOf(input.specifications ?? pool.specifications));
+  applyPoolInput(pool, input, await imageOf(em, input, pool), published, config, secrets, false);
   // The admin may have fixed what made launches fail: the pool tries again at once.
   pool.launchFailures = 0;
   pool.launchRetryAt = null;
@@ -137,6 +151,7 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
   await em.flush();
   await noteRequiredTags(em, pool.requiredTags);
   for (const worker of workers) events.publish('workerChanged', { id: worker.id, name: worker.name });
+  events.publish('poolChanged', { id: pool.id, name: pool.name });
   return pool;
 }
 

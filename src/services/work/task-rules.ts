@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { TaskRuleSchema, type TaskRule } from '../../entities/task-rule.js';
 import type { Workspace } from '../../entities/workspace.js';
 import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { parseExpression } from '../../tags/expression.js';
 import type { Config } from '../../config.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
@@ -53,12 +54,22 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
   if (!providedTags.length && !requiredTags.length) {
     throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
   }
-  if (await em.count(TaskRuleSchema, { workspace, name })) {
-    throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
-  }
-  const rule = em.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
-  await creating(`a rule "${name}"`, () => em.flush());
-  return rule;
+  // One transaction: the workspace's row orders concurrent additions (site rules, added by admins
+  // alone and seldom, lock the table against other writers), so that the count of rules holds until the
+  // new one is committed.
+  return em.transactional(async (tx) => {
+    if (workspace) await tx.execute('select id from workspace where id = ? for update', [workspace.id]);
+    else await tx.execute('lock table task_rule in share row exclusive mode');
+    if ((await tx.count(TaskRuleSchema, { workspace })) >= LIST_MAXIMA.rulesPerWorkspace) {
+      throw new InputError(ERROR_CODES.INVALID_RULE, `input: ${workspace ? 'a workspace' : 'the site'} holds at most ${LIST_MAXIMA.rulesPerWorkspace} rules`, 'input');
+    }
+    if (await tx.count(TaskRuleSchema, { workspace, name })) {
+      throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
+    }
+    const rule = tx.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
+    await creating(`a rule "${name}"`, () => tx.flush());
+    return rule;
+  });
 }
 
 /**

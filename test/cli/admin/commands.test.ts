@@ -310,6 +310,7 @@ describe('images', () => {
     expect(list.stdout).toMatch(/^trixie-sbuild\s+trixie\s+amd64\s+unshare\s+sbuild\s+\d+\s+362 MiB\s+2026-11-23/m);
     const shown = await cli(['images', 'show', 'trixie-sbuild', '--packages']);
     expect(shown.stdout).toMatch(/^Root file system:\s+trixie-sbuild\.tar \(362 MiB, sha256 a{64}\)$/m);
+    expect(shown.stdout).toMatch(/^Published:\s+nowhere yet \(tagsched-image publish\)$/m);
     expect(shown.stdout).toMatch(/^worker:task:worker:sbuild:version:1\s+handler:sbuild\s+-$/m);
     expect(shown.stdout).toMatch(/^sbuild\s+1\.0-1\s+amd64$/m);
     const data = await json(['images', 'show', 'trixie-sbuild']);

@@ -52,7 +52,43 @@ describe('explain', () => {
     [
       'capacity, a pool could add more',
       pending({ state: 'WAITING_FOR_CAPACITY', busyWorkers: 2, matchingWorkers: 2, matchingPools: ['cloud'] }),
-      'waiting for capacity: 2 matching workers are all busy; pool cloud could start more',
+      'waiting for capacity: 2 matching workers are all busy; pool cloud could start one',
+    ],
+    [
+      'capacity, the pool at its limit',
+      pending({
+        state: 'WAITING_FOR_CAPACITY',
+        busyWorkers: 2,
+        matchingWorkers: 2,
+        matchingPools: ['demo'],
+        pools: [{ pool: 'demo', instances: 2, maxActiveInstances: 2, atLimit: ['MAX_ACTIVE_INSTANCES'], launching: [] }],
+      }),
+      'waiting for capacity: 2 matching workers are all busy; pool demo is at its limit of 2 instances',
+    ],
+    [
+      'capacity, one pool launching and at its limit, another out of budget and backing off',
+      pending({
+        state: 'WAITING_FOR_CAPACITY',
+        busyWorkers: 1,
+        matchingWorkers: 2,
+        matchingPools: ['a', 'b'],
+        pools: [
+          { pool: 'a', instances: 2, maxActiveInstances: 2, atLimit: ['MAX_ACTIVE_INSTANCES'], launching: [{ name: 'a-2', since: '2026-11-26T10:00:00Z' }] },
+          { pool: 'b', instances: 0, maxActiveInstances: 5, atLimit: ['MONTHLY_BUDGET', 'BACKOFF'], launching: [] },
+        ],
+      }),
+      'waiting for capacity: the one matching worker is busy; pool a is launching a-2 (12 s) and at its limit of 2 instances; pool b is out of its monthly runtime budget and waiting after failed launches',
+    ],
+    [
+      'workers: the only matching worker is an instance still launching',
+      pending({
+        state: 'WAITING_FOR_WORKERS',
+        matchingWorkers: 1,
+        unavailableWorkers: [{ reason: 'LAUNCHING', count: 1 }],
+        matchingPools: ['demo'],
+        pools: [{ pool: 'demo', instances: 1, maxActiveInstances: 1, atLimit: ['MAX_ACTIVE_INSTANCES'], launching: [{ name: 'demo-3', since: '2026-11-26T10:00:00Z' }] }],
+      }),
+      'waiting for workers: 1 worker matches but none is available (1 launching); pool demo is launching demo-3 (12 s) and at its limit of 1 instance',
     ],
     [
       'workers, none available',
@@ -69,7 +105,16 @@ describe('explain', () => {
     [
       'provisioning',
       pending({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['cloud', 'big'] }),
-      'waiting for provisioning: no worker matches, pools cloud, big can start one',
+      'waiting for provisioning: no worker matches; pools cloud, big could start one',
+    ],
+    [
+      'provisioning, the pool launching with room for more',
+      pending({
+        state: 'WAITING_FOR_PROVISIONING',
+        matchingPools: ['cloud'],
+        pools: [{ pool: 'cloud', instances: 1, maxActiveInstances: 4, atLimit: [], launching: [{ name: 'cloud-1', since: '2026-11-26T09:57:00Z' }] }],
+      }),
+      'waiting for provisioning: no worker matches; pool cloud is launching cloud-1 (3 min)',
     ],
     [
       'orchestrated, running',
@@ -93,7 +138,7 @@ describe('explain', () => {
       'unschedulable: no worker or pool matches (nearest: worker secure-1, which requires task:workspace:debian:security, which the request does not provide)',
     ],
   ])('%s', (_name, input, summary) => {
-    expect(explain(input).summary).toBe(summary);
+    expect(explain(input, new Date('2026-11-26T10:00:12Z')).summary).toBe(summary);
   });
 
   it('lists each group that does not match, with a count when names were cut', () => {

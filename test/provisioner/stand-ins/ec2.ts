@@ -10,10 +10,20 @@
  *                       (idempotent), TagSpecification.N, SubnetId, SecurityGroupId.N, Placement
  *   TerminateInstances  InstanceId.N; InvalidInstanceID.NotFound for an unknown id
  *   DescribeInstances   Filter.N.Name/Value.M (tag:KEY, instance-state-name), MaxResults, NextToken
+ *   DescribeSnapshots   SnapshotId.N; InvalidSnapshot.NotFound for an unknown id
+ *   DeleteSnapshot      SnapshotId; InvalidSnapshot.InUse while a registered image uses it
+ *   RegisterImage       Name (unique: InvalidAMIName.Duplicate), Architecture, RootDeviceName,
+ *                       BlockDeviceMapping.N (DeviceName, Ebs.SnapshotId of a completed snapshot,
+ *                       Ebs.VolumeType, Ebs.DeleteOnTermination), VirtualizationType, EnaSupport,
+ *                       BootMode, TagSpecification.N; the image can then be run
+ *   DeregisterImage     ImageId; InvalidAMIID.NotFound for an unknown id
+ * On the same address, the EBS direct APIs that write a snapshot block by block (ebs.ts); their
+ * requests are signed for the `ebs` service, and PutSnapshotBlock's body may be UNSIGNED-PAYLOAD.
  */
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import { serve } from './http.js';
+import { ebsHandler, type EbsFault, type StandInSnapshot } from './ebs.js';
 
 export interface Ec2StandInInstance {
   id: string;
@@ -41,10 +51,31 @@ export interface Ec2StandIn {
   instanceLimit: number;
   /** When set, requests get no answer at all (until close). */
   hang: boolean;
+  /** Snapshots written through the EBS direct APIs, by id. */
+  readonly snapshots: Map<string, StandInSnapshot>;
+  /** Images registered with RegisterImage, by id. */
+  readonly registeredImages: Map<string, Ec2StandInImage>;
+  /** Faults the EBS direct APIs answer with (each for `times` calls). */
+  readonly ebsFaults: EbsFault[];
+  /** DescribeSnapshots calls that show a just-completed snapshot as still pending. */
+  snapshotPolls: number;
   failNext(status: number, code: string, message: string): void;
   garbageNext(body: string, status?: number): void;
   seed(fields: Partial<Ec2StandInInstance>): Ec2StandInInstance;
   close(): Promise<void>;
+}
+
+export interface Ec2StandInImage {
+  id: string;
+  name: string;
+  architecture: string;
+  rootDeviceName: string;
+  snapshotId: string;
+  volumeType: string | null;
+  enaSupport: boolean;
+  bootMode: string | null;
+  virtualizationType: string | null;
+  tags: Record<string, string>;
 }
 
 const XMLNS = 'http://ec2.amazonaws.com/doc/2016-11-15/';
@@ -64,8 +95,9 @@ function list(params: Record<string, string>, prefix: string): string[] {
 function signatureMatches(req: http.IncomingMessage, body: Buffer, secret: string, credential: string, signedHeaders: string, signature: string): boolean {
   const [, date, region, service] = credential.split('/');
   const amzDate = String(req.headers['x-amz-date'] ?? '');
-  const payloadHash = createHash('sha256').update(body).digest('hex');
-  if (req.headers['x-amz-content-sha256'] && req.headers['x-amz-content-sha256'] !== payloadHash) return false;
+  const declared = req.headers['x-amz-content-sha256'];
+  const payloadHash = declared === 'UNSIGNED-PAYLOAD' ? declared : createHash('sha256').update(body).digest('hex');
+  if (declared && declared !== payloadHash) return false;
   const url = new URL(req.url ?? '/', 'http://stand-in');
   const canonicalHeaders = signedHeaders
     .split(';')
@@ -95,6 +127,8 @@ export async function startEc2StandIn(options: {
   instanceLimit?: number;
 }): Promise<Ec2StandIn> {
   const instances = new Map<string, Ec2StandInInstance>();
+  const snapshots = new Map<string, StandInSnapshot>();
+  const registeredImages = new Map<string, Ec2StandInImage>();
   const requests: Ec2StandIn['requests'] = [];
   const injected: ({ kind: 'error'; status: number; code: string; message: string } | { kind: 'garbage'; status: number; body: string })[] = [];
 
@@ -146,6 +180,10 @@ export async function startEc2StandIn(options: {
     requests,
     instanceLimit: options.instanceLimit ?? 1000,
     hang: false,
+    snapshots,
+    registeredImages,
+    ebsFaults: [] as EbsFault[],
+    snapshotPolls: 0,
     failNext(status: number, code: string, message: string) {
       injected.push({ kind: 'error', status, code, message });
     },
@@ -155,12 +193,24 @@ export async function startEc2StandIn(options: {
     seed: make,
   };
 
+  const ebs = ebsHandler({
+    snapshots,
+    get faults() {
+      return standIn.ebsFaults;
+    },
+    get snapshotPolls() {
+      return standIn.snapshotPolls;
+    },
+  });
+
   const server = await serve((req, body, res) => {
-    const params = Object.fromEntries(new URLSearchParams(body.toString('utf8')));
+    const url = new URL(req.url ?? '/', 'http://stand-in');
+    const isEbs = url.pathname.startsWith('/snapshots');
+    const params = isEbs ? {} : Object.fromEntries(new URLSearchParams(body.toString('utf8')));
     const auth = String(req.headers.authorization ?? '');
     const m = auth.match(/^AWS4-HMAC-SHA256 Credential=([^,]+), SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/);
     const accessKeyId = m ? m[1]!.split('/')[0]! : null;
-    requests.push({ action: params.Action ?? '', params, accessKeyId });
+    requests.push({ action: isEbs ? `${req.method} ${url.pathname}` : (params.Action ?? ''), params, accessKeyId });
     if (standIn.hang) return;
     if (!m) return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
     const known = options.credentials[accessKeyId!];
@@ -170,6 +220,11 @@ export async function startEc2StandIn(options: {
     }
     if (known.sessionToken !== undefined && req.headers['x-amz-security-token'] !== known.sessionToken) {
       return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
+    }
+    if (isEbs) {
+      if (m[1]!.split('/')[3] !== 'ebs') return fail(res, 403, 'SignatureDoesNotMatch', 'The credential scope does not name the ebs service');
+      ebs(req, url, body, res);
+      return;
     }
     if (req.method !== 'POST' || params.Version !== '2016-11-15') return fail(res, 400, 'InvalidParameterValue', 'expected a POST of API version 2016-11-15');
     const fault = injected.shift();
@@ -188,7 +243,8 @@ export async function startEc2StandIn(options: {
         const earlier = token ? [...instances.values()].filter((i) => i.clientToken === token) : [];
         if (earlier.length) return answer(res, 'RunInstances', reservation(earlier));
         if (!/^ami-[0-9a-f]{8}([0-9a-f]{9})?$/.test(params.ImageId!)) return fail(res, 400, 'InvalidAMIID.Malformed', `Invalid id: "${params.ImageId}"`);
-        if (!options.images.includes(params.ImageId!)) return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${params.ImageId}]' does not exist`);
+        if (!options.images.includes(params.ImageId!) && !registeredImages.has(params.ImageId!))
+          return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${params.ImageId}]' does not exist`);
         const count = Number(params.MaxCount);
         const active = [...instances.values()].filter((i) => i.state === 'pending' || i.state === 'running').length;
         if (active + Number(params.MinCount) > standIn.instanceLimit) {
@@ -258,6 +314,76 @@ export async function startEc2StandIn(options: {
         // One reservation per instance, as separate RunInstances calls make them.
         const set = page.map((i) => `<item>${reservation([i])}</item>`).join('');
         return answer(res, 'DescribeInstances', `<reservationSet>${set}</reservationSet>${next ? `<nextToken>${next}</nextToken>` : ''}`);
+      }
+      case 'DescribeSnapshots': {
+        const ids = list(params, 'SnapshotId');
+        const unknown = ids.find((id) => !snapshots.has(id));
+        if (unknown) return fail(res, 400, 'InvalidSnapshot.NotFound', `The snapshot '${unknown}' does not exist.`);
+        const items = (ids.length ? ids.map((id) => snapshots.get(id)!) : [...snapshots.values()]).map((snap) => {
+          let state: string = snap.state;
+          if (state === 'completed' && snap.pendingPolls > 0) {
+            snap.pendingPolls--;
+            state = 'pending';
+          }
+          return (
+            `<item><snapshotId>${snap.id}</snapshotId><volumeId>vol-ffffffff</volumeId><status>${state}</status>` +
+            `<startTime>${snap.startTime.toISOString()}</startTime><progress>${state === 'completed' ? '100%' : '50%'}</progress><ownerId>123456789012</ownerId>` +
+            `<volumeSize>${snap.volumeSizeGib}</volumeSize><description>${esc(snap.description)}</description><encrypted>false</encrypted>` +
+            `<tagSet>${Object.entries(snap.tags)
+              .map(([k, v]) => `<item><key>${esc(k)}</key><value>${esc(v)}</value></item>`)
+              .join('')}</tagSet></item>`
+          );
+        });
+        return answer(res, 'DescribeSnapshots', `<snapshotSet>${items.join('')}</snapshotSet>`);
+      }
+      case 'DeleteSnapshot': {
+        const id = params.SnapshotId ?? '';
+        if (!snapshots.has(id)) return fail(res, 400, 'InvalidSnapshot.NotFound', `The snapshot '${id}' does not exist.`);
+        const user = [...registeredImages.values()].find((i) => i.snapshotId === id);
+        if (user) return fail(res, 400, 'InvalidSnapshot.InUse', `The snapshot ${id} is currently in use by ${user.id}`);
+        snapshots.delete(id);
+        return answer(res, 'DeleteSnapshot', '<return>true</return>');
+      }
+      case 'RegisterImage': {
+        const name = params.Name ?? '';
+        if (!/^[A-Za-z0-9()[\] ./\-'@_]{3,128}$/.test(name)) return fail(res, 400, 'InvalidAMIName.Malformed', `AMI name ${name} is invalid`);
+        if ([...registeredImages.values()].some((i) => i.name === name)) return fail(res, 400, 'InvalidAMIName.Duplicate', `AMI name ${name} is already in use by an AMI`);
+        const root = params.RootDeviceName ?? '';
+        let mapping = 0;
+        for (let n = 1; params[`BlockDeviceMapping.${n}.DeviceName`]; n++) if (params[`BlockDeviceMapping.${n}.DeviceName`] === root) mapping = n;
+        if (!mapping) return fail(res, 400, 'InvalidBlockDeviceMapping', `The root device ${root} has no block device mapping`);
+        const snapshotId = params[`BlockDeviceMapping.${mapping}.Ebs.SnapshotId`] ?? '';
+        const snap = snapshots.get(snapshotId);
+        if (!snap) return fail(res, 400, 'InvalidSnapshot.NotFound', `The snapshot '${snapshotId}' does not exist.`);
+        if (snap.state !== 'completed') return fail(res, 400, 'IncorrectState', `Snapshot ${snapshotId} is not completed`);
+        if (!['x86_64', 'arm64', 'i386'].includes(params.Architecture ?? 'x86_64')) return fail(res, 400, 'InvalidParameterValue', 'Invalid architecture');
+        if (params.BootMode !== undefined && !['legacy-bios', 'uefi', 'uefi-preferred'].includes(params.BootMode))
+          return fail(res, 400, 'InvalidParameterValue', 'Invalid boot mode');
+        const tags: Record<string, string> = {};
+        for (let n = 1; params[`TagSpecification.${n}.ResourceType`]; n++) {
+          if (params[`TagSpecification.${n}.ResourceType`] !== 'image') continue;
+          for (let t = 1; params[`TagSpecification.${n}.Tag.${t}.Key`] !== undefined; t++)
+            tags[params[`TagSpecification.${n}.Tag.${t}.Key`]!] = params[`TagSpecification.${n}.Tag.${t}.Value`] ?? '';
+        }
+        const image: Ec2StandInImage = {
+          id: `ami-${hex(17)}`,
+          name,
+          architecture: params.Architecture ?? 'x86_64',
+          rootDeviceName: root,
+          snapshotId,
+          volumeType: params[`BlockDeviceMapping.${mapping}.Ebs.VolumeType`] ?? null,
+          enaSupport: params.EnaSupport === 'true',
+          bootMode: params.BootMode ?? null,
+          virtualizationType: params.VirtualizationType ?? null,
+          tags,
+        };
+        registeredImages.set(image.id, image);
+        return answer(res, 'RegisterImage', `<imageId>${image.id}</imageId>`);
+      }
+      case 'DeregisterImage': {
+        const id = params.ImageId ?? '';
+        if (!registeredImages.delete(id)) return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${id}]' does not exist`);
+        return answer(res, 'DeregisterImage', '<return>true</return>');
       }
       default:
         return fail(res, 400, 'InvalidAction', `The action ${params.Action} is not valid for this web service.`);
