@@ -87,6 +87,16 @@ export interface Config {
   readonly degradedAfterFailures: number;
   /** The GraphQL URL launched agents are given; null derives it from HOST and the port listened on. */
   readonly agentServerUrl: string | null;
+  /** Where the qemu provider finds the disk images of registered worker images (the output directory of `tagsched-image build`); null: no qemu pool can be made. */
+  readonly qemuImageDir: string | null;
+  /** Where the qemu provider keeps each virtual machine's overlay, seed, pid file and monitor socket. */
+  readonly qemuStateDir: string;
+  /** The qemu provider's accelerator: `auto` probes KVM once per image and falls back to TCG. */
+  readonly qemuAccel: 'auto' | 'kvm' | 'tcg';
+  /** Where providers keep each instance's log (agent output, serial console), also after the instance is gone. */
+  readonly instanceLogDir: string;
+  /** How long an instance log untouched for that long is kept, in milliseconds. */
+  readonly instanceLogRetentionMs: number;
 }
 
 /** The bounds of docs/design.md: limits and tokens, each a setting (README, "Limits"). */
@@ -254,6 +264,12 @@ function urlVar(env: NodeJS.ProcessEnv, name: string, fallback: string | null): 
   return raw.replace(/\/+$/, '');
 }
 
+function qemuAccelVar(env: NodeJS.ProcessEnv): Config['qemuAccel'] {
+  const value = env.TAGSCHED_QEMU_ACCEL || 'auto';
+  if (value === 'auto' || value === 'kvm' || value === 'tcg') return value;
+  throw new ConfigError(`TAGSCHED_QEMU_ACCEL must be auto, kvm or tcg, not "${value.slice(0, 40)}"`);
+}
+
 function pickEnvironment(env: NodeJS.ProcessEnv, names: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of names) {
@@ -331,6 +347,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     launchBackoffMaxMs: intVar(env, 'TAGSCHED_LAUNCH_BACKOFF_MAX_SECONDS', 900) * 1000, // 15 minutes
     degradedAfterFailures: Math.max(1, intVar(env, 'TAGSCHED_DEGRADED_AFTER_FAILURES', 3)),
     agentServerUrl: urlVar(env, 'TAGSCHED_AGENT_SERVER_URL', null),
+    qemuImageDir: env.TAGSCHED_QEMU_IMAGE_DIR ? path.resolve(env.TAGSCHED_QEMU_IMAGE_DIR) : null,
+    qemuStateDir: path.resolve(env.TAGSCHED_QEMU_STATE_DIR || path.join(dataDir, 'qemu')),
+    qemuAccel: qemuAccelVar(env),
+    instanceLogDir: path.join(dataDir, 'instance-logs'),
+    instanceLogRetentionMs: positiveIntVar(env, 'TAGSCHED_INSTANCE_LOG_RETENTION_DAYS', 14) * 24 * 60 * 60 * 1000, // two weeks
     ...overrides,
   };
   return Object.freeze(config);

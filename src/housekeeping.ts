@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
+import { pruneInstanceLogs } from './provisioner/providers/instance-logs.js';
 import { purgeIdempotencyKeys } from './services/work/idempotency.js';
 
 /** The periodic chores of a server process: started with the service, stopped with it. */
@@ -9,7 +10,10 @@ export interface Housekeeping {
   stop(): void;
 }
 
-/** Idempotency keys past their lifetime are deleted hourly (and a lookup never answers with one). */
+/**
+ * Hourly: idempotency keys past their lifetime are deleted (and a lookup never answers with one), and
+ * instance logs not written to for TAGSCHED_INSTANCE_LOG_RETENTION_DAYS (providers/instance-logs.ts).
+ */
 export function createHousekeeping(orm: MikroORM, config: Config, log: Logger): Housekeeping {
   let timer: NodeJS.Timeout | null = null;
   return {
@@ -17,6 +21,8 @@ export function createHousekeeping(orm: MikroORM, config: Config, log: Logger): 
       timer ??= setInterval(
         () => {
           purgeIdempotencyKeys(orm.em.fork(), config.idempotencyKeyTtlMs).catch((err: unknown) => log.warn({ err }, 'could not delete expired idempotency keys'));
+          const pruned = pruneInstanceLogs(config.instanceLogDir, config.instanceLogRetentionMs);
+          if (pruned) log.info({ pruned }, 'deleted instance logs past their retention');
         },
         60 * 60 * 1000,
       ).unref();

@@ -54,7 +54,8 @@ export function planTask(taskName: string, taskData: unknown, ctx: HandlerContex
     case 'sbuild': {
       const refusal = backendRefusal(data.backend);
       if (refusal) return refusal;
-      const argv = ['sbuild', '--chroot-mode=unshare', '--no-run-lintian', `--dist=${ctx.suite}`, `--arch=${String(data.host_architecture ?? ctx.architecture)}`];
+      // --verbose: off a terminal sbuild writes its build log to a file only; this copies it to the run's log.
+      const argv = ['sbuild', '--verbose', '--chroot-mode=unshare', '--no-run-lintian', `--dist=${ctx.suite}`, `--arch=${String(data.host_architecture ?? ctx.architecture)}`];
       const components = data.build_components as string[] | undefined;
       if (components) {
         argv.push(components.includes('any') ? '--arch-any' : '--no-arch-any');

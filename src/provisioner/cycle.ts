@@ -6,6 +6,7 @@
  * server stopped at any point leaves a state the next cycle, in any process, can finish.
  */
 import { InstanceSchema } from '../entities/instance.js';
+import { WorkerImageSchema } from '../entities/worker-image.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { recordLaunch } from '../services/pools/instances.js';
 import { launchSpecifications } from '../services/pools/publications.js';
@@ -74,6 +75,9 @@ async function pursueStops(ctx: CycleContext, pools: readonly WorkerPool[], now:
  */
 async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report: CycleReport, now: Date): Promise<void> {
   const em = ctx.orm.em.fork();
+  const imageName = typeof pool.specifications.image === 'string' ? pool.specifications.image : null;
+  const registered = imageName === null ? null : await em.findOne(WorkerImageSchema, { name: imageName });
+  const image = registered ? { name: registered.name, manifest: registered.manifest } : null;
   for (let i = 0; i < count && !ctx.stopping.aborted; i++) {
     const record = await recordLaunch(em.fork(), ctx.config, pool, new Date());
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
@@ -82,7 +86,10 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       const { id } = await call(ctx, pool, 'launch', async (p, c) => {
         // A pool naming a published image and no providerImage boots the image's id for its provider and region.
         const specifications = await launchSpecifications(em.fork(), pool.providerType, pool.specifications, c.account);
-        return p.launch({ pool: pool.name, name: record.instance.name, specifications, agent, userData: cloudInitUserData(agent) }, { ...c, pool: { ...c.pool, specifications } });
+        return p.launch(
+          { pool: pool.name, name: record.instance.name, specifications, agent, userData: cloudInitUserData(agent), image },
+          { ...c, pool: { ...c.pool, specifications } },
+        );
       });
       await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id });
       await recordLaunchSuccess(em, pool);

@@ -4,6 +4,7 @@
  * command; deciding what to start or stop, and keeping the books, is not its job.
  */
 import type { Config } from '../config.js';
+import type { Manifest } from '../images/manifest-format.js';
 import type { Logger } from '../log.js';
 import type { AgentBootstrap } from './user-data.js';
 
@@ -19,6 +20,8 @@ export interface LaunchSpec {
   readonly agent: AgentBootstrap;
   /** Cloud-init user data carrying `agent` (see user-data.ts), for providers that boot images. */
   readonly userData: string;
+  /** The registered worker image the pool names (`specifications.image`), with its manifest; null when it names none. */
+  readonly image?: { readonly name: string; readonly manifest: Manifest } | null;
 }
 
 /** One machine as the provider sees it. */

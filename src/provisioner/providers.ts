@@ -11,6 +11,7 @@ import { createEc2Provider, validateEc2Pool } from './providers/ec2.js';
 import { createExecProvider, validateExecPool } from './providers/exec.js';
 import { createHetznerProvider, validateHetznerPool } from './providers/hetzner.js';
 import { createLocalProvider } from './providers/local.js';
+import { createQemuProvider, validateQemuPool } from './providers/qemu.js';
 import type { PoolProviderInput } from './providers/spec-checks.js';
 
 /** Checks a pool of one provider type (its name, specifications and account): every problem, none thrown. */
@@ -25,12 +26,15 @@ const PROVIDERS = new Map<string, ProviderFactory>([
   ['hetzner', ({ config, log }) => createHetznerProvider({ apiUrl: config.hetznerApiUrl, logger: log })],
   // AWS EC2 instances through the official SDK, at TAGSCHED_EC2_ENDPOINT or the region's endpoint.
   ['ec2', ({ config, log }) => createEc2Provider({ endpoint: config.ec2Endpoint, logger: log })],
+  // QEMU virtual machines on the server's own host, booted from a registered image's disk (TAGSCHED_QEMU_IMAGE_DIR).
+  ['qemu', createQemuProvider],
 ]);
 
 const VALIDATORS = new Map<string, PoolValidator>([
   ['exec', (pool, config) => validateExecPool(pool, { allowedCommands: config.execCommands })],
   ['hetzner', (pool) => validateHetznerPool(pool)],
   ['ec2', (pool) => validateEc2Pool(pool)],
+  ['qemu', (pool, config) => validateQemuPool(pool, config)],
 ]);
 
 /** Provider types whose agents run the pool's `handlers` on the server's own machine (pool-specifications.ts). */

@@ -1,8 +1,11 @@
+import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
+import { costOf } from '../limits/cost.js';
+import { MAX_INSTANCE_LOG_READ_BYTES, type InstanceLogTail } from '../provisioner/providers/instance-logs.js';
 import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
-import { INSTANCE_STATES, type Instance } from '../entities/instance.js';
-import { createInstance, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/pools/instances.js';
+import { INSTANCE_STATES, InstanceSchema, type Instance } from '../entities/instance.js';
+import { createInstance, instanceLogFor, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/pools/instances.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
 import { WorkerPoolRef } from './worker-pool.js';
@@ -44,6 +47,47 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
     }),
   }),
 });
+
+/** The default of `Instance.log(tailBytes:)`. */
+const DEFAULT_LOG_TAIL_BYTES = 64 * 1024;
+
+const InstanceLogRef = builder.objectRef<InstanceLogTail>('InstanceLog').implement({
+  description: 'The end of what an instance printed (a local agent\u2019s output, a virtual machine\u2019s serial console), kept after it is gone',
+  fields: (t) => ({
+    text: t.exposeString('text', { description: 'The last bytes asked for, as UTF-8' }),
+    bytes: t.exposeFloat('bytes', { description: 'The whole log\u2019s size in bytes' }),
+    truncated: t.exposeBoolean('truncated', { description: 'Whether text is only the end of the log' }),
+    modifiedAt: t.expose('modifiedAt', { type: 'DateTime', description: 'When the log was last written' }),
+  }),
+});
+
+builder.objectFields(InstanceRef, (t) => ({
+  log: t.field({
+    type: InstanceLogRef,
+    nullable: true,
+    description: `Admins only (null for others): the end of its log, kept TAGSCHED_INSTANCE_LOG_RETENTION_DAYS after it was last written; null when there is none`,
+    // One unit per KiB it may carry, as a work request's log page.
+    extensions: costOf(({ args, childComplexity }) => 1 + childComplexity + Math.ceil(Math.max(0, Number(args.tailBytes ?? DEFAULT_LOG_TAIL_BYTES) || 0) / 1024)),
+    args: { tailBytes: t.arg.int({ defaultValue: DEFAULT_LOG_TAIL_BYTES, description: `Bytes at most, from its end (1 to ${MAX_INSTANCE_LOG_READ_BYTES})` }) },
+    resolve: (i, args, ctx) => {
+      const n = args.tailBytes ?? DEFAULT_LOG_TAIL_BYTES;
+      if (!Number.isSafeInteger(n) || n < 1 || n > MAX_INSTANCE_LOG_READ_BYTES) {
+        throw new GraphQLError(`tailBytes must be between 1 and ${MAX_INSTANCE_LOG_READ_BYTES} bytes`, { extensions: { code: 'INVALID_INPUT' } });
+      }
+      return instanceLogFor(ctx.viewer, ctx.config, i.name, n);
+    },
+  }),
+}));
+
+builder.queryFields((t) => ({
+  instance: t.field({
+    type: InstanceRef,
+    nullable: true,
+    description: 'An instance by name (its worker\u2019s name); null when there is none',
+    args: { name: t.arg.string({ required: true, description: 'The instance\u2019s name' }) },
+    resolve: (_root, { name }, ctx) => (name.length > 150 ? null : ctx.em.findOne(InstanceSchema, { name })),
+  }),
+}));
 
 const InstanceConnection = builder.connectionObject(
   { type: InstanceRef, name: 'InstanceConnection', description: "A page of a pool's instances, newest first" },

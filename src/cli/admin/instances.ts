@@ -111,6 +111,27 @@ async function stopped(ctx: Ctx, name: string, opts: { error?: string }) {
   ctx.out.line(`Instance ${i.name} is ${statusStyle(ctx.out, i.state)}${i.error ? ` (${i.error})` : ''}; its worker is terminated and its work re-queued.`);
 }
 
+const LOG = `query InstanceLog($name: String!, $tailBytes: Int) {
+  instance(name: $name) { name state log(tailBytes: $tailBytes) { text bytes truncated modifiedAt } }
+}`;
+
+/** Prints the end of an instance's log (admins: its agent's output or its serial console), made terminal-safe. */
+async function log(ctx: Ctx, name: string, opts: { tail: string }) {
+  const tailBytes = integer('--tail', opts.tail, 1, 1024 * 1024);
+  const data = await ctx.api().query<{
+    instance: { name: string; state: string; log: { text: string; bytes: number; truncated: boolean; modifiedAt: string } | null } | null;
+  }>(LOG, { name, tailBytes });
+  if (!data.instance) throw new AdminError(`no instance named ${JSON.stringify(name)}`, EXIT.notFound, 'NOT_FOUND');
+  if (ctx.out.json) return ctx.out.writeJson(data);
+  const entry = data.instance.log;
+  if (!entry) {
+    ctx.io.stderr.write(`(instance ${data.instance.name} has no log: none was kept, it is past TAGSCHED_INSTANCE_LOG_RETENTION_DAYS, or you are not an admin)\n`);
+    return;
+  }
+  if (entry.truncated) ctx.io.stderr.write(`(the last ${Buffer.byteLength(entry.text)} of ${entry.bytes} bytes; raise --tail for more)\n`);
+  ctx.out.write(entry.text.endsWith('\n') || !entry.text ? entry.text : `${entry.text}\n`);
+}
+
 /** Adds `instances` to the `pool` command group. */
 export function addInstancesCommand(pool: Command, action: Parameters<Register>[1]): void {
   action(
@@ -125,7 +146,9 @@ export function addInstancesCommand(pool: Command, action: Parameters<Register>[
 }
 
 export const registerInstanceCommands: Register = (program: Command, action) => {
-  const instance = program.command('instance').description("Pool instances started by the site's own script (TAGSCHED_PROVISIONER=off): record them as they start and stop");
+  const instance = program
+    .command('instance')
+    .description("Pool instances: their logs, and those started by the site's own script (TAGSCHED_PROVISIONER=off): record them as they start and stop");
   action(
     instance
       .command('create <pool>')
@@ -147,6 +170,14 @@ Examples:
       .requiredOption('--provider-id <id>', "the provider's own id of the machine")
       .addHelpText('after', '\nExamples:\n  tagsched-admin instance launched cloud-3f2a --provider-id 48213377'),
     (ctx, [name], opts) => launched(ctx, name, opts as { providerId: string }),
+  );
+  action(
+    instance
+      .command('log <name>')
+      .description("Prints the end of an instance's log (admins): a local agent's output, a virtual machine's serial console; kept after the instance is gone")
+      .option('--tail <bytes>', 'print at most this many bytes from its end (at most 1048576)', '65536')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin instance log vms-3f2a\n  tagsched-admin instance log vms-3f2a --tail 1048576 --json'),
+    (ctx, [name], opts) => log(ctx, name, opts as { tail: string }),
   );
   action(
     instance

@@ -1,8 +1,9 @@
 /**
  * The `local` provider: each instance is a tagsched-worker process on the server's own machine,
  * started with its activation token in its environment (never on its command line), in its own
- * directory `<data dir>/local-workers/<pool>/<name>/` (its work directory `work/`, its log
- * `agent.log`, and `instance.json`, what this provider knows of it), running the pool's handlers.
+ * directory `<data dir>/local-workers/<pool>/<name>/` (its work directory `work/` and `instance.json`,
+ * what this provider knows of it), running the pool's handlers. Its output goes to its instance log
+ * (instance-logs.ts), which stays when the directory is deleted after the agent stopped.
  *
  * Its list is read from those directories and the processes they name (a pid and its start time,
  * so that a reused pid is never taken for the agent), not from memory: every server process sharing
@@ -18,6 +19,7 @@ import { DEFAULT_LOCAL_HANDLERS } from './local-handlers.js';
 import type { PoolSpecifications } from '../../tags/worker-tags.js';
 import type { Provider, ProviderDeps, ProviderInstance } from '../provider.js';
 import { ProviderError } from '../provider.js';
+import { prepareInstanceLog } from './instance-logs.js';
 
 const AGENT_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bin/tagsched-worker.js');
 
@@ -155,7 +157,7 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
         TAGSCHED_HEARTBEAT_INTERVAL: String(heartbeatSeconds),
         TAGSCHED_MAX_BACKOFF: String(Math.min(30, heartbeatSeconds * 2)),
       });
-      const out = fs.openSync(path.join(dir, 'agent.log'), 'a', 0o600);
+      const out = fs.openSync(prepareInstanceLog(config.instanceLogDir, spec.name), 'a', 0o600);
       let child: ChildProcess;
       try {
         child = spawn(process.execPath, [AGENT_BIN], { cwd: dir, env, stdio: ['ignore', out, out] });

@@ -3,6 +3,7 @@
  * every problem at once, each naming the field and what is allowed. A problem never quotes a secret.
  */
 import { ERROR_CODES, type InputProblem } from '../../errors.js';
+import type { Manifest } from '../../images/manifest-format.js';
 
 /** A pool as its provider sees it when the pool is created or changed. */
 export interface PoolProviderInput {
@@ -14,6 +15,8 @@ export interface PoolProviderInput {
    * as it is (its fields are then not checked again), `null` when the pool has none.
    */
   readonly account?: Readonly<Record<string, unknown>> | null;
+  /** The registered worker image the specifications name (`image`), when there is one. */
+  readonly image?: { readonly name: string; readonly manifest: Manifest } | null;
 }
 
 export const SPECIFICATIONS_PATH = 'input.specifications';

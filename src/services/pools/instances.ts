@@ -7,7 +7,8 @@ import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js
 import { WorkerSchema, type Worker } from '../../entities/worker.js';
 import { InvalidStateError, NotFoundError } from '../../errors.js';
 import type { Events } from '../../events.js';
-import { requireAdmin, type Viewer } from '../identity/auth.js';
+import { isAdmin, requireAdmin, type Viewer } from '../identity/auth.js';
+import { readInstanceLog, type InstanceLogTail } from '../../provisioner/providers/instance-logs.js';
 import { creating } from '../input/flush.js';
 import { terminateWorkers } from '../workers/terminate.js';
 import { issueToken } from '../identity/tokens.js';
@@ -125,4 +126,10 @@ export async function recordInstanceStopped(em: EntityManager, viewer: Viewer, c
     await em.nativeUpdate(InstanceSchema, { id: instance.id }, { state: end.state, error, terminatedAt: new Date() });
   }
   return (await em.refresh(instance)) ?? instance;
+}
+
+/** An instance's log for an admin (instance-logs.ts); null for anyone else, and when there is none. */
+export function instanceLogFor(viewer: Viewer, config: Pick<Config, 'instanceLogDir'>, name: string, tailBytes: number): InstanceLogTail | null {
+  if (!isAdmin(viewer)) return null;
+  return readInstanceLog(config.instanceLogDir, name, tailBytes);
 }

@@ -83,7 +83,8 @@ function applyPoolInput(
   if (!providerType?.problems.length && !account?.problems.length && !specifications?.problems.length) {
     const changedType = creating || type !== pool.providerType;
     const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
-    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount }, config));
+    const poolImage = image && imageNameOf(specs) === image.name ? { name: image.name, manifest: image.manifest } : null;
+    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage }, config));
     // A pool that boots its image's published id: the image must be published where the pool launches.
     const regionAccount = account?.data ?? (checkedAccount === undefined ? storedAccount(pool, secrets) : checkedAccount);
     problems.push(...poolPublicationProblems(type, specs, published, regionAccount, 'input.specifications'));
@@ -105,9 +106,9 @@ function applyPoolInput(
   if (input.enabled != null) pool.enabled = input.enabled;
 }
 
-/** The registered image the input's specifications name, when they name one that exists. */
-async function imageOf(em: EntityManager, input: WorkerPoolInput): Promise<WorkerImage | null> {
-  const name = imageNameOf(input.specifications);
+/** The registered image the pool will name (the input's specifications, else the pool's own), when it exists. */
+async function imageOf(em: EntityManager, input: WorkerPoolInput, pool: WorkerPool | null): Promise<WorkerImage | null> {
+  const name = input.specifications == null && pool ? imageNameOf(pool.specifications) : imageNameOf(input.specifications);
   return name === null ? null : findWorkerImage(em, name);
 }
 
@@ -120,7 +121,7 @@ export async function createWorkerPool(em: EntityManager, viewer: Viewer, config
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
-  const image = await imageOf(em, input);
+  const image = await imageOf(em, input, null);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
   applyPoolInput(pool, input, image, await publishedPlaces(em, imageNameOf(input.specifications)), config, secrets, true);
   await creating(`a worker pool "${name}"`, () => em.flush());
@@ -138,7 +139,7 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
   const published = await publishedPlaces(em, imageNameOf(input.specifications ?? pool.specifications));
-  applyPoolInput(pool, input, await imageOf(em, input), published, config, secrets, false);
+  applyPoolInput(pool, input, await imageOf(em, input, pool), published, config, secrets, false);
   // The admin may have fixed what made launches fail: the pool tries again at once.
   pool.launchFailures = 0;
   pool.launchRetryAt = null;

@@ -1,6 +1,6 @@
 /**
  * `/-/status/pools/` and `/-/status/pools/{name}/`: each pool with its instances (state, provider
- * id, runtime), its demand (scheduler/storage/demand.ts), limits, budget used this month
+ * id, runtime; for admins a link to each one's log, shown by `?log=NAME`), its demand (scheduler/storage/demand.ts), limits, budget used this month
  * (scheduler/storage/pool-runtime.ts) and launch health (scheduler/rules/pool-health.ts).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -14,7 +14,9 @@ import { poolHealth } from '../../scheduler/rules/pool-health.js';
 import { monthRuntimeByPool } from '../../scheduler/storage/pool-runtime.js';
 import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
+import { isAdmin } from '../../services/identity/auth.js';
 import { principalOf, workRequestSql } from '../../services/identity/visibility.js';
+import { instanceLogFor } from '../../services/pools/instances.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, between, duration, when } from '../format.js';
 import { href, html, type Html } from '../html.js';
@@ -23,6 +25,27 @@ import { badge, pager, table, tagTable } from '../parts.js';
 import { nameParam, pageNumber, StatusError } from '../request.js';
 
 const INSTANCES_PER_PAGE = 50;
+/** How much of an instance's log the pool's page shows (`?log=NAME`, admins only). */
+const LOG_TAIL_BYTES = 64 * 1024;
+
+/** An instance's name as its pool gives it: the pool's name and random hex. */
+const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,149}$/;
+
+// Escape sequences and control characters of a console (colours, cursor moves): shown as nothing.
+const CONSOLE_CONTROLS = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-_]?|[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** An instance's log for an admin, when `?log=NAME` names an instance of this pool; null otherwise. */
+async function logSection(em: EntityManager, config: Config, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
+  const name = params.get('log');
+  if (!name || !isAdmin(ctx.viewer)) return null;
+  if (!INSTANCE_NAME.test(name)) throw new StatusError(404, `Pool ${pool.name} has no instance “${name.slice(0, 100)}”.`);
+  const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ? and name = ?`, [pool.id, name]);
+  if (!row.n) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
+  const log = instanceLogFor(ctx.viewer, config, name, LOG_TAIL_BYTES);
+  const text = log ? log.text.replace(/\r\n?/g, '\n').replace(CONSOLE_CONTROLS, '') : '';
+  return html`<h2 id="log">Log of ${name}</h2>
+${log ? html`<p class="muted">${log.truncated ? `The last ${LOG_TAIL_BYTES / 1024} KiB of ${log.bytes} bytes` : `${log.bytes} bytes`}, written ${ago(log.modifiedAt, new Date())}.</p><pre>${text}</pre>` : html`<p class="muted">No log is kept for it.</p>`}`;
+}
 
 /** The demand as the viewer may read it: unschedulable work it may not see is counted only. */
 function demandFor(em: EntityManager, scheduler: Scheduler, config: Config, ctx: PageContext): Promise<ProvisioningDemand> {
@@ -98,7 +121,7 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
   const pool = await em.findOne(WorkerPoolSchema, { name });
   if (!pool) throw new StatusError(404, `There is no pool “${name}”.`);
   const now = new Date();
-  const [demand, runtime, counts, [total], instances] = await Promise.all([
+  const [demand, runtime, counts, [total], instances, logView] = await Promise.all([
     demandFor(em, scheduler, config, ctx),
     monthRuntimeByPool(em),
     instanceCounts(em),
@@ -109,7 +132,9 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
         where i.pool_id = ? order by i.id desc limit ? offset ?`,
       [pool.id, INSTANCES_PER_PAGE, (page - 1) * INSTANCES_PER_PAGE],
     ),
+    logSection(em, config, ctx, pool, params),
   ]);
+  const admin = isAdmin(ctx.viewer);
   const pages = Math.max(1, Math.ceil(total.n / INSTANCES_PER_PAGE));
   if (page > pages) throw new StatusError(404, `There is no page ${page}: the instances fill ${pages}.`);
   const d = demand.pools.find((p) => p.pool.id === pool.id);
@@ -124,6 +149,7 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
       duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now)),
       ago(toDate(i.requested_at as string), now),
       i.error ?? '',
+      ...(admin ? [html`<a href="${href(['pools', pool.name], { log: String(i.name) })}#log">log</a>`] : []),
     ];
   });
   const body = html`<p class="muted"><a href="/-/status/pools/">Pools</a> /</p>
@@ -141,8 +167,9 @@ ${d ? html`<dt>Average task</dt><dd>${duration(d.averageTaskSeconds)}; ${d.idleC
 <dt>Specifications</dt><dd><code>${JSON.stringify(publicSpecifications)}</code></dd>
 </dl>
 <h2>Instances</h2>
-${table(['Name', 'State', 'Provider id', 'Runtime', 'Requested', 'Error'], rows, 'No instances yet.', { stack: true })}
+${table(['Name', 'State', 'Provider id', 'Runtime', 'Requested', 'Error', ...(admin ? ['Log'] : [])], rows, 'No instances yet.', { stack: true })}
 ${pager(page, pages, (p) => href(['pools', pool.name], { page: p > 1 ? p : null }))}
+${logView}
 <h2>Template tags (provided)</h2>
 ${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`;
   return layout(ctx, { title: `Pool ${pool.name}`, section: 'pools' }, body);
