@@ -29,9 +29,13 @@ export const BACKEND_PACKAGES: Readonly<Record<ImageBackend, (architecture: stri
   qemu: (arch) => [qemuSystemPackage(arch), 'qemu-utils'],
 };
 
-/** What each task needs installed; simplesystemimagebuild bootstraps with mmdebstrap, which its analysis requires. */
+/**
+ * What each task needs installed: sbuild's unshare mode makes the build's chroot with mmdebstrap (without
+ * it sbuild stops: "UNSHARE_MMDEBSTRAP_AUTO_CREATE requires mmdebstrap"); simplesystemimagebuild
+ * bootstraps with mmdebstrap, which its analysis requires.
+ */
 export const TASK_PACKAGES: Readonly<Record<ImageTask, readonly string[]>> = {
-  sbuild: ['sbuild'],
+  sbuild: ['sbuild', 'mmdebstrap'],
   autopkgtest: ['autopkgtest'],
   mmdebstrap: ['mmdebstrap', 'debootstrap', 'arch-test'],
   simplesystemimagebuild: ['debvm', 'dosfstools', 'e2fsprogs', 'fdisk', 'mtools', 'parted', 'qemu-utils', 'mmdebstrap'],

@@ -37,7 +37,7 @@ describe('packages of an image (docs/design.md: images)', () => {
   });
 
   it.each<[ImageTask, string[]]>([
-    ['sbuild', ['sbuild']],
+    ['sbuild', ['sbuild', 'mmdebstrap']],
     ['autopkgtest', ['autopkgtest']],
     ['mmdebstrap', ['mmdebstrap', 'debootstrap', 'arch-test']],
     ['simplesystemimagebuild', ['debvm', 'dosfstools', 'e2fsprogs', 'fdisk', 'mtools', 'parted', 'qemu-utils', 'mmdebstrap']],
@@ -78,6 +78,7 @@ describe('tags of an image', () => {
       { tag: 'worker:executor:unshare', source: 'backend:unshare' },
       { tag: 'worker:cap:sbuild', source: 'package:sbuild' },
       { tag: 'worker:cap:autopkgtest', source: 'package:autopkgtest' },
+      { tag: 'worker:cap:mmdebstrap', source: 'package:mmdebstrap' },
       { tag: 'worker:task:worker:noop:version:1', source: 'handler:noop' },
       { tag: 'worker:task:worker:autopkgtest:version:1', source: 'handler:autopkgtest' },
       { tag: 'worker:task:worker:sbuild:version:1', source: 'handler:sbuild' },
@@ -95,7 +96,7 @@ describe('tags of an image', () => {
   });
 
   it.each<[ImageTask, string[]]>([
-    ['sbuild', ['worker:cap:sbuild', 'worker:task:worker:sbuild:version:1']],
+    ['sbuild', ['worker:cap:sbuild', 'worker:cap:mmdebstrap', 'worker:task:worker:sbuild:version:1']],
     ['autopkgtest', ['worker:cap:autopkgtest', 'worker:task:worker:autopkgtest:version:1']],
     ['mmdebstrap', ['worker:cap:mmdebstrap', 'worker:task:worker:mmdebstrap:version:1']],
     ['simplesystemimagebuild', ['worker:cap:mmdebstrap']],
