@@ -17,7 +17,18 @@ describe('tagsched-image build', () => {
     expect(r.status).toBe(0);
     const plan = JSON.parse(r.stdout) as { recipe: unknown; packages: { name: string }[]; handlers: string[]; tasksWithoutHandler: string[]; tags: { tag: string }[] };
     expect(plan.recipe).toEqual({ suite: 'sid', architecture: 'arm64', mirror: null, source: null, enable_backends: ['qemu'], enable_tasks: ['sbuild', 'debsign'] });
-    expect(plan.packages.map((p) => p.name)).toEqual(['arch-test', 'ca-certificates', 'devscripts', 'gnupg', 'mmdebstrap', 'nodejs', 'qemu-system-arm', 'qemu-utils', 'sbuild', 'systemd-sysv']);
+    expect(plan.packages.map((p) => p.name)).toEqual([
+      'arch-test',
+      'ca-certificates',
+      'devscripts',
+      'gnupg',
+      'mmdebstrap',
+      'nodejs',
+      'qemu-system-arm',
+      'qemu-utils',
+      'sbuild',
+      'systemd-sysv',
+    ]);
     expect(plan.handlers).toEqual(['noop', 'sbuild']);
     expect(plan.tasksWithoutHandler).toEqual(['debsign']);
     expect(plan.tags.map((t) => t.tag)).toContain('worker:executor:qemu');
