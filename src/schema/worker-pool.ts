@@ -66,7 +66,7 @@ WorkerPoolRef.implement({
   description: 'A set of workers the provisioner starts and stops on demand, all from one template; provider credentials are never shown',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its unique name' }),
-    providerType: t.exposeString('providerType', { description: 'local, exec, hetzner or ec2' }),
+    providerType: t.exposeString('providerType', { description: 'local, exec, hetzner, ec2 or qemu' }),
     hasProviderAccount: t.boolean({
       description: 'Whether provider credentials are set; they are never returned',
       resolve: (pool) => pool.providerAccountEncrypted != null,
@@ -145,7 +145,7 @@ const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
   description: 'A pool to create, or (by name) the fields of a pool to change',
   fields: (t) => ({
     name: t.string({ required: true, description: 'Its unique name' }),
-    providerType: t.string({ description: 'local, exec, hetzner or ec2 (README, "Pools and the provisioner", "Providers")' }),
+    providerType: t.string({ description: 'local, exec, hetzner, ec2 or qemu (docs/operating/pools.md, "Providers")' }),
     providerAccount: t.field({ type: 'JSON', description: 'Provider credentials (a JSON object); write-only, encrypted at rest' }),
     specifications: t.field({ type: PoolSpecificationsInput, description: 'What it starts' }),
     providedTags: t.stringList({ description: 'Tags every worker of the pool provides (admin provenance)' }),

@@ -274,7 +274,7 @@ async function activationToken(ctx: Ctx, pool: string, opts: { expires?: string;
 /** The options create and update share. */
 function poolOptions(command: Command): Command {
   return command
-    .option('--provider <type>', 'the provider type: local, exec, hetzner or ec2')
+    .option('--provider <type>', 'the provider type: local, exec, hetzner, ec2 or qemu')
     .option('--provider-account-file <file>', 'provider credentials, a JSON object, from a file (- for stdin); never shown again')
     .option('--spec-file <file>', 'specifications, a JSON object (PoolSpecificationsInput: e.g. the exec command), from a file (- for stdin); the flags below override its keys')
     .option('--cpu-count <n>', 'CPUs per instance (worker:cpu-count)')
