@@ -73,6 +73,20 @@ export function startWsServer(deps: {
   const registry = createConnectionRegistry({ maxPerToken: limits.maxConnectionsPerToken });
   // Open worker connections of this process, to mark a worker disconnected when its last one closes.
   const workerConnections = new Map<number, number>();
+  // Each worker's presence writes, one after the other in the order of its connections' events: a
+  // disconnection written after a newer connection's "connected" would leave an open connection's
+  // worker marked disconnected (and given no work).
+  const presenceWrites = new Map<number, Promise<unknown>>();
+  const inOrder = <T>(id: number, write: () => Promise<T>): Promise<T> => {
+    const run = (presenceWrites.get(id) ?? Promise.resolve()).catch(() => undefined).then(write);
+    presenceWrites.set(id, run);
+    void run
+      .catch(() => undefined)
+      .then(() => {
+        if (presenceWrites.get(id) === run) presenceWrites.delete(id);
+      });
+    return run;
+  };
   const workerOf = new WeakMap<object, number>();
   const states = new WeakMap<object, ConnectionState>();
   let stopping = false;
@@ -133,7 +147,7 @@ export function startWsServer(deps: {
           const id = viewer.worker.id;
           workerOf.set(ctx, id);
           workerConnections.set(id, (workerConnections.get(id) ?? 0) + 1);
-          await markConnected(orm.em.fork(), events, id);
+          await inOrder(id, () => markConnected(orm.em.fork(), events, id));
         }
         return true;
       },
@@ -151,7 +165,10 @@ export function startWsServer(deps: {
         const n = (workerConnections.get(id) ?? 1) - 1;
         if (n > 0) return void workerConnections.set(id, n);
         workerConnections.delete(id);
-        const recorded = markDisconnected(orm.em.fork(), events, id).catch((err: unknown) => {
+        // Decided when it is written: a connection opened meanwhile keeps the worker connected.
+        const recorded = inOrder(id, async () => {
+          if (!workerConnections.has(id) && !stopping) await markDisconnected(orm.em.fork(), events, id);
+        }).catch((err: unknown) => {
           if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
         });
         recording.set(id, recorded);

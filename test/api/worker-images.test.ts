@@ -17,7 +17,14 @@ const POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __t
   ... on WorkerPool { name specifications { image enableTasks } templateProvidedTags { tag provenance source } } ${ERROR_FIELDS} } }`;
 
 const SBUILD_IMAGE = imageManifest('trixie-sbuild');
-const SBUILD_TAGS = ['worker:build-arch:amd64', 'worker:executor:unshare', 'worker:cap:sbuild', 'worker:task:worker:noop:version:1', 'worker:task:worker:sbuild:version:1'];
+const SBUILD_TAGS = [
+  'worker:build-arch:amd64',
+  'worker:executor:unshare',
+  'worker:cap:sbuild',
+  'worker:cap:mmdebstrap',
+  'worker:task:worker:noop:version:1',
+  'worker:task:worker:sbuild:version:1',
+];
 
 let userToken: string;
 beforeAll(async () => {

@@ -103,11 +103,12 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       `worker:build-arch:${arch}`,
       'worker:executor:unshare',
       'worker:cap:sbuild',
+      'worker:cap:mmdebstrap',
       'worker:task:worker:noop:version:1',
       'worker:task:worker:sbuild:version:1',
     ]);
     const versions = new Map(manifest.packages.map((p) => [p.name, p.version]));
-    for (const name of ['nodejs', 'sbuild', 'arch-test', 'util-linux', 'iproute2', 'uidmap', 'xz-utils', 'systemd-sysv']) {
+    for (const name of ['nodejs', 'sbuild', 'mmdebstrap', 'arch-test', 'util-linux', 'iproute2', 'uidmap', 'xz-utils', 'systemd-sysv']) {
       expect(versions.get(name), `package ${name}`).toMatch(/^\S+$/);
     }
     // Every package of the manifest is in the tree's dpkg database, at that version.
