@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from './helpers/db.js';
 import { startServerProcess } from './helpers/server-process.js';
+import { until } from './faults/harness.js';
 
 /** Runs the server entry to its exit, with the given environment; what it printed on stderr, and its exit code. */
 function runServer(env: Record<string, string | undefined>, timeoutMs = 90_000): Promise<{ code: number | null; stderr: string; stdout: string }> {
@@ -95,7 +96,13 @@ describe('the first admin token of an empty database', () => {
 
     const next = await startServerProcess(env);
     try {
-      const token = /^\s+(tsk_admin_\S+)$/m.exec(next.stderr())?.[1];
+      // The banner is on stderr, the "listening" line the start waited for on stdout: two pipes, either may arrive first.
+      const token = await until(
+        () => `the admin token on stderr:\n${next.stderr()}`,
+        () => /^\s+(tsk_admin_\S+)$/m.exec(next.stderr())?.[1],
+        10_000,
+        50,
+      );
       expect(token, next.stderr()).toBeDefined();
       const res = await fetch(next.url, {
         method: 'POST',

@@ -14,12 +14,14 @@ const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;
 const TEST_TIMEOUT_MS = 180_000;
 
+// A token is tsk_ and many more characters; the probe's own grep, whose pattern it reads in
+// /proc/*/cmdline while that grep runs, shows "tsk_" followed by "[": not a token.
 const PROBE = `#!/bin/sh
-found() { grep -a -o -h 'tsk_[A-Za-z0-9_-]*' | sort -u | sed "s|^|FOUND $1 |"; }
+found() { grep -a -o -h -E 'tsk_[A-Za-z0-9_-]{8,}' | sort -u | sed "s|^|FOUND $1 |"; }
 echo "probe uid=$(id -u) pwd=$(pwd)"
 cat ../../state.json 2>/dev/null | found state-relative
 cat "$PROBE_STATE" 2>/dev/null | found state-absolute
-grep -r -a -o -h 'tsk_[A-Za-z0-9_-]*' ../.. 2>/dev/null | found work-dir
+grep -r -a -o -h -E 'tsk_[A-Za-z0-9_-]{8,}' ../.. 2>/dev/null | found work-dir
 env | found environment
 cat /proc/$PPID/environ /proc/$PPID/cmdline 2>/dev/null | found parent
 for p in /proc/[0-9]*; do timeout 2 cat $p/environ $p/cmdline 2>/dev/null; done | found any-process
