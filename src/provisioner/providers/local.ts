@@ -20,6 +20,7 @@ import type { PoolSpecifications } from '../../tags/worker-tags.js';
 import type { Provider, ProviderDeps, ProviderInstance } from '../provider.js';
 import { ProviderError } from '../provider.js';
 import { prepareInstanceLog } from './instance-logs.js';
+import { readInstanceRecord, writeInstanceRecord } from './instance-record.js';
 
 const AGENT_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bin/tagsched-worker.js');
 
@@ -66,19 +67,8 @@ function alive(record: InstanceRecord): boolean {
   return stat !== null && stat.state !== 'Z' && (record.startTicks === null || stat.startTicks === record.startTicks);
 }
 
-function readRecord(dir: string): InstanceRecord | null {
-  try {
-    return JSON.parse(fs.readFileSync(path.join(dir, 'instance.json'), 'utf8')) as InstanceRecord;
-  } catch {
-    return null;
-  }
-}
-
-function writeRecord(dir: string, record: InstanceRecord): void {
-  const file = path.join(dir, 'instance.json');
-  fs.writeFileSync(`${file}.tmp`, JSON.stringify(record), { mode: 0o600 });
-  fs.renameSync(`${file}.tmp`, file);
-}
+const readRecord = (dir: string) => readInstanceRecord<InstanceRecord>(dir);
+const writeRecord = (dir: string, record: InstanceRecord) => writeInstanceRecord(dir, record);
 
 /** `NAME=COMMAND` lines for TAGSCHED_HANDLERS (commands hold no newline: pool-specifications.ts). */
 function handlerList(specifications: PoolSpecifications): string {

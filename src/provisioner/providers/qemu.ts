@@ -29,6 +29,7 @@ import { cloudInitUserData } from '../user-data.js';
 import { killVm, missingPrograms, powerdown, probeAccel, readPid, startVm, vmRunning, type VmOptions } from './qemu-vm.js';
 import { ACCOUNT_PATH, foreignFields, problem, problemsMessage, SPECIFICATIONS_PATH, specValue, type PoolProviderInput } from './spec-checks.js';
 import type { InputProblem } from '../../errors.js';
+import { readInstanceRecord, writeInstanceRecord } from './instance-record.js';
 
 /** The guest address and port that reach the server: the agent's server URL is `http://10.0.2.100/…`. */
 export const SERVER_IN_GUEST = { guestAddress: '10.0.2.100', guestPort: 80 } as const;
@@ -175,19 +176,8 @@ export function validateQemuPool(pool: PoolProviderInput, config: Pick<Config, '
   return problems;
 }
 
-function readRecord(dir: string): InstanceRecord | null {
-  try {
-    return JSON.parse(fs.readFileSync(path.join(dir, 'instance.json'), 'utf8')) as InstanceRecord;
-  } catch {
-    return null;
-  }
-}
-
-function writeRecord(dir: string, record: InstanceRecord): void {
-  const file = path.join(dir, 'instance.json');
-  fs.writeFileSync(`${file}.tmp`, JSON.stringify(record), { mode: 0o600 });
-  fs.renameSync(`${file}.tmp`, file);
-}
+const readRecord = (dir: string) => readInstanceRecord<InstanceRecord>(dir);
+const writeRecord = (dir: string, record: InstanceRecord) => writeInstanceRecord(dir, record);
 
 /** The sha256 of a file, read as a stream. */
 async function sha256Of(file: string): Promise<string> {
