@@ -12,6 +12,7 @@ import type { Ctx, Register } from './command-context.js';
 import { addLogCommand } from './work-log.js';
 import { checkId, fetchOne } from './work-lookup.js';
 import { tagTable } from './workers.js';
+import type { RunStatistics } from '../../shared/run-statistics.js';
 
 const STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'ABORTED'] as const;
 
@@ -47,16 +48,8 @@ interface WorkDetail extends WorkRow, WhyData {
   requiredTags: { tag: string; provenance: string; source: string }[];
   droppedTags: { tag: string; provenance: string; source: string; set: string; reason: string }[];
   parent: { id: string; taskName: string } | null;
-  statistics: {
-    setupSeconds: number;
-    runSeconds: number;
-    teardownSeconds: number;
-    cpuSeconds: number | null;
-    peakMemoryBytes: number | null;
-    peakDiskBytes: number | null;
-    cpuCount: number;
-    memoryMethod: string;
-  } | null;
+  /** What the run used, as the agent reported it (the API's RunStatistics has the same fields). */
+  statistics: RunStatistics | null;
   children: { edges: { node: WorkRow }[]; pageInfo: { hasNextPage: boolean } };
 }
 
