@@ -24,3 +24,12 @@ export function writeInstanceRecord(dir: string, record: object): void {
   fs.writeFileSync(`${file}.tmp`, JSON.stringify(record), { mode: 0o600 });
   fs.renameSync(`${file}.tmp`, file);
 }
+
+/** The names of a pool's instance directories under `root` (`root/POOL/NAME`); none when the pool has no directory. */
+export function instanceNames(root: string, pool: string): string[] {
+  try {
+    return fs.readdirSync(path.join(root, pool));
+  } catch {
+    return [];
+  }
+}

@@ -20,7 +20,7 @@ import type { PoolSpecifications } from '../../tags/worker-tags.js';
 import type { Provider, ProviderDeps, ProviderInstance } from '../provider.js';
 import { ProviderError } from '../provider.js';
 import { prepareInstanceLog } from './instance-logs.js';
-import { readInstanceRecord, writeInstanceRecord } from './instance-record.js';
+import { instanceNames, readInstanceRecord, writeInstanceRecord } from './instance-record.js';
 
 const AGENT_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../bin/tagsched-worker.js');
 
@@ -190,14 +190,8 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
     },
 
     async list(pool) {
-      let names: string[];
-      try {
-        names = fs.readdirSync(path.join(root, pool));
-      } catch {
-        return [];
-      }
       const out: ProviderInstance[] = [];
-      for (const name of names) {
+      for (const name of instanceNames(root, pool)) {
         const record = readRecord(dirOf(pool, name));
         if (!record) continue;
         if (!alive(record)) {

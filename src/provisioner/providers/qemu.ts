@@ -29,7 +29,7 @@ import { cloudInitUserData } from '../user-data.js';
 import { killVm, missingPrograms, powerdown, probeAccel, readPid, startVm, vmRunning, type VmOptions } from './qemu-vm.js';
 import { ACCOUNT_PATH, foreignFields, problem, problemsMessage, SPECIFICATIONS_PATH, specValue, type PoolProviderInput } from './spec-checks.js';
 import type { InputProblem } from '../../errors.js';
-import { readInstanceRecord, writeInstanceRecord } from './instance-record.js';
+import { instanceNames, readInstanceRecord, writeInstanceRecord } from './instance-record.js';
 
 /** The guest address and port that reach the server: the agent's server URL is `http://10.0.2.100/…`. */
 export const SERVER_IN_GUEST = { guestAddress: '10.0.2.100', guestPort: 80 } as const;
@@ -188,14 +188,8 @@ async function sha256Of(file: string): Promise<string> {
 
 /** The machines of a pool as this provider's state directory records them (pure of QEMU: pid files and /proc). */
 export function listMachines(stateDir: string, pool: string): ProviderInstance[] {
-  let names: string[];
-  try {
-    names = fs.readdirSync(path.join(stateDir, pool));
-  } catch {
-    return [];
-  }
   const out: ProviderInstance[] = [];
-  for (const name of names) {
+  for (const name of instanceNames(stateDir, pool)) {
     const dir = path.join(stateDir, pool, name);
     const record = readRecord(dir);
     if (!record || !vmRunning(dir)) continue;
