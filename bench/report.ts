@@ -2,6 +2,8 @@
  * The markdown table of a benchmark run: one column per size, one row per measurement, with the
  * docs/design.md: quality bars target beside the rows that have one, and the old walk's ratios.
  */
+import type { ClientsResult } from './clients.js';
+import { clientsTable, compareWithBaseline, formatComparison, metricValues, readBaseline } from './clients-report.js';
 import { formatMs } from './progress.js';
 import type { LoadResult, NewResult, OldResult, StageOptions } from './stages.js';
 
@@ -12,8 +14,10 @@ export interface SizeResult {
   readonly load: LoadResult;
   readonly new: NewResult;
   readonly old: OldResult | null;
+  /** The client phase (bench/clients.ts); null when skipped. */
+  readonly clients: ClientsResult | null;
   /** Wall-clock time of each stage, in milliseconds. */
-  readonly stageMs: { load: number; new: number; old: number };
+  readonly stageMs: { load: number; new: number; old: number; clients: number };
 }
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -92,7 +96,11 @@ const ROWS: Row[] = [
   },
   { label: 'peak RSS / heap, scheduler process', target: '', cell: (r) => `${mib(r.new.memory.maxRssBytes)} / ${mib(r.new.memory.heapUsedBytes)}` },
   { label: 'peak RSS, old-walk process', target: '', cell: (r) => (r.old ? mib(r.old.memory.maxRssBytes) : '') },
-  { label: 'wall clock: load / new / old stages', target: '', cell: (r) => `${formatMs(r.stageMs.load)} / ${formatMs(r.stageMs.new)} / ${formatMs(r.stageMs.old)}` },
+  {
+    label: 'wall clock: load / new / old stages / client phase',
+    target: '',
+    cell: (r) => `${formatMs(r.stageMs.load)} / ${formatMs(r.stageMs.new)} / ${formatMs(r.stageMs.old)} / ${formatMs(r.stageMs.clients)}`,
+  },
 ];
 
 /** The table, in markdown. */
@@ -109,4 +117,12 @@ export function markdownTable(results: readonly SizeResult[], o: Pick<StageOptio
     `old walk: each operation within ${formatMs(o.oldCapMs)}, "~" = extrapolated linearly from the part it walked in that time.`,
   ];
   return [...lines, ...notes].join('\n');
+}
+
+/** The client phase's table (one column per size), then each size's comparison with the 0.1.0 figures. */
+export function clientsSection(results: readonly SizeResult[]): string {
+  const baseline = readBaseline('0.1.0');
+  const table = clientsTable(results.map((r) => ({ heading: `W=${int(r.workers)}, P=${int(r.requests)}`, result: r.clients })));
+  const comparisons = results.flatMap((r) => (r.clients ? [formatComparison(compareWithBaseline(baseline, r.clients.pending, metricValues(r.clients)), r.clients, baseline)] : []));
+  return [table, ...comparisons].join('\n\n');
 }

@@ -1,12 +1,15 @@
 /**
  * `npm run bench`: the benchmark of the scheduler (docs/design.md: quality bars). For each size it runs three child
- * processes (load, new scheduler, old walk; see bench/stages.ts) and then prints one markdown
- * table on stdout. Progress goes to stderr.
+ * processes (load, new scheduler, old walk; see bench/stages.ts), then the client phase (bench/clients.ts:
+ * `bench/ws.ts --only clients` in a child process, on a server process and a database of its own,
+ * `<db-name>_clients`), and then prints the markdown tables on stdout, with the client phase's comparison
+ * with the 0.1.0 figures (bench/baselines/0.1.0.json). Progress goes to stderr.
  *
  *   npm run bench                                 default sizes 1000x10000, 1000x100000, 10000x1000000
  *   npm run bench -- --sizes 1000x100000          workers x pending requests, comma-separated
  *   npm run bench -- --quick                      a small smoke run (under a minute)
  *   npm run bench -- --reuse                      measure the database a previous run loaded, when it holds the same workload
+ *   npm run bench -- --no-clients                 without the client phase
  *
  * Environment (flags win): BENCH_SIZES, BENCH_DATABASE_URL (a server URL; the database
  * `tagsched_bench` on it is dropped and recreated), BENCH_OLD_CAP_SECONDS, BENCH_SEED.
@@ -20,7 +23,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import pg from 'pg';
 import { withDatabase } from './load.js';
 import { formatMs } from './progress.js';
-import { markdownTable, type SizeResult } from './report.js';
+import type { ClientsResult } from './clients.js';
+import { clientsSection, markdownTable, type SizeResult } from './report.js';
 import { loadStage, newStage, oldStage, type StageOptions } from './stages.js';
 
 const DEFAULT_SIZES = '1000x10000,1000x100000,10000x1000000';
@@ -35,6 +39,7 @@ interface Options {
   runs: number;
   oldCapSeconds: number;
   old: boolean;
+  clients: boolean;
   history: number;
   seed: number;
   databaseUrl: string;
@@ -84,6 +89,26 @@ async function runChild(o: Options, stage: Stage, size: string, dir: string): Pr
   });
   if (code !== 0) throw new Error(`the ${stage} stage of ${size} failed (exit code ${code})`);
   return { result: JSON.parse(readFileSync(out, 'utf8')), ms: performance.now() - started };
+}
+
+/**
+ * The client phase at this size in a child process (`bench/ws.ts --only clients`, W workers and P
+ * pending requests), on the database `<db-name>_clients`; its stdout (the phase's own table) goes to stderr.
+ */
+async function runClients(o: Options, size: { workers: number; requests: number }, dir: string): Promise<{ result: ClientsResult; ms: number }> {
+  const out = path.join(dir, `clients-${size.workers}x${size.requests}.json`);
+  const ws = fileURLToPath(new URL('./ws.ts', import.meta.url));
+  const args = [...process.execArgv, ws, '--only', 'clients', '--workers', String(size.workers), '--clients-pending', String(size.requests)];
+  args.push('--db-name', `${o.dbName}_clients`, '--seed', String(o.seed), '--clients-scale', o.quick ? '0.2' : '1', '--json', out);
+  const started = performance.now();
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', process.stderr, 'inherit'], env: { ...process.env, BENCH_DATABASE_URL: o.databaseUrl } });
+    child.on('error', reject);
+    child.on('exit', resolve);
+  });
+  if (code !== 0) throw new Error(`the client phase of ${size.workers}x${size.requests} failed (exit code ${code})`);
+  const { clients } = JSON.parse(readFileSync(out, 'utf8')) as { clients: ClientsResult };
+  return { result: clients, ms: performance.now() - started };
 }
 
 /** What a loaded database holds, written on it (COMMENT ON DATABASE) so that `--reuse` can tell whether it fits. */
@@ -146,20 +171,24 @@ async function parent(o: Options): Promise<void> {
       if (!reused) await markLoaded(o, label, load.result);
       const fresh = await runChild(o, 'new', label, dir);
       const old = o.old ? await runChild(o, 'old', label, dir) : null;
+      const clients = o.clients ? await runClients(o, size, dir) : null;
       results.push({
         ...size,
         load: load.result as SizeResult['load'],
         new: fresh.result as SizeResult['new'],
         old: (old?.result ?? null) as SizeResult['old'],
-        stageMs: { load: load.ms, new: fresh.ms, old: old?.ms ?? 0 },
+        clients: clients?.result ?? null,
+        stageMs: { load: load.ms, new: fresh.ms, old: old?.ms ?? 0, clients: clients?.ms ?? 0 },
       });
-      process.stderr.write(`  size done in ${formatMs(load.ms + fresh.ms + (old?.ms ?? 0))}\n`);
+      process.stderr.write(`  size done in ${formatMs(load.ms + fresh.ms + (old?.ms ?? 0) + (clients?.ms ?? 0))}\n`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
   const host = `${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, load average ${os.loadavg()[0].toFixed(1)} at the end, Node ${process.version}`;
-  process.stdout.write(`\n${markdownTable(results, { ...stageOptions(o, sizes[0]), oldCapMs: o.oldCapSeconds * 1000 })}\nMachine: ${host}.\n`);
+  process.stdout.write(`\n${markdownTable(results, { ...stageOptions(o, sizes[0]), oldCapMs: o.oldCapSeconds * 1000 })}\n`);
+  if (o.clients) process.stdout.write(`\n${clientsSection(results)}\n`);
+  process.stdout.write(`\nMachine: ${host}.\n`);
   if (o.json) writeFileSync(o.json, JSON.stringify({ options: o, results }, null, 2));
 }
 
@@ -178,6 +207,7 @@ const program = new Command('bench')
   .option('--runs <n>', 'runs of each GraphQL operation', positiveInt, 5)
   .option('--old-cap-seconds <n>', 'wall-clock budget of each old-walk operation', positiveInt, Number(process.env.BENCH_OLD_CAP_SECONDS) || 60)
   .option('--no-old', 'skip the old per-pair walk')
+  .option('--no-clients', 'skip the client phase (bench/clients.ts) and its comparison with 0.1.0')
   .option('--history <ratio>', 'completed requests in the history per pending request (spread over the last 30 days)', nonNegative, 1)
   .option('--seed <n>', 'workload seed', positiveInt, Number(process.env.BENCH_SEED) || 20261121)
   .option('--database-url <url>', 'a PostgreSQL server URL (any database on it)', process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres')

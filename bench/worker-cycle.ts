@@ -30,9 +30,35 @@ export interface Spread {
   p99: number;
   max: number;
 }
-const spread = (xs: number[]): Spread => {
+/** The p50, p99 and max of `xs` (NaN for none). */
+export const spread = (xs: number[]): Spread => {
   const s = sorted(xs);
   return { count: s.length, p50: quantile(s, 0.5), p99: quantile(s, 0.99), max: s.at(-1) ?? NaN };
+};
+
+/** Runs `fn` over `items` with at most `limit` at a time. */
+export async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i], i);
+      }
+    }),
+  );
+  return out;
+}
+
+/** The metadata a bench worker reports: it may run the noop worker task. */
+export const META = {
+  architectures: ['amd64'],
+  cpuCount: 4,
+  totalPhysicalMemory: 8 * 2 ** 30,
+  diskFree: 100 * 2 ** 30,
+  executors: ['unshare'],
+  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
 };
 
 const BATCH_DOCUMENT = `mutation Submit($i: CreateWorkRequestsInput!) {
@@ -77,9 +103,17 @@ export interface CycleResult {
   complete: Spread;
 }
 
-/** One agent-like worker: pushed assignments, acknowledged and completed over HTTP one at a time. */
+/** How often an agent-like worker heartbeats: the agent's default (TAGSCHED_HEARTBEAT_INTERVAL, 30 s). */
+const HEARTBEAT_MS = 30_000;
+
+/**
+ * One agent-like worker: pushed assignments, acknowledged and completed over HTTP one at a time, and
+ * a heartbeat every 30 s as the agent sends (without it, a run longer than the server's heartbeat
+ * timeout, two minutes, has its running work taken back and its workers marked disconnected).
+ */
 class CycleWorker {
   readonly client: Client;
+  private readonly heartbeats: NodeJS.Timeout;
   private readonly queue: string[] = [];
   private busy = false;
   private waitingSince = 0;
@@ -113,6 +147,9 @@ class CycleWorker {
       this.client.on('connected', () => resolve());
       this.client.on('closed', (e) => reject(new Error(`closed before connecting: ${JSON.stringify(e)}`)));
     });
+    this.heartbeats = setInterval(() => {
+      this.gql(this.url, DOCUMENTS.heartbeat, { i: { shuttingDown: false } }, this.token).catch((e: unknown) => stats.onError(e));
+    }, HEARTBEAT_MS);
     this.waitingSince = performance.now();
     this.client.subscribe<{ assignments: { id: string } }>(
       { query: DOCUMENTS.assignments },
@@ -129,6 +166,12 @@ class CycleWorker {
         complete: () => undefined,
       },
     );
+  }
+
+  /** Stops its heartbeats and closes its connection. */
+  async close(): Promise<void> {
+    clearInterval(this.heartbeats);
+    await this.client.dispose();
   }
 
   private async drain(): Promise<void> {
@@ -220,6 +263,6 @@ export async function workerCycle(gql: Gql, url: string, tokens: readonly string
     };
   } finally {
     clearInterval(progress);
-    await Promise.all(workers.map((w) => w.client.dispose()));
+    await Promise.all(workers.map((w) => w.close()));
   }
 }

@@ -13,7 +13,7 @@
  * `tagsched_bench_ws`), so that the clients do not share its event loop. Options:
  *   --requests N   measured requests (default 300, after 20 warm-up ones)
  *   --idle N       connections for the last memory point (default 5000)
- *   --workers N    connected workers for the latency (default 1000)
+ *   --workers N    connected workers for the latency, and the client phase's workers (default 1000)
  *   --cpu-prof FILE    write a CPU profile of the server process during the latency measurement
  *   --heap-snapshots PREFIX   write heap snapshots of the server at each memory point (PREFIX-<n>.heapsnapshot)
  *   --settle S     seconds of quiet before each memory point (default 2)
@@ -21,11 +21,32 @@
  *   --storm-events N   worker reports during the storm, each one workerChanged event (default 20)
  *   --db-name NAME the bench database (default tagsched_bench_ws)
  *   --only LIST    which parts run: `cycle` (submission and worker cycle, bench/worker-cycle.ts, on a server
- *                  and database of their own), `latency` (everything above); default both
+ *                  and database of their own), `latency` (everything above); default both; `clients` (the
+ *                  client phase, bench/clients.ts, on a server and database of their own, run first when asked)
+ *   --clients-pending N      the client phase's queue submitted before it measures (default 10000)
+ *   --clients-concurrency N  its clients sending at once in its concurrent parts (default 16)
+ *   --clients-scale X        its calls in parts a–c times X (default 1; `npm run bench -- --quick` gives 0.2)
+ *   --seed N       its choice of random workers (default 20261121)
+ *   --json FILE    write the client phase's result as JSON ({ clients: …, label, measuredAt })
+ *   The client phase against a server this bench does not start (bench/same-machine.sh starts them):
+ *   --external-url URL       the server's GraphQL endpoint (http://HOST:PORT/graphql); no server is forked and no
+ *                            database is made or dropped. The server must run with TAGSCHED_SCHEDULER=manual, on a
+ *                            database without work requests (the phase creates its workspace 'debian/main')
+ *   --external-pid PID       its process (required with --external-url): its CPU time is utime + stime of
+ *                            /proc/PID/stat, its RSS VmRSS of /proc/PID/status, read as it is (no GC can be forced)
+ *   --external-database-url URL   its database: checked to hold no work request before the phase, and where
+ *                            the queue is copied in SQL for an API without createWorkRequests (required with --api 0.1.0)
+ *   --admin-token TOKEN      an admin token of that server (default: the one this bench gives the servers it forks)
+ *   --api VERSION  the documents sent: `current` (default; bench/clients.ts) or `0.1.0` (bench/baselines/api-0.1.0.ts,
+ *                  only with --external-url: the forked server is this checkout's)
+ *   --label TEXT   what was measured, kept in the --json file (e.g. the checkout and commit of the server)
+ *   --baseline-json FILE     compare with the run whose --json FILE this is (e.g. 0.1.0 measured on this machine
+ *                  just before) instead of bench/baselines/0.1.0.json, and show both runs in the table
  *   --cycle-workers N   agent-like workers of the worker cycle (default 1000)
  *   --cycle-requests N  requests submitted, then drained by them (default 20000)
  *   --submit-batch N    requests per createWorkRequests call (default 1000)
- *   With --only cycle, --cpu-prof FILE writes FILE-submit.cpuprofile and FILE-cycle.cpuprofile.
+ *   With --only cycle, --cpu-prof FILE writes FILE-submit.cpuprofile and FILE-cycle.cpuprofile; with
+ *   clients, FILE-clients.cpuprofile (parts a–d of the client phase).
  *
  *   - fan-out storm: N graphql-ws clients (of N/20 users, 20 connections each) subscribed to
  *     `workerChanged { name status activeWorkCount pool { name } }`; one worker reports its metadata
@@ -49,7 +70,12 @@ import v8 from 'node:v8';
 import { createClient, type Client } from 'graphql-ws';
 import pg from 'pg';
 import WebSocket from 'ws';
-import { submit, workerCycle, type Spread } from './worker-cycle.js';
+import { API_0_1_0 } from './baselines/api-0.1.0.js';
+import { CURRENT_API, measureClients, type ClientsApi, type ClientsOptions, type ClientsResult } from './clients.js';
+import { baselineFromResult, clientsTable, compareWithBaseline, formatComparison, metricValues, readBaseline, type Baseline } from './clients-report.js';
+import { ProcProcess } from './proc.js';
+import { assertNoWorkRequests } from './queue-copy.js';
+import { META, pool, submit, workerCycle, type Spread } from './worker-cycle.js';
 
 const ADMIN = 'tsk_admin_bench-ws-0123456789abcdef';
 let DB_NAME = 'tagsched_bench_ws';
@@ -196,7 +222,8 @@ class ServerProcess {
     child.on('message', (m: FromServer) => this.waiting.shift()?.(m));
   }
 
-  static start(databaseUrl: string): Promise<ServerProcess> {
+  /** `env` adds to (or overrides) the server's environment. */
+  static start(databaseUrl: string, env: Record<string, string> = {}): Promise<ServerProcess> {
     const child = fork(fileURLToPath(import.meta.url), ['--server'], {
       execArgv: ['--import', 'tsx', '--expose-gc', ...(process.env.BENCH_SERVER_FLAGS ?? '').split(' ').filter(Boolean)],
       env: {
@@ -211,6 +238,7 @@ class ServerProcess {
         // A pushed assignment waits in the client's queue while it runs the one before: on a loaded
         // machine that can pass the default minute, and a lease taken back is work done twice.
         TAGSCHED_ACK_TIMEOUT_SECONDS: process.env.TAGSCHED_ACK_TIMEOUT_SECONDS ?? '600',
+        ...env,
       },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -282,30 +310,6 @@ async function gql<T = Record<string, any>>(url: string, query: string, variable
   if (!res.ok || body.errors?.length || !body.data) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body).slice(0, 500)}`);
   return body.data;
 }
-
-/** Runs `fn` over `items` with at most `limit` at a time. */
-async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i], i);
-      }
-    }),
-  );
-  return out;
-}
-
-const META = {
-  architectures: ['amd64'],
-  cpuCount: 4,
-  totalPhysicalMemory: 8 * 2 ** 30,
-  diskFree: 100 * 2 ** 30,
-  executors: ['unshare'],
-  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
-};
 
 /** Registers workers <prefix>-<from>…<prefix>-<to-1> and reports their metadata, so that they are available once connected. */
 async function registerWorkers(url: string, from: number, to: number, prefix = 'w'): Promise<string[]> {
@@ -494,7 +498,9 @@ async function cycleMeasures(options: { workers: number; requests: number; batch
     const submission = await submit(gql, url, ADMIN, options.requests, options.batch, noop);
     const submitCpuMs = (await server.cpuMs()) - cpu;
     if (options.profile) await server.profile(`${options.profile}-submit.cpuprofile`);
-    log(`submission: ${int(submission.requests)} requests in ${ms(submission.elapsedMs)}: ${int(submission.perSecond)}/s`);
+    log(
+      `submission: ${int(submission.requests)} requests in ${ms(submission.elapsedMs)}: ${int(submission.perSecond)}/s, server CPU ${(submitCpuMs / submission.requests).toFixed(3)} ms per request`,
+    );
     let t = performance.now();
     const tokens = await registerWorkers(url, 0, options.workers, 'c');
     log(`registered ${int(tokens.length)} cycle workers in ${ms(performance.now() - t)}`);
@@ -510,6 +516,61 @@ async function cycleMeasures(options: { workers: number; requests: number; batch
   } finally {
     await server.stop();
   }
+}
+
+/**
+ * The client phase (bench/clients.ts) on a server and database of their own. The scheduler is manual:
+ * only the clients' requestWork assigns (see bench/clients.ts).
+ */
+async function clientsMeasures(options: ClientsOptions, log: (m: string) => void, profile?: string): Promise<ClientsResult> {
+  const server = await ServerProcess.start(await freshDatabase(), { TAGSCHED_SCHEDULER: 'manual' });
+  try {
+    const measured = {
+      url: server.url,
+      cpuMs: () => server.cpuMs(),
+      memory: async () => ({ ...(await server.memory()), afterGc: true }),
+      measuring: (on: boolean) => (profile ? server.profile(on ? undefined : `${profile}-clients.cpuprofile`) : Promise.resolve()),
+    };
+    return await measureClients(measured, ADMIN, options, log);
+  } finally {
+    await server.stop();
+  }
+}
+
+/**
+ * The client phase against a server this bench did not start (--external-url): its process read from
+ * /proc, its database (when given) checked to hold no work request first.
+ */
+async function externalClientsMeasures(
+  server: { url: string; pid: number; databaseUrl?: string; admin: string },
+  options: ClientsOptions,
+  log: (m: string) => void,
+): Promise<ClientsResult> {
+  const proc = new ProcProcess(server.pid);
+  if (server.databaseUrl) await assertNoWorkRequests(server.databaseUrl);
+  const measured = {
+    url: server.url,
+    cpuMs: () => Promise.resolve(proc.cpuMs()),
+    memory: () => Promise.resolve({ rss: proc.rssBytes(), heapUsed: null, afterGc: false }),
+  };
+  return measureClients(measured, server.admin, { ...options, databaseUrl: server.databaseUrl }, log);
+}
+
+/** The APIs --api names. */
+const APIS: Record<string, ClientsApi> = { current: CURRENT_API, '0.1.0': API_0_1_0 };
+
+/** What --json writes, and --baseline-json reads. */
+interface ClientsRun {
+  clients: ClientsResult;
+  label?: string;
+  measuredAt?: string;
+}
+
+/** The baseline a --baseline-json run makes: its every figure, under its API's name. */
+function baselineOfRun(file: string): { run: ClientsRun; baseline: Baseline } {
+  const run = JSON.parse(fs.readFileSync(file, 'utf8')) as ClientsRun;
+  const measured = `${run.label ?? file}, measured on this machine at ${run.measuredAt ?? 'an unknown time'}`;
+  return { run, baseline: baselineFromResult(run.clients, run.clients.api, measured) };
 }
 
 /** The table rows of the submission and worker-cycle measures. */
@@ -545,6 +606,18 @@ async function main(): Promise<void> {
       storm: { type: 'string', default: '2000' },
       'storm-events': { type: 'string', default: '20' },
       'db-name': { type: 'string', default: DB_NAME },
+      'clients-pending': { type: 'string', default: '10000' },
+      'clients-concurrency': { type: 'string', default: '16' },
+      seed: { type: 'string', default: '20261121' },
+      'clients-scale': { type: 'string', default: '1' },
+      json: { type: 'string' },
+      'external-url': { type: 'string' },
+      'external-pid': { type: 'string' },
+      'external-database-url': { type: 'string' },
+      'admin-token': { type: 'string', default: ADMIN },
+      api: { type: 'string', default: 'current' },
+      label: { type: 'string' },
+      'baseline-json': { type: 'string' },
     },
   });
   DB_NAME = values['db-name'];
@@ -556,8 +629,47 @@ async function main(): Promise<void> {
   const settle = () => new Promise((r) => setTimeout(r, Number(values.settle) * 1000));
   const log = (m: string) => process.stderr.write(`${m}\n`);
 
-  log(`bench:ws: ${os.availableParallelism()} CPUs, node ${process.version}; database ${DB_NAME}`);
+  log(
+    `bench:ws: ${os.availableParallelism()} CPUs, node ${process.version}; ${values['external-url'] ? `server ${values['external-url']} (PID ${values['external-pid']})` : `database ${DB_NAME}`}`,
+  );
   const only = new Set(values.only.split(','));
+  // The client phase first, its table and comparison printed at once (the other parts print theirs after).
+  const external = values['external-url'];
+  if (external && (only.has('cycle') || only.has('latency'))) throw new Error('--external-url measures the client phase only: use it with --only clients');
+  if (only.has('clients')) {
+    const api = APIS[values.api];
+    if (!api) throw new Error(`--api: ${values.api} is not one of ${Object.keys(APIS).join(', ')}`);
+    if (api !== CURRENT_API && !external) throw new Error(`--api ${values.api} needs --external-url: the server this bench forks is this checkout's`);
+    const options = {
+      workers: connected,
+      pending: Number(values['clients-pending']),
+      concurrency: Number(values['clients-concurrency']),
+      seed: Number(values.seed),
+      scale: Number(values['clients-scale']),
+      api,
+    };
+    let measured: ClientsResult;
+    if (external) {
+      const pid = Number(values['external-pid']);
+      if (!Number.isInteger(pid) || pid <= 0) throw new Error('--external-url needs --external-pid PID: the server process whose CPU and memory are read');
+      if (values['cpu-prof']) log('--cpu-prof is ignored with --external-url: the server is not this bench’s child');
+      measured = await externalClientsMeasures({ url: external, pid, databaseUrl: values['external-database-url'], admin: values['admin-token'] }, options, log);
+    } else {
+      measured = await clientsMeasures(options, log, values['cpu-prof']);
+    }
+    if (values.json) fs.writeFileSync(values.json, JSON.stringify({ clients: measured, label: values.label, measuredAt: new Date().toISOString() } satisfies ClientsRun, null, 2));
+    const before = values['baseline-json'] ? baselineOfRun(values['baseline-json']) : null;
+    const baseline = before?.baseline ?? readBaseline();
+    const comparison = compareWithBaseline(baseline, measured.pending, metricValues(measured));
+    // The API is named in a heading when it is not today's, or when two runs are side by side.
+    const heading = (r: ClientsResult) => `${r.api !== 'current' || before ? `${r.api} API, ` : ''}W=${int(r.workers)}, P=${int(r.pending)}`;
+    const columns = [...(before ? [{ heading: heading(before.run.clients), result: before.run.clients }] : []), { heading: heading(measured), result: measured }];
+    process.stdout.write(`${clientsTable(columns)}\n\n${formatComparison(comparison, measured, baseline)}\n`);
+    if (!only.has('cycle') && !only.has('latency')) {
+      if (!external) await dropDatabase();
+      return;
+    }
+  }
   const cycles = only.has('cycle')
     ? await cycleMeasures(
         { workers: Number(values['cycle-workers']), requests: Number(values['cycle-requests']), batch: Number(values['submit-batch']), profile: values['cpu-prof'] },

@@ -24,6 +24,8 @@ export interface Config {
   readonly quarantineProbeMs: number;
   /** A task whose average run over the last 30 days is at least this long is heavy work (scheduler/rules/heavy-work.ts), in seconds; 0: never by history. */
   readonly heavyTaskSeconds: number;
+  /** Requests ask for the memory and disk their task, package and architecture used lately (tasks/learned-requirements.ts). */
+  readonly learnedRequirements: boolean;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   /** Most requests one createWorkRequests call accepts. */
@@ -85,6 +87,10 @@ export interface Config {
   readonly launchBackoffMaxMs: number;
   /** Consecutive failed launches after which a pool shows as degraded. */
   readonly degradedAfterFailures: number;
+  /** How long an offering that failed for capacity or quota is skipped by launches, in milliseconds (provisioner/providers/offerings.ts). */
+  readonly offeringUnavailableMs: number;
+  /** At most this many launches a minute on one provider account, across the pools that share it; 0: no limit (scheduler/rules/scale-in.ts: rateRoom). */
+  readonly accountLaunchesPerMinute: number;
   /** The GraphQL URL launched agents are given; null derives it from HOST and the port listened on. */
   readonly agentServerUrl: string | null;
   /** Where the qemu provider finds the disk images of registered worker images (the output directory of `tagsched-image build`); null: no qemu pool can be made. */
@@ -301,6 +307,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     quarantineAfterErrors: intVar(env, 'TAGSCHED_QUARANTINE_AFTER_ERRORS', 5),
     quarantineProbeMs: intVar(env, 'TAGSCHED_QUARANTINE_PROBE_SECONDS', 10 * 60) * 1000, // ten minutes
     heavyTaskSeconds: intVar(env, 'TAGSCHED_HEAVY_TASK_SECONDS', 60 * 60), // one hour
+    learnedRequirements: boolVar(env, 'TAGSCHED_LEARNED_REQUIREMENTS', false),
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     maxBatchRequests: intVar(env, 'TAGSCHED_MAX_BATCH_REQUESTS', 1000),
@@ -346,6 +353,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     launchBackoffMs: intVar(env, 'TAGSCHED_LAUNCH_BACKOFF_SECONDS', 30) * 1000, // 30 seconds, doubling
     launchBackoffMaxMs: intVar(env, 'TAGSCHED_LAUNCH_BACKOFF_MAX_SECONDS', 900) * 1000, // 15 minutes
     degradedAfterFailures: Math.max(1, intVar(env, 'TAGSCHED_DEGRADED_AFTER_FAILURES', 3)),
+    offeringUnavailableMs: intVar(env, 'TAGSCHED_OFFERING_UNAVAILABLE_SECONDS', 180) * 1000, // three minutes
+    accountLaunchesPerMinute: intVar(env, 'TAGSCHED_ACCOUNT_LAUNCHES_PER_MINUTE', 0),
     agentServerUrl: urlVar(env, 'TAGSCHED_AGENT_SERVER_URL', null),
     qemuImageDir: env.TAGSCHED_QEMU_IMAGE_DIR ? path.resolve(env.TAGSCHED_QEMU_IMAGE_DIR) : null,
     qemuStateDir: path.resolve(env.TAGSCHED_QEMU_STATE_DIR || path.join(dataDir, 'qemu')),

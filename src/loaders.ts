@@ -1,3 +1,5 @@
+import type { OfferingMark } from './provisioner/providers/offerings.js';
+import { readOfferingMarks } from './services/pools/offering-marks.js';
 import type { EntityName, FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import DataLoader from 'dataloader';
@@ -9,11 +11,13 @@ import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/matchi
 import type { ClassCache } from './scheduler/matching/class-cache.js';
 import type { PlacementContext, PoolContext } from './scheduler/matching/diagnosis.js';
 import { launchingInstances } from './scheduler/storage/launching-instances.js';
-import { monthRuntimeByPool } from './scheduler/storage/pool-runtime.js';
+import { monthUseByPool } from './scheduler/storage/pool-runtime.js';
+import { workerPrices, type WorkerPrice } from './scheduler/storage/instance-prices.js';
 import type { PoolTemplate } from './scheduler/matching/pool-template.js';
 import { loadPoolTemplates } from './scheduler/storage/pool-templates.js';
 import type { QueuePosition } from './scheduler/rules/queue-order.js';
 import { queuePositions } from './scheduler/storage/queue-position.js';
+import { activeRuns, aheadRuns, estimateErrors, keepFirstEstimates, type ActiveRun, type AheadRun } from './scheduler/storage/start-estimate.js';
 import type { Backoff } from './scheduler/rules/release-backoff.js';
 import { backoffsOf } from './scheduler/storage/release-backoffs.js';
 import type { WorkerState } from './scheduler/matching/worker-state.js';
@@ -37,6 +41,8 @@ export interface Loaders {
   poolTemplates(): Promise<PoolTemplate[]>;
   /** Each pool's runtime this month, in seconds, by pool id (read once per operation). */
   monthRuntimes(): Promise<Map<number, number>>;
+  /** Each pool's instances' cost this month, by pool id (read with the runtimes, once per operation). */
+  monthCosts(): Promise<Map<number, number>>;
   /** What a diagnosis describes the matching pools with: their launching instances and runtime (read once per operation). */
   poolContext(): Promise<PoolContext>;
   /**
@@ -46,8 +52,20 @@ export interface Loaders {
   instancePage(page: { states: readonly string[] | null; size: number; olderThan: number | null }): DataLoader<number, Instance[]>;
   /** The release backoffs in force per work request id. */
   readonly releaseBackoffs: DataLoader<number, Backoff[]>;
+  /** The marks of unavailable offerings that hold now, per pool id (services/pools/offering-marks.ts). */
+  readonly offeringMarks: DataLoader<number, OfferingMark[]>;
+  /** Each worker's instance price and concurrency, by worker id (null: no instance), for a work request's cost. */
+  readonly workerPrices: DataLoader<number, WorkerPrice | null>;
   /** Where each pending request stands in its class's queue, per work request id (null when it is not PENDING). */
   readonly queuePositions: DataLoader<number, QueuePosition | null>;
+  /** The tasks ahead of each pending request in its class's queue, in order (at most SIMULATED_AHEAD each), for its start estimate. */
+  readonly aheadRuns: DataLoader<number, AheadRun[]>;
+  /** The active work of each worker by id, for start estimates. */
+  readonly activeRuns: DataLoader<number, ActiveRun[]>;
+  /** The start estimate errors kept per class id (newest last). */
+  readonly estimateErrors: DataLoader<number, number[]>;
+  /** Keeps a pending request's first start estimate (batched: one statement for the requests of an operation). */
+  keepFirstEstimate(id: number, at: Date): Promise<void>;
   /** The task history and the workers' eligible class counts a diagnosis places requests with, read once per operation; null without the caches. */
   placementContext(): Promise<PlacementContext | null>;
   /** The tags of work requests by id (null: no such request), for the candidates; `candidateWorkers` primes it. */
@@ -75,16 +93,43 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
   });
   let templates: Promise<PoolTemplate[]> | null = null;
   const byIdLoaders = new Map<unknown, DataLoader<number, unknown>>();
-  let runtimes: Promise<Map<number, number>> | null = null;
+  let uses: ReturnType<typeof monthUseByPool> | null = null;
   const instancePages = new Map<string, DataLoader<number, Instance[]>>();
   let placement: Promise<PlacementContext | null> | null = null;
   let poolContext: Promise<PoolContext> | null = null;
-  const monthRuntimes = () => (runtimes ??= monthRuntimeByPool(em));
+  const monthUse = () => (uses ??= monthUseByPool(em));
+  const monthRuntimes = () => monthUse().then((u) => u.runtime);
+  const monthCosts = () => monthUse().then((u) => u.cost);
+  const firstEstimates = new Map<number, Date>();
+  const keepFirst = new DataLoader<number, null>(async (ids) => {
+    await keepFirstEstimates(
+      em,
+      ids.map((id) => ({ id, at: firstEstimates.get(id)! })),
+    );
+    return ids.map(() => null);
+  });
   return {
+    aheadRuns: new DataLoader(async (ids) => {
+      const found = await aheadRuns(em, ids);
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    activeRuns: new DataLoader(async (ids) => {
+      const found = await activeRuns(em, ids);
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    estimateErrors: new DataLoader(async (ids) => {
+      const found = await estimateErrors(em, ids);
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    keepFirstEstimate: async (id, at) => {
+      if (!firstEstimates.has(id)) firstEstimates.set(id, at);
+      await keepFirst.load(id);
+    },
     poolContext: () =>
-      (poolContext ??= Promise.all([launchingInstances(em), monthRuntimes()]).then(([launching, runtime]) => ({
+      (poolContext ??= Promise.all([launchingInstances(em), monthUse()]).then(([launching, use]) => ({
         launching,
-        runtime,
+        runtime: use.runtime,
+        cost: use.cost,
         degradedAfterFailures: config.degradedAfterFailures,
         now: new Date(),
       }))),
@@ -132,6 +177,15 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       return loader;
     },
     monthRuntimes,
+    monthCosts,
+    workerPrices: new DataLoader(async (ids) => {
+      const found = await workerPrices(em, ids);
+      return ids.map((id) => found.get(id) ?? null);
+    }),
+    offeringMarks: new DataLoader(async (ids) => {
+      const found = await readOfferingMarks(em, ids, new Date());
+      return ids.map((id) => found.get(id) ?? []);
+    }),
     releaseBackoffs: new DataLoader(async (ids) => {
       const found = await backoffsOf(em, ids, new Date());
       return ids.map((id) => found.get(id) ?? []);

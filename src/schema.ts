@@ -12,6 +12,7 @@ import './schema/token.js';
 import './schema/environment.js';
 import './schema/work-request.js';
 import './schema/run-statistics.js';
+import './schema/task-statistics.js';
 import './schema/work-lifecycle.js';
 import './schema/scheduling.js';
 import './schema/job-output.js';

@@ -12,6 +12,7 @@ import { metadataInput, type Facts } from './facts.js';
 import { MESSAGES, type Logger } from './log.js';
 import { NUL_REPLACEMENT } from '../shared/log-text.js';
 import { startShipper } from './log-shipper.js';
+import type { InterruptionNotice } from './interruption.js';
 import type { Answer, Api, Assignment, RunReport, TypedError } from './operations.js';
 import { runStatisticsErrors, type RunStatistics } from '../shared/run-statistics.js';
 import type { RunUsage } from './measure.js';
@@ -19,7 +20,7 @@ import { suggestedParallelism } from './parallelism.js';
 import { REASON_FILE, resultOf, type Outcome, type Run, type RunSpec, type TaskResult } from './runner.js';
 
 /** The process exit codes of tagsched-worker. */
-export const EXIT_CODES = { drained: 0, failure: 1, tokenRefused: 2, usage: 64 } as const;
+export const EXIT_CODES = { drained: 0, failure: 1, tokenRefused: 2, interrupted: 3, usage: 64 } as const;
 
 /** Why the agent hands an assignment back to the queue. */
 export const RELEASE_REASONS = {
@@ -41,6 +42,8 @@ export interface AgentDeps {
   env: NodeJS.ProcessEnv;
   /** Known from the state file; otherwise learnt from the first metadata report. */
   workerName: string | null;
+  /** One look for the provider's notice that it takes this machine away (interruption.ts); absent: none is watched for. */
+  interruptionNotice?: () => Promise<InterruptionNotice | null>;
 }
 
 /** A running agent. */
@@ -115,6 +118,8 @@ export function runStatistics(t: { acknowledgedAt: number; startedAt: number; ex
     peakDiskBytes: t.usage?.peakDiskBytes ?? null,
     cpuCount: Math.max(1, t.cpuCount),
     memoryMethod: t.usage?.memoryMethod ?? 'PROCESS_TREE',
+    outOfMemory: t.usage?.outOfMemory ?? null,
+    diskFull: t.usage?.diskFull ?? null,
   };
   return runStatisticsErrors(statistics).length ? null : statistics;
 }
@@ -137,6 +142,7 @@ export function createAgent(deps: AgentDeps): Agent {
   let workerName = deps.workerName;
   let metadataRunning = false;
   let metadataAgain = false;
+  let interrupted = false;
   let resolveExit: (code: number) => void = () => {};
   const exited = new Promise<number>((resolve) => (resolveExit = resolve));
 
@@ -318,6 +324,36 @@ export function createAgent(deps: AgentDeps): Agent {
     resolveExit(code);
   }
 
+  /**
+   * Looks for the provider's notice once. On one: no new work, the server told (it terminates this
+   * worker and re-queues its work without counting a retry), then the handlers are stopped (their
+   * work runs again elsewhere) and the agent exits EXIT_CODES.interrupted. Telling the server comes
+   * first: a handler stopped before would be reported as failed.
+   */
+  async function lookForInterruption() {
+    if (finished || interrupted || !deps.interruptionNotice) return;
+    let notice: InterruptionNotice | null;
+    try {
+      notice = await deps.interruptionNotice();
+    } catch (err) {
+      log.debug({ error: messageOf(err) }, 'could not read the interruption notice');
+      return;
+    }
+    if (!notice || finished || interrupted) return;
+    interrupted = true;
+    draining = true;
+    log.warn({ action: notice.action, time: notice.time, running: held().length }, MESSAGES.interrupted);
+    try {
+      const answer = await persist('reportInstanceInterruption', {}, () => api.reportInstanceInterruption(notice));
+      if (answer.ok) log.info({ worker: answer.value.name }, 'the server re-queued this worker’s work');
+      else log.warn({ ...errorFields(answer.error) }, 'the server refused the interruption notice');
+    } catch (err) {
+      if (err instanceof StoppedError) return; // the token was refused: fail() ended the run
+      throw err;
+    }
+    await finish(EXIT_CODES.interrupted);
+  }
+
   function fail(err: AuthError) {
     if (finished) return;
     log.error({ detail: err.message, hint: 'check --token / TAGSCHED_WORKER_TOKEN, or remove the state file to activate again' }, MESSAGES.tokenRefused);
@@ -330,6 +366,7 @@ export function createAgent(deps: AgentDeps): Agent {
       stream = deps.openStream({ onConnected, onAssignment, onFatal: fail });
       timers.push(setInterval(() => void heartbeat(), config.heartbeatIntervalMs));
       timers.push(setInterval(() => void reportMetadata(), config.metadataIntervalMs));
+      if (deps.interruptionNotice) timers.push(setInterval(() => void lookForInterruption(), config.interruptionPollMs));
       return exited;
     },
     drain(signal) {

@@ -2,10 +2,12 @@
  * The agent's options: every one can be given as a flag or as an environment variable (a flag
  * wins), read once here into a frozen AgentConfig that nothing else re-reads.
  */
+import { EC2_METADATA_URL, INTERRUPTION_SOURCES, type InterruptionSource } from './interruption.js';
 import path from 'node:path';
 import { Command, Option, type OutputConfiguration } from 'commander';
 import { z } from 'zod';
 import { validateTagList } from '../tags/syntax.js';
+import { MEMORY_CGROUP_CHOICES, type MemoryCgroupChoice } from './cgroup.js';
 import { ISOLATION_CHOICES, type IsolationChoice } from './isolation.js';
 
 /** pino's levels, plus `silent`. */
@@ -43,6 +45,15 @@ export interface AgentConfig {
   readonly handlerUser: string | null;
   /** `--handler-isolation`: `auto` keeps handlers from the token where the machine allows (isolation.ts), `none` does not try. */
   readonly handlerIsolation: IsolationChoice;
+  /** `--memory-cgroup`: `auto` runs each handler in its own memory cgroup where the machine allows (cgroup.ts), `off` measures the process tree. */
+  readonly memoryCgroup: MemoryCgroupChoice;
+  /** `--handler-memory-limit`, in bytes: the memory limit of each run's cgroup; null for none. */
+  readonly handlerMemoryLimitBytes: number | null;
+  /** `--interruption-notice`: where the provider's notice that it takes the machine away is watched for (interruption.ts); `none` watches nothing. */
+  readonly interruptionNotice: InterruptionSource;
+  /** `--metadata-url`: the instance metadata service the notice is read from. */
+  readonly metadataUrl: string;
+  readonly interruptionPollMs: number;
 }
 
 /** A flag or variable with a value the agent cannot use; the message says which and why. */
@@ -69,6 +80,11 @@ export const ENV = {
   logLevel: 'TAGSCHED_LOG_LEVEL',
   handlerUser: 'TAGSCHED_HANDLER_USER',
   handlerIsolation: 'TAGSCHED_HANDLER_ISOLATION',
+  memoryCgroup: 'TAGSCHED_MEMORY_CGROUP',
+  handlerMemoryLimit: 'TAGSCHED_HANDLER_MEMORY_LIMIT',
+  interruptionNotice: 'TAGSCHED_INTERRUPTION_NOTICE',
+  metadataUrl: 'TAGSCHED_METADATA_URL',
+  interruptionPoll: 'TAGSCHED_INTERRUPTION_POLL',
 } as const;
 type Key = keyof typeof ENV;
 
@@ -83,6 +99,10 @@ const DEFAULTS = {
   logInterval: '1',
   logLevel: 'info',
   handlerIsolation: 'auto',
+  memoryCgroup: 'auto',
+  interruptionNotice: 'none',
+  metadataUrl: EC2_METADATA_URL,
+  interruptionPoll: '5',
 } as const;
 
 const HANDLER_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]*$/;
@@ -108,15 +128,17 @@ Handler isolation:
   runs them in new user, mount and PID namespaces (unshare from util-linux). Either way the state
   file's directory is covered by an empty tmpfs and the agent is not in the handler's /proc. Where
   neither is possible the agent says so in a warning at start and runs handlers unprotected.
-  Each run reports what it used: wall time, CPU time, peak memory of the handler's processes and
-  peak disk used in its directory.
+  Each run reports what it used: wall time, CPU time, peak memory and peak disk used in its
+  directory. Peak memory is the kernel's peak of the run's own memory cgroup (a leaf
+  tagsched-run-<pid>-<id> under the agent's cgroup, v2 or v1) where the agent can make one, else the
+  resident sets of the handler's processes; --handler-memory-limit caps that cgroup.
 
 Signals:
   SIGTERM or SIGINT drains: no new work, running handlers finish and their results are reported,
   then the agent exits 0. A second signal keeps draining; SIGKILL is the hard stop.
 
 Exit codes:
-  0 drained   1 unexpected error   2 token refused or activation failed   64 bad usage
+  0 drained   1 unexpected error   2 token refused or activation failed   3 interrupted by the provider   64 bad usage
 
 Examples:
   tagsched-worker --server http://ci.example.org:4000/graphql --token tsk_worker_… \\
@@ -154,7 +176,24 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
   option('--provided-tag <tag>', 'providedTag', 'a tag this worker provides (repeatable; comma-separated in the variable)', work).argParser(collect);
   option('--handler-user <user>', 'handlerUser', 'when the agent runs as root: the unprivileged user handlers run as', work);
   option('--handler-isolation <mode>', 'handlerIsolation', `auto (keep handlers from the token where possible) or none`, work, DEFAULTS.handlerIsolation);
+  option(
+    '--memory-cgroup <mode>',
+    'memoryCgroup',
+    "auto (each run in its own memory cgroup where possible, measured by the kernel) or off (the process tree's memory)",
+    work,
+    DEFAULTS.memoryCgroup,
+  );
+  option('--handler-memory-limit <MiB>', 'handlerMemoryLimit', "the memory limit of each run's cgroup, in MiB (swap included); the OOM killer ends a run above it", work);
+  option(
+    '--interruption-notice <source>',
+    'interruptionNotice',
+    "none, or ec2: watch the instance metadata for a spot interruption notice; on one, the server re-queues this worker's work (no retry counted) and the agent exits 3",
+    work,
+    DEFAULTS.interruptionNotice,
+  );
+  option('--metadata-url <url>', 'metadataUrl', 'the instance metadata service the notice is read from', work, DEFAULTS.metadataUrl);
   const timing = 'Timing (seconds):';
+  option('--interruption-poll <s>', 'interruptionPoll', 'between two looks for an interruption notice', timing, DEFAULTS.interruptionPoll);
   option('--heartbeat-interval <s>', 'heartbeatInterval', 'between heartbeats', timing, DEFAULTS.heartbeatInterval);
   option('--metadata-interval <s>', 'metadataInterval', 'between reports of the system facts (also sent on every (re)connection)', timing, DEFAULTS.metadataInterval);
   option('--max-backoff <s>', 'maxBackoff', 'longest wait between two attempts to reach the server', timing, DEFAULTS.maxBackoff);
@@ -236,6 +275,28 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
     throw new UsageError(`${where('handlerIsolation')} must be one of ${ISOLATION_CHOICES.join(', ')}, got ${JSON.stringify(handlerIsolation)}`);
   }
 
+  const memoryCgroup = text('memoryCgroup') ?? DEFAULTS.memoryCgroup;
+  if (!(MEMORY_CGROUP_CHOICES as readonly string[]).includes(memoryCgroup)) {
+    throw new UsageError(`${where('memoryCgroup')} must be one of ${MEMORY_CGROUP_CHOICES.join(', ')}, got ${JSON.stringify(memoryCgroup)}`);
+  }
+  const limitText = text('handlerMemoryLimit');
+  let handlerMemoryLimitBytes: number | null = null;
+  if (limitText !== undefined) {
+    const mib = Number(limitText);
+    // 4 MiB to 1 PiB, whole MiB.
+    if (!/^\d+$/.test(limitText.trim()) || !Number.isSafeInteger(mib) || mib < 4 || mib > 2 ** 30) {
+      throw new UsageError(`${where('handlerMemoryLimit')} must be a whole number of MiB from 4 to ${2 ** 30}, got ${JSON.stringify(limitText)}`);
+    }
+    handlerMemoryLimitBytes = mib * 2 ** 20;
+  }
+
+  const interruptionNotice = text('interruptionNotice') ?? DEFAULTS.interruptionNotice;
+  if (!(INTERRUPTION_SOURCES as readonly string[]).includes(interruptionNotice)) {
+    throw new UsageError(`${where('interruptionNotice')} must be one of ${INTERRUPTION_SOURCES.join(', ')}, got ${JSON.stringify(interruptionNotice)}`);
+  }
+  const metadataUrl = text('metadataUrl') ?? DEFAULTS.metadataUrl;
+  if (!serverSchema.safeParse(metadataUrl).success) throw new UsageError(`${where('metadataUrl')} must be an http:// or https:// URL, got ${JSON.stringify(metadataUrl)}`);
+
   const cwd = options.cwd ?? process.cwd();
   const workDir = path.resolve(cwd, text('workDir') ?? DEFAULTS.workDir);
   const stateFile = text('stateFile');
@@ -259,5 +320,10 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
     rotateToken: program.getOptionValueSource('rotateToken') === 'cli',
     handlerUser: text('handlerUser') ?? null,
     handlerIsolation: handlerIsolation as IsolationChoice,
+    memoryCgroup: memoryCgroup as MemoryCgroupChoice,
+    handlerMemoryLimitBytes,
+    interruptionNotice: interruptionNotice as InterruptionSource,
+    metadataUrl,
+    interruptionPollMs: seconds('interruptionPoll'),
   });
 }

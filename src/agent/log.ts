@@ -8,8 +8,10 @@ import pino, { type Logger } from 'pino';
 export const MESSAGES = {
   starting: 'starting', // server, workDir, handlers, providedTags
   isolated: 'handlers are kept from the worker token', // isolation, handlerUser?, namespaces?, hidden
+  memoryMeasure: 'how peak memory is measured', // memoryMethod, cgroup? (where the runs' leaves go), why? (no cgroup)
   unprotected: 'HANDLERS ARE NOT ISOLATED: a handler can read the worker token and act as this worker', // isolation, why, hint
   activated: 'activated', // worker, stateFile
+  interrupted: 'the provider is taking this machine away: its work goes back to the queue', // action, time, running
   tokenRotated: 'token rotated: the new one is in the state file, the old one is revoked', // worker, stateFile
   connected: 'connected', // reconnect
   subscribed: 'subscribed',
@@ -21,7 +23,7 @@ export const MESSAGES = {
   duplicateIgnored: 'duplicate assignment ignored', // id
   started: 'started', // id, taskName, pid, parallel, logFile
   finished: 'finished', // id, result, exitCode | signal | error, durationMs
-  measured: 'run measured', // id, setupSeconds, runSeconds, teardownSeconds, cpuSeconds, peakMemoryBytes, peakDiskBytes, cpuCount, memoryMethod
+  measured: 'run measured', // id, setupSeconds, runSeconds, teardownSeconds, cpuSeconds, peakMemoryBytes, peakDiskBytes, cpuCount, memoryMethod, outOfMemory, diskFull
   outputRefused: 'output refused by the server: no more is sent', // id, code, message
   resultReported: 'result reported', // id, result
   resultDropped: 'result dropped', // id, result, code, message

@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { CommanderError } from 'commander';
+import { ec2SpotNotice } from './interruption.js';
 import packageJson from '../../package.json' with { type: 'json' };
 import { createAgent, EXIT_CODES, type Agent } from './agent.js';
 import { retry, StoppedError } from './backoff.js';
@@ -14,6 +15,7 @@ import { detectFacts, systemProbe } from './facts.js';
 import { createLogger, MESSAGES, type Logger } from './log.js';
 import { createApi } from './operations.js';
 import { startedByNpm, watchParent } from './parent-watch.js';
+import { describeMemoryCgroup, planMemoryCgroup, type MemoryCgroup } from './cgroup.js';
 import { describeIsolation, IsolationError, planIsolation, type Isolation } from './isolation.js';
 import { startRun } from './runner.js';
 import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
@@ -127,6 +129,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   try {
     fs.mkdirSync(config.workDir, { recursive: true });
     let isolation: Isolation | null = null;
+    let memoryCgroup: MemoryCgroup | null = null;
     if (!config.rotateToken) {
       isolation = planIsolation({
         choice: config.handlerIsolation,
@@ -137,6 +140,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       });
       if (isolation.kind === 'none') log.warn({ ...describeIsolation(isolation), hint: 'docs/operating/worker-agent.md: handler isolation' }, MESSAGES.unprotected);
       else log.info(describeIsolation(isolation), MESSAGES.isolated);
+      memoryCgroup = planMemoryCgroup(config.memoryCgroup);
+      log.info(describeMemoryCgroup(memoryCgroup), MESSAGES.memoryMeasure);
+      if (memoryCgroup.kind === 'none' && config.handlerMemoryLimitBytes !== null) {
+        log.warn({ why: memoryCgroup.why }, 'no memory cgroup: --handler-memory-limit (TAGSCHED_HANDLER_MEMORY_LIMIT) is not applied');
+      }
     }
     const choice = chooseCredential(config, readState(config.stateFile));
     if (choice.kind === 'none') {
@@ -178,11 +186,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
           ...handlers,
         }),
       detectFacts: () => detectFacts(probe, config.workDir),
-      startRun: (spec) => startRun({ ...spec, isolation: isolation ?? undefined }),
+      startRun: (spec) => startRun({ ...spec, isolation: isolation ?? undefined, memoryCgroup: memoryCgroup ?? undefined, memoryLimitBytes: config.handlerMemoryLimitBytes }),
       load: () => ({ cpuCount: os.availableParallelism(), load1: os.loadavg()[0] }),
       env,
       workerName,
+      interruptionNotice: config.interruptionNotice === 'ec2' ? ec2SpotNotice(config.metadataUrl, Math.min(config.requestTimeoutMs, 5_000)) : undefined,
     });
+    if (config.interruptionNotice !== 'none') log.info({ source: config.interruptionNotice, url: config.metadataUrl }, 'watching for interruption notices');
     return exit(await agent.run());
   } catch (err) {
     if (err instanceof StoppedError) return exit(EXIT_CODES.drained);

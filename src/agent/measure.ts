@@ -1,7 +1,10 @@
 /**
- * What one run used, measured by the agent while the handler runs: peak memory of the handler's
- * process tree (the sum of the resident sets of the processes descending from the handler's first
- * process, sampled from /proc), peak disk used in the run's directory (its files' allocated
+ * What one run used, measured by the agent while the handler runs: peak memory of the run's own
+ * memory cgroup when it has one (cgroup.ts: the kernel's peak, read at the end), else of the
+ * handler's process tree (the sum of the resident sets of the processes descending from the
+ * handler's first process, sampled from /proc); whether the OOM killer struck (the cgroup's
+ * oom_kill count, else the machine's when the handler died of SIGKILL); whether the run directory's
+ * file system ran full (its free space sampled with statfs); peak disk used in the run's directory (its files' allocated
  * blocks, walked at an interval and once more at the end), and CPU time (user + system of the
  * whole tree: what the run's monitor shell reports with `times` when it has waited for the
  * handler, else the tree's counters as last sampled).
@@ -11,6 +14,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 
 import type { MemoryMethod } from '../shared/run-statistics.js';
+import type { Leaf } from './cgroup.js';
 
 /** What the run used, as the agent measured it. */
 export interface RunUsage {
@@ -18,7 +22,14 @@ export interface RunUsage {
   peakMemoryBytes: number | null;
   peakDiskBytes: number | null;
   memoryMethod: MemoryMethod;
+  /** The OOM killer killed a process of the run; null when unknown. */
+  outOfMemory: boolean | null;
+  /** The run directory's file system had less than DISK_FULL_BYTES free at a sample; null when never sampled. */
+  diskFull: boolean | null;
 }
+
+/** Free space under which the run directory's file system counts as full. */
+export const DISK_FULL_BYTES = 1024 * 1024;
 
 /** Between two samples of the process tree, in milliseconds. */
 export const MEMORY_SAMPLE_MS = 100;
@@ -143,20 +154,57 @@ export function parseTimes(text: string): number | null {
   return Number.isFinite(seconds) ? seconds : null;
 }
 
+/** The machine's count of OOM kills (/proc/vmstat `oom_kill`); null when unreadable. */
+function machineOomKills(): number | null {
+  try {
+    const match = /^oom_kill (\d+)$/m.exec(fs.readFileSync('/proc/vmstat', 'utf8'));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** How the handler ended, as far as the OOM question goes. */
+export interface Ending {
+  /** It died of SIGKILL that the agent did not send. */
+  sigkill: boolean;
+}
+
 /** A running measurement of one run. */
 export interface Measurement {
   /** The handler has exited: takes the last disk sample and returns what was measured. `times` is the monitor's report, when there is one. */
-  finish(times: string): Promise<RunUsage>;
+  finish(times: string, ending: Ending): Promise<RunUsage>;
 }
 
-/** Starts measuring the process tree under `pid` and the directory `dir`. */
-export function startMeasurement(pid: number | undefined, dir: string): Measurement {
+/** The run's cgroup, and whether its first process entered it (runner.ts's join wrapper says so). */
+export interface RunCgroup {
+  leaf: Leaf;
+  joined: Promise<boolean>;
+}
+
+/** Starts measuring the process tree under `pid` (or the run's cgroup) and the directory `dir`. */
+export function startMeasurement(pid: number | undefined, dir: string, cgroup: RunCgroup | null = null): Measurement {
   let peakMemory: number | null = null;
   let peakDisk: number | null = null;
   let treeTicks: number | null = null;
   let walking: Promise<void> | null = null;
+  let diskFull: boolean | null = null;
+  let statting = false;
+  const oomBefore = cgroup ? cgroup.leaf.oomKills() : machineOomKills();
 
+  const sampleFree = () => {
+    if (statting) return;
+    statting = true;
+    fsp
+      .statfs(dir)
+      .then((st) => {
+        diskFull = diskFull === true || st.bavail * st.bsize < DISK_FULL_BYTES;
+      })
+      .catch(() => {})
+      .finally(() => (statting = false));
+  };
   const sampleMemory = () => {
+    sampleFree();
     if (pid === undefined) return;
     const found = tree(pid);
     if (found.size === 0) return;
@@ -185,14 +233,27 @@ export function startMeasurement(pid: number | undefined, dir: string): Measurem
   diskTimer.unref();
 
   return {
-    async finish(times) {
+    async finish(times, ending) {
       clearInterval(memoryTimer);
       clearInterval(diskTimer);
       await walking;
       await sampleDisk();
       const reported = parseTimes(times);
       const sampled = treeTicks === null ? null : treeTicks / TICKS_PER_SECOND;
-      return { cpuSeconds: reported ?? sampled, peakMemoryBytes: peakMemory, peakDiskBytes: peakDisk, memoryMethod: 'PROCESS_TREE' };
+      const common = { cpuSeconds: reported ?? sampled, peakDiskBytes: peakDisk, diskFull };
+      if (cgroup && (await cgroup.joined)) {
+        const peak = cgroup.leaf.peakBytes();
+        const after = cgroup.leaf.oomKills();
+        if (peak !== null) {
+          const outOfMemory = oomBefore === null || after === null ? null : after > oomBefore;
+          return { ...common, peakMemoryBytes: peak, memoryMethod: cgroup.leaf.kind === 'v2' ? 'CGROUP_V2' : 'CGROUP_V1', outOfMemory };
+        }
+      }
+      // The process tree: an OOM kill is the handler's SIGKILL while the machine counted one.
+      const machineAfter = machineOomKills();
+      const rose = oomBefore === null || machineAfter === null || cgroup ? null : machineAfter > oomBefore;
+      const outOfMemory = rose === false ? false : rose === true && ending.sigkill ? true : null;
+      return { ...common, peakMemoryBytes: peakMemory, memoryMethod: 'PROCESS_TREE', outOfMemory };
     },
   };
 }

@@ -54,6 +54,9 @@ export const DOCUMENTS = {
   releaseWorkRequest: `mutation ReleaseWorkRequest($id: ID!, $reason: String!) {
   releaseWorkRequest(input: { id: $id, reason: $reason }) { __typename ... on WorkRequest { id status } ${ERROR_FIELDS} }
 }`,
+  reportInstanceInterruption: `mutation ReportInstanceInterruption($i: ReportInstanceInterruptionInput!) {
+  reportInstanceInterruption(input: $i) { __typename ... on Worker { name status } ${ERROR_FIELDS} }
+}`,
   assignments: `subscription Assignments { assignments { ${ASSIGNMENT_FIELDS} } }`,
 } as const;
 
@@ -120,6 +123,8 @@ export interface Api {
   releaseWorkRequest(id: string, reason: string): Promise<Answer<{ id: string; status: string }>>;
   /** A new value for the token of this request; the server revokes the one used at once. */
   rotateToken(): Promise<Answer<{ token: string; workerName: string }>>;
+  /** The provider is taking this machine away: the server terminates the worker and re-queues its work, without counting a retry. */
+  reportInstanceInterruption(notice: { action: string; time: string | null }): Promise<Answer<{ name: string; status: string }>>;
 }
 
 /** The protocol's mutations over one transport. */
@@ -150,7 +155,8 @@ export function createApi(request: Request): Api {
       return answer(await request(DOCUMENTS.startWorkRequest, { id }), 'startWorkRequest', 'WorkRequest', workRequestState);
     },
     async completeWorkRequest(id, result, report) {
-      const variables = { id, r: result, exitCode: report?.exitCode ?? null, reason: report?.reason ?? null, statistics: report?.statistics ?? null };
+      const statistics = report?.statistics ?? null;
+      const variables = { id, r: result, exitCode: report?.exitCode ?? null, reason: report?.reason ?? null, statistics };
       return answer(await request(DOCUMENTS.completeWorkRequest, variables), 'completeWorkRequest', 'WorkRequest', workRequestState);
     },
     async appendWorkRequestLog(chunk) {
@@ -159,6 +165,10 @@ export function createApi(request: Request): Api {
     },
     async releaseWorkRequest(id, reason) {
       return answer(await request(DOCUMENTS.releaseWorkRequest, { id, reason }), 'releaseWorkRequest', 'WorkRequest', workRequestState);
+    },
+    async reportInstanceInterruption(notice) {
+      const schema = z.object({ name: z.string(), status: z.string() });
+      return answer(await request(DOCUMENTS.reportInstanceInterruption, { i: notice }), 'reportInstanceInterruption', 'Worker', schema);
     },
     async rotateToken() {
       const schema = z.object({ value: z.string(), token: z.object({ worker: z.string() }) }).transform((p) => ({ token: p.value, workerName: p.token.worker }));

@@ -3,11 +3,13 @@
  * stdin, output to a log file the agent never reads, and the exit status mapped to the work
  * request's result. A handler does not outlive the agent. The handler runs as isolation.ts
  * decides (another user, namespaces), under a monitor shell that waits for it and reports its CPU
- * time, while measure.ts samples what it uses.
+ * time, in its own memory cgroup where cgroup.ts found one, while measure.ts samples what it uses.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { createLeaf, JOIN_SHELL, LEAF_PREFIX, type Leaf, type MemoryCgroup } from './cgroup.js';
 import { dropPrefix, namespacePrefix, type Isolation } from './isolation.js';
 import { startMeasurement, type RunUsage } from './measure.js';
 
@@ -50,6 +52,10 @@ export interface RunSpec {
   env: NodeJS.ProcessEnv;
   /** How the handler is kept from the agent's token; none when absent. */
   isolation?: Isolation;
+  /** Where the run's memory cgroup is made; none when absent (the process tree is measured). */
+  memoryCgroup?: MemoryCgroup;
+  /** The memory limit of the run's cgroup, in bytes (`--handler-memory-limit`); none when null or absent, or without a cgroup. */
+  memoryLimitBytes?: number | null;
 }
 
 /** A started handler. */
@@ -75,6 +81,14 @@ export const SECRET_ENV = ['TAGSCHED_WORKER_TOKEN', 'TAGSCHED_ACTIVATION_TOKEN']
 export function runDirName(id: string): string {
   const safe = id.replace(/[^A-Za-z0-9_-]/g, '_');
   return safe === id ? id : `${safe}-${Buffer.from(id).toString('hex').slice(0, 16)}`;
+}
+
+/**
+ * The name of a run's cgroup: the agent's pid in it keeps apart two agents that share a cgroup (and
+ * may be given the same ids by two servers); see cgroup.ts for the leaves of agents that are gone.
+ */
+export function cgroupLeafName(id: string): string {
+  return `${LEAF_PREFIX}${process.pid}-${runDirName(id)}`;
 }
 
 /**
@@ -148,6 +162,17 @@ export function startRun(spec: RunSpec): Run {
   } catch (err) {
     return notStarted(dir, logFile, err);
   }
+  // The run's own cgroup, made by the agent as itself: the handler's user owns nothing in it. A run
+  // whose cgroup cannot be made runs all the same, measured by its process tree.
+  let leaf: Leaf | null = null;
+  const plan = spec.memoryCgroup;
+  if (plan && plan.kind !== 'none') {
+    try {
+      leaf = createLeaf(plan, cgroupLeafName(spec.task.id), spec.memoryLimitBytes ?? null);
+    } catch {
+      leaf = null;
+    }
+  }
   const env: NodeJS.ProcessEnv = {
     ...spec.env,
     ...(account ? { HOME: account.home, USER: account.name, LOGNAME: account.name } : {}),
@@ -160,6 +185,8 @@ export function startRun(spec: RunSpec): Run {
   const namespaces = namespacePrefix(isolation);
   const hide = namespaces.length > 0 && isolation.kind !== 'none' ? (isolation.hide ?? '') : '';
   const argv = [
+    // The first process enters the leaf and then becomes the rest: all of the run is inside.
+    ...(leaf ? ['/bin/sh', '-c', JOIN_SHELL, 'tagsched-join', leaf.procsFile] : []),
     ...namespaces,
     '/bin/sh',
     '-c',
@@ -177,11 +204,19 @@ export function startRun(spec: RunSpec): Run {
   const child = spawn(argv[0], argv.slice(1), {
     cwd: dir,
     env,
-    stdio: ['pipe', logFd, logFd, 'pipe', 'pipe'],
+    stdio: ['pipe', logFd, logFd, 'pipe', 'pipe', ...(leaf ? (['pipe'] as const) : [])],
     detached: true,
   });
   fs.closeSync(logFd); // the child holds its own copy
-  const measurement = startMeasurement(child.pid, dir);
+  const joined = new Promise<boolean>((resolve) => {
+    const said = (child.stdio as unknown as (Readable | null | undefined)[])[5];
+    if (!said) return resolve(false);
+    let text = '';
+    said.on('data', (d: Buffer) => (text += d.toString('utf8')));
+    said.once('close', () => resolve(text.startsWith('joined')));
+    said.once('error', () => resolve(false));
+  });
+  const measurement = startMeasurement(child.pid, dir, leaf ? { leaf, joined } : null);
   const lifeline = child.stdio[3];
   lifeline?.on('error', () => {});
   let times = '';
@@ -206,10 +241,17 @@ export function startRun(spec: RunSpec): Run {
       resolve({ kind: 'exit', code: code ?? 0 });
     });
   });
-  const usage = done.then(async () => {
+  const usage = done.then(async (outcome) => {
     await Promise.race([reportEnded, new Promise((r) => setTimeout(r, 1000).unref())]);
     report?.destroy();
-    return measurement.finish(times);
+    // A SIGKILL the agent did not send: the monitor reports a handler it ended as 128 + 9.
+    const sigkill = killedWith !== 'SIGKILL' && ((outcome.kind === 'signal' && outcome.signal === 'SIGKILL') || (outcome.kind === 'exit' && outcome.code === 128 + 9));
+    try {
+      return await measurement.finish(times, { sigkill });
+    } finally {
+      // What the handler left running in the background ends with its cgroup.
+      await leaf?.remove();
+    }
   });
   // A handler that does not read its stdin closes the pipe early; that is its right.
   child.stdin?.on('error', () => {});

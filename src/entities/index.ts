@@ -9,6 +9,7 @@ import { SignificantTagSchema } from './significant-tag.js';
 import { TaskClassSchema } from './task-class.js';
 import { TaskDurationSchema } from './task-duration.js';
 import { TaskRuleSchema } from './task-rule.js';
+import { TaskStatisticsHistogramSchema } from './task-statistics-histogram.js';
 import { TokenSchema } from './token.js';
 import { UserSchema } from './user.js';
 import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
@@ -41,6 +42,7 @@ export const entities = [
   TaskClassSchema,
   SignificantTagSchema,
   TaskDurationSchema,
+  TaskStatisticsHistogramSchema,
   IdempotencyKeySchema,
   WorkRequestLogSchema,
   WorkRequestLogChunkSchema,

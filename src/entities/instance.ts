@@ -39,6 +39,10 @@ export const InstanceSchema = defineEntity({
     /** When its provider last accepted a request to stop it; null while none was accepted. */
     terminateRequestedAt: p.datetime().nullable(),
     terminatedAt: p.datetime().nullable(),
+    /** What it was launched from (src/scheduler/rules/instance-retirement.ts: templateFingerprint); null for instances recorded before it was kept. */
+    /** The price of one hour of it when it was launched (its offering's, else its pool's; src/scheduler/rules/cost.ts); null when none was known. */
+    pricePerHour: p.double().$type<number>().nullable(),
+    templateFingerprint: p.string().length(64).nullable(),
   },
   indexes: [{ properties: 'pool' }, { properties: 'worker' }],
 });

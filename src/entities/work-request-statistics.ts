@@ -19,6 +19,10 @@ export const WorkRequestStatisticsSchema = defineEntity({
     peakDiskBytes: p.bigint('number').nullable(),
     cpuCount: p.integer(),
     memoryMethod: p.text(),
+    /** The handler was killed by the out-of-memory killer; null when the agent did not say. */
+    outOfMemory: p.boolean().nullable(),
+    /** The run hit a full disk; null when the agent did not say. */
+    diskFull: p.boolean().nullable(),
     recordedAt: p.datetime().defaultRaw('now()'),
   },
 });

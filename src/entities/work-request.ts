@@ -61,6 +61,11 @@ export const WorkRequestSchema = defineEntity({
     droppedTags: p.json<TagRefusal[]>().default('[]'),
     /** The task class of a PENDING request (src/scheduler/storage/classes.ts); null before. */
     classId: p.integer().nullable(),
+    /**
+     * The class of a BLOCKED request as its tags were at submission, for demand's coming work
+     * (src/scheduler/rules/look-ahead.ts); its tags are computed again when it is queued.
+     */
+    expectedClassId: p.integer().nullable(),
     retryCount: p.integer().default(0),
     /** A noop the server gave a quarantined worker to see whether it runs work again (services/work/quarantine-probes.ts); never queued, never re-queued. */
     quarantineProbe: p.boolean().default(false),
@@ -70,6 +75,11 @@ export const WorkRequestSchema = defineEntity({
     assignedAt: p.datetime().nullable(),
     startedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
+    /**
+     * The first start estimate its diagnosis gave while it was PENDING (never changed after, until it is
+     * re-queued: a lease ended or its worker released it); its error is recorded when it starts.
+     */
+    estimatedStartAt: p.datetime().nullable(),
   },
   indexes: [
     { properties: 'workspace' },
@@ -125,3 +135,10 @@ export const WorkRequestSchema = defineEntity({
   ],
 });
 export type WorkRequest = InferEntity<typeof WorkRequestSchema>;
+
+/**
+ * A work request's columns and references as its entity holds them, or as createWorkRequests wrote
+ * them: a plain record, not an entity (services/work/create-work-requests.ts). What the GraphQL type
+ * WorkRequest reads.
+ */
+export type WorkRequestRecord = Omit<WorkRequest, 'dependencies'>;

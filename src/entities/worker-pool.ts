@@ -1,7 +1,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import type { WarmSchedule } from '../shared/warm-schedule.js';
 import type { PoolSpecifications } from '../tags/worker-tags.js';
 
-/** A template for dynamic workers on a provider, with tags, limits and an encrypted provider account. */
 export const WorkerPoolSchema = defineEntity({
   name: 'WorkerPool',
   tableName: 'worker_pool',
@@ -26,6 +26,24 @@ export const WorkerPoolSchema = defineEntity({
     targetLatencySeconds: p.integer().default(600),
     /** Monthly runtime budget in seconds of instance time; null means unlimited. */
     monthlyRuntimeBudgetSeconds: p.integer().nullable(),
+    /** An instance older than this (seconds from its creation) retires: drained, stopped when idle, replaced (src/scheduler/rules/instance-retirement.ts); null: no limit. */
+    maxInstanceLifetimeSeconds: p.integer().nullable(),
+    /** An instance retires after this many assignments (1: a fresh machine per request); null: no limit. */
+    maxWorkRequestsPerInstance: p.integer().nullable(),
+    /** At most this many outdated instances are being replaced at a time (retiring, or their replacements launching). */
+    maxReplacingInstances: p.integer().default(1),
+    /** Scale-in and warm capacity (src/scheduler/rules/scale-in.ts): the provider's billing period (an idle instance is stopped near its end); null: billed by the second. */
+    billingPeriodSeconds: p.integer().nullable(),
+    /** No idle instance is stopped this long after the pool's last launch; null: none. */
+    scaleDownDelaySeconds: p.integer().nullable(),
+    /** At most this many launches a minute; null: no limit. */
+    maxLaunchesPerMinute: p.integer().nullable(),
+    /** More instances kept idle at times of day, in a time zone; null: minIdleInstances always. */
+    warmSchedule: p.json<WarmSchedule>().nullable(),
+    /** Cost (src/scheduler/rules/cost.ts): the price of one instance-hour in the site's currency; an offering's own price wins; null: unknown. */
+    pricePerHour: p.double().$type<number>().nullable(),
+    /** Demand launches nothing once its instances' cost this month (UTC) reaches this; null: no limit. */
+    monthlyCostBudget: p.double().$type<number>().nullable(),
     enabled: p.boolean().default(true),
     /** Launches that failed in a row since the last one that worked (src/scheduler/rules/pool-health.ts). */
     launchFailures: p.integer().default(0),
@@ -36,6 +54,14 @@ export const WorkerPoolSchema = defineEntity({
     /** The kind of that error (quota, capacity, auth, timeout, invalid, unavailable). */
     lastErrorKind: p.string().length(20).nullable(),
     lastErrorAt: p.datetime().nullable(),
+    /**
+     * Its measured launch time, in seconds: an exponentially weighted mean (weight 0.2 for the newest)
+     * of its instances' time from launch to their worker's first connection, updated as each connects
+     * (services/workers/instance-running.ts); null before the first. Start estimates read it.
+     */
+    launchSeconds: p.double().nullable(),
+    /** How many launches {@link launchSeconds} is made of. */
+    launchSamples: p.integer().default(0),
     createdAt: p.datetime().onCreate(() => new Date()),
   },
 });

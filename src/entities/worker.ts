@@ -37,6 +37,10 @@ export const WorkerSchema = defineEntity({
     lastCompletedAt: p.datetime().nullable(),
     registeredAt: p.datetime().onCreate(() => new Date()),
     instanceCreatedAt: p.datetime().nullable(),
+    /** Requests assigned to it, counted by PostgreSQL for the workers of pools with maxWorkRequestsPerInstance (src/scheduler/rules/instance-retirement.ts); 0 for the others. */
+    assignedTotal: p.integer().default(0),
+    /** Why this pool worker retires (RETIRING_REASONS: it drains and is stopped once idle); null while it does not. */
+    retiringReason: p.string().length(20).nullable(),
     /** Set when a dynamic worker's instance is gone: it is inactive, kept for history. */
     terminatedAt: p.datetime().nullable(),
     providedTags: p.array().columnType('text[]').default([]),

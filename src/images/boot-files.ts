@@ -117,7 +117,9 @@ export function grubEarlyConfig(ids: DiskIds): string {
 /**
  * grub.cfg: the kernel and initramfs through the /vmlinuz and /initrd.img links, which the
  * kernel's packages move on an upgrade, so that the file never needs rewriting; menu and kernel
- * messages on the serial console too.
+ * messages on the serial console too. A kernel panic restarts the machine after 10 s (`panic=10`)
+ * rather than leaving it hung: a cloud machine comes back, and a qemu machine (run with
+ * `-no-reboot`) exits, so that its instance ends and the pool replaces it.
  */
 export function grubConfig(boot: ArchitectureBoot, ids: DiskIds): string {
   const consoles = boot.consoles.map((c) => `console=${c}`).join(' ');
@@ -130,7 +132,7 @@ export function grubConfig(boot: ArchitectureBoot, ids: DiskIds): string {
     'terminal_output console serial',
     `search --no-floppy --fs-uuid --set=root ${ids.rootUuid}`,
     "menuentry 'Debian GNU/Linux (tagsched worker)' {",
-    `  linux /vmlinuz root=UUID=${ids.rootUuid} ro ${consoles}`,
+    `  linux /vmlinuz root=UUID=${ids.rootUuid} ro panic=10 ${consoles}`,
     '  initrd /initrd.img',
     '}',
     '',

@@ -52,9 +52,15 @@ export function createAuthThrottle(failuresPerMinute: number, now: () => number 
     return s;
   }
 
+  /**
+   * A lookup under way ended: its place goes to the first attempt waiting (one, not all: waking every
+   * waiter at each release made a burst of a thousand agents behind one address cost a quadratic
+   * number of wake-ups), or, once the address has failed its limit, every waiter learns it is refused.
+   */
   function release(s: AddressState): void {
     s.inFlight--;
-    for (const wake of s.waiters.splice(0)) wake();
+    if (s.failures >= limit) for (const wake of s.waiters.splice(0)) wake();
+    else s.waiters.shift()?.();
   }
 
   return {
@@ -64,7 +70,7 @@ export function createAuthThrottle(failuresPerMinute: number, now: () => number 
      */
     async reserve(address: string): Promise<AuthAttempt | number> {
       if (limit <= 0) return { succeeded() {}, failed() {} };
-      for (;;) {
+      for (let woken = false; ; woken = true) {
         const s = stateOf(address);
         if (s.failures >= limit) return Math.max(1, s.windowStart + WINDOW_MS - now());
         if (s.failures + s.inFlight < limit) {
@@ -84,7 +90,8 @@ export function createAuthThrottle(failuresPerMinute: number, now: () => number 
             },
           };
         }
-        await new Promise<void>((resolve) => s.waiters.push(resolve));
+        // In line for a place; one woken whose place a newcomer took first goes back to the front.
+        await new Promise<void>((resolve) => (woken ? s.waiters.unshift(resolve) : s.waiters.push(resolve)));
       }
     },
   };

@@ -18,6 +18,7 @@
  * so a small site pays for what it has while the maximum still holds.
  */
 import { PAGE } from './page.js';
+import { MAX_OFFERINGS } from '../provisioner/providers/offerings.js';
 import { LIST_MAXIMA } from '../services/input/list-maxima.js';
 
 export { LIST_MAXIMA };
@@ -114,6 +115,8 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Diagnosis.matchingPools': held('part of the diagnosis'),
   'Diagnosis.pools': held('part of the diagnosis'),
   'PoolOutlook.atLimit': held('part of the diagnosis'),
+  'WarmSchedule.periods': held('a pool column, at most WARM_PERIODS_MAX (50) periods, checked when written'),
+  'WarmPeriod.days': held('a pool column, at most the seven days of a week'),
   'PoolOutlook.launching': held('part of the diagnosis'),
   'Diagnosis.mismatches': held('part of the diagnosis'),
   'Diagnosis.releaseBackoffs': held('part of the diagnosis'),
@@ -125,6 +128,9 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Placement.rules': held('part of the diagnosis'),
   'QueuePosition.aheadBy': held('part of the diagnosis'),
   'PoolDemand.limitedBy': held('part of the demand'),
+  'PoolDemand.unavailableOfferings': rows(MAX_OFFERINGS, 'a pool has at most MAX_OFFERINGS offerings (pool-specifications.ts)'),
+  'WorkerPool.offerings': rows(MAX_OFFERINGS, 'a pool has at most MAX_OFFERINGS offerings (pool-specifications.ts)'),
+  'PoolSpecifications.offerings': held(SPEC),
   'ProvisioningDemand.unschedulable': held('part of the demand'),
   'UnschedulableGroup.nearest': held('part of the demand'),
   'UnschedulableGroup.providedTags': held('part of the demand'),

@@ -3,8 +3,8 @@
  * (two scrapes at once never share values): the unfinished work requests by workspace and status,
  * the pending ones by task class (with its task and architecture) and the oldest one's age, the active
  * workers by status and pool, the live instances by pool and state, and each pool's demand, health,
- * limits and runtime. Every process answers the same values; they cost six statements and the
- * demand's own.
+ * limits, runtime and cost, and the estimated wait of the classes with the most pending. Every process
+ * answers the same values; they cost six statements, the demand's own and the estimates' (a dozen).
  *
  * Workspace labels: a scraper with TAGSCHED_METRICS_TOKEN sees every workspace by name; without
  * a token configured, private workspaces are summed into one label value (PRIVATE_WORKSPACE), so
@@ -15,6 +15,8 @@ import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.js';
 import { LIVE_INSTANCE_STATES } from '../entities/instance.js';
 import { computeDemand } from '../scheduler/storage/demand.js';
+import { createLoaders } from '../loaders.js';
+import { ESTIMATED_CLASSES, estimateClassHeads } from '../services/work/diagnose-request.js';
 import { LAUNCH_LIMITS } from '../scheduler/rules/pool-capacity.js';
 import { pendingByClass as countPendingByClass } from '../scheduler/storage/pending-counts.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
@@ -83,6 +85,30 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   );
   await deps.scheduler.classes.refresh(em);
   for (const c of pendingByClass) pending.set({ class: String(c.class_id), ...classLabels(deps.scheduler.classes.get(c.class_id)?.requiredTags ?? []) }, c.n);
+  // The wait of each class's next request (its queue's head), for the classes with the most pending
+  // (ESTIMATED_CLASSES at most): services/work/start-estimate.ts, in its bounded number of statements.
+  const estimates = await estimateClassHeads(
+    em,
+    createLoaders(em, deps.config, deps.scheduler.workers, deps.scheduler),
+    [...pendingByClass].sort((a, b) => b.n - a.n || a.class_id - b.class_id).map((c) => c.class_id),
+  );
+  const wait = gauge(
+    registry,
+    'tagsched_estimated_wait_seconds',
+    `Seconds until the next PENDING request of a task class is expected to start (its start estimate), by class id with its task and architecture; for the ${ESTIMATED_CLASSES} classes with the most pending, those with an estimate`,
+    ['class', 'task', 'architecture'],
+  );
+  const estimateError = gauge(
+    registry,
+    'tagsched_start_estimate_error_seconds',
+    'The median absolute error of the last start estimates of a task class (at most 100), by class id with its task and architecture; for the classes of tagsched_estimated_wait_seconds whose estimates were checked',
+    ['class', 'task', 'architecture'],
+  );
+  for (const [classId, e] of estimates) {
+    const labels = { class: String(classId), ...classLabels(deps.scheduler.classes.get(classId)?.requiredTags ?? []) };
+    if (e.waitSeconds !== null) wait.set(labels, Math.max(0, e.waitSeconds));
+    if (e.medianAbsoluteErrorSeconds !== null) estimateError.set(labels, e.medianAbsoluteErrorSeconds);
+  }
   const [oldest] = await em.execute<{ since: Date | string | null }[]>(`select min(pending_at) as since from work_request where status = 'PENDING'`);
   gauge(registry, 'tagsched_oldest_pending_seconds', 'How long the oldest PENDING work request has been waiting (since it last became PENDING); 0 with none').set(
     oldest?.since ? Math.max(0, (now.getTime() - new Date(oldest.since).getTime()) / 1000) : 0,
@@ -127,6 +153,10 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const limited = gauge(registry, 'tagsched_pool_launch_limited', 'Whether a limit keeps each enabled pool from launching what its demand asks (1), by limit', ['pool', 'limit']);
   const runtime = gauge(registry, 'tagsched_pool_month_runtime_seconds', "Each enabled pool's instances' runtime this calendar month (UTC)", ['pool']);
   const budget = gauge(registry, 'tagsched_pool_month_runtime_budget_seconds', "Each enabled pool's monthly runtime budget (pools with one)", ['pool']);
+  const cost = gauge(registry, 'tagsched_pool_month_cost', "Each enabled pool's instances' cost this calendar month (UTC), in the currency of its prices (0 without prices)", [
+    'pool',
+  ]);
+  const costBudget = gauge(registry, 'tagsched_pool_month_cost_budget', "Each enabled pool's monthly cost budget (pools with one)", ['pool']);
   for (const d of demand.pools) {
     launch.set({ pool: d.pool.name }, d.launch);
     required.set({ pool: d.pool.name }, d.workersRequired);
@@ -135,6 +165,8 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     for (const limit of Object.values(LAUNCH_LIMITS)) limited.set({ pool: d.pool.name, limit }, d.limitedBy.includes(limit) ? 1 : 0);
     runtime.set({ pool: d.pool.name }, d.monthRuntimeSeconds);
     if (d.pool.monthlyRuntimeBudgetSeconds != null) budget.set({ pool: d.pool.name }, d.pool.monthlyRuntimeBudgetSeconds);
+    cost.set({ pool: d.pool.name }, d.monthCost);
+    if (d.pool.monthlyCostBudget != null) costBudget.set({ pool: d.pool.name }, d.pool.monthlyCostBudget);
   }
   gauge(registry, 'tagsched_unschedulable_work_requests', 'Pending work requests that no worker and no pool could ever run').set(
     demand.unschedulable.reduce((sum, g) => sum + g.count, 0),

@@ -3,9 +3,11 @@
  * gets a deadline (TAGSCHED_PROVIDER_TIMEOUT_SECONDS) and the service's stop signal, and whatever
  * it throws comes back as a ProviderError whose message carries none of the account's values.
  */
+import { createHash } from 'node:crypto';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import type { SecretBox } from '../services/identity/secrets.js';
 import { ProviderError, type ProviderCall } from './provider.js';
+import type { OfferingFailure } from './providers/offerings.js';
 
 const MAX_MESSAGE = 1000;
 
@@ -22,6 +24,29 @@ export function scrub(message: string, account: unknown): string {
   let out = message;
   for (const secret of secretValues(account).sort((a, b) => b.length - a.length)) out = out.split(secret).join('[redacted]');
   return out.length > MAX_MESSAGE ? `${out.slice(0, MAX_MESSAGE)}…` : out;
+}
+
+/** A launch's offering failures with every account value replaced in their reasons. */
+export function scrubFailures(failures: readonly OfferingFailure[], account: unknown): OfferingFailure[] {
+  return failures.map((f) => ({ ...f, reason: scrub(f.reason, account) }));
+}
+
+/**
+ * Which provider account a pool launches on, as a short hash of its provider type and decrypted
+ * account (pools that share an account share a key; pools without one, one key per provider type):
+ * the key the account's launch rate limit counts by. Never the account itself.
+ */
+export function accountKey(pool: Pick<WorkerPool, 'providerType' | 'providerAccountEncrypted'>, secrets: SecretBox): string {
+  let account: unknown = null;
+  try {
+    account = openAccount(pool, secrets);
+  } catch {
+    account = pool.providerAccountEncrypted; // cannot be opened: its launches fail anyway, counted apart
+  }
+  return createHash('sha256')
+    .update(`${pool.providerType}\n${JSON.stringify(account)}`)
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /** The pool's provider account, decrypted (null when it has none). */
@@ -61,7 +86,9 @@ export async function callProvider<T>(
   } catch (err) {
     if (err instanceof ProviderError) {
       const message = scrub(err.message, account);
-      throw message === err.message ? err : new ProviderError(err.kind, message, err.providerCode);
+      const failures = scrubFailures(err.offeringFailures, account);
+      const same = message === err.message && failures.every((f, i) => f.reason === err.offeringFailures[i]!.reason);
+      throw same ? err : new ProviderError(err.kind, message, err.providerCode, failures);
     }
     throw new ProviderError('unavailable', scrub(`pool ${pool.name}: ${what} failed: ${err instanceof Error ? err.message : String(err)}`, account));
   } finally {

@@ -8,6 +8,32 @@ import type { Manifest } from '../images/manifest-format.js';
 import type { Logger } from '../log.js';
 import type { AgentBootstrap } from './user-data.js';
 
+/** The markets an offering may name (providers/offerings.ts holds the rule of offerings). */
+export const OFFERING_MARKETS = ['on-demand', 'spot'] as const;
+export type OfferingMarket = (typeof OFFERING_MARKETS)[number];
+
+/** One way to start a pool's machine. */
+export interface Offering {
+  readonly instanceType: string;
+  /** EC2: an availability zone; Hetzner: a location; absent: wherever the provider chooses. */
+  readonly location: string | null;
+  readonly market: OfferingMarket;
+  /** Spot only: the most paid per hour, in the provider's currency (USD on EC2); absent: the spot price. */
+  readonly maxPricePerHour: number | null;
+  /** The price of one hour of it in the site's currency, as the pool gives it (scheduler/rules/cost.ts); absent or null: unknown. */
+  readonly pricePerHour?: number | null;
+}
+
+/** An offering a provider tried and could not start, for the marks. */
+export interface OfferingFailure {
+  readonly key: string;
+  readonly kind: ProviderErrorKind;
+  /** The provider's own error code (InsufficientInstanceCapacity, resource_unavailable…). */
+  readonly code: string | null;
+  /** The provider's code and message, scrubbed like every provider message. */
+  readonly reason: string;
+}
+
 /** What a provider is asked to start: one machine that boots as one tagsched worker. */
 export interface LaunchSpec {
   /** The pool's name; providers label what they start with it, so that `list` finds it again. */
@@ -22,6 +48,23 @@ export interface LaunchSpec {
   readonly userData: string;
   /** The registered worker image the pool names (`specifications.image`), with its manifest; null when it names none. */
   readonly image?: { readonly name: string; readonly manifest: Manifest } | null;
+  /**
+   * The offerings this launch may use, in the pool's order, those marked unavailable left out
+   * (providers/offerings.ts); absent or empty for a pool without offerings. A cloud provider tries
+   * them in order and reports each one that failed for capacity or quota.
+   */
+  readonly offerings?: readonly Offering[];
+}
+
+/** What a launch started. */
+export interface LaunchResult {
+  readonly id: string;
+  /** The key of the offering that started it (providers/offerings.ts: offeringKey), when the pool has offerings. */
+  readonly offering?: string;
+  /** Offerings tried before it that failed (capacity, quota), for the marks. */
+  readonly unavailable?: readonly OfferingFailure[];
+  /** Its price per hour as the provider's API gave it (Hetzner: its server type's gross price in its location); absent or null: not given. */
+  readonly pricePerHour?: number | null;
 }
 
 /** One machine as the provider sees it. */
@@ -59,7 +102,7 @@ export interface ProviderCall {
  * than the grace period ago). `close`, when there is one, runs once as the server process stops.
  */
 export interface Provider {
-  launch(spec: LaunchSpec, call: ProviderCall): Promise<{ id: string }>;
+  launch(spec: LaunchSpec, call: ProviderCall): Promise<LaunchResult>;
   terminate(id: string, call: ProviderCall): Promise<void>;
   list(pool: string, call: ProviderCall): Promise<ProviderInstance[]>;
   close?(): Promise<void>;
@@ -87,6 +130,8 @@ export class ProviderError extends Error {
     message: string,
     /** The provider's own code (`resource_limit_exceeded`, `InstanceLimitExceeded`, an exit status…). */
     readonly providerCode: string | null = null,
+    /** A launch's offerings that failed (capacity, quota) before it gave up, for the marks. */
+    readonly offeringFailures: readonly OfferingFailure[] = [],
   ) {
     super(message);
   }

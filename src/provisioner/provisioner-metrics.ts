@@ -8,6 +8,12 @@
 export const INSTANCE_END_REASONS = {
   /** Idle past its pool's idle timeout: stopped by the demand. */
   IDLE: 'idle',
+  /** Retired (scheduler/rules/instance-retirement.ts): it ran its pool's most requests per instance, then stopped once idle. */
+  WORK_REQUESTS: 'work_requests',
+  /** Retired: older than its pool's maximum lifetime, then stopped once idle. */
+  LIFETIME: 'lifetime',
+  /** Retired: made from older specifications than its pool's (a rollout), stopped once idle. */
+  OUTDATED: 'outdated',
   /** Its provider no longer had it, without having said it ended. */
   LOST: 'lost',
   /** Its provider saw it end by itself (a local agent's exit). */

@@ -5,6 +5,10 @@ import { MAX_INSTANCE_LOG_READ_BYTES, type InstanceLogTail } from '../provisione
 import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import { INSTANCE_STATES, InstanceSchema, type Instance } from '../entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
+import { instanceCost, instancePrice, workRequestCost } from '../scheduler/rules/cost.js';
+import { WorkRequestRef } from './work-request.js';
+import { templateFingerprint } from '../scheduler/rules/instance-retirement.js';
 import { createInstance, instanceLogFor, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/pools/instances.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
@@ -41,9 +45,34 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
     startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true, description: 'When its worker first connected' }),
     stoppingAt: t.expose('stoppingAt', { type: 'DateTime', nullable: true, description: 'When it was asked to stop; null while it runs' }),
     terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true, description: 'When it ended (TERMINATED or FAILED); null while it lives' }),
+    outdated: t.boolean({
+      nullable: true,
+      description:
+        'Whether it was launched from other specifications (image, size, handlers) than its pool has now: a rollout replaces it once idle (docs/operating/pools.md, "Rollouts"); null when its launch was recorded before this was kept',
+      resolve: async (i, _a, ctx) => {
+        if (!i.templateFingerprint) return null;
+        const pool = await ctx.em.findOne(WorkerPoolSchema, { id: i.pool.id });
+        return pool ? templateFingerprint(pool) !== i.templateFingerprint : null;
+      },
+    }),
     runtimeSeconds: t.float({
       description: 'From its launch to its end (or now): what counts against the pool\u2019s monthly budget',
       resolve: (i) => Math.max(0, ((i.terminatedAt ?? new Date()).getTime() - i.requestedAt.getTime()) / 1000),
+    }),
+    pricePerHour: t.float({
+      nullable: true,
+      description:
+        'The price of one hour of it, recorded at its launch: its offering\u2019s pricePerHour, else its provider\u2019s price (Hetzner), else a spot offering\u2019s maxPricePerHour (an upper bound), else its pool\u2019s (its pool\u2019s now when none was recorded); null when none is known',
+      resolve: async (i, _a, ctx) => instancePrice(i.pricePerHour ?? null, (await ctx.loaders.byId<WorkerPool>(WorkerPoolSchema).load(i.pool.id))?.pricePerHour ?? null),
+    }),
+    cost: t.float({
+      nullable: true,
+      description:
+        'What it cost from its launch to its end (or now): pricePerHour \u00d7 runtime hours, every started period in full when its pool has a billingPeriodSeconds; null without a price',
+      resolve: async (i, _a, ctx) => {
+        const pool = await ctx.loaders.byId<WorkerPool>(WorkerPoolSchema).load(i.pool.id);
+        return instanceCost(instancePrice(i.pricePerHour ?? null, pool?.pricePerHour ?? null), i.requestedAt, i.terminatedAt ?? new Date(), pool?.billingPeriodSeconds);
+      },
     }),
   }),
 });
@@ -175,5 +204,18 @@ builder.mutationFields((t) => ({
       }),
     },
     resolve: (_r, { input }, ctx) => recordInstanceStopped(ctx.em, ctx.viewer, ctx.config, ctx.events, input),
+  }),
+}));
+
+builder.objectFields(WorkRequestRef, (t) => ({
+  cost: t.float({
+    nullable: true,
+    description:
+      'Its share of its instance\u2019s cost: the instance\u2019s pricePerHour \u00d7 its run time on it in hours (startedAt to completedAt, or now) \u00f7 the worker\u2019s concurrency; null before it started, or when its worker has no instance or no price',
+    resolve: async (wr, _a, ctx) => {
+      if (!wr.worker || !wr.startedAt) return null;
+      const price = await ctx.loaders.workerPrices.load(wr.worker.id);
+      return price ? workRequestCost(price.pricePerHour, wr.startedAt, wr.completedAt ?? new Date(), price.concurrency) : null;
+    },
   }),
 }));

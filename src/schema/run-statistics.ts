@@ -10,6 +10,10 @@ export const MemoryMethodEnum = builder.enumType('MemoryMeasurement', {
   description: 'How the peak memory of a run was measured',
   values: describedValues<MemoryMethod>({
     PROCESS_TREE: "The resident sets of the handler's processes, summed and sampled from /proc (shared pages count once per process)",
+    CGROUP_V2:
+      "The kernel's peak (memory.peak) of the run's own cgroup v2 memory controller: every page the handler's processes were charged for, the page cache of the files they wrote included",
+    CGROUP_V1:
+      "The kernel's peak (memory.max_usage_in_bytes) of the run's own cgroup v1 memory controller: every page the handler's processes were charged for, the page cache of the files they wrote included",
   }),
 });
 
@@ -26,6 +30,8 @@ export const RunStatisticsInput = builder.inputType('RunStatisticsInput', {
     peakDiskBytes: f.float({ description: "Peak bytes allocated in the run's directory; omitted when unknown" }),
     cpuCount: f.int({ required: true, description: `The worker's CPUs (1 to ${maxCpuCount})` }),
     memoryMethod: f.field({ type: MemoryMethodEnum, required: true, description: 'How peakMemoryBytes was measured' }),
+    outOfMemory: f.boolean({ description: 'The handler was killed by the out-of-memory killer; omitted when unknown' }),
+    diskFull: f.boolean({ description: 'The run hit a full disk; omitted when unknown' }),
   }),
 });
 
@@ -39,8 +45,17 @@ export function runStatisticsOfInput(input: {
   peakDiskBytes?: number | null;
   cpuCount: number;
   memoryMethod: MemoryMethod;
+  outOfMemory?: boolean | null;
+  diskFull?: boolean | null;
 }): RunStatistics {
-  return { ...input, cpuSeconds: input.cpuSeconds ?? null, peakMemoryBytes: input.peakMemoryBytes ?? null, peakDiskBytes: input.peakDiskBytes ?? null };
+  return {
+    ...input,
+    cpuSeconds: input.cpuSeconds ?? null,
+    peakMemoryBytes: input.peakMemoryBytes ?? null,
+    peakDiskBytes: input.peakDiskBytes ?? null,
+    outOfMemory: input.outOfMemory ?? null,
+    diskFull: input.diskFull ?? null,
+  };
 }
 
 const WorkRequestStatisticsRef = builder.objectRef<WorkRequestStatistics>('WorkRequestStatistics').implement({
@@ -54,6 +69,12 @@ const WorkRequestStatisticsRef = builder.objectRef<WorkRequestStatistics>('WorkR
     peakDiskBytes: t.float({ nullable: true, description: "Peak bytes allocated in the run's directory; null when unknown", resolve: (s) => s.peakDiskBytes ?? null }),
     cpuCount: t.exposeInt('cpuCount', { description: "The worker's CPUs when it ran" }),
     memoryMethod: t.field({ type: MemoryMethodEnum, description: 'How peakMemoryBytes was measured', resolve: (s) => s.memoryMethod as MemoryMethod }),
+    outOfMemory: t.boolean({
+      nullable: true,
+      description: 'The handler was killed by the out-of-memory killer; null when the agent did not say',
+      resolve: (s) => s.outOfMemory ?? null,
+    }),
+    diskFull: t.boolean({ nullable: true, description: 'The run hit a full disk; null when the agent did not say', resolve: (s) => s.diskFull ?? null }),
     recordedAt: t.field({ type: 'DateTime', description: 'When the report was kept', resolve: (s) => s.recordedAt }),
   }),
 });

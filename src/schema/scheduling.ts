@@ -11,10 +11,11 @@ import { LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../sche
 import { computeDemand } from '../scheduler/storage/demand.js';
 import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type DiagnosisUnavailableReason, type Mismatch, type PoolOutlook } from '../scheduler/matching/diagnosis.js';
 import type { WorkerState } from '../scheduler/matching/worker-state.js';
+import type { StartEstimate } from '../scheduler/matching/start-estimate.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
-import { WorkerPoolRef } from './worker-pool.js';
+import { poolOfferingStates, PoolOfferingRef, WorkerPoolRef } from './worker-pool.js';
 
 const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
   description: 'Why a work request waits, in one word',
@@ -48,7 +49,9 @@ const LaunchLimitEnum = builder.enumType('LaunchLimit', {
   values: describedValues<(typeof LAUNCH_LIMITS)[keyof typeof LAUNCH_LIMITS]>({
     MAX_ACTIVE_INSTANCES: 'It runs maxActiveInstances already',
     MONTHLY_BUDGET: 'Its instances used monthlyRuntimeBudgetSeconds this month',
+    COST_BUDGET: 'Its instances’ cost this month (monthCost) reached its monthlyCostBudget',
     BACKOFF: 'Its last launches failed: it waits (launchRetryAt) before trying again',
+    RATE_LIMIT: 'It launched its maxLaunchesPerMinute in the last minute',
   }),
 });
 
@@ -91,6 +94,23 @@ const PoolOutlookRef = builder.objectRef<PoolOutlook>('PoolOutlook').implement({
       description: 'Its instances still launching, oldest first',
       resolve: (o) => o.launching,
     }),
+  }),
+});
+
+const StartEstimateRef = builder.objectRef<StartEstimate>('StartEstimate').implement({
+  description:
+    'When a pending work request is expected to start: the requests of its class ahead of it, then itself, served in order by the slot that frees first (matching workers, launching workers, pools with room), each for its task\u2019s expected run; with how far off the last estimates of its class were',
+  fields: (t) => ({
+    at: t.field({ type: 'DateTime', nullable: true, description: 'When it is expected to start; null when nothing could run it now (see basis)', resolve: (e) => e.at }),
+    waitSeconds: t.float({ nullable: true, description: 'Seconds from now until then; null with `at`', resolve: (e) => e.waitSeconds }),
+    basis: t.exposeString('basis', { description: 'How it was computed (the requests simulated, the slots, the launch times), or why there is no estimate' }),
+    extrapolated: t.exposeBoolean('extrapolated', { description: 'Whether the requests ahead beyond the first 1,000 were extrapolated rather than simulated' }),
+    medianAbsoluteErrorSeconds: t.float({
+      nullable: true,
+      description: 'The median of |started \u2212 estimated| over the last estimates of its class (at most 100), in seconds; null before any of its class started',
+      resolve: (e) => e.medianAbsoluteErrorSeconds,
+    }),
+    samples: t.exposeInt('samples', { description: 'How many started requests of its class that median is of' }),
   }),
 });
 
@@ -145,6 +165,12 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
       nullable: true,
       description: 'Where it stands among the pending requests of its class, and why those ahead are; null unless it is PENDING on workers',
       resolve: (d) => d.queue,
+    }),
+    startEstimate: t.field({
+      type: StartEstimateRef,
+      nullable: true,
+      description: 'When it is expected to start, and how far off such estimates of its class were; null unless it is PENDING (its first estimate is kept to measure that error)',
+      resolve: (d) => d.startEstimate,
     }),
   }),
 });
@@ -214,6 +240,12 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
     pool: t.field({ type: WorkerPoolRef, description: 'The pool', resolve: (d) => d.pool }),
     pendingRunnable: t.exposeInt('pendingRunnable', { description: 'Pending requests its template tags can run' }),
     pendingAssigned: t.exposeInt('pendingAssigned', { description: 'Of those, the ones left for this pool after idle capacity and earlier pools' }),
+    comingRunnable: t.exposeInt('comingRunnable', {
+      description: 'Coming work its template tags can run: BLOCKED requests whose dependencies are all running or completed, one at least still running',
+    }),
+    comingAssigned: t.exposeInt('comingAssigned', {
+      description: 'Of those, the ones left for this pool after idle capacity, pending work and earlier pools; it launches for them too, to be ready when they are queued',
+    }),
     idleCompatibleSlots: t.exposeInt('idleCompatibleSlots', { description: 'Free slots of available workers that can run what this pool can run' }),
     averageTaskSeconds: t.exposeFloat('averageTaskSeconds', { description: 'How long its kind of work takes, on average (seconds)' }),
     workersRequired: t.exposeInt('workersRequired', { description: 'Instances needed to serve its share within the target latency' }),
@@ -222,8 +254,14 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
     launch: t.exposeInt('launch', { description: 'Instances to start now, within the limits' }),
     limitedBy: t.field({ type: [LaunchLimitEnum], description: 'What keeps launch below what the demand asks; empty when nothing does', resolve: (d) => d.limitedBy }),
     monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', { description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds' }),
+    monthCost: t.exposeFloat('monthCost', { description: 'Its instances’ cost this month (UTC), in the currency of its prices, against monthlyCostBudget; 0 without prices' }),
     degraded: t.exposeBoolean('degraded', { description: 'Its launches keep failing; lastError says why' }),
     lastError: t.string({ nullable: true, description: 'The pool’s last provider error', resolve: (d) => d.pool.lastError ?? null }),
+    unavailableOfferings: t.field({
+      type: [PoolOfferingRef],
+      description: 'Its offerings that launches skip now (after a capacity or quota failure), with until when and why; when all are, its launches fail',
+      resolve: async (d, _a, ctx) => (await poolOfferingStates(d.pool, (id) => ctx.loaders.offeringMarks.load(id))).filter((o) => o.unavailableUntil !== null),
+    }),
     stopWorkers: t.field({
       type: [WorkerRef],
       description: `Idle pool workers past the idle timeout, to stop: the first ${LIST_MAXIMA.stopWorkersShown} of them (the provisioner itself stops them all)`,
@@ -259,6 +297,9 @@ const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('
   description: 'What the pools should start and stop for the pending work, and the work no pool can run',
   fields: (t) => ({
     pendingTotal: t.exposeInt('pendingTotal', { description: 'Pending work requests, all of them' }),
+    comingTotal: t.exposeInt('comingTotal', {
+      description: 'Coming work requests: BLOCKED ones whose dependencies are all running or completed, that some worker or pool could run (counted apart from pending)',
+    }),
     hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
       description: "Unschedulable requests in groups the viewer may see none of (other people's private work): counted only",
     }),

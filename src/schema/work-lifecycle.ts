@@ -1,5 +1,6 @@
 import { builder } from '../builder.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
+import { reportInstanceInterruption } from '../services/pools/interruptions.js';
 import { heartbeat } from '../services/workers/presence.js';
 import { RunStatisticsInput, runStatisticsOfInput } from './run-statistics.js';
 import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../services/work/work-lifecycle.js';
@@ -35,6 +36,26 @@ const HeartbeatInput = builder.inputType('HeartbeatInput', {
 });
 
 builder.mutationFields((t) => ({
+  reportInstanceInterruption: t.field({
+    type: WorkerRef,
+    description:
+      'Worker token: the provider is taking this pool worker’s machine away (an EC2 spot interruption notice). The worker becomes INACTIVE at once, its work goes back to the queue without counting a retry, its instance is stopped and replaced (on-demand first, when the pool has such an offering)',
+    errors: { types: [InputError, UnauthenticatedError, ForbiddenError, InvalidStateError] },
+    args: {
+      input: t.arg({
+        type: builder.inputType('ReportInstanceInterruptionInput', {
+          description: 'What the provider’s notice said',
+          fields: (f) => ({
+            action: f.string({ description: 'The provider’s action (EC2: terminate, stop or hibernate); at most 40 characters kept' }),
+            time: f.field({ type: 'DateTime', description: 'When the machine goes, as the notice said' }),
+          }),
+        }),
+        required: true,
+        description: 'The notice',
+      }),
+    },
+    resolve: (_r, { input }, ctx) => reportInstanceInterruption(ctx.em, ctx.viewer, ctx.config, ctx.events, { action: input.action ?? null, time: input.time ?? null }),
+  }),
   heartbeat: t.field({
     type: HeartbeatPayload,
     description: 'Worker token: the agent is alive (lighter than a metadata report)',

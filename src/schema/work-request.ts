@@ -1,9 +1,9 @@
-import type { FilterQuery } from '@mikro-orm/core';
+import { wrap, type FilterQuery } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../errors.js';
-import { ACTIVE_STATUSES, WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest } from '../entities/work-request.js';
+import { ACTIVE_STATUSES, WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest, type WorkRequestRecord } from '../entities/work-request.js';
 import type { Context } from '../context.js';
 import { intArray } from '../db/arrays.js';
 import { asFilter } from '../db/condition.js';
@@ -18,6 +18,8 @@ import { PAGE } from '../limits/page.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerRef } from './worker.js';
 import { UserRef, WorkspaceRef } from './workspace.js';
+import { UserSchema, type User } from '../entities/user.js';
+import { WorkspaceSchema, type Workspace } from '../entities/workspace.js';
 
 const StatusEnum = builder.enumType('WorkRequestStatus', {
   description: 'Where a work request is in its life: BLOCKED → PENDING → ASSIGNED → RUNNING → COMPLETED, or ABORTED',
@@ -56,7 +58,7 @@ async function dependenciesOf(ctx: Context, ids: number[]): Promise<{ visible: n
 }
 
 /** A work request. */
-export const WorkRequestRef = builder.objectRef<WorkRequest>('WorkRequest');
+export const WorkRequestRef = builder.objectRef<WorkRequestRecord>('WorkRequest');
 WorkRequestRef.implement({
   description: 'A task to run, with the tags that decide which worker may run it. Seen by the members of its workspace (everyone for a public one), admins and its worker',
   fields: (t) => ({
@@ -299,12 +301,24 @@ const CreateWorkRequestsInput = builder.inputType('CreateWorkRequestsInput', {
   }),
 });
 
-const CreateWorkRequestsPayload = builder.objectRef<WorkRequest[]>('CreateWorkRequestsPayload').implement({
+const CreateWorkRequestsPayload = builder.objectRef<WorkRequestRecord[]>('CreateWorkRequestsPayload').implement({
   description: 'The requests a createWorkRequests call created',
   fields: (t) => ({
     requests: t.field({ type: [WorkRequestRef], description: 'In the order of the input', resolve: (created) => created }),
   }),
 });
+
+/**
+ * The workspace (with its scope) and the creator of a request this operation has just read, handed
+ * to the answer's loaders so that `workspace { name }` and `createdBy { username }` are not read
+ * again. Only what is loaded is handed over: a reference still to be read goes through the loader.
+ */
+function primeOwners(ctx: Context, wr: WorkRequest): WorkRequest {
+  const ws = wr.workspace;
+  if (wrap(ws).isInitialized() && wrap(ws.scope).isInitialized()) ctx.loaders.byId<Workspace>(WorkspaceSchema, ['scope']).prime(ws.id, ws);
+  if (wrap(wr.createdBy).isInitialized()) ctx.loaders.byId<User>(UserSchema).prime(wr.createdBy.id, wr.createdBy);
+  return wr;
+}
 
 builder.mutationFields((t) => ({
   createWorkRequests: t.field({
@@ -319,7 +333,7 @@ builder.mutationFields((t) => ({
     },
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const requests = input.requests.map((r) => ({ ...r, dependsOn: r.dependsOn?.map(String) }));
-      return idempotent<WorkRequest[]>(
+      return idempotent<WorkRequestRecord[]>(
         { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.idempotencyKeyTtlMs },
         'createWorkRequests',
         idempotencyKey,
@@ -358,7 +372,7 @@ builder.mutationFields((t) => ({
         },
         // The key commits in the request's own transaction; placement and events follow, as without a key.
         (record) => createWorkRequest(ctx, request, { record }),
-      );
+      ).then((wr) => primeOwners(ctx, wr));
     },
   }),
   abortWorkRequest: t.field({

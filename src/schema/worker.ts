@@ -15,6 +15,7 @@ import { PAGE } from '../limits/page.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { factsOfWorker, workerStatus, type WorkerStatus } from '../scheduler/rules/availability.js';
+import type { RetiringReason } from '../scheduler/rules/instance-retirement.js';
 
 const WorkerStatusEnum = builder.enumType('WorkerStatus', {
   description:
@@ -28,6 +29,15 @@ const WorkerStatusEnum = builder.enumType('WorkerStatus', {
     DRAINING: 'It finishes what it runs and takes nothing new (an admin drained it, or its agent is shutting down)',
     BUSY: 'It runs work (it may still take more, up to its concurrency)',
     IDLE: 'Available and running nothing: ready for work',
+  }),
+});
+const RetiringReasonEnum = builder.enumType('RetiringReason', {
+  description: 'Why a pool worker retires: it takes nothing new and is stopped as soon as it is idle (docs/operating/pools.md, "Instance lifetimes")',
+  values: describedValues<RetiringReason>({
+    WORK_REQUESTS: "It ran the most work requests its pool gives an instance (the pool's maxWorkRequestsPerInstance)",
+    LIFETIME: "Its instance is older than its pool's maxInstanceLifetimeSeconds",
+    OUTDATED:
+      'Its instance was launched from older specifications (image, size, handlers) than its pool has now: it is replaced once idle, at most maxReplacingInstances of the pool at a time',
   }),
 });
 const WorkerTypeEnum = builder.enumType('WorkerType', {
@@ -70,7 +80,13 @@ WorkerRef.implement({
     }),
     concurrency: t.exposeInt('concurrency', { description: 'How many work requests it runs at once, at most' }),
     enabled: t.exposeBoolean('enabled', { description: 'False when an admin disabled it (disableWorker)' }),
-    draining: t.exposeBoolean('draining', { description: 'True when an admin drained it (drainWorker): it takes nothing new' }),
+    draining: t.exposeBoolean('draining', { description: 'True when an admin drained it (drainWorker), or it retires (retiringReason): it takes nothing new' }),
+    retiringReason: t.field({
+      type: RetiringReasonEnum,
+      nullable: true,
+      description: 'Why this pool worker retires: it is drained and stopped once idle; null while it does not',
+      resolve: (w) => (w.retiringReason as RetiringReason | null) ?? null,
+    }),
     quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
     quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
     shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),

@@ -3,9 +3,21 @@
  * the shape both sides use, the bounds the server checks, and the one check.
  */
 
-/** How peak memory was measured: `PROCESS_TREE` sums the resident sets of the handler's processes, sampled from /proc. */
-export const MEMORY_METHODS = ['PROCESS_TREE'] as const;
+/**
+ * How peak memory was measured: `PROCESS_TREE` sums the resident sets of the handler's processes,
+ * sampled from /proc; `CGROUP_V2` and `CGROUP_V1` read the kernel's peak of the run's own memory
+ * cgroup (`memory.peak`, `memory.max_usage_in_bytes`), which counts every page the handler's
+ * processes were charged for, the page cache of the files they wrote included.
+ */
+export const MEMORY_METHODS = ['PROCESS_TREE', 'CGROUP_V2', 'CGROUP_V1'] as const;
 export type MemoryMethod = (typeof MEMORY_METHODS)[number];
+
+/** How each method is named to a reader (status pages, tagsched-admin). */
+export const MEMORY_METHOD_LABELS: Record<MemoryMethod, string> = {
+  PROCESS_TREE: 'process tree',
+  CGROUP_V2: 'cgroup v2',
+  CGROUP_V1: 'cgroup v1',
+};
 
 /** One run's figures; a figure the agent could not measure is null. */
 export interface RunStatistics {
@@ -23,6 +35,10 @@ export interface RunStatistics {
   /** The CPUs of the worker, as the agent saw them. */
   cpuCount: number;
   memoryMethod: MemoryMethod;
+  /** The kernel's OOM killer killed a process of the run; null or absent when unknown. */
+  outOfMemory?: boolean | null;
+  /** The run directory's file system was full (or nearly) during the run; null or absent when unknown. */
+  diskFull?: boolean | null;
 }
 
 /** The largest figures the server keeps: a longer run or a bigger machine is a mistake or a lie. */
@@ -54,6 +70,10 @@ export function runStatisticsErrors(s: RunStatistics): string[] {
   check('peakDiskBytes', s.peakDiskBytes, maxBytes, true);
   check('cpuCount', s.cpuCount, maxCpuCount, true);
   if (s.cpuCount < 1) errors.push('statistics.cpuCount must be at least 1');
+  for (const name of ['outOfMemory', 'diskFull'] as const) {
+    const value = s[name];
+    if (value !== undefined && value !== null && typeof value !== 'boolean') errors.push(`statistics.${name} must be true, false or null`);
+  }
   if (!(MEMORY_METHODS as readonly string[]).includes(s.memoryMethod)) errors.push(`statistics.memoryMethod must be one of ${MEMORY_METHODS.join(', ')}`);
   return errors;
 }

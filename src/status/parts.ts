@@ -109,7 +109,9 @@ function queueLine(q: QueuePosition): string {
 const LAUNCH_LIMIT_WORDS: Record<PoolOutlook['atLimit'][number], (p: PoolOutlook) => string> = {
   MAX_ACTIVE_INSTANCES: (p) => `at its limit of ${p.maxActiveInstances} instance${p.maxActiveInstances === 1 ? '' : 's'}`,
   MONTHLY_BUDGET: () => 'out of its monthly runtime budget',
+  COST_BUDGET: () => 'out of its monthly cost budget',
   BACKOFF: () => 'waiting after failed launches',
+  RATE_LIMIT: () => 'at its launch rate limit for this minute',
 };
 
 /** A matching pool: its link, what it is launching, and what holds it or that it could start a worker. */

@@ -10,7 +10,9 @@ import { parseTag } from '../tags/syntax.js';
 import { TagSetBuilder, isRefusal } from '../tags/tag-set.js';
 import { PROVENANCES, REFUSAL_CODES } from '../tags/types.js';
 import type { Provenance, TagEntry, TagRefusal } from '../tags/types.js';
+import { learnedRequiredTags, type LearnedHistory } from './learned-requirements.js';
 import { TASKS, findTask } from './registry.js';
+import { statisticsKeyOf } from './statistics-key.js';
 import { describeTaskDataIssues } from './task-data-issues.js';
 import { TASK_TYPES, UNASSIGNABLE_TASK_TYPES } from './types.js';
 import type { EnvironmentFacts, TaskDefinition, TaskTag, TaskTags } from './types.js';
@@ -61,6 +63,11 @@ export interface WorkRequestAnalysisInput {
    * user wrote that data: `workflow:ID` for a workflow's child. Null keeps `task-data:FIELD` and `environment:ID`.
    */
   dataSource?: string | null;
+  /**
+   * Where the site learns requirements (tasks/learned-requirements.ts): the history of the request's
+   * task, source package and architecture, read beforehand. A history of another key adds nothing.
+   */
+  learned?: LearnedHistory | null;
 }
 
 /** The two tag sets of a work request, or every error that prevented computing them. */
@@ -113,6 +120,11 @@ export function analyzeWorkRequest(input: WorkRequestAnalysisInput): WorkRequest
     provided.addAll(rule.providedTags, rule.provenance, rule.source);
     required.addAll(rule.requiredTags, rule.provenance, rule.source);
   }
+  // Learned minimums come after the rules, which do not see them: history does not decide a rule.
+  // A `>=` tag is never refused for another minimum of the same name: the match requires each, so the
+  // higher one (the user's, a rule's or the history's) is what binds.
+  const key = statisticsKeyOf(input.taskType, input.taskName, provided.entries(), required.entries());
+  for (const t of learnedRequiredTags(key, input.learned)) required.add(t.tag, 'system', t.source);
   // Nothing was refused before the rules (that fails the analysis), so every refusal now is a
   // rule's tag, or an earlier valued tag that a more trusted rule overrode.
   const dropped = [...provided.refusals(), ...required.refusals()];

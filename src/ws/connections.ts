@@ -9,6 +9,8 @@ export const CLOSE_CODES = {
   unauthorized: 4401,
   /** Too many failed authentications from this address, or too many connections for this token: retry later. */
   tooMany: 4429,
+  /** The server is stopping: connect again (to another server process, or to this one once it is back). */
+  goingAway: 1001,
 } as const;
 
 // setTimeout takes at most 2^31 - 1 ms (about 24.8 days); a later expiry re-arms the timer.

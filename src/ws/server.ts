@@ -12,7 +12,7 @@ import type { ContextFactory } from '../context-factory.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
 import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
-import { markConnected, markDisconnected, markManyDisconnected } from '../services/workers/presence.js';
+import { createPresenceWriter, markManyConnected, markManyDisconnected } from '../services/workers/presence.js';
 import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
 
@@ -77,6 +77,11 @@ export function startWsServer(deps: {
   // disconnection written after a newer connection's "connected" would leave an open connection's
   // worker marked disconnected (and given no work).
   const presenceWrites = new Map<number, Promise<unknown>>();
+  // The writes themselves go in batches (a reconnection storm makes a few statements).
+  const presence = createPresenceWriter({
+    connected: (ids) => markManyConnected(orm.em.fork(), events, ids),
+    disconnected: (ids) => markManyDisconnected(orm.em.fork(), events, ids),
+  });
   const inOrder = <T>(id: number, write: () => Promise<T>): Promise<T> => {
     const run = (presenceWrites.get(id) ?? Promise.resolve()).catch(() => undefined).then(write);
     presenceWrites.set(id, run);
@@ -144,10 +149,16 @@ export function startWsServer(deps: {
         states.set(ctx, { identity: identityOf(viewer), handle, address });
         deps.metrics?.connectionOpened(viewer.kind);
         if (viewer.kind === 'worker') {
+          // A worker connecting while this process stops is turned away (it reconnects to another):
+          // its "connected" would land after stop() recorded this process's workers disconnected.
+          if (stopping) {
+            socket.close(CLOSE_CODES.goingAway, 'Going away: this server is stopping');
+            return false;
+          }
           const id = viewer.worker.id;
           workerOf.set(ctx, id);
           workerConnections.set(id, (workerConnections.get(id) ?? 0) + 1);
-          await inOrder(id, () => markConnected(orm.em.fork(), events, id));
+          await inOrder(id, () => presence.connected(id));
         }
         return true;
       },
@@ -165,9 +176,10 @@ export function startWsServer(deps: {
         const n = (workerConnections.get(id) ?? 1) - 1;
         if (n > 0) return void workerConnections.set(id, n);
         workerConnections.delete(id);
-        // Decided when it is written: a connection opened meanwhile keeps the worker connected.
+        // Decided when its turn comes (after this worker's earlier writes), then written with the next
+        // batch: a connection opened meanwhile keeps the worker connected, its own write queued behind.
         const recorded = inOrder(id, async () => {
-          if (!workerConnections.has(id) && !stopping) await markDisconnected(orm.em.fork(), events, id);
+          if (!workerConnections.has(id) && !stopping) await presence.disconnected(id);
         }).catch((err: unknown) => {
           if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
         });
@@ -233,7 +245,10 @@ export function startWsServer(deps: {
       const held = [...new Set([...workerConnections.keys(), ...recording.keys()])];
       workerConnections.clear();
       // Disconnections being recorded publish their events when they are done: before the events close.
+      // Every presence write in flight ends first, so that none lands after the one below.
       await Promise.all(recording.values());
+      await Promise.all([...presenceWrites.values()].map((w) => w.catch(() => undefined)));
+      await presence.idle();
       await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
     },
   };

@@ -66,6 +66,7 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
     releaseWorkRequest: record('releaseWorkRequest', async (id: string) => ok({ id, status: 'PENDING' })),
     appendWorkRequestLog: record('appendWorkRequestLog', async (chunk) => ok({ nextOffset: chunk.offset + chunk.bytes, accepted: true })),
     rotateToken: record('rotateToken', async () => ok({ token: 't2', workerName: 'w' })),
+    reportInstanceInterruption: record('reportInstanceInterruption', async () => ok({ name: 'w', status: 'INACTIVE' })),
   };
   let stream: Pick<AssignmentStreamOptions, 'onConnected' | 'onAssignment' | 'onFatal'> | null = null;
   let streamClosed = false;

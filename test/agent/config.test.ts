@@ -35,6 +35,8 @@ describe('parseConfig', () => {
       requestTimeoutMs: 30_000,
       keepAliveMs: 10_000,
       logLevel: 'info',
+      memoryCgroup: 'auto',
+      handlerMemoryLimitBytes: null,
     });
     expect(c.handlers.size).toBe(0);
     expect(Object.isFrozen(c)).toBe(true);
@@ -72,6 +74,10 @@ describe('parseConfig', () => {
       '1',
       '--log-level',
       'debug',
+      '--memory-cgroup',
+      'off',
+      '--handler-memory-limit',
+      '2048',
     ]);
     expect(c).toMatchObject({
       serverUrl: 'https://ci.example.org/graphql',
@@ -88,6 +94,8 @@ describe('parseConfig', () => {
       requestTimeoutMs: 5000,
       keepAliveMs: 1000,
       logLevel: 'debug',
+      memoryCgroup: 'off',
+      handlerMemoryLimitBytes: 2048 * 2 ** 20,
     });
     expect([...c.handlers]).toEqual([
       ['sbuild', 'run-sbuild -v'],
@@ -110,6 +118,8 @@ describe('parseConfig', () => {
       [ENV.requestTimeout]: '4',
       [ENV.keepaliveInterval]: '6',
       [ENV.logLevel]: 'warn',
+      [ENV.memoryCgroup]: 'off',
+      [ENV.handlerMemoryLimit]: '64',
     });
     expect(c).toMatchObject({
       serverUrl: 'http://10.0.0.1:4000/graphql',
@@ -125,6 +135,8 @@ describe('parseConfig', () => {
       requestTimeoutMs: 4000,
       keepAliveMs: 6000,
       logLevel: 'warn',
+      memoryCgroup: 'off',
+      handlerMemoryLimitBytes: 64 * 2 ** 20,
     });
     expect(Object.fromEntries(c.handlers)).toEqual({ noop: 'true', sbuild: 'run-sbuild' });
   });
@@ -155,6 +167,11 @@ describe('parseConfig', () => {
     ['a handler with a bad name', ['--handler', 'a b=true'], {}, /not NAME=COMMAND/],
     ['an invalid provided tag', ['--provided-tag', 'worker:memory-gib>=4'], {}, /--provided-tag .*worker:memory-gib>=4/],
     ['an unknown log level', [], { [ENV.logLevel]: 'loud' }, /--log-level .* one of fatal, error/],
+    ['an unknown memory cgroup mode', ['--memory-cgroup', 'v1'], {}, /--memory-cgroup \(or TAGSCHED_MEMORY_CGROUP\) must be one of auto, off, got "v1"/],
+    ['a memory limit in another unit', ['--handler-memory-limit', '2G'], {}, /--handler-memory-limit \(or TAGSCHED_HANDLER_MEMORY_LIMIT\) must be a whole number of MiB/],
+    ['a memory limit below 4 MiB', [], { [ENV.handlerMemoryLimit]: '3' }, /--handler-memory-limit .* from 4 to/],
+    ['a huge memory limit', [], { [ENV.handlerMemoryLimit]: '1e400' }, /--handler-memory-limit/],
+    ['a fractional memory limit', ['--handler-memory-limit', '64.5'], {}, /--handler-memory-limit/],
   ])('refuses %s with a message naming the option', (_name, argv, env, message) => {
     expect(() => parse(argv, env)).toThrow(UsageError);
     expect(() => parse(argv, env)).toThrow(message);

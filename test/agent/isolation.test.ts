@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { settled, until, useFleet, type LogLine } from '../faults/harness.js';
+import { expectedMemoryMethod } from './memory-cgroup.js';
 
 // Handlers cannot act as their worker: the real agent (bin/tagsched-worker.js) runs a handler that
 // tries every way to its worker's token this test knows of, and prints whatever looks like a token.
@@ -13,6 +14,8 @@ const AGENT_BIN = path.resolve('bin/tagsched-worker.js');
 const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;
 const TEST_TIMEOUT_MS = 180_000;
+/** Whether a run gets its own memory cgroup here (statistics.test.ts proves the measurement). */
+const MEMORY_METHOD = expectedMemoryMethod();
 
 // A token is tsk_ and many more characters; the probe's own grep, whose pattern it reads in
 // /proc/*/cmdline while that grep runs, shows "tsk_" followed by "[": not a token.
@@ -28,6 +31,13 @@ for p in /proc/[0-9]*; do timeout 2 cat $p/environ $p/cmdline 2>/dev/null; done 
 for d in /proc/self/fd/*; do [ -f "$d" ] && cat "$d"; done 2>/dev/null | found descriptors
 umount "$(dirname "$PROBE_STATE")" 2>/dev/null && echo "UNMOUNTED"
 cat "$PROBE_STATE" 2>/dev/null | found state-after-umount
+cg=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+if [ -n "$cg" ]; then d=/sys/fs/cgroup/memory$cg; else d=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); [ -d /sys/fs/cgroup/unified ] && d=/sys/fs/cgroup/unified$(sed -n 's/^0:://p' /proc/self/cgroup); fi
+echo "probe cgroup $d"
+[ -f "$d/memory.max_usage_in_bytes" ] && (echo 0 > "$d/memory.max_usage_in_bytes") 2>/dev/null && echo "CGROUP-WRITTEN peak"
+[ -f "$d/memory.limit_in_bytes" ] && (echo -1 > "$d/memory.limit_in_bytes") 2>/dev/null && echo "CGROUP-WRITTEN limit"
+[ -f "$d/memory.max" ] && (echo max > "$d/memory.max") 2>/dev/null && echo "CGROUP-WRITTEN limit"
+(echo $$ > "$d/../cgroup.procs") 2>/dev/null && echo "CGROUP-LEFT"
 echo "probe done"
 `;
 
@@ -122,6 +132,16 @@ describe('a handler that tries to read its worker’s token', () => {
         expect(log).not.toContain('FOUND');
         expect(log).not.toContain('UNMOUNTED');
         expect(log).not.toContain(token);
+        // The run has its own memory cgroup, made by the agent as root: the handler user can neither
+        // reset its peak, lift its limit nor leave it.
+        const measured = await until(
+          () => `the agent to log "run measured":\n${agent.output()}`,
+          () => agent.logs.find((l) => l.msg === 'run measured'),
+        );
+        expect(measured).toMatchObject({ memoryMethod: MEMORY_METHOD });
+        if (MEMORY_METHOD !== 'PROCESS_TREE') expect(log).toMatch(/^probe cgroup \/sys\/fs\/cgroup\/.*\/tagsched-run-[^/\n]+$/m);
+        expect(log).not.toContain('CGROUP-WRITTEN');
+        expect(log).not.toContain('CGROUP-LEFT');
       } finally {
         await server.stop();
       }
@@ -169,6 +189,12 @@ describe('a handler that tries to read its worker’s token', () => {
         expect(log).toContain(`FOUND state-relative ${token}`);
         expect(log).toContain(`FOUND state-absolute ${token}`);
         expect(log).toContain(`FOUND any-process ${token}`); // the agent's environment, in /proc
+        // A handler run as root could rewrite its cgroup: the probe of the --handler-user test works.
+        if (isRoot && MEMORY_METHOD !== 'PROCESS_TREE') {
+          expect(log).toMatch(/^probe cgroup \/sys\/fs\/cgroup\/.*\/tagsched-run-[^/\n]+$/m);
+          expect(log).toContain('CGROUP-WRITTEN peak');
+          expect(log).toContain('CGROUP-LEFT');
+        }
       } finally {
         await server.stop();
       }

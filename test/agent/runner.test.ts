@@ -2,7 +2,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { resultOf, runDirName, startRun, type Outcome, type RunSpec } from '../../src/agent/runner.js';
+import { spawnSync } from 'node:child_process';
+import { planMemoryCgroup } from '../../src/agent/cgroup.js';
+import { cgroupLeafName, resultOf, runDirName, startRun, type Outcome, type RunSpec } from '../../src/agent/runner.js';
+import { expectedMemoryMethod } from './memory-cgroup.js';
 
 describe('resultOf', () => {
   it.each<[string, Outcome, string]>([
@@ -125,6 +128,97 @@ setInterval(() => {}, 1000);
       expect(fs.existsSync(path.join(dir, 'w', 'late'))).toBe(false);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a run in its own memory cgroup', () => {
+  const expected = expectedMemoryMethod();
+  const task = (id: string) => ({ id, taskType: 'worker', taskName: 'noop', taskData: {} });
+
+  it.runIf(expected !== 'PROCESS_TREE')('is measured by its cgroup, and what it left running in the background ends with it', async () => {
+    const plan = planMemoryCgroup('auto');
+    expect(plan.kind).toBe(expected === 'CGROUP_V2' ? 'v2' : 'v1');
+    if (plan.kind === 'none') return;
+    const runsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-cgroup-run-'));
+    try {
+      // A daemon in a session of its own: out of the handler's process group, still in its cgroup.
+      const run = startRun({
+        task: task('daemon $(touch pwned)'),
+        command: `setsid sh -c 'echo $$ > daemon.pid; exec sleep 60' & sleep 0.3; cat /proc/self/cgroup > cgroup.txt`,
+        runsDir,
+        parallel: 1,
+        env: { PATH: process.env.PATH },
+        memoryCgroup: plan,
+      });
+      expect(await run.done).toEqual({ kind: 'exit', code: 0 });
+      const usage = await run.usage;
+      expect(usage?.memoryMethod).toBe(expected);
+      expect(usage?.outOfMemory).toBe(false);
+      const leafName = cgroupLeafName('daemon $(touch pwned)');
+      expect(leafName).toMatch(/^tagsched-run-\d+-daemon_/);
+      expect(fs.readFileSync(path.join(run.dir, 'cgroup.txt'), 'utf8')).toContain(`/${leafName}\n`);
+      const daemon = Number(fs.readFileSync(path.join(run.dir, 'daemon.pid'), 'utf8'));
+      // Killed: gone, or a zombie until its new parent reaps it.
+      const state = () => {
+        try {
+          return fs.readFileSync(`/proc/${daemon}/stat`, 'utf8').split(') ')[1]?.[0];
+        } catch {
+          return 'gone';
+        }
+      };
+      expect(['gone', 'Z']).toContain(state());
+      expect(fs.existsSync(path.join(plan.parent, leafName))).toBe(false);
+      expect(fs.existsSync(path.join(run.dir, 'pwned'))).toBe(false);
+    } finally {
+      fs.rmSync(runsDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the leaves of agents that are gone', () => {
+  it.runIf(expectedMemoryMethod() !== 'PROCESS_TREE')('are removed when an agent starts, those of live agents are not', () => {
+    const first = planMemoryCgroup('auto');
+    if (first.kind === 'none') throw new Error(first.why);
+    // No process has a pid above the kernel's largest (4194304).
+    const gone = path.join(first.parent, 'tagsched-run-4194305-7');
+    const alive = path.join(first.parent, `tagsched-run-${process.ppid}-7`);
+    fs.mkdirSync(gone);
+    fs.mkdirSync(alive);
+    try {
+      expect(planMemoryCgroup('auto')).toEqual(first);
+      expect(fs.existsSync(gone)).toBe(false);
+      expect(fs.existsSync(alive)).toBe(true);
+    } finally {
+      for (const dir of [gone, alive]) if (fs.existsSync(dir)) fs.rmdirSync(dir);
+    }
+  });
+});
+
+describe('a run whose file system fills up', () => {
+  const isRoot = process.getuid?.() === 0;
+  it.runIf(isRoot)('says diskFull (its directory on a 4 MiB tmpfs); a run that leaves room does not', async () => {
+    const runsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-full-'));
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tagsched-test', runsDir]);
+    expect(mounted.status, mounted.stderr?.toString()).toBe(0);
+    try {
+      const spec = (id: string, command: string): RunSpec => ({
+        task: { id, taskType: 'worker', taskName: 'noop', taskData: {} },
+        command,
+        runsDir,
+        parallel: 1,
+        env: { PATH: process.env.PATH },
+      });
+      const full = startRun(spec('full', 'dd if=/dev/zero of=fill bs=1M count=8 status=none; sleep 0.5; rm fill'));
+      expect(await full.done).toEqual({ kind: 'exit', code: 0 });
+      expect((await full.usage)?.diskFull).toBe(true);
+      const roomy = startRun(spec('roomy', 'dd if=/dev/zero of=some bs=1M count=1 status=none; sleep 0.5'));
+      expect(await roomy.done).toEqual({ kind: 'exit', code: 0 });
+      expect((await roomy.usage)?.diskFull).toBe(false);
+    } finally {
+      // Lazily: a handler's watchdog shell may still be leaving the directory.
+      spawnSync('umount', ['--lazy', runsDir]);
+      fs.rmSync(runsDir, { recursive: true, force: true });
     }
   });
 });

@@ -174,7 +174,7 @@ describe('tokens', () => {
     ['registerWorker', 'registerWorker(input: { name: "anon-w" })'],
     ['reportWorkerMetadata', 'reportWorkerMetadata(input: { metadata: { cpuCount: 1 } })'],
     ['activateWorker', 'activateWorker(input: { name: "anon-a" })'],
-    ['createWorkerPool', 'createWorkerPool(input: { name: "anon-pool" })'],
+    ['createWorkerPool', 'createWorkerPool(input: { name: "anon-pool", providerType: "local" })'],
     ['drainWorker', 'drainWorker(input: { name: "bad-worker" })'],
     ['createTaskRule', 'createTaskRule(input: { name: "anon-rule", requiredTags: ["a:b"] })'],
     ['createWorkspace', 'createWorkspace(input: { name: "anon/ws" })'],
@@ -231,7 +231,7 @@ describe('only admins change workers, pools, environments and the directory', ()
     ['undrainWorker', 'undrainWorker(input: { name: "bad-worker" })'],
     ['enableWorker', 'enableWorker(input: { name: "bad-worker" })'],
     ['disableWorker', 'disableWorker(input: { name: "bad-worker" })'],
-    ['createWorkerPool', 'createWorkerPool(input: { name: "evil-pool" })'],
+    ['createWorkerPool', 'createWorkerPool(input: { name: "evil-pool", providerType: "local" })'],
     ['updateWorkerPool', 'updateWorkerPool(input: { name: "bad-pool", providedTags: ["worker:class:trusted"] })'],
     ['createActivationToken', 'createActivationToken(input: { pool: "bad-pool" })'],
     ['createEnvironment', 'createEnvironment(input: { codename: "sid", architecture: "amd64" })'],
@@ -272,7 +272,12 @@ describe('only admins change workers, pools, environments and the directory', ()
 
 describe('other limits', () => {
   it.each([
-    ['pool tags', `createWorkerPool(input: { name: "many", providedTags: ["a:1","a:2","a:3","a:4","a:5","a:6"] })`, 'createWorkerPool', 'input.providedTags'],
+    [
+      'pool tags',
+      `createWorkerPool(input: { name: "many", providerType: "local", providedTags: ["a:1","a:2","a:3","a:4","a:5","a:6"] })`,
+      'createWorkerPool',
+      'input.providedTags',
+    ],
     ['rule tags', `createTaskRule(input: { name: "many", requiredTags: ["a:1","a:2","a:3","a:4","a:5","a:6"] })`, 'createTaskRule', 'input.requiredTags'],
   ])('too many %s is TOO_MANY_TAGS', async (_label, call, field, path) => {
     const before = await snapshot(t);

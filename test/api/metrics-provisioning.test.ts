@@ -51,6 +51,11 @@ describe('provisioning metrics', () => {
     expect(value(m, 'tagsched_pool_month_runtime_budget_seconds', { pool: 'prov' })).toBe(7200);
     expect(value(m, 'tagsched_pool_month_runtime_seconds', { pool: 'prov' })).toBeGreaterThanOrEqual(0);
     expect(value(m, 'tagsched_pending_work_requests', { task: 'worker:sbuild', architecture: 'amd64' })).toBe(3);
+    // The next sbuild waits for a launching instance: the pool's launch time (none measured yet: the default 300 s) from its launch.
+    const wait = value(m, 'tagsched_estimated_wait_seconds', { task: 'worker:sbuild', architecture: 'amd64' })!;
+    expect(wait).toBeGreaterThan(300 - (Date.now() - pendingFrom) / 1000 - 1);
+    expect(wait).toBeLessThanOrEqual(300);
+    expect(m.tagsched_start_estimate_error_seconds?.data ?? []).toEqual([]);
     const oldest = value(m, 'tagsched_oldest_pending_seconds', {})!;
     expect(oldest).toBeGreaterThan(0);
     expect(oldest).toBeLessThanOrEqual((Date.now() - pendingFrom) / 1000 + 1);

@@ -87,7 +87,7 @@ let registered = 0;
 async function growWorkersTo(total: number): Promise<void> {
   if (registered === 0) {
     for (let i = 0; i < 5; i++) {
-      await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n, providedTags: ["site:pool"] }) { __typename } }`, { n: `pool-${i}` });
+      await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n, providerType: "local", providedTags: ["site:pool"] }) { __typename } }`, { n: `pool-${i}` });
     }
   }
   for (; registered < total; registered++) {
@@ -267,7 +267,7 @@ describe('the pools list with their instances', () => {
     const counts: number[] = [];
     for (const total of [2, 8]) {
       for (let i = counts.length ? 2 : 0; i < total; i++) {
-        await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n }) { __typename } }`, { n: `inst-${i}` });
+        await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n, providerType: "local" }) { __typename } }`, { n: `inst-${i}` });
         // Three instances each, with their workers, as the provisioner records them.
         for (let k = 0; k < 3; k++) {
           await app.orm.em.getConnection().execute(
@@ -290,5 +290,24 @@ describe('the pools list with their instances', () => {
     }
     expect(counts[0]).toBeLessThanOrEqual(8);
     expect(counts[1]).toBe(counts[0]);
+  });
+});
+
+describe('a created request', () => {
+  it('answers its workspace and its creator from what the creation read, not by reading them again', async () => {
+    await gql(`mutation { createWorkspace(input: { name: "answers/main" }) { __typename } }`);
+    const CREATE = `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) {
+      __typename ... on WorkRequest { id status workspace { name } createdBy { username } } } }`;
+    await settle();
+    ormLines = [];
+    const data = await gql(CREATE, { i: { workspace: 'answers/main', taskType: 'worker', taskName: 'noop', taskData: {} } });
+    const statements = ormLines.filter((line) => line.includes('[query]'));
+    expect(data.createWorkRequest).toMatchObject({ __typename: 'WorkRequest', workspace: { name: 'answers/main' }, createdBy: { username: 'admin' } });
+    // The workspace is read once, by its name, to check the input; the user came with the token.
+    expect(statements.filter((s) => /from "workspace"/.test(s))).toHaveLength(1);
+    expect(statements.filter((s) => /from "app_user"/.test(s))).toEqual([]);
+    // An admin sees and may submit everywhere: neither its memberships nor its role are read (its
+    // groups are, for the task rules that name the submitter's groups).
+    expect(statements.filter((s) => /workspace_member/.test(s))).toEqual([]);
   });
 });

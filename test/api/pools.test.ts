@@ -30,6 +30,18 @@ async function sealedAccount(name: string): Promise<string | null> {
 }
 
 describe('createWorkerPool', () => {
+  it('requires a provider type, naming the choices, and writes nothing', async () => {
+    const before = await snapshot(t, ['worker_pool']);
+    const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: { name: 'no-provider' } });
+    expect(r.createWorkerPool).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.providerType' });
+    expect(r.createWorkerPool.message).toMatch(/required: one of .*local.*exec.*hetzner.*ec2.*qemu/);
+    expect(await snapshot(t, ['worker_pool'])).toEqual(before);
+    // A pool that exists keeps its provider when an update names none.
+    await ok(t, POOL_MUTATION('createWorkerPool'), { i: { name: 'has-provider', providerType: 'local' } });
+    expect((await ok(t, POOL_MUTATION('updateWorkerPool'), { i: { name: 'has-provider', maxActiveInstances: 2 } })).updateWorkerPool.providerType).toBe('local');
+    await t.sql(`delete from worker_pool where name = 'has-provider'`); // the list test below counts the pools
+  });
+
   it('creates a pool with its template tags and seals the provider account', async () => {
     const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
       i: {
@@ -85,7 +97,7 @@ describe('createWorkerPool', () => {
   });
 
   it('uses defaults and says when no provider account is set', async () => {
-    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), { i: { name: 'local-small' } });
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), { i: { name: 'local-small', providerType: 'local' } });
     responses.push(pool);
     expect(pool).toMatchObject({
       name: 'local-small',
@@ -116,7 +128,7 @@ describe('createWorkerPool', () => {
 
   it("classifies the template's size with the configured thresholds, as its workers are", async () => {
     const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
-      i: { name: 'eight-cpus', specifications: { cpuCount: 8, memoryGib: 32, diskGib: 200 } },
+      i: { name: 'eight-cpus', providerType: 'local', specifications: { cpuCount: 8, memoryGib: 32, diskGib: 200 } },
     });
     responses.push(pool);
     await registerWorker(t, 'eight-1', { pool: 'eight-cpus' });
@@ -179,7 +191,7 @@ describe('createWorkerPool', () => {
     ['an empty exec command', { name: 'p-16', specifications: { command: [] } }, { code: 'INVALID_INPUT', path: 'input.specifications.command' }],
   ])('refuses %s and writes nothing', async (_label, input, expected) => {
     const before = await snapshot(t, ['worker_pool']);
-    const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: input });
+    const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: { providerType: 'local', ...input } });
     expect(r.createWorkerPool).toMatchObject(expected);
     expect(JSON.stringify(r)).not.toContain(SECRET);
     expect(await snapshot(t, ['worker_pool'])).toEqual(before);
@@ -310,7 +322,11 @@ describe('typed specifications', () => {
   it('give the template what the image holds: a pool for sbuild needs no tag added by hand', async () => {
     await createWorkspace(t, 'debian/spec');
     const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
-      i: { name: 'sbuild-farm', specifications: { architectures: ['amd64', 'i386'], enableBackends: ['unshare', 'qemu'], enableTasks: ['sbuild', 'sign'], concurrency: 2 } },
+      i: {
+        name: 'sbuild-farm',
+        providerType: 'local',
+        specifications: { architectures: ['amd64', 'i386'], enableBackends: ['unshare', 'qemu'], enableTasks: ['sbuild', 'sign'], concurrency: 2 },
+      },
     });
     responses.push(pool);
     const source = 'pool:sbuild-farm:specifications';

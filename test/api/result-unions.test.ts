@@ -56,6 +56,7 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   heartbeat: ['HeartbeatPayload', [I, U, F], { running: ['1'] }, U],
   requestWork: ['RequestWorkPayload', [U, F], null, U],
   releaseWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1', reason: 'r' }, U],
+  reportInstanceInterruption: ['Worker', [I, U, F, S], { action: 'terminate' }, U],
   startWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1' }, U],
   completeWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1', result: 'SUCCESS' }, U],
   appendWorkRequestLog: ['WorkRequestLogAck', [I, U, F, N, S], { id: '1', offset: 0, bytes: 1, text: 'x' }, U],

@@ -120,14 +120,16 @@ describe('registerWorkerImage', () => {
 describe('a pool that names an image', () => {
   it('refuses an image that is not registered, naming specifications.image, and writes nothing', async () => {
     const before = await snapshot(t);
-    const refused = await expectResult(t, 'InputError', POOL, { i: { name: 'p-unknown', specifications: { image: 'never-built' } } });
+    const refused = await expectResult(t, 'InputError', POOL, { i: { name: 'p-unknown', providerType: 'local', specifications: { image: 'never-built' } } });
     expect(refused).toMatchObject({ code: 'UNKNOWN_IMAGE', path: 'input.specifications.image' });
     expect(refused.message).toMatch(/no worker image "never-built" is registered/);
     expect(await snapshot(t)).toEqual(before);
   });
 
   it('refuses the lists the image gives beside it', async () => {
-    const refused = await expectResult(t, 'InputError', POOL, { i: { name: 'p-both', specifications: { image: 'trixie-sbuild', enableTasks: ['autopkgtest'] } } });
+    const refused = await expectResult(t, 'InputError', POOL, {
+      i: { name: 'p-both', providerType: 'local', specifications: { image: 'trixie-sbuild', enableTasks: ['autopkgtest'] } },
+    });
     expect(refused).toMatchObject({ code: 'INVALID_INPUT', path: 'input.specifications.enableTasks' });
   });
 

@@ -76,7 +76,7 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     for (const ws of ['debian/main', 'secret/embargo'])
       await admin(`mutation($w: String!) { setWorkspaceMember(input: { workspace: $w, username: "alice", role: CONTRIBUTOR }) { __typename } }`, { w: ws });
     await admin(
-      `mutation { createWorkerPool(input: { name: "cloud-arm64", providedTags: ["site:cloud"], maxActiveInstances: 4, monthlyRuntimeBudgetSeconds: 360000 }) { __typename } }`,
+      `mutation { createWorkerPool(input: { name: "cloud-arm64", providerType: "local", providedTags: ["site:cloud"], maxActiveInstances: 4, monthlyRuntimeBudgetSeconds: 360000 }) { __typename } }`,
     );
     // Instances as the provisioner records them (it is off here: nothing is launched).
     await f.sql(

@@ -129,6 +129,8 @@ export interface AgentOptions {
 export interface RegisterOptions {
   type?: string;
   staticMetadata?: Record<string, unknown>;
+  /** The pool it joins (a worker made by hand in a pool: it has no instance). */
+  pool?: string;
 }
 
 export interface Fleet {

@@ -84,14 +84,24 @@ describe.sequential('a server killed', () => {
     let server = await f.server({}, 'load-0');
     const proxy = await f.proxy(server.port);
     const url = proxy.urlFor(server.url);
-    const agents = [await f.agent({ name: 'x', url, concurrency: 2, sleep: '0.5' }), await f.agent({ name: 'y', url, concurrency: 2, sleep: '0.5' })];
+    const agents = [await f.agent({ name: 'x', url, concurrency: 2, sleep: '1.5' }), await f.agent({ name: 'y', url, concurrency: 2, sleep: '1.5' })];
     const ids: string[] = [];
     for (let i = 0; i < 12; i++) ids.push(await f.createNoop(server.url));
     for (let round = 1; round <= 2; round++) {
-      // Killed while work is assigned and running, and some already done.
+      // Killed while work is assigned and running, and some already done: both are checked in one
+      // look, and each run takes long enough (1.5 s on 4 slots) that the work cannot all finish
+      // between them.
       const doneBefore = f.executions().filter((e) => e.done).length;
-      await until('more work to finish before the kill', () => f.executions().filter((e) => e.done).length >= doneBefore + 2);
-      await until('work in flight', async () => (await states(f, ids)).some((s) => s.status === 'RUNNING' || s.status === 'ASSIGNED'));
+      let seen = '';
+      await until(
+        () => `more work to finish, and work in flight, in round ${round} (last seen: ${seen})`,
+        async () => {
+          const done = f.executions().filter((e) => e.done).length;
+          const now = await states(f, ids);
+          seen = `${done - doneBefore} more done; ${now.map((s) => s.status).join(' ')}`;
+          return done >= doneBefore + 2 && now.some((s) => s.status === 'RUNNING' || s.status === 'ASSIGNED');
+        },
+      );
       await server.kill();
       server = await f.server({}, `load-${round}`);
       proxy.retarget(server.port);

@@ -101,8 +101,10 @@ export async function connectedWorker(t: TestApp, name: string, opts: Parameters
 }
 
 /** Creates a worker pool (admin). */
+/** Creates a pool (a `local` one unless the input names its provider). */
 export async function createPool(t: TestApp, input: Json): Promise<Json> {
-  return expectResult(t, 'WorkerPool', `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} } }`, { i: input });
+  const i = { providerType: 'local', ...input };
+  return expectResult(t, 'WorkerPool', `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} } }`, { i });
 }
 
 /** The fields of a created work request most tests look at. */

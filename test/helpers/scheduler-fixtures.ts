@@ -121,7 +121,18 @@ async function base(t: TestApp, em: EntityManager): Promise<{ workspaceId: numbe
  */
 export async function resetScheduling(t: TestApp): Promise<void> {
   await t.app.orm.em.fork().transactional(async (tx) => {
-    for (const table of ['work_request_dependency', 'work_request', 'token', 'instance', 'worker', 'worker_pool', 'significant_tag', 'task_duration'])
+    for (const table of [
+      'work_request_dependency',
+      'work_request',
+      'token',
+      'instance',
+      'worker',
+      'worker_pool',
+      'significant_tag',
+      'task_duration',
+      'class_start_estimate_error',
+      'task_statistics_histogram',
+    ])
       await tx.execute(`delete from ${table}`);
     await tx.execute(
       `insert into token (hash, kind, label, user_id, enabled, created_at)

@@ -57,7 +57,7 @@ describe('what makes a tree boot', () => {
   it('has GRUB find the root by its UUID and boot the kernel through the links that follow upgrades, on the serial console too', () => {
     expect(grubEarlyConfig(ids)).toBe(`search --no-floppy --fs-uuid --set=root ${ids.rootUuid}\nset prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n`);
     const cfg = grubConfig(ARCHITECTURE_BOOT.amd64, ids);
-    expect(cfg).toContain(`  linux /vmlinuz root=UUID=${ids.rootUuid} ro console=tty0 console=ttyS0,115200\n`);
+    expect(cfg).toContain(`  linux /vmlinuz root=UUID=${ids.rootUuid} ro panic=10 console=tty0 console=ttyS0,115200\n`);
     expect(cfg).toContain('  initrd /initrd.img\n');
     expect(cfg).toContain('terminal_output console serial\n');
     expect(fstab(ids)).toContain(`UUID=${ids.rootUuid} / ext4 defaults,errors=remount-ro 0 1\n`);

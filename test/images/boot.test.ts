@@ -43,6 +43,8 @@ const ADMIN = 'tsk_admin_boot-test-0123456789abcdef';
 const NAME = 'boot-image';
 const BUILD_TIMEOUT_MS = 30 * 60_000; // a slow mirror on a busy machine
 const BOOT_TIMEOUT_MS = 15 * 60_000; // TCG on two cores shared with other work: minutes, not seconds
+/** What a guest kernel prints when it dies: a wait for the machine ends there, not at its timeout. */
+const GUEST_PANIC = /Kernel panic - not syncing/;
 const POWER_OFF_TIMEOUT_MS = 3 * 60_000;
 const GIB = 2 ** 30;
 /** The machines' disks: 2 GiB bigger than the image. */
@@ -255,10 +257,12 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
       try {
         const running = await until(
           () => `${name} to connect`,
-          async () => (await instancesOf(server, 'qemu-pool')).find((i) => i.name === name && i.startedAt),
+          async () => (await instancesOf(server, 'qemu-pool')).find((i) => i.name === name && (i.startedAt || i.state === 'TERMINATED' || i.state === 'FAILED')),
           BOOT_TIMEOUT_MS,
           2_000,
         );
+        if (!running.startedAt)
+          throw new Error(`${name} ended ${running.state} before it connected${GUEST_PANIC.test(await consoleOf(server, name)) ? ': its kernel panicked' : ''}`);
         figures.qemuPoolBootToConnectedSeconds = seconds(running.requestedAt, running.startedAt!);
         expect(running.state).toBe('RUNNING');
         const worker = (await gql(`query($n: String!) { worker(name: $n) { pool { name } providedTags { tag provenance } } }`, { n: name })).worker;
@@ -384,12 +388,14 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         const connected = await until(
           () => `${worker} to connect`,
           async () => {
+            if (GUEST_PANIC.test(vm.serial())) return { panicked: true as const };
             const w = (await gql(`query($n: String!) { worker(name: $n) { connectedAt pool { name } } }`, { n: worker })).worker;
-            return w?.connectedAt ? w : null;
+            return w?.connectedAt ? (w as { connectedAt: string; pool: { name: string } }) : null;
           },
           BOOT_TIMEOUT_MS,
           2_000,
         );
+        if ('panicked' in connected) throw new Error(`${worker}'s kernel panicked before it connected`);
         figures[`${firmware}BootToConnectedSeconds`] = Math.round((Date.now() - started) / 1000);
         // The boot started the agent's unit itself: systemd found no ordering cycle to break by dropping it.
         expect(vm.serial()).not.toMatch(/ordering cycle/i);

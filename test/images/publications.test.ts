@@ -4,9 +4,8 @@
  * image and no providerImage is refused until its provider and region have a publication, and its
  * launches (the provisioner's cycle against the cloud stand-ins) boot the published id.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startEc2StandIn, type Ec2StandIn } from '../provisioner/stand-ins/ec2.js';
-import { startHetznerStandIn, type HetznerStandIn } from '../provisioner/stand-ins/hetzner.js';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { useCloudStandIns, withCloudStandIns } from '../provisioner/stand-ins/clouds.js';
 import { useTestApp } from '../helpers/app.js';
 import { createWorkspace, ERROR_FIELDS, ok, sbuild, submitOk } from '../helpers/fixtures.js';
 import { imageManifest } from '../helpers/image-manifest.js';
@@ -16,30 +15,15 @@ const HZ_TOKEN = 'hz-token-publications-7Qm2';
 const KEY_ID = 'AKIAZ7TAGSCHEDPUB001';
 const SECRET = 'publications-secret-access-key-0001';
 const AMI = 'ami-0123456789abcdef0';
-let hetzner: HetznerStandIn;
-let ec2: Ec2StandIn;
-
-beforeAll(async () => {
-  hetzner = await startHetznerStandIn({ tokens: [HZ_TOKEN] });
-  ec2 = await startEc2StandIn({ credentials: { [KEY_ID]: { secretAccessKey: SECRET } }, images: [AMI] });
-});
-afterAll(async () => {
-  await hetzner?.close();
-  await ec2?.close();
-});
-
-// The stand-ins listen before the app is built (the beforeAll above runs first): the config reads their addresses then.
-const t = useTestApp({
-  provisioner: true,
-  agentServerUrl: 'http://tagsched.test/graphql',
-  providerTimeoutMs: 5_000,
-  get hetznerApiUrl() {
-    return hetzner.url;
-  },
-  get ec2Endpoint() {
-    return ec2.url;
-  },
-});
+const clouds = useCloudStandIns({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
+// The stand-ins listen before the app is built (their beforeAll is registered first): the config reads their addresses then.
+const t = useTestApp(
+  withCloudStandIns(clouds, {
+    provisioner: true,
+    agentServerUrl: 'http://tagsched.test/graphql',
+    providerTimeoutMs: 5_000,
+  }),
+);
 
 const IMAGE_FIELDS = `name publications { provider region providerImageId publishedAt }`;
 const RECORD = `mutation($i: RecordWorkerImagePublicationInput!) { recordWorkerImagePublication(input: $i) { __typename ... on WorkerImage { ${IMAGE_FIELDS} } ${ERROR_FIELDS} ... on InputError { problems { message path } } } }`;
@@ -137,7 +121,7 @@ describe('publications of a worker image', () => {
     await setEnabled('pub-ec2', false);
     await submitOk(t, sbuild('debian/main'));
     expect(await t.app.provisioner.runCycle({ reconcile: false })).toMatchObject({ launched: 1, launchFailures: 0 });
-    const created = hetzner.requests.filter((r) => r.method === 'POST' && r.path === '/v1/servers');
+    const created = clouds.hetzner.requests.filter((r) => r.method === 'POST' && r.path === '/v1/servers');
     expect(created).toHaveLength(1);
     expect(created[0]!.body).toMatchObject({ image: '31337', server_type: 'cx22', location: 'nbg1' });
 
@@ -147,7 +131,7 @@ describe('publications of a worker image', () => {
     // (the disabled hetzner pool's instance no longer counts: both requests may get an ec2 instance)
     const second = (await t.app.provisioner.runCycle({ reconcile: false }))!;
     expect(second).toMatchObject({ launchFailures: 0 });
-    const run = ec2.requests.filter((r) => r.action === 'RunInstances');
+    const run = clouds.ec2.requests.filter((r) => r.action === 'RunInstances');
     expect(run.length).toBeGreaterThanOrEqual(1);
     expect(run).toHaveLength(second.launched);
     for (const r of run) expect(r.params).toMatchObject({ ImageId: AMI, InstanceType: 't3.micro' });

@@ -9,9 +9,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { WorkerPoolSchema } from '../../src/entities/worker-pool.js';
 import { recordLaunch } from '../../src/services/pools/instances.js';
 import { useTestApp } from '../helpers/app.js';
-import { createPool, createWorkspace, ERROR_FIELDS, expectResult, ok, reportMetadata, submitOk } from '../helpers/fixtures.js';
+import { createPool, createWorkspace, ERROR_FIELDS, expectResult, ok, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
-import { registerFakeCloud } from './fake-cloud.js';
+import { bootLaunched, registerFakeCloud } from './fake-cloud.js';
 
 const SECRET = 'fake-cloud-key-5f4e3d2c1b0a-DO-NOT-LEAK';
 const cloud = registerFakeCloud('fake');
@@ -62,19 +62,7 @@ const poolRow = async (name: string) =>
 const retryNow = (name: string) => t.sql(`update worker_pool set launch_retry_at = now() - interval '1 second' where name = ?`, [name]);
 const DEMAND = `{ provisioningDemand { pools { pool { name degraded lastError } launch limitedBy degraded lastError } } }`;
 
-/** Plays the agent of a launched instance: trades its activation token, then reports (connects). */
-async function boot(index: number): Promise<string> {
-  const { spec } = cloud.launches[index];
-  const r = await expectResult(
-    t,
-    'WorkerTokenPayload',
-    `mutation($n: String) { activateWorker(input: { name: $n }) { __typename ... on WorkerTokenPayload { token } ${ERROR_FIELDS} } }`,
-    { n: spec.agent.workerName },
-    spec.agent.activationToken,
-  );
-  await reportMetadata(t, r.token, { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] });
-  return r.token as string;
-}
+const boot = (index: number) => bootLaunched(t, cloud, index);
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
@@ -119,6 +107,14 @@ describe('the provisioner cycle', () => {
     // Its agent comes up: the instance is RUNNING.
     await boot(0);
     expect((await instances())[0]).toMatchObject({ state: 'RUNNING' });
+    // Its launch is measured: the pool's launch time is this one's, from its request to its worker's first connection.
+    const [measured] = await t.sql<{ launch_seconds: number; launch_samples: number; took: number }>(
+      `select p.launch_seconds, p.launch_samples, extract(epoch from (i.started_at - i.requested_at))::float8 as took
+         from instance i join worker_pool p on p.id = i.pool_id where i.name = ?`,
+      [cloud.launches[0].spec.name],
+    );
+    expect(measured.launch_samples).toBe(1);
+    expect(Number(measured.launch_seconds)).toBeCloseTo(measured.took, 3);
   });
 
   it('backs off after a failed launch, shows the pool degraded when launches keep failing, and recovers', async () => {

@@ -6,6 +6,8 @@
  * token of the LaunchSpec it recorded.
  */
 import { registerProvider } from '../../src/provisioner/providers.js';
+import type { TestApp } from '../helpers/app.js';
+import { ERROR_FIELDS, expectResult, reportMetadata } from '../helpers/fixtures.js';
 import { ProviderError, type LaunchSpec, type Provider, type ProviderErrorKind, type ProviderInstance } from '../../src/provisioner/provider.js';
 
 export interface FakeCloud {
@@ -74,4 +76,18 @@ export function registerFakeCloud(type: string): FakeCloud {
   };
   cloud.unregister = registerProvider(type, () => provider);
   return cloud;
+}
+
+/** Plays the agent of the cloud's launch `index`: trades its activation token, then reports a noop-running amd64 machine (connects). Returns its worker token. */
+export async function bootLaunched(t: TestApp, cloud: FakeCloud, index: number): Promise<string> {
+  const { spec } = cloud.launches[index];
+  const r = await expectResult(
+    t,
+    'WorkerTokenPayload',
+    `mutation($n: String) { activateWorker(input: { name: $n }) { __typename ... on WorkerTokenPayload { token } ${ERROR_FIELDS} } }`,
+    { n: spec.agent.workerName },
+    spec.agent.activationToken,
+  );
+  await reportMetadata(t, r.token, { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] });
+  return r.token as string;
 }

@@ -18,7 +18,7 @@ describe('the end of a local instance', () => {
     const created = await f.gql(
       server.url,
       `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { code message } } }`,
-      { i: { name: 'ends', minIdleInstances: 1, maxActiveInstances: 1, specifications: { enableTasks: ['noop'], handlers } } },
+      { i: { name: 'ends', providerType: 'local', minIdleInstances: 1, maxActiveInstances: 1, specifications: { enableTasks: ['noop'], handlers } } },
       ADMIN,
     );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');

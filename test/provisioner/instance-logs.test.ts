@@ -22,7 +22,7 @@ describe('instance logs', () => {
     const server = await f.server(PROVISIONER_ENV);
     const created = await f.gql(
       server.url,
-      `mutation { createWorkerPool(input: { name: "logged", maxActiveInstances: 1, idleTimeoutSeconds: 1, specifications: { enableTasks: ["noop"] } }) { __typename ... on Error { message } } }`,
+      `mutation { createWorkerPool(input: { name: "logged", providerType: "local", maxActiveInstances: 1, idleTimeoutSeconds: 1, specifications: { enableTasks: ["noop"] } }) { __typename ... on Error { message } } }`,
     );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');
     await f.createNoop(server.url);

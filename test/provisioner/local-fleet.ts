@@ -86,9 +86,16 @@ export function localAgentPids(fleet: Fleet): { name: string; pid: number }[] {
 /** After each test: no local agent left running, and no pool of it that would take the next test's work (register after useFleet). */
 export function killLocalAgentsAfterEach(fleet: Fleet): void {
   afterEach(async () => {
-    const left = localAgentPids(fleet).filter((a) => alive(a.pid));
-    for (const a of left) process.kill(a.pid, 'SIGKILL');
-    await until('the local agents to be gone', () => left.every((a) => !alive(a.pid)));
+    // The pools first: a server still running would launch again for a pool's minimum idle instances.
+    // A cycle already under way may still launch one: looked for again until a second passes with none.
     await fleet.sql(`update worker_pool set enabled = false`);
+    for (let quiet = 0, round = 0; quiet < 2; round++) {
+      if (round > 40) throw new Error('local agents kept being started after their pools were disabled');
+      const left = localAgentPids(fleet).filter((a) => alive(a.pid));
+      for (const a of left) process.kill(a.pid, 'SIGKILL');
+      await until('the local agents to be gone', () => left.every((a) => !alive(a.pid)));
+      quiet = left.length ? 0 : quiet + 1;
+      if (quiet < 2) await new Promise((r) => setTimeout(r, 500));
+    }
   });
 }

@@ -24,6 +24,7 @@ describe('pools with the local provider, end to end', () => {
       {
         i: {
           name: 'farm',
+          providerType: 'local',
           maxActiveInstances: MAX,
           idleTimeoutSeconds: 2,
           // Everything an sbuild needs comes from the specifications: no tag is added by hand.

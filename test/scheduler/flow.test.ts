@@ -83,7 +83,7 @@ describe('scheduling through the API', () => {
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
 
     await t.gql(
-      `mutation { createWorkerPool(input: { name: "cloud-riscv", providedTags: ["worker:build-arch:riscv64", "worker:executor:unshare", "worker:cap:sbuild", "worker:task:worker:sbuild:version:1"], maxActiveInstances: 3 }) { __typename } }`,
+      `mutation { createWorkerPool(input: { name: "cloud-riscv", providerType: "local", providedTags: ["worker:build-arch:riscv64", "worker:executor:unshare", "worker:cap:sbuild", "worker:task:worker:sbuild:version:1"], maxActiveInstances: 3 }) { __typename } }`,
     );
     const demand = await t.gql(`{ provisioningDemand { pendingTotal pools { pool { name } pendingRunnable launch workersRequired } unschedulable { count } } }`);
     expect(demand.data!.provisioningDemand).toEqual({
@@ -92,5 +92,33 @@ describe('scheduling through the API', () => {
       unschedulable: [],
     });
     void amd;
+  });
+});
+
+describe('the pull answer', () => {
+  it('is the request as it now stands, as workRequest(id) answers it', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/pull-answer" }) { __typename } }`);
+    const token = await worker('pull-answer', 'riscv64');
+    const created = await t.gql(
+      `mutation($d: JSON!) { createWorkRequest(input: { workspace: "debian/pull-answer", taskType: "worker", taskName: "sbuild", taskData: $d }) { ... on WorkRequest { id } } }`,
+      { d: { source_package: 'hello', host_architecture: 'riscv64' } },
+    );
+    const id = created.data!.createWorkRequest.id as string;
+    const FIELDS =
+      'id status taskType taskName taskData priority retryCount workspace { name } createdBy { username } worker { name } assignedAt pendingAt startedAt requiredTags { tag }';
+    const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { ${FIELDS} } } ... on Error { code message } } }`, {}, token);
+    const answer = pulled.data!.requestWork.workRequest;
+    expect(answer).toMatchObject({
+      id,
+      status: 'ASSIGNED',
+      taskData: { source_package: 'hello', host_architecture: 'riscv64' },
+      workspace: { name: 'debian/pull-answer' },
+      createdBy: { username: 'admin' },
+      worker: { name: 'pull-answer' },
+      startedAt: null,
+    });
+    expect(answer.assignedAt).toEqual(expect.any(String));
+    const read = await t.gql(`query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id });
+    expect(answer).toEqual(read.data!.workRequest);
   });
 });

@@ -83,7 +83,7 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
   });
 
   it('prefers a free static worker to a free pool worker, and takes the pool worker when the static one is busy', async () => {
-    await t.gql(`mutation { createWorkerPool(input: { name: "place-pool" }) { __typename } }`);
+    await t.gql(`mutation { createWorkerPool(input: { name: "place-pool", providerType: "local" }) { __typename } }`);
     // The pool worker is registered first (a lower id) and can run the same work.
     await worker('place-s390x-pooled', 's390x', { pool: 'place-pool' });
     await worker('place-s390x-static', 's390x');

@@ -105,8 +105,8 @@ describe('NUL characters are refused wherever a client string goes (one input ch
       null,
     ],
     ['an environment codename', 'mutation($c: String!) { createEnvironment(input: { codename: $c, architecture: "amd64" }) { __typename ${E} } }', { c: `sid${NUL}` }, null],
-    ['a pool specification', POOL, { i: { name: 'nul-pool', specifications: { image: `debian${NUL}` } } }, null],
-    ['a provider account value', POOL, { i: { name: 'nul-pool', providerAccount: { token: `x${NUL}` } } }, null],
+    ['a pool specification', POOL, { i: { name: 'nul-pool', providerType: 'local', specifications: { image: `debian${NUL}` } } }, null],
+    ['a provider account value', POOL, { i: { name: 'nul-pool', providerType: 'local', providerAccount: { token: `x${NUL}` } } }, null],
     ['a required tag', CREATE, { i: { ...sbuild('hostile/main'), requiredTags: [`site:x${NUL}`] } }, 'alice'],
     ['a taskData string', CREATE, { i: { workspace: 'hostile/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: `a${NUL}b` } } }, 'alice'],
     [
@@ -223,7 +223,7 @@ describe('long tags and long numbers', () => {
   });
 
   it('a pool tag with a value of 200,000 digits: INVALID_TAG', async () => {
-    await refusedMutation(POOL, { i: { name: 'long-pool', providedTags: [`worker:memory-gib=0.${'0'.repeat(199_998)}1`] } }, 'INVALID_TAG');
+    await refusedMutation(POOL, { i: { name: 'long-pool', providerType: 'local', providedTags: [`worker:memory-gib=0.${'0'.repeat(199_998)}1`] } }, 'INVALID_TAG');
   });
 });
 
@@ -266,7 +266,7 @@ describe('admin input is judged one way: refused whole, every problem listed (po
       'TAG_NOT_ALLOWED',
     );
     expect(onWorker).toMatchObject({ path: 'input.metadata.providedTags[0]', tag: 'worker:type:signing' });
-    const onPool = await refusedMutation(POOL, { i: { name: 'typed-pool', providedTags: ['worker:type:signing', 'site:ok'] } }, 'TAG_NOT_ALLOWED');
+    const onPool = await refusedMutation(POOL, { i: { name: 'typed-pool', providerType: 'local', providedTags: ['worker:type:signing', 'site:ok'] } }, 'TAG_NOT_ALLOWED');
     expect(onPool).toMatchObject({ path: 'input.providedTags[0]', tag: 'worker:type:signing' });
   });
 
@@ -290,7 +290,7 @@ describe('admin input is judged one way: refused whole, every problem listed (po
   it('createWorkerPool lists the problems of both tag lists and of the limits at once', async () => {
     const r = await refusedMutation(
       `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ${ERROR_FIELDS} ${PROBLEMS} } }`,
-      { i: { name: 'many-problems', providedTags: ['bad tag'], requiredTags: ['worker:cpu-count=4'], maxActiveInstances: -1 } },
+      { i: { name: 'many-problems', providerType: 'local', providedTags: ['bad tag'], requiredTags: ['worker:cpu-count=4'], maxActiveInstances: -1 } },
       'INVALID_TAG',
     );
     expect(r.problems.map((p: Json) => p.path)).toEqual(['input.providedTags[0]', 'input.requiredTags[0]', 'input.maxActiveInstances']);

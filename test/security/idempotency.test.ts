@@ -82,7 +82,7 @@ describe('the other creates', () => {
   it('createWorkspace, createWorkerPool and createEnvironment answer a retry with the first one', async () => {
     for (const [mutation, table] of [
       [`createWorkspace(input: { name: "idem/again" }, idempotencyKey: "ws-1") { __typename ... on Workspace { name } ${ERROR_FIELDS} }`, 'workspace'],
-      [`createWorkerPool(input: { name: "idem-pool" }, idempotencyKey: "p-1") { __typename ... on WorkerPool { name } ${ERROR_FIELDS} }`, 'worker_pool'],
+      [`createWorkerPool(input: { name: "idem-pool", providerType: "local" }, idempotencyKey: "p-1") { __typename ... on WorkerPool { name } ${ERROR_FIELDS} }`, 'worker_pool'],
       [`createEnvironment(input: { codename: "trixie", architecture: "amd64" }, idempotencyKey: "e-1") { __typename ... on Environment { id } ${ERROR_FIELDS} }`, 'environment'],
     ] as const) {
       const before = await count(table);

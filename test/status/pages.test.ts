@@ -338,3 +338,12 @@ describe('one task class of the queue', () => {
     expect((await get('/-/status/queue/?class=99999999')).status).toBe(404);
   });
 });
+
+describe('the start estimate on the pages', () => {
+  it('a request nothing can run: no expected start, and why, on its page and as its class’s wait on the queue page', async () => {
+    const page = (await get(`/-/status/work-requests/${wr.public}/`)).html;
+    expect(page).toContain('<dt>Expected start</dt>');
+    expect(page).toContain('none: nothing can ever run it');
+    expect((await get('/-/status/queue/')).html).toContain('Estimated wait: <span class="muted">none (nothing can ever run it');
+  });
+});

@@ -26,11 +26,19 @@ describe('presence in the order of connections', () => {
     for (let i = 0; i < 20; i++) {
       for (let k = 0; k < 50 && !(await connectedAt()); k++) await new Promise((r) => setTimeout(r, 20));
       expect(await connectedAt(), `round ${i}: connected before the switch`).not.toBeNull();
+      const switchedAt = Date.now();
       const next = wsClient(url, token);
       await current.client.dispose(); // the close and the new connection reach the server together
       current = next;
-      // Both events handled: wait until the server has no presence write in flight for it.
-      await new Promise((r) => setTimeout(r, 150));
+      // The new connection's "connected" is written (a time after the switch); then, a moment later, the
+      // old one's "disconnected" must not have undone it. Written out of order, the worker would stay
+      // disconnected for good. Looked at for seconds, not a fixed moment: a loaded machine is late.
+      const newer = async () => {
+        const at = await connectedAt();
+        return at !== null && new Date(at).getTime() >= switchedAt - 5;
+      };
+      for (let k = 0; k < 250 && !(await newer()); k++) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 300));
       expect(await connectedAt(), `round ${i}: the new connection is open`).not.toBeNull();
     }
     await current.client.dispose();

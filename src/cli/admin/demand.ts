@@ -13,10 +13,10 @@ import type { Ctx, Register } from './command-context.js';
 /** The demand as the table and scripts read it. */
 export const DEMAND = `query ProvisioningDemand {
   provisioningDemand {
-    pendingTotal hiddenUnschedulableCount
+    pendingTotal comingTotal hiddenUnschedulableCount
     pools {
       pool { name providerType maxActiveInstances }
-      pendingRunnable pendingAssigned idleCompatibleSlots activeInstances startingInstances
+      pendingRunnable pendingAssigned comingAssigned idleCompatibleSlots activeInstances startingInstances
       workersRequired launch limitedBy averageTaskSeconds stopWorkers { name } degraded lastError monthRuntimeSeconds
     }
     unschedulable { count requiredTags providedTags sampleWorkRequestIds nearest { pool workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount } }
@@ -27,6 +27,7 @@ interface PoolDemandRow {
   pool: { name: string; providerType: string; maxActiveInstances: number };
   pendingRunnable: number;
   pendingAssigned: number;
+  comingAssigned: number;
   idleCompatibleSlots: number;
   activeInstances: number;
   startingInstances: number;
@@ -57,7 +58,7 @@ interface UnschedulableRow {
 }
 
 interface DemandData {
-  provisioningDemand: { pendingTotal: number; hiddenUnschedulableCount: number; pools: PoolDemandRow[]; unschedulable: UnschedulableRow[] };
+  provisioningDemand: { pendingTotal: number; comingTotal: number; hiddenUnschedulableCount: number; pools: PoolDemandRow[]; unschedulable: UnschedulableRow[] };
 }
 
 /** What is missing for the nearest match of an unschedulable group, in words. */
@@ -78,12 +79,14 @@ function nearestText(group: UnschedulableRow): string {
 /** The demand for people: one table of pools, one of unschedulable groups. */
 export function renderDemand(out: Output, data: DemandData): string {
   const d = data.provisioningDemand;
-  const parts = [`Pending work requests: ${d.pendingTotal}\n`, heading(out, 'Pools')];
+  const coming = d.comingTotal ? `; coming (waiting only on running work): ${d.comingTotal}` : '';
+  const parts = [`Pending work requests: ${d.pendingTotal}${coming}\n`, heading(out, 'Pools')];
   parts.push(
     renderTable(out, d.pools, [
       { header: 'POOL', value: (p) => `${p.pool.name}${p.degraded ? ' (!)' : ''}`, style: (t, p) => (p.degraded ? out.color.red(t) : t) },
       { header: 'RUNNABLE', value: (p) => p.pendingRunnable, align: 'right' },
       { header: 'SHARE', value: (p) => p.pendingAssigned, align: 'right' },
+      { header: 'COMING', value: (p) => p.comingAssigned, align: 'right' },
       { header: 'IDLE', value: (p) => p.idleCompatibleSlots, align: 'right' },
       { header: 'ACTIVE', value: (p) => `${p.activeInstances}/${p.pool.maxActiveInstances}`, align: 'right' },
       { header: 'STARTING', value: (p) => p.startingInstances, align: 'right' },
@@ -160,8 +163,8 @@ Columns: RUNNABLE pending requests the pool's template can run; SHARE what is le
 idle capacity and earlier pools; IDLE free slots of available compatible workers; ACTIVE instances /
 the pool's maximum; STARTING instances not connected yet; NEEDED instances to serve its share
 within the target latency; LAUNCH instances to start now; STOP idle pool workers past their idle
-timeout; LIMITED BY what cut LAUNCH (max-active-instances, monthly-budget, backoff after failed
-launches); AVG TASK the average run time of such work. A pool marked (!) is degraded: its launches
+timeout; LIMITED BY what cut LAUNCH (max-active-instances, monthly-budget, cost-budget, backoff
+after failed launches, rate-limit); AVG TASK the average run time of such work. A pool marked (!) is degraded: its launches
 keep failing, and why is said below the table.
 
 Examples:

@@ -14,6 +14,8 @@ export interface DiagnosisData {
   matchingPools: string[];
   /** The matching pools' room to launch and launching instances (absent from older answers: then only `matchingPools` is used). */
   pools?: { pool: string; instances: number; maxActiveInstances: number; atLimit: string[]; launching: { name: string; since: string }[] }[];
+  /** When it is expected to start (absent from older answers; null unless it is PENDING). */
+  startEstimate?: StartEstimateData | null;
   /** The tag lists are null for workers whose tags the caller may not see; the counts are always there. */
   mismatches: {
     pool: string | null;
@@ -26,6 +28,15 @@ export interface DiagnosisData {
   }[];
 }
 
+/** A pending request's start estimate as the API answers it. */
+export interface StartEstimateData {
+  at: string | null;
+  waitSeconds: number | null;
+  basis: string;
+  medianAbsoluteErrorSeconds: number | null;
+  samples: number;
+}
+
 /** The fields of a work request `why` reads. */
 export interface WhyData {
   id: string;
@@ -35,17 +46,41 @@ export interface WhyData {
   dependsOn: string[];
   hiddenDependencyCount: number;
   worker: { name: string } | null;
+  /** Its required tags with their sources (absent from older selections): the learned minimums are named. */
+  requiredTags?: { tag: string; source: string }[];
   diagnosis: DiagnosisData;
 }
 
 /** The selection of WhyData. */
-export const WHY_FIELDS = `id status result statusReason dependsOn hiddenDependencyCount worker { name }
+export const WHY_FIELDS = `id status result statusReason dependsOn hiddenDependencyCount worker { name } requiredTags { tag source }
   diagnosis { state matchingWorkers availableWorkers busyWorkers unavailableWorkers { reason count } matchingPools
     pools { pool instances maxActiveInstances atLimit launching { name since } }
+    startEstimate { at waitSeconds basis medianAbsoluteErrorSeconds samples }
     mismatches { pool workerCount workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount } }`;
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 const names = (list: readonly string[], max = 3) => (list.length > max ? `${list.slice(0, max).join(', ')}, …` : list.join(', '));
+
+/** Seconds as "45s", "4m 20s", "2h 5m". */
+function span(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? ` ${s % 60}s` : ''}`;
+  return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)}m` : ''}`;
+}
+
+/**
+ * The start estimate in words: when, how it was computed, and how far off the estimates of its class
+ * were (so that an operator knows how much to trust it); or why there is none.
+ */
+export function startEstimateText(e: StartEstimateData): string[] {
+  if (e.at === null || e.waitSeconds === null) return [`no start estimate: ${e.basis}`];
+  const trust =
+    e.samples > 0 && e.medianAbsoluteErrorSeconds !== null
+      ? `estimates of its class were off by ${span(e.medianAbsoluteErrorSeconds)} (median of the last ${e.samples})`
+      : 'no estimate of its class has been checked yet';
+  return [`expected to start ${e.waitSeconds < 1 ? 'now' : `in ${span(e.waitSeconds)}`} (${e.at}); ${trust}`, `estimated from: ${e.basis}`];
+}
 
 /** "worker build-1", "workers build-1, build-2 (5 in all)", "pool cloud". */
 function who(m: DiagnosisData['mismatches'][number]): string {
@@ -95,9 +130,13 @@ function poolOutlook(p: NonNullable<DiagnosisData['pools']>[number], now: Date):
       ? `at its limit of ${plural(p.maxActiveInstances, 'instance')}`
       : l === 'MONTHLY_BUDGET'
         ? 'out of its monthly runtime budget'
-        : l === 'BACKOFF'
-          ? 'waiting after failed launches'
-          : l.toLowerCase().replace(/_/g, ' '),
+        : l === 'COST_BUDGET'
+          ? 'out of its monthly cost budget'
+          : l === 'BACKOFF'
+            ? 'waiting after failed launches'
+            : l === 'RATE_LIMIT'
+              ? 'at its launch rate limit for this minute'
+              : l.toLowerCase().replace(/_/g, ' '),
   );
   const parts = [launching, ...limits].filter(Boolean);
   return `pool ${p.pool} ${parts.length ? `is ${parts.join(' and ')}` : 'could start one'}`;
@@ -166,10 +205,14 @@ export function explain(w: WhyData, now = new Date()): { summary: string; detail
       summary = d.state.toLowerCase().replace(/_/g, ' ');
   }
   if (d.state !== 'NOT_PENDING' && d.state !== 'ORCHESTRATED') {
+    if (d.startEstimate) details.push(...startEstimateText(d.startEstimate));
     if (d.unavailableWorkers.length && d.state !== 'WAITING_FOR_WORKERS') details.push(`matching but unavailable: ${unavailableText(d)}`);
     const shown = d.mismatches.slice(0, 8);
     for (const m of shown) details.push(`${who(m)}: ${lacks(m)}`);
     if (d.mismatches.length > shown.length) details.push(`… and ${plural(d.mismatches.length - shown.length, 'more group')} of workers or pools that do not match`);
+    // Minimums learned from the history of its task, package and architecture (docs/reference/statistics.md).
+    const learned = (w.requiredTags ?? []).filter((t) => t.source.startsWith('history:'));
+    if (learned.length) details.push(`learned from its task's history: ${learned.map((t) => `${t.tag} (${t.source})`).join(', ')}`);
   }
   return { summary, details };
 }

@@ -3,6 +3,7 @@
  * (typed specifications as flags and/or a JSON file, limits, tags, the provider account from a
  * file), and one-shot activation tokens.
  */
+import { formatCost } from '../../scheduler/rules/cost.js';
 import type { Command } from 'commander';
 import { collect, decimal, expiryOf, integer, items, jsonObjectFile } from './arguments.js';
 import { ERROR_SELECTION, TypedErrorResult } from './client.js';
@@ -17,7 +18,8 @@ import { tagTable } from './workers.js';
 const SPEC_FIELDS = `architectures command concurrency cpuCount diskGib enableBackends enableTasks handlers { task command } image instanceType
   location memoryGib providerImage securityGroupIds subnetId`;
 const POOL_FIELDS = `name providerType enabled hasProviderAccount maxActiveInstances minIdleInstances idleTimeoutSeconds
-  targetLatencySeconds monthlyRuntimeBudgetSeconds monthRuntimeSeconds degraded lastError lastErrorAt lastErrorKind launchFailures launchRetryAt
+  targetLatencySeconds monthlyRuntimeBudgetSeconds maxInstanceLifetimeSeconds maxWorkRequestsPerInstance maxReplacingInstances billingPeriodSeconds scaleDownDelaySeconds maxLaunchesPerMinute minIdleInstancesNow
+  warmSchedule { timeZone periods { days from to minIdleInstances } } monthRuntimeSeconds pricePerHour monthlyCostBudget monthCost degraded lastError lastErrorAt lastErrorKind launchFailures launchRetryAt
   providedTags requiredTags specifications { ${SPEC_FIELDS} } createdAt`;
 
 interface PoolRow {
@@ -30,7 +32,18 @@ interface PoolRow {
   idleTimeoutSeconds: number;
   targetLatencySeconds: number;
   monthlyRuntimeBudgetSeconds: number | null;
+  maxInstanceLifetimeSeconds: number | null;
+  maxWorkRequestsPerInstance: number | null;
+  maxReplacingInstances: number;
+  billingPeriodSeconds: number | null;
+  scaleDownDelaySeconds: number | null;
+  maxLaunchesPerMinute: number | null;
+  minIdleInstancesNow: number;
+  warmSchedule: { timeZone: string; periods: { days: string[]; from: string; to: string; minIdleInstances: number }[] } | null;
   monthRuntimeSeconds: number;
+  pricePerHour: number | null;
+  monthlyCostBudget: number | null;
+  monthCost: number;
   degraded: boolean;
   lastError: string | null;
   lastErrorAt: string | null;
@@ -87,6 +100,15 @@ interface PoolOptions {
   idleTimeout?: string;
   targetLatency?: string;
   monthlyBudget?: string;
+  pricePerHour?: string;
+  monthlyCostBudget?: string;
+  maxLifetime?: string;
+  maxRequestsPerInstance?: string;
+  maxReplacing?: string;
+  billingPeriod?: string;
+  scaleDownDelay?: string;
+  maxLaunchesPerMinute?: string;
+  warmScheduleFile?: string;
   enable?: boolean;
   disable?: boolean;
   idempotencyKey?: string;
@@ -161,6 +183,24 @@ async function poolInput(ctx: Ctx, name: string, o: PoolOptions, current: PoolRo
   if (o.idleTimeout !== undefined) input.idleTimeoutSeconds = integer('--idle-timeout', o.idleTimeout, 0);
   if (o.targetLatency !== undefined) input.targetLatencySeconds = integer('--target-latency', o.targetLatency, 1);
   if (o.monthlyBudget !== undefined) input.monthlyRuntimeBudgetSeconds = integer('--monthly-budget', o.monthlyBudget, 0);
+  // Cost (docs/operating/pools.md, "Cost"); `none` removes them. The server checks the range.
+  if (o.pricePerHour !== undefined) input.pricePerHour = o.pricePerHour === 'none' ? null : decimal('--price-per-hour', o.pricePerHour, 0);
+  if (o.monthlyCostBudget !== undefined) input.monthlyCostBudget = o.monthlyCostBudget === 'none' ? null : decimal('--monthly-cost-budget', o.monthlyCostBudget, 0);
+  // `none` removes the limit.
+  if (o.maxLifetime !== undefined) input.maxInstanceLifetimeSeconds = o.maxLifetime === 'none' ? null : integer('--max-lifetime', o.maxLifetime, 60);
+  if (o.billingPeriod !== undefined) input.billingPeriodSeconds = o.billingPeriod === 'none' ? null : integer('--billing-period', o.billingPeriod, 60);
+  if (o.scaleDownDelay !== undefined) input.scaleDownDelaySeconds = o.scaleDownDelay === 'none' ? null : integer('--scale-down-delay', o.scaleDownDelay, 0);
+  if (o.maxLaunchesPerMinute !== undefined) input.maxLaunchesPerMinute = o.maxLaunchesPerMinute === 'none' ? null : integer('--max-launches-per-minute', o.maxLaunchesPerMinute, 1);
+  if (o.warmScheduleFile !== undefined) {
+    if (o.warmScheduleFile === 'none') input.warmSchedule = null;
+    else {
+      if (o.warmScheduleFile === '-' && (o.specFile === '-' || o.providerAccountFile === '-')) throw usageError('only one option can be read from stdin');
+      input.warmSchedule = await jsonObjectFile('--warm-schedule-file', o.warmScheduleFile, ctx.io.stdin);
+    }
+  }
+  if (o.maxReplacing !== undefined) input.maxReplacingInstances = integer('--max-replacing', o.maxReplacing, 1);
+  if (o.maxRequestsPerInstance !== undefined)
+    input.maxWorkRequestsPerInstance = o.maxRequestsPerInstance === 'none' ? null : integer('--max-requests-per-instance', o.maxRequestsPerInstance, 1);
   if (o.enable) input.enabled = true;
   if (o.disable) input.enabled = false;
   return input;
@@ -221,6 +261,26 @@ async function showPool(ctx: Ctx, name: string) {
       ['Idle timeout', seconds(p.idleTimeoutSeconds)],
       ['Target latency', seconds(p.targetLatencySeconds)],
       ['Monthly budget', seconds(p.monthlyRuntimeBudgetSeconds)],
+      ['Instance lifetime', p.maxInstanceLifetimeSeconds === null ? 'no limit' : `at most ${seconds(p.maxInstanceLifetimeSeconds)}, then retired`],
+      ['Billing period', p.billingPeriodSeconds === null ? 'by the second' : `${seconds(p.billingPeriodSeconds)}: idle instances stop near the end of their paid period`],
+      ['Scale-down delay', p.scaleDownDelaySeconds ? seconds(p.scaleDownDelaySeconds) : 'none'],
+      ['Launch rate', p.maxLaunchesPerMinute === null ? 'no limit' : `at most ${p.maxLaunchesPerMinute} a minute`],
+      [
+        'Warm capacity',
+        p.warmSchedule?.periods.length
+          ? `${p.warmSchedule.periods.map((w) => `${w.days.join(',')} ${w.from}-${w.to}: ${w.minIdleInstances} idle`).join('; ')} (${p.warmSchedule.timeZone}); now ${p.minIdleInstancesNow}`
+          : 'none',
+      ],
+      ['Rollouts', `at most ${p.maxReplacingInstances} outdated instance${p.maxReplacingInstances === 1 ? '' : 's'} replaced at a time`],
+      [
+        'Requests per instance',
+        p.maxWorkRequestsPerInstance === null
+          ? 'no limit'
+          : `at most ${p.maxWorkRequestsPerInstance}${p.maxWorkRequestsPerInstance === 1 ? ' (a fresh machine for each)' : ''}, then retired`,
+      ],
+      ['Price per hour', p.pricePerHour === null ? 'not set' : formatCost(p.pricePerHour)],
+      ['Monthly cost budget', p.monthlyCostBudget === null ? 'no limit' : formatCost(p.monthlyCostBudget)],
+      ['Cost this month', `${formatCost(p.monthCost)}${p.monthlyCostBudget ? ` (${Math.round((100 * p.monthCost) / p.monthlyCostBudget)}% of the cost budget)` : ''}`],
       [
         'Runtime this month',
         `${seconds(Math.round(p.monthRuntimeSeconds))}${p.monthlyRuntimeBudgetSeconds ? ` (${Math.round((100 * p.monthRuntimeSeconds) / p.monthlyRuntimeBudgetSeconds)}% of the budget)` : ''}`,
@@ -274,7 +334,7 @@ async function activationToken(ctx: Ctx, pool: string, opts: { expires?: string;
 /** The options create and update share. */
 function poolOptions(command: Command): Command {
   return command
-    .option('--provider <type>', 'the provider type: local, exec, hetzner, ec2 or qemu')
+    .option('--provider <type>', 'the provider type, required to create one: local, exec, hetzner, ec2 or qemu')
     .option('--provider-account-file <file>', 'provider credentials, a JSON object, from a file (- for stdin); never shown again')
     .option('--spec-file <file>', 'specifications, a JSON object (PoolSpecificationsInput: e.g. the exec command), from a file (- for stdin); the flags below override its keys')
     .option('--cpu-count <n>', 'CPUs per instance (worker:cpu-count)')
@@ -298,6 +358,15 @@ function poolOptions(command: Command): Command {
     .option('--idle-timeout <seconds>', 'an idle instance past this is stopped')
     .option('--target-latency <seconds>', 'how long pending work may wait for capacity')
     .option('--monthly-budget <seconds>', "the instances' runtime allowed per month")
+    .option('--price-per-hour <price>', "the price of one instance-hour in your currency, for cost; an offering's pricePerHour wins (none: removes it)")
+    .option('--monthly-cost-budget <amount>', "the instances' cost allowed per calendar month: no launch once reached (none: no limit)")
+    .option('--max-lifetime <seconds>', 'an instance older than this retires: no new work, stopped once idle, replaced (none: no limit)')
+    .option('--billing-period <seconds>', "the provider's billing period, e.g. 3600: idle instances stop near the end of their paid period (none: by the second)")
+    .option('--scale-down-delay <seconds>', 'no idle instance stops this long after a launch (none: no delay)')
+    .option('--max-launches-per-minute <n>', 'at most this many launches a minute (none: no limit)')
+    .option('--warm-schedule-file <file>', 'more idle instances at times of day: JSON {"timeZone": ..., "periods": [...]} (- for stdin, none to remove)')
+    .option('--max-replacing <n>', 'when its specifications change, outdated instances replaced at a time (default 1)')
+    .option('--max-requests-per-instance <n>', 'an instance retires after this many work requests; 1: a fresh machine for each (none: no limit)')
     .option('--enable', 'the provisioner may start its instances')
     .option('--disable', 'the provisioner starts none');
 }

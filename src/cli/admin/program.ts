@@ -20,6 +20,7 @@ import { registerInstanceCommands } from './instances.js';
 import { registerPoolCommands } from './pools.js';
 import { registerRuleCommands } from './rules.js';
 import { registerSessionCommands } from './session.js';
+import { registerTaskCommands } from './tasks.js';
 import { registerTokenCommands } from './tokens.js';
 import { registerWorkCommands } from './work.js';
 import { registerWorkerCommands } from './workers.js';
@@ -115,6 +116,7 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
   registerPoolCommands(program, action);
   registerInstanceCommands(program, action);
   registerDemandCommands(program, action);
+  registerTaskCommands(program, action);
   registerWorkCommands(program, action);
   return { program, token: () => connection?.token ?? null };
 }

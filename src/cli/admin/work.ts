@@ -2,6 +2,7 @@
  * Work requests: list (with filters), show (both tag sets with provenance), why (the diagnosis in
  * words), log (work-log.ts), create and abort.
  */
+import { formatCost } from '../../scheduler/rules/cost.js';
 import type { Command } from 'commander';
 import { collect, enumArg, integer, items, jsonArg } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
@@ -12,7 +13,7 @@ import type { Ctx, Register } from './command-context.js';
 import { addLogCommand } from './work-log.js';
 import { checkId, fetchOne } from './work-lookup.js';
 import { tagTable } from './workers.js';
-import type { RunStatistics } from '../../shared/run-statistics.js';
+import { MEMORY_METHOD_LABELS, type RunStatistics } from '../../shared/run-statistics.js';
 
 const STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'ABORTED'] as const;
 
@@ -42,6 +43,8 @@ interface WorkDetail extends WorkRow, WhyData {
   assignedAt: string | null;
   startedAt: string | null;
   completedAt: string | null;
+  /** Its share of its instance's cost; null without one. */
+  cost: number | null;
   userProvidedTags: string[];
   userRequiredTags: string[];
   providedTags: { tag: string; provenance: string; source: string }[];
@@ -58,7 +61,7 @@ const WORK_REQUESTS = `query WorkRequests($filter: WorkRequestFilter, $first: In
 }`;
 const WORK_REQUEST = `query WorkRequest($id: ID!) {
   workRequest(id: $id) {
-    ${ROW_FIELDS} ${WHY_FIELDS} taskData exitCode priorityBase priorityAdjustment retryCount pendingAt assignedAt startedAt completedAt
+    ${ROW_FIELDS} ${WHY_FIELDS} taskData exitCode priorityBase priorityAdjustment retryCount pendingAt assignedAt startedAt completedAt cost
     userProvidedTags userRequiredTags providedTags { tag provenance source } requiredTags { tag provenance source }
     droppedTags { tag provenance source set reason }
     parent { id taskName }
@@ -67,7 +70,8 @@ const WORK_REQUEST = `query WorkRequest($id: ID!) {
   }
 }`;
 const WHY = `query Why($id: ID!) { workRequest(id: $id) { ${WHY_FIELDS} } }`;
-const CREATE = `mutation CreateWorkRequest($input: CreateWorkRequestInput!, $key: String) {
+/** `work create`'s document (bench/clients.ts sends it too, as the CLI does). */
+export const CREATE_WORK_REQUEST = `mutation CreateWorkRequest($input: CreateWorkRequestInput!, $key: String) {
   createWorkRequest(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on WorkRequest { ${ROW_FIELDS} } }
 }`;
 const ABORT = `mutation AbortWorkRequest($id: ID!) { abortWorkRequest(input: { id: $id }) { ${ERROR_SELECTION} ... on WorkRequest { ${ROW_FIELDS} statusReason } } }`;
@@ -122,7 +126,7 @@ function usedFields(s: WorkDetail['statistics']): [string, string][] {
   return [
     ['Wall time', `run ${seconds(s.runSeconds)}, setup ${seconds(s.setupSeconds)}, teardown ${seconds(s.teardownSeconds)}`],
     ['CPU time', s.cpuSeconds === null ? 'unknown' : `${seconds(s.cpuSeconds)} (${s.cpuCount} CPUs on the worker)`],
-    ['Peak memory', s.peakMemoryBytes === null ? 'unknown' : `${mib(s.peakMemoryBytes)} (${s.memoryMethod.toLowerCase().replace(/_/g, ' ')})`],
+    ['Peak memory', s.peakMemoryBytes === null ? 'unknown' : `${mib(s.peakMemoryBytes)} (${MEMORY_METHOD_LABELS[s.memoryMethod] ?? s.memoryMethod})`],
     ['Peak disk', s.peakDiskBytes === null ? 'unknown' : `${mib(s.peakDiskBytes)} in its run directory`],
   ];
 }
@@ -153,6 +157,7 @@ async function show(ctx: Ctx, id: string) {
       ['Assigned', instant(w.assignedAt)],
       ['Started', instant(w.startedAt)],
       ['Completed', instant(w.completedAt)],
+      ['Cost', w.cost === null ? null : `${formatCost(w.cost)}${w.completedAt ? '' : ' so far'} (its share of its instance's cost)`],
       ...usedFields(w.statistics),
       ['Task data', JSON.stringify(w.taskData)],
     ]),
@@ -219,7 +224,7 @@ async function create(
     priorityAdjustment: opts.priorityAdjustment !== undefined ? integer('--priority-adjustment', opts.priorityAdjustment, -1_000_000, 1_000_000) : null,
     dependsOn: items(opts.dependsOn).map(checkId),
   };
-  const data = await ctx.api().mutate(CREATE, { input, key: opts.idempotencyKey ?? null }, 'createWorkRequest');
+  const data = await ctx.api().mutate(CREATE_WORK_REQUEST, { input, key: opts.idempotencyKey ?? null }, 'createWorkRequest');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const w = data.createWorkRequest as WorkRow;
   ctx.out.line(`Created work request ${w.id} (${w.taskType}/${w.taskName} in ${w.workspace.name}): ${statusStyle(ctx.out, w.status)}${w.worker ? ` on ${w.worker.name}` : ''}.`);

@@ -58,7 +58,8 @@ const WORKER = `query Worker($name: String!, $active: WorkRequestFilter) {
   }
   workRequests(filter: $active, first: 100) { edges { node { id status taskName workspace { name } startedAt assignedAt } } }
 }`;
-const REGISTER = `mutation RegisterWorker($input: RegisterWorkerInput!, $key: String) {
+/** `worker register`'s document (bench/clients.ts sends it too, as the CLI does). */
+export const REGISTER_WORKER = `mutation RegisterWorker($input: RegisterWorkerInput!, $key: String) {
   registerWorker(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on WorkerTokenPayload { token worker { ${ROW_FIELDS} } } }
 }`;
 const SET_STATIC = `mutation SetWorkerStaticMetadata($input: SetWorkerStaticMetadataInput!) {
@@ -184,7 +185,7 @@ async function register(ctx: Ctx, name: string, opts: { concurrency?: string; po
     type: opts.type ? enumArg('--type', opts.type, TYPES) : null,
     staticMetadata: providedTags.length || requiredTags.length ? { providedTags, requiredTags } : null,
   };
-  const data = await ctx.api().mutate(REGISTER, { input, key: opts.idempotencyKey ?? null }, 'registerWorker');
+  const data = await ctx.api().mutate(REGISTER_WORKER, { input, key: opts.idempotencyKey ?? null }, 'registerWorker');
   if (ctx.out.json) return ctx.out.writeJson(data);
   printSecretOnce(
     ctx.out,

@@ -18,6 +18,9 @@ export const EC2_ERROR_KINDS: Readonly<Record<string, ProviderErrorKind>> = {
   InstanceLimitExceeded: 'quota',
   VcpuLimitExceeded: 'quota',
   MaxSpotInstanceCountExceeded: 'quota',
+  SpotMaxPriceTooLow: 'capacity',
+  UnfulfillableCapacity: 'capacity',
+  InsufficientReservedInstanceCapacity: 'capacity',
   InsufficientInstanceCapacity: 'capacity',
   InsufficientCapacity: 'capacity',
   InsufficientHostCapacity: 'capacity',
@@ -39,7 +42,8 @@ export const EC2_ERROR_KINDS: Readonly<Record<string, ProviderErrorKind>> = {
   Unsupported: 'invalid',
 };
 
-function kindOf(code: string, status: number | undefined): ProviderErrorKind {
+/** The provider error kind of an AWS error code (and HTTP status, when there is one). */
+export function kindOf(code: string, status: number | undefined): ProviderErrorKind {
   const known = EC2_ERROR_KINDS[code];
   if (known) return known;
   // InvalidAMIID.NotFound, InvalidAMIID.Malformed, InvalidSubnetID.NotFound, InvalidGroup.NotFound…

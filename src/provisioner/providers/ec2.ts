@@ -6,17 +6,32 @@
  * `TAGSCHED_EC2_ENDPOINT`. The SDK makes one attempt per call: the provisioner does the retrying.
  */
 import { createHash } from 'node:crypto';
-import { DescribeInstancesCommand, EC2Client, RunInstancesCommand, TerminateInstancesCommand, type Instance, type RunInstancesCommandInput } from '@aws-sdk/client-ec2';
+import {
+  CreateFleetCommand,
+  CreateLaunchTemplateCommand,
+  DeleteLaunchTemplateCommand,
+  DescribeInstancesCommand,
+  EC2Client,
+  RunInstancesCommand,
+  TerminateInstancesCommand,
+  type CreateFleetCommandInput,
+  type CreateFleetCommandOutput,
+  type FleetLaunchTemplateOverridesRequest,
+  type Instance,
+  type RunInstancesCommandInput,
+} from '@aws-sdk/client-ec2';
 import type { InputProblem } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { ProviderError, type LaunchSpec, type Provider, type ProviderCall, type ProviderInstance } from '../provider.js';
+import { ProviderError, type LaunchResult, type LaunchSpec, type Provider, type ProviderCall, type ProviderInstance } from '../provider.js';
 import { callDeadline } from './deadline.js';
-import { answerCheck, errorOf } from './ec2-answers.js';
+import { answerCheck, errorOf, kindOf } from './ec2-answers.js';
+import { describeOffering, marksOffering, offeringKey, offeringsOf, type Offering, type OfferingFailure } from './offerings.js';
 import { accountRedactor } from './redact.js';
 import {
   ACCOUNT_PATH,
   checkPattern,
   foreignFields,
+  offeringFields,
   problem,
   problemsMessage,
   specValue,
@@ -47,10 +62,11 @@ const RESOURCE_ID = (prefix: string) => new RegExp(`^${prefix}-(?:[0-9a-f]{8}|[0
 
 function specificationProblems(specifications: Readonly<Record<string, unknown>>, region: string | null): InputProblem[] {
   const at = (field: string) => `${SPECIFICATIONS_PATH}.${field}`;
+  const offerings = offeringFields(specifications);
   const problems = [
-    ...checkPattern(specValue(specifications, 'instanceType'), at('instanceType'), /^[a-z0-9-]{1,30}\.[a-z0-9-]{1,30}$/, 'an EC2 instance type such as c6i.xlarge or m7g.large', {
-      required: true,
-    }),
+    ...offerings.flatMap((o) =>
+      checkPattern(o.instanceType, o.at('instanceType'), /^[a-z0-9-]{1,30}\.[a-z0-9-]{1,30}$/, 'an EC2 instance type such as c6i.xlarge or m7g.large', { required: true }),
+    ),
     ...checkPattern(
       specValue(specifications, 'providerImage'),
       at('providerImage'),
@@ -61,18 +77,17 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
     ...checkPattern(specValue(specifications, 'subnetId'), at('subnetId'), RESOURCE_ID('subnet'), 'a subnet id: subnet- and 8 or 17 hex digits (optional)', {
       required: false,
     }),
-    ...checkPattern(
-      specValue(specifications, 'location'),
-      at('location'),
-      /^[a-z]{2}-[a-z0-9-]+[0-9][a-z]$/,
-      "an availability zone of the account's region, such as eu-central-1a (optional)",
-      { required: false },
+    ...offerings.flatMap((o) =>
+      checkPattern(o.location, o.at('location'), /^[a-z]{2}-[a-z0-9-]+[0-9][a-z]$/, "an availability zone of the account's region, such as eu-central-1a (optional)", {
+        required: false,
+      }),
     ),
     ...foreignFields(specifications, 'ec2', FOREIGN),
   ];
-  const location = specValue(specifications, 'location');
-  if (region && typeof location === 'string' && !problems.some((p) => p.path === at('location')) && !location.startsWith(`${region}`)) {
-    problems.push(problem(at('location'), `"${location}" is not an availability zone of the account's region ${region}`));
+  for (const o of offerings) {
+    if (region && typeof o.location === 'string' && !problems.some((p) => p.path === o.at('location')) && !o.location.startsWith(`${region}`)) {
+      problems.push(problem(o.at('location'), `"${o.location}" is not an availability zone of the account's region ${region}`));
+    }
   }
   const groups = specValue(specifications, 'securityGroupIds');
   if (groups !== undefined) {
@@ -149,6 +164,73 @@ function instanceOf(instance: Instance): ProviderInstance | null {
   };
 }
 
+/** The launch template made for one launch through CreateFleet (named after its idempotency token; deleted after the fleet call). */
+export function launchTemplateNameOf(pool: string, name: string): string {
+  return clientTokenOf(pool, name);
+}
+
+/** Offerings in runs of one market, in order: each run is one CreateFleet (a fleet has one default market). */
+export function marketRuns(offerings: readonly Offering[]): Offering[][] {
+  const runs: Offering[][] = [];
+  for (const o of offerings) {
+    const last = runs.at(-1);
+    if (last && last[0]!.market === o.market) last.push(o);
+    else runs.push([o]);
+  }
+  return runs;
+}
+
+/** The CreateFleet request of one run of offerings: instant, one instance, the offerings as overrides by priority (0 first). */
+export function fleetRequest(run: readonly Offering[], template: string, clientToken: string, subnetId: string | undefined): CreateFleetCommandInput {
+  const market = run[0]!.market;
+  const overrides: FleetLaunchTemplateOverridesRequest[] = run.map((o, priority) => ({
+    InstanceType: o.instanceType as FleetLaunchTemplateOverridesRequest['InstanceType'],
+    ...(o.location ? { AvailabilityZone: o.location } : {}),
+    ...(subnetId ? { SubnetId: subnetId } : {}),
+    ...(o.maxPricePerHour === null ? {} : { MaxPrice: String(o.maxPricePerHour) }),
+    Priority: priority,
+  }));
+  return {
+    Type: 'instant',
+    ClientToken: clientToken,
+    LaunchTemplateConfigs: [{ LaunchTemplateSpecification: { LaunchTemplateName: template, Version: '$Latest' }, Overrides: overrides }],
+    TargetCapacitySpecification: {
+      TotalTargetCapacity: 1,
+      DefaultTargetCapacityType: market,
+      ...(market === 'spot' ? { SpotTargetCapacity: 1 } : { OnDemandTargetCapacity: 1 }),
+    },
+    ...(market === 'spot' ? { SpotOptions: { AllocationStrategy: 'capacity-optimized-prioritized' } } : { OnDemandOptions: { AllocationStrategy: 'prioritized' } }),
+  };
+}
+
+/** The offering of a run an answer's override names: by its priority, else by its type and zone. */
+function offeringOfOverride(run: readonly Offering[], override: { Priority?: number; InstanceType?: string; AvailabilityZone?: string } | undefined): Offering | null {
+  if (!override) return null;
+  if (typeof override.Priority === 'number' && run[override.Priority]) return run[override.Priority]!;
+  return run.find((o) => o.instanceType === override.InstanceType && (o.location === null || o.location === override.AvailabilityZone)) ?? null;
+}
+
+/** What a CreateFleet answer says: the instance started (and by which offering), and the offerings that failed. */
+export function readFleetAnswer(
+  run: readonly Offering[],
+  answer: Pick<CreateFleetCommandOutput, 'Instances' | 'Errors'>,
+): { id: string | null; offering: Offering | null; failures: OfferingFailure[]; other: ProviderError | null } {
+  const started = (answer.Instances ?? []).find((i) => i.InstanceIds?.length);
+  const failures: OfferingFailure[] = [];
+  let other: ProviderError | null = null;
+  for (const e of answer.Errors ?? []) {
+    const code = e.ErrorCode ?? 'unknown';
+    const kind = kindOf(code, 400);
+    const offering = offeringOfOverride(run, e.LaunchTemplateAndOverrides?.Overrides);
+    const reason = `${(e.ErrorMessage ?? '').slice(0, 300)} (${code})`;
+    if (offering && marksOffering(kind)) {
+      if (!failures.some((f) => f.key === offeringKey(offering))) failures.push({ key: offeringKey(offering), kind, code, reason });
+    } else other ??= new ProviderError(kind, `ec2 launch: CreateFleet: ${reason}`, code);
+  }
+  if (!started) return { id: null, offering: null, failures, other };
+  return { id: started.InstanceIds![0]!, offering: offeringOfOverride(run, started.LaunchTemplateAndOverrides?.Overrides) ?? run[0]!, failures, other: null };
+}
+
 /** Creates the ec2 provider (an SDK client is made per call, for that call's pool account). */
 export function createEc2Provider(settings: Ec2Settings): Provider {
   const log = settings.logger.child({ provider: 'ec2' });
@@ -185,6 +267,67 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     }
   }
 
+  /**
+   * A launch through CreateFleet: a launch template with what RunInstances would carry (image, user
+   * data, tags, network), then one instant fleet of one instance per run of offerings of one market,
+   * in order, until one starts it; the template is deleted afterwards.
+   */
+  async function launchFleet(spec: LaunchSpec, call: ProviderCall, input: RunInstancesCommandInput): Promise<LaunchResult> {
+    const offerings = spec.offerings?.length ? spec.offerings : offeringsOf(spec.specifications);
+    const token = clientTokenOf(spec.pool, spec.name);
+    const template = launchTemplateNameOf(spec.pool, spec.name);
+    await send('ec2 launch', call, async (client, abortSignal) => {
+      try {
+        await client.send(
+          new CreateLaunchTemplateCommand({
+            LaunchTemplateName: template,
+            ClientToken: token,
+            LaunchTemplateData: {
+              ImageId: input.ImageId,
+              UserData: input.UserData,
+              InstanceInitiatedShutdownBehavior: 'terminate',
+              MetadataOptions: { HttpTokens: 'required' },
+              TagSpecifications: input.TagSpecifications as never,
+              ...(input.SecurityGroupIds ? { SecurityGroupIds: input.SecurityGroupIds } : {}),
+            },
+          }),
+          { abortSignal },
+        );
+      } catch (err) {
+        // A launch retried after its answer was lost finds its template made.
+        if ((err as { name?: string }).name !== 'InvalidLaunchTemplateName.AlreadyExistsException') throw err;
+      }
+    });
+    const failures: OfferingFailure[] = [];
+    try {
+      let last: ProviderError | null = null;
+      for (const [i, run] of marketRuns(offerings).entries()) {
+        const request = fleetRequest(run, template, `${token}-${i}`, input.SubnetId);
+        const answer = await send('ec2 launch', call, (client, abortSignal) => client.send(new CreateFleetCommand(request), { abortSignal }));
+        const read = readFleetAnswer(run, answer);
+        failures.push(...read.failures);
+        if (read.id) return { id: read.id, offering: offeringKey(read.offering!), unavailable: failures };
+        if (read.other) throw new ProviderError(read.other.kind, read.other.message, read.other.providerCode, failures);
+        last = new ProviderError(read.failures[0]?.kind ?? 'unavailable', 'ec2 launch: CreateFleet started no instance', read.failures.length ? null : 'malformed_answer');
+      }
+      const tried = failures.map((f) => `${describeOffering(offerings.find((o) => offeringKey(o) === f.key)!)}: ${f.reason}`).join('; ');
+      const first = failures[0];
+      throw new ProviderError(
+        first?.kind ?? last?.kind ?? 'unavailable',
+        `ec2 launch: no offering could start an instance: ${tried || 'no answer named one'}`,
+        first ? first.code : (last?.providerCode ?? null),
+        failures,
+      );
+    } catch (err) {
+      if (err instanceof ProviderError && failures.length && !err.offeringFailures.length) throw new ProviderError(err.kind, err.message, err.providerCode, failures);
+      throw err;
+    } finally {
+      await send('ec2 launch', call, (client, abortSignal) => client.send(new DeleteLaunchTemplateCommand({ LaunchTemplateName: template }), { abortSignal })).catch(
+        () => undefined,
+      );
+    }
+  }
+
   return {
     async launch(spec: LaunchSpec, call) {
       const region = typeof call.account?.region === 'string' ? call.account.region : null;
@@ -217,10 +360,22 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
         ...(groups?.length ? { SecurityGroupIds: groups } : {}),
         ...(location ? { Placement: { AvailabilityZone: location } } : {}),
       };
-      const answer = await send('ec2 launch', call, (client, abortSignal) => client.send(new RunInstancesCommand(input), { abortSignal }));
-      const id = answer.Instances?.[0]?.InstanceId;
-      if (!id) throw new ProviderError('unavailable', 'ec2 launch: malformed answer: RunInstances named no instance', 'malformed_answer');
-      return { id };
+      if (!Array.isArray(specValue(s, 'offerings'))) {
+        // A pool that names one instanceType: RunInstances, as before offerings (its one offering is marked when it has no room).
+        const only = offeringsOf(s)[0]!;
+        try {
+          const answer = await send('ec2 launch', call, (client, abortSignal) => client.send(new RunInstancesCommand(input), { abortSignal }));
+          const id = answer.Instances?.[0]?.InstanceId;
+          if (!id) throw new ProviderError('unavailable', 'ec2 launch: malformed answer: RunInstances named no instance', 'malformed_answer');
+          return { id, offering: offeringKey(only) };
+        } catch (err) {
+          if (err instanceof ProviderError && marksOffering(err.kind)) {
+            throw new ProviderError(err.kind, err.message, err.providerCode, [{ key: offeringKey(only), kind: err.kind, code: err.providerCode, reason: err.message }]);
+          }
+          throw err;
+        }
+      }
+      return launchFleet(spec, call, input);
     },
 
     async terminate(id, call) {

@@ -9,11 +9,13 @@ import type { InputProblem } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { ProviderError, type LaunchSpec, type Provider, type ProviderCall, type ProviderErrorKind, type ProviderInstance } from '../provider.js';
 import { callDeadline } from './deadline.js';
+import { describeOffering, marksOffering, offeringKey, offeringsOf, type OfferingFailure } from './offerings.js';
 import { accountRedactor } from './redact.js';
 import {
   ACCOUNT_PATH,
   checkPattern,
   foreignFields,
+  offeringFields,
   problem,
   problemsMessage,
   specValue,
@@ -45,6 +47,7 @@ export const HETZNER_ERROR_KINDS: Readonly<Record<string, ProviderErrorKind>> = 
   resource_limit_exceeded: 'quota',
   resource_unavailable: 'capacity',
   placement_error: 'capacity',
+  no_space_left_in_location: 'capacity',
   rate_limit_exceeded: 'unavailable',
   locked: 'unavailable',
   conflict: 'unavailable',
@@ -81,10 +84,11 @@ const FOREIGN = { command: 'exec', subnetId: 'ec2', securityGroupIds: 'ec2' } as
 
 function specificationProblems(specifications: Readonly<Record<string, unknown>>): InputProblem[] {
   const at = (field: string) => `${SPECIFICATIONS_PATH}.${field}`;
-  return [
-    ...checkPattern(specValue(specifications, 'instanceType'), at('instanceType'), /^[a-z0-9][a-z0-9-]{0,49}$/, 'a Hetzner server type such as cx22, cpx31 or cax21', {
-      required: true,
-    }),
+  const offerings = offeringFields(specifications);
+  const problems = [
+    ...offerings.flatMap((o) =>
+      checkPattern(o.instanceType, o.at('instanceType'), /^[a-z0-9][a-z0-9-]{0,49}$/, 'a Hetzner server type such as cx22, cpx31 or cax21', { required: true }),
+    ),
     ...checkPattern(
       specValue(specifications, 'providerImage'),
       at('providerImage'),
@@ -92,11 +96,13 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
       'a Hetzner image id (digits) or name, such as debian-12 (optional when the pool names a published worker image)',
       { required: specValue(specifications, 'image') === undefined },
     ),
-    ...checkPattern(specValue(specifications, 'location'), at('location'), /^[a-z0-9][a-z0-9-]{0,19}$/, 'a Hetzner location such as fsn1, nbg1, hel1 or ash (optional)', {
-      required: false,
-    }),
+    ...offerings.flatMap((o) => [
+      ...checkPattern(o.location, o.at('location'), /^[a-z0-9][a-z0-9-]{0,19}$/, 'a Hetzner location such as fsn1, nbg1, hel1 or ash (optional)', { required: false }),
+      ...(o.market === 'spot' ? [problem(o.at('market'), 'Hetzner Cloud has no spot market: a hetzner offering is on-demand')] : []),
+    ]),
     ...foreignFields(specifications, 'hetzner', FOREIGN),
   ];
+  return problems;
 }
 
 /** Checks a hetzner pool: its name (it becomes a label), its specifications and its account (`{"token": …}`). */
@@ -131,7 +137,25 @@ const serverShape = z.object({
   created: z.string().nullish(),
   labels: z.record(z.string(), z.string()).nullish(),
 });
-const createAnswer = z.object({ server: serverShape });
+// The created server's type with its prices per location, and its location (the documented Server
+// object): read for its price only, so a part missing or malformed leaves the price unknown.
+const pricedServer = z.object({
+  server_type: z.object({ prices: z.array(z.object({ location: z.string(), price_hourly: z.object({ gross: z.string() }) })) }),
+  datacenter: z.object({ location: z.object({ name: z.string() }) }),
+});
+const createAnswer = z.object({ server: z.looseObject(serverShape.shape) });
+
+/**
+ * The hourly price of a created server from its create answer: its type's gross price (with VAT, in
+ * the project's currency, EUR) in its location; null when the answer does not say (scheduler/rules/cost.ts: launchPrice).
+ */
+export function hetznerHourlyPrice(server: unknown): number | null {
+  const parsed = pricedServer.safeParse(server);
+  if (!parsed.success) return null;
+  const where = parsed.data.datacenter.location.name;
+  const price = Number(parsed.data.server_type.prices.find((p) => p.location === where)?.price_hourly.gross);
+  return Number.isFinite(price) && price >= 0 ? price : null;
+}
 const listAnswer = z.object({
   servers: z.array(serverShape),
   meta: z.object({ pagination: z.object({ next_page: z.number().int().positive().nullish() }) }).nullish(),
@@ -234,27 +258,40 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
       }
       if (!LABEL_VALUE.test(spec.pool)) problems.push(problem('pool', `"${spec.pool}" cannot be a Hetzner label value`));
       if (problems.length) throw new ProviderError('invalid', `hetzner launch: ${problemsMessage(problems)}`, 'invalid_specifications');
-      const location = specValue(spec.specifications, 'location');
-      const request = {
-        name: spec.name,
-        server_type: spec.specifications.instanceType,
-        image: spec.specifications.providerImage,
-        ...(location === undefined ? {} : { location }),
-        user_data: spec.userData,
-        labels: { [HETZNER_LABELS.pool]: spec.pool, [HETZNER_LABELS.instance]: spec.name },
-        start_after_create: true,
-      };
-      try {
-        const { server } = await api('hetzner launch', 'POST', '/servers', call, createAnswer, request);
-        return { id: String(server.id) };
-      } catch (err) {
-        // A retried launch whose first answer was lost finds its server under the same name.
-        if (err instanceof ProviderError && err.providerCode === 'uniqueness_error') {
-          const id = await findLaunched(spec, call);
-          if (id) return { id };
+      // The pool's offerings in order (those marked unavailable already left out by the provisioner): the next is tried when one has no room.
+      const offerings = spec.offerings?.length ? spec.offerings : offeringsOf(spec.specifications);
+      const failures: OfferingFailure[] = [];
+      let last: ProviderError | null = null;
+      for (const offering of offerings) {
+        const request = {
+          name: spec.name,
+          server_type: offering.instanceType,
+          image: spec.specifications.providerImage,
+          ...(offering.location === null ? {} : { location: offering.location }),
+          user_data: spec.userData,
+          labels: { [HETZNER_LABELS.pool]: spec.pool, [HETZNER_LABELS.instance]: spec.name },
+          start_after_create: true,
+        };
+        try {
+          const { server } = await api('hetzner launch', 'POST', '/servers', call, createAnswer, request);
+          return { id: String(server.id), offering: offeringKey(offering), unavailable: failures, pricePerHour: hetznerHourlyPrice(server) };
+        } catch (err) {
+          // A retried launch whose first answer was lost finds its server under the same name (by which offering, it cannot tell).
+          if (err instanceof ProviderError && err.providerCode === 'uniqueness_error') {
+            const id = await findLaunched(spec, call);
+            if (id) return failures.length ? { id, unavailable: failures } : { id };
+          }
+          if (!(err instanceof ProviderError) || !marksOffering(err.kind)) {
+            if (err instanceof ProviderError && failures.length) throw new ProviderError(err.kind, err.message, err.providerCode, failures);
+            throw err;
+          }
+          failures.push({ key: offeringKey(offering), kind: err.kind, code: err.providerCode, reason: err.message });
+          last = err;
         }
-        throw err;
       }
+      if (!last) throw new ProviderError('invalid', 'hetzner launch: the pool names no server type', 'invalid_specifications');
+      const tried = failures.map((f, i) => `${describeOffering(offerings[i]!)}: ${f.reason}`).join('; ');
+      throw new ProviderError(last.kind, `hetzner launch: no offering could start a server: ${tried}`, last.providerCode, failures);
     },
 
     async terminate(id, call) {

@@ -195,7 +195,9 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
         const record = readRecord(dirOf(pool, name));
         if (!record) continue;
         if (!alive(record)) {
-          if (record.exitedAt) out.push({ id: record.name, name: record.name, state: 'gone', createdAt: new Date(record.createdAt), endedAt: new Date(record.exitedAt) });
+          // A child of this process that died before its exit event was handled ended by itself too: now.
+          const endedAt = record.exitedAt ? new Date(record.exitedAt) : children.has(record.name) ? new Date() : null;
+          if (endedAt) out.push({ id: record.name, name: record.name, state: 'gone', createdAt: new Date(record.createdAt), endedAt });
           continue;
         }
         out.push({ id: record.name, name: record.name, state: record.stopRequestedAt ? 'stopping' : 'running', createdAt: new Date(record.createdAt) });

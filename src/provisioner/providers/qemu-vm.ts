@@ -151,7 +151,9 @@ export function qemuArgs(o: VmOptions): string[] {
     '-name',
     path.basename(o.dir),
     '-accel',
-    o.accel,
+    // TCG emulates all the guest's processors on one host thread: with one thread each (MTTCG),
+    // Debian's kernel was seen to die at boot on an int3 of its own code patching.
+    o.accel === 'kvm' ? 'kvm' : 'tcg,thread=single',
     ...(o.accel === 'kvm' ? ['-cpu', 'host'] : []),
     '-machine',
     'q35',

@@ -45,6 +45,7 @@ const GIB = 2 ** 30;
 const FOREIGN: Readonly<Record<string, string>> = {
   instanceType: 'hetzner and ec2',
   location: 'hetzner and ec2',
+  offerings: 'hetzner and ec2',
   providerImage: 'hetzner and ec2',
   subnetId: 'ec2',
   securityGroupIds: 'ec2',

@@ -60,3 +60,36 @@ export function unknownAccountFields(account: Readonly<Record<string, unknown>>,
 export function problemsMessage(problems: readonly InputProblem[]): string {
   return problems.map((p) => p.message.replace(/^input\./, '')).join('; ');
 }
+
+/** Where a pool names what it starts: each of its `offerings`, or its single `instanceType` and `location`. */
+export interface OfferingFields {
+  /** The path of the instance type, the location and the market: `input.specifications.offerings[2].instanceType`, or `input.specifications.instanceType`. */
+  readonly at: (field: 'instanceType' | 'location' | 'market') => string;
+  readonly instanceType: unknown;
+  readonly location: unknown;
+  readonly market: unknown;
+}
+
+/** The offerings of a pool's specifications to check, each with its paths (the pool's `instanceType` and `location` when it has no `offerings`). */
+export function offeringFields(specifications: Readonly<Record<string, unknown>>): OfferingFields[] {
+  const list = specValue(specifications, 'offerings');
+  if (Array.isArray(list) && list.length) {
+    return list.map((raw, i) => {
+      const o = (raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
+      return {
+        at: (field) => `${SPECIFICATIONS_PATH}.offerings[${i}].${field}`,
+        instanceType: o.instanceType ?? undefined,
+        location: o.location ?? undefined,
+        market: o.market ?? undefined,
+      };
+    });
+  }
+  return [
+    {
+      at: (field) => `${SPECIFICATIONS_PATH}.${field}`,
+      instanceType: specValue(specifications, 'instanceType'),
+      location: specValue(specifications, 'location'),
+      market: undefined,
+    },
+  ];
+}

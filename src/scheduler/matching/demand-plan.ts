@@ -9,6 +9,7 @@ import type { ProvidedTagIndex } from '../../tags/match.js';
 import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
 import { staticBeforePool } from '../rules/placement-preference.js';
 import { LAUNCH_LIMITS, launchRoom, poolConcurrency, type LaunchLimit } from '../rules/pool-capacity.js';
+import { minIdleNow, stopHold, stopOrder } from '../rules/scale-in.js';
 import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
@@ -25,6 +26,10 @@ export interface PoolDemand {
   readonly pendingRunnable: number;
   /** Of those, the ones left to this pool: not served by idle capacity nor by an earlier pool. */
   readonly pendingAssigned: number;
+  /** Coming work (rules/look-ahead.ts) its template tags can run: BLOCKED requests waiting only on running work. */
+  readonly comingRunnable: number;
+  /** Of those, the ones left to this pool after idle capacity, pending work and earlier pools; it launches for them too. */
+  readonly comingAssigned: number;
   /** Free slots of available workers (static or pooled) that can run what this pool can run. */
   readonly idleCompatibleSlots: number;
   readonly averageTaskSeconds: number;
@@ -35,6 +40,8 @@ export interface PoolDemand {
   readonly limitedBy: LaunchLimit[];
   /** The pool's instances' runtime this month, in seconds (pool-runtime.ts). */
   readonly monthRuntimeSeconds: number;
+  /** The pool's instances' cost this month (pool-runtime.ts, rules/cost.ts). */
+  readonly monthCost: number;
   /** Its launches keep failing (pool-health.ts); `pool.lastError` says why. */
   readonly degraded: boolean;
   /** Idle pool workers past the idle timeout, beyond the minimum kept idle: to stop. */
@@ -54,6 +61,8 @@ export interface UnschedulableGroup {
 /** The whole answer. */
 export interface ProvisioningDemand {
   readonly pendingTotal: number;
+  /** Coming work in all (rules/look-ahead.ts), counted apart from pending work; a request no worker and no pool could run counts for nothing. */
+  readonly comingTotal: number;
   readonly pools: PoolDemand[];
   /** The groups with at least one request the reader may see, with only those requests' ids. */
   readonly unschedulable: UnschedulableGroup[];
@@ -93,14 +102,20 @@ class PoolRoom {
 export interface DemandInput {
   /** The pending requests per class (storage/pending-counts.ts), in class id order. */
   readonly counts: readonly { class_id: number; n: number }[];
+  /** Coming work per class (storage/coming-work.ts), served after all pending work; none when absent. */
+  readonly coming?: readonly { class_id: number; n: number }[];
   /** Every worker that is not terminated, in name order. */
   readonly workers: readonly WorkerState[];
   /** The enabled pools' templates, in name order. */
   readonly pools: readonly PoolTemplate[];
-  /** Average seconds per run over the history, by task name. */
+  /** The expected seconds of a run (storage/task-history.ts: expectedDurationSeconds), by task name. */
   readonly averageSeconds: ReadonlyMap<string, number>;
   /** Each pool's instances' runtime this month, in seconds, by pool id. */
   readonly runtime: ReadonlyMap<number, number>;
+  /** Each pool's instances' cost this month, by pool id; none when absent. */
+  readonly cost?: ReadonlyMap<number, number>;
+  /** Each pool's launches: in the last minute, and its last one (storage/pool-launches.ts); none when absent. */
+  readonly launches?: ReadonlyMap<number, { lastMinute: number; lastAt: Date | null }>;
   /** After this many failed launches in a row a pool is degraded (rules/pool-health.ts). */
   readonly degradedAfterFailures: number;
 }
@@ -108,6 +123,7 @@ export interface DemandInput {
 /** Demand as planned: each pool's part, the classes no worker and no pool could run, and the groups of workers alike for every class. */
 export interface DemandPlan {
   readonly pendingTotal: number;
+  readonly comingTotal: number;
   readonly pools: PoolDemand[];
   readonly unschedulable: { cls: TaskClassRow; count: number }[];
   readonly workerGroups: WorkerState[][];
@@ -119,8 +135,9 @@ export interface DemandPlan {
  * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
  * name order, each taking what its limits leave it room for (maxActiveInstances, the month's budget,
  * a backoff after failed launches) and the next pool the rest; what no pool has room for stays with
- * the first. Each pool's needs follow from the history's average task duration and its target
- * latency, within its limits.
+ * the first. Each pool's needs follow from the expected duration of its tasks (the median run) and its
+ * target latency, within its limits. Coming work (rules/look-ahead.ts) is served the same way after all
+ * pending work, by what is left; it counts for nothing where no worker and no pool could run it.
  */
 export function planDemand(input: DemandInput, cache: ClassCache, now: Date): DemandPlan {
   // Static workers first, each kind in name order: their free slots serve before any pool worker's,
@@ -146,8 +163,11 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   const slotsLeft = new Map(workers.map((w) => [w.id, w.free]));
   const groupCursor = workerGroups.map(() => 0);
   // `declined`: requests offered that its limits left no room for (they went to the next pool).
-  const perPool = new Map<number, { runnable: number; assigned: number; declined: number; workSeconds: number; idleGroups: Set<number> }>();
-  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, declined: 0, workSeconds: 0, idleGroups: new Set() });
+  const perPool = new Map<
+    number,
+    { runnable: number; assigned: number; comingRunnable: number; comingAssigned: number; declined: number; workSeconds: number; idleGroups: Set<number> }
+  >();
+  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, comingRunnable: 0, comingAssigned: 0, declined: 0, workSeconds: 0, idleGroups: new Set() });
   // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
   const limitsOf = new Map(
     pools.map((p) => {
@@ -155,22 +175,50 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first thing).
       const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE').length;
       const used = runtime.get(p.pool.id) ?? 0;
-      const { room, overBudget, health, launchable } = launchRoom(p.pool, mine.length, used, now, input.degradedAfterFailures);
+      const monthCost = input.cost?.get(p.pool.id) ?? 0;
+      const launched = input.launches?.get(p.pool.id);
+      const { room, rate, overBudget, overCostBudget, health, launchable } = launchRoom(
+        p.pool,
+        mine.length,
+        used,
+        now,
+        input.degradedAfterFailures,
+        launched?.lastMinute ?? 0,
+        monthCost,
+      );
       const concurrency = poolConcurrency(p.pool.specifications);
-      return [p.pool.id, { mine, starting, used, overBudget, health, room, concurrency, free: new PoolRoom(launchable + starting, concurrency, p.pool.targetLatencySeconds) }];
+      return [
+        p.pool.id,
+        {
+          mine,
+          starting,
+          used,
+          monthCost,
+          overBudget,
+          overCostBudget,
+          health,
+          room,
+          rate,
+          lastLaunchAt: launched?.lastAt ?? null,
+          concurrency,
+          free: new PoolRoom(launchable + starting, concurrency, p.pool.targetLatencySeconds),
+        },
+      ];
     }),
   );
   const unschedulable: { cls: TaskClassRow; count: number }[] = [];
+  let comingTotal = 0;
 
-  for (const { class_id, n } of counts) {
+  const serve = (class_id: number, n: number, coming: boolean) => {
     const cls = classById.get(class_id);
-    if (!cls) continue;
+    if (!cls) return;
     const fittingGroups = groupsOfClass.get(cls.id) ?? [];
     const fittingPools = pools.filter((_, i) => poolFits[i](cls));
     if (!fittingGroups.length && !fittingPools.length) {
-      if (!cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
-      continue;
+      if (!coming && !cls.requiredTags.includes('worker:type:not-assignable')) unschedulable.push({ cls, count: n });
+      return;
     }
+    if (coming) comingTotal += n;
     let residual = n;
     for (const i of fittingGroups) {
       const group = workerGroups[i];
@@ -187,13 +235,15 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
     const seconds = avg.get(taskNameOf(cls) ?? '') ?? DEFAULT_TASK_SECONDS;
     for (const p of fittingPools) {
       const d = perPool.get(p.pool.id)!;
-      d.runnable += n;
+      if (coming) d.comingRunnable += n;
+      else d.runnable += n;
       for (const i of fittingGroups) d.idleGroups.add(i);
     }
     // The rest to the pools in name order, each as far as its limits let it; what none has room for stays with the first.
     const give = (poolId: number, n: number) => {
       const d = perPool.get(poolId)!;
-      d.assigned += n;
+      if (coming) d.comingAssigned += n;
+      else d.assigned += n;
       d.workSeconds += n * seconds;
     };
     for (const p of fittingPools) {
@@ -204,51 +254,73 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       residual -= took;
     }
     if (residual && fittingPools.length) give(fittingPools[0].pool.id, residual);
-  }
+  };
+  for (const { class_id, n } of counts) serve(class_id, n, false);
+  for (const { class_id, n } of input.coming ?? []) serve(class_id, n, true);
 
   const poolDemands: PoolDemand[] = pools.map((p) => {
     const d = perPool.get(p.pool.id)!;
-    const { mine, starting, used, overBudget, health, room, concurrency } = limitsOf.get(p.pool.id)!;
+    const { mine, starting, used, monthCost, overBudget, overCostBudget, health, room, rate, lastLaunchAt, concurrency } = limitsOf.get(p.pool.id)!;
+    const stopped = overBudget || overCostBudget || health.backingOff;
     const idle = mine.filter((w) => !w.unavailable && w.active === 0);
+    const minIdle = minIdleNow(p.pool, now); // its warm capacity now (rules/scale-in.ts)
+    const share = d.assigned + d.comingAssigned;
     const byLatency = Math.ceil(d.workSeconds / (p.pool.targetLatencySeconds * concurrency));
-    const workersRequired = Math.min(byLatency, Math.ceil(d.assigned / concurrency));
-    const wanted = Math.max(workersRequired - starting, p.pool.minIdleInstances - idle.length - starting, 0);
+    const workersRequired = Math.min(byLatency, Math.ceil(share / concurrency));
+    const wanted = Math.max(workersRequired - starting, minIdle - idle.length - starting, 0);
     // Why it launches fewer than its share, or passed part of it on to the next pool.
     const limitedBy: LaunchLimit[] = [];
-    let launch = Math.min(wanted, room);
+    let launch = Math.min(wanted, room, rate);
     const cut = wanted > 0 || d.declined > 0;
-    if (launch < wanted || (d.declined > 0 && !overBudget && !health.backingOff)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    if (room < wanted || (d.declined > 0 && !stopped && room <= rate)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    if (rate < wanted && rate < room && !stopped) limitedBy.push(LAUNCH_LIMITS.RATE_LIMIT);
     if (overBudget && cut) {
       launch = 0;
       limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
+    }
+    if (overCostBudget && cut) {
+      launch = 0;
+      limitedBy.push(LAUNCH_LIMITS.COST_BUDGET);
     }
     if (health.backingOff && cut) {
       launch = 0;
       limitedBy.push(LAUNCH_LIMITS.BACKOFF);
     }
-    // An idle worker whose free slots were counted above as serving pending work is needed, not idle.
+    // An idle worker whose free slots were counted above as serving pending work is needed, not idle; one
+    // past the idle timeout waits for the scale-down delay and, billed by period, for the end of its paid one.
     const idleTooLong = idle
-      .filter((w) => slotsLeft.get(w.id) === w.free && w.idleSince && now.getTime() - w.idleSince.getTime() > p.pool.idleTimeoutSeconds * 1000)
-      .sort((a, b) => a.idleSince!.getTime() - b.idleSince!.getTime());
-    // Keep the minimum idle, and keep everything when this pool still has work waiting for it.
-    const stop = d.assigned > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - p.pool.minIdleInstances));
+      .filter(
+        (w) =>
+          slotsLeft.get(w.id) === w.free &&
+          w.idleSince &&
+          now.getTime() - w.idleSince.getTime() > p.pool.idleTimeoutSeconds * 1000 &&
+          stopHold(p.pool, w.instanceCreatedAt ?? null, lastLaunchAt, now) === null,
+      )
+      .sort((a, b) =>
+        stopOrder(p.pool, now)({ createdAt: a.instanceCreatedAt ?? null, idleSince: a.idleSince }, { createdAt: b.instanceCreatedAt ?? null, idleSince: b.idleSince }),
+      );
+    // Keep the minimum idle, and keep everything when this pool still has work waiting or coming for it.
+    const stop = share > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - minIdle));
     return {
       pool: p.pool,
       pendingRunnable: d.runnable,
       pendingAssigned: d.assigned,
+      comingRunnable: d.comingRunnable,
+      comingAssigned: d.comingAssigned,
       idleCompatibleSlots: [...d.idleGroups].reduce((sum, i) => sum + groupFree[i], 0),
-      averageTaskSeconds: d.assigned ? d.workSeconds / d.assigned : DEFAULT_TASK_SECONDS,
+      averageTaskSeconds: share ? d.workSeconds / share : DEFAULT_TASK_SECONDS,
       workersRequired,
       activeInstances: mine.length,
       startingInstances: starting,
       launch,
       limitedBy,
       monthRuntimeSeconds: used,
+      monthCost,
       degraded: health.degraded,
       stop,
     };
   });
-  return { pendingTotal, pools: poolDemands, unschedulable, workerGroups };
+  return { pendingTotal, comingTotal, pools: poolDemands, unschedulable, workerGroups };
 }
 
 /**

@@ -9,6 +9,7 @@ import type { PoolTemplate } from './pool-template.js';
 import type { Backoff } from '../rules/release-backoff.js';
 import { launchRoom, type LaunchLimit } from '../rules/pool-capacity.js';
 import { groupBy, workerSignature, type WorkerState } from './worker-state.js';
+import type { StartEstimate } from './start-estimate.js';
 
 /** Where a work request stands, as data. */
 export const DIAGNOSIS_STATES = {
@@ -108,6 +109,8 @@ export interface PoolContext {
   readonly launching: readonly LaunchingInstance[];
   /** Each pool's runtime this month, in seconds, by pool id. */
   readonly runtime: ReadonlyMap<number, number>;
+  /** Each pool's instances' cost this month, by pool id; none when absent. */
+  readonly cost?: ReadonlyMap<number, number>;
   readonly degradedAfterFailures: number;
   readonly now: Date;
 }
@@ -129,6 +132,8 @@ export interface Diagnosis {
   readonly placement: PlacementView | null;
   /** For a PENDING request: how many of its class are ahead of it in the queue, and why (queue-position.ts; filled in by the caller). */
   readonly queue: QueuePosition | null;
+  /** For a PENDING request: when it is expected to start, and how far off such estimates were (services/work/start-estimate.ts; filled in by the caller). */
+  readonly startEstimate: StartEstimate | null;
 }
 
 const NAMES_PER_GROUP = 10;
@@ -147,6 +152,7 @@ const ORCHESTRATED: Diagnosis = {
   releaseBackoffs: [],
   placement: null,
   queue: null,
+  startEstimate: null,
 };
 
 /** The free workers a request may go to (matching, not backed off), in order of preference, and the rules that ordered them. */
@@ -164,6 +170,19 @@ function placementOf(task: { requiredTags: readonly string[]; taskType: string; 
     preferredWorkers: ranked.slice(0, PREFERRED_SHOWN).map((w) => w.name),
     decidedBy: ranked.length >= 2 ? decidingRule(h.heavy, ranked[0], ranked[1]) : null,
   };
+}
+
+/** Whether a worker whose tags match (`tagsMatch`) may run the request: any type but `not-assignable`. */
+const runsOn = (tagsMatch: boolean, w: Pick<WorkerState, 'type'>) => tagsMatch && w.type !== 'not-assignable';
+
+/** The workers that may run a request (the diagnosis's matching workers), decided once per group of workers with equal tags. */
+export function matchingWorkersOf(task: Pick<TaskTagsRow, 'providedTags' | 'requiredTags'>, workers: readonly WorkerState[]): WorkerState[] {
+  const taskSets = { provided: task.providedTags, required: task.requiredTags };
+  const out: WorkerState[] = [];
+  for (const group of groupBy(workers, workerSignature).values()) {
+    if (runsOn(matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags }).ok, group[0])) out.push(...group);
+  }
+  return out;
 }
 
 /**
@@ -189,7 +208,7 @@ export function diagnose(
   const matching: WorkerState[] = [];
   for (const group of groupBy(workers, workerSignature).values()) {
     const m = matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags });
-    if (m.ok && group[0].type !== 'not-assignable') matching.push(...group);
+    if (runsOn(m.ok, group[0])) matching.push(...group);
     else if (!m.ok) {
       mismatches.push({
         pool: null,
@@ -251,6 +270,7 @@ export function diagnose(
     releaseBackoffs,
     placement: placement && task.status === 'PENDING' ? placementOf(task, free, placement) : null,
     queue: null,
+    startEstimate: null,
   };
 }
 
@@ -258,7 +278,7 @@ export function diagnose(
 function outlooks(pools: readonly PoolTemplate[], workers: readonly WorkerState[], context: PoolContext): PoolOutlook[] {
   return pools.map(({ pool }) => {
     const instances = workers.filter((w) => w.poolId === pool.id).length;
-    const room = launchRoom(pool, instances, context.runtime.get(pool.id) ?? 0, context.now, context.degradedAfterFailures);
+    const room = launchRoom(pool, instances, context.runtime.get(pool.id) ?? 0, context.now, context.degradedAfterFailures, 0, context.cost?.get(pool.id) ?? 0);
     return {
       pool: pool.name,
       instances,

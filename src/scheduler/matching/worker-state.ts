@@ -17,6 +17,8 @@ export interface WorkerState {
   readonly free: number;
   /** When it last finished work, or was created: idle since then when it holds nothing. */
   readonly idleSince: Date | null;
+  /** When its instance was created (a pool worker launched by the provisioner); absent or null otherwise. */
+  readonly instanceCreatedAt?: Date | null;
 }
 
 /** Groups items by a key, keeping first-seen order. */

@@ -22,6 +22,8 @@ export interface TaskHistory {
   readonly thresholdSeconds: number;
   /** Average seconds per run over the last 30 days, by {@link taskKey}; tasks without runs are absent. */
   readonly averageSeconds: ReadonlyMap<string, number>;
+  /** The median reported run over the last 30 days, by {@link taskKey} (storage/task-history.ts: the expected duration; not the heaviness). */
+  readonly medianSeconds?: ReadonlyMap<string, number>;
 }
 
 /** A history with nothing in it: only the size class decides. */

@@ -18,14 +18,23 @@ export interface ClassifiableTags {
 export async function classIdsFor(em: EntityManager, items: readonly ClassifiableTags[], exclusive = false): Promise<number[]> {
   if (!items.length) return [];
   if (!exclusive) await lockForTransaction(em, 'CLASSIFY', 'shared');
-  const names = [...new Set(items.flatMap((r) => r.providedTags.map(tagName)))];
+  // Items that hold the same lists (the requests of one analysis in a batch) are read once.
+  const providedLists = new Set(items.map((r) => r.providedTags));
+  const names = [...new Set([...providedLists].flatMap((tags) => tags.map(tagName)))];
   const significant = new Set(
     names.length ? (await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)])).map((r) => r.tag) : [],
   );
+  const byLists = new Map<readonly string[], Map<readonly string[], { key: string; required: string[]; sig: string[] }>>();
   const keyed = items.map((r) => {
-    const sig = [...new Set(r.providedTags.filter((t) => significant.has(tagName(t))))].sort();
-    const required = [...new Set(r.requiredTags)].sort();
-    return { key: classKey(required, sig), required, sig };
+    let byRequired = byLists.get(r.providedTags);
+    if (!byRequired) byLists.set(r.providedTags, (byRequired = new Map()));
+    let k = byRequired.get(r.requiredTags);
+    if (!k) {
+      const sig = [...new Set(r.providedTags.filter((t) => significant.has(tagName(t))))].sort();
+      const required = [...new Set(r.requiredTags)].sort();
+      byRequired.set(r.requiredTags, (k = { key: classKey(required, sig), required, sig }));
+    }
+    return k;
   });
   const distinct = [...new Map(keyed.map((k) => [k.key, k])).values()];
   const select = async (keys: string[]) => {

@@ -5,10 +5,12 @@ import { ALWAYS, type SqlCondition } from '../../db/condition.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { describeUnschedulable, planDemand, type ProvisioningDemand } from '../matching/demand-plan.js';
 import { queueOrderSql } from '../rules/queue-order.js';
+import { comingByClass } from './coming-work.js';
 import { pendingByClass as countPendingByClass } from './pending-counts.js';
-import { monthRuntimeByPool } from './pool-runtime.js';
+import { poolLaunches } from './pool-launches.js';
+import { monthUseByPool } from './pool-runtime.js';
 import { loadPoolTemplates } from './pool-templates.js';
-import { HISTORY_DAYS } from './task-history.js';
+import { expectedDurationSeconds, readDurationHistory } from './task-history.js';
 import { loadWorkerStates, type WorkerSnapshot } from './worker-snapshot.js';
 
 const SAMPLE_IDS = 20;
@@ -31,21 +33,34 @@ export async function computeDemand(
   pendingByClass?: readonly { class_id: number; n: number }[],
 ): Promise<ProvisioningDemand> {
   await cache.refresh(em);
-  const [counts, workers, pools, durations, runtime] = await Promise.all([
+  const [counts, coming, workers, pools, durations, use, launches] = await Promise.all([
     (pendingByClass as { class_id: number; n: number }[] | undefined) ?? countPendingByClass(em),
+    comingByClass(em),
     loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
     loadPoolTemplates(em, config),
-    em.execute<{ task_name: string; seconds: number }[]>(
-      // Totals kept per task and day as requests complete (services/work/work-lifecycle.ts): a few rows per
-      // task, whatever the size of the history.
-      `select task_name, (sum(seconds) / sum(runs))::float as seconds from task_duration
-        where day > ((now() - make_interval(days => ?)) at time zone 'UTC')::date group by task_name having sum(runs) > 0`,
-      [HISTORY_DAYS],
-    ),
-    monthRuntimeByPool(em),
+    // Kept per task and day as requests complete: a few rows per task, whatever the size of the history.
+    readDurationHistory(em),
+    monthUseByPool(em),
+    poolLaunches(em),
   ]);
+  // The demand plan knows a class's task by name: the expected duration of each task name (the longest
+  // when two task types share a name).
+  const expected = new Map<string, number>();
+  for (const { taskType, taskName } of durations.tasks) {
+    expected.set(taskName, Math.max(expectedDurationSeconds(durations, taskType, taskName), expected.get(taskName) ?? 0));
+  }
   const plan = planDemand(
-    { counts, workers, pools, averageSeconds: new Map(durations.map((d) => [d.task_name, d.seconds])), runtime, degradedAfterFailures: config.degradedAfterFailures },
+    {
+      counts,
+      coming,
+      launches,
+      workers,
+      pools,
+      averageSeconds: expected,
+      runtime: use.runtime,
+      cost: use.cost,
+      degradedAfterFailures: config.degradedAfterFailures,
+    },
     cache,
     now,
   );
@@ -62,5 +77,5 @@ export async function computeDemand(
         [intArray(plan.unschedulable.map((u) => u.cls.id)), ...visible.params, SAMPLE_IDS],
       )
     : [];
-  return { pendingTotal: plan.pendingTotal, pools: plan.pools, ...describeUnschedulable(plan, pools, samples) };
+  return { pendingTotal: plan.pendingTotal, comingTotal: plan.comingTotal, pools: plan.pools, ...describeUnschedulable(plan, pools, samples) };
 }

@@ -62,11 +62,19 @@ export async function expireLeases(
  * transaction holds (a completion being recorded wins, and its request is then left alone). Runs in
  * the caller's transaction.
  */
-export async function requeueWorkOf(em: EntityManager, workerIds: readonly number[], reason: string, now: Date, limits: { maxRetries: number }): Promise<LeaseChange[]> {
+export async function requeueWorkOf(
+  em: EntityManager,
+  workerIds: readonly number[],
+  reason: string,
+  now: Date,
+  limits: { maxRetries: number },
+  /** false: running work goes back without counting a retry (its machine was taken away, as a spot interruption does). */
+  countRetries = true,
+): Promise<LeaseChange[]> {
   if (!workerIds.length) return [];
   return em.execute<LeaseChange[]>(
     requeueSql(`
-       select w.id, w.status, w.retry_count, w.assigned_at, w.quarantine_probe, k.id as worker_id, w.status = 'RUNNING' as counts,
+       select w.id, w.status, w.retry_count, w.assigned_at, w.quarantine_probe, k.id as worker_id, (w.status = 'RUNNING' and ${countRetries ? 'true' : 'false'}) as counts,
               format('worker %s was terminated (%s)', k.name, ?::text) as why
          from work_request w join worker k on k.id = w.worker_id
         where w.worker_id = any(?::int[]) and ${isActiveSql('w')}
@@ -95,11 +103,13 @@ function requeueSql(selected: string): string {
             worker_id = case when d.give_up then w.worker_id end,
             assigned_at = case when d.give_up then w.assigned_at end,
             started_at = case when d.give_up then w.started_at end,
+            estimated_start_at = case when d.give_up then w.estimated_start_at end,
             completed_at = case when d.give_up then ?::timestamptz end,
             pending_at = case when d.give_up then w.pending_at else ?::timestamptz end,
             status_reason = case when d.quarantine_probe then d.why || '; a quarantine probe is never re-queued: aborted'
                                  when d.give_up then d.why || format(' (retry %s of %s): aborted', d.retries, ?::int)
                                  when d.counts then d.why || format('; re-queued (retry %s of %s)', d.retries, ?::int)
+                                 when d.status = 'RUNNING' then d.why || '; re-queued, not counted as a retry'
                                  else d.why || '; back to the queue, not started' end
        from decided d
       where w.id = d.id

@@ -4,7 +4,7 @@ import { tryLockForTransaction } from '../../db/advisory-locks.js';
 import { intArray } from '../../db/arrays.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { PassMatching, type FreeWorker, type Head, type Match, type PassOptions } from '../matching/pass-matching.js';
-import { activeByWorkerSql, freeSlots } from '../rules/active-work.js';
+import { activeByWorkerSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import { anyHeavyByHistory, heaviness, type TaskHistory } from '../rules/heavy-work.js';
 import { workerSize } from '../rules/placement-preference.js';
@@ -64,7 +64,9 @@ export async function runPass(
 
 /**
  * Read: every available worker with a free slot and the classes it may run, its row locked. Workers
- * busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served.
+ * busy in a concurrent requestWork are skipped (SKIP LOCKED): they are being served. Only workers
+ * with a free slot are read and locked (a busy farm's pass reads none, not all of them); their
+ * loads are then counted again under the lock, which is what the free slots are taken from.
  */
 async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: Config, now: Date): Promise<FreeWorker[]> {
   const rows = await em.execute<{ id: number; type: string; pool_id: number | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]>(
@@ -72,6 +74,7 @@ async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: Con
     `select id, type, pool_id, concurrency, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags
        from worker w
       where ${availableSql('w')}
+        and ${hasFreeSlotSql('w')}
       for update skip locked`,
     availableParams(now, config.metadataFreshMs),
   );

@@ -97,6 +97,7 @@ export class WorkerSnapshot {
         unavailable,
         free: unavailable ? 0 : freeSlots(s.concurrency, r.active),
         idleSince: r.lastCompletedMs === null ? (s.instanceCreatedAt ?? s.registeredAt) : new Date(r.lastCompletedMs),
+        instanceCreatedAt: s.instanceCreatedAt,
       });
     }
     // Name order (code unit order, as everywhere in the bulk questions); names are unique.

@@ -22,7 +22,9 @@
  * - a worker's details (metadata and tags): admins, signed-in users, and the worker itself (also
  *   the caller of the activation token it was just made for); the same for the tags a diagnosis or
  *   the demand names against a group of workers (others get their counts);
- *   everybody sees a worker's name, type, pool and status, as Debusine shows anonymous visitors.
+ *   everybody sees a worker's name, type, pool and status, as Debusine shows anonymous visitors;
+ * - task statistics (counts, medians and p95 of what runs used per task, package and architecture):
+ *   every authenticated caller, since they name no request, workspace or user; anonymous callers none.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ALWAYS, NEVER, type SqlCondition } from '../../db/condition.js';
@@ -92,14 +94,18 @@ export function principalOf(viewer: Viewer): Principal {
   }
 }
 
-/** Reads a principal's memberships (two statements for a user, none otherwise). */
+/**
+ * Reads a principal's memberships (one statement for a user, none otherwise: every rule below lets an
+ * admin see everything before it looks at memberships, and workers and activation tokens have none).
+ */
 export async function loadAudience(em: EntityManager, principal: Principal): Promise<Audience> {
-  if (principal.kind !== 'user' && principal.kind !== 'admin') return { ...principal, memberOf: new Set(), groups: new Set() };
-  const [members, groups] = await Promise.all([
-    em.execute<{ id: number }[]>('select workspace_id as id from workspace_member where user_id = ?', [principal.userId]),
-    em.execute<{ id: number }[]>('select group_id as id from user_group_member where user_id = ?', [principal.userId]),
-  ]);
-  return { ...principal, memberOf: new Set(members.map((r) => r.id)), groups: new Set(groups.map((r) => r.id)) };
+  if (principal.kind !== 'user') return { ...principal, memberOf: new Set(), groups: new Set() };
+  const [row] = await em.execute<{ members: number[]; groups: number[] }[]>(
+    `select to_json(array(select workspace_id from workspace_member where user_id = ?)) as members,
+            to_json(array(select group_id from user_group_member where user_id = ?)) as groups`,
+    [principal.userId, principal.userId],
+  );
+  return { ...principal, memberOf: new Set(row.members), groups: new Set(row.groups) };
 }
 
 // One audience per viewer object: a viewer lives for one operation (or one subscription event), so
@@ -208,6 +214,11 @@ export function canSeeWorkerGroupTags(p: Principal, workerIds: readonly number[]
 }
 
 /** Whether the viewer may see a work request whose workspace is loaded (one check, for a row already read). */
+/** Whether `p` may read task statistics (Query.taskStatistics, the status page's line). */
+export function canSeeTaskStatistics(p: Principal): boolean {
+  return p.kind !== 'anonymous';
+}
+
 export async function viewerSeesWorkRequest(em: EntityManager, viewer: Viewer, wr: { workspace: WorkspaceFacts; worker?: { id: number } | null }): Promise<boolean> {
   return canSeeWorkRequest(await audienceOf(em, viewer), { workspace: wr.workspace, workerId: wr.worker?.id ?? null });
 }

@@ -15,6 +15,22 @@ export const MAX_INPUT_DEPTH = 32;
 /** A refused value lists at most this many problems: a megabyte of NULs must not make a megabyte of answer. */
 const MAX_LISTED_PROBLEMS = 20;
 
+/** A value met by {@link clientInputProblems}: its path is written only for a problem. */
+interface Visit {
+  readonly value: unknown;
+  readonly depth: number;
+  readonly parent: Visit | null;
+  /** The root's path, an index in a list, or a key of an object. */
+  readonly key: string | number;
+}
+
+/** `input.requests[3].taskData.a`: list indexes as a client writes them; NULs in keys shown as \0. */
+function pathOf(visit: Visit): string {
+  if (visit.parent === null) return String(visit.key);
+  const parent = pathOf(visit.parent);
+  return typeof visit.key === 'number' ? `${parent}[${visit.key}]` : `${parent}.${visit.key.replaceAll('\u0000', '\\0')}`;
+}
+
 /**
  * What PostgreSQL or JSON would choke on in a client value, found without recursion (so that no
  * nesting overflows the stack): NUL characters in strings and keys (PostgreSQL text and jsonb cannot
@@ -25,25 +41,27 @@ export function clientInputProblems(value: unknown, path: string): InputProblem[
   const problems: InputProblem[] = [];
   const problem = (where: string, message: string) => problems.push({ code: ERROR_CODES.INVALID_INPUT, message: `${where}: ${message}`, path: where, tag: null });
   const nul = 'contains a NUL character (U+0000), which is not accepted';
-  const stack: { value: unknown; path: string; depth: number }[] = [{ value, path, depth: 0 }];
+  const stack: Visit[] = [{ value, depth: 0, parent: null, key: path }];
   while (stack.length && problems.length < MAX_LISTED_PROBLEMS) {
     const item = stack.pop()!;
-    if (typeof item.value === 'string') {
-      if (item.value.includes('\u0000')) problem(item.path, nul);
+    const v = item.value;
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) problem(pathOf(item), nul);
       continue;
     }
-    if (item.value === null || typeof item.value !== 'object' || item.value instanceof Date) continue;
+    if (v === null || typeof v !== 'object' || v instanceof Date) continue;
     if (item.depth >= MAX_INPUT_DEPTH) {
-      problem(item.path, `is nested more than ${MAX_INPUT_DEPTH} levels deep`);
+      problem(pathOf(item), `is nested more than ${MAX_INPUT_DEPTH} levels deep`);
       continue;
     }
-    const entries = Array.isArray(item.value)
-      ? item.value.map((v, i) => [`${item.path}[${i}]`, v] as const)
-      : Object.entries(item.value).map(([k, v]) => {
-          if (k.includes('\u0000')) problem(`${item.path}.${JSON.stringify(k.slice(0, 40))}`, `a key ${nul}`);
-          return [`${item.path}.${k.replaceAll('\u0000', '\\0')}`, v] as const;
-        });
-    for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i][1], path: entries[i][0], depth: item.depth + 1 });
+    // Children go on the stack last first, so that they are met in order.
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i] as unknown, depth: item.depth + 1, parent: item, key: i });
+    } else {
+      const keys = Object.keys(v);
+      for (const k of keys) if (k.includes('\u0000')) problem(`${pathOf(item)}.${JSON.stringify(k.slice(0, 40))}`, `a key ${nul}`);
+      for (let i = keys.length - 1; i >= 0; i--) stack.push({ value: (v as Record<string, unknown>)[keys[i]], depth: item.depth + 1, parent: item, key: keys[i] });
+    }
   }
   return problems;
 }
@@ -101,4 +119,39 @@ export function splitWorkspaceName(full: string, path: string): { scope: string;
     throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: a workspace is written "scope/name", got "${full}"`, path);
   }
   return { scope: parts[0], name: parts[1] };
+}
+
+/**
+ * The JSON text of a value that JSON writes exactly (null, booleans, finite numbers but -0, strings,
+ * arrays without holes, objects of Object.prototype or none, without toJSON), so that two values
+ * with the same text are the same value: a key for memoising pure work over client data (a batch's
+ * identical requests are analysed once: services/work/create-work-requests.ts). Null when the value
+ * holds anything else (undefined, a Date, a Map, NaN…), whose text could stand for another value.
+ */
+export function jsonKey(value: unknown): string | null {
+  let exact = true;
+  const text = JSON.stringify(value, function (this: Record<string, unknown>, key: string, written: unknown) {
+    const original = this[key]; // as it is, before any toJSON
+    switch (typeof original) {
+      case 'string':
+      case 'boolean':
+        break;
+      case 'number':
+        if (!Number.isFinite(original) || Object.is(original, -0)) exact = false;
+        break;
+      case 'object':
+        if (original === null) break;
+        if (Array.isArray(original)) {
+          for (let i = 0; i < original.length; i++) if (!(i in original)) exact = false;
+        } else {
+          const proto = Object.getPrototypeOf(original) as unknown;
+          if ((proto !== Object.prototype && proto !== null) || typeof (original as { toJSON?: unknown }).toJSON === 'function') exact = false;
+        }
+        break;
+      default:
+        exact = false;
+    }
+    return exact ? written : undefined;
+  });
+  return exact && text !== undefined ? text : null;
 }

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { launchPrice } from '../../scheduler/rules/cost.js';
+import { offeringsOf } from '../../provisioner/providers/offerings.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { Config } from '../../config.js';
@@ -14,6 +16,7 @@ import { terminateWorkers } from '../workers/terminate.js';
 import { issueToken } from '../identity/tokens.js';
 import { nameSchema, parseInput } from '../input/validate.js';
 import { refreshWorkerTags } from '../workers/worker-tags.js';
+import { templateFingerprint } from '../../scheduler/rules/instance-retirement.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 
 /** A new instance, as recorded before its provider is asked to start it. */
@@ -43,7 +46,18 @@ export async function recordLaunch(em: EntityManager, config: Config, pool: Work
       const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
       refreshWorkerTags(worker, pool, config);
       const { value } = issueToken(tx, { kind: 'activation', pool: ref, worker, label: `activation of instance ${name}` });
-      const instance = tx.create(InstanceSchema, { name, pool: ref, worker, state: 'LAUNCHING', requestedAt: now });
+      // Its price (scheduler/rules/cost.ts): the first offering's a launch tries, else the pool's; the
+      // provisioner sets the price of the offering that started it once its provider answers (cycle.ts).
+      const pricePerHour = launchPrice(offeringsOf(pool.specifications)[0], pool.pricePerHour ?? null);
+      const instance = tx.create(InstanceSchema, {
+        name,
+        pool: ref,
+        worker,
+        state: 'LAUNCHING',
+        requestedAt: now,
+        templateFingerprint: templateFingerprint(pool),
+        pricePerHour,
+      });
       await tx.flush();
       return { instance, worker, activationToken: value };
     }),

@@ -5,7 +5,9 @@
  */
 import { z } from 'zod';
 import { DEFAULT_LOCAL_HANDLERS } from '../../provisioner/providers/local-handlers.js';
+import { MAX_OFFERINGS, OFFERING_MARKETS, offeringKey, offeringsOf } from '../../provisioner/providers/offerings.js';
 import { runsHandlers } from '../../provisioner/providers.js';
+import { isPricePerHour, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/cost.js';
 import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
 import { debianArchitecture } from '../../tasks/task-data.js';
 import { EXECUTOR_BACKENDS } from '../../tasks/types.js';
@@ -40,6 +42,20 @@ const unique =
     });
   };
 
+// An offering: an instance type in a location, on-demand or spot (provisioner/providers/offerings.ts).
+const offeringSchema = z
+  .object({
+    instanceType: cloudId,
+    location: cloudId.nullish(),
+    market: oneOf(OFFERING_MARKETS as unknown as readonly [string, ...string[]]).nullish(),
+    maxPricePerHour: z.number().positive().max(10_000).nullish(),
+    pricePerHour: z.number().refine(isPricePerHour, PRICE_PER_HOUR_RANGE).nullish(),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.maxPricePerHour != null && o.market !== 'spot') ctx.addIssue({ code: 'custom', path: ['maxPricePerHour'], message: 'is for spot offerings only (market: spot)' });
+  });
+
 const specificationsSchema = z
   .object({
     cpuCount: z.number().int().min(1).max(4096).nullish(),
@@ -73,14 +89,46 @@ const specificationsSchema = z
     subnetId: cloudId.nullish(),
     securityGroupIds: z.array(cloudId).max(20).nullish(),
     command: z.array(text(4000)).min(1, 'must name a program').max(100).nullish(),
+    offerings: z
+      .array(offeringSchema)
+      .min(1, 'must name at least one offering (or leave offerings out and give instanceType)')
+      .max(MAX_OFFERINGS, `must have at most ${MAX_OFFERINGS} offerings`)
+      .superRefine((list, ctx) => {
+        const seen = new Set<string>();
+        list.forEach((o, i) => {
+          const key = offeringKey(offeringsOf({ offerings: [o] })[0]!);
+          if (seen.has(key)) ctx.addIssue({ code: 'custom', path: [i], message: `offering ${key} is given twice` });
+          seen.add(key);
+        });
+      })
+      .nullish(),
   })
-  .strict();
+  .strict()
+  .superRefine((s, ctx) => {
+    // One way to say what a pool starts: a list of offerings, or the single instanceType (and location).
+    if (s.offerings == null) return;
+    for (const field of ['instanceType', 'location'] as const) {
+      if (s[field] != null)
+        ctx.addIssue({ code: 'custom', path: [field], message: 'give it in each of offerings, not beside them (a pool names either offerings or one instanceType and location)' });
+    }
+  });
 
 /** Checks a pool's specifications as a client gives them: every problem, or them with the fields left unset dropped. */
 export function specificationProblems(value: unknown, path: string): { data: PoolSpecifications; problems: [] } | { data: null; problems: InputProblem[] } {
   const parsed = zodProblems(specificationsSchema, value, path);
   if (!parsed.data) return parsed;
-  return { data: Object.fromEntries(Object.entries(parsed.data).filter(([, v]) => v !== null && v !== undefined)) as PoolSpecifications, problems: [] };
+  const data = Object.fromEntries(Object.entries(parsed.data).filter(([, v]) => v !== null && v !== undefined)) as PoolSpecifications;
+  // Offerings are kept as offeringsOf reads them: market said, unset fields left out.
+  if (data.offerings) {
+    data.offerings = offeringsOf(data).map((o) => ({
+      instanceType: o.instanceType,
+      ...(o.location === null ? {} : { location: o.location }),
+      market: o.market,
+      ...(o.maxPricePerHour === null ? {} : { maxPricePerHour: o.maxPricePerHour }),
+      ...(o.pricePerHour == null ? {} : { pricePerHour: o.pricePerHour }),
+    }));
+  }
+  return { data, problems: [] };
 }
 
 const isDefaultHandlers = (handlers: PoolSpecifications['handlers']) => JSON.stringify(handlers ?? []) === JSON.stringify(DEFAULT_LOCAL_HANDLERS);

@@ -2,8 +2,10 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import { WEEKDAYS } from '../../shared/warm-schedule.js';
+import { isTimeZone, minutesOf, WARM_PERIODS_MAX } from '../../scheduler/rules/scale-in.js';
 import { WorkerSchema } from '../../entities/worker.js';
-import { AlreadyExistsError, InputError, InvalidStateError, NotFoundError } from '../../errors.js';
+import { AlreadyExistsError, ERROR_CODES, InputError, InvalidStateError, NotFoundError, type InputProblem } from '../../errors.js';
 import type { Token } from '../../entities/token.js';
 import { poolProviderProblems, providerTypes } from '../../provisioner/providers.js';
 import type { Events } from '../../events.js';
@@ -19,6 +21,7 @@ import type { WorkerImage } from '../../entities/worker-image.js';
 import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
 import { poolPublicationProblems, publishedPlaces, type PublishedPlace } from './publications.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
+import { isPricePerHour, MAX_MONTHLY_COST_BUDGET, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/cost.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
 export interface WorkerPoolInput {
@@ -33,6 +36,15 @@ export interface WorkerPoolInput {
   idleTimeoutSeconds?: number | null;
   targetLatencySeconds?: number | null;
   monthlyRuntimeBudgetSeconds?: number | null;
+  maxInstanceLifetimeSeconds?: number | null;
+  maxWorkRequestsPerInstance?: number | null;
+  maxReplacingInstances?: number | null;
+  billingPeriodSeconds?: number | null;
+  scaleDownDelaySeconds?: number | null;
+  maxLaunchesPerMinute?: number | null;
+  warmSchedule?: unknown;
+  pricePerHour?: number | null;
+  monthlyCostBudget?: number | null;
   enabled?: boolean | null;
 }
 
@@ -42,6 +54,49 @@ const limitsSchema = z.object({
   idleTimeoutSeconds: z.number().int().min(0).nullish(),
   targetLatencySeconds: z.number().int().min(1).nullish(),
   monthlyRuntimeBudgetSeconds: z.number().int().min(0).nullish(),
+  // A minute at least: an instance takes longer than that to boot and take work. A year at most.
+  maxInstanceLifetimeSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(366 * 24 * 3600)
+    .nullish(),
+  maxWorkRequestsPerInstance: z.number().int().min(1).max(1_000_000).nullish(),
+  maxReplacingInstances: z.number().int().min(1).max(100_000).nullish(),
+  billingPeriodSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(31 * 24 * 3600)
+    .nullish(),
+  // A day at most: a pool's recent launches are read over the last day (scheduler/storage/pool-launches.ts).
+  scaleDownDelaySeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(24 * 3600)
+    .nullish(),
+  maxLaunchesPerMinute: z.number().int().min(1).max(10_000).nullish(),
+  // Cost (scheduler/rules/cost.ts): in the site's currency.
+  pricePerHour: z.number().refine(isPricePerHour, PRICE_PER_HOUR_RANGE).nullish(),
+  monthlyCostBudget: z.number().finite().min(0).max(MAX_MONTHLY_COST_BUDGET).nullish(),
+  warmSchedule: z
+    .object({
+      timeZone: z.string().max(100).refine(isTimeZone, 'must be an IANA time zone, such as Europe/Berlin or UTC'),
+      periods: z
+        .array(
+          z
+            .object({
+              days: z.array(z.enum(WEEKDAYS)).min(1, 'must name a day at least').max(7),
+              from: z.string().refine((v) => minutesOf(v) !== null && minutesOf(v)! < 24 * 60, 'must be a time of day, HH:MM'),
+              to: z.string().refine((v) => minutesOf(v) !== null, 'must be a time of day, HH:MM, up to 24:00'),
+              minIdleInstances: z.number().int().min(0).max(100_000),
+            })
+            .refine((p) => (minutesOf(p.to) ?? 0) > (minutesOf(p.from) ?? 0), { message: 'to must come after from (a period over midnight is two periods)', path: ['to'] }),
+        )
+        .max(WARM_PERIODS_MAX),
+    })
+    .nullish(),
 });
 
 // The provider account is a JSON object of credentials; it is only ever written, never read back.
@@ -69,7 +124,20 @@ function applyPoolInput(
   // The pool as it would be: its provider, and its specifications (typed: pool-specifications.ts).
   const type = providerType?.data ?? pool.providerType;
   const specs = withHandlerDefaults(type, specifications?.data ?? pool.specifications ?? {});
+  // A pool names its provider: without one it used to run local processes on the server's host.
+  const missingProvider: InputProblem[] =
+    creating && input.providerType == null
+      ? [
+          {
+            code: ERROR_CODES.INVALID_INPUT,
+            message: `input.providerType: required: one of ${providerTypes().join(', ')} (local runs agents as processes on the server's host)`,
+            path: 'input.providerType',
+            tag: null,
+          },
+        ]
+      : [];
   const problems = [
+    ...missingProvider,
     ...(providerType?.problems ?? []),
     ...(account?.problems ?? []),
     ...(specifications?.problems ?? []),
@@ -103,6 +171,16 @@ function applyPoolInput(
   if (l.idleTimeoutSeconds != null) pool.idleTimeoutSeconds = l.idleTimeoutSeconds;
   if (l.targetLatencySeconds != null) pool.targetLatencySeconds = l.targetLatencySeconds;
   if (input.monthlyRuntimeBudgetSeconds !== undefined) pool.monthlyRuntimeBudgetSeconds = l.monthlyRuntimeBudgetSeconds ?? null;
+  // null removes the limit; omitted keeps it.
+  if (input.maxInstanceLifetimeSeconds !== undefined) pool.maxInstanceLifetimeSeconds = l.maxInstanceLifetimeSeconds ?? null;
+  if (input.maxWorkRequestsPerInstance !== undefined) pool.maxWorkRequestsPerInstance = l.maxWorkRequestsPerInstance ?? null;
+  if (l.maxReplacingInstances != null) pool.maxReplacingInstances = l.maxReplacingInstances;
+  if (input.billingPeriodSeconds !== undefined) pool.billingPeriodSeconds = l.billingPeriodSeconds ?? null;
+  if (input.scaleDownDelaySeconds !== undefined) pool.scaleDownDelaySeconds = l.scaleDownDelaySeconds ?? null;
+  if (input.maxLaunchesPerMinute !== undefined) pool.maxLaunchesPerMinute = l.maxLaunchesPerMinute ?? null;
+  if (input.warmSchedule !== undefined) pool.warmSchedule = l.warmSchedule ? { timeZone: l.warmSchedule.timeZone, periods: l.warmSchedule.periods } : null;
+  if (input.pricePerHour !== undefined) pool.pricePerHour = l.pricePerHour ?? null;
+  if (input.monthlyCostBudget !== undefined) pool.monthlyCostBudget = l.monthlyCostBudget ?? null;
   if (input.enabled != null) pool.enabled = input.enabled;
 }
 

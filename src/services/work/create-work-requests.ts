@@ -1,18 +1,20 @@
-import { LockMode } from '@mikro-orm/core';
+import { LockMode, Utils } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
+import { WorkRequestSchema, type WorkRequest, type WorkRequestRecord } from '../../entities/work-request.js';
+import type { User } from '../../entities/user.js';
 import type { Workspace } from '../../entities/workspace.js';
 import { AppError, ERROR_CODES, ForbiddenError, InputError, type InputProblem } from '../../errors.js';
 import { intArray } from '../../db/arrays.js';
-import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import { executeBound } from '../../db/bound.js';
+import { validateTaskInput, type AnalysisError, type TaskInputValidation, type WorkRequestAnalysis } from '../../tasks/analyze.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { isAdmin, requireUser } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { runOrchestrated, freezeAnalysis } from '../workflows/queue-request.js';
 import type { RequestChange } from '../workflows/request-change.js';
 import { AnalysisSources, analyzeRequest } from '../workflows/task-analysis.js';
-import { checkTags, parseInput } from '../input/validate.js';
+import { checkTags, jsonKey, parseInput } from '../input/validate.js';
 import { viewerSeesWorkRequest } from '../identity/visibility.js';
 import { planChildren } from '../workflows/workflow-expansion.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
@@ -51,11 +53,17 @@ interface PreparedCreate {
   readonly analysis: WorkRequestAnalysis;
 }
 
-/** What the creates of one operation look up once: workspaces and the viewer's right to submit there, analysis rows. */
+/** What the creates of one operation look up once: workspaces and the viewer's right to submit there, task data checks, analyses. */
 interface CreateLookups {
   readonly workspaces: Map<string, Workspace>;
   readonly allowed: Map<number, boolean>;
+  /** validateTaskInput's answer by task and data (jsonKey). */
+  readonly validations: Map<string, TaskInputValidation>;
   readonly analysis: AnalysisSources;
+}
+
+function newLookups(em: EntityManager): CreateLookups {
+  return { workspaces: new Map(), allowed: new Map(), validations: new Map(), analysis: new AnalysisSources(em) };
 }
 
 const priority = z.number().int().min(-1_000_000).max(1_000_000);
@@ -79,7 +87,8 @@ function parseId(raw: string | number, path: string): number {
 async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, input: CreateWorkRequestInput, path: string): Promise<PreparedCreate> {
   const { em, viewer, config } = deps;
   const { user } = requireUser(viewer);
-  const dataSize = Buffer.byteLength(JSON.stringify(input.taskData ?? null), 'utf8');
+  const dataKey = jsonKey(input.taskData ?? null);
+  const dataSize = Buffer.byteLength(dataKey ?? JSON.stringify(input.taskData ?? null), 'utf8');
   if (dataSize > config.maxTaskDataBytes) {
     throw new InputError(ERROR_CODES.TASK_DATA_TOO_LARGE, `${path}.taskData: ${dataSize} bytes of JSON is over the limit of ${config.maxTaskDataBytes}`, `${path}.taskData`);
   }
@@ -98,13 +107,20 @@ async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, inpu
   }
   let allowed = lookups.allowed.get(workspace.id);
   if (allowed === undefined) {
-    const role = await roleIn(em, viewer, workspace);
+    // An admin may submit anywhere: its role is read only for other users.
+    const role = isAdmin(viewer) ? null : await roleIn(em, viewer, workspace);
     allowed = isAdmin(viewer) || role === 'owner' || role === 'contributor';
     lookups.allowed.set(workspace.id, allowed);
   }
   if (!allowed) throw new ForbiddenError(`you may not submit work to workspace "${input.workspace}": only its owners and contributors may`);
 
-  const validation = validateTaskInput(input.taskType, input.taskName, input.taskData);
+  // The same task and data validate alike: checked once per batch (the check is pure).
+  const validationKey = dataKey === null ? null : `${JSON.stringify([input.taskType, input.taskName])}${dataKey}`;
+  let validation = validationKey === null ? undefined : lookups.validations.get(validationKey);
+  if (!validation) {
+    validation = validateTaskInput(input.taskType, input.taskName, input.taskData);
+    if (validationKey !== null) lookups.validations.set(validationKey, validation);
+  }
   if (!validation.ok) throw analysisErrorToInput(path, [validation.error]);
   // Analysed now, so that a request that could never be tagged is refused at the door, not later.
   const analysis = await analyzeRequest(
@@ -139,6 +155,174 @@ async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, inpu
   return { path, input, workspace, taskData: validation.data as Record<string, unknown>, priorityBase, priorityAdjustment, providedTags, requiredTags, dependencyIds, analysis };
 }
 
+/** What a create writes of a new work request; the other columns take their defaults (writtenEntity). */
+type NewRow = Pick<
+  WorkRequest,
+  | 'taskType'
+  | 'taskName'
+  | 'taskData'
+  | 'priorityBase'
+  | 'priorityAdjustment'
+  | 'userProvidedTags'
+  | 'userRequiredTags'
+  | 'createdAt'
+  | 'status'
+  | 'pendingAt'
+  | 'completedAt'
+  | 'statusReason'
+  | 'providedTags'
+  | 'requiredTags'
+  | 'providedEntries'
+  | 'requiredEntries'
+  | 'droppedTags'
+  | 'classId'
+  | 'expectedClassId'
+  | 'fairKey'
+> & { workspace: number; createdBy: number };
+
+/** Distinct JSON texts, numbered from 1 in the order first seen (as `with ordinality` numbers a JSON array's elements). */
+class Distinct {
+  private readonly numbers = new Map<string, number>();
+  number(json: string): number {
+    let n = this.numbers.get(json);
+    if (n === undefined) this.numbers.set(json, (n = this.numbers.size + 1));
+    return n;
+  }
+  /** The texts as one JSON array, in their numbers' order. */
+  json(): string {
+    return `[${[...this.numbers.keys()].join(',')}]`;
+  }
+}
+
+/** A column a create writes: its name, its SQL type, and its value in a row. */
+type Column = readonly [name: string, type: 'int' | 'bigint' | 'text' | 'timestamptz' | 'text[]' | 'jsonb', value: (r: NewRow) => unknown];
+
+/** The columns each row sends of its own, as the elements of a JSON array in this order. */
+const OWN_COLUMNS: readonly Column[] = [
+  ['workspace_id', 'int', (r) => r.workspace],
+  ['created_by_id', 'int', (r) => r.createdBy],
+  ['task_type', 'text', (r) => r.taskType],
+  ['task_name', 'text', (r) => r.taskName],
+  ['priority_base', 'int', (r) => r.priorityBase],
+  ['priority_adjustment', 'int', (r) => r.priorityAdjustment],
+  ['created_at', 'timestamptz', (r) => r.createdAt],
+  ['status', 'text', (r) => r.status],
+  ['pending_at', 'timestamptz', (r) => r.pendingAt],
+  ['completed_at', 'timestamptz', (r) => r.completedAt],
+  ['status_reason', 'text', (r) => r.statusReason],
+  ['class_id', 'int', (r) => r.classId],
+  ['expected_class_id', 'int', (r) => r.expectedClassId],
+  ['fair_key', 'bigint', (r) => r.fairKey],
+];
+
+/** The columns of a row's tag sets (the user's and the frozen ones), which the rows of one analysis share. */
+const TAG_SET_COLUMNS: readonly Column[] = [
+  ['user_provided_tags', 'text[]', (r) => r.userProvidedTags],
+  ['user_required_tags', 'text[]', (r) => r.userRequiredTags],
+  ['provided_tags', 'text[]', (r) => r.providedTags],
+  ['required_tags', 'text[]', (r) => r.requiredTags],
+  ['provided_entries', 'jsonb', (r) => r.providedEntries],
+  ['required_entries', 'jsonb', (r) => r.requiredEntries],
+  ['dropped_tags', 'jsonb', (r) => r.droppedTags],
+];
+
+/** Element `i` of the JSON array `json` as a value of the column's type. */
+function element(json: string, i: number, type: Column[1]): string {
+  if (type === 'jsonb') return `${json}->${i}`;
+  if (type === 'text[]') return `array(select jsonb_array_elements_text(${json}->${i}))`;
+  return `(${json}->>${i})::${type}`;
+}
+
+/**
+ * The insert of {@link insertRows}: each row a JSON array of its own columns, then the numbers of its
+ * tag set and task data in theirs (`with ordinality` numbers from 1, in order).
+ */
+const INSERT_ROWS_SQL = `insert into work_request (${[...OWN_COLUMNS, ...TAG_SET_COLUMNS].map((c) => c[0]).join(', ')}, task_data)
+  select ${OWN_COLUMNS.map((c, i) => element('r.v', i, c[1])).join(', ')}, ${TAG_SET_COLUMNS.map((c) => `s.${c[0]}`).join(', ')}, d.v
+    from jsonb_array_elements(?::jsonb) with ordinality as r(v, n)
+    join (select n, ${TAG_SET_COLUMNS.map((c, i) => `${element('v', i, c[1])} as ${c[0]}`).join(', ')}
+            from jsonb_array_elements(?::jsonb) with ordinality as s(v, n)) as s on s.n = (r.v->>${OWN_COLUMNS.length})::int
+    join jsonb_array_elements(?::jsonb) with ordinality as d(v, n) on d.n = (r.v->>${OWN_COLUMNS.length + 1})::int
+   order by r.n
+  returning id, task_data`;
+
+/**
+ * Inserts new work requests in one statement, in order, and returns their ids and their task data as
+ * stored (jsonb writes an object's keys in its own order). What rows share is sent once: their tag
+ * sets (the same for the requests of one analysis) and their task data; each row sends its own
+ * columns and the numbers of those.
+ */
+async function insertRows(tx: EntityManager, rows: readonly NewRow[]): Promise<{ id: number; taskData: WorkRequest['taskData'] }[]> {
+  const tagSets = new Distinct();
+  const data = new Distinct();
+  // The rows of one analysis hold the same frozen lists (the same arrays): their tag set is written
+  // once, found by those arrays and the user's own tags.
+  const listNumbers = new Map<unknown, number>();
+  const listNumber = (list: unknown) => {
+    let n = listNumbers.get(list);
+    if (n === undefined) listNumbers.set(list, (n = listNumbers.size));
+    return n;
+  };
+  const seen = new Map<string, number>();
+  const own = rows.map((r) => {
+    const lists = `${JSON.stringify([r.userProvidedTags, r.userRequiredTags])}${listNumber(r.providedTags)},${listNumber(r.requiredTags)},${listNumber(r.providedEntries)},${listNumber(r.requiredEntries)},${listNumber(r.droppedTags)}`;
+    let tagSet = seen.get(lists);
+    if (tagSet === undefined) seen.set(lists, (tagSet = tagSets.number(JSON.stringify(TAG_SET_COLUMNS.map((c) => c[2](r))))));
+    const values = OWN_COLUMNS.map((c) => c[2](r));
+    values.push(tagSet, data.number(JSON.stringify(r.taskData)));
+    return values;
+  });
+  const stored = await executeBound<{ id: number; task_data: WorkRequest['taskData'] }>(tx, INSERT_ROWS_SQL, [JSON.stringify(own), tagSets.json(), data.json()]);
+  if (stored.length !== rows.length) throw new Error(`inserted ${rows.length} work requests, got ${stored.length} rows back`);
+  // Ids are drawn in the order of the rows inserted, which is the input's (order by).
+  return stored.map((s) => ({ id: Number(s.id), taskData: s.task_data })).sort((a, b) => a.id - b.id);
+}
+
+/**
+ * A work request as {@link insertRows} wrote it (nothing changes a new row: no trigger writes it),
+ * as a plain record: the columns it did not write hold their defaults (the migrations' and the
+ * entity's), its references are the workspace and user the create read, and its lists are its own.
+ * Not an entity: the ORM's bookkeeping of a thousand entities (their tracked properties, their
+ * snapshots) costs a batch more than the rest of its writing. Every property is written out: V8
+ * builds an object spread from another and then given more properties at some 25 µs a row.
+ */
+function writtenRecord(r: NewRow, stored: { id: number; taskData: WorkRequest['taskData'] }, workspace: Workspace, createdBy: User): WorkRequestRecord {
+  return {
+    id: stored.id,
+    workspace,
+    createdBy,
+    taskType: r.taskType,
+    taskName: r.taskName,
+    taskData: stored.taskData,
+    status: r.status,
+    result: null,
+    statusReason: r.statusReason,
+    exitCode: null,
+    priorityBase: r.priorityBase,
+    priorityAdjustment: r.priorityAdjustment,
+    fairKey: r.fairKey,
+    worker: null,
+    parent: null,
+    userProvidedTags: r.userProvidedTags.slice(),
+    userRequiredTags: r.userRequiredTags.slice(),
+    providedTags: r.providedTags.slice(),
+    requiredTags: r.requiredTags.slice(),
+    providedEntries: r.providedEntries.slice(),
+    requiredEntries: r.requiredEntries.slice(),
+    droppedTags: r.droppedTags.slice(),
+    classId: r.classId,
+    expectedClassId: r.expectedClassId,
+    retryCount: 0,
+    quarantineProbe: false,
+    createdAt: r.createdAt,
+    pendingAt: r.pendingAt,
+    assignedAt: null,
+    startedAt: null,
+    completedAt: r.completedAt,
+    estimatedStartAt: null,
+  };
+}
+
 /** A batch lists at most this many problems: a thousand bad requests must not make a megabyte of answer. */
 const MAX_LISTED_PROBLEMS = 100;
 
@@ -146,13 +330,16 @@ const MAX_LISTED_PROBLEMS = 100;
  * Writes prepared requests in one transaction, all or none: the dependencies are locked and checked
  * (every problem named), the tag sets of those with nothing to wait for frozen and their classes
  * found in one call, the rows and their dependencies inserted in one statement each, and what the
- * server runs itself run (orchestration.ts). Returns the requests in input order and what else changed.
+ * server runs itself run (orchestration.ts). Returns the requests in input order, each as `answer`
+ * makes it from what was written (a plain record, or the entity of one the server ran), and what
+ * else changed.
  */
-async function writeCreates(
+async function writeCreates<T>(
   deps: WorkRequestDeps,
   prepared: readonly PreparedCreate[],
-  record?: (tx: EntityManager, created: WorkRequest[]) => Promise<void>,
-): Promise<{ created: WorkRequest[]; changed: RequestChange[] }> {
+  answer: (tx: EntityManager, written: WorkRequestRecord) => T,
+  record?: (tx: EntityManager, created: T[]) => Promise<void>,
+): Promise<{ created: T[]; changed: RequestChange[] }> {
   const { em, viewer, config } = deps;
   const { user } = requireUser(viewer);
   const dependencyIds = [...new Set(prepared.flatMap((p) => p.dependencyIds))];
@@ -177,7 +364,7 @@ async function writeCreates(
     // computed (nothing changed in between), their classes found in one call.
     const now = new Date();
     const rows = prepared.map((p) => {
-      const row = {
+      const row: NewRow = {
         workspace: p.workspace.id,
         createdBy: user.id,
         taskType: p.input.taskType,
@@ -188,16 +375,18 @@ async function writeCreates(
         userProvidedTags: p.providedTags,
         userRequiredTags: p.requiredTags,
         createdAt: now,
-        status: 'BLOCKED' as WorkRequest['status'],
-        pendingAt: null as Date | null,
-        completedAt: null as Date | null,
-        statusReason: null as string | null,
-        providedTags: [] as string[],
-        requiredTags: [] as string[],
-        providedEntries: [] as WorkRequest['providedEntries'],
-        requiredEntries: [] as WorkRequest['requiredEntries'],
-        droppedTags: [] as WorkRequest['droppedTags'],
-        classId: null as number | null,
+        status: 'BLOCKED',
+        pendingAt: null,
+        completedAt: null,
+        statusReason: null,
+        providedTags: [],
+        requiredTags: [],
+        providedEntries: [],
+        requiredEntries: [],
+        droppedTags: [],
+        classId: null,
+        expectedClassId: null,
+        fairKey: 0, // set below
       };
       const waits = p.dependencyIds.some((id) => visible.get(id)!.status !== 'COMPLETED');
       if (!waits) freezeAnalysis(row, p.analysis, now);
@@ -209,15 +398,22 @@ async function writeCreates(
       rows.map((r) => r.workspace),
       now,
     );
-    const keyed = rows.map((r, i) => ({ ...r, fairKey: fairKeys[i] }));
-    const ready = keyed.filter((r) => r.status === 'PENDING');
+    rows.forEach((r, i) => (r.fairKey = fairKeys[i]));
+    const ready = rows.filter((r) => r.status === 'PENDING');
     const classIds = await classIdsFor(tx, ready);
     ready.forEach((r, i) => (r.classId = classIds[i]));
-    // One multi-row insert, without the unit of work's bookkeeping of a thousand new entities.
-    // (The driver's own call: EntityManager.insertMany answers only the first id on PostgreSQL.)
-    const inserted = await tx.getDriver().nativeInsertMany<WorkRequest>(WorkRequestSchema.meta.className, keyed as never, { ctx: tx.getTransactionContext() });
-    const ids = (inserted.rows ?? []).map((r) => Number(r.id));
-    if (ids.length !== keyed.length) throw new Error(`inserted ${keyed.length} work requests, got ${ids.length} ids back`);
+    // A request that waits keeps the class its tags have now, for demand's coming work (scheduler/rules/look-ahead.ts).
+    const waiting = rows.flatMap((r, i) => {
+      const a = prepared[i].analysis;
+      return r.status === 'BLOCKED' && a.ok && !isOrchestrated(r.taskType) ? [{ r, tags: { providedTags: a.providedTags, requiredTags: a.requiredTags } }] : [];
+    });
+    const expected = await classIdsFor(
+      tx,
+      waiting.map((w) => w.tags),
+    );
+    waiting.forEach((w, i) => (w.r.expectedClassId = expected[i]));
+    const inserted = await insertRows(tx, rows);
+    const ids = inserted.map((r) => r.id);
     const links = prepared.flatMap((p, i) => p.dependencyIds.map((dep) => [ids[i], dep] as const));
     if (links.length) {
       await tx.execute(`insert into work_request_dependency (work_request_id, depends_on_id) select * from unnest(?::int[], ?::int[])`, [
@@ -225,13 +421,20 @@ async function writeCreates(
         intArray(links.map((l) => l[1])),
       ]);
     }
-    const byId = new Map((await tx.find(WorkRequestSchema, { id: { $in: ids } })).map((wr) => [wr.id, wr]));
-    const created = ids.map((id) => byId.get(id)!);
+    // The requests as written, not read back; those the server runs itself are loaded, as entities,
+    // since what it runs changes them.
+    const written = rows.map((r, i) => writtenRecord(r, inserted[i], prepared[i].workspace, user));
+    const orchestratedIds = written.filter((wr) => wr.status === 'PENDING' && isOrchestrated(wr.taskType)).map((wr) => wr.id);
+    const orchestrated = orchestratedIds.length
+      ? await tx.find(WorkRequestSchema, { id: { $in: orchestratedIds } }, { populate: ['workspace.scope', 'createdBy'], orderBy: { id: 'asc' } })
+      : [];
+    if (orchestrated.length) {
+      const position = new Map(ids.map((id, i) => [id, i]));
+      for (const wr of orchestrated) written[position.get(wr.id)!] = wr;
+    }
     // What the server runs itself (orchestration.ts) runs now.
     const changed: RequestChange[] = [];
-    const finished = created.filter((wr) => wr.status === 'ABORTED').map((wr) => wr.id);
-    const orchestrated = created.filter((wr) => wr.status === 'PENDING' && isOrchestrated(wr.taskType));
-    if (orchestrated.length) await tx.populate(orchestrated, ['workspace.scope', 'createdBy']);
+    const finished = written.filter((wr) => wr.status === 'ABORTED').map((wr) => wr.id);
     for (const wr of orchestrated) {
       const outcome = await runOrchestrated(tx, config, wr);
       changed.push(...outcome.changed);
@@ -239,6 +442,7 @@ async function writeCreates(
     }
     await tx.flush();
     if (finished.length) changed.push(...(await settleDependents(tx, config, finished)));
+    const created = written.map((wr) => answer(tx, wr));
     await record?.(tx, created); // an idempotency key commits with the requests (services/work/idempotency.ts)
     return { created, changed };
   });
@@ -250,13 +454,16 @@ async function writeCreates(
  * computed and frozen, and is placed on a free worker if there is one; otherwise it waits BLOCKED.
  */
 export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWorkRequestInput, options: { record?: RecordCreated<WorkRequest> } = {}): Promise<WorkRequest> {
-  const lookups: CreateLookups = { workspaces: new Map(), allowed: new Map(), analysis: new AnalysisSources(deps.em) };
+  const lookups = newLookups(deps.em);
   const prepared = await prepareCreate(deps, lookups, input, 'input');
   const record = options.record;
+  // Its answer is an entity, as every request the API answers with but a batch's (createWorkRequests).
+  const asEntity = (tx: EntityManager, written: WorkRequestRecord): WorkRequest =>
+    Utils.isEntity<WorkRequest>(written) ? written : tx.getEntityFactory().create(WorkRequestSchema, written, { initialized: true, newEntity: false, merge: false });
   const {
     created: [wr],
     changed,
-  } = await writeCreates(deps, [prepared], record && ((tx, created) => record(tx, created[0])));
+  } = await writeCreates(deps, [prepared], asEntity, record && ((tx, created) => record(tx, created[0])));
   // Placed before its change is published: a request placed at once is published once, by its
   // placement, as ASSIGNED, and that asks no pass of any process (changeMayAllowAssignments).
   let placed = false;
@@ -280,13 +487,14 @@ function named(err: unknown, path: string): unknown {
  * Creates many work requests at once, all or none: each is checked and analysed as one
  * createWorkRequest is (prepareCreate), every refused request is named (its index and field) in one
  * typed error, and the rows are written in one transaction. No request is placed one by one: a pass
- * (triggered by their events) places them in bulk.
+ * (triggered by their events) places them in bulk. Answers with the requests as written: plain
+ * records (entities for those the server ran itself), not entities of an EntityManager.
  */
 export async function createWorkRequests(
   deps: WorkRequestDeps,
   inputs: readonly CreateWorkRequestInput[],
-  options: { record?: RecordCreated<WorkRequest[]> } = {},
-): Promise<WorkRequest[]> {
+  options: { record?: RecordCreated<WorkRequestRecord[]> } = {},
+): Promise<WorkRequestRecord[]> {
   requireUser(deps.viewer);
   const most = deps.config.maxBatchRequests;
   if (inputs.length === 0) throw new InputError(ERROR_CODES.INVALID_INPUT, 'input.requests: give at least one request', 'input.requests');
@@ -297,7 +505,7 @@ export async function createWorkRequests(
       'input.requests',
     );
   }
-  const lookups: CreateLookups = { workspaces: new Map(), allowed: new Map(), analysis: new AnalysisSources(deps.em) };
+  const lookups = newLookups(deps.em);
   const prepared: PreparedCreate[] = [];
   const problems: InputProblem[] = [];
   for (const [i, input] of inputs.entries()) {
@@ -310,7 +518,7 @@ export async function createWorkRequests(
     }
   }
   if (problems.length) throw InputError.of(problems.slice(0, MAX_LISTED_PROBLEMS));
-  const { created, changed } = await writeCreates(deps, prepared, options.record);
+  const { created, changed } = await writeCreates(deps, prepared, (_tx, written) => written, options.record);
   for (const [i, wr] of created.entries()) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared[i].workspace.id, status: wr.status });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   return created;

@@ -16,17 +16,19 @@ import { START_SQL } from '../../scheduler/storage/work-transitions.js';
 import { isActiveSql, isUnacknowledgedSql } from '../../scheduler/rules/active-work.js';
 import { judgeWorker } from '../../scheduler/storage/quarantine.js';
 import { recordRelease } from '../../scheduler/storage/release-backoffs.js';
+import { markSeen } from '../workers/presence.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */
 export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | null> {
   const worker = requireWorker(deps.viewer);
   // A worker that asks is alive: the call counts as a heartbeat.
-  const now = new Date();
-  await deps.em.nativeUpdate('Worker', { id: worker.id }, { lastSeenAt: now, connectedAt: worker.connectedAt ?? now });
+  await markSeen(deps.em, worker.id, new Date());
   const assignment = await deps.scheduler.requestWork(worker.id);
   if (!assignment) return null;
-  // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED).
-  return deps.em.findOneOrFail(WorkRequestSchema, { id: assignment.workRequestId }, { populate: ['workspace'] });
+  // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED). The
+  // answer is the row as it is now; its workspace and creator are read by the loaders if asked for.
+  const [row] = await deps.em.execute<Record<string, unknown>[]>('select * from work_request where id = ?', [assignment.workRequestId]);
+  return deps.em.map(WorkRequestSchema, row);
 }
 
 /**
@@ -119,7 +121,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     const done = await completeQuietSuccess(deps.em, id, viewer.worker.id, outcome.exitCode ?? null, new Date());
     if (done) {
       // Kept after the completion's commit: figures lost to a crash between the two come again with the agent's retry.
-      if (statistics) await keepRunStatistics(deps.em, done.id, statistics);
+      if (statistics) await keepRunStatistics(deps.em, done, statistics);
       deps.metrics?.completed(done, statistics);
       const refilled = await refill(deps, viewer.worker.id);
       deps.events.publish('workRequestChanged', { id: done.id, workspaceId: done.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
@@ -132,7 +134,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     // The same report again, from the worker that made it: the answer to the first was lost (a cut
     // connection, a killed server) and the agent retried. It was recorded: say so, change nothing.
     if (locked.status === 'COMPLETED' && locked.result === result && viewer.kind === 'worker') {
-      if (statistics) await keepRunStatistics(tx, locked.id, statistics);
+      if (statistics) await keepRunStatistics(tx, locked, statistics);
       return { wr: locked, changed: [], repeated: true, quarantine: null };
     }
     if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
@@ -149,7 +151,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     if (result === 'FAILURE' || result === 'ERROR') locked.statusReason = await failureReason(tx, locked, outcome);
     await tx.flush();
     await recordCompletion(tx, locked, now);
-    if (statistics) await keepRunStatistics(tx, locked.id, statistics);
+    if (statistics) await keepRunStatistics(tx, locked, statistics);
     const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.quarantineAfterErrors) : null;
     await compactLog(tx, locked.id);
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false, quarantine };
@@ -262,6 +264,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     locked.worker = null;
     locked.assignedAt = null;
     locked.startedAt = null;
+    locked.estimatedStartAt = null; // pending afresh: its next diagnosis estimates it again
     locked.statusReason = `released by worker ${me.name}: ${reason.slice(0, 500)}`;
     await tx.flush();
     await recordRelease(tx, locked.id, me.id, locked.pendingAt, deps.config.releaseBackoffMs);

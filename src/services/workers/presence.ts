@@ -6,6 +6,11 @@ import type { Events } from '../../events.js';
 import { markInstanceRunning } from './instance-running.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 
+/** A worker called: it is seen now, and connected from now unless it already was (one statement). */
+export async function markSeen(em: EntityManager, workerId: number, now: Date): Promise<void> {
+  await em.execute('update worker set last_seen_at = ?, connected_at = coalesce(connected_at, ?) where id = ?', [now, now, workerId]);
+}
+
 /** A worker's agent says it is alive (and, when it is, that it is shutting down). */
 export async function heartbeat(em: EntityManager, viewer: Viewer, events: Events, input: { shuttingDown?: boolean | null }): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
   const me = requireWorker(viewer);
@@ -22,26 +27,81 @@ export async function heartbeat(em: EntityManager, viewer: Viewer, events: Event
   return { worker, assigned };
 }
 
-/** A worker's connection opened: it is connected and seen now; a fresh agent is not shutting down; its instance, if any, is RUNNING. */
-export async function markConnected(em: EntityManager, events: Events, workerId: number): Promise<void> {
+/**
+ * Workers' connections opened (one statement): each is connected and seen now, a fresh agent is not
+ * shutting down, and its instance, if any, is RUNNING.
+ */
+export async function markManyConnected(em: EntityManager, events: Events, workerIds: readonly number[]): Promise<void> {
+  if (!workerIds.length) return;
   const now = new Date();
-  const worker = await em.findOne(WorkerSchema, { id: workerId });
-  if (!worker) return;
-  worker.connectedAt = now;
-  worker.lastSeenAt = now;
-  worker.shuttingDown = false;
-  await em.flush();
-  if (worker.pool) await markInstanceRunning(em, worker.id, now);
-  events.publish('workerChanged', { id: worker.id, name: worker.name });
+  const rows = await em.execute<{ id: number; name: string; pool_id: number | null }[]>(
+    `update worker set connected_at = ?, last_seen_at = ?, shutting_down = false where id = any(?::int[]) returning id, name, pool_id`,
+    [now, now, intArray(workerIds)],
+  );
+  // One instance at a time: each start is a sample of its pool's launch time.
+  for (const w of rows) if (w.pool_id !== null) await markInstanceRunning(em, w.id, now);
+  for (const w of rows) events.publish('workerChanged', { id: w.id, name: w.name });
 }
 
-/** A worker's last connection to this process closed. */
-export async function markDisconnected(em: EntityManager, events: Events, workerId: number): Promise<void> {
-  const worker = await em.findOne(WorkerSchema, { id: workerId });
-  if (!worker) return;
-  worker.connectedAt = null;
-  await em.flush();
-  events.publish('workerChanged', { id: worker.id, name: worker.name });
+/**
+ * Writes workers' presence in batches: the connections and disconnections that arrive while one
+ * batch is written go together in the next (two statements at most, whatever their number), so that
+ * ten thousand agents connecting or going away at once make a few statements, not ten thousand
+ * that wait for the database's connections. Each call resolves when its own batch is written, and
+ * rejects with that batch's error.
+ */
+export function createPresenceWriter(write: { connected(ids: number[]): Promise<void>; disconnected(ids: number[]): Promise<void> }): {
+  connected(workerId: number): Promise<void>;
+  disconnected(workerId: number): Promise<void>;
+  /** Resolves when every batch asked for so far is written (or failed). */
+  idle(): Promise<void>;
+} {
+  interface Batch {
+    connected: number[];
+    disconnected: number[];
+    done: Promise<void>;
+    start: () => void;
+  }
+  let next: Batch | null = null;
+  let running: Promise<void> = Promise.resolve();
+  const batch = (): Batch => {
+    if (next) return next;
+    let start!: () => void;
+    const go = new Promise<void>((r) => (start = r));
+    const b: Batch = {
+      connected: [],
+      disconnected: [],
+      start,
+      done: go.then(async () => {
+        if (next === b) next = null; // later calls start another batch
+        // A worker has one write in flight at a time (the caller orders them), so it is in one list only.
+        await write.connected(b.connected);
+        await write.disconnected(b.disconnected);
+      }),
+    };
+    next = b;
+    // It starts when the batch before it is written, collecting meanwhile.
+    running = running
+      .catch(() => undefined)
+      .then(() => {
+        b.start();
+        return b.done;
+      });
+    return b;
+  };
+  return {
+    connected(workerId) {
+      const b = batch();
+      b.connected.push(workerId);
+      return b.done;
+    },
+    disconnected(workerId) {
+      const b = batch();
+      b.disconnected.push(workerId);
+      return b.done;
+    },
+    idle: () => running.catch(() => undefined),
+  };
 }
 
 /** This process stops: the workers whose connections it held are disconnected (one statement). */

@@ -30,7 +30,16 @@ export interface Terminated {
  * ends as `end` says. Workers already terminated change nothing but their instance. The caller
  * publishes (publishTermination) after its commit.
  */
-export async function terminateIn(tx: EntityManager, config: Config, workerIds: readonly number[], reason: string, end: InstanceEnd, now: Date): Promise<Terminated> {
+export async function terminateIn(
+  tx: EntityManager,
+  config: Config,
+  workerIds: readonly number[],
+  reason: string,
+  end: InstanceEnd,
+  now: Date,
+  /** false: its running work goes back without counting a retry (requeueWorkOf). */
+  countRetries = true,
+): Promise<Terminated> {
   if (!workerIds.length) return { workers: [], requeued: [], settled: [] };
   const ids = intArray(workerIds);
   // The worker rows first, locked: a pass or a pull that holds one has committed its assignment
@@ -40,7 +49,7 @@ export async function terminateIn(tx: EntityManager, config: Config, workerIds: 
     [now, ids],
   );
   await tx.execute(`update token set enabled = false where worker_id = any(?::int[]) and enabled`, [ids]);
-  const requeued = await requeueWorkOf(tx, workerIds, reason, now, config);
+  const requeued = await requeueWorkOf(tx, workerIds, reason, now, config, countRetries);
   const aborted = requeued.filter((c) => c.status === 'ABORTED').map((c) => c.id);
   const settled = aborted.length ? await settleDependents(tx, config, aborted) : [];
   if (end.state === 'STOPPING') {

@@ -4,8 +4,12 @@ import { EnvironmentSchema } from '../../entities/environment.js';
 import { TaskRuleSchema } from '../../entities/task-rule.js';
 import type { User } from '../../entities/user.js';
 import type { Workspace } from '../../entities/workspace.js';
-import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import { keyString, readTaskStatistics } from '../../scheduler/storage/task-statistics.js';
+import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis, type WorkRequestAnalysisInput } from '../../tasks/analyze.js';
+import type { LearnedHistory } from '../../tasks/learned-requirements.js';
+import { statisticsKeyOf, type StatisticsKey } from '../../tasks/statistics-key.js';
 import type { EnvironmentFacts } from '../../tasks/types.js';
+import { jsonKey } from '../input/validate.js';
 
 /** What a work request's analysis reads besides its own fields. */
 export interface AnalysisRequest {
@@ -35,14 +39,29 @@ type RuleRow = { name: string; taskName?: string | null; expression?: string | n
 /**
  * The rows analyses read besides the request itself (the creator's groups in a scope, the rules of a
  * workspace and the site, environments), each loaded once however many analyses ask: the requests of
- * one batch share them. One instance per operation; it holds what it read at that time.
+ * one batch share them. One instance per operation; it holds what it read at that time. So do the
+ * analyses themselves: requests that are the same but for nothing the analysis reads (a batch of
+ * identical requests) are analysed once, and share that result (analyzeRequest).
  */
 export class AnalysisSources {
   private readonly groups = new Map<string, Promise<GroupRow[]>>();
   private readonly rules = new Map<number, Promise<RuleRow[]>>();
   private readonly environments = new Map<number, Promise<EnvironmentFacts | null>>();
+  private readonly histories = new Map<string, Promise<LearnedHistory | null>>();
+  private readonly analyses = new Map<string, Promise<WorkRequestAnalysis>>();
 
   constructor(private readonly em: EntityManager) {}
+
+  /** The analysis of the request `key` names, run by `run` the first time it is asked for (no key: every time). */
+  analysis(key: string | null, run: () => Promise<WorkRequestAnalysis>): Promise<WorkRequestAnalysis> {
+    if (key === null) return run();
+    let found = this.analyses.get(key);
+    if (!found) {
+      found = run();
+      this.analyses.set(key, found);
+    }
+    return found;
+  }
 
   groupsOf(creatorId: number, scopeId: number): Promise<GroupRow[]> {
     const key = `${creatorId}:${scopeId}`;
@@ -81,21 +100,58 @@ export class AnalysisSources {
     }
     return found;
   }
+
+  /** The statistics of a task, package and architecture over their window (for learned minimums), or null without runs. */
+  history(key: StatisticsKey): Promise<LearnedHistory | null> {
+    const k = keyString(key);
+    let found = this.histories.get(k);
+    if (!found) {
+      found = readTaskStatistics(this.em, [key]).then((m) => m.get(k) ?? null);
+      this.histories.set(k, found);
+    }
+    return found;
+  }
 }
 
 /**
  * Loads what the pure analysis needs (creator groups in the workspace's scope, workspace and site
  * rules, the environment) through `sources` (a new one unless the caller shares one) and runs it.
- * Reads only; the caller stores the result.
+ * Where the site learns requirements (TAGSCHED_LEARNED_REQUIREMENTS), the analysis runs again with the
+ * history of the key its first run derived (its task, source package and architecture), when there is
+ * one. Reads only; the caller stores the result.
  */
-export async function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
+export function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
+  // Everything the analysis reads: the request's own fields, and ids that name what the sources read
+  // (the same for the life of the sources). A taskData that JSON does not write exactly has no key.
+  const data = jsonKey(req.taskData);
+  const key =
+    data === null
+      ? null
+      : `${JSON.stringify([
+          req.workspace.id,
+          req.workspace.scope.id,
+          req.workspace.providableTagPrefixes,
+          req.creator.id,
+          req.taskType,
+          req.taskName,
+          req.environmentId,
+          req.userProvidedTags,
+          req.userRequiredTags,
+          req.dataSource ?? null,
+          config.defaultArchitecture,
+          config.learnedRequirements,
+        ])}${data}`;
+  return sources.analysis(key, () => runAnalysis(config, req, sources));
+}
+
+async function runAnalysis(config: Config, req: AnalysisRequest, sources: AnalysisSources): Promise<WorkRequestAnalysis> {
   const scope = req.workspace.scope;
   const [groups, rules, facts] = await Promise.all([
     sources.groupsOf(req.creator.id, scope.id),
     sources.rulesOf(req.workspace),
     req.environmentId === null ? null : sources.environment(req.environmentId),
   ]);
-  return analyzeWorkRequest({
+  const input: WorkRequestAnalysisInput = {
     scope: scope.name,
     workspace: req.workspace.name,
     creatorGroups: groups.map((g) => ({ scope: scope.name, workspace: g.workspace, name: g.name })),
@@ -110,5 +166,9 @@ export async function analyzeRequest(em: EntityManager, config: Config, req: Ana
     workspaceRules: rules.filter((r) => r.workspace).map(toRule),
     siteRules: rules.filter((r) => !r.workspace).map(toRule),
     dataSource: req.dataSource ?? null,
-  });
+  };
+  const analysis = analyzeWorkRequest(input);
+  if (!config.learnedRequirements || !analysis.ok) return analysis;
+  const learned = await sources.history(statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required));
+  return learned ? analyzeWorkRequest({ ...input, learned }) : analysis;
 }

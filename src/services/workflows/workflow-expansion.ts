@@ -6,10 +6,11 @@ import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request
 import type { Workspace } from '../../entities/workspace.js';
 import { validateTaskInput, type AnalysisError, type WorkRequestAnalysis } from '../../tasks/analyze.js';
 import { findTask } from '../../tasks/registry.js';
-import type { ChildPlan } from '../../tasks/types.js';
+import { isOrchestrated, type ChildPlan } from '../../tasks/types.js';
 import { workflowContext } from '../../tasks/workflow-context.js';
 import type { Orchestrated } from './request-change.js';
 import { analyzeRequest } from './task-analysis.js';
+import { classIdsFor } from '../../scheduler/storage/classes.js';
 import { reserveFairKeys } from '../../scheduler/storage/fair-keys.js';
 
 /** A workflow as its expansion reads it: its own input, and who and where it runs for. */
@@ -130,6 +131,13 @@ export async function expandWorkflow(em: EntityManager, config: Config, wr: Work
     for (const key of plan.dependsOn) child.dependencies.add(created.get(key)!);
     created.set(plan.key, child);
   }
+  // A child that waits keeps the class its tags have now, for demand's coming work (scheduler/rules/look-ahead.ts).
+  const waiting = planned.children.filter((c) => c.plan.dependsOn.length && !isOrchestrated(c.plan.taskType));
+  const expected = await classIdsFor(
+    em,
+    waiting.map((c) => c.analysis),
+  );
+  waiting.forEach((c, i) => (created.get(c.plan.key)!.expectedClassId = expected[i]));
   await em.flush(); // the children's ids, which what follows reports
   const finished: number[] = [];
   const changed: Orchestrated['changed'] = [];

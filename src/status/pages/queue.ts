@@ -1,7 +1,7 @@
 /**
  * `/-/status/queue/`: pending work by task class, the class waiting longest first, each with its
  * diagnosis (scheduler/matching/diagnosis.ts: a class's requests are decided alike, so one request diagnoses
- * the class) and its oldest requests. Only classes with a request the viewer may see are described;
+ * the class), its estimated wait (the start estimate of its queue's head) and its oldest requests. Only classes with a request the viewer may see are described;
  * the others are counted.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -13,7 +13,9 @@ import { diagnose, type Mismatch } from '../../scheduler/matching/diagnosis.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../services/identity/visibility.js';
 import { between, duration } from '../format.js';
-import { href, html } from '../html.js';
+import { href, html, type Html } from '../html.js';
+import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
+import { estimateClassHeads } from '../../services/work/diagnose-request.js';
 import { layout, type PageContext } from '../layout.js';
 import { diagnosisView, pager, table, tagList } from '../parts.js';
 import { pageNumber, StatusError, wholeNumber } from '../request.js';
@@ -23,6 +25,15 @@ const CLASSES_PER_PAGE = 20;
 const REQUESTS_PER_CLASS = 5;
 /** Requests per page of one class (`?class=ID`). */
 const REQUESTS_PER_PAGE = 50;
+
+/** The estimated wait of a class: when its next request (the head of its queue) is expected to start, and how far off its estimates were. */
+function estimateLine(e: StartEstimate | undefined): Html | string {
+  if (!e) return '';
+  if (e.waitSeconds === null) return html`<p>Estimated wait: <span class="muted">none (${e.basis})</span></p>`;
+  const trust =
+    e.samples && e.medianAbsoluteErrorSeconds !== null ? `estimates off by ${duration(e.medianAbsoluteErrorSeconds)} (median of the last ${e.samples})` : 'no estimate checked yet';
+  return html`<p>Estimated wait: ${duration(Math.max(0, e.waitSeconds))} <span class="muted">until its next request starts · ${trust}</span></p>`;
+}
 
 export async function queuePage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, params: Map<string, string>): Promise<string> {
   const page = pageNumber(params);
@@ -58,15 +69,20 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
         )
       ).map((r) => ({ ...toWorkRow(r), classId: (r.class_id as number | null) ?? 0 }))
     : [];
-  const loaders = createLoaders(em, config, scheduler.workers);
+  const loaders = createLoaders(em, config, scheduler.workers, scheduler);
   const firsts = onPage.map((c) => requests.find((r) => r.classId === (c.class_id ?? 0))!);
-  const [tags, workers, pools] = await Promise.all([
+  const [tags, workers, pools, estimates] = await Promise.all([
     loadTaskTags(
       em,
       firsts.map((r) => r.id),
     ),
     loaders.workerStates(),
     loaders.poolTemplates(),
+    estimateClassHeads(
+      em,
+      loaders,
+      onPage.flatMap((c) => (c.class_id === null ? [] : [c.class_id])),
+    ),
   ]);
   const classLink = (c: { class_id: number | null }, p = 1) => href(['queue'], { class: c.class_id ?? 0, page: p > 1 ? p : null });
   const workerTags = (m: Mismatch) => canSeeWorkerGroupTags(principal, m.workerIds);
@@ -80,6 +96,7 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
     return html`<section class="card">
 <h2>${one ? names : html`<a href="${classLink(c)}">${names}</a>`} <span class="muted">· ${c.visible} pending${c.n > c.visible ? ` (${c.n - c.visible} more you cannot see)` : ''} · oldest waiting ${duration(between(new Date(c.oldest!), null, now))}</span></h2>
 <p>Requires: ${t.requiredTags.length ? tagList(t.requiredTags) : html`<span class="muted">nothing</span>`}</p>
+${estimateLine(c.class_id === null ? undefined : estimates.get(c.class_id))}
 ${diagnosisView(d, workerTags, 3)}
 <h3>${one ? 'Its requests, oldest first' : 'Oldest'}</h3>
 ${table(

@@ -11,15 +11,21 @@ import type { Scheduler } from '../../scheduler/scheduler.js';
 import { diagnoseRequest } from '../../services/work/diagnose-request.js';
 import { readLog } from '../../services/work/job-output.js';
 import { runStatisticsOf } from '../../services/work/run-statistics.js';
+import { taskStatistics } from '../../services/work/task-statistics.js';
+import type { TaskStatisticsSummary } from '../../scheduler/storage/task-statistics.js';
+import { statisticsKeyOf } from '../../tasks/statistics-key.js';
 import type { WorkRequestStatistics } from '../../entities/work-request-statistics.js';
-import { canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
+import { canSeeTaskStatistics, canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
+import { MEMORY_METHOD_LABELS, type MemoryMethod } from '../../shared/run-statistics.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { between, bytes, duration, when } from '../format.js';
-import { href, html } from '../html.js';
+import { href, html, type Html } from '../html.js';
+import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, diagnosisView, refusedTable, table, tagTable } from '../parts.js';
 import { idSegment, StatusError, wholeNumber } from '../request.js';
 import { workLink } from '../work-rows.js';
+import { formatCost, workRequestCost } from '../../scheduler/rules/cost.js';
 
 /** The most of the log one page shows, in bytes. */
 export const LOG_PAGE_BYTES = 256 * 1024;
@@ -27,13 +33,34 @@ export const LOG_PAGE_BYTES = 256 * 1024;
 export const REFRESH_SECONDS = 3;
 const CANDIDATES_SHOWN = 50;
 
+/** A pending request's start estimate in words, with how far off the estimates of its class were (so that it may be trusted, or not). */
+function startEstimateText(e: StartEstimate, now: Date): Html {
+  if (!e.at) return html`<span class="muted">none: ${e.basis}</span>`;
+  const trust =
+    e.samples && e.medianAbsoluteErrorSeconds !== null
+      ? `estimates of its class were off by ${duration(e.medianAbsoluteErrorSeconds)} (median of the last ${e.samples})`
+      : 'no estimate of its class has been checked yet';
+  return html`${when(e.at, now)} <span class="muted">(in ${duration(Math.max(0, e.waitSeconds ?? 0))}; ${trust}; from ${e.basis})</span>`;
+}
+
 /** What the run used, as its agent reported it, in one line. */
 function usedText(s: WorkRequestStatistics): string {
   const parts = [`run ${duration(Number(s.runSeconds))} (setup ${duration(Number(s.setupSeconds))}, teardown ${duration(Number(s.teardownSeconds))})`];
   if (s.cpuSeconds != null) parts.push(`CPU ${duration(Number(s.cpuSeconds))}`);
-  if (s.peakMemoryBytes != null) parts.push(`peak memory ${bytes(s.peakMemoryBytes)} (${s.memoryMethod === 'PROCESS_TREE' ? 'process tree' : s.memoryMethod})`);
+  if (s.peakMemoryBytes != null) parts.push(`peak memory ${bytes(s.peakMemoryBytes)} (${MEMORY_METHOD_LABELS[s.memoryMethod as MemoryMethod] ?? s.memoryMethod})`);
   if (s.peakDiskBytes != null) parts.push(`peak disk ${bytes(s.peakDiskBytes)} in its directory`);
   parts.push(`${s.cpuCount} CPU${s.cpuCount === 1 ? '' : 's'} on the worker`);
+  return parts.join(' · ');
+}
+
+/** What the runs of its task, package and architecture used over the window, in one line; null without runs. */
+function historyText(s: TaskStatisticsSummary): string | null {
+  if (!s.duration) return null;
+  const what = [s.key.package, s.key.architecture].filter(Boolean).join(' on ');
+  const parts = [`${s.duration.count} run${s.duration.count === 1 ? '' : 's'} of ${s.key.taskName}${what ? ` for ${what}` : ''} in ${s.days} days`];
+  parts.push(`run median ${duration(s.duration.median)}, p95 ${duration(s.duration.p95)}`);
+  if (s.memory) parts.push(`peak memory median ${bytes(s.memory.median)}, p95 ${bytes(s.memory.p95)}`);
+  if (s.disk) parts.push(`peak disk median ${bytes(s.disk.median)}, p95 ${bytes(s.disk.p95)}`);
   return parts.join(' · ');
 }
 
@@ -47,7 +74,8 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
   const loaders = createLoaders(em, config, scheduler.workers, scheduler);
   const orchestrated = isOrchestrated(wr.taskType);
   const vis = workRequestSql(principal, 'wr');
-  const [diagnosis, candidates, deps, [logState], statistics] = await Promise.all([
+  const key = statisticsKeyOf(wr.taskType, wr.taskName, wr.providedEntries, wr.requiredEntries);
+  const [diagnosis, candidates, deps, [logState], statistics, history] = await Promise.all([
     diagnoseRequest(loaders, wr),
     orchestrated || wr.status !== 'PENDING' ? [] : loaders.candidates(false).load(wr.id),
     em.execute<{ id: number; visible: boolean }[]>(
@@ -56,7 +84,13 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
     ),
     em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [wr.id]),
     runStatisticsOf(em, wr.id),
+    // The aggregates of its task, package and architecture, to authenticated viewers as in the API.
+    canSeeTaskStatistics(principal) && !orchestrated ? taskStatistics(em, ctx.viewer, key) : null,
   ]);
+  const historyLine = history ? historyText(history) : null;
+  // Its share of its instance's cost (scheduler/rules/cost.ts: workRequestCost).
+  const price = wr.worker && wr.startedAt ? await loaders.workerPrices.load(wr.worker.id) : null;
+  const share = price ? workRequestCost(price.pricePerHour, wr.startedAt ?? null, wr.completedAt ?? now, price.concurrency) : null;
   const totalBytes = Number(logState?.total_bytes ?? 0);
   const offset = Math.min(offsetParam ?? Math.max(0, totalBytes - LOG_PAGE_BYTES), totalBytes);
   const log = await readLog(em, wr.id, offset, LOG_PAGE_BYTES);
@@ -91,10 +125,14 @@ ${wr.parent ? html`<dt>Workflow</dt><dd>${workLink(wr.parent.id)}</dd>` : ''}
 ${deps.length ? html`<dt>Depends on</dt><dd>${visibleDeps.map((d, i) => html`${i ? ', ' : ''}${workLink(d.id)}`)}${hiddenDeps ? ` (and ${hiddenDeps} you cannot see)` : ''}</dd>` : ''}
 <dt>Created</dt><dd>${when(wr.createdAt, now)}</dd>
 ${wr.pendingAt ? html`<dt>Pending since</dt><dd>${when(wr.pendingAt, now)}</dd>` : ''}
+${diagnosis.startEstimate ? html`<dt>Expected start</dt><dd>${startEstimateText(diagnosis.startEstimate, now)}</dd>` : ''}
+${wr.estimatedStartAt && wr.status !== 'PENDING' ? html`<dt>First estimate</dt><dd>${when(wr.estimatedStartAt, now)}${wr.startedAt ? ` (off by ${duration(Math.abs(wr.startedAt.getTime() - wr.estimatedStartAt.getTime()) / 1000)})` : ''}</dd>` : ''}
 ${wr.startedAt ? html`<dt>Started</dt><dd>${when(wr.startedAt, now)}</dd>` : ''}
 ${wr.completedAt ? html`<dt>Finished</dt><dd>${when(wr.completedAt, now)}</dd>` : ''}
 ${wr.startedAt ? html`<dt>Duration</dt><dd>${duration(between(wr.startedAt, wr.completedAt, now))}${wr.completedAt ? '' : ' so far'}</dd>` : ''}
+${share !== null ? html`<dt>Cost</dt><dd>${formatCost(share)}${wr.completedAt ? '' : ' so far'} <span class="muted">(its instance’s price per hour × its run time${price!.concurrency > 1 ? ` ÷ ${price!.concurrency}, the requests its worker runs at once` : ''})</span></dd>` : ''}
 ${statistics ? html`<dt>Used</dt><dd>${usedText(statistics)}</dd>` : ''}
+${historyLine ? html`<dt>Its task lately</dt><dd>${historyLine} <span class="muted">(estimates at most 5% high)</span></dd>` : ''}
 ${wr.retryCount ? html`<dt>Retries</dt><dd>${wr.retryCount}</dd>` : ''}
 </dl>
 <h2>Log</h2>

@@ -339,7 +339,7 @@ describe('images', () => {
     const forbidden = await cli(['images', 'register', file], { token: user.createUser.token });
     expect(forbidden.code).toBe(EXIT.forbidden);
     expect((await cli(['images', 'show', 'never-built'])).code).toBe(EXIT.notFound);
-    const unknown = await cli(['pool', 'create', 'ghostly', '--image', 'never-built']);
+    const unknown = await cli(['pool', 'create', 'ghostly', '--provider', 'local', '--image', 'never-built']);
     expect(unknown.code).toBe(EXIT.invalidInput);
     expect(unknown.stderr).toMatch(/input\.specifications\.image: no worker image "never-built" is registered.*\[UNKNOWN_IMAGE\]/);
     expect((await json(['images', 'list'])).workerImages.map((i: { name: string }) => i.name)).toEqual(['trixie-sbuild']);
@@ -438,7 +438,7 @@ describe('pools', () => {
     expect(bad.stderr).toMatch(/input\.providerType/);
     expect(bad.stderr).toMatch(/task:scope:x/);
     expect((await cli(['pool', 'show', 'bad'])).code).toBe(EXIT.notFound);
-    expect((await cli(['pool', 'create', 'cloud'])).code).toBe(EXIT.conflict);
+    expect((await cli(['pool', 'create', 'cloud', '--provider', 'local'])).code).toBe(EXIT.conflict);
     expect((await cli(['pool', 'create', 'x', '--spec-file', '/nonexistent/spec.json'])).code).toBe(EXIT.usage);
   });
 
@@ -503,6 +503,32 @@ describe('pool instances and terminated workers', () => {
     expect(shown.stdout).toMatch(/^Instances \(newest first\)\nNAME\s+STATE/m);
     expect(shown.stdout).toMatch(/^cloud-manual\s+FAILED/m);
     expect(shown.stdout).toMatch(/^Runtime this month:\s+\d+ s$/m);
+  });
+
+  it('pool update --price-per-hour and --monthly-cost-budget, pool show prints cost lines, work show a request’s share', async () => {
+    const updated = await json(['pool', 'update', 'cloud', '--price-per-hour', '0.6', '--monthly-cost-budget', '250']);
+    expect(updated.updateWorkerPool).toMatchObject({ pricePerHour: 0.6, monthlyCostBudget: 250 });
+    const shown = await cli(['pool', 'show', 'cloud']);
+    expect(shown.stdout).toMatch(/^Price per hour:\s+0\.60$/m);
+    expect(shown.stdout).toMatch(/^Monthly cost budget:\s+250\.00$/m);
+    expect(shown.stdout).toMatch(/^Cost this month:\s+\d+(\.\d+)? \(\d+% of the cost budget\)$/m);
+    expect((await cli(['pool', 'update', 'cloud', '--price-per-hour', '-1'])).code).toBe(EXIT.usage);
+    expect((await cli(['pool', 'update', 'cloud', '--price-per-hour', '2e6'])).code).toBe(EXIT.invalidInput);
+    // A request that ran an hour on cloud-manual (whose price is the pool's now: it was recorded without one).
+    const created = await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } } }`, {
+      i: { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} },
+    });
+    const id = (created.createWorkRequest as { id: string }).id;
+    await t.sql(
+      `update work_request set status = 'COMPLETED', result = 'SUCCESS', worker_id = (select id from worker where name = 'cloud-manual'),
+              assigned_at = now() - interval '2 hours', started_at = now() - interval '2 hours', completed_at = now() - interval '1 hour' where id = ?`,
+      [Number(id)],
+    );
+    const [{ concurrency }] = await t.sql<{ concurrency: number }>(`select concurrency from worker where name = 'cloud-manual'`);
+    const work = await cli(['work', 'show', id]);
+    expect(work.stdout).toMatch(new RegExp(`^Cost:\\s+${(0.6 / concurrency).toFixed(2).replace('.', '\\.')} \\(its share of its instance's cost\\)$`, 'm'));
+    const cleared = await json(['pool', 'update', 'cloud', '--price-per-hour', 'none', '--monthly-cost-budget', 'none']);
+    expect(cleared.updateWorkerPool).toMatchObject({ pricePerHour: null, monthlyCostBudget: null });
   });
 
   it('instance and pool-instances failures: unknown pool or instance (3), bad state (64), taken name (6)', async () => {
@@ -749,7 +775,7 @@ describe('work and demand', () => {
     const r = await cli(['demand']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Pending work requests: \d+$/m);
-    expect(r.stdout).toMatch(/^POOL\s+RUNNABLE\s+SHARE\s+IDLE\s+ACTIVE\s+STARTING\s+NEEDED\s+LAUNCH\s+STOP\s+LIMITED BY\s+AVG TASK$/m);
+    expect(r.stdout).toMatch(/^POOL\s+RUNNABLE\s+SHARE\s+COMING\s+IDLE\s+ACTIVE\s+STARTING\s+NEEDED\s+LAUNCH\s+STOP\s+LIMITED BY\s+AVG TASK$/m);
     expect(r.stdout).toMatch(/^cloud\s+\d+/m);
     expect(r.stdout).toMatch(/^\s+1\s+worker:build-arch:riscv64, .*lacks worker:build-arch:riscv64/m);
     const data = await json(['demand']);

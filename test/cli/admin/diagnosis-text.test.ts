@@ -167,6 +167,19 @@ describe('explain', () => {
     ]);
   });
 
+  it('names the minimums learned from the task history, with their source', () => {
+    const requiredTags = [
+      { tag: 'worker:build-arch:amd64', source: 'task-data:host_architecture' },
+      { tag: 'worker:memory-gib>=13', source: 'history:sbuild:hello:amd64' },
+      { tag: 'worker:memory-gib>=4', source: 'user-input' },
+    ];
+    const { details } = explain(pending({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['big'], mismatches: [pool('small', ['worker:memory-gib>=13'])] }, { requiredTags }));
+    expect(details).toEqual(['pool small: lack worker:memory-gib>=13', "learned from its task's history: worker:memory-gib>=13 (history:sbuild:hello:amd64)"]);
+    // Nothing learned: no such line; a request that no longer waits: no detail at all.
+    expect(explain(pending({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['big'] }, { requiredTags: requiredTags.slice(0, 1) })).details).toEqual([]);
+    expect(explain(pending({ state: 'NOT_PENDING' }, { status: 'RUNNING', requiredTags })).details).toEqual([]);
+  });
+
   it('caps the groups listed', () => {
     const many = Array.from({ length: 11 }, (_, i) => group([`w${i}`], [`x:${i}`]));
     const { details } = explain(pending({ state: 'UNSCHEDULABLE', mismatches: many }));
@@ -183,5 +196,29 @@ describe('explain', () => {
   ] as [string, Partial<WhyData>, string][])('a request that is %s says where it stands, with no detail', (status, extra, summary) => {
     const r = explain(pending({ state: 'NOT_PENDING', mismatches: [group(['a'], ['x:y'])] }, { status, ...extra }));
     expect(r).toEqual({ summary, details: [] });
+  });
+});
+
+describe('the start estimate in words', () => {
+  const estimate = {
+    at: '2026-06-01T12:05:00.000Z',
+    waitSeconds: 300,
+    basis: '4 requests ahead simulated on 1 slot of 1 available matching worker',
+    medianAbsoluteErrorSeconds: 42,
+    samples: 12,
+  };
+  it('when, from what, and how far off its class was', () => {
+    expect(explain(pending({ state: 'WAITING_FOR_CAPACITY', busyWorkers: 1, matchingWorkers: 1, startEstimate: estimate })).details).toEqual([
+      'expected to start in 5m (2026-06-01T12:05:00.000Z); estimates of its class were off by 42s (median of the last 12)',
+      'estimated from: 4 requests ahead simulated on 1 slot of 1 available matching worker',
+    ]);
+  });
+  it('before any estimate of its class was checked; now; and none, with why', () => {
+    expect(explain(pending({ state: 'READY', availableWorkers: 1, startEstimate: { ...estimate, waitSeconds: 0, medianAbsoluteErrorSeconds: null, samples: 0 } })).details[0]).toBe(
+      'expected to start now (2026-06-01T12:05:00.000Z); no estimate of its class has been checked yet',
+    );
+    expect(explain(pending({ state: 'UNSCHEDULABLE', startEstimate: { ...estimate, at: null, waitSeconds: null, basis: 'nothing can ever run it' } })).details).toEqual([
+      'no start estimate: nothing can ever run it',
+    ]);
   });
 });

@@ -127,10 +127,10 @@ describe('the provisioning script of docs/operating/admin-cli.md', () => {
     'launches what the demand says, records each instance, stops what it says; run again, launches nothing more',
     async () => {
       await setUp(['workspace', 'create', 'debian/ci']);
-      await setUp(['pool', 'create', 'cloud', '--provide', 'worker:task:worker:noop:version:1', '--max-active', '3', '--target-latency', '60']);
+      await setUp(['pool', 'create', 'cloud', '--provider', 'local', '--provide', 'worker:task:worker:noop:version:1', '--max-active', '3', '--target-latency', '60']);
       for (let i = 0; i < 4; i++) await setUp(['work', 'create', '--workspace', 'debian/ci', '--task', 'noop']);
       // An idle worker of a pool with no idle time allowed: the demand says to stop it.
-      await setUp(['pool', 'create', 'spare', '--idle-timeout', '0', '--provide', 'worker:class:spare', '--handler', 'sbuild=true']);
+      await setUp(['pool', 'create', 'spare', '--provider', 'local', '--idle-timeout', '0', '--provide', 'worker:class:spare', '--handler', 'sbuild=true']);
       const spare = (await setUp(['instance', 'create', 'spare', '--name', 'spare-1'])).stdout.trim();
       const activated = await ok(t, 'mutation { activateWorker(input: { name: "spare-1" }) { ... on WorkerTokenPayload { token } ... on Error { code message } } }', {}, spare);
       await reportMetadata(t, activated.activateWorker.token, AMD64_METADATA);

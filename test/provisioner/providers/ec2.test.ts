@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ProviderError, type LaunchSpec } from '../../../src/provisioner/provider.js';
-import { clientTokenOf, createEc2Provider, EC2_TAGS, validateEc2Pool } from '../../../src/provisioner/providers/ec2.js';
+import { clientTokenOf, createEc2Provider, EC2_TAGS, launchTemplateNameOf, validateEc2Pool } from '../../../src/provisioner/providers/ec2.js';
+import { offeringsOf } from '../../../src/provisioner/providers/offerings.js';
 import { cloudInitUserData } from '../../../src/provisioner/user-data.js';
 import { startEc2StandIn, type Ec2StandIn } from '../stand-ins/ec2.js';
 import { captureLog, providerCall } from './capture-log.js';
@@ -242,5 +243,136 @@ describe('ec2 pool validation', () => {
     expect(problems.map((p) => p.path)).toEqual(['input.providerAccount']);
     const zone = validateEc2Pool({ name: 'aws', specifications: { instanceType: 'c6i.large', providerImage: AMI, location: 'us-east-1a' }, account });
     expect(zone.map((p) => p.message)).toEqual(['input.specifications.location: "us-east-1a" is not an availability zone of the account\'s region eu-central-1']);
+  });
+});
+
+describe('ec2 offerings: CreateFleet with fallback', () => {
+  const offerings = [
+    { instanceType: 'c6i.large', location: 'eu-central-1a', market: 'spot', maxPricePerHour: 0.05 },
+    { instanceType: 'c6a.large', location: 'eu-central-1b', market: 'spot' },
+    { instanceType: 'c6i.large', location: 'eu-central-1a', market: 'on-demand' },
+    { instanceType: 'm6i.large', market: 'on-demand' },
+  ];
+  const fleetSpec = (name = 'aws-0001') => {
+    const s = spec(name, { offerings, subnetId: 'subnet-0123456789abcdef0', securityGroupIds: ['sg-01234567'] });
+    return { ...s, offerings: offeringsOf(s.specifications) };
+  };
+
+  beforeEach(() => {
+    api.unavailable.clear();
+    api.launchTemplates.clear();
+    api.fleets.clear();
+    api.spotPrice = 0.02;
+  });
+
+  it('asks CreateFleet for the offerings in order, one fleet per market run, and takes the first with room', async () => {
+    api.unavailable.set('spot:c6i.large@eu-central-1a', 'InsufficientInstanceCapacity');
+    api.unavailable.set('c6a.large@eu-central-1b', 'MaxSpotInstanceCountExceeded');
+    const result = await provider().launch(fleetSpec(), providerCall(account));
+
+    const fleets = api.requests.filter((r) => r.action === 'CreateFleet');
+    expect(fleets).toHaveLength(2);
+    const [spot, onDemand] = fleets.map((f) => f.params);
+    expect(spot).toMatchObject({
+      Type: 'instant',
+      'TargetCapacitySpecification.TotalTargetCapacity': '1',
+      'TargetCapacitySpecification.DefaultTargetCapacityType': 'spot',
+      'SpotOptions.AllocationStrategy': 'capacity-optimized-prioritized',
+      'LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName': launchTemplateNameOf('aws', 'aws-0001'),
+      'LaunchTemplateConfigs.1.Overrides.1.InstanceType': 'c6i.large',
+      'LaunchTemplateConfigs.1.Overrides.1.AvailabilityZone': 'eu-central-1a',
+      'LaunchTemplateConfigs.1.Overrides.1.MaxPrice': '0.05',
+      'LaunchTemplateConfigs.1.Overrides.1.Priority': '0',
+      'LaunchTemplateConfigs.1.Overrides.1.SubnetId': 'subnet-0123456789abcdef0',
+      'LaunchTemplateConfigs.1.Overrides.2.InstanceType': 'c6a.large',
+      'LaunchTemplateConfigs.1.Overrides.2.AvailabilityZone': 'eu-central-1b',
+      'LaunchTemplateConfigs.1.Overrides.2.Priority': '1',
+    });
+    expect(spot!['LaunchTemplateConfigs.1.Overrides.3.InstanceType']).toBeUndefined();
+    expect(onDemand).toMatchObject({
+      'TargetCapacitySpecification.DefaultTargetCapacityType': 'on-demand',
+      'OnDemandOptions.AllocationStrategy': 'prioritized',
+      'LaunchTemplateConfigs.1.Overrides.1.InstanceType': 'c6i.large',
+      'LaunchTemplateConfigs.1.Overrides.1.Priority': '0',
+      'LaunchTemplateConfigs.1.Overrides.2.InstanceType': 'm6i.large',
+      'LaunchTemplateConfigs.1.Overrides.2.Priority': '1',
+    });
+    expect(spot!.ClientToken).not.toBe(onDemand!.ClientToken);
+
+    // The on-demand c6i.large in eu-central-1a had room: it started, with what RunInstances would have carried.
+    expect(result.offering).toBe('on-demand:c6i.large@eu-central-1a');
+    expect(result.unavailable).toEqual([
+      { key: 'spot:c6i.large@eu-central-1a<=0.05', kind: 'capacity', code: 'InsufficientInstanceCapacity', reason: expect.stringContaining('InsufficientInstanceCapacity') },
+      { key: 'spot:c6a.large@eu-central-1b', kind: 'quota', code: 'MaxSpotInstanceCountExceeded', reason: expect.stringContaining('MaxSpotInstanceCountExceeded') },
+    ]);
+    expect(api.instances.get(result.id)).toMatchObject({
+      imageId: AMI,
+      instanceType: 'c6i.large',
+      availabilityZone: 'eu-central-1a',
+      userData: spec().userData,
+      securityGroupIds: ['sg-01234567'],
+      shutdownBehavior: 'terminate',
+      tags: { Name: 'aws-0001', [EC2_TAGS.pool]: 'aws', [EC2_TAGS.instance]: 'aws-0001' },
+    });
+    // The launch template held the user data for this launch only.
+    expect(api.requests.map((r) => r.action)).toEqual(['CreateLaunchTemplate', 'CreateFleet', 'CreateFleet', 'DeleteLaunchTemplate']);
+    expect(api.launchTemplates.size).toBe(0);
+    expectNoSecret(log.text());
+  });
+
+  it('answers SpotMaxPriceTooLow for a spot offering priced under the market, and falls back', async () => {
+    api.spotPrice = 0.08;
+    const result = await provider().launch(fleetSpec(), providerCall(account));
+    expect(result.offering).toBe('spot:c6a.large@eu-central-1b');
+    expect(result.unavailable).toEqual([expect.objectContaining({ key: 'spot:c6i.large@eu-central-1a<=0.05', code: 'SpotMaxPriceTooLow', kind: 'capacity' })]);
+  });
+
+  it('fails naming every offering when none has room', async () => {
+    for (const o of ['c6i.large@*', 'c6a.large@*', 'm6i.large@*']) api.unavailable.set(o, 'InsufficientInstanceCapacity');
+    const e = await failure(provider().launch(fleetSpec(), providerCall(account)));
+    expect(e.kind).toBe('capacity');
+    expect(e.providerCode).toBe('InsufficientInstanceCapacity');
+    expect(e.offeringFailures.map((f) => f.key)).toEqual([
+      'spot:c6i.large@eu-central-1a<=0.05',
+      'spot:c6a.large@eu-central-1b',
+      'on-demand:c6i.large@eu-central-1a',
+      'on-demand:m6i.large@*',
+    ]);
+    for (const words of [
+      'c6i.large in eu-central-1a (spot, at most 0.05/h)',
+      'c6a.large in eu-central-1b (spot)',
+      'c6i.large in eu-central-1a (on-demand)',
+      'm6i.large (on-demand)',
+    ]) {
+      expect(e.message).toContain(words);
+    }
+    expect(api.instances.size).toBe(0);
+    expect(api.launchTemplates.size).toBe(0);
+  });
+
+  it('stops at an error that is not about capacity, keeping the offerings that failed before it', async () => {
+    api.unavailable.set('c6i.large@eu-central-1a', 'InsufficientInstanceCapacity');
+    api.unavailable.set('c6a.large@eu-central-1b', 'InvalidParameterValue');
+    const e = await failure(provider().launch(fleetSpec(), providerCall(account)));
+    expect([e.kind, e.providerCode]).toEqual(['invalid', 'InvalidParameterValue']);
+    expect(e.offeringFailures.map((f) => f.key)).toEqual(['spot:c6i.large@eu-central-1a<=0.05']);
+    expect(api.requests.filter((r) => r.action === 'CreateFleet')).toHaveLength(1);
+  });
+
+  it('a pool with one instanceType still uses RunInstances, and its capacity error names its one offering', async () => {
+    api.failNext(500, 'InsufficientInstanceCapacity', 'We currently do not have sufficient c6i.large capacity');
+    const e = await failure(provider().launch(spec(), providerCall(account)));
+    expect(e.kind).toBe('capacity');
+    expect(e.offeringFailures).toEqual([expect.objectContaining({ key: 'on-demand:c6i.large@*', code: 'InsufficientInstanceCapacity' })]);
+    expect(api.requests.map((r) => r.action)).toEqual(['RunInstances']);
+  });
+
+  it('checks every offering with its path', () => {
+    const problems = validateEc2Pool({
+      name: 'aws',
+      specifications: { providerImage: AMI, offerings: [{ instanceType: 'c6i.large' }, { instanceType: 'C6I LARGE', location: 'us-east-1a', market: 'spot' }] },
+      account,
+    });
+    expect(problems.map((p) => p.path)).toEqual(['input.specifications.offerings[1].instanceType', 'input.specifications.offerings[1].location']);
   });
 });

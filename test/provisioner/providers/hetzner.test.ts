@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ProviderError, type LaunchSpec } from '../../../src/provisioner/provider.js';
 import { createHetznerProvider, HETZNER_LABELS, validateHetznerPool } from '../../../src/provisioner/providers/hetzner.js';
+import { offeringsOf } from '../../../src/provisioner/providers/offerings.js';
 import { cloudInitUserData } from '../../../src/provisioner/user-data.js';
 import { startHetznerStandIn, type HetznerStandIn } from '../stand-ins/hetzner.js';
 import { captureLog, providerCall } from './capture-log.js';
@@ -184,5 +185,70 @@ describe('hetzner pool validation', () => {
     expect(validateHetznerPool({ name: 'hz', specifications: { instanceType: 'cx22', providerImage: 'debian-12' }, account: null }).map((p) => p.path)).toEqual([
       'input.providerAccount',
     ]);
+  });
+});
+
+describe('hetzner offerings: server types and locations in order', () => {
+  const offerings = [
+    { instanceType: 'cpx31', location: 'nbg1' },
+    { instanceType: 'cpx31', location: 'fsn1' },
+    { instanceType: 'cx42', location: 'hel1' },
+  ];
+  const fallbackSpec = (name = 'hz-0101'): LaunchSpec => {
+    const s = spec(name);
+    const specifications = { providerImage: 'debian-12', offerings: offerings.map((o) => ({ ...o, market: 'on-demand' })) };
+    return { ...s, specifications, offerings: offeringsOf(specifications) };
+  };
+  beforeEach(() => api.unavailable.clear());
+
+  it('tries the next offering when the stand-in has no room for one, in the same launch', async () => {
+    api.unavailable.add('cpx31@nbg1');
+    api.unavailable.add('cpx31@fsn1');
+    const result = await provider().launch(fallbackSpec(), providerCall(account));
+    const posts = api.requests.filter((r) => r.method === 'POST' && r.path === '/v1/servers');
+    expect(posts.map((r) => [(r.body as { server_type: string }).server_type, (r.body as { location: string }).location])).toEqual([
+      ['cpx31', 'nbg1'],
+      ['cpx31', 'fsn1'],
+      ['cx42', 'hel1'],
+    ]);
+    expect(result.offering).toBe('on-demand:cx42@hel1');
+    expect(result.unavailable).toEqual([
+      { key: 'on-demand:cpx31@nbg1', kind: 'capacity', code: 'resource_unavailable', reason: expect.stringContaining('unavailable in location nbg1') },
+      { key: 'on-demand:cpx31@fsn1', kind: 'capacity', code: 'resource_unavailable', reason: expect.stringContaining('unavailable in location fsn1') },
+    ]);
+    expect(api.servers.get(Number(result.id))).toMatchObject({ server_type: { name: 'cx42' }, datacenter: { location: { name: 'hel1' } } });
+    expect(log.text()).not.toContain(TOKEN);
+  });
+
+  it('fails naming every offering when none has room', async () => {
+    for (const o of offerings) api.unavailable.add(`${o.instanceType}@${o.location}`);
+    const e = await failure(provider().launch(fallbackSpec(), providerCall(account)));
+    expect([e.kind, e.providerCode]).toEqual(['capacity', 'resource_unavailable']);
+    expect(e.offeringFailures.map((f) => f.key)).toEqual(['on-demand:cpx31@nbg1', 'on-demand:cpx31@fsn1', 'on-demand:cx42@hel1']);
+    for (const words of ['cpx31 in nbg1 (on-demand)', 'cpx31 in fsn1 (on-demand)', 'cx42 in hel1 (on-demand)']) expect(e.message).toContain(words);
+    expect(api.servers.size).toBe(0);
+  });
+
+  it('stops at an error another offering will not cure (auth), trying no other', async () => {
+    const before = api.requests.length;
+    const e = await failure(provider().launch(fallbackSpec(), providerCall({ token: 'wrong-token-value' })));
+    expect(e.kind).toBe('auth');
+    expect(e.offeringFailures).toEqual([]);
+    expect(api.requests.length - before).toBe(1);
+  });
+
+  it('refuses spot offerings with their path', () => {
+    const problems = validateHetznerPool({
+      name: 'hz',
+      specifications: {
+        providerImage: 'debian-12',
+        offerings: [
+          { instanceType: 'cpx31', market: 'on-demand' },
+          { instanceType: 'cx42', location: 'hel1', market: 'spot' },
+        ],
+      },
+      account,
+    });
+    expect(problems).toEqual([expect.objectContaining({ path: 'input.specifications.offerings[1].market', message: expect.stringContaining('no spot market') })]);
   });
 });

@@ -36,7 +36,7 @@ const values = (args: string[], option: string) => args.flatMap((a, i) => (a ===
 describe('QEMU arguments', () => {
   it('run a detached machine of the given size, its console in the log, its monitor on a socket, its network restricted to one forward', () => {
     const args = qemuArgs(vm);
-    expect(values(args, '-accel')).toEqual(['tcg']);
+    expect(values(args, '-accel')).toEqual(['tcg,thread=single']);
     expect(args).not.toContain('-cpu');
     expect(values(args, '-smp')).toEqual(['2']);
     expect(values(args, '-m')).toEqual(['1536']);

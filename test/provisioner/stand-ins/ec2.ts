@@ -17,6 +17,16 @@
  *                       Ebs.VolumeType, Ebs.DeleteOnTermination), VirtualizationType, EnaSupport,
  *                       BootMode, TagSpecification.N; the image can then be run
  *   DeregisterImage     ImageId; InvalidAMIID.NotFound for an unknown id
+ *   CreateLaunchTemplate LaunchTemplateName (unique: InvalidLaunchTemplateName.AlreadyExistsException),
+ *                       ClientToken (idempotent), LaunchTemplateData (ImageId, UserData, TagSpecification.N,
+ *                       SecurityGroupId.N, InstanceInitiatedShutdownBehavior, MetadataOptions)
+ *   DeleteLaunchTemplate LaunchTemplateName; InvalidLaunchTemplateName.NotFoundException for an unknown one
+ *   CreateFleet         Type=instant only, LaunchTemplateConfigs.1 (a template by name, Overrides.N:
+ *                       InstanceType, AvailabilityZone, SubnetId, MaxPrice, Priority), TargetCapacitySpecification
+ *                       (TotalTargetCapacity, DefaultTargetCapacityType), ClientToken (idempotent). It tries the
+ *                       overrides by priority (lowest first); one named in `unavailable` (`[market:]type@zone|*`) or a
+ *                       spot one whose MaxPrice is under `spotPrice` is an entry of the answer's errorSet with its
+ *                       code, and the first that can start one is the answer's fleetInstanceSet.
  * On the same address, the EBS direct APIs that write a snapshot block by block (ebs.ts); their
  * requests are signed for the `ebs` service, and PutSnapshotBlock's body may be UNSIGNED-PAYLOAD.
  */
@@ -59,6 +69,17 @@ export interface Ec2StandIn {
   readonly ebsFaults: EbsFault[];
   /** DescribeSnapshots calls that show a just-completed snapshot as still pending. */
   snapshotPolls: number;
+  /** Launch templates by name (CreateLaunchTemplate), with their data as form fields (`ImageId`, `UserData`, …). */
+  readonly launchTemplates: Map<string, { id: string; clientToken: string | null; data: Record<string, string> }>;
+  /**
+   * Offerings with no capacity, `type@zone` (`type@*`: every zone; `spot:type@zone`: that market only) → the error code CreateFleet answers
+   * for them (InsufficientInstanceCapacity, VcpuLimitExceeded, …).
+   */
+  readonly unavailable: Map<string, string>;
+  /** The spot price of every type: a spot override whose MaxPrice is lower gets SpotMaxPriceTooLow. */
+  spotPrice: number;
+  /** The answers of instant fleets by ClientToken (the same request again gets the same answer). */
+  readonly fleets: Map<string, string>;
   failNext(status: number, code: string, message: string): void;
   garbageNext(body: string, status?: number): void;
   seed(fields: Partial<Ec2StandInInstance>): Ec2StandInInstance;
@@ -130,6 +151,7 @@ export async function startEc2StandIn(options: {
   const snapshots = new Map<string, StandInSnapshot>();
   const registeredImages = new Map<string, Ec2StandInImage>();
   const requests: Ec2StandIn['requests'] = [];
+  const fleets = new Map<string, string>();
   const injected: ({ kind: 'error'; status: number; code: string; message: string } | { kind: 'garbage'; status: number; body: string })[] = [];
 
   const xml = (res: http.ServerResponse, status: number, text: string) => {
@@ -184,6 +206,10 @@ export async function startEc2StandIn(options: {
     registeredImages,
     ebsFaults: [] as EbsFault[],
     snapshotPolls: 0,
+    launchTemplates: new Map<string, { id: string; clientToken: string | null; data: Record<string, string> }>(),
+    unavailable: new Map<string, string>(),
+    spotPrice: 0.02,
+    fleets,
     failNext(status: number, code: string, message: string) {
       injected.push({ kind: 'error', status, code, message });
     },
@@ -384,6 +410,124 @@ export async function startEc2StandIn(options: {
         const id = params.ImageId ?? '';
         if (!registeredImages.delete(id)) return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${id}]' does not exist`);
         return answer(res, 'DeregisterImage', '<return>true</return>');
+      }
+      case 'CreateLaunchTemplate': {
+        const name = params.LaunchTemplateName ?? '';
+        if (!/^[a-zA-Z0-9().\-/_]{3,128}$/.test(name)) return fail(res, 400, 'InvalidLaunchTemplateName.MalformedException', `Launch template name ${name} is malformed`);
+        const earlier = standIn.launchTemplates.get(name);
+        const token = params.ClientToken ?? null;
+        if (earlier && !(token && earlier.clientToken === token)) {
+          return fail(res, 400, 'InvalidLaunchTemplateName.AlreadyExistsException', `Launch template name already in use.`);
+        }
+        if (!params['LaunchTemplateData.ImageId']) return fail(res, 400, 'MissingParameter', 'The request must contain the parameter LaunchTemplateData.ImageId');
+        const data: Record<string, string> = {};
+        for (const [k, v] of Object.entries(params)) if (k.startsWith('LaunchTemplateData.')) data[k.slice('LaunchTemplateData.'.length)] = v;
+        const template = earlier ?? { id: `lt-${hex(17)}`, clientToken: token, data };
+        standIn.launchTemplates.set(name, template);
+        return answer(
+          res,
+          'CreateLaunchTemplate',
+          `<launchTemplate><launchTemplateId>${template.id}</launchTemplateId><launchTemplateName>${esc(name)}</launchTemplateName>` +
+            `<createTime>${new Date().toISOString()}</createTime><createdBy>arn:aws:iam::123456789012:user/tagsched</createdBy>` +
+            `<defaultVersionNumber>1</defaultVersionNumber><latestVersionNumber>1</latestVersionNumber></launchTemplate>`,
+        );
+      }
+      case 'DeleteLaunchTemplate': {
+        const name = params.LaunchTemplateName ?? '';
+        const template = standIn.launchTemplates.get(name);
+        if (!template) return fail(res, 400, 'InvalidLaunchTemplateName.NotFoundException', `The specified launch template, with template name ${name}, does not exist.`);
+        standIn.launchTemplates.delete(name);
+        return answer(
+          res,
+          'DeleteLaunchTemplate',
+          `<launchTemplate><launchTemplateId>${template.id}</launchTemplateId><launchTemplateName>${esc(name)}</launchTemplateName></launchTemplate>`,
+        );
+      }
+      case 'CreateFleet': {
+        if (params.Type !== 'instant') return fail(res, 400, 'InvalidParameterValue', 'this stand-in answers instant fleets only');
+        const token = params.ClientToken ?? null;
+        if (token && fleets.has(token)) return answer(res, 'CreateFleet', fleets.get(token)!);
+        const prefix = 'LaunchTemplateConfigs.1';
+        const templateName = params[`${prefix}.LaunchTemplateSpecification.LaunchTemplateName`] ?? '';
+        const template = standIn.launchTemplates.get(templateName);
+        if (!template) return fail(res, 400, 'InvalidLaunchTemplateName.NotFoundException', `The specified launch template, with template name ${templateName}, does not exist.`);
+        if (params['TargetCapacitySpecification.TotalTargetCapacity'] !== '1') return fail(res, 400, 'InvalidParameterValue', 'this stand-in starts fleets of one instance');
+        const market = params['TargetCapacitySpecification.DefaultTargetCapacityType'] ?? '';
+        if (market !== 'on-demand' && market !== 'spot') return fail(res, 400, 'InvalidParameterValue', `Invalid DefaultTargetCapacityType: ${market}`);
+        const overrides: { n: number; instanceType: string; zone: string | null; subnetId: string | null; maxPrice: string | null; priority: number | null }[] = [];
+        for (let n = 1; params[`${prefix}.Overrides.${n}.InstanceType`] !== undefined; n++) {
+          const at = `${prefix}.Overrides.${n}`;
+          overrides.push({
+            n,
+            instanceType: params[`${at}.InstanceType`]!,
+            zone: params[`${at}.AvailabilityZone`] ?? null,
+            subnetId: params[`${at}.SubnetId`] ?? null,
+            maxPrice: params[`${at}.MaxPrice`] ?? null,
+            priority: params[`${at}.Priority`] === undefined ? null : Number(params[`${at}.Priority`]),
+          });
+        }
+        if (!overrides.length) return fail(res, 400, 'MissingParameter', 'The request must contain LaunchTemplateConfigs.1.Overrides');
+        // By priority, lowest first; an override without one comes last.
+        const ordered = [...overrides].sort((a, b) => (a.priority ?? Infinity) - (b.priority ?? Infinity) || a.n - b.n);
+        const lifecycle = market;
+        const overrideXml = (o: (typeof overrides)[number]) =>
+          `<launchTemplateAndOverrides><launchTemplateSpecification><launchTemplateId>${template.id}</launchTemplateId><version>1</version></launchTemplateSpecification>` +
+          `<overrides><instanceType>${esc(o.instanceType)}</instanceType>` +
+          (o.zone ? `<availabilityZone>${esc(o.zone)}</availabilityZone>` : '') +
+          (o.subnetId ? `<subnetId>${esc(o.subnetId)}</subnetId>` : '') +
+          (o.maxPrice ? `<maxPrice>${esc(o.maxPrice)}</maxPrice>` : '') +
+          (o.priority === null ? '' : `<priority>${o.priority.toFixed(1)}</priority>`) +
+          `</overrides></launchTemplateAndOverrides><lifecycle>${lifecycle}</lifecycle>`;
+        const errors: string[] = [];
+        let started: { o: (typeof overrides)[number]; instance: Ec2StandInInstance } | null = null;
+        const data = template.data;
+        const active = () => [...instances.values()].filter((i) => i.state === 'pending' || i.state === 'running').length;
+        for (const o of ordered) {
+          const zone = o.zone ?? 'eu-central-1a';
+          const u = standIn.unavailable;
+          let code =
+            [`${market}:${o.instanceType}@${zone}`, `${market}:${o.instanceType}@*`, `${o.instanceType}@${zone}`, `${o.instanceType}@*`].map((k) => u.get(k)).find(Boolean) ?? null;
+          if (!code && market === 'spot' && o.maxPrice !== null && Number(o.maxPrice) < standIn.spotPrice) code = 'SpotMaxPriceTooLow';
+          if (!code && active() >= standIn.instanceLimit) code = 'InstanceLimitExceeded';
+          if (!code && !options.images.includes(data.ImageId!) && !registeredImages.has(data.ImageId!)) code = 'InvalidAMIID.NotFound';
+          if (code) {
+            errors.push(`<item>${overrideXml(o)}<errorCode>${esc(code)}</errorCode><errorMessage>${esc(`${code}: no ${o.instanceType} in ${zone} now`)}</errorMessage></item>`);
+            continue;
+          }
+          const tagsFor = (type: string) => {
+            const out: Record<string, string> = {};
+            for (let n = 1; data[`TagSpecification.${n}.ResourceType`]; n++) {
+              if (data[`TagSpecification.${n}.ResourceType`] !== type) continue;
+              for (let t = 1; data[`TagSpecification.${n}.Tag.${t}.Key`] !== undefined; t++)
+                out[data[`TagSpecification.${n}.Tag.${t}.Key`]!] = data[`TagSpecification.${n}.Tag.${t}.Value`] ?? '';
+            }
+            return out;
+          };
+          const instance = make({
+            imageId: data.ImageId!,
+            instanceType: o.instanceType,
+            tags: tagsFor('instance'),
+            volumeTags: tagsFor('volume'),
+            userData: data.UserData ? Buffer.from(data.UserData, 'base64').toString('utf8') : '',
+            subnetId: o.subnetId,
+            securityGroupIds: list(data, 'SecurityGroupId'),
+            availabilityZone: zone,
+            clientToken: token,
+            shutdownBehavior: data.InstanceInitiatedShutdownBehavior ?? null,
+          });
+          started = { o, instance };
+          break;
+        }
+        const fleetId = `fleet-${hex(8)}-${hex(4)}-${hex(4)}-${hex(4)}-${hex(12)}`;
+        const body =
+          `<fleetId>${fleetId}</fleetId><errorSet>${errors.join('')}</errorSet>` +
+          `<fleetInstanceSet>${
+            started
+              ? `<item>${overrideXml(started.o)}<instanceIds><item>${started.instance.id}</item></instanceIds><instanceType>${esc(started.o.instanceType)}</instanceType></item>`
+              : ''
+          }</fleetInstanceSet>`;
+        if (token) fleets.set(token, body);
+        return answer(res, 'CreateFleet', body);
       }
       default:
         return fail(res, 400, 'InvalidAction', `The action ${params.Action} is not valid for this web service.`);

@@ -30,7 +30,8 @@ export interface StandInServer {
   status: string;
   created: string;
   labels: Record<string, string>;
-  server_type: { name: string };
+  /** As the API shows it: its name and, for the types `prices` has, its price per location (strings of decimals, as the API writes them). */
+  server_type: { name: string; prices?: { location: string; price_hourly: { net: string; gross: string }; price_monthly: { net: string; gross: string } }[] };
   image: { name: string };
   datacenter: { location: { name: string } };
   user_data: string;
@@ -96,6 +97,17 @@ export interface HetznerStandIn {
   readonly requests: { method: string; path: string; body: unknown; authorization: string | undefined }[];
   /** The project's server limit (resource_limit_exceeded past it). */
   maxServers: number;
+  /**
+   * Server types out of stock, as `type@location` (`cx22@fsn1`; `cx22@*` everywhere): creating one
+   * there answers resource_unavailable, as the API does when a location has no room for a type.
+   */
+  readonly unavailable: Set<string>;
+  /**
+   * Hourly prices (gross, with VAT, a decimal string as the API writes it) of server types by
+   * `type@location`: a created server's `server_type.prices` lists its type's, one entry per location,
+   * as the documented Server object does. A type without any has an empty list.
+   */
+  readonly prices: Map<string, string>;
   /** When set, requests get no answer at all (until close). */
   hang: boolean;
   /** The next request fails with this error. */
@@ -208,6 +220,18 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     const { polls: _p, fails: _f, ...rest } = a;
     return rest;
   };
+  // A server type's prices as the API lists them: net is gross without 19 % VAT.
+  const pricesOf = (type: string) =>
+    [...standIn.prices]
+      .filter(([key]) => key.startsWith(`${type}@`))
+      .map(([key, gross]) => {
+        const net = (Number(gross) / 1.19).toFixed(10);
+        return {
+          location: key.slice(type.length + 1),
+          price_hourly: { net, gross },
+          price_monthly: { net: (Number(net) * 730).toFixed(10), gross: (Number(gross) * 730).toFixed(10) },
+        };
+      });
   const make = (fields: Partial<StandInServer> & { name: string }): StandInServer => {
     const server: StandInServer = {
       id: nextId++,
@@ -240,6 +264,8 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     failActions: new Map<string, number>(),
     requests,
     maxServers: options.maxServers ?? 1000,
+    unavailable: new Set<string>(),
+    prices: new Map<string, string>(),
     hang: false,
     failNext(status: number, code: string, message: string) {
       injected.push({ kind: 'error', status, code, message });
@@ -306,10 +332,14 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
         return error(res, 'uniqueness_error', 'server name is already used', { fields: [{ name: 'name' }] });
       }
       if (servers.size >= standIn.maxServers) return error(res, 'resource_limit_exceeded', 'server limit exceeded', { limits: [{ name: 'server_limit' }] });
+      const where = typeof b.location === 'string' ? b.location : 'fsn1';
+      if (standIn.unavailable.has(`${b.server_type as string}@${where}`) || standIn.unavailable.has(`${b.server_type as string}@*`)) {
+        return error(res, 'resource_unavailable', `server type ${b.server_type as string} is unavailable in location ${where}`);
+      }
       const created = make({
         name: b.name as string,
         labels: (b.labels as Record<string, string>) ?? {},
-        server_type: { name: b.server_type as string },
+        server_type: { name: b.server_type as string, prices: pricesOf(b.server_type as string) },
         image: { name: b.image as string },
         datacenter: { location: { name: typeof b.location === 'string' ? b.location : 'fsn1' } },
         user_data: typeof b.user_data === 'string' ? b.user_data : '',

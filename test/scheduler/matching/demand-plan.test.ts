@@ -81,6 +81,13 @@ describe('the demand plan', () => {
     expect(plan.pools.map((p) => [p.launch, p.limitedBy])).toEqual([[0, [LAUNCH_LIMITS.MONTHLY_BUDGET]]]);
   });
 
+  it('a pool whose cost this month reached its monthly cost budget launches nothing, and says why', () => {
+    const over = planDemand(input({ counts: [{ class_id: LINUX, n: 1 }], pools: [pool(7, 'p', { monthlyCostBudget: 5 })], cost: new Map([[7, 5]]) }), cache, NOW);
+    expect(over.pools.map((p) => [p.launch, p.limitedBy, p.monthCost])).toEqual([[0, [LAUNCH_LIMITS.COST_BUDGET], 5]]);
+    const under = planDemand(input({ counts: [{ class_id: LINUX, n: 1 }], pools: [pool(7, 'p', { monthlyCostBudget: 5 })], cost: new Map([[7, 4.99]]) }), cache, NOW);
+    expect(under.pools.map((p) => [p.launch, p.limitedBy])).toEqual([[1, []]]);
+  });
+
   it('static workers serve before pool workers: the idle pool worker past its timeout is stopped', () => {
     const idlePoolWorker = { ...worker(2, 'b', 1, 7), idleSince: new Date(NOW.getTime() - 3600_000) };
     const plan = planDemand(input({ counts: [{ class_id: LINUX, n: 1 }], workers: [idlePoolWorker, worker(1, 'z', 1)], pools: [pool(7, 'p')] }), cache, NOW);
@@ -103,5 +110,64 @@ describe('the demand plan', () => {
       ],
     ]);
     expect(describeUnschedulable(plan, [pool(7, 'p')], [])).toEqual({ unschedulable: [], hiddenUnschedulableCount: 3 });
+  });
+
+  describe('coming work (rules/look-ahead.ts)', () => {
+    it('is served after pending work, by what idle slots and pools have left, and counted apart', () => {
+      const plan = planDemand(input({ counts: [{ class_id: LINUX, n: 1 }], coming: [{ class_id: LINUX, n: 2 }], workers: [worker(1, 'a', 2)], pools: [pool(7, 'p')] }), cache, NOW);
+      const [p] = plan.pools;
+      // The idle worker's two slots: one for the pending request, one for the first coming one; the pool launches for the other.
+      expect([plan.pendingTotal, plan.comingTotal, p.pendingRunnable, p.pendingAssigned, p.comingRunnable, p.comingAssigned, p.launch]).toEqual([1, 2, 1, 0, 2, 1, 1]);
+    });
+
+    it('a pool with coming work keeps its idle worker past the idle timeout', () => {
+      const idle = { ...worker(1, 'pw', 1, 7), idleSince: new Date(NOW.getTime() - 3600_000) };
+      const without = planDemand(input({ workers: [idle], pools: [pool(7, 'p')] }), cache, NOW);
+      expect(without.pools[0].stop.map((w) => w.name)).toEqual(['pw']);
+      const withComing = planDemand(input({ coming: [{ class_id: LINUX, n: 2 }], workers: [idle], pools: [pool(7, 'p')] }), cache, NOW);
+      expect(withComing.pools[0].stop).toEqual([]);
+      expect(withComing.pools[0].launch).toBe(1);
+    });
+
+    it('counts for nothing where no worker and no pool could run it: never unschedulable, never launched for', () => {
+      const plan = planDemand(input({ coming: [{ class_id: MAC, n: 5 }], pools: [pool(7, 'p')] }), cache, NOW);
+      expect([plan.comingTotal, plan.unschedulable.length, plan.pools[0].comingRunnable, plan.pools[0].launch]).toEqual([0, 0, 0, 0]);
+    });
+  });
+
+  describe('scale-in and warm capacity (rules/scale-in.ts)', () => {
+    const idleFor = (id: number, name: string, idleSeconds: number, createdSecondsAgo: number): WorkerState => ({
+      ...worker(id, name, 1, 7),
+      idleSince: new Date(NOW.getTime() - idleSeconds * 1000),
+      instanceCreatedAt: new Date(NOW.getTime() - createdSecondsAgo * 1000),
+    });
+
+    it('billed by the hour: an idle instance past the timeout stops only near the end of its paid hour, nearest first', () => {
+      const workers = [idleFor(1, 'mid-hour', 1200, 1800), idleFor(2, 'near-end', 1200, 3500), idleFor(3, 'near-end-2', 1200, 3400)];
+      const plan = planDemand(input({ workers, pools: [pool(7, 'p', { billingPeriodSeconds: 3600 })] }), cache, NOW);
+      expect(plan.pools[0].stop.map((w) => w.name)).toEqual(['near-end', 'near-end-2']);
+      const unbilled = planDemand(input({ workers, pools: [pool(7, 'p')] }), cache, NOW);
+      expect(unbilled.pools[0].stop.map((w) => w.name).sort()).toEqual(['mid-hour', 'near-end', 'near-end-2']);
+    });
+
+    it('no stop within the scale-down delay after a launch', () => {
+      const workers = [idleFor(1, 'w', 1200, 1800)];
+      const launches = new Map([[7, { lastMinute: 0, lastAt: new Date(NOW.getTime() - 300_000) }]]);
+      expect(planDemand(input({ workers, launches, pools: [pool(7, 'p', { scaleDownDelaySeconds: 600 })] }), cache, NOW).pools[0].stop).toEqual([]);
+      expect(planDemand(input({ workers, launches, pools: [pool(7, 'p', { scaleDownDelaySeconds: 200 })] }), cache, NOW).pools[0].stop.map((w) => w.name)).toEqual(['w']);
+    });
+
+    it('the launch rate limit cuts launches and says so', () => {
+      const launches = new Map([[7, { lastMinute: 2, lastAt: NOW }]]);
+      const plan = planDemand(input({ counts: [{ class_id: LINUX, n: 5 }], launches, pools: [pool(7, 'p', { maxActiveInstances: 10, maxLaunchesPerMinute: 3 })] }), cache, NOW);
+      expect([plan.pools[0].launch, plan.pools[0].limitedBy]).toEqual([1, [LAUNCH_LIMITS.RATE_LIMIT]]);
+    });
+
+    it('warm capacity: the schedule’s minimum idle in its period, the pool’s outside', () => {
+      const warmSchedule = { timeZone: 'UTC', periods: [{ days: ['MON' as const], from: '11:00', to: '13:00', minIdleInstances: 2 }] };
+      // NOW is Monday 1 June 2026, 12:00 UTC.
+      expect(planDemand(input({ pools: [pool(7, 'p', { warmSchedule })] }), cache, NOW).pools[0].launch).toBe(2);
+      expect(planDemand(input({ pools: [pool(7, 'p', { warmSchedule })] }), cache, new Date('2026-06-01T14:00:00Z')).pools[0].launch).toBe(0);
+    });
   });
 });

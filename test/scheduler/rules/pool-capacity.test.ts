@@ -37,4 +37,21 @@ describe('launchRoom', () => {
   ])('%s', (_name, p, instances, runtime, expected) => {
     expect(launchRoom(p, instances, runtime, NOW, 5)).toMatchObject(expected);
   });
+
+  it.each([
+    ['cost budget used up', 10, 10, { launchable: 0, overCostBudget: true, atLimit: [LAUNCH_LIMITS.COST_BUDGET] }],
+    ['cost budget over', 10, 12.5, { launchable: 0, overCostBudget: true, atLimit: [LAUNCH_LIMITS.COST_BUDGET] }],
+    ['cost budget not yet used up', 10, 9.99, { launchable: 3, overCostBudget: false, atLimit: [] }],
+    ['a budget of 0 launches nothing', 0, 0, { launchable: 0, overCostBudget: true, atLimit: [LAUNCH_LIMITS.COST_BUDGET] }],
+    ['no cost budget', null, 1e9, { launchable: 3, overCostBudget: false, atLimit: [] }],
+  ])('%s', (_name, monthlyCostBudget, cost, expected) => {
+    expect(launchRoom(pool({ monthlyCostBudget }), 0, 0, NOW, 5, 0, cost)).toMatchObject(expected);
+  });
+
+  it('both budgets used up: both named, runtime first', () => {
+    expect(launchRoom(pool({ monthlyRuntimeBudgetSeconds: 10, monthlyCostBudget: 1 }), 0, 10, NOW, 5, 0, 1).atLimit).toEqual([
+      LAUNCH_LIMITS.MONTHLY_BUDGET,
+      LAUNCH_LIMITS.COST_BUDGET,
+    ]);
+  });
 });

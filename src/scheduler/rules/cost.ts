@@ -1,0 +1,102 @@
+/**
+ * Cost (docs/operating/pools.md, "Cost"), in its one home, shared by the SQL that sums a pool's month
+ * (storage/pool-runtime.ts), the API, the pages and the metrics: the price of an instance-hour, what
+ * an instance cost, the part of it in a calendar month, and a work request's share. Prices are in the
+ * site's currency, per hour; billing by period is scale-in.ts's rule (billedSeconds). Pure and
+ * table-tested (test/scheduler/rules/cost.test.ts).
+ */
+import { billedSeconds, billedSecondsSql } from './scale-in.js';
+
+/** The highest price per hour accepted (a pool's or an offering's). */
+export const MAX_PRICE_PER_HOUR = 1e6;
+
+/**
+ * The smallest price per hour above 0 accepted: a price nearer 0 than any real one would make
+ * PostgreSQL's arithmetic underflow (an error) where the month's cost is summed.
+ */
+export const MIN_PRICE_PER_HOUR = 1e-9;
+
+/** Whether a price per hour is in range: 0, or from MIN_PRICE_PER_HOUR to MAX_PRICE_PER_HOUR (the input schemas refine with it). */
+export const isPricePerHour = (v: number): boolean => Number.isFinite(v) && (v === 0 || (v >= MIN_PRICE_PER_HOUR && v <= MAX_PRICE_PER_HOUR));
+
+/** What {@link isPricePerHour} says to a bad price. */
+export const PRICE_PER_HOUR_RANGE = `must be 0 or from ${MIN_PRICE_PER_HOUR} to ${MAX_PRICE_PER_HOUR}`;
+
+/** The highest monthly cost budget accepted. */
+export const MAX_MONTHLY_COST_BUDGET = 1e12;
+
+/**
+ * The price per hour of an instance launched from `offering` of a pool priced `poolPrice`: the
+ * offering's own price (the admin's word wins); else the price the provider's API gave for what it
+ * started (`providerPrice`: Hetzner's); else, for a spot offering, its maxPricePerHour (an upper bound:
+ * the spot price paid is at most that); else the pool's. Null when none is known.
+ */
+export function launchPrice(
+  offering: { readonly market: string; readonly maxPricePerHour: number | null; readonly pricePerHour?: number | null } | null | undefined,
+  poolPrice: number | null,
+  providerPrice: number | null = null,
+): number | null {
+  if (offering?.pricePerHour != null) return offering.pricePerHour;
+  // A provider's price out of the range the input accepts (none is, really) is not taken.
+  if (providerPrice != null && isPricePerHour(providerPrice)) return providerPrice;
+  if (offering?.market === 'spot' && offering.maxPricePerHour != null) return offering.maxPricePerHour;
+  return poolPrice ?? null;
+}
+
+/** The price an instance is costed at: the one it was launched at, else (launched before its pool had one) its pool's now. */
+export function instancePrice(instancePricePerHour: number | null, poolPricePerHour: number | null): number | null {
+  return instancePricePerHour ?? poolPricePerHour ?? null;
+}
+
+/** {@link instancePrice} in SQL, of the instance's and the pool's table aliases. */
+export const instancePriceSql = (instance: string, pool: string): string => `coalesce(${instance}.price_per_hour, ${pool}.price_per_hour)`;
+
+const seconds = (from: Date, to: Date) => (to.getTime() - from.getTime()) / 1000;
+
+/** What an instance cost from its request to `end` (its termination, or now): price × billed hours; null without a price. */
+export function instanceCost(pricePerHour: number | null, requestedAt: Date, end: Date, billingPeriodSeconds: number | null | undefined): number | null {
+  if (pricePerHour == null) return null;
+  return (pricePerHour * billedSeconds(seconds(requestedAt, end), billingPeriodSeconds)) / 3600;
+}
+
+/** The start of the calendar month (UTC) `now` is in. */
+export function monthStartUtc(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+}
+
+/**
+ * The part of an instance's cost that falls in the month starting at `monthStart`: what it cost up to
+ * `end` less what it cost up to the month's start; billed by period, a period counts in the month it
+ * started in. 0 without a price or when it ended before the month.
+ */
+export function costInMonth(pricePerHour: number | null, requestedAt: Date, end: Date, monthStart: Date, billingPeriodSeconds: number | null | undefined): number {
+  if (pricePerHour == null || end.getTime() <= monthStart.getTime()) return 0;
+  const from = requestedAt.getTime() > monthStart.getTime() ? requestedAt : monthStart;
+  return (pricePerHour * (billedSeconds(seconds(requestedAt, end), billingPeriodSeconds) - billedSeconds(seconds(requestedAt, from), billingPeriodSeconds))) / 3600;
+}
+
+/**
+ * {@link costInMonth} in SQL, summed by the caller: `end` and `monthStart` are SQL expressions, `i` the
+ * instance's alias and `p` its pool's.
+ */
+export function costInMonthSql(i: string, p: string, end: string, monthStart: string): string {
+  const billed = (s: string) => billedSecondsSql(`extract(epoch from ${s})`, `${p}.billing_period_seconds`);
+  const cost = `${instancePriceSql(i, p)} * (${billed(`${end} - ${i}.requested_at`)} - ${billed(`greatest(${i}.requested_at, ${monthStart}) - ${i}.requested_at`)}) / 3600`;
+  return `(case when ${end} > ${monthStart} then coalesce(${cost}, 0) else 0 end)`;
+}
+
+/**
+ * A work request's share of its instance's cost: the price per hour × its run time on the instance
+ * (from its start to its completion, or now) ÷ the worker's concurrency (the requests it runs at once
+ * share the machine). Billing periods are not shared out. Null without a price or before it started.
+ */
+export function workRequestCost(pricePerHour: number | null, startedAt: Date | null, end: Date, concurrency: number): number | null {
+  if (pricePerHour == null || startedAt == null) return null;
+  return (pricePerHour * Math.max(0, seconds(startedAt, end))) / 3600 / Math.max(1, concurrency);
+}
+
+/** An amount in words for pages and the CLI: two decimals, four below 0.01 (prices per hour of small machines are that small). */
+export function formatCost(amount: number): string {
+  if (amount === 0) return '0';
+  return Math.abs(amount) < 0.01 ? amount.toFixed(4) : amount.toFixed(2);
+}

@@ -1,0 +1,86 @@
+/**
+ * When a pool's worker retires (docs/design.md: pools and instances), in its one home. A retiring
+ * worker takes no new work (it is draining), and the provisioner stops it as soon as it holds none,
+ * without waiting for the idle timeout; demand then launches a replacement if the work asks for one.
+ * A pool retires its workers
+ * - after `maxWorkRequestsPerInstance` assignments (1: a fresh machine for each request). Counted by
+ *   PostgreSQL as requests are assigned, in the assigning statement's transaction (the trigger
+ *   `worker_assignment_count`, migration 20261128066000): the worker drains in the same transaction
+ *   as its last allowed assignment, so no later statement can give it one more. A statement that
+ *   assigns several requests to one worker at once (a pass filling a worker's free slots) counts them
+ *   all, so a worker with a concurrency above its limit may get up to its concurrency in that statement;
+ *   the pool's docs say to keep concurrency at most the limit.
+ * - after `maxInstanceLifetimeSeconds` from its instance's creation (the provisioner's cycle marks it).
+ * - when it is outdated: its instance was launched from other specifications (an image, a size, a
+ *   handler) than the pool has now ({@link templateFingerprint} differs). Only idle outdated workers
+ *   retire, and at most `maxReplacingInstances` of a pool at a time, counting those retiring and the
+ *   replacements still launching ({@link replacementRoom}): a rollout never takes more capacity than that away.
+ * The TypeScript and the SQL of each limit are pinned together by test/provisioner/retirement-cycle.test.ts.
+ */
+import { createHash } from 'node:crypto';
+
+/** Why a pool worker retires; null while it does not. */
+export const RETIRING_REASONS = {
+  /** It has run the most requests its pool gives an instance. */
+  WORK_REQUESTS: 'WORK_REQUESTS',
+  /** Its instance is older than its pool's maximum lifetime. */
+  LIFETIME: 'LIFETIME',
+  /** Its instance was launched from other specifications than its pool has now (an image rollout). */
+  OUTDATED: 'OUTDATED',
+} as const;
+export type RetiringReason = (typeof RETIRING_REASONS)[keyof typeof RETIRING_REASONS];
+
+/** Whether a worker that has been assigned `assigned` requests has reached its pool's limit (null: none). */
+export function reachedWorkRequestLimit(assigned: number, limit: number | null): boolean {
+  return limit != null && assigned >= limit;
+}
+
+/** {@link reachedWorkRequestLimit} in SQL, over SQL expressions for the count and the limit. */
+export const reachedWorkRequestLimitSql = (assigned: string, limit: string) => `(${limit} is not null and ${assigned} >= ${limit})`;
+
+/** Whether an instance created at `createdAt` has outlived its pool's maximum lifetime (null: none). */
+export function outlived(createdAt: Date | null, lifetimeSeconds: number | null, now: Date): boolean {
+  return createdAt != null && lifetimeSeconds != null && now.getTime() - createdAt.getTime() >= lifetimeSeconds * 1000;
+}
+
+/** {@link outlived} in SQL, over SQL expressions for the creation time, the lifetime, and now (a timestamptz parameter). */
+export const outlivedSql = (createdAt: string, lifetimeSeconds: string, now: string) =>
+  `(${createdAt} is not null and ${lifetimeSeconds} is not null and ${now} - ${createdAt} >= make_interval(secs => ${lifetimeSeconds}))`;
+
+/** JSON with its object keys sorted, so that equal specifications give equal text. */
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined && v !== null);
+    return `{${entries
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * What an instance is made from, as a short hash: its pool's provider type and specifications (the
+ * image, the size, the handlers...). Kept on each instance at its launch; an instance whose
+ * fingerprint differs from its pool's is outdated. Unset fields count as absent.
+ */
+export function templateFingerprint(pool: { providerType: string; specifications: unknown }): string {
+  return createHash('sha256')
+    .update(`${pool.providerType}\n${stableJson(pool.specifications ?? {})}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/** How many more outdated instances a pool may retire now: its maximum at a time, less those retiring for it and the replacements still launching. */
+export function replacementRoom(maxReplacing: number, retiringOutdated: number, launching: number): number {
+  return Math.max(0, maxReplacing - retiringOutdated - launching);
+}
+
+/** What a retiring worker's reason says, in words, for logs, the CLI and the pages. */
+export function retiringText(reason: RetiringReason, pool: { name: string; maxWorkRequestsPerInstance: number | null; maxInstanceLifetimeSeconds: number | null }): string {
+  if (reason === RETIRING_REASONS.WORK_REQUESTS)
+    return `it ran the ${pool.maxWorkRequestsPerInstance} work request${pool.maxWorkRequestsPerInstance === 1 ? '' : 's'} pool ${pool.name} gives an instance`;
+  if (reason === RETIRING_REASONS.LIFETIME) return `its instance is older than the ${pool.maxInstanceLifetimeSeconds} s lifetime of pool ${pool.name}`;
+  return `its instance was made from older specifications than pool ${pool.name} has now`;
+}

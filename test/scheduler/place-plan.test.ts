@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { availableParams } from '../../src/scheduler/rules/availability.js';
+import { mayFitParams } from '../../src/scheduler/rules/fit.js';
+import { FREE_FOR_CLASS_RESET, FREE_FOR_CLASS_SETTINGS, FREE_FOR_CLASS_SQL } from '../../src/scheduler/storage/place.js';
+import { useTestApp } from '../helpers/app.js';
+import { AMD64_METADATA } from '../helpers/fixtures.js';
+
+// No pass runs here (an hour's debounce and interval, app.start() never called).
+const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
+
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+describe("placing a new request walks the workers in the placement order and stops, whatever the planner's costs say", () => {
+  it('reads the index worker_placement_order without a sort even when the planner would rather sort every available worker', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
+    const reg = await t.gql(`mutation { registerWorker(input: { name: "plan-0" }) { ... on WorkerTokenPayload { token } } }`);
+    const token = reg.data!.registerWorker.token as string;
+    await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: AMD64_METADATA }, token);
+    const created = await t.gql(
+      `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "sbuild", taskData: { source_package: "hello", host_architecture: "amd64" } }) { ... on WorkRequest { id } ... on Error { message } } }`,
+    );
+    const id = Number(created.data!.createWorkRequest.id);
+    expect(id, JSON.stringify(created)).toBeGreaterThan(0);
+    const [cls] = await t.sql<{ id: number; required_tags: string[]; significant_provided_tags: string[] }>(
+      `select c.id, to_json(c.required_tags) as required_tags, to_json(c.significant_provided_tags) as significant_provided_tags
+         from task_class c join work_request r on r.class_id = c.id where r.id = ?`,
+      [id],
+    );
+    // The placement, which runs with these settings, placed it on the one worker there is.
+    const [row] = await t.sql<{ status: string; worker: string | null }>(
+      `select r.status, w.name as worker from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
+      [id],
+    );
+    expect(row).toEqual({ status: 'ASSIGNED', worker: 'plan-0' });
+    // 5,000 more available workers like it, stored in no particular order (as rows updated over time
+    // are), and analysed while their tags were still empty, as a pool's registrations leave them (their
+    // metadata reports come later): the planner then takes the tag test for a rare one.
+    await t.sql(
+      `insert into worker (id, name, type, registered_at, connected_at, metadata_reported_at, last_seen_at, provided_tags, required_tags)
+       select 1000 + g, 'plan-' || g, 'worker', now(), now(), now(), now(), '{}', '{}' from generate_series(1, 5000) g order by random()`,
+    );
+    await t.sql(`analyze worker`);
+    await t.sql(`update worker set provided_tags = (select provided_tags from worker where name = 'plan-0') where name <> 'plan-0'`);
+    const params = [
+      ...availableParams(new Date(), t.app.config.metadataFreshMs),
+      ...mayFitParams({ id: cls.id, requiredTags: cls.required_tags, significantProvidedTags: cls.significant_provided_tags }),
+    ];
+    await t.app.orm.em.fork().transactional(async (tx) => {
+      const explain = async () =>
+        nodes((await tx.execute<{ 'QUERY PLAN': { Plan: PlanNode }[] }[]>(`explain (format json) ${FREE_FOR_CLASS_SQL}`, params))[0]['QUERY PLAN'][0].Plan);
+      // Index reads made dear too (a cold cache, slow disks): left to itself, the planner sorts every available worker.
+      await tx.execute(`select set_config('random_page_cost', '100', true)`);
+      expect((await explain()).map((n) => n['Node Type'])).toContain('Sort');
+      const [{ was }] = await tx.execute<{ was: string }[]>(FREE_FOR_CLASS_SETTINGS);
+      const plan = await explain();
+      expect(plan.map((n) => n['Node Type'])).not.toContain('Sort');
+      expect(plan.find((n) => n['Node Type'] === 'Index Scan')?.['Index Name']).toBe('worker_placement_order');
+      await tx.execute(FREE_FOR_CLASS_RESET, [was]);
+      const [{ now }] = await tx.execute<{ now: string }[]>(`select current_setting('enable_sort') as now`);
+      expect(now).toBe(was);
+    });
+  });
+});
