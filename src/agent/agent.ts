@@ -356,6 +356,13 @@ export function createAgent(deps: AgentDeps): Agent {
 
   function fail(err: AuthError) {
     if (finished) return;
+    if (interrupted) {
+      // The server terminates this worker when told of the interruption and closes its connection,
+      // which may arrive before the report's answer: that is the interruption's end, not a bad token.
+      log.info({ detail: err.message }, 'the server ended this worker after the interruption');
+      void finish(EXIT_CODES.interrupted);
+      return;
+    }
     log.error({ detail: err.message, hint: 'check --token / TAGSCHED_WORKER_TOKEN, or remove the state file to activate again' }, MESSAGES.tokenRefused);
     void finish(EXIT_CODES.tokenRefused);
   }

@@ -48,7 +48,7 @@ afterEach(async () => {
 });
 
 /** An agent wired to fakes: an API that records calls, a stream the test drives, runs it ends. */
-function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
+function harness(options: { handlers?: string[]; api?: Partial<Api>; interruptionNotice?: AgentDeps['interruptionNotice'] } = {}) {
   const lines: Record<string, unknown>[] = [];
   const log = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
   const calls: Call[] = [];
@@ -73,7 +73,21 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
   const runs: FakeRun[] = [];
   const handlerFlags = (options.handlers ?? ['noop=true']).flatMap((h) => ['--handler', h]);
   const config = parseConfig(
-    ['--work-dir', workDir, '--heartbeat-interval', '3600', '--metadata-interval', '3600', '--max-backoff', '0.02', '--provided-tag', 'worker:cap:kvm', ...handlerFlags],
+    [
+      '--work-dir',
+      workDir,
+      '--heartbeat-interval',
+      '3600',
+      '--metadata-interval',
+      '3600',
+      '--max-backoff',
+      '0.02',
+      '--interruption-poll',
+      '0.01',
+      '--provided-tag',
+      'worker:cap:kvm',
+      ...handlerFlags,
+    ],
     {},
   );
   const deps: AgentDeps = {
@@ -93,6 +107,7 @@ function harness(options: { handlers?: string[]; api?: Partial<Api> } = {}) {
     load: () => ({ cpuCount: 8, load1: 2 }),
     env: { PATH: '/usr/bin' },
     workerName: null,
+    interruptionNotice: options.interruptionNotice,
   };
   const agent = createAgent(deps);
   const exit = agent.run();
@@ -310,6 +325,37 @@ describe('the agent', () => {
     expect(await h.exit).toBe(EXIT_CODES.tokenRefused);
     expect(h.runs[0].killedWith).toEqual(['SIGTERM']);
     expect(h.messages()).toContain(MESSAGES.tokenRefused);
+  });
+
+  it('on an interruption notice, tells the server, then stops its handlers and exits 3', async () => {
+    let notice: { action: string; time: string } | null = null;
+    const h = harness({ interruptionNotice: async () => notice });
+    h.push(task('14'));
+    await eventually(() => expect(h.runs).toHaveLength(1));
+    notice = { action: 'terminate', time: '2026-11-28T08:02:00.000Z' };
+    expect(await h.exit).toBe(EXIT_CODES.interrupted);
+    expect(h.callsOf('reportInstanceInterruption')).toEqual([[notice]]);
+    expect(h.runs[0].killedWith).toEqual(['SIGTERM']);
+    expect(h.callsOf('completeWorkRequest')).toEqual([]); // the server re-queued it; a killed run is not a failure
+    expect(h.logged(MESSAGES.interrupted)).toHaveLength(1);
+  });
+
+  it('exits 3, not 2, when the server closes its connection for the interruption before answering the report', async () => {
+    let notice: { action: string; time: string } | null = null;
+    let answer: (a: Answer<{ name: string; status: string }>) => void = () => {};
+    const h = harness({
+      interruptionNotice: async () => notice,
+      api: { reportInstanceInterruption: () => new Promise((resolve) => (answer = resolve)) },
+    });
+    h.push(task('15'));
+    await eventually(() => expect(h.runs).toHaveLength(1));
+    notice = { action: 'stop', time: '2026-11-28T08:02:00.000Z' };
+    await eventually(() => expect(h.callsOf('reportInstanceInterruption')).toHaveLength(1));
+    h.refuseToken(); // the server terminated the worker and closed its socket (4401) first
+    answer(ok({ name: 'w', status: 'INACTIVE' }));
+    expect(await h.exit).toBe(EXIT_CODES.interrupted);
+    expect(h.messages()).not.toContain(MESSAGES.tokenRefused);
+    expect(h.messages()).toContain('the server ended this worker after the interruption');
   });
 
   it('stops with exit code 2 when a mutation is refused for the token', async () => {
