@@ -8,6 +8,7 @@ import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
 import { FAIR_QUANTUM_MS } from '../../src/scheduler/rules/queue-order.js';
+import { intArray } from '../../src/db/arrays.js';
 
 const t = useTestApp();
 
@@ -243,6 +244,21 @@ describe('fair share: a workspace submitting later is served interleaved with an
       await complete(got[i], token);
     }
     expect(got).toEqual([a[0], fromB, a[1]]);
+  });
+
+  it('concurrent creates into one workspace with a backlog get distinct keys, a quantum apart, and a refused create takes none of theirs', async () => {
+    await queue(noop()); // a backlog: the clock runs on from it
+    const refused = queue(noop({ dependsOn: ['999999'] })).then(
+      () => 'created',
+      () => 'refused',
+    );
+    const ids = await Promise.all(Array.from({ length: 12 }, () => queue(noop())));
+    expect(await refused).toBe('refused');
+    const keys = (await t.sql<{ fair_key: string }>(`select fair_key::text from work_request where id = any(?::int[]) order by fair_key`, [intArray(ids.map(Number))])).map((r) =>
+      Number(r.fair_key),
+    );
+    expect(new Set(keys).size).toBe(12);
+    for (let i = 1; i < keys.length; i++) expect((keys[i] - keys[i - 1]) % FAIR_QUANTUM_MS).toBe(0);
   });
 
   it('a higher priority still comes first, whatever the workspace', async () => {

@@ -7,11 +7,20 @@ import { FAIR_QUANTUM_MS } from '../rules/queue-order.js';
  * caller's transaction ends, so concurrent submissions to the same workspace get disjoint keys.
  */
 export async function reserveFairKeys(em: EntityManager, workspaceId: number, count: number, now: Date): Promise<number[]> {
+  return reserve(em, workspaceId, count, now, '');
+}
+
+/**
+ * The clock's UPDATE. `from` may add a FROM item evaluated once with it (reserveFairKeysApart's
+ * setting for its own commit).
+ */
+async function reserve(em: EntityManager, workspaceId: number, count: number, now: Date, from: string): Promise<number[]> {
   if (count <= 0) return [];
   const [row] = await em.execute<{ first: string }[]>(
     `update workspace s
         set fair_clock = case when exists (select 1 from work_request r where r.workspace_id = s.id and r.status in ('BLOCKED', 'PENDING'))
                               then greatest(s.fair_clock, ?::bigint) else ?::bigint end + ?::bigint * ${FAIR_QUANTUM_MS}
+       ${from}
       where s.id = ? returning (s.fair_clock - (?::bigint - 1) * ${FAIR_QUANTUM_MS})::text as first`,
     [now.getTime(), now.getTime(), count, workspaceId, count],
   );
@@ -19,12 +28,26 @@ export async function reserveFairKeys(em: EntityManager, workspaceId: number, co
   return Array.from({ length: count }, (_, i) => first + i * FAIR_QUANTUM_MS);
 }
 
-/** Fair keys for rows of several workspaces, in the rows' order (one reservation per workspace). */
+/**
+ * Fair keys for rows of several workspaces, in the rows' order (one reservation per workspace).
+ *
+ * Outside a transaction (`em` not in one) each reservation is its own statement, committed at once:
+ * concurrent creates into one workspace then wait for each other's clock row only for that statement,
+ * not through each other's whole transaction. Its commit does not wait for its WAL to reach the disk
+ * (synchronous_commit off for that statement alone): a create that uses the keys commits later, and
+ * its own flush makes the reservation durable with it; one lost in a crash was used by nothing. A
+ * create refused after its keys were reserved leaves a gap of one quantum per key in its workspace's
+ * clock: that workspace's next requests queue that much later among equals, no one else's.
+ * Inside a transaction the row lock is held until it ends, as reserveFairKeys says.
+ */
 export async function fairKeysFor(em: EntityManager, workspaceIds: readonly number[], now: Date): Promise<number[]> {
   const counts = new Map<number, number>();
   for (const ws of workspaceIds) counts.set(ws, (counts.get(ws) ?? 0) + 1);
+  const apart = !em.isInTransaction();
   const keys = new Map<number, number[]>();
-  for (const ws of [...counts.keys()].sort((a, b) => a - b)) keys.set(ws, await reserveFairKeys(em, ws, counts.get(ws)!, now));
+  for (const ws of [...counts.keys()].sort((a, b) => a - b)) {
+    keys.set(ws, await reserve(em, ws, counts.get(ws)!, now, apart ? `from (select set_config('synchronous_commit', 'off', true)) as commit_setting` : ''));
+  }
   const next = new Map<number, number>();
   return workspaceIds.map((ws) => {
     const i = next.get(ws) ?? 0;

@@ -343,6 +343,11 @@ async function writeCreates<T>(
   const { em, viewer, config } = deps;
   const { user } = requireUser(viewer);
   const dependencyIds = [...new Set(prepared.flatMap((p) => p.dependencyIds))];
+  const now = new Date();
+  // Each request's place among workspaces at equal priority (fair share), one clock update per
+  // workspace; outside a caller's transaction, committed before ours (fair-keys.ts says why).
+  const workspaceIds = prepared.map((p) => p.workspace.id);
+  const reserved = em.isInTransaction() ? null : await fairKeysFor(em, workspaceIds, now);
   return em.transactional(async (tx) => {
     // FOR SHARE: a dependency cannot complete between this check and our commit, so none is missed.
     const found = dependencyIds.length ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] }) : [];
@@ -362,7 +367,6 @@ async function writeCreates<T>(
 
     // The rows, in input order; those with nothing to wait for PENDING now, with the tags just
     // computed (nothing changed in between), their classes found in one call.
-    const now = new Date();
     const rows = prepared.map((p) => {
       const row: NewRow = {
         workspace: p.workspace.id,
@@ -392,12 +396,7 @@ async function writeCreates<T>(
       if (!waits) freezeAnalysis(row, p.analysis, now);
       return row;
     });
-    // Each request's place among workspaces at equal priority (fair share), one clock update per workspace.
-    const fairKeys = await fairKeysFor(
-      tx,
-      rows.map((r) => r.workspace),
-      now,
-    );
+    const fairKeys = reserved ?? (await fairKeysFor(tx, workspaceIds, now));
     rows.forEach((r, i) => (r.fairKey = fairKeys[i]));
     const ready = rows.filter((r) => r.status === 'PENDING');
     const classIds = await classIdsFor(tx, ready);
