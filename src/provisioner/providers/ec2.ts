@@ -6,20 +6,8 @@
  * `TAGSCHED_EC2_ENDPOINT`. The SDK makes one attempt per call: the provisioner does the retrying.
  */
 import { createHash } from 'node:crypto';
-import {
-  CreateFleetCommand,
-  CreateLaunchTemplateCommand,
-  DeleteLaunchTemplateCommand,
-  DescribeInstancesCommand,
-  EC2Client,
-  RunInstancesCommand,
-  TerminateInstancesCommand,
-  type CreateFleetCommandInput,
-  type CreateFleetCommandOutput,
-  type FleetLaunchTemplateOverridesRequest,
-  type Instance,
-  type RunInstancesCommandInput,
-} from '@aws-sdk/client-ec2';
+import type * as Ec2SdkModule from '@aws-sdk/client-ec2';
+import type { CreateFleetCommandInput, CreateFleetCommandOutput, EC2Client, FleetLaunchTemplateOverridesRequest, Instance, RunInstancesCommandInput } from '@aws-sdk/client-ec2';
 import type { InputProblem } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { ProviderError, type LaunchResult, type LaunchSpec, type Provider, type ProviderCall, type ProviderInstance } from '../provider.js';
@@ -231,11 +219,19 @@ export function readFleetAnswer(
   return { id: started.InstanceIds![0]!, offering: offeringOfOverride(run, started.LaunchTemplateAndOverrides?.Overrides) ?? run[0]!, failures, other: null };
 }
 
+type Ec2Sdk = typeof Ec2SdkModule;
+let sdkLoad: Promise<Ec2Sdk> | null = null;
+/**
+ * The SDK, loaded at the first call rather than with the server: loading it adds about 90 MiB to a
+ * process's memory, which a server without ec2 pools does not need.
+ */
+const loadSdk = (): Promise<Ec2Sdk> => (sdkLoad ??= import('@aws-sdk/client-ec2'));
+
 /** Creates the ec2 provider (an SDK client is made per call, for that call's pool account). */
 export function createEc2Provider(settings: Ec2Settings): Provider {
   const log = settings.logger.child({ provider: 'ec2' });
 
-  async function send<T>(what: string, call: ProviderCall, run: (client: EC2Client, abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+  async function send<T>(what: string, call: ProviderCall, run: (client: EC2Client, abortSignal: AbortSignal, sdk: Ec2Sdk) => Promise<T>): Promise<T> {
     const account = call.account;
     const { accessKeyId, secretAccessKey, sessionToken, region } = account ?? {};
     if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || typeof region !== 'string') {
@@ -243,7 +239,8 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     }
     const redact = accountRedactor(account, { fields: SECRET_FIELDS });
     const deadline = callDeadline(call);
-    const client = new EC2Client({
+    const sdk = await loadSdk();
+    const client = new sdk.EC2Client({
       region,
       credentials: { accessKeyId, secretAccessKey, ...(typeof sessionToken === 'string' ? { sessionToken } : {}) },
       ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
@@ -255,7 +252,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     client.middlewareStack.addRelativeTo(answerCheck, { relation: 'after', toMiddleware: 'deserializerMiddleware', name: 'tagsched-ec2-answer-check' });
     const started = Date.now();
     try {
-      const result = await run(client, deadline.signal);
+      const result = await run(client, deadline.signal, sdk);
       log.debug({ pool: call.pool.name, operation: what, ms: Date.now() - started }, 'ec2 call');
       return result;
     } catch (err) {
@@ -276,10 +273,10 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     const offerings = spec.offerings?.length ? spec.offerings : offeringsOf(spec.specifications);
     const token = clientTokenOf(spec.pool, spec.name);
     const template = launchTemplateNameOf(spec.pool, spec.name);
-    await send('ec2 launch', call, async (client, abortSignal) => {
+    await send('ec2 launch', call, async (client, abortSignal, sdk) => {
       try {
         await client.send(
-          new CreateLaunchTemplateCommand({
+          new sdk.CreateLaunchTemplateCommand({
             LaunchTemplateName: template,
             ClientToken: token,
             LaunchTemplateData: {
@@ -303,7 +300,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
       let last: ProviderError | null = null;
       for (const [i, run] of marketRuns(offerings).entries()) {
         const request = fleetRequest(run, template, `${token}-${i}`, input.SubnetId);
-        const answer = await send('ec2 launch', call, (client, abortSignal) => client.send(new CreateFleetCommand(request), { abortSignal }));
+        const answer = await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.CreateFleetCommand(request), { abortSignal }));
         const read = readFleetAnswer(run, answer);
         failures.push(...read.failures);
         if (read.id) return { id: read.id, offering: offeringKey(read.offering!), unavailable: failures };
@@ -322,7 +319,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
       if (err instanceof ProviderError && failures.length && !err.offeringFailures.length) throw new ProviderError(err.kind, err.message, err.providerCode, failures);
       throw err;
     } finally {
-      await send('ec2 launch', call, (client, abortSignal) => client.send(new DeleteLaunchTemplateCommand({ LaunchTemplateName: template }), { abortSignal })).catch(
+      await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.DeleteLaunchTemplateCommand({ LaunchTemplateName: template }), { abortSignal })).catch(
         () => undefined,
       );
     }
@@ -364,7 +361,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
         // A pool that names one instanceType: RunInstances, as before offerings (its one offering is marked when it has no room).
         const only = offeringsOf(s)[0]!;
         try {
-          const answer = await send('ec2 launch', call, (client, abortSignal) => client.send(new RunInstancesCommand(input), { abortSignal }));
+          const answer = await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.RunInstancesCommand(input), { abortSignal }));
           const id = answer.Instances?.[0]?.InstanceId;
           if (!id) throw new ProviderError('unavailable', 'ec2 launch: malformed answer: RunInstances named no instance', 'malformed_answer');
           return { id, offering: offeringKey(only) };
@@ -381,7 +378,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     async terminate(id, call) {
       if (!RESOURCE_ID('i').test(id)) throw new ProviderError('invalid', `ec2 terminate: "${id.slice(0, 80)}" is not an EC2 instance id`, 'invalid_id');
       try {
-        await send('ec2 terminate', call, (client, abortSignal) => client.send(new TerminateInstancesCommand({ InstanceIds: [id] }), { abortSignal }));
+        await send('ec2 terminate', call, (client, abortSignal, sdk) => client.send(new sdk.TerminateInstancesCommand({ InstanceIds: [id] }), { abortSignal }));
       } catch (err) {
         if (err instanceof ProviderError && err.providerCode === 'InvalidInstanceID.NotFound') return;
         throw err;
@@ -389,12 +386,12 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     },
 
     async list(poolName, call) {
-      return send('ec2 list', call, async (client, abortSignal) => {
+      return send('ec2 list', call, async (client, abortSignal, sdk) => {
         const out: ProviderInstance[] = [];
         let token: string | undefined;
         for (let page = 0; page < MAX_PAGES; page++) {
           const answer = await client.send(
-            new DescribeInstancesCommand({ Filters: [{ Name: `tag:${EC2_TAGS.pool}`, Values: [poolName] }], MaxResults: PAGE_SIZE, NextToken: token }),
+            new sdk.DescribeInstancesCommand({ Filters: [{ Name: `tag:${EC2_TAGS.pool}`, Values: [poolName] }], MaxResults: PAGE_SIZE, NextToken: token }),
             { abortSignal },
           );
           for (const reservation of answer.Reservations ?? []) {
