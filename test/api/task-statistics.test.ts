@@ -221,4 +221,14 @@ describe('task statistics', () => {
     expect((await histogram()).length).toBe(before - 1);
     expect(await histogram()).toEqual(await recomputed());
   });
+
+  it('count no figure above 1 PiB, whatever size a worker claims for a run killed for memory', async () => {
+    await t.sql(`update worker set provided_tags = array_append(array_remove(provided_tags, 'worker:memory-gib=8'), 'worker:memory-gib=1000000000000') where id = ?`, [workerId]);
+    const id = await create('claims-pkg', 'amd64');
+    const a = await t.gql(COMPLETE, { id: String(id), r: 'FAILURE', s: { ...figures(0), outOfMemory: true } }, worker);
+    expect(a.data?.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
+    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'claims-pkg', a: 'amd64' })).taskStatistics as Record<string, any>;
+    expect(one.memory.p95).toBeLessThanOrEqual(2 ** 50 * 1.05);
+    expect(one.memory.p95).toBeGreaterThanOrEqual(2 ** 50);
+  });
 });

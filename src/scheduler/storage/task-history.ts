@@ -35,18 +35,8 @@ export class TaskHistoryCache {
   }
 
   private async read(em: EntityManager, now: Date): Promise<TaskHistory> {
-    const totals = readTaskTotals(em, HISTORY_DAYS, 'duration');
-    const rows = await em.execute<{ task_type: string; task_name: string; seconds: number }[]>(
-      `select task_type, task_name, (sum(seconds) / sum(runs))::float as seconds from task_duration
-        where day > ((now() - make_interval(days => ?)) at time zone 'UTC')::date
-        group by task_type, task_name having sum(runs) > 0`,
-      [HISTORY_DAYS],
-    );
-    const history = {
-      thresholdSeconds: this.thresholdSeconds,
-      averageSeconds: new Map(rows.map((r) => [taskKey(r.task_type, r.task_name), r.seconds])),
-      medianSeconds: medians(await totals),
-    };
+    const { medianSeconds, averageSeconds } = await readDurationHistory(em);
+    const history = { thresholdSeconds: this.thresholdSeconds, averageSeconds, medianSeconds };
     this.loaded = { at: now.getTime(), history };
     return history;
   }

@@ -14,6 +14,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { textArray } from '../../db/arrays.js';
 import type { StatisticsKey } from '../../tasks/statistics-key.js';
+import { RUN_STATISTICS_LIMITS } from '../../shared/run-statistics.js';
 
 /** How many days the aggregates cover, and how long their rows are kept. */
 export const STATISTICS_WINDOW_DAYS = 30;
@@ -43,7 +44,8 @@ const workerGibBytesSql = (name: string, workerId: string) =>
  * peak_memory_bytes, peak_disk_bytes, out_of_memory, disk_full, worker_id; at most one row) in the
  * histograms of today for its task and for its task, package and architecture. A run killed for memory
  * (or that filled its disk) counts as having used at least its worker's `worker:memory-gib`
- * (`worker:disk-gib`), so that learned minimums ask for more next time. `insert … on conflict do update`
+ * (`worker:disk-gib`), so that learned minimums ask for more next time; no figure counts as more than
+ * RUN_STATISTICS_LIMITS.maxBytes (what a worker says of its size is not bounded otherwise). `insert … on conflict do update`
  * keeps concurrent completions exact. Its parameters: {@link histogramParams}.
  */
 export const histogramsCteSql = (source: string) => `
@@ -54,8 +56,8 @@ export const histogramsCteSql = (source: string) => `
       cross join (values ('', ''), (?::text, ?::text)) as k(package, architecture)
       cross join lateral (values
         ('duration', s.run_seconds * 1000),
-        ('memory', case when s.out_of_memory then greatest(s.peak_memory_bytes::float8, ${workerGibBytesSql('worker:memory-gib', 's.worker_id')}) else s.peak_memory_bytes::float8 end),
-        ('disk', case when s.disk_full then greatest(s.peak_disk_bytes::float8, ${workerGibBytesSql('worker:disk-gib', 's.worker_id')}) else s.peak_disk_bytes::float8 end)
+        ('memory', least(case when s.out_of_memory then greatest(s.peak_memory_bytes::float8, ${workerGibBytesSql('worker:memory-gib', 's.worker_id')}) else s.peak_memory_bytes::float8 end, ${RUN_STATISTICS_LIMITS.maxBytes})),
+        ('disk', least(case when s.disk_full then greatest(s.peak_disk_bytes::float8, ${workerGibBytesSql('worker:disk-gib', 's.worker_id')}) else s.peak_disk_bytes::float8 end, ${RUN_STATISTICS_LIMITS.maxBytes}))
       ) as m(metric, value)
      where m.value is not null
     on conflict (task_type, task_name, package, architecture, metric, day, bucket) do update set count = task_statistics_histogram.count + 1

@@ -60,9 +60,8 @@ export async function estimateStart(
   context: EstimateContext,
   options: { keepEstimate?: boolean } = {},
 ): Promise<StartEstimate> {
-  const errorsRead = wr.classId != null ? reads.estimateErrors.load(wr.classId) : Promise.resolve([]);
-  const simulated = await simulate(reads, wr, diagnosis, context);
-  const errors = await errorsRead;
+  // Both at once, and both awaited together: a failure of either is the caller's, never unhandled.
+  const [simulated, errors] = await Promise.all([simulate(reads, wr, diagnosis, context), wr.classId != null ? reads.estimateErrors.load(wr.classId) : Promise.resolve([])]);
   if (simulated.at && wr.estimatedStartAt == null && options.keepEstimate !== false) await reads.keepFirstEstimate(wr.id, simulated.at);
   return { ...simulated, medianAbsoluteErrorSeconds: medianOf(errors), samples: errors.length };
 }
