@@ -22,6 +22,12 @@ export const isPricePerHour = (v: number): boolean => Number.isFinite(v) && (v =
 /** What {@link isPricePerHour} says to a bad price. */
 export const PRICE_PER_HOUR_RANGE = `must be 0 or from ${MIN_PRICE_PER_HOUR} to ${MAX_PRICE_PER_HOUR}`;
 
+/**
+ * The smallest spot maximum price per hour accepted: EC2 takes it as a decimal string, which a smaller
+ * number would not print as (JavaScript writes 1e-7).
+ */
+export const MIN_SPOT_MAX_PRICE = 0.0001;
+
 /** The highest monthly cost budget accepted. */
 export const MAX_MONTHLY_COST_BUDGET = 1e12;
 
@@ -39,7 +45,7 @@ export function launchPrice(
   if (offering?.pricePerHour != null) return offering.pricePerHour;
   // A provider's price out of the range the input accepts (none is, really) is not taken.
   if (providerPrice != null && isPricePerHour(providerPrice)) return providerPrice;
-  if (offering?.market === 'spot' && offering.maxPricePerHour != null) return offering.maxPricePerHour;
+  if (offering?.market === 'spot' && offering.maxPricePerHour != null && isPricePerHour(offering.maxPricePerHour)) return offering.maxPricePerHour;
   return poolPrice ?? null;
 }
 

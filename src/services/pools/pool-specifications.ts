@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { DEFAULT_LOCAL_HANDLERS } from '../../provisioner/providers/local-handlers.js';
 import { MAX_OFFERINGS, OFFERING_MARKETS, offeringKey, offeringsOf } from '../../provisioner/providers/offerings.js';
 import { runsHandlers } from '../../provisioner/providers.js';
-import { isPricePerHour, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/cost.js';
+import { isPricePerHour, MIN_SPOT_MAX_PRICE, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/cost.js';
 import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
 import { debianArchitecture } from '../../tasks/task-data.js';
 import { EXECUTOR_BACKENDS } from '../../tasks/types.js';
@@ -48,7 +48,7 @@ const offeringSchema = z
     instanceType: cloudId,
     location: cloudId.nullish(),
     market: oneOf(OFFERING_MARKETS as unknown as readonly [string, ...string[]]).nullish(),
-    maxPricePerHour: z.number().positive().max(10_000).nullish(),
+    maxPricePerHour: z.number().min(MIN_SPOT_MAX_PRICE, `must be at least ${MIN_SPOT_MAX_PRICE}`).max(10_000).nullish(),
     pricePerHour: z.number().refine(isPricePerHour, PRICE_PER_HOUR_RANGE).nullish(),
   })
   .strict()
