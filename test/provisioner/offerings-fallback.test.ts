@@ -195,6 +195,14 @@ describe('offerings as input', () => {
     expect(bad.problems.map((p: { path: string }) => p.path)).toEqual(
       expect.arrayContaining(['input.specifications.offerings[1].market', 'input.specifications.offerings[2].maxPricePerHour']),
     );
+    // A spot maximum nearer 0 than a real price: EC2 would get "1e-320", and the month's cost sum would underflow.
+    const tiny = await createPool({
+      name: 'off-tiny',
+      providerType: 'ec2',
+      providerAccount: { accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'eu-central-1' },
+      specifications: { providerImage: AMI, offerings: [{ instanceType: 'c6i.large', market: 'spot', maxPricePerHour: 1e-320 }] },
+    });
+    expect(tiny.problems).toEqual([{ path: 'input.specifications.offerings[0].maxPricePerHour', message: expect.stringContaining('at least 0.0001') }]);
     const spot = await hz({ providerImage: 'debian-12', offerings: [{ instanceType: 'cpx31' }, { instanceType: 'cx22', market: 'spot' }] });
     expect(spot.problems).toEqual([{ path: 'input.specifications.offerings[1].market', message: expect.stringContaining('no spot market') }]);
   });
