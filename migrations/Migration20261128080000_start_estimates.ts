@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Start estimates (docs/reference.md: the diagnosis's startEstimate): each pool's measured launch time
+ * Start estimates (docs/reference/scheduling.md, "When will it start"): each pool's measured launch time
  * (an exponentially weighted mean of its instances' launch-to-first-connection, and how many launches
  * it is made of), the first estimate of a pending request, and per task class the last absolute errors
  * of those estimates (at most 100, newest last).

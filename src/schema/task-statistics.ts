@@ -19,8 +19,8 @@ const TaskStatisticsRef = builder.objectRef<TaskStatisticsSummary>('TaskStatisti
   fields: (t) => ({
     taskType: t.string({ resolve: (s) => s.key.taskType, description: 'The task type' }),
     taskName: t.string({ resolve: (s) => s.key.taskName, description: 'The task name' }),
-    package: t.string({ nullable: true, resolve: (s) => s.key.package || null, description: 'The source package; null: every package (or runs naming none)' }),
-    architecture: t.string({ nullable: true, resolve: (s) => s.key.architecture || null, description: 'The architecture; null: every architecture' }),
+    package: t.string({ nullable: true, resolve: (s) => s.key.package || null, description: 'The source package; null: the task as a whole, every package' }),
+    architecture: t.string({ nullable: true, resolve: (s) => s.key.architecture || null, description: 'The architecture; null: the task as a whole, every architecture' }),
     days: t.exposeInt('days', { description: 'The window: runs completed in the last this many days (UTC days, today included)' }),
     count: t.int({ resolve: (s) => s.duration?.count ?? 0, description: 'Runs that reported statistics in the window' }),
     duration: t.field({ type: MetricSummaryRef, nullable: true, resolve: (s) => s.duration, description: "The handler's run time, in seconds; null without runs" }),
@@ -42,12 +42,13 @@ const TaskStatisticsRef = builder.objectRef<TaskStatisticsSummary>('TaskStatisti
 builder.queryFields((t) => ({
   taskStatistics: t.field({
     type: TaskStatisticsRef,
-    description: "Any authenticated caller: the aggregates of a task's runs, as a whole or for one source package and architecture (they name no request, workspace or user)",
+    description:
+      "The aggregates of a task's runs: as a whole, any authenticated caller (they name no request, workspace or user); for one source package and architecture, admins only (FORBIDDEN for others: those count private workspaces' runs too)",
     args: {
       taskType: t.arg.string({ required: true, description: 'The task type, e.g. worker' }),
       taskName: t.arg.string({ required: true, description: 'The task name, e.g. sbuild' }),
-      package: t.arg.string({ description: 'The source package; omitted with architecture: the task as a whole' }),
-      architecture: t.arg.string({ description: 'The architecture (worker:build-arch)' }),
+      package: t.arg.string({ description: 'The source package, given with architecture (admins); both omitted: the task as a whole' }),
+      architecture: t.arg.string({ description: 'The architecture (worker:build-arch), given with package' }),
       days: t.arg.int({ description: `The window in days, 1 to ${STATISTICS_WINDOW_DAYS} (default ${STATISTICS_WINDOW_DAYS})` }),
     },
     resolve: (_r, args, ctx) => taskStatistics(ctx.em, ctx.viewer, args),

@@ -171,7 +171,21 @@ describe('task statistics', () => {
     expect(anonymous.status).toBe(200);
     expect(anonymous.data?.taskStatistics ?? null).toBeNull();
     expect(anonymous.errors?.[0]?.extensions?.code, JSON.stringify(anonymous)).toBe('UNAUTHENTICATED');
-    for (const bad of [{ name: 'sb\0uild' }, { name: 'x'.repeat(100_000) }, { d: 0 }, { d: 31 }, { d: 2 ** 31 - 1 }, { p: 'a\0b', a: 'amd64' }]) {
+    // Per package and architecture: admins only (those figures count private workspaces' runs too).
+    const perPackage = await t.gql(STATS, { type: 'worker', name: 'sbuild', p: 'hello', a: 'arm64' }, userToken);
+    expect(perPackage.status).toBe(200);
+    expect(perPackage.errors?.[0]?.extensions?.code, JSON.stringify(perPackage)).toBe('FORBIDDEN');
+    expect(perPackage.data?.taskStatistics ?? null).toBeNull();
+    for (const bad of [
+      { name: 'sb\0uild' },
+      { name: 'x'.repeat(100_000) },
+      { d: 0 },
+      { d: 31 },
+      { d: 2 ** 31 - 1 },
+      { p: 'a\0b', a: 'amd64' },
+      { p: 'hello' }, // package and architecture go together
+      { a: 'amd64' },
+    ]) {
       const r = await t.gql(STATS, { type: 'worker', name: 'sbuild', ...bad }, userToken);
       expect(r.status, JSON.stringify(r)).toBe(200);
       expect(r.errors?.[0]?.extensions?.code, JSON.stringify(r)).toBe('INVALID_INPUT');
@@ -194,6 +208,9 @@ describe('task statistics', () => {
     const bad = await runCli(url, ['task', 'stats', 'sbuild', '--days', '31'], { token: ADMIN_TOKEN });
     expect(bad.code).toBe(64);
     expect(bad.stderr).toContain('--days must be between 1 and 30');
+    const half = await runCli(url, ['task', 'stats', 'sbuild', '--package', 'hello'], { token: ADMIN_TOKEN });
+    expect(half.code).toBe(64);
+    expect(half.stderr).toContain('--package and --arch go together');
 
     // On the status page of a request: its task, package and architecture lately, to authenticated viewers.
     const [{ id }] = await t.sql<{ id: number }>(
@@ -206,6 +223,11 @@ describe('task statistics', () => {
     const html = await seen.text();
     expect(html).toContain(`Its task lately`);
     expect(html).toContain(`${expected.count} runs of sbuild for hello on arm64 in 30 days`);
+    // Another signed-in viewer sees the task as a whole, not the package's runs.
+    const asUser = await (await page(await createUser(t, 'page-reader'))).text();
+    expect(asUser).toContain('Its task lately');
+    expect(asUser).not.toContain(' for hello on arm64');
+    expect(asUser).toMatch(/\d+ runs of sbuild in 30 days/);
     const anonymous = await page(null);
     expect(anonymous.status).toBe(200); // a public workspace: the request is shown, its task's aggregates are not
     expect(await anonymous.text()).not.toContain('Its task lately');

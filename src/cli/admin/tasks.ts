@@ -1,6 +1,7 @@
 /** Task statistics: count, median and 95th percentile of a task's run time, peak memory and peak disk (Query.taskStatistics). */
 import type { Command } from 'commander';
 import { integer } from './arguments.js';
+import { usageError } from './exit-codes.js';
 import { renderTable } from './output.js';
 import type { Ctx, Register } from './command-context.js';
 
@@ -33,6 +34,7 @@ const bytes = (b: number) => (b < 2 ** 30 ? `${(b / 2 ** 20).toFixed(1)} MiB` : 
 
 async function stats(ctx: Ctx, task: string, opts: { type?: string; package?: string; arch?: string; days?: string }) {
   const days = opts.days === undefined ? null : integer('--days', opts.days, 1, 30);
+  if ((opts.package === undefined) !== (opts.arch === undefined)) throw usageError('--package and --arch go together: give both, or neither for the task as a whole');
   const data = await ctx.api().query<{ taskStatistics: TaskStatisticsRow }>(STATS, {
     type: opts.type ?? 'worker',
     name: task,
@@ -67,7 +69,7 @@ export const registerTaskCommands: Register = (program: Command, action) => {
       .command('stats <task>')
       .description("Count, median and 95th percentile of a task's run time, peak memory and peak disk (estimates at most 5% high)")
       .option('--type <type>', 'the task type', 'worker')
-      .option('--package <package>', 'one source package (with --arch)')
+      .option('--package <package>', 'one source package (with --arch; admins only)')
       .option('--arch <architecture>', 'one architecture (with --package)')
       .option('--days <n>', 'the window, 1 to 30 days (default 30)')
       .addHelpText('after', '\nExamples:\n  tagsched-admin task stats sbuild\n  tagsched-admin task stats sbuild --package hello --arch amd64 --days 7'),

@@ -213,11 +213,17 @@ export function canSeeWorkerGroupTags(p: Principal, workerIds: readonly number[]
   return workerIds.every((id) => canSeeWorkerDetails(p, { id }));
 }
 
-/** Whether the viewer may see a work request whose workspace is loaded (one check, for a row already read). */
-/** Whether `p` may read task statistics (Query.taskStatistics, the status page's line). */
-export function canSeeTaskStatistics(p: Principal): boolean {
-  return p.kind !== 'anonymous';
+/**
+ * Whether `p` may read task statistics (Query.taskStatistics, the status page's line): a task as a whole,
+ * any authenticated caller (runs counted across workspaces, naming none); per source package and
+ * architecture, admins only, since those figures count private workspaces' runs too and would tell an
+ * outsider that a private workspace built a package, and when.
+ */
+export function canSeeTaskStatistics(p: Principal, perPackage: boolean): boolean {
+  return perPackage ? p.kind === 'admin' : p.kind !== 'anonymous';
 }
+
+/** Whether the viewer may see a work request whose workspace is loaded (one check, for a row already read). */
 
 export async function viewerSeesWorkRequest(em: EntityManager, viewer: Viewer, wr: { workspace: WorkspaceFacts; worker?: { id: number } | null }): Promise<boolean> {
   return canSeeWorkRequest(await audienceOf(em, viewer), { workspace: wr.workspace, workerId: wr.worker?.id ?? null });

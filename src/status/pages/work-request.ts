@@ -84,8 +84,11 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
     ),
     em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [wr.id]),
     runStatisticsOf(em, wr.id),
-    // The aggregates of its task, package and architecture, to authenticated viewers as in the API.
-    canSeeTaskStatistics(principal) && !orchestrated ? taskStatistics(em, ctx.viewer, key) : null,
+    // The aggregates of its task, as the API gives them: per package and architecture to admins, the
+    // task as a whole to other signed-in viewers, nothing to anonymous ones.
+    canSeeTaskStatistics(principal, false) && !orchestrated
+      ? taskStatistics(em, ctx.viewer, canSeeTaskStatistics(principal, true) ? key : { ...key, package: '', architecture: '' })
+      : null,
   ]);
   const historyLine = history ? historyText(history) : null;
   // Its share of its instance's cost (scheduler/rules/cost.ts: workRequestCost).
