@@ -134,12 +134,16 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
         );
         return { ...launched, unavailable: scrubFailures(launched.unavailable ?? [], c.account) };
       });
-      await mark(unavailable);
+      // Its provider id first: from here the machine exists, and nothing after may make it untracked.
       // Its price (scheduler/rules/cost.ts), now that the offering that started it, and the provider's price, are known.
       const started = offering === undefined ? undefined : choice.usable.find((o) => offeringKey(o) === offering);
       const known = started !== undefined || pricePerHour != null;
       const price = known ? { pricePerHour: launchPrice(started ?? offeringsOf(pool.specifications)[0], pool.pricePerHour ?? null, pricePerHour ?? null) } : {};
       await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id, ...price });
+      // The offerings that failed before the one that started it; a failure to note them is logged, not a failed launch.
+      await mark(unavailable).catch((err: unknown) =>
+        ctx.log.warn({ pool: pool.name, instance: record.instance.name, err: err instanceof Error ? err.message : String(err) }, 'could not mark unavailable offerings'),
+      );
       await recordLaunchSuccess(em, pool);
       pool.launchFailures = 0;
       pool.launchRetryAt = null;

@@ -60,14 +60,22 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** Specifications as they make a machine: an offering's `pricePerHour` is for cost only (cost.ts), so it is left out. */
+function madeFrom(specifications: unknown): unknown {
+  if (!specifications || typeof specifications !== 'object') return specifications;
+  const { offerings } = specifications as { offerings?: unknown };
+  if (!Array.isArray(offerings)) return specifications;
+  return { ...specifications, offerings: offerings.map((o: unknown) => (o && typeof o === 'object' ? { ...o, pricePerHour: undefined } : o)) };
+}
+
 /**
  * What an instance is made from, as a short hash: its pool's provider type and specifications (the
- * image, the size, the handlers...). Kept on each instance at its launch; an instance whose
- * fingerprint differs from its pool's is outdated. Unset fields count as absent.
+ * image, the size, the handlers...), but for the offerings' prices. Kept on each instance at its launch;
+ * an instance whose fingerprint differs from its pool's is outdated. Unset fields count as absent.
  */
 export function templateFingerprint(pool: { providerType: string; specifications: unknown }): string {
   return createHash('sha256')
-    .update(`${pool.providerType}\n${stableJson(pool.specifications ?? {})}`)
+    .update(`${pool.providerType}\n${stableJson(madeFrom(pool.specifications ?? {}))}`)
     .digest('hex')
     .slice(0, 32);
 }

@@ -113,8 +113,8 @@ const budget = (pool: WorkerPool, used: number): Html =>
 
 /** Its instances' cost this month against its cost budget (scheduler/rules/cost.ts). */
 const costBudget = (pool: WorkerPool, used: number): Html =>
-  pool.monthlyCostBudget
-    ? html`${formatCost(used)} of ${formatCost(pool.monthlyCostBudget)} (${Math.round((100 * used) / pool.monthlyCostBudget)} %)`
+  pool.monthlyCostBudget != null
+    ? html`${formatCost(used)} of ${formatCost(pool.monthlyCostBudget)}${pool.monthlyCostBudget > 0 ? html` (${Math.round((100 * used) / pool.monthlyCostBudget)} %)` : html` <span class="muted">(no launch)</span>`}`
     : html`${formatCost(used)} <span class="muted">(no cost budget set${pool.pricePerHour == null ? '; no price per hour set' : ''})</span>`;
 
 function health(pool: WorkerPool, config: Config, now: Date): Html {

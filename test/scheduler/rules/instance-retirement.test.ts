@@ -38,6 +38,12 @@ describe('instance retirement', () => {
     expect(templateFingerprint({ providerType: 'ec2', specifications: { instanceType: 'cx22', image: 'sbuild-1' } })).not.toBe(a);
     expect(templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx32', image: 'sbuild-1' } })).not.toBe(a);
     expect(a).toMatch(/^[0-9a-f]{32}$/);
+    // An offering's price is for cost only: changing it replaces no machine; changing its type does.
+    const offered = (pricePerHour: number | null, instanceType = 'cx22') =>
+      templateFingerprint({ providerType: 'hetzner', specifications: { image: 'sbuild-1', offerings: [{ instanceType, location: 'fsn1', pricePerHour }] } });
+    expect(offered(0.01)).toBe(offered(0.02));
+    expect(offered(0.01)).toBe(offered(null));
+    expect(offered(0.01, 'cx32')).not.toBe(offered(0.01));
   });
 
   it.each([
