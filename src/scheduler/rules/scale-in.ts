@@ -8,8 +8,14 @@
 /** A warm schedule holds at most this many periods. */
 export const WARM_PERIODS_MAX = 50;
 
-/** An idle instance of a pool billed by period is stopped only in the last this many seconds of its paid period (or the last tenth of a short period). */
+/** An idle instance of a pool billed by period is stopped only in the last this many seconds of its paid period (stopWindowSeconds). */
 export const BILLING_STOP_WINDOW_SECONDS = 300;
+
+/**
+ * The shortest stop window: a periodic provisioner cycle (every 30 s by default) must fall in it,
+ * whatever the phase of the instance's period, or an idle instance would never be stopped.
+ */
+export const MIN_STOP_WINDOW_SECONDS = 60;
 
 export { WEEKDAYS, type Weekday, type WarmPeriod, type WarmSchedule } from '../../shared/warm-schedule.js';
 import type { Weekday, WarmSchedule } from '../../shared/warm-schedule.js';
@@ -44,9 +50,13 @@ export function billedSecondsSql(seconds: string, periodSeconds: string): string
   return `(case when ${periodSeconds} is null then greatest(${seconds}, 0) else ceil(greatest(${seconds}, 0) / ${periodSeconds}) * ${periodSeconds} end)`;
 }
 
-/** The stop window of a billing period: the last BILLING_STOP_WINDOW_SECONDS, or the last tenth of a shorter period. */
+/**
+ * The stop window of a billing period: the last BILLING_STOP_WINDOW_SECONDS, or the last tenth of a
+ * shorter period, but at least MIN_STOP_WINDOW_SECONDS, and at most half the period (periods of 60 to
+ * 119 s: a window of 30 s or more, which one of two cycles 30 s apart falls in).
+ */
 export function stopWindowSeconds(periodSeconds: number): number {
-  return Math.min(BILLING_STOP_WINDOW_SECONDS, periodSeconds / 10);
+  return Math.min(periodSeconds / 2, Math.max(MIN_STOP_WINDOW_SECONDS, Math.min(BILLING_STOP_WINDOW_SECONDS, periodSeconds / 10)));
 }
 
 /** Minutes since midnight of "HH:MM" (24:00 allowed), or null when malformed. */
