@@ -7,7 +7,7 @@
  */
 import { isActiveSql } from '../scheduler/rules/active-work.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
-import { outlivedSql, replacementRoom, RETIRING_REASONS, retiringText, templateFingerprint, type RetiringReason } from '../scheduler/rules/instance-retirement.js';
+import { outdatedSql, outlivedSql, replacementRoom, RETIRING_REASONS, retiringText, templateFingerprint, type RetiringReason } from '../scheduler/rules/instance-retirement.js';
 import type { CycleContext } from './context.js';
 import { INSTANCE_END_REASONS, type InstanceEndReason } from './provisioner-metrics.js';
 
@@ -46,7 +46,7 @@ export async function retireOutdated(ctx: CycleContext, pools: readonly WorkerPo
   for (const pool of pools) {
     const fingerprint = templateFingerprint(pool);
     const [c] = await em.execute<{ outdated: number; retiring: number; launching: number }[]>(
-      `select count(*) filter (where i.state = 'RUNNING' and i.template_fingerprint <> ? and w.retiring_reason is null)::int as outdated,
+      `select count(*) filter (where i.state = 'RUNNING' and ${outdatedSql('i.template_fingerprint')} and w.retiring_reason is null)::int as outdated,
               count(*) filter (where w.retiring_reason = ?)::int as retiring,
               count(*) filter (where i.state = 'LAUNCHING')::int as launching
          from instance i join worker w on w.id = i.worker_id
@@ -59,7 +59,7 @@ export async function retireOutdated(ctx: CycleContext, pools: readonly WorkerPo
       `update worker w set draining = true, retiring_reason = ?
         where w.id in (
           select w2.id from instance i join worker w2 on w2.id = i.worker_id
-           where i.pool_id = ? and i.state = 'RUNNING' and i.template_fingerprint <> ? and w2.terminated_at is null and w2.retiring_reason is null
+           where i.pool_id = ? and i.state = 'RUNNING' and ${outdatedSql('i.template_fingerprint')} and w2.terminated_at is null and w2.retiring_reason is null
              and not exists (select 1 from work_request a where a.worker_id = w2.id and ${isActiveSql('a')})
            order by i.id limit ?
            for update of w2 skip locked)

@@ -8,7 +8,7 @@ import { INSTANCE_STATES, InstanceSchema, type Instance } from '../entities/inst
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
 import { instanceCost, instancePrice, workRequestCost } from '../scheduler/rules/cost.js';
 import { WorkRequestRef } from './work-request.js';
-import { templateFingerprint } from '../scheduler/rules/instance-retirement.js';
+import { isOutdated } from '../scheduler/rules/instance-retirement.js';
 import { createInstance, instanceLogFor, recordInstanceLaunched, recordInstanceStopped, type LaunchRecord } from '../services/pools/instances.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
@@ -52,7 +52,7 @@ export const InstanceRef = builder.objectRef<Instance>('Instance').implement({
       resolve: async (i, _a, ctx) => {
         if (!i.templateFingerprint) return null;
         const pool = await ctx.em.findOne(WorkerPoolSchema, { id: i.pool.id });
-        return pool ? templateFingerprint(pool) !== i.templateFingerprint : null;
+        return pool ? isOutdated(i.templateFingerprint, pool) : null;
       },
     }),
     runtimeSeconds: t.float({

@@ -8,7 +8,15 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { outlived, outlivedSql, reachedWorkRequestLimit, reachedWorkRequestLimitSql } from '../../src/scheduler/rules/instance-retirement.js';
+import {
+  isOutdated,
+  outdatedSql,
+  outlived,
+  outlivedSql,
+  reachedWorkRequestLimit,
+  reachedWorkRequestLimitSql,
+  templateFingerprint,
+} from '../../src/scheduler/rules/instance-retirement.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
@@ -115,5 +123,11 @@ describe('retiring pool workers', () => {
       ),
       { numRuns: 100 },
     );
+    // Outdated: an instance's kept fingerprint against its pool's now (none kept: not outdated in SQL, null in TypeScript).
+    const pool = { providerType: 'hetzner', specifications: { image: 'sbuild-2', instanceType: 'cx22' } };
+    for (const kept of [null, templateFingerprint(pool), templateFingerprint({ ...pool, specifications: { image: 'sbuild-1', instanceType: 'cx22' } })]) {
+      const [row] = await t.sql<{ outdated: boolean }>(`select ${outdatedSql('?::text')} as outdated`, [kept, kept, templateFingerprint(pool)]);
+      expect(row.outdated).toBe(isOutdated(kept, pool) ?? false);
+    }
   });
 });

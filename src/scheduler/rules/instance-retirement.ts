@@ -15,7 +15,9 @@
  *   handler) than the pool has now ({@link templateFingerprint} differs). Only idle outdated workers
  *   retire, and at most `maxReplacingInstances` of a pool at a time, counting those retiring and the
  *   replacements still launching ({@link replacementRoom}): a rollout never takes more capacity than that away.
- * The TypeScript and the SQL of each limit are pinned together by test/provisioner/retirement-cycle.test.ts.
+ * The TypeScript and the SQL of the lifetime and of outdated are pinned together by
+ * test/provisioner/retirement-cycle.test.ts. The request limit runs as the trigger's own SQL (its
+ * migration), checked there by behaviour; {@link reachedWorkRequestLimit} states it for the tests.
  */
 import { createHash } from 'node:crypto';
 
@@ -79,6 +81,21 @@ export function templateFingerprint(pool: { providerType: string; specifications
     .digest('hex')
     .slice(0, 32);
 }
+
+/**
+ * Whether an instance that kept `instanceFingerprint` at its launch is outdated for `pool` now: made from
+ * other specifications than the pool's; null when it kept none (launched before fingerprints were kept).
+ * Which states count (live ones, RUNNING ones to retire) is the caller's.
+ */
+export function isOutdated(instanceFingerprint: string | null | undefined, pool: { providerType: string; specifications: unknown }): boolean | null {
+  return instanceFingerprint ? instanceFingerprint !== templateFingerprint(pool) : null;
+}
+
+/**
+ * {@link isOutdated} in SQL (false where it is null), over an instance's `template_fingerprint` column;
+ * its one parameter is the pool's {@link templateFingerprint}.
+ */
+export const outdatedSql = (fingerprintColumn: string) => `(${fingerprintColumn} is not null and ${fingerprintColumn} <> ?)`;
 
 /** How many more outdated instances a pool may retire now: its maximum at a time, less those retiring for it and the replacements still launching. */
 export function replacementRoom(maxReplacing: number, retiringOutdated: number, launching: number): number {

@@ -15,7 +15,7 @@ import { poolHealth } from '../../scheduler/rules/pool-health.js';
 import { monthUseByPool } from '../../scheduler/storage/pool-runtime.js';
 import { formatCost, instanceCost, instancePrice, launchPrice } from '../../scheduler/rules/cost.js';
 import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
-import { templateFingerprint, type RetiringReason } from '../../scheduler/rules/instance-retirement.js';
+import { isOutdated, outdatedSql, templateFingerprint, type RetiringReason } from '../../scheduler/rules/instance-retirement.js';
 import { minIdleNow } from '../../scheduler/rules/scale-in.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { isAdmin } from '../../services/identity/auth.js';
@@ -208,7 +208,7 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
     o.unavailableReason ?? '',
   ]);
   const rolloutCounts = await em.execute<{ outdated: number; current: number; unknown: number }[]>(
-    `select count(*) filter (where template_fingerprint <> ?)::int as outdated, count(*) filter (where template_fingerprint = ?)::int as current,
+    `select count(*) filter (where ${outdatedSql('template_fingerprint')})::int as outdated, count(*) filter (where template_fingerprint = ?)::int as current,
             count(*) filter (where template_fingerprint is null)::int as unknown
        from instance where pool_id = ? and state in ('LAUNCHING', 'RUNNING', 'STOPPING')`,
     [templateFingerprint(pool), templateFingerprint(pool), pool.id],
@@ -218,13 +218,12 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
   if (page > pages) throw new StatusError(404, `There is no page ${page}: the instances fill ${pages}.`);
   const d = demand.pools.find((p) => p.pool.id === pool.id);
   const h = poolHealth(pool, now, config.degradedAfterFailures);
-  const fingerprint = templateFingerprint(pool);
   const { handlers: _handlers, command: _command, ...publicSpecifications } = pool.specifications;
   const rows = instances.map((i) => {
     const worker = i.worker as string | null;
     return [
       worker ? html`<a href="${href(['workers', worker])}">${i.name}</a>` : i.name,
-      html`${badge(String(i.state))}${isLive(i) && i.template_fingerprint && i.template_fingerprint !== fingerprint ? html` ${badge('DRAINING', 'old specifications')}` : ''}${i.retiring_reason && i.worker_active ? html` ${badge('DRAINING', `retiring: ${RETIRING_WORDS[i.retiring_reason as RetiringReason]}`)}` : ''}`,
+      html`${badge(String(i.state))}${isLive(i) && isOutdated(i.template_fingerprint as string | null, pool) ? html` ${badge('DRAINING', 'old specifications')}` : ''}${i.retiring_reason && i.worker_active ? html` ${badge('DRAINING', `retiring: ${RETIRING_WORDS[i.retiring_reason as RetiringReason]}`)}` : ''}`,
       html`<code>${i.provider_id ?? '—'}</code>`,
       duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now)),
       instanceCostWords(pool, i, now),
