@@ -11,6 +11,7 @@ import { candidatesOf, loadTaskTags, type TaskTagsRow } from './scheduler/matchi
 import type { ClassCache } from './scheduler/matching/class-cache.js';
 import type { PlacementContext, PoolContext } from './scheduler/matching/diagnosis.js';
 import { launchingInstances } from './scheduler/storage/launching-instances.js';
+import { poolLaunches } from './scheduler/storage/pool-launches.js';
 import { monthUseByPool } from './scheduler/storage/pool-runtime.js';
 import { workerPrices, type WorkerPrice } from './scheduler/storage/instance-prices.js';
 import type { PoolTemplate } from './scheduler/matching/pool-template.js';
@@ -126,10 +127,11 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       await keepFirst.load(id);
     },
     poolContext: () =>
-      (poolContext ??= Promise.all([launchingInstances(em), monthUse()]).then(([launching, use]) => ({
+      (poolContext ??= Promise.all([launchingInstances(em), monthUse(), poolLaunches(em)]).then(([launching, use, launches]) => ({
         launching,
         runtime: use.runtime,
         cost: use.cost,
+        launchesLastMinute: new Map([...launches].map(([id, l]) => [id, l.lastMinute])),
         degradedAfterFailures: config.degradedAfterFailures,
         now: new Date(),
       }))),

@@ -58,6 +58,14 @@ describe('the pools in a diagnosis', () => {
     expect((await diagnosis()).pools).toMatchObject([{ pool: 'demo', instances: 1, maxActiveInstances: 3, atLimit: [], launching: [{ name: 'demo-3' }] }]);
   });
 
+  it('names the launch rate limit when the pool launched its most this minute', async () => {
+    await expectResult(t, 'WorkerPool', UPDATE_POOL, { i: { name: 'demo', maxLaunchesPerMinute: 1 } });
+    expect((await diagnosis()).pools).toMatchObject([{ pool: 'demo', atLimit: ['RATE_LIMIT'] }]); // demo-3 was requested just now
+    await t.sql(`update instance set requested_at = now() - interval '2 minutes' where name = 'demo-3'`);
+    expect((await diagnosis()).pools).toMatchObject([{ pool: 'demo', atLimit: [] }]);
+    await expectResult(t, 'WorkerPool', UPDATE_POOL, { i: { name: 'demo', maxLaunchesPerMinute: null } });
+  });
+
   it('a disconnected worker that is no launching instance is still disconnected', async () => {
     await t.sql(`update instance set state = 'RUNNING', started_at = now() where name = 'demo-3'`);
     expect(await diagnosis()).toMatchObject({ unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }], pools: [{ launching: [] }] });

@@ -111,8 +111,23 @@ export interface PoolContext {
   readonly runtime: ReadonlyMap<number, number>;
   /** Each pool's instances' cost this month, by pool id; none when absent. */
   readonly cost?: ReadonlyMap<number, number>;
+  /** Each pool's launches in the last minute (storage/pool-launches.ts), by pool id, for its rate limit; none when absent. */
+  readonly launchesLastMinute?: ReadonlyMap<number, number>;
   readonly degradedAfterFailures: number;
   readonly now: Date;
+}
+
+/** A matching pool's room to launch now (rules/pool-capacity.ts), as demand computes it, from what `context` read: the diagnosis's and the start estimate's one call. */
+export function poolRoomNow(pool: PoolTemplate['pool'], workers: readonly WorkerState[], context: PoolContext) {
+  return launchRoom(
+    pool,
+    workers.filter((w) => w.poolId === pool.id).length,
+    context.runtime.get(pool.id) ?? 0,
+    context.now,
+    context.degradedAfterFailures,
+    context.launchesLastMinute?.get(pool.id) ?? 0,
+    context.cost?.get(pool.id) ?? 0,
+  );
 }
 
 /** Why a request waits. */
@@ -278,7 +293,7 @@ export function diagnose(
 function outlooks(pools: readonly PoolTemplate[], workers: readonly WorkerState[], context: PoolContext): PoolOutlook[] {
   return pools.map(({ pool }) => {
     const instances = workers.filter((w) => w.poolId === pool.id).length;
-    const room = launchRoom(pool, instances, context.runtime.get(pool.id) ?? 0, context.now, context.degradedAfterFailures, 0, context.cost?.get(pool.id) ?? 0);
+    const room = poolRoomNow(pool, workers, context);
     return {
       pool: pool.name,
       instances,

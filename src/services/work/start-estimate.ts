@@ -1,5 +1,5 @@
 import type DataLoader from 'dataloader';
-import { DIAGNOSIS_STATES, matchingWorkersOf, type Diagnosis, type PoolContext } from '../../scheduler/matching/diagnosis.js';
+import { DIAGNOSIS_STATES, matchingWorkersOf, poolRoomNow, type Diagnosis, type PoolContext } from '../../scheduler/matching/diagnosis.js';
 import type { PoolTemplate } from '../../scheduler/matching/pool-template.js';
 import {
   medianOf,
@@ -12,7 +12,7 @@ import {
 } from '../../scheduler/matching/start-estimate.js';
 import type { WorkerState } from '../../scheduler/matching/worker-state.js';
 import type { TaskHistory } from '../../scheduler/rules/heavy-work.js';
-import { launchRoom, poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
+import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 import type { ActiveRun, AheadRun, TaskRun } from '../../scheduler/storage/start-estimate.js';
 import { DEFAULT_EXPECTED_SECONDS, expectedDurationSeconds } from '../../scheduler/storage/task-history.js';
 
@@ -95,15 +95,7 @@ async function simulate(reads: StartEstimateReads, wr: EstimatedRequest, diagnos
     name: pool.name,
     launchSeconds: measured(pool.id),
     concurrency: poolConcurrency(pool.specifications),
-    launchable: launchRoom(
-      pool,
-      workers.filter((w) => w.poolId === pool.id).length,
-      poolContext.runtime.get(pool.id) ?? 0,
-      now,
-      poolContext.degradedAfterFailures,
-      0,
-      poolContext.cost?.get(pool.id) ?? 0,
-    ).launchable,
+    launchable: poolRoomNow(pool, workers, poolContext).launchable,
   }));
   const expected = (r: TaskRun) => expectedDurationSeconds(history, r.taskType, r.taskName);
   const result = simulateStart({
