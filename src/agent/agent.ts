@@ -22,6 +22,9 @@ import { REASON_FILE, resultOf, type Outcome, type Run, type RunSpec, type TaskR
 /** The process exit codes of tagsched-worker. */
 export const EXIT_CODES = { drained: 0, failure: 1, tokenRefused: 2, interrupted: 3, usage: 64 } as const;
 
+/** How long an agent that stops without draining waits for its stopped runs to end (and their cgroups to go). */
+const RUNS_END_MS = 10_000;
+
 /** Why the agent hands an assignment back to the queue. */
 export const RELEASE_REASONS = {
   shuttingDown: 'the worker is shutting down',
@@ -319,6 +322,9 @@ export function createAgent(deps: AgentDeps): Agent {
     stop.abort();
     for (const t of timers) clearInterval(t);
     if (code !== EXIT_CODES.drained) for (const r of runs) r.kill('SIGTERM');
+    // Their ends, for at most RUNS_END_MS: a run's end removes its cgroup leaf, and with it what its
+    // handler left running outside its process group; the process exits after this.
+    await Promise.race([Promise.all([...runs].map((r) => r.usage)), new Promise((resolve) => setTimeout(resolve, RUNS_END_MS).unref())]);
     await drainHeartbeat;
     await stream?.close();
     resolveExit(code);

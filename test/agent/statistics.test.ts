@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../cli/admin/harness.js';
 import { ADMIN, settled, until, useFleet } from '../faults/harness.js';
@@ -138,6 +140,47 @@ describe('what a run used', () => {
       await server.stop();
     }
   }, 120_000);
+
+  it.runIf(EXPECTED !== 'PROCESS_TREE')(
+    'an agent that stops without draining (its token refused) waits for its stopped runs: what a handler left running in the background ends with its cgroup',
+    async () => {
+      const server = await f.server();
+      const pidFile = path.join(os.tmpdir(), `tagsched-daemon-${process.pid}.pid`);
+      fs.rmSync(pidFile, { force: true });
+      const alive = (pid: number) => {
+        try {
+          return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+        } catch {
+          return false;
+        }
+      };
+      try {
+        // A daemon in a session of its own: out of the handler's process group, still in the run's cgroup.
+        const agent = await f.agent({
+          name: 'stats-daemon',
+          url: server.url,
+          output: `setsid sh -c 'echo $$ > ${pidFile}; exec sleep 300' </dev/null >/dev/null 2>&1 &`,
+          sleep: '120',
+        });
+        await f.createNoop(server.url);
+        const daemon = await until('the daemon to start', () =>
+          fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, 'utf8')) > 0 ? Number(fs.readFileSync(pidFile, 'utf8')) : null,
+        );
+        expect(alive(daemon)).toBe(true);
+        const revoked = await f.gql(server.url, `mutation { revokeToken(input: {}) { __typename } }`, {}, agent.token);
+        expect(revoked.errors, JSON.stringify(revoked)).toBeUndefined();
+        expect(await agent.exited).toBe(2);
+        await until('the daemon to end with its run', () => !alive(daemon), 5_000);
+      } finally {
+        // Left running when the test fails: not past this test.
+        const left = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, 'utf8')) : 0;
+        if (left > 0 && alive(left)) process.kill(left, 'SIGKILL');
+        fs.rmSync(pidFile, { force: true });
+        await server.stop();
+      }
+    },
+    120_000,
+  );
 
   it('with --memory-cgroup off (TAGSCHED_MEMORY_CGROUP=off) measures the process tree', async () => {
     const server = await f.server();
