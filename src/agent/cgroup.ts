@@ -193,7 +193,7 @@ function removeLeftovers(parent: string): string {
     return parent;
   }
   for (const name of names) {
-    const pid = Number(/^tagsched-run-(\d+)-/.exec(name)?.[1]);
+    const pid = Number(new RegExp(`^${LEAF_PREFIX}(\\d+)-`).exec(name)?.[1]);
     if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid) continue;
     try {
       process.kill(pid, 0);

@@ -14,7 +14,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 
 import type { MemoryMethod } from '../shared/run-statistics.js';
-import type { Leaf } from './cgroup.js';
+import { oomKillsOf, type Leaf } from './cgroup.js';
 
 /** What the run used, as the agent measured it. */
 export interface RunUsage {
@@ -157,8 +157,7 @@ export function parseTimes(text: string): number | null {
 /** The machine's count of OOM kills (/proc/vmstat `oom_kill`); null when unreadable. */
 function machineOomKills(): number | null {
   try {
-    const match = /^oom_kill (\d+)$/m.exec(fs.readFileSync('/proc/vmstat', 'utf8'));
-    return match ? Number(match[1]) : null;
+    return oomKillsOf(fs.readFileSync('/proc/vmstat', 'utf8'));
   } catch {
     return null;
   }

@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { DEFAULT_TASK_SECONDS } from '../matching/demand-plan.js';
 import { taskKey, type TaskHistory } from '../rules/heavy-work.js';
-import { readTaskTotals, type TaskStatisticsSummary } from './task-statistics.js';
+import { readTaskTotals, STATISTICS_WINDOW_DAYS, type TaskStatisticsSummary } from './task-statistics.js';
 
-/** How far back run times count, in days (the heaviness of a task, demand's estimates). */
-export const HISTORY_DAYS = 30;
+/** How far back run times count, in days (the heaviness of a task, demand's estimates): the statistics' window. */
+export const HISTORY_DAYS = STATISTICS_WINDOW_DAYS;
 /** How long a process keeps the averages before reading them again, in milliseconds (one minute). */
 export const HISTORY_REFRESH_MS = 60_000;
 
