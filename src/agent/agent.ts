@@ -123,6 +123,7 @@ export function runStatistics(t: { acknowledgedAt: number; startedAt: number; ex
     memoryMethod: t.usage?.memoryMethod ?? 'PROCESS_TREE',
     outOfMemory: t.usage?.outOfMemory ?? null,
     diskFull: t.usage?.diskFull ?? null,
+    memoryLimitBytes: t.usage?.memoryLimitBytes ?? null,
   };
   return runStatisticsErrors(statistics).length ? null : statistics;
 }

@@ -250,6 +250,8 @@ export interface Leaf {
   readonly dir: string;
   /** Where a process writes its pid to enter. */
   readonly procsFile: string;
+  /** The memory limit set on it, in bytes; null: none. */
+  readonly limitBytes: number | null;
   /** The kernel's peak of the memory charged to the leaf, in bytes; null when unreadable. */
   peakBytes(): number | null;
   /** How many of its processes the OOM killer killed; null when unreadable. */
@@ -310,6 +312,7 @@ export function createLeaf(plan: { kind: 'v2' | 'v1'; parent: string }, name: st
     kind: plan.kind,
     dir,
     procsFile: path.join(dir, 'cgroup.procs'),
+    limitBytes,
     peakBytes() {
       const value = Number((read(path.join(dir, PEAK_FILE[plan.kind])) ?? '').trim());
       return Number.isSafeInteger(value) && value >= 0 ? value : null;

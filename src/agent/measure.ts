@@ -24,6 +24,8 @@ export interface RunUsage {
   memoryMethod: MemoryMethod;
   /** The OOM killer killed a process of the run; null when unknown. */
   outOfMemory: boolean | null;
+  /** The memory limit of the run's cgroup, in bytes; null: none (or no cgroup). */
+  memoryLimitBytes: number | null;
   /** The run directory's file system had less than DISK_FULL_BYTES free at a sample; null when never sampled. */
   diskFull: boolean | null;
 }
@@ -245,14 +247,20 @@ export function startMeasurement(pid: number | undefined, dir: string, cgroup: R
         const after = cgroup.leaf.oomKills();
         if (peak !== null) {
           const outOfMemory = oomBefore === null || after === null ? null : after > oomBefore;
-          return { ...common, peakMemoryBytes: peak, memoryMethod: cgroup.leaf.kind === 'v2' ? 'CGROUP_V2' : 'CGROUP_V1', outOfMemory };
+          return {
+            ...common,
+            peakMemoryBytes: peak,
+            memoryMethod: cgroup.leaf.kind === 'v2' ? 'CGROUP_V2' : 'CGROUP_V1',
+            outOfMemory,
+            memoryLimitBytes: cgroup.leaf.limitBytes,
+          };
         }
       }
       // The process tree: an OOM kill is the handler's SIGKILL while the machine counted one.
       const machineAfter = machineOomKills();
       const rose = oomBefore === null || machineAfter === null || cgroup ? null : machineAfter > oomBefore;
       const outOfMemory = rose === false ? false : rose === true && ending.sigkill ? true : null;
-      return { ...common, peakMemoryBytes: peakMemory, memoryMethod: 'PROCESS_TREE', outOfMemory };
+      return { ...common, peakMemoryBytes: peakMemory, memoryMethod: 'PROCESS_TREE', outOfMemory, memoryLimitBytes: null };
     },
   };
 }

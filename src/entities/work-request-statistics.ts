@@ -23,6 +23,8 @@ export const WorkRequestStatisticsSchema = defineEntity({
     outOfMemory: p.boolean().nullable(),
     /** The run hit a full disk; null when the agent did not say. */
     diskFull: p.boolean().nullable(),
+    /** The memory limit the agent applied to the run's cgroup; null: none. */
+    memoryLimitBytes: p.bigint('number').nullable(),
     recordedAt: p.datetime().defaultRaw('now()'),
   },
 });

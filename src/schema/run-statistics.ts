@@ -32,6 +32,7 @@ export const RunStatisticsInput = builder.inputType('RunStatisticsInput', {
     memoryMethod: f.field({ type: MemoryMethodEnum, required: true, description: 'How peakMemoryBytes was measured' }),
     outOfMemory: f.boolean({ description: 'The handler was killed by the out-of-memory killer; omitted when unknown' }),
     diskFull: f.boolean({ description: 'The run hit a full disk; omitted when unknown' }),
+    memoryLimitBytes: f.float({ description: "The memory limit the agent applied to the run's cgroup (--handler-memory-limit); omitted: none" }),
   }),
 });
 
@@ -47,6 +48,7 @@ export function runStatisticsOfInput(input: {
   memoryMethod: MemoryMethod;
   outOfMemory?: boolean | null;
   diskFull?: boolean | null;
+  memoryLimitBytes?: number | null;
 }): RunStatistics {
   return {
     ...input,
@@ -55,6 +57,7 @@ export function runStatisticsOfInput(input: {
     peakDiskBytes: input.peakDiskBytes ?? null,
     outOfMemory: input.outOfMemory ?? null,
     diskFull: input.diskFull ?? null,
+    memoryLimitBytes: input.memoryLimitBytes ?? null,
   };
 }
 
@@ -75,6 +78,11 @@ const WorkRequestStatisticsRef = builder.objectRef<WorkRequestStatistics>('WorkR
       resolve: (s) => s.outOfMemory ?? null,
     }),
     diskFull: t.boolean({ nullable: true, description: 'The run hit a full disk; null when the agent did not say', resolve: (s) => s.diskFull ?? null }),
+    memoryLimitBytes: t.float({
+      nullable: true,
+      description: "The memory limit the agent applied to the run's cgroup; null: none (an out-of-memory kill under one counts as needing that much)",
+      resolve: (s) => s.memoryLimitBytes ?? null,
+    }),
     recordedAt: t.field({ type: 'DateTime', description: 'When the report was kept', resolve: (s) => s.recordedAt }),
   }),
 });

@@ -37,6 +37,8 @@ export interface RunStatistics {
   memoryMethod: MemoryMethod;
   /** The kernel's OOM killer killed a process of the run; null or absent when unknown. */
   outOfMemory?: boolean | null;
+  /** The memory limit the agent applied to the run's cgroup (--handler-memory-limit), in bytes; null or absent: none. */
+  memoryLimitBytes?: number | null;
   /** The run directory's file system was full (or nearly) during the run; null or absent when unknown. */
   diskFull?: boolean | null;
 }
@@ -68,6 +70,7 @@ export function runStatisticsErrors(s: RunStatistics): string[] {
   check('cpuSeconds', s.cpuSeconds, maxCpuSeconds);
   check('peakMemoryBytes', s.peakMemoryBytes, maxBytes, true);
   check('peakDiskBytes', s.peakDiskBytes, maxBytes, true);
+  check('memoryLimitBytes', s.memoryLimitBytes ?? null, maxBytes, true);
   check('cpuCount', s.cpuCount, maxCpuCount, true);
   if (s.cpuCount < 1) errors.push('statistics.cpuCount must be at least 1');
   for (const name of ['outOfMemory', 'diskFull'] as const) {

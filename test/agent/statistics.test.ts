@@ -134,8 +134,11 @@ describe('what a run used', () => {
       expect(measured.peakMemoryBytes as number).toBeLessThanOrEqual(64 * MIB);
       expect(measured.peakMemoryBytes as number).toBeGreaterThan(32 * MIB);
       // Python was killed (SIGKILL: the handler's shell saw 137 and went on); its output says so.
-      const log = await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { status statistics { memoryMethod peakMemoryBytes outOfMemory } } }`, { id });
-      expect(log.data?.workRequest).toMatchObject({ status: 'COMPLETED', statistics: { memoryMethod: EXPECTED, peakMemoryBytes: measured.peakMemoryBytes, outOfMemory: true } });
+      const log = await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { status statistics { memoryMethod peakMemoryBytes outOfMemory memoryLimitBytes } } }`, { id });
+      expect(log.data?.workRequest).toMatchObject({
+        status: 'COMPLETED',
+        statistics: { memoryMethod: EXPECTED, peakMemoryBytes: measured.peakMemoryBytes, outOfMemory: true, memoryLimitBytes: 64 * MIB },
+      });
     } finally {
       await server.stop();
     }

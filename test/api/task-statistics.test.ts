@@ -55,17 +55,17 @@ const histogram = () =>
 const recomputed = () =>
   t.sql<{ k: string }>(
     `with runs as (
-       select r.task_type, r.task_name, s.run_seconds, s.peak_memory_bytes, s.peak_disk_bytes, s.out_of_memory,
+       select r.task_type, r.task_name, s.run_seconds, s.peak_memory_bytes, s.peak_disk_bytes, s.out_of_memory, s.memory_limit_bytes,
               (select substring(x->>'tag' from '^task:source-package:(.*)$') from jsonb_array_elements(r.provided_entries) x where x->>'tag' like 'task:source-package:%' limit 1) as package,
               (select substring(x->>'tag' from '^worker:build-arch:(.*)$') from jsonb_array_elements(r.required_entries) x where x->>'tag' like 'worker:build-arch:%' limit 1) as architecture
          from work_request_statistics s join work_request r on r.id = s.work_request_id
      ), keyed as (
-       select task_type, task_name, '' as package, '' as architecture, run_seconds, peak_memory_bytes, peak_disk_bytes, out_of_memory from runs
+       select task_type, task_name, '' as package, '' as architecture, run_seconds, peak_memory_bytes, peak_disk_bytes, out_of_memory, memory_limit_bytes from runs
        union all
-       select task_type, task_name, package, architecture, run_seconds, peak_memory_bytes, peak_disk_bytes, out_of_memory from runs
+       select task_type, task_name, package, architecture, run_seconds, peak_memory_bytes, peak_disk_bytes, out_of_memory, memory_limit_bytes from runs
      ), metric as (
        select task_type, task_name, package, architecture, 'duration' as metric, run_seconds * 1000 as v from keyed
-       union all select task_type, task_name, package, architecture, 'memory', case when out_of_memory then greatest(peak_memory_bytes, 8 * ${GIB}::float8) else peak_memory_bytes end from keyed
+       union all select task_type, task_name, package, architecture, 'memory', case when out_of_memory then greatest(peak_memory_bytes, least(memory_limit_bytes::float8, 8 * ${GIB}::float8)) else peak_memory_bytes end from keyed
        union all select task_type, task_name, package, architecture, 'disk', peak_disk_bytes from keyed
      )
      select concat_ws('|', task_type, task_name, package, architecture, metric, ${bucketSql('v')}, count(*)) as k
@@ -163,6 +163,19 @@ describe('task statistics', () => {
     expect(await histogram()).toEqual(await recomputed());
   });
 
+  it('count a run killed for memory under its agent\u2019s memory limit as having used that limit, not its worker\u2019s memory', async () => {
+    const id = await create('limited-pkg', 'amd64');
+    const s = { ...figures(0), peakMemoryBytes: 1.5 * GIB, outOfMemory: true, memoryLimitBytes: 2 * GIB };
+    const a = await t.gql(COMPLETE, { id: String(id), r: 'FAILURE', s }, worker);
+    expect(a.data?.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
+    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'limited-pkg', a: 'amd64' })).taskStatistics as Record<string, any>;
+    expect(one.memory.p95).toBeGreaterThanOrEqual(2 * GIB);
+    expect(one.memory.p95).toBeLessThan(2 * GIB * 1.05);
+    const shown = await ok(t, `query($id: ID!) { workRequest(id: $id) { statistics { memoryLimitBytes } } }`, { id: String(id) });
+    expect(shown.workRequest).toEqual({ statistics: { memoryLimitBytes: 2 * GIB } });
+    expect(await histogram()).toEqual(await recomputed());
+  });
+
   it('are read by any authenticated caller; anonymous callers and bad arguments get an error, never a 500', async () => {
     const userToken = await createUser(t, 'stats-reader');
     const asUser = await t.gql(STATS, { type: 'worker', name: 'sbuild' }, userToken);
@@ -204,7 +217,7 @@ describe('task statistics', () => {
     expect(people.stdout).toMatch(/peak memory\s+\d+\s+[\d.]+ (MiB|GiB)\s+[\d.]+ (MiB|GiB)/);
     const json = await runCli(url, ['task', 'stats', 'sbuild', '--days', '7', '--json'], { token: ADMIN_TOKEN });
     expect(json.code, json.stderr).toBe(0);
-    expect(JSON.parse(json.stdout).taskStatistics).toMatchObject({ taskType: 'worker', taskName: 'sbuild', package: null, days: 7, count: 41 });
+    expect(JSON.parse(json.stdout).taskStatistics).toMatchObject({ taskType: 'worker', taskName: 'sbuild', package: null, days: 7, count: 42 });
     const bad = await runCli(url, ['task', 'stats', 'sbuild', '--days', '31'], { token: ADMIN_TOKEN });
     expect(bad.code).toBe(64);
     expect(bad.stderr).toContain('--days must be between 1 and 30');

@@ -41,10 +41,11 @@ const workerGibBytesSql = (name: string, workerId: string) =>
 
 /**
  * A CTE named `histograms` that counts the run of `source` (a relation with run_seconds,
- * peak_memory_bytes, peak_disk_bytes, out_of_memory, disk_full, worker_id; at most one row) in the
+ * peak_memory_bytes, peak_disk_bytes, out_of_memory, disk_full, memory_limit_bytes, worker_id; at most one row) in the
  * histograms of today for its task and for its task, package and architecture. A run killed for memory
  * (or that filled its disk) counts as having used at least its worker's `worker:memory-gib`
- * (`worker:disk-gib`), so that learned minimums ask for more next time; no figure counts as more than
+ * (`worker:disk-gib`), or the memory limit its agent applied when that is lower (least() skips a null),
+ * so that learned minimums ask for more next time; no figure counts as more than
  * RUN_STATISTICS_LIMITS.maxBytes (what a worker says of its size is not bounded otherwise). `insert … on conflict do update`
  * keeps concurrent completions exact. Its parameters: {@link histogramParams}.
  */
@@ -56,7 +57,7 @@ export const histogramsCteSql = (source: string) => `
       cross join (values ('', ''), (?::text, ?::text)) as k(package, architecture)
       cross join lateral (values
         ('duration', s.run_seconds * 1000),
-        ('memory', least(case when s.out_of_memory then greatest(s.peak_memory_bytes::float8, ${workerGibBytesSql('worker:memory-gib', 's.worker_id')}) else s.peak_memory_bytes::float8 end, ${RUN_STATISTICS_LIMITS.maxBytes})),
+        ('memory', least(case when s.out_of_memory then greatest(s.peak_memory_bytes::float8, least(s.memory_limit_bytes::float8, ${workerGibBytesSql('worker:memory-gib', 's.worker_id')})) else s.peak_memory_bytes::float8 end, ${RUN_STATISTICS_LIMITS.maxBytes})),
         ('disk', least(case when s.disk_full then greatest(s.peak_disk_bytes::float8, ${workerGibBytesSql('worker:disk-gib', 's.worker_id')}) else s.peak_disk_bytes::float8 end, ${RUN_STATISTICS_LIMITS.maxBytes}))
       ) as m(metric, value)
      where m.value is not null

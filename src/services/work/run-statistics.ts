@@ -27,9 +27,9 @@ export async function keepRunStatistics(em: EntityManager, wr: WorkRequest, s: R
   // em.execute runs in em's transaction, when it has one (the request's row is locked there).
   await em.execute(
     `with kept as (
-       insert into work_request_statistics (work_request_id, setup_seconds, run_seconds, teardown_seconds, cpu_seconds, peak_memory_bytes, peak_disk_bytes, cpu_count, memory_method, out_of_memory, disk_full)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (work_request_id) do nothing
-       returning work_request_id, run_seconds, peak_memory_bytes, peak_disk_bytes, out_of_memory, disk_full
+       insert into work_request_statistics (work_request_id, setup_seconds, run_seconds, teardown_seconds, cpu_seconds, peak_memory_bytes, peak_disk_bytes, cpu_count, memory_method, out_of_memory, disk_full, memory_limit_bytes)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict (work_request_id) do nothing
+       returning work_request_id, run_seconds, peak_memory_bytes, peak_disk_bytes, out_of_memory, disk_full, memory_limit_bytes
      ), run as (select k.*, r.worker_id from kept k join work_request r on r.id = k.work_request_id),
      ${histogramsCteSql('run')}
      select 1`,
@@ -45,6 +45,7 @@ export async function keepRunStatistics(em: EntityManager, wr: WorkRequest, s: R
       s.memoryMethod,
       s.outOfMemory ?? null,
       s.diskFull ?? null,
+      s.memoryLimitBytes ?? null,
       ...histogramParams(key),
     ],
   );
