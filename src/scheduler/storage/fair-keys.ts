@@ -35,9 +35,10 @@ async function reserve(em: EntityManager, workspaceId: number, count: number, no
  * concurrent creates into one workspace then wait for each other's clock row only for that statement,
  * not through each other's whole transaction. Its commit does not wait for its WAL to reach the disk
  * (synchronous_commit off for that statement alone): a create that uses the keys commits later, and
- * its own flush makes the reservation durable with it; one lost in a crash was used by nothing. A
- * create refused after its keys were reserved leaves a gap of one quantum per key in its workspace's
- * clock: that workspace's next requests queue that much later among equals, no one else's.
+ * its own flush makes the reservation durable with it; one lost in a crash was used by nothing. The
+ * caller checks its input first; a create that still fails after its keys were reserved (a race) leaves
+ * a gap of one quantum per key in its workspace's clock: that workspace's next requests queue that much
+ * later among equals, no one else's.
  * Inside a transaction the row lock is held until it ends, as reserveFairKeys says.
  */
 export async function fairKeysFor(em: EntityManager, workspaceIds: readonly number[], now: Date): Promise<number[]> {

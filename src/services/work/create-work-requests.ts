@@ -9,7 +9,7 @@ import { intArray } from '../../db/arrays.js';
 import { executeBound } from '../../db/bound.js';
 import { validateTaskInput, type AnalysisError, type TaskInputValidation, type WorkRequestAnalysis } from '../../tasks/analyze.js';
 import { isOrchestrated } from '../../tasks/types.js';
-import { isAdmin, requireUser } from '../identity/auth.js';
+import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { runOrchestrated, freezeAnalysis } from '../workflows/queue-request.js';
 import type { RequestChange } from '../workflows/request-change.js';
@@ -327,6 +327,36 @@ function writtenRecord(r: NewRow, stored: { id: number; taskData: WorkRequest['t
 const MAX_LISTED_PROBLEMS = 100;
 
 /**
+ * The dependencies of `prepared` that `viewer` may see, by id (read afresh, and with `lock` FOR SHARE);
+ * an InputError naming every one that is unknown to the viewer or was aborted.
+ */
+async function visibleDependencies(
+  em: EntityManager,
+  viewer: Viewer,
+  prepared: readonly PreparedCreate[],
+  dependencyIds: readonly number[],
+  lock: boolean,
+): Promise<Map<number, WorkRequest>> {
+  const found = dependencyIds.length
+    ? await em.find(WorkRequestSchema, { id: { $in: [...dependencyIds] } }, { ...(lock ? { lockMode: LockMode.PESSIMISTIC_READ } : {}), populate: ['workspace'], refresh: true })
+    : [];
+  const visible = new Map<number, WorkRequest>();
+  for (const dep of found) if (await viewerSeesWorkRequest(em, viewer, dep)) visible.set(dep.id, dep);
+  const problems: InputProblem[] = [];
+  for (const p of prepared) {
+    for (const id of p.dependencyIds) {
+      const dep = visible.get(id);
+      const path = `${p.path}.dependsOn`;
+      if (!dep) problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: no work request ${id}`, path, tag: null });
+      else if (dep.status === 'ABORTED')
+        problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: work request ${id} was aborted and will never complete`, path, tag: null });
+    }
+  }
+  if (problems.length) throw InputError.of(problems);
+  return visible;
+}
+
+/**
  * Writes prepared requests in one transaction, all or none: the dependencies are locked and checked
  * (every problem named), the tag sets of those with nothing to wait for frozen and their classes
  * found in one call, the rows and their dependencies inserted in one statement each, and what the
@@ -347,23 +377,14 @@ async function writeCreates<T>(
   // Each request's place among workspaces at equal priority (fair share), one clock update per
   // workspace; outside a caller's transaction, committed before ours (fair-keys.ts says why).
   const workspaceIds = prepared.map((p) => p.workspace.id);
-  const reserved = em.isInTransaction() ? null : await fairKeysFor(em, workspaceIds, now);
+  const apart = !em.isInTransaction();
+  // Refused dependencies are refused before the keys are taken, so that a refused create writes nothing
+  // (a look on a fork of its own; the transaction looks again, locking them).
+  if (apart && dependencyIds.length) await visibleDependencies(em.fork(), viewer, prepared, dependencyIds, false);
+  const reserved = apart ? await fairKeysFor(em, workspaceIds, now) : null;
   return em.transactional(async (tx) => {
     // FOR SHARE: a dependency cannot complete between this check and our commit, so none is missed.
-    const found = dependencyIds.length ? await tx.find(WorkRequestSchema, { id: { $in: dependencyIds } }, { lockMode: LockMode.PESSIMISTIC_READ, populate: ['workspace'] }) : [];
-    const visible = new Map<number, WorkRequest>();
-    for (const dep of found) if (await viewerSeesWorkRequest(tx, viewer, dep)) visible.set(dep.id, dep);
-    const problems: InputProblem[] = [];
-    for (const p of prepared) {
-      for (const id of p.dependencyIds) {
-        const dep = visible.get(id);
-        const path = `${p.path}.dependsOn`;
-        if (!dep) problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: no work request ${id}`, path, tag: null });
-        else if (dep.status === 'ABORTED')
-          problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: work request ${id} was aborted and will never complete`, path, tag: null });
-      }
-    }
-    if (problems.length) throw InputError.of(problems);
+    const visible = await visibleDependencies(tx, viewer, prepared, dependencyIds, true);
 
     // The rows, in input order; those with nothing to wait for PENDING now, with the tags just
     // computed (nothing changed in between), their classes found in one call.
