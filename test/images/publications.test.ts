@@ -5,8 +5,7 @@
  * launches (the provisioner's cycle against the cloud stand-ins) boot the published id.
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { useCloudStandIns, withCloudStandIns } from '../provisioner/stand-ins/clouds.js';
-import { useTestApp } from '../helpers/app.js';
+import { useCloudTestApp } from '../provisioner/stand-ins/clouds.js';
 import { createWorkspace, ERROR_FIELDS, ok, sbuild, submitOk } from '../helpers/fixtures.js';
 import { imageManifest } from '../helpers/image-manifest.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
@@ -15,15 +14,7 @@ const HZ_TOKEN = 'hz-token-publications-7Qm2';
 const KEY_ID = 'AKIAZ7TAGSCHEDPUB001';
 const SECRET = 'publications-secret-access-key-0001';
 const AMI = 'ami-0123456789abcdef0';
-const clouds = useCloudStandIns({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
-// The stand-ins listen before the app is built (their beforeAll is registered first): the config reads their addresses then.
-const t = useTestApp(
-  withCloudStandIns(clouds, {
-    provisioner: true,
-    agentServerUrl: 'http://tagsched.test/graphql',
-    providerTimeoutMs: 5_000,
-  }),
-);
+const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
 
 const IMAGE_FIELDS = `name publications { provider region providerImageId publishedAt }`;
 const RECORD = `mutation($i: RecordWorkerImagePublicationInput!) { recordWorkerImagePublication(input: $i) { __typename ... on WorkerImage { ${IMAGE_FIELDS} } ${ERROR_FIELDS} ... on InputError { problems { message path } } } }`;

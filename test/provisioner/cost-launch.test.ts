@@ -5,8 +5,7 @@
  * the offering has none.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useCloudStandIns, withCloudStandIns } from './stand-ins/clouds.js';
-import { useTestApp } from '../helpers/app.js';
+import { useCloudTestApp } from './stand-ins/clouds.js';
 import { createPool, createWorkspace, ok, sbuild, submitOk } from '../helpers/fixtures.js';
 import { hetznerHourlyPrice } from '../../src/provisioner/providers/hetzner.js';
 
@@ -14,15 +13,7 @@ const HZ_TOKEN = 'hz-token-cost-7Qp2';
 const KEY_ID = 'AKIAZ7TAGSCHEDCOST01';
 const SECRET = 'cost-secret-access-key-000000000001';
 const AMI = 'ami-0123456789abcdef0';
-const clouds = useCloudStandIns({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
-// The stand-ins listen before the app is built (their beforeAll is registered first): the config reads their addresses then.
-const t = useTestApp(
-  withCloudStandIns(clouds, {
-    provisioner: true,
-    agentServerUrl: 'http://tagsched.test/graphql',
-    providerTimeoutMs: 5_000,
-  }),
-);
+const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
 
 const SPECS = { enableTasks: ['sbuild'], enableBackends: ['unshare'], architectures: ['amd64'] };
 const setEnabled = (name: string, enabled: boolean) =>

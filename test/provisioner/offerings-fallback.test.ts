@@ -6,24 +6,14 @@
  * show what is unavailable, until when and why.
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { useCloudStandIns, withCloudStandIns } from './stand-ins/clouds.js';
-import { useTestApp } from '../helpers/app.js';
+import { useCloudTestApp } from './stand-ins/clouds.js';
 import { createWorkspace, ERROR_FIELDS, ok, sbuild, submitOk } from '../helpers/fixtures.js';
 
 const HZ_TOKEN = 'hz-token-offerings-4Jd8';
 const KEY_ID = 'AKIAZ7TAGSCHEDOFF001';
 const SECRET = 'offerings-secret-access-key-00001';
 const AMI = 'ami-0123456789abcdef0';
-const clouds = useCloudStandIns({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
-// The stand-ins listen before the app is built (their beforeAll is registered first): the config reads their addresses then.
-const t = useTestApp(
-  withCloudStandIns(clouds, {
-    provisioner: true,
-    agentServerUrl: 'http://tagsched.test/graphql',
-    providerTimeoutMs: 5_000,
-    offeringUnavailableMs: 180_000,
-  }),
-);
+const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] }, { offeringUnavailableMs: 180_000 });
 
 const PROBLEMS = `... on InputError { problems { message path } }`;
 const CREATE_POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} ${PROBLEMS} } }`;

@@ -4,6 +4,8 @@
  * access key and image, and `appConfig` points the app's providers at them.
  */
 import { afterAll, beforeAll } from 'vitest';
+import type { Config } from '../../../src/config.js';
+import { useTestApp, type TestApp } from '../../helpers/app.js';
 import { startEc2StandIn, type Ec2StandIn } from './ec2.js';
 import { startHetznerStandIn, type HetznerStandIn } from './hetzner.js';
 
@@ -56,4 +58,18 @@ export function withCloudStandIns<T extends object>(clouds: CloudStandIns, confi
       ec2Endpoint: { get: () => clouds.appConfig.ec2Endpoint, enumerable: true },
     },
   ) as T & CloudStandIns['appConfig'];
+}
+
+/**
+ * A test file's app with the provisioner on and its providers sent to the stand-ins, which start first
+ * (their beforeAll is registered before the app's, and the config reads their addresses when the app is
+ * built). `overrides` adds to the provisioner's settings.
+ */
+export function useCloudTestApp(
+  access: { hetznerToken: string; keyId: string; secretAccessKey: string; images: string[] },
+  overrides: Partial<Config> = {},
+): { clouds: CloudStandIns; t: TestApp } {
+  const clouds = useCloudStandIns(access);
+  const t = useTestApp(withCloudStandIns(clouds, { provisioner: true, agentServerUrl: 'http://tagsched.test/graphql', providerTimeoutMs: 5_000, ...overrides }));
+  return { clouds, t };
 }
