@@ -11,8 +11,8 @@ export async function reserveFairKeys(em: EntityManager, workspaceId: number, co
 }
 
 /**
- * The clock's UPDATE. `from` may add a FROM item evaluated once with it (reserveFairKeysApart's
- * setting for its own commit).
+ * The clock's UPDATE. `from` may add a FROM item evaluated once with it (fairKeysFor's setting of
+ * synchronous_commit for a reservation committed apart).
  */
 async function reserve(em: EntityManager, workspaceId: number, count: number, now: Date, from: string): Promise<number[]> {
   if (count <= 0) return [];
