@@ -82,7 +82,15 @@ describe('what a run used', () => {
       expect(shown.stdout).toMatch(/Wall time:\s+run \d/);
 
       // Figures out of bounds are a typed error, never a 500; the kept figures stay as they were.
-      for (const bad of [{ peakMemoryBytes: 1e300 }, { runSeconds: -1 }, { cpuSeconds: 1e20 }, { peakDiskBytes: 0.5 }]) {
+      for (const bad of [
+        { peakMemoryBytes: 1e300 },
+        { runSeconds: -1 },
+        { cpuSeconds: 1e20 },
+        { peakDiskBytes: 0.5 },
+        { memoryLimitBytes: -1 },
+        { memoryLimitBytes: 2 ** 60 },
+        { memoryLimitBytes: 1.5 },
+      ]) {
         const statistics = { setupSeconds: 0, runSeconds: 1, teardownSeconds: 0, cpuCount: 1, memoryMethod: 'PROCESS_TREE', ...bad };
         const answer = await f.gql(
           server.url,

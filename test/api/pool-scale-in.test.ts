@@ -16,20 +16,7 @@ describe('scale-in settings of a pool', () => {
   it('are set, read back and removed with null', async () => {
     await createPool(t, { name: 'scaling' });
     const warmSchedule = { timeZone: 'Europe/Berlin', periods: [{ days: ['MON', 'FRI'], from: '07:00', to: '24:00', minIdleInstances: 2 }] };
-    const set = await ok(t, UPDATE, {
-      i: {
-        name: 'scaling',
-        billingPeriodSeconds: 3600,
-        scaleDownDelaySeconds: 900,
-        maxLaunchesPerMinute: 5,
-        maxReplacingInstances: 2,
-        maxWorkRequestsPerInstance: 1,
-        maxInstanceLifetimeSeconds: 86400,
-        warmSchedule,
-      },
-    });
-    expect(set.updateWorkerPool).toMatchObject({
-      __typename: 'WorkerPool',
+    const values = {
       billingPeriodSeconds: 3600,
       scaleDownDelaySeconds: 900,
       maxLaunchesPerMinute: 5,
@@ -37,7 +24,9 @@ describe('scale-in settings of a pool', () => {
       maxWorkRequestsPerInstance: 1,
       maxInstanceLifetimeSeconds: 86400,
       warmSchedule,
-    });
+    };
+    const set = await ok(t, UPDATE, { i: { name: 'scaling', ...values } });
+    expect(set.updateWorkerPool).toMatchObject({ __typename: 'WorkerPool', ...values });
     const cleared = await ok(t, UPDATE, {
       i: {
         name: 'scaling',
