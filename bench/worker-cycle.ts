@@ -7,7 +7,8 @@
  *   - worker cycle: `workers` agent-like clients, each one graphql-ws connection subscribed to its
  *     `assignments` (the agent's own documents, src/agent/operations.ts), acknowledge each pushed
  *     assignment with `startWorkRequest` and report it with `completeWorkRequest` (a result and an
- *     exit code) over HTTP, as the agent does, until the queue is drained. Every call is counted, the
+ *     exit code) over that connection, as the agent does (or over HTTP, as agents before 0.2 did:
+ *     `over: 'http'`), until the queue is drained. Every call is counted, the
  *     first ones too: cycles per second from the first assignment received to the last completion,
  *     and per operation p50 / p99 (the wait for the next assignment is from a completion answered, or
  *     the subscription opened, to the next push).
@@ -15,7 +16,11 @@
 import { performance } from 'node:perf_hooks';
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
+import { requestOverConnection } from '../src/agent/client.js';
 import { DOCUMENTS } from '../src/agent/operations.js';
+
+/** How a worker of the cycle sends its acknowledgements and reports. */
+export type CycleTransport = 'connection' | 'http';
 
 /** Sends one GraphQL operation over HTTP and returns its data (throws on errors). */
 export type Gql = <T = Record<string, any>>(url: string, query: string, variables: Record<string, unknown>, token: string) => Promise<T>;
@@ -92,6 +97,8 @@ export async function submit(gql: Gql, url: string, token: string, total: number
 /** What the worker-cycle measure found. */
 export interface CycleResult {
   workers: number;
+  /** How the acknowledgements and reports were sent. */
+  over: CycleTransport;
   cycles: number;
   /** Assignments taken back (lease expired) before the worker could complete them. */
   lost: number;
@@ -107,7 +114,8 @@ export interface CycleResult {
 const HEARTBEAT_MS = 30_000;
 
 /**
- * One agent-like worker: pushed assignments, acknowledged and completed over HTTP one at a time, and
+ * One agent-like worker: pushed assignments, acknowledged and completed one at a time (over its
+ * connection, or over HTTP), and
  * a heartbeat every 30 s as the agent sends (without it, a run longer than the server's heartbeat
  * timeout, two minutes, has its running work taken back and its workers marked disconnected).
  */
@@ -117,12 +125,14 @@ class CycleWorker {
   private readonly queue: string[] = [];
   private busy = false;
   private waitingSince = 0;
+  private readonly cuts = new Set<(event?: unknown) => void>();
   readonly ready: Promise<void>;
 
   constructor(
     private readonly gql: Gql,
     private readonly url: string,
     private readonly token: string,
+    private readonly over: CycleTransport,
     private readonly stats: {
       wait: number[];
       start: number[];
@@ -142,6 +152,9 @@ class CycleWorker {
       retryAttempts: 0,
       connectionParams: { authorization: `Bearer ${token}` },
       onNonLazyError: (err) => stats.onError(err),
+    });
+    this.client.on('closed', (event) => {
+      for (const cut of [...this.cuts]) cut(event);
     });
     this.ready = new Promise((resolve, reject) => {
       this.client.on('connected', () => resolve());
@@ -174,6 +187,15 @@ class CycleWorker {
     await this.client.dispose();
   }
 
+  /** One mutation as the agent sends it: over the connection, or over HTTP. */
+  private send(query: string, variables: Record<string, unknown>): Promise<Record<string, any>> {
+    if (this.over === 'http') return this.gql(this.url, query, variables, this.token);
+    return requestOverConnection(this.client, query, variables, 600_000, (cut) => {
+      this.cuts.add(cut);
+      return () => this.cuts.delete(cut);
+    });
+  }
+
   private async drain(): Promise<void> {
     if (this.busy) return;
     this.busy = true;
@@ -184,12 +206,12 @@ class CycleWorker {
         this.stats.first ||= now;
         this.stats.wait.push(now - this.waitingSince);
         let t = performance.now();
-        const started = await this.gql(this.url, DOCUMENTS.startWorkRequest, { id }, this.token);
+        const started = await this.send(DOCUMENTS.startWorkRequest, { id });
         this.stats.start.push(performance.now() - t);
         let ok = started.startWorkRequest.__typename === 'WorkRequest';
         if (ok) {
           t = performance.now();
-          const done = await this.gql(this.url, DOCUMENTS.completeWorkRequest, { id, r: 'SUCCESS', exitCode: 0, reason: null }, this.token);
+          const done = await this.send(DOCUMENTS.completeWorkRequest, { id, r: 'SUCCESS', exitCode: 0, reason: null });
           this.stats.complete.push(performance.now() - t);
           ok = done.completeWorkRequest.__typename === 'WorkRequest';
         }
@@ -216,7 +238,14 @@ class CycleWorker {
  * Connects one agent-like client per token and runs until `cycles` requests (the queue already
  * submitted, or being submitted) have been completed through them; the clients are closed at the end.
  */
-export async function workerCycle(gql: Gql, url: string, tokens: readonly string[], cycles: number, log: (m: string) => void): Promise<CycleResult> {
+export async function workerCycle(
+  gql: Gql,
+  url: string,
+  tokens: readonly string[],
+  cycles: number,
+  log: (m: string) => void,
+  over: CycleTransport = 'connection',
+): Promise<CycleResult> {
   let finish!: () => void;
   let fail!: (e: unknown) => void;
   const finished = new Promise<void>((resolve, reject) => {
@@ -242,7 +271,7 @@ export async function workerCycle(gql: Gql, url: string, tokens: readonly string
   try {
     // Connected a few hundred at a time: a connection must initialise within graphql-ws's 3 s.
     for (let i = 0; i < tokens.length; i += 200) {
-      const batch = tokens.slice(i, i + 200).map((token) => new CycleWorker(gql, url, token, stats));
+      const batch = tokens.slice(i, i + 200).map((token) => new CycleWorker(gql, url, token, over, stats));
       workers.push(...batch);
       await Promise.all(batch.map((w) => w.ready));
     }
@@ -252,6 +281,7 @@ export async function workerCycle(gql: Gql, url: string, tokens: readonly string
     const elapsedMs = performance.now() - stats.first;
     return {
       workers: tokens.length,
+      over,
       cycles,
       lost: stats.lost,
       elapsedMs,

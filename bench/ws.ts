@@ -45,6 +45,8 @@
  *   --cycle-workers N   agent-like workers of the worker cycle (default 1000)
  *   --cycle-requests N  requests submitted, then drained by them (default 20000)
  *   --submit-batch N    requests per createWorkRequests call (default 1000)
+ *   --cycle-over WAY    how the cycle's workers acknowledge and report: `connection` (default: over their
+ *                  graphql-ws connection, as the agent does) or `http` (a request each, as agents before 0.2)
  *   With --only cycle, --cpu-prof FILE writes FILE-submit.cpuprofile and FILE-cycle.cpuprofile; with
  *   clients, FILE-clients.cpuprofile (parts a–d of the client phase).
  *
@@ -75,7 +77,7 @@ import { CURRENT_API, measureClients, type ClientsApi, type ClientsOptions, type
 import { baselineFromResult, clientsTable, compareWithBaseline, formatComparison, metricValues, readBaseline, type Baseline } from './clients-report.js';
 import { ProcProcess } from './proc.js';
 import { assertNoWorkRequests } from './queue-copy.js';
-import { META, pool, submit, workerCycle, type Spread } from './worker-cycle.js';
+import { META, pool, submit, workerCycle, type CycleTransport, type Spread } from './worker-cycle.js';
 
 const ADMIN = 'tsk_admin_bench-ws-0123456789abcdef';
 let DB_NAME = 'tagsched_bench_ws';
@@ -184,6 +186,12 @@ const ms = (n: number) => `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`;
 const kib = (bytes: number) => `${int(bytes / 1024)} KiB`;
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
+
+/** The --cycle-over value, checked. */
+function cycleTransport(value: string | undefined): CycleTransport {
+  if (value === 'connection' || value === 'http') return value;
+  throw new Error(`--cycle-over: expected connection or http, got ${value}`);
+}
 
 function adminDbUrl(): string {
   return process.env.BENCH_DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/postgres';
@@ -487,7 +495,7 @@ async function waitConnected(databaseUrl: string, n: number): Promise<void> {
  * own: the queue is submitted first, with no worker registered, then the workers register, connect
  * and drain it.
  */
-async function cycleMeasures(options: { workers: number; requests: number; batch: number; profile?: string }, log: (m: string) => void) {
+async function cycleMeasures(options: { workers: number; requests: number; batch: number; over: CycleTransport; profile?: string }, log: (m: string) => void) {
   const server = await ServerProcess.start(await freshDatabase());
   try {
     const url = server.url;
@@ -507,7 +515,7 @@ async function cycleMeasures(options: { workers: number; requests: number; batch
     t = performance.now();
     if (options.profile) await server.profile();
     cpu = await server.cpuMs();
-    const cycle = await workerCycle(gql, url, tokens, options.requests, log);
+    const cycle = await workerCycle(gql, url, tokens, options.requests, log, options.over);
     const cycleCpuMs = (await server.cpuMs()) - cpu;
     if (options.profile) await server.profile(`${options.profile}-cycle.cpuprofile`);
     log(`worker cycle: ${int(cycle.cycles)} in ${ms(performance.now() - t)}: ${int(cycle.perSecond)}/s`);
@@ -581,7 +589,7 @@ function cycleRows(r: Awaited<ReturnType<typeof cycleMeasures>>): string[] {
   return [
     `| submission: createWorkRequests, ${int(s.requests)} requests in batches of ${int(s.batch)}, requests/s | ${int(s.perSecond)} | ≥ 5,000 ${s.perSecond >= 5000 ? '✅' : '❌'} |`,
     `| submission: one batch answered, p50 / p99 | ${pair(s.batchMs)} | |`,
-    `| worker cycle: ${int(c.workers)} agents over WebSocket, ${int(c.cycles)} requests drained, cycles/s | ${int(c.perSecond)} | ≥ 1,000 ${c.perSecond >= 1000 ? '✅' : '❌'} |`,
+    `| worker cycle: ${int(c.workers)} agents over WebSocket (start and complete ${c.over === 'http' ? 'over HTTP' : 'over the connection'}), ${int(c.cycles)} requests drained, cycles/s | ${int(c.perSecond)} | ≥ 1,000 ${c.perSecond >= 1000 ? '✅' : '❌'} |`,
     `| worker cycle: assignment pushed (wait from completion or subscription), p50 / p99 | ${pair(c.wait)} | |`,
     `| worker cycle: startWorkRequest answered, p50 / p99 | ${pair(c.start)} | |`,
     `| worker cycle: completeWorkRequest answered, p50 / p99 | ${pair(c.complete)} | |`,
@@ -597,6 +605,7 @@ async function main(): Promise<void> {
       'cycle-workers': { type: 'string', default: '1000' },
       'cycle-requests': { type: 'string', default: '20000' },
       'submit-batch': { type: 'string', default: '1000' },
+      'cycle-over': { type: 'string', default: 'connection' },
       requests: { type: 'string', default: '300' },
       idle: { type: 'string', default: '5000' },
       workers: { type: 'string', default: '1000' },
@@ -672,7 +681,13 @@ async function main(): Promise<void> {
   }
   const cycles = only.has('cycle')
     ? await cycleMeasures(
-        { workers: Number(values['cycle-workers']), requests: Number(values['cycle-requests']), batch: Number(values['submit-batch']), profile: values['cpu-prof'] },
+        {
+          workers: Number(values['cycle-workers']),
+          requests: Number(values['cycle-requests']),
+          batch: Number(values['submit-batch']),
+          over: cycleTransport(values['cycle-over']),
+          profile: values['cpu-prof'],
+        },
         log,
       )
     : null;

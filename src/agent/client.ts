@@ -1,7 +1,10 @@
 /**
- * The agent's two ways to the server: mutations over HTTP (fetch; they survive a WebSocket cut),
- * and the assignments subscription over graphql-ws, which reconnects and resubscribes by itself.
- * Failures are sorted into three kinds, because each calls for something different.
+ * The agent's two ways to the server: the assignments subscription over graphql-ws, which reconnects
+ * and resubscribes by itself, and mutations over HTTP (fetch; they survive a WebSocket cut). The
+ * acknowledgement and the report of an assignment go over the open connection when there is one
+ * (no new HTTP request, no token lookup: ws/connection-identity.ts on the server), and over HTTP
+ * when there is none or it is cut meanwhile. Failures are sorted into three kinds, because each calls
+ * for something different.
  */
 import { CloseCode, createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
@@ -76,6 +79,14 @@ export function createHttpRequest(options: { url: string; token: string; timeout
   };
 }
 
+/**
+ * A Request that sends `documents` over the stream's open connection (AssignmentStream.request) and
+ * everything else, or anything when no connection is open, over `http`.
+ */
+export function preferConnection(http: Request, stream: () => AssignmentStream | null, documents: ReadonlySet<string>): Request {
+  return (query, variables) => (documents.has(query) ? stream()?.request?.(query, variables) : null) ?? http(query, variables);
+}
+
 /** The token refusal a subscription error stands for, or null for anything worth retrying. */
 export function authFailureOf(err: unknown): AuthError | null {
   const code = (err as { code?: unknown } | null)?.code;
@@ -115,6 +126,8 @@ export interface AssignmentStreamOptions {
   maxBackoffMs: number;
   keepAliveMs: number;
   handshakeTimeoutMs: number;
+  /** How long an operation sent over the connection waits for its answer. */
+  requestTimeoutMs: number;
   log: Logger;
   /** Every (re)connection: the subscription is (re)sent on it. */
   onConnected(reconnect: boolean): void;
@@ -126,6 +139,62 @@ export interface AssignmentStreamOptions {
 /** A running subscription; close() ends it. */
 export interface AssignmentStream {
   close(): Promise<void>;
+  /**
+   * Sends one operation over the subscription's connection, answered as createHttpRequest answers;
+   * null when the connection is not open now (the caller sends it over HTTP instead).
+   */
+  request?(query: string, variables?: Record<string, unknown>): Promise<Record<string, unknown>> | null;
+}
+
+/**
+ * Sends one query or mutation over an open graphql-ws client: its answer, or the error it stands for
+ * (errorOfResponse). A connection cut before the answer fails the operation (TransientError) instead
+ * of letting graphql-ws send it again on the next connection; so does no answer within `timeoutMs`.
+ * `onCut` registers the function the caller's close handler calls, with the close event: a close that
+ * refuses the token (4401, 4403) is an AuthError, as over HTTP.
+ */
+export function requestOverConnection(
+  c: Client,
+  query: string,
+  variables: Record<string, unknown> | undefined,
+  timeoutMs: number,
+  onCut: (cut: (event?: unknown) => void) => () => void,
+): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    let answer: GraphqlBody | null = null;
+    let settled = false;
+    const settle = (error: Error | null, data?: Record<string, unknown>) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      forget();
+      if (error) {
+        unsubscribe();
+        reject(error);
+      } else resolve(data!);
+    };
+    const timer = setTimeout(() => settle(new TransientError(`no answer over the connection within ${timeoutMs} ms`)), timeoutMs);
+    const forget = onCut((event) => settle(authFailureOf(event) ?? new TransientError('the connection was cut before the answer')));
+    const unsubscribe = c.subscribe<Record<string, unknown>>(
+      { query, variables },
+      {
+        next: (result) => {
+          answer = result as GraphqlBody;
+        },
+        error: (err) => {
+          const auth = authFailureOf(err);
+          if (auth) return settle(auth);
+          if (Array.isArray(err)) return settle(errorOfResponse(200, { errors: err }) ?? new ProtocolError('the operation was refused'));
+          settle(new TransientError(describe(err)));
+        },
+        complete: () => {
+          if (!answer) return settle(new TransientError('the operation ended without an answer'));
+          const error = errorOfResponse(200, answer);
+          settle(error, error ? undefined : (answer.data as Record<string, unknown>));
+        },
+      },
+    );
+  });
 }
 
 /**
@@ -146,6 +215,12 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
   let everConnected = false;
   let restarts = 0;
   let client: Client | null = null;
+  let open = false; // the current client's connection is acknowledged and not closed
+  const cuts = new Set<(event?: unknown) => void>(); // operations in flight over it, failed when it closes
+  const cutAll = (event?: unknown) => {
+    open = false;
+    for (const cut of [...cuts]) cut(event);
+  };
   let restartTimer: NodeJS.Timeout | undefined;
   // Why the last connection ended or the last attempt failed, for the reconnecting line: an operator
   // reading "reconnecting" wants to know whether the server is down, refusing, or gone quiet.
@@ -175,6 +250,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
     client = c;
     c.on('connected', () => {
       connected = true;
+      open = client === c;
       restarts = 0;
       cause = '';
       log.info({ reconnect: everConnected }, MESSAGES.connected);
@@ -200,6 +276,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
     });
     c.on('closed', (event) => {
       clearTimeout(pongTimer);
+      if (client === c) cutAll(event);
       if (closed) return;
       const { code, reason } = event as { code?: number; reason?: string };
       if (!cause.startsWith('no answer to a ping')) cause = reason ? `closed by the server (${code}: ${reason})` : lastError || `connection closed (${code ?? 'no code'})`;
@@ -241,6 +318,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
   }
 
   function restartLater(c: Client) {
+    if (client === c) cutAll();
     void disposeQuietly(c);
     const delayMs = backoffDelay(restarts, o.maxBackoffMs);
     restarts += 1;
@@ -253,7 +331,15 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
     async close() {
       closed = true;
       clearTimeout(restartTimer);
+      cutAll();
       if (client) await disposeQuietly(client);
+    },
+    request(query, variables) {
+      if (closed || !open || !client) return null;
+      return requestOverConnection(client, query, variables, o.requestTimeoutMs, (cut) => {
+        cuts.add(cut);
+        return () => cuts.delete(cut);
+      });
     },
   };
 }

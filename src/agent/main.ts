@@ -9,11 +9,11 @@ import { ec2SpotNotice } from './interruption.js';
 import packageJson from '../../package.json' with { type: 'json' };
 import { createAgent, EXIT_CODES, type Agent } from './agent.js';
 import { retry, StoppedError } from './backoff.js';
-import { AuthError, createHttpRequest, openAssignmentStream, TransientError } from './client.js';
+import { AuthError, createHttpRequest, openAssignmentStream, preferConnection, TransientError, type AssignmentStream } from './client.js';
 import { parseConfig, UsageError, type AgentConfig } from './config.js';
 import { detectFacts, systemProbe } from './facts.js';
 import { createLogger, MESSAGES, type Logger } from './log.js';
-import { createApi } from './operations.js';
+import { createApi, OVER_CONNECTION } from './operations.js';
 import { startedByNpm, watchParent } from './parent-watch.js';
 import { describeMemoryCgroup, planMemoryCgroup, type MemoryCgroup } from './cgroup.js';
 import { describeIsolation, IsolationError, planIsolation, type Isolation } from './isolation.js';
@@ -171,20 +171,22 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (stopping.signal.aborted) return exit(EXIT_CODES.drained);
 
     const probe = systemProbe(env);
+    let stream: AssignmentStream | null = null;
     agent = createAgent({
       config,
       log,
-      api: createApi(createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs })),
+      api: createApi(preferConnection(createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs }), () => stream, OVER_CONNECTION)),
       openStream: (handlers) =>
-        openAssignmentStream({
+        (stream = openAssignmentStream({
           wsUrl: config.wsUrl,
           token,
           maxBackoffMs: config.maxBackoffMs,
           keepAliveMs: config.keepAliveMs,
           handshakeTimeoutMs: config.requestTimeoutMs,
+          requestTimeoutMs: config.requestTimeoutMs,
           log,
           ...handlers,
-        }),
+        })),
       detectFacts: () => detectFacts(probe, config.workDir),
       startRun: (spec) => startRun({ ...spec, isolation: isolation ?? undefined, memoryCgroup: memoryCgroup ?? undefined, memoryLimitBytes: config.handlerMemoryLimitBytes }),
       load: () => ({ cpuCount: os.availableParallelism(), load1: os.loadavg()[0] }),

@@ -60,6 +60,12 @@ export const DOCUMENTS = {
   assignments: `subscription Assignments { assignments { ${ASSIGNMENT_FIELDS} } }`,
 } as const;
 
+/**
+ * What the agent sends over its open WebSocket connection rather than over HTTP: the acknowledgement
+ * and the report of an assignment (the server runs them as the connection's worker).
+ */
+export const OVER_CONNECTION: ReadonlySet<string> = new Set([DOCUMENTS.startWorkRequest, DOCUMENTS.completeWorkRequest]);
+
 const typedError = z.object({ __typename: z.string(), code: z.string(), message: z.string() });
 const workRequestState = z.object({ id: z.string(), status: z.string() });
 

@@ -11,8 +11,9 @@ import type { ConnectionHandle, Context } from '../context.js';
 import type { ContextFactory } from '../context-factory.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../log.js';
-import { identityOf, tokenIdOf, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
+import { identityOf, tokenIdOf, viewerIn, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
 import { createPresenceWriter, markManyConnected, markManyDisconnected } from '../services/workers/presence.js';
+import { runsOnConnectionIdentity } from './connection-identity.js';
 import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
 
@@ -215,11 +216,21 @@ export function startWsServer(deps: {
           if (waitMs) return [new GraphQLError(anonymousRateMessage(waitMs), { extensions: { code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' } })];
         }
         // A subscription lives as long as the connection: it uses the connection's viewer and opens a
-        // database session only per event. A query or mutation checks the token again, as over HTTP.
+        // database session only per event. A query or mutation looks the token up again, as over HTTP,
+        // but for a worker's acknowledgements and reports (ws/connection-identity.ts).
         const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
         let contextValue: Context;
         if (isSubscription) contextValue = contexts.forSubscription(state.identity, state.handle);
-        else {
+        else if (state.identity.kind === 'worker' && state.handle.tokenId !== null && runsOnConnectionIdentity(document, params.operationName)) {
+          // The agent's acknowledgement and report: the worker the connection authenticated as, its
+          // token checked again (ws/connection-identity.ts).
+          if (!(await tokenGuard.isValid(state.handle.tokenId))) {
+            state.handle.refuse('the bearer token is no longer valid');
+            return [new GraphQLError('the bearer token is no longer valid', { extensions: { code: 'UNAUTHENTICATED' } })];
+          }
+          const em = orm.em.fork();
+          contextValue = contexts.forOperation(viewerIn(em, state.identity), em, state.handle);
+        } else {
           const em = orm.em.fork();
           try {
             const { viewer } = await authenticateClient(em, authorizationOf(ctx.connectionParams), addressOf(ctx.extra.socket, ctx.extra.request));
