@@ -321,3 +321,35 @@ describe('workers and worker queries', () => {
     expect(await ok(t, '{ worker(name: "nobody") { name } }')).toEqual({ worker: null });
   });
 });
+
+describe('heartbeat', () => {
+  it('marks the worker seen and connected, sets shutting down when told (and only then), and lists what it has not acknowledged', async () => {
+    const token = await registerWorker(t, 'beat-1');
+    const beat = (input: Record<string, unknown>) =>
+      ok(
+        t,
+        `mutation($i: HeartbeatInput!) { heartbeat(input: $i) { __typename ... on HeartbeatPayload { draining worker { name connectedAt lastSeenAt } assignedWorkRequests { id } } } }`,
+        { i: input },
+        token,
+      );
+    const changed = t.app.events.subscribe('workerChanged')[Symbol.asyncIterator]();
+    const first = (await beat({})).heartbeat;
+    expect(first).toMatchObject({ __typename: 'HeartbeatPayload', draining: false, worker: { name: 'beat-1' }, assignedWorkRequests: [] });
+    expect(first.worker.connectedAt).not.toBeNull();
+    expect(Date.now() - Date.parse(first.worker.lastSeenAt)).toBeLessThan(60_000);
+    const connectedAt = first.worker.connectedAt;
+
+    // Shutting down: draining from now on, and its watchers are told once.
+    const down = (await beat({ shuttingDown: true })).heartbeat;
+    expect(down.draining).toBe(true);
+    expect(down.worker.connectedAt).toBe(connectedAt);
+    const event = await changed.next();
+    expect(event.value).toMatchObject({ name: 'beat-1' });
+    // Without the flag it stays as it was; with false it is lifted.
+    expect((await beat({})).heartbeat.draining).toBe(true);
+    expect((await beat({ shuttingDown: false })).heartbeat.draining).toBe(false);
+    const [row] = await t.sql<{ shutting_down: boolean }>(`select shutting_down from worker where name = 'beat-1'`);
+    expect(row.shutting_down).toBe(false);
+    await changed.return?.();
+  });
+});

@@ -3,6 +3,7 @@ import { intArray } from '../../db/arrays.js';
 import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
 import { WorkerSchema, type Worker } from '../../entities/worker.js';
 import type { Events } from '../../events.js';
+import { UnauthenticatedError } from '../../errors.js';
 import { markInstanceRunning } from './instance-running.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 
@@ -11,16 +12,23 @@ export async function markSeen(em: EntityManager, workerId: number, now: Date): 
   await em.execute('update worker set last_seen_at = ?, connected_at = coalesce(connected_at, ?) where id = ?', [now, now, workerId]);
 }
 
-/** A worker's agent says it is alive (and, when it is, that it is shutting down). */
+/**
+ * A worker's agent says it is alive (and, when it is, that it is shutting down): the worker seen now,
+ * connected from now unless it already was, its shutting-down flag set when given, in one statement.
+ */
 export async function heartbeat(em: EntityManager, viewer: Viewer, events: Events, input: { shuttingDown?: boolean | null }): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
   const me = requireWorker(viewer);
-  const worker = await em.findOneOrFail(WorkerSchema, { id: me.id });
   const now = new Date();
-  const wasShuttingDown = worker.shuttingDown;
-  worker.lastSeenAt = now;
-  worker.connectedAt ??= now;
-  if (input.shuttingDown != null) worker.shuttingDown = input.shuttingDown;
-  await em.flush();
+  const [row] = await em.execute<Record<string, unknown>[]>(
+    `update worker w set last_seen_at = ?, connected_at = coalesce(w.connected_at, ?), shutting_down = coalesce(?::boolean, w.shutting_down)
+       from (select shutting_down from worker where id = ?) old
+      where w.id = ?
+     returning w.*, old.shutting_down as was_shutting_down_`,
+    [now, now, input.shuttingDown ?? null, me.id, me.id],
+  );
+  if (!row) throw new UnauthenticatedError('the bearer token is for a worker that no longer exists');
+  const { was_shutting_down_: wasShuttingDown, ...columns } = row;
+  const worker = em.map(WorkerSchema, columns);
   if (wasShuttingDown !== worker.shuttingDown) events.publish('workerChanged', { id: worker.id, name: worker.name });
   // Assignments it has not acknowledged: a safety net for a push lost while the connection was down.
   const assigned = await em.find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
