@@ -45,9 +45,18 @@ export type ParseTagResult = { ok: true; tag: ParsedTag } | { ok: false; error: 
 
 /**
  * One spelling per number (no leading zeros, no trailing fractional zeros), so that two equal
- * values are always the same string and set equality on tag strings stays meaningful.
+ * values are always the same string and set equality on tag strings stays meaningful. Written so
+ * that JavaScript and PostgreSQL's regular expressions read it alike (valuedTagRegex), and without a
+ * `?`, which the ORM would take for a parameter of the statement that holds it.
  */
-const CANONICAL_NUMBER = /^(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?$/;
+const CANONICAL_NUMBER_SOURCE = '(0|[1-9][0-9]*)([.][0-9]*[1-9]){0,1}';
+const CANONICAL_NUMBER = new RegExp(`^${CANONICAL_NUMBER_SOURCE}$`);
+
+/**
+ * A provided tag `NAME=N` of this name, as a regular expression (JavaScript's and PostgreSQL's) whose
+ * first capturing group is N: what SQL uses to read a worker's value of a tag (`substring(t from …)`).
+ */
+export const valuedTagRegex = (name: string): string => `^${name.replace(/[.+]/g, '\\$&')}=(${CANONICAL_NUMBER_SOURCE})$`;
 
 /** The longest run of name characters at the start of a tag; whatever follows must be a suffix. */
 const NAME_CHARS = /^[A-Za-z0-9:._+~-]*/;

@@ -81,11 +81,12 @@ export function useTestApp(overrides: Partial<Config> = {}, options: { log?: () 
 }
 
 /**
- * Starts a second server process's app on the database of `t` (a port of its own, so that it can be
- * started again under the same server worker names); its caller stops it.
+ * The configuration of a second server process on the database of `t`: the same admin token and
+ * secret key, a port of its own, no built-in server workers; the service's defaults otherwise (the
+ * limits among them), but for `overrides`.
  */
-export async function startSecondApp(t: TestApp, overrides: Partial<Config>, options: { log?: Logger } = {}): Promise<App> {
-  const config = loadConfig(
+export function secondAppConfig(t: TestApp, overrides: Partial<Config> = {}): Config {
+  return loadConfig(
     {},
     {
       databaseUrl: t.dbUrl,
@@ -98,7 +99,14 @@ export async function startSecondApp(t: TestApp, overrides: Partial<Config>, opt
       ...overrides,
     },
   );
-  const app = await buildApp(config, options.log ? { log: options.log } : {});
+}
+
+/**
+ * Starts a second server process's app on the database of `t` (a port of its own, so that it can be
+ * started again under the same server worker names); its caller stops it.
+ */
+export async function startSecondApp(t: TestApp, overrides: Partial<Config>, options: { log?: Logger } = {}): Promise<App> {
+  const app = await buildApp(secondAppConfig(t, overrides), options.log ? { log: options.log } : {});
   await app.start();
   return app;
 }

@@ -4,13 +4,10 @@
  * assigned at most once, a worker never holds more than its concurrency, nothing is lost, and in the
  * end every request ran exactly once. Scheduling passes of both processes join one of the rounds.
  */
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
+import { secondAppConfig, useTestApp } from '../helpers/app.js';
 import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
 
 const WORKERS = 100;
@@ -22,19 +19,7 @@ let other: App;
 
 beforeAll(async () => {
   // A second process: its own ORM, connection pool, class cache and scheduler, on the same database.
-  const config = loadConfig(
-    {},
-    {
-      databaseUrl: t.dbUrl,
-      dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-      adminToken: ADMIN_TOKEN,
-      secretKey: 'test-secret-key',
-      port: 0,
-      host: '127.0.0.1',
-      schedulerAutomatic: false,
-    },
-  );
-  other = await buildApp(config, { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
+  other = await buildApp(secondAppConfig(t, { schedulerAutomatic: false }), { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
 });
 
 afterAll(async () => {

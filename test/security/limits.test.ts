@@ -1,6 +1,4 @@
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import { getIntrospectionQuery } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -9,7 +7,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { until } from '../faults/harness.js';
-import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
+import { ADMIN_TOKEN, secondAppConfig, useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
 // docs/design.md: limits and tokens: every operation is bounded before it runs, over HTTP and over WebSocket, with an error
@@ -81,21 +79,7 @@ const plain = `{ workerPools { name } }`;
 
 beforeAll(async () => {
   ({ url } = await t.app.start());
-  defaults = await buildApp(
-    loadConfig(
-      {},
-      {
-        databaseUrl: t.dbUrl,
-        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-        adminToken: ADMIN_TOKEN,
-        secretKey: 'test-secret-key',
-        port: 0,
-        host: '127.0.0.1',
-        schedulerAutomatic: false,
-      },
-    ),
-    { log: createLogger('silent') },
-  );
+  defaults = await buildApp(secondAppConfig(t, { schedulerAutomatic: false }), { log: createLogger('silent') });
   ({ url: defaultsUrl } = await defaults.start());
 });
 afterAll(async () => {

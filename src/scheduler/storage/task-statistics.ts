@@ -11,6 +11,7 @@
  * rows per run completed in the window, and at most 2 × 3 × 711 buckets (up to 1 PiB) per task,
  * package, architecture and day. Rows older than the window are deleted by the hourly housekeeping.
  */
+import { valuedTagRegex } from '../../tags/syntax.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { textArray } from '../../db/arrays.js';
 import type { StatisticsKey } from '../../tasks/statistics-key.js';
@@ -35,9 +36,9 @@ const inWindowSql = (column: string) => `${column} > ((now() - make_interval(day
 
 /** A valued tag of the worker `workerId` (`worker:memory-gib=N`), as bytes, in SQL; null without one. */
 const workerGibBytesSql = (name: string, workerId: string) =>
-  `(select max(substring(t from '^${name}=([0-9.]+)$')::float8) * ${1024 ** 3}
+  `(select max(substring(t from '${valuedTagRegex(name)}')::float8) * ${1024 ** 3}
       from worker w cross join unnest(w.provided_tags) t
-     where w.id = ${workerId} and t ~ '^${name}=[0-9]+([.][0-9]+){0,1}$')`;
+     where w.id = ${workerId} and t ~ '${valuedTagRegex(name)}')`;
 
 /**
  * A CTE named `histograms` that counts the run of `source` (a relation with run_seconds,
