@@ -80,12 +80,36 @@ export function createHttpRequest(options: { url: string; token: string; timeout
 }
 
 /**
+ * The connection runs as many operations at once as the server allows already
+ * (TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION): this one was not run, and may be sent over HTTP at once.
+ */
+export class ConnectionBusyError extends TransientError {}
+
+/**
  * A Request that sends `documents` over the stream's open connection (AssignmentStream.request) and
- * everything else, or anything when no connection is open, over `http`.
+ * everything else over `http`; so does a document when no connection is open, when the connection has
+ * MAX_CONNECTION_REQUESTS of them in flight already, or when the server refuses one for its limit of
+ * operations per connection (ConnectionBusyError).
  */
 export function preferConnection(http: Request, stream: () => AssignmentStream | null, documents: ReadonlySet<string>): Request {
-  return (query, variables) => (documents.has(query) ? stream()?.request?.(query, variables) : null) ?? http(query, variables);
+  return async (query, variables) => {
+    const overConnection = documents.has(query) ? stream()?.request?.(query, variables) : null;
+    if (!overConnection) return http(query, variables);
+    try {
+      return await overConnection;
+    } catch (err) {
+      if (err instanceof ConnectionBusyError) return http(query, variables);
+      throw err;
+    }
+  };
 }
+
+/**
+ * Operations the agent keeps in flight on its connection at most (the server's own limit is 50 by
+ * default, the assignments subscription among them): a worker of high concurrency that reports many
+ * results at once, after a reconnection say, sends the rest over HTTP.
+ */
+export const MAX_CONNECTION_REQUESTS = 16;
 
 /** The token refusal a subscription error stands for, or null for anything worth retrying. */
 export function authFailureOf(err: unknown): AuthError | null {
@@ -184,7 +208,13 @@ export function requestOverConnection(
         error: (err) => {
           const auth = authFailureOf(err);
           if (auth) return settle(auth);
-          if (Array.isArray(err)) return settle(errorOfResponse(200, { errors: err }) ?? new ProtocolError('the operation was refused'));
+          if (Array.isArray(err)) {
+            const errors = err as NonNullable<GraphqlBody['errors']>;
+            if (errors.some((e) => e?.extensions?.code === 'LIMIT_EXCEEDED' && (e.extensions as { limit?: string }).limit === 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION')) {
+              return settle(new ConnectionBusyError(errors.map((e) => e.message).join('; ')));
+            }
+            return settle(errorOfResponse(200, { errors: err }) ?? new ProtocolError('the operation was refused'));
+          }
           settle(new TransientError(describe(err)));
         },
         complete: () => {
@@ -335,7 +365,7 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
       if (client) await disposeQuietly(client);
     },
     request(query, variables) {
-      if (closed || !open || !client) return null;
+      if (closed || !open || !client || cuts.size >= MAX_CONNECTION_REQUESTS) return null;
       return requestOverConnection(client, query, variables, o.requestTimeoutMs, (cut) => {
         cuts.add(cut);
         return () => cuts.delete(cut);

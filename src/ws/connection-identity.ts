@@ -3,7 +3,7 @@ import { Kind, getOperationAST, type DocumentNode } from 'graphql';
 /**
  * The mutations a worker's WebSocket connection runs as the worker it authenticated as when it
  * opened, without looking its bearer token up again: the agent's acknowledgement and report of each
- * assignment, sent on the connection that pushed it. Their resolvers use the worker's id only (the
+ * assignment, which it sends on its connection while one is open. Their resolvers use the worker's id only (the
  * viewer holds a reference, not a loaded row), and the token is still checked for every operation:
  * its validity in one statement shared by every check of the same tick (ws/token-guard.ts), and a
  * refused token closes the connection (4401), as a revocation does. Every other operation on a

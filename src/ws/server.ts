@@ -225,8 +225,10 @@ export function startWsServer(deps: {
           // The agent's acknowledgement and report: the worker the connection authenticated as, its
           // token checked again (ws/connection-identity.ts).
           if (!(await tokenGuard.isValid(state.handle.tokenId))) {
-            state.handle.refuse('the bearer token is no longer valid');
-            return [new GraphQLError('the bearer token is no longer valid', { extensions: { code: 'UNAUTHENTICATED' } })];
+            const reason = 'the bearer token is no longer valid (revoked, disabled or expired, or its worker terminated)';
+            log.info({ tokenId: state.handle.tokenId, workerId: state.identity.workerId }, 'a worker connection’s token is no longer valid: closed');
+            state.handle.refuse(reason);
+            return [new GraphQLError(reason, { extensions: { code: 'UNAUTHENTICATED' } })];
           }
           const em = orm.em.fork();
           contextValue = contexts.forOperation(viewerIn(em, state.identity), em, state.handle);

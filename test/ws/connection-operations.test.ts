@@ -11,6 +11,7 @@ import { AuthError, openAssignmentStream, preferConnection, requestOverConnectio
 import { createLogger } from '../../src/agent/log.js';
 import { DOCUMENTS, OVER_CONNECTION, createApi } from '../../src/agent/operations.js';
 import { runsOnConnectionIdentity } from '../../src/ws/connection-identity.js';
+import { loadConfig } from '../../src/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
@@ -199,5 +200,54 @@ describe('the agent’s choice of way', () => {
     expect(await api.startWorkRequest(next)).toEqual({ ok: true, value: { id: next, status: 'RUNNING' } });
     expect(viaHttp.at(-1)).toBe('mutation StartWorkRequest');
     expect(viaHttp).toHaveLength(3);
+  });
+});
+
+describe('a connection at its limit of operations', () => {
+  const small = useTestApp({ limits: { ...loadConfig({}).limits, authFailuresPerMinute: 0, maxSubscriptionsPerConnection: 2 } });
+  it('sends what the server refuses for the limit over HTTP at once, and every acknowledgement lands', async () => {
+    const { url: smallUrl } = await small.app.start();
+    await small.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
+    const token = (await small.gql(`mutation { registerWorker(input: { name: "busy", concurrency: 8 }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
+      .token as string;
+    await small.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
+    let viaHttp = 0;
+    const http = async (query: string, variables?: Record<string, unknown>) => {
+      viaHttp++;
+      return (await small.gql(query, variables, token)).data as Record<string, unknown>;
+    };
+    let connected!: () => void;
+    const open = new Promise<void>((r) => (connected = r));
+    const pushed: string[] = [];
+    const stream = openAssignmentStream({
+      wsUrl: smallUrl.replace(/^http/, 'ws'),
+      token,
+      maxBackoffMs: 1000,
+      keepAliveMs: 10_000,
+      handshakeTimeoutMs: 5_000,
+      requestTimeoutMs: 5_000,
+      log: createLogger('silent'),
+      onConnected: () => connected(),
+      onAssignment: (a) => pushed.push(a.id),
+      onFatal: () => undefined,
+    });
+    disposers.push(() => stream.close());
+    await open;
+    const api = createApi(preferConnection(http, () => stream, OVER_CONNECTION));
+    const ids: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const r = await small.gql(
+        `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`,
+      );
+      ids.push(r.data!.createWorkRequest.id as string);
+    }
+    await small.app.scheduler.runPass();
+    for (let i = 0; i < 100 && pushed.length < 8; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(pushed.sort()).toEqual([...ids].sort());
+    // Eight at once on a connection that runs two operations (the subscription one of them).
+    const answers = await Promise.all(ids.map((id) => api.startWorkRequest(id)));
+    expect(answers).toEqual(ids.map((id) => ({ ok: true, value: { id, status: 'RUNNING' } })));
+    expect(viaHttp).toBeGreaterThan(0);
+    expect(viaHttp).toBeLessThan(8);
   });
 });
