@@ -66,6 +66,27 @@ function connect(token: string) {
   return { client, closed, assignments, send };
 }
 
+/** The agent's own assignment stream for a token, open (its connection acknowledged) when this resolves. */
+async function openStream(httpUrl: string, token: string, pushed: string[]): Promise<AssignmentStream> {
+  let connected!: () => void;
+  const open = new Promise<void>((r) => (connected = r));
+  const stream = openAssignmentStream({
+    wsUrl: httpUrl.replace(/^http/, 'ws'),
+    token,
+    maxBackoffMs: 1000,
+    keepAliveMs: 10_000,
+    handshakeTimeoutMs: 5_000,
+    requestTimeoutMs: 5_000,
+    log: createLogger('silent'),
+    onConnected: () => connected(),
+    onAssignment: (a) => pushed.push(a.id),
+    onFatal: () => undefined,
+  });
+  disposers.push(() => stream.close());
+  await open;
+  return stream;
+}
+
 beforeAll(async () => {
   ({ url } = await t.app.start());
   await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
@@ -161,8 +182,6 @@ describe('the agent’s choice of way', () => {
     let stream: AssignmentStream | null = null;
     const api = createApi(preferConnection(http, () => stream, OVER_CONNECTION));
     const pushed: string[] = [];
-    let connected!: () => void;
-    const open = new Promise<void>((r) => (connected = r));
     const id = await noop();
     // No stream yet: the worker pulls its work, and acknowledges it over HTTP.
     const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
@@ -171,20 +190,7 @@ describe('the agent’s choice of way', () => {
     expect(first).toEqual({ ok: true, value: { id, status: 'RUNNING' } });
     expect(viaHttp).toEqual(['mutation StartWorkRequest']);
 
-    stream = openAssignmentStream({
-      wsUrl: url.replace(/^http/, 'ws'),
-      token,
-      maxBackoffMs: 1000,
-      keepAliveMs: 10_000,
-      handshakeTimeoutMs: 5_000,
-      requestTimeoutMs: 5_000,
-      log: createLogger('silent'),
-      onConnected: () => connected(),
-      onAssignment: (a) => pushed.push(a.id),
-      onFatal: () => undefined,
-    });
-    disposers.push(() => stream?.close());
-    await open;
+    stream = await openStream(url, token, pushed);
     const done = await api.completeWorkRequest(id, 'SUCCESS', { exitCode: 0, reason: null });
     expect(done).toEqual({ ok: true, value: { id, status: 'COMPLETED' } });
     expect(viaHttp).toEqual(['mutation StartWorkRequest']); // the report went over the connection
@@ -216,23 +222,8 @@ describe('a connection at its limit of operations', () => {
       viaHttp++;
       return (await small.gql(query, variables, token)).data as Record<string, unknown>;
     };
-    let connected!: () => void;
-    const open = new Promise<void>((r) => (connected = r));
     const pushed: string[] = [];
-    const stream = openAssignmentStream({
-      wsUrl: smallUrl.replace(/^http/, 'ws'),
-      token,
-      maxBackoffMs: 1000,
-      keepAliveMs: 10_000,
-      handshakeTimeoutMs: 5_000,
-      requestTimeoutMs: 5_000,
-      log: createLogger('silent'),
-      onConnected: () => connected(),
-      onAssignment: (a) => pushed.push(a.id),
-      onFatal: () => undefined,
-    });
-    disposers.push(() => stream.close());
-    await open;
+    const stream = await openStream(smallUrl, token, pushed);
     const api = createApi(preferConnection(http, () => stream, OVER_CONNECTION));
     const ids: string[] = [];
     for (let i = 0; i < 8; i++) {
