@@ -45,6 +45,12 @@ export function createLocalEvents(): Events {
 
 const CHANNEL_PREFIX = 'tagsched:';
 const RECONNECT_MS = { first: 250, max: 5_000 } as const;
+/**
+ * How long the listening and publishing connections wait for PostgreSQL to accept them. Without a
+ * bound, an attempt made while the server shuts down (a restart) can wait for ever, and the process
+ * then hears no other process's events again.
+ */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 type Listener = EventListenerOrEventListenerObject;
 
@@ -60,7 +66,7 @@ export function createPgEventTarget(
   const listeners = new Map<string, Set<Listener>>();
   // One publishing connection: NOTIFYs sent on it are delivered in the order they were published, so
   // every process hears a process's events in that order (two pooled connections could swap them).
-  const notifier = new pg.Pool({ connectionString, max: 1, idleTimeoutMillis: 10_000 });
+  const notifier = new pg.Pool({ connectionString, max: 1, idleTimeoutMillis: 10_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
   let client: pg.Client | null = null;
   let closed = false;
@@ -118,7 +124,7 @@ export function createPgEventTarget(
   };
 
   async function connect(): Promise<void> {
-    const c = new pg.Client({ connectionString });
+    const c = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     c.on('notification', (msg) => {
       if (!msg.channel.startsWith(CHANNEL_PREFIX)) return;
       try {

@@ -60,4 +60,22 @@ describe('the presence writer batches connections and disconnections', () => {
     await expect(later).resolves.toBeUndefined();
     expect(r.batches.map((b) => b.connected)).toEqual([[1], [2]]);
   });
+
+  it('leaves no unhandled rejection behind when the last batch fails and nothing comes after it', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const r = recorder();
+      r.failWith(new Error('the database is restarting'));
+      const failed = r.writer.disconnected(7).catch((e: Error) => e.message);
+      await r.tick();
+      r.release();
+      expect(await failed).toBe('the database is restarting');
+      for (let i = 0; i < 5; i++) await r.tick();
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
 });

@@ -95,6 +95,10 @@ export function createPresenceWriter(write: { connected(ids: number[]): Promise<
         b.start();
         return b.done;
       });
+    // The batch's failure is its callers' (b.done); the chain must not end the process with an
+    // unhandled rejection when no later batch or idle() comes to read it (PostgreSQL restarting while
+    // the last workers disconnect did).
+    running.catch(() => undefined);
     return b;
   };
   return {
