@@ -3,8 +3,9 @@
  * and resubscribes by itself, and mutations over HTTP (fetch; they survive a WebSocket cut). The
  * acknowledgement and the report of an assignment go over the open connection when there is one
  * (no new HTTP request, no token lookup: ws/connection-identity.ts on the server), and over HTTP
- * when there is none or it is cut meanwhile. Failures are sorted into three kinds, because each calls
- * for something different.
+ * when there is none (preferConnection); one cut with its connection fails as transient, and the
+ * agent's retry sends it on whichever way is open then. Failures are sorted into three kinds, because
+ * each calls for something different.
  */
 import { CloseCode, createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
