@@ -65,10 +65,12 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   const em = ctx.orm.em.fork();
   let listed: ProviderInstance[];
   // When the provider saw an instance end, by its id: that is when it ended, not this cycle's `now`.
+  // An end dated after `now` (the instance ended while it was listed, or the provider's clock is
+  // ahead of ours) is still the instance's own end, recorded at `now`: nothing is dated in the future.
   const endedAt = new Map<string, Date>();
   try {
     const all = await call(ctx, pool, 'list', (p, c) => p.list(pool.name, c));
-    for (const i of all) if (i.state === 'gone' && i.endedAt && i.endedAt.getTime() <= now.getTime()) endedAt.set(i.id, i.endedAt);
+    for (const i of all) if (i.state === 'gone' && i.endedAt) endedAt.set(i.id, i.endedAt.getTime() <= now.getTime() ? i.endedAt : now);
     listed = all.filter((i) => i.state !== 'gone');
   } catch (err) {
     const e = asProviderError(err);

@@ -192,6 +192,28 @@ describe('the provisioner cycle', () => {
     expect((await t.gql(`mutation { heartbeat(input: {}) { __typename } }`, {}, token)).status).toBe(401);
   });
 
+  it('takes an end the provider dates after the cycle began (its clock ahead, or the instance ended while listed) as the instance’s own, at the cycle’s time', async () => {
+    await fakePool('fake-e', { maxActiveInstances: 1 });
+    const [id] = await queue(1);
+    await cycle();
+    const token = await boot(0);
+    const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+    expect(pulled.requestWork.workRequest.id).toBe(id);
+    await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+
+    cloud.end('fake-1', new Date(Date.now() + 60_000));
+    const before = Date.now();
+    expect(await cycle(true)).toMatchObject({ lost: 1 });
+    const [ended] = await instances();
+    expect(ended).toMatchObject({ state: 'TERMINATED', error: 'its instance ended by itself', terminated: true });
+    const [{ ms }] = await t.sql<{ ms: string }>(`select extract(epoch from terminated_at) * 1000 as ms from instance where provider_id = 'fake-1'`);
+    expect(Number(ms)).toBeLessThanOrEqual(Date.now());
+    expect(Number(ms)).toBeGreaterThanOrEqual(before - 1000);
+    expect(await t.sql(`select status, status_reason from work_request where id = ?`, [Number(id)])).toEqual([
+      { status: 'PENDING', status_reason: `worker ${ended.name} was terminated (its instance ended by itself); re-queued (retry 1 of 3)` },
+    ]);
+  });
+
   it('terminates what the provider has and tagsched does not know, or knows as ended', async () => {
     await fakePool('fake-u');
     cloud.plant('fake-u', 'stranger-1', 'not-from-here');

@@ -24,6 +24,8 @@ export interface FakeCloud {
   plant(pool: string, id: string, name: string | null): void;
   /** Removes an instance as if the cloud lost it. */
   lose(id: string): void;
+  /** Marks an instance as ended by itself (listed as `gone`), at `endedAt` by the cloud's clock. */
+  end(id: string, endedAt: Date): void;
   /** Forgets everything, for the next test (the provisioner keeps this provider object). */
   reset(): void;
   unregister(): void;
@@ -44,6 +46,10 @@ export function registerFakeCloud(type: string): FakeCloud {
     },
     lose(id: string) {
       cloud.instances.delete(id);
+    },
+    end(id: string, endedAt: Date) {
+      const i = cloud.instances.get(id);
+      if (i) cloud.instances.set(id, { ...i, state: 'gone', endedAt });
     },
     reset() {
       next = 1;
