@@ -81,7 +81,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     connectionsPerAddress: config.limits.anonymousConnectionsPerAddress,
   });
   const authenticateClient = createClientAuth(throttle, log);
-  const contexts = createContextFactory({ orm, config, secrets, events, log, scheduler, metrics });
+  /** Set when stop() begins: /readyz answers 503 from then on, and workers' calls no longer mark them connected. */
+  let shuttingDown = false;
+  const contexts = createContextFactory({ orm, config, secrets, events, log, scheduler, metrics, stopping: () => shuttingDown });
 
   const httpContext = createHttpContext(orm, contexts, authenticateClient);
 
@@ -101,8 +103,6 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     context: ({ request, req }: { request: Request; req?: IncomingMessage }) => httpContext(request.headers.get('authorization'), req?.socket.remoteAddress ?? 'unknown'),
   });
 
-  /** Set when stop() begins: /readyz answers 503 from then on. */
-  let shuttingDown = false;
   const httpServer: Server = createServer(
     createHttpRouter({ orm, config, log, scheduler, metrics, yoga, authenticate: authenticateClient, anonymous, migrations, stopping: () => shuttingDown }),
   );

@@ -35,7 +35,17 @@ const identityKey = (viewer: Viewer | ViewerIdentity): string =>
  * subscribers of one change read it once, not 2,000 times. Each subscriber's own viewer decides what
  * it is sent. Between events a subscription holds no session.
  */
-export function createContextFactory(deps: { orm: MikroORM; config: Config; secrets: SecretBox; events: Events; log: Logger; scheduler: Scheduler; metrics: LifecycleRecorder }) {
+export function createContextFactory(deps: {
+  orm: MikroORM;
+  config: Config;
+  secrets: SecretBox;
+  events: Events;
+  log: Logger;
+  scheduler: Scheduler;
+  metrics: LifecycleRecorder;
+  /** Whether the process is stopping (Context.serverStopping); never, when absent. */
+  stopping?: () => boolean;
+}) {
   const { orm, config, scheduler } = deps;
   const eventSessions = new WeakMap<object, Session>();
   const open = (em: EntityManager = orm.em.fork()): Session => ({ em, loaders: createLoaders(em, config, scheduler.workers, scheduler), memo: new Map(), pothosCaches: new Map() });
@@ -66,6 +76,7 @@ export function createContextFactory(deps: { orm: MikroORM; config: Config; secr
       scheduler,
       metrics: deps.metrics,
       connection,
+      serverStopping: deps.stopping ?? (() => false),
       get em() {
         return session().em;
       },

@@ -43,4 +43,10 @@ export interface Context {
   readonly connection: ConnectionHandle | null;
   /** This process's metrics of the work lifecycle. */
   readonly metrics: LifecycleRecorder;
+  /**
+   * Whether this server process is stopping: a worker's calls then mark it seen but no longer
+   * connected (stop() records this process's workers disconnected; a call answered meanwhile must not
+   * undo that).
+   */
+  serverStopping(): boolean;
 }

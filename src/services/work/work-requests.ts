@@ -21,6 +21,8 @@ export interface WorkRequestDeps {
   scheduler: Scheduler;
   /** Told of completions (the run-time histogram); none when absent. */
   metrics?: LifecycleRecorder;
+  /** Whether this process is stopping (Context.serverStopping): a pull then marks its worker seen, not connected. */
+  serverStopping?: () => boolean;
 }
 
 const TERMINAL = ['COMPLETED', 'ABORTED'] as const;

@@ -7,24 +7,39 @@ import { UnauthenticatedError } from '../../errors.js';
 import { markInstanceRunning } from './instance-running.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 
-/** A worker called: it is seen now, and connected from now unless it already was (one statement). */
-export async function markSeen(em: EntityManager, workerId: number, now: Date): Promise<void> {
-  await em.execute('update worker set last_seen_at = ?, connected_at = coalesce(connected_at, ?) where id = ?', [now, now, workerId]);
+/**
+ * A worker called: it is seen now, and connected from now unless it already was (one statement). A
+ * process that is stopping (`connect` false) marks it seen only: it has recorded its workers
+ * disconnected, and the worker is connected again where it connects next.
+ */
+export async function markSeen(em: EntityManager, workerId: number, now: Date, connect = true): Promise<void> {
+  await em.execute(
+    `update worker set last_seen_at = ?, connected_at = ${connect ? 'coalesce(connected_at, ?)' : 'connected_at'} where id = ?`,
+    connect ? [now, now, workerId] : [now, workerId],
+  );
 }
 
 /**
  * A worker's agent says it is alive (and, when it is, that it is shutting down): the worker seen now,
- * connected from now unless it already was, its shutting-down flag set when given, in one statement.
+ * connected from now unless it already was (not when `connect` is false: markSeen), its shutting-down
+ * flag set when given, in one statement.
  */
-export async function heartbeat(em: EntityManager, viewer: Viewer, events: Events, input: { shuttingDown?: boolean | null }): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
+export async function heartbeat(
+  em: EntityManager,
+  viewer: Viewer,
+  events: Events,
+  input: { shuttingDown?: boolean | null },
+  connect = true,
+): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
   const me = requireWorker(viewer);
   const now = new Date();
   const [row] = await em.execute<Record<string, unknown>[]>(
-    `update worker w set last_seen_at = ?, connected_at = coalesce(w.connected_at, ?), shutting_down = coalesce(?::boolean, w.shutting_down)
+    `update worker w set last_seen_at = ?, connected_at = case when ? then coalesce(w.connected_at, ?) else w.connected_at end,
+            shutting_down = coalesce(?::boolean, w.shutting_down)
        from (select shutting_down from worker where id = ?) old
       where w.id = ?
      returning w.*, old.shutting_down as was_shutting_down_`,
-    [now, now, input.shuttingDown ?? null, me.id, me.id],
+    [now, connect, now, input.shuttingDown ?? null, me.id, me.id],
   );
   if (!row) throw new UnauthenticatedError('the bearer token is for a worker that no longer exists');
   const { was_shutting_down_: wasShuttingDown, ...columns } = row;

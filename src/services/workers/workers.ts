@@ -156,14 +156,24 @@ export async function activateWorker(em: EntityManager, viewer: Viewer, config: 
   );
 }
 
-/** A worker reports its dynamic metadata: stored, tags recomputed, bad tags dropped and recorded, never refused for them. */
-export async function reportWorkerMetadata(em: EntityManager, viewer: Viewer, config: Config, events: Events, input: { metadata: WorkerMetadataInput }): Promise<Worker> {
+/**
+ * A worker reports its dynamic metadata: stored, tags recomputed, bad tags dropped and recorded, never
+ * refused for them. It is seen, and connected unless `connect` is false (a stopping process: markSeen).
+ */
+export async function reportWorkerMetadata(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Config,
+  events: Events,
+  input: { metadata: WorkerMetadataInput },
+  connect = true,
+): Promise<Worker> {
   const worker = requireWorker(viewer);
   worker.dynamicMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
   const now = new Date();
   worker.lastSeenAt = now;
   worker.metadataReportedAt = now;
-  worker.connectedAt ??= now;
+  if (connect) worker.connectedAt ??= now;
   refreshWorkerTags(worker, await loadPool(em, worker), config);
   await em.flush();
   if (worker.pool) await markInstanceRunning(em, worker.id, now);
