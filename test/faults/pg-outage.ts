@@ -54,6 +54,12 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
         )
       ).data!.createWorkRequest.id as string;
       expect(await pushed.next(1, 60_000)).toEqual([{ assignments: { id: forProbe } }]);
+      // Running work is the worker's only while it is heard from (TAGSCHED_HEARTBEAT_TIMEOUT_SECONDS, 6
+      // in these tests), and the probe was last heard from at its metadata report, before the cuts:
+      // it heartbeats first, as an agent does, or the lease sweep could take its work back between
+      // its start and its completion.
+      const beat = await f.gql(server.url, `mutation { heartbeat(input: {}) { __typename } }`, {}, probeToken);
+      expect(beat.data!.heartbeat).toEqual({ __typename: 'HeartbeatPayload' });
       for (const op of ['startWorkRequest', 'completeWorkRequest']) {
         const r = await f.gql(
           server.url,
