@@ -16,7 +16,7 @@
 import { performance } from 'node:perf_hooks';
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
-import { requestOverConnection } from '../src/agent/client.js';
+import { connectionRequests } from '../src/agent/client.js';
 import { DOCUMENTS } from '../src/agent/operations.js';
 
 /** How a worker of the cycle sends its acknowledgements and reports. */
@@ -125,7 +125,7 @@ class CycleWorker {
   private readonly queue: string[] = [];
   private busy = false;
   private waitingSince = 0;
-  private readonly cuts = new Set<(event?: unknown) => void>();
+  private readonly inFlight = connectionRequests();
   readonly ready: Promise<void>;
 
   constructor(
@@ -153,9 +153,7 @@ class CycleWorker {
       connectionParams: { authorization: `Bearer ${token}` },
       onNonLazyError: (err) => stats.onError(err),
     });
-    this.client.on('closed', (event) => {
-      for (const cut of [...this.cuts]) cut(event);
-    });
+    this.client.on('closed', (event) => this.inFlight.cutAll(event));
     this.ready = new Promise((resolve, reject) => {
       this.client.on('connected', () => resolve());
       this.client.on('closed', (e) => reject(new Error(`closed before connecting: ${JSON.stringify(e)}`)));
@@ -190,10 +188,7 @@ class CycleWorker {
   /** One mutation as the agent sends it: over the connection, or over HTTP. */
   private send(query: string, variables: Record<string, unknown>): Promise<Record<string, any>> {
     if (this.over === 'http') return this.gql(this.url, query, variables, this.token);
-    return requestOverConnection(this.client, query, variables, 600_000, (cut) => {
-      this.cuts.add(cut);
-      return () => this.cuts.delete(cut);
-    });
+    return this.inFlight.send(this.client, query, variables, 600_000);
   }
 
   private async drain(): Promise<void> {

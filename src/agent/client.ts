@@ -176,9 +176,10 @@ export interface AssignmentStream {
  * (errorOfResponse). A connection cut before the answer fails the operation (TransientError) instead
  * of letting graphql-ws send it again on the next connection; so does no answer within `timeoutMs`.
  * `onCut` registers the function the caller's close handler calls, with the close event: a close that
- * refuses the token (4401, 4403) is an AuthError, as over HTTP.
+ * refuses the token (4401, 4403) is an AuthError, as over HTTP. Callers use it through
+ * connectionRequests, which keeps that registry.
  */
-export function requestOverConnection(
+function requestOverConnection(
   c: Client,
   query: string,
   variables: Record<string, unknown> | undefined,
@@ -228,6 +229,37 @@ export function requestOverConnection(
   });
 }
 
+/** The operations one owner has in flight over its graphql-ws connection. */
+export interface ConnectionRequests {
+  /** How many are in flight. */
+  readonly size: number;
+  /** Sends one over `c`: its answer, or the error it stands for (requestOverConnection). */
+  send(c: Client, query: string, variables: Record<string, unknown> | undefined, timeoutMs: number): Promise<Record<string, unknown>>;
+  /**
+   * Fails every one in flight as cut: the owner calls it when their connection closes, with the close
+   * event (a refused token is then an AuthError), or with none when it drops the connection itself.
+   */
+  cutAll(event?: unknown): void;
+}
+
+/** A registry of the operations in flight over one owner's connection (the agent's stream, the benchmark's workers). */
+export function connectionRequests(): ConnectionRequests {
+  const cuts = new Set<(event?: unknown) => void>();
+  return {
+    get size() {
+      return cuts.size;
+    },
+    send: (c, query, variables, timeoutMs) =>
+      requestOverConnection(c, query, variables, timeoutMs, (cut) => {
+        cuts.add(cut);
+        return () => cuts.delete(cut);
+      }),
+    cutAll(event) {
+      for (const cut of [...cuts]) cut(event);
+    },
+  };
+}
+
 /**
  * Subscribes to `assignments` and keeps the subscription alive: graphql-ws retries cut
  * connections (backoff with jitter, every failure but a refused token), a ping unanswered for
@@ -247,10 +279,10 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
   let restarts = 0;
   let client: Client | null = null;
   let open = false; // the current client's connection is acknowledged and not closed
-  const cuts = new Set<(event?: unknown) => void>(); // operations in flight over it, failed when it closes
+  const inFlight = connectionRequests(); // operations over it, failed when it closes
   const cutAll = (event?: unknown) => {
     open = false;
-    for (const cut of [...cuts]) cut(event);
+    inFlight.cutAll(event);
   };
   let restartTimer: NodeJS.Timeout | undefined;
   // Why the last connection ended or the last attempt failed, for the reconnecting line: an operator
@@ -366,11 +398,8 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
       if (client) await disposeQuietly(client);
     },
     request(query, variables) {
-      if (closed || !open || !client || cuts.size >= MAX_CONNECTION_REQUESTS) return null;
-      return requestOverConnection(client, query, variables, o.requestTimeoutMs, (cut) => {
-        cuts.add(cut);
-        return () => cuts.delete(cut);
-      });
+      if (closed || !open || !client || inFlight.size >= MAX_CONNECTION_REQUESTS) return null;
+      return inFlight.send(client, query, variables, o.requestTimeoutMs);
     },
   };
 }

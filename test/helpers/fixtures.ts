@@ -81,6 +81,16 @@ export const AMD64_METADATA = {
   tasks: [{ type: 'worker', name: 'sbuild', version: 1 }],
 };
 
+/** An amd64 machine that runs noop: what the WebSocket tests' workers report. */
+export const NOOP_METADATA = {
+  architectures: ['amd64'],
+  cpuCount: 4,
+  totalPhysicalMemory: 8 * 1024 ** 3,
+  diskFree: 60 * 1024 ** 3,
+  executors: ['unshare'],
+  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
+};
+
 /** Reports dynamic metadata with a worker token and returns the worker as the server then sees it. */
 export async function reportMetadata(t: TestApp, workerToken: string, metadata: Json = AMD64_METADATA): Promise<Json> {
   return expectResult(

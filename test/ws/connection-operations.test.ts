@@ -7,12 +7,13 @@
 import { parse } from 'graphql';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_UNAUTHORIZED } from '../../src/app.js';
-import { AuthError, openAssignmentStream, preferConnection, requestOverConnection, type AssignmentStream } from '../../src/agent/client.js';
+import { AuthError, connectionRequests, openAssignmentStream, preferConnection, type AssignmentStream } from '../../src/agent/client.js';
 import { createLogger } from '../../src/agent/log.js';
 import { DOCUMENTS, OVER_CONNECTION, createApi } from '../../src/agent/operations.js';
 import { runsOnConnectionIdentity } from '../../src/ws/connection-identity.js';
 import { loadConfig } from '../../src/config.js';
 import { useTestApp } from '../helpers/app.js';
+import { NOOP_METADATA } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
 const t = useTestApp();
@@ -20,22 +21,13 @@ let url: string;
 let aliceToken: string;
 const disposers: (() => unknown)[] = [];
 
-const META = {
-  architectures: ['amd64'],
-  cpuCount: 4,
-  totalPhysicalMemory: 8 * 1024 ** 3,
-  diskFree: 60 * 1024 ** 3,
-  executors: ['unshare'],
-  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
-};
-
 /** Workers registered by the test running: disabled after it, so that the next test's work goes to its own. */
 const registered: string[] = [];
 
 async function registerWorker(name: string): Promise<string> {
   const token = (await t.gql(`mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name })).data!.registerWorker
     .token as string;
-  await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
+  await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, token);
   registered.push(name);
   return token;
 }
@@ -54,15 +46,9 @@ function connect(token: string) {
   const { client, closed } = wsClient(url, token);
   disposers.push(() => client.dispose());
   const assignments = collect<{ assignments: { id: string } }>(client, DOCUMENTS.assignments);
-  const cuts = new Set<(event?: unknown) => void>();
-  client.on('closed', (event) => {
-    for (const cut of [...cuts]) cut(event);
-  });
-  const send = (query: string, variables: Record<string, unknown>) =>
-    requestOverConnection(client, query, variables, 10_000, (cut) => {
-      cuts.add(cut);
-      return () => cuts.delete(cut);
-    });
+  const inFlight = connectionRequests();
+  client.on('closed', (event) => inFlight.cutAll(event));
+  const send = (query: string, variables: Record<string, unknown>) => inFlight.send(client, query, variables, 10_000);
   return { client, closed, assignments, send };
 }
 
@@ -216,7 +202,7 @@ describe('a connection at its limit of operations', () => {
     await small.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
     const token = (await small.gql(`mutation { registerWorker(input: { name: "busy", concurrency: 8 }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
       .token as string;
-    await small.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
+    await small.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, token);
     let viaHttp = 0;
     const http = async (query: string, variables?: Record<string, unknown>) => {
       viaHttp++;

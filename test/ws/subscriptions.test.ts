@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_UNAUTHORIZED } from '../../src/app.js';
 import { useTestApp } from '../helpers/app.js';
+import { NOOP_METADATA } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
 const t = useTestApp();
@@ -8,15 +9,6 @@ let url: string;
 let workerToken: string;
 let aliceToken: string;
 const clients: { dispose(): void | Promise<void> }[] = [];
-
-const META = {
-  architectures: ['amd64'],
-  cpuCount: 4,
-  totalPhysicalMemory: 8 * 1024 ** 3,
-  diskFree: 60 * 1024 ** 3,
-  executors: ['unshare'],
-  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
-};
 
 async function noop(token: string, workspace = 'debian/main') {
   const r = await t.gql(
@@ -34,7 +26,7 @@ beforeAll(async () => {
   aliceToken = (await t.gql(`mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`)).data!.createUser.token;
   await t.gql(`mutation { setWorkspaceMember(input: { workspace: "debian/main", username: "alice" }) { __typename } }`);
   workerToken = (await t.gql(`mutation { registerWorker(input: { name: "w1" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token;
-  await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, workerToken);
+  await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, workerToken);
 });
 afterAll(async () => {
   for (const c of clients) await c.dispose();
@@ -111,7 +103,7 @@ describe('graphql-ws on the GraphQL port', () => {
     clients.push(admin.client);
     const seen = collect(admin.client, `subscription($n: String) { workerChanged(name: $n) { name status activeWorkCount } }`, { n: name });
     await new Promise((r) => setTimeout(r, 200));
-    const report = () => t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, freshToken);
+    const report = () => t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, freshToken);
     await report();
     expect(await seen.next(1)).toEqual([{ workerChanged: { name, status: 'IDLE', activeWorkCount: 0 } }]);
     await noop(aliceToken);
