@@ -1,4 +1,18 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+/**
+ * The process suites: real server processes and agents started, killed, cut off and restarted (the
+ * fault tests, the pools' instances over their lifetimes, workflows end to end, the agent's isolation
+ * and measurements on the kernel). They are slow and heavy on two cores, so they run apart:
+ * `npm run test:processes` (TAGSCHED_TEST_PROCESSES=1), two files at a time, after `npm test` in CI.
+ */
+const PROCESS_SUITES = [
+  'test/faults/**/*.test.ts',
+  'test/provisioner/{faults,instance-end,instance-logs,interruption,loop,retirement,rollout}.test.ts',
+  'test/workflows/pipeline.test.ts',
+  'test/agent/{isolation,statistics}.test.ts',
+];
+const processes = process.env.TAGSCHED_TEST_PROCESSES === '1';
 
 export default defineConfig({
   resolve: {
@@ -9,11 +23,12 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }],
   },
   test: {
-    include: ['test/**/*.test.ts'],
+    include: processes ? PROCESS_SUITES : ['test/**/*.test.ts'],
+    exclude: processes ? configDefaults.exclude : [...configDefaults.exclude, ...PROCESS_SUITES],
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
     // Vitest's default is cores - 1, one worker on this 2-core machine; database tests wait on I/O.
-    maxWorkers: 3,
+    maxWorkers: processes ? 2 : 3,
     // Files share a worker process: MikroORM and yoga are imported once per worker, not per file.
     isolate: false,
     testTimeout: 30_000,
