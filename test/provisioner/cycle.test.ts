@@ -64,6 +64,18 @@ const DEMAND = `{ provisioningDemand { pools { pool { name degraded lastError } 
 
 const boot = (index: number) => bootLaunched(t, cloud, index);
 
+/** A pool of one instance whose worker (booted) has pulled and started a request: its id and the worker's token. */
+async function runningOnFirstInstance(pool: string): Promise<{ id: string; token: string }> {
+  await fakePool(pool, { maxActiveInstances: 1 });
+  const [id] = await queue(1);
+  await cycle();
+  const token = await boot(0);
+  const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+  expect(pulled.requestWork.workRequest.id).toBe(id);
+  await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+  return { id, token };
+}
+
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
 });
@@ -173,13 +185,7 @@ describe('the provisioner cycle', () => {
   });
 
   it('terminates the worker of an instance the provider lost, re-queues its running work, and replaces it', async () => {
-    await fakePool('fake-l', { maxActiveInstances: 1 });
-    const [id] = await queue(1);
-    await cycle();
-    const token = await boot(0);
-    const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
-    expect(pulled.requestWork.workRequest.id).toBe(id);
-    await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+    const { id, token } = await runningOnFirstInstance('fake-l');
 
     cloud.lose('fake-1');
     expect(await cycle(true)).toMatchObject({ lost: 1, launched: 1 });
@@ -193,13 +199,7 @@ describe('the provisioner cycle', () => {
   });
 
   it('takes an end the provider dates after the cycle began (its clock ahead, or the instance ended while listed) as the instance’s own, at the cycle’s time', async () => {
-    await fakePool('fake-e', { maxActiveInstances: 1 });
-    const [id] = await queue(1);
-    await cycle();
-    const token = await boot(0);
-    const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
-    expect(pulled.requestWork.workRequest.id).toBe(id);
-    await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+    const { id } = await runningOnFirstInstance('fake-e');
 
     cloud.end('fake-1', new Date(Date.now() + 60_000));
     const before = Date.now();
