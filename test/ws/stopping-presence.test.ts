@@ -28,7 +28,7 @@ const presence = async (name: string) =>
   )[0];
 
 async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 600; i++) {
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 50));
   }
