@@ -2,15 +2,14 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * The process suites: real server processes and agents started, killed, cut off and restarted (the
- * fault tests, the pools' instances over their lifetimes, workflows end to end, the agent's isolation
- * and measurements on the kernel). They are slow and heavy on two cores, so they run apart:
+ * fault tests, the pools' instances over their lifetimes, workflows end to end). They are slow and
+ * heavy on two cores, so they run apart:
  * `npm run test:processes` (TAGSCHED_TEST_PROCESSES=1), two files at a time, after `npm test` in CI.
  */
 const PROCESS_SUITES = [
   'test/faults/**/*.test.ts',
   'test/provisioner/{faults,instance-end,instance-logs,interruption,loop,retirement,rollout}.test.ts',
   'test/workflows/pipeline.test.ts',
-  'test/agent/{isolation,statistics}.test.ts',
 ];
 const processes = process.env.TAGSCHED_TEST_PROCESSES === '1';
 
