@@ -1,7 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { intArray, toDate } from '../../db/arrays.js';
-import { activeWorkSql, freeSlots } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import type { Assignment } from './assign.js';
@@ -27,25 +26,25 @@ export async function assignNextWork(
   options: { skipLocked?: boolean } = {},
 ): Promise<Assignment | null> {
   // The worker, locked, and the newest class id (to refresh the cache only when behind).
-  const [w] = await em.execute<{ id: number; type: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number }[]>(
-    `select w.id, w.type, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
+  const [w] = await em.execute<{ id: number; type: string; available: boolean; provided_tags: string[]; required_tags: string[]; latest_class: number }[]>(
+    `select w.id, w.type, ${availableSql('w')} as available, w.provided_tags, w.required_tags,
             (select coalesce(max(id), 0) from task_class) as latest_class
        from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
     [...availableParams(now, config.metadataFreshMs), workerId],
   );
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
   if (!w.available) return null;
-  // Its load in a statement of its own: one that started before the lock was granted would still see
-  // the snapshot from before a concurrent call of the same worker committed its assignment.
-  const [{ active }] = await em.execute<{ active: number }[]>(`select ${activeWorkSql('?')} as active`, [workerId]);
-  if (freeSlots(w.concurrency, active) === 0) return null;
+  // Its free slot is judged by the assigning statement below, not by the locking one: a statement that
+  // started before the lock was granted would still see the snapshot from before a concurrent call of
+  // the same worker committed its assignment.
 
   await cache.refreshIfBehind(em, w.latest_class);
   const eligible = cache.eligibleFor({ type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const [r] = await em.execute<{ heads: number; id: number | null; workspace_id: number | null; pending_at: Date | string | null }[]>(ASSIGN_FIRST_SQL, [
+    const [r] = await em.execute<{ free: boolean; heads: number; id: number | null; workspace_id: number | null; pending_at: Date | string | null }[]>(ASSIGN_FIRST_SQL, [
+      workerId,
       intArray(eligible),
       perClass,
       perClass,
@@ -54,7 +53,7 @@ export async function assignNextWork(
       workerId,
     ]);
     if (r.id !== null) return { workRequestId: r.id, workerId, workspaceId: r.workspace_id!, pendingAt: toDate(r.pending_at) };
-    if (r.heads === 0) return null; // nothing this worker may run
+    if (!r.free || r.heads === 0) return null; // its slots are full, or nothing is left that it may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper
   }
   return null;
