@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { intArray, toDate } from '../../db/arrays.js';
+import { activeWorkSql, freeSlots } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import type { Assignment } from './assign.js';
@@ -26,25 +27,25 @@ export async function assignNextWork(
   options: { skipLocked?: boolean } = {},
 ): Promise<Assignment | null> {
   // The worker, locked, and the newest class id (to refresh the cache only when behind).
-  const [w] = await em.execute<{ id: number; type: string; available: boolean; provided_tags: string[]; required_tags: string[]; latest_class: number }[]>(
-    `select w.id, w.type, ${availableSql('w')} as available, w.provided_tags, w.required_tags,
+  const [w] = await em.execute<{ id: number; type: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number }[]>(
+    `select w.id, w.type, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
             (select coalesce(max(id), 0) from task_class) as latest_class
        from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
     [...availableParams(now, config.metadataFreshMs), workerId],
   );
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
   if (!w.available) return null;
-  // Its free slot is judged by the assigning statement below, not by the locking one: a statement that
-  // started before the lock was granted would still see the snapshot from before a concurrent call of
-  // the same worker committed its assignment.
+  // Its load in a statement of its own: one that started before the lock was granted would still see
+  // the snapshot from before a concurrent call of the same worker committed its assignment.
+  const [{ active }] = await em.execute<{ active: number }[]>(`select ${activeWorkSql('?')} as active`, [workerId]);
+  if (freeSlots(w.concurrency, active) === 0) return null;
 
   await cache.refreshIfBehind(em, w.latest_class);
   const eligible = cache.eligibleFor({ type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const [r] = await em.execute<{ free: boolean; heads: number; id: number | null; workspace_id: number | null; pending_at: Date | string | null }[]>(ASSIGN_FIRST_SQL, [
-      workerId,
+    const [r] = await em.execute<{ heads: number; id: number | null; workspace_id: number | null; pending_at: Date | string | null }[]>(ASSIGN_FIRST_SQL, [
       intArray(eligible),
       perClass,
       perClass,
@@ -53,7 +54,7 @@ export async function assignNextWork(
       workerId,
     ]);
     if (r.id !== null) return { workRequestId: r.id, workerId, workspaceId: r.workspace_id!, pendingAt: toDate(r.pending_at) };
-    if (!r.free || r.heads === 0) return null; // its slots are full, or nothing is left that it may run
+    if (r.heads === 0) return null; // nothing this worker may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper
   }
   return null;

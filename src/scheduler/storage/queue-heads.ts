@@ -1,4 +1,3 @@
-import { hasFreeSlotSql } from '../rules/active-work.js';
 import { effectivePrioritySql, headsOrderSql, queueOrderSql } from '../rules/queue-order.js';
 import { notBackedOffSql } from '../rules/release-backoff.js';
 import { assignSql } from './assign.js';
@@ -56,19 +55,14 @@ export const LOCK_ALL_SQL = `
    for update skip locked`;
 
 /**
- * One worker's pull in one statement: whether the worker has a free slot (hasFreeSlotSql, read by this
- * statement, which its caller starts once it holds the worker's row lock: it sees every assignment
- * committed before that lock was granted), and if so the heads of its eligible classes, the first of
- * them still PENDING, not backed off from this worker (rules/release-backoff.ts) and not locked by
- * another caller (SKIP LOCKED), assigned to it (assignSql). Parameters: the worker, the eligible
- * classes, the heads per class (twice), notBackedOffParams, the time of the assignment, the worker.
- * Returns whether it had a free slot (none: nothing is read or assigned), how many heads there were
- * (none: nothing to do; some but no id: all taken by concurrent callers, look deeper), and the
- * assignment.
+ * One worker's pull in one statement: the heads of its eligible classes, the first of them still
+ * PENDING, not backed off from this worker (rules/release-backoff.ts) and not locked by another caller
+ * (SKIP LOCKED), assigned to it (assignSql). Parameters: the eligible classes, the heads per class
+ * (twice), notBackedOffParams, the time of the assignment, the worker. Returns how many heads there
+ * were (none: nothing to do; some but no id: all taken by concurrent callers, look deeper).
  */
 export const ASSIGN_FIRST_SQL = `
-  with free as (select ${hasFreeSlotSql('k')} as ok from worker k where k.id = ?),
-  heads as (select e.* from (${CLASS_HEADS_EVEN_SQL}) e where (select ok from free)),
+  with heads as (${CLASS_HEADS_EVEN_SQL}),
   pick as (
     select w.id from work_request w join heads h on h.id = w.id
      where w.status = 'PENDING' and ${notBackedOffSql('w')}
@@ -77,5 +71,5 @@ export const ASSIGN_FIRST_SQL = `
      for update of w skip locked
   ),
   assigned as (${assignSql('(select pick.id, ?::int from pick)')})
-  select coalesce((select ok from free), false) as free, (select count(*) from heads)::int as heads, (select id from assigned) as id,
-         (select workspace_id from assigned) as workspace_id, (select pending_at from assigned) as pending_at`;
+  select (select count(*) from heads)::int as heads, (select id from assigned) as id, (select workspace_id from assigned) as workspace_id,
+         (select pending_at from assigned) as pending_at`;
