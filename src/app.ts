@@ -14,6 +14,7 @@ import { createHousekeeping } from './housekeeping.js';
 import { createErrorMasking } from './http/error-masking.js';
 import { createHttpContext } from './http/graphql-context.js';
 import { createHttpRouter } from './http/router.js';
+import { trackOperationsInFlight } from './http/operations-in-flight.js';
 import { createAnonymousLimits } from './limits/anonymous.js';
 import { createAuthThrottle } from './limits/auth-throttle.js';
 import { graphqlLimitPlugins } from './limits/graphql.js';
@@ -36,6 +37,9 @@ import { settleDependents } from './services/workflows/settle-dependents.js';
 import { CLOSE_CODES } from './ws/connections.js';
 import { startWsServer } from './ws/server.js';
 import { createTokenGuard } from './ws/token-guard.js';
+
+/** How long stop() waits for the GraphQL operations running when it begins (operations-in-flight.ts). */
+const OPERATIONS_DRAIN_MS = 10_000;
 
 /** The WebSocket close code for a missing, wrong, disabled, revoked or expired token. */
 export const CLOSE_UNAUTHORIZED = CLOSE_CODES.unauthorized;
@@ -87,11 +91,12 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
 
   const httpContext = createHttpContext(orm, contexts, authenticateClient);
 
+  const operations = trackOperationsInFlight();
   const yoga = createYoga<Record<string, unknown>, Context>({
     schema,
     // The parse guard goes last: each onParse hook wraps the parser the ones before it set (the token
     // limit brings its own), so only the last one sees every stack overflow.
-    plugins: [...graphqlLimitPlugins(config, log), metrics.graphqlPlugin(), useParseGuard()],
+    plugins: [...graphqlLimitPlugins(config, log), metrics.graphqlPlugin(), operations.plugin, useParseGuard()],
     // A client-fixable error keeps its message and code; anything else is a bug: logged, masked.
     maskedErrors: { maskError: createErrorMasking(log) },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
@@ -164,6 +169,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       await provisioner.stop();
       await serverWorkers.stop();
       await scheduler.stop();
+      // Calls that began before the stop (and so may still mark their worker connected) end first.
+      await operations.drain(OPERATIONS_DRAIN_MS);
       // The workers connected here are marked disconnected before the database closes: one statement
       // instead of each socket's onDisconnect, which would race the ORM's close and leave them
       // "connected" for the other processes' passes to give work they cannot receive.
@@ -171,6 +178,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
       httpServer.closeAllConnections();
       await closed;
+      // Operations still running (their sockets are closed) end before the database closes under them.
+      await operations.drain(OPERATIONS_DRAIN_MS);
       await events.close?.();
       await orm.close(true);
       await embedded?.stop();

@@ -1,0 +1,52 @@
+import type { Plugin } from 'graphql-yoga';
+
+/**
+ * The GraphQL queries and mutations this process is executing (over HTTP or a WebSocket: both go
+ * through the app's enveloped execute). stop() waits for those already running when it begins before
+ * it records its workers disconnected (a heartbeat, pull or metadata report that read "not stopping"
+ * could otherwise mark a worker connected after that record) and again before it closes the database
+ * (so that none fails on a closed pool). Subscriptions are not counted: they end with their sockets.
+ */
+export interface OperationsInFlight {
+  /** The yoga plugin that counts them. */
+  readonly plugin: Plugin;
+  /** How many are running. */
+  readonly running: number;
+  /**
+   * Resolves once every operation running now has ended (later ones are not waited for), or after
+   * `timeoutMs`, whichever comes first; true when they all ended.
+   */
+  drain(timeoutMs: number): Promise<boolean>;
+}
+
+export function trackOperationsInFlight(): OperationsInFlight {
+  const running = new Set<Promise<void>>();
+  return {
+    plugin: {
+      onExecute() {
+        let end!: () => void;
+        const ended = new Promise<void>((resolve) => (end = resolve));
+        running.add(ended);
+        return {
+          onExecuteDone() {
+            running.delete(ended);
+            end();
+          },
+        };
+      },
+    },
+    get running() {
+      return running.size;
+    },
+    async drain(timeoutMs) {
+      if (!running.size) return true;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+      try {
+        return await Promise.race([Promise.all([...running]).then(() => true as const), late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
