@@ -1,6 +1,6 @@
 /**
  * PostgreSQL going away under load, shared by the two variants: every connection of the service to
- * its database terminated (pg-backends.test.ts, in the normal suite), and a real restart of the
+ * its database terminated (pg-backends.test.ts, in `npm run test:processes`), and a real restart of the
  * PostgreSQL server (pg-restart.test.ts, alone, behind `npm run test:pg-restart`).
  */
 import { expect, it } from 'vitest';
@@ -15,14 +15,15 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
   const retrying = <T>(what: string, fn: () => Promise<T>) => until(what, fn, 60_000, 200);
 
   it('under load: the service and its listener recover by themselves, no request is lost or run twice, and new work still reaches a subscribed worker through LISTEN/NOTIFY', async () => {
-    // Lost pushes reach the agents with their next heartbeat (every second); the probe, which never
-    // heartbeats, gets a long ack lease, so that a slow machine does not take its work back.
+    // Lost pushes reach the agents with their next heartbeat (every second); the probe, which heartbeats
+    // only once its push has arrived, gets a long ack lease, so that a slow machine does not take its
+    // work back.
     const server = await f.server({ TAGSCHED_ACK_TIMEOUT_SECONDS: '30' });
     const agents = [await f.agent({ name: 'a', url: server.url, concurrency: 2, sleep: '0.3' }), await f.agent({ name: 'b', url: server.url, concurrency: 2, sleep: '0.3' })];
 
     // A probe: a server-type worker that runs only servernoop (the agents cannot), subscribed over a
-    // WebSocket and never heartbeating, so an assignment can only reach it as a push, through NOTIFY
-    // and the server's LISTEN connection.
+    // WebSocket and not heartbeating until its push has arrived, so an assignment can only reach it as
+    // a push, through NOTIFY and the server's LISTEN connection.
     const probeToken = (await f.gql(server.url, `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
       .token as string;
     const probe = wsClient(server.url, probeToken);

@@ -1,8 +1,8 @@
 /**
  * A stand-in cloud for the provisioner's tests, registered through the provider registry: it keeps
  * its instances in memory, records every call (with the account it was given), and can be told to
- * fail launches (a ProviderError of any kind), to hang (a timeout), to lose an instance, or to hold
- * one tagsched never launched. It starts no machine: a test plays the agent with the activation
+ * fail launches (a ProviderError of any kind), to hang (a timeout), to lose an instance, to end one
+ * by itself (listed as gone, at a time of its own clock), or to hold one tagsched never launched. It starts no machine: a test plays the agent with the activation
  * token of the LaunchSpec it recorded.
  */
 import { registerProvider } from '../../src/provisioner/providers.js';

@@ -86,5 +86,5 @@ describe('a stopping server', () => {
     } finally {
       await client.dispose();
     }
-  });
+  }, 90_000);
 });

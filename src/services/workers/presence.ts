@@ -13,10 +13,8 @@ import { requireWorker, type Viewer } from '../identity/auth.js';
  * disconnected, and the worker is connected again where it connects next.
  */
 export async function markSeen(em: EntityManager, workerId: number, now: Date, connect = true): Promise<void> {
-  await em.execute(
-    `update worker set last_seen_at = ?, connected_at = ${connect ? 'coalesce(connected_at, ?)' : 'connected_at'} where id = ?`,
-    connect ? [now, now, workerId] : [now, workerId],
-  );
+  if (connect) await em.execute('update worker set last_seen_at = ?, connected_at = coalesce(connected_at, ?) where id = ?', [now, now, workerId]);
+  else await em.execute('update worker set last_seen_at = ? where id = ?', [now, workerId]);
 }
 
 /**
