@@ -86,6 +86,8 @@ export function createServerWorkers(deps: {
   const streams: AsyncIterator<unknown>[] = [];
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | null = null;
+  // The tick running, if any: stop() waits for it, so that its write cannot land after the disconnection.
+  let ticking: Promise<void> | null = null;
 
   /** Creates or takes over the row of one server worker, taking back what a previous process of that name held. */
   async function register(name: string): Promise<{ id: number; name: string } | null> {
@@ -236,7 +238,9 @@ export function createServerWorkers(deps: {
       }
       if (!workers.length) return;
       log.info({ workers: workers.map((w) => w.name), concurrency: config.serverWorkerConcurrency, tasks: runners.map((r) => r.name) }, 'server workers started');
-      timer = setInterval(() => void tick().catch((err: unknown) => log.warn({ err }, 'server worker heartbeat failed')), tickMsOf(config));
+      timer = setInterval(() => {
+        ticking = tick().catch((err: unknown) => log.warn({ err }, 'server worker heartbeat failed'));
+      }, tickMsOf(config));
       timer.unref();
       for (const w of workers) void fill(w);
     },
@@ -244,6 +248,7 @@ export function createServerWorkers(deps: {
       if (stopping.signal.aborted) return;
       stopping.abort();
       if (timer) clearInterval(timer);
+      await ticking; // its "connected" lands before the disconnection below, not after it
       await Promise.all(streams.map((s) => s.return?.()));
       if (!workers.length) return;
       let grace: NodeJS.Timeout | undefined;
