@@ -10,6 +10,7 @@ import { createLogger } from '../../src/log.js';
 import { secondAppConfig, useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA, registerWorker } from '../helpers/fixtures.js';
 import { wsClient } from '../helpers/ws.js';
+import { until } from '../faults/harness.js';
 
 const t = useTestApp();
 let b: App | undefined;
@@ -27,14 +28,6 @@ const presence = async (name: string) =>
     )
   )[0];
 
-async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 describe('a stopping server', () => {
   it('answers a worker’s heartbeat, pull and metadata report without marking it connected again', async () => {
     const token = await registerWorker(t, 'leaving');
@@ -42,7 +35,7 @@ describe('a stopping server', () => {
     const { url } = await app.start();
     const { client } = wsClient(url, token);
     try {
-      await waitFor('the worker to be connected', async () => (await presence('leaving')).connected);
+      await until('the worker to be connected', async () => (await presence('leaving')).connected, 30_000, 50);
 
       // Its stop is held once it has recorded its workers disconnected, before its database closes.
       const gate = new Promise<void>((resolve) => (release = resolve));
