@@ -61,7 +61,7 @@ builder.mutationFields((t) => ({
     description: 'Worker token: the agent is alive (lighter than a metadata report)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: { input: t.arg({ type: HeartbeatInput, required: true, description: 'Whether the agent is shutting down' }) },
-    resolve: (_r, { input }, ctx) => heartbeat(ctx.em, ctx.viewer, ctx.events, input, !ctx.serverStopping()),
+    resolve: (_r, { input }, ctx) => heartbeat(ctx.em, ctx.viewer, ctx.events, input, ctx.serverStopping()),
   }),
   releaseWorkRequest: t.field({
     type: WorkRequestRef,

@@ -308,7 +308,7 @@ builder.mutationFields((t) => ({
         description: "The calling worker's facts",
       }),
     },
-    resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input, !ctx.serverStopping()),
+    resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input, ctx.serverStopping()),
   }),
   setWorkerStaticMetadata: t.field({
     type: WorkerRef,

@@ -22,7 +22,7 @@ import { markSeen } from '../workers/presence.js';
 export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | null> {
   const worker = requireWorker(deps.viewer);
   // A worker that asks is alive: the call counts as a heartbeat.
-  await markSeen(deps.em, worker.id, new Date(), !deps.serverStopping?.());
+  await markSeen(deps.em, worker.id, new Date(), deps.serverStopping?.() ?? false);
   const assignment = await deps.scheduler.requestWork(worker.id);
   if (!assignment) return null;
   // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED). The

@@ -8,36 +8,56 @@ import { markInstanceRunning } from './instance-running.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 
 /**
- * A worker called: it is seen now, and connected from now unless it already was (one statement). A
- * process that is stopping (`connect` false) marks it seen only: it has recorded its workers
- * disconnected, and the worker is connected again where it connects next.
+ * What a worker's call (a pull, a heartbeat, a metadata report) records of its presence, in its one
+ * home: the worker is seen now, and connected from now unless it already was; but while this process
+ * is stopping (Context.serverStopping) it is seen only, since the process has recorded its workers
+ * disconnected and the worker is connected again where it connects next. A SET list over a `worker`
+ * row, and its parameters; markSeen, heartbeat and reportWorkerMetadata all write it.
  */
-export async function markSeen(em: EntityManager, workerId: number, now: Date, connect = true): Promise<void> {
-  if (connect) await em.execute('update worker set last_seen_at = ?, connected_at = coalesce(connected_at, ?) where id = ?', [now, now, workerId]);
-  else await em.execute('update worker set last_seen_at = ? where id = ?', [now, workerId]);
+export function seenByCall(now: Date, stopping: boolean): { set: string; params: unknown[] } {
+  return {
+    set: 'last_seen_at = ?, connected_at = case when ?::boolean then connected_at else coalesce(connected_at, ?) end',
+    params: [now, stopping, now],
+  };
+}
+
+/** A worker called: {@link seenByCall}, in one statement. */
+export async function markSeen(em: EntityManager, workerId: number, now: Date, stopping: boolean): Promise<void> {
+  const seen = seenByCall(now, stopping);
+  await em.execute(`update worker set ${seen.set} where id = ?`, [...seen.params, workerId]);
 }
 
 /**
- * A worker's agent says it is alive (and, when it is, that it is shutting down): the worker seen now,
- * connected from now unless it already was (not when `connect` is false: markSeen), its shutting-down
- * flag set when given, in one statement.
+ * A worker called, answered with its row: {@link seenByCall} in one statement, the worker as it is
+ * then (merged into `em`'s identity map).
+ */
+export async function markSeenReturning(em: EntityManager, workerId: number, now: Date, stopping: boolean): Promise<Worker> {
+  const seen = seenByCall(now, stopping);
+  const [row] = await em.execute<Record<string, unknown>[]>(`update worker set ${seen.set} where id = ? returning *`, [...seen.params, workerId]);
+  if (!row) throw new UnauthenticatedError('the bearer token is for a worker that no longer exists');
+  return em.map(WorkerSchema, row);
+}
+
+/**
+ * A worker's agent says it is alive (and, when it is, that it is shutting down): {@link seenByCall},
+ * its shutting-down flag set when given, in one statement.
  */
 export async function heartbeat(
   em: EntityManager,
   viewer: Viewer,
   events: Events,
   input: { shuttingDown?: boolean | null },
-  connect = true,
+  stopping: boolean,
 ): Promise<{ worker: Worker; assigned: WorkRequest[] }> {
   const me = requireWorker(viewer);
-  const now = new Date();
+  const seen = seenByCall(new Date(), stopping);
+  // The SET list's columns are the updated row's (w); `old` has only shutting_down.
   const [row] = await em.execute<Record<string, unknown>[]>(
-    `update worker w set last_seen_at = ?, connected_at = case when ? then coalesce(w.connected_at, ?) else w.connected_at end,
-            shutting_down = coalesce(?::boolean, w.shutting_down)
+    `update worker w set ${seen.set}, shutting_down = coalesce(?::boolean, w.shutting_down)
        from (select shutting_down from worker where id = ?) old
       where w.id = ?
      returning w.*, old.shutting_down as was_shutting_down_`,
-    [now, connect, now, input.shuttingDown ?? null, me.id, me.id],
+    [...seen.params, input.shuttingDown ?? null, me.id, me.id],
   );
   if (!row) throw new UnauthenticatedError('the bearer token is for a worker that no longer exists');
   const { was_shutting_down_: wasShuttingDown, ...columns } = row;

@@ -11,6 +11,7 @@ import type { WorkerMetadata } from '../../tags/worker-tags.js';
 import { requireAdmin, requireWorker, type Viewer } from '../identity/auth.js';
 import { findWorker } from './find-worker.js';
 import { markInstanceRunning } from './instance-running.js';
+import { markSeenReturning } from './presence.js';
 import { issueToken } from '../identity/tokens.js';
 import { nameSchema, parseInput, zodProblems } from '../input/validate.js';
 import { staticMetadataProblems } from '../input/admin-input.js';
@@ -158,7 +159,7 @@ export async function activateWorker(em: EntityManager, viewer: Viewer, config: 
 
 /**
  * A worker reports its dynamic metadata: stored, tags recomputed, bad tags dropped and recorded, never
- * refused for them. It is seen, and connected unless `connect` is false (a stopping process: markSeen).
+ * refused for them. Then it is seen as any call makes it (presence.ts: seenByCall).
  */
 export async function reportWorkerMetadata(
   em: EntityManager,
@@ -166,16 +167,15 @@ export async function reportWorkerMetadata(
   config: Config,
   events: Events,
   input: { metadata: WorkerMetadataInput },
-  connect = true,
+  stopping: boolean,
 ): Promise<Worker> {
-  const worker = requireWorker(viewer);
-  worker.dynamicMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
+  const reporter = requireWorker(viewer);
+  reporter.dynamicMetadata = toWorkerMetadata(input.metadata, 'input.metadata');
   const now = new Date();
-  worker.lastSeenAt = now;
-  worker.metadataReportedAt = now;
-  if (connect) worker.connectedAt ??= now;
-  refreshWorkerTags(worker, await loadPool(em, worker), config);
+  reporter.metadataReportedAt = now;
+  refreshWorkerTags(reporter, await loadPool(em, reporter), config);
   await em.flush();
+  const worker = await markSeenReturning(em, reporter.id, now, stopping);
   if (worker.pool) await markInstanceRunning(em, worker.id, now);
   events.publish('workerChanged', { id: worker.id, name: worker.name });
   return worker;
