@@ -13,6 +13,7 @@ import {
   outdatedSql,
   outlived,
   outlivedSql,
+  assignmentCountFunctionsSql,
   reachedWorkRequestLimit,
   reachedWorkRequestLimitSql,
   templateFingerprint,
@@ -122,6 +123,15 @@ describe('retiring pool workers', () => {
         },
       ),
       { numRuns: 100 },
+    );
+    // The request limit runs in PostgreSQL's trigger functions: those installed are the rule module's.
+    const installed = await t.sql<{ proname: string; prosrc: string }>(
+      `select proname, prosrc from pg_proc where proname in ('worker_assignment_count_insert', 'worker_assignment_count_update') order by proname`,
+    );
+    expect(installed.map((f) => `create or replace function "${f.proname}"() returns trigger language plpgsql as $$${f.prosrc}$$;`)).toEqual(
+      assignmentCountFunctionsSql()
+        .sort((a, b) => a.name.localeCompare(b.name))
+        .map((f) => f.sql),
     );
     // Outdated: an instance's kept fingerprint against its pool's now (none kept: not outdated in SQL, null in TypeScript).
     const pool = { providerType: 'hetzner', specifications: { image: 'sbuild-2', instanceType: 'cx22' } };

@@ -4,8 +4,9 @@
  * without waiting for the idle timeout; demand then launches a replacement if the work asks for one.
  * A pool retires its workers
  * - after `maxWorkRequestsPerInstance` assignments (1: a fresh machine for each request). Counted by
- *   PostgreSQL as requests are assigned, in the assigning statement's transaction (the trigger
- *   `worker_assignment_count`, migration 20261128066000): the worker drains in the same transaction
+ *   PostgreSQL as requests are assigned, in the assigning statement's transaction (the triggers
+ *   `worker_assignment_count_*`, whose functions are {@link assignmentCountFunctionsSql}, installed
+ *   from here by a migration): the worker drains in the same transaction
  *   as its last allowed assignment, so no later statement can give it one more. A statement that
  *   assigns several requests to one worker at once (a pass filling a worker's free slots) counts them
  *   all, so a worker with a concurrency above its limit may get up to its concurrency in that statement;
@@ -15,9 +16,8 @@
  *   handler) than the pool has now ({@link templateFingerprint} differs). Only idle outdated workers
  *   retire, and at most `maxReplacingInstances` of a pool at a time, counting those retiring and the
  *   replacements still launching ({@link replacementRoom}): a rollout never takes more capacity than that away.
- * The TypeScript and the SQL of the lifetime and of outdated are pinned together by
- * test/provisioner/retirement-cycle.test.ts. The request limit runs as the trigger's own SQL (its
- * migration), checked there by behaviour; {@link reachedWorkRequestLimit} states it for the tests.
+ * The TypeScript and the SQL of each rule are pinned together by test/provisioner/retirement-cycle.test.ts,
+ * which also checks that the database's trigger functions are the ones written here.
  */
 import { createHash } from 'node:crypto';
 
@@ -39,6 +39,45 @@ export function reachedWorkRequestLimit(assigned: number, limit: number | null):
 
 /** {@link reachedWorkRequestLimit} in SQL, over SQL expressions for the count and the limit. */
 export const reachedWorkRequestLimitSql = (assigned: string, limit: string) => `(${limit} is not null and ${assigned} >= ${limit})`;
+
+/**
+ * The request limit as PostgreSQL applies it: the functions of the statement triggers on work_request
+ * (after insert and after update, over their transition tables `new_rows` and `old_rows`), which count
+ * the requests newly ASSIGNED to each worker of a pool with a limit, in one UPDATE of the workers per
+ * statement, and drain a worker that {@link reachedWorkRequestLimitSql reached it} with the reason
+ * WORK_REQUESTS in the same transaction. Workers of pools without a limit are neither counted nor written.
+ * A request newly ASSIGNED is one inserted as ASSIGNED, or updated to ASSIGNED or to another worker.
+ */
+export function assignmentCountFunctionsSql(): { name: string; sql: string }[] {
+  const reached = reachedWorkRequestLimitSql('w."assigned_total" + c.n', 'p."max_work_requests_per_instance"');
+  const body = (newlyAssigned: string) => `
+      begin
+        with counted as (${newlyAssigned})
+        update "worker" w
+           set "assigned_total" = w."assigned_total" + c.n,
+               "draining" = w."draining" or ${reached},
+               "retiring_reason" = coalesce(w."retiring_reason", case when ${reached} then '${RETIRING_REASONS.WORK_REQUESTS}' end)
+          from counted c, "worker_pool" p
+         where w."id" = c."worker_id" and p."id" = w."pool_id" and p."max_work_requests_per_instance" is not null;
+        return null;
+      end`;
+  const fn = (name: string, newlyAssigned: string) => ({
+    name,
+    sql: `create or replace function "${name}"() returns trigger language plpgsql as $$${body(newlyAssigned)}$$;`,
+  });
+  return [
+    fn(
+      'worker_assignment_count_update',
+      `select n."worker_id", count(*)::int as n from "new_rows" n join "old_rows" o on o."id" = n."id"
+        where n."status" = 'ASSIGNED' and n."worker_id" is not null and (o."status" <> 'ASSIGNED' or o."worker_id" is distinct from n."worker_id")
+        group by n."worker_id"`,
+    ),
+    fn(
+      'worker_assignment_count_insert',
+      `select n."worker_id", count(*)::int as n from "new_rows" n where n."status" = 'ASSIGNED' and n."worker_id" is not null group by n."worker_id"`,
+    ),
+  ];
+}
 
 /** Whether an instance created at `createdAt` has outlived its pool's maximum lifetime (null: none). */
 export function outlived(createdAt: Date | null, lifetimeSeconds: number | null, now: Date): boolean {
