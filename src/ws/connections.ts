@@ -11,6 +11,8 @@ export const CLOSE_CODES = {
   tooMany: 4429,
   /** The server is stopping: connect again (to another server process, or to this one once it is back). */
   goingAway: 1001,
+  /** The server could not accept the connection now (its database did not answer): connect again later. */
+  tryAgainLater: 1013,
 } as const;
 
 // setTimeout takes at most 2^31 - 1 ms (about 24.8 days); a later expiry re-arms the timer.

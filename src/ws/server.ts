@@ -3,7 +3,8 @@ import type { Server } from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
-import { useServer } from 'graphql-ws/use/ws';
+import type { Context as WsContext } from 'graphql-ws';
+import { useServer, type Extra } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ClientRefusal, type ClientAuth } from '../client-auth.js';
 import type { Config } from '../config.js';
@@ -113,55 +114,81 @@ export function startWsServer(deps: {
     return typeof auth === 'string' ? auth : null;
   };
 
+  /**
+   * A connection's init: its client authenticated (refused with 4401 or 4429), counted against the
+   * limits, and a worker recorded connected. False (the socket closed) when it is refused; an error
+   * when the database did not answer.
+   */
+  const acceptConnection = async (ctx: WsContext<Record<string, unknown>, Extra>): Promise<boolean> => {
+    const socket = ctx.extra.socket;
+    const address = addressOf(socket, ctx.extra.request);
+    let viewer: Viewer;
+    let expiresAt: Date | null;
+    try {
+      ({ viewer, expiresAt } = await authenticateClient(orm.em.fork(), authorizationOf(ctx.connectionParams), address));
+    } catch (err) {
+      if (!(err instanceof ClientRefusal)) throw err;
+      // 4401: the agent must not retry with the same token; 4429: it may, later.
+      socket.close(err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
+      return false;
+    }
+    const tokenId = tokenIdOf(viewer);
+    const handle: ConnectionHandle = {
+      tokenId,
+      stillValid: () => (tokenId === null ? Promise.resolve(true) : tokenGuard.isValid(tokenId)),
+      refuse: (reason) => socket.close(CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`),
+    };
+    if (viewer.kind === 'anonymous' && !deps.anonymous.openConnection(address)) {
+      const limit = deps.anonymous.settings.connectionsPerAddress;
+      log.info({ address, limit: 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS' }, 'connection refused: too many anonymous ones from its address');
+      socket.close(CLOSE_CODES.tooMany, `Too many requests: this address has ${limit} connections without a token open already (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`);
+      return false;
+    }
+    if (tokenId !== null && !registry.add(tokenId, socket, expiresAt)) {
+      log.warn({ tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' }, 'connection refused: too many for its token');
+      socket.close(CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
+      return false;
+    }
+    states.set(ctx, { identity: identityOf(viewer), handle, address });
+    deps.metrics?.connectionOpened(viewer.kind);
+    if (viewer.kind === 'worker') {
+      // A worker connecting while this process stops is turned away (it reconnects to another):
+      // its "connected" would land after stop() recorded this process's workers disconnected.
+      if (stopping) {
+        socket.close(CLOSE_CODES.goingAway, 'Going away: this server is stopping');
+        return false;
+      }
+      const id = viewer.worker.id;
+      workerOf.set(ctx, id);
+      workerConnections.set(id, (workerConnections.get(id) ?? 0) + 1);
+      try {
+        await inOrder(id, () => presence.connected(id));
+      } catch (err) {
+        // Not acknowledged, so no onDisconnect will come: the connection is no longer counted.
+        workerOf.delete(ctx);
+        const n = (workerConnections.get(id) ?? 1) - 1;
+        if (n > 0) workerConnections.set(id, n);
+        else workerConnections.delete(id);
+        throw err;
+      }
+    }
+    return true;
+  };
+
   const server = useServer<Record<string, unknown>>(
     {
       execute: (args) => (args.rootValue as { execute: (a: unknown) => unknown }).execute(args) as never,
       subscribe: (args) => (args.rootValue as { subscribe: (a: unknown) => unknown }).subscribe(args) as never,
       onConnect: async (ctx) => {
-        const socket = ctx.extra.socket;
-        const address = addressOf(socket, ctx.extra.request);
-        let viewer: Viewer;
-        let expiresAt: Date | null;
         try {
-          ({ viewer, expiresAt } = await authenticateClient(orm.em.fork(), authorizationOf(ctx.connectionParams), address));
+          return await acceptConnection(ctx);
         } catch (err) {
-          if (!(err instanceof ClientRefusal)) throw err;
-          // 4401: the agent must not retry with the same token; 4429: it may, later.
-          socket.close(err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
+          // The database did not answer (an outage, a restart): the client is told to try again later
+          // (1013, which graphql-ws clients retry), rather than graphql-ws's 4500 and its stack on stderr.
+          log.warn({ err }, 'could not accept a connection: told to try again later');
+          ctx.extra.socket.close(CLOSE_CODES.tryAgainLater, 'Try again later: the server could not accept the connection now');
           return false;
         }
-        const tokenId = tokenIdOf(viewer);
-        const handle: ConnectionHandle = {
-          tokenId,
-          stillValid: () => (tokenId === null ? Promise.resolve(true) : tokenGuard.isValid(tokenId)),
-          refuse: (reason) => socket.close(CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`),
-        };
-        if (viewer.kind === 'anonymous' && !deps.anonymous.openConnection(address)) {
-          const limit = deps.anonymous.settings.connectionsPerAddress;
-          log.info({ address, limit: 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS' }, 'connection refused: too many anonymous ones from its address');
-          socket.close(CLOSE_CODES.tooMany, `Too many requests: this address has ${limit} connections without a token open already (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`);
-          return false;
-        }
-        if (tokenId !== null && !registry.add(tokenId, socket, expiresAt)) {
-          log.warn({ tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' }, 'connection refused: too many for its token');
-          socket.close(CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
-          return false;
-        }
-        states.set(ctx, { identity: identityOf(viewer), handle, address });
-        deps.metrics?.connectionOpened(viewer.kind);
-        if (viewer.kind === 'worker') {
-          // A worker connecting while this process stops is turned away (it reconnects to another):
-          // its "connected" would land after stop() recorded this process's workers disconnected.
-          if (stopping) {
-            socket.close(CLOSE_CODES.goingAway, 'Going away: this server is stopping');
-            return false;
-          }
-          const id = viewer.worker.id;
-          workerOf.set(ctx, id);
-          workerConnections.set(id, (workerConnections.get(id) ?? 0) + 1);
-          await inOrder(id, () => presence.connected(id));
-        }
-        return true;
       },
       onClose: (ctx) => {
         const state = states.get(ctx);
