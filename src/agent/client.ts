@@ -263,8 +263,9 @@ export function connectionRequests(): ConnectionRequests {
 /**
  * Subscribes to `assignments` and keeps the subscription alive: graphql-ws retries cut
  * connections (backoff with jitter, every failure but a refused token), a ping unanswered for
- * `keepAliveMs` counts as a cut, and an error that graphql-ws gives up on (a 4500 while the
- * server's database is down, a completed subscription) starts a new client after a backoff.
+ * `keepAliveMs` counts as a cut (as does a 1013, try again later, from a server whose database did not
+ * answer), and an error that graphql-ws gives up on (a 4500 internal error, a 4429, a completed
+ * subscription) starts a new client after a backoff.
  */
 export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStream {
   const { log } = o;
