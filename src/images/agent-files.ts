@@ -89,6 +89,8 @@ export function agentUnit(): string {
     'Restart=on-failure',
     'RestartSec=10s',
     `RestartPreventExitStatus=${NO_RESTART_EXIT_CODES.join(' ')}`,
+    // Its cgroup's memory controller is the agent's to hand down: each run gets a leaf of its own (src/agent/cgroup.ts).
+    'Delegate=memory',
     'KillMode=mixed',
     'TimeoutStopSec=6h',
     '',

@@ -57,7 +57,7 @@ const ARTIFACTS = path.resolve('test/artifacts');
 /** A line the UEFI test's user data adds to the provisioner's, for the check of the grown root. */
 const ROOT_MARK = 'tagsched-boot-check root-bytes';
 
-const WORK = `query($id: ID!) { workRequest(id: $id) { status result worker { name } log(limit: 1048576) { text } } }`;
+const WORK = `query($id: ID!) { workRequest(id: $id) { status result worker { name } log(limit: 1048576) { text } statistics { memoryMethod peakMemoryBytes cpuSeconds } } }`;
 const INSTANCES = `query($p: String!) { workerPool(name: $p) { instances { edges { node { name state error requestedAt startedAt stoppingAt terminatedAt } } } } }`;
 const INSTANCE_LOG = `query($n: String!) { instance(name: $n) { state log(tailBytes: 1048576) { text bytes } } }`;
 
@@ -311,6 +311,11 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         expect(manifest.packages.find((p) => p.name === 'sbuild')!.version.startsWith(version![1])).toBe(true);
         for (const failure of ['E: unable to to unshare', 'E: unshare failed', 'invalid idmap', 'bad exit status', 'E: unable to access']) expect(log).not.toContain(failure);
         expect(log).toMatch(/E: auto-creating chroot failed|E: session cannot start without chroot/);
+        // Measured in a memory cgroup of its own on the guest's unified hierarchy: the image's service
+        // delegates the memory controller to the agent (Delegate=memory), and Debian's kernel has memory.peak.
+        expect(built.statistics).toMatchObject({ memoryMethod: 'CGROUP_V2' });
+        expect(built.statistics.peakMemoryBytes).toBeGreaterThan(1024 * 1024);
+        figures.qemuPoolSbuildRunStatistics = built.statistics;
 
         // Nothing more to do: the idle timeout stops it, the agent drains, the machine powers off.
         const ended = await until(
