@@ -16,8 +16,10 @@ export function capText(value: unknown, max = LOG_TEXT_MAX_CHARS): string {
 /**
  * Errors as logged. A driver error's message is the SQL with its parameters written in
  * (`insert into … values ('<5 MiB>', '<sealed account>') - value too long\n - detail: …`): only
- * PostgreSQL's own words are kept, after the last " - " of the first part, and its `detail` and
- * `where` (which quote the row: "Key (name)=(…)", "JSON data, line 1: …") are dropped. Every message is capped, and the stack keeps its frames, not the message it starts with.
+ * PostgreSQL's (or the connection's) own words are kept, after the last " - " of the first part, and its `detail` and
+ * `where` (which quote the row: "Key (name)=(…)", "JSON data, line 1: …") are dropped. A driver error
+ * is one of the ORM's `…Exception`s carrying PostgreSQL's `routine`, or whose message has the SQL in
+ * front (a connection lost during a statement: "Connection terminated unexpectedly" carries no routine). Every message is capped, and the stack keeps its frames, not the message it starts with.
  */
 export function serializeError(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { message: capText(err) };
@@ -25,7 +27,7 @@ export function serializeError(err: unknown): Record<string, unknown> {
   const original = (err as { originalError?: unknown }).originalError;
   if (err.name === 'GraphQLError' && original instanceof Error) return { ...serializeError(original), graphqlPath: (err as { path?: unknown }).path };
   const e = err as Error & { code?: unknown; routine?: unknown; constraint?: unknown; table?: unknown; column?: unknown; cause?: unknown };
-  const driver = /Exception$/.test(e.name) && typeof e.code === 'string' && 'routine' in e;
+  const driver = /Exception$/.test(e.name) && ((typeof e.code === 'string' && 'routine' in e) || e.message.split('\n')[0].includes(' - '));
   const head = driver ? e.message.split('\n - detail: ')[0] : e.message;
   const message = driver ? head.slice(head.lastIndexOf(' - ') + 3) : e.message;
   const out: Record<string, unknown> = { type: e.name, message: capText(message, driver ? LOG_TEXT_MAX_CHARS : 2 * LOG_TEXT_MAX_CHARS) };

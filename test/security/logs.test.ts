@@ -1,4 +1,6 @@
+import { DriverException } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
+import { serializeError } from '../../src/log.js';
 import { loadConfig } from '../../src/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, ERROR_FIELDS, expectResult, registerWorker } from '../helpers/fixtures.js';
@@ -34,6 +36,15 @@ describe('what the log keeps of client input', () => {
     expect(text).not.toContain('provider_account');
     if (row.n === 1) return; // stored (the NUL accepted somewhere): nothing was logged about it
     expect(capture.bytesSince(from)).toBeLessThan(8 * 1024);
+  });
+});
+
+describe('errors as logged', () => {
+  it('a connection lost during a statement is logged with its own words, not the statement and its parameters', () => {
+    const lost = new DriverException(new Error(`select t.* from token t where t.hash = 'c0ffee-TOKEN-HASH' - Connection terminated unexpectedly`));
+    const logged = serializeError(lost);
+    expect(logged).toMatchObject({ type: 'DriverException', message: 'Connection terminated unexpectedly' });
+    expect(JSON.stringify(logged)).not.toContain('c0ffee-TOKEN-HASH');
   });
 });
 
