@@ -11,9 +11,32 @@ export const CLOSE_CODES = {
   tooMany: 4429,
   /** The server is stopping: connect again (to another server process, or to this one once it is back). */
   goingAway: 1001,
-  /** The server could not accept the connection now (its database did not answer): connect again later. */
+  /** The server could not accept the connection now (its database failed a statement): connect again later. */
   tryAgainLater: 1013,
 } as const;
+
+/** The longest close reason the WebSocket protocol carries, in UTF-8 bytes (RFC 6455: a control frame's 125, less the code's 2). */
+export const CLOSE_REASON_MAX_BYTES = 123;
+
+/** A close reason as the protocol can carry it: cut to {@link CLOSE_REASON_MAX_BYTES} between two characters, with "…" where it was cut. */
+export function closeReason(reason: string): string {
+  if (Buffer.byteLength(reason) <= CLOSE_REASON_MAX_BYTES) return reason;
+  const room = CLOSE_REASON_MAX_BYTES - Buffer.byteLength('…');
+  let cut = '';
+  let bytes = 0;
+  for (const ch of reason) {
+    const size = Buffer.byteLength(ch);
+    if (bytes + size > room) break;
+    bytes += size;
+    cut += ch;
+  }
+  return `${cut}…`;
+}
+
+/** Closes a WebSocket with `code` and `reason`, the reason cut to what the protocol carries (ws throws on a longer one). */
+export function closeSocket(socket: Closable, code: number, reason: string): void {
+  socket.close(code, closeReason(reason));
+}
 
 // setTimeout takes at most 2^31 - 1 ms (about 24.8 days); a later expiry re-arms the timer.
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -33,7 +56,7 @@ export function createConnectionRegistry(options: { maxPerToken: number; now?: (
       () => {
         timers.delete(socket);
         if (expiresAt.getTime() > now()) armExpiry(socket, expiresAt);
-        else socket.close(CLOSE_CODES.unauthorized, 'Unauthorized: the bearer token has expired');
+        else closeSocket(socket, CLOSE_CODES.unauthorized, 'Unauthorized: the bearer token has expired');
       },
       Math.max(0, Math.min(wait, MAX_TIMER_MS)),
     );
@@ -63,7 +86,7 @@ export function createConnectionRegistry(options: { maxPerToken: number; now?: (
       let closed = 0;
       for (const id of tokenIds) {
         for (const socket of byToken.get(id) ?? []) {
-          socket.close(CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`);
+          closeSocket(socket, CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`);
           closed++;
         }
       }

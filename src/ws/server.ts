@@ -1,6 +1,6 @@
 import { anonymousRateMessage, type AnonymousLimits } from '../limits/anonymous.js';
 import type { Server } from 'node:http';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import { DriverException, type MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { Context as WsContext } from 'graphql-ws';
@@ -15,7 +15,7 @@ import type { Logger } from '../log.js';
 import { identityOf, tokenIdOf, viewerIn, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
 import { createPresenceWriter, markManyConnected, markManyDisconnected } from '../services/workers/presence.js';
 import { runsOnConnectionIdentity } from './connection-identity.js';
-import { CLOSE_CODES, createConnectionRegistry } from './connections.js';
+import { CLOSE_CODES, closeSocket, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
 
 /** What one graphql-ws connection keeps: who it is, its token, and the handle its subscriptions check. */
@@ -129,24 +129,24 @@ export function startWsServer(deps: {
     } catch (err) {
       if (!(err instanceof ClientRefusal)) throw err;
       // 4401: the agent must not retry with the same token; 4429: it may, later.
-      socket.close(err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
+      closeSocket(socket, err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
       return false;
     }
     const tokenId = tokenIdOf(viewer);
     const handle: ConnectionHandle = {
       tokenId,
       stillValid: () => (tokenId === null ? Promise.resolve(true) : tokenGuard.isValid(tokenId)),
-      refuse: (reason) => socket.close(CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`),
+      refuse: (reason) => closeSocket(socket, CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`),
     };
     if (viewer.kind === 'anonymous' && !deps.anonymous.openConnection(address)) {
       const limit = deps.anonymous.settings.connectionsPerAddress;
       log.info({ address, limit: 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS' }, 'connection refused: too many anonymous ones from its address');
-      socket.close(CLOSE_CODES.tooMany, `Too many requests: this address has ${limit} connections without a token open already (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`);
+      closeSocket(socket, CLOSE_CODES.tooMany, `Too many requests: ${limit} connections without a token open from this address (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`);
       return false;
     }
     if (tokenId !== null && !registry.add(tokenId, socket, expiresAt)) {
       log.warn({ tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' }, 'connection refused: too many for its token');
-      socket.close(CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
+      closeSocket(socket, CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
       return false;
     }
     states.set(ctx, { identity: identityOf(viewer), handle, address });
@@ -155,7 +155,7 @@ export function startWsServer(deps: {
       // A worker connecting while this process stops is turned away (it reconnects to another):
       // its "connected" would land after stop() recorded this process's workers disconnected.
       if (stopping) {
-        socket.close(CLOSE_CODES.goingAway, 'Going away: this server is stopping');
+        closeSocket(socket, CLOSE_CODES.goingAway, 'Going away: this server is stopping');
         return false;
       }
       const id = viewer.worker.id;
@@ -164,15 +164,35 @@ export function startWsServer(deps: {
       try {
         await inOrder(id, () => presence.connected(id));
       } catch (err) {
-        // Not acknowledged, so no onDisconnect will come: the connection is no longer counted.
-        workerOf.delete(ctx);
-        const n = (workerConnections.get(id) ?? 1) - 1;
-        if (n > 0) workerConnections.set(id, n);
-        else workerConnections.delete(id);
+        uncount(ctx, id);
         throw err;
+      }
+      // Closed while it was being recorded (onClose ran): graphql-ws calls no onDisconnect for a
+      // connection it had not acknowledged, so its end is recorded here.
+      if (!states.has(ctx)) {
+        uncount(ctx, id);
+        return false;
       }
     }
     return true;
+  };
+
+  /**
+   * A worker connection that will not be acknowledged (its "connected" failed, or it closed meanwhile)
+   * is no longer counted; when it was the worker's last in this process, the worker's disconnection is
+   * recorded after its writes so far, as onDisconnect does (a "connected" that failed partway may have
+   * been written).
+   */
+  const uncount = (ctx: object, id: number) => {
+    workerOf.delete(ctx);
+    const n = (workerConnections.get(id) ?? 1) - 1;
+    if (n > 0) return void workerConnections.set(id, n);
+    workerConnections.delete(id);
+    void inOrder(id, async () => {
+      if (!workerConnections.has(id) && !stopping) await presence.disconnected(id);
+    }).catch((err: unknown) => {
+      if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
+    });
   };
 
   const server = useServer<Record<string, unknown>>(
@@ -183,10 +203,12 @@ export function startWsServer(deps: {
         try {
           return await acceptConnection(ctx);
         } catch (err) {
-          // The database did not answer (an outage, a restart): the client is told to try again later
-          // (1013, which graphql-ws clients retry), rather than graphql-ws's 4500 and its stack on stderr.
-          log.warn({ err }, 'could not accept a connection: told to try again later');
-          ctx.extra.socket.close(CLOSE_CODES.tryAgainLater, 'Try again later: the server could not accept the connection now');
+          // The database failed a statement (an outage, a restart): the client is told to try again
+          // later (1013, which graphql-ws clients retry), rather than graphql-ws's 4500 and its stack on
+          // stderr. Anything else is a fault of the server's own, for graphql-ws to answer with 4500.
+          if (!(err instanceof DriverException)) throw err;
+          if (!stopping) log.warn({ err, address: addressOf(ctx.extra.socket, ctx.extra.request) }, 'could not accept a connection: its database failed');
+          closeSocket(ctx.extra.socket, CLOSE_CODES.tryAgainLater, 'Try again later: the server could not reach its database');
           return false;
         }
       },

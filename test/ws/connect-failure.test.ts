@@ -1,11 +1,13 @@
 /**
- * A WebSocket whose init the server cannot complete because its database did not answer is told to
- * try again later (1013, which graphql-ws clients retry by themselves), not closed with graphql-ws's
- * internal error (4500, with a stack printed on stderr). And the process does not count that
- * connection as one of the worker's: its next connection's end is recorded as a disconnection.
- * The failure is PostgreSQL's own: a trigger refuses the statement that records the worker connected.
+ * A WebSocket whose init the server cannot complete because its database failed is told to try again
+ * later (1013, which graphql-ws clients retry by themselves), not closed with graphql-ws's internal
+ * error (4500, with a stack printed on stderr). And a worker's connection that is not acknowledged (its
+ * "connected" failed, or it closed while that was being written) is not counted as one of the
+ * worker's: its end is recorded as a disconnection. The failures and delays are PostgreSQL's own: a
+ * trigger refuses, or slows down, the statement that records the worker connected.
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import WebSocket from 'ws';
 import { useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
 import { wsClient } from '../helpers/ws.js';
@@ -15,30 +17,63 @@ const t = useTestApp();
 let url: string;
 beforeAll(async () => {
   ({ url } = await t.app.start());
+  await t.sql(`create function refuse_connected() returns trigger language plpgsql as $$ begin raise exception 'refused by the test'; end $$`);
+  await t.sql(`create function slow_connected() returns trigger language plpgsql as $$ begin perform pg_sleep(1.5); return new; end $$`);
 });
 afterEach(() => vi.restoreAllMocks());
 
-const connected = async (name: string) => (await t.sql<{ connected: boolean }>(`select connected_at is not null as connected from worker where name = ?`, [name]))[0].connected;
+const presence = async (name: string) =>
+  (await t.sql<{ connected: boolean; seen: boolean }>(`select connected_at is not null as connected, last_seen_at is not null as seen from worker where name = ?`, [name]))[0];
 
-describe('a connection the database could not record', () => {
-  it('is told to try again later, and is not counted as the worker’s', async () => {
+describe('a worker connection that is not acknowledged', () => {
+  it('is told to try again later when the database refuses its "connected", and is not counted as the worker’s', async () => {
     const token = await registerWorker(t, 'unrecorded');
     const printed = vi.spyOn(console, 'error');
-    await t.sql(`create function refuse_connected() returns trigger language plpgsql as $$ begin raise exception 'refused by the test'; end $$`);
     await t.sql(
       `create trigger refuse_connected before update of connected_at on worker for each row
        when (old.name = 'unrecorded' and new.connected_at is not null) execute function refuse_connected()`,
     );
 
     const refused = wsClient(url, token);
-    expect(await refused.closed).toEqual({ code: 1013, reason: 'Try again later: the server could not accept the connection now' });
+    expect(await refused.closed).toEqual({ code: 1013, reason: 'Try again later: the server could not reach its database' });
     expect(printed).not.toHaveBeenCalled();
-    expect(await connected('unrecorded')).toBe(false);
+    expect((await presence('unrecorded')).connected).toBe(false);
 
     await t.sql(`drop trigger refuse_connected on worker`);
     const next = wsClient(url, token);
-    await until('the worker to be connected', () => connected('unrecorded'), 30_000, 50);
+    await until('the worker to be connected', async () => (await presence('unrecorded')).connected, 30_000, 50);
     await next.client.dispose();
-    await until('its disconnection to be recorded', async () => !(await connected('unrecorded')), 30_000, 50);
+    await until('its disconnection to be recorded', async () => !(await presence('unrecorded')).connected, 30_000, 50);
+  }, 90_000);
+
+  it('that closes while its "connected" is written has its end recorded', async () => {
+    const token = await registerWorker(t, 'hasty');
+    await t.sql(
+      `create trigger slow_connected before update of connected_at on worker for each row
+       when (old.name = 'hasty' and new.connected_at is not null) execute function slow_connected()`,
+    );
+    try {
+      const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws');
+      await new Promise<void>((resolve, reject) => {
+        socket.once('open', () => resolve());
+        socket.once('error', reject);
+      });
+      socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token}` } }));
+      // Gone before the server could acknowledge it: its "connected" is still being written.
+      await new Promise((r) => setTimeout(r, 300));
+      socket.close();
+      // The "connected" lands (the worker seen), and then its end is recorded.
+      await until(
+        'the worker seen and not connected',
+        async () => {
+          const p = await presence('hasty');
+          return p.seen && !p.connected;
+        },
+        30_000,
+        50,
+      );
+    } finally {
+      await t.sql(`drop trigger slow_connected on worker`);
+    }
   }, 90_000);
 });

@@ -28,8 +28,8 @@ export async function markSeen(em: EntityManager, workerId: number, now: Date, s
 }
 
 /**
- * A worker called, answered with its row: {@link seenByCall} in one statement, the worker as it is
- * then (merged into `em`'s identity map).
+ * A worker called, answered with its row: {@link seenByCall} in one statement, the row it returns
+ * merged into `em`'s identity map (MikroORM keeps a value already loaded where the row has null).
  */
 export async function markSeenReturning(em: EntityManager, workerId: number, now: Date, stopping: boolean): Promise<Worker> {
   const seen = seenByCall(now, stopping);
