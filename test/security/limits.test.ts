@@ -295,8 +295,8 @@ describe('the failure throttle reserves each attempt before its lookup', () => {
 });
 
 /** A raw graphql-ws connection from a chosen local address: its messages as they come, and how it closed. */
-async function rawSocket(from: string, token: string | null) {
-  const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
+async function rawSocket(from: string, token: string | null, base = url) {
+  const socket = new WebSocket(base.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
   const messages: Record<string, any>[] = [];
   socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
   const closed = new Promise<{ code: number; reason: string }>((r) => socket.once('close', (code, reason) => r({ code, reason: reason.toString() })));
@@ -338,6 +338,19 @@ describe('callers without a token are bounded per address', () => {
     const again = await rawSocket(from, null);
     await until('the freed place to be taken', async () => again.acked);
     for (const c of [...open.slice(1), withToken, again]) c.socket.close();
+  });
+
+  it('WebSocket, at the default limit of 50: the 51st closed with 4429 and a reason that names the setting', async () => {
+    const from = '127.0.0.11';
+    const open = await Promise.all(Array.from({ length: 50 }, () => rawSocket(from, null, defaultsUrl)));
+    expect(open.every((c) => c.acked)).toBe(true);
+    const refused = await rawSocket(from, null, defaultsUrl);
+    expect(refused.acked).toBe(false);
+    expect(await refused.closed).toEqual({
+      code: 4429,
+      reason: 'Too many requests: 50 connections without a token open from this address (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)',
+    });
+    for (const c of open) c.socket.close();
   });
 
   it('WebSocket: each anonymous operation counts as a request of its address', async () => {
