@@ -124,7 +124,8 @@ describe('retiring pool workers', () => {
       ),
       { numRuns: 100 },
     );
-    // The request limit runs in PostgreSQL's trigger functions: those installed are the rule module's.
+    // The request limit runs in PostgreSQL's trigger functions: those the migrations installed are the
+    // rule module's (a change there without a migration that installs it fails here).
     const installed = await t.sql<{ proname: string; prosrc: string }>(
       `select proname, prosrc from pg_proc where proname in ('worker_assignment_count_insert', 'worker_assignment_count_update') order by proname`,
     );

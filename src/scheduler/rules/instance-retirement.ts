@@ -5,8 +5,8 @@
  * A pool retires its workers
  * - after `maxWorkRequestsPerInstance` assignments (1: a fresh machine for each request). Counted by
  *   PostgreSQL as requests are assigned, in the assigning statement's transaction (the triggers
- *   `worker_assignment_count_*`, whose functions are {@link assignmentCountFunctionsSql}, installed
- *   from here by a migration): the worker drains in the same transaction
+ *   `worker_assignment_count_*`, whose functions are {@link assignmentCountFunctionsSql}, as a
+ *   migration wrote them into the database): the worker drains in the same transaction
  *   as its last allowed assignment, so no later statement can give it one more. A statement that
  *   assigns several requests to one worker at once (a pass filling a worker's free slots) counts them
  *   all, so a worker with a concurrency above its limit may get up to its concurrency in that statement;
@@ -17,7 +17,8 @@
  *   retire, and at most `maxReplacingInstances` of a pool at a time, counting those retiring and the
  *   replacements still launching ({@link replacementRoom}): a rollout never takes more capacity than that away.
  * The TypeScript and the SQL of each rule are pinned together by test/provisioner/retirement-cycle.test.ts,
- * which also checks that the database's trigger functions are the ones written here.
+ * which also checks that the trigger functions the migrations leave in the database are the ones
+ * written here: a change of the request limit here needs a migration that installs it.
  */
 import { createHash } from 'node:crypto';
 
