@@ -22,6 +22,15 @@ export function presentsMetricsToken(req: IncomingMessage, token: string): boole
   return timingSafeEqual(digest(presented), digest(token));
 }
 
+/**
+ * The exposition with every not-a-number sample spelt `NaN`, as the text format writes it: prom-client
+ * writes `Nan` (its event-loop lag gauges are NaN when a scrape follows the last one by less than
+ * their sampling interval).
+ */
+export function spellNaN(text: string): string {
+  return text.replace(/ Nan$/gm, ' NaN');
+}
+
 /** Answers a scrape. */
 export async function serveMetrics(
   req: IncomingMessage,
@@ -47,6 +56,6 @@ export async function serveMetrics(
     res.writeHead(503, { 'content-type': 'text/plain' }).end('the database gauges could not be read\n');
     return;
   }
-  const text = await Registry.merge([deps.metrics.registry, database]).metrics();
+  const text = spellNaN(await Registry.merge([deps.metrics.registry, database]).metrics());
   res.writeHead(200, { 'content-type': deps.metrics.registry.contentType }).end(req.method === 'HEAD' ? undefined : text);
 }

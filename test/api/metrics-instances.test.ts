@@ -2,8 +2,9 @@
  * The instances gauge of /metrics (docs/design.md: operating): live instances by pool and state, a zero for each
  * pool and live state with none, finished instances left out; labels bounded by the pools' names.
  */
-import { getMetricsFromIterator, type PromData } from 'prom2javascript';
+import type { PromData } from 'prom2javascript';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parseMetrics } from '../helpers/metrics.js';
 import { LIVE_INSTANCE_STATES } from '../../src/entities/instance.js';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, createPool, expectResult } from '../helpers/fixtures.js';
@@ -18,7 +19,7 @@ beforeAll(async () => {
 
 async function instanceSamples(): Promise<Record<string, number>> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  const metrics = await getMetricsFromIterator(text.split('\n')[Symbol.iterator]());
+  const metrics = await parseMetrics(text);
   expect(metrics.tagsched_instances?.type).toBe('gauge');
   return Object.fromEntries((metrics.tagsched_instances.data as PromData[]).map((d) => [`${d.labels.pool} ${d.labels.state}`, d.value]));
 }

@@ -1,5 +1,7 @@
-import { getMetricsFromIterator, type PromHistogramData } from 'prom2javascript';
+import type { PromHistogramData } from 'prom2javascript';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { spellNaN } from '../../src/metrics/endpoint.js';
+import { parseMetrics } from '../helpers/metrics.js';
 import { ANONYMOUS_OPERATION, MAX_OPERATION_NAMES, OTHER_OPERATION } from '../../src/metrics/process-metrics.js';
 import { useTestApp } from '../helpers/app.js';
 
@@ -13,7 +15,7 @@ beforeAll(async () => {
 
 async function operationCounts(): Promise<Map<string, number>> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  const metrics = await getMetricsFromIterator(text.split('\n')[Symbol.iterator]());
+  const metrics = await parseMetrics(text);
   const data = metrics.tagsched_graphql_request_duration_seconds.data as PromHistogramData[];
   return new Map(data.map((h) => [`${h.labels.type} ${h.labels.operation}`, h.count]));
 }
@@ -36,5 +38,19 @@ describe('the operation label of GraphQL durations', () => {
     const named = [...counts.keys()].filter((k) => !k.endsWith(ANONYMOUS_OPERATION) && !k.endsWith(OTHER_OPERATION));
     expect(named.length).toBe(MAX_OPERATION_NAMES);
     expect(counts.get(`query ${OTHER_OPERATION}`)).toBe(1 + 21 + 1);
+  });
+});
+
+describe('the exposition', () => {
+  it('spells a not-a-number sample NaN, as the text format does, where prom-client writes Nan', () => {
+    const written = ['# TYPE nodejs_eventloop_lag_mean_seconds gauge', 'nodejs_eventloop_lag_mean_seconds Nan', 'x{a="Nan"} 1', 'y 2'].join('\n');
+    expect(spellNaN(written).split('\n')).toEqual(['# TYPE nodejs_eventloop_lag_mean_seconds gauge', 'nodejs_eventloop_lag_mean_seconds NaN', 'x{a="Nan"} 1', 'y 2']);
+  });
+
+  it('has no Nan in scrapes that follow each other at once', async () => {
+    for (let i = 0; i < 5; i++) {
+      const texts = await Promise.all([1, 2].map(async () => (await fetch(`${base}/metrics`)).text()));
+      for (const text of texts) expect(text).not.toMatch(/ Nan$/m);
+    }
   });
 });

@@ -4,8 +4,9 @@
  * test/provisioner/fake-cloud.ts), and the database gauges of each pool's health, limits and
  * runtime, the oldest pending request's age, and pending requests labelled by task and architecture.
  */
-import { getMetricsFromIterator, type PromData } from 'prom2javascript';
+import type { PromData } from 'prom2javascript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseMetrics } from '../helpers/metrics.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, sbuild, submitOk } from '../helpers/fixtures.js';
 import { registerFakeCloud } from '../provisioner/fake-cloud.js';
@@ -24,7 +25,7 @@ beforeAll(async () => {
 
 async function scrape(): Promise<Record<string, { type: string; data: PromData[] }>> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  return (await getMetricsFromIterator(text.split('\n')[Symbol.iterator]())) as Record<string, { type: string; data: PromData[] }>;
+  return (await parseMetrics(text)) as Record<string, { type: string; data: PromData[] }>;
 }
 const value = (m: Record<string, { data: PromData[] }>, name: string, labels: Record<string, string>) =>
   m[name]?.data.find((d) => Object.entries(labels).every(([k, v]) => d.labels[k] === v))?.value;

@@ -1,5 +1,6 @@
-import { getMetricsFromIterator, type PromData, type PromHistogramData, type PromMetrics } from 'prom2javascript';
+import type { PromData, PromHistogramData, PromMetrics } from 'prom2javascript';
 import { describe, expect, it } from 'vitest';
+import { parseMetrics } from '../helpers/metrics.js';
 import { settled, until, useFleet } from './harness.js';
 
 // /metrics of real server processes, parsed by a Prometheus text-format parser, after a scripted
@@ -13,7 +14,7 @@ const FAIL_WHEN_ASKED = `if grep -q '"result":false'; then echo "asked to fail";
 async function scrape(graphqlUrl: string, token?: string): Promise<{ status: number; text: string; metrics: PromMetrics }> {
   const res = await fetch(graphqlUrl.replace(/\/graphql$/, '/metrics'), { headers: token ? { authorization: `Bearer ${token}` } : {} });
   const text = await res.text();
-  const metrics = res.status === 200 ? await getMetricsFromIterator(text.split('\n')[Symbol.iterator]()) : {};
+  const metrics = res.status === 200 ? await parseMetrics(text) : {};
   return { status: res.status, text, metrics };
 }
 
