@@ -18,8 +18,8 @@ export function capText(value: unknown, max = LOG_TEXT_MAX_CHARS): string {
  * (`insert into … values ('<5 MiB>', '<sealed account>') - value too long\n - detail: …`): only
  * PostgreSQL's (or the connection's) own words are kept, after the last " - " of the first part, and its `detail` and
  * `where` (which quote the row: "Key (name)=(…)", "JSON data, line 1: …") are dropped. A driver error
- * is one of the ORM's `…Exception`s carrying PostgreSQL's `routine`, or whose message has the SQL in
- * front (a connection lost during a statement: "Connection terminated unexpectedly" carries no routine). Every message is capped, and the stack keeps its frames, not the message it starts with.
+ * is one of the ORM's `…Exception`s, whether PostgreSQL answered (with its `routine`) or the connection
+ * was lost during the statement ("Connection terminated unexpectedly", after SQL of one or many lines). Every message is capped, and the stack keeps its frames, not the message it starts with.
  */
 export function serializeError(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { message: capText(err) };
@@ -27,9 +27,11 @@ export function serializeError(err: unknown): Record<string, unknown> {
   const original = (err as { originalError?: unknown }).originalError;
   if (err.name === 'GraphQLError' && original instanceof Error) return { ...serializeError(original), graphqlPath: (err as { path?: unknown }).path };
   const e = err as Error & { code?: unknown; routine?: unknown; constraint?: unknown; table?: unknown; column?: unknown; cause?: unknown };
-  const driver = /Exception$/.test(e.name) && ((typeof e.code === 'string' && 'routine' in e) || e.message.split('\n')[0].includes(' - '));
-  const head = driver ? e.message.split('\n - detail: ')[0] : e.message;
-  const message = driver ? head.slice(head.lastIndexOf(' - ') + 3) : e.message;
+  // MikroORM's DriverException (and its kinds) carries `sqlState`; PostgreSQL's errors carry `routine`.
+  const driver = /Exception$/.test(e.name) && ('sqlState' in e || 'routine' in e);
+  const head = driver ? e.message.split(/\n - (?:detail|hint): /)[0] : e.message;
+  const cut = head.lastIndexOf(' - ');
+  const message = driver && cut >= 0 ? head.slice(cut + 3) : head;
   const out: Record<string, unknown> = { type: e.name, message: capText(message, driver ? LOG_TEXT_MAX_CHARS : 2 * LOG_TEXT_MAX_CHARS) };
   if (typeof e.code === 'string' || typeof e.code === 'number') out.code = e.code;
   if (driver) {

@@ -28,7 +28,7 @@ export function presentsMetricsToken(req: IncomingMessage, token: string): boole
  * their sampling interval).
  */
 export function spellNaN(text: string): string {
-  return text.replace(/ Nan$/gm, ' NaN');
+  return text.replace(/^([^#].*) Nan$/gm, '$1 NaN');
 }
 
 /** Answers a scrape. */

@@ -96,6 +96,8 @@ export function startWsServer(deps: {
   };
   const workerOf = new WeakMap<object, number>();
   const states = new WeakMap<object, ConnectionState>();
+  // Connections whose socket closed (onClose ran), which may still be in their init (onConnect).
+  const closed = new WeakSet<object>();
   let stopping = false;
   /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
   const recording = new Map<number, Promise<void>>();
@@ -132,6 +134,8 @@ export function startWsServer(deps: {
       closeSocket(socket, err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
       return false;
     }
+    // Closed while its token was looked up (onClose found nothing to undo): nothing is counted for it.
+    if (closed.has(ctx)) return false;
     const tokenId = tokenIdOf(viewer);
     const handle: ConnectionHandle = {
       tokenId,
@@ -169,7 +173,7 @@ export function startWsServer(deps: {
       }
       // Closed while it was being recorded (onClose ran): graphql-ws calls no onDisconnect for a
       // connection it had not acknowledged, so its end is recorded here.
-      if (!states.has(ctx)) {
+      if (closed.has(ctx)) {
         uncount(ctx, id);
         return false;
       }
@@ -180,8 +184,8 @@ export function startWsServer(deps: {
   /**
    * A worker connection that will not be acknowledged (its "connected" failed, or it closed meanwhile)
    * is no longer counted; when it was the worker's last in this process, the worker's disconnection is
-   * recorded after its writes so far, as onDisconnect does (a "connected" that failed partway may have
-   * been written).
+   * written after its writes so far, decided when its turn comes as in onDisconnect (a "connected" that
+   * failed partway may have been written).
    */
   const uncount = (ctx: object, id: number) => {
     workerOf.delete(ctx);
@@ -213,6 +217,7 @@ export function startWsServer(deps: {
         }
       },
       onClose: (ctx) => {
+        closed.add(ctx);
         const state = states.get(ctx);
         if (state?.handle.tokenId != null) registry.remove(state.handle.tokenId, ctx.extra.socket);
         if (state?.identity.kind === 'anonymous') deps.anonymous.closeConnection(state.address);

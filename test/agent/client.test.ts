@@ -32,7 +32,7 @@ describe('authFailureOf', () => {
     ['UNAUTHENTICATED from the subscription', [gqlError('no', 'UNAUTHENTICATED')], true],
     ['a 1006 close (cut)', { code: 1006, reason: '' }, false],
     ['a 4500 close (server error)', { code: 4500, reason: 'Internal server error' }, false],
-    ['a 1013 close (its database did not answer)', { code: 1013, reason: 'Try again later: the server could not accept the connection now' }, false],
+    ['a 1013 close (its database did not answer)', { code: 1013, reason: 'Try again later: the server could not reach its database' }, false],
     ['a 4499 (terminated after a lost ping)', { code: 4499, reason: 'Terminated' }, false],
     ['ECONNREFUSED', new Error('connect ECONNREFUSED'), false],
     ['a GraphQL error of another kind', [gqlError('boom', 'INTERNAL_SERVER_ERROR')], false],

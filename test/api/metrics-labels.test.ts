@@ -43,8 +43,14 @@ describe('the operation label of GraphQL durations', () => {
 
 describe('the exposition', () => {
   it('spells a not-a-number sample NaN, as the text format does, where prom-client writes Nan', () => {
-    const written = ['# TYPE nodejs_eventloop_lag_mean_seconds gauge', 'nodejs_eventloop_lag_mean_seconds Nan', 'x{a="Nan"} 1', 'y 2'].join('\n');
-    expect(spellNaN(written).split('\n')).toEqual(['# TYPE nodejs_eventloop_lag_mean_seconds gauge', 'nodejs_eventloop_lag_mean_seconds NaN', 'x{a="Nan"} 1', 'y 2']);
+    const written = ['# HELP x Ends in Nan', '# TYPE nodejs_eventloop_lag_mean_seconds gauge', 'nodejs_eventloop_lag_mean_seconds Nan', 'x{a="b Nan"} 1', 'y 2'].join('\n');
+    expect(spellNaN(written).split('\n')).toEqual([
+      '# HELP x Ends in Nan',
+      '# TYPE nodejs_eventloop_lag_mean_seconds gauge',
+      'nodejs_eventloop_lag_mean_seconds NaN',
+      'x{a="b Nan"} 1',
+      'y 2',
+    ]);
   });
 
   it('has no Nan in scrapes that follow each other at once', async () => {

@@ -46,6 +46,28 @@ describe('errors as logged', () => {
     expect(logged).toMatchObject({ type: 'DriverException', message: 'Connection terminated unexpectedly' });
     expect(JSON.stringify(logged)).not.toContain('c0ffee-TOKEN-HASH');
   });
+
+  it('so is one lost during a statement of many lines, as the token lookup is', () => {
+    const lost = new DriverException(new Error(`\n  select t.*\n    from token t\n   where t.hash = 'c0ffee-TOKEN-HASH' - Connection terminated unexpectedly`));
+    const logged = serializeError(lost);
+    expect(logged).toMatchObject({ type: 'DriverException', message: 'Connection terminated unexpectedly' });
+    expect(JSON.stringify(logged)).not.toContain('c0ffee-TOKEN-HASH');
+  });
+
+  it('keeps PostgreSQL’s words when its error has a hint and no detail', () => {
+    const refused = new DriverException(
+      Object.assign(new Error(`select no_such('secret-arg') - function no_such(unknown) does not exist\n - hint: No function matches the given name and argument types.`), {
+        routine: 'ParseFuncOrColumn',
+        code: '42883',
+      }),
+    );
+    expect(serializeError(refused)).toMatchObject({ message: 'function no_such(unknown) does not exist', code: '42883', routine: 'ParseFuncOrColumn' });
+  });
+
+  it('leaves another library’s exception whole', () => {
+    const other = Object.assign(new Error('snapshot snap-1 - not found in region eu-central-1'), { name: 'ResourceNotFoundException' });
+    expect(serializeError(other)).toMatchObject({ type: 'ResourceNotFoundException', message: 'snapshot snap-1 - not found in region eu-central-1' });
+  });
 });
 
 describe('client mistakes are not errors', () => {

@@ -7,13 +7,16 @@
  * trigger refuses, or slows down, the statement that records the worker connected.
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import pg from 'pg';
 import WebSocket from 'ws';
+import { loadConfig } from '../../src/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
 import { wsClient } from '../helpers/ws.js';
 import { until } from '../faults/harness.js';
 
-const t = useTestApp();
+// One connection per token: a connection counted against its token and never released would refuse the next.
+const t = useTestApp({ limits: { ...loadConfig({}).limits, authFailuresPerMinute: 0, maxConnectionsPerToken: 1 } });
 let url: string;
 beforeAll(async () => {
   ({ url } = await t.app.start());
@@ -24,6 +27,17 @@ afterEach(() => vi.restoreAllMocks());
 
 const presence = async (name: string) =>
   (await t.sql<{ connected: boolean; seen: boolean }>(`select connected_at is not null as connected, last_seen_at is not null as seen from worker where name = ?`, [name]))[0];
+
+/** A raw graphql-ws socket that has sent its connection_init with the token. */
+async function openSocket(token: string): Promise<WebSocket> {
+  const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws');
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token}` } }));
+  return socket;
+}
 
 describe('a worker connection that is not acknowledged', () => {
   it('is told to try again later when the database refuses its "connected", and is not counted as the worker’s', async () => {
@@ -46,6 +60,38 @@ describe('a worker connection that is not acknowledged', () => {
     await until('its disconnection to be recorded', async () => !(await presence('unrecorded')).connected, 30_000, 50);
   }, 90_000);
 
+  it('that closes while its token is looked up is not counted as the worker’s', async () => {
+    const token = await registerWorker(t, 'gone-early');
+    // The server's token lookup waits for this lock while the client goes away.
+    const locker = new pg.Client({ connectionString: t.dbUrl });
+    await locker.connect();
+    try {
+      await locker.query('begin');
+      await locker.query('lock table token in access exclusive mode');
+      const socket = await openSocket(token);
+      await until(
+        'the token lookup to wait for the lock',
+        async () => (await locker.query(`select count(*)::int as n from pg_locks where not granted and relation = 'token'::regclass`)).rows[0].n > 0,
+        30_000,
+        20,
+      );
+      await new Promise<void>((resolve) => {
+        socket.once('close', () => resolve());
+        socket.close();
+      });
+      await new Promise((r) => setTimeout(r, 200)); // the server's side of the close
+    } finally {
+      await locker.query('commit');
+      await locker.end();
+    }
+    // The worker connects again (refused if the first connection still held its token's one place) and
+    // goes away: that end is recorded only if the first connection was not counted as one of the worker's.
+    const next = wsClient(url, token);
+    await until('the worker to be connected', async () => (await presence('gone-early')).connected, 30_000, 50);
+    await next.client.dispose();
+    await until('its disconnection to be recorded', async () => !(await presence('gone-early')).connected, 30_000, 50);
+  }, 90_000);
+
   it('that closes while its "connected" is written has its end recorded', async () => {
     const token = await registerWorker(t, 'hasty');
     await t.sql(
@@ -53,12 +99,7 @@ describe('a worker connection that is not acknowledged', () => {
        when (old.name = 'hasty' and new.connected_at is not null) execute function slow_connected()`,
     );
     try {
-      const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws');
-      await new Promise<void>((resolve, reject) => {
-        socket.once('open', () => resolve());
-        socket.once('error', reject);
-      });
-      socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token}` } }));
+      const socket = await openSocket(token);
       // Gone before the server could acknowledge it: its "connected" is still being written.
       await new Promise((r) => setTimeout(r, 300));
       socket.close();

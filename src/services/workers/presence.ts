@@ -28,8 +28,8 @@ export async function markSeen(em: EntityManager, workerId: number, now: Date, s
 }
 
 /**
- * A worker called, answered with its row: {@link seenByCall} in one statement, the row it returns
- * merged into `em`'s identity map (MikroORM keeps a value already loaded where the row has null).
+ * A worker called, answered with its row: {@link seenByCall} in one statement, `em`'s entity of the
+ * worker refreshed from the row it returns.
  */
 export async function markSeenReturning(em: EntityManager, workerId: number, now: Date, stopping: boolean): Promise<Worker> {
   const seen = seenByCall(now, stopping);
