@@ -1,8 +1,10 @@
 import type { Plugin } from 'graphql-yoga';
 
 /**
- * The GraphQL queries and mutations this process is executing (over HTTP or a WebSocket: both go
- * through the app's enveloped execute). stop() waits for those already running when it begins before
+ * The GraphQL requests and operations this process is answering: an HTTP request from its arrival at
+ * yoga to its response (its token lookup included, which comes before the execution), and every
+ * execution (over a WebSocket too: both go through the app's enveloped execute). stop() waits for
+ * those already running when it begins before
  * it records its workers disconnected (a heartbeat, pull or metadata report that read "not stopping"
  * could otherwise mark a worker connected after that record) and again before it closes the database
  * (so that none fails on a closed pool). Subscriptions are not counted: they end with their sockets.
@@ -21,18 +23,29 @@ export interface OperationsInFlight {
 
 export function trackOperationsInFlight(): OperationsInFlight {
   const running = new Set<Promise<void>>();
+  /** Counts one operation until the function it answers is called. */
+  const begin = (): (() => void) => {
+    let end!: () => void;
+    const ended = new Promise<void>((resolve) => (end = resolve));
+    running.add(ended);
+    return () => {
+      running.delete(ended);
+      end();
+    };
+  };
+  const requests = new WeakMap<Request, () => void>();
   return {
     plugin: {
+      onRequest({ request }) {
+        requests.set(request, begin());
+      },
+      onResponse({ request }) {
+        requests.get(request)?.();
+        requests.delete(request);
+      },
       onExecute() {
-        let end!: () => void;
-        const ended = new Promise<void>((resolve) => (end = resolve));
-        running.add(ended);
-        return {
-          onExecuteDone() {
-            running.delete(ended);
-            end();
-          },
-        };
+        const end = begin();
+        return { onExecuteDone: end };
       },
     },
     get running() {

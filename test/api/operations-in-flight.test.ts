@@ -1,6 +1,7 @@
 /**
- * stop() waits for the GraphQL operations running when it begins (src/http/operations-in-flight.ts):
- * those, not the ones that begin later, and not for longer than its bound.
+ * stop() waits for the GraphQL requests and operations running when it begins
+ * (src/http/operations-in-flight.ts): those, not the ones that begin later, and not for longer than its
+ * bound; an HTTP request counts from its arrival, so its token lookup is waited for too.
  */
 import { describe, expect, it } from 'vitest';
 import { trackOperationsInFlight } from '../../src/http/operations-in-flight.js';
@@ -33,6 +34,29 @@ describe('operations in flight', () => {
     expect(drained).toBe(true);
     expect(tracker.running).toBe(1);
     endLater();
+    expect(tracker.running).toBe(0);
+  });
+
+  it('counts an HTTP request from its arrival to its response, before and after its execution', async () => {
+    const tracker = trackOperationsInFlight();
+    const plugin = tracker.plugin as unknown as {
+      onRequest: (payload: { request: Request }) => void;
+      onResponse: (payload: { request: Request }) => void;
+    };
+    const request = new Request('http://test/graphql', { method: 'POST' });
+    plugin.onRequest({ request }); // its token is being looked up: no execution yet
+    expect(tracker.running).toBe(1);
+    let drained: boolean | null = null;
+    const drain = tracker.drain(10_000).then((r) => (drained = r));
+    const endExecution = begin(tracker);
+    endExecution();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(drained).toBeNull(); // answered only once its response is made
+    plugin.onResponse({ request });
+    await drain;
+    expect(drained).toBe(true);
+    expect(tracker.running).toBe(0);
+    plugin.onResponse({ request }); // a second response of the same request ends nothing more
     expect(tracker.running).toBe(0);
   });
 
