@@ -33,6 +33,7 @@ export function trackOperationsInFlight(): OperationsInFlight {
       end();
     };
   };
+  // By the request yoga was given: no plugin of the app replaces it (setRequest) between the two hooks.
   const requests = new WeakMap<Request, () => void>();
   return {
     plugin: {
