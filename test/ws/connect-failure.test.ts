@@ -28,6 +28,17 @@ afterEach(() => vi.restoreAllMocks());
 const presence = async (name: string) =>
   (await t.sql<{ connected: boolean; seen: boolean }>(`select connected_at is not null as connected, last_seen_at is not null as seen from worker where name = ?`, [name]))[0];
 
+/**
+ * The worker connects and goes away: connected, then disconnected. The disconnection is recorded only
+ * if no earlier connection of the worker is still counted in the server process.
+ */
+async function connectsAndLeaves(name: string, token: string): Promise<void> {
+  const { client } = wsClient(url, token);
+  await until(`${name} to be connected`, async () => (await presence(name)).connected, 30_000, 50);
+  await client.dispose();
+  await until(`${name}'s disconnection to be recorded`, async () => !(await presence(name)).connected, 30_000, 50);
+}
+
 /** A raw graphql-ws socket that has sent its connection_init with the token. */
 async function openSocket(token: string): Promise<WebSocket> {
   const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws');
@@ -54,10 +65,7 @@ describe('a worker connection that is not acknowledged', () => {
     expect((await presence('unrecorded')).connected).toBe(false);
 
     await t.sql(`drop trigger refuse_connected on worker`);
-    const next = wsClient(url, token);
-    await until('the worker to be connected', async () => (await presence('unrecorded')).connected, 30_000, 50);
-    await next.client.dispose();
-    await until('its disconnection to be recorded', async () => !(await presence('unrecorded')).connected, 30_000, 50);
+    await connectsAndLeaves('unrecorded', token);
   }, 90_000);
 
   it('that closes while its token is looked up is not counted as the worker’s', async () => {
@@ -86,10 +94,7 @@ describe('a worker connection that is not acknowledged', () => {
     }
     // The worker connects again (refused if the first connection still held its token's one place) and
     // goes away: that end is recorded only if the first connection was not counted as one of the worker's.
-    const next = wsClient(url, token);
-    await until('the worker to be connected', async () => (await presence('gone-early')).connected, 30_000, 50);
-    await next.client.dispose();
-    await until('its disconnection to be recorded', async () => !(await presence('gone-early')).connected, 30_000, 50);
+    await connectsAndLeaves('gone-early', token);
   }, 90_000);
 
   it('that closes while its "connected" is written has its end recorded', async () => {
