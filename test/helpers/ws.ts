@@ -61,3 +61,20 @@ export function collect<T = Record<string, any>>(client: Client, query: string, 
     },
   };
 }
+
+/**
+ * A raw graphql-ws socket (no client library) that has sent its connection_init, with `token` when
+ * given, from `localAddress` when given: its messages as they come, and how it closed.
+ */
+export async function initSocket(httpUrl: string, token: string | null, options: { localAddress?: string } = {}) {
+  const socket = new WebSocket(httpUrl.replace(/^http/, 'ws'), 'graphql-transport-ws', options.localAddress ? { localAddress: options.localAddress } : {});
+  const messages: Record<string, any>[] = [];
+  socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
+  const closed = new Promise<{ code: number; reason: string }>((r) => socket.once('close', (code, reason) => r({ code, reason: reason.toString() })));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  socket.send(JSON.stringify({ type: 'connection_init', payload: token ? { authorization: `Bearer ${token}` } : {} }));
+  return { socket, messages, closed };
+}

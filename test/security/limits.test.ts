@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, secondAppConfig, useTestApp } from '../helpers/app.js';
-import { collect, wsClient } from '../helpers/ws.js';
+import { collect, initSocket, wsClient } from '../helpers/ws.js';
 
 // docs/design.md: limits and tokens: every operation is bounded before it runs, over HTTP and over WebSocket, with an error
 // naming the limit, while a plain query from another client still answers. This app has low limits
@@ -294,16 +294,11 @@ describe('the failure throttle reserves each attempt before its lookup', () => {
   });
 });
 
-/** A raw graphql-ws connection from a chosen local address: its messages as they come, and how it closed. */
+/** A raw graphql-ws connection from a chosen local address: initSocket's, and whether it was acknowledged. */
 async function rawSocket(from: string, token: string | null, base = url) {
-  const socket = new WebSocket(base.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
-  const messages: Record<string, any>[] = [];
-  socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
-  const closed = new Promise<{ code: number; reason: string }>((r) => socket.once('close', (code, reason) => r({ code, reason: reason.toString() })));
-  await new Promise((r) => socket.once('open', r));
-  socket.send(JSON.stringify({ type: 'connection_init', payload: token ? { authorization: `Bearer ${token}` } : {} }));
-  const acked = await Promise.race([until('an ack', () => messages.some((m) => m.type === 'connection_ack')), closed.then(() => false)]);
-  return { socket, messages, closed, acked };
+  const raw = await initSocket(base, token, { localAddress: from });
+  const acked = await Promise.race([until('an ack', () => raw.messages.some((m) => m.type === 'connection_ack')), raw.closed.then(() => false)]);
+  return { ...raw, acked };
 }
 
 describe('callers without a token are bounded per address', () => {

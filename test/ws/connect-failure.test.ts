@@ -8,11 +8,10 @@
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
-import WebSocket from 'ws';
 import { loadConfig } from '../../src/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
-import { wsClient } from '../helpers/ws.js';
+import { initSocket, wsClient } from '../helpers/ws.js';
 import { until } from '../faults/harness.js';
 
 // One connection per token: a connection counted against its token and never released would refuse the next.
@@ -37,17 +36,6 @@ async function connectsAndLeaves(name: string, token: string): Promise<void> {
   await until(`${name} to be connected`, async () => (await presence(name)).connected, 30_000, 50);
   await client.dispose();
   await until(`${name}'s disconnection to be recorded`, async () => !(await presence(name)).connected, 30_000, 50);
-}
-
-/** A raw graphql-ws socket that has sent its connection_init with the token. */
-async function openSocket(token: string): Promise<WebSocket> {
-  const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws');
-  await new Promise<void>((resolve, reject) => {
-    socket.once('open', () => resolve());
-    socket.once('error', reject);
-  });
-  socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token}` } }));
-  return socket;
 }
 
 describe('a worker connection that is not acknowledged', () => {
@@ -76,7 +64,7 @@ describe('a worker connection that is not acknowledged', () => {
     try {
       await locker.query('begin');
       await locker.query('lock table token in access exclusive mode');
-      const socket = await openSocket(token);
+      const { socket } = await initSocket(url, token);
       await until(
         'the token lookup to wait for the lock',
         async () => (await locker.query(`select count(*)::int as n from pg_locks where not granted and relation = 'token'::regclass`)).rows[0].n > 0,
@@ -104,7 +92,7 @@ describe('a worker connection that is not acknowledged', () => {
        when (old.name = 'hasty' and new.connected_at is not null) execute function slow_connected()`,
     );
     try {
-      const socket = await openSocket(token);
+      const { socket } = await initSocket(url, token);
       // Gone before the server could acknowledge it: its "connected" is still being written.
       await new Promise((r) => setTimeout(r, 300));
       socket.close();
