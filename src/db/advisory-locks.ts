@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type pg from 'pg';
+import type { TripStatement } from './one-trip.js';
 
 /**
  * Every PostgreSQL advisory-lock key the service takes, in one place, with the reason for each, and
@@ -24,9 +25,15 @@ export const ADVISORY_LOCKS = {
 } as const;
 export type AdvisoryLock = keyof typeof ADVISORY_LOCKS;
 
+/** The statement that waits for the lock, held until its transaction ends: to send in one trip with what needs the lock (executeInOneTrip). */
+export function lockForTransactionStatement(lock: AdvisoryLock, mode: 'exclusive' | 'shared' = 'exclusive'): TripStatement {
+  return { sql: `select ${mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock'}(?)`, params: [ADVISORY_LOCKS[lock]] };
+}
+
 /** Waits for the lock, held until the transaction of `em` ends. */
 export async function lockForTransaction(em: EntityManager, lock: AdvisoryLock, mode: 'exclusive' | 'shared' = 'exclusive'): Promise<void> {
-  await em.execute(`select ${mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock'}(?)`, [ADVISORY_LOCKS[lock]]);
+  const { sql, params } = lockForTransactionStatement(lock, mode);
+  await em.execute(sql, params as unknown[]);
 }
 
 /** Takes the lock until the transaction of `em` ends, if no one holds it; false (and no wait) if someone does. */

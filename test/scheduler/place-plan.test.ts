@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { availableParams } from '../../src/scheduler/rules/availability.js';
 import { mayFitParams } from '../../src/scheduler/rules/fit.js';
-import { FREE_FOR_CLASS_RESET, FREE_FOR_CLASS_SETTINGS, FREE_FOR_CLASS_SQL } from '../../src/scheduler/storage/place.js';
+import { executeInOneTrip } from '../../src/db/one-trip.js';
+import { FREE_FOR_CLASS_SQL, freeForClassTrip } from '../../src/scheduler/storage/place.js';
 import { useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA } from '../helpers/fixtures.js';
 
@@ -16,7 +17,7 @@ interface PlanNode {
 const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe("placing a new request walks the workers in the placement order and stops, whatever the planner's costs say", () => {
-  it('reads the index worker_placement_order without a sort even when the planner would rather sort every available worker', async () => {
+  it('reads the index worker_placement_order without a sort or compiling even when the planner would rather sort every available worker', async () => {
     await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
     const reg = await t.gql(`mutation { registerWorker(input: { name: "plan-0" }) { ... on WorkerTokenPayload { token } } }`);
     const token = reg.data!.registerWorker.token as string;
@@ -51,18 +52,24 @@ describe("placing a new request walks the workers in the placement order and sto
       ...mayFitParams({ id: cls.id, requiredTags: cls.required_tags, significantProvidedTags: cls.significant_provided_tags }),
     ];
     await t.app.orm.em.fork().transactional(async (tx) => {
-      const explain = async () =>
-        nodes((await tx.execute<{ 'QUERY PLAN': { Plan: PlanNode }[] }[]>(`explain (format json) ${FREE_FOR_CLASS_SQL}`, params))[0]['QUERY PLAN'][0].Plan);
+      const planOf = (rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[]) => nodes(rows[0]['QUERY PLAN'][0].Plan);
+      const explainSql = `explain (format json) ${FREE_FOR_CLASS_SQL}`;
       // Index reads made dear too (a cold cache, slow disks): left to itself, the planner sorts every available worker.
-      await tx.execute(`select set_config('random_page_cost', '100', true)`);
-      expect((await explain()).map((n) => n['Node Type'])).toContain('Sort');
-      const [{ was }] = await tx.execute<{ was: string }[]>(FREE_FOR_CLASS_SETTINGS);
-      const plan = await explain();
+      await tx.execute(`select set_config('random_page_cost', '100', true), set_config('enable_sort', 'on', true)`);
+      expect(planOf(await tx.execute(explainSql, params)).map((n) => n['Node Type'])).toContain('Sort');
+      // The placement's trip, its walk explained: no sort, the index read in order.
+      const [, explained] = await executeInOneTrip<[unknown[], { 'QUERY PLAN': { Plan: PlanNode }[] }[], unknown[]]>(tx, freeForClassTrip(params, explainSql));
+      const plan = planOf(explained);
       expect(plan.map((n) => n['Node Type'])).not.toContain('Sort');
       expect(plan.find((n) => n['Node Type'] === 'Index Scan')?.['Index Name']).toBe('worker_placement_order');
-      await tx.execute(FREE_FOR_CLASS_RESET, [was]);
-      const [{ now }] = await tx.execute<{ now: string }[]>(`select current_setting('enable_sort') as now`);
-      expect(now).toBe(was);
+      // Within the trip the walk plans with sorts and compiling (JIT) off; after it, both are what they were, for either value.
+      const settings = `select current_setting('enable_sort') as sort, current_setting('jit') as jit`;
+      for (const was of ['on', 'off']) {
+        await tx.execute(`select set_config('enable_sort', ?, true), set_config('jit', ?, true)`, [was, was]);
+        const [, during] = await executeInOneTrip<[unknown[], { sort: string; jit: string }[], unknown[]]>(tx, freeForClassTrip([], settings));
+        expect(during).toEqual([{ sort: 'off', jit: 'off' }]);
+        expect(await tx.execute(settings)).toEqual([{ sort: was, jit: was }]);
+      }
     });
   });
 });

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { lockForTransaction } from '../../db/advisory-locks.js';
+import { lockForTransaction, lockForTransactionStatement } from '../../db/advisory-locks.js';
+import { executeInOneTrip } from '../../db/one-trip.js';
 import { intArray, textArray } from '../../db/arrays.js';
 import { classKey, classKeyHash, tagName } from '../matching/class-key.js';
 import { ACTIVE_STATUSES_SQL } from '../rules/active-work.js';
@@ -17,13 +18,15 @@ export interface ClassifiableTags {
  */
 export async function classIdsFor(em: EntityManager, items: readonly ClassifiableTags[], exclusive = false): Promise<number[]> {
   if (!items.length) return [];
-  if (!exclusive) await lockForTransaction(em, 'CLASSIFY', 'shared');
   // Items that hold the same lists (the requests of one analysis in a batch) are read once.
   const providedLists = new Set(items.map((r) => r.providedTags));
   const names = [...new Set([...providedLists].flatMap((tags) => tags.map(tagName)))];
-  const significant = new Set(
-    names.length ? (await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)])).map((r) => r.tag) : [],
-  );
+  // The lock (unless the caller holds it exclusively), then the significant tags read under it: one trip.
+  const trip = await executeInOneTrip<{ tag: string }[][]>(em, [
+    ...(exclusive ? [] : [lockForTransactionStatement('CLASSIFY', 'shared')]),
+    ...(names.length ? [{ sql: 'select tag from significant_tag where tag = any(?::text[])', params: [textArray(names)] }] : []),
+  ]);
+  const significant = new Set(names.length ? trip[trip.length - 1].map((r) => r.tag) : []);
   const byLists = new Map<readonly string[], Map<readonly string[], { key: string; required: string[]; sig: string[] }>>();
   const keyed = items.map((r) => {
     let byRequired = byLists.get(r.providedTags);

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { intArray, toDate } from '../../db/arrays.js';
+import { executeInOneTrip } from '../../db/one-trip.js';
 import { activeWorkSql, freeSlots } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
@@ -26,18 +27,23 @@ export async function assignNextWork(
   now: Date,
   options: { skipLocked?: boolean } = {},
 ): Promise<Assignment | null> {
-  // The worker, locked, and the newest class id (to refresh the cache only when behind).
-  const [w] = await em.execute<{ id: number; type: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number }[]>(
-    `select w.id, w.type, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
+  // The worker, locked, and the newest class id (to refresh the cache only when behind); then its load,
+  // in a statement of its own: one that started before the lock was granted would still see the
+  // snapshot from before a concurrent call of the same worker committed its assignment. Both in one
+  // trip: the second statement takes its snapshot after the first has its lock.
+  const [[w], [{ active }]] = await executeInOneTrip<
+    [{ id: number; type: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number }[], { active: number }[]]
+  >(em, [
+    {
+      sql: `select w.id, w.type, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
             (select coalesce(max(id), 0) from task_class) as latest_class
        from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
-    [...availableParams(now, config.metadataFreshMs), workerId],
-  );
+      params: [...availableParams(now, config.metadataFreshMs), workerId],
+    },
+    { sql: `select ${activeWorkSql('?')} as active`, params: [workerId] },
+  ]);
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
   if (!w.available) return null;
-  // Its load in a statement of its own: one that started before the lock was granted would still see
-  // the snapshot from before a concurrent call of the same worker committed its assignment.
-  const [{ active }] = await em.execute<{ active: number }[]>(`select ${activeWorkSql('?')} as active`, [workerId]);
   if (freeSlots(w.concurrency, active) === 0) return null;
 
   await cache.refreshIfBehind(em, w.latest_class);

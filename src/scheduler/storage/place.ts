@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
+import { executeInOneTrip, type TripStatement } from '../../db/one-trip.js';
 import { hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import { mayFitParams, mayFitSql } from '../rules/fit.js';
@@ -30,16 +31,29 @@ export const FREE_FOR_CLASS_SQL = `
    limit ${CANDIDATES}`;
 
 /**
- * The planner settings of FREE_FOR_CLASS_SQL, set for its one statement and reset after it. The walk
- * must follow the index worker_placement_order and stop at the first CANDIDATES workers that pass:
- * a sort instead reads every available worker and counts each one's work (120 ms at 10,000 workers
- * instead of 2 ms). PostgreSQL picks the sort when its statistics make the tag test look rare, as
- * they do after workers registered without tags (their metadata comes later) were analysed; without
- * the sort the walk is never worse, since the sort's plan reads every row anyway.
+ * FREE_FOR_CLASS_SQL (or `walk`, a statement made of it such as its EXPLAIN) between the planner
+ * settings it needs and their reset, as one trip (executeInOneTrip): the second of its three
+ * statements answers the workers. The walk must follow the index worker_placement_order and stop at
+ * the first CANDIDATES workers that pass: a sort instead reads every available worker and counts each
+ * one's work (120 ms at 10,000 workers instead of 2 ms). PostgreSQL picks the sort when its statistics
+ * make the tag test look rare, as they do after workers registered without tags (their metadata comes
+ * later) were analysed; without the sort the walk is never worse, since the sort's plan reads every
+ * row anyway. The same estimate prices the walk as if it read every worker, over the cost at which
+ * PostgreSQL compiles a statement (jit_above_cost): at 10,000 workers that was 15 ms of compiling for a
+ * walk that runs in 0.3 ms, so compiling is off too. The settings are the transaction's for that one
+ * statement: the first statement keeps what they were in settings of our own, which the third puts
+ * back, so the rest of the transaction plans as usual.
  */
-export const FREE_FOR_CLASS_SETTINGS = `select current_setting('enable_sort') as was, set_config('enable_sort', 'off', true)`;
-/** Puts back the setting FREE_FOR_CLASS_SETTINGS found (its one parameter). */
-export const FREE_FOR_CLASS_RESET = `select set_config('enable_sort', ?, true)`;
+export function freeForClassTrip(params: readonly unknown[], walk = FREE_FOR_CLASS_SQL): TripStatement[] {
+  return [
+    {
+      sql: `select set_config('tagsched.enable_sort_was', current_setting('enable_sort'), true), set_config('tagsched.jit_was', current_setting('jit'), true),
+                   set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
+    },
+    { sql: walk, params },
+    { sql: `select set_config('enable_sort', current_setting('tagsched.enable_sort_was'), true), set_config('jit', current_setting('tagsched.jit_was'), true)` },
+  ];
+}
 
 /**
  * Places a request that just became PENDING, at once: the reverse of requestWork. It looks for a
@@ -66,12 +80,10 @@ export async function placeRequest(
   await cache.refreshIfBehind(em, request.classId);
   const taskClass = cache.get(request.classId);
   if (!taskClass) return [];
-  const [{ was }] = await em.execute<{ was: string }[]>(FREE_FOR_CLASS_SETTINGS);
-  const rows = await em.execute<{ id: number; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[]>(FREE_FOR_CLASS_SQL, [
-    ...availableParams(now, config.metadataFreshMs),
-    ...mayFitParams(taskClass),
-  ]);
-  await em.execute(FREE_FOR_CLASS_RESET, [was]); // the rest of the transaction plans as usual
+  const [, rows] = await executeInOneTrip<[unknown[], { id: number; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[], unknown[]]>(
+    em,
+    freeForClassTrip([...availableParams(now, config.metadataFreshMs), ...mayFitParams(taskClass)]),
+  );
   const candidates: { id: number; eligible: number; pooled: boolean; size: [number, number] }[] = [];
   for (const r of rows) {
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
