@@ -72,7 +72,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   const secrets: SecretBox = createSecretBox(loadSecretKey(config, log));
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
-  const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents());
+  const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents(log));
   // The scheduler depends on the lifecycle through these functions, not on the services layer.
   const metrics = createProcessMetrics();
   const scheduler = createScheduler({ orm, config, log, events, settleDependents, startProbes: startQuarantineProbes, metrics });

@@ -1,4 +1,4 @@
-import { createPubSub, type PubSub, type PubSubEventTarget } from 'graphql-yoga';
+import { createPubSub, Repeater, SlidingBuffer, type PubSub, type PubSubEventTarget } from 'graphql-yoga';
 import pg from 'pg';
 import type { WorkRequestStatus } from './entities/work-request.js';
 import type { Logger } from './log.js';
@@ -38,9 +38,67 @@ export type Topics = {
  */
 export type Events = PubSub<Topics> & { close?: () => Promise<void>; listening?: () => Promise<void> };
 
+/**
+ * How many events one subscription holds that its reader has not taken yet. Events come in bursts: a
+ * process that stops records every worker connected to it as disconnected, a network failure
+ * disconnects thousands at once, one event each, and through PostgreSQL they arrive in one message
+ * and are handed to every subscription at once, before any reader runs. Without a buffer of its
+ * own, a subscription refuses (throws) beyond 1,024 events waiting, and the event was lost for it
+ * and for the subscriptions after it. Beyond this many, a subscription drops its oldest events, and
+ * says so in the log once.
+ */
+export const SUBSCRIPTION_BUFFER_EVENTS = 16_384;
+
+/** A subscription's buffer: the newest `capacity` events, and a call of `dropped` each time an older one is let go. */
+class EventBuffer extends SlidingBuffer {
+  private held = 0;
+
+  constructor(
+    private readonly capacity: number,
+    private readonly dropped: () => void,
+  ) {
+    super(capacity);
+  }
+
+  override add(value: unknown): void {
+    if (this.held === this.capacity) this.dropped();
+    else this.held++;
+    super.add(value);
+  }
+
+  override remove(): unknown {
+    const value = super.remove();
+    this.held--;
+    return value;
+  }
+}
+
+/**
+ * yoga's pub/sub on `target`, each subscription with a buffer of its own (SUBSCRIPTION_BUFFER_EVENTS):
+ * yoga's own subscriptions have none, or share the one buffer given.
+ */
+function bufferedPubSub(target: PubSubEventTarget<Topics>, log?: Logger): Events {
+  const { publish } = createPubSub<Topics>({ eventTarget: target });
+  const subscribe = (routingKey: string, id?: string) => {
+    const topic = id === undefined ? routingKey : `${routingKey}:${id}`;
+    let warned = false;
+    const buffer = new EventBuffer(SUBSCRIPTION_BUFFER_EVENTS, () => {
+      if (warned) return;
+      warned = true;
+      log?.warn({ topic, held: SUBSCRIPTION_BUFFER_EVENTS }, 'a subscription fell behind its events: the oldest are dropped');
+    });
+    return new Repeater<unknown>((push, stop) => {
+      const listener = (event: Event) => void push((event as CustomEvent).detail);
+      void stop.then(() => target.removeEventListener(topic, listener));
+      target.addEventListener(topic, listener);
+    }, buffer);
+  };
+  return { publish, subscribe } as unknown as Events;
+}
+
 /** An in-process pub/sub (one server process, or the embedded database whose single session cannot LISTEN across connections). */
-export function createLocalEvents(): Events {
-  return createPubSub<Topics>();
+export function createLocalEvents(log?: Logger): Events {
+  return bufferedPubSub(new EventTarget() as PubSubEventTarget<Topics>, log);
 }
 
 const CHANNEL_PREFIX = 'tagsched:';
@@ -115,11 +173,16 @@ export function createPgEventTarget(
     return channel;
   };
 
+  // Every listener hears the event, whatever one of them throws.
   const dispatchLocal = (type: string, detail: unknown) => {
     const event = new CustomEvent(type, { detail });
     for (const l of listeners.get(type) ?? []) {
-      if (typeof l === 'function') l(event);
-      else l.handleEvent(event);
+      try {
+        if (typeof l === 'function') l(event);
+        else l.handleEvent(event);
+      } catch (err) {
+        log.error({ err, type }, 'event listener failed');
+      }
     }
   };
 
@@ -169,7 +232,12 @@ export function createPgEventTarget(
 
   return {
     ready,
-    listening: () => commands,
+    // After the first connection too: before it, no LISTEN has been sent.
+    listening: () =>
+      ready.then(
+        () => commands,
+        () => commands,
+      ),
     addEventListener(type: string, listener: Listener | null) {
       if (!listener) return;
       let set = listeners.get(type);
@@ -207,7 +275,7 @@ export function createPgEventTarget(
 /** Events that cross server processes through PostgreSQL. */
 export function createPgEvents(connectionString: string, log: Logger): Events {
   const target = createPgEventTarget(connectionString, log);
-  const pubsub = createPubSub<Topics>({ eventTarget: target }) as Events;
+  const pubsub = bufferedPubSub(target, log);
   pubsub.close = () => target.close();
   pubsub.listening = () => target.listening();
   return pubsub;
