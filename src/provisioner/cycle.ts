@@ -167,6 +167,9 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
 export async function runCycleBody(ctx: CycleContext, options: { reconcile: boolean }, now = new Date()): Promise<CycleReport> {
   const report: CycleReport = { reconciled: options.reconcile, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 };
   const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
+  // A site without pools has nothing to provision: every step below is about pools, their instances
+  // and their workers, and the demand would read every worker's state for no pool to serve.
+  if (!pools.length) return report;
   if (options.reconcile) {
     for (const pool of pools) {
       const r = await reconcilePool(ctx, pool, now);
