@@ -116,6 +116,9 @@ type Listener = EventListenerOrEventListenerObject;
  * A yoga event target on PostgreSQL LISTEN/NOTIFY, so that events cross server processes: one
  * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
  * restarts, and one connection for NOTIFY (kept in order). Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
+ * An event published here reaches this process's own listeners at once, not after a round trip
+ * through PostgreSQL (for a push to a worker connected here, that round trip was a millisecond or
+ * more of its latency); its notification, when it comes back, is passed over.
  */
 export function createPgEventTarget(
   connectionString: string,
@@ -126,6 +129,15 @@ export function createPgEventTarget(
   // every process hears a process's events in that order (two pooled connections could swap them).
   const notifier = new pg.Pool({ connectionString, max: 1, idleTimeoutMillis: 10_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
+  // The backend processes of that connection (one at a time; another after a reconnect): a notification
+  // that one of them sent is an event of this process, which its listeners heard when it was published.
+  const ownBackends = new Set<number>();
+  notifier.on('connect', (c) => {
+    const pid = (c as unknown as { processID: number | null }).processID;
+    if (pid === null) return;
+    ownBackends.add(pid);
+    c.on('end', () => ownBackends.delete(pid));
+  });
   let client: pg.Client | null = null;
   let closed = false;
   // LISTEN and UNLISTEN go one at a time on the listening connection (pg wants no concurrent queries).
@@ -189,7 +201,7 @@ export function createPgEventTarget(
   async function connect(): Promise<void> {
     const c = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     c.on('notification', (msg) => {
-      if (!msg.channel.startsWith(CHANNEL_PREFIX)) return;
+      if (!msg.channel.startsWith(CHANNEL_PREFIX) || ownBackends.has(msg.processId)) return;
       try {
         dispatchLocal(msg.channel.slice(CHANNEL_PREFIX.length), msg.payload ? JSON.parse(msg.payload) : null);
       } catch (err) {
@@ -256,7 +268,9 @@ export function createPgEventTarget(
         if (client && !closed) void onListener(client, `UNLISTEN ${quote(channelOf(type))}`);
       }
     },
+    // This process's listeners hear it at once, the other processes' through PostgreSQL.
     dispatchEvent(event: CustomEvent) {
+      dispatchLocal(event.type, event.detail);
       queued.push({ channel: channelOf(event.type), payload: JSON.stringify(event.detail ?? null), type: event.type });
       sendQueued();
       return true;

@@ -6,11 +6,14 @@ import { captureLog, LEVEL } from '../helpers/log-capture.js';
 /** A subscription opened (its first next() is what subscribes) and not read until `read` is called. */
 function open(events: Events) {
   const it = events.subscribe('workerChanged')[Symbol.asyncIterator]();
-  const first = it.next();
+  let next: ReturnType<typeof it.next> | null = it.next();
   return {
     async read(n: number): Promise<number[]> {
-      const ids = [(await first).value.id as number];
-      while (ids.length < n) ids.push((await it.next()).value.id as number);
+      const ids: number[] = [];
+      while (ids.length < n) {
+        ids.push((await (next ?? it.next())).value.id as number);
+        next = null;
+      }
       return ids;
     },
     close: () => it.return?.(),
@@ -57,6 +60,25 @@ describe('a burst of events (a stopping process, a mass disconnection) reaches e
     } finally {
       await publisher.close!();
       await listener.close!();
+    }
+  });
+
+  it('a process hears its own events once: at once when published, not again when PostgreSQL sends them back', async () => {
+    const here = createPgEvents(db.url, captureLog('warn').log);
+    const elsewhere = createPgEvents(db.url, captureLog('warn').log);
+    try {
+      const a = open(here);
+      await here.listening!();
+      burst(here, 0, 3);
+      expect(await a.read(3)).toEqual([0, 1, 2]);
+      // What another process publishes next comes through PostgreSQL, after this process's own
+      // notifications: the next event read is it, not one of ours a second time.
+      burst(elsewhere, 100, 1);
+      expect(await a.read(1)).toEqual([100]);
+      await a.close();
+    } finally {
+      await here.close!();
+      await elsewhere.close!();
     }
   });
 
