@@ -57,6 +57,8 @@ export const WorkerSchema = defineEntity({
     // in scheduler/storage/place.ts): a new request's placement reads the first few free ones in this order
     // instead of checking every worker and sorting them.
     { name: 'worker_placement_order', expression: `create index "worker_placement_order" on "worker" (("pool_id" is not null), "id")` },
+    // The quarantined workers alone, for the quarantine probes (services/work/quarantine-probes.ts), which look for them every pass.
+    { name: 'worker_quarantined', expression: `create index "worker_quarantined" on "worker" ("quarantined_at") where "quarantined_at" is not null` },
   ],
 });
 export type Worker = InferEntity<typeof WorkerSchema>;

@@ -3,6 +3,7 @@ import { availableParams } from '../../src/scheduler/rules/availability.js';
 import { mayFitParams } from '../../src/scheduler/rules/fit.js';
 import { executeInOneTrip } from '../../src/db/one-trip.js';
 import { FREE_FOR_CLASS_SQL, freeForClassTrip } from '../../src/scheduler/storage/place.js';
+import { DUE_FOR_PROBE_SQL } from '../../src/services/work/quarantine-probes.js';
 import { useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA } from '../helpers/fixtures.js';
 
@@ -71,5 +72,16 @@ describe("placing a new request walks the workers in the placement order and sto
         expect(await tx.execute(settings)).toEqual([{ sort: was, jit: was }]);
       }
     });
+
+    // The quarantine probes' look for due workers reads the few quarantined ones, not every worker.
+    await t.sql(`update worker set quarantined_at = now() - interval '1 hour' where name = 'plan-17'`);
+    await t.sql(`analyze worker`);
+    const due = await t.sql<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`explain (format json) ${DUE_FOR_PROBE_SQL}`, [
+      ...availableParams(new Date(), t.app.config.metadataFreshMs),
+      new Date(),
+    ]);
+    const probePlan = nodes(due[0]['QUERY PLAN'][0].Plan);
+    expect(probePlan.map((n) => n['Node Type'])).not.toContain('Seq Scan');
+    expect(probePlan.some((n) => n['Index Name'] === 'worker_quarantined')).toBe(true);
   });
 });

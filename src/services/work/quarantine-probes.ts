@@ -38,6 +38,16 @@ export interface ProbeRound {
 }
 
 /**
+ * The quarantined workers that may be probed and were quarantined before the time given (availableParams,
+ * then that time), locked; read through the index worker_quarantined, which holds only quarantined workers.
+ */
+export const DUE_FOR_PROBE_SQL = `
+  select w.id, w.name, w.provided_tags, w.required_tags from worker w
+   where ${probeableSql('w')} and w.quarantined_at <= ?
+   order by w.id
+   for update of w skip locked`;
+
+/**
  * Gives a probe to every quarantined worker that is due one. Several processes may run this at once:
  * each worker row is locked (SKIP LOCKED: one another process is probing is left to it), and what it
  * holds and when it was last probed are read after the lock, so a probe committed meanwhile is seen and
@@ -46,13 +56,10 @@ export interface ProbeRound {
 export async function startQuarantineProbes(em: EntityManager, config: Config, now: Date): Promise<ProbeRound> {
   if (config.quarantineProbeMs <= 0) return { started: [], skipped: [] };
   const due = new Date(now.getTime() - config.quarantineProbeMs);
-  const workers = await em.execute<{ id: number; name: string; provided_tags: string[]; required_tags: string[] }[]>(
-    `select w.id, w.name, w.provided_tags, w.required_tags from worker w
-      where ${probeableSql('w')} and w.quarantined_at <= ?
-      order by w.id
-      for update of w skip locked`,
-    [...availableParams(now, config.metadataFreshMs), due],
-  );
+  const workers = await em.execute<{ id: number; name: string; provided_tags: string[]; required_tags: string[] }[]>(DUE_FOR_PROBE_SQL, [
+    ...availableParams(now, config.metadataFreshMs),
+    due,
+  ]);
   if (!workers.length) return { started: [], skipped: [] };
   // In a statement of its own, after the locks (as in next-work.ts): what a concurrent transaction
   // committed before the lock was granted is seen.
