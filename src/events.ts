@@ -1,4 +1,5 @@
 import { createPubSub, Repeater, SlidingBuffer, type PubSub, type PubSubEventTarget } from 'graphql-yoga';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { WorkRequestStatus } from './entities/work-request.js';
 import type { Logger } from './log.js';
@@ -42,12 +43,13 @@ export type Events = PubSub<Topics> & { close?: () => Promise<void>; listening?:
  * How many events one subscription holds that its reader has not taken yet. Events come in bursts: a
  * process that stops records every worker connected to it as disconnected, a network failure
  * disconnects thousands at once, one event each, and through PostgreSQL they arrive in one message
- * and are handed to every subscription at once, before any reader runs. Without a buffer of its
- * own, a subscription refuses (throws) beyond 1,024 events waiting, and the event was lost for it
- * and for the subscriptions after it. Beyond this many, a subscription drops its oldest events, and
- * says so in the log once.
+ * and are handed to every subscription at once, before any reader runs. yoga's subscriptions held
+ * as many, then threw: the event was lost for that subscription and for every listener after it. Past
+ * this many, a subscription now drops its oldest events (its reader, which reloads what an event
+ * names, is left with the newest), and says so in the log once. The bound, and so the memory a burst
+ * can take per subscription, is the one yoga had.
  */
-export const SUBSCRIPTION_BUFFER_EVENTS = 16_384;
+export const SUBSCRIPTION_BUFFER_EVENTS = 1_024;
 
 /** A subscription's buffer: the newest `capacity` events, and a call of `dropped` each time an older one is let go. */
 class EventBuffer extends SlidingBuffer {
@@ -112,13 +114,31 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 type Listener = EventListenerOrEventListenerObject;
 
+/** The property of a notification's payload that names the process that published it (createPgEventTarget). */
+const ORIGIN_KEY = '_origin';
+/** What `unmarked` answers for a notification of this process's own. */
+const OWN = Symbol('own event');
+
+/** An event's payload as a notification carries it: an object (as every topic's is) with the publishing process's mark. */
+function marked(detail: unknown, origin: string): string {
+  return JSON.stringify(detail !== null && typeof detail === 'object' && !Array.isArray(detail) ? { ...detail, [ORIGIN_KEY]: origin } : detail);
+}
+
+/** A notification's payload without its mark, or OWN when `origin` (this process) published it. */
+function unmarked(payload: unknown, origin: string): unknown {
+  if (payload === null || typeof payload !== 'object' || !(ORIGIN_KEY in payload)) return payload;
+  const { [ORIGIN_KEY]: from, ...detail } = payload as Record<string, unknown>;
+  return from === origin ? OWN : detail;
+}
+
 /**
  * A yoga event target on PostgreSQL LISTEN/NOTIFY, so that events cross server processes: one
  * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
  * restarts, and one connection for NOTIFY (kept in order). Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
  * An event published here reaches this process's own listeners at once, not after a round trip
  * through PostgreSQL (for a push to a worker connected here, that round trip was a millisecond or
- * more of its latency); its notification, when it comes back, is passed over.
+ * more of its latency); its notification, marked with the process's own random id, is passed over
+ * when it comes back. The listeners of either hear a copy of the payload, as JSON makes it.
  */
 export function createPgEventTarget(
   connectionString: string,
@@ -129,15 +149,9 @@ export function createPgEventTarget(
   // every process hears a process's events in that order (two pooled connections could swap them).
   const notifier = new pg.Pool({ connectionString, max: 1, idleTimeoutMillis: 10_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
-  // The backend processes of that connection (one at a time; another after a reconnect): a notification
-  // that one of them sent is an event of this process, which its listeners heard when it was published.
-  const ownBackends = new Set<number>();
-  notifier.on('connect', (c) => {
-    const pid = (c as unknown as { processID: number | null }).processID;
-    if (pid === null) return;
-    ownBackends.add(pid);
-    c.on('end', () => ownBackends.delete(pid));
-  });
+  // This process's mark on the events it publishes: a notification that carries it is an event of this
+  // process, which its listeners heard when it was published.
+  const origin = randomUUID();
   let client: pg.Client | null = null;
   let closed = false;
   // LISTEN and UNLISTEN go one at a time on the listening connection (pg wants no concurrent queries).
@@ -201,9 +215,10 @@ export function createPgEventTarget(
   async function connect(): Promise<void> {
     const c = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     c.on('notification', (msg) => {
-      if (!msg.channel.startsWith(CHANNEL_PREFIX) || ownBackends.has(msg.processId)) return;
+      if (!msg.channel.startsWith(CHANNEL_PREFIX)) return;
       try {
-        dispatchLocal(msg.channel.slice(CHANNEL_PREFIX.length), msg.payload ? JSON.parse(msg.payload) : null);
+        const detail = unmarked(msg.payload ? JSON.parse(msg.payload) : null, origin);
+        if (detail !== OWN) dispatchLocal(msg.channel.slice(CHANNEL_PREFIX.length), detail);
       } catch (err) {
         log.error({ err, channel: msg.channel }, 'bad event payload');
       }
@@ -244,7 +259,7 @@ export function createPgEventTarget(
 
   return {
     ready,
-    // After the first connection too: before it, no LISTEN has been sent.
+    // After the first connection attempt too: before it, no LISTEN has been sent.
     listening: () =>
       ready.then(
         () => commands,
@@ -270,8 +285,10 @@ export function createPgEventTarget(
     },
     // This process's listeners hear it at once, the other processes' through PostgreSQL.
     dispatchEvent(event: CustomEvent) {
-      dispatchLocal(event.type, event.detail);
-      queued.push({ channel: channelOf(event.type), payload: JSON.stringify(event.detail ?? null), type: event.type });
+      // Here, a copy of what the other processes read, as they read it: never the publisher's own object.
+      const copy: unknown = JSON.parse(JSON.stringify(event.detail ?? null));
+      queued.push({ channel: channelOf(event.type), payload: marked(copy, origin), type: event.type });
+      dispatchLocal(event.type, copy);
       sendQueued();
       return true;
     },

@@ -3,19 +3,21 @@ import { createLocalEvents, createPgEvents, SUBSCRIPTION_BUFFER_EVENTS, type Eve
 import { createTestDatabase } from '../helpers/db.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';
 
-/** A subscription opened (its first next() is what subscribes) and not read until `read` is called. */
+/** A subscription opened (its first next() is what subscribes) and not read until `read` or `values` is called. */
 function open(events: Events) {
   const it = events.subscribe('workerChanged')[Symbol.asyncIterator]();
   let next: ReturnType<typeof it.next> | null = it.next();
+  const values = async (n: number): Promise<unknown[]> => {
+    const got: unknown[] = [];
+    while (got.length < n) {
+      got.push((await (next ?? it.next())).value);
+      next = null;
+    }
+    return got;
+  };
   return {
-    async read(n: number): Promise<number[]> {
-      const ids: number[] = [];
-      while (ids.length < n) {
-        ids.push((await (next ?? it.next())).value.id as number);
-        next = null;
-      }
-      return ids;
-    },
+    values,
+    read: async (n: number): Promise<number[]> => (await values(n)).map((v) => (v as { id: number }).id),
     close: () => it.return?.(),
   };
 }
@@ -24,6 +26,8 @@ const burst = (events: Events, from: number, n: number) => {
   for (let i = from; i < from + n; i++) events.publish('workerChanged', { id: i, name: `w-${i}` });
 };
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+/** The most a subscription takes whole: one event to the read already waiting, the rest held. */
+const WHOLE = 1 + SUBSCRIPTION_BUFFER_EVENTS;
 
 describe('a burst of events (a stopping process, a mass disconnection) reaches every subscription whole', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -32,19 +36,19 @@ describe('a burst of events (a stopping process, a mass disconnection) reaches e
   });
   afterAll(() => db.drop());
 
-  it('in one process: 5,000 events published at once, every one to each of two subscriptions, in order, and nothing logged', async () => {
+  it('in one process: a burst as large as the buffer, every event to each of two subscriptions, in order, and nothing logged', async () => {
     const cap = captureLog('debug');
     const events = createLocalEvents(cap.log);
     const a = open(events);
     const b = open(events);
-    burst(events, 0, 5_000);
-    expect(await a.read(5_000)).toEqual(range(0, 5_000));
-    expect(await b.read(5_000)).toEqual(range(0, 5_000));
+    burst(events, 0, WHOLE);
+    expect(await a.read(WHOLE)).toEqual(range(0, WHOLE));
+    expect(await b.read(WHOLE)).toEqual(range(0, WHOLE));
     await Promise.all([a.close(), b.close()]);
     expect(cap.lines()).toEqual([]);
   });
 
-  it('across processes: 5,000 events that arrive in one NOTIFY statement, every one to each of two subscriptions, in order', async () => {
+  it('across processes: a burst as large as the buffer, in one NOTIFY statement, every event to each of two subscriptions, in order', async () => {
     const cap = captureLog('warn');
     const publisher = createPgEvents(db.url, cap.log);
     const listener = createPgEvents(db.url, cap.log);
@@ -52,9 +56,9 @@ describe('a burst of events (a stopping process, a mass disconnection) reaches e
       const a = open(listener);
       const b = open(listener);
       await listener.listening!();
-      burst(publisher, 0, 5_000);
-      expect(await a.read(5_000)).toEqual(range(0, 5_000));
-      expect(await b.read(5_000)).toEqual(range(0, 5_000));
+      burst(publisher, 0, WHOLE);
+      expect(await a.read(WHOLE)).toEqual(range(0, WHOLE));
+      expect(await b.read(WHOLE)).toEqual(range(0, WHOLE));
       await Promise.all([a.close(), b.close()]);
       expect(cap.lines().filter((l) => l.level >= LEVEL.warn)).toEqual([]);
     } finally {
@@ -68,14 +72,26 @@ describe('a burst of events (a stopping process, a mass disconnection) reaches e
     const elsewhere = createPgEvents(db.url, captureLog('warn').log);
     try {
       const a = open(here);
-      await here.listening!();
+      const b = open(elsewhere);
+      await Promise.all([here.listening!(), elsewhere.listening!()]);
       burst(here, 0, 3);
       expect(await a.read(3)).toEqual([0, 1, 2]);
-      // What another process publishes next comes through PostgreSQL, after this process's own
-      // notifications: the next event read is it, not one of ours a second time.
+      // The other process heard them: PostgreSQL has sent them to every listening connection, this
+      // process's too, before anything the other process publishes now.
+      expect(await b.read(3)).toEqual([0, 1, 2]);
       burst(elsewhere, 100, 1);
-      expect(await a.read(1)).toEqual([100]);
-      await a.close();
+      expect(await a.read(1)).toEqual([100]); // not one of ours a second time
+      // Each listener hears a copy, as the other processes read it, without the process's mark: never
+      // the publisher's object, which it may change after publishing.
+      const published = { id: 7, name: 'w-7' };
+      here.publish('workerChanged', published);
+      published.name = 'changed after';
+      expect(await a.values(1)).toEqual([{ id: 7, name: 'w-7' }]);
+      expect(await b.values(2)).toEqual([
+        { id: 100, name: 'w-100' },
+        { id: 7, name: 'w-7' },
+      ]);
+      await Promise.all([a.close(), b.close()]);
     } finally {
       await here.close!();
       await elsewhere.close!();
