@@ -51,4 +51,14 @@ describe('executeInOneTrip: several statements in one round trip, each as if sen
     // Outside a transaction the trip is one implicit transaction: nothing of it stays.
     expect(await t.sql('select count(*)::int as n from trip_fail')).toEqual([{ n: 0 }]);
   });
+
+  it('refuses, before sending anything, a statement whose `?` are not its parameters, or that ends with a `;` of its own', async () => {
+    await t.sql('create table trip_refused (id int)');
+    const em = t.app.orm.em.fork();
+    const insert = { sql: 'insert into trip_refused values (?)', params: [1] };
+    await expect(executeInOneTrip(em, [insert, { sql: `select '{"a":1}'::jsonb ? 'a'` }])).rejects.toThrow(/1 `\?` for 0 parameters/);
+    await expect(executeInOneTrip(em, [insert, { sql: 'select ?::int', params: [1, 2] }])).rejects.toThrow(/1 `\?` for 2 parameters/);
+    await expect(executeInOneTrip(em, [insert, { sql: 'select 1;' }])).rejects.toThrow(/ends with its own `;`/);
+    expect(await t.sql('select count(*)::int as n from trip_refused')).toEqual([{ n: 0 }]);
+  });
 });
