@@ -777,7 +777,11 @@ async function main(): Promise<void> {
     sent.clear();
     await server.trace();
     if (profileFile) await server.profile();
+    const cpu0 = await server.cpuMs();
     for (let i = 0; i < measured; i++) latencies.push(await createOne());
+    // The server process's CPU per measured request: its create, placement and push, and the worker's
+    // start and completion after it (PostgreSQL's own CPU is not counted).
+    const cpuPerRequest = ((await server.cpuMs()) - cpu0) / measured;
     if (profileFile) await server.profile(profileFile);
     latencies.sort((a, b) => a - b);
     createTimes.sort((a, b) => a - b);
@@ -830,6 +834,7 @@ async function main(): Promise<void> {
       `| create → assignment at the worker, p99 | ${ms(p99)} | ≤ 50 ms ${p99 <= 50 ? '✅' : '❌'} |`,
       `| create → assignment at the worker, max | ${ms(latencies.at(-1)!)} | |`,
       `| createWorkRequest answered (HTTP round trip), p50 / p99 | ${ms(quantile(createTimes, 0.5))} / ${ms(quantile(createTimes, 0.99))} | |`,
+      `| server process CPU per request (its create and push, the worker's start and completion) | ${ms(cpuPerRequest)} | |`,
       `| ① sent → created (the create committed), p50 / p99 | ${ms(quantile(phases.created, 0.5))} / ${ms(quantile(phases.created, 0.99))} | |`,
       `| ② created → assigned (placement committed, push published), p50 / p99 | ${ms(quantile(phases.assigned, 0.5))} / ${ms(quantile(phases.assigned, 0.99))} | |`,
       `| ③ assigned → delivered at the worker, p50 / p99 | ${ms(quantile(phases.delivered, 0.5))} / ${ms(quantile(phases.delivered, 0.99))} | |`,
