@@ -22,11 +22,14 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
     const agents = [await f.agent({ name: 'a', url: server.url, concurrency: 2, sleep: '0.3' }), await f.agent({ name: 'b', url: server.url, concurrency: 2, sleep: '0.3' })];
 
     // A probe: a server-type worker that runs only servernoop (the agents cannot), subscribed over a
-    // WebSocket and not heartbeating until its push has arrived, so an assignment can only reach it as
-    // a push, through NOTIFY and the server's LISTEN connection.
+    // WebSocket to a second server, which schedules nothing itself, and not heartbeating until its push
+    // has arrived. Its assignment is made by the first server (a process hears its own events without
+    // PostgreSQL), so it can only reach the probe as a push through NOTIFY and the second server's
+    // LISTEN connection.
+    const pushServer = await f.server({ TAGSCHED_ACK_TIMEOUT_SECONDS: '30', TAGSCHED_SCHEDULER: 'manual' }, 'push');
     const probeToken = (await f.gql(server.url, `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
       .token as string;
-    const probe = wsClient(server.url, probeToken);
+    const probe = wsClient(pushServer.url, probeToken);
     const pushed = collect<{ assignments: { id: string } }>(probe.client, `subscription { assignments { id } }`);
     try {
       const report = await f.gql(
@@ -36,14 +39,14 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
         probeToken,
       );
       expect(report.data!.reportWorkerMetadata).toEqual({ status: 'IDLE' });
-      const listenerUp = () => server.logs.filter((l) => l.msg === 'event listener connected').length;
+      const listenerUp = () => [server, pushServer].map((s) => s.logs.filter((l) => l.msg === 'event listener connected').length);
 
       const ids: string[] = [];
       for (let round = 0; round < 3; round++) {
         for (let i = 0; i < 10; i++) ids.push(await retrying('a request to be created', () => f.createNoop(server.url)));
         const before = listenerUp();
         await cut(f);
-        await until('the event listener to reconnect', () => listenerUp() > before);
+        await until('both servers’ event listeners to reconnect', () => listenerUp().every((n, i) => n > before[i]));
       }
 
       // After the cuts: new work is still assigned, and pushed.
@@ -80,8 +83,10 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
       expect(expectExactlyOnce(f, everything)).toEqual({ completed: everything.length, aborted: 0 });
       for (const a of agents) expect(a.logged('result dropped'), a.name).toEqual([]);
       // The process survived, and answers.
-      expect(server.child.exitCode).toBeNull();
-      expect(await (await fetch(new URL('/healthz', server.url))).json()).toEqual({ status: 'ok' });
+      for (const s of [server, pushServer]) {
+        expect(s.child.exitCode).toBeNull();
+        expect(await (await fetch(new URL('/healthz', s.url))).json()).toEqual({ status: 'ok' });
+      }
     } finally {
       pushed.dispose();
       await probe.client.dispose();
