@@ -32,8 +32,8 @@ export function lockForTransactionStatement(lock: AdvisoryLock, mode: 'exclusive
 
 /** Waits for the lock, held until the transaction of `em` ends. */
 export async function lockForTransaction(em: EntityManager, lock: AdvisoryLock, mode: 'exclusive' | 'shared' = 'exclusive'): Promise<void> {
-  const { sql, params } = lockForTransactionStatement(lock, mode);
-  await em.execute(sql, params as unknown[]);
+  const { sql, params = [] } = lockForTransactionStatement(lock, mode);
+  await em.execute(sql, [...params]);
 }
 
 /** Takes the lock until the transaction of `em` ends, if no one holds it; false (and no wait) if someone does. */

@@ -4,10 +4,10 @@ import type { Plugin } from 'graphql-yoga';
  * The GraphQL requests and operations this process is answering: an HTTP request from its arrival at
  * yoga to its response (its token lookup included, which comes before the execution), and every
  * execution (over a WebSocket too: both go through the app's enveloped execute). stop() waits for
- * those already running when it begins before
- * it records its workers disconnected (a heartbeat, pull or metadata report that read "not stopping"
- * could otherwise mark a worker connected after that record) and again before it closes the database
- * (so that none fails on a closed pool). Subscriptions are not counted: they end with their sockets.
+ * those already running when it begins before it records its workers disconnected (a heartbeat, pull
+ * or metadata report that read "not stopping" could otherwise mark a worker connected after that
+ * record) and again before it closes the database (so that none fails on a closed pool).
+ * Subscriptions are not counted: they end with their sockets.
  */
 export interface OperationsInFlight {
   /** The yoga plugin that counts them. */
