@@ -75,12 +75,23 @@ class EventBuffer extends SlidingBuffer {
   }
 }
 
+/** What a listener hears of a published payload: a copy as JSON makes it, as another process reads it. */
+const jsonCopy = (payload: unknown): unknown => JSON.parse(JSON.stringify(payload ?? null));
+
 /**
  * yoga's pub/sub on `target`, each subscription with a buffer of its own (SUBSCRIPTION_BUFFER_EVENTS):
- * yoga's own subscriptions have none, or share the one buffer given.
+ * yoga's own subscriptions have none, or share the one buffer given. What is published is copied
+ * first (jsonCopy), so that no listener holds or sees the publisher's own object, which it may change
+ * or keep after publishing, whether the target is in-process or PostgreSQL.
  */
 function bufferedPubSub(target: PubSubEventTarget<Topics>, log?: Logger): Events {
-  const { publish } = createPubSub<Topics>({ eventTarget: target });
+  const pubsub = createPubSub<Topics>({ eventTarget: target });
+  // yoga's publish takes (topic, payload) or (topic, routing id, payload): the payload is the last argument.
+  const publish = (routingKey: string, ...args: unknown[]) => {
+    const copied = args.slice();
+    copied[copied.length - 1] = jsonCopy(copied[copied.length - 1]);
+    (pubsub.publish as (routingKey: string, ...args: unknown[]) => void)(routingKey, ...copied);
+  };
   const subscribe = (routingKey: string, id?: string) => {
     const topic = id === undefined ? routingKey : `${routingKey}:${id}`;
     let warned = false;
@@ -138,7 +149,7 @@ function unmarked(payload: unknown, origin: string): unknown {
  * An event published here reaches this process's own listeners at once, not after a round trip
  * through PostgreSQL (for a push to a worker connected here, that round trip was a millisecond or
  * more of its latency); its notification, marked with the process's own random id, is passed over
- * when it comes back. The listeners of either hear a copy of the payload, as JSON makes it.
+ * when it comes back. The listeners of either hear a copy of the payload, as JSON makes it (bufferedPubSub).
  */
 export function createPgEventTarget(
   connectionString: string,
@@ -283,12 +294,11 @@ export function createPgEventTarget(
         if (client && !closed) void onListener(client, `UNLISTEN ${quote(channelOf(type))}`);
       }
     },
-    // This process's listeners hear it at once, the other processes' through PostgreSQL.
+    // This process's listeners hear it at once, the other processes' through PostgreSQL. The detail
+    // is bufferedPubSub's copy already, what the other processes read.
     dispatchEvent(event: CustomEvent) {
-      // Here, a copy of what the other processes read, as they read it: never the publisher's own object.
-      const copy: unknown = JSON.parse(JSON.stringify(event.detail ?? null));
-      queued.push({ channel: channelOf(event.type), payload: marked(copy, origin), type: event.type });
-      dispatchLocal(event.type, copy);
+      queued.push({ channel: channelOf(event.type), payload: marked(event.detail ?? null, origin), type: event.type });
+      dispatchLocal(event.type, event.detail ?? null);
       sendQueued();
       return true;
     },

@@ -98,6 +98,28 @@ describe('a burst of events (a stopping process, a mass disconnection) reaches e
     }
   });
 
+  it("in one process too, each listener hears a copy of what was published, never the publisher's object", async () => {
+    const events = createLocalEvents(captureLog('warn').log);
+    const a = open(events);
+    const b = open(events);
+    const published = { id: 7, name: 'w-7' };
+    events.publish('workerChanged', published);
+    published.name = 'changed after';
+    const [seenByA] = await a.values(1);
+    const [seenByB] = await b.values(1);
+    expect(seenByA).toEqual({ id: 7, name: 'w-7' });
+    expect(seenByB).toEqual({ id: 7, name: 'w-7' });
+    expect(seenByA).not.toBe(published);
+    // Routed topics (a routing id before the payload) are copied too.
+    const assigned = events.subscribe('workAssigned', '3')[Symbol.asyncIterator]();
+    const next = assigned.next();
+    const payload = { workRequestId: 1, workerId: 3 };
+    events.publish('workAssigned', '3', payload);
+    payload.workRequestId = 2;
+    expect((await next).value).toEqual({ workRequestId: 1, workerId: 3 });
+    await Promise.all([a.close(), b.close(), assigned.return?.()]);
+  });
+
   it('a subscription more than the buffer behind keeps the newest events and says once that it dropped the oldest', async () => {
     const cap = captureLog('warn');
     const events = createLocalEvents(cap.log);
