@@ -10,7 +10,7 @@ import { disconnectSilentWorkers, expireLeases } from './storage/leases.js';
 import { compactPendingCounts } from './storage/pending-counts.js';
 import { forgetEndedBackoffs } from './storage/release-backoffs.js';
 import type { Assignment } from './storage/assign.js';
-import { assignNextWork } from './storage/next-work.js';
+import { assignNextWork, type CallSeen, type NextAssignment } from './storage/next-work.js';
 import { runPass } from './storage/pass.js';
 import { placeRequest } from './storage/place.js';
 import { TaskHistoryCache } from './storage/task-history.js';
@@ -37,8 +37,11 @@ export interface Scheduler {
   readonly workers: WorkerSnapshot;
   /** The tasks' average run times, which may make work heavy (heavy.ts), read at most once a minute. */
   readonly history: TaskHistoryCache;
-  /** Assigns the next request to this worker (its own transaction), or returns null. */
-  requestWork(workerId: number): Promise<Assignment | null>;
+  /**
+   * Assigns the next request to this worker (its own transaction), or returns null. `seen`: the
+   * worker's call recorded in that transaction, first (assignNextWork).
+   */
+  requestWork(workerId: number, options?: { seen?: CallSeen }): Promise<NextAssignment | null>;
   /**
    * Places a request that just became PENDING on a free worker at once, if there is one (place.ts),
    * before its change is published; the passes that change triggers then find nothing to do.
@@ -168,8 +171,8 @@ export function createScheduler(deps: {
     classes,
     workers,
     history,
-    async requestWork(workerId) {
-      const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date()));
+    async requestWork(workerId, options = {}) {
+      const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date(), { seen: options.seen }));
       if (assignment) publish([assignment], 'pull');
       return assignment;
     },

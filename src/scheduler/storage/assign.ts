@@ -15,15 +15,16 @@ export interface Assignment {
  * The one way a request is assigned: a PENDING request becomes ASSIGNED to a worker, now. `pairs` is
  * a relation of `(id, worker_id)` (a subquery or a function call, with its parameters), read as the
  * alias `s`; the statement takes the time of the assignment first, then the relation's parameters.
- * Returns `id, workspace_id, pending_at` of the rows assigned. The caller holds the rows' locks (SKIP
+ * Returns `returning` of the rows assigned (`w` is the request; by default `id, workspace_id,
+ * pending_at`, what AssignedRow holds). The caller holds the rows' locks (SKIP
  * LOCKED where it picked them) and the workers' capacity in check: next-work.ts, pass.ts and the
  * quarantine probes (services/work/quarantine-probes.ts, through assignRequests).
  */
-export const assignSql = (pairs: string) => `
+export const assignSql = (pairs: string, returning = 'w.id, w.workspace_id, w.pending_at') => `
   update work_request w set status = 'ASSIGNED', worker_id = s.worker_id, assigned_at = ?::timestamptz
     from ${pairs} as s(id, worker_id)
    where w.id = s.id and w.status = 'PENDING'
-  returning w.id, w.workspace_id, w.pending_at`;
+  returning ${returning}`;
 
 /** A row that assignSql returns. */
 export interface AssignedRow {

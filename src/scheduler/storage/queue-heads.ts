@@ -58,8 +58,9 @@ export const LOCK_ALL_SQL = `
  * One worker's pull in one statement: the heads of its eligible classes, the first of them still
  * PENDING, not backed off from this worker (rules/release-backoff.ts) and not locked by another caller
  * (SKIP LOCKED), assigned to it (assignSql). Parameters: the eligible classes, the heads per class
- * (twice), notBackedOffParams, the time of the assignment, the worker. Returns how many heads there
- * were (none: nothing to do; some but no id: all taken by concurrent callers, look deeper).
+ * (twice), notBackedOffParams, the time of the assignment, the worker. Returns one row: how many heads
+ * there were (`heads_`; none: nothing to do; some but no id: all taken by concurrent callers, look
+ * deeper) and every column of the request it assigned, as the assignment left it (all null when none).
  */
 export const ASSIGN_FIRST_SQL = `
   with heads as (${CLASS_HEADS_EVEN_SQL}),
@@ -70,6 +71,5 @@ export const ASSIGN_FIRST_SQL = `
      limit 1
      for update of w skip locked
   ),
-  assigned as (${assignSql('(select pick.id, ?::int from pick)')})
-  select (select count(*) from heads)::int as heads, (select id from assigned) as id, (select workspace_id from assigned) as workspace_id,
-         (select pending_at from assigned) as pending_at`;
+  assigned as (${assignSql('(select pick.id, ?::int from pick)', 'w.*')})
+  select (select count(*) from heads)::int as heads_, a.* from (values (0)) as one (n) left join assigned a on true`;

@@ -16,19 +16,18 @@ import { START_SQL } from '../../scheduler/storage/work-transitions.js';
 import { isActiveSql, isUnacknowledgedSql } from '../../scheduler/rules/active-work.js';
 import { judgeWorker } from '../../scheduler/storage/quarantine.js';
 import { recordRelease } from '../../scheduler/storage/release-backoffs.js';
-import { markSeen } from '../workers/presence.js';
+import { seenByCall } from '../workers/presence.js';
 
 /** Pull: the calling worker gets its next work request (assigned atomically), or null. */
 export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | null> {
   const worker = requireWorker(deps.viewer);
-  // A worker that asks is alive: the call counts as a heartbeat.
-  await markSeen(deps.em, worker.id, new Date(), deps.serverStopping?.() ?? false);
-  const assignment = await deps.scheduler.requestWork(worker.id);
+  // A worker that asks is alive: the call counts as a heartbeat, recorded in the pull's transaction,
+  // in the same round trip as the worker's lock.
+  const assignment = await deps.scheduler.requestWork(worker.id, { seen: seenByCall(new Date(), deps.serverStopping?.() ?? false) });
   if (!assignment) return null;
   // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED). The
-  // answer is the row as it is now; its workspace and creator are read by the loaders if asked for.
-  const [row] = await deps.em.execute<Record<string, unknown>[]>('select * from work_request where id = ?', [assignment.workRequestId]);
-  return deps.em.map(WorkRequestSchema, row);
+  // answer is the row as the assignment left it; its workspace and creator are read by the loaders if asked for.
+  return deps.em.map(WorkRequestSchema, assignment.row);
 }
 
 /**

@@ -12,19 +12,14 @@ import { requireWorker, type Viewer } from '../identity/auth.js';
  * home: the worker is seen now, and connected from now unless it already was; but while this process
  * is stopping (Context.serverStopping) it is seen only, since the process has recorded its workers
  * disconnected and the worker is connected again where it connects next. A SET list over a `worker`
- * row, and its parameters; markSeen, heartbeat and reportWorkerMetadata all write it.
+ * row, and its parameters; a pull (requestWork, in its assignment's first trip: scheduler/storage/next-work.ts),
+ * heartbeat and reportWorkerMetadata all write it.
  */
 export function seenByCall(now: Date, stopping: boolean): { set: string; params: unknown[] } {
   return {
     set: 'last_seen_at = ?, connected_at = case when ?::boolean then connected_at else coalesce(connected_at, ?) end',
     params: [now, stopping, now],
   };
-}
-
-/** A worker called: {@link seenByCall}, in one statement. */
-export async function markSeen(em: EntityManager, workerId: number, now: Date, stopping: boolean): Promise<void> {
-  const seen = seenByCall(now, stopping);
-  await em.execute(`update worker set ${seen.set} where id = ?`, [...seen.params, workerId]);
 }
 
 /**
