@@ -46,7 +46,7 @@ export interface Scheduler {
    * Places a request that just became PENDING on a free worker at once, if there is one (place.ts),
    * before its change is published; the passes that change triggers then find nothing to do.
    */
-  placeNew(request: { id: number; classId: number; taskType: string; taskName: string }): Promise<Assignment[]>;
+  placeNew(request: { id: number; classId: number; taskType: string; taskName: string }): Promise<NextAssignment[]>;
   /** Runs one full pass now. */
   runPass(): Promise<Assignment[]>;
   /** Takes back expired assignments and runs of silent workers (also done before every periodic pass). */
@@ -101,7 +101,7 @@ export function createScheduler(deps: {
       events.publish('workRequestChanged', { id: a.workRequestId, workspaceId: a.workspaceId, status: 'ASSIGNED' });
     }
   };
-  const placing = new Set<Promise<Assignment[]>>();
+  const placing = new Set<Promise<NextAssignment[]>>();
 
   async function pass(reason: PassReason | 'manual' = 'manual'): Promise<Assignment[]> {
     // Most triggers (a worker connecting, work starting or finishing) come when nothing waits: one

@@ -4,6 +4,8 @@ import { connectedWorker, createWorkspace, ok, sbuild, submitOk } from '../helpe
 
 // The scheduler is manual here (useTestApp's default): only the worker's own pull assigns.
 const t = useTestApp();
+// Here it runs by itself, so that a new request is placed on a free worker as it is created.
+const placing = useTestApp({ schedulerAutomatic: true, schedulerIntervalMs: 3_600_000 });
 
 const FIELDS = 'id status statusReason taskName taskData priority assignedAt startedAt createdAt worker { name } workspace { name } createdBy { username }';
 const pull = async (token: string) =>
@@ -47,5 +49,26 @@ describe('requestWork', () => {
     expect(await seenAt('pull-amd64')).toBeGreaterThanOrEqual(before - 1_000);
     const [{ pending }] = await t.sql<{ pending: number }>(`select count(*)::int as pending from work_request where status = 'PENDING'`);
     expect(pending).toBe(1);
+  });
+});
+
+describe('createWorkRequest placed at once', () => {
+  const create = async (name: string) =>
+    (await ok(placing, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { ${FIELDS} } } }`, { i: sbuild('debian/placed', name) }))
+      .createWorkRequest as Record<string, unknown>;
+  const read = async (id: unknown) => (await ok(placing, `query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id })).workRequest;
+
+  it('answers the request as its assignment left it, the same as a read of it afterwards', async () => {
+    await createWorkspace(placing, 'debian/placed');
+    await connectedWorker(placing, 'placed-amd64');
+    const before = Date.now();
+    const placed = await create('placed');
+    expect(placed).toMatchObject({ status: 'ASSIGNED', worker: { name: 'placed-amd64' }, startedAt: null });
+    expect(Date.parse(placed.assignedAt as string)).toBeGreaterThanOrEqual(before - 1_000);
+    expect(placed).toEqual(await read(placed.id));
+    // One worker of concurrency 1: the next one waits, and is answered as written.
+    const waiting = await create('waiting');
+    expect(waiting).toMatchObject({ status: 'PENDING', worker: null, assignedAt: null });
+    expect(waiting).toEqual(await read(waiting.id));
   });
 });

@@ -5,8 +5,7 @@ import { hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import { mayFitParams, mayFitSql } from '../rules/fit.js';
 import type { ClassCache } from '../matching/class-cache.js';
-import type { Assignment } from './assign.js';
-import { assignNextWork } from './next-work.js';
+import { assignNextWork, type NextAssignment } from './next-work.js';
 import { heaviness } from '../rules/heavy-work.js';
 import { staticFirstSql, workerPreference, workerSize } from '../rules/placement-preference.js';
 import type { TaskHistoryCache } from './task-history.js';
@@ -66,8 +65,8 @@ export function freeForClassTrip(params: readonly unknown[], walk = FREE_FOR_CLA
  *
  * This spares the full pass (every connected worker loaded and locked) for the common case of a
  * request arriving when workers are idle. When it finds no worker, the request waits for the next
- * pass, as before. Runs inside the caller's transaction; returns the assignments made (there may be
- * one for an older request, and none for this one).
+ * pass, as before. Runs inside the caller's transaction; returns the assignments made, each with its
+ * request's row (there may be one for an older request, and none for this one).
  */
 export async function placeRequest(
   em: EntityManager,
@@ -76,7 +75,7 @@ export async function placeRequest(
   config: Config,
   request: { readonly id: number; readonly classId: number; readonly taskType: string; readonly taskName: string },
   now: Date,
-): Promise<Assignment[]> {
+): Promise<NextAssignment[]> {
   await cache.refreshIfBehind(em, request.classId);
   const taskClass = cache.get(request.classId);
   if (!taskClass) return [];
@@ -91,7 +90,7 @@ export async function placeRequest(
   }
   candidates.sort(workerPreference(heaviness(taskClass.requiredTags, request.taskType, request.taskName, await history.get(em, now)).heavy));
 
-  const assignments: Assignment[] = [];
+  const assignments: NextAssignment[] = [];
   for (const c of candidates.slice(0, ATTEMPTS)) {
     const assignment = await assignNextWork(em, cache, config, c.id, now, { skipLocked: true });
     if (!assignment) continue; // busy elsewhere, or full by now

@@ -486,14 +486,14 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
   } = await writeCreates(deps, [prepared], asEntity, record && ((tx, created) => record(tx, created[0])));
   // Placed before its change is published: a request placed at once is published once, by its
   // placement, as ASSIGNED, and that asks no pass of any process (changeMayAllowAssignments).
-  let placed = false;
-  if (wr.status === 'PENDING' && wr.classId != null) {
-    placed = (await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId, taskType: wr.taskType, taskName: wr.taskName })).some((a) => a.workRequestId === wr.id);
-    if (placed) await deps.em.refresh(wr); // answer with what it is now: ASSIGNED
-  }
-  if (!placed) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
+  const placement =
+    wr.status === 'PENDING' && wr.classId != null
+      ? (await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId, taskType: wr.taskType, taskName: wr.taskName })).find((a) => a.workRequestId === wr.id)
+      : undefined;
+  if (!placement) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
   for (const change of changed) deps.events.publish('workRequestChanged', change); // a workflow's children
-  return wr;
+  // Placed: the answer is the row as its assignment left it (ASSIGNED), merged into the entity.
+  return placement ? deps.em.map(WorkRequestSchema, placement.row) : wr;
 }
 
 /** A refusal other than bad input (a missing workspace, a forbidden one), its message naming the request of the batch it came from. */
