@@ -10,7 +10,7 @@ import { disconnectSilentWorkers, expireLeases } from './storage/leases.js';
 import { compactPendingCounts } from './storage/pending-counts.js';
 import { forgetEndedBackoffs } from './storage/release-backoffs.js';
 import type { Assignment } from './storage/assign.js';
-import { assignNextWork, type CallSeen, type NextAssignment } from './storage/next-work.js';
+import { assignNextWork, assignNextWorkInOneTrip, PullShapes, type CallSeen, type NextAssignment } from './storage/next-work.js';
 import { runPass } from './storage/pass.js';
 import { placeRequest } from './storage/place.js';
 import { TaskHistoryCache } from './storage/task-history.js';
@@ -101,6 +101,8 @@ export function createScheduler(deps: {
       events.publish('workRequestChanged', { id: a.workRequestId, workspaceId: a.workspaceId, status: 'ASSIGNED' });
     }
   };
+  /** The shapes of the workers that pulled, for their next pulls in one round trip (next-work.ts). */
+  const pullShapes = new PullShapes();
   const placing = new Set<Promise<NextAssignment[]>>();
 
   async function pass(reason: PassReason | 'manual' = 'manual'): Promise<Assignment[]> {
@@ -172,7 +174,13 @@ export function createScheduler(deps: {
     workers,
     history,
     async requestWork(workerId, options = {}) {
-      const assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, new Date(), { seen: options.seen }));
+      const now = new Date();
+      // One round trip when this process knows the worker's shape; else (or when that trip cannot
+      // decide) the pull's transaction, which learns the shape for the next time.
+      let assignment = await assignNextWorkInOneTrip(orm.em.fork(), classes, config, pullShapes, workerId, now, options.seen);
+      if (assignment === undefined) {
+        assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, now, { seen: options.seen, shapes: pullShapes }));
+      }
       if (assignment) publish([assignment], 'pull');
       return assignment;
     },

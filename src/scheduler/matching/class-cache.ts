@@ -51,6 +51,11 @@ export class ClassCache {
     if (latestId > this.maxId) await this.refresh(em);
   }
 
+  /** The newest class this process has loaded (0 before any). */
+  get latestId(): number {
+    return this.maxId;
+  }
+
   /** Every known class. */
   all(): readonly TaskClassRow[] {
     return this.classes;

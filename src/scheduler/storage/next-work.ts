@@ -2,11 +2,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../config.js';
 import { intArray, toDate } from '../../db/arrays.js';
 import { executeInOneTrip, type TripStatement } from '../../db/one-trip.js';
-import { activeWorkSql, freeSlots } from '../rules/active-work.js';
+import { activeWorkSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
+import type { WorkerTags } from '../rules/fit.js';
 import type { Assignment } from './assign.js';
-import { ASSIGN_FIRST_SQL } from './queue-heads.js';
+import { ASSIGN_FIRST_SQL, assignFirstSql } from './queue-heads.js';
 import { notBackedOffParams } from '../rules/release-backoff.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
@@ -21,12 +22,103 @@ export interface CallSeen {
 /** An assignment by assignNextWork, with every column of the request as the assignment left it. */
 export type NextAssignment = Assignment & { readonly row: Record<string, unknown> };
 
+/** How many workers' shapes PullShapes keeps; past it, it starts again empty (a pull then takes the long way once). */
+const PULL_SHAPES_KEPT = 100_000;
+
+/**
+ * The shapes (type and tags, with the version PostgreSQL gives each shape: migration worker_shape) of
+ * the workers whose pulls this process has made, so that a worker's next pull can find its eligible
+ * classes without reading its row first (assignNextWorkInOneTrip).
+ */
+export class PullShapes {
+  private readonly byWorker = new Map<number, WorkerTags & { readonly version: string }>();
+
+  get(workerId: number): (WorkerTags & { readonly version: string }) | undefined {
+    return this.byWorker.get(workerId);
+  }
+
+  set(workerId: number, shape: WorkerTags & { readonly version: string }): void {
+    if (this.byWorker.size >= PULL_SHAPES_KEPT && !this.byWorker.has(workerId)) this.byWorker.clear();
+    this.byWorker.set(workerId, shape);
+  }
+
+  forget(workerId: number): void {
+    this.byWorker.delete(workerId);
+  }
+}
+
+/**
+ * assignNextWork in one round trip, outside any transaction, for a worker whose shape `shapes` knows:
+ * PostgreSQL runs the trip as one transaction (one-trip.ts). Its first statement locks the worker
+ * (recording its call, with `seen`); the second, with a snapshot taken after that lock, assigns the
+ * first request of the classes the known shape may run, only if the worker still has that shape (its
+ * version), no class is newer than the cache's, and the worker is available with a free slot, the same
+ * rules as assignNextWork's. Answers the assignment, null (unavailable, full, or nothing it may run),
+ * or undefined when assignNextWork must decide: the shape is unknown or changed, a class is newer, or
+ * every head it looked at was taken by a concurrent caller. The call is recorded in every case.
+ */
+export async function assignNextWorkInOneTrip(
+  em: EntityManager,
+  cache: ClassCache,
+  config: Config,
+  shapes: PullShapes,
+  workerId: number,
+  now: Date,
+  seen?: CallSeen,
+): Promise<NextAssignment | null | undefined> {
+  const shape = shapes.get(workerId);
+  if (!shape || em.isInTransaction()) return undefined;
+  const eligible = cache.eligibleFor(shape);
+  const guard = {
+    cte: `select w.shape_version = ?::bigint and (select coalesce(max(id), 0) from task_class) <= ? as fit_,
+                 ${availableSql('w')} and ${hasFreeSlotSql('w')} as free_
+            from worker w where w.id = ?`,
+    holds: 'fit_ and free_',
+  };
+  const [, [{ fit_: fit, free_: free, heads_: heads, ...row }]] = await executeInOneTrip<
+    [unknown[], ({ fit_: boolean | null; free_: boolean | null; heads_: number } & Record<string, unknown>)[]]
+  >(em, [
+    seen ? { sql: `update worker set ${seen.set} where id = ?`, params: [...seen.params, workerId] } : { sql: 'select id from worker where id = ? for update', params: [workerId] },
+    {
+      sql: assignFirstSql(guard),
+      params: [
+        shape.version,
+        cache.latestId,
+        ...availableParams(now, config.metadataFreshMs),
+        workerId,
+        intArray(eligible),
+        HEADS_PER_CLASS,
+        HEADS_PER_CLASS,
+        ...notBackedOffParams(workerId, now),
+        now,
+        workerId,
+      ],
+    },
+  ]);
+  if (fit !== true) {
+    shapes.forget(workerId);
+    return undefined;
+  }
+  if (!free) return null;
+  if (row.id !== null) return assignmentOf(workerId, row);
+  return heads === 0 ? null : undefined;
+}
+
+const assignmentOf = (workerId: number, row: Record<string, unknown>): NextAssignment => ({
+  workRequestId: row.id as number,
+  workerId,
+  workspaceId: row.workspace_id as number,
+  pendingAt: toDate(row.pending_at as Date | string | null),
+  row,
+});
+
 /**
  * Atomically assigns the next work request a worker may run, or returns null. The worker row is
  * locked, so one worker's concurrent calls never exceed its concurrency; candidate rows are taken
  * with SKIP LOCKED, so concurrent workers never get the same request and never wait on each other.
  * With `skipLocked` a worker locked by another transaction is passed over (null) instead of waited
- * for. With `seen`, the worker's call is recorded first, in the same trip as the lock. Runs inside the
+ * for. With `seen`, the worker's call is recorded first, in the same trip as the lock. With `shapes`,
+ * the worker's shape is kept there for its next pulls (assignNextWorkInOneTrip). Runs inside the
  * caller's transaction.
  */
 export async function assignNextWork(
@@ -35,19 +127,19 @@ export async function assignNextWork(
   config: Config,
   workerId: number,
   now: Date,
-  options: { skipLocked?: boolean; seen?: CallSeen } = {},
+  options: { skipLocked?: boolean; seen?: CallSeen; shapes?: PullShapes } = {},
 ): Promise<NextAssignment | null> {
   // The worker, locked, and the newest class id (to refresh the cache only when behind); then its load,
   // in a statement of its own: one that started before the lock was granted would still see the
   // snapshot from before a concurrent call of the same worker committed its assignment. Both in one
   // trip: the second statement takes its snapshot after the first has its lock. The call's record, when
   // given, goes first: its UPDATE takes the same row lock.
-  type Locked = { id: number; type: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number };
+  type Locked = { id: number; type: string; version: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number };
   const seen: TripStatement[] = options.seen ? [{ sql: `update worker set ${options.seen.set} where id = ?`, params: [...options.seen.params, workerId] }] : [];
   const results = await executeInOneTrip<unknown[][]>(em, [
     ...seen,
     {
-      sql: `select w.id, w.type, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
+      sql: `select w.id, w.type, w.shape_version::text as version, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
             (select coalesce(max(id), 0) from task_class) as latest_class
        from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
       params: [...availableParams(now, config.metadataFreshMs), workerId],
@@ -56,6 +148,7 @@ export async function assignNextWork(
   ]);
   const [[w], [{ active }]] = results.slice(seen.length) as [Locked[], { active: number }[]];
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
+  options.shapes?.set(workerId, { version: w.version, type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });
   if (!w.available) return null;
   if (freeSlots(w.concurrency, active) === 0) return null;
 
@@ -72,9 +165,7 @@ export async function assignNextWork(
       now,
       workerId,
     ]);
-    if (row.id !== null) {
-      return { workRequestId: row.id as number, workerId, workspaceId: row.workspace_id as number, pendingAt: toDate(row.pending_at as Date | string | null), row };
-    }
+    if (row.id !== null) return assignmentOf(workerId, row);
     if (heads === 0) return null; // nothing this worker may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper
   }

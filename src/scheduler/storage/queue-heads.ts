@@ -62,14 +62,26 @@ export const LOCK_ALL_SQL = `
  * there were (`heads_`; none: nothing to do; some but no id: all taken by concurrent callers, look
  * deeper) and every column of the request it assigned, as the assignment left it (all null when none).
  */
-export const ASSIGN_FIRST_SQL = `
-  with heads as (${CLASS_HEADS_EVEN_SQL}),
+export const ASSIGN_FIRST_SQL = assignFirstSql();
+
+/**
+ * ASSIGN_FIRST_SQL, assigning only when `guard` holds: `guard.cte` is the SQL of a relation of at most
+ * one row, whose columns' names end with `_` (its parameters come first, before ASSIGN_FIRST_SQL's),
+ * and `guard.holds` a condition on its columns. The statement answers the guard's columns too (null
+ * when it has no row).
+ */
+export function assignFirstSql(guard?: { readonly cte: string; readonly holds: string }): string {
+  return `
+  with ${guard ? `guard as (${guard.cte}),` : ''}
+  heads as (${CLASS_HEADS_EVEN_SQL}),
   pick as (
     select w.id from work_request w join heads h on h.id = w.id
-     where w.status = 'PENDING' and ${notBackedOffSql('w')}
+     where ${guard ? `coalesce((select ${guard.holds} from guard), false) and ` : ''}w.status = 'PENDING' and ${notBackedOffSql('w')}
      order by ${queueOrderSql('w')}
      limit 1
      for update of w skip locked
   ),
   assigned as (${assignSql('(select pick.id, ?::int from pick)', 'w.*')})
-  select (select count(*) from heads)::int as heads_, a.* from (values (0)) as one (n) left join assigned a on true`;
+  select ${guard ? 'g.*, ' : ''}(select count(*) from heads)::int as heads_, a.*
+    from (values (0)) as one (n)${guard ? ' left join guard g on true' : ''} left join assigned a on true`;
+}
