@@ -42,6 +42,47 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
     }
   }, 180_000);
 
+  it('a worker pulls its work, one request after another (its later pulls in one round trip), on the single session', async () => {
+    const server = await startServerProcess({ ...env, TAGSCHED_DATA_DIR: fs.mkdtempSync(path.join(dataDir, 'pulls-')), TAGSCHED_SCHEDULER: 'manual' });
+    try {
+      const admin = /^\s+(tsk_admin_\S+)$/m.exec(server.stderr())?.[1];
+      expect(admin, server.stderr()).toBeDefined();
+      const call = async (query: string, variables: Record<string, unknown>, token: string | undefined) => {
+        const res = await httpGql(server.url, query, variables, token);
+        expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+        return res.data!;
+      };
+      await call(`mutation { createWorkspace(input: { name: "debian/pulls" }) { __typename } }`, {}, admin);
+      const worker = (await call(`mutation { registerWorker(input: { name: "pull-1" }) { ... on WorkerTokenPayload { token } } }`, {}, admin)).registerWorker.token as string;
+      const metadata = { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
+      expect(
+        (await call(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: metadata }, worker)).reportWorkerMetadata
+          .__typename,
+      ).toBe('Worker');
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const created = await call(
+          `mutation { createWorkRequest(input: { workspace: "debian/pulls", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`,
+          {},
+          admin,
+        );
+        ids.push(created.createWorkRequest.id as string);
+      }
+      const pull = async () =>
+        (await call(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id status worker { name } } } } }`, {}, worker)).requestWork.workRequest;
+      for (const id of ids) {
+        expect(await pull()).toEqual({ id, status: 'ASSIGNED', worker: { name: 'pull-1' } });
+        expect(await pull()).toBeNull(); // its one slot is held
+        await call(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, worker);
+        const done = await call(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status } } }`, { id }, worker);
+        expect(done.completeWorkRequest.status).toBe('COMPLETED');
+      }
+      expect(await pull()).toBeNull();
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  }, 180_000);
+
   it('refuses a second server on the same data directory', async () => {
     const server = await startServerProcess(env);
     try {

@@ -177,7 +177,8 @@ export function createScheduler(deps: {
       const now = new Date();
       // One round trip when this process knows the worker's shape; else (or when that trip cannot
       // decide) the pull's transaction, which learns the shape for the next time.
-      let assignment = await assignNextWorkInOneTrip(orm.em.fork(), classes, config, pullShapes, workerId, now, options.seen);
+      const shape = pullShapes.get(workerId);
+      let assignment = shape ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config, workerId, shape, now, { seen: options.seen }) : undefined;
       if (assignment === undefined) {
         assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, now, { seen: options.seen, shapes: pullShapes }));
       }
@@ -186,20 +187,17 @@ export function createScheduler(deps: {
     },
     async placeNew(request) {
       if (stopped || !config.schedulerAutomatic) return [];
-      const placed = orm.em
-        .fork()
-        .transactional((tx) => placeRequest(tx, classes, history, config, request, new Date()))
-        .then(
-          (assignments) => {
-            publish(assignments, 'place');
-            return assignments;
-          },
-          (err: unknown) => {
-            log.error({ err, workRequestId: request.id }, 'placing a new request failed');
-            this.trigger('new-pending'); // the pass will place it
-            return [];
-          },
-        );
+      // Each assignment is committed on its own and published at once, before the next worker is
+      // tried; those made before a failure are answered too.
+      const made: NextAssignment[] = [];
+      const placed = placeRequest(orm.em.fork(), classes, history, config, request, new Date(), (a) => {
+        made.push(a);
+        publish([a], 'place');
+      }).catch((err: unknown) => {
+        log.error({ err, workRequestId: request.id }, 'placing a new request failed');
+        this.trigger('new-pending'); // the pass will place it
+        return made;
+      });
       placing.add(placed);
       try {
         return await placed;

@@ -4,6 +4,7 @@
  * transaction, and hands back to it whenever it cannot decide (an unknown or changed shape, a class
  * newer than the cache). On the real database, with the scheduler manual so that only these pulls assign.
  */
+import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { assignNextWork, assignNextWorkInOneTrip, PullShapes } from '../../src/scheduler/storage/next-work.js';
 import { useTestApp } from '../helpers/app.js';
@@ -13,7 +14,11 @@ const t = useTestApp();
 let workerId: number;
 let workerToken: string;
 
-const oneTrip = (shapes: PullShapes) => assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config, shapes, workerId, new Date());
+/** As the scheduler's requestWork does it: in one trip when the worker's shape is known (undefined when not, or when the trip cannot decide). */
+const oneTrip = async (shapes: PullShapes, options: { skipLocked?: boolean } = {}) => {
+  const shape = shapes.get(workerId);
+  return shape ? assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config, workerId, shape, new Date(), options) : undefined;
+};
 const inTransaction = (shapes: PullShapes) =>
   t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config, workerId, new Date(), { shapes }));
 const held = async () =>
@@ -58,17 +63,36 @@ describe('a pull in one round trip', () => {
     await complete(ids);
   });
 
-  it('hands back to the transaction when the worker shape changed, and forgets the shape', async () => {
+  it('hands back to the transaction when the worker shape changed', async () => {
     const shapes = new PullShapes();
     await inTransaction(shapes);
     const before = shapes.get(workerId)!.version;
     await reportMetadata(t, workerToken, { ...AMD64_METADATA, tools: ['sbuild', 'autopkgtest'] });
     const id = Number((await submitOk(t, sbuild('debian/trip', 'retagged'))).id);
     expect(await oneTrip(shapes)).toBeUndefined();
-    expect(shapes.get(workerId)).toBeUndefined();
     expect(await held()).toEqual([]);
     expect((await inTransaction(shapes))?.workRequestId).toBe(id);
     expect(shapes.get(workerId)!.version).not.toBe(before);
+    await complete([id]);
+  });
+
+  it('with SKIP LOCKED, passes over a worker locked by another transaction, and assigns nothing', async () => {
+    const shapes = new PullShapes();
+    await inTransaction(shapes);
+    const id = Number((await submitOk(t, sbuild('debian/trip', 'skipped'))).id);
+    // Another session holds the worker's row.
+    const holder = new pg.Client({ connectionString: t.dbUrl });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select id from worker where id = $1 for update', [workerId]);
+      expect(await oneTrip(shapes, { skipLocked: true })).toBeNull();
+      expect(await held()).toEqual([]);
+      await holder.query('commit');
+    } finally {
+      await holder.end();
+    }
+    expect((await oneTrip(shapes, { skipLocked: true }))?.workRequestId).toBe(id);
     await complete([id]);
   });
 

@@ -31,57 +31,70 @@ const PULL_SHAPES_KEPT = 100_000;
  * classes without reading its row first (assignNextWorkInOneTrip).
  */
 export class PullShapes {
-  private readonly byWorker = new Map<number, WorkerTags & { readonly version: string }>();
+  private readonly byWorker = new Map<number, PullShape>();
 
-  get(workerId: number): (WorkerTags & { readonly version: string }) | undefined {
+  get(workerId: number): PullShape | undefined {
     return this.byWorker.get(workerId);
   }
 
-  set(workerId: number, shape: WorkerTags & { readonly version: string }): void {
+  set(workerId: number, shape: PullShape): void {
     if (this.byWorker.size >= PULL_SHAPES_KEPT && !this.byWorker.has(workerId)) this.byWorker.clear();
     this.byWorker.set(workerId, shape);
   }
-
-  forget(workerId: number): void {
-    this.byWorker.delete(workerId);
-  }
 }
 
+/** A worker's shape as a pull needs it: its type and tags, and the version PostgreSQL gave that shape. */
+export type PullShape = WorkerTags & { readonly version: string };
+
+/** The transaction-local setting through which a one-trip pull's second statement knows that its first took the worker's lock. */
+const LOCKED_SETTING = 'tagsched.pull_locked';
+
 /**
- * assignNextWork in one round trip, outside any transaction, for a worker whose shape `shapes` knows:
+ * assignNextWork in one round trip, outside any transaction, for a worker of a known `shape`:
  * PostgreSQL runs the trip as one transaction (one-trip.ts). Its first statement locks the worker
- * (recording its call, with `seen`); the second, with a snapshot taken after that lock, assigns the
- * first request of the classes the known shape may run, only if the worker still has that shape (its
- * version), no class is newer than the cache's, and the worker is available with a free slot, the same
- * rules as assignNextWork's. Answers the assignment, null (unavailable, full, or nothing it may run),
- * or undefined when assignNextWork must decide: the shape is unknown or changed, a class is newer, or
- * every head it looked at was taken by a concurrent caller. The call is recorded in every case.
+ * (recording its call, with `seen`; with `skipLocked`, passing over a worker locked elsewhere); the
+ * second, with a snapshot taken after that lock, assigns the first request of the classes the shape
+ * may run, only if it took the lock, the worker still has that shape (its version), no class is newer
+ * than the cache's, and the worker is available with a free slot: the rules of assignNextWork. Answers
+ * the assignment, null (locked elsewhere with `skipLocked`, unavailable, full, or nothing it may run),
+ * or undefined when assignNextWork must decide: in a transaction already, the shape changed, a class is
+ * newer, or every head it looked at was taken by a concurrent caller. The call is recorded whenever
+ * the lock is taken.
  */
 export async function assignNextWorkInOneTrip(
   em: EntityManager,
   cache: ClassCache,
   config: Config,
-  shapes: PullShapes,
   workerId: number,
+  shape: PullShape,
   now: Date,
-  seen?: CallSeen,
+  options: { skipLocked?: boolean; seen?: CallSeen } = {},
 ): Promise<NextAssignment | null | undefined> {
-  const shape = shapes.get(workerId);
-  if (!shape || em.isInTransaction()) return undefined;
+  if (em.isInTransaction()) return undefined;
   const eligible = cache.eligibleFor(shape);
   const guard = {
-    cte: `select w.shape_version = ?::bigint and (select coalesce(max(id), 0) from task_class) <= ? as fit_,
+    cte: `select current_setting('${LOCKED_SETTING}', true) is not distinct from ? as locked_,
+                 w.shape_version = ?::bigint and (select coalesce(max(id), 0) from task_class) <= ? as fit_,
                  ${availableSql('w')} and ${hasFreeSlotSql('w')} as free_
             from worker w where w.id = ?`,
-    holds: 'fit_ and free_',
+    holds: 'locked_ and fit_ and free_',
   };
-  const [, [{ fit_: fit, free_: free, heads_: heads, ...row }]] = await executeInOneTrip<
-    [unknown[], ({ fit_: boolean | null; free_: boolean | null; heads_: number } & Record<string, unknown>)[]]
+  // The lock's statement marks, in a setting of the trip's transaction, that it took the lock: with
+  // SKIP LOCKED it may not have, and the assignment must then not be made. The mark is made on the rows
+  // the lock let through: over a locking subquery (which PostgreSQL never flattens), or in RETURNING. A
+  // mark in the locking query's own select list would be computed before the lock is tried.
+  const mark = `set_config('${LOCKED_SETTING}', w.id::text, true)`;
+  const lock: TripStatement = options.seen
+    ? { sql: `update worker w set ${options.seen.set} where w.id = ? returning ${mark}`, params: [...options.seen.params, workerId] }
+    : { sql: `select ${mark} from (select id from worker where id = ? for update${options.skipLocked ? ' skip locked' : ''}) w`, params: [workerId] };
+  const [, [{ locked_: locked, fit_: fit, free_: free, heads_: heads, ...row }]] = await executeInOneTrip<
+    [unknown[], ({ locked_: boolean | null; fit_: boolean | null; free_: boolean | null; heads_: number } & Record<string, unknown>)[]]
   >(em, [
-    seen ? { sql: `update worker set ${seen.set} where id = ?`, params: [...seen.params, workerId] } : { sql: 'select id from worker where id = ? for update', params: [workerId] },
+    lock,
     {
       sql: assignFirstSql(guard),
       params: [
+        String(workerId),
         shape.version,
         cache.latestId,
         ...availableParams(now, config.metadataFreshMs),
@@ -95,10 +108,9 @@ export async function assignNextWorkInOneTrip(
       ],
     },
   ]);
-  if (fit !== true) {
-    shapes.forget(workerId);
-    return undefined;
-  }
+  if (locked === null) return null; // no such worker
+  if (!locked) return options.skipLocked ? null : undefined; // busy in another transaction
+  if (!fit) return undefined;
   if (!free) return null;
   if (row.id !== null) return assignmentOf(workerId, row);
   return heads === 0 ? null : undefined;

@@ -5,7 +5,7 @@ import { hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import { mayFitParams, mayFitSql } from '../rules/fit.js';
 import type { ClassCache } from '../matching/class-cache.js';
-import { assignNextWork, type NextAssignment } from './next-work.js';
+import { assignNextWork, assignNextWorkInOneTrip, type NextAssignment, type PullShape } from './next-work.js';
 import { heaviness } from '../rules/heavy-work.js';
 import { staticFirstSql, workerPreference, workerSize } from '../rules/placement-preference.js';
 import type { TaskHistoryCache } from './task-history.js';
@@ -21,7 +21,7 @@ const ATTEMPTS = 4; // workers tried before the request is left to the next pass
  * (static workers before pool workers, as workerPreference orders them).
  */
 export const FREE_FOR_CLASS_SQL = `
-  select w.id, w.type, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
+  select w.id, w.type, w.shape_version::text as version, w.pool_id, to_json(w.provided_tags) as provided_tags, to_json(w.required_tags) as required_tags
     from worker w
    where ${availableSql('w')}
      and ${mayFitSql('w')}
@@ -65,8 +65,10 @@ export function freeForClassTrip(params: readonly unknown[], walk = FREE_FOR_CLA
  *
  * This spares the full pass (every connected worker loaded and locked) for the common case of a
  * request arriving when workers are idle. When it finds no worker, the request waits for the next
- * pass, as before. Runs inside the caller's transaction; returns the assignments made, each with its
- * request's row (there may be one for an older request, and none for this one).
+ * pass, as before. Outside a transaction, each assignment is committed on its own (in one round trip
+ * when it can be: assignNextWorkInOneTrip) and handed to `onAssigned` at once; in the caller's
+ * transaction, they are made in it. Returns the assignments made, each with its request's row (there
+ * may be one for an older request, and none for this one).
  */
 export async function placeRequest(
   em: EntityManager,
@@ -75,26 +77,35 @@ export async function placeRequest(
   config: Config,
   request: { readonly id: number; readonly classId: number; readonly taskType: string; readonly taskName: string },
   now: Date,
+  onAssigned?: (assignment: NextAssignment) => void,
 ): Promise<NextAssignment[]> {
   await cache.refreshIfBehind(em, request.classId);
   const taskClass = cache.get(request.classId);
   if (!taskClass) return [];
-  const [, rows] = await executeInOneTrip<[unknown[], { id: number; type: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[], unknown[]]>(
-    em,
-    freeForClassTrip([...availableParams(now, config.metadataFreshMs), ...mayFitParams(taskClass)]),
-  );
-  const candidates: { id: number; eligible: number; pooled: boolean; size: [number, number] }[] = [];
+  const [, rows] = await executeInOneTrip<
+    [unknown[], { id: number; type: string; version: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[], unknown[]]
+  >(em, freeForClassTrip([...availableParams(now, config.metadataFreshMs), ...mayFitParams(taskClass)]));
+  const candidates: { id: number; shape: PullShape; eligible: number; pooled: boolean; size: [number, number] }[] = [];
   for (const r of rows) {
-    const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (eligible.includes(request.classId)) candidates.push({ id: r.id, eligible: eligible.length, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
+    const shape: PullShape = { version: r.version, type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags };
+    const eligible = cache.eligibleFor(shape);
+    if (eligible.includes(request.classId)) candidates.push({ id: r.id, shape, eligible: eligible.length, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
   }
   candidates.sort(workerPreference(heaviness(taskClass.requiredTags, request.taskType, request.taskName, await history.get(em, now)).heavy));
 
   const assignments: NextAssignment[] = [];
   for (const c of candidates.slice(0, ATTEMPTS)) {
-    const assignment = await assignNextWork(em, cache, config, c.id, now, { skipLocked: true });
+    // Outside a transaction, one trip with the shape the walk read; in one, or when that trip cannot
+    // decide (the worker changed since the walk, every head taken), the pull's transaction.
+    let assignment = await assignNextWorkInOneTrip(em, cache, config, c.id, c.shape, now, { skipLocked: true });
+    if (assignment === undefined) {
+      assignment = em.isInTransaction()
+        ? await assignNextWork(em, cache, config, c.id, now, { skipLocked: true })
+        : await em.transactional((tx) => assignNextWork(tx, cache, config, c.id, now, { skipLocked: true }));
+    }
     if (!assignment) continue; // busy elsewhere, or full by now
     assignments.push(assignment);
+    onAssigned?.(assignment);
     if (assignment.workRequestId === request.id) break;
   }
   return assignments;
