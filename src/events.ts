@@ -89,7 +89,7 @@ function bufferedPubSub(target: PubSubEventTarget<Topics>, log?: Logger): Events
   // yoga's publish takes (topic, payload) or (topic, routing id, payload): the payload is the last argument.
   const publish = (routingKey: string, ...args: unknown[]) => {
     const copied = args.slice();
-    copied[copied.length - 1] = jsonCopy(copied[copied.length - 1]);
+    if (copied.length) copied[copied.length - 1] = jsonCopy(copied[copied.length - 1]);
     (pubsub.publish as (routingKey: string, ...args: unknown[]) => void)(routingKey, ...copied);
   };
   const subscribe = (routingKey: string, id?: string) => {

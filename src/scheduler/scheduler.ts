@@ -192,7 +192,11 @@ export function createScheduler(deps: {
       const made: NextAssignment[] = [];
       const placed = placeRequest(orm.em.fork(), classes, history, config, request, new Date(), (a) => {
         made.push(a);
-        publish([a], 'place');
+        try {
+          publish([a], 'place');
+        } catch (err) {
+          log.error({ err, workRequestId: a.workRequestId }, 'publishing a placement failed'); // the placement goes on
+        }
       }).catch((err: unknown) => {
         log.error({ err, workRequestId: request.id }, 'placing a new request failed');
         this.trigger('new-pending'); // the pass will place it

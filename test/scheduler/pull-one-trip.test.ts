@@ -96,6 +96,17 @@ describe('a pull in one round trip', () => {
     await complete([id]);
   });
 
+  it('refuses to record a call (which waits for the worker) and skip a locked worker at once, before sending anything', async () => {
+    const seen = { set: 'last_seen_at = now()', params: [] };
+    const shape = { version: '0', type: 'worker', providedTags: [], requiredTags: [] };
+    await expect(assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config, workerId, shape, new Date(), { seen, skipLocked: true })).rejects.toThrow(
+      /cannot skip/,
+    );
+    await expect(
+      t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config, workerId, new Date(), { seen, skipLocked: true })),
+    ).rejects.toThrow(/cannot skip/);
+  });
+
   it('hands back to the transaction when a class is newer than the cache', async () => {
     const shapes = new PullShapes();
     await inTransaction(shapes);

@@ -52,7 +52,7 @@ const LOCKED_SETTING = 'tagsched.pull_locked';
 /**
  * assignNextWork in one round trip, outside any transaction, for a worker of a known `shape`:
  * PostgreSQL runs the trip as one transaction (one-trip.ts). Its first statement locks the worker
- * (recording its call, with `seen`; with `skipLocked`, passing over a worker locked elsewhere); the
+ * (recording its call, with `seen`; or, with `skipLocked`, passing over a worker locked elsewhere); the
  * second, with a snapshot taken after that lock, assigns the first request of the classes the shape
  * may run, only if it took the lock, the worker still has that shape (its version), no class is newer
  * than the cache's, and the worker is available with a free slot: the rules of assignNextWork. Answers
@@ -70,6 +70,7 @@ export async function assignNextWorkInOneTrip(
   now: Date,
   options: { skipLocked?: boolean; seen?: CallSeen } = {},
 ): Promise<NextAssignment | null | undefined> {
+  if (options.seen && options.skipLocked) throw new Error('assignNextWorkInOneTrip: a recorded call (seen) waits for the worker; it cannot skip it');
   if (em.isInTransaction()) return undefined;
   const eligible = cache.eligibleFor(shape);
   const guard = {
@@ -129,7 +130,8 @@ const assignmentOf = (workerId: number, row: Record<string, unknown>): NextAssig
  * locked, so one worker's concurrent calls never exceed its concurrency; candidate rows are taken
  * with SKIP LOCKED, so concurrent workers never get the same request and never wait on each other.
  * With `skipLocked` a worker locked by another transaction is passed over (null) instead of waited
- * for. With `seen`, the worker's call is recorded first, in the same trip as the lock. With `shapes`,
+ * for. With `seen` (not with `skipLocked`: its UPDATE waits for the lock), the worker's call is
+ * recorded first, in the same trip as the lock. With `shapes`,
  * the worker's shape is kept there for its next pulls (assignNextWorkInOneTrip). Runs inside the
  * caller's transaction.
  */
@@ -141,6 +143,7 @@ export async function assignNextWork(
   now: Date,
   options: { skipLocked?: boolean; seen?: CallSeen; shapes?: PullShapes } = {},
 ): Promise<NextAssignment | null> {
+  if (options.seen && options.skipLocked) throw new Error('assignNextWork: a recorded call (seen) waits for the worker; it cannot skip it');
   // The worker, locked, and the newest class id (to refresh the cache only when behind); then its load,
   // in a statement of its own: one that started before the lock was granted would still see the
   // snapshot from before a concurrent call of the same worker committed its assignment. Both in one

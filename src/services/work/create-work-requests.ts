@@ -492,7 +492,7 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
       : undefined;
   if (!placement) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
   for (const change of changed) deps.events.publish('workRequestChanged', change); // a workflow's children
-  // Placed: the answer is the row as its assignment left it (ASSIGNED), merged into the entity.
+  // Placed: the answer is the row as its assignment left it (ASSIGNED), as an entity of deps.em.
   return placement ? deps.em.map(WorkRequestSchema, placement.row) : wr;
 }
 
