@@ -38,8 +38,9 @@ export interface Scheduler {
   /** The tasks' average run times, which may make work heavy (heavy.ts), read at most once a minute. */
   readonly history: TaskHistoryCache;
   /**
-   * Assigns the next request to this worker (its own transaction), or returns null. `seen`: the
-   * worker's call recorded in that transaction, first (assignNextWork).
+   * Assigns the next request to this worker (in one round trip when the worker's shape is known, else
+   * in a transaction of its own), or returns null. `seen`: the worker's call recorded there, first
+   * (next-work.ts).
    */
   requestWork(workerId: number, options?: { seen?: CallSeen }): Promise<NextAssignment | null>;
   /**

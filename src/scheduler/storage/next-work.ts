@@ -131,9 +131,8 @@ const assignmentOf = (workerId: number, row: Record<string, unknown>): NextAssig
  * with SKIP LOCKED, so concurrent workers never get the same request and never wait on each other.
  * With `skipLocked` a worker locked by another transaction is passed over (null) instead of waited
  * for. With `seen` (not with `skipLocked`: its UPDATE waits for the lock), the worker's call is
- * recorded first, in the same trip as the lock. With `shapes`,
- * the worker's shape is kept there for its next pulls (assignNextWorkInOneTrip). Runs inside the
- * caller's transaction.
+ * recorded first, in the same trip as the lock. With `shapes`, the worker's shape is kept there for
+ * its next pulls (assignNextWorkInOneTrip). Runs inside the caller's transaction.
  */
 export async function assignNextWork(
   em: EntityManager,

@@ -105,7 +105,7 @@ export async function placeRequest(
     }
     if (!assignment) continue; // busy elsewhere, or full by now
     assignments.push(assignment);
-    onAssigned?.(assignment);
+    if (!em.isInTransaction()) onAssigned?.(assignment); // committed: it may be published
     if (assignment.workRequestId === request.id) break;
   }
   return assignments;
