@@ -26,6 +26,8 @@ export interface Config {
   readonly heavyTaskSeconds: number;
   /** Requests ask for the memory and disk their task, package and architecture used lately (tasks/learned-requirements.ts). */
   readonly learnedRequirements: boolean;
+  /** Learned minimums read the runs of every workspace, private ones included, not only the request's own and public ones: a disclosure (docs/reference/statistics.md). */
+  readonly sharedHistory: boolean;
   readonly maxTaskDataBytes: number;
   readonly maxTagsPerSet: number;
   /** Most requests one createWorkRequests call accepts. */
@@ -308,6 +310,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     quarantineProbeMs: intVar(env, 'TAGSCHED_QUARANTINE_PROBE_SECONDS', 10 * 60) * 1000, // ten minutes
     heavyTaskSeconds: intVar(env, 'TAGSCHED_HEAVY_TASK_SECONDS', 60 * 60), // one hour
     learnedRequirements: boolVar(env, 'TAGSCHED_LEARNED_REQUIREMENTS', false),
+    sharedHistory: boolVar(env, 'TAGSCHED_SHARED_HISTORY', false),
     maxTaskDataBytes: intVar(env, 'TAGSCHED_MAX_TASK_DATA_BYTES', 64 * 1024), // 64 KiB of JSON
     maxTagsPerSet: intVar(env, 'TAGSCHED_MAX_TAGS', 100),
     maxBatchRequests: intVar(env, 'TAGSCHED_MAX_BATCH_REQUESTS', 1000),

@@ -10,6 +10,7 @@ import { TaskClassSchema } from './task-class.js';
 import { TaskDurationSchema } from './task-duration.js';
 import { TaskRuleSchema } from './task-rule.js';
 import { TaskStatisticsHistogramSchema } from './task-statistics-histogram.js';
+import { TaskStatisticsWorkerSchema } from './task-statistics-worker.js';
 import { TokenSchema } from './token.js';
 import { UserSchema } from './user.js';
 import { WorkRequestLogChunkSchema } from './work-request-log-chunk.js';
@@ -43,6 +44,7 @@ export const entities = [
   SignificantTagSchema,
   TaskDurationSchema,
   TaskStatisticsHistogramSchema,
+  TaskStatisticsWorkerSchema,
   IdempotencyKeySchema,
   WorkRequestLogSchema,
   WorkRequestLogChunkSchema,

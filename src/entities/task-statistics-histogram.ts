@@ -2,9 +2,10 @@ import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 
 /**
  * One bucket of a daily histogram of task statistics (scheduler/storage/task-statistics.ts): how many
- * runs of a task (package and architecture '': the task as a whole) completed on a day (UTC) with a
- * figure (`duration` in milliseconds, `memory` and `disk` in bytes) in a logarithmic bucket. Written and
- * read by SQL only; rows older than the window are deleted by the housekeeping.
+ * runs of a task (package and architecture '': the task as a whole) in one workspace completed on a day
+ * (UTC) with a figure (`duration` in milliseconds, `memory` and `disk` in bytes) in a logarithmic bucket.
+ * Workspace 0: counted before workspaces were kept. Written and read by SQL only; rows older than the
+ * window are deleted by the housekeeping.
  */
 export const TaskStatisticsHistogramSchema = defineEntity({
   name: 'TaskStatisticsHistogram',
@@ -15,6 +16,7 @@ export const TaskStatisticsHistogramSchema = defineEntity({
     package: p.text().primary(),
     architecture: p.text().primary(),
     metric: p.text().primary(),
+    workspaceId: p.integer().primary().default(0),
     day: p.date().primary(),
     bucket: p.integer().primary(),
     count: p.integer(),

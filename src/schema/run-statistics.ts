@@ -62,7 +62,7 @@ export function runStatisticsOfInput(input: {
 }
 
 const WorkRequestStatisticsRef = builder.objectRef<WorkRequestStatistics>('WorkRequestStatistics').implement({
-  description: "What the request's run used, as its agent measured it and reported it with the result",
+  description: "What the request's run used, as its agent reported it with the result, each figure bounded by what its worker offers (memory, disk, CPU time by run time × CPUs)",
   fields: (t) => ({
     setupSeconds: t.float({ description: "Wall time from the acknowledgement to the handler's start", resolve: (s) => Number(s.setupSeconds) }),
     runSeconds: t.float({ description: "Wall time of the handler's run", resolve: (s) => Number(s.runSeconds) }),

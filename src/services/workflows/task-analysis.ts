@@ -4,11 +4,12 @@ import { EnvironmentSchema } from '../../entities/environment.js';
 import { TaskRuleSchema } from '../../entities/task-rule.js';
 import type { User } from '../../entities/user.js';
 import type { Workspace } from '../../entities/workspace.js';
-import { keyString, readTaskStatistics } from '../../scheduler/storage/task-statistics.js';
+import { keyString, readLearnedSources } from '../../scheduler/storage/task-statistics.js';
 import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis, type WorkRequestAnalysisInput } from '../../tasks/analyze.js';
-import type { LearnedHistory } from '../../tasks/learned-requirements.js';
+import { learnedHistoryOf, type LearnedHistory } from '../../tasks/learned-requirements.js';
 import { statisticsKeyOf, type StatisticsKey } from '../../tasks/statistics-key.js';
 import type { EnvironmentFacts } from '../../tasks/types.js';
+import { principalOf, workspaceSql } from '../identity/visibility.js';
 import { jsonKey } from '../input/validate.js';
 
 /** What a work request's analysis reads besides its own fields. */
@@ -101,12 +102,18 @@ export class AnalysisSources {
     return found;
   }
 
-  /** The statistics of a task, package and architecture over their window (for learned minimums), or null without runs. */
-  history(key: StatisticsKey): Promise<LearnedHistory | null> {
-    const k = keyString(key);
+  /**
+   * The history of a task, package and architecture over the statistics' window, for learned minimums:
+   * the runs of the workspace `workspaceId` and of public workspaces, or, where the site shares its
+   * history (`shared`), every run. Null without runs.
+   */
+  history(key: StatisticsKey, workspaceId: number, shared: boolean): Promise<LearnedHistory | null> {
+    const k = `${keyString(key)}:${shared ? 'shared' : workspaceId}`;
     let found = this.histories.get(k);
     if (!found) {
-      found = readTaskStatistics(this.em, [key]).then((m) => m.get(k) ?? null);
+      found = readLearnedSources(this.em, key, shared ? null : (alias) => historyWorkspacesSql(workspaceId, alias)).then((figures) =>
+        figures.memory || figures.disk ? learnedHistoryOf(key, figures) : null,
+      );
       this.histories.set(k, found);
     }
     return found;
@@ -114,11 +121,24 @@ export class AnalysisSources {
 }
 
 /**
+ * The workspaces whose runs a request of workspace `workspaceId` learns from, over the `workspace` row
+ * `alias`: its own, and those anybody may see (the public ones, by visibility.ts's rule for an anonymous
+ * caller). Its submitter may see those runs, and so may whoever may see the request and its tags; the
+ * submitter's other private workspaces do not count, since the request's tags would show their runs to
+ * that audience.
+ */
+function historyWorkspacesSql(workspaceId: number, alias: string) {
+  const visibleToAll = workspaceSql(principalOf({ kind: 'anonymous' }), alias);
+  return { sql: `(${alias}.id = ? or ${visibleToAll.sql})`, params: [workspaceId, ...visibleToAll.params] };
+}
+
+/**
  * Loads what the pure analysis needs (creator groups in the workspace's scope, workspace and site
  * rules, the environment) through `sources` (a new one unless the caller shares one) and runs it.
  * Where the site learns requirements (TAGSCHED_LEARNED_REQUIREMENTS), the analysis runs again with the
  * history of the key its first run derived (its task, source package and architecture), when there is
- * one. Reads only; the caller stores the result.
+ * one: the runs of its own workspace and public ones, or every run where the site shares its history
+ * (TAGSCHED_SHARED_HISTORY). Reads only; the caller stores the result.
  */
 export function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
   // Everything the analysis reads: the request's own fields, and ids that name what the sources read
@@ -140,6 +160,7 @@ export function analyzeRequest(em: EntityManager, config: Config, req: AnalysisR
           req.dataSource ?? null,
           config.defaultArchitecture,
           config.learnedRequirements,
+          config.sharedHistory,
         ])}${data}`;
   return sources.analysis(key, () => runAnalysis(config, req, sources));
 }
@@ -169,6 +190,6 @@ async function runAnalysis(config: Config, req: AnalysisRequest, sources: Analys
   };
   const analysis = analyzeWorkRequest(input);
   if (!config.learnedRequirements || !analysis.ok) return analysis;
-  const learned = await sources.history(statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required));
+  const learned = await sources.history(statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required), req.workspace.id, config.sharedHistory);
   return learned ? analyzeWorkRequest({ ...input, learned }) : analysis;
 }
