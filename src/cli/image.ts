@@ -3,7 +3,8 @@
  * the recipe from --recipe FILE and/or flags, checks it and the host before any work, then runs
  * the stages (bundles, mmdebstrap, the bootable disk image's own stages, manifest) with their
  * progress on stderr: a live list on a terminal, one line per stage in CI logs. `--dry-run`
- * prints the packages and the tags.
+ * prints what the build would install (the same list mmdebstrap is given), the tags and the
+ * mmdebstrap command line.
  */
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -15,6 +16,7 @@ import { Listr, ListrLogger, PRESET_TIMER, ProcessOutput } from 'listr2';
 import packageJson from '../../package.json' with { type: 'json' };
 import { debianArchitecture } from '../agent/facts.js';
 import { IMAGE_PATHS } from '../images/agent-files.js';
+import type { ArchitectureBoot } from '../images/boot-files.js';
 import {
   checkHost,
   defaultImageName,
@@ -23,13 +25,16 @@ import {
   mmdebstrapArgs,
   outputPaths,
   plannedPackages,
+  planProblems,
+  stagedPaths,
   stageFiles,
+  type BootBuild,
   type HostFacts,
   type OutputOptions,
   type StagedFiles,
 } from '../images/build.js';
 import { runStreaming } from '../images/commands.js';
-import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks } from '../images/contents.js';
+import { imageHandledTasks, imageTags, imageUnhandledTasks } from '../images/contents.js';
 import { DISK_FORMATS, diskStages, manifestBoot, type DiskFacts, type DiskFormat } from '../images/disk-image.js';
 import { buildManifest, installedProblems, parseDpkgStatus, type InstalledPackage } from '../images/manifest.js';
 import type { Manifest, ManifestBoot, ManifestFile } from '../images/manifest-format.js';
@@ -75,6 +80,7 @@ interface BuildFlags {
   diskImage?: boolean;
   diskFormat: DiskFormat;
   bundles?: string;
+  aptAuth?: string;
   dryRun?: boolean;
   json?: boolean;
 }
@@ -112,14 +118,29 @@ function recipeFromFlags(flags: BuildFlags): Recipe {
   return parseRecipe({ ...input, ...over }, hostArchitecture());
 }
 
-/** The plan a dry run prints: packages with what needs them, the handlers, and the tags. */
-function printPlan(recipe: Recipe, json: boolean): void {
-  const packages = imagePackages(recipe);
-  const tags = imageTags(recipe);
+/** A bootable build's boot and disk identities (a new root file system UUID per build). */
+const bootBuildOf = (boot: ArchitectureBoot | null, rootUuid: string): BootBuild | null => boot && { boot, ids: { rootUuid } };
+
+/** Where a dry run's command line says the build stages its files: a directory of the build's own. */
+const DRY_RUN_STAGE = '$STAGE';
+
+/**
+ * The plan a dry run prints: the packages the build installs (plannedPackages, the list the
+ * mmdebstrap command line is given: for a disk image the cloud kernel, GRUB and cloud-init too), the
+ * handlers, the tags, and that command line with the staged files under $STAGE. The recipe is the
+ * manifest's; the apt auth file appears only in the command line's hooks.
+ */
+function printPlan(recipe: Recipe, output: OutputOptions, json: boolean): void {
+  const { boot, problems } = planProblems(recipe, output);
+  if (problems.length) throw new HostError(problems);
+  const packages = plannedPackages(recipe, boot);
+  const tags = imageTags(recipe, new Set(packages.map((p) => p.name)));
   const handlers = imageHandledTasks(recipe);
   const withoutHandler = imageUnhandledTasks(recipe);
+  const staged = stagedPaths(recipe, DRY_RUN_STAGE, bootBuildOf(boot, '00000000-0000-0000-0000-000000000000'), output.aptAuth);
+  const mmdebstrap = mmdebstrapArgs(recipe, staged, outputPaths(output).rootfs);
   if (json) {
-    process.stdout.write(`${JSON.stringify({ recipe, packages, handlers, tasksWithoutHandler: withoutHandler, tags }, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ recipe, packages, handlers, tasksWithoutHandler: withoutHandler, tags, mmdebstrap }, null, 2)}\n`);
     return;
   }
   const out: string[] = [`recipe: ${JSON.stringify(recipe)}`, '', `packages (${packages.length}, with their dependencies at build time):`];
@@ -128,6 +149,8 @@ function printPlan(recipe: Recipe, json: boolean): void {
   if (withoutHandler.length) out.push(`tasks with tools but no handler: ${withoutHandler.join(', ')} (they need artifacts tagsched cannot fetch yet)`);
   out.push('', 'tags a worker booted from it reports:');
   for (const t of tags) out.push(`  ${t.tag.padEnd(44)} ${t.source}${t.condition ? ` (when ${t.condition})` : ''}`);
+  out.push('', `mmdebstrap command line (${DRY_RUN_STAGE}: the build's own directory of staged files):`, '  mmdebstrap');
+  for (const arg of mmdebstrap) out.push(`    ${arg}`);
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
@@ -161,7 +184,7 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
         title: output.bundlesDir ? `Stage the agent from ${output.bundlesDir}` : 'Bundle the agent and its handler',
         task: async (ctx) => {
           const boot = ctx.host!.boot;
-          ctx.staged = await stageFiles(recipe, path.join(scratch, 'stage'), output.bundlesDir, boot && { boot, ids: { rootUuid: crypto.randomUUID() } });
+          ctx.staged = await stageFiles(recipe, path.join(scratch, 'stage'), output.bundlesDir, bootBuildOf(boot, crypto.randomUUID()), output.aptAuth);
         },
       },
       {
@@ -412,7 +435,11 @@ function program(): Command {
     .option('--recipe <file>', 'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks", "ssh_authorized_keys"}; flags replace its keys')
     .option('--suite <suite>', 'Debian suite or codename (default trixie, the stable release)')
     .option('--architecture <arch>', "Debian architecture (default the host's)")
-    .option('--mirror <url>', 'Debian archive to build from (default deb.debian.org, with updates and security for a stable release)')
+    .option('--mirror <url>', 'Debian archive to build from (default deb.debian.org, with updates and security for a stable release); no user or password in it: see --apt-auth')
+    .option(
+      '--apt-auth <file>',
+      'an apt auth.conf file (apt_auth.conf(5): "machine HOST/PATH login USER password SECRET") for a mirror or source that needs a login; used during the build only, not in the image, the recipe or the manifest',
+    )
     .option('--source <file>', 'a deb822 APT source to add to the image (Types, URIs, Suites, Components, Signed-By)')
     .addOption(new Option('--enable-backends <list>', `comma-separated executor backends: ${IMAGE_BACKENDS.join(', ')} (default unshare)`).argParser(commaList))
     .addOption(new Option('--enable-tasks <list>', `comma-separated tasks: ${IMAGE_TASKS.join(', ')} (default autopkgtest,sbuild)`).argParser(commaList))
@@ -421,17 +448,19 @@ function program(): Command {
     .option('--disk-image', 'also write a bootable disk image NAME.raw or NAME.qcow2 (BIOS and UEFI, cloud-init; needs root, mkfs.ext4, mkfs.vfat, mtools, sfdisk)')
     .addOption(new Option('--disk-format <format>', 'the disk image format (qcow2 needs qemu-img)').choices(DISK_FORMATS).default('raw'))
     .option('--bundles <dir>', 'use the prebuilt tagsched-worker.mjs and tagsched-handler.mjs of this directory (default: bundle them from src/)')
-    .option('--dry-run', 'print the packages, handlers and tags, and build nothing')
+    .option('--dry-run', 'print the packages, handlers, tags and the mmdebstrap command line, and build nothing')
     .option('--json', 'with --dry-run: print them as JSON')
     .action(async (flags: BuildFlags) => {
       const recipe = recipeFromFlags(flags);
-      if (flags.dryRun) return printPlan(recipe, Boolean(flags.json));
-      await build(recipe, {
+      const output: OutputOptions = {
         outputDir: path.resolve(flags.output),
         name: flags.name ?? defaultImageName(recipe),
         diskFormat: flags.diskImage ? flags.diskFormat : null,
         bundlesDir: flags.bundles ? path.resolve(flags.bundles) : null,
-      });
+        aptAuth: flags.aptAuth ? path.resolve(flags.aptAuth) : null,
+      };
+      if (flags.dryRun) return printPlan(recipe, output, Boolean(flags.json));
+      await build(recipe, output);
     });
   cmd
     .command('publish <name>')

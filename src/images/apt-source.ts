@@ -4,6 +4,7 @@
  * line instead of surfacing as an apt error halfway through a build.
  */
 import { fieldValue, parseDeb822, type Deb822Paragraph } from './deb822.js';
+import { hasUserInfo, USERINFO_ADVICE } from './url-userinfo.js';
 
 /** One stanza of a source, as apt will read it. */
 export interface AptSourceStanza {
@@ -90,6 +91,11 @@ function stanzaOf(p: Deb822Paragraph, problems: string[]): AptSourceStanza | nul
   const uris = words(fieldValue(p, 'URIs'));
   if (uris.length === 0) problems.push(`line ${p.line}: the stanza has no URIs`);
   for (const uri of uris) {
+    // Said without the URI, which holds the secret.
+    if (hasUserInfo(uri)) {
+      problems.push(`${at('URIs')}: a URI ${USERINFO_ADVICE}`);
+      continue;
+    }
     let scheme: string | null = null;
     try {
       scheme = new URL(uri).protocol.slice(0, -1);

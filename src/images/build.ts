@@ -32,7 +32,7 @@ import type { Recipe } from './recipe.js';
 
 const run = promisify(execFile);
 
-/** Where the build writes, and what it writes. */
+/** Where the build writes, what it writes, and what its apt logs in with. */
 export interface OutputOptions {
   readonly outputDir: string;
   /** File names start with it: NAME.tar, NAME.manifest.json, NAME.raw or NAME.qcow2. */
@@ -41,6 +41,8 @@ export interface OutputOptions {
   readonly diskFormat: DiskFormat | null;
   /** A directory holding prebuilt tagsched-worker.mjs and tagsched-handler.mjs; null builds them from src/. */
   readonly bundlesDir: string | null;
+  /** An apt auth.conf file (netrc format, apt_auth.conf(5)) that the build's apt logs in to the archives with; null for none. Not in the recipe. */
+  readonly aptAuth: string | null;
 }
 
 /** The output files of a build. */
@@ -78,19 +80,37 @@ export interface HostFacts {
   readonly boot: ArchitectureBoot | null;
 }
 
+/**
+ * How the image boots when a disk image is asked for (null without one), and the problems of the
+ * flags that say what the build makes and with what: an architecture no disk is built for, an apt
+ * auth file that cannot be read. Checked by a dry run as by a build.
+ */
+export function planProblems(recipe: Recipe, options: Pick<OutputOptions, 'diskFormat' | 'aptAuth'>): { boot: ArchitectureBoot | null; problems: string[] } {
+  const problems: string[] = [];
+  const boot = options.diskFormat ? architectureBoot(recipe.architecture) : null;
+  if (options.diskFormat && !boot) problems.push(`--disk-image: no bootable disk is built for ${recipe.architecture} (only amd64 and arm64)`);
+  if (options.aptAuth) {
+    try {
+      if (!fs.statSync(options.aptAuth).isFile()) problems.push(`--apt-auth: ${options.aptAuth} is not a file`);
+      else fs.accessSync(options.aptAuth, fs.constants.R_OK);
+    } catch (err) {
+      problems.push(`--apt-auth: cannot read ${options.aptAuth} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  }
+  return { boot, problems };
+}
+
 /** Checks, before any work, that this host can build the image; throws a HostError naming every gap. */
 export async function checkHost(recipe: Recipe, options: OutputOptions): Promise<HostFacts> {
-  const problems: string[] = [];
+  const { boot, problems } = planProblems(recipe, options);
   const mmdebstrap = await commandVersion('mmdebstrap', ['--version']);
-  if (!mmdebstrap) problems.push('mmdebstrap is not installed (apt-get install mmdebstrap uidmap arch-test)');
+  if (!mmdebstrap) problems.unshift('mmdebstrap is not installed (apt-get install mmdebstrap uidmap arch-test)');
   if (recipe.source) {
     for (const stanza of parseAptSource(recipe.source).stanzas) {
       for (const key of stanza.keyFiles) if (!fs.existsSync(key)) problems.push(`source: Signed-By names ${key}, which is not on this machine to copy into the image`);
     }
   }
-  const boot = options.diskFormat ? architectureBoot(recipe.architecture) : null;
   if (options.diskFormat) {
-    if (!boot) problems.push(`--disk-image: no bootable disk is built for ${recipe.architecture} (only amd64 and arm64)`);
     for (const [name, debianPackage] of DISK_COMMANDS[options.diskFormat]) {
       if (!findCommand(name)) problems.push(`--disk-image needs ${name} (apt-get install ${debianPackage})`);
     }
@@ -123,6 +143,8 @@ export interface StagedFiles {
   readonly unit: string;
   readonly imageEnv: string;
   readonly source: string | null;
+  /** The apt auth.conf file on this host (not copied into the stage): a setup hook puts it where apt reads it, a customize hook removes it. */
+  readonly aptAuth: string | null;
   /** Where the hook copies the built tree's dpkg status. */
   readonly dpkgStatus: string;
   /** The files that make the tree boot, for a disk image. */
@@ -145,12 +167,29 @@ export interface BootBuild {
   readonly ids: DiskIds;
 }
 
-/** Writes the agent, the handler, the unit, image.env, the extra source and the boot files (for a disk) into `dir`. */
-export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string | null, bootBuild: BootBuild | null = null): Promise<StagedFiles> {
-  fs.mkdirSync(dir, { recursive: true });
-  const bundles = path.join(dir, 'bundles');
+/** Where stageFiles writes each file in `dir`, and the apt auth file the hooks take from this host. Pure: a dry run prints the command line with these. */
+export function stagedPaths(recipe: Recipe, dir: string, bootBuild: BootBuild | null = null, aptAuth: string | null = null): StagedFiles {
+  const at = (name: string) => path.join(dir, name);
+  return {
+    dir,
+    agent: path.join(dir, 'bundles', BUNDLES.agent.outFile),
+    handler: path.join(dir, 'bundles', BUNDLES.handler.outFile),
+    licenses: at('LICENSES'),
+    unit: at('tagsched-worker.service'),
+    imageEnv: at('image.env'),
+    source: recipe.source ? at('extra.sources') : null,
+    aptAuth,
+    dpkgStatus: at('dpkg-status'),
+    boot: bootBuild && { ...bootBuild, grubConfig: at('grub.cfg'), grubEarlyConfig: at('grub-early.cfg'), fstab: at('fstab'), cloudConfig: at('cloud.cfg') },
+  };
+}
+
+/** Writes the agent, the handler, the unit, image.env, the extra source and the boot files (for a disk) where stagedPaths says. */
+export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string | null, bootBuild: BootBuild | null = null, aptAuth: string | null = null): Promise<StagedFiles> {
+  const staged = stagedPaths(recipe, dir, bootBuild, aptAuth);
+  const bundles = path.dirname(staged.agent);
+  fs.mkdirSync(bundles, { recursive: true });
   if (bundlesDir) {
-    fs.mkdirSync(bundles, { recursive: true });
     for (const b of Object.values(BUNDLES)) {
       for (const name of [b.outFile, `${b.outFile}.LICENSES`]) fs.copyFileSync(path.join(bundlesDir, name), path.join(bundles, name));
     }
@@ -160,28 +199,17 @@ export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string
   const licenses = Object.values(BUNDLES)
     .map((b) => fs.readFileSync(path.join(bundles, `${b.outFile}.LICENSES`), 'utf8'))
     .join('\n');
-  const write = (name: string, text: string) => {
-    const file = path.join(dir, name);
-    fs.writeFileSync(file, text);
-    return file;
-  };
-  return {
-    dir,
-    agent: path.join(bundles, BUNDLES.agent.outFile),
-    handler: path.join(bundles, BUNDLES.handler.outFile),
-    licenses: write('LICENSES', licenses),
-    unit: write('tagsched-worker.service', agentUnit()),
-    imageEnv: write('image.env', imageEnvFile({ suite: recipe.suite, architecture: recipe.architecture, tasks: imageHandledTasks(recipe) })),
-    source: recipe.source ? write('extra.sources', recipe.source) : null,
-    dpkgStatus: path.join(dir, 'dpkg-status'),
-    boot: bootBuild && {
-      ...bootBuild,
-      grubConfig: write('grub.cfg', grubConfig(bootBuild.boot, bootBuild.ids)),
-      grubEarlyConfig: write('grub-early.cfg', grubEarlyConfig(bootBuild.ids)),
-      fstab: write('fstab', fstab(bootBuild.ids)),
-      cloudConfig: write('cloud.cfg', cloudInitConfig(recipe.ssh_authorized_keys ?? [])),
-    },
-  };
+  fs.writeFileSync(staged.licenses, licenses);
+  fs.writeFileSync(staged.unit, agentUnit());
+  fs.writeFileSync(staged.imageEnv, imageEnvFile({ suite: recipe.suite, architecture: recipe.architecture, tasks: imageHandledTasks(recipe) }));
+  if (staged.source && recipe.source) fs.writeFileSync(staged.source, recipe.source);
+  if (staged.boot) {
+    fs.writeFileSync(staged.boot.grubConfig, grubConfig(staged.boot.boot, staged.boot.ids));
+    fs.writeFileSync(staged.boot.grubEarlyConfig, grubEarlyConfig(staged.boot.ids));
+    fs.writeFileSync(staged.boot.fstab, fstab(staged.boot.ids));
+    fs.writeFileSync(staged.boot.cloudConfig, cloudInitConfig(recipe.ssh_authorized_keys ?? []));
+  }
+  return staged;
 }
 
 /** The packages the build installs: the recipe's, and for a bootable disk the boot's (with an ssh server when the recipe has keys). */
@@ -197,10 +225,18 @@ export function plannedPackages(recipe: Recipe, boot: ArchitectureBoot | null): 
 export const EXTRA_SOURCE_PATH = '/etc/apt/sources.list.d/tagsched-extra.sources';
 
 /**
+ * Where the apt auth file is during the build: mmdebstrap's apt (Dir set to the tree) reads the tree's
+ * /etc/apt/auth.conf.d/*.conf, opened before apt drops its privileges, so mode 0600 does.
+ */
+export const BUILD_AUTH_PATH = '/etc/apt/auth.conf.d/tagsched-build.conf';
+
+/**
  * The mmdebstrap command line (minbase, plus the packages of contents.ts and, for a bootable
- * disk, boot-files.ts): setup hooks add the extra source and its keys before apt's first update;
- * customize hooks install the agent, its user, unit and settings, enable the unit, make the tree
- * bootable when asked, and copy the dpkg status out for the manifest.
+ * disk, boot-files.ts): setup hooks add the extra source and its keys, and the apt auth file, before
+ * apt's first update; customize hooks (after the last download) remove the auth file first, then
+ * install the agent, its user, unit and settings, enable the unit, make the tree bootable when asked,
+ * and copy the dpkg status out for the manifest. The auth file is not an --aptopt: those stay in the
+ * image (/etc/apt/apt.conf.d/99mmdebstrap).
  */
 export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: string): string[] {
   const args = [
@@ -217,6 +253,14 @@ export function mmdebstrapArgs(recipe: Recipe, staged: StagedFiles, rootfs: stri
       }
     }
     args.push(`--setup-hook=upload ${staged.source} ${EXTRA_SOURCE_PATH}`);
+  }
+  if (staged.aptAuth) {
+    args.push(
+      `--setup-hook=mkdir -p "$1${path.posix.dirname(BUILD_AUTH_PATH)}"`,
+      `--setup-hook=upload ${staged.aptAuth} ${BUILD_AUTH_PATH}`,
+      `--setup-hook=chmod 0600 "$1${BUILD_AUTH_PATH}"`,
+      `--customize-hook=rm -f "$1${BUILD_AUTH_PATH}"`,
+    );
   }
   const { first, count } = SUBORDINATE_IDS;
   args.push(

@@ -1,7 +1,8 @@
 /**
  * What an image holds, decided from its recipe alone (docs/design.md: images): the Debian packages each
  * backend and task needs, the task handlers the agent is started with, and the tags a worker
- * booted from the image reports. Pure: `--dry-run` prints exactly this, and the build installs it.
+ * booted from the image reports. Pure: the build installs these packages and, for a bootable disk,
+ * boot-files.ts's (build.ts plannedPackages: the one list `--dry-run` prints and mmdebstrap is given).
  */
 import { TOOLS } from '../agent/facts.js';
 import { findTask } from '../tasks/registry.js';

@@ -3,10 +3,12 @@
  * with which extra APT source, which executor backends and tasks the image enables, and the ssh
  * keys that may log in to a machine booted from its disk image (none: no ssh server). Read from
  * a JSON file and/or flags, checked whole before any work: a bad recipe is a RecipeError that
- * names every field at fault and what to change.
+ * names every field at fault and what to change. A recipe is public (the manifest records it), so
+ * it holds no credentials: a URL with a user name or password is refused (url-userinfo.ts).
  */
 import { z } from 'zod';
 import { AptSourceError, parseAptSource } from './apt-source.js';
+import { hasUserInfo, USERINFO_ADVICE } from './url-userinfo.js';
 
 /** The executor backends an image can enable (docs/design.md: images); `auto` is a task's choice, not an image's. */
 export const IMAGE_BACKENDS = ['unshare', 'incus-lxc', 'incus-vm', 'qemu'] as const;
@@ -92,6 +94,7 @@ const recipeSchema = z
     architecture: z.string().regex(ARCHITECTURE, 'expected a Debian architecture name such as amd64 or arm64').optional(),
     mirror: z
       .url({ protocol: /^(https?|file)$/, error: 'expected an http://, https:// or file:// URL of a Debian archive' })
+      .refine((url) => !hasUserInfo(url), `the URL ${USERINFO_ADVICE}`)
       .nullable()
       .optional(),
     source: z.string().min(1, 'expected a deb822 APT source (Types:, URIs:, Suites:, Components:)').nullable().optional(),

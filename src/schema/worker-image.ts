@@ -2,7 +2,7 @@ import { WorkerImageSchema, type WorkerImage } from '../entities/worker-image.js
 import { builder } from '../builder.js';
 import { firstDescription, firstOf } from './pagination.js';
 import type { Manifest, ManifestFile } from '../images/manifest-format.js';
-import { registerWorkerImage } from '../services/pools/worker-images.js';
+import { publicRecipe, registerWorkerImage } from '../services/pools/worker-images.js';
 import { publicationsOf, recordWorkerImagePublication } from '../services/pools/publications.js';
 import type { WorkerImagePublication } from '../entities/worker-image-publication.js';
 import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../errors.js';
@@ -65,7 +65,7 @@ export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').impl
   description: 'A registered worker image: what tagsched-image build made, as its manifest says; pools name it in their specifications',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its unique name' }),
-    recipe: t.field({ type: ImageRecipeRef, description: 'What it was built from', resolve: (i) => i.manifest.recipe }),
+    recipe: t.field({ type: ImageRecipeRef, description: 'What it was built from', resolve: (i) => publicRecipe(i.manifest) }),
     packageCount: t.int({ description: 'How many packages it holds', resolve: (i) => i.manifest.packages.length }),
     packages: t.field({ type: [ImagePackageRef], description: 'Every package installed, with its version', resolve: (i) => i.manifest.packages }),
     tags: t.field({

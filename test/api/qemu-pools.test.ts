@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Manifest } from '../../src/images/manifest-format.js';
+import { freeBytes } from '../../src/provisioner/providers/qemu.js';
 import { missingPrograms } from '../../src/provisioner/providers/qemu-vm.js';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, expectResult, snapshot } from '../helpers/fixtures.js';
@@ -15,7 +16,9 @@ import { imageManifest } from '../helpers/image-manifest.js';
 
 const imageDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-qemu-pools-'));
 fs.writeFileSync(path.join(imageDir, 'vm-image.qcow2'), 'a qcow2 file of 25 bytes\n');
-const t = useTestApp({ qemuImageDir: imageDir });
+// Made by the first launch: a pool's disk is judged by the free space of the directory it will be in.
+const stateDir = path.join(imageDir, 'state', 'qemu');
+const t = useTestApp({ qemuImageDir: imageDir, qemuStateDir: stateDir });
 
 const REGISTER = `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ${ERROR_FIELDS} } }`;
 const POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name providerType specifications { image cpuCount memoryGib diskGib } }
@@ -97,6 +100,7 @@ describe('qemu pools', () => {
       [{ image: 'not-copied' }, ['input.specifications.image: the disk image of "not-copied" is not in TAGSCHED_QEMU_IMAGE_DIR: copy not-copied.qcow2 there']],
       [{ image: 'vm-image-2' }, ['input.specifications.image: vm-image.qcow2 in TAGSCHED_QEMU_IMAGE_DIR has 25 bytes; the manifest of "vm-image-2" says 26']],
       [{ image: 'vm-image', diskGib: 1 }, ["input.specifications.diskGib: is 1; the image's disk is 2.00 GiB and a machine's disk cannot be smaller"]],
+      [{ image: 'vm-image', diskGib: 1e6 }, ["input.specifications.diskGib: is 1000000; a qemu machine's disk is at most 16384 GiB (16 TiB)"]],
       [{ image: 'never-registered' }, ['input.specifications.image: no worker image "never-registered" is registered (tagsched-admin images list)']],
     ];
     for (const [specifications, messages] of cases) {
@@ -105,6 +109,23 @@ describe('qemu pools', () => {
         poolProblems(refused).map((p) => p.message),
         JSON.stringify(specifications),
       ).toEqual(messages);
+    }
+    // A disk larger than the state directory's file system has free (under the 16 TiB bound).
+    const free = freeBytes(stateDir)!;
+    expect(free).toBeGreaterThan(0);
+    const overFree = Math.ceil(free / 2 ** 30) + 2;
+    if (overFree <= 16_384) {
+      const refused = await expectResult(t, 'InputError', POOL, { i: { name: 'refused', providerType: 'qemu', specifications: { image: 'vm-image', diskGib: overFree } } });
+      expect(poolProblems(refused)).toEqual([
+        {
+          code: 'INVALID_INPUT',
+          path: 'input.specifications.diskGib',
+          message: expect.stringMatching(
+            new RegExp(`^input\\.specifications\\.diskGib: is ${overFree}; the file system of TAGSCHED_QEMU_STATE_DIR, where a machine's disk grows, has \\d+\\.\\d GiB free$`),
+          ),
+        },
+      ]);
+      expect(refused.message).not.toContain(imageDir);
     }
     expect(await snapshot(t, ['worker_pool'])).toEqual(before);
   });

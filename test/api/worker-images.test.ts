@@ -82,6 +82,16 @@ describe('registerWorkerImage', () => {
     ],
     ['not an object', 'trixie-sbuild.manifest.json', { code: 'INVALID_INPUT', path: 'input.manifest' }],
     [
+      'a mirror with a user and password',
+      bad((m) => ({ ...m, recipe: { ...m.recipe, mirror: 'https://user:secret@mirror.example.org/debian' } })),
+      { code: 'INVALID_INPUT', path: 'input.manifest.recipe.mirror', message: /user name or password.*apt auth\.conf file.*--apt-auth FILE/ },
+    ],
+    [
+      'a source URI with a user and password',
+      bad((m) => ({ ...m, recipe: { ...m.recipe, source: 'Types: deb\nURIs: https://user:secret@apt.example.org/debian\nSuites: trixie\nComponents: main\n' } })),
+      { code: 'INVALID_INPUT', path: 'input.manifest.recipe.source', message: /user name or password/ },
+    ],
+    [
       'a NUL in a package version',
       bad((m) => ({ ...m, packages: [{ ...m.packages[0], version: '1\u0000' }] })),
       { code: 'INVALID_INPUT', path: 'input.manifest.packages[0].version' },
@@ -91,6 +101,8 @@ describe('registerWorkerImage', () => {
     const refused = await expectResult(t, 'InputError', REGISTER, { m: manifest });
     expect(refused).toMatchObject({ code: expected.code, path: expected.path });
     expect(refused.message).toContain(expected.path);
+    if (expected.message) expect(refused.message).toMatch(expected.message);
+    expect(refused.message).not.toContain('secret');
     expect(await snapshot(t)).toEqual(before);
   });
 
@@ -153,5 +165,30 @@ describe('a pool that names an image', () => {
     const wr = await submitOk(t, { workspace: 'debian/images', taskType: 'worker', taskName: 'sbuild', taskData: { source_package: 'hello', host_architecture: 'arm64' } });
     const diag = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools } } }`, { id: wr.id });
     expect(diag.workRequest.diagnosis).toEqual({ state: 'UNSCHEDULABLE', matchingPools: [] });
+  });
+});
+
+describe('credentials in a recipe', () => {
+  it('are never shown: an image registered before they were refused is shown without them, to anyone', async () => {
+    // As an earlier server stored it, when registration did not refuse them yet.
+    const m = imageManifest('with-credentials');
+    const manifest = {
+      ...m,
+      recipe: {
+        ...m.recipe,
+        mirror: 'https://user:secret@mirror.example.org/debian',
+        source: 'Types: deb\nURIs: https://token-secret@apt.example.org/debian http://deb.debian.org/debian\nSuites: trixie\nComponents: main\n',
+      },
+    };
+    await t.sql(`insert into worker_image (name, manifest, registered_at) values ('with-credentials', ?, now())`, [JSON.stringify(manifest)]);
+    for (const token of [null, userToken, t.adminToken]) {
+      const res = await t.gql(`{ workerImage(name: "with-credentials") { recipe { mirror source } } workerImages { name recipe { mirror source } } }`, {}, token);
+      expect(res.errors).toBeUndefined();
+      expect(res.data!.workerImage.recipe).toEqual({
+        mirror: 'https://mirror.example.org/debian',
+        source: 'Types: deb\nURIs: https://apt.example.org/debian http://deb.debian.org/debian\nSuites: trixie\nComponents: main\n',
+      });
+      expect(JSON.stringify(res)).not.toContain('secret');
+    }
   });
 });

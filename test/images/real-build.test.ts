@@ -6,7 +6,8 @@
  * /etc/tagsched-worker/config (written as cloud-init would), against a real server where the
  * manifest is registered and a pool names the image (its template tags are the manifest's): it
  * activates into that pool, reports the tags the manifest promised, and runs a noop work request
- * to completion.
+ * to completion. The build is given an apt auth file (for no archive it uses), which must be in
+ * neither the tree nor the manifest.
  *
  * It downloads a few hundred packages and needs root (chroot, namespaces), so it runs only when
  * TAGSCHED_TEST_IMAGE=1: `npm run test:image`, which .ci/run runs after the suite.
@@ -17,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IMAGE_PATHS } from '../../src/images/agent-files.js';
+import { BUILD_AUTH_PATH } from '../../src/images/build.js';
 import { parseManifest, type Manifest } from '../../src/images/manifest-format.js';
 import { agentConfigFile } from '../../src/provisioner/user-data.js';
 import { until, type LogLine } from '../faults/harness.js';
@@ -28,10 +30,13 @@ const enabled = process.env.TAGSCHED_TEST_IMAGE === '1';
 const ADMIN = 'tsk_admin_image-test-0123456789abcdef';
 const BUILD_TIMEOUT_MS = 20 * 60_000; // a slow mirror; the build itself takes about two minutes here
 const WAIT_MS = 120_000;
+/** The password of the build's apt auth file, for a host no archive of the build is on: apt reads it and uses it nowhere. */
+const AUTH_PASSWORD = 'kept-out-of-the-image-0123456789';
 
 describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
   const dir = enabled ? fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-image-test-')) : '';
   const tree = path.join(dir, 'tree');
+  const aptAuth = path.join(dir, 'auth.conf');
   let manifest: Manifest;
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
   let server: ServerProcess;
@@ -48,9 +53,24 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
 
   beforeAll(async () => {
     const started = Date.now();
+    fs.writeFileSync(aptAuth, `machine https://archive.invalid/debian login tagsched password ${AUTH_PASSWORD}\n`, { mode: 0o600 });
     const build = spawnSync(
       process.execPath,
-      ['bin/tagsched-image.js', 'build', '--enable-backends', 'unshare', '--enable-tasks', 'sbuild', '--output', dir, '--name', 'test-image', '--disk-image'],
+      [
+        'bin/tagsched-image.js',
+        'build',
+        '--enable-backends',
+        'unshare',
+        '--enable-tasks',
+        'sbuild',
+        '--output',
+        dir,
+        '--name',
+        'test-image',
+        '--disk-image',
+        '--apt-auth',
+        aptAuth,
+      ],
       { encoding: 'utf8', timeout: BUILD_TIMEOUT_MS },
     );
     buildSeconds = (Date.now() - started) / 1000;
@@ -124,6 +144,15 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     // Debian's own node runs the agent: no node_modules anywhere near it.
     expect(execFileSync('chroot', [tree, 'node', '--version'], { encoding: 'utf8' }).trim()).toMatch(/^v20\.(19|[2-9]\d)\./);
     expect(fs.existsSync(path.join(tree, path.dirname(IMAGE_PATHS.agent), 'node_modules'))).toBe(false);
+  });
+
+  it('keeps the apt auth file out of the tree and the manifest', () => {
+    expect(fs.existsSync(path.join(tree, BUILD_AUTH_PATH))).toBe(false);
+    const manifestText = fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8');
+    expect(manifestText).not.toContain(AUTH_PASSWORD);
+    expect(manifestText).not.toContain(aptAuth);
+    const aptConf = path.join(tree, 'etc/apt/apt.conf.d/99mmdebstrap');
+    if (fs.existsSync(aptConf)) expect(fs.readFileSync(aptConf, 'utf8')).not.toContain(aptAuth);
   });
 
   it('writes a disk image of the same tree', () => {

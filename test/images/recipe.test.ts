@@ -59,6 +59,14 @@ describe('recipes', () => {
     ['an architecture with a slash', { architecture: 'linux/amd64' }, [{ field: 'architecture', message: /Debian architecture name/ }]],
     ['a mirror that is not a URL', { mirror: 'deb.debian.org' }, [{ field: 'mirror', message: /http:\/\/, https:\/\/ or file:\/\/ URL/ }]],
     ['an ftp mirror', { mirror: 'ftp://ftp.debian.org/debian' }, [{ field: 'mirror', message: /http:\/\/, https:\/\/ or file:\/\/ URL/ }]],
+    ['a mirror with a user and password', { mirror: 'https://user:secret@host/debian' }, [{ field: 'mirror', message: /user name or password.*auth\.conf.*--apt-auth FILE/ }]],
+    ['a mirror with a token for a user', { mirror: 'https://secret@host/debian' }, [{ field: 'mirror', message: /user name or password/ }]],
+    ['a mirror with a password and no slashes, which URL parsers accept', { mirror: 'https:user:secret@host/debian' }, [{ field: 'mirror', message: /user name or password/ }]],
+    [
+      'a source URI with a user and password',
+      { source: 'Types: deb\nURIs: http://deb.debian.org/debian https://user:secret@apt.example.org/debian\nSuites: trixie\nComponents: main\n' },
+      [{ field: 'source', message: /^line 2: a URI holds a user name or password.*--apt-auth FILE/ }],
+    ],
     [
       'an unknown key',
       { suite: 'trixie', enable_task: ['sbuild'] },
@@ -78,6 +86,16 @@ describe('recipes', () => {
       expect(problems[i].field).toBe(e.field);
       expect(problems[i].message).toMatch(e.message);
     });
+  });
+
+  it('never repeats the credentials of a URL it refuses', () => {
+    const problems = problemsOf({ mirror: 'https://user:secret@host/debian', source: 'Types: deb\nURIs: https://user:secret@host/apt\nSuites: trixie\nComponents: main\n' });
+    expect(problems.map((p) => p.field)).toEqual(['mirror', 'source']);
+    expect(JSON.stringify(problems)).not.toContain('secret');
+  });
+
+  it('keeps a mirror whose path or query holds an @', () => {
+    expect(parseRecipe({ mirror: 'https://host/~user@example/debian' }, 'amd64').mirror).toBe('https://host/~user@example/debian');
   });
 
   it('names every problem at once', () => {

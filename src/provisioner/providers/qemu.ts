@@ -38,6 +38,8 @@ export const SERVER_IN_GUEST = { guestAddress: '10.0.2.100', guestPort: 80 } as 
 export const QEMU_DEFAULTS = { cpuCount: 1, memoryGib: 1 } as const;
 /** The least memory the image's kernel, systemd and agent boot in. */
 const MIN_MEMORY_MIB = 512;
+/** The largest disk a machine is given, whatever the host has free: 16 TiB, the largest file ext4 holds (with 4 KiB blocks). */
+export const MAX_DISK_GIB = 16_384;
 const MIB = 2 ** 20;
 const GIB = 2 ** 30;
 
@@ -120,8 +122,28 @@ export function guestServer(agentServerUrl: string, config: Pick<Config, 'host' 
   return { serverUrl: `http://${SERVER_IN_GUEST.guestAddress}${port}${url.pathname}${url.search}`, hostAddress, hostPort };
 }
 
-/** Checks a qemu pool: the server can run machines, the image has a disk image here, the machine's size is one QEMU can give. */
-export function validateQemuPool(pool: PoolProviderInput, config: Pick<Config, 'qemuImageDir'>): InputProblem[] {
+/**
+ * The bytes free (to an unprivileged user) in the file system of `dir`, read from its nearest
+ * directory that exists (the state directory is made at the first launch); null when none can be read.
+ */
+export function freeBytes(dir: string): number | null {
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    try {
+      const fsStats = fs.statfsSync(at);
+      return fsStats.bavail * fsStats.bsize;
+    } catch {
+      if (at === path.dirname(at)) return null;
+    }
+  }
+}
+
+/**
+ * Checks a qemu pool: the server can run machines, the image has a disk image here, the machine's size
+ * is one QEMU can give: its disk (`diskGib`) no larger than MAX_DISK_GIB and than what the file system of
+ * TAGSCHED_QEMU_STATE_DIR, where each machine's overlay grows, has free now (`qemuStateDir` absent: the
+ * bound alone). A launch checks again, with what is free then.
+ */
+export function validateQemuPool(pool: PoolProviderInput, config: Pick<Config, 'qemuImageDir'> & Partial<Pick<Config, 'qemuStateDir'>>): InputProblem[] {
   const problems: InputProblem[] = [];
   const specs = pool.specifications;
   if (!config.qemuImageDir) problems.push(problem('input.providerType', 'qemu pools need TAGSCHED_QEMU_IMAGE_DIR, the directory of the disk images, set on the server'));
@@ -171,8 +193,16 @@ export function validateQemuPool(pool: PoolProviderInput, config: Pick<Config, '
     }
   }
   const diskGib = specValue(specs, 'diskGib');
-  if (typeof diskGib === 'number' && diskGib * GIB < disk.diskBytes) {
-    problems.push(problem(`${SPECIFICATIONS_PATH}.diskGib`, `is ${diskGib}; the image's disk is ${(disk.diskBytes / GIB).toFixed(2)} GiB and a machine's disk cannot be smaller`));
+  if (typeof diskGib === 'number') {
+    const free = config.qemuStateDir ? freeBytes(config.qemuStateDir) : null;
+    const at = `${SPECIFICATIONS_PATH}.diskGib`;
+    if (diskGib * GIB < disk.diskBytes) {
+      problems.push(problem(at, `is ${diskGib}; the image's disk is ${(disk.diskBytes / GIB).toFixed(2)} GiB and a machine's disk cannot be smaller`));
+    } else if (diskGib > MAX_DISK_GIB) {
+      problems.push(problem(at, `is ${diskGib}; a qemu machine's disk is at most ${MAX_DISK_GIB} GiB (16 TiB)`));
+    } else if (free !== null && machineSize(specs, disk).diskBytes > free) {
+      problems.push(problem(at, `is ${diskGib}; the file system of TAGSCHED_QEMU_STATE_DIR, where a machine's disk grows, has ${(free / GIB).toFixed(1)} GiB free`));
+    }
   }
   return problems;
 }

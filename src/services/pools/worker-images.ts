@@ -1,14 +1,16 @@
 /**
  * Worker images registered with the service (docs/design.md: images): an admin hands over the manifest that
- * `tagsched-image build` wrote, it is checked whole (its shape, its name, the tags it promises) and
- * kept unchanged; pools then name it in `specifications.image` and take their template tags from it.
+ * `tagsched-image build` wrote, it is checked whole (its shape, its name, the tags it promises, no
+ * credentials in its recipe's URLs) and kept unchanged; pools then name it in `specifications.image`
+ * and take their template tags from it.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { WorkerImageSchema, type WorkerImage } from '../../entities/worker-image.js';
 import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../../errors.js';
-import { manifestSchema } from '../../images/manifest-format.js';
+import { manifestSchema, type Manifest } from '../../images/manifest-format.js';
+import { hasUserInfo, USERINFO_ADVICE, withoutUserInfo } from '../../images/url-userinfo.js';
 import { imageTagProblems } from '../input/admin-input.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { creating } from '../input/flush.js';
@@ -18,9 +20,15 @@ import { nameSchema, zodProblems } from '../input/validate.js';
 export const MAX_IMAGE_PACKAGES = 50_000;
 
 // The manifest as `tagsched-image build` writes it (images/manifest.ts), with the limits the service
-// adds: its name is a name like a pool's, its package list is bounded.
+// adds: its name is a name like a pool's, its package list is bounded, and its recipe (shown to anyone)
+// has no URL with a user name or password (images/url-userinfo.ts), in its mirror or its source.
+const noUserInfo = (value: string | null) => value === null || !hasUserInfo(value);
 const registeredManifestSchema = manifestSchema.extend({
   name: nameSchema,
+  recipe: manifestSchema.shape.recipe.extend({
+    mirror: manifestSchema.shape.recipe.shape.mirror.refine(noUserInfo, `the URL ${USERINFO_ADVICE}`),
+    source: manifestSchema.shape.recipe.shape.source.refine(noUserInfo, `a URI of the source ${USERINFO_ADVICE}`),
+  }),
   createdAt: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date and time, such as 2026-11-23T05:00:00Z' }),
   packages: manifestSchema.shape.packages.max(MAX_IMAGE_PACKAGES, `must list at most ${MAX_IMAGE_PACKAGES} packages`),
 });
@@ -45,6 +53,15 @@ export async function registerWorkerImage(em: EntityManager, viewer: Viewer, con
   const image = em.create(WorkerImageSchema, { name, manifest: parsed.data });
   await creating(what, () => em.flush());
   return image;
+}
+
+/**
+ * The recipe of a registered image as the API shows it: without the user information of its URLs,
+ * which registration refuses but an image registered before that refusal may hold.
+ */
+export function publicRecipe(manifest: Manifest): Manifest['recipe'] {
+  const { mirror, source } = manifest.recipe;
+  return { ...manifest.recipe, mirror: mirror && withoutUserInfo(mirror), source: source && withoutUserInfo(source) };
 }
 
 /** The registered image of this name, or null. */
