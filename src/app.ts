@@ -11,7 +11,7 @@ import { TokenSchema } from './entities/token.js';
 import { createLocalEvents, createPgEvents, type Events } from './events.js';
 import { GRAPHIQL_EXAMPLES } from './graphiql-examples.js';
 import { createHousekeeping } from './housekeeping.js';
-import { createErrorMasking } from './http/error-masking.js';
+import { createErrorMasking, useVariableErrors } from './http/error-masking.js';
 import { createHttpContext } from './http/graphql-context.js';
 import { createHttpRouter } from './http/router.js';
 import { trackOperationsInFlight } from './http/operations-in-flight.js';
@@ -94,9 +94,10 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   const operations = trackOperationsInFlight();
   const yoga = createYoga<Record<string, unknown>, Context>({
     schema,
-    // The parse guard goes last: each onParse hook wraps the parser the ones before it set (the token
-    // limit brings its own), so only the last one sees every stack overflow.
-    plugins: [...graphqlLimitPlugins(config, log), metrics.graphqlPlugin(), operations.plugin, useParseGuard()],
+    // Variables that do not fit are refused first, with a code (http/error-masking.ts). The parse guard
+    // goes last: each onParse hook wraps the parser the ones before it set (the token limit brings its
+    // own), so only the last one sees every stack overflow.
+    plugins: [useVariableErrors(), ...graphqlLimitPlugins(config, log), metrics.graphqlPlugin(), operations.plugin, useParseGuard()],
     // A client-fixable error keeps its message and code; anything else is a bug: logged, masked.
     maskedErrors: { maskError: createErrorMasking(log) },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.

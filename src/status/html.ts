@@ -1,7 +1,8 @@
 /**
  * HTML built by one tagged template, `html`, that escapes every value put into it: a value is text
  * unless it is already `Html` (built by `html` itself, or `raw` for a constant). Lists are joined;
- * null, undefined and false render as nothing. No page writes markup by string concatenation.
+ * null, undefined and false render as nothing. No page writes markup by string concatenation. Text
+ * shows its control characters visibly (visibleControls), wherever it comes from.
  */
 
 /** Markup that is safe to insert as it is. */
@@ -14,9 +15,34 @@ export class Html {
 
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-/** Text made safe for an element's content or a quoted attribute value. */
+// C0 controls but tab and newline, DEL, and the C1 controls (U+009B is a one-character CSI).
+const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/**
+ * Text with each control character (CONTROL_CHARACTERS) written as its escape, `\u001b` for ESC (as
+ * JSON writes it): a page shows what a client sent rather than nothing, a box, or what a terminal the
+ * text is copied to would do with it. A backslash the client sent stays as it is.
+ */
+export function visibleControls(text: string): string {
+  return text.replace(CONTROL_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+// A console's escape sequences: CSI (ESC [ or U+009B, parameters, a final byte: colours, cursor
+// moves), OSC (ESC ] … BEL or ESC \: titles, hyperlinks), and any other two-character ESC sequence.
+const CONSOLE_SEQUENCES = /(?:\u001b\[|\u009b)[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-_]/g;
+
+/**
+ * A console's output (a job's log, an instance's console) for a page: line ends as newlines, its
+ * escape sequences (colours and the like) removed; any other control character left is then shown as
+ * everywhere else (visibleControls).
+ */
+export function consoleText(text: string): string {
+  return text.replace(/\r\n?/g, '\n').replace(CONSOLE_SEQUENCES, '');
+}
+
+/** Text made safe for an element's content or a quoted attribute value, its control characters visible. */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ENTITIES[c]);
+  return visibleControls(text).replace(/[&<>"']/g, (c) => ENTITIES[c]);
 }
 
 function render(value: unknown): string {

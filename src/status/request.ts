@@ -9,7 +9,7 @@ import { parseTag } from '../tags/syntax.js';
 /** A page that cannot be served, with the status and the sentence the visitor is shown. */
 export class StatusError extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 405 | 413 | 429,
+    readonly status: 400 | 401 | 403 | 404 | 405 | 411 | 413 | 429,
     message: string,
   ) {
     super(message);

@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ClientAuth } from '../client-auth.js';
 import type { Config } from '../config.js';
+import { answerAndClose, bodyRefusal } from '../limits/http.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { html } from './html.js';
 import { layout, type PageContext } from './layout.js';
@@ -57,6 +58,7 @@ const TITLES: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not found',
   405: 'Method not allowed',
+  411: 'Length required',
   413: 'Too large',
   429: 'Too many attempts',
 };
@@ -65,6 +67,11 @@ function errorPage(ctx: PageContext, err: StatusError): string {
   return layout(ctx, { title: TITLES[err.status], section: null }, html`<h1>${TITLES[err.status]}</h1><p class="error">${err.message}</p><p><a href="/">Overview</a></p>`);
 }
 
+/**
+ * The sign-in form's fields. Its length was checked before (bodyRefusal: at most MAX_FORM_BYTES, as
+ * Content-Length says, which is what Node reads); a body longer all the same is read to its end
+ * without being kept, and refused then.
+ */
 function readForm(req: IncomingMessage): Promise<Map<string, string>> {
   if (!/^application\/x-www-form-urlencoded\b/i.test(req.headers['content-type'] ?? ''))
     return Promise.reject(new StatusError(400, 'The form must be sent as application/x-www-form-urlencoded.'));
@@ -73,14 +80,10 @@ function readForm(req: IncomingMessage): Promise<Map<string, string>> {
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_FORM_BYTES) {
-        reject(new StatusError(413, 'The form is too large.'));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
+      if (size <= MAX_FORM_BYTES) chunks.push(chunk);
     });
     req.on('end', () => {
+      if (size > MAX_FORM_BYTES) return reject(new StatusError(413, `The form is too large: at most ${MAX_FORM_BYTES} bytes.`));
       try {
         resolve(parseParams(Buffer.concat(chunks).toString('utf8')));
       } catch (err) {
@@ -144,6 +147,13 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
       if (post) {
         checkSameOrigin(req);
         if (r.page === 'logout') return send(req, res, 303, '', { location: '/', 'set-cookie': CLEARED_COOKIE });
+        // A form over the limit (or of unknown length) is answered before it is read, with a page, and
+        // the connection closed once the client has sent it (limits/http.ts), not reset.
+        const refusal = bodyRefusal(req, MAX_FORM_BYTES);
+        if (refusal) {
+          const page = errorPage(ctx, new StatusError(refusal.status, `The sign-in form cannot be read: ${refusal.message}.`));
+          return answerAndClose(req, res, refusal.status, { ...HEADERS, ...extra }, page);
+        }
         const form = await readForm(req);
         const next = safeNext(form.get('next'));
         try {

@@ -88,8 +88,12 @@ export async function signIn(em: EntityManager, authenticate: ClientAuth, req: I
   }
 }
 
-/** Where to go after signing in: a path of this service (never another site), else the overview. */
+/**
+ * Where to go after signing in: a path of this service (never another site), else the overview. Only
+ * printable ASCII but the backslash: the path goes into a Location header, which holds nothing else
+ * (a page's own address comes percent-encoded).
+ */
 export function safeNext(next: string | undefined): string {
-  if (!next || !next.startsWith('/') || next.startsWith('//') || /[\\\s\0]/.test(next) || next.length > 2000) return '/';
+  if (!next || !next.startsWith('/') || next.startsWith('//') || /[^\x21-\x5b\x5d-\x7e]/.test(next) || next.length > 2000) return '/';
   return next;
 }

@@ -25,7 +25,7 @@ import { readOfferingMarks } from '../../services/pools/offering-marks.js';
 import { offeringsOf, offeringStates, type OfferingMark } from '../../provisioner/providers/offerings.js';
 import { computePoolTemplateTags } from '../../tags/worker-tags.js';
 import { ago, between, duration, when } from '../format.js';
-import { href, html, type Html } from '../html.js';
+import { consoleText, href, html, type Html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, pager, table, tagTable } from '../parts.js';
 import { nameParam, pageNumber, StatusError } from '../request.js';
@@ -37,9 +37,6 @@ const LOG_TAIL_BYTES = 64 * 1024;
 /** An instance's name as its pool gives it: the pool's name and random hex. */
 const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,149}$/;
 
-// Escape sequences and control characters of a console (colours, cursor moves): shown as nothing.
-const CONSOLE_CONTROLS = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-_]?|[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
-
 /** An instance's log for an admin, when `?log=NAME` names an instance of this pool; null otherwise. */
 async function logSection(em: EntityManager, config: Config, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
   const name = params.get('log');
@@ -48,7 +45,7 @@ async function logSection(em: EntityManager, config: Config, ctx: PageContext, p
   const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ? and name = ?`, [pool.id, name]);
   if (!row.n) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
   const log = instanceLogFor(ctx.viewer, config, name, LOG_TAIL_BYTES);
-  const text = log ? log.text.replace(/\r\n?/g, '\n').replace(CONSOLE_CONTROLS, '') : '';
+  const text = log ? consoleText(log.text) : ''; // escape sequences removed, other control characters shown
   return html`<h2 id="log">Log of ${name}</h2>
 ${log ? html`<p class="muted">${log.truncated ? `The last ${LOG_TAIL_BYTES / 1024} KiB of ${log.bytes} bytes` : `${log.bytes} bytes`}, written ${ago(log.modifiedAt, new Date())}.</p><pre>${text}</pre>` : html`<p class="muted">No log is kept for it.</p>`}`;
 }

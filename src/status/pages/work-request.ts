@@ -19,7 +19,7 @@ import { canSeeTaskStatistics, canSeeWorkerGroupTags, principalOf, viewerSeesWor
 import { MEMORY_METHOD_LABELS, type MemoryMethod } from '../../shared/run-statistics.js';
 import { isOrchestrated } from '../../tasks/types.js';
 import { between, bytes, duration, when } from '../format.js';
-import { href, html, type Html } from '../html.js';
+import { consoleText, href, html, type Html } from '../html.js';
 import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, diagnosisView, refusedTable, table, tagTable } from '../parts.js';
@@ -104,7 +104,7 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
 
   const logView = log.totalBytes
     ? html`${log.offset > 0 ? html`<p><a href="${href(['work-requests', wr.id], { offset: Math.max(0, log.offset - LOG_PAGE_BYTES) })}">← Earlier output</a> <span class="muted">(this page starts at byte ${log.offset})</span></p>` : ''}
-<pre class="log" id="log">${log.text}</pre>
+<pre class="log" id="log">${consoleText(log.text)}</pre>
 ${log.nextOffset < log.totalBytes ? html`<p><a href="${href(['work-requests', wr.id], { offset: log.nextOffset })}">Later output →</a></p>` : ''}
 <p class="muted">${bytes(log.totalBytes)} so far${log.droppedBytes ? `, ${bytes(log.droppedBytes)} dropped from the middle (TAGSCHED_MAX_LOG_BYTES)` : ''}${live ? ` · this page reloads every ${REFRESH_SECONDS} s while the request runs` : ''}.</p>`
     : html`<p class="muted">${live ? `No output yet · this page reloads every ${REFRESH_SECONDS} s while the request runs.` : 'No output.'}</p>`;
