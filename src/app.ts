@@ -159,7 +159,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
         process.stderr.write(`\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`);
       }
       log.info({ port, url }, 'tagsched is listening');
-      if (config.provisioner) provisioner.start(url);
+      // Off (TAGSCHED_PROVISIONER=off), it still runs the retirements, which call no provider.
+      provisioner.start(url);
       return { port, url };
     },
     async stop() {

@@ -131,6 +131,7 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
         launching,
         runtime: use.runtime,
         cost: use.cost,
+        committed: use.committed,
         launchesLastMinute: new Map([...launches].map(([id, l]) => [id, l.lastMinute])),
         degradedAfterFailures: config.degradedAfterFailures,
         now: new Date(),

@@ -1,14 +1,14 @@
 /**
  * One provisioner cycle (docs/design.md: pools and instances), run by one server process at a time (provisioner.ts holds the
- * lock): reconcile every pool with its provider (periodic cycles only: lists cost API calls), read
- * the demand, stop the idle workers it lists, ask the providers to stop what is STOPPING, and
- * launch what it says. Every step records in the database before it calls a provider, so that a
+ * lock): reconcile every pool with its provider (periodic cycles only: lists cost API calls), retire,
+ * read the demand, stop the idle workers it lists, ask the providers to stop what is STOPPING, and
+ * launch what it says (with the provisioner off: only retire). Every step records in the database before it calls a provider, so that a
  * server stopped at any point leaves a state the next cycle, in any process, can finish.
  */
 import { InstanceSchema } from '../entities/instance.js';
 import { WorkerImageSchema } from '../entities/worker-image.js';
 import { WorkerPoolSchema, type WorkerPool } from '../entities/worker-pool.js';
-import { recordLaunch } from '../services/pools/instances.js';
+import { recordBudgetedLaunch } from '../services/pools/instances.js';
 import { readOfferingMarks, recordOfferingMarks } from '../services/pools/offering-marks.js';
 import { launchSpecifications } from '../services/pools/publications.js';
 import { publishTermination, terminateIn, terminateWorkers } from '../services/workers/terminate.js';
@@ -25,7 +25,7 @@ import { launchChoice, marksFor, offeringKey, offeringsOf, type OfferingFailure 
 import { launchPrice } from '../scheduler/rules/cost.js';
 import { askToStop, reconcilePool, type ReconcileReport } from './reconcile.js';
 import { INSTANCE_END_REASONS, type InstanceEndReason } from './provisioner-metrics.js';
-import { retireOutdated, retireOutlived, retiredIdle } from './retire.js';
+import { retireOutdated, retireOutlived, retiredIdle, retiredWhy } from './retire.js';
 import { cloudInitUserData, type AgentBootstrap } from './user-data.js';
 
 /** What a cycle did, counted (logged, and returned to tests and the bench). */
@@ -86,7 +86,8 @@ async function pursueStops(ctx: CycleContext, pools: readonly WorkerPool[], now:
 
 /**
  * Launches up to `count` instances of a pool, one after the other, each recorded (worker, bound
- * activation token, instance LAUNCHING) before its provider is asked. The provider is handed the
+ * activation token, instance LAUNCHING) before its provider is asked, and only while the pool's
+ * committed cost is below its monthly cost budget (recordBudgetedLaunch checks it in that transaction). The provider is handed the
  * pool's offerings that are not marked unavailable (providers/offerings.ts), tries them in order, and
  * reports those that failed for capacity or quota: they are marked (offering-marks.ts) whether the
  * launch worked or not. The first failure ends the pool's launches for this cycle: its instance is
@@ -121,7 +122,12 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config });
       return;
     }
-    const record = await recordLaunch(em.fork(), ctx.config, pool, new Date());
+    // The cost budget, checked for each launch in the transaction that records it (every launch recorded before it counted).
+    const record = await recordBudgetedLaunch(em.fork(), ctx.config, pool, new Date());
+    if (!record) {
+      ctx.log.info({ pool: pool.name, launched: i, wanted: count }, 'launches held back: the pool’s committed cost this month reached its monthly cost budget');
+      return;
+    }
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
     const agent: AgentBootstrap = { serverUrl: ctx.agentServerUrl, activationToken: record.activationToken, workerName: record.worker.name };
     try {
@@ -163,29 +169,55 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
   }
 }
 
-/** Runs the body of one cycle; `reconcile` adds the lists of every provider. */
-export async function runCycleBody(ctx: CycleContext, options: { reconcile: boolean }, now = new Date()): Promise<CycleReport> {
-  const report: CycleReport = { reconciled: options.reconcile, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 };
-  const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
-  // A site without pools has nothing to provision: every step below is about pools, their instances
-  // and their workers, and the demand would read every worker's state for no pool to serve.
-  if (!pools.length) return report;
-  if (options.reconcile) {
-    for (const pool of pools) {
-      const r = await reconcilePool(ctx, pool, now);
-      for (const key of ['lost', 'adopted', 'strays', 'failed', 'stopsPursued'] as const) report[key] += r[key];
-    }
-  }
-  // Retired workers first (scheduler/rules/instance-retirement.ts): stopped as soon as they are idle, so that
-  // the demand read next no longer counts them and launches their replacements in this cycle.
+/**
+ * The retirements (scheduler/rules/instance-retirement.ts): outlived and outdated workers drained, and
+ * every retired worker that holds nothing stopped: its worker terminated, its instance STOPPING (for
+ * the provider, or a site's own script, to stop).
+ */
+async function retire(ctx: CycleContext, pools: readonly WorkerPool[], report: CycleReport, now: Date): Promise<void> {
   await retireOutlived(ctx, now);
   await retireOutdated(ctx, pools);
   for (const r of await retiredIdle(ctx)) {
     const pool = pools.find((p) => p.id === r.poolId);
     if (pool && (await stopIdle(ctx, r.workerId, pool, now, r.why))) report.stopped++;
   }
+}
+
+/**
+ * Runs the body of one cycle; `reconcile` adds the lists of every provider. In a process with the
+ * provisioner off (TAGSCHED_PROVISIONER=off: a site's own script launches and stops the machines) a
+ * cycle is only the retirements, which call no provider: the script sees a retired worker DRAINING,
+ * in its pool's `stopWorkers` once it holds nothing, and then its instance STOPPING.
+ */
+export async function runCycleBody(ctx: CycleContext, options: { reconcile: boolean }, now = new Date()): Promise<CycleReport> {
+  const on = ctx.config.provisioner;
+  const report: CycleReport = { reconciled: on && options.reconcile, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 };
+  const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
+  // A site without pools has nothing to provision: every step below is about pools, their instances
+  // and their workers, and the demand would read every worker's state for no pool to serve.
+  if (!pools.length) return report;
+  if (!on) {
+    await retire(ctx, pools, report, now);
+    return report;
+  }
+  if (options.reconcile) {
+    for (const pool of pools) {
+      const r = await reconcilePool(ctx, pool, now);
+      for (const key of ['lost', 'adopted', 'strays', 'failed', 'stopsPursued'] as const) report[key] += r[key];
+    }
+  }
+  // Retired workers first: stopped as soon as they are idle, so that the demand read next no longer
+  // counts them and launches their replacements in this cycle.
+  await retire(ctx, pools, report, now);
   const { plan } = await decide(ctx, now);
-  for (const stop of plan.stops) if (await stopIdle(ctx, stop.workerId, stop.pool, now)) report.stopped++;
+  for (const stop of plan.stops) {
+    const { name, maxWorkRequestsPerInstance, maxInstanceLifetimeSeconds } = stop.pool;
+    // One that retired since the retirements above were read: stopped for its retirement.
+    const why = stop.retired
+      ? retiredWhy(stop.retired, { name, maxWorkRequestsPerInstance: maxWorkRequestsPerInstance ?? null, maxInstanceLifetimeSeconds: maxInstanceLifetimeSeconds ?? null })
+      : undefined;
+    if (await stopIdle(ctx, stop.workerId, stop.pool, now, why)) report.stopped++;
+  }
   await pursueStops(ctx, pools, now);
   // Pools that launch on one provider account share its launch rate (TAGSCHED_ACCOUNT_LAUNCHES_PER_MINUTE).
   const keys = ctx.config.accountLaunchesPerMinute > 0 ? new Map(pools.map((p) => [p.id, accountKey(p, ctx.secrets)])) : null;

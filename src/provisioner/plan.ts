@@ -1,12 +1,13 @@
 import type { WorkerPool } from '../entities/worker-pool.js';
+import type { RetiringReason } from '../scheduler/rules/instance-retirement.js';
 import type { ProvisioningDemand } from '../scheduler/matching/demand-plan.js';
 
 /** What one provisioner cycle does after reconciling: the decisions, before any provider is called. */
 export interface CyclePlan {
   /** Instances to launch, per pool, in demand order. */
   readonly launches: { readonly pool: WorkerPool; readonly count: number }[];
-  /** Idle workers to stop, each with a live instance the provisioner can stop at its provider. */
-  readonly stops: { readonly pool: WorkerPool; readonly workerId: number; readonly name: string }[];
+  /** Workers to stop, each with a live instance the provisioner can stop at its provider; `retired` says why a retired one is stopped (else: its idle timeout). */
+  readonly stops: { readonly pool: WorkerPool; readonly workerId: number; readonly name: string; readonly retired: RetiringReason | null }[];
 }
 
 /**
@@ -18,6 +19,8 @@ export interface CyclePlan {
 export function planCycle(demand: ProvisioningDemand, workersWithInstances: ReadonlySet<number>): CyclePlan {
   return {
     launches: demand.pools.filter((d) => d.launch > 0).map((d) => ({ pool: d.pool, count: d.launch })),
-    stops: demand.pools.flatMap((d) => d.stop.filter((w) => workersWithInstances.has(w.id)).map((w) => ({ pool: d.pool, workerId: w.id, name: w.name }))),
+    stops: demand.pools.flatMap((d) =>
+      d.stop.filter((w) => workersWithInstances.has(w.id)).map((w) => ({ pool: d.pool, workerId: w.id, name: w.name, retired: d.retired.get(w.id) ?? null })),
+    ),
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The provisioner of one server process (docs/design.md: pools and instances): it runs a cycle (cycle.ts) when the demand may
  * have changed (the events the scheduler hears, debounced) and every TAGSCHED_PROVISIONER_INTERVAL_SECONDS
- * (those cycles also reconcile with every provider's list). Across server processes one cycle runs at
+ * (those cycles also reconcile with every provider's list). With TAGSCHED_PROVISIONER=off it runs on
+ * the same schedule, and a cycle is only the retirements (no provider is called). Across server processes one cycle runs at
  * a time: a cycle holds a transaction-scoped advisory lock, and a process that cannot take it skips
  * its turn (the one holding it is doing the work). The embedded database serves one process: no lock.
  */
@@ -20,13 +21,13 @@ import { providerFactory } from './providers.js';
 
 /** The provisioner module of a server process. */
 export interface Provisioner {
-  /** Runs one cycle now (after any running one); null when another process held the lock. */
+  /** Runs one cycle now (after any running one; with the provisioner off, its retirements); null when another process held the lock. */
   runCycle(options?: { reconcile?: boolean }): Promise<CycleReport | null>;
   /** The decisions a cycle would take now, no provider called (the bench). */
   decide(): ReturnType<typeof decide>;
   /** Asks for a cycle soon; calls close together share one. */
   trigger(): void;
-  /** Starts the periodic and event-driven cycles; `listeningUrl` is the server's own GraphQL URL. */
+  /** Starts the periodic and event-driven cycles (with the provisioner off: of retirements only); `listeningUrl` is the server's own GraphQL URL. */
   start(listeningUrl: string): void;
   stop(): Promise<void>;
   /** The provider of a type, made once per process; null when this server has none of that type. */
@@ -146,7 +147,8 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
       timer = setInterval(() => soon(true), config.provisionerIntervalMs);
       timer.unref();
       soon(true); // at start: reconcile what a previous process left
-      log.info({ agentServerUrl, intervalMs: config.provisionerIntervalMs }, 'provisioner started');
+      if (config.provisioner) log.info({ agentServerUrl, intervalMs: config.provisionerIntervalMs }, 'provisioner started');
+      else log.info({ intervalMs: config.provisionerIntervalMs }, 'provisioner off: only retirements (a site’s own script launches and stops instances)');
     },
     async stop() {
       stopped = true;

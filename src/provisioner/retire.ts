@@ -3,16 +3,19 @@
  * workers whose instances outlived their pool's maximum lifetime, and idle ones of outdated instances
  * (a rollout, a few at a time), are drained (those that reached their
  * pool's request limit were drained by PostgreSQL as the work was assigned), and the retired workers
- * that hold no work are listed for the cycle to stop.
+ * that hold no work are listed for the cycle to stop. These steps run with the provisioner off too
+ * (cycle.ts: a process with TAGSCHED_PROVISIONER=off runs only them), so that a site's own script
+ * sees every retirement: the worker DRAINING, then its instance STOPPING.
  */
 import { isActiveSql } from '../scheduler/rules/active-work.js';
 import type { WorkerPool } from '../entities/worker-pool.js';
 import { outdatedSql, outlivedSql, replacementRoom, RETIRING_REASONS, retiringText, templateFingerprint, type RetiringReason } from '../scheduler/rules/instance-retirement.js';
+import { liveInstanceSql, retiringWorkers } from '../scheduler/storage/retiring-workers.js';
 import type { CycleContext } from './context.js';
 import { INSTANCE_END_REASONS, type InstanceEndReason } from './provisioner-metrics.js';
 
-/** A live instance's worker: only those the provisioner launched (workers started by hand are left to whoever started them). */
-const LIVE_INSTANCE_SQL = `exists (select 1 from instance i where i.worker_id = w.id and i.state in ('LAUNCHING', 'RUNNING'))`;
+/** A live instance's worker: only those launched by the provisioner or a site's script (workers started by hand with a pool-wide token are left to whoever started them). */
+const LIVE_INSTANCE_SQL = liveInstanceSql('w');
 
 const END_REASON: Record<RetiringReason, InstanceEndReason> = {
   WORK_REQUESTS: INSTANCE_END_REASONS.WORK_REQUESTS,
@@ -73,23 +76,16 @@ export async function retireOutdated(ctx: CycleContext, pools: readonly WorkerPo
   }
 }
 
-/** The retired workers with a live instance that hold no work: to stop now. */
+/** Why a retired worker is stopped, in the worker's record, the log and the metrics. */
+export function retiredWhy(reason: RetiringReason, pool: Parameters<typeof retiringText>[1]): { text: string; reason: InstanceEndReason } {
+  return { text: `retired: ${retiringText(reason, pool)}`, reason: END_REASON[reason] };
+}
+
+/**
+ * The retired workers with a live instance that hold no work (scheduler/storage/retiring-workers.ts,
+ * the rule retiredToStop): to stop now. A retiring worker an admin undrained is not among them while it is not draining.
+ */
 export async function retiredIdle(ctx: CycleContext): Promise<{ workerId: number; poolId: number; why: { text: string; reason: InstanceEndReason } }[]> {
-  const rows = await ctx.orm.em
-    .fork()
-    .execute<{ id: number; pool_id: number; reason: RetiringReason; pool: string; max_work_requests_per_instance: number | null; max_instance_lifetime_seconds: number | null }[]>(
-      `select w.id, w.pool_id, w.retiring_reason as reason, p.name as pool, p.max_work_requests_per_instance, p.max_instance_lifetime_seconds
-       from worker w join worker_pool p on p.id = w.pool_id
-      where w.retiring_reason is not null and w.terminated_at is null and ${LIVE_INSTANCE_SQL}
-        and not exists (select 1 from work_request a where a.worker_id = w.id and ${isActiveSql('a')})
-      order by w.id`,
-    );
-  return rows.map((r) => ({
-    workerId: r.id,
-    poolId: r.pool_id,
-    why: {
-      text: `retired: ${retiringText(r.reason, { name: r.pool, maxWorkRequestsPerInstance: r.max_work_requests_per_instance, maxInstanceLifetimeSeconds: r.max_instance_lifetime_seconds })}`,
-      reason: END_REASON[r.reason],
-    },
-  }));
+  const rows = await retiringWorkers(ctx.orm.em.fork());
+  return rows.filter((r) => r.toStop).map((r) => ({ workerId: r.workerId, poolId: r.poolId, why: retiredWhy(r.reason, r.pool) }));
 }

@@ -26,6 +26,7 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
     WAITING_FOR_CAPACITY: 'Matching workers are available but all busy',
     WAITING_FOR_WORKERS: 'Matching workers exist but none is available (disconnected, draining, disabled)',
     WAITING_FOR_PROVISIONING: 'No worker matches, but a pool could start one',
+    WAITING_FOR_POOL_LIMIT: 'No worker matches, and every matching pool is held by a limit (see pools: atLimit): none may start one now',
     ORCHESTRATED: 'The server runs it (an internal or workflow task); no worker ever will',
     UNSCHEDULABLE: 'No worker and no pool could ever run it: see mismatches for the missing tags',
   }),
@@ -264,7 +265,7 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
     }),
     stopWorkers: t.field({
       type: [WorkerRef],
-      description: `Idle pool workers past the idle timeout, to stop: the first ${LIST_MAXIMA.stopWorkersShown} of them (the provisioner itself stops them all)`,
+      description: `Pool workers to stop: those that retired (maxWorkRequestsPerInstance, maxInstanceLifetimeSeconds, a rollout) and hold no work, at once, then idle ones past the idle timeout; the first ${LIST_MAXIMA.stopWorkersShown} of them (the provisioner itself stops them all)`,
       resolve: (d) => d.stop.slice(0, LIST_MAXIMA.stopWorkersShown).map((w) => w.id),
     }),
   }),

@@ -187,12 +187,13 @@ WorkerPoolRef.implement({
     }),
     monthlyCostBudget: t.float({
       nullable: true,
-      description: 'Demand launches nothing once monthCost reaches this (limit COST_BUDGET); null: no limit',
+      description:
+        'It launches only while its committed cost this month (monthCost, with each live instance launched this month counted at least at its first hour or billing period) is below this, checked for each launch (limit COST_BUDGET); null: no limit',
       resolve: (pool) => pool.monthlyCostBudget ?? null,
     }),
     monthCost: t.float({
       description:
-        'The cost of its instances in this calendar month (UTC): each one\u2019s price \u00d7 its runtime in the month (started periods when billed by period), what monthlyCostBudget limits; 0 without prices',
+        'The cost of its instances in this calendar month (UTC): each one\u2019s price \u00d7 its runtime in the month (started periods when billed by period), what monthlyCostBudget limits with the live instances\u2019 first charges; 0 without prices',
       resolve: async (pool, _a, ctx) => (await ctx.loaders.monthCosts()).get(pool.id) ?? 0,
     }),
     enabled: t.exposeBoolean('enabled', { description: 'False: the provisioner starts nothing for it' }),
@@ -331,7 +332,10 @@ const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
     maxLaunchesPerMinute: t.int({ description: 'At most this many launches a minute; null: no limit' }),
     warmSchedule: t.field({ type: WarmScheduleInput, description: 'More instances kept idle at some times of day; null: none' }),
     pricePerHour: t.float({ description: 'The price of one instance-hour in the site\u2019s currency, 0, or 1e-9 to 1e6, for cost; null: removes it' }),
-    monthlyCostBudget: t.float({ description: 'Cost allowed per calendar month (UTC), in the currency of its prices: launches stop once reached; null: no limit' }),
+    monthlyCostBudget: t.float({
+      description:
+        'Cost allowed per calendar month (UTC), in the currency of its prices: no launch once it is reached, each live instance counted at least at its first hour or billing period; null: no limit',
+    }),
     enabled: t.boolean({ description: 'False: the provisioner starts nothing for it' }),
   }),
 });

@@ -66,6 +66,7 @@ export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
   WAITING_FOR_CAPACITY: 'Matching workers are all busy: it waits for a free slot.',
   WAITING_FOR_WORKERS: 'Matching workers exist, but none is available (disconnected, without a fresh metadata report, quarantined, draining or disabled).',
   WAITING_FOR_PROVISIONING: 'No worker matches, but a pool can start one.',
+  WAITING_FOR_POOL_LIMIT: 'No worker matches, and every pool that could run it is held by a limit: none may start one now.',
   ORCHESTRATED: 'Run by the server itself (an internal or workflow task): no worker will.',
   UNSCHEDULABLE: 'No worker and no pool could ever run it.',
 };

@@ -52,7 +52,7 @@ form.signin input{width:100%}
 .badge{display:inline-block;padding:0 .5rem;border-radius:4px;font-size:.85em;font-weight:600;white-space:nowrap;border:1px solid currentColor}
 .s-IDLE,.s-SUCCESS,.s-READY,.s-RUNNING-instance{color:var(--ok)}
 .s-BUSY,.s-RUNNING,.s-ASSIGNED,.s-LAUNCHING,.s-WAITING_FOR_CAPACITY{color:var(--busy)}
-.s-DRAINING,.s-PENDING,.s-STOPPING,.s-WAITING_FOR_WORKERS,.s-WAITING_FOR_PROVISIONING,.s-BLOCKED,.s-SKIPPED{color:var(--warn)}
+.s-DRAINING,.s-PENDING,.s-STOPPING,.s-WAITING_FOR_WORKERS,.s-WAITING_FOR_PROVISIONING,.s-WAITING_FOR_POOL_LIMIT,.s-BLOCKED,.s-SKIPPED{color:var(--warn)}
 .s-DISCONNECTED,.s-DISABLED,.s-FAILURE,.s-ERROR,.s-ABORTED,.s-FAILED,.s-UNSCHEDULABLE,.s-degraded{color:var(--bad)}
 .s-INACTIVE,.s-TERMINATED,.s-COMPLETED,.s-NOT_PENDING,.s-ORCHESTRATED{color:var(--muted)}
 .notice{padding:.6rem .9rem;border-radius:6px;background:#fef7e0;border:1px solid #f9d67a;margin:.8rem 0}

@@ -71,3 +71,29 @@ describe('the pools in a diagnosis', () => {
     expect(await diagnosis()).toMatchObject({ unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }], pools: [{ launching: [] }] });
   });
 });
+
+describe('a request whose only matching pool may start nothing', () => {
+  it('maxActiveInstances 0: held by the pool’s limit, as its pool outlook and its start estimate say, not waiting for provisioning', async () => {
+    await createPool(t, { name: 'none-at-all', providedTags: ['site:closed-pool'], maxActiveInstances: 0 });
+    const id = (await submitOk(t, { workspace: 'diag/pools', taskType: 'worker', taskName: 'noop', taskData: {}, requiredTags: ['site:closed-pool'] })).id;
+    const { workRequest } = await ok(
+      t,
+      `query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools pools { pool instances maxActiveInstances atLimit } startEstimate { at basis } } } }`,
+      { id },
+    );
+    expect(workRequest.diagnosis).toEqual({
+      state: 'WAITING_FOR_POOL_LIMIT',
+      matchingPools: ['none-at-all'],
+      pools: [{ pool: 'none-at-all', instances: 0, maxActiveInstances: 0, atLimit: ['MAX_ACTIVE_INSTANCES'] }],
+      startEstimate: { at: null, basis: 'no matching worker is available or launching, and no matching pool may launch one now' },
+    });
+    const page = await (await fetch(`${base}/-/status/work-requests/${id}/`)).text();
+    expect(page).toContain('every pool that could run it is held by a limit');
+
+    // Its limit raised: it could start one, and the state says so.
+    await expectResult(t, 'WorkerPool', UPDATE_POOL, { i: { name: 'none-at-all', maxActiveInstances: 1 } });
+    const raised = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state pools { atLimit } startEstimate { waitSeconds } } } }`, { id });
+    expect(raised.workRequest.diagnosis).toMatchObject({ state: 'WAITING_FOR_PROVISIONING', pools: [{ atLimit: [] }] });
+    expect(raised.workRequest.diagnosis.startEstimate.waitSeconds).toBeGreaterThan(0);
+  });
+});

@@ -193,6 +193,9 @@ export function explain(w: WhyData, now = new Date()): { summary: string; detail
     case 'WAITING_FOR_PROVISIONING':
       summary = `waiting for provisioning: no worker matches; ${pools}`;
       break;
+    case 'WAITING_FOR_POOL_LIMIT':
+      summary = `held by pool limits: no worker matches and no matching pool may start one now; ${pools}`;
+      break;
     case 'UNSCHEDULABLE': {
       const everywhere = missingEverywhere(d);
       const nearest = d.mismatches[0];

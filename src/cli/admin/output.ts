@@ -164,6 +164,7 @@ export function statusStyle(out: Output, status: string, text: string = status):
     case 'WAITING_FOR_CAPACITY':
     case 'WAITING_FOR_WORKERS':
     case 'WAITING_FOR_PROVISIONING':
+    case 'WAITING_FOR_POOL_LIMIT':
     case 'WAITING_FOR_BACKOFF':
     case 'STALE':
       return c.yellow(text);

@@ -9,6 +9,7 @@ import type { ProvidedTagIndex } from '../../tags/match.js';
 import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
 import { staticBeforePool } from '../rules/placement-preference.js';
 import { LAUNCH_LIMITS, launchRoom, poolConcurrency, type LaunchLimit } from '../rules/pool-capacity.js';
+import { retiredToStop, type RetiringReason } from '../rules/instance-retirement.js';
 import { minIdleNow, stopHold, stopOrder } from '../rules/scale-in.js';
 import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
@@ -44,8 +45,13 @@ export interface PoolDemand {
   readonly monthCost: number;
   /** Its launches keep failing (pool-health.ts); `pool.lastError` says why. */
   readonly degraded: boolean;
-  /** Idle pool workers past the idle timeout, beyond the minimum kept idle: to stop. */
+  /**
+   * To stop: its retired workers that hold no work (rules/instance-retirement.ts: retiredToStop), at
+   * once, then its idle workers past the idle timeout, beyond the minimum kept idle.
+   */
   readonly stop: WorkerState[];
+  /** Of `stop`, the retired workers, with why each retired. */
+  readonly retired: ReadonlyMap<number, RetiringReason>;
 }
 
 /** Pending requests no worker and no pool could ever run, grouped by what they require. */
@@ -114,10 +120,14 @@ export interface DemandInput {
   readonly runtime: ReadonlyMap<number, number>;
   /** Each pool's instances' cost this month, by pool id; none when absent. */
   readonly cost?: ReadonlyMap<number, number>;
+  /** Each pool's committed cost this month, what its cost budget limits (storage/pool-runtime.ts), by pool id; none when absent. */
+  readonly committed?: ReadonlyMap<number, number>;
   /** Each pool's launches: in the last minute, and its last one (storage/pool-launches.ts); none when absent. */
   readonly launches?: ReadonlyMap<number, { lastMinute: number; lastAt: Date | null }>;
   /** After this many failed launches in a row a pool is degraded (rules/pool-health.ts). */
   readonly degradedAfterFailures: number;
+  /** The retiring pool workers with a live instance (storage/retiring-workers.ts), by worker id; none when absent. */
+  readonly retiring?: ReadonlyMap<number, RetiringReason>;
 }
 
 /** Demand as planned: each pool's part, the classes no worker and no pool could run, and the groups of workers alike for every class. */
@@ -133,8 +143,8 @@ export interface DemandPlan {
  * Each class is matched against each group of workers alike for every class (one match key, whose
  * eligible classes the cache keeps) and each pool template. Free slots serve first, static workers'
  * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
- * name order, each taking what its limits leave it room for (maxActiveInstances, the month's budget,
- * a backoff after failed launches) and the next pool the rest; what no pool has room for stays with
+ * name order, each taking what its limits leave it room for (maxActiveInstances, the month's budgets:
+ * no more launches than the cost budget has room for, a backoff after failed launches) and the next pool the rest; what no pool has room for stays with
  * the first. Each pool's needs follow from the expected duration of its tasks (the median run) and its
  * target latency, within its limits. Coming work (rules/look-ahead.ts) is served the same way after all
  * pending work, by what is left; it counts for nothing where no worker and no pool could run it.
@@ -143,6 +153,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   // Static workers first, each kind in name order: their free slots serve before any pool worker's,
   // here as in the passes, so that idle pool workers can be stopped.
   const { counts, pools, runtime } = input;
+  const retiring = input.retiring ?? new Map<number, RetiringReason>();
   const workers = staticBeforePool(input.workers);
   const avg = input.averageSeconds;
   const classById = new Map(cache.all().map((c) => [c.id, c]));
@@ -172,19 +183,20 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   const limitsOf = new Map(
     pools.map((p) => {
       const mine = workers.filter((w) => w.poolId === p.pool.id);
-      // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first thing).
-      const starting = mine.filter((w) => w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE').length;
+      // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first
+      // thing); a retiring worker never takes work again, whatever its connection.
+      const starting = mine.filter((w) => !retiring.has(w.id) && (w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE')).length;
       const used = runtime.get(p.pool.id) ?? 0;
       const monthCost = input.cost?.get(p.pool.id) ?? 0;
       const launched = input.launches?.get(p.pool.id);
-      const { room, rate, overBudget, overCostBudget, health, launchable } = launchRoom(
+      const { room, rate, overBudget, overCostBudget, budgetRoom, health, launchable } = launchRoom(
         p.pool,
         mine.length,
         used,
         now,
         input.degradedAfterFailures,
         launched?.lastMinute ?? 0,
-        monthCost,
+        input.committed?.get(p.pool.id) ?? monthCost,
       );
       const concurrency = poolConcurrency(p.pool.specifications);
       return [
@@ -196,6 +208,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
           monthCost,
           overBudget,
           overCostBudget,
+          budgetRoom,
           health,
           room,
           rate,
@@ -260,7 +273,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
 
   const poolDemands: PoolDemand[] = pools.map((p) => {
     const d = perPool.get(p.pool.id)!;
-    const { mine, starting, used, monthCost, overBudget, overCostBudget, health, room, rate, lastLaunchAt, concurrency } = limitsOf.get(p.pool.id)!;
+    const { mine, starting, used, monthCost, overBudget, overCostBudget, budgetRoom, health, room, rate, lastLaunchAt, concurrency } = limitsOf.get(p.pool.id)!;
     const stopped = overBudget || overCostBudget || health.backingOff;
     const idle = mine.filter((w) => !w.unavailable && w.active === 0);
     const minIdle = minIdleNow(p.pool, now); // its warm capacity now (rules/scale-in.ts)
@@ -270,10 +283,12 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
     const wanted = Math.max(workersRequired - starting, minIdle - idle.length - starting, 0);
     // Why it launches fewer than its share, or passed part of it on to the next pool.
     const limitedBy: LaunchLimit[] = [];
-    let launch = Math.min(wanted, room, rate);
+    let launch = Math.min(wanted, room, rate, budgetRoom);
     const cut = wanted > 0 || d.declined > 0;
-    if (room < wanted || (d.declined > 0 && !stopped && room <= rate)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    if (room < wanted || (d.declined > 0 && !stopped && room <= rate && room <= budgetRoom)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
     if (rate < wanted && rate < room && !stopped) limitedBy.push(LAUNCH_LIMITS.RATE_LIMIT);
+    // Under its cost budget, but with room for fewer launches than it needs (rules/pool-capacity.ts: costBudgetRoom).
+    if (!stopped && (budgetRoom < Math.min(wanted, room, rate) || (d.declined > 0 && budgetRoom < Math.min(room, rate)))) limitedBy.push(LAUNCH_LIMITS.COST_BUDGET);
     if (overBudget && cut) {
       launch = 0;
       limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
@@ -299,8 +314,10 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       .sort((a, b) =>
         stopOrder(p.pool, now)({ createdAt: a.instanceCreatedAt ?? null, idleSince: a.idleSince }, { createdAt: b.instanceCreatedAt ?? null, idleSince: b.idleSince }),
       );
-    // Keep the minimum idle, and keep everything when this pool still has work waiting or coming for it.
-    const stop = share > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - minIdle));
+    // Keep the minimum idle, and keep everything when this pool still has work waiting or coming for it;
+    // but a retired worker that holds nothing is stopped at once (it will never take work again).
+    const retired = mine.filter((w) => retiredToStop(retiring.get(w.id), w.active));
+    const stop = [...retired, ...(share > 0 ? [] : idleTooLong.slice(0, Math.max(0, idle.length - minIdle)))];
     return {
       pool: p.pool,
       pendingRunnable: d.runnable,
@@ -318,6 +335,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       monthCost,
       degraded: health.degraded,
       stop,
+      retired: new Map(retired.map((w) => [w.id, retiring.get(w.id)!])),
     };
   });
   return { pendingTotal, comingTotal, pools: poolDemands, unschedulable, workerGroups };

@@ -26,6 +26,11 @@ export const DIAGNOSIS_STATES = {
   /** No worker matches, but a pool could start one. */
   WAITING_FOR_PROVISIONING: 'WAITING_FOR_PROVISIONING',
   /**
+   * No worker matches, and every matching pool is held by a limit (its outlook's `atLimit`:
+   * rules/pool-capacity.ts): none may start one now. Only said with a pool context (a PENDING request's diagnosis).
+   */
+  WAITING_FOR_POOL_LIMIT: 'WAITING_FOR_POOL_LIMIT',
+  /**
    * An internal or workflow task, whatever its status: the server runs it and no worker ever will (a
    * synchronization point completes when its dependencies have, a workflow runs through its children).
    */
@@ -100,7 +105,7 @@ export interface PoolOutlook {
   readonly maxActiveInstances: number;
   /** Its instances still launching, oldest first. */
   readonly launching: readonly { name: string; since: Date }[];
-  /** What keeps it from starting another now (rules/pool-capacity.ts); empty when it could. */
+  /** What keeps it from starting another now (rules/pool-capacity.ts); empty exactly when it may launch one (`launchable` > 0). */
   readonly atLimit: LaunchLimit[];
 }
 
@@ -111,6 +116,8 @@ export interface PoolContext {
   readonly runtime: ReadonlyMap<number, number>;
   /** Each pool's instances' cost this month, by pool id; none when absent. */
   readonly cost?: ReadonlyMap<number, number>;
+  /** Each pool's committed cost this month, what its cost budget limits (storage/pool-runtime.ts), by pool id; `cost` when absent. */
+  readonly committed?: ReadonlyMap<number, number>;
   /** Each pool's launches in the last minute (storage/pool-launches.ts), by pool id, for its rate limit; none when absent. */
   readonly launchesLastMinute?: ReadonlyMap<number, number>;
   readonly degradedAfterFailures: number;
@@ -126,7 +133,7 @@ export function poolRoomNow(pool: PoolTemplate['pool'], workers: readonly Worker
     context.now,
     context.degradedAfterFailures,
     context.launchesLastMinute?.get(pool.id) ?? 0,
-    context.cost?.get(pool.id) ?? 0,
+    context.committed?.get(pool.id) ?? context.cost?.get(pool.id) ?? 0,
   );
 }
 
@@ -259,14 +266,24 @@ export function diagnose(
     reason: reason as DiagnosisUnavailableReason,
     count: list.length,
   }));
+  // The matching pools' outlook, with the room-to-launch rule demand and the start estimate use.
+  const poolOutlooks = poolContext
+    ? outlooks(
+        pools.filter((p) => matchingPools.includes(p.pool.name)),
+        workers,
+        poolContext,
+      )
+    : [];
   let state: DiagnosisState;
   if (task.status !== 'PENDING') state = DIAGNOSIS_STATES.NOT_PENDING;
   else if (available) state = DIAGNOSIS_STATES.READY;
   else if (backedOff) state = DIAGNOSIS_STATES.WAITING_FOR_BACKOFF;
   else if (busy) state = DIAGNOSIS_STATES.WAITING_FOR_CAPACITY;
   else if (matching.length) state = DIAGNOSIS_STATES.WAITING_FOR_WORKERS;
-  else if (matchingPools.length) state = DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING;
-  else state = DIAGNOSIS_STATES.UNSCHEDULABLE;
+  else if (matchingPools.length) {
+    const held = poolContext !== undefined && poolOutlooks.every((o) => o.atLimit.length > 0);
+    state = held ? DIAGNOSIS_STATES.WAITING_FOR_POOL_LIMIT : DIAGNOSIS_STATES.WAITING_FOR_PROVISIONING;
+  } else state = DIAGNOSIS_STATES.UNSCHEDULABLE;
   return {
     state,
     matchingWorkers: matching.length,
@@ -274,13 +291,7 @@ export function diagnose(
     busyWorkers: busy,
     unavailableWorkers: unavailable,
     matchingPools,
-    pools: poolContext
-      ? outlooks(
-          pools.filter((p) => matchingPools.includes(p.pool.name)),
-          workers,
-          poolContext,
-        )
-      : [],
+    pools: poolOutlooks,
     mismatches,
     releaseBackoffs,
     placement: placement && task.status === 'PENDING' ? placementOf(task, free, placement) : null,

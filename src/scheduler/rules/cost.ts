@@ -1,7 +1,8 @@
 /**
  * Cost (docs/operating/pools.md, "Cost"), in its one home, shared by the SQL that sums a pool's month
  * (storage/pool-runtime.ts), the API, the pages and the metrics: the price of an instance-hour, what
- * an instance cost, the part of it in a calendar month, and a work request's share. Prices are in the
+ * an instance cost, the part of it in a calendar month, what it commits its pool's budget to, and a
+ * work request's share. Prices are in the
  * site's currency, per hour; billing by period is scale-in.ts's rule (billedSeconds). Pure and
  * table-tested (test/scheduler/rules/cost.test.ts).
  */
@@ -49,6 +50,20 @@ export function launchPrice(
   return poolPrice ?? null;
 }
 
+/**
+ * The price per hour a pool's next launch is recorded at (services/pools/instances.ts: recordLaunch),
+ * before its provider says which offering started it: {@link launchPrice} of the first of its
+ * offerings as they are stored (services/pools/pool-specifications.ts keeps them as
+ * provisioner/providers/offerings.ts reads them), else the pool's. Demand reckons the budget's room with it.
+ */
+export function nextLaunchPrice(pool: { readonly specifications?: Readonly<Record<string, unknown>>; readonly pricePerHour?: number | null }): number | null {
+  const list = pool.specifications?.offerings;
+  const first = Array.isArray(list) && list[0] && typeof list[0] === 'object' ? (list[0] as Record<string, unknown>) : null;
+  const num = (v: unknown) => (typeof v === 'number' ? v : null);
+  const offering = first ? { market: first.market === 'spot' ? 'spot' : 'on-demand', maxPricePerHour: num(first.maxPricePerHour), pricePerHour: num(first.pricePerHour) } : null;
+  return launchPrice(offering, pool.pricePerHour ?? null);
+}
+
 /** The price an instance is costed at: the one it was launched at, else (launched before its pool had one) its pool's now. */
 export function instancePrice(instancePricePerHour: number | null, poolPricePerHour: number | null): number | null {
   return instancePricePerHour ?? poolPricePerHour ?? null;
@@ -89,6 +104,46 @@ export function costInMonthSql(i: string, p: string, end: string, monthStart: st
   const billed = (s: string) => billedSecondsSql(`extract(epoch from ${s})`, `${p}.billing_period_seconds`);
   const cost = `${instancePriceSql(i, p)} * (${billed(`${end} - ${i}.requested_at`)} - ${billed(`greatest(${i}.requested_at, ${monthStart}) - ${i}.requested_at`)}) / 3600`;
   return `(case when ${end} > ${monthStart} then coalesce(${cost}, 0) else 0 end)`;
+}
+
+/** A launch's first charge, for a pool billed by the second: one hour, the unit prices are given in. */
+export const FIRST_CHARGE_SECONDS = 3600;
+
+/**
+ * What starting an instance commits its pool's budget to: one billing period of its price, or
+ * {@link FIRST_CHARGE_SECONDS} for a pool billed by the second; 0 without a price.
+ */
+export function firstCharge(pricePerHour: number | null, billingPeriodSeconds: number | null | undefined): number {
+  if (pricePerHour == null) return 0;
+  return (pricePerHour * (billingPeriodSeconds || FIRST_CHARGE_SECONDS)) / 3600;
+}
+
+/**
+ * An instance's part of its pool's **committed cost**, what `monthlyCostBudget` limits
+ * (pool-capacity.ts: underCostBudget): its cost in the month ({@link costInMonth}), but, while it lives
+ * (not TERMINATED nor FAILED) and was launched in the month, at least its {@link firstCharge}: a launch
+ * counts against the budget from the moment it is recorded, not only as its runtime adds up.
+ */
+export function committedCostInMonth(
+  pricePerHour: number | null,
+  requestedAt: Date,
+  end: Date,
+  monthStart: Date,
+  billingPeriodSeconds: number | null | undefined,
+  live: boolean,
+): number {
+  const cost = costInMonth(pricePerHour, requestedAt, end, monthStart, billingPeriodSeconds);
+  return live && requestedAt.getTime() >= monthStart.getTime() ? Math.max(cost, firstCharge(pricePerHour, billingPeriodSeconds)) : cost;
+}
+
+/**
+ * {@link committedCostInMonth} in SQL, summed by the caller (storage/pool-runtime.ts): as
+ * {@link costInMonthSql}; an instance lives while its `terminated_at` is null.
+ */
+export function committedCostInMonthSql(i: string, p: string, end: string, monthStart: string): string {
+  const cost = costInMonthSql(i, p, end, monthStart);
+  const first = `(coalesce(${instancePriceSql(i, p)}, 0) * coalesce(nullif(${p}.billing_period_seconds, 0), ${FIRST_CHARGE_SECONDS}) / 3600)`;
+  return `(case when ${i}.terminated_at is null and ${i}.requested_at >= ${monthStart} then greatest(${cost}, ${first}) else ${cost} end)`;
 }
 
 /**

@@ -21,6 +21,7 @@
  * written here: a change of the request limit here needs a migration that installs it.
  */
 import { createHash } from 'node:crypto';
+import { isActiveSql } from './active-work.js';
 
 /** Why a pool worker retires; null while it does not. */
 export const RETIRING_REASONS = {
@@ -32,6 +33,20 @@ export const RETIRING_REASONS = {
   OUTDATED: 'OUTDATED',
 } as const;
 export type RetiringReason = (typeof RETIRING_REASONS)[keyof typeof RETIRING_REASONS];
+
+/**
+ * Whether a retiring worker (`reason` not null) is to be stopped now: it holds no work (it gets none,
+ * it is draining). Not an idle timeout, a minimum kept idle nor work waiting for its pool holds it:
+ * demand lists it in its pool's `stopWorkers` (matching/demand-plan.ts), and the server stops it (its
+ * worker terminated, its instance STOPPING: provisioner/retire.ts) with the provisioner on or off.
+ */
+export function retiredToStop(reason: RetiringReason | null | undefined, activeWork: number): boolean {
+  return reason != null && activeWork === 0;
+}
+
+/** {@link retiredToStop} in SQL, on the worker table under `w`. */
+export const retiredToStopSql = (w: string) =>
+  `(${w}.retiring_reason is not null and not exists (select 1 from work_request a where a.worker_id = ${w}.id and ${isActiveSql('a')}))`;
 
 /** Whether a worker that has been assigned `assigned` requests has reached its pool's limit (null: none). */
 export function reachedWorkRequestLimit(assigned: number, limit: number | null): boolean {

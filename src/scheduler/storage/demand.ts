@@ -10,6 +10,7 @@ import { pendingByClass as countPendingByClass } from './pending-counts.js';
 import { poolLaunches } from './pool-launches.js';
 import { monthUseByPool } from './pool-runtime.js';
 import { loadPoolTemplates } from './pool-templates.js';
+import { retiringWorkers } from './retiring-workers.js';
 import { expectedDurationSeconds, readDurationHistory } from './task-history.js';
 import { loadWorkerStates, type WorkerSnapshot } from './worker-snapshot.js';
 
@@ -33,7 +34,7 @@ export async function computeDemand(
   pendingByClass?: readonly { class_id: number; n: number }[],
 ): Promise<ProvisioningDemand> {
   await cache.refresh(em);
-  const [counts, coming, workers, pools, durations, use, launches] = await Promise.all([
+  const [counts, coming, workers, pools, durations, use, launches, retiring] = await Promise.all([
     (pendingByClass as { class_id: number; n: number }[] | undefined) ?? countPendingByClass(em),
     comingByClass(em),
     loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
@@ -42,6 +43,7 @@ export async function computeDemand(
     readDurationHistory(em),
     monthUseByPool(em),
     poolLaunches(em),
+    retiringWorkers(em),
   ]);
   // The demand plan knows a class's task by name: the expected duration of each task name (the longest
   // when two task types share a name).
@@ -59,7 +61,9 @@ export async function computeDemand(
       averageSeconds: expected,
       runtime: use.runtime,
       cost: use.cost,
+      committed: use.committed,
       degradedAfterFailures: config.degradedAfterFailures,
+      retiring: new Map(retiring.map((r) => [r.workerId, r.reason])),
     },
     cache,
     now,

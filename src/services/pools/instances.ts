@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { launchPrice } from '../../scheduler/rules/cost.js';
-import { offeringsOf } from '../../provisioner/providers/offerings.js';
+import { nextLaunchPrice } from '../../scheduler/rules/cost.js';
+import { underCostBudget } from '../../scheduler/rules/pool-capacity.js';
+import { committedCostOf } from '../../scheduler/storage/pool-runtime.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
 import type { Config } from '../../config.js';
@@ -39,29 +40,54 @@ export function newInstanceName(pool: string): string {
  * stops after this and before the provider answers leaves a record that reconciliation finds.
  */
 export async function recordLaunch(em: EntityManager, config: Config, pool: WorkerPool, now: Date, name: string = newInstanceName(pool.name)): Promise<LaunchRecord> {
+  return creating(`an instance or worker "${name}"`, () => em.transactional((tx) => recordIn(tx, config, pool, now, name)));
+}
+
+/**
+ * {@link recordLaunch} for the provisioner: the pool's monthly cost budget is checked in the same
+ * transaction, after its row is locked (so launches of one pool are recorded one at a time, whichever
+ * process records them): the launch is recorded only while the pool's committed cost this month,
+ * every launch recorded before this one counted (scheduler/rules/cost.ts: committedCostInMonth), is
+ * below its budget (scheduler/rules/pool-capacity.ts: underCostBudget). Null, with nothing written, when it is not.
+ */
+export async function recordBudgetedLaunch(
+  em: EntityManager,
+  config: Config,
+  pool: WorkerPool,
+  now: Date,
+  name: string = newInstanceName(pool.name),
+): Promise<LaunchRecord | null> {
   return creating(`an instance or worker "${name}"`, () =>
     em.transactional(async (tx) => {
-      // The pool may have been read elsewhere (the provisioner's cycle): referred to by id here.
-      const ref = tx.getReference(WorkerPoolSchema, pool.id);
-      const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
-      refreshWorkerTags(worker, pool, config);
-      const { value } = issueToken(tx, { kind: 'activation', pool: ref, worker, label: `activation of instance ${name}` });
-      // Its price (scheduler/rules/cost.ts): the first offering's a launch tries, else the pool's; the
-      // provisioner sets the price of the offering that started it once its provider answers (cycle.ts).
-      const pricePerHour = launchPrice(offeringsOf(pool.specifications)[0], pool.pricePerHour ?? null);
-      const instance = tx.create(InstanceSchema, {
-        name,
-        pool: ref,
-        worker,
-        state: 'LAUNCHING',
-        requestedAt: now,
-        templateFingerprint: templateFingerprint(pool),
-        pricePerHour,
-      });
-      await tx.flush();
-      return { instance, worker, activationToken: value };
+      const [row] = await tx.execute<{ monthly_cost_budget: number | null }[]>(`select monthly_cost_budget from worker_pool where id = ? for no key update`, [pool.id]);
+      if (!row) return null;
+      const budget = row.monthly_cost_budget == null ? null : Number(row.monthly_cost_budget);
+      if (budget != null && !underCostBudget(budget, await committedCostOf(tx, pool.id))) return null;
+      return recordIn(tx, config, pool, now, name);
     }),
   );
+}
+
+async function recordIn(tx: EntityManager, config: Config, pool: WorkerPool, now: Date, name: string): Promise<LaunchRecord> {
+  // The pool may have been read elsewhere (the provisioner's cycle): referred to by id here.
+  const ref = tx.getReference(WorkerPoolSchema, pool.id);
+  const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
+  refreshWorkerTags(worker, pool, config);
+  const { value } = issueToken(tx, { kind: 'activation', pool: ref, worker, label: `activation of instance ${name}` });
+  // Its price (scheduler/rules/cost.ts): the first offering's a launch tries, else the pool's; the
+  // provisioner sets the price of the offering that started it once its provider answers (cycle.ts).
+  const pricePerHour = nextLaunchPrice(pool);
+  const instance = tx.create(InstanceSchema, {
+    name,
+    pool: ref,
+    worker,
+    state: 'LAUNCHING',
+    requestedAt: now,
+    templateFingerprint: templateFingerprint(pool),
+    pricePerHour,
+  });
+  await tx.flush();
+  return { instance, worker, activationToken: value };
 }
 
 /** The hand-kept instance mutations are for sites that run their own provisioning script. */

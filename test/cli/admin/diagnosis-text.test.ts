@@ -117,6 +117,15 @@ describe('explain', () => {
       'waiting for provisioning: no worker matches; pool cloud is launching cloud-1 (3 min)',
     ],
     [
+      'held by pool limits',
+      pending({
+        state: 'WAITING_FOR_POOL_LIMIT',
+        matchingPools: ['cloud'],
+        pools: [{ pool: 'cloud', instances: 0, maxActiveInstances: 0, atLimit: ['MAX_ACTIVE_INSTANCES'], launching: [] }],
+      }),
+      'held by pool limits: no worker matches and no matching pool may start one now; pool cloud is at its limit of 0 instances',
+    ],
+    [
       'orchestrated, running',
       pending({ state: 'ORCHESTRATED' }, { status: 'RUNNING', worker: null }),
       'orchestrated by the server, never by a worker (a workflow runs through its children, a synchronization point completes when its dependencies have): running',

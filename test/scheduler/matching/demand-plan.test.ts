@@ -88,6 +88,35 @@ describe('the demand plan', () => {
     expect(under.pools.map((p) => [p.launch, p.limitedBy])).toEqual([[1, []]]);
   });
 
+  it('a pool under its cost budget plans no more launches than the budget has room for, each counted at its first charge, and says why', () => {
+    const dear = pool(7, 'p', { maxActiveInstances: 10, monthlyCostBudget: 1, pricePerHour: 1000 });
+    const first = planDemand(input({ counts: [{ class_id: LINUX, n: 4 }], pools: [dear] }), cache, NOW);
+    expect(first.pools.map((p) => [p.launch, p.limitedBy])).toEqual([[1, [LAUNCH_LIMITS.COST_BUDGET]]]);
+    // Once one is launched, its first hour is committed: nothing more, whatever its cost so far.
+    const then = planDemand(input({ counts: [{ class_id: LINUX, n: 4 }], pools: [dear], cost: new Map([[7, 0.01]]), committed: new Map([[7, 1000]]) }), cache, NOW);
+    expect(then.pools.map((p) => [p.launch, p.limitedBy, p.monthCost])).toEqual([[0, [LAUNCH_LIMITS.COST_BUDGET], 0.01]]);
+  });
+
+  it('a retired pool worker that holds nothing is to stop at once, whatever the idle timeout and the work waiting; one still running work is not', () => {
+    const drained = { ...worker(2, 'b', 0, 7), unavailable: 'DRAINING' as const };
+    const gone = { ...worker(3, 'c', 0, 7), unavailable: 'DISCONNECTED' as const };
+    const busy = { ...worker(4, 'd', 0, 7), unavailable: 'DRAINING' as const, active: 1 };
+    const retiring = new Map([
+      [2, 'WORK_REQUESTS' as const],
+      [3, 'LIFETIME' as const],
+      [4, 'OUTDATED' as const],
+    ]);
+    const plan = planDemand(input({ counts: [{ class_id: LINUX, n: 1 }], workers: [drained, gone, busy], pools: [pool(7, 'p', { maxActiveInstances: 4 })], retiring }), cache, NOW);
+    const [p] = plan.pools;
+    expect(p.stop.map((w) => w.name)).toEqual(['b', 'c']);
+    expect([...p.retired]).toEqual([
+      [2, 'WORK_REQUESTS'],
+      [3, 'LIFETIME'],
+    ]);
+    // A retiring worker is not one starting up: the pending request gets a replacement.
+    expect([p.startingInstances, p.launch]).toEqual([0, 1]);
+  });
+
   it('static workers serve before pool workers: the idle pool worker past its timeout is stopped', () => {
     const idlePoolWorker = { ...worker(2, 'b', 1, 7), idleSince: new Date(NOW.getTime() - 3600_000) };
     const plan = planDemand(input({ counts: [{ class_id: LINUX, n: 1 }], workers: [idlePoolWorker, worker(1, 'z', 1)], pools: [pool(7, 'p')] }), cache, NOW);
