@@ -26,6 +26,8 @@ export interface AgentConfig {
   readonly name: string | null;
   readonly workDir: string;
   readonly stateFile: string;
+  /** `--hidden-dir`: the directory handlers do not see (it holds the state file); null: the state file's own. */
+  readonly hiddenDir: string | null;
   /** Task name → shell command. */
   readonly handlers: ReadonlyMap<string, string>;
   readonly providedTags: readonly string[];
@@ -43,7 +45,7 @@ export interface AgentConfig {
   readonly rotateToken: boolean;
   /** `--handler-user`: the account handlers run as when the agent is root; null for none. */
   readonly handlerUser: string | null;
-  /** `--handler-isolation`: `auto` keeps handlers from the token where the machine allows (isolation.ts), `none` does not try. */
+  /** `--handler-isolation`: `auto` keeps handlers from the token where the machine allows (isolation.ts), `namespace` in namespaces whatever the user or not at all, `none` does not try. */
   readonly handlerIsolation: IsolationChoice;
   /** `--memory-cgroup`: `auto` runs each handler in its own memory cgroup where the machine allows (cgroup.ts), `off` measures the process tree. */
   readonly memoryCgroup: MemoryCgroupChoice;
@@ -69,6 +71,7 @@ export const ENV = {
   name: 'TAGSCHED_WORKER_NAME',
   workDir: 'TAGSCHED_WORK_DIR',
   stateFile: 'TAGSCHED_STATE_FILE',
+  hiddenDir: 'TAGSCHED_HIDDEN_DIR',
   handler: 'TAGSCHED_HANDLERS',
   providedTag: 'TAGSCHED_PROVIDED_TAGS',
   heartbeatInterval: 'TAGSCHED_HEARTBEAT_INTERVAL',
@@ -126,8 +129,10 @@ Handler isolation:
   A handler must not read the worker token. An agent running as root runs handlers as
   --handler-user, in new mount and PID namespaces where it can; an agent running as another user
   runs them in new user, mount and PID namespaces (unshare from util-linux). Either way the state
-  file's directory is covered by an empty tmpfs and the agent is not in the handler's /proc. Where
-  neither is possible the agent says so in a warning at start and runs handlers unprotected.
+  file's directory (or --hidden-dir) is covered by an empty tmpfs and the agent is not in the
+  handler's /proc. Where neither is possible the agent says so in a warning at start and runs
+  handlers unprotected; --handler-isolation namespace asks for the namespaces whatever the user
+  (root included) and does not start without them.
   Each run reports what it used: wall time, CPU time, peak memory and peak disk used in its
   directory. Peak memory is the kernel's peak of the run's own memory cgroup (a leaf
   tagsched-run-<pid>-<id> under the agent's cgroup, v2 or v1) where the agent can make one, else the
@@ -175,7 +180,14 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
   option('--handler <name=command>', 'handler', 'run task <name> with <command> (repeatable)', work).argParser(collect);
   option('--provided-tag <tag>', 'providedTag', 'a tag this worker provides (repeatable; comma-separated in the variable)', work).argParser(collect);
   option('--handler-user <user>', 'handlerUser', 'when the agent runs as root: the unprivileged user handlers run as', work);
-  option('--handler-isolation <mode>', 'handlerIsolation', `auto (keep handlers from the token where possible) or none`, work, DEFAULTS.handlerIsolation);
+  option(
+    '--handler-isolation <mode>',
+    'handlerIsolation',
+    `auto (keep handlers from the token where possible), namespace (in namespaces as the agent's user, root included; no start without) or none`,
+    work,
+    DEFAULTS.handlerIsolation,
+  );
+  option('--hidden-dir <dir>', 'hiddenDir', "the directory handlers do not see (their run's directory shown when inside); it must hold the state file", work, "the state file's");
   option(
     '--memory-cgroup <mode>',
     'memoryCgroup',
@@ -300,6 +312,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
   const cwd = options.cwd ?? process.cwd();
   const workDir = path.resolve(cwd, text('workDir') ?? DEFAULTS.workDir);
   const stateFile = text('stateFile');
+  const hiddenDir = text('hiddenDir');
   return Object.freeze({
     serverUrl: server,
     wsUrl: wsUrl.toString(),
@@ -308,6 +321,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
     name: text('name') ?? null,
     workDir,
     stateFile: stateFile ? path.resolve(cwd, stateFile) : path.join(workDir, 'state.json'),
+    hiddenDir: hiddenDir ? path.resolve(cwd, hiddenDir) : null,
     handlers: parseHandlers(handlerEntries),
     providedTags: Object.freeze([...new Set(providedTags)]),
     heartbeatIntervalMs: seconds('heartbeatInterval'),

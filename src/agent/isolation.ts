@@ -10,8 +10,13 @@
  *   (unshare(1) from util-linux), as the agent's own uid mapped in a user namespace nested in the
  *   one that set up the mounts, so that it holds no capability over them: the tmpfs over the state
  *   file's directory cannot be unmounted, and the agent is not in its /proc.
+ *   `--handler-isolation namespace` asks for this mode whatever the agent's user (root included: the
+ *   local provider's agents, whose handlers run as the server's user), and the agent does not start
+ *   where it cannot be made.
  * - `none`: neither is possible (or `--handler-isolation none`): a handler can read the token. The
  *   agent says so at start, as a warning in its log, and on every start of a handler at debug level.
+ *
+ * The hidden directory is the state file's own, or `--hidden-dir`, which must hold the state file.
  *
  * The handler's environment never holds the tokens in any mode (runner.ts removes them).
  */
@@ -20,7 +25,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /** What `--handler-isolation` may say. */
-export const ISOLATION_CHOICES = ['auto', 'none'] as const;
+export const ISOLATION_CHOICES = ['auto', 'none', 'namespace'] as const;
 export type IsolationChoice = (typeof ISOLATION_CHOICES)[number];
 
 /** An account handlers run as. */
@@ -43,6 +48,8 @@ export interface IsolationInputs {
   /** `--handler-user`, or null. */
   handlerUser: string | null;
   stateFile: string;
+  /** `--hidden-dir`: the directory hidden from handlers instead of the state file's; null or absent for that one. */
+  hiddenDir?: string | null;
   uid: number;
   gid: number;
 }
@@ -67,6 +74,17 @@ export function lookupAccount(user: string): HandlerAccount | null {
 export function hiddenDirOf(stateFile: string): string | null {
   const dir = path.dirname(path.resolve(stateFile));
   return dir === path.parse(dir).root ? null : dir;
+}
+
+/** The directory to cover: `hiddenDir` when given (it must hold the state file, and not be `/`), else the state file's own. */
+export function hiddenDirFor(stateFile: string, hiddenDir: string | null | undefined): string | null {
+  if (!hiddenDir) return hiddenDirOf(stateFile);
+  const dir = path.resolve(hiddenDir);
+  const inside = path.relative(dir, path.resolve(stateFile));
+  if (dir === path.parse(dir).root || inside.startsWith('..') || path.isAbsolute(inside)) {
+    throw new IsolationError(`--hidden-dir (TAGSCHED_HIDDEN_DIR) ${dir} must be a directory below / that holds the state file ${stateFile}`);
+  }
+  return dir;
 }
 
 /** The command line that opens the namespaces; see runner.ts for what runs inside. */
@@ -121,7 +139,14 @@ export class IsolationError extends Error {
 /** Decides how handlers run here, trying what it would use. */
 export function planIsolation(inputs: IsolationInputs): Isolation {
   if (inputs.choice === 'none') return { kind: 'none', why: 'turned off by --handler-isolation none (TAGSCHED_HANDLER_ISOLATION)' };
-  const hide = hiddenDirOf(inputs.stateFile);
+  const hide = hiddenDirFor(inputs.stateFile, inputs.hiddenDir);
+  if (inputs.choice === 'namespace') {
+    if (inputs.handlerUser !== null) throw new IsolationError("--handler-isolation namespace runs handlers as the agent's own user: --handler-user needs auto");
+    if (hide === null) throw new IsolationError(`--handler-isolation namespace: the state file ${inputs.stateFile} is at the root of the file system, which cannot be hidden`);
+    const isolation: Isolation = { kind: 'namespace', uid: inputs.uid, gid: inputs.gid, hide };
+    if (namespacesWork(isolation)) return isolation;
+    throw new IsolationError('--handler-isolation namespace: user, mount and PID namespaces cannot be made here (is util-linux installed, are user namespaces allowed?)');
+  }
   if (inputs.uid === 0) {
     if (inputs.handlerUser === null) {
       return { kind: 'none', why: 'the agent runs as root and no --handler-user (TAGSCHED_HANDLER_USER) is given: handlers run as root' };

@@ -135,6 +135,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         choice: config.handlerIsolation,
         handlerUser: config.handlerUser,
         stateFile: config.stateFile,
+        hiddenDir: config.hiddenDir,
         uid: process.getuid?.() ?? -1,
         gid: process.getgid?.() ?? -1,
       });

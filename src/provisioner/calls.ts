@@ -8,27 +8,22 @@ import type { WorkerPool } from '../entities/worker-pool.js';
 import type { SecretBox } from '../services/identity/secrets.js';
 import { ProviderError, type ProviderCall } from './provider.js';
 import type { OfferingFailure } from './providers/offerings.js';
+import { accountRedactor } from './providers/redact.js';
 
+/** The longest provider message kept (a log line, `lastError`, an instance's `error`), in characters. */
 const MAX_MESSAGE = 1000;
+/** The longest provider code kept. */
+const MAX_CODE = 200;
 
-/** The string values of an account, at any depth, long enough to be worth hiding. */
-function secretValues(value: unknown, out: string[] = []): string[] {
-  if (typeof value === 'string' && value.length >= 4) out.push(value);
-  else if (Array.isArray(value)) for (const v of value) secretValues(v, out);
-  else if (value && typeof value === 'object') for (const v of Object.values(value)) secretValues(v, out);
-  return out;
+/** A message with every account value replaced (redact.ts), and then cut to a length fit for a log line and a page. */
+export function scrub(message: string, account: Readonly<Record<string, unknown>> | null): string {
+  return accountRedactor(account).head(message, MAX_MESSAGE);
 }
 
-/** A message with every account value replaced, and cut to a length fit for a log line and a page. */
-export function scrub(message: string, account: unknown): string {
-  let out = message;
-  for (const secret of secretValues(account).sort((a, b) => b.length - a.length)) out = out.split(secret).join('[redacted]');
-  return out.length > MAX_MESSAGE ? `${out.slice(0, MAX_MESSAGE)}…` : out;
-}
-
-/** A launch's offering failures with every account value replaced in their reasons. */
-export function scrubFailures(failures: readonly OfferingFailure[], account: unknown): OfferingFailure[] {
-  return failures.map((f) => ({ ...f, reason: scrub(f.reason, account) }));
+/** A launch's offering failures with every account value replaced in their codes and reasons. */
+export function scrubFailures(failures: readonly OfferingFailure[], account: Readonly<Record<string, unknown>> | null): OfferingFailure[] {
+  const redact = accountRedactor(account);
+  return failures.map((f) => ({ ...f, code: f.code === null ? null : redact.head(f.code, MAX_CODE), reason: redact.head(f.reason, MAX_MESSAGE) }));
 }
 
 /**
@@ -86,9 +81,11 @@ export async function callProvider<T>(
   } catch (err) {
     if (err instanceof ProviderError) {
       const message = scrub(err.message, account);
+      const code = err.providerCode === null ? null : accountRedactor(account).head(err.providerCode, MAX_CODE);
       const failures = scrubFailures(err.offeringFailures, account);
-      const same = message === err.message && failures.every((f, i) => f.reason === err.offeringFailures[i]!.reason);
-      throw same ? err : new ProviderError(err.kind, message, err.providerCode, failures);
+      const same =
+        message === err.message && code === err.providerCode && failures.every((f, i) => f.reason === err.offeringFailures[i]!.reason && f.code === err.offeringFailures[i]!.code);
+      throw same ? err : new ProviderError(err.kind, message, code, failures);
     }
     throw new ProviderError('unavailable', scrub(`pool ${pool.name}: ${what} failed: ${err instanceof Error ? err.message : String(err)}`, account));
   } finally {

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { alive, expectExactlyOnce, settled, until, useFleet, type Server } from '../faults/harness.js';
-import { killLocalAgentsAfterEach, localAgentPids, poolHandler, poolInstances, PROVISIONER_ENV } from './local-fleet.js';
+import { killLocalAgentsAfterEach, localAgentPids, poolHandler, poolInstances, PROVISIONER_ENV, runLeft } from './local-fleet.js';
 
 const f = useFleet();
 killLocalAgentsAfterEach(f);
@@ -40,7 +40,7 @@ describe.sequential('pools under faults', () => {
     expect(agent.name).toBe(run.agent);
     fs.writeFileSync(sleepFile, '0.2'); // the next run is quick
     process.kill(agent.pid, 'SIGKILL');
-    await until('the killed agent’s handler to be gone', () => !alive(run.pid));
+    await until('the killed agent’s handler to be gone', () => !runLeft(run));
 
     const [s] = await settled(f, [id], 120_000);
     expectExactlyOnce(f, [s], { killed: [run.agent] });
@@ -96,7 +96,7 @@ describe.sequential('pools under faults', () => {
 
     // Its handler is stopped with it: the work cannot finish twice.
     await until('the lost agent to exit', () => !alive(agent.pid), 120_000);
-    await until('its handler to be gone', () => !alive(run.pid));
+    await until('its handler to be gone', () => !runLeft(run));
     const [s] = await settled(f, [id], 120_000);
     expectExactlyOnce(f, [s], { killed: [agent.name] });
     expect(s.worker).not.toBe(agent.name);

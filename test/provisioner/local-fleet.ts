@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach } from 'vitest';
-import { alive, until, type Fleet } from '../faults/harness.js';
+import { alive, until, type Execution, type Fleet } from '../faults/harness.js';
 
 /**
  * The environment of servers that provision quickly: every second, changes after 100 ms. Leases are
@@ -81,6 +81,25 @@ export function localAgentPids(fleet: Fleet): { name: string; pid: number }[] {
     }
   }
   return out;
+}
+
+/**
+ * Whether a process of a handler's run is left, by its environment (its work request and worker): a
+ * local agent runs handlers in a PID namespace of their own, so the pid a handler records is not one
+ * this process can look up.
+ */
+export function runLeft(run: Pick<Execution, 'id' | 'agent'>): boolean {
+  const marks = [`\0TAGSCHED_WORK_REQUEST_ID=${run.id}\0`, `\0TAGSCHED_WORKER_NAME=${run.agent}\0`];
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(pid)) continue;
+    try {
+      const env = `\0${fs.readFileSync(`/proc/${pid}/environ`, 'latin1')}`;
+      if (marks.every((m) => env.includes(m))) return true;
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return false;
 }
 
 /** After each test: no local agent left running, and no pool of it that would take the next test's work (register after useFleet). */

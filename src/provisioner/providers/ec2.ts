@@ -14,7 +14,7 @@ import { ProviderError, type LaunchResult, type LaunchSpec, type Provider, type 
 import { callDeadline } from './deadline.js';
 import { answerCheck, errorOf, kindOf } from './ec2-answers.js';
 import { describeOffering, marksOffering, offeringKey, offeringsOf, type Offering, type OfferingFailure } from './offerings.js';
-import { accountRedactor } from './redact.js';
+import { accountRedactor, type Redactor } from './redact.js';
 import {
   ACCOUNT_PATH,
   checkPattern,
@@ -44,6 +44,8 @@ export interface Ec2Settings {
 
 const ACCOUNT_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken', 'region'] as const;
 const SECRET_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken'] as const;
+/** The redactor of an ec2 account: its keys, not its region. */
+const redactorOf = (account: Readonly<Record<string, unknown>> | null) => accountRedactor(account, { fields: SECRET_FIELDS });
 const FOREIGN = { command: 'exec' } as const;
 const REGION = /^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$/;
 const RESOURCE_ID = (prefix: string) => new RegExp(`^${prefix}-(?:[0-9a-f]{8}|[0-9a-f]{17})$`);
@@ -198,19 +200,20 @@ function offeringOfOverride(run: readonly Offering[], override: { Priority?: num
   return run.find((o) => o.instanceType === override.InstanceType && (o.location === null || o.location === override.AvailabilityZone)) ?? null;
 }
 
-/** What a CreateFleet answer says: the instance started (and by which offering), and the offerings that failed. */
+/** What a CreateFleet answer says: the instance started (and by which offering), and the offerings that failed, their codes and messages blanked of the account. */
 export function readFleetAnswer(
   run: readonly Offering[],
   answer: Pick<CreateFleetCommandOutput, 'Instances' | 'Errors'>,
+  redact: Redactor,
 ): { id: string | null; offering: Offering | null; failures: OfferingFailure[]; other: ProviderError | null } {
   const started = (answer.Instances ?? []).find((i) => i.InstanceIds?.length);
   const failures: OfferingFailure[] = [];
   let other: ProviderError | null = null;
   for (const e of answer.Errors ?? []) {
-    const code = e.ErrorCode ?? 'unknown';
-    const kind = kindOf(code, 400);
+    const kind = kindOf(e.ErrorCode ?? 'unknown', 400);
+    const code = redact.head(e.ErrorCode ?? 'unknown', 200);
     const offering = offeringOfOverride(run, e.LaunchTemplateAndOverrides?.Overrides);
-    const reason = `${(e.ErrorMessage ?? '').slice(0, 300)} (${code})`;
+    const reason = `${redact.head(e.ErrorMessage ?? '', 300)} (${code})`;
     if (offering && marksOffering(kind)) {
       if (!failures.some((f) => f.key === offeringKey(offering))) failures.push({ key: offeringKey(offering), kind, code, reason });
     } else other ??= new ProviderError(kind, `ec2 launch: CreateFleet: ${reason}`, code);
@@ -237,7 +240,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || typeof region !== 'string') {
       throw new ProviderError('auth', `${what}: the pool's account needs accessKeyId, secretAccessKey and region`, 'no_credentials');
     }
-    const redact = accountRedactor(account, { fields: SECRET_FIELDS });
+    const redact = redactorOf(account);
     const deadline = callDeadline(call);
     const sdk = await loadSdk();
     const client = new sdk.EC2Client({
@@ -257,7 +260,10 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
       return result;
     } catch (err) {
       const e = errorOf(what, err, deadline, redact);
-      log.warn({ pool: call.pool.name, operation: what, ms: Date.now() - started, kind: e.kind, code: e.providerCode, err: e.message }, 'ec2 call failed');
+      log.warn(
+        { pool: call.pool.name, operation: what, ms: Date.now() - started, kind: e.kind, code: e.providerCode && redact(e.providerCode), err: redact(e.message) },
+        'ec2 call failed',
+      );
       throw e;
     } finally {
       client.destroy();
@@ -301,7 +307,7 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
       for (const [i, run] of marketRuns(offerings).entries()) {
         const request = fleetRequest(run, template, `${token}-${i}`, input.SubnetId);
         const answer = await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.CreateFleetCommand(request), { abortSignal }));
-        const read = readFleetAnswer(run, answer);
+        const read = readFleetAnswer(run, answer, redactorOf(call.account));
         failures.push(...read.failures);
         if (read.id) return { id: read.id, offering: offeringKey(read.offering!), unavailable: failures };
         if (read.other) throw new ProviderError(read.other.kind, read.other.message, read.other.providerCode, failures);

@@ -1,15 +1,17 @@
 /**
  * Runs one command for the exec provider: argv without a shell, a document on stdin, stdout read up
- * to a cap, in a process group of its own that is killed whole when the call is cut short.
+ * to a cap, the end of stderr kept blanked of the account, in a process group of its own that is
+ * killed whole when the call is cut short.
  */
 import { spawn } from 'node:child_process';
+import type { Redactor } from './redact.js';
 
 export interface CommandRun {
   /** The exit status, or null when a signal ended it. */
   readonly exitCode: number | null;
   readonly exitSignal: NodeJS.Signals | null;
   readonly stdout: string;
-  /** The last `maxStderrBytes` of what it wrote on stderr. */
+  /** The last `maxStderrBytes` of what it wrote on stderr, blanked by `redact` before the cut. */
   readonly stderr: string;
   /** What ended it early: its stdout passed the cap, or the signal aborted. */
   readonly cut: 'answer-too-large' | 'aborted' | null;
@@ -23,6 +25,8 @@ export interface RunOptions {
   readonly signal: AbortSignal;
   readonly maxStdoutBytes: number;
   readonly maxStderrBytes: number;
+  /** The call's redactor: stderr is kept `redact.reach` bytes longer than it is shown, and blanked before it is cut. */
+  readonly redact: Redactor;
   /**
    * After the command exits, how long its stdout may stay open (a child it left behind holding the
    * pipe) before it is read as finished, in milliseconds.
@@ -45,6 +49,9 @@ export function runCommand(argv: readonly string[], options: RunOptions): Promis
     const stdout: Buffer[] = [];
     let stdoutBytes = 0;
     let stderr = Buffer.alloc(0);
+    // The raw end of stderr: a secret that ends in what is shown may begin up to `reach` bytes before it.
+    const stderrWindow = options.maxStderrBytes + options.redact.reach;
+    let stderrClipped = false;
     let cut: CommandRun['cut'] = null;
     let spawnError: NodeJS.ErrnoException | null = null;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
@@ -70,7 +77,7 @@ export function runCommand(argv: readonly string[], options: RunOptions): Promis
         exitCode: exit?.code ?? null,
         exitSignal: exit?.signal ?? null,
         stdout: Buffer.concat(stdout).toString('utf8'),
-        stderr: stderr.toString('utf8'),
+        stderr: options.redact.tail(stderr, options.maxStderrBytes, stderrClipped),
         cut,
         spawnError,
       });
@@ -98,7 +105,10 @@ export function runCommand(argv: readonly string[], options: RunOptions): Promis
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr = Buffer.concat([stderr, chunk]);
-      if (stderr.length > options.maxStderrBytes) stderr = stderr.subarray(stderr.length - options.maxStderrBytes);
+      if (stderr.length > stderrWindow) {
+        stderr = stderr.subarray(stderr.length - stderrWindow);
+        stderrClipped = true;
+      }
     });
     child.on('exit', (code, signal) => {
       exit = { code, signal };

@@ -2,7 +2,8 @@
  * The `exec` provider: an admin-allowed command does the work, one run per call. The request is one
  * JSON document on stdin, the answer one JSON document on stdout (the protocol is in the README,
  * with `examples/exec-provider.mjs`). The provider account travels only on stdin: never on the
- * command line, in the environment or in a log; text the command writes back is redacted.
+ * command line, in the environment or in a log; text the command writes back is redacted before
+ * anything of it is cut (its stderr as it is kept, exec-process.ts).
  */
 import path from 'node:path';
 import { z } from 'zod';
@@ -20,7 +21,7 @@ export const EXEC_PROTOCOL_VERSION = 1;
 export const EXEC_LIMITS = {
   /** An answer longer than this is cut and refused. */
   maxAnswerBytes: 1024 * 1024, // 1 MiB
-  /** The tail of stderr kept for the log and for the error of a failed run. */
+  /** The tail of stderr kept for the log and for the error of a failed run (blanked before it is cut). */
   maxStderrBytes: 4096,
   /** How long stdout may stay open after the command exited (a child it left behind), in milliseconds. */
   closeGraceMs: 2000,
@@ -111,16 +112,17 @@ export function createExecProvider(settings: ExecSettings): Provider {
       signal: deadline.signal,
       maxStdoutBytes: EXEC_LIMITS.maxAnswerBytes,
       maxStderrBytes: EXEC_LIMITS.maxStderrBytes,
+      redact,
       closeGraceMs: EXEC_LIMITS.closeGraceMs,
     });
     const facts = { pool, operation, command: path.basename(argv[0]!), exitCode: run.exitCode, exitSignal: run.exitSignal, ms: Date.now() - started };
     try {
       const result = interpret(what, run, answer, redact, deadline.failure.bind(deadline));
-      log.debug({ ...facts, stderr: redact(run.stderr) || undefined }, 'exec provider call');
+      log.debug({ ...facts, stderr: run.stderr || undefined }, 'exec provider call');
       return result;
     } catch (err) {
       const e = err as ProviderError;
-      log.warn({ ...facts, kind: e.kind, code: e.providerCode, err: e.message, stderr: redact(run.stderr) || undefined }, 'exec provider call failed');
+      log.warn({ ...facts, kind: e.kind, code: e.providerCode, err: e.message, stderr: run.stderr || undefined }, 'exec provider call failed');
       throw err;
     }
   }
@@ -162,7 +164,8 @@ function interpret<T>(what: string, run: CommandRun, answer: z.ZodType<T>, redac
     throw new ProviderError(kind, `${what}: ${redact(message)}`, code ? redact(code) : status);
   }
   if (run.exitCode !== 0) {
-    const said = redact(run.stderr.trim().split('\n').slice(-3).join(' / ')).slice(0, 500);
+    // Its stderr is blanked whole already (a secret of several lines included): the last lines of that.
+    const said = redact.head(run.stderr.trim().split('\n').slice(-3).join(' / '), 500);
     throw new ProviderError('unavailable', `${what}: the command failed (${status})${said ? `: ${said}` : ''}`, status);
   }
   if (document === undefined) throw new ProviderError('invalid', `${what}: the answer is not a JSON document`, 'malformed_answer');

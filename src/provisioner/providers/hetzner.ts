@@ -225,9 +225,11 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
       }
       if (status < 200 || status > 299) {
         const failed = errorAnswer.safeParse(document);
-        const code = failed.success ? failed.data.error.code : `http_${status}`;
+        const given = failed.success ? failed.data.error.code : `http_${status}`;
+        // The API's code and message are the API's text: blanked like any (calls.ts cuts the message).
+        const code = redact.head(given, 200);
         const message = failed.success ? redact(failed.data.error.message) : `HTTP ${status}`;
-        throw new ProviderError(HETZNER_ERROR_KINDS[code] ?? kindOfStatus(status), `${what}: ${message} (${code})`, code);
+        throw new ProviderError(HETZNER_ERROR_KINDS[given] ?? kindOfStatus(status), `${what}: ${message} (${code})`, code);
       }
       const parsed = shape.safeParse(document);
       if (!parsed.success) {

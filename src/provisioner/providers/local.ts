@@ -1,9 +1,16 @@
 /**
  * The `local` provider: each instance is a tagsched-worker process on the server's own machine,
  * started with its activation token in its environment (never on its command line), in its own
- * directory `<data dir>/local-workers/<pool>/<name>/` (its work directory `work/` and `instance.json`,
- * what this provider knows of it), running the pool's handlers. Its output goes to its instance log
- * (instance-logs.ts), which stays when the directory is deleted after the agent stopped.
+ * directory `<data dir>/local-workers/<pool>/<name>/` (its work directory `work/`, its state file
+ * `state.json` with the worker token, and `instance.json`, what this provider knows of it), running
+ * the pool's handlers. Its output goes to its instance log (instance-logs.ts), which stays when the
+ * directory is deleted after the agent stopped.
+ *
+ * Its handlers run as the server's user, so the agent is told to run them in user, mount and PID
+ * namespaces whatever that user is (`--handler-isolation namespace`, agent/isolation.ts), with the
+ * whole data directory hidden (`--hidden-dir`: their run's directory is all they see of it): neither
+ * their own agent's token, nor another agent's, nor the server's secret key, nor the agents'
+ * processes. An agent that cannot make those namespaces does not start (its instance log says why).
  *
  * Its list is read from those directories and the processes they name (a pid and its start time,
  * so that a reused pid is never taken for the agent), not from memory: every server process sharing
@@ -143,6 +150,10 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
         TAGSCHED_ACTIVATION_TOKEN: spec.agent.activationToken,
         TAGSCHED_WORKER_NAME: spec.agent.workerName,
         TAGSCHED_WORK_DIR: workDir,
+        // Out of the handlers' reach: the data directory is hidden from them, and the agent is not in their /proc.
+        TAGSCHED_STATE_FILE: path.join(dir, 'state.json'),
+        TAGSCHED_HIDDEN_DIR: config.dataDir,
+        TAGSCHED_HANDLER_ISOLATION: 'namespace',
         TAGSCHED_HANDLERS: handlerList(spec.specifications as PoolSpecifications),
         TAGSCHED_HEARTBEAT_INTERVAL: String(heartbeatSeconds),
         TAGSCHED_MAX_BACKOFF: String(Math.min(30, heartbeatSeconds * 2)),
