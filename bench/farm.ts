@@ -5,9 +5,9 @@
  * real `computeWorkerTags`, fed with metadata shaped like what the worker agent and admins report.
  */
 import { poolTagInput } from '../src/scheduler/storage/pool-templates.js';
-import { DEFAULT_SIZE_THRESHOLDS } from '../src/tags/size-class.js';
-import { computeWorkerTags, type ComputedWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../src/tags/worker-tags.js';
-import { TASKS } from '../src/tasks/registry.js';
+import { DEFAULT_SIZE_THRESHOLDS } from '../src/core/tags/size-class.js';
+import { computeWorkerTags, type ComputedWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../src/core/tags/worker-tags.js';
+import { TASKS } from '../src/core/tasks/registry.js';
 import { Random, WeightedChoice } from './prng.js';
 
 /** The tag the exclusive security workers require (docs/design.md: tags and provenance). */

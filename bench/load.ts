@@ -12,10 +12,10 @@
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
-import { loadConfig, type Config } from '../src/config.js';
-import { UserSchema } from '../src/entities/user.js';
-import { WorkspaceSchema } from '../src/entities/workspace.js';
-import { createOrm, migrate } from '../src/orm.js';
+import { loadConfig, type Config } from '../src/core/config.js';
+import { UserSchema } from '../src/storage/entities/user.js';
+import { WorkspaceSchema } from '../src/storage/entities/workspace.js';
+import { createOrm, migrate } from '../src/storage/orm.js';
 import { AnalysisSources, analyzeRequest } from '../src/services/workflows/task-analysis.js';
 import { createTaskRule } from '../src/services/work/task-rules.js';
 import { classIdsFor, registerSignificantTags } from '../src/scheduler/storage/classes.js';

@@ -5,8 +5,8 @@
  * rows it assigned are put back to PENDING afterwards, outside the timed part.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { App } from '../src/app.js';
-import type { Config } from '../src/config.js';
+import type { App } from '../src/server/app.js';
+import type { Config } from '../src/core/config.js';
 import { ClassCache } from '../src/scheduler/matching/class-cache.js';
 import { assignNextWork } from '../src/scheduler/storage/next-work.js';
 import { runPass } from '../src/scheduler/storage/pass.js';
@@ -240,7 +240,7 @@ export interface CycleResult {
 }
 
 /**
- * One provisioner cycle without its provider calls (src/provisioner/cycle.ts `decide`): the demand
+ * One provisioner cycle without its provider calls (src/loops/provisioner/cycle.ts `decide`): the demand
  * of every pool and the launches and stops that follow from it, `runs` times after a first one.
  */
 export async function measureProvisionerCycle(app: App, runs: number): Promise<CycleResult> {

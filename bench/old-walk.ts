@@ -13,9 +13,9 @@
  * extrapolated linearly (the walk's cost is linear in the pairs it visits).
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { validateTaskInput } from '../src/tasks/analyze.js';
-import type { TaskTag } from '../src/tasks/types.js';
-import type { WorkerMetadata } from '../src/tags/worker-tags.js';
+import { validateTaskInput } from '../src/core/tasks/analyze.js';
+import type { TaskTag } from '../src/core/tasks/types.js';
+import type { WorkerMetadata } from '../src/core/tags/worker-tags.js';
 
 const FETCH_ROWS = 5_000; // rows per FETCH of the server-side cursor, as a Django .iterator() would read
 

@@ -16,7 +16,7 @@
 # Each server is started from its checkout with its own package.json `start` command (run as npm would,
 # with its node_modules/.bin on the PATH, but exec'd so that its PID is the node process measured), on a
 # free port, on a fresh database (tagsched_same_old, then tagsched_same_current), with a known admin
-# token, TAGSCHED_SCHEDULER=manual (0.1.0 has that setting too, under the same name: src/config.ts
+# token, TAGSCHED_SCHEDULER=manual (0.1.0 has that setting too, under the same name: src/core/config.ts
 # there), NODE_ENV=production, LOG_LEVEL=warn, and an acknowledgement timeout of 600 s, as bench:ws
 # gives the server it forks. The old server is measured first (`bench:ws --only clients --external-url
 # … --api 0.1.0`), stopped and its database dropped; then this checkout's, compared with the old run's

@@ -8,12 +8,12 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
-import { createOrm } from '../src/orm.js';
+import { buildApp } from '../src/server/app.js';
+import { loadConfig } from '../src/core/config.js';
+import { createLogger } from '../src/core/log.js';
+import { createOrm } from '../src/storage/orm.js';
 import { poolTagInput } from '../src/scheduler/storage/pool-templates.js';
-import { computePoolTemplateTags } from '../src/tags/worker-tags.js';
+import { computePoolTemplateTags } from '../src/core/tags/worker-tags.js';
 import { loadWorkload, withDatabase } from './load.js';
 import {
   measureCandidates,

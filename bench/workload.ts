@@ -10,8 +10,8 @@
  * which the loader fills in per row (bench/load.ts checks a sample of rows, and one row per rule,
  * against the service's own analysis of their input).
  */
-import { analyzeWorkRequest, validateTaskInput, type TaskRule, type WorkRequestAnalysisInput } from '../src/tasks/analyze.js';
-import type { TagEntry } from '../src/tags/types.js';
+import { analyzeWorkRequest, validateTaskInput, type TaskRule, type WorkRequestAnalysisInput } from '../src/core/tasks/analyze.js';
+import type { TagEntry } from '../src/core/tags/types.js';
 import { CUSTOMER_WORKSPACES, FREEXIAN_KEY_TAG, generateFarm, KALI_TAG, LARGE_CLASS_TAG, SECURITY_CLASS_TAG, type BenchPool, type BenchWorker } from './farm.js';
 import { Random, WeightedChoice, WeightedIndex, zipfWeights } from './prng.js';
 

@@ -115,8 +115,8 @@ const clock = () => performance.timeOrigin + performance.now();
 // The server process.
 
 async function serveForBench(): Promise<void> {
-  const { buildApp } = await import('../src/app.js');
-  const { loadConfig } = await import('../src/config.js');
+  const { buildApp } = await import('../src/server/app.js');
+  const { loadConfig } = await import('../src/core/config.js');
   const app = await buildApp(loadConfig());
   // Each event the server publishes about a request, timed: where the create → push time goes.
   const trace: TraceEntry[] = [];

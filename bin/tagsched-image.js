@@ -3,4 +3,4 @@
 import { register } from 'tsx/esm/api';
 
 register();
-await import('../src/cli/image.ts');
+await import('../src/cli/image/main.ts');

@@ -1,6 +1,6 @@
-import { buildApp, type App } from './app.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
-import { describeStartupError } from './startup-errors.js';
+import { buildApp, type App } from './server/app.js';
+import { ConfigError, loadConfig, type Config } from './core/config.js';
+import { describeStartupError } from './server/startup-errors.js';
 
 /** Stops the process with one line on stderr when the cause is the operator's to fix, else with the error in full. */
 function failedToStart(err: unknown, config: Config | null): never {

@@ -64,7 +64,7 @@ async function buildTemplate(templateDb: string): Promise<void> {
     });
     // globalSetup is not transformed by vite: the ORM's import() of migrations/*.ts needs tsx.
     const unregister = register();
-    const { createOrm, migrate } = await import('../src/orm.js');
+    const { createOrm, migrate } = await import('../src/storage/orm.js');
     const orm = await createOrm({ clientUrl: databaseUrl(building) });
     await migrate(orm, databaseUrl(building));
     await orm.close(true);

@@ -2,7 +2,7 @@
  * The agent's two ways to the server: the assignments subscription over graphql-ws, which reconnects
  * and resubscribes by itself, and mutations over HTTP (fetch; they survive a WebSocket cut). The
  * acknowledgement and the report of an assignment go over the open connection when there is one
- * (no new HTTP request, no token lookup: ws/connection-identity.ts on the server), and over HTTP
+ * (no new HTTP request, no token lookup: api/ws/connection-identity.ts on the server), and over HTTP
  * when there is none (preferConnection); one cut with its connection fails as transient, and the
  * agent's retry sends it on whichever way is open then. Failures are sorted into three kinds, because
  * each calls for something different.

@@ -6,7 +6,7 @@ import { EC2_METADATA_URL, INTERRUPTION_SOURCES, type InterruptionSource } from 
 import path from 'node:path';
 import { Command, Option, type OutputConfiguration } from 'commander';
 import { z } from 'zod';
-import { validateTagList } from '../tags/syntax.js';
+import { validateTagList } from '../core/tags/syntax.js';
 import { MEMORY_CGROUP_CHOICES, type MemoryCgroupChoice } from './cgroup.js';
 import { ISOLATION_CHOICES, type IsolationChoice } from './isolation.js';
 

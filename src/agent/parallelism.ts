@@ -1,6 +1,6 @@
 /**
  * The parallelism suggested to a handler in TAGSCHED_PARALLEL, the N of a build's `-jN`
- * (seeds/003: build farms want it from the load, not from the bare cpu count).
+ * (build farms want it from the load, not from the bare cpu count).
  */
 
 /** What the suggestion depends on, sampled when a handler starts. */

@@ -1,6 +1,6 @@
 /**
  * What the scheduler loop tells the metrics, as it happens in this process: the few methods it needs.
- * The composition root (app.ts) passes the metrics' implementation in (metrics/recorder.ts); the
+ * The composition root (app.ts) passes the metrics' implementation in (services/metrics-recorder.ts); the
  * scheduler imports nothing from metrics/.
  */
 

@@ -1,8 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../config.js';
-import type { WorkRequestStatus } from '../entities/work-request.js';
-import type { Events } from '../events.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../core/config.js';
+import type { WorkRequestStatus } from '../storage/entities/work-request.js';
+import type { Events } from '../storage/events.js';
+import type { Logger } from '../core/log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { NO_SCHEDULER_METRICS, type AssignmentVia, type SchedulerMetrics } from './scheduler-metrics.js';
 import { ClassCache } from './matching/class-cache.js';
@@ -35,7 +35,7 @@ export interface Scheduler {
   readonly classes: ClassCache;
   /** The workers' shapes (tags, pool, concurrency), kept for the bulk questions. */
   readonly workers: WorkerSnapshot;
-  /** The tasks' average run times, which may make work heavy (heavy.ts), read at most once a minute. */
+  /** The tasks' average run times, which may make work heavy (heavy-work.ts), read at most once a minute. */
   readonly history: TaskHistoryCache;
   /**
    * Assigns the next request to this worker (in one round trip when the worker's shape is known, else

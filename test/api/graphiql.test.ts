@@ -1,7 +1,7 @@
 import { Kind, parse, validate, type OperationDefinitionNode } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { GRAPHIQL_EXAMPLES } from '../../src/graphiql-examples.js';
-import { schema } from '../../src/schema.js';
+import { GRAPHIQL_EXAMPLES } from '../../src/api/graphiql-examples.js';
+import { schema } from '../../src/api/schema.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();
@@ -31,7 +31,7 @@ describe('GraphiQL examples', () => {
     expect(html).toContain('defaultQuery');
   });
 
-  it('each of them validates against the schema the app serves (src/schema.ts)', () => {
+  it('each of them validates against the schema the app serves (src/api/schema.ts)', () => {
     const document = parse(GRAPHIQL_EXAMPLES);
     const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
     expect(operations.map((o) => o.name?.value)).toEqual(NAMES);

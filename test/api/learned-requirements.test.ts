@@ -8,7 +8,7 @@
  * own workspace and public ones, unless the site shares its history (TAGSCHED_SHARED_HISTORY).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { LEARNED_HEADROOM } from '../../src/tasks/learned-requirements.js';
+import { LEARNED_HEADROOM } from '../../src/core/tasks/learned-requirements.js';
 import { useTestApp, type TestApp } from '../helpers/app.js';
 import { addMember, connectedWorker, createPool, createWorkspace, memberOf, ok, submitOk } from '../helpers/fixtures.js';
 

@@ -5,7 +5,7 @@
 import type { PromData } from 'prom2javascript';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseMetrics } from '../helpers/metrics.js';
-import { LIVE_INSTANCE_STATES } from '../../src/entities/instance.js';
+import { LIVE_INSTANCE_STATES } from '../../src/storage/entities/instance.js';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, createPool, expectResult } from '../helpers/fixtures.js';
 

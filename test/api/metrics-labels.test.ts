@@ -1,8 +1,8 @@
 import type { PromHistogramData } from 'prom2javascript';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { spellNaN } from '../../src/metrics/endpoint.js';
+import { spellNaN } from '../../src/api/metrics/endpoint.js';
 import { parseMetrics } from '../helpers/metrics.js';
-import { ANONYMOUS_OPERATION, MAX_OPERATION_NAMES, OTHER_OPERATION } from '../../src/metrics/process-metrics.js';
+import { ANONYMOUS_OPERATION, MAX_OPERATION_NAMES, OTHER_OPERATION } from '../../src/api/metrics/process-metrics.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();

@@ -1,10 +1,10 @@
 /**
  * stop() waits for the GraphQL requests and operations running when it begins
- * (src/http/operations-in-flight.ts): those, not the ones that begin later, and not for longer than its
+ * (src/api/http/operations-in-flight.ts): those, not the ones that begin later, and not for longer than its
  * bound; an HTTP request counts from its arrival, so its token lookup is waited for too.
  */
 import { describe, expect, it } from 'vitest';
-import { trackOperationsInFlight } from '../../src/http/operations-in-flight.js';
+import { trackOperationsInFlight } from '../../src/api/http/operations-in-flight.js';
 
 /** Begins one operation as envelop does (its onExecute hook); returns the function that ends it. */
 function begin(tracker: ReturnType<typeof trackOperationsInFlight>): () => void {

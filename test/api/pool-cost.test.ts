@@ -3,13 +3,13 @@
  * the price an instance is recorded at, Instance.cost (by the second, by started period),
  * WorkerPool.monthCost (the part in this month), WorkRequest.cost (its share), the monthly cost
  * budget stopping launches (COST_BUDGET), the pages and the /metrics gauges. Runtimes are faked by
- * SQL on real PostgreSQL; the expected month cost is the TypeScript rule's (rules/cost.ts), so the
+ * SQL on real PostgreSQL; the expected month cost is the TypeScript rule's (rules/pool-cost.ts), so the
  * SQL sum is checked against it.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, snapshot, submitOk } from '../helpers/fixtures.js';
-import { costInMonth, monthStartUtc } from '../../src/scheduler/rules/cost.js';
+import { costInMonth, monthStartUtc } from '../../src/scheduler/rules/pool-cost.js';
 
 const t = useTestApp({ provisioner: false });
 

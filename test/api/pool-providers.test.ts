@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { expectResult, ok, snapshot } from '../helpers/fixtures.js';
 
-// Pools are checked by their provider when they are created or changed (src/provisioner/providers.ts):
+// Pools are checked by their provider when they are created or changed (src/providers/registry.ts):
 // every problem at once, each with its path, nothing written, no secret in the answer.
 const EXEC_COMMAND = '/usr/local/bin/cloud-provider';
 const t = useTestApp({ execCommands: [EXEC_COMMAND] });

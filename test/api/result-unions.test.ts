@@ -6,7 +6,7 @@
  */
 import { isObjectType, isUnionType } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { schema } from '../../src/schema.js';
+import { schema } from '../../src/api/schema.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { printedSchema } from '../../src/schema.js';
+import { printedSchema } from '../../src/api/schema.js';
 
 describe('schema.graphql', () => {
   it('is the schema printed from the code (run `npm run schema:print` after a schema change)', () => {

@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { buildApp } from '../../src/server/app.js';
 import { secondAppConfig, useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';

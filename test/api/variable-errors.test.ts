@@ -17,7 +17,7 @@ import {
   type GraphQLObjectType,
 } from 'graphql';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { schema } from '../../src/schema.js';
+import { schema } from '../../src/api/schema.js';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, snapshot } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { executeInOneTrip } from '../../src/db/one-trip.js';
+import { executeInOneTrip } from '../../src/storage/db/one-trip.js';
 import { useTestApp } from '../helpers/app.js';
 
 const t = useTestApp();

@@ -1,6 +1,6 @@
 /**
  * docs/reference/configuration.md is the user's guide to every setting: each variable the service reads
- * (src/config.ts, the one place that reads the environment) has exactly one row in its configuration
+ * (src/core/config.ts, the one place that reads the environment) has exactly one row in its configuration
  * table, no table lists a variable twice, and every other `TAGSCHED_*` name the code uses (the agent's
  * options, what handlers are given, the admin CLI's) is written in it.
  */
@@ -35,12 +35,12 @@ function tables(markdown: string): string[][] {
 }
 
 describe('the configuration reference documents every setting', () => {
-  const config = fs.readFileSync('src/config.ts', 'utf8');
+  const config = fs.readFileSync('src/core/config.ts', 'utf8');
   const serverVariables = [...new Set([...config.matchAll(/'((?:TAGSCHED_[A-Z0-9_]+)|PORT|HOST)'|env\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1] ?? m[2]))].sort();
   const all = tables(reference);
   const serverTable = all.find((t) => t.includes('PORT')) ?? [];
 
-  it('finds the variables src/config.ts reads, and the table of the service', () => {
+  it('finds the variables src/core/config.ts reads, and the table of the service', () => {
     expect(serverVariables).toEqual(expect.arrayContaining(['PORT', 'DATABASE_URL', 'TAGSCHED_ADMIN_TOKEN', 'NODE_ENV']));
     expect(serverTable.length).toBeGreaterThanOrEqual(serverVariables.length);
   });
@@ -49,7 +49,7 @@ describe('the configuration reference documents every setting', () => {
     expect(serverTable.filter((n) => n === name)).toHaveLength(1);
   });
 
-  it('the service table lists only variables src/config.ts reads', () => {
+  it('the service table lists only variables src/core/config.ts reads', () => {
     expect(serverTable.filter((n) => !serverVariables.includes(n))).toEqual([]);
   });
 

@@ -1,9 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
-import { createLogger, type Logger } from '../../src/log.js';
+import { buildApp, type App } from '../../src/server/app.js';
+import { loadConfig, type Config } from '../../src/core/config.js';
+import { createLogger, type Logger } from '../../src/core/log.js';
 import { createTestDatabase } from './db.js';
 
 /** The response of one GraphQL operation. */

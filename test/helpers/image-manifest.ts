@@ -1,11 +1,11 @@
 /**
  * A manifest as `tagsched-image build` writes it, made from a recipe by the same functions the build
- * uses (src/images/contents.ts, manifest.ts), without building anything: for tests that register images.
+ * uses (src/cli/image/contents.ts, manifest.ts), without building anything: for tests that register images.
  */
-import { imagePackages, imageTags } from '../../src/images/contents.js';
-import { buildManifest } from '../../src/images/manifest.js';
-import type { Manifest } from '../../src/images/manifest-format.js';
-import { parseRecipe } from '../../src/images/recipe.js';
+import { imagePackages, imageTags } from '../../src/cli/image/contents.js';
+import { buildManifest } from '../../src/cli/image/manifest.js';
+import type { Manifest } from '../../src/core/manifest-format.js';
+import { parseRecipe } from '../../src/cli/image/recipe.js';
 
 /** The manifest of an amd64 image `name` built from `recipe` (default: unshare and sbuild). */
 export function imageManifest(name: string, recipe: Record<string, unknown> = { enable_backends: ['unshare'], enable_tasks: ['sbuild'] }): Manifest {

@@ -1,4 +1,4 @@
-import { createLogger, type Logger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/core/log.js';
 
 /** The service's own logger (its serializers and redaction), writing into memory instead of stdout. */
 export function captureLog(level = 'info') {

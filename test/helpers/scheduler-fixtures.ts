@@ -4,7 +4,7 @@
  * by the real classifier. Everything else a test does goes through the scheduler or GraphQL.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, textArray } from '../../src/db/arrays.js';
+import { intArray, textArray } from '../../src/storage/db/arrays.js';
 import { hashToken } from '../../src/services/identity/tokens.js';
 import { classIdsFor, registerSignificantTags } from '../../src/scheduler/storage/classes.js';
 import { ADMIN_TOKEN, type TestApp } from './app.js';

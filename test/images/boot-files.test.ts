@@ -9,10 +9,10 @@ import {
   grubConfig,
   grubEarlyConfig,
   grubMkimageArgs,
-} from '../../src/images/boot-files.js';
-import { imagePackages } from '../../src/images/contents.js';
-import { parseRecipe, RecipeError } from '../../src/images/recipe.js';
-import { plannedPackages } from '../../src/images/build.js';
+} from '../../src/cli/image/boot-files.js';
+import { imagePackages } from '../../src/cli/image/contents.js';
+import { parseRecipe, RecipeError } from '../../src/cli/image/recipe.js';
+import { plannedPackages } from '../../src/cli/image/build.js';
 
 const ids = { rootUuid: '3f1d2a9e-5b6c-4d7e-8f90-123456789abc' };
 

@@ -3,7 +3,7 @@
  * build --disk-image --disk-format qcow2` makes the disk (with the sbuild task and the unshare
  * backend), the server registers it, and:
  *
- * - a `qemu` pool that names it (src/provisioner/providers/qemu.ts) boots it from BIOS when work
+ * - a `qemu` pool that names it (src/providers/qemu.ts) boots it from BIOS when work
  *   waits: cloud-init writes the agent's config from the provisioner's user data, the agent activates
  *   and reports the manifest's tags, a noop and an sbuild request COMPLETE (the sbuild run shows sbuild
  *   and user namespaces working for the worker's user), then the pool's idle timeout stops the
@@ -28,10 +28,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseManifest, type Manifest } from '../../src/images/manifest-format.js';
-import { killVm, probeAccel, readPid, virtualSize, vmRunning } from '../../src/provisioner/providers/qemu-vm.js';
-import { SERVER_IN_GUEST } from '../../src/provisioner/providers/qemu.js';
-import { cloudInitUserData } from '../../src/provisioner/user-data.js';
+import { parseManifest, type Manifest } from '../../src/core/manifest-format.js';
+import { killVm, probeAccel, readPid, virtualSize, vmRunning } from '../../src/providers/qemu-vm.js';
+import { SERVER_IN_GUEST } from '../../src/providers/qemu.js';
+import { cloudInitUserData } from '../../src/providers/user-data.js';
 import { until } from '../faults/harness.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { httpGql, startServerProcess, type ServerProcess } from '../helpers/server-process.js';

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { BOOT_PACKAGES } from '../../src/images/boot-files.js';
-import { BUILD_AUTH_PATH } from '../../src/images/build.js';
+import { BOOT_PACKAGES } from '../../src/cli/image/boot-files.js';
+import { BUILD_AUTH_PATH } from '../../src/cli/image/build.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-image-cli-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));

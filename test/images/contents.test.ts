@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { parseHandlers, splitHandlerList } from '../../src/agent/config.js';
 import { TASK_VERSION } from '../../src/agent/facts.js';
-import { handlersValue, imageEnvFile } from '../../src/images/agent-files.js';
-import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks, qemuSystemPackage } from '../../src/images/contents.js';
-import { HANDLED_TASKS } from '../../src/images/handlers.js';
-import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, type ImageBackend, type ImageTask, type Recipe } from '../../src/images/recipe.js';
-import { findTask } from '../../src/tasks/registry.js';
+import { handlersValue, imageEnvFile } from '../../src/cli/image/agent-files.js';
+import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks, qemuSystemPackage } from '../../src/cli/image/contents.js';
+import { HANDLED_TASKS } from '../../src/cli/image/handlers.js';
+import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, type ImageBackend, type ImageTask, type Recipe } from '../../src/cli/image/recipe.js';
+import { findTask } from '../../src/core/tasks/registry.js';
 
 const BASE = ['arch-test', 'ca-certificates', 'nodejs', 'systemd-sysv'];
 const recipe = (over: Record<string, unknown>, arch = 'amd64'): Recipe => parseRecipe({ enable_backends: [], enable_tasks: [], ...over }, arch);

@@ -6,8 +6,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { agentUnit } from '../../src/images/agent-files.js';
-import { BUNDLES } from '../../src/packaging/bundles.js';
+import { agentUnit } from '../../src/cli/image/agent-files.js';
+import { BUNDLES } from '../../src/cli/build/bundles.js';
 
 const hasSystemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planTask, type HandlerPlan } from '../../src/images/handlers.js';
+import { planTask, type HandlerPlan } from '../../src/cli/image/handlers.js';
 
 const ctx = { suite: 'trixie', architecture: 'amd64' };
 const run = (argv: string[]): HandlerPlan => ({ kind: 'run', argv });

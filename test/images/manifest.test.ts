@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { imagePackages, imageTags } from '../../src/images/contents.js';
-import { buildManifest, installedProblems, parseDpkgStatus, upstreamMajorMinor } from '../../src/images/manifest.js';
-import { parseManifest } from '../../src/images/manifest-format.js';
-import { parseRecipe } from '../../src/images/recipe.js';
+import { imagePackages, imageTags } from '../../src/cli/image/contents.js';
+import { buildManifest, installedProblems, parseDpkgStatus, upstreamMajorMinor } from '../../src/cli/image/manifest.js';
+import { parseManifest } from '../../src/core/manifest-format.js';
+import { parseRecipe } from '../../src/cli/image/recipe.js';
 
 const STATUS = `Package: nodejs
 Status: install ok installed

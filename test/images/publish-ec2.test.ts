@@ -5,8 +5,8 @@
  * a failed attempt leaves no snapshot nor AMI behind, and publishing again is one new attempt.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ec2PublishPlan, EBS_BLOCK, EC2_PUBLISH_TAGS } from '../../src/images/publish-ec2.js';
-import { openPublishImage, PublishError, runPublishPlan } from '../../src/images/publish.js';
+import { ec2PublishPlan, EBS_BLOCK, EC2_PUBLISH_TAGS } from '../../src/cli/image/publish-ec2.js';
+import { openPublishImage, PublishError, runPublishPlan } from '../../src/cli/image/publish.js';
 import { snapshotBytes } from '../provisioner/stand-ins/ebs.js';
 import { startEc2StandIn, type Ec2StandIn } from '../provisioner/stand-ins/ec2.js';
 import { makePublishImage, type PublishFixture } from './publish-image.js';

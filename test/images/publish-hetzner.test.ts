@@ -6,8 +6,8 @@
  * new attempt.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { hetznerPublishPlan, HETZNER_PUBLISH_LABELS } from '../../src/images/publish-hetzner.js';
-import { openPublishImage, PublishError, runPublishPlan } from '../../src/images/publish.js';
+import { hetznerPublishPlan, HETZNER_PUBLISH_LABELS } from '../../src/cli/image/publish-hetzner.js';
+import { openPublishImage, PublishError, runPublishPlan } from '../../src/cli/image/publish.js';
 import { startHetznerStandIn, type HetznerStandIn } from '../provisioner/stand-ins/hetzner.js';
 import { makePublishImage, type PublishFixture } from './publish-image.js';
 

@@ -1,10 +1,10 @@
 /**
  * A QEMU machine the boot test starts itself (not through a pool), with the qemu provider's own
- * machinery (src/provisioner/providers/qemu-vm.ts): the same overlay, seed, networking and detached
+ * machinery (src/providers/qemu-vm.ts): the same overlay, seed, networking and detached
  * QEMU, plus what a test needs to watch it: its serial console, and a promise of its end.
  */
 import fs from 'node:fs';
-import { killVm, powerdown, startVm, vmRunning, type VmOptions } from '../../src/provisioner/providers/qemu-vm.js';
+import { killVm, powerdown, startVm, vmRunning, type VmOptions } from '../../src/providers/qemu-vm.js';
 
 /** A running machine. */
 export interface Vm {

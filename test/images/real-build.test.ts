@@ -17,10 +17,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IMAGE_PATHS } from '../../src/images/agent-files.js';
-import { BUILD_AUTH_PATH } from '../../src/images/build.js';
-import { parseManifest, type Manifest } from '../../src/images/manifest-format.js';
-import { agentConfigFile } from '../../src/provisioner/user-data.js';
+import { IMAGE_PATHS } from '../../src/cli/image/agent-files.js';
+import { BUILD_AUTH_PATH } from '../../src/cli/image/build.js';
+import { parseManifest, type Manifest } from '../../src/core/manifest-format.js';
+import { agentConfigFile } from '../../src/providers/user-data.js';
 import { until, type LogLine } from '../faults/harness.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { httpGql, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
@@ -210,7 +210,7 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       const activation = (await gql(`mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken
         .token as string;
 
-      // What cloud-init's user data writes (src/provisioner/user-data.ts): root only.
+      // What cloud-init's user data writes (src/providers/user-data.ts): root only.
       const config = path.join(tree, IMAGE_PATHS.config);
       fs.writeFileSync(config, agentConfigFile({ serverUrl: server.url, activationToken: activation, workerName: 'image-1' }), { mode: 0o600 });
       fs.chownSync(config, 0, 0);

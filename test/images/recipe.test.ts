@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { AptSourceError, parseAptSource } from '../../src/images/apt-source.js';
-import { parseDeb822 } from '../../src/images/deb822.js';
-import { parseRecipe, RecipeError } from '../../src/images/recipe.js';
+import { AptSourceError, parseAptSource } from '../../src/cli/image/apt-source.js';
+import { parseDeb822 } from '../../src/cli/image/deb822.js';
+import { parseRecipe, RecipeError } from '../../src/cli/image/recipe.js';
 
 const DEBIAN = `Types: deb
 URIs: http://deb.debian.org/debian

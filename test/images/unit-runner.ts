@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseAgentConfigFile } from '../../src/provisioner/user-data.js';
+import { parseAgentConfigFile } from '../../src/providers/user-data.js';
 
 /** The [Service] settings the runner honours; anything else in the unit is for systemd only. */
 export interface ServiceSettings {

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildBundles, packageOfInput, serverOnlyAmong, type BuiltBundle } from '../../src/packaging/bundles.js';
+import { buildBundles, packageOfInput, serverOnlyAmong, type BuiltBundle } from '../../src/cli/build/bundles.js';
 import { ADMIN, until, type LogLine } from '../faults/harness.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { httpGql, startServerProcess, type ServerProcess } from '../helpers/server-process.js';

@@ -7,7 +7,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useCloudTestApp } from './stand-ins/clouds.js';
 import { createPool, createWorkspace, ok, sbuild, submitOk } from '../helpers/fixtures.js';
-import { hetznerHourlyPrice } from '../../src/provisioner/providers/hetzner.js';
+import { hetznerHourlyPrice } from '../../src/providers/hetzner.js';
 
 const HZ_TOKEN = 'hz-token-cost-7Qp2';
 const KEY_ID = 'AKIAZ7TAGSCHEDCOST01';

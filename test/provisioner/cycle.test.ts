@@ -6,7 +6,7 @@
  * stops idle workers, and never lets the provider account out.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { WorkerPoolSchema } from '../../src/entities/worker-pool.js';
+import { WorkerPoolSchema } from '../../src/storage/entities/worker-pool.js';
 import { recordLaunch } from '../../src/services/pools/instances.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, ERROR_FIELDS, expectResult, ok, submitOk } from '../helpers/fixtures.js';

@@ -5,10 +5,10 @@
  * by itself (listed as gone, at a time of its own clock), or to hold one tagsched never launched. It starts no machine: a test plays the agent with the activation
  * token of the LaunchSpec it recorded.
  */
-import { registerProvider } from '../../src/provisioner/providers.js';
+import { registerProvider } from '../../src/providers/registry.js';
 import type { TestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, expectResult, reportMetadata } from '../helpers/fixtures.js';
-import { ProviderError, type LaunchSpec, type Provider, type ProviderErrorKind, type ProviderInstance } from '../../src/provisioner/provider.js';
+import { ProviderError, type LaunchSpec, type Provider, type ProviderErrorKind, type ProviderInstance } from '../../src/providers/provider.js';
 
 export interface FakeCloud {
   readonly type: string;

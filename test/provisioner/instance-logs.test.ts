@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { pruneInstanceLogs, readInstanceLog } from '../../src/provisioner/providers/instance-logs.js';
+import { pruneInstanceLogs, readInstanceLog } from '../../src/providers/instance-logs.js';
 import { ADMIN, until, useFleet } from '../faults/harness.js';
 import { runCli } from '../cli/admin/harness.js';
 import { killLocalAgentsAfterEach, poolInstances, PROVISIONER_ENV } from './local-fleet.js';

@@ -1,10 +1,10 @@
 /**
  * After a spot interruption the pool's spot offerings are set aside for a while, so that the
- * replacement launches on-demand (src/provisioner/providers/offerings.ts: interruptionMarks); a pool
+ * replacement launches on-demand (src/providers/offerings.ts: interruptionMarks); a pool
  * with spot offerings only keeps them, since it has nothing else to launch.
  */
 import { describe, expect, it } from 'vitest';
-import { INTERRUPTED_REASON, interruptionMarks, launchChoice, offeringKey, type Offering } from '../../src/provisioner/providers/offerings.js';
+import { INTERRUPTED_REASON, interruptionMarks, launchChoice, offeringKey, type Offering } from '../../src/providers/offerings.js';
 
 const NOW = new Date('2026-06-01T12:00:00Z');
 const spotA: Offering = { instanceType: 'c6i.large', location: 'eu-central-1a', market: 'spot', maxPricePerHour: 0.05 };

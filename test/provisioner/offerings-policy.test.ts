@@ -1,7 +1,7 @@
-/** The offerings rule (src/provisioner/providers/offerings.ts), pure: order, marks and their expiry, all unavailable. */
+/** The offerings rule (src/providers/offerings.ts), pure: order, marks and their expiry, all unavailable. */
 import { describe, expect, it } from 'vitest';
-import { describeOffering, launchChoice, marksFor, marksOffering, offeringKey, offeringsOf, offeringStates, type Offering } from '../../src/provisioner/providers/offerings.js';
-import { PROVIDER_ERROR_KINDS } from '../../src/provisioner/provider.js';
+import { describeOffering, launchChoice, marksFor, marksOffering, offeringKey, offeringsOf, offeringStates, type Offering } from '../../src/providers/offerings.js';
+import { PROVIDER_ERROR_KINDS } from '../../src/providers/provider.js';
 
 const NOW = new Date('2026-11-28T10:00:00Z');
 const at = (seconds: number) => new Date(NOW.getTime() + seconds * 1000);

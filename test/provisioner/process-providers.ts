@@ -4,9 +4,9 @@
  * Both start real agents through the local provider and misbehave in one chosen way.
  */
 import fs from 'node:fs';
-import type { Provider } from '../../src/provisioner/provider.js';
-import { registerProvider } from '../../src/provisioner/providers.js';
-import { createLocalProvider } from '../../src/provisioner/providers/local.js';
+import type { Provider } from '../../src/providers/provider.js';
+import { registerProvider } from '../../src/providers/registry.js';
+import { createLocalProvider } from '../../src/providers/local.js';
 
 // `local-crash`: launches like `local`, then, when FAULT_CRASH_AFTER_LAUNCH is set, kills its own
 // server process at once: the agent runs, and the server never recorded the provider's answer.

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXEC_LIMITS } from '../../src/provisioner/providers/exec.js';
+import { EXEC_LIMITS } from '../../src/providers/exec.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, ok, sbuild, submitOk } from '../helpers/fixtures.js';
 import { captureLog } from './providers/capture-log.js';

@@ -1,5 +1,5 @@
 /**
- * The month's cost in SQL (rules/cost.ts: costInMonthSql, summed by storage/pool-runtime.ts) agrees
+ * The month's cost in SQL (rules/pool-cost.ts: costInMonthSql, summed by storage/pool-runtime.ts) agrees
  * with its TypeScript form (costInMonth) on PostgreSQL, and so does the committed cost the budget limits
  * (committedCostInMonthSql, committedCostInMonth): random prices, billing periods, requests, ends
  * and month starts, at millisecond precision, every price in the range the input accepts (services/pools).
@@ -16,7 +16,7 @@ import {
   instanceCost,
   MAX_PRICE_PER_HOUR,
   MIN_PRICE_PER_HOUR,
-} from '../../src/scheduler/rules/cost.js';
+} from '../../src/scheduler/rules/pool-cost.js';
 
 const t = useTestApp();
 

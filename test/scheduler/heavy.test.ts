@@ -5,7 +5,7 @@
  * database: the placement of a new request, and passes.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/core/config.js';
 import { runPass } from '../../src/scheduler/storage/pass.js';
 import { TaskHistoryCache } from '../../src/scheduler/storage/task-history.js';
 import { useTestApp } from '../helpers/app.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { availableParams } from '../../src/scheduler/rules/availability.js';
 import { mayFitParams } from '../../src/scheduler/rules/fit.js';
-import { executeInOneTrip } from '../../src/db/one-trip.js';
+import { executeInOneTrip } from '../../src/storage/db/one-trip.js';
 import { FREE_FOR_CLASS_SQL, freeForClassTrip } from '../../src/scheduler/storage/place.js';
 import { DUE_FOR_PROBE_SQL } from '../../src/services/work/quarantine-probes.js';
 import { useTestApp } from '../helpers/app.js';

@@ -8,7 +8,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { WorkerPool } from '../../src/entities/worker-pool.js';
+import type { WorkerPool } from '../../src/storage/entities/worker-pool.js';
 import { UNAVAILABLE, type UnavailableReason } from '../../src/scheduler/rules/availability.js';
 import { candidatesOf, loadTaskTags } from '../../src/scheduler/matching/candidates.js';
 import { classFits } from '../../src/scheduler/rules/fit.js';
@@ -25,9 +25,9 @@ import type { WorkerState } from '../../src/scheduler/matching/worker-state.js';
 import { loadWorkerStates } from '../../src/scheduler/storage/worker-snapshot.js';
 import { TaskHistoryCache } from '../../src/scheduler/storage/task-history.js';
 import { WorkerSnapshot } from '../../src/scheduler/storage/worker-snapshot.js';
-import { matchTags } from '../../src/tags/match.js';
-import { DEFAULT_SIZE_THRESHOLDS } from '../../src/tags/size-class.js';
-import { computePoolTemplateTags } from '../../src/tags/worker-tags.js';
+import { matchTags } from '../../src/core/tags/match.js';
+import { DEFAULT_SIZE_THRESHOLDS } from '../../src/core/tags/size-class.js';
+import { computePoolTemplateTags } from '../../src/core/tags/worker-tags.js';
 import { useTestApp } from '../helpers/app.js';
 import { inRollback, resetScheduling, seedScheduling, type PoolRow, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
 
@@ -62,7 +62,7 @@ const universeArb: fc.Arbitrary<Universe> = fc
   .record({
     plain: fc.uniqueArray(fc.oneof(fc.constantFrom(...DOMAIN_TAGS), fc.stringMatching(/^[a-z]{1,2}:[a-z0-9]{1,2}$/)), { minLength: 1, maxLength: 6 }),
     valued: fc.uniqueArray(fc.oneof(fc.constantFrom(...VALUED_NAMES), fc.stringMatching(/^v:[a-z]{1,2}$/)), { minLength: 1, maxLength: 3 }),
-    // A plain tag spelled like a valued name: `NAME` never matches `NAME=V` (src/tags/match.ts).
+    // A plain tag spelled like a valued name: `NAME` never matches `NAME=V` (src/core/tags/match.ts).
     bareValued: fc.boolean(),
   })
   .map(({ plain, valued, bareValued }) => ({ plain: bareValued ? uniq([...plain, valued[0]]) : plain, valued }));

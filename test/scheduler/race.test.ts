@@ -5,8 +5,8 @@
  * end every request ran exactly once. Scheduling passes of both processes join one of the rounds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { createLogger } from '../../src/log.js';
+import { buildApp, type App } from '../../src/server/app.js';
+import { createLogger } from '../../src/core/log.js';
 import { secondAppConfig, useTestApp } from '../helpers/app.js';
 import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
 

@@ -8,7 +8,7 @@ import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
 import { FAIR_QUANTUM_MS } from '../../src/scheduler/rules/queue-order.js';
-import { intArray } from '../../src/db/arrays.js';
+import { intArray } from '../../src/storage/db/arrays.js';
 
 const t = useTestApp();
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createAuthThrottle, type AuthAttempt } from '../../src/limits/auth-throttle.js';
+import { createAuthThrottle, type AuthAttempt } from '../../src/api/limits/auth-throttle.js';
 
 /** The throttle on a clock the test moves. */
 function throttleAt(limit: number) {

@@ -4,12 +4,12 @@ import { envelop, useEngine, useSchema } from '@envelop/core';
 import * as graphql from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { DOCUMENTS } from '../../src/agent/operations.js';
-import { loadConfig } from '../../src/config.js';
-import { GRAPHIQL_EXAMPLES } from '../../src/graphiql-examples.js';
-import { operationCost } from '../../src/limits/cost.js';
-import { graphqlLimitPlugins } from '../../src/limits/graphql.js';
-import { createLogger } from '../../src/log.js';
-import { schema } from '../../src/schema.js';
+import { loadConfig } from '../../src/core/config.js';
+import { GRAPHIQL_EXAMPLES } from '../../src/api/graphiql-examples.js';
+import { operationCost } from '../../src/api/limits/cost.js';
+import { graphqlLimitPlugins } from '../../src/api/limits/graphql.js';
+import { createLogger } from '../../src/core/log.js';
+import { schema } from '../../src/api/schema.js';
 
 // Issue 21, item 1, the other way round: what the agent and tagsched-admin send and what the docs and
 // GraphiQL show passes the default limits. Each operation goes through the server's own limit plugins

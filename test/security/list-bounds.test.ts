@@ -11,10 +11,10 @@ import {
   type GraphQLType,
 } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { schema } from '../../src/schema.js';
-import { LIST_BOUNDS } from '../../src/limits/list-bounds.js';
+import { schema } from '../../src/api/schema.js';
+import { LIST_BOUNDS } from '../../src/api/limits/list-bounds.js';
 
-// Issue 21, item 1: every list of the API is paged or bounded, in one registry (src/limits/list-bounds.ts)
+// Issue 21, item 1: every list of the API is paged or bounded, in one registry (src/api/limits/list-bounds.ts)
 // that the cost model reads; this walks the built schema and names each list field that has neither.
 const unwrap = (t: GraphQLType): GraphQLType => (isNonNullType(t) ? t.ofType : t);
 
@@ -47,7 +47,7 @@ function holdsValuesOnly(type: GraphQLNamedType, seen = new Set<string>()): stri
   return null;
 }
 
-describe('every list field is paged or bounded (src/limits/list-bounds.ts)', () => {
+describe('every list field is paged or bounded (src/api/limits/list-bounds.ts)', () => {
   const fields = outputFields();
 
   it('each list field has a bound; a page has a first argument, edges belong to paged connections, held items hold values only', () => {

@@ -1,7 +1,7 @@
 import { DriverException } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
-import { serializeError } from '../../src/log.js';
-import { loadConfig } from '../../src/config.js';
+import { serializeError } from '../../src/core/log.js';
+import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, ERROR_FIELDS, expectResult, registerWorker } from '../helpers/fixtures.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';
@@ -118,7 +118,7 @@ describe('a stopped worker is no guesser', () => {
 
 describe('capText', () => {
   it('cuts long client strings and says how much was cut', async () => {
-    const { capText } = await import('../../src/log.js');
+    const { capText } = await import('../../src/core/log.js');
     expect(capText('short')).toBe('short');
     const cut = capText('x'.repeat(10_000));
     expect(cut.length).toBeLessThan(300);

@@ -1,10 +1,10 @@
 /**
- * The parser's own guard (src/parse-guard.ts), behind the token limit: with TAGSCHED_MAX_TOKENS set so
+ * The parser's own guard (src/api/parse-guard.ts), behind the token limit: with TAGSCHED_MAX_TOKENS set so
  * high that a document nested 5,000 deep reaches graphql-js's recursive parser, the stack overflow is
  * still a parse failure for the client, not a 500, and nothing runs.
  */
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { unchanged } from './checksums.js';
 

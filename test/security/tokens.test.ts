@@ -1,9 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
-import { ConfigError, loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/log.js';
+import { buildApp } from '../../src/server/app.js';
+import { ConfigError, loadConfig } from '../../src/core/config.js';
+import { createLogger } from '../../src/core/log.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS } from '../helpers/fixtures.js';
 import { httpGql, startServerProcess, type ServerProcess } from '../helpers/server-process.js';

@@ -22,7 +22,7 @@ import {
   type Principal,
   type WorkspaceFacts,
 } from '../../src/services/identity/visibility.js';
-import type { SqlCondition } from '../../src/db/condition.js';
+import type { SqlCondition } from '../../src/storage/db/condition.js';
 
 const t = useTestApp();
 

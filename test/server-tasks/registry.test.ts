@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { SERVER_TASK_RUNNERS, findServerTaskRunner } from '../../src/server-tasks/registry.js';
-import { serverWorkerName } from '../../src/server-tasks/server-workers.js';
-import { TASKS } from '../../src/tasks/registry.js';
+import { createLogger } from '../../src/core/log.js';
+import { SERVER_TASK_RUNNERS, findServerTaskRunner } from '../../src/loops/server-tasks/registry.js';
+import { serverWorkerName } from '../../src/loops/server-tasks/server-workers.js';
+import { TASKS } from '../../src/core/tasks/registry.js';
 
 const ctx = { workRequestId: 1, log: createLogger('silent'), signal: new AbortController().signal };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ago, relative, utc, when } from '../../src/status/format.js';
+import { ago, relative, utc, when } from '../../src/api/status/format.js';
 
 const now = new Date('2026-11-26T12:00:00.000Z');
 const at = (iso: string) => new Date(iso);

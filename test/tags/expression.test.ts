@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_EXPRESSION_DEPTH, evaluateExpression, formatExpression, parseExpression } from '../../src/tags/expression.js';
-import type { TagExpression } from '../../src/tags/expression.js';
+import { MAX_EXPRESSION_DEPTH, evaluateExpression, formatExpression, parseExpression } from '../../src/core/tags/expression.js';
+import type { TagExpression } from '../../src/core/tags/expression.js';
 
 const tag = (t: string): TagExpression => ({ kind: 'tag', tag: t });
 const not = (operand: TagExpression): TagExpression => ({ kind: 'not', operand });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { matchTags, missingTags } from '../../src/tags/match.js';
+import { matchTags, missingTags } from '../../src/core/tags/match.js';
 
 describe('missingTags', () => {
   it.each<[string, string[], string[], string[]]>([

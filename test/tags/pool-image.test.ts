@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { imageTags, type CatalogTask, type ImageFacts } from '../../src/tags/pool-image.js';
+import { imageTags, type CatalogTask, type ImageFacts } from '../../src/core/tags/pool-image.js';
 
 const CATALOG: CatalogTask[] = [
   { type: 'worker', name: 'sbuild', version: 1, tools: ['sbuild'] },

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { CUSTOM_ONTOLOGY, ONTOLOGIES, ontologyAllows, ontologyOf } from '../../src/tags/ontology.js';
-import type { Ontology } from '../../src/tags/ontology.js';
-import { PROVENANCE_TRUST, SET_PROVENANCES, checkContribution, sideOfSet } from '../../src/tags/provenance.js';
-import { parseTag } from '../../src/tags/syntax.js';
-import type { ParsedTag } from '../../src/tags/syntax.js';
-import { PROVENANCES, REFUSAL_CODES, TAG_SET_KINDS } from '../../src/tags/types.js';
-import type { Provenance, RefusalCode, TagSetKind } from '../../src/tags/types.js';
+import { CUSTOM_ONTOLOGY, ONTOLOGIES, ontologyAllows, ontologyOf } from '../../src/core/tags/ontology.js';
+import type { Ontology } from '../../src/core/tags/ontology.js';
+import { PROVENANCE_TRUST, SET_PROVENANCES, checkContribution, sideOfSet } from '../../src/core/tags/provenance.js';
+import { parseTag } from '../../src/core/tags/syntax.js';
+import type { ParsedTag } from '../../src/core/tags/syntax.js';
+import { PROVENANCES, REFUSAL_CODES, TAG_SET_KINDS } from '../../src/core/tags/types.js';
+import type { Provenance, RefusalCode, TagSetKind } from '../../src/core/tags/types.js';
 
 const { PROVENANCE_NOT_ALLOWED_FOR_SET: SET, PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY: ONTOLOGY, PREFIX_NOT_GRANTED_BY_WORKSPACE: PREFIX } = REFUSAL_CODES;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_NUMBER_LENGTH, MAX_TAG_LENGTH, TAG_SYNTAX_RULES, parseTag, quoteTag, validateTagList } from '../../src/tags/syntax.js';
-import type { ParsedTag } from '../../src/tags/syntax.js';
-import type { TagSide } from '../../src/tags/types.js';
+import { MAX_NUMBER_LENGTH, MAX_TAG_LENGTH, TAG_SYNTAX_RULES, parseTag, quoteTag, validateTagList } from '../../src/core/tags/syntax.js';
+import type { ParsedTag } from '../../src/core/tags/syntax.js';
+import type { TagSide } from '../../src/core/tags/types.js';
 
 const longest = 'a'.repeat(MAX_TAG_LENGTH);
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { TagSetBuilder, isRefusal } from '../../src/tags/tag-set.js';
-import { REFUSAL_CODES } from '../../src/tags/types.js';
-import type { Provenance, TagEntry, TagRefusal, TagSetKind } from '../../src/tags/types.js';
+import { TagSetBuilder, isRefusal } from '../../src/core/tags/tag-set.js';
+import { REFUSAL_CODES } from '../../src/core/tags/types.js';
+import type { Provenance, TagEntry, TagRefusal, TagSetKind } from '../../src/core/tags/types.js';
 
 describe('TagSetBuilder.add', () => {
   it('returns the entry of an accepted tag', () => {

@@ -4,7 +4,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseTag, valuedTagRegex } from '../../src/tags/syntax.js';
+import { parseTag, valuedTagRegex } from '../../src/core/tags/syntax.js';
 import { adminUrl } from '../helpers/pg-url.js';
 
 const SAMPLES = [

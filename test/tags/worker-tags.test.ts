@@ -1,15 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { matchTags } from '../../src/tags/match.js';
-import { checkContribution } from '../../src/tags/provenance.js';
-import { BYTES_PER_GIB, DEFAULT_SIZE_THRESHOLDS, sizeClass } from '../../src/tags/size-class.js';
-import type { SizeThresholds } from '../../src/tags/size-class.js';
-import { parseTag } from '../../src/tags/syntax.js';
-import { REFUSAL_CODES } from '../../src/tags/types.js';
-import type { TagEntry, TagRefusal } from '../../src/tags/types.js';
-import { computePoolTemplateTags, computeWorkerTags } from '../../src/tags/worker-tags.js';
-import type { PoolTagInput, WorkerMetadata, WorkerTagInput } from '../../src/tags/worker-tags.js';
-import { WORKER_TASK_CATALOG } from '../../src/tasks/registry.js';
+import { matchTags } from '../../src/core/tags/match.js';
+import { checkContribution } from '../../src/core/tags/provenance.js';
+import { BYTES_PER_GIB, DEFAULT_SIZE_THRESHOLDS, sizeClass } from '../../src/core/tags/size-class.js';
+import type { SizeThresholds } from '../../src/core/tags/size-class.js';
+import { parseTag } from '../../src/core/tags/syntax.js';
+import { REFUSAL_CODES } from '../../src/core/tags/types.js';
+import type { TagEntry, TagRefusal } from '../../src/core/tags/types.js';
+import { computePoolTemplateTags, computeWorkerTags } from '../../src/core/tags/worker-tags.js';
+import type { PoolTagInput, WorkerMetadata, WorkerTagInput } from '../../src/core/tags/worker-tags.js';
+import { WORKER_TASK_CATALOG } from '../../src/core/tasks/registry.js';
 
 const GIB = BYTES_PER_GIB;
 

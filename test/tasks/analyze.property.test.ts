@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { analyzeWorkRequest } from '../../src/tasks/analyze.js';
-import { EXECUTOR_BACKENDS } from '../../src/tasks/types.js';
+import { analyzeWorkRequest } from '../../src/core/tasks/analyze.js';
+import { EXECUTOR_BACKENDS } from '../../src/core/tasks/types.js';
 import { request } from './fixtures.js';
 
 const arch = fc.constantFrom('amd64', 'arm64', 'armhf', 'i386', 'ppc64el', 'riscv64', 's390x', 'loong64');

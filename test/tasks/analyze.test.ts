@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { analyzeWorkRequest } from '../../src/tasks/analyze.js';
-import type { TaskRule, WorkRequestAnalysis } from '../../src/tasks/analyze.js';
+import { analyzeWorkRequest } from '../../src/core/tasks/analyze.js';
+import type { TaskRule, WorkRequestAnalysis } from '../../src/core/tasks/analyze.js';
 import { request, sbuildRequest, triples } from './fixtures.js';
 
 function success(result: WorkRequestAnalysis): Extract<WorkRequestAnalysis, { ok: true }> {

@@ -1,6 +1,6 @@
 /** Shared inputs for the task tests: one plain work request and two environments. */
-import type { WorkRequestAnalysisInput } from '../../src/tasks/analyze.js';
-import type { EnvironmentFacts } from '../../src/tasks/types.js';
+import type { WorkRequestAnalysisInput } from '../../src/core/tasks/analyze.js';
+import type { EnvironmentFacts } from '../../src/core/tasks/types.js';
 
 /** An amd64 environment (id 8). */
 export const AMD64_ENV: EnvironmentFacts = { id: 8, codename: 'bookworm', architecture: 'amd64', variant: 'sbuild', backend: 'unshare' };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { analyzeWorkRequest } from '../../src/tasks/analyze.js';
-import { learnedGib, learnedRequiredTags, type LearnedHistory } from '../../src/tasks/learned-requirements.js';
-import { statisticsKeyOf } from '../../src/tasks/statistics-key.js';
+import { analyzeWorkRequest } from '../../src/core/tasks/analyze.js';
+import { learnedGib, learnedRequiredTags, type LearnedHistory } from '../../src/core/tasks/learned-requirements.js';
+import { statisticsKeyOf } from '../../src/core/tasks/statistics-key.js';
 import { AMD64_ENV, sbuildRequest, triples } from './fixtures.js';
 
 // The pure half of learned minimums: which tags a history makes for a request, and where the analysis puts them.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { learnedFigure, learnedHistoryOf, learnedRequiredTags, type FigureSources } from '../../src/tasks/learned-requirements.js';
+import { learnedFigure, learnedHistoryOf, learnedRequiredTags, type FigureSources } from '../../src/core/tasks/learned-requirements.js';
 
 // The rule that keeps one worker from deciding a learned minimum: at least two workers reported the
 // figure, and it is the 95th percentile capped by the second-highest worker's highest figure.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { imageTags } from '../../src/tags/pool-image.js';
-import { TASKS, WORKER_TASK_CATALOG, findTask } from '../../src/tasks/registry.js';
-import { TASK_TYPES } from '../../src/tasks/types.js';
+import { imageTags } from '../../src/core/tags/pool-image.js';
+import { TASKS, WORKER_TASK_CATALOG, findTask } from '../../src/core/tasks/registry.js';
+import { TASK_TYPES } from '../../src/core/tasks/types.js';
 
 describe('task registry', () => {
   it('identifies each task by its type and name once', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { analyzeWorkRequest } from '../../src/tasks/analyze.js';
-import { TASKS } from '../../src/tasks/registry.js';
-import type { EnvironmentFacts } from '../../src/tasks/types.js';
+import { analyzeWorkRequest } from '../../src/core/tasks/analyze.js';
+import { TASKS } from '../../src/core/tasks/registry.js';
+import type { EnvironmentFacts } from '../../src/core/tasks/types.js';
 import { AMD64_ENV, ARM64_ENV, request, triples } from './fixtures.js';
 
 type Tagged = readonly [tag: string, source: string];

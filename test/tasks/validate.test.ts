@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { analyzeWorkRequest, validateTaskInput } from '../../src/tasks/analyze.js';
+import { analyzeWorkRequest, validateTaskInput } from '../../src/core/tasks/analyze.js';
 import { AMD64_ENV, request } from './fixtures.js';
 
 describe('validateTaskInput', () => {

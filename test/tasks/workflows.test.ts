@@ -3,11 +3,11 @@
  * what each workflow expands into for a given taskData and set of environments.
  */
 import { describe, expect, it } from 'vitest';
-import { validateTaskInput } from '../../src/tasks/analyze.js';
-import { TASKS, findTask } from '../../src/tasks/registry.js';
-import type { ChildPlan, EnvironmentFacts } from '../../src/tasks/types.js';
-import { workflowContext } from '../../src/tasks/workflow-context.js';
-import { combineChildResults, type FinishedChild } from '../../src/tasks/workflow-result.js';
+import { validateTaskInput } from '../../src/core/tasks/analyze.js';
+import { TASKS, findTask } from '../../src/core/tasks/registry.js';
+import type { ChildPlan, EnvironmentFacts } from '../../src/core/tasks/types.js';
+import { workflowContext } from '../../src/core/tasks/workflow-context.js';
+import { combineChildResults, type FinishedChild } from '../../src/core/tasks/workflow-result.js';
 
 const env = (id: number, architecture: string, codename = 'trixie', variant: string | null = null): EnvironmentFacts => ({ id, codename, architecture, variant, backend: null });
 

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { serverWorkerName } from '../../src/server-tasks/server-workers.js';
+import { serverWorkerName } from '../../src/loops/server-tasks/server-workers.js';
 import { expectExactlyOnce, settled, states, until, useFleet, type Agent, type Server } from '../faults/harness.js';
 
 const f = useFleet();

@@ -5,9 +5,9 @@
  * waits two windows first. Two processes share one database, and one of them is restarted.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { App } from '../../src/app.js';
-import type { Config } from '../../src/config.js';
-import { tickMsOf } from '../../src/server-tasks/server-workers.js';
+import type { App } from '../../src/server/app.js';
+import type { Config } from '../../src/core/config.js';
+import { tickMsOf } from '../../src/loops/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
 import { startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';

@@ -7,9 +7,9 @@
  */
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { App } from '../../src/app.js';
-import type { Config } from '../../src/config.js';
-import { serverWorkerName } from '../../src/server-tasks/server-workers.js';
+import type { App } from '../../src/server/app.js';
+import type { Config } from '../../src/core/config.js';
+import { serverWorkerName } from '../../src/loops/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CLOSE_REASON_MAX_BYTES, closeReason, closeSocket } from '../../src/ws/connections.js';
+import { CLOSE_REASON_MAX_BYTES, closeReason, closeSocket } from '../../src/api/ws/connections.js';
 import WebSocket, { WebSocketServer } from 'ws';
 
 describe('closeReason', () => {

@@ -8,7 +8,7 @@
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
 import { initSocket, wsClient } from '../helpers/ws.js';

@@ -1,17 +1,17 @@
 /**
- * The agent's acknowledgement and report over its open WebSocket connection (ws/connection-identity.ts):
+ * The agent's acknowledgement and report over its open WebSocket connection (api/ws/connection-identity.ts):
  * run as the connection's worker, the token checked again for each, refused and closed (4401) once
  * the token is no longer valid, whichever way it was ended; other operations on a connection look
  * the token up as over HTTP.
  */
 import { parse } from 'graphql';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CLOSE_UNAUTHORIZED } from '../../src/app.js';
+import { CLOSE_UNAUTHORIZED } from '../../src/server/app.js';
 import { AuthError, connectionRequests, openAssignmentStream, preferConnection, type AssignmentStream } from '../../src/agent/client.js';
 import { createLogger } from '../../src/agent/log.js';
 import { DOCUMENTS, OVER_CONNECTION, createApi } from '../../src/agent/operations.js';
-import { runsOnConnectionIdentity } from '../../src/ws/connection-identity.js';
-import { loadConfig } from '../../src/config.js';
+import { runsOnConnectionIdentity } from '../../src/api/ws/connection-identity.js';
+import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { NOOP_METADATA } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';

@@ -1,9 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/log.js';
+import { buildApp, type App } from '../../src/server/app.js';
+import { loadConfig } from '../../src/core/config.js';
+import { createLogger } from '../../src/core/log.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
 

@@ -5,8 +5,8 @@
  * and must not mark it connected again after that record.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildApp, type App } from '../../src/app.js';
-import { createLogger } from '../../src/log.js';
+import { buildApp, type App } from '../../src/server/app.js';
+import { createLogger } from '../../src/core/log.js';
 import { secondAppConfig, useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA, registerWorker } from '../helpers/fixtures.js';
 import { wsClient } from '../helpers/ws.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLOSE_UNAUTHORIZED } from '../../src/app.js';
+import { CLOSE_UNAUTHORIZED } from '../../src/server/app.js';
 import { useTestApp } from '../helpers/app.js';
 import { NOOP_METADATA } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';

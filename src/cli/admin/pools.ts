@@ -3,7 +3,7 @@
  * (typed specifications as flags and/or a JSON file, limits, tags, the provider account from a
  * file), and one-shot activation tokens.
  */
-import { formatCost } from '../../scheduler/rules/cost.js';
+import { formatCost } from '../../scheduler/rules/pool-cost.js';
 import type { Command } from 'commander';
 import { collect, decimal, expiryOf, integer, items, jsonObjectFile } from './arguments.js';
 import { ERROR_SELECTION, TypedErrorResult } from './client.js';

@@ -2,7 +2,7 @@
  * Work requests: list (with filters), show (both tag sets with provenance), why (the diagnosis in
  * words), log (work-log.ts), create and abort.
  */
-import { formatCost } from '../../scheduler/rules/cost.js';
+import { formatCost } from '../../scheduler/rules/pool-cost.js';
 import type { Command } from 'commander';
 import { collect, enumArg, integer, items, jsonArg } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../../db/arrays.js';
-import { ALWAYS, type SqlCondition } from '../../db/condition.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../../storage/db/condition.js';
 import { fitsOf, type TaskClassRow } from '../rules/fit.js';
 import { classKey, tagName } from './class-key.js';
 import { MatchKeys } from './match-keys.js';

@@ -4,8 +4,8 @@
  * no worker and no pool could ever run. Table-tested without a database
  * (test/scheduler/matching/demand-plan.test.ts).
  */
-import type { WorkerPool } from '../../entities/worker-pool.js';
-import type { ProvidedTagIndex } from '../../tags/match.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
+import type { ProvidedTagIndex } from '../../core/tags/match.js';
 import { classMismatch, fitsOf, providedIndexOf, type TaskClassRow } from '../rules/fit.js';
 import { staticBeforePool } from '../rules/placement-preference.js';
 import { LAUNCH_LIMITS, launchRoom, poolConcurrency, type LaunchLimit } from '../rules/pool-capacity.js';
@@ -41,7 +41,7 @@ export interface PoolDemand {
   readonly limitedBy: LaunchLimit[];
   /** The pool's instances' runtime this month, in seconds (pool-runtime.ts). */
   readonly monthRuntimeSeconds: number;
-  /** The pool's instances' cost this month (pool-runtime.ts, rules/cost.ts). */
+  /** The pool's instances' cost this month (pool-runtime.ts, rules/pool-cost.ts). */
   readonly monthCost: number;
   /** Its launches keep failing (pool-health.ts); `pool.lastError` says why. */
   readonly degraded: boolean;

@@ -1,5 +1,5 @@
-import { matchTags } from '../../tags/match.js';
-import { isOrchestrated } from '../../tasks/types.js';
+import { matchTags } from '../../core/tags/match.js';
+import { isOrchestrated } from '../../core/tasks/types.js';
 import type { UnavailableReason } from '../rules/availability.js';
 import type { TaskTagsRow } from './candidates.js';
 import { heaviness, type HeavyReason, type TaskHistory } from '../rules/heavy-work.js';
@@ -60,7 +60,7 @@ export interface BackedOff {
   readonly until: Date;
 }
 
-/** Which free worker a pending request would go to, and the rules that decide it (docs/design.md: placement quality, preference.ts). */
+/** Which free worker a pending request would go to, and the rules that decide it (docs/design.md: placement quality, placement-preference.ts). */
 export interface PlacementView {
   readonly heavy: boolean;
   readonly heavyReason: HeavyReason | null;

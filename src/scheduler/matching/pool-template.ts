@@ -1,4 +1,4 @@
-import type { WorkerPool } from '../../entities/worker-pool.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 
 /** A pool as the matcher sees it: what any worker it starts would provide and require (storage/pool-templates.ts loads them). */
 export interface PoolTemplate {

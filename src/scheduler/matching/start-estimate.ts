@@ -1,5 +1,5 @@
 /**
- * When a pending request is expected to start (docs/reference/scheduling.md, "When will it start"), as a
+ * When a pending request is expected to start (docs/reference/scheduling.md, "When will it start: start estimates"), as a
  * pure simulation: the requests ahead of it in its class's queue, then itself, each take the slot that
  * frees first (a worker of concurrency 2 has two slots) and hold it for their task's expected run; the
  * estimate is when the slot it takes frees. Slots are those of the available matching workers (free

@@ -8,7 +8,7 @@
  * whoever makes it (the matchers, the API, the status pages, the metrics, the provisioner), is built
  * from these fragments; the partial index `work_request_active_worker` has the same condition.
  */
-import { ACTIVE_STATUSES } from '../../entities/work-request.js';
+import { ACTIVE_STATUSES } from '../../storage/entities/work-request.js';
 
 /** The statuses of the work a worker holds. */
 export type ActiveStatus = (typeof ACTIVE_STATUSES)[number];

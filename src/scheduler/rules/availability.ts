@@ -8,7 +8,7 @@
  * the TypeScript agree on generated facts. Capacity (a free slot) is not part of it: it is counted against the
  * database where a worker is matched.
  *
- * The rule has no exception for the built-in server workers (server-tasks/server-workers.ts): they report
+ * The rule has no exception for the built-in server workers (loops/server-tasks/server-workers.ts): they report
  * their metadata as an agent does, at start and on every tick, so a process that runs keeps them fresh,
  * and one that died without saying so stops getting work by the same rule as a silent agent.
  */

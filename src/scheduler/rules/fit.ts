@@ -1,14 +1,14 @@
 /**
  * The fit of a task class to a worker (docs/design.md: tags and provenance), in its one home: each side provides what the
- * other requires, a required `NAME>=N` met by a provided `NAME=V` with V >= N (tags/match.ts, the pure
+ * other requires, a required `NAME>=N` met by a provided `NAME=V` with V >= N (core/tags/match.ts, the pure
  * tag matcher, decides each tag). At class level a request's provided side is its significant tags
  * (storage/classes.ts). The TypeScript predicate (classFits, fitsOf for many classes) and what is
  * missing when it fails (classMismatch) are here, and so is its SQL prefilter (mayFitSql): the part of
  * the rule an index can answer, which lets through every fitting worker and, when neither side has a
  * minimum, only those. test/scheduler/rules/fit.test.ts checks that the two forms agree.
  */
-import { textArray } from '../../db/arrays.js';
-import { matchTags, missingTags, ProvidedTagIndex } from '../../tags/match.js';
+import { textArray } from '../../storage/db/arrays.js';
+import { matchTags, missingTags, ProvidedTagIndex } from '../../core/tags/match.js';
 
 /** A task class as the scheduler decides it. */
 export interface TaskClassRow {

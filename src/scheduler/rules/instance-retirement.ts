@@ -38,7 +38,7 @@ export type RetiringReason = (typeof RETIRING_REASONS)[keyof typeof RETIRING_REA
  * Whether a retiring worker (`reason` not null) is to be stopped now: it holds no work (it gets none,
  * it is draining). Not an idle timeout, a minimum kept idle nor work waiting for its pool holds it:
  * demand lists it in its pool's `stopWorkers` (matching/demand-plan.ts), and the server stops it (its
- * worker terminated, its instance STOPPING: provisioner/retire.ts) with the provisioner on or off.
+ * worker terminated, its instance STOPPING: loops/provisioner/retire.ts) with the provisioner on or off.
  */
 export function retiredToStop(reason: RetiringReason | null | undefined, activeWork: number): boolean {
   return reason != null && activeWork === 0;
@@ -117,7 +117,7 @@ function stableJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** Specifications as they make a machine: an offering's `pricePerHour` is for cost only (cost.ts), so it is left out. */
+/** Specifications as they make a machine: an offering's `pricePerHour` is for cost only (pool-cost.ts), so it is left out. */
 function madeFrom(specifications: unknown): unknown {
   if (!specifications || typeof specifications !== 'object') return specifications;
   const { offerings } = specifications as { offerings?: unknown };

@@ -11,7 +11,7 @@
 export const PLACEMENT_RULES = {
   /** Static workers before pool workers, so that pools can shrink. */
   STATIC_BEFORE_POOL: 'STATIC_BEFORE_POOL',
-  /** Heavy work (heavy.ts): the largest worker first (CPUs, then memory). */
+  /** Heavy work (heavy-work.ts): the largest worker first (CPUs, then memory). */
   LARGEST_FOR_HEAVY: 'LARGEST_FOR_HEAVY',
   /** Other work: the smallest worker that fits first, so that large workers stay free for heavy work. */
   SMALLEST_FOR_LIGHT: 'SMALLEST_FOR_LIGHT',

@@ -1,6 +1,6 @@
-import type { WorkerPool } from '../../entities/worker-pool.js';
-import type { PoolSpecifications } from '../../tags/worker-tags.js';
-import { firstCharge, nextLaunchPrice } from './cost.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
+import type { PoolSpecifications } from '../../core/tags/worker-tags.js';
+import { firstCharge, nextLaunchPrice } from './pool-cost.js';
 import { poolHealth, type PoolHealth } from './pool-health.js';
 import { rateRoom } from './scale-in.js';
 
@@ -14,7 +14,7 @@ export function poolConcurrency(specifications: PoolSpecifications): number {
 export const LAUNCH_LIMITS = {
   MAX_ACTIVE_INSTANCES: 'MAX_ACTIVE_INSTANCES',
   MONTHLY_BUDGET: 'MONTHLY_BUDGET',
-  /** Its committed cost this month reached its monthlyCostBudget, or leaves room for fewer launches than it needs (cost.ts, underCostBudget). */
+  /** Its committed cost this month reached its monthlyCostBudget, or leaves room for fewer launches than it needs (pool-cost.ts, underCostBudget). */
   COST_BUDGET: 'COST_BUDGET',
   /** Its last launches failed: it waits before trying again (pool-health.ts). */
   BACKOFF: 'BACKOFF',
@@ -29,7 +29,7 @@ export interface LaunchRoom {
   readonly room: number;
   /** Its instances used the month's runtime budget. */
   readonly overBudget: boolean;
-  /** Its committed cost this month (cost.ts: committedCostInMonth) reached its monthly cost budget. */
+  /** Its committed cost this month (pool-cost.ts: committedCostInMonth) reached its monthly cost budget. */
   readonly overCostBudget: boolean;
   /** Launches its cost budget leaves it ({@link costBudgetRoom}; Infinity without one). */
   readonly budgetRoom: number;
@@ -44,7 +44,7 @@ export interface LaunchRoom {
 
 /**
  * Whether a pool may launch under its monthly cost budget: its committed cost this month (the sum of
- * cost.ts's committedCostInMonth over its instances: storage/pool-runtime.ts) is below it; always
+ * pool-cost.ts's committedCostInMonth over its instances: storage/pool-runtime.ts) is below it; always
  * without one. The provisioner asks it again before each launch, in the transaction that records the
  * launch (services/pools/instances.ts: recordBudgetedLaunch), so one cycle never launches past it.
  */
@@ -54,7 +54,7 @@ export function underCostBudget(budget: number | null | undefined, committedCost
 
 /**
  * How many launches a pool's cost budget leaves it: none once {@link underCostBudget} fails, else as
- * many as it takes for the committed cost to reach the budget when each adds `charge` (cost.ts:
+ * many as it takes for the committed cost to reach the budget when each adds `charge` (pool-cost.ts:
  * firstCharge of its next launch's price), the last of them the one made while still below it.
  * Infinity without a budget or without a price.
  */
@@ -68,7 +68,7 @@ export function costBudgetRoom(budget: number | null | undefined, committedCost:
  * The one rule for a pool's room to launch, shared by demand (which then cuts its launches to it) and
  * the diagnosis (which says whether a matching pool could start a worker, or which limit holds it):
  * `instances` are the pool's workers not yet terminated, `runtimeSeconds` its instances' runtime this
- * month and `committedCost` their committed cost this month (storage/pool-runtime.ts, rules/cost.ts).
+ * month and `committedCost` their committed cost this month (storage/pool-runtime.ts, rules/pool-cost.ts).
  */
 export function launchRoom(
   pool: Pick<WorkerPool, 'maxActiveInstances' | 'monthlyRuntimeBudgetSeconds' | 'launchFailures' | 'launchRetryAt' | 'lastErrorKind'> &

@@ -1,4 +1,4 @@
-import type { WorkerPool } from '../../entities/worker-pool.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 
 /** How a pool's launches are going, as demand and the pool's page show it. */
 export interface PoolHealth {
@@ -8,7 +8,7 @@ export interface PoolHealth {
   readonly backingOff: boolean;
 }
 
-/** Provider error kinds that retrying will not cure: the pool needs an admin (provisioner/provider.ts). */
+/** Provider error kinds that retrying will not cure: the pool needs an admin (providers/provider.ts). */
 const NEEDS_AN_ADMIN = new Set(['auth', 'invalid']);
 
 /** The one rule for a pool's launch health, shared by demand, the provisioner and GraphQL. */

@@ -36,7 +36,7 @@ export function paidPeriodLeft(createdAt: Date, periodSeconds: number, now: Date
 }
 
 /**
- * The seconds billed for `seconds` of runtime (the billing rule cost.ts prices with): by the second, or,
+ * The seconds billed for `seconds` of runtime (the billing rule pool-cost.ts prices with): by the second, or,
  * for a pool billed by period, every started period in full: a period is paid when it starts, so
  * between two period starts this is the age plus {@link paidPeriodLeft}.
  */

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, toDate } from '../../db/arrays.js';
+import { intArray, toDate } from '../../storage/db/arrays.js';
 
 /** A fresh assignment: which request went to which worker. */
 export interface Assignment {

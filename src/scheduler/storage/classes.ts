@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { lockForTransaction, lockForTransactionStatement } from '../../db/advisory-locks.js';
-import { executeInOneTrip } from '../../db/one-trip.js';
-import { intArray, textArray } from '../../db/arrays.js';
+import { lockForTransaction, lockForTransactionStatement } from '../../storage/db/advisory-locks.js';
+import { executeInOneTrip } from '../../storage/db/one-trip.js';
+import { intArray, textArray } from '../../storage/db/arrays.js';
 import { classKey, classKeyHash, tagName } from '../matching/class-key.js';
 import { ACTIVE_STATUSES_SQL } from '../rules/active-work.js';
 

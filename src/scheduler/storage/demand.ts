@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { intArray } from '../../db/arrays.js';
-import { ALWAYS, type SqlCondition } from '../../db/condition.js';
+import type { Config } from '../../core/config.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { ALWAYS, type SqlCondition } from '../../storage/db/condition.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { describeUnschedulable, planDemand, type ProvisioningDemand } from '../matching/demand-plan.js';
 import { queueOrderSql } from '../rules/queue-order.js';

@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../../db/arrays.js';
-import { instancePriceSql } from '../rules/cost.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { instancePriceSql } from '../rules/pool-cost.js';
 
-/** What a worker's share of its instance's cost is reckoned from (rules/cost.ts: workRequestCost). */
+/** What a worker's share of its instance's cost is reckoned from (rules/pool-cost.ts: workRequestCost). */
 export interface WorkerPrice {
-  /** Its instance's price per hour (rules/cost.ts: instancePrice); null when none is known. */
+  /** Its instance's price per hour (rules/pool-cost.ts: instancePrice); null when none is known. */
   readonly pricePerHour: number | null;
   readonly concurrency: number;
 }

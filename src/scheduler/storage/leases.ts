@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, textArray } from '../../db/arrays.js';
+import { intArray, textArray } from '../../storage/db/arrays.js';
 import { isActiveSql } from '../rules/active-work.js';
 
 /** What one sweep changed, for events and for settling dependents. */
@@ -24,7 +24,7 @@ export interface LeaseChange {
  * started process gives every worker a full timeout to come back before it takes work away (else a
  * restart slower than the lease would re-queue, and so run twice, everything that is running).
  * `workerId` limits the sweep to one worker's work (a built-in server worker taking back, with zero
- * timeouts, what its previous process held: src/server-tasks/server-workers.ts).
+ * timeouts, what its previous process held: src/loops/server-tasks/server-workers.ts).
  */
 export async function expireLeases(
   em: EntityManager,

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { intArray, toDate } from '../../db/arrays.js';
-import { executeInOneTrip, type TripStatement } from '../../db/one-trip.js';
+import type { Config } from '../../core/config.js';
+import { intArray, toDate } from '../../storage/db/arrays.js';
+import { executeInOneTrip, type TripStatement } from '../../storage/db/one-trip.js';
 import { activeWorkSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { tryLockForTransaction } from '../../db/advisory-locks.js';
-import { intArray } from '../../db/arrays.js';
+import type { Config } from '../../core/config.js';
+import { tryLockForTransaction } from '../../storage/db/advisory-locks.js';
+import { intArray } from '../../storage/db/arrays.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { PassMatching, type FreeWorker, type Head, type Match, type PassOptions } from '../matching/pass-matching.js';
 import { activeByWorkerSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.js';

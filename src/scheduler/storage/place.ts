@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { executeInOneTrip, type TripStatement } from '../../db/one-trip.js';
+import type { Config } from '../../core/config.js';
+import { executeInOneTrip, type TripStatement } from '../../storage/db/one-trip.js';
 import { hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import { mayFitParams, mayFitSql } from '../rules/fit.js';
@@ -59,8 +59,8 @@ export function freeForClassTrip(params: readonly unknown[], walk = FREE_FOR_CLA
  * free worker that may run the request's class and lets that worker pull (assignNextWork), so the
  * worker gets what it would have got by asking: the first request in queue order of all the classes
  * it may run, which is the new one unless older work it may run is waiting too. Workers are tried in
- * the pass's order of preference (preference.ts: static before pool workers, then the largest for
- * heavy work (heavy.ts, by its size class or its task's history) and the smallest for other work, then
+ * the pass's order of preference (placement-preference.ts: static before pool workers, then the largest for
+ * heavy work (heavy-work.ts, by its size class or its task's history) and the smallest for other work, then
  * the specialised, then the oldest). Workers busy in another transaction are skipped, not waited for.
  *
  * This spares the full pass (every connected worker loaded and locked) for the common case of a

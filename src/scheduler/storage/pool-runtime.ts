@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { committedCostInMonthSql, costInMonthSql } from '../rules/cost.js';
+import { committedCostInMonthSql, costInMonthSql } from '../rules/pool-cost.js';
 
 const MONTH_START = `(date_trunc('month', now() at time zone 'UTC') at time zone 'UTC')`;
 const END = `least(coalesce(i.terminated_at, now()), now())`;
@@ -19,8 +19,8 @@ const monthSql = (where: string) => `
  * The runtime of each pool's instances in the current calendar month (UTC), in seconds: the sum,
  * over its instances, of the part of [requested, terminated or now] that falls in this month. It is
  * what `monthlyRuntimeBudgetSeconds` limits (docs/design.md: pools and instances). Beside it, the
- * same instances' cost in this month (rules/cost.ts: costInMonth), and their committed cost
- * (rules/cost.ts: committedCostInMonth: a live instance counts at least its first charge), what
+ * same instances' cost in this month (rules/pool-cost.ts: costInMonth), and their committed cost
+ * (rules/pool-cost.ts: committedCostInMonth: a live instance counts at least its first charge), what
  * `monthlyCostBudget` limits (rules/pool-capacity.ts: underCostBudget). Workers with no instance
  * record (made by hand with a pool-wide activation token) count for nothing.
  */
@@ -30,7 +30,7 @@ export const MONTH_RUNTIME_SQL = monthSql('');
 export interface MonthUse {
   readonly runtime: Map<number, number>;
   readonly cost: Map<number, number>;
-  /** What its cost budget is checked against (rules/cost.ts: committedCostInMonth, summed). */
+  /** What its cost budget is checked against (rules/pool-cost.ts: committedCostInMonth, summed). */
   readonly committed: Map<number, number>;
 }
 

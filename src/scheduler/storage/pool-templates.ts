@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { WorkerPoolSchema } from '../../entities/worker-pool.js';
-import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
-import { computePoolTemplateTags, type PoolTagInput } from '../../tags/worker-tags.js';
+import type { Config } from '../../core/config.js';
+import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
+import { WORKER_TASK_CATALOG } from '../../core/tasks/registry.js';
+import { computePoolTemplateTags, type PoolTagInput } from '../../core/tags/worker-tags.js';
 import type { PoolTemplate } from '../matching/pool-template.js';
 
 /** What of a pool its image tags come from: the image its specifications name, and that image's tags as copied onto the pool. */

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { textArray } from '../../db/arrays.js';
+import { textArray } from '../../storage/db/arrays.js';
 import { erroredTasks, liftsQuarantine, mayQuarantine, quarantineReason } from '../rules/quarantine.js';
 
 /**

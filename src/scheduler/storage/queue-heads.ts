@@ -7,7 +7,7 @@ import { assignSql } from './assign.js';
  * (effective priority desc, then fair key between workspaces, then oldest, then id: `queueOrderSql`). Each class probe walks the partial index
  * `work_request_pending_class_order`, so the cost grows with the number of classes probed, not with
  * the length of the queue. With `withTask` each head comes with its task, whose history may make it
- * heavy work (heavy.ts): a read of the heads' own rows. Without it the heads are read from the index
+ * heavy work (heavy-work.ts): a read of the heads' own rows. Without it the heads are read from the index
  * alone (an index-only scan), which is what a pass asks for when no task is heavy by its history.
  * The fair key and the creation time (in microseconds, all of its precision) come as text, exact, so
  * that the pass can merge heads read by several statements in this same order (pass.ts, `headBefore`).

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../../db/arrays.js';
+import { intArray } from '../../storage/db/arrays.js';
 import { aheadInQueueSql, QUEUE_RULES, queueRuleSql, type QueuePosition } from '../rules/queue-order.js';
 
 /**

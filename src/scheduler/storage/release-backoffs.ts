@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../../db/arrays.js';
+import { intArray } from '../../storage/db/arrays.js';
 import { inForceSql, type Backoff } from '../rules/release-backoff.js';
 
 /** From this many requests on, backoffsOf first checks whether any backoff is in force at all. */

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, toDate } from '../../db/arrays.js';
+import { intArray, toDate } from '../../storage/db/arrays.js';
 import { isActiveSql } from '../rules/active-work.js';
 import { aheadInQueueSql, effectivePrioritySql, headsOrderSql, queueOrderSql } from '../rules/queue-order.js';
 import { SIMULATED_AHEAD } from '../matching/start-estimate.js';

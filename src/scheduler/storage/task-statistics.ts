@@ -1,6 +1,6 @@
 /**
  * The aggregates of task statistics (docs/reference/statistics.md): per task, and per task, source
- * package and architecture (tasks/statistics-key.ts), daily histograms of run time, peak memory and peak
+ * package and architecture (core/tasks/statistics-key.ts), daily histograms of run time, peak memory and peak
  * disk per workspace, and per worker the count and highest bucket of its memory and disk figures. Both
  * are written in the statement that keeps a run's figures ({@link RECORD_RUN_SQL}), and read as count,
  * median and 95th percentile over a window of days. Nothing scans the runs themselves.
@@ -13,12 +13,12 @@
  * histogram rows and four worker rows per run completed in the window. Rows older than the window are
  * deleted by the hourly housekeeping.
  */
-import { valuedTagRegex } from '../../tags/syntax.js';
+import { valuedTagRegex } from '../../core/tags/syntax.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { textArray } from '../../db/arrays.js';
-import type { SqlCondition } from '../../db/condition.js';
-import type { StatisticsKey } from '../../tasks/statistics-key.js';
-import type { FigureSources } from '../../tasks/learned-requirements.js';
+import { textArray } from '../../storage/db/arrays.js';
+import type { SqlCondition } from '../../storage/db/condition.js';
+import type { StatisticsKey } from '../../core/tasks/statistics-key.js';
+import type { FigureSources } from '../../core/tasks/learned-requirements.js';
 import { RUN_STATISTICS_LIMITS, type RunStatistics } from '../../shared/run-statistics.js';
 
 /** How many days the aggregates cover, and how long their rows are kept. */
@@ -222,7 +222,7 @@ type SourcesRow = { metric: 'memory' | 'disk'; runs: string | number; p95: numbe
 
 /**
  * What the aggregates of `key` say of its memory and disk over the window, for learned minimums
- * (tasks/learned-requirements.ts): the runs that reported each, their 95th percentile, and the highest
+ * (core/tasks/learned-requirements.ts): the runs that reported each, their 95th percentile, and the highest
  * figure of each worker that reported it (bytes: the upper bounds of their buckets). Only the runs of the
  * workspaces `workspaces` selects count (a condition over the `workspace` row its alias names; null:
  * every run, those counted before workspaces were kept included). A resource without runs is null.

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, toDate } from '../../db/arrays.js';
+import { intArray, toDate } from '../../storage/db/arrays.js';
 import { activeByWorkerSql, freeSlots } from '../rules/active-work.js';
 import { unavailableReason, type AvailabilityFacts } from '../rules/availability.js';
 import { MatchKeys } from '../matching/match-keys.js';

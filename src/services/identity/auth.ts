@@ -1,9 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { TokenSchema } from '../../entities/token.js';
-import { UserSchema, type User } from '../../entities/user.js';
-import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
-import { WorkerSchema, type Worker } from '../../entities/worker.js';
-import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
+import { TokenSchema } from '../../storage/entities/token.js';
+import { UserSchema, type User } from '../../storage/entities/user.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
+import { WorkerSchema, type Worker } from '../../storage/entities/worker.js';
+import { ForbiddenError, UnauthenticatedError } from '../../core/errors.js';
 import { hashToken, tokenRefusal, WORKER_TERMINATED } from './tokens.js';
 
 /** Who is asking: resolved once per operation from the bearer token (`tokenId` is that token). */

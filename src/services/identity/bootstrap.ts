@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { lockForTransaction } from '../../db/advisory-locks.js';
-import { TokenSchema } from '../../entities/token.js';
-import { UserSchema } from '../../entities/user.js';
+import { lockForTransaction } from '../../storage/db/advisory-locks.js';
+import { TokenSchema } from '../../storage/entities/token.js';
+import { UserSchema } from '../../storage/entities/user.js';
 import { hashToken, issueToken } from './tokens.js';
 
 /** The account admin tokens of a fresh installation belong to. */

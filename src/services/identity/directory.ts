@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { GroupSchema, type Group } from '../../entities/group.js';
-import { ScopeSchema, type Scope } from '../../entities/scope.js';
-import { UserSchema, type User } from '../../entities/user.js';
-import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../../entities/workspace-member.js';
-import { WorkspaceSchema, type Workspace } from '../../entities/workspace.js';
-import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { GroupSchema, type Group } from '../../storage/entities/group.js';
+import { ScopeSchema, type Scope } from '../../storage/entities/scope.js';
+import { UserSchema, type User } from '../../storage/entities/user.js';
+import { WORKSPACE_ROLES, WorkspaceMemberSchema, type WorkspaceRole } from '../../storage/entities/workspace-member.js';
+import { WorkspaceSchema, type Workspace } from '../../storage/entities/workspace.js';
+import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../core/errors.js';
 import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { isAdmin, requireAdmin, requireUser, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';

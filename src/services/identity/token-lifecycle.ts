@@ -1,12 +1,12 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { TokenSchema, type Token } from '../../entities/token.js';
-import { UserSchema } from '../../entities/user.js';
-import { WorkerPoolSchema } from '../../entities/worker-pool.js';
-import { WorkerSchema } from '../../entities/worker.js';
-import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../errors.js';
-import type { Events } from '../../events.js';
+import { TokenSchema, type Token } from '../../storage/entities/token.js';
+import { UserSchema } from '../../storage/entities/user.js';
+import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
+import { WorkerSchema } from '../../storage/entities/worker.js';
+import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import type { Events } from '../../storage/events.js';
 import { isAdmin, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
 import { parseInput } from '../input/validate.js';

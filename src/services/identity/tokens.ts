@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { TokenSchema, type Token, type TokenKind } from '../../entities/token.js';
-import type { User } from '../../entities/user.js';
-import type { WorkerPool } from '../../entities/worker-pool.js';
-import type { Worker } from '../../entities/worker.js';
-import { intArray } from '../../db/arrays.js';
+import { TokenSchema, type Token, type TokenKind } from '../../storage/entities/token.js';
+import type { User } from '../../storage/entities/user.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
+import type { Worker } from '../../storage/entities/worker.js';
+import { intArray } from '../../storage/db/arrays.js';
 
 /** The SHA-256 hex digest under which a token is stored; the plain value is never stored. */
 export function hashToken(value: string): string {

@@ -1,10 +1,10 @@
 /**
- * Who may see what (docs/design.md: interfaces, README "Security"): the one home of the visibility rules for work
+ * Who may see what (docs/design.md: interfaces, docs/reference/security.md): the one home of the visibility rules for work
  * requests, workspaces, groups, task rules and worker details. Each rule exists in two forms that
  * must agree (test/security/visibility-rules.property.test.ts checks it over generated directories):
  *
  * - a SQL condition over one row, for lists and raw SQL: `workRequestSql(principal, 'wr')` is a
- *   boolean expression over the row aliased `wr`; `asFilter` (db/condition.ts) makes it an ORM filter;
+ *   boolean expression over the row aliased `wr`; `asFilter` (storage/db/condition.ts) makes it an ORM filter;
  * - a TypeScript predicate over a row already loaded: `canSeeWorkRequest(audience, facts)`.
  *
  * The SQL form reads memberships from the tables themselves and needs only who is asking (a
@@ -27,7 +27,7 @@
  *   every authenticated caller, since they name no request, workspace or user; anonymous callers none.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ALWAYS, NEVER, type SqlCondition } from '../../db/condition.js';
+import { ALWAYS, NEVER, type SqlCondition } from '../../storage/db/condition.js';
 import type { Viewer } from './auth.js';
 
 /** Who is asking, as the SQL form of the rules needs it: a kind and an id. */

@@ -1,15 +1,15 @@
 /**
  * Admin input is judged one way (issue 8, point 8): a worker's static metadata and a pool's tags and
- * specifications go through the same tag engine that computes the workers' tags (tags/worker-tags.ts),
+ * specifications go through the same tag engine that computes the workers' tags (core/tags/worker-tags.ts),
  * and every tag it would refuse (bad syntax, or a tag admins may not provide, such as `worker:type:*`)
  * refuses the whole input, with every problem listed. A worker's own report is judged by the same
  * engine but never refused: its bad tags are dropped and recorded (docs/design.md: tags and provenance).
  */
-import type { Config } from '../../config.js';
-import { ERROR_CODES, type InputProblem } from '../../errors.js';
-import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../../tags/worker-tags.js';
-import { BYTES_PER_GIB } from '../../tags/size-class.js';
-import { REFUSAL_CODES, type TagRefusal } from '../../tags/types.js';
+import type { Config } from '../../core/config.js';
+import { ERROR_CODES, type InputProblem } from '../../core/errors.js';
+import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../../core/tags/worker-tags.js';
+import { BYTES_PER_GIB } from '../../core/tags/size-class.js';
+import { REFUSAL_CODES, type TagRefusal } from '../../core/tags/types.js';
 import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
 
 /** One tag an input yields, where it came from, and on which side. */

@@ -1,5 +1,5 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import { AlreadyExistsError } from '../../errors.js';
+import { AlreadyExistsError } from '../../core/errors.js';
 
 /**
  * Runs a write that creates something named; when a concurrent caller created the same name between

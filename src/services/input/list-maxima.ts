@@ -1,6 +1,6 @@
 /**
  * The most rows some lists of the API can hold, enforced where they are written and read by the cost
- * model (src/limits/list-bounds.ts), which multiplies what their items select by them.
+ * model (src/api/limits/list-bounds.ts), which multiplies what their items select by them.
  */
 export const LIST_MAXIMA = {
   /** Rules of one workspace, and site rules (createTaskRule). */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { validateTagList } from '../../tags/syntax.js';
-import type { TagSide } from '../../tags/types.js';
-import { ERROR_CODES, InputError, type InputProblem } from '../../errors.js';
+import { validateTagList } from '../../core/tags/syntax.js';
+import type { TagSide } from '../../core/tags/types.js';
+import { ERROR_CODES, InputError, type InputProblem } from '../../core/errors.js';
 
 /** Names of scopes, workspaces, groups, pools, workers and rules: no spaces, no slashes. */
 export const nameSchema = z

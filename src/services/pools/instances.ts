@@ -1,17 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { nextLaunchPrice } from '../../scheduler/rules/cost.js';
+import { nextLaunchPrice } from '../../scheduler/rules/pool-cost.js';
 import { underCostBudget } from '../../scheduler/rules/pool-capacity.js';
 import { committedCostOf } from '../../scheduler/storage/pool-runtime.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../config.js';
-import { InstanceSchema, type Instance } from '../../entities/instance.js';
-import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
-import { WorkerSchema, type Worker } from '../../entities/worker.js';
-import { InvalidStateError, NotFoundError } from '../../errors.js';
-import type { Events } from '../../events.js';
+import type { Config } from '../../core/config.js';
+import { InstanceSchema, type Instance } from '../../storage/entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
+import { WorkerSchema, type Worker } from '../../storage/entities/worker.js';
+import { InvalidStateError, NotFoundError } from '../../core/errors.js';
+import type { Events } from '../../storage/events.js';
 import { isAdmin, requireAdmin, type Viewer } from '../identity/auth.js';
-import { readInstanceLog, type InstanceLogTail } from '../../provisioner/providers/instance-logs.js';
+import { readInstanceLog, type InstanceLogTail } from '../../providers/instance-logs.js';
 import { creating } from '../input/flush.js';
 import { terminateWorkers } from '../workers/terminate.js';
 import { issueToken } from '../identity/tokens.js';
@@ -47,7 +47,7 @@ export async function recordLaunch(em: EntityManager, config: Config, pool: Work
  * {@link recordLaunch} for the provisioner: the pool's monthly cost budget is checked in the same
  * transaction, after its row is locked (so launches of one pool are recorded one at a time, whichever
  * process records them): the launch is recorded only while the pool's committed cost this month,
- * every launch recorded before this one counted (scheduler/rules/cost.ts: committedCostInMonth), is
+ * every launch recorded before this one counted (scheduler/rules/pool-cost.ts: committedCostInMonth), is
  * below its budget (scheduler/rules/pool-capacity.ts: underCostBudget). Null, with nothing written, when it is not.
  */
 export async function recordBudgetedLaunch(
@@ -74,7 +74,7 @@ async function recordIn(tx: EntityManager, config: Config, pool: WorkerPool, now
   const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
   refreshWorkerTags(worker, pool, config);
   const { value } = issueToken(tx, { kind: 'activation', pool: ref, worker, label: `activation of instance ${name}` });
-  // Its price (scheduler/rules/cost.ts): the first offering's a launch tries, else the pool's; the
+  // Its price (scheduler/rules/pool-cost.ts): the first offering's a launch tries, else the pool's; the
   // provisioner sets the price of the offering that started it once its provider answers (cycle.ts).
   const pricePerHour = nextLaunchPrice(pool);
   const instance = tx.create(InstanceSchema, {

@@ -2,16 +2,16 @@
  * A provider is taking a pool worker's machine away (an EC2 spot interruption notice, seen by its
  * agent): the worker is terminated at once, its work goes back to the queue without counting a retry
  * (the work did nothing wrong), its instance is STOPPING, and the pool's spot offerings are set aside
- * for a while when it has an on-demand one (provisioner/providers/offerings.ts: interruptionMarks), so
+ * for a while when it has an on-demand one (providers/offerings.ts: interruptionMarks), so
  * that the replacement the demand launches for the re-queued work is on-demand. One transaction.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { WorkerPoolSchema } from '../../entities/worker-pool.js';
-import type { Worker } from '../../entities/worker.js';
-import { InvalidStateError } from '../../errors.js';
-import type { Events } from '../../events.js';
-import { interruptionMarks, offeringsOf } from '../../provisioner/providers/offerings.js';
+import type { Config } from '../../core/config.js';
+import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
+import type { Worker } from '../../storage/entities/worker.js';
+import { InvalidStateError } from '../../core/errors.js';
+import type { Events } from '../../storage/events.js';
+import { interruptionMarks, offeringsOf } from '../../providers/offerings.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 import { publishTermination, terminateIn } from '../workers/terminate.js';
 import { recordOfferingMarks } from './offering-marks.js';

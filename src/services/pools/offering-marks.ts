@@ -1,10 +1,10 @@
 /**
- * Where the marks of unavailable offerings live (provisioner/providers/offerings.ts says what they
+ * Where the marks of unavailable offerings live (providers/offerings.ts says what they
  * mean): the table `pool_offering_unavailable`, one row per pool and offering key, so that every
  * server process sees them (whichever runs the next provisioner cycle) and a restart keeps them.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { OfferingMark } from '../../provisioner/providers/offerings.js';
+import type { OfferingMark } from '../../providers/offerings.js';
 
 /** The marks of these pools that still hold at `now`, by pool id. */
 export async function readOfferingMarks(em: EntityManager, poolIds: readonly number[], now: Date): Promise<Map<number, OfferingMark[]>> {

@@ -4,15 +4,15 @@
  * with its path and what is allowed; nothing reaches the database unchecked.
  */
 import { z } from 'zod';
-import { DEFAULT_LOCAL_HANDLERS } from '../../provisioner/providers/local-handlers.js';
-import { MAX_OFFERINGS, OFFERING_MARKETS, offeringKey, offeringsOf } from '../../provisioner/providers/offerings.js';
-import { runsHandlers } from '../../provisioner/providers.js';
-import { isPricePerHour, MIN_SPOT_MAX_PRICE, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/cost.js';
-import { WORKER_TASK_CATALOG } from '../../tasks/registry.js';
-import { debianArchitecture } from '../../tasks/task-data.js';
-import { EXECUTOR_BACKENDS } from '../../tasks/types.js';
-import type { PoolSpecifications } from '../../tags/worker-tags.js';
-import { ERROR_CODES, type InputProblem } from '../../errors.js';
+import { DEFAULT_LOCAL_HANDLERS } from '../../providers/local-handlers.js';
+import { MAX_OFFERINGS, OFFERING_MARKETS, offeringKey, offeringsOf } from '../../providers/offerings.js';
+import { runsHandlers } from '../../providers/registry.js';
+import { isPricePerHour, MIN_SPOT_MAX_PRICE, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/pool-cost.js';
+import { WORKER_TASK_CATALOG } from '../../core/tasks/registry.js';
+import { debianArchitecture } from '../../core/tasks/task-data.js';
+import { EXECUTOR_BACKENDS } from '../../core/tasks/types.js';
+import type { PoolSpecifications } from '../../core/tags/worker-tags.js';
+import { ERROR_CODES, type InputProblem } from '../../core/errors.js';
 import { nameSchema, oneOf, zodProblems } from '../input/validate.js';
 
 /** Executor backends an image may enable (`auto` is a task's choice, never a worker's). */
@@ -42,7 +42,7 @@ const unique =
     });
   };
 
-// An offering: an instance type in a location, on-demand or spot (provisioner/providers/offerings.ts).
+// An offering: an instance type in a location, on-demand or spot (providers/offerings.ts).
 const offeringSchema = z
   .object({
     instanceType: cloudId,
@@ -134,7 +134,7 @@ export function specificationProblems(value: unknown, path: string): { data: Poo
 const isDefaultHandlers = (handlers: PoolSpecifications['handlers']) => JSON.stringify(handlers ?? []) === JSON.stringify(DEFAULT_LOCAL_HANDLERS);
 
 /**
- * Handlers are for local pools only (providers.ts: runsHandlers; the others start agents that are
+ * Handlers are for local pools only (providers/registry.ts: runsHandlers; the others start agents that are
  * not told any command): given to a pool of another provider, they are a problem, unless they are the
  * default a local pool got (withHandlerDefaults drops those when a pool changes provider).
  */

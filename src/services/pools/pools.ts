@@ -1,14 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../config.js';
-import { WorkerPoolSchema, type WorkerPool } from '../../entities/worker-pool.js';
+import type { Config } from '../../core/config.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
 import { WEEKDAYS } from '../../shared/warm-schedule.js';
 import { isTimeZone, minutesOf, WARM_PERIODS_MAX } from '../../scheduler/rules/scale-in.js';
-import { WorkerSchema } from '../../entities/worker.js';
-import { AlreadyExistsError, ERROR_CODES, InputError, InvalidStateError, NotFoundError, type InputProblem } from '../../errors.js';
-import type { Token } from '../../entities/token.js';
-import { poolProviderProblems, providerTypes } from '../../provisioner/providers.js';
-import type { Events } from '../../events.js';
+import { WorkerSchema } from '../../storage/entities/worker.js';
+import { AlreadyExistsError, ERROR_CODES, InputError, InvalidStateError, NotFoundError, type InputProblem } from '../../core/errors.js';
+import type { Token } from '../../storage/entities/token.js';
+import { poolProviderProblems, providerTypes } from '../../providers/registry.js';
+import type { Events } from '../../storage/events.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import type { SecretBox } from '../identity/secrets.js';
 import { issueToken } from '../identity/tokens.js';
@@ -17,11 +17,11 @@ import { nameSchema, oneOf, parseInput, zodProblems } from '../input/validate.js
 import { poolTagProblems } from '../input/admin-input.js';
 import { noteRequiredTags, refreshWorkerTags } from '../workers/worker-tags.js';
 import { creating } from '../input/flush.js';
-import type { WorkerImage } from '../../entities/worker-image.js';
+import type { WorkerImage } from '../../storage/entities/worker-image.js';
 import { findWorkerImage, imageNameOf, poolImageProblems } from './worker-images.js';
 import { poolPublicationProblems, publishedPlaces, type PublishedPlace } from './publications.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
-import { isPricePerHour, MAX_MONTHLY_COST_BUDGET, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/cost.js';
+import { isPricePerHour, MAX_MONTHLY_COST_BUDGET, PRICE_PER_HOUR_RANGE } from '../../scheduler/rules/pool-cost.js';
 
 /** Input of createWorkerPool and updateWorkerPool; on update, omitted fields keep their value. */
 export interface WorkerPoolInput {
@@ -77,7 +77,7 @@ const limitsSchema = z.object({
     .max(24 * 3600)
     .nullish(),
   maxLaunchesPerMinute: z.number().int().min(1).max(10_000).nullish(),
-  // Cost (scheduler/rules/cost.ts): in the site's currency.
+  // Cost (scheduler/rules/pool-cost.ts): in the site's currency.
   pricePerHour: z.number().refine(isPricePerHour, PRICE_PER_HOUR_RANGE).nullish(),
   monthlyCostBudget: z.number().finite().min(0).max(MAX_MONTHLY_COST_BUDGET).nullish(),
   warmSchedule: z
@@ -106,7 +106,7 @@ const providerAccountSchema = z.record(z.string(), z.unknown());
  * Judges a pool input whole (admin-input.ts) and, when nothing is wrong, applies it; otherwise it
  * throws one InputError with every problem, the pool unchanged: provider, account, specifications,
  * each tag the tag engine would refuse, the limits, and what the pool's provider finds wrong with
- * its name, specifications and account (src/provisioner/providers.ts).
+ * its name, specifications and account (src/providers/registry.ts).
  */
 function applyPoolInput(
   pool: WorkerPool,

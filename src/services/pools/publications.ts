@@ -7,11 +7,11 @@
 import { LIST_MAXIMA } from '../input/list-maxima.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { WorkerImagePublicationSchema, type WorkerImagePublication } from '../../entities/worker-image-publication.js';
-import { WorkerImageSchema, type WorkerImage } from '../../entities/worker-image.js';
-import { ERROR_CODES, InputError, NotFoundError, type InputProblem } from '../../errors.js';
-import { isPublishProvider, PUBLICATION_REGION, publicationRegion, PUBLISH_PROVIDERS, PUBLISHED_IMAGE_ID, type PublishProvider } from '../../provisioner/providers/publication.js';
-import { ProviderError } from '../../provisioner/provider.js';
+import { WorkerImagePublicationSchema, type WorkerImagePublication } from '../../storage/entities/worker-image-publication.js';
+import { WorkerImageSchema, type WorkerImage } from '../../storage/entities/worker-image.js';
+import { ERROR_CODES, InputError, NotFoundError, type InputProblem } from '../../core/errors.js';
+import { isPublishProvider, PUBLICATION_REGION, publicationRegion, PUBLISH_PROVIDERS, PUBLISHED_IMAGE_ID, type PublishProvider } from '../../providers/publication.js';
+import { ProviderError } from '../../providers/provider.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { nameSchema, oneOf, zodProblems } from '../input/validate.js';
 

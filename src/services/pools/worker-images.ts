@@ -6,11 +6,11 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../config.js';
-import { WorkerImageSchema, type WorkerImage } from '../../entities/worker-image.js';
-import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../../errors.js';
-import { manifestSchema, type Manifest } from '../../images/manifest-format.js';
-import { hasUserInfo, USERINFO_ADVICE, withoutUserInfo } from '../../images/url-userinfo.js';
+import type { Config } from '../../core/config.js';
+import { WorkerImageSchema, type WorkerImage } from '../../storage/entities/worker-image.js';
+import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../../core/errors.js';
+import { manifestSchema, type Manifest } from '../../core/manifest-format.js';
+import { hasUserInfo, USERINFO_ADVICE, withoutUserInfo } from '../../core/url-userinfo.js';
 import { imageTagProblems } from '../input/admin-input.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { creating } from '../input/flush.js';
@@ -19,9 +19,9 @@ import { nameSchema, zodProblems } from '../input/validate.js';
 /** The most packages a manifest may list (a full Debian desktop has a few thousand). */
 export const MAX_IMAGE_PACKAGES = 50_000;
 
-// The manifest as `tagsched-image build` writes it (images/manifest.ts), with the limits the service
+// The manifest as `tagsched-image build` writes it (cli/image/manifest.ts), with the limits the service
 // adds: its name is a name like a pool's, its package list is bounded, and its recipe (shown to anyone)
-// has no URL with a user name or password (images/url-userinfo.ts), in its mirror or its source.
+// has no URL with a user name or password (core/url-userinfo.ts), in its mirror or its source.
 const noUserInfo = (value: string | null) => value === null || !hasUserInfo(value);
 const registeredManifestSchema = manifestSchema.extend({
   name: nameSchema,
@@ -76,7 +76,7 @@ export function imageNameOf(specifications: unknown): string | null {
   return typeof name === 'string' ? name : null;
 }
 
-// Only these lists come from the image when a pool names one (tags/worker-tags.ts): given beside an image, they would be ignored.
+// Only these lists come from the image when a pool names one (core/tags/worker-tags.ts): given beside an image, they would be ignored.
 const FROM_IMAGE = ['architectures', 'enableBackends', 'enableTasks'] as const;
 
 /**

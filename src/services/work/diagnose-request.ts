@@ -1,5 +1,5 @@
 import type DataLoader from 'dataloader';
-import { isOrchestrated } from '../../tasks/types.js';
+import { isOrchestrated } from '../../core/tasks/types.js';
 import type { Backoff } from '../../scheduler/rules/release-backoff.js';
 import type { Diagnosis } from '../../scheduler/matching/diagnosis.js';
 import type { PlacementContext, PoolContext } from '../../scheduler/matching/diagnosis.js';

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { EnvironmentSchema, type Environment } from '../../entities/environment.js';
+import { EnvironmentSchema, type Environment } from '../../storage/entities/environment.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { parseInput } from '../input/validate.js';
 

@@ -21,8 +21,8 @@
  * after the commit.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ERROR_CODES, InputError, InvalidStateError, NotFoundError } from '../../errors.js';
-import type { Events } from '../../events.js';
+import { ERROR_CODES, InputError, InvalidStateError, NotFoundError } from '../../core/errors.js';
+import type { Events } from '../../storage/events.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 import { droppedMarker, lastLines, RERUN_MARKER_START, rerunMarker, sanitizeLogText, utf8BoundaryAfter, utf8PrefixLength } from '../../shared/log-text.js';
 

@@ -1,14 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { intArray } from '../../db/arrays.js';
-import { UserSchema } from '../../entities/user.js';
-import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
-import { WorkerSchema } from '../../entities/worker.js';
-import { WorkspaceSchema } from '../../entities/workspace.js';
+import type { Config } from '../../core/config.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { UserSchema } from '../../storage/entities/user.js';
+import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
+import { WorkerSchema } from '../../storage/entities/worker.js';
+import { WorkspaceSchema } from '../../storage/entities/workspace.js';
 import { activeWorkSql } from '../../scheduler/rules/active-work.js';
 import { availableParams, probeableSql } from '../../scheduler/rules/availability.js';
 import { assignRequests, type Assignment } from '../../scheduler/storage/assign.js';
-import { matchTags } from '../../tags/match.js';
+import { matchTags } from '../../core/tags/match.js';
 import { analyzeRequest } from '../workflows/task-analysis.js';
 import { freezeAnalysis } from '../workflows/queue-request.js';
 

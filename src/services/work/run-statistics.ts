@@ -4,12 +4,12 @@
  * scheduler/storage/task-statistics.ts), and read back for WorkRequest.statistics.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { WorkRequest } from '../../entities/work-request.js';
-import { WorkRequestStatisticsSchema, type WorkRequestStatistics } from '../../entities/work-request-statistics.js';
-import { ERROR_CODES, InputError } from '../../errors.js';
+import type { WorkRequest } from '../../storage/entities/work-request.js';
+import { WorkRequestStatisticsSchema, type WorkRequestStatistics } from '../../storage/entities/work-request-statistics.js';
+import { ERROR_CODES, InputError } from '../../core/errors.js';
 import { RECORD_RUN_SQL, recordRunParams } from '../../scheduler/storage/task-statistics.js';
 import { runStatisticsErrors, type RunStatistics } from '../../shared/run-statistics.js';
-import { statisticsKeyOf } from '../../tasks/statistics-key.js';
+import { statisticsKeyOf } from '../../core/tasks/statistics-key.js';
 
 /** Throws an InputError naming every figure out of bounds. */
 export function checkRunStatistics(s: RunStatistics): void {

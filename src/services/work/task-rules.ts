@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { TaskRuleSchema, type TaskRule } from '../../entities/task-rule.js';
-import type { Workspace } from '../../entities/workspace.js';
-import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../errors.js';
+import { TaskRuleSchema, type TaskRule } from '../../storage/entities/task-rule.js';
+import type { Workspace } from '../../storage/entities/workspace.js';
+import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../core/errors.js';
 import { LIST_MAXIMA } from '../input/list-maxima.js';
-import { parseExpression } from '../../tags/expression.js';
-import type { Config } from '../../config.js';
+import { parseExpression } from '../../core/tags/expression.js';
+import type { Config } from '../../core/config.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { checkTags, nameSchema, parseInput } from '../input/validate.js';

@@ -4,9 +4,9 @@
  * caller; per package and architecture, admins).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ERROR_CODES, ForbiddenError, InputError, UnauthenticatedError } from '../../errors.js';
+import { ERROR_CODES, ForbiddenError, InputError, UnauthenticatedError } from '../../core/errors.js';
 import { keyString, readTaskStatistics, STATISTICS_WINDOW_DAYS, type TaskStatisticsSummary } from '../../scheduler/storage/task-statistics.js';
-import type { StatisticsKey } from '../../tasks/statistics-key.js';
+import type { StatisticsKey } from '../../core/tasks/statistics-key.js';
 import type { Viewer } from '../identity/auth.js';
 import { canSeeTaskStatistics, principalOf } from '../identity/visibility.js';
 

@@ -1,9 +1,9 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../../entities/work-request.js';
-import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../errors.js';
-import { textArray } from '../../db/arrays.js';
-import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../../tasks/types.js';
+import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../../storage/entities/work-request.js';
+import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import { textArray } from '../../storage/db/arrays.js';
+import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../../core/tasks/types.js';
 import { isAdmin, requireWorker } from '../identity/auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
 import { checkRunStatistics, keepRunStatistics } from './run-statistics.js';

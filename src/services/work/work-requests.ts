@@ -1,10 +1,10 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
-import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../../errors.js';
-import type { Events } from '../../events.js';
-import type { LifecycleRecorder } from '../../metrics/recorder.js';
+import type { Config } from '../../core/config.js';
+import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
+import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../../core/errors.js';
+import type { Events } from '../../storage/events.js';
+import type { LifecycleRecorder } from '../metrics-recorder.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { roleIn } from '../identity/directory.js';

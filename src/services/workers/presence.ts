@@ -1,9 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../../db/arrays.js';
-import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
-import { WorkerSchema, type Worker } from '../../entities/worker.js';
-import type { Events } from '../../events.js';
-import { UnauthenticatedError } from '../../errors.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
+import { WorkerSchema, type Worker } from '../../storage/entities/worker.js';
+import type { Events } from '../../storage/events.js';
+import { UnauthenticatedError } from '../../core/errors.js';
 import { markInstanceRunning } from './instance-running.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 

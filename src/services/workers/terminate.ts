@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { intArray } from '../../db/arrays.js';
-import { retryingDeadlocks } from '../../db/deadlocks.js';
-import type { InstanceState } from '../../entities/instance.js';
-import type { Worker } from '../../entities/worker.js';
-import { InvalidStateError } from '../../errors.js';
-import type { Events } from '../../events.js';
+import type { Config } from '../../core/config.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { retryingDeadlocks } from '../../storage/db/deadlocks.js';
+import type { InstanceState } from '../../storage/entities/instance.js';
+import type { Worker } from '../../storage/entities/worker.js';
+import { InvalidStateError } from '../../core/errors.js';
+import type { Events } from '../../storage/events.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { settleDependents } from '../workflows/settle-dependents.js';
 import { findWorker } from './find-worker.js';

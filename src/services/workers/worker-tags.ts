@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import type { WorkerPool } from '../../entities/worker-pool.js';
-import type { Worker } from '../../entities/worker.js';
-import { computeWorkerTags } from '../../tags/worker-tags.js';
+import type { Config } from '../../core/config.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
+import type { Worker } from '../../storage/entities/worker.js';
+import { computeWorkerTags } from '../../core/tags/worker-tags.js';
 import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
 import { registerSignificantTags } from '../../scheduler/storage/classes.js';
 

@@ -4,7 +4,7 @@
  * their results (as any dependent is released by a completed dependency; an ABORTED dependency
  * aborts it, as it aborts any dependent). A workflow expands into its children when it becomes
  * PENDING (workflow-expansion.ts), is RUNNING while they run, and completes with their combined
- * result (tasks/workflow-result.ts) in the transaction that finishes its last child; aborting it
+ * result (core/tasks/workflow-result.ts) in the transaction that finishes its last child; aborting it
  * aborts the children that have not finished. Everything here runs in the caller's transaction;
  * the caller publishes `workRequestChanged` for what changed after its commit. This module keeps what
  * touches finished workflows and open children; running a request that has just become PENDING is
@@ -16,9 +16,9 @@
  */
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray } from '../../db/arrays.js';
-import { WorkRequestSchema, type WorkRequest } from '../../entities/work-request.js';
-import { combineChildResults, type FinishedChild } from '../../tasks/workflow-result.js';
+import { intArray } from '../../storage/db/arrays.js';
+import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
+import { combineChildResults, type FinishedChild } from '../../core/tasks/workflow-result.js';
 import type { RequestChange } from './request-change.js';
 
 const FINISHED = ['COMPLETED', 'ABORTED'] as const;

@@ -5,10 +5,10 @@
  * workflow), so they live in this one module; the expansion is handed `queueWorkRequest`.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import type { WorkRequest } from '../../entities/work-request.js';
+import type { Config } from '../../core/config.js';
+import type { WorkRequest } from '../../storage/entities/work-request.js';
 import { classIdsFor } from '../../scheduler/storage/classes.js';
-import { validateTaskInput, type WorkRequestAnalysis } from '../../tasks/analyze.js';
+import { validateTaskInput, type WorkRequestAnalysis } from '../../core/tasks/analyze.js';
 import type { Orchestrated } from './request-change.js';
 import { analyzeRequest } from './task-analysis.js';
 import { expandWorkflow } from './workflow-expansion.js';

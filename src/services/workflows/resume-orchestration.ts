@@ -1,8 +1,8 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { WorkRequestSchema } from '../../entities/work-request.js';
-import { UNASSIGNABLE_TASK_TYPES } from '../../tasks/types.js';
+import type { Config } from '../../core/config.js';
+import { WorkRequestSchema } from '../../storage/entities/work-request.js';
+import { UNASSIGNABLE_TASK_TYPES } from '../../core/tasks/types.js';
 import { runOrchestrated } from './queue-request.js';
 import type { RequestChange } from './request-change.js';
 import { settleDependents } from './settle-dependents.js';

@@ -1,7 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { WorkRequestSchema } from '../../entities/work-request.js';
+import type { Config } from '../../core/config.js';
+import { WorkRequestSchema } from '../../storage/entities/work-request.js';
 import { completeFinishedWorkflows } from './orchestration.js';
 import { queueWorkRequest } from './queue-request.js';
 import type { RequestChange } from './request-change.js';

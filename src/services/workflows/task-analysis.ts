@@ -1,14 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../config.js';
-import { EnvironmentSchema } from '../../entities/environment.js';
-import { TaskRuleSchema } from '../../entities/task-rule.js';
-import type { User } from '../../entities/user.js';
-import type { Workspace } from '../../entities/workspace.js';
+import type { Config } from '../../core/config.js';
+import { EnvironmentSchema } from '../../storage/entities/environment.js';
+import { TaskRuleSchema } from '../../storage/entities/task-rule.js';
+import type { User } from '../../storage/entities/user.js';
+import type { Workspace } from '../../storage/entities/workspace.js';
 import { keyString, readLearnedSources } from '../../scheduler/storage/task-statistics.js';
-import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis, type WorkRequestAnalysisInput } from '../../tasks/analyze.js';
-import { learnedHistoryOf, type LearnedHistory } from '../../tasks/learned-requirements.js';
-import { statisticsKeyOf, type StatisticsKey } from '../../tasks/statistics-key.js';
-import type { EnvironmentFacts } from '../../tasks/types.js';
+import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis, type WorkRequestAnalysisInput } from '../../core/tasks/analyze.js';
+import { learnedHistoryOf, type LearnedHistory } from '../../core/tasks/learned-requirements.js';
+import { statisticsKeyOf, type StatisticsKey } from '../../core/tasks/statistics-key.js';
+import type { EnvironmentFacts } from '../../core/tasks/types.js';
 import { principalOf, workspaceSql } from '../identity/visibility.js';
 import { jsonKey } from '../input/validate.js';
 

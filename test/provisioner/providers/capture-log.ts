@@ -1,4 +1,4 @@
-import { createLogger, type Logger } from '../../../src/log.js';
+import { createLogger, type Logger } from '../../../src/core/log.js';
 
 /** A real pino logger (the service's, with its redaction) whose lines a test can read. */
 export function captureLog(): { logger: Logger; lines: string[]; text(): string } {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ProviderError, type LaunchSpec } from '../../../src/provisioner/provider.js';
-import { clientTokenOf, createEc2Provider, EC2_TAGS, launchTemplateNameOf, validateEc2Pool } from '../../../src/provisioner/providers/ec2.js';
-import { offeringsOf } from '../../../src/provisioner/providers/offerings.js';
-import { cloudInitUserData } from '../../../src/provisioner/user-data.js';
+import { ProviderError, type LaunchSpec } from '../../../src/providers/provider.js';
+import { clientTokenOf, createEc2Provider, EC2_TAGS, launchTemplateNameOf, validateEc2Pool } from '../../../src/providers/ec2.js';
+import { offeringsOf } from '../../../src/providers/offerings.js';
+import { cloudInitUserData } from '../../../src/providers/user-data.js';
 import { startEc2StandIn, type Ec2StandIn } from '../stand-ins/ec2.js';
 import { captureLog, providerCall } from './capture-log.js';
 

@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProviderError, type LaunchSpec } from '../../../src/provisioner/provider.js';
-import { createExecProvider, EXEC_LIMITS, validateExecPool } from '../../../src/provisioner/providers/exec.js';
-import { cloudInitUserData } from '../../../src/provisioner/user-data.js';
+import { ProviderError, type LaunchSpec } from '../../../src/providers/provider.js';
+import { createExecProvider, EXEC_LIMITS, validateExecPool } from '../../../src/providers/exec.js';
+import { cloudInitUserData } from '../../../src/providers/user-data.js';
 import { captureLog, providerCall } from './capture-log.js';
 
 const EXAMPLE = path.resolve('examples/exec-provider.mjs');

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ProviderError, type LaunchSpec } from '../../../src/provisioner/provider.js';
-import { createHetznerProvider, HETZNER_LABELS, validateHetznerPool } from '../../../src/provisioner/providers/hetzner.js';
-import { offeringsOf } from '../../../src/provisioner/providers/offerings.js';
-import { cloudInitUserData } from '../../../src/provisioner/user-data.js';
+import { ProviderError, type LaunchSpec } from '../../../src/providers/provider.js';
+import { createHetznerProvider, HETZNER_LABELS, validateHetznerPool } from '../../../src/providers/hetzner.js';
+import { offeringsOf } from '../../../src/providers/offerings.js';
+import { cloudInitUserData } from '../../../src/providers/user-data.js';
 import { startHetznerStandIn, type HetznerStandIn } from '../stand-ins/hetzner.js';
 import { captureLog, providerCall } from './capture-log.js';
 

@@ -1,5 +1,5 @@
 /**
- * The pure parts of the qemu provider (src/provisioner/providers/qemu.ts, qemu-vm.ts): QEMU's
+ * The pure parts of the qemu provider (src/providers/qemu.ts, qemu-vm.ts): QEMU's
  * arguments, the list read from pid files, the checks of a pool, where the guest's server connections
  * go, and a machine's size. The machines themselves boot in test/images/boot.test.ts (npm run test:boot).
  */
@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Manifest } from '../../../src/images/manifest-format.js';
-import { diskImageOf, guestServer, listMachines, machineSize, validateQemuPool } from '../../../src/provisioner/providers/qemu.js';
-import { OVMF, qemuArgs, type VmOptions } from '../../../src/provisioner/providers/qemu-vm.js';
+import type { Manifest } from '../../../src/core/manifest-format.js';
+import { diskImageOf, guestServer, listMachines, machineSize, validateQemuPool } from '../../../src/providers/qemu.js';
+import { OVMF, qemuArgs, type VmOptions } from '../../../src/providers/qemu-vm.js';
 
 const GIB = 2 ** 30;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-qemu-unit-'));

@@ -4,7 +4,7 @@
  * access key and image, and `appConfig` points the app's providers at them.
  */
 import { afterAll, beforeAll } from 'vitest';
-import type { Config } from '../../../src/config.js';
+import type { Config } from '../../../src/core/config.js';
 import { useTestApp, type TestApp } from '../../helpers/app.js';
 import { startEc2StandIn, type Ec2StandIn } from './ec2.js';
 import { startHetznerStandIn, type HetznerStandIn } from './hetzner.js';

@@ -5,7 +5,7 @@
  * a sample of it.
  */
 import { describe, expect, it } from 'vitest';
-import type { WorkerPool } from '../../../src/entities/worker-pool.js';
+import type { WorkerPool } from '../../../src/storage/entities/worker-pool.js';
 import { ClassCache } from '../../../src/scheduler/matching/class-cache.js';
 import { describeUnschedulable, LAUNCH_LIMITS, planDemand, type DemandInput } from '../../../src/scheduler/matching/demand-plan.js';
 import type { WorkerState } from '../../../src/scheduler/matching/worker-state.js';

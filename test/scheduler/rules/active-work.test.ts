@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { WORK_REQUEST_STATUSES } from '../../../src/entities/work-request.js';
+import { WORK_REQUEST_STATUSES } from '../../../src/storage/entities/work-request.js';
 import {
   activeByWorkerSql,
   activeWorkSql,

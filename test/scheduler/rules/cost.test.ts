@@ -1,6 +1,6 @@
-/** Cost (rules/cost.ts), table-tested: by the second and by started period, the month split, a request's share, the launch price. */
+/** Cost (rules/pool-cost.ts), table-tested: by the second and by started period, the month split, a request's share, the launch price. */
 import { describe, expect, it } from 'vitest';
-import { costInMonth, instanceCost, launchPrice, monthStartUtc, workRequestCost } from '../../../src/scheduler/rules/cost.js';
+import { costInMonth, instanceCost, launchPrice, monthStartUtc, workRequestCost } from '../../../src/scheduler/rules/pool-cost.js';
 import { billedSeconds, paidPeriodLeft } from '../../../src/scheduler/rules/scale-in.js';
 
 const T0 = new Date('2026-11-10T10:00:00Z');

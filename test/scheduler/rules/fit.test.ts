@@ -7,9 +7,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { textArray } from '../../../src/db/arrays.js';
+import { textArray } from '../../../src/storage/db/arrays.js';
 import { classFits, classMismatch, fitsOf, mayFit, mayFitParams, mayFitSql, providedIndexOf, type TaskClassRow, type WorkerTags } from '../../../src/scheduler/rules/fit.js';
-import { matchTags } from '../../../src/tags/match.js';
+import { matchTags } from '../../../src/core/tags/match.js';
 import { useTestApp } from '../../helpers/app.js';
 
 const t = useTestApp();

@@ -1,0 +1,220 @@
+import type { OfferingMark } from '../providers/offerings.js';
+import { readOfferingMarks } from '../services/pools/offering-marks.js';
+import type { EntityName, FilterQuery } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import DataLoader from 'dataloader';
+import type { Config } from '../core/config.js';
+import { intArray, textArray } from '../storage/db/arrays.js';
+import { InstanceSchema, type Instance } from '../storage/entities/instance.js';
+import { activeByWorkerSql } from '../scheduler/rules/active-work.js';
+import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
+import type { ClassCache } from '../scheduler/matching/class-cache.js';
+import type { PlacementContext, PoolContext } from '../scheduler/matching/diagnosis.js';
+import { launchingInstances } from '../scheduler/storage/launching-instances.js';
+import { poolLaunches } from '../scheduler/storage/pool-launches.js';
+import { monthUseByPool } from '../scheduler/storage/pool-runtime.js';
+import { workerPrices, type WorkerPrice } from '../scheduler/storage/instance-prices.js';
+import type { PoolTemplate } from '../scheduler/matching/pool-template.js';
+import { loadPoolTemplates } from '../scheduler/storage/pool-templates.js';
+import type { QueuePosition } from '../scheduler/rules/queue-order.js';
+import { queuePositions } from '../scheduler/storage/queue-position.js';
+import { activeRuns, aheadRuns, estimateErrors, keepFirstEstimates, type ActiveRun, type AheadRun } from '../scheduler/storage/start-estimate.js';
+import type { Backoff } from '../scheduler/rules/release-backoff.js';
+import { backoffsOf } from '../scheduler/storage/release-backoffs.js';
+import type { WorkerState } from '../scheduler/matching/worker-state.js';
+import { loadWorkerStates } from '../scheduler/storage/worker-snapshot.js';
+import type { TaskHistoryCache } from '../scheduler/storage/task-history.js';
+import type { WorkerSnapshot } from '../scheduler/storage/worker-snapshot.js';
+
+/** The process's scheduler caches a diagnosis places a request with (the Scheduler has them). */
+export interface PlacementCaches {
+  readonly classes: ClassCache;
+  readonly history: TaskHistoryCache;
+}
+
+/** Per-operation batch loaders for values that are not objects of the schema (objects use Pothos loadable refs). */
+export interface Loaders {
+  /** Number of ASSIGNED or RUNNING work requests per worker id. */
+  readonly activeWorkCount: DataLoader<number, number>;
+  /** Every active worker with its load, read once per operation. */
+  workerStates(): Promise<WorkerState[]>;
+  /** The enabled pools with their template tags, read once per operation. */
+  poolTemplates(): Promise<PoolTemplate[]>;
+  /** Each pool's runtime this month, in seconds, by pool id (read once per operation). */
+  monthRuntimes(): Promise<Map<number, number>>;
+  /** Each pool's instances' cost this month, by pool id (read with the runtimes, once per operation). */
+  monthCosts(): Promise<Map<number, number>>;
+  /** What a diagnosis describes the matching pools with: their launching instances and runtime (read once per operation). */
+  poolContext(): Promise<PoolContext>;
+  /**
+   * Each pool's instances, newest first: `size` of them at most, in `states` when given, older than
+   * the instance `olderThan` when given; per pool id, one statement for all the pools of a list.
+   */
+  instancePage(page: { states: readonly string[] | null; size: number; olderThan: number | null }): DataLoader<number, Instance[]>;
+  /** The release backoffs in force per work request id. */
+  readonly releaseBackoffs: DataLoader<number, Backoff[]>;
+  /** The marks of unavailable offerings that hold now, per pool id (services/pools/offering-marks.ts). */
+  readonly offeringMarks: DataLoader<number, OfferingMark[]>;
+  /** Each worker's instance price and concurrency, by worker id (null: no instance), for a work request's cost. */
+  readonly workerPrices: DataLoader<number, WorkerPrice | null>;
+  /** Where each pending request stands in its class's queue, per work request id (null when it is not PENDING). */
+  readonly queuePositions: DataLoader<number, QueuePosition | null>;
+  /** The tasks ahead of each pending request in its class's queue, in order (at most SIMULATED_AHEAD each), for its start estimate. */
+  readonly aheadRuns: DataLoader<number, AheadRun[]>;
+  /** The active work of each worker by id, for start estimates. */
+  readonly activeRuns: DataLoader<number, ActiveRun[]>;
+  /** The start estimate errors kept per class id (newest last). */
+  readonly estimateErrors: DataLoader<number, number[]>;
+  /** Keeps a pending request's first start estimate (batched: one statement for the requests of an operation). */
+  keepFirstEstimate(id: number, at: Date): Promise<void>;
+  /** The task history and the workers' eligible class counts a diagnosis places requests with, read once per operation; null without the caches. */
+  placementContext(): Promise<PlacementContext | null>;
+  /** The tags of work requests by id (null: no such request), for the candidates; `candidateWorkers` primes it. */
+  readonly taskTags: DataLoader<number, TaskTagsRow | null>;
+  /** The candidate workers per work request id (all matching, or only those with a free slot now). */
+  candidates(availableOnly: boolean): DataLoader<number, WorkerState[]>;
+  /**
+   * Objects of the schema by id, the same whoever asks: the loadable refs load through these, so that
+   * the subscribers of one event, whatever their viewers, share one statement per kind of object.
+   */
+  byId<T extends { id: number }>(entity: EntityName<T>, populate?: readonly string[]): DataLoader<number, T | null>;
+}
+
+/**
+ * Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers'
+ * shapes, `caches` its class cache and task history (for the placement part of diagnoses).
+ */
+export function createLoaders(em: EntityManager, config: Config, snapshot?: WorkerSnapshot, caches?: PlacementCaches): Loaders {
+  let states: Promise<WorkerState[]> | null = null;
+  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, snapshot));
+  const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
+  const taskTags = new DataLoader<number, TaskTagsRow | null>(async (ids) => {
+    const found = new Map((await loadTaskTags(em, ids)).map((t) => [t.id, t]));
+    return ids.map((id) => found.get(id) ?? null);
+  });
+  let templates: Promise<PoolTemplate[]> | null = null;
+  const byIdLoaders = new Map<unknown, DataLoader<number, unknown>>();
+  let uses: ReturnType<typeof monthUseByPool> | null = null;
+  const instancePages = new Map<string, DataLoader<number, Instance[]>>();
+  let placement: Promise<PlacementContext | null> | null = null;
+  let poolContext: Promise<PoolContext> | null = null;
+  const monthUse = () => (uses ??= monthUseByPool(em));
+  const monthRuntimes = () => monthUse().then((u) => u.runtime);
+  const monthCosts = () => monthUse().then((u) => u.cost);
+  const firstEstimates = new Map<number, Date>();
+  const keepFirst = new DataLoader<number, null>(async (ids) => {
+    await keepFirstEstimates(
+      em,
+      ids.map((id) => ({ id, at: firstEstimates.get(id)! })),
+    );
+    return ids.map(() => null);
+  });
+  return {
+    aheadRuns: new DataLoader(async (ids) => {
+      const found = await aheadRuns(em, ids);
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    activeRuns: new DataLoader(async (ids) => {
+      const found = await activeRuns(em, ids);
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    estimateErrors: new DataLoader(async (ids) => {
+      const found = await estimateErrors(em, ids);
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    keepFirstEstimate: async (id, at) => {
+      if (!firstEstimates.has(id)) firstEstimates.set(id, at);
+      await keepFirst.load(id);
+    },
+    poolContext: () =>
+      (poolContext ??= Promise.all([launchingInstances(em), monthUse(), poolLaunches(em)]).then(([launching, use, launches]) => ({
+        launching,
+        runtime: use.runtime,
+        cost: use.cost,
+        committed: use.committed,
+        launchesLastMinute: new Map([...launches].map(([id, l]) => [id, l.lastMinute])),
+        degradedAfterFailures: config.degradedAfterFailures,
+        now: new Date(),
+      }))),
+    placementContext: () =>
+      (placement ??= caches
+        ? Promise.all([caches.classes.refresh(em), caches.history.get(em)]).then(([, history]) => ({
+            history,
+            eligibleCount: (w: WorkerState) => caches.classes.eligibleFor(w).length,
+          }))
+        : Promise.resolve(null)),
+    queuePositions: new DataLoader(async (ids) => {
+      const found = await queuePositions(em, ids);
+      return ids.map((id) => found.get(id) ?? null);
+    }),
+    byId<T extends { id: number }>(entity: EntityName<T>, populate: readonly string[] = []) {
+      let loader = byIdLoaders.get(entity) as DataLoader<number, T | null> | undefined;
+      if (!loader) {
+        loader = new DataLoader<number, T | null>(async (ids) => {
+          const rows = (await em.find(entity, { id: { $in: [...ids] } } as unknown as FilterQuery<T>, { populate: populate as never })) as T[];
+          const found = new Map(rows.map((r) => [r.id, r]));
+          return ids.map((id) => found.get(id) ?? null);
+        });
+        byIdLoaders.set(entity, loader as DataLoader<number, unknown>);
+      }
+      return loader;
+    },
+    instancePage(page) {
+      const key = JSON.stringify(page);
+      let loader = instancePages.get(key);
+      if (!loader) {
+        loader = new DataLoader(async (poolIds) => {
+          const rows = await em.execute<{ id: number }[]>(
+            `select id from (
+               select i.id, row_number() over (partition by i.pool_id order by i.id desc) as n
+                 from instance i
+                where i.pool_id = any(?::int[]) and (?::text[] is null or i.state = any(?::text[])) and (?::int is null or i.id < ?::int)
+             ) x where n <= ?`,
+            [intArray(poolIds), page.states && textArray(page.states), page.states && textArray(page.states), page.olderThan, page.olderThan, page.size],
+          );
+          const found = rows.length ? await em.find(InstanceSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { id: 'desc' } }) : [];
+          return poolIds.map((id) => found.filter((i) => i.pool.id === id));
+        });
+        instancePages.set(key, loader);
+      }
+      return loader;
+    },
+    monthRuntimes,
+    monthCosts,
+    workerPrices: new DataLoader(async (ids) => {
+      const found = await workerPrices(em, ids);
+      return ids.map((id) => found.get(id) ?? null);
+    }),
+    offeringMarks: new DataLoader(async (ids) => {
+      const found = await readOfferingMarks(em, ids, new Date());
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    releaseBackoffs: new DataLoader(async (ids) => {
+      const found = await backoffsOf(em, ids, new Date());
+      return ids.map((id) => found.get(id) ?? []);
+    }),
+    workerStates,
+    taskTags,
+    poolTemplates: () => (templates ??= loadPoolTemplates(em, config)),
+    candidates(availableOnly) {
+      let loader = candidateLoaders.get(availableOnly);
+      if (!loader) {
+        loader = new DataLoader(async (ids) => {
+          const [tags, workers] = await Promise.all([taskTags.loadMany(ids), workerStates()]);
+          const tasks = tags.filter((t): t is TaskTagsRow => t !== null && !(t instanceof Error));
+          const found = candidatesOf(tasks, workers, availableOnly, snapshot ? (required) => snapshot.keying(required) : undefined);
+          return ids.map((id) => found.get(id) ?? []);
+        });
+        candidateLoaders.set(availableOnly, loader);
+      }
+      return loader;
+    },
+    activeWorkCount: new DataLoader(async (ids) => {
+      const rows = await em.execute<{ worker_id: number; n: number }[]>(`select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`, [
+        intArray(ids),
+      ]);
+      const byId = new Map(rows.map((r) => [r.worker_id, r.n]));
+      return ids.map((id) => byId.get(id) ?? 0);
+    }),
+  };
+}

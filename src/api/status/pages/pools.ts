@@ -1,0 +1,265 @@
+/**
+ * `/-/status/pools/` and `/-/status/pools/{name}/`: each pool with its instances (state, provider
+ * id, runtime, cost; for admins a link to each one's log, shown by `?log=NAME`), its demand (scheduler/storage/demand.ts), limits, budget and cost used this month
+ * (scheduler/storage/pool-runtime.ts), launch health (scheduler/rules/pool-health.ts) and its offerings
+ * in order, each usable or unavailable until when and why (providers/offerings.ts).
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../../core/config.js';
+import { toDate } from '../../../storage/db/arrays.js';
+import { INSTANCE_STATES } from '../../../storage/entities/instance.js';
+import { WorkerPoolSchema, type WorkerPool } from '../../../storage/entities/worker-pool.js';
+import type { PoolDemand, ProvisioningDemand } from '../../../scheduler/matching/demand-plan.js';
+import { computeDemand } from '../../../scheduler/storage/demand.js';
+import { poolHealth } from '../../../scheduler/rules/pool-health.js';
+import { monthUseByPool } from '../../../scheduler/storage/pool-runtime.js';
+import { formatCost, instanceCost, instancePrice, launchPrice } from '../../../scheduler/rules/pool-cost.js';
+import { poolTagInput } from '../../../scheduler/storage/pool-templates.js';
+import { isOutdated, outdatedSql, templateFingerprint, type RetiringReason } from '../../../scheduler/rules/instance-retirement.js';
+import { minIdleNow } from '../../../scheduler/rules/scale-in.js';
+import type { Scheduler } from '../../../scheduler/scheduler.js';
+import { isAdmin } from '../../../services/identity/auth.js';
+import { principalOf, workRequestSql } from '../../../services/identity/visibility.js';
+import { instanceLogFor } from '../../../services/pools/instances.js';
+import { readOfferingMarks } from '../../../services/pools/offering-marks.js';
+import { offeringsOf, offeringStates, type OfferingMark } from '../../../providers/offerings.js';
+import { computePoolTemplateTags } from '../../../core/tags/worker-tags.js';
+import { ago, between, duration, when } from '../format.js';
+import { consoleText, href, html, type Html } from '../html.js';
+import { layout, type PageContext } from '../layout.js';
+import { badge, pager, table, tagTable } from '../parts.js';
+import { nameParam, pageNumber, StatusError } from '../request.js';
+
+const INSTANCES_PER_PAGE = 50;
+/** How much of an instance's log the pool's page shows (`?log=NAME`, admins only). */
+const LOG_TAIL_BYTES = 64 * 1024;
+
+/** An instance's name as its pool gives it: the pool's name and random hex. */
+const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,149}$/;
+
+/** An instance's log for an admin, when `?log=NAME` names an instance of this pool; null otherwise. */
+async function logSection(em: EntityManager, config: Config, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
+  const name = params.get('log');
+  if (!name || !isAdmin(ctx.viewer)) return null;
+  if (!INSTANCE_NAME.test(name)) throw new StatusError(404, `Pool ${pool.name} has no instance “${name.slice(0, 100)}”.`);
+  const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ? and name = ?`, [pool.id, name]);
+  if (!row.n) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
+  const log = instanceLogFor(ctx.viewer, config, name, LOG_TAIL_BYTES);
+  const text = log ? consoleText(log.text) : ''; // escape sequences removed, other control characters shown
+  return html`<h2 id="log">Log of ${name}</h2>
+${log ? html`<p class="muted">${log.truncated ? `The last ${LOG_TAIL_BYTES / 1024} KiB of ${log.bytes} bytes` : `${log.bytes} bytes`}, written ${ago(log.modifiedAt, new Date())}.</p><pre>${text}</pre>` : html`<p class="muted">No log is kept for it.</p>`}`;
+}
+
+/** The demand as the viewer may read it: unschedulable work it may not see is counted only. */
+function demandFor(em: EntityManager, scheduler: Scheduler, config: Config, ctx: PageContext): Promise<ProvisioningDemand> {
+  const principal = principalOf(ctx.viewer);
+  return computeDemand(em, scheduler.classes, config, new Date(), scheduler.workers, (alias) => workRequestSql(principal, alias));
+}
+
+async function instanceCounts(em: EntityManager): Promise<Map<number, Map<string, number>>> {
+  const rows = await em.execute<{ pool_id: number; state: string; n: number }[]>(`select pool_id, state, count(*)::int as n from instance group by pool_id, state`);
+  const byPool = new Map<number, Map<string, number>>();
+  for (const r of rows) {
+    if (!byPool.has(r.pool_id)) byPool.set(r.pool_id, new Map());
+    byPool.get(r.pool_id)!.set(r.state, r.n);
+  }
+  return byPool;
+}
+
+/** A retiring instance's reason, in a few words for its badge. */
+const RETIRING_WORDS: Record<RetiringReason, string> = { WORK_REQUESTS: 'ran its requests', LIFETIME: 'lifetime reached', OUTDATED: 'outdated' };
+
+const isLive = (i: Record<string, unknown>) => i.state === 'LAUNCHING' || i.state === 'RUNNING' || i.state === 'STOPPING';
+
+/** Old and new instances of a pool (rollouts: scheduler/rules/instance-retirement.ts). */
+const rollout = ([c]: { outdated: number; current: number; unknown: number }[], pool: WorkerPool): string =>
+  c.outdated
+    ? `${c.outdated} live instance${c.outdated === 1 ? '' : 's'} on older specifications, ${c.current} on the current ones; replaced once idle, at most ${pool.maxReplacingInstances} at a time`
+    : `every live instance is on the current specifications${c.unknown ? ` (${c.unknown} launched before this was recorded)` : ''}`;
+
+/** The pool's scale-in settings and warm capacity in words (scheduler/rules/scale-in.ts). */
+const scaleIn = (pool: WorkerPool, now: Date): string =>
+  [
+    pool.billingPeriodSeconds ? `billed by ${duration(pool.billingPeriodSeconds)}: idle instances stop near the end of their paid period` : 'billed by the second',
+    pool.scaleDownDelaySeconds ? `no stop within ${duration(pool.scaleDownDelaySeconds)} of a launch` : '',
+    pool.maxLaunchesPerMinute ? `at most ${pool.maxLaunchesPerMinute} launch${pool.maxLaunchesPerMinute === 1 ? '' : 'es'} a minute` : '',
+    pool.warmSchedule?.periods.length
+      ? `warm capacity ${pool.warmSchedule.periods.map((w) => `${w.days.join(',')} ${w.from}–${w.to}: ${w.minIdleInstances} idle`).join('; ')} (${pool.warmSchedule.timeZone}); ${minIdleNow(pool, now)} kept idle now`
+      : '',
+  ]
+    .filter(Boolean)
+    .join('; ');
+
+/** The pool's retirement limits in words (scheduler/rules/instance-retirement.ts). */
+const retirement = (pool: WorkerPool): string =>
+  [
+    pool.maxWorkRequestsPerInstance == null
+      ? ''
+      : pool.maxWorkRequestsPerInstance === 1
+        ? 'a fresh instance for each work request'
+        : `an instance retires after ${pool.maxWorkRequestsPerInstance} work requests`,
+    pool.maxInstanceLifetimeSeconds == null ? '' : `an instance retires after ${duration(pool.maxInstanceLifetimeSeconds)}`,
+  ]
+    .filter(Boolean)
+    .join('; ') || 'none: instances run until idle';
+
+const budget = (pool: WorkerPool, used: number): Html =>
+  pool.monthlyRuntimeBudgetSeconds
+    ? html`${duration(used)} of ${duration(pool.monthlyRuntimeBudgetSeconds)} (${Math.round((100 * used) / pool.monthlyRuntimeBudgetSeconds)} %)`
+    : html`${duration(used)} <span class="muted">(no budget set)</span>`;
+
+/** Its instances' cost this month against its cost budget (scheduler/rules/pool-cost.ts). */
+const costBudget = (pool: WorkerPool, used: number): Html =>
+  pool.monthlyCostBudget != null
+    ? html`${formatCost(used)} of ${formatCost(pool.monthlyCostBudget)}${pool.monthlyCostBudget > 0 ? html` (${Math.round((100 * used) / pool.monthlyCostBudget)} %)` : html` <span class="muted">(no launch)</span>`}`
+    : html`${formatCost(used)} <span class="muted">(no cost budget set${pool.pricePerHour == null ? '; no price per hour set' : ''})</span>`;
+
+function health(pool: WorkerPool, config: Config, now: Date): Html {
+  const h = poolHealth(pool, now, config.degradedAfterFailures);
+  if (!pool.enabled) return badge('DISABLED', 'disabled');
+  if (h.degraded)
+    return html`${badge('degraded')}${h.backingOff && pool.launchRetryAt ? html` <span class="muted">next try ${ago(pool.launchRetryAt, now).replace(' ago', '')}</span>` : ''}`;
+  if (pool.launchFailures > 0) return html`${badge('PENDING', `${pool.launchFailures} failed launch${pool.launchFailures === 1 ? '' : 'es'}`)}`;
+  return badge('IDLE', 'healthy');
+}
+
+const states = (counts: Map<string, number> | undefined) => {
+  const parts = INSTANCE_STATES.filter((s) => counts?.get(s)).map((s) => html`${badge(s, `${counts!.get(s)} ${s.toLowerCase()}`)} `);
+  return parts.length ? parts : html`<span class="muted">none</span>`;
+};
+
+const demandLine = (d: PoolDemand | undefined): Html =>
+  d
+    ? html`${d.pendingRunnable} pending it can run${d.comingRunnable ? `, ${d.comingRunnable} coming` : ''}; needs ${d.workersRequired}; ${d.activeInstances} active, ${d.startingInstances} starting; launch ${d.launch}${d.stop.length ? `, stop ${d.stop.length}` : ''}${d.limitedBy.length ? html` <span class="muted">(limited by ${d.limitedBy.join(', ').toLowerCase().replace(/_/g, ' ')})</span>` : ''}`
+    : html`<span class="muted">none (disabled)</span>`;
+
+/** An offering's price per hour in words: a spot offering costed at its maximum says so. */
+const priceWords = (price: number | null, o: { market: string; maxPricePerHour: number | null; pricePerHour?: number | null }): string =>
+  price === null ? '—' : `${formatCost(price)}${o.pricePerHour == null && o.market === 'spot' && o.maxPricePerHour !== null ? ' (at most)' : ''}`;
+
+/** An instance row's cost: its price × its runtime (scheduler/rules/pool-cost.ts), or a dash without a price. */
+function instanceCostWords(pool: WorkerPool, i: Record<string, unknown>, now: Date): string {
+  const price = instancePrice(i.price_per_hour == null ? null : Number(i.price_per_hour), pool.pricePerHour ?? null);
+  const c = instanceCost(price, toDate(i.requested_at as string)!, toDate(i.terminated_at as string | null) ?? now, pool.billingPeriodSeconds);
+  return c === null ? '—' : formatCost(c);
+}
+
+export async function poolsPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext): Promise<string> {
+  const now = new Date();
+  const [pools, demand, { runtime, cost }, counts] = await Promise.all([
+    em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } }),
+    demandFor(em, scheduler, config, ctx),
+    monthUseByPool(em),
+    instanceCounts(em),
+  ]);
+  const byPool = new Map(demand.pools.map((d) => [d.pool.id, d]));
+  const rows = pools.map((p) => [
+    html`<a href="${href(['pools', p.name])}">${p.name}</a>`,
+    p.providerType,
+    health(p, config, now),
+    states(counts.get(p.id)),
+    demandLine(byPool.get(p.id)),
+    `at most ${p.maxActiveInstances} active, ${p.minIdleInstances} idle kept`,
+    budget(p, runtime.get(p.id) ?? 0),
+    costBudget(p, cost.get(p.id) ?? 0),
+  ]);
+  const unschedulable = demand.unschedulable.reduce((n, g) => n + g.count, 0) + demand.hiddenUnschedulableCount;
+  const body = html`<h1>Pools</h1>
+<p>${demand.pendingTotal} request${demand.pendingTotal === 1 ? '' : 's'} pending in all${unschedulable ? html`, ${unschedulable} of them unschedulable (see the <a href="/-/status/queue/">queue</a>)` : ''}.${demand.comingTotal ? ` ${demand.comingTotal} more coming: blocked only on work that is running now.` : ''}</p>
+${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', 'Limits', 'Runtime this month', 'Cost this month'], rows, 'No pools yet: static workers only.', { stack: true })}
+${pools
+  .filter((p) => p.lastError && poolHealth(p, now, config.degradedAfterFailures).degraded)
+  .map((p) => html`<p class="error"><strong><a href="${href(['pools', p.name])}">${p.name}</a></strong>: ${p.lastErrorKind ?? 'error'}: ${p.lastError}</p>`)}`;
+  return layout(ctx, { title: 'Pools', section: 'pools' }, body);
+}
+
+export async function poolPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, rawName: string, params: Map<string, string>): Promise<string> {
+  const name = nameParam(rawName, 'pool', 404);
+  const page = pageNumber(params);
+  const pool = await em.findOne(WorkerPoolSchema, { name });
+  if (!pool) throw new StatusError(404, `There is no pool “${name}”.`);
+  const now = new Date();
+  const offerings = offeringsOf(pool.specifications);
+  const [demand, { runtime, cost }, counts, [total], instances, logView, marks] = await Promise.all([
+    demandFor(em, scheduler, config, ctx),
+    monthUseByPool(em),
+    instanceCounts(em),
+    em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ?`, [pool.id]),
+    em.execute<Record<string, unknown>[]>(
+      `select i.name, i.state, i.provider_id, i.error, i.requested_at, i.started_at, i.terminated_at, w.name as worker, w.terminated_at is null as worker_active,
+              w.retiring_reason, w.assigned_total, i.template_fingerprint, i.price_per_hour
+         from instance i left join worker w on w.id = i.worker_id
+        where i.pool_id = ? order by i.id desc limit ? offset ?`,
+      [pool.id, INSTANCES_PER_PAGE, (page - 1) * INSTANCES_PER_PAGE],
+    ),
+    logSection(em, config, ctx, pool, params),
+    offerings.length ? readOfferingMarks(em, [pool.id], now) : Promise.resolve(new Map<number, OfferingMark[]>()),
+  ]);
+  const offeringRows = offeringStates(offerings, marks.get(pool.id) ?? [], now).map((o, i) => [
+    String(i + 1),
+    html`<code>${o.offering.instanceType}</code>`,
+    o.offering.location ?? 'any',
+    o.offering.market + (o.offering.maxPricePerHour === null ? '' : ` (at most ${o.offering.maxPricePerHour}/h)`),
+    priceWords(launchPrice(o.offering, pool.pricePerHour ?? null), o.offering),
+    o.unavailableUntil ? html`${badge('unavailable')} until ${when(o.unavailableUntil, now)}` : 'usable',
+    o.unavailableReason ?? '',
+  ]);
+  const rolloutCounts = await em.execute<{ outdated: number; current: number; unknown: number }[]>(
+    `select count(*) filter (where ${outdatedSql('template_fingerprint')})::int as outdated, count(*) filter (where template_fingerprint = ?)::int as current,
+            count(*) filter (where template_fingerprint is null)::int as unknown
+       from instance where pool_id = ? and state in ('LAUNCHING', 'RUNNING', 'STOPPING')`,
+    [templateFingerprint(pool), templateFingerprint(pool), pool.id],
+  );
+  const admin = isAdmin(ctx.viewer);
+  const pages = Math.max(1, Math.ceil(total.n / INSTANCES_PER_PAGE));
+  if (page > pages) throw new StatusError(404, `There is no page ${page}: the instances fill ${pages}.`);
+  const d = demand.pools.find((p) => p.pool.id === pool.id);
+  const h = poolHealth(pool, now, config.degradedAfterFailures);
+  const { handlers: _handlers, command: _command, ...publicSpecifications } = pool.specifications;
+  const rows = instances.map((i) => {
+    const worker = i.worker as string | null;
+    return [
+      worker ? html`<a href="${href(['workers', worker])}">${i.name}</a>` : i.name,
+      html`${badge(String(i.state))}${isLive(i) && isOutdated(i.template_fingerprint as string | null, pool) ? html` ${badge('DRAINING', 'old specifications')}` : ''}${i.retiring_reason && i.worker_active ? html` ${badge('DRAINING', `retiring: ${RETIRING_WORDS[i.retiring_reason as RetiringReason]}`)}` : ''}`,
+      html`<code>${i.provider_id ?? '—'}</code>`,
+      duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now)),
+      instanceCostWords(pool, i, now),
+      ago(toDate(i.requested_at as string), now),
+      i.error ?? '',
+      ...(admin ? [html`<a href="${href(['pools', pool.name], { log: String(i.name) })}#log">log</a>`] : []),
+    ];
+  });
+  const body = html`<p class="muted"><a href="/-/status/pools/">Pools</a> /</p>
+<h1>Pool ${pool.name}</h1>
+<dl class="facts">
+<dt>Health</dt><dd>${health(pool, config, now)}</dd>
+${pool.lastError ? html`<dt>Last error</dt><dd>${pool.lastErrorKind ?? ''}${pool.lastErrorAt ? ` (${ago(pool.lastErrorAt, now)})` : ''}: ${pool.lastError}</dd>` : ''}
+${h.backingOff && pool.launchRetryAt ? html`<dt>Next launch</dt><dd>not before ${when(pool.launchRetryAt, now)}</dd>` : ''}
+<dt>Provider</dt><dd>${pool.providerType}</dd>
+<dt>Instances</dt><dd>${states(counts.get(pool.id))}</dd>
+<dt>Demand</dt><dd>${demandLine(d)}</dd>
+${d ? html`<dt>Average task</dt><dd>${duration(d.averageTaskSeconds)}; ${d.idleCompatibleSlots} idle compatible slot${d.idleCompatibleSlots === 1 ? '' : 's'} elsewhere</dd>` : ''}
+<dt>Limits</dt><dd>at most ${pool.maxActiveInstances} active, ${pool.minIdleInstances} kept idle, idle timeout ${duration(pool.idleTimeoutSeconds)}, target latency ${duration(pool.targetLatencySeconds)}</dd>
+<dt>Scale-in</dt><dd>${scaleIn(pool, now)}</dd>
+<dt>Retirement</dt><dd>${retirement(pool)}</dd>
+<dt>Rollout</dt><dd>${rollout(rolloutCounts, pool)}</dd>
+<dt>Runtime this month</dt><dd>${budget(pool, runtime.get(pool.id) ?? 0)}</dd>
+<dt>Price per hour</dt><dd>${pool.pricePerHour == null ? html`<span class="muted">not set</span>` : formatCost(pool.pricePerHour)}${pool.billingPeriodSeconds ? ` per instance, every started ${duration(pool.billingPeriodSeconds)} paid in full` : ' per instance, by the second'}</dd>
+<dt>Cost this month</dt><dd>${costBudget(pool, cost.get(pool.id) ?? 0)}</dd>
+<dt>Specifications</dt><dd><code>${JSON.stringify(publicSpecifications)}</code></dd>
+</dl>
+${
+  offeringRows.length
+    ? html`<h2>Offerings</h2>
+<p class="muted">Launches try them in this order; one that failed for capacity or quota is skipped until its mark ends.</p>
+${table(['#', 'Type', 'Location', 'Market', 'Price per hour', 'Now', 'Why'], offeringRows, '', { stack: true })}`
+    : ''
+}
+<h2>Instances</h2>
+${table(['Name', 'State', 'Provider id', 'Runtime', 'Cost', 'Requested', 'Error', ...(admin ? ['Log'] : [])], rows, 'No instances yet.', { stack: true })}
+${pager(page, pages, (p) => href(['pools', pool.name], { page: p > 1 ? p : null }))}
+${logView}
+<h2>Template tags (provided)</h2>
+${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`;
+  return layout(ctx, { title: `Pool ${pool.name}`, section: 'pools' }, body);
+}

@@ -1,0 +1,37 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import { pruneInstanceLogs } from '../providers/instance-logs.js';
+import { pruneTaskStatistics } from '../scheduler/storage/task-statistics.js';
+import { purgeIdempotencyKeys } from '../services/work/idempotency.js';
+
+/** The periodic chores of a server process: started with the service, stopped with it. */
+export interface Housekeeping {
+  start(): void;
+  stop(): void;
+}
+
+/**
+ * Hourly: idempotency keys past their lifetime are deleted (and a lookup never answers with one), and
+ * instance logs not written to for TAGSCHED_INSTANCE_LOG_RETENTION_DAYS (providers/instance-logs.ts), and
+ * the task statistics' histogram rows older than their window (scheduler/storage/task-statistics.ts).
+ */
+export function createHousekeeping(orm: MikroORM, config: Config, log: Logger): Housekeeping {
+  let timer: NodeJS.Timeout | null = null;
+  return {
+    start() {
+      timer ??= setInterval(
+        () => {
+          purgeIdempotencyKeys(orm.em.fork(), config.idempotencyKeyTtlMs).catch((err: unknown) => log.warn({ err }, 'could not delete expired idempotency keys'));
+          pruneTaskStatistics(orm.em.fork()).catch((err: unknown) => log.warn({ err }, 'could not delete old task statistics'));
+          const pruned = pruneInstanceLogs(config.instanceLogDir, config.instanceLogRetentionMs);
+          if (pruned) log.info({ pruned }, 'deleted instance logs past their retention');
+        },
+        60 * 60 * 1000,
+      ).unref();
+    },
+    stop() {
+      clearInterval(timer ?? undefined);
+    },
+  };
+}
