@@ -98,3 +98,52 @@ describe('the source files the documentation names exist', () => {
     expect(namedSourcePaths(file).filter((named) => !exists(file, named))).toEqual([]);
   });
 });
+
+/** Every .ts file of the repository (but node_modules), by its name: a comment may name a module by its file name alone. */
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) return ['node_modules', '.git', 'dist', 'data'].includes(e.name) ? [] : sourceFiles(p);
+    return /\.(ts|md)$/.test(e.name) ? [p] : [];
+  });
+}
+
+/** The comments of a TypeScript file: block comments and line comments, as text. */
+function comments(text: string): string[] {
+  return [...text.matchAll(/\/\*[\s\S]*?\*\/|(?<![:'"`\\])\/\/[^\n]*/g)].map((m) => m[0]);
+}
+
+describe('what the comments of src/ name exists', () => {
+  const everyFile = [...sourceFiles('src'), ...sourceFiles('test'), ...sourceFiles('bench'), ...sourceFiles('docs'), 'README.md', 'CHANGELOG.md'];
+  const byName = new Set(everyFile.map((f) => path.basename(f)));
+  const named = (file: string, name: string) =>
+    name.includes('/')
+      ? [name, path.join('src', name), path.join(path.dirname(file), name), path.join(path.dirname(file), '..', name), path.join(path.dirname(file), '..', '..', name)].some((p) =>
+          fs.existsSync(p),
+        ) || everyFile.some((f) => f.endsWith(`/${name}`))
+      : byName.has(name) || fs.existsSync(path.join(path.dirname(file), name));
+  const sources = sourceFiles('src').filter((f) => f.endsWith('.ts'));
+
+  it('reads the comments', () => {
+    expect(sources.length).toBeGreaterThan(200);
+  });
+
+  it.each(sources)('%s', (file) => {
+    const missing: string[] = [];
+    for (const comment of comments(fs.readFileSync(file, 'utf8'))) {
+      // A file: a name ending in .ts or .md (a placeholder in capitals, NAME.md, is not a file).
+      for (const m of comment.matchAll(/(?<![A-Za-z0-9_./@-])((?:\.\.?\/)*[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*\.(?:ts|md))(?![A-Za-z0-9_])/g)) {
+        if (/^[A-Z_]+\./.test(path.basename(m[1]!))) continue;
+        if (!named(file, m[1]!)) missing.push(m[1]!);
+      }
+      // A section of a document: `docs/x.md, "Heading"` or `README, "Heading"`.
+      for (const m of comment.matchAll(/((?:[A-Za-z0-9_.-]+\/)*[A-Za-z0-9_.-]+\.md|README)[,:]?\s+["“]([^"”]+)["”]/g)) {
+        const doc = m[1] === 'README' ? 'README.md' : everyFile.find((f) => f === m[1] || f.endsWith(`/${m[1]}`));
+        const heading = m[2]!.replace(/\s*\n\s*(\*\s*|\/\/\s*)?/g, ' ');
+        if (!doc || !anchors(doc).has(slug(heading))) missing.push(`${m[1]}, "${heading}"`);
+      }
+      for (const outside of ['DESIGN.md', '../shared', 'seeds/']) if (comment.includes(outside)) missing.push(outside);
+    }
+    expect(missing).toEqual([]);
+  });
+});
