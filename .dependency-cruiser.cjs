@@ -15,7 +15,8 @@
  *   7. base       core/: configuration, errors, log, tags/, tasks/; core/tags/ and core/tasks/ import
  *                 nothing else of src/
  * Apart: agent/ (a program of its own) imports only agent/, shared/ and core/tags/ (pure: the agent
- * checks tags with the server's syntax); shared/ imports nothing of src/.
+ * checks tags with the server's syntax); shared/ imports nothing of src/. The interface runs no SQL of
+ * its own: api/ never imports the database helpers (storage/db/).
  *
  * The services' domains, top to bottom (a domain imports only those below it; services/README.md):
  *   work → pools → workers → workflows → identity → input
@@ -92,6 +93,14 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/core/(tags|tasks)/' },
       to: { path: '^src/', pathNot: '^src/core/(tags|tasks)/' },
+    },
+    {
+      name: 'interface-runs-no-sql',
+      comment:
+        'api/ runs no SQL of its own: it calls the services and scheduler/storage/, which own the statements, never the database helpers of storage/db/ (test/architecture/interface-sql.test.ts checks the statements)',
+      severity: 'error',
+      from: { path: '^src/api/' },
+      to: { path: '^src/storage/db/' },
     },
     ...layerRules,
     ...domainRules,

@@ -12,7 +12,7 @@
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
-import { loadConfig, type Config } from '../src/core/config.js';
+import { loadConfig, type Config } from '../src/core/config/config.js';
 import { UserSchema } from '../src/storage/entities/user.js';
 import { WorkspaceSchema } from '../src/storage/entities/workspace.js';
 import { createOrm, migrate } from '../src/storage/orm.js';
@@ -182,7 +182,7 @@ async function createRules(orm: MikroORM, config: Config, w: Workload): Promise<
     ...w.siteRules.map((rule) => ({ rule, workspace: null })),
     ...w.workspaces.flatMap((s, i) => w.workspaceRules[i].map((rule) => ({ rule, workspace: `${s.scope}/${s.name}` }))),
   ];
-  for (const { rule, workspace } of all) await createTaskRule(em, viewer, config, { workspace, ...rule });
+  for (const { rule, workspace } of all) await createTaskRule(em, viewer, config.input, { workspace, ...rule });
   return all.length;
 }
 

@@ -6,7 +6,7 @@
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { App } from '../src/server/app.js';
-import type { Config } from '../src/core/config.js';
+import type { Config } from '../src/core/config/config.js';
 import { ClassCache } from '../src/scheduler/matching/class-cache.js';
 import { assignNextWork } from '../src/scheduler/storage/next-work.js';
 import { runPass } from '../src/scheduler/storage/pass.js';
@@ -54,7 +54,7 @@ async function putBack(orm: MikroORM, ids: readonly number[]): Promise<void> {
  * workers, then again for the same workers: the first round pays for computing the worker's
  * eligible classes (ClassCache, per tag signature), the second one is the steady state.
  */
-export async function measureNextWork(orm: MikroORM, config: Config, workerIds: readonly number[], calls: number, random: Random): Promise<NextWorkResult> {
+export async function measureNextWork(orm: MikroORM, config: Pick<Config, 'workers'>, workerIds: readonly number[], calls: number, random: Random): Promise<NextWorkResult> {
   const cache = new ClassCache();
   const shuffled = [...workerIds];
   for (let i = shuffled.length - 1; i > 0; i--) {
@@ -66,7 +66,7 @@ export async function measureNextWork(orm: MikroORM, config: Config, workerIds: 
   let hits = 0;
   const one = async (workerId: number): Promise<number> => {
     const started = performance.now();
-    const a = await orm.em.fork().transactional((tx) => assignNextWork(tx, cache, config, workerId, new Date()));
+    const a = await orm.em.fork().transactional((tx) => assignNextWork(tx, cache, config.workers, workerId, new Date()));
     const ms = performance.now() - started;
     if (a) {
       hits++;
@@ -115,15 +115,15 @@ export interface PassResult {
 }
 
 /** `runPass` in its own committed transaction, as the scheduler runs it; the assigned rows are put back after each pass. */
-export async function measurePass(orm: MikroORM, config: Config, runs: number): Promise<PassResult> {
+export async function measurePass(orm: MikroORM, config: Pick<Config, 'workers' | 'statistics'>, runs: number): Promise<PassResult> {
   const cache = new ClassCache();
-  const history = new TaskHistoryCache(config.heavyTaskSeconds);
+  const history = new TaskHistoryCache(config.statistics.heavyTaskSeconds);
   const [{ slots }] = await orm.em.fork().getConnection().execute<{ slots: number }[]>(`select coalesce(sum(concurrency), 0)::int as slots from worker where type = 'worker'`);
   const results: PassRun[] = [];
   for (let i = 0; i < runs; i++) {
     const p = phase(`full pass ${i + 1}/${runs}${i === 0 ? ' (fresh cache)' : ''}`);
     const started = performance.now();
-    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, cache, history, config, new Date()));
+    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, cache, history, config.workers, new Date()));
     const ms = performance.now() - started;
     p.end(`${assignments.length} assignments, ${Math.round((assignments.length * 1000) / ms)}/s`);
     results.push({ ms, assignments: assignments.length });

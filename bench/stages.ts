@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { buildApp } from '../src/server/app.js';
-import { loadConfig } from '../src/core/config.js';
+import { loadConfig } from '../src/core/config/config.js';
 import { createLogger } from '../src/core/log.js';
 import { createOrm } from '../src/storage/orm.js';
 import { poolTagInput } from '../src/scheduler/storage/pool-templates.js';
@@ -130,12 +130,8 @@ export async function newStage(o: StageOptions): Promise<NewResult> {
     // cost more than a client may ask for by default (TAGSCHED_MAX_COST).
     { TAGSCHED_MAX_COST: String(10_000_000) },
     {
-      databaseUrl: url,
-      schedulerAutomatic: false,
-      adminToken,
-      secretKey: randomBytes(32).toString('base64url'),
-      dataDir: path.join(os.tmpdir(), 'tagsched-bench'),
-      logLevel: 'silent',
+      server: { databaseUrl: url, adminToken, secretKey: randomBytes(32).toString('base64url'), dataDir: path.join(os.tmpdir(), 'tagsched-bench'), logLevel: 'silent' },
+      scheduler: { automatic: false },
     },
   );
   const app = await buildApp(config, { log: createLogger('silent') });

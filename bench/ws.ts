@@ -116,7 +116,7 @@ const clock = () => performance.timeOrigin + performance.now();
 
 async function serveForBench(): Promise<void> {
   const { buildApp } = await import('../src/server/app.js');
-  const { loadConfig } = await import('../src/core/config.js');
+  const { loadConfig } = await import('../src/core/config/config.js');
   const app = await buildApp(loadConfig());
   // Each event the server publishes about a request, timed: where the create → push time goes.
   const trace: TraceEntry[] = [];

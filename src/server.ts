@@ -1,10 +1,11 @@
 import { buildApp, type App } from './server/app.js';
-import { ConfigError, loadConfig, type Config } from './core/config.js';
+import { loadConfig, type Config } from './core/config/config.js';
+import { ConfigError } from './core/config/variables.js';
 import { describeStartupError } from './server/startup-errors.js';
 
 /** Stops the process with one line on stderr when the cause is the operator's to fix, else with the error in full. */
 function failedToStart(err: unknown, config: Config | null): never {
-  const line = err instanceof ConfigError ? err.message : config ? describeStartupError(err, config) : null;
+  const line = err instanceof ConfigError ? err.message : config ? describeStartupError(err, config.server) : null;
   if (line) {
     process.stderr.write(`tagsched: ${line}\n`);
     process.exit(2);

@@ -1,6 +1,6 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { contextCacheSymbol } from '@pothos/core';
-import type { Config } from '../core/config.js';
+import type { Config } from '../core/config/config.js';
 import type { ConnectionHandle, Context } from './context.js';
 import type { Events } from '../storage/events.js';
 import { createLoaders, type Loaders } from './loaders.js';
@@ -9,11 +9,14 @@ import type { LifecycleRecorder } from '../services/metrics-recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { viewerIn, type Viewer, type ViewerIdentity } from '../services/identity/auth.js';
 import type { SecretBox } from '../services/identity/secrets.js';
+import { firstEstimateKeeper, type FirstEstimateKeeper } from '../services/work/start-estimate.js';
 
 /** A database session and the loaders on it: one per HTTP operation, and one per subscription event in a process. */
 interface Session {
   readonly em: EntityManager;
   readonly loaders: Loaders;
+  /** The first start estimates its operation keeps, in one statement. */
+  readonly keepFirstEstimate: FirstEstimateKeeper;
   /** Values computed once per session (an event's object, loaded once for all its subscribers). */
   readonly memo: Map<string, Promise<unknown>>;
   /** Pothos's loader caches, per viewer: loadable fields may depend on who asks (a role, the members). */
@@ -48,7 +51,13 @@ export function createContextFactory(deps: {
 }) {
   const { orm, config, scheduler } = deps;
   const eventSessions = new WeakMap<object, Session>();
-  const open = (em: EntityManager = orm.em.fork()): Session => ({ em, loaders: createLoaders(em, config, scheduler.workers, scheduler), memo: new Map(), pothosCaches: new Map() });
+  const open = (em: EntityManager = orm.em.fork()): Session => ({
+    em,
+    loaders: createLoaders(em, config, scheduler.workers, scheduler),
+    keepFirstEstimate: firstEstimateKeeper(em),
+    memo: new Map(),
+    pothosCaches: new Map(),
+  });
 
   function build(
     who: Viewer | { identity: ViewerIdentity },
@@ -82,6 +91,9 @@ export function createContextFactory(deps: {
       },
       get loaders() {
         return session().loaders;
+      },
+      get keepFirstEstimate() {
+        return session().keepFirstEstimate;
       },
       renew: drop,
       enterEvent: enter,

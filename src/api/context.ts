@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../core/config.js';
+import type { Config } from '../core/config/config.js';
 import type { Events } from '../storage/events.js';
 import type { Loaders } from './loaders.js';
 import type { Logger } from '../core/log.js';
@@ -7,6 +7,7 @@ import type { LifecycleRecorder } from '../services/metrics-recorder.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { Viewer } from '../services/identity/auth.js';
 import type { SecretBox } from '../services/identity/secrets.js';
+import type { FirstEstimateKeeper } from '../services/work/start-estimate.js';
 
 /** The WebSocket an operation came over: its token is checked again before each event it is sent. */
 export interface ConnectionHandle {
@@ -38,6 +39,8 @@ export interface Context {
   readonly events: Events;
   readonly log: Logger;
   readonly loaders: Loaders;
+  /** Keeps the first start estimate of the pending requests the operation diagnoses (one statement for all: services/work/start-estimate.ts). */
+  readonly keepFirstEstimate: FirstEstimateKeeper;
   readonly scheduler: Scheduler;
   /** The WebSocket of a subscription (null over HTTP). */
   readonly connection: ConnectionHandle | null;

@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { textArray } from '../storage/db/arrays.js';
+import { appliedMigrationCount, databaseAnswers } from '../services/readiness.js';
 
 /** The probe paths. */
 export const PROBES = { live: '/livez', ready: '/readyz', health: '/healthz' } as const;
@@ -27,13 +27,10 @@ export function handleProbe(path: string, res: ServerResponse, deps: Deps): bool
     return true;
   }
   if (path === PROBES.health) {
-    deps.orm.em
-      .getConnection()
-      .execute('select 1')
-      .then(
-        () => json(res, 200, { status: 'ok' }),
-        () => json(res, 503, { status: 'database unavailable' }),
-      );
+    databaseAnswers(deps.orm.em).then(
+      () => json(res, 200, { status: 'ok' }),
+      () => json(res, 503, { status: 'database unavailable' }),
+    );
     return true;
   }
   if (path !== PROBES.ready) return false;
@@ -47,9 +44,7 @@ export function handleProbe(path: string, res: ServerResponse, deps: Deps): bool
 async function readiness(deps: Deps): Promise<{ database: string; migrations: string; shuttingDown: boolean }> {
   const shuttingDown = deps.stopping();
   try {
-    const [{ n }] = await deps.orm.em
-      .getConnection()
-      .execute<{ n: number }[]>('select count(*)::int as n from mikro_orm_migrations where name = any(?::text[])', [textArray(deps.migrations)]);
+    const n = await appliedMigrationCount(deps.orm.em, deps.migrations);
     return { database: 'ok', migrations: n === deps.migrations.length ? 'ok' : `${deps.migrations.length - n} not applied`, shuttingDown };
   } catch {
     return { database: 'unavailable', migrations: 'unknown', shuttingDown };

@@ -3,10 +3,10 @@ import { readOfferingMarks } from '../services/pools/offering-marks.js';
 import type { EntityName, FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import DataLoader from 'dataloader';
-import type { Config } from '../core/config.js';
-import { intArray, textArray } from '../storage/db/arrays.js';
-import { InstanceSchema, type Instance } from '../storage/entities/instance.js';
-import { activeByWorkerSql } from '../scheduler/rules/active-work.js';
+import type { Config } from '../core/config/config.js';
+import type { Instance } from '../storage/entities/instance.js';
+import { activeWorkCounts } from '../scheduler/storage/active-work.js';
+import { instancePages } from '../services/pools/instance-reads.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
 import type { ClassCache } from '../scheduler/matching/class-cache.js';
 import type { PlacementContext, PoolContext } from '../scheduler/matching/diagnosis.js';
@@ -18,7 +18,7 @@ import type { PoolTemplate } from '../scheduler/matching/pool-template.js';
 import { loadPoolTemplates } from '../scheduler/storage/pool-templates.js';
 import type { QueuePosition } from '../scheduler/rules/queue-order.js';
 import { queuePositions } from '../scheduler/storage/queue-position.js';
-import { activeRuns, aheadRuns, estimateErrors, keepFirstEstimates, type ActiveRun, type AheadRun } from '../scheduler/storage/start-estimate.js';
+import { activeRuns, aheadRuns, estimateErrors, type ActiveRun, type AheadRun } from '../scheduler/storage/start-estimate.js';
 import type { Backoff } from '../scheduler/rules/release-backoff.js';
 import { backoffsOf } from '../scheduler/storage/release-backoffs.js';
 import type { WorkerState } from '../scheduler/matching/worker-state.js';
@@ -65,8 +65,6 @@ export interface Loaders {
   readonly activeRuns: DataLoader<number, ActiveRun[]>;
   /** The start estimate errors kept per class id (newest last). */
   readonly estimateErrors: DataLoader<number, number[]>;
-  /** Keeps a pending request's first start estimate (batched: one statement for the requests of an operation). */
-  keepFirstEstimate(id: number, at: Date): Promise<void>;
   /** The task history and the workers' eligible class counts a diagnosis places requests with, read once per operation; null without the caches. */
   placementContext(): Promise<PlacementContext | null>;
   /** The tags of work requests by id (null: no such request), for the candidates; `candidateWorkers` primes it. */
@@ -84,9 +82,9 @@ export interface Loaders {
  * Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers'
  * shapes, `caches` its class cache and task history (for the placement part of diagnoses).
  */
-export function createLoaders(em: EntityManager, config: Config, snapshot?: WorkerSnapshot, caches?: PlacementCaches): Loaders {
+export function createLoaders(em: EntityManager, config: Pick<Config, 'workers' | 'tags' | 'provisioner'>, snapshot?: WorkerSnapshot, caches?: PlacementCaches): Loaders {
   let states: Promise<WorkerState[]> | null = null;
-  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.metadataFreshMs, snapshot));
+  const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.workers.metadataFreshMs, snapshot));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
   const taskTags = new DataLoader<number, TaskTagsRow | null>(async (ids) => {
     const found = new Map((await loadTaskTags(em, ids)).map((t) => [t.id, t]));
@@ -95,20 +93,12 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
   let templates: Promise<PoolTemplate[]> | null = null;
   const byIdLoaders = new Map<unknown, DataLoader<number, unknown>>();
   let uses: ReturnType<typeof monthUseByPool> | null = null;
-  const instancePages = new Map<string, DataLoader<number, Instance[]>>();
+  const instancePageLoaders = new Map<string, DataLoader<number, Instance[]>>();
   let placement: Promise<PlacementContext | null> | null = null;
   let poolContext: Promise<PoolContext> | null = null;
   const monthUse = () => (uses ??= monthUseByPool(em));
   const monthRuntimes = () => monthUse().then((u) => u.runtime);
   const monthCosts = () => monthUse().then((u) => u.cost);
-  const firstEstimates = new Map<number, Date>();
-  const keepFirst = new DataLoader<number, null>(async (ids) => {
-    await keepFirstEstimates(
-      em,
-      ids.map((id) => ({ id, at: firstEstimates.get(id)! })),
-    );
-    return ids.map(() => null);
-  });
   return {
     aheadRuns: new DataLoader(async (ids) => {
       const found = await aheadRuns(em, ids);
@@ -122,10 +112,6 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       const found = await estimateErrors(em, ids);
       return ids.map((id) => found.get(id) ?? []);
     }),
-    keepFirstEstimate: async (id, at) => {
-      if (!firstEstimates.has(id)) firstEstimates.set(id, at);
-      await keepFirst.load(id);
-    },
     poolContext: () =>
       (poolContext ??= Promise.all([launchingInstances(em), monthUse(), poolLaunches(em)]).then(([launching, use, launches]) => ({
         launching,
@@ -133,7 +119,7 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
         cost: use.cost,
         committed: use.committed,
         launchesLastMinute: new Map([...launches].map(([id, l]) => [id, l.lastMinute])),
-        degradedAfterFailures: config.degradedAfterFailures,
+        degradedAfterFailures: config.provisioner.degradedAfterFailures,
         now: new Date(),
       }))),
     placementContext: () =>
@@ -161,21 +147,13 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
     },
     instancePage(page) {
       const key = JSON.stringify(page);
-      let loader = instancePages.get(key);
+      let loader = instancePageLoaders.get(key);
       if (!loader) {
         loader = new DataLoader(async (poolIds) => {
-          const rows = await em.execute<{ id: number }[]>(
-            `select id from (
-               select i.id, row_number() over (partition by i.pool_id order by i.id desc) as n
-                 from instance i
-                where i.pool_id = any(?::int[]) and (?::text[] is null or i.state = any(?::text[])) and (?::int is null or i.id < ?::int)
-             ) x where n <= ?`,
-            [intArray(poolIds), page.states && textArray(page.states), page.states && textArray(page.states), page.olderThan, page.olderThan, page.size],
-          );
-          const found = rows.length ? await em.find(InstanceSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { id: 'desc' } }) : [];
-          return poolIds.map((id) => found.filter((i) => i.pool.id === id));
+          const found = await instancePages(em, poolIds, page);
+          return poolIds.map((id) => found.get(id) ?? []);
         });
-        instancePages.set(key, loader);
+        instancePageLoaders.set(key, loader);
       }
       return loader;
     },
@@ -195,7 +173,7 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
     }),
     workerStates,
     taskTags,
-    poolTemplates: () => (templates ??= loadPoolTemplates(em, config)),
+    poolTemplates: () => (templates ??= loadPoolTemplates(em, config.tags)),
     candidates(availableOnly) {
       let loader = candidateLoaders.get(availableOnly);
       if (!loader) {
@@ -210,11 +188,8 @@ export function createLoaders(em: EntityManager, config: Config, snapshot?: Work
       return loader;
     },
     activeWorkCount: new DataLoader(async (ids) => {
-      const rows = await em.execute<{ worker_id: number; n: number }[]>(`select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`, [
-        intArray(ids),
-      ]);
-      const byId = new Map(rows.map((r) => [r.worker_id, r.n]));
-      return ids.map((id) => byId.get(id) ?? 0);
+      const found = await activeWorkCounts(em, ids);
+      return ids.map((id) => found.get(id) ?? 0);
     }),
   };
 }

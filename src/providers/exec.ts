@@ -33,7 +33,7 @@ export const EXEC_LIMITS = {
 export interface ExecSettings {
   /** The commands pools may name (absolute paths): `TAGSCHED_EXEC_COMMANDS`. */
   readonly allowedCommands: readonly string[];
-  /** The environment commands run with (`Config.execEnvironment`). */
+  /** The environment commands run with (`ProvidersConfig.execEnvironment`). */
   readonly environment: Readonly<Record<string, string>>;
   readonly logger: Logger;
 }

@@ -85,11 +85,11 @@ function handlerList(specifications: PoolSpecifications): string {
 
 /** Creates the local provider of one server process. */
 export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps): Provider {
-  const root = path.join(config.dataDir, 'local-workers');
+  const root = path.join(config.server.dataDir, 'local-workers');
   // The agents this process started, to stop them when it stops, and their SIGKILL timers.
   const children = new Map<string, { child: ChildProcess; exited: Promise<void>; killTimer: NodeJS.Timeout | null }>();
   // Heartbeats well within the server's own lease: a quarter of it, at most the agent's default.
-  const heartbeatSeconds = Math.max(1, Math.min(30, Math.floor(config.heartbeatTimeoutMs / 4000)));
+  const heartbeatSeconds = Math.max(1, Math.min(30, Math.floor(config.leases.heartbeatTimeoutMs / 4000)));
 
   const dirOf = (pool: string, name: string) => path.join(root, pool, name);
   /** An instance's directory, whatever its pool (instance names are unique in the farm). */
@@ -122,12 +122,12 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
       signal(record, 'SIGTERM');
       const mine = children.get(record.name);
       if (mine && !mine.killTimer) {
-        mine.killTimer = setTimeout(() => alive(record) && signal(record, 'SIGKILL'), config.stopGraceMs);
+        mine.killTimer = setTimeout(() => alive(record) && signal(record, 'SIGKILL'), config.providers.stopGraceMs);
         mine.killTimer.unref();
       }
       log.info({ instance: record.name, pid: record.pid }, 'local agent asked to stop (SIGTERM)');
-    } else if (now - Date.parse(record.stopRequestedAt) >= config.stopGraceMs) {
-      log.warn({ instance: record.name, pid: record.pid, graceMs: config.stopGraceMs }, 'local agent still running after the grace period: SIGKILL');
+    } else if (now - Date.parse(record.stopRequestedAt) >= config.providers.stopGraceMs) {
+      log.warn({ instance: record.name, pid: record.pid, graceMs: config.providers.stopGraceMs }, 'local agent still running after the grace period: SIGKILL');
       signal(record, 'SIGKILL');
     }
   }
@@ -152,13 +152,13 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
         TAGSCHED_WORK_DIR: workDir,
         // Out of the handlers' reach: the data directory is hidden from them, and the agent is not in their /proc.
         TAGSCHED_STATE_FILE: path.join(dir, 'state.json'),
-        TAGSCHED_HIDDEN_DIR: config.dataDir,
+        TAGSCHED_HIDDEN_DIR: config.server.dataDir,
         TAGSCHED_HANDLER_ISOLATION: 'namespace',
         TAGSCHED_HANDLERS: handlerList(spec.specifications as PoolSpecifications),
         TAGSCHED_HEARTBEAT_INTERVAL: String(heartbeatSeconds),
         TAGSCHED_MAX_BACKOFF: String(Math.min(30, heartbeatSeconds * 2)),
       });
-      const out = fs.openSync(prepareInstanceLog(config.instanceLogDir, spec.name), 'a', 0o600);
+      const out = fs.openSync(prepareInstanceLog(config.providers.instanceLogDir, spec.name), 'a', 0o600);
       let child: ChildProcess;
       try {
         child = spawn(process.execPath, [AGENT_BIN], { cwd: dir, env, stdio: ['ignore', out, out] });
@@ -225,7 +225,7 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
       }
       const all = Promise.all(running.map(([, c]) => c.exited));
       let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), config.stopGraceMs)));
+      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), config.providers.stopGraceMs)));
       if ((await Promise.race([all, late])) === 'late') {
         for (const [, c] of running) c.child.kill('SIGKILL');
         await all;

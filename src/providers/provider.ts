@@ -3,7 +3,7 @@
  * worker, stop one, list what the provider has for a pool. A provider only talks to its cloud or
  * command; deciding what to start or stop, and keeping the books, is not its job.
  */
-import type { Config } from '../core/config.js';
+import type { Config } from '../core/config/config.js';
 import type { Manifest } from '../core/manifest-format.js';
 import type { Logger } from '../core/log.js';
 import type { AgentBootstrap } from './user-data.js';
@@ -143,7 +143,8 @@ export class ProviderError extends Error {
 
 /** What a provider is made with. */
 export interface ProviderDeps {
-  readonly config: Config;
+  /** The providers' section, and the server's address and data directory and the leases' heartbeat timeout, which local and qemu agents follow. */
+  readonly config: Pick<Config, 'server' | 'leases' | 'providers'>;
   readonly log: Logger;
   /**
    * Called by a provider that sees one of its instances end by itself (a local agent's process

@@ -19,7 +19,8 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Config } from '../core/config.js';
+import type { ProvidersConfig } from '../core/config/providers.js';
+import type { ServerConfig } from '../core/config/server.js';
 import type { Manifest } from '../core/manifest-format.js';
 import type { PoolSpecifications } from '../core/tags/worker-tags.js';
 import { prepareInstanceLog } from './instance-logs.js';
@@ -104,7 +105,7 @@ export function machineSize(specifications: PoolSpecifications, disk: Pick<DiskI
  * URL the provisioner gives agents: an http URL is forwarded to its own host and port (a wildcard host
  * to 127.0.0.1); an https one (a proxy in front of the server) to the server's own port on this host.
  */
-export function guestServer(agentServerUrl: string, config: Pick<Config, 'host' | 'port'>): { serverUrl: string; hostAddress: string; hostPort: number } {
+export function guestServer(agentServerUrl: string, config: Pick<ServerConfig, 'host' | 'port'>): { serverUrl: string; hostAddress: string; hostPort: number } {
   const url = new URL(agentServerUrl);
   const local = (host: string) => (host === '0.0.0.0' || host === '::' || host === '[::]' || host === '' ? '127.0.0.1' : host.replace(/^\[(.*)\]$/, '$1'));
   let hostAddress: string;
@@ -143,7 +144,7 @@ export function freeBytes(dir: string): number | null {
  * TAGSCHED_QEMU_STATE_DIR, where each machine's overlay grows, has free now (`qemuStateDir` absent: the
  * bound alone). A launch checks again, with what is free then.
  */
-export function validateQemuPool(pool: PoolProviderInput, config: Pick<Config, 'qemuImageDir'> & Partial<Pick<Config, 'qemuStateDir'>>): InputProblem[] {
+export function validateQemuPool(pool: PoolProviderInput, config: Pick<ProvidersConfig, 'qemuImageDir'> & Partial<Pick<ProvidersConfig, 'qemuStateDir'>>): InputProblem[] {
   const problems: InputProblem[] = [];
   const specs = pool.specifications;
   if (!config.qemuImageDir) problems.push(problem('input.providerType', 'qemu pools need TAGSCHED_QEMU_IMAGE_DIR, the directory of the disk images, set on the server'));
@@ -231,7 +232,7 @@ export function listMachines(stateDir: string, pool: string): ProviderInstance[]
 
 /** Creates the qemu provider of one server process. */
 export function createQemuProvider({ config, log }: ProviderDeps): Provider {
-  const root = config.qemuStateDir;
+  const root = config.providers.qemuStateDir;
   // Disk files whose sha256 matched their manifest, by path, size and modification time.
   const verified = new Set<string>();
   // The accelerator probed per disk image (once per process).
@@ -250,9 +251,9 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
   };
 
   async function checkedDisk(spec: LaunchSpec): Promise<DiskImage> {
-    if (!config.qemuImageDir) throw new ProviderError('invalid', 'TAGSCHED_QEMU_IMAGE_DIR is not set on this server');
+    if (!config.providers.qemuImageDir) throw new ProviderError('invalid', 'TAGSCHED_QEMU_IMAGE_DIR is not set on this server');
     if (!spec.image) throw new ProviderError('invalid', `pool ${spec.pool} names no registered worker image`);
-    const disk = diskImageOf(spec.image.manifest, config.qemuImageDir);
+    const disk = diskImageOf(spec.image.manifest, config.providers.qemuImageDir);
     if (typeof disk === 'string') throw new ProviderError('invalid', `the worker image "${spec.image.name}" ${disk}`);
     let stat: fs.Stats;
     try {
@@ -274,7 +275,7 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
   }
 
   function accelFor(disk: DiskImage): Promise<'kvm' | 'tcg'> {
-    if (config.qemuAccel !== 'auto') return Promise.resolve(config.qemuAccel);
+    if (config.providers.qemuAccel !== 'auto') return Promise.resolve(config.providers.qemuAccel);
     let accel = accels.get(disk.file);
     if (!accel) {
       accel = probeAccel(disk.file, disk.format, path.join(root, '.probe')).then((a) => {
@@ -292,11 +293,11 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
       const dir = dirOf(spec.pool, spec.name);
       if (readRecord(dir) && vmRunning(dir)) return { id: spec.name }; // launched already: once only
       const specifications = spec.specifications as PoolSpecifications;
-      const problems = validateQemuPool({ name: spec.pool, specifications, image: spec.image ?? null }, config);
+      const problems = validateQemuPool({ name: spec.pool, specifications, image: spec.image ?? null }, config.providers);
       if (problems.length) throw new ProviderError('invalid', problemsMessage(problems));
       const disk = await checkedDisk(spec);
       const accel = await accelFor(disk);
-      const server = guestServer(spec.agent.serverUrl, config);
+      const server = guestServer(spec.agent.serverUrl, config.server);
       const size = machineSize(specifications, disk);
       const options: VmOptions = {
         dir,
@@ -306,7 +307,7 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
         accel,
         ...size,
         forward: { ...SERVER_IN_GUEST, hostAddress: server.hostAddress, hostPort: server.hostPort },
-        serialLog: prepareInstanceLog(config.instanceLogDir, spec.name),
+        serialLog: prepareInstanceLog(config.providers.instanceLogDir, spec.name),
       };
       // The provisioner's user data (one function for every provider), with the URL the guest reaches.
       const userData = cloudInitUserData({ ...spec.agent, serverUrl: server.serverUrl });
@@ -341,8 +342,8 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
           log.warn({ instance: id, error: (err as Error).message }, 'the monitor of a virtual machine did not take the power-off: killing it');
           killVm(dir);
         }
-      } else if (now - Date.parse(record.stopRequestedAt) >= config.stopGraceMs) {
-        log.warn({ instance: id, graceMs: config.stopGraceMs }, 'virtual machine still running after the grace period: SIGKILL');
+      } else if (now - Date.parse(record.stopRequestedAt) >= config.providers.stopGraceMs) {
+        log.warn({ instance: id, graceMs: config.providers.stopGraceMs }, 'virtual machine still running after the grace period: SIGKILL');
         killVm(dir);
       }
     },

@@ -4,7 +4,7 @@
  * needs it), and may check a pool of that type when it is created or changed. Adding a provider is
  * adding its file under providers/ and its entries here.
  */
-import type { Config } from '../core/config.js';
+import type { ProvidersConfig } from '../core/config/providers.js';
 import type { InputProblem } from '../core/errors.js';
 import type { ProviderFactory } from './provider.js';
 import { createEc2Provider, validateEc2Pool } from './ec2.js';
@@ -15,17 +15,17 @@ import { createQemuProvider, validateQemuPool } from './qemu.js';
 import type { PoolProviderInput } from './spec-checks.js';
 
 /** Checks a pool of one provider type (its name, specifications and account): every problem, none thrown. */
-export type PoolValidator = (pool: PoolProviderInput, config: Config) => InputProblem[];
+export type PoolValidator = (pool: PoolProviderInput, config: ProvidersConfig) => InputProblem[];
 
 const PROVIDERS = new Map<string, ProviderFactory>([
   // tagsched-worker processes on the server's own machine (development, demos, tests, one-host farms).
   ['local', createLocalProvider],
   // A command of the site's, allowed by TAGSCHED_EXEC_COMMANDS, speaking JSON on stdin and stdout.
-  ['exec', ({ config, log }) => createExecProvider({ allowedCommands: config.execCommands, environment: config.execEnvironment, logger: log })],
+  ['exec', ({ config, log }) => createExecProvider({ allowedCommands: config.providers.execCommands, environment: config.providers.execEnvironment, logger: log })],
   // Hetzner Cloud servers, at TAGSCHED_HETZNER_API_URL.
-  ['hetzner', ({ config, log }) => createHetznerProvider({ apiUrl: config.hetznerApiUrl, logger: log })],
+  ['hetzner', ({ config, log }) => createHetznerProvider({ apiUrl: config.providers.hetznerApiUrl, logger: log })],
   // AWS EC2 instances through the official SDK, at TAGSCHED_EC2_ENDPOINT or the region's endpoint.
-  ['ec2', ({ config, log }) => createEc2Provider({ endpoint: config.ec2Endpoint, logger: log })],
+  ['ec2', ({ config, log }) => createEc2Provider({ endpoint: config.providers.ec2Endpoint, logger: log })],
   // QEMU virtual machines on the server's own host, booted from a registered image's disk (TAGSCHED_QEMU_IMAGE_DIR).
   ['qemu', createQemuProvider],
 ]);
@@ -56,7 +56,7 @@ export function providerFactory(type: string): ProviderFactory | undefined {
 }
 
 /** What the pool's provider finds wrong with it; none for a type that checks nothing of its own. */
-export function poolProviderProblems(type: string, pool: PoolProviderInput, config: Config): InputProblem[] {
+export function poolProviderProblems(type: string, pool: PoolProviderInput, config: ProvidersConfig): InputProblem[] {
   return VALIDATORS.get(type)?.(pool, config) ?? [];
 }
 

@@ -1,6 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../core/config.js';
-import type { WorkRequestStatus } from '../storage/entities/work-request.js';
+import type { Config } from '../core/config/config.js';
+import { isFinished, type WorkRequestStatus } from '../core/work-request-status.js';
 import type { Events } from '../storage/events.js';
 import type { Logger } from '../core/log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -24,7 +24,7 @@ import { WorkerSnapshot } from './storage/worker-snapshot.js';
  */
 export function changeMayAllowAssignments(change: { status?: WorkRequestStatus; slotRefilled?: boolean }): boolean {
   if (change.slotRefilled) return false;
-  return change.status !== 'ASSIGNED' && change.status !== 'RUNNING' && change.status !== 'BLOCKED';
+  return change.status === undefined || change.status === 'PENDING' || isFinished(change.status);
 }
 
 /** Why a pass was asked for (logged, and useful when reading a trace). */
@@ -60,23 +60,19 @@ export interface Scheduler {
   stop(): Promise<void>;
 }
 
-/** What happens to the dependents of requests a lease sweep aborted (the work-request lifecycle, given by the app). */
-export type SettleDependents = (em: EntityManager, config: Config, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
+/** What happens to the dependents of requests a lease sweep aborted (the work-request lifecycle, given by the app with its configuration). */
+export type SettleDependents = (em: EntityManager, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
 
 /**
  * Gives quarantined workers their probes, in the caller's transaction (services/work/quarantine-probes.ts,
- * given by the app): the probes given, and the due workers that could not be probed, with why.
+ * given by the app with its configuration): the probes given, and the due workers that could not be probed, with why.
  */
-export type StartProbes = (
-  em: EntityManager,
-  config: Config,
-  now: Date,
-) => Promise<{ started: (Assignment & { workerName: string })[]; skipped: { workerName: string; why: string }[] }>;
+export type StartProbes = (em: EntityManager, now: Date) => Promise<{ started: (Assignment & { workerName: string })[]; skipped: { workerName: string; why: string }[] }>;
 
 /** Creates the scheduler of one server process. */
 export function createScheduler(deps: {
   orm: MikroORM;
-  config: Config;
+  config: Pick<Config, 'scheduler' | 'workers' | 'leases' | 'statistics'>;
   log: Logger;
   events: Events;
   settleDependents: SettleDependents;
@@ -87,7 +83,7 @@ export function createScheduler(deps: {
   const metrics = deps.metrics ?? NO_SCHEDULER_METRICS;
   const classes = new ClassCache();
   const workers = new WorkerSnapshot();
-  const history = new TaskHistoryCache(config.heavyTaskSeconds);
+  const history = new TaskHistoryCache(config.statistics.heavyTaskSeconds);
   let timer: NodeJS.Timeout | null = null;
   let debounce: NodeJS.Timeout | null = null;
   let running: Promise<unknown> | null = null;
@@ -112,7 +108,7 @@ export function createScheduler(deps: {
     // becomes pending after the probe triggers a pass of its own.
     const [{ pending }] = await orm.em.getConnection().execute<{ pending: boolean }[]>(`select exists (select 1 from work_request where status = 'PENDING') as pending`);
     if (!pending) return [];
-    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, history, config, new Date()));
+    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, history, config.workers, new Date()));
     metrics.passRan(reason);
     publish(assignments, 'pass'); // after the commit: a subscriber must find the row assigned
     if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
@@ -121,10 +117,10 @@ export function createScheduler(deps: {
 
   async function sweep(now = new Date(), watchingSince: Date | null = null): Promise<number> {
     const { changes, settled, gone } = await orm.em.fork().transactional(async (tx) => {
-      const changes = await expireLeases(tx, now, config, watchingSince);
+      const changes = await expireLeases(tx, now, config.leases, watchingSince);
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
       await forgetEndedBackoffs(tx, now);
-      return { changes, settled: aborted.length ? await settleDependents(tx, config, aborted) : [], gone: await disconnectSilentWorkers(tx, changes, now, config) };
+      return { changes, settled: aborted.length ? await settleDependents(tx, aborted) : [], gone: await disconnectSilentWorkers(tx, changes, now, config.leases) };
     });
     // The pending counts' rows folded in a statement of its own (its row locks held for no longer).
     await compactPendingCounts(orm.em.fork());
@@ -139,8 +135,8 @@ export function createScheduler(deps: {
   }
 
   async function probe(now = new Date()): Promise<Assignment[]> {
-    if (!startProbes || config.quarantineProbeMs <= 0) return [];
-    const { started, skipped } = await orm.em.fork().transactional((tx) => startProbes(tx, config, now));
+    if (!startProbes || config.workers.quarantineProbeMs <= 0) return [];
+    const { started, skipped } = await orm.em.fork().transactional((tx) => startProbes(tx, now));
     // After the commit, as every assignment: the push (workAssigned) and the new request; the
     // worker's last probe changed too.
     for (const p of started) {
@@ -179,19 +175,19 @@ export function createScheduler(deps: {
       // One round trip when this process knows the worker's shape; else (or when that trip cannot
       // decide) the pull's transaction, which learns the shape for the next time.
       const shape = pullShapes.get(workerId);
-      let assignment = shape ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config, workerId, shape, now, { seen: options.seen }) : undefined;
+      let assignment = shape ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config.workers, workerId, shape, now, { seen: options.seen }) : undefined;
       if (assignment === undefined) {
-        assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config, workerId, now, { seen: options.seen, shapes: pullShapes }));
+        assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config.workers, workerId, now, { seen: options.seen, shapes: pullShapes }));
       }
       if (assignment) publish([assignment], 'pull');
       return assignment;
     },
     async placeNew(request) {
-      if (stopped || !config.schedulerAutomatic) return [];
+      if (stopped || !config.scheduler.automatic) return [];
       // Each assignment is committed on its own and published at once, before the next worker is
       // tried; those made before a failure are answered too.
       const made: NextAssignment[] = [];
-      const placed = placeRequest(orm.em.fork(), classes, history, config, request, new Date(), (a) => {
+      const placed = placeRequest(orm.em.fork(), classes, history, config.workers, request, new Date(), (a) => {
         made.push(a);
         try {
           publish([a], 'place');
@@ -214,14 +210,14 @@ export function createScheduler(deps: {
     sweepLeases: sweep,
     probeQuarantined: probe,
     trigger(reason) {
-      if (debounce || stopped || !config.schedulerAutomatic) return;
+      if (debounce || stopped || !config.scheduler.automatic) return;
       debounce = setTimeout(() => {
         debounce = null;
         runSoon(reason);
-      }, config.schedulerDebounceMs);
+      }, config.scheduler.passDebounceMs);
     },
     start() {
-      if (!config.schedulerAutomatic) return;
+      if (!config.scheduler.automatic) return;
       // Any change of a worker (connected, reported, undrained, retagged) or of a request (new pending
       // work, work finished), in this process or, through PostgreSQL, in another, may allow assignments.
       // A change that cannot free a slot or add pending work (changeMayAllowAssignments) asks for none.
@@ -244,7 +240,7 @@ export function createScheduler(deps: {
           .then(() => probe())
           .catch((err: unknown) => log.error({ err }, 'quarantine probes failed'))
           .finally(() => runSoon('periodic'));
-      }, config.schedulerIntervalMs);
+      }, config.scheduler.passIntervalMs);
       timer.unref();
       runSoon('startup');
     },

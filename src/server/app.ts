@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { createClientAuth } from '../api/client-auth.js';
-import type { Config } from '../core/config.js';
+import type { Config } from '../core/config/config.js';
 import type { Context } from '../api/context.js';
 import { createContextFactory } from '../api/context-factory.js';
 import { openDatabase } from './database.js';
@@ -66,16 +66,25 @@ export interface App {
 
 /** Opens the database (embedded when no URL), migrates, and builds the HTTP + WebSocket GraphQL service. */
 export async function buildApp(config: Config, options: { log?: Logger; events?: Events } = {}): Promise<App> {
-  const log = options.log ?? createLogger(config.logLevel);
-  const { orm, embedded, migrations } = await openDatabase(config, log);
-  const { firstToken, revokedTokenIds, revokedConfigured } = await ensureAdminAccess(orm.em.fork(), config.adminToken);
-  const secrets: SecretBox = createSecretBox(loadSecretKey(config, log));
+  const log = options.log ?? createLogger(config.server.logLevel);
+  const { orm, embedded, migrations } = await openDatabase(config.server, log);
+  const { firstToken, revokedTokenIds, revokedConfigured } = await ensureAdminAccess(orm.em.fork(), config.server.adminToken);
+  const secrets: SecretBox = createSecretBox(loadSecretKey(config.server, log));
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
-  const events = options.events ?? (config.databaseUrl ? createPgEvents(config.databaseUrl, log) : createLocalEvents(log));
-  // The scheduler depends on the lifecycle through these functions, not on the services layer.
+  const events = options.events ?? (config.server.databaseUrl ? createPgEvents(config.server.databaseUrl, log) : createLocalEvents(log));
+  // The scheduler depends on the lifecycle through these functions, not on the services layer; they
+  // read the sections of the configuration the scheduler does not.
   const metrics = createProcessMetrics();
-  const scheduler = createScheduler({ orm, config, log, events, settleDependents, startProbes: startQuarantineProbes, metrics });
+  const scheduler = createScheduler({
+    orm,
+    config,
+    log,
+    events,
+    settleDependents: (em, abortedIds) => settleDependents(em, config, abortedIds),
+    startProbes: (em, now) => startQuarantineProbes(em, config, now),
+    metrics,
+  });
   const serverWorkers = createServerWorkers({ orm, config, log, events, scheduler, metrics });
   const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler, metrics });
 
@@ -102,7 +111,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     maskedErrors: { maskError: createErrorMasking(log) },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
     // Its bundle (some 49 MiB of heap) is loaded when someone first opens it, not in every process.
-    graphiql: config.graphiql ? { subscriptionsProtocol: 'WS', defaultQuery: GRAPHIQL_EXAMPLES } : false,
+    graphiql: config.api.graphiql ? { subscriptionsProtocol: 'WS', defaultQuery: GRAPHIQL_EXAMPLES } : false,
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     // Yoga's own lines go to the JSON log (log-adapters.ts).
     logging: yogaLogging(log),
@@ -138,7 +147,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       try {
         await new Promise<void>((resolve, reject) => {
           httpServer.once('error', reject);
-          httpServer.listen(config.port, config.host, () => resolve());
+          httpServer.listen(config.server.port, config.server.host, () => resolve());
         });
       } catch (err) {
         // Not listening: the first admin token was never shown, so it must not stay either (the next
@@ -151,7 +160,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
         throw err;
       }
       const { port } = httpServer.address() as AddressInfo;
-      const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}/graphql`;
+      const url = `http://${config.server.host === '0.0.0.0' ? '127.0.0.1' : config.server.host}:${port}/graphql`;
       await serverWorkers.start(port);
       if (firstToken) {
         // Printed on stderr, outside the JSON log, exactly once and only once the service listens: it is

@@ -1,5 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../core/config.js';
+import type { ServerConfig } from '../core/config/server.js';
 import { startEmbeddedPg, type EmbeddedPg } from './embedded-pg.js';
 import type { Logger } from '../core/log.js';
 import { ormLogging } from '../api/log-adapters.js';
@@ -14,7 +14,7 @@ export interface OpenDatabase {
 }
 
 /** Opens the database (embedded when no URL) and migrates it. */
-export async function openDatabase(config: Config, log: Logger): Promise<OpenDatabase> {
+export async function openDatabase(config: ServerConfig, log: Logger): Promise<OpenDatabase> {
   let embedded: EmbeddedPg | null = null;
   let target: DbTarget;
   if (config.databaseUrl) {

@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Config } from '../core/config.js';
+import type { ServerConfig } from '../core/config/server.js';
 import type { Logger } from '../core/log.js';
 
 /** The key that seals provider accounts: configured, or generated once next to the embedded database. */
-export function loadSecretKey(config: Config, log: Logger): string {
+export function loadSecretKey(config: ServerConfig, log: Logger): string {
   if (config.secretKey) return config.secretKey;
   const file = path.join(config.dataDir, 'secret.key');
   if (!fs.existsSync(file)) {

@@ -1,4 +1,4 @@
-import type { Config } from '../core/config.js';
+import type { ServerConfig } from '../core/config/server.js';
 
 /** The database URL as it may be shown: without its password. */
 export function shownDatabaseUrl(url: string): string {
@@ -32,7 +32,7 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOU
  * can fix (a port in use, a database out of reach or refusing us, the embedded database locked); null
  * for anything else, which is a bug and is logged in full.
  */
-export function describeStartupError(err: unknown, config: Config): string | null {
+export function describeStartupError(err: unknown, config: ServerConfig): string | null {
   const e = codeOf(err);
   const db = config.databaseUrl ? `the database at ${shownDatabaseUrl(config.databaseUrl)}` : 'the embedded database';
   if (e.syscall === 'listen' || e.code === 'EADDRINUSE') {

@@ -1,7 +1,7 @@
 import { createPubSub, Repeater, SlidingBuffer, type PubSub, type PubSubEventTarget } from 'graphql-yoga';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import type { WorkRequestStatus } from './entities/work-request.js';
+import type { WorkRequestStatus } from '../core/work-request-status.js';
 import type { Logger } from '../core/log.js';
 
 /** What an assignment event carries. */

@@ -20,7 +20,7 @@ import {
 /** Small limits, so that the limits are easy to cross. */
 const MAX_TASK_DATA_BYTES = 1000;
 const MAX_TAGS = 5;
-const t = useTestApp({ maxTaskDataBytes: MAX_TASK_DATA_BYTES, maxTagsPerSet: MAX_TAGS });
+const t = useTestApp({ input: { maxTaskDataBytes: MAX_TASK_DATA_BYTES, maxTagsPerSet: MAX_TAGS } });
 
 type Json = Record<string, any>;
 

@@ -5,7 +5,7 @@ import { connectedWorker, createWorkspace, ok, sbuild } from '../helpers/fixture
 // A worker's plain SUCCESS is recorded in one statement; everything that needs more (dependents, a
 // workflow parent, a log to compact, a quarantine to lift, a repeated report) takes the transaction.
 // Both must leave the same state behind: these tests look at the rows each leaves.
-const t = useTestApp({ quarantineAfterErrors: 2 });
+const t = useTestApp({ workers: { quarantineAfterErrors: 2 } });
 
 const COMPLETE = `mutation($id: ID!, $r: WorkRequestResult!, $e: Int) {
   completeWorkRequest(input: { id: $id, result: $r, exitCode: $e }) { __typename ... on WorkRequest { id status result } ... on Error { code message } }

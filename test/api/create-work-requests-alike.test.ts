@@ -9,7 +9,7 @@ import { ERROR_FIELDS, createWorkspace, expectResult, memberOf, ok, sbuild, subm
 
 type Json = Record<string, any>;
 
-const t = useTestApp({ maxBatchRequests: 10 });
+const t = useTestApp({ input: { maxBatchRequests: 10 } });
 
 /** Every field of a work request that needs no worker, and those that read more than its row (a batch answers with plain records). */
 const FIELDS = `id taskType taskName taskData status result statusReason priority priorityBase priorityAdjustment

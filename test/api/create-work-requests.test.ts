@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, createUser, createWorkspace, memberOf, ok, sbuild, snapshot, submitOk } from '../helpers/fixtures.js';
 
-const t = useTestApp({ maxBatchRequests: 50 });
+const t = useTestApp({ input: { maxBatchRequests: 50 } });
 
 const BATCH = `mutation($input: CreateWorkRequestsInput!, $key: String) {
   createWorkRequests(input: $input, idempotencyKey: $key) {

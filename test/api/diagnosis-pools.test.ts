@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, expectResult, ok, submitOk } from '../helpers/fixtures.js';
 
-const t = useTestApp({ provisioner: false });
+const t = useTestApp({ provisioner: { enabled: false } });
 
 const DIAGNOSIS = `query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools unavailableWorkers { reason count }
   pools { pool instances maxActiveInstances atLimit launching { name since } } } } }`;

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, ERROR_FIELDS, expectResult, ok, reportMetadata } from '../helpers/fixtures.js';
 
-const t = useTestApp({ provisioner: false });
+const t = useTestApp({ provisioner: { enabled: false } });
 
 const INSTANCE = 'name providerId state error requestedAt startedAt stoppingAt terminatedAt runtimeSeconds pool { name } worker { name status concurrency }';
 const CREATE = `mutation($p: String!, $n: String) { createInstance(input: { pool: $p, name: $n }) { __typename ... on InstanceLaunchPayload { activationToken instance { ${INSTANCE} } } ${ERROR_FIELDS} } }`;

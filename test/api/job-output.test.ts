@@ -7,7 +7,7 @@ import { collect, wsClient } from '../helpers/ws.js';
 // A small bound, so that truncation shows with a few kilobytes: a head of 2048 bytes and a tail of at most 2048.
 const MAX_LOG_BYTES = 4096;
 // No release backoff: one test releases a request and has the same (only) worker run it again.
-const t = useTestApp({ maxLogBytes: MAX_LOG_BYTES, releaseBackoffMs: 0 });
+const t = useTestApp({ input: { maxLogBytes: MAX_LOG_BYTES }, scheduler: { releaseBackoffMs: 0 } });
 let url: string;
 let worker: string;
 let otherWorker: string;

@@ -14,9 +14,9 @@ import { addMember, connectedWorker, createPool, createWorkspace, memberOf, ok, 
 
 type Json = Record<string, any>;
 
-const on = useTestApp({ learnedRequirements: true });
+const on = useTestApp({ statistics: { learnedRequirements: true } });
 const off = useTestApp();
-const shared = useTestApp({ learnedRequirements: true, sharedHistory: true });
+const shared = useTestApp({ statistics: { learnedRequirements: true, sharedHistory: true } });
 
 const GIB = 1024 ** 3;
 const COMPLETE = `mutation($id: ID!, $s: RunStatisticsInput) { completeWorkRequest(input: { id: $id, result: SUCCESS, statistics: $s }) { __typename } }`;

@@ -5,11 +5,11 @@
 import type { PromData } from 'prom2javascript';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseMetrics } from '../helpers/metrics.js';
-import { LIVE_INSTANCE_STATES } from '../../src/storage/entities/instance.js';
+import { LIVE_INSTANCE_STATES } from '../../src/core/instance-state.js';
 import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, createPool, expectResult } from '../helpers/fixtures.js';
 
-const t = useTestApp({ execCommands: ['/bin/true'] });
+const t = useTestApp({ providers: { execCommands: ['/bin/true'] } });
 let base: string;
 
 beforeAll(async () => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/server/app.js';
-import { loadConfig } from '../../src/core/config.js';
+import { loadConfig } from '../../src/core/config/config.js';
 import { hashToken } from '../../src/services/identity/tokens.js';
 import { ADMIN_TOKEN, type GqlResult } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/db.js';
@@ -26,7 +26,7 @@ beforeAll(async () => {
   dropDatabase = db.drop;
   const config = loadConfig(
     {},
-    { databaseUrl: db.url, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' },
+    { server: { databaseUrl: db.url, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' } },
   );
   const log = pino(
     { level: 'debug' },

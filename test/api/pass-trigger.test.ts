@@ -4,7 +4,7 @@ import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createWorkspace, ok, sbuild } from '../helpers/fixtures.js';
 
 // The scheduler runs by itself here, with a debounce long enough that a test can act before a pass.
-const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 300, schedulerIntervalMs: 3_600_000 });
+const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 300, passIntervalMs: 3_600_000 } });
 
 const settle = () => new Promise((r) => setTimeout(r, 600)); // past the debounce and the pass it starts
 /** Full passes this process ran: a pass runs in full only when work is pending (a request no worker runs waits here). */

@@ -11,7 +11,7 @@ import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, snapshot, submitOk } from '../helpers/fixtures.js';
 import { costInMonth, monthStartUtc } from '../../src/scheduler/rules/pool-cost.js';
 
-const t = useTestApp({ provisioner: false });
+const t = useTestApp({ provisioner: { enabled: false } });
 
 const POOL = `name pricePerHour monthlyCostBudget monthCost monthRuntimeSeconds billingPeriodSeconds`;
 const UPDATE = `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { __typename ... on WorkerPool { ${POOL} } ${ERROR_FIELDS} ... on InputError { problems { path message } } } }`;

@@ -5,7 +5,7 @@ import { expectResult, ok, snapshot } from '../helpers/fixtures.js';
 // Pools are checked by their provider when they are created or changed (src/providers/registry.ts):
 // every problem at once, each with its path, nothing written, no secret in the answer.
 const EXEC_COMMAND = '/usr/local/bin/cloud-provider';
-const t = useTestApp({ execCommands: [EXEC_COMMAND] });
+const t = useTestApp({ providers: { execCommands: [EXEC_COMMAND] } });
 
 const TOKEN = 'hcloud-token-must-not-come-back-4711';
 const AWS_SECRET = 'aws-secret-access-key-must-not-come-back';

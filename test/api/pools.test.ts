@@ -6,7 +6,7 @@ import { ERROR_FIELDS, createPool, createUser, createWorkspace, expectResult, ok
 /** A site where 8 CPUs already make a big worker (the default floor is 16): templates must follow the configuration. */
 const SIZE_THRESHOLDS = { medium: { cpuCount: 4, memoryGib: 8, diskGib: 50 }, big: { cpuCount: 8, memoryGib: 32, diskGib: 200 } };
 const EXEC_COMMAND = '/usr/local/bin/cloud-provider';
-const t = useTestApp({ sizeThresholds: SIZE_THRESHOLDS, execCommands: [EXEC_COMMAND] });
+const t = useTestApp({ tags: { sizeThresholds: SIZE_THRESHOLDS }, providers: { execCommands: [EXEC_COMMAND] } });
 
 /** The credentials under test: this value must never come back out of the server. */
 const SECRET = 'sk-live-9f8e7d6c5b4a-DO-NOT-LEAK';

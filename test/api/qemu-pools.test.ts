@@ -18,7 +18,7 @@ const imageDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-qemu-pools-'));
 fs.writeFileSync(path.join(imageDir, 'vm-image.qcow2'), 'a qcow2 file of 25 bytes\n');
 // Made by the first launch: a pool's disk is judged by the free space of the directory it will be in.
 const stateDir = path.join(imageDir, 'state', 'qemu');
-const t = useTestApp({ qemuImageDir: imageDir, qemuStateDir: stateDir });
+const t = useTestApp({ providers: { qemuImageDir: imageDir, qemuStateDir: stateDir } });
 
 const REGISTER = `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ${ERROR_FIELDS} } }`;
 const POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name providerType specifications { image cpuCount memoryGib diskGib } }

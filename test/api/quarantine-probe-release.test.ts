@@ -4,7 +4,7 @@ import { AMD64_METADATA, connectedWorker, createWorkspace, ok, sbuild } from '..
 
 // A quarantine probe is for its worker alone (services/work/quarantine-probes.ts): one that is released, or
 // whose lease runs out, is ABORTED, never put back in the queue where another worker would run it.
-const t = useTestApp({ quarantineProbeMs: 60_000 });
+const t = useTestApp({ workers: { quarantineProbeMs: 60_000 } });
 
 const METADATA = { ...AMD64_METADATA, tasks: [...AMD64_METADATA.tasks, { type: 'worker', name: 'noop', version: 1 }] };
 let token: string;

@@ -5,7 +5,7 @@ import { connectedWorker, createWorkspace, ok, sbuild, submitOk } from '../helpe
 // The scheduler is manual here (useTestApp's default): only the worker's own pull assigns.
 const t = useTestApp();
 // Here it runs by itself, so that a new request is placed on a free worker as it is created.
-const placing = useTestApp({ schedulerAutomatic: true, schedulerIntervalMs: 3_600_000 });
+const placing = useTestApp({ scheduler: { automatic: true, passIntervalMs: 3_600_000 } });
 
 const FIELDS = 'id status statusReason taskName taskData priority assignedAt startedAt createdAt worker { name } workspace { name } createdBy { username }';
 const pull = async (token: string) =>

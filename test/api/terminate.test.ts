@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submitOk } from '../helpers/fixtures.js';
 
-const t = useTestApp({ maxRetries: 3 });
+const t = useTestApp({ leases: { maxRetries: 3 } });
 
 const TERMINATE = `mutation($n: String!) { terminateWorker(input: { name: $n }) { __typename ... on Worker { name status terminatedAt } ${ERROR_FIELDS} } }`;
 const noop = { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} };

@@ -8,7 +8,7 @@ import { useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, createUser, createWorkspace, expectResult, ok, snapshot, submitOk } from '../helpers/fixtures.js';
 import { imageManifest } from '../helpers/image-manifest.js';
 
-const t = useTestApp({ execCommands: ['/bin/true'] });
+const t = useTestApp({ providers: { execCommands: ['/bin/true'] } });
 
 const IMAGE_FIELDS = `name recipe { suite architecture mirror source enableBackends enableTasks } packageCount packages { name version }
   tags { tag source condition } rootfs { path bytes sha256 } diskImage { path } createdAt registeredAt`;

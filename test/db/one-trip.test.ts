@@ -20,7 +20,7 @@ describe('executeInOneTrip: several statements in one round trip, each as if sen
 
   it('a statement that waited for a lock reads, in the next one, what was committed while it waited', async () => {
     await t.sql('create table trip_probe (id int)');
-    const other = new pg.Client({ connectionString: t.app.config.databaseUrl! });
+    const other = new pg.Client({ connectionString: t.app.config.server.databaseUrl! });
     await other.connect();
     try {
       // Another session holds an advisory lock and writes a row it commits only later.

@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { buildApp, type App } from '../../src/server/app.js';
-import { loadConfig, type Config } from '../../src/core/config.js';
+import { loadConfig, type Config, type ConfigOverrides } from '../../src/core/config/config.js';
 import { createLogger, type Logger } from '../../src/core/log.js';
 import { createTestDatabase } from './db.js';
 
@@ -25,8 +25,20 @@ export interface TestApp {
 
 export const ADMIN_TOKEN = 'tsk_admin_test-admin-token-0123456789';
 
+/** `over` on top of `base`, section by section: a section both name gets the settings of both, those of `over` winning. */
+export function layered(base: ConfigOverrides, over: ConfigOverrides): ConfigOverrides {
+  const out: Record<string, object> = { ...base };
+  for (const [name, section] of Object.entries(over)) out[name] = { ...out[name], ...section };
+  return out as ConfigOverrides;
+}
+
+/** The server section of every test app: its own database, a port of its own, the test admin token and secret key. */
+function testServer(databaseUrl: string): ConfigOverrides['server'] {
+  return { databaseUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' };
+}
+
 /** Builds the app on a fresh database before the file's tests, and tears it down after; `log` replaces the silent logger. */
-export function useTestApp(overrides: Partial<Config> = {}, options: { log?: () => Logger } = {}): TestApp {
+export function useTestApp(overrides: ConfigOverrides = {}, options: { log?: () => Logger } = {}): TestApp {
   const harness = {} as TestApp;
   let drop: () => Promise<void>;
   beforeAll(async () => {
@@ -34,27 +46,24 @@ export function useTestApp(overrides: Partial<Config> = {}, options: { log?: () 
     drop = db.drop;
     const config = loadConfig(
       {},
-      {
-        databaseUrl: db.url,
-        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-        adminToken: ADMIN_TOKEN,
-        secretKey: 'test-secret-key',
-        port: 0,
-        host: '127.0.0.1',
-        // Tests run passes themselves (app.scheduler.runPass()), so that what they see is deterministic.
-        schedulerAutomatic: false,
-        // Nor does the provisioner run by itself when a test starts the app: a test of it runs its
-        // cycles (app.provisioner.runCycle()) or says so.
-        provisioner: false,
-        // Every in-process call comes from one "address": a file that tries many refused tokens on
-        // purpose (terminated workers in the property test) would be throttled. The throttle's own
-        // tests (test/security/limits.test.ts) set it.
-        limits: { ...loadConfig({}).limits, authFailuresPerMinute: 0 },
-        // No built-in server worker, unless a test asks for one: it would be one more worker for every
-        // test that counts or chooses workers. test/workflows/ turns them on.
-        serverWorkers: 0,
-        ...overrides,
-      },
+      layered(
+        {
+          server: testServer(db.url),
+          // Tests run passes themselves (app.scheduler.runPass()), so that what they see is deterministic.
+          scheduler: { automatic: false },
+          // Nor does the provisioner run by itself when a test starts the app: a test of it runs its
+          // cycles (app.provisioner.runCycle()) or says so.
+          provisioner: { enabled: false },
+          // Every in-process call comes from one "address": a file that tries many refused tokens on
+          // purpose (terminated workers in the property test) would be throttled. The throttle's own
+          // tests (test/security/limits.test.ts) set it.
+          limits: { authFailuresPerMinute: 0 },
+          // No built-in server worker, unless a test asks for one: it would be one more worker for every
+          // test that counts or chooses workers. test/workflows/ turns them on.
+          serverWorkers: { count: 0 },
+        },
+        overrides,
+      ),
     );
     const app = await buildApp(config, { log: options.log?.() ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
     Object.assign(harness, {
@@ -85,27 +94,15 @@ export function useTestApp(overrides: Partial<Config> = {}, options: { log?: () 
  * secret key, a port of its own, no built-in server workers; the service's defaults otherwise (the
  * limits among them), but for `overrides`.
  */
-export function secondAppConfig(t: TestApp, overrides: Partial<Config> = {}): Config {
-  return loadConfig(
-    {},
-    {
-      databaseUrl: t.dbUrl,
-      dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-      adminToken: ADMIN_TOKEN,
-      secretKey: 'test-secret-key',
-      port: 0,
-      host: '127.0.0.1',
-      serverWorkers: 0,
-      ...overrides,
-    },
-  );
+export function secondAppConfig(t: TestApp, overrides: ConfigOverrides = {}): Config {
+  return loadConfig({}, layered({ server: testServer(t.dbUrl), serverWorkers: { count: 0 } }, overrides));
 }
 
 /**
  * Starts a second server process's app on the database of `t` (a port of its own, so that it can be
  * started again under the same server worker names); its caller stops it.
  */
-export async function startSecondApp(t: TestApp, overrides: Partial<Config>, options: { log?: Logger } = {}): Promise<App> {
+export async function startSecondApp(t: TestApp, overrides: ConfigOverrides, options: { log?: Logger } = {}): Promise<App> {
   const app = await buildApp(secondAppConfig(t, overrides), options.log ? { log: options.log } : {});
   await app.start();
   return app;

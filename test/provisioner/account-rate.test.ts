@@ -10,7 +10,7 @@ import { registerFakeCloud } from './fake-cloud.js';
 
 const cloud = registerFakeCloud('fake-rate');
 afterAll(() => cloud.unregister());
-const t = useTestApp({ provisioner: true, agentServerUrl: 'http://tagsched.test/graphql', providerTimeoutMs: 300, accountLaunchesPerMinute: 2 });
+const t = useTestApp({ provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', accountLaunchesPerMinute: 2 }, providers: { callTimeoutMs: 300 } });
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');

@@ -23,7 +23,7 @@ const LAUNCHER = path.join(dir, 'launch.sh');
 fs.writeFileSync(LAUNCHER, '#!/bin/sh\ncat >/dev/null\necho "{\\"id\\":\\"ex-$$\\"}"\n', { mode: 0o755 });
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [] }, { execCommands: [LAUNCHER] });
+const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [] }, { providers: { execCommands: [LAUNCHER] } });
 
 const noop = { workspace: 'budget/ws', taskType: 'worker', taskName: 'noop', taskData: {} };
 const cycle = async () => (await t.app.provisioner.runCycle({ reconcile: false }))!;

@@ -18,13 +18,15 @@ const cloud = registerFakeCloud('fake');
 afterAll(() => cloud.unregister());
 
 const t = useTestApp({
-  provisioner: true, // its cycles are run by the tests, one by one; app.start() is never called
-  agentServerUrl: 'http://tagsched.test/graphql',
-  providerTimeoutMs: 300,
-  launchBackoffMs: 3_600_000, // an hour: a test moves launch_retry_at itself
-  launchBackoffMaxMs: 7_200_000,
-  bootTimeoutMs: 60_000,
-  degradedAfterFailures: 3,
+  provisioner: {
+    enabled: true, // its cycles are run by the tests, one by one; app.start() is never called
+    agentServerUrl: 'http://tagsched.test/graphql',
+    launchBackoffMs: 3_600_000, // an hour: a test moves launch_retry_at itself
+    launchBackoffMaxMs: 7_200_000,
+    bootTimeoutMs: 60_000,
+    degradedAfterFailures: 3,
+  },
+  providers: { callTimeoutMs: 300 },
 });
 
 const noop = { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} };
@@ -234,8 +236,8 @@ describe('the provisioner cycle', () => {
     const em = t.app.orm.em.fork();
     const pool = await em.findOneOrFail(WorkerPoolSchema, { name: 'fake-i' });
     // A server recorded these, asked the provider for the first, and stopped before it could write the answer.
-    const reached = await recordLaunch(em.fork(), t.app.config, pool, new Date());
-    const lostOnTheWay = await recordLaunch(em.fork(), t.app.config, pool, new Date());
+    const reached = await recordLaunch(em.fork(), t.app.config.tags, pool, new Date());
+    const lostOnTheWay = await recordLaunch(em.fork(), t.app.config.tags, pool, new Date());
     cloud.plant('fake-i', 'fake-77', reached.instance.name);
     expect(await cycle(true)).toMatchObject({ adopted: 1, failed: 1, launched: 0 });
     expect(await instances()).toEqual([

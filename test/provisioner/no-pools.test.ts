@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createWorkspace, connectedWorker, submitOk } from '../helpers/fixtures.js';
 
-const t = useTestApp({ provisioner: true }); // cycles run by the test, one by one
+const t = useTestApp({ provisioner: { enabled: true } }); // cycles run by the test, one by one
 
 describe('the provisioner on a site without pools', () => {
   it('does nothing and reads no worker, until a pool exists', async () => {

@@ -13,7 +13,7 @@ const HZ_TOKEN = 'hz-token-offerings-4Jd8';
 const KEY_ID = 'AKIAZ7TAGSCHEDOFF001';
 const SECRET = 'offerings-secret-access-key-00001';
 const AMI = 'ami-0123456789abcdef0';
-const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] }, { offeringUnavailableMs: 180_000 });
+const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] }, { provisioner: { offeringUnavailableMs: 180_000 } });
 
 const PROBLEMS = `... on InputError { problems { message path } }`;
 const CREATE_POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} ${PROBLEMS} } }`;

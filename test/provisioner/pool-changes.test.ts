@@ -13,10 +13,12 @@ const cloud = registerFakeCloud('fake-changes');
 afterAll(() => cloud.unregister());
 
 const t = useTestApp({
-  provisioner: true,
-  agentServerUrl: 'http://tagsched.test/graphql',
-  provisionerIntervalMs: 3_600_000, // only the start's cycle and the triggered ones run in this test
-  provisionerDebounceMs: 50,
+  provisioner: {
+    enabled: true,
+    agentServerUrl: 'http://tagsched.test/graphql',
+    cycleIntervalMs: 3_600_000, // only the start's cycle and the triggered ones run in this test
+    cycleDebounceMs: 50,
+  },
 });
 
 const UPDATE = `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { __typename ... on WorkerPool { name } ... on Error { code message } } }`;

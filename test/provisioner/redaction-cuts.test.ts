@@ -45,11 +45,8 @@ const log = captureLog();
 const clouds = useCloudStandIns({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: AWS_SECRET, images: [AMI] });
 const t = useTestApp(
   withCloudStandIns(clouds, {
-    provisioner: true,
-    agentServerUrl: 'http://tagsched.test/graphql',
-    providerTimeoutMs: 10_000,
-    launchBackoffMs: 3_600_000,
-    execCommands: SCRIPTS.map(scriptPath),
+    provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', launchBackoffMs: 3_600_000 },
+    providers: { callTimeoutMs: 10_000, execCommands: SCRIPTS.map(scriptPath) },
   }),
   { log: () => log.logger },
 );

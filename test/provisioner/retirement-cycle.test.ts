@@ -26,7 +26,7 @@ import { bootLaunched, registerFakeCloud } from './fake-cloud.js';
 const cloud = registerFakeCloud('fake-retire');
 afterAll(() => cloud.unregister());
 
-const t = useTestApp({ provisioner: true, agentServerUrl: 'http://tagsched.test/graphql', providerTimeoutMs: 300, bootTimeoutMs: 600_000 });
+const t = useTestApp({ provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', bootTimeoutMs: 600_000 }, providers: { callTimeoutMs: 300 } });
 
 const noop = { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} };
 const cycle = async () => (await t.app.provisioner.runCycle({ reconcile: false }))!;

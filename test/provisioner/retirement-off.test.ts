@@ -13,7 +13,7 @@ import { createPool, createWorkspace, ERROR_FIELDS, expectResult, NOOP_METADATA,
 
 // The provisioner's turns come on events, debounced by this much; none comes by the clock in a test.
 const DEBOUNCE_MS = 2000;
-const t = useTestApp({ provisioner: false, provisionerDebounceMs: DEBOUNCE_MS, provisionerIntervalMs: 600_000 });
+const t = useTestApp({ provisioner: { enabled: false, cycleDebounceMs: DEBOUNCE_MS, cycleIntervalMs: 600_000 } });
 
 const noop = { workspace: 'script/ws', taskType: 'worker', taskName: 'noop', taskData: {} };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

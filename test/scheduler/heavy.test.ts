@@ -5,7 +5,8 @@
  * database: the placement of a new request, and passes.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/core/config.js';
+import { loadConfig } from '../../src/core/config/config.js';
+import { ConfigError } from '../../src/core/config/variables.js';
 import { runPass } from '../../src/scheduler/storage/pass.js';
 import { TaskHistoryCache } from '../../src/scheduler/storage/task-history.js';
 import { useTestApp } from '../helpers/app.js';
@@ -14,7 +15,7 @@ import { inRollback, resetScheduling } from '../helpers/scheduler-fixtures.js';
 
 // Automatic scheduling on, so that a new request is placed at once, but no pass runs by itself (the
 // debounce and the interval are an hour, and app.start() is never called). The threshold is the default.
-const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
+const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 3_600_000, passIntervalMs: 3_600_000 } });
 
 const GIB = 1024 ** 3;
 
@@ -89,7 +90,7 @@ describe('heavy work by the task history (docs/design.md: placement quality)', (
   });
 
   it('the threshold, TAGSCHED_HEAVY_TASK_SECONDS (default an hour): below it light work, at it heavy; the averages are kept a minute', async () => {
-    expect(t.app.config.heavyTaskSeconds).toBe(3600);
+    expect(t.app.config.statistics.heavyTaskSeconds).toBe(3600);
     await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 1, 3599)`);
     expect(await holder(await submitted(NOOP))).toBe('small');
     await freeAll();
@@ -102,14 +103,15 @@ describe('heavy work by the task history (docs/design.md: placement quality)', (
   });
 
   it('the setting is read once from the environment; 0 turns history off', async () => {
-    expect(loadConfig({}).heavyTaskSeconds).toBe(3600);
-    expect(loadConfig({ TAGSCHED_HEAVY_TASK_SECONDS: '7200' }).heavyTaskSeconds).toBe(7200);
+    expect(loadConfig({}).statistics.heavyTaskSeconds).toBe(3600);
+    expect(loadConfig({ TAGSCHED_HEAVY_TASK_SECONDS: '7200' }).statistics.heavyTaskSeconds).toBe(7200);
     expect(() => loadConfig({ TAGSCHED_HEAVY_TASK_SECONDS: 'long' })).toThrow(ConfigError);
     await ran('noop', 7200);
     await t.sql(`update worker set enabled = false`);
     const id = await submitted(NOOP);
     await t.sql(`update worker set enabled = true`);
-    const pass = (thresholdSeconds: number) => inRollback(t, (tx) => runPass(tx, t.app.scheduler.classes, new TaskHistoryCache(thresholdSeconds), t.app.config, new Date()));
+    const pass = (thresholdSeconds: number) =>
+      inRollback(t, (tx) => runPass(tx, t.app.scheduler.classes, new TaskHistoryCache(thresholdSeconds), t.app.config.workers, new Date()));
     const [{ id: largeId }, { id: smallId }] = await t.sql<{ id: number }>(`select id from worker order by name`);
     expect((await pass(3600)).map((a) => [String(a.workRequestId), a.workerId])).toEqual([[id, largeId]]);
     expect((await pass(0)).map((a) => [String(a.workRequestId), a.workerId])).toEqual([[id, smallId]]);

@@ -8,7 +8,7 @@ import { useTestApp } from '../helpers/app.js';
 import { AMD64_METADATA } from '../helpers/fixtures.js';
 
 // No pass runs here (an hour's debounce and interval, app.start() never called).
-const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
+const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 3_600_000, passIntervalMs: 3_600_000 } });
 
 interface PlanNode {
   'Node Type': string;
@@ -49,7 +49,7 @@ describe("placing a new request walks the workers in the placement order and sto
     await t.sql(`analyze worker`);
     await t.sql(`update worker set provided_tags = (select provided_tags from worker where name = 'plan-0') where name <> 'plan-0'`);
     const params = [
-      ...availableParams(new Date(), t.app.config.metadataFreshMs),
+      ...availableParams(new Date(), t.app.config.workers.metadataFreshMs),
       ...mayFitParams({ id: cls.id, requiredTags: cls.required_tags, significantProvidedTags: cls.significant_provided_tags }),
     ];
     await t.app.orm.em.fork().transactional(async (tx) => {
@@ -77,7 +77,7 @@ describe("placing a new request walks the workers in the placement order and sto
     await t.sql(`update worker set quarantined_at = now() - interval '1 hour' where name = 'plan-17'`);
     await t.sql(`analyze worker`);
     const due = await t.sql<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`explain (format json) ${DUE_FOR_PROBE_SQL}`, [
-      ...availableParams(new Date(), t.app.config.metadataFreshMs),
+      ...availableParams(new Date(), t.app.config.workers.metadataFreshMs),
       new Date(),
     ]);
     const probePlan = nodes(due[0]['QUERY PLAN'][0].Plan);

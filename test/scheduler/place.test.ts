@@ -4,7 +4,7 @@ import { AMD64_METADATA } from '../helpers/fixtures.js';
 
 // Automatic scheduling on, but no pass can run during a test (the debounce and the interval are an
 // hour, and app.start() is never called): whatever is assigned here was placed by createWorkRequest.
-const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
+const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 3_600_000, passIntervalMs: 3_600_000 } });
 
 const META = (arch: string, memoryGib = 8) => ({ ...AMD64_METADATA, architectures: [arch], totalPhysicalMemory: memoryGib * 1024 ** 3 });
 

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 
-const t = useTestApp({ quarantineAfterErrors: 2 });
+const t = useTestApp({ workers: { quarantineAfterErrors: 2 } });
 
 const NOOP_METADATA = { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
 
@@ -70,7 +70,7 @@ describe('metadata freshness (docs/design.md: workers)', () => {
   it('a report older than the freshness setting makes it STALE again, heartbeats or not', async () => {
     const token = await register('fresh-2');
     await report(token);
-    await t.sql(`update worker set metadata_reported_at = now() - make_interval(secs => ?) where name = 'fresh-2'`, [t.app.config.metadataFreshMs / 1000 + 60]);
+    await t.sql(`update worker set metadata_reported_at = now() - make_interval(secs => ?) where name = 'fresh-2'`, [t.app.config.workers.metadataFreshMs / 1000 + 60]);
     const id = await noop('fresh/main');
     expect(await pull(token)).toBeNull();
     expect(await statusOf('fresh-2')).toBe('STALE');
@@ -94,7 +94,7 @@ describe('release backoff (docs/design.md: placement quality)', () => {
     const d = await diagnosisOf(id);
     expect(d.diagnosis).toMatchObject({ state: 'WAITING_FOR_BACKOFF', availableWorkers: 0, releaseBackoffs: [{ workerName: 'rel-a' }] });
     const until = new Date(d.diagnosis.releaseBackoffs[0].until).getTime();
-    expect(Math.abs(until - (Date.now() + t.app.config.releaseBackoffMs))).toBeLessThan(60_000);
+    expect(Math.abs(until - (Date.now() + t.app.config.scheduler.releaseBackoffMs))).toBeLessThan(60_000);
     // Another worker that may run it gets it from a pass.
     const b = await register('rel-b');
     await report(b);

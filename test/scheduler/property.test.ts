@@ -12,7 +12,7 @@ import type { WorkerPool } from '../../src/storage/entities/worker-pool.js';
 import { UNAVAILABLE, type UnavailableReason } from '../../src/scheduler/rules/availability.js';
 import { candidatesOf, loadTaskTags } from '../../src/scheduler/matching/candidates.js';
 import { classFits } from '../../src/scheduler/rules/fit.js';
-import { tagName } from '../../src/scheduler/matching/class-key.js';
+import { tagName } from '../../src/core/tags/syntax.js';
 import { computeDemand } from '../../src/scheduler/storage/demand.js';
 import { DIAGNOSIS_STATES, diagnose, PREFERRED_SHOWN } from '../../src/scheduler/matching/diagnosis.js';
 import { assignNextWork } from '../../src/scheduler/storage/next-work.js';
@@ -432,7 +432,7 @@ async function checkWorld(world: World): Promise<void> {
   const em = t.app.orm.em.fork();
 
   // Candidates: the bulk function on the loaded rows, and the GraphQL query, both ways.
-  const states = await loadWorkerStates(em, new Date(), config.metadataFreshMs);
+  const states = await loadWorkerStates(em, new Date(), config.workers.metadataFreshMs);
   const tasks = await loadTaskTags(
     em,
     pending.map((r) => r.id),
@@ -474,16 +474,16 @@ async function checkWorld(world: World): Promise<void> {
 
   // Next work, worker by worker, each asked alone (rolled back): the first matching request in queue order.
   for (const w of workers) {
-    const got = await inRollback(t, (tx) => assignNextWork(tx, cache, config, w.id, new Date()));
+    const got = await inRollback(t, (tx) => assignNextWork(tx, cache, config.workers, w.id, new Date()));
     expect(got?.workRequestId ?? null, `next work of ${w.name}`).toBe(refNext(w, pending, backedOff)?.id ?? null);
   }
 
   // A full pass (rolled back): matching, available, within capacity, maximal, never overtaking, and
   // static workers first: what went to a pool worker, no static worker that could run it had room for.
-  const assigned = await inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config, new Date()));
+  const assigned = await inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config.workers, new Date()));
   // Exactly the full read's assignments, whatever the first number of heads per class and the bound.
   const passWith = (maxAssignments: number | undefined, options: PassOptions) =>
-    inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config, new Date(), maxAssignments, options));
+    inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config.workers, new Date(), maxAssignments, options));
   const fullRead = await passWith(undefined, { firstHeads: Infinity, readAll: true });
   expect(assigned).toEqual(fullRead);
   for (const firstHeads of [1, 2]) expect(await passWith(undefined, { firstHeads }), `first heads ${firstHeads}`).toEqual(fullRead);

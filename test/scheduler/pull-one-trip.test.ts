@@ -17,10 +17,10 @@ let workerToken: string;
 /** As the scheduler's requestWork does it: in one trip when the worker's shape is known (undefined when not, or when the trip cannot decide). */
 const oneTrip = async (shapes: PullShapes, options: { skipLocked?: boolean } = {}) => {
   const shape = shapes.get(workerId);
-  return shape ? assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config, workerId, shape, new Date(), options) : undefined;
+  return shape ? assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config.workers, workerId, shape, new Date(), options) : undefined;
 };
 const inTransaction = (shapes: PullShapes) =>
-  t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config, workerId, new Date(), { shapes }));
+  t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), { shapes }));
 const held = async () =>
   (await t.sql<{ id: number }>(`select id from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING') order by id`, [workerId])).map((r) => r.id);
 const complete = (ids: readonly number[]) => t.sql(`update work_request set status = 'COMPLETED', completed_at = now() where id = any(?::int[])`, [`{${ids.join(',')}}`]);
@@ -99,11 +99,11 @@ describe('a pull in one round trip', () => {
   it('refuses to record a call (which waits for the worker) and skip a locked worker at once, before sending anything', async () => {
     const seen = { set: 'last_seen_at = now()', params: [] };
     const shape = { version: '0', type: 'worker', providedTags: [], requiredTags: [] };
-    await expect(assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config, workerId, shape, new Date(), { seen, skipLocked: true })).rejects.toThrow(
-      /cannot skip/,
-    );
     await expect(
-      t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config, workerId, new Date(), { seen, skipLocked: true })),
+      assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config.workers, workerId, shape, new Date(), { seen, skipLocked: true }),
+    ).rejects.toThrow(/cannot skip/);
+    await expect(
+      t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), { seen, skipLocked: true })),
     ).rejects.toThrow(/cannot skip/);
   });
 

@@ -19,7 +19,7 @@ let other: App;
 
 beforeAll(async () => {
   // A second process: its own ORM, connection pool, class cache and scheduler, on the same database.
-  other = await buildApp(secondAppConfig(t, { schedulerAutomatic: false }), { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
+  other = await buildApp(secondAppConfig(t, { scheduler: { automatic: false } }), { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
 });
 
 afterAll(async () => {

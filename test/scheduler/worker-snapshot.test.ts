@@ -25,8 +25,8 @@ const versionOf = async (name: string) => (await t.sql<{ v: string }>(`select sh
 async function expectSameAsFullRead(snapshot: WorkerSnapshot): Promise<Awaited<ReturnType<typeof loadWorkerStates>>> {
   const em = t.app.orm.em.fork();
   const now = new Date();
-  const kept = await snapshot.load(em, now, t.app.config.metadataFreshMs);
-  expect(kept).toEqual(await loadWorkerStates(em, now, t.app.config.metadataFreshMs));
+  const kept = await snapshot.load(em, now, t.app.config.workers.metadataFreshMs);
+  expect(kept).toEqual(await loadWorkerStates(em, now, t.app.config.workers.metadataFreshMs));
   return kept;
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, createUser, ERROR_FIELDS, snapshot } from '../helpers/fixtures.js';
 
-const t = useTestApp({ activationTokenTtlMs: 3_600_000 });
+const t = useTestApp({ workers: { activationTokenTtlMs: 3_600_000 } });
 
 const CREATE = `mutation($i: CreateActivationTokenInput!) {
   createActivationToken(input: $i) { __typename ... on ActivationTokenPayload { token id expiresAt } ${ERROR_FIELDS} }

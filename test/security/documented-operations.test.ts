@@ -4,7 +4,7 @@ import { envelop, useEngine, useSchema } from '@envelop/core';
 import * as graphql from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { DOCUMENTS } from '../../src/agent/operations.js';
-import { loadConfig } from '../../src/core/config.js';
+import { loadConfig } from '../../src/core/config/config.js';
 import { GRAPHIQL_EXAMPLES } from '../../src/api/graphiql-examples.js';
 import { operationCost } from '../../src/api/limits/cost.js';
 import { graphqlLimitPlugins } from '../../src/api/limits/graphql.js';
@@ -17,7 +17,7 @@ import { schema } from '../../src/api/schema.js';
 // running it. The status pages are not here: they read the database through the services, not GraphQL.
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const config = loadConfig({});
-const settings = { maxBatchRequests: config.maxBatchRequests };
+const settings = { maxBatchRequests: config.input.maxBatchRequests };
 const getEnveloped = envelop({ plugins: [useEngine(graphql), useSchema(schema), ...graphqlLimitPlugins(config, createLogger('silent'))] });
 
 /** The refusals of the default limits for one document (empty: it passes), and its cost. */

@@ -58,7 +58,7 @@ describe('createWorkRequest with an idempotency key', () => {
     const fresh = await t.gql(CREATE, { i: noop({ n: 9 }), k: 'retry-1' });
     expect(fresh.data!.createWorkRequest.__typename).toBe('WorkRequest');
     expect(await count('work_request')).toBe(before + 1);
-    const purged = await purgeIdempotencyKeys(t.app.orm.em.fork(), t.app.config.idempotencyKeyTtlMs);
+    const purged = await purgeIdempotencyKeys(t.app.orm.em.fork(), t.app.config.input.idempotencyKeyTtlMs);
     expect(purged).toBe(1); // the other user's expired key; the one just used is new
   });
 });

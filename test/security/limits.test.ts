@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { buildApp, type App } from '../../src/server/app.js';
-import { loadConfig } from '../../src/core/config.js';
+import { loadConfig } from '../../src/core/config/config.js';
 import { createLogger } from '../../src/core/log.js';
 import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, secondAppConfig, useTestApp } from '../helpers/app.js';
@@ -15,15 +15,13 @@ import { collect, initSocket, wsClient } from '../helpers/ws.js';
 // where a test needs to reach them; `defaults` is a second server on the same database with none changed.
 const t = useTestApp({
   limits: {
-    ...loadConfig({}).limits,
     maxConnectionsPerToken: 3,
     maxSubscriptionsPerConnection: 2,
     authFailuresPerMinute: 5,
     anonymousRequestsPerMinute: 20,
     anonymousConnectionsPerAddress: 3,
   },
-  introspection: false,
-  fieldSuggestions: false,
+  api: { introspection: false, fieldSuggestions: false },
 });
 let url: string;
 let defaults: App;
@@ -79,7 +77,7 @@ const plain = `{ workerPools { name } }`;
 
 beforeAll(async () => {
   ({ url } = await t.app.start());
-  defaults = await buildApp(secondAppConfig(t, { schedulerAutomatic: false }), { log: createLogger('silent') });
+  defaults = await buildApp(secondAppConfig(t, { scheduler: { automatic: false } }), { log: createLogger('silent') });
   ({ url: defaultsUrl } = await defaults.start());
 });
 afterAll(async () => {
@@ -376,7 +374,7 @@ describe('introspection and suggestions are settings', () => {
     const res = await post(defaultsUrl, JSON.stringify({ query: getIntrospectionQuery() }), { token: ADMIN_TOKEN });
     expect(res.json.errors).toBeUndefined();
     expect(res.json.data.__schema.queryType.name).toBe('Query');
-    expect(loadConfig({ NODE_ENV: 'production' })).toMatchObject({ introspection: false, fieldSuggestions: false });
-    expect(loadConfig({ NODE_ENV: 'production', TAGSCHED_INTROSPECTION: 'true' }).introspection).toBe(true);
+    expect(loadConfig({ NODE_ENV: 'production' }).api).toMatchObject({ introspection: false, fieldSuggestions: false });
+    expect(loadConfig({ NODE_ENV: 'production', TAGSCHED_INTROSPECTION: 'true' }).api.introspection).toBe(true);
   });
 });

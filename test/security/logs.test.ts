@@ -1,7 +1,6 @@
 import { DriverException } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import { serializeError } from '../../src/core/log.js';
-import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { createPool, ERROR_FIELDS, expectResult, registerWorker } from '../helpers/fixtures.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';
@@ -9,7 +8,7 @@ import { captureLog, LEVEL } from '../helpers/log-capture.js';
 // docs/design.md: limits and tokens: logs never carry SQL parameters, secrets or unbounded client strings; client mistakes
 // are logged below error level. The service's real logger, captured, behind the real app.
 const capture = captureLog('info');
-const t = useTestApp({ limits: { ...loadConfig({}).limits, authFailuresPerMinute: 5 } }, { log: () => capture.log });
+const t = useTestApp({ limits: { authFailuresPerMinute: 5 } }, { log: () => capture.log });
 
 describe('what the log keeps of client input', () => {
   it('a database error caused by a huge argument is logged without the SQL or its values', async () => {

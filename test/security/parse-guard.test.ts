@@ -4,11 +4,10 @@
  * still a parse failure for the client, not a 500, and nothing runs.
  */
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { unchanged } from './checksums.js';
 
-const t = useTestApp({ limits: { ...loadConfig({}).limits, maxTokens: 10_000_000, authFailuresPerMinute: 0 } });
+const t = useTestApp({ limits: { maxTokens: 10_000_000, authFailuresPerMinute: 0 } });
 
 describe('a document too deep for the parser', () => {
   it('is refused as a parse failure (a client error) when the token limit lets it through', async () => {

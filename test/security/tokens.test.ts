@@ -2,7 +2,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
-import { ConfigError, loadConfig } from '../../src/core/config.js';
+import { loadConfig } from '../../src/core/config/config.js';
+import { ConfigError } from '../../src/core/config/variables.js';
 import { createLogger } from '../../src/core/log.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { ERROR_FIELDS } from '../helpers/fixtures.js';
@@ -209,13 +210,8 @@ describe('TAGSCHED_ADMIN_TOKEN', () => {
       loadConfig(
         {},
         {
-          databaseUrl: t.dbUrl,
-          dataDir: path.join(os.tmpdir(), 'tagsched-test'),
-          adminToken: next,
-          secretKey: 'test-secret-key',
-          port: 0,
-          host: '127.0.0.1',
-          schedulerAutomatic: false,
+          server: { databaseUrl: t.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: next, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' },
+          scheduler: { automatic: false },
         },
       ),
       { log: createLogger('silent') },

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createWorkspace, ERROR_FIELDS, expectResult, ok, sbuild, submitOk } from '../helpers/fixtures.js';
 
-const t = useTestApp({ releaseBackoffMs: 0 });
+const t = useTestApp({ scheduler: { releaseBackoffMs: 0 } });
 let base = '';
 
 /** Control characters a page must never carry as they are: C0 but tab and newline, DEL, C1. */

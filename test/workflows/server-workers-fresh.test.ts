@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/server/app.js';
-import type { Config } from '../../src/core/config.js';
+import { loadConfig, type ConfigOverrides } from '../../src/core/config/config.js';
 import { tickMsOf } from '../../src/loops/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
 import { startSecondApp, useTestApp } from '../helpers/app.js';
@@ -14,12 +14,12 @@ import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 
 const FRESH_MS = 1_000;
 const TWO_WINDOWS_MS = 2 * FRESH_MS + 500;
-const SERVER_WORKERS: Partial<Config> = { serverWorkers: 1, serverWorkerConcurrency: 1, schedulerAutomatic: true, metadataFreshMs: FRESH_MS };
+const SERVER_WORKERS: ConfigOverrides = { serverWorkers: { count: 1, concurrency: 1 }, scheduler: { automatic: true }, workers: { metadataFreshMs: FRESH_MS } };
 const a = useTestApp(SERVER_WORKERS);
 const B_PORT = 4771;
 let b: App | null = null;
 
-const startB = () => startSecondApp(a, { ...SERVER_WORKERS, port: B_PORT });
+const startB = () => startSecondApp(a, { ...SERVER_WORKERS, server: { port: B_PORT } });
 
 beforeAll(async () => {
   await a.app.start();
@@ -62,8 +62,9 @@ async function onlyOn<T>(name: string, fn: () => Promise<T>): Promise<T> {
 
 describe('server workers outlive the metadata freshness window', () => {
   it('report their metadata well within the window', () => {
-    expect(tickMsOf({ ackTimeoutMs: 60_000, heartbeatTimeoutMs: 120_000, metadataFreshMs: FRESH_MS })).toBeLessThanOrEqual(FRESH_MS / 2);
-    expect(tickMsOf({ ackTimeoutMs: 60_000, heartbeatTimeoutMs: 120_000, metadataFreshMs: 65 * 60_000 })).toBe(15_000);
+    const leases = { ackTimeoutMs: 60_000, heartbeatTimeoutMs: 120_000 };
+    expect(tickMsOf(loadConfig({}, { leases, workers: { metadataFreshMs: FRESH_MS } }))).toBeLessThanOrEqual(FRESH_MS / 2);
+    expect(tickMsOf(loadConfig({}, { leases, workers: { metadataFreshMs: 65 * 60_000 } }))).toBe(15_000);
   });
 
   it('each of two processes runs a server task submitted after two windows, and its worker is not STALE', async () => {

@@ -8,14 +8,14 @@
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/server/app.js';
-import type { Config } from '../../src/core/config.js';
+import type { ConfigOverrides } from '../../src/core/config/config.js';
 import { serverWorkerName } from '../../src/loops/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
 import { ADMIN_TOKEN, startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 import { captureLog } from '../helpers/log-capture.js';
 
-const SERVER_WORKERS: Partial<Config> = { serverWorkers: 1, serverWorkerConcurrency: 2, schedulerAutomatic: true };
+const SERVER_WORKERS: ConfigOverrides = { serverWorkers: { count: 1, concurrency: 2 }, scheduler: { automatic: true } };
 const logA = captureLog('info');
 const a = useTestApp(SERVER_WORKERS, { log: () => logA.log });
 /** The second process listens on a port of its own, so that it can be started again under the same worker name. */
@@ -25,7 +25,7 @@ let b: App | null = null;
 
 async function startB(): Promise<App> {
   logB = captureLog('info');
-  return startSecondApp(a, { ...SERVER_WORKERS, port: B_PORT }, { log: logB.log });
+  return startSecondApp(a, { ...SERVER_WORKERS, server: { port: B_PORT } }, { log: logB.log });
 }
 
 beforeAll(async () => {

@@ -8,14 +8,13 @@
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
-import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
 import { initSocket, wsClient } from '../helpers/ws.js';
 import { until } from '../faults/harness.js';
 
 // One connection per token: a connection counted against its token and never released would refuse the next.
-const t = useTestApp({ limits: { ...loadConfig({}).limits, authFailuresPerMinute: 0, maxConnectionsPerToken: 1 } });
+const t = useTestApp({ limits: { authFailuresPerMinute: 0, maxConnectionsPerToken: 1 } });
 let url: string;
 beforeAll(async () => {
   ({ url } = await t.app.start());

@@ -11,7 +11,6 @@ import { AuthError, connectionRequests, openAssignmentStream, preferConnection, 
 import { createLogger } from '../../src/agent/log.js';
 import { DOCUMENTS, OVER_CONNECTION, createApi } from '../../src/agent/operations.js';
 import { runsOnConnectionIdentity } from '../../src/api/ws/connection-identity.js';
-import { loadConfig } from '../../src/core/config.js';
 import { useTestApp } from '../helpers/app.js';
 import { NOOP_METADATA } from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';
@@ -196,7 +195,7 @@ describe('the agent’s choice of way', () => {
 });
 
 describe('a connection at its limit of operations', () => {
-  const small = useTestApp({ limits: { ...loadConfig({}).limits, authFailuresPerMinute: 0, maxSubscriptionsPerConnection: 2 } });
+  const small = useTestApp({ limits: { authFailuresPerMinute: 0, maxSubscriptionsPerConnection: 2 } });
   it('sends what the server refuses for the limit over HTTP at once, and every acknowledgement lands', async () => {
     const { url: smallUrl } = await small.app.start();
     await small.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);

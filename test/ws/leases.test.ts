@@ -3,7 +3,7 @@ import { useTestApp } from '../helpers/app.js';
 
 // The sweep is called directly, with a clock moved forward, instead of waiting for timers: nothing here
 // depends on how fast the machine is.
-const t = useTestApp({ ackTimeoutMs: 60_000, heartbeatTimeoutMs: 120_000, maxRetries: 2 });
+const t = useTestApp({ leases: { ackTimeoutMs: 60_000, heartbeatTimeoutMs: 120_000, maxRetries: 2 } });
 const later = (ms: number) => new Date(Date.now() + ms);
 
 const META = { architectures: ['amd64'], executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };

@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/server/app.js';
-import { loadConfig } from '../../src/core/config.js';
+import { loadConfig } from '../../src/core/config/config.js';
 import { createLogger } from '../../src/core/log.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { collect, wsClient } from '../helpers/ws.js';
@@ -14,7 +14,10 @@ let bUrl: string;
 
 beforeAll(async () => {
   b = await buildApp(
-    loadConfig({}, { databaseUrl: a.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' }),
+    loadConfig(
+      {},
+      { server: { databaseUrl: a.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' } },
+    ),
     { log: createLogger('silent') },
   );
   ({ url: bUrl } = await b.start());

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { ClientAuth } from '../client-auth.js';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import type { Context } from '../context.js';
 import { handleProbe } from '../health.js';
 import { anonymousRateMessage, isAnonymousRequest, type AnonymousLimits } from '../limits/anonymous.js';

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { GraphQLError, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
 import { fieldExtensionsEstimator, getComplexity, simpleEstimator, type ComplexityEstimator, type ComplexityEstimatorArgs } from 'graphql-query-complexity';
 import { itemsCounted, LIST_BOUNDS, type ListBound, type ListSettings } from './list-bounds.js';
+import { countLists as countListsNow } from '../../services/input/list-counts.js';
 
 /**
  * What fields cost, in units of about one object read and shown (some 10 µs on the bench machine).
@@ -109,15 +110,18 @@ export function countedFields(schema: GraphQLSchema, document: DocumentNode): st
   return [...keys];
 }
 
-/** Counts, with `em`, what the lists of `keys` hold now, in one statement. */
+/** Counts, with `em`, what the lists of `keys` hold now, in one statement (services/input/list-counts.ts). */
 export async function countLists(em: EntityManager, keys: string[]): Promise<ListCounts> {
   const counted = keys.flatMap((key) => {
     const bound = LIST_BOUNDS[key];
-    return bound && (bound.kind === 'page' || bound.kind === 'rows') && bound.count ? [{ key, sql: bound.count }] : [];
+    return bound && (bound.kind === 'page' || bound.kind === 'rows') && bound.count ? [{ key, count: bound.count }] : [];
   });
   if (!counted.length) return {};
-  const [row] = await em.execute<Record<string, number>[]>(`select ${counted.map((c, i) => `(${c.sql}) as c${i}`).join(', ')}`);
-  return Object.fromEntries(counted.map((c, i) => [c.key, Number(row?.[`c${i}`] ?? 0)]));
+  const found = await countListsNow(
+    em,
+    counted.map((c) => c.count),
+  );
+  return Object.fromEntries(counted.map((c) => [c.key, found.get(c.count) ?? 0]));
 }
 
 /** The refusal of an operation that costs too much. */

@@ -6,7 +6,7 @@ import { maxDirectivesPlugin } from '@escape.tech/graphql-armor-max-directives';
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens';
 import { useDisableIntrospection } from '@graphql-yoga/plugin-disable-introspection';
 import { GraphQLError, type DocumentNode, type ExecutionArgs } from 'graphql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import type { Logger } from '../../core/log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { costError, countedFields, countLists, operationCost, type ListCounts } from './cost.js';
@@ -29,7 +29,7 @@ function naming(setting: string, log: Logger) {
  * directives at validation), the estimated cost (cost.ts) before execution, and, as settings,
  * introspection and field suggestions.
  */
-export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
+export function graphqlLimitPlugins(config: Pick<Config, 'limits' | 'api' | 'input'>, log: Logger): Plugin[] {
   const { limits } = config;
   const plugins: Plugin[] = [
     maxTokensPlugin({ n: limits.maxTokens, onReject: naming('TAGSCHED_MAX_TOKENS', log) }),
@@ -37,10 +37,10 @@ export function graphqlLimitPlugins(config: Config, log: Logger): Plugin[] {
     maxDepthPlugin({ n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, onReject: naming('TAGSCHED_MAX_DEPTH', log) }),
     maxAliasesPlugin({ n: limits.maxAliases, onReject: naming('TAGSCHED_MAX_ALIASES', log) }),
     maxDirectivesPlugin({ n: limits.maxDirectives, onReject: naming('TAGSCHED_MAX_DIRECTIVES', log) }),
-    useCostLimit(limits.maxCost, { maxBatchRequests: config.maxBatchRequests }, log),
+    useCostLimit(limits.maxCost, { maxBatchRequests: config.input.maxBatchRequests }, log),
   ];
-  if (!config.introspection) plugins.push(useDisableIntrospection() as Plugin);
-  if (!config.fieldSuggestions) plugins.push(blockFieldSuggestionsPlugin());
+  if (!config.api.introspection) plugins.push(useDisableIntrospection() as Plugin);
+  if (!config.api.fieldSuggestions) plugins.push(blockFieldSuggestionsPlugin());
   return plugins;
 }
 

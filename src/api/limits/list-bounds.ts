@@ -13,36 +13,32 @@
  * - `perId`: one item per id of the argument `arg` (counted from the operation).
  *
  * A `page` or `rows` bound with `count` may also be counted before the operation runs (graphql.ts does
- * when the operation is over the limit at the maxima): `count` is a statement that answers `n`, the most
- * items the list holds now (for any one parent); the cost then counts the smaller of that and the bound,
- * so a small site pays for what it has while the maximum still holds.
+ * when the operation is over the limit at the maxima): `count` names a count of services/input/list-counts.ts,
+ * the most items the list holds now (for any one parent); the cost then counts the smaller of that and the
+ * bound, so a small site pays for what it has while the maximum still holds.
  */
 import { PAGE } from './page.js';
 import { MAX_OFFERINGS } from '../../providers/offerings.js';
 import { LIST_MAXIMA } from '../../services/input/list-maxima.js';
+import type { ListCount } from '../../services/input/list-counts.js';
 
 export { LIST_MAXIMA };
 
-/** The settings some bounds follow (config.ts). */
+/** The settings some bounds follow (core/config/input.ts). */
 export interface ListSettings {
   /** TAGSCHED_MAX_BATCH_REQUESTS: work requests in one createWorkRequests. */
   maxBatchRequests: number;
 }
 
 export type ListBound =
-  | { kind: 'page'; default: number; max: number; values?: boolean; count?: string }
+  | { kind: 'page'; default: number; max: number; values?: boolean; count?: ListCount }
   | { kind: 'edges' }
-  | { kind: 'rows'; max: number | ((s: ListSettings) => number); why: string; count?: string }
+  | { kind: 'rows'; max: number | ((s: ListSettings) => number); why: string; count?: ListCount }
   | { kind: 'held'; why: string }
   | { kind: 'perId'; arg: string };
 
-const page = (defaultSize: number = PAGE.default, max: number = PAGE.max, count?: string): ListBound => ({ kind: 'page', default: defaultSize, max, count });
-const rows = (max: number | ((s: ListSettings) => number), why: string, count?: string): ListBound => ({ kind: 'rows', max, why, count });
-/** The rows of a table. */
-const all = (table: string) => `select count(*)::int as n from ${table}`;
-/** The most rows of a table under one parent. */
-const mostPer = (table: string, parent: string) =>
-  `select coalesce(max(c), 0)::int as n from (select count(*) as c from ${table} where ${parent} is not null group by ${parent}) per_parent`;
+const page = (defaultSize: number = PAGE.default, max: number = PAGE.max, count?: ListCount): ListBound => ({ kind: 'page', default: defaultSize, max, count });
+const rows = (max: number | ((s: ListSettings) => number), why: string, count?: ListCount): ListBound => ({ kind: 'rows', max, why, count });
 const held = (why: string): ListBound => ({ kind: 'held', why });
 const EDGES: ListBound = { kind: 'edges' };
 
@@ -57,11 +53,11 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Query.workRequests': page(),
   'WorkRequest.children': page(),
   'WorkerPool.instances': page(),
-  'Query.workspaces': page(PAGE.max, PAGE.max, all('workspace')),
-  'Query.groups': page(100, 100, all('user_group')),
-  'Query.tokens': page(PAGE.max, PAGE.max, all('token')),
-  'Query.workerImages': page(PAGE.max, PAGE.max, all('worker_image')),
-  'Query.environments': page(PAGE.max, PAGE.max, all('environment')),
+  'Query.workspaces': page(PAGE.max, PAGE.max, 'workspaces'),
+  'Query.groups': page(100, 100, 'groups'),
+  'Query.tokens': page(PAGE.max, PAGE.max, 'tokens'),
+  'Query.workerImages': page(PAGE.max, PAGE.max, 'workerImages'),
+  'Query.environments': page(PAGE.max, PAGE.max, 'environments'),
   'UserConnection.edges': EDGES,
   'WorkerConnection.edges': EDGES,
   'WorkRequestConnection.edges': EDGES,
@@ -72,14 +68,14 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Query.candidateWorkers': { kind: 'perId', arg: 'workRequestIds' },
 
   // Rows, bounded by a maximum enforced when written.
-  'Workspace.rules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a rule past the maximum', mostPer('task_rule', 'workspace_id')),
-  'Query.siteRules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a site rule past the maximum', `${all('task_rule')} where workspace_id is null`),
-  'Workspace.members': rows(LIST_MAXIMA.membersPerWorkspace, 'setWorkspaceMember refuses a member past the maximum', mostPer('workspace_member', 'workspace_id')),
-  'Group.members': rows(LIST_MAXIMA.membersPerGroup, 'addGroupMembers refuses members past the maximum', mostPer('user_group_member', 'group_id')),
-  'Query.workerPools': page(LIST_MAXIMA.poolsShown, LIST_MAXIMA.poolsShown, all('worker_pool')),
-  'ProvisioningDemand.pools': rows(LIST_MAXIMA.poolsShown, 'one per enabled pool, the answer cut at the maximum', all('worker_pool')),
+  'Workspace.rules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a rule past the maximum', 'rulesPerWorkspace'),
+  'Query.siteRules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a site rule past the maximum', 'siteRules'),
+  'Workspace.members': rows(LIST_MAXIMA.membersPerWorkspace, 'setWorkspaceMember refuses a member past the maximum', 'membersPerWorkspace'),
+  'Group.members': rows(LIST_MAXIMA.membersPerGroup, 'addGroupMembers refuses members past the maximum', 'membersPerGroup'),
+  'Query.workerPools': page(LIST_MAXIMA.poolsShown, LIST_MAXIMA.poolsShown, 'pools'),
+  'ProvisioningDemand.pools': rows(LIST_MAXIMA.poolsShown, 'one per enabled pool, the answer cut at the maximum', 'pools'),
   'PoolDemand.stopWorkers': rows(LIST_MAXIMA.stopWorkersShown, 'the answer is cut at the maximum'),
-  'WorkerImage.publications': rows(LIST_MAXIMA.publicationsShown, 'one per provider and region, the answer cut at the maximum', mostPer('worker_image_publication', 'image_id')),
+  'WorkerImage.publications': rows(LIST_MAXIMA.publicationsShown, 'one per provider and region, the answer cut at the maximum', 'publicationsPerImage'),
   'CreateWorkRequestsPayload.requests': rows((s) => s.maxBatchRequests, 'createWorkRequests refuses more (TAGSCHED_MAX_BATCH_REQUESTS)'),
   'HeartbeatPayload.assignedWorkRequests': rows(LIST_MAXIMA.workerConcurrency, "at most the worker's concurrency"),
 

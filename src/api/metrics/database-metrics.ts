@@ -12,27 +12,28 @@
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { Gauge, Registry } from 'prom-client';
-import type { Config } from '../../core/config.js';
-import { LIVE_INSTANCE_STATES } from '../../storage/entities/instance.js';
+import type { Config } from '../../core/config/config.js';
+import { LIVE_INSTANCE_STATES } from '../../core/instance-state.js';
+import { workspaceNames } from '../../services/identity/directory-reads.js';
+import { liveInstancesByPool } from '../../services/pools/instance-reads.js';
+import { oldestPendingSince, unfinishedByWorkspace } from '../../services/work/work-counts.js';
+import { activeWorkerRows } from '../../services/workers/worker-lists.js';
 import { computeDemand } from '../../scheduler/storage/demand.js';
 import { createLoaders } from '../loaders.js';
 import { ESTIMATED_CLASSES, estimateClassHeads } from '../../services/work/diagnose-request.js';
 import { LAUNCH_LIMITS } from '../../scheduler/rules/pool-capacity.js';
 import { pendingByClass as countPendingByClass } from '../../scheduler/storage/pending-counts.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { ACTIVE_STATUSES_SQL, activeByWorkerSql } from '../../scheduler/rules/active-work.js';
-import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow } from '../../scheduler/rules/availability.js';
 
 /** The label value every private workspace is counted under when names are not shown. */
 export const PRIVATE_WORKSPACE = '(private)';
 /** The pool label value of workers that belong to no pool (static workers). */
 export const NO_POOL = '';
 /** The statuses the work-request gauge counts: the unfinished ones (finished ones grow with history). */
-export const UNFINISHED_STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING'] as const;
 
 interface Deps {
   orm: MikroORM;
-  config: Config;
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner'>;
   scheduler: Scheduler;
 }
 
@@ -58,14 +59,9 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
 
   // By workspace and status: an index-only scan of work_request_unfinished_workspace; pending by class:
   // the counts PostgreSQL keeps (scheduler/storage/pending-counts.ts).
-  const byStatus = await em.execute<{ workspace_id: number; status: string; n: number }[]>(
-    `select workspace_id, status, count(*)::int as n from work_request
-      where status in ('BLOCKED', 'PENDING', ${ACTIVE_STATUSES_SQL}) group by workspace_id, status`,
-  );
+  const byStatus = await unfinishedByWorkspace(em);
   const pendingByClass = await countPendingByClass(em, { classified: true });
-  const workspaces = await em.execute<{ id: number; name: string; is_public: boolean }[]>(
-    `select w.id, s.name || '/' || w.name as name, w.is_public from workspace w join scope s on s.id = w.scope_id`,
-  );
+  const workspaces = await workspaceNames(em);
   const workspaceLabel = new Map(workspaces.map((w) => [w.id, w.is_public || options.workspaceNames ? w.name : PRIVATE_WORKSPACE]));
   const requests = gauge(registry, 'tagsched_work_requests', 'Unfinished work requests (BLOCKED, PENDING, ASSIGNED, RUNNING) by workspace and status', ['workspace', 'status']);
   const byWorkspace = new Map<string, number>();
@@ -109,22 +105,16 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     if (e.waitSeconds !== null) wait.set(labels, Math.max(0, e.waitSeconds));
     if (e.medianAbsoluteErrorSeconds !== null) estimateError.set(labels, e.medianAbsoluteErrorSeconds);
   }
-  const [oldest] = await em.execute<{ since: Date | string | null }[]>(`select min(pending_at) as since from work_request where status = 'PENDING'`);
+  const oldest = await oldestPendingSince(em);
   gauge(registry, 'tagsched_oldest_pending_seconds', 'How long the oldest PENDING work request has been waiting (since it last became PENDING); 0 with none').set(
-    oldest?.since ? Math.max(0, (now.getTime() - new Date(oldest.since).getTime()) / 1000) : 0,
+    oldest ? Math.max(0, (now.getTime() - oldest.getTime()) / 1000) : 0,
   );
 
-  const workers = await em.execute<(AvailabilityRow & { pool: string | null; active: number })[]>(
-    `select p.name as pool, ${availabilityColumns('w')}, coalesce(a.active, 0)::int as active
-       from worker w
-       left join worker_pool p on p.id = w.pool_id
-       left join ${activeByWorkerSql()} a on a.worker_id = w.id
-      where w.terminated_at is null`,
-  );
+  const workers = await activeWorkerRows(em, deps.config.workers.metadataFreshMs);
   const workerGauge = gauge(registry, 'tagsched_workers', 'Active workers (terminated pool workers left out) by status and pool ("" for no pool)', ['status', 'pool']);
   const workerCounts = new Map<string, number>();
   for (const w of workers) {
-    const key = JSON.stringify([workerStatus(factsOfRow(w), w.active, now, deps.config.metadataFreshMs), w.pool ?? NO_POOL]);
+    const key = JSON.stringify([w.status, w.pool ?? NO_POOL]);
     workerCounts.set(key, (workerCounts.get(key) ?? 0) + 1);
   }
   for (const [key, n] of workerCounts) {
@@ -134,11 +124,7 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
 
   // Live instances only (terminated and failed ones grow with history), with a zero for every pool
   // and live state so that a series does not vanish when a pool stops its last instance.
-  const instances = await em.execute<{ pool: string; state: string | null; n: number }[]>(
-    `select p.name as pool, i.state, count(i.id)::int as n
-       from worker_pool p left join instance i on i.pool_id = p.id and i.state in (${LIVE_INSTANCE_STATES.map((s) => `'${s}'`).join(', ')})
-      group by p.name, i.state`,
-  );
+  const instances = await liveInstancesByPool(em);
   const instanceGauge = gauge(registry, 'tagsched_instances', `Instances by pool and state, live states only (${LIVE_INSTANCE_STATES.join(', ')})`, ['pool', 'state']);
   for (const { pool } of instances) for (const state of LIVE_INSTANCE_STATES) instanceGauge.set({ pool, state }, 0);
   for (const i of instances) if (i.state !== null) instanceGauge.set({ pool: i.pool, state: i.state }, i.n);

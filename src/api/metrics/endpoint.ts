@@ -8,7 +8,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { Registry } from 'prom-client';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import type { Logger } from '../../core/log.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { collectDatabaseMetrics } from './database-metrics.js';
@@ -35,13 +35,13 @@ export function spellNaN(text: string): string {
 export async function serveMetrics(
   req: IncomingMessage,
   res: ServerResponse,
-  deps: { orm: MikroORM; config: Config; scheduler: Scheduler; metrics: ProcessMetrics; log: Logger },
+  deps: { orm: MikroORM; config: Pick<Config, 'api' | 'workers' | 'tags' | 'provisioner'>; scheduler: Scheduler; metrics: ProcessMetrics; log: Logger },
 ): Promise<void> {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
     return;
   }
-  const token = deps.config.metricsToken;
+  const token = deps.config.api.metricsToken;
   if (token && !presentsMetricsToken(req, token)) {
     res
       .writeHead(401, { 'www-authenticate': 'Bearer realm="tagsched metrics"', 'content-type': 'text/plain' })

@@ -4,7 +4,8 @@ import { costOf } from '../limits/cost.js';
 import { MAX_INSTANCE_LOG_READ_BYTES, type InstanceLogTail } from '../../providers/instance-logs.js';
 import { describedValues } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
-import { INSTANCE_STATES, InstanceSchema, type Instance } from '../../storage/entities/instance.js';
+import { INSTANCE_STATES } from '../../core/instance-state.js';
+import { InstanceSchema, type Instance } from '../../storage/entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
 import { instanceCost, instancePrice, workRequestCost } from '../../scheduler/rules/pool-cost.js';
 import { WorkRequestRef } from './work-request.js';
@@ -103,7 +104,7 @@ builder.objectFields(InstanceRef, (t) => ({
       if (!Number.isSafeInteger(n) || n < 1 || n > MAX_INSTANCE_LOG_READ_BYTES) {
         throw new GraphQLError(`tailBytes must be between 1 and ${MAX_INSTANCE_LOG_READ_BYTES} bytes`, { extensions: { code: 'INVALID_INPUT' } });
       }
-      return instanceLogFor(ctx.viewer, ctx.config, i.name, n);
+      return instanceLogFor(ctx.viewer, ctx.config.providers, i.name, n);
     },
   }),
 }));
@@ -184,7 +185,7 @@ builder.mutationFields((t) => ({
         description: "The instance and its provider's id",
       }),
     },
-    resolve: (_r, { input }, ctx) => recordInstanceLaunched(ctx.em, ctx.viewer, ctx.config, input),
+    resolve: (_r, { input }, ctx) => recordInstanceLaunched(ctx.em, ctx.viewer, ctx.config.provisioner, input),
   }),
   recordInstanceStopped: t.field({
     type: InstanceRef,

@@ -96,7 +96,8 @@ builder.mutationFields((t) => ({
       "Worker token: adds a chunk of output to a request this worker holds (ASSIGNED or RUNNING). A chunk sent again is recognised by its offset and stored once; a chunk that does not start at the answer's nextOffset is not stored: send again from there",
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: { input: t.arg({ type: AppendWorkRequestLogInput, required: true, description: 'The chunk of output and where it goes' }) },
-    resolve: (_r, { input }, ctx) => appendLog({ em: ctx.em, viewer: ctx.viewer, events: ctx.events, maxLogBytes: ctx.config.maxLogBytes }, { ...input, id: String(input.id) }),
+    resolve: (_r, { input }, ctx) =>
+      appendLog({ em: ctx.em, viewer: ctx.viewer, events: ctx.events, maxLogBytes: ctx.config.input.maxLogBytes }, { ...input, id: String(input.id) }),
   }),
 }));
 

@@ -4,11 +4,11 @@ import { costOf, FIELD_COSTS, fixedCost } from '../limits/cost.js';
 import { LIST_MAXIMA } from '../limits/list-bounds.js';
 import { firstDescription, firstOf } from './pagination.js';
 import type { Context } from '../context.js';
-import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../services/identity/visibility.js';
+import { canSeeWorkerGroupTags, principalOf } from '../../services/identity/visibility.js';
 import { diagnoseRequest } from '../../services/work/diagnose-request.js';
-import { loadTaskTags } from '../../scheduler/matching/candidates.js';
-import { LAUNCH_LIMITS, type PoolDemand, type UnschedulableGroup } from '../../scheduler/matching/demand-plan.js';
-import { computeDemand } from '../../scheduler/storage/demand.js';
+import { visibleTaskTags } from '../../services/work/work-request-reads.js';
+import { demandSeenBy } from '../../services/pools/pool-reads.js';
+import { LAUNCH_LIMITS, type PoolDemand, type ProvisioningDemand, type UnschedulableGroup } from '../../scheduler/matching/demand-plan.js';
 import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type DiagnosisUnavailableReason, type Mismatch, type PoolOutlook } from '../../scheduler/matching/diagnosis.js';
 import type { WorkerState } from '../../scheduler/matching/worker-state.js';
 import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
@@ -195,7 +195,7 @@ builder.objectFields(WorkRequestRef, (t) => ({
     type: DiagnosisRef,
     description: 'Why it waits: per group of workers and per pool, the missing tags on each side',
     extensions: costOf(fixedCost(FIELD_COSTS.diagnosis)),
-    resolve: (wr, _a, ctx) => diagnoseRequest(ctx.loaders, wr),
+    resolve: (wr, _a, ctx) => diagnoseRequest(ctx.loaders, wr, { keep: ctx.keepFirstEstimate }),
   }),
 }));
 
@@ -229,7 +229,7 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
  */
 async function visibleIds(ctx: Context, ids: number[]): Promise<number[]> {
   if (!ids.length) return [];
-  const tasks = await loadTaskTags(ctx.em, ids, workRequestSql(principalOf(ctx.viewer), 'wr'));
+  const tasks = await visibleTaskTags(ctx.em, ctx.viewer, ids);
   for (const task of tasks) ctx.loaders.taskTags.prime(task.id, task);
   const ok = new Set(tasks.map((t) => t.id));
   return ids.filter((id) => ok.has(id));
@@ -294,7 +294,7 @@ const UnschedulableRef = builder.objectRef<UnschedulableGroup>('UnschedulableGro
   }),
 });
 
-const DemandRef = builder.objectRef<Awaited<ReturnType<typeof computeDemand>>>('ProvisioningDemand').implement({
+const DemandRef = builder.objectRef<ProvisioningDemand>('ProvisioningDemand').implement({
   description: 'What the pools should start and stop for the pending work, and the work no pool can run',
   fields: (t) => ({
     pendingTotal: t.exposeInt('pendingTotal', { description: 'Pending work requests, all of them' }),
@@ -336,9 +336,6 @@ builder.queryFields((t) => ({
     type: DemandRef,
     description: 'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
     extensions: costOf(fixedCost(FIELD_COSTS.provisioningDemand)),
-    resolve: (_r, _a, ctx) => {
-      const principal = principalOf(ctx.viewer);
-      return computeDemand(ctx.em, ctx.scheduler.classes, ctx.config, new Date(), ctx.scheduler.workers, (alias) => workRequestSql(principal, alias));
-    },
+    resolve: (_r, _a, ctx) => demandSeenBy(ctx.em, ctx.scheduler, ctx.config, ctx.viewer),
   }),
 }));

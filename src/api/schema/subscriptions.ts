@@ -5,6 +5,7 @@ import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work
 import { WorkerSchema, type Worker } from '../../storage/entities/worker.js';
 import { requireWorker } from '../../services/identity/auth.js';
 import { stillAssigned } from '../../services/work/work-lifecycle.js';
+import { unacknowledgedAssignments } from '../../services/workers/presence.js';
 import { splitWorkspaceName } from '../../services/input/validate.js';
 import { viewerSeesWorkRequest } from '../../services/identity/visibility.js';
 import { followLog, WorkRequestLogPageRef, type LogPageOut } from './job-output.js';
@@ -40,7 +41,7 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
   try {
     await ctx.events.listening?.();
     ctx.renew();
-    const backlog = await ctx.em.find(WorkRequestSchema, { worker: workerId, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
+    const backlog = await unacknowledgedAssignments(ctx.em, workerId);
     for (const wr of backlog) {
       if (!(await tokenStillValid(ctx))) return;
       sent.add(wr.id);

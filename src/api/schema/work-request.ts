@@ -1,17 +1,17 @@
-import { wrap, type FilterQuery } from '@mikro-orm/core';
+import { wrap } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
 import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
-import { ACTIVE_STATUSES, WORK_REQUEST_RESULTS, WORK_REQUEST_STATUSES, WorkRequestSchema, type WorkRequest, type WorkRequestRecord } from '../../storage/entities/work-request.js';
+import { WORK_REQUEST_STATUSES } from '../../core/work-request-status.js';
+import { WORK_REQUEST_RESULTS, WorkRequestSchema, type WorkRequest, type WorkRequestRecord } from '../../storage/entities/work-request.js';
 import type { Context } from '../context.js';
-import { intArray } from '../../storage/db/arrays.js';
-import { asFilter } from '../../storage/db/condition.js';
 import { createWorkRequest, createWorkRequests } from '../../services/work/create-work-requests.js';
 import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../../services/work/work-requests.js';
 import { splitWorkspaceName } from '../../services/input/validate.js';
 import { idempotent } from '../../services/work/idempotency.js';
-import { principalOf, viewerSeesWorkRequest, workRequestSql } from '../../services/identity/visibility.js';
+import { viewerSeesWorkRequest } from '../../services/identity/visibility.js';
+import { childrenOf, dependenciesOf, lastQuarantineProbes, listWorkRequests, visibleWorkRequests } from '../../services/work/work-request-reads.js';
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
@@ -42,21 +42,6 @@ export const ResultEnum = builder.enumType('WorkRequestResult', {
   }),
 });
 
-/** The dependencies of each request, those the viewer may see by id and the others as a count (one statement). */
-async function dependenciesOf(ctx: Context, ids: number[]): Promise<{ visible: number[]; hidden: number }[]> {
-  const visible = workRequestSql(principalOf(ctx.viewer), 'dep');
-  const rows = await ctx.em.execute<{ work_request_id: number; depends_on_id: number; visible: boolean }[]>(
-    `select d.work_request_id, d.depends_on_id, ${visible.sql} as visible
-       from work_request_dependency d join work_request dep on dep.id = d.depends_on_id
-      where d.work_request_id = any(?::int[]) order by d.depends_on_id`,
-    [...visible.params, intArray(ids)],
-  );
-  return ids.map((id) => {
-    const mine = rows.filter((r) => r.work_request_id === id);
-    return { visible: mine.filter((r) => r.visible).map((r) => r.depends_on_id), hidden: mine.filter((r) => !r.visible).length };
-  });
-}
-
 /** A work request. */
 export const WorkRequestRef = builder.objectRef<WorkRequestRecord>('WorkRequest');
 WorkRequestRef.implement({
@@ -83,13 +68,13 @@ WorkRequestRef.implement({
     dependsOn: t.loadableList({
       type: 'ID',
       description: 'The requests it depends on that the viewer may see',
-      load: async (ids: number[], ctx) => (await dependenciesOf(ctx, ids)).map((d) => d.visible.map(String)),
+      load: async (ids: number[], ctx) => (await dependenciesOf(ctx.em, ctx.viewer, ids)).map((d) => d.visible.map(String)),
       resolve: (w) => w.id,
     }),
     hiddenDependencyCount: t.loadable({
       type: 'Int',
       description: 'The requests it depends on that the viewer may not see, counted only',
-      load: async (ids: number[], ctx) => (await dependenciesOf(ctx, ids)).map((d) => d.hidden),
+      load: async (ids: number[], ctx) => (await dependenciesOf(ctx.em, ctx.viewer, ids)).map((d) => d.hidden),
       resolve: (w) => w.id,
     }),
     providedTags: t.field({ type: [TagEntryRef], description: 'Frozen when the request became PENDING', resolve: (w) => w.providedEntries }),
@@ -123,19 +108,6 @@ const WorkRequestFilter = builder.inputType('WorkRequestFilter', {
 });
 
 /** The `scope/name` of a filter; a query has no result union, so a malformed one is a GraphQL error the client can read, like a bad cursor. */
-/**
- * Requests holding a tag, written as two arms so that each has an index: the partial GIN index of the
- * tag side for requests not ASSIGNED or RUNNING (TAG_INDEXED_SQL), and the few active ones apart.
- */
-function tagFilter(field: 'requiredTags' | 'providedTags', tag: string): FilterQuery<WorkRequest> {
-  return {
-    $or: [
-      { status: { $nin: [...ACTIVE_STATUSES] }, [field]: { $contains: [tag] } },
-      { status: { $in: [...ACTIVE_STATUSES] }, [field]: { $contains: [tag] } },
-    ],
-  };
-}
-
 function workspaceFilter(full: string): { scope: string; name: string } {
   try {
     return splitWorkspaceName(full, 'filter.workspace');
@@ -150,13 +122,6 @@ const WorkRequestConnection = builder.connectionObject(
   { description: 'A work request of the page' },
 );
 
-/** The rows of these ids the viewer may see, by id (one statement). */
-async function visibleById(ctx: Context, ids: readonly number[]): Promise<Map<number, WorkRequest>> {
-  const and: FilterQuery<WorkRequest>[] = [{ id: { $in: [...ids] } }, asFilter((alias) => workRequestSql(principalOf(ctx.viewer), alias))];
-  const rows = await ctx.em.find(WorkRequestSchema, { $and: and });
-  return new Map(rows.map((r) => [r.id, r]));
-}
-
 builder.objectFields(WorkerRef, (t) => ({
   lastQuarantineProbe: t.loadable({
     type: WorkRequestRef,
@@ -164,17 +129,8 @@ builder.objectFields(WorkerRef, (t) => ({
     description:
       'The last quarantine probe the server gave this worker (when, and how it ended: assignedAt, status, result, statusReason); null if it never had one or the viewer may not see it',
     load: async (workerIds: number[], ctx) => {
-      const last = await ctx.em.execute<{ worker_id: number; id: number }[]>(
-        `select distinct on (worker_id) worker_id, id from work_request where quarantine_probe and worker_id = any(?::int[]) order by worker_id, id desc`,
-        [intArray(workerIds)],
-      );
-      const found = last.length
-        ? await visibleById(
-            ctx,
-            last.map((r) => r.id),
-          )
-        : new Map<number, WorkRequest>();
-      return workerIds.map((w) => found.get(last.find((r) => r.worker_id === w)?.id ?? 0) ?? null);
+      const found = await lastQuarantineProbes(ctx.em, ctx.viewer, workerIds);
+      return workerIds.map((w) => found.get(w) ?? null);
     },
     resolve: (w) => w.id,
   }),
@@ -186,7 +142,7 @@ builder.objectFields(WorkRequestRef, (t) => ({
     nullable: true,
     description: 'The workflow that created it (null for a request a client submitted)',
     load: async (ids: number[], ctx) => {
-      const found = await visibleById(ctx, ids);
+      const found = await visibleWorkRequests(ctx.em, ctx.viewer, ids);
       return ids.map((id) => found.get(id) ?? null);
     },
     resolve: (w) => w.parent?.id ?? null,
@@ -202,29 +158,9 @@ builder.objectFields(WorkRequestRef, (t) => ({
     load: async (ids: number[], ctx, args) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => typeof v === 'number') ?? 0;
-      const visible = workRequestSql(principalOf(ctx.viewer), 'c');
       // Each workflow's first size + 1 children after the cursor: the extra one says there is a next page.
-      const rows = await ctx.em.execute<{ id: number; parent_id: number }[]>(
-        `select id, parent_id from (
-           select c.id, c.parent_id, row_number() over (partition by c.parent_id order by c.id) as n
-             from work_request c where c.parent_id = any(?::int[]) and c.id > ? and ${visible.sql}
-         ) page where n <= ? order by id`,
-        [intArray(ids), after, ...visible.params, size + 1],
-      );
-      const found = rows.length
-        ? await visibleById(
-            ctx,
-            rows.map((r) => r.id),
-          )
-        : new Map<number, WorkRequest>();
-      return ids.map((id) =>
-        toConnection(
-          rows.filter((r) => r.parent_id === id).map((r) => found.get(r.id)!),
-          size,
-          (c) => encodeCursor(c.id),
-          args.after != null,
-        ),
-      );
+      const children = await childrenOf(ctx.em, ctx.viewer, ids, { after, size: size + 1 });
+      return ids.map((id) => toConnection(children.get(id) ?? [], size, (c) => encodeCursor(c.id), args.after != null));
     },
     resolve: (w) => w.id,
   }),
@@ -243,19 +179,8 @@ builder.queryFields((t) => ({
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is number => typeof v === 'number');
       const f = args.filter;
-      const principal = principalOf(ctx.viewer);
-      const and: FilterQuery<WorkRequest>[] = [asFilter((alias) => workRequestSql(principal, alias))];
-      if (f?.status?.length) and.push({ status: { $in: f.status } });
-      if (f?.workspace) {
-        const { scope, name } = workspaceFilter(f.workspace);
-        and.push({ workspace: { name, scope: { name: scope } } });
-      }
-      if (f?.taskName) and.push({ taskName: f.taskName });
-      if (f?.requiresTag) and.push(tagFilter('requiredTags', f.requiresTag));
-      if (f?.providesTag) and.push(tagFilter('providedTags', f.providesTag));
-      if (f?.worker) and.push({ worker: { name: f.worker } });
-      if (after !== null) and.push({ id: { $lt: after } });
-      const rows = await ctx.em.find(WorkRequestSchema, { $and: and }, { orderBy: { id: 'desc' }, limit: size + 1 });
+      const filter = f && { ...f, workspace: f.workspace ? workspaceFilter(f.workspace) : null };
+      const rows = await listWorkRequests(ctx.em, ctx.viewer, filter, { before: after, limit: size + 1 });
       return toConnection(rows, size, (w) => encodeCursor(w.id), after !== null);
     },
   }),
@@ -334,7 +259,7 @@ builder.mutationFields((t) => ({
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const requests = input.requests.map((r) => ({ ...r, dependsOn: r.dependsOn?.map(String) }));
       return idempotent<WorkRequestRecord[]>(
-        { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.idempotencyKeyTtlMs },
+        { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.input.idempotencyKeyTtlMs },
         'createWorkRequests',
         idempotencyKey,
         requests,
@@ -361,7 +286,7 @@ builder.mutationFields((t) => ({
     resolve: (_r, { input, idempotencyKey }, ctx) => {
       const request = { ...input, dependsOn: input.dependsOn?.map(String) };
       return idempotent<WorkRequest>(
-        { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.idempotencyKeyTtlMs },
+        { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.input.idempotencyKeyTtlMs },
         'createWorkRequest',
         idempotencyKey,
         request,

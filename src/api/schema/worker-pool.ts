@@ -7,6 +7,7 @@ import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotF
 import type { Token } from '../../storage/entities/token.js';
 import { isAdmin } from '../../services/identity/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../../services/pools/pools.js';
+import { listPools } from '../../services/pools/pool-reads.js';
 import { poolHealth } from '../../scheduler/rules/pool-health.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
 import { launchPrice } from '../../scheduler/rules/pool-cost.js';
@@ -135,12 +136,12 @@ WorkerPoolRef.implement({
     templateProvidedTags: t.field({
       type: [TagEntryRef],
       description: 'What any worker this pool starts will provide: pool tags, specification values and what its image holds, worker:type:worker',
-      resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).provided,
+      resolve: (pool, _args, ctx) => template(pool, ctx.config.tags.sizeThresholds).provided,
     }),
     templateRequiredTags: t.field({
       type: [TagEntryRef],
       description: 'What any worker this pool starts will require of its tasks',
-      resolve: (pool, _args, ctx) => template(pool, ctx.config.sizeThresholds).required,
+      resolve: (pool, _args, ctx) => template(pool, ctx.config.tags.sizeThresholds).required,
     }),
     maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'At most this many instances at once' }),
     minIdleInstances: t.exposeInt('minIdleInstances', { description: 'Instances kept running idle, ready for work' }),
@@ -199,7 +200,7 @@ WorkerPoolRef.implement({
     enabled: t.exposeBoolean('enabled', { description: 'False: the provisioner starts nothing for it' }),
     degraded: t.boolean({
       description: 'Its launches keep failing (TAGSCHED_DEGRADED_AFTER_FAILURES in a row, or one only an admin can cure); lastError says why',
-      resolve: (pool, _a, ctx) => poolHealth(pool, new Date(), ctx.config.degradedAfterFailures).degraded,
+      resolve: (pool, _a, ctx) => poolHealth(pool, new Date(), ctx.config.provisioner.degradedAfterFailures).degraded,
     }),
     launchFailures: t.exposeInt('launchFailures', { description: 'Launches that failed in a row since the last one that worked' }),
     launchRetryAt: t.expose('launchRetryAt', { type: 'DateTime', nullable: true, description: 'After failed launches, no launch is tried before this' }),
@@ -354,7 +355,7 @@ builder.queryFields((t) => ({
     type: [WorkerPoolRef],
     description: 'Every pool, by name',
     args: { first: t.arg.int({ description: firstDescription('Query.workerPools', 'pools') }) },
-    resolve: (_root, args, ctx) => ctx.em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' }, limit: firstOf('Query.workerPools', args.first) }),
+    resolve: (_root, args, ctx) => listPools(ctx.em, { limit: firstOf('Query.workerPools', args.first) }),
   }),
   workerPool: t.field({
     type: WorkerPoolRef,
@@ -414,6 +415,6 @@ builder.mutationFields((t) => ({
         description: 'The pool to activate a worker of',
       }),
     },
-    resolve: (_root, { input }, ctx) => createActivationToken(ctx.em, ctx.viewer, ctx.config, input),
+    resolve: (_root, { input }, ctx) => createActivationToken(ctx.em, ctx.viewer, ctx.config.workers, input),
   }),
 }));

@@ -1,13 +1,12 @@
-import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
 import { describedValues, upperSnake } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
 import type { Context } from '../context.js';
-import { asFilter } from '../../storage/db/condition.js';
-import { canSeeWorkerDetails, principalOf, workerDetailsSql } from '../../services/identity/visibility.js';
+import { canSeeWorkerDetails, principalOf } from '../../services/identity/visibility.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../../storage/entities/worker.js';
 import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../../services/workers/workers.js';
 import { terminateWorker } from '../../services/workers/terminate.js';
+import { listWorkers } from '../../services/workers/worker-lists.js';
 import { adminsOnly } from '../../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
@@ -72,7 +71,7 @@ WorkerRef.implement({
     status: t.field({
       type: WorkerStatusEnum,
       description: 'What it is doing now',
-      resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.metadataFreshMs),
+      resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.workers.metadataFreshMs),
     }),
     activeWorkCount: t.int({
       description: 'Work requests assigned to or running on this worker',
@@ -172,19 +171,8 @@ builder.queryFields((t) => ({
     resolve: async (_root, args, ctx) => {
       const size = pageSize(args);
       const after = decodeCursor(args.after, (v): v is string => typeof v === 'string');
-      const f = args.filter;
-      const where: FilterQuery<Worker> = {};
-      if (!f?.includeInactive) where.terminatedAt = null;
-      if (f?.pool) where.pool = { name: f.pool };
-      if (f?.type) where.type = f.type;
-      if (f?.providesTag) where.providedTags = { $contains: [f.providesTag] };
-      if (f?.requiresTag) where.requiredTags = { $contains: [f.requiresTag] };
-      if (after !== null) where.name = { $gt: after };
       // A tag filter reads worker details: it keeps only the workers whose details the viewer may see.
-      const principal = principalOf(ctx.viewer);
-      const and: FilterQuery<Worker>[] = [where];
-      if (f?.providesTag || f?.requiresTag) and.push(asFilter((alias) => workerDetailsSql(principal, alias)));
-      const rows = await ctx.em.find(WorkerSchema, { $and: and }, { orderBy: { name: 'asc' }, limit: size + 1 });
+      const rows = await listWorkers(ctx.em, ctx.viewer, args.filter, { after, limit: size + 1 });
       return toConnection(rows, size, (w) => encodeCursor(w.name), after !== null);
     },
   }),
@@ -292,7 +280,7 @@ builder.mutationFields((t) => ({
         description: 'The name of the new worker',
       }),
     },
-    resolve: (_root, { input }, ctx) => activateWorker(ctx.em, ctx.viewer, ctx.config, input),
+    resolve: (_root, { input }, ctx) => activateWorker(ctx.em, ctx.viewer, ctx.config.tags, input),
   }),
   reportWorkerMetadata: t.field({
     type: WorkerRef,
@@ -308,7 +296,7 @@ builder.mutationFields((t) => ({
         description: "The calling worker's facts",
       }),
     },
-    resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config, ctx.events, input, ctx.serverStopping()),
+    resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config.tags, ctx.events, input, ctx.serverStopping()),
   }),
   setWorkerStaticMetadata: t.field({
     type: WorkerRef,

@@ -1,13 +1,11 @@
-import type { FilterQuery } from '@mikro-orm/core';
 import { builder } from '../builder.js';
 import { describedValues, upperSnake } from './enum-values.js';
 import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
 import { GroupSchema, type Group } from '../../storage/entities/group.js';
-import { TaskRuleSchema, type TaskRule } from '../../storage/entities/task-rule.js';
+import type { TaskRule } from '../../storage/entities/task-rule.js';
 import { UserSchema, type User } from '../../storage/entities/user.js';
 import { WORKSPACE_ROLES, WorkspaceMemberSchema } from '../../storage/entities/workspace-member.js';
 import { WorkspaceSchema, type Workspace } from '../../storage/entities/workspace.js';
-import { asFilter } from '../../storage/db/condition.js';
 import {
   addGroupMembers,
   createGroup,
@@ -18,8 +16,9 @@ import {
   setWorkspaceMember,
   updateWorkspace,
 } from '../../services/identity/directory.js';
-import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers, groupSql, principalOf, ruleSql, workspaceSql } from '../../services/identity/visibility.js';
-import { createTaskRule, deleteTaskRule } from '../../services/work/task-rules.js';
+import { visibleGroups, visibleWorkspace, visibleWorkspaces } from '../../services/identity/directory-reads.js';
+import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers } from '../../services/identity/visibility.js';
+import { createTaskRule, deleteTaskRule, siteRules, workspaceRules } from '../../services/work/task-rules.js';
 import { decodeCursor, encodeCursor, firstDescription, firstOf, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
 import { adminsOnly } from '../../services/work/idempotency.js';
@@ -108,11 +107,7 @@ WorkspaceRef.implement({
     rules: t.loadableGroup({
       type: TaskRuleRef,
       description: 'Visible with the workspace (a worker reaching a private workspace through its assignment sees none)',
-      load: (ids: number[], ctx) => {
-        const principal = principalOf(ctx.viewer);
-        const where: FilterQuery<TaskRule>[] = [{ workspace: { $in: ids } }, asFilter((alias) => ruleSql(principal, alias))];
-        return ctx.em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
-      },
+      load: (ids: number[], ctx) => workspaceRules(ctx.em, ctx.viewer, ids),
       group: (rule) => rule.workspace!.id,
       resolve: (w) => w.id,
     }),
@@ -172,14 +167,7 @@ builder.queryFields((t) => ({
     type: [WorkspaceRef],
     description: 'Public workspaces, and private ones the viewer belongs to, by name',
     args: { first: t.arg.int({ description: firstDescription('Query.workspaces', 'workspaces') }) },
-    resolve: (_r, args, ctx) => {
-      const principal = principalOf(ctx.viewer);
-      return ctx.em.find(
-        WorkspaceSchema,
-        asFilter((alias) => workspaceSql(principal, alias)),
-        { populate: ['scope'], orderBy: { scope: { name: 'asc' }, name: 'asc' }, limit: firstOf('Query.workspaces', args.first) },
-      );
-    },
+    resolve: (_r, args, ctx) => visibleWorkspaces(ctx.em, ctx.viewer, firstOf('Query.workspaces', args.first)),
   }),
   workspace: t.field({
     type: WorkspaceRef,
@@ -189,19 +177,13 @@ builder.queryFields((t) => ({
     resolve: async (_r, { name }, ctx) => {
       const slash = name.indexOf('/');
       if (slash < 0) return null;
-      const principal = principalOf(ctx.viewer);
-      const where: FilterQuery<Workspace>[] = [{ scope: { name: name.slice(0, slash) }, name: name.slice(slash + 1) }, asFilter((alias) => workspaceSql(principal, alias))];
-      return ctx.em.findOne(WorkspaceSchema, { $and: where }, { populate: ['scope'] });
+      return visibleWorkspace(ctx.em, ctx.viewer, name.slice(0, slash), name.slice(slash + 1));
     },
   }),
   siteRules: t.field({
     type: [TaskRuleRef],
     description: 'The rules of the site (those without a workspace), by name',
-    resolve: (_r, _a, ctx) => {
-      const principal = principalOf(ctx.viewer);
-      const where: FilterQuery<TaskRule>[] = [{ workspace: null }, asFilter((alias) => ruleSql(principal, alias))];
-      return ctx.em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
-    },
+    resolve: (_r, _a, ctx) => siteRules(ctx.em, ctx.viewer),
   }),
   groups: t.field({
     type: [GroupRef],
@@ -210,11 +192,7 @@ builder.queryFields((t) => ({
       scope: t.arg.string({ required: true, description: 'The scope, e.g. debian' }),
       first: t.arg.int({ description: firstDescription('Query.groups', 'groups') }),
     },
-    resolve: (_r, { scope, first }, ctx) => {
-      const principal = principalOf(ctx.viewer);
-      const where: FilterQuery<Group>[] = [{ scope: { name: scope } }, asFilter((alias) => groupSql(principal, alias))];
-      return ctx.em.find(GroupSchema, { $and: where }, { populate: ['scope'], orderBy: { name: 'asc' }, limit: firstOf('Query.groups', first) });
-    },
+    resolve: (_r, { scope, first }, ctx) => visibleGroups(ctx.em, ctx.viewer, scope, firstOf('Query.groups', first)),
   }),
   me: t.field({
     type: UserRef,
@@ -391,7 +369,7 @@ builder.mutationFields((t) => ({
         description: 'The rule to add',
       }),
     },
-    resolve: (_r, { input }, ctx) => createTaskRule(ctx.em, ctx.viewer, ctx.config, input),
+    resolve: (_r, { input }, ctx) => createTaskRule(ctx.em, ctx.viewer, ctx.config.input, input),
   }),
   deleteTaskRule: t.field({
     type: TaskRuleRef,

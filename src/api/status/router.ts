@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ClientAuth } from '../client-auth.js';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { answerAndClose, bodyRefusal } from '../limits/http.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { html } from './html.js';
@@ -133,12 +133,12 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
     res.end(req.method === 'HEAD' ? undefined : STYLESHEET);
     return;
   }
-  let ctx: PageContext = { viewer: { kind: 'anonymous' }, here: '/', graphiql: deps.config.graphiql };
+  let ctx: PageContext = { viewer: { kind: 'anonymous' }, here: '/', graphiql: deps.config.api.graphiql };
   const extra: Record<string, string> = {};
   try {
     const { viewer, setCookie } = await pageViewer(deps.em, deps.authenticate, req);
     if (setCookie) extra['set-cookie'] = setCookie;
-    ctx = { viewer, here: pathname.length + query.length < 1500 ? url : pathname.slice(0, 1500), graphiql: deps.config.graphiql };
+    ctx = { viewer, here: pathname.length + query.length < 1500 ? url : pathname.slice(0, 1500), graphiql: deps.config.api.graphiql };
     const params = parseParams(query);
     const r = route(pathname);
     if (!r) throw new StatusError(404, 'There is no such page.');

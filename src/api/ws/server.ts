@@ -7,13 +7,13 @@ import type { Context as WsContext } from 'graphql-ws';
 import { useServer, type Extra } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ClientRefusal, type ClientAuth } from '../client-auth.js';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import type { ConnectionHandle, Context } from '../context.js';
 import type { ContextFactory } from '../context-factory.js';
 import type { Events } from '../../storage/events.js';
 import type { Logger } from '../../core/log.js';
 import { identityOf, tokenIdOf, viewerIn, type Viewer, type ViewerIdentity } from '../../services/identity/auth.js';
-import { createPresenceWriter, markManyConnected, markManyDisconnected } from '../../services/workers/presence.js';
+import { createConnectionPresence } from '../../services/workers/connection-presence.js';
 import { runsOnConnectionIdentity } from './connection-identity.js';
 import { CLOSE_CODES, closeSocket, createConnectionRegistry } from './connections.js';
 import type { TokenGuard } from './token-guard.js';
@@ -42,14 +42,14 @@ const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: stri
  * its token is revoked (in any process: `tokensRevoked`) or expires, and runs each operation through
  * yoga's envelop (the same parse, validation and cost limits as HTTP). Messages are bounded
  * (`maxPayload`), and so are the operations of one connection. An anonymous connection counts against
- * its address (api/limits/anonymous.ts: connections open at once, and each operation as a request). Worker
- * connections mark their worker connected; the last one to close marks it disconnected.
+ * its address (api/limits/anonymous.ts: connections open at once, and each operation as a request). A
+ * worker connection's opening and end are told to its worker's presence (services/workers/connection-presence.ts).
  */
 export function startWsServer(deps: {
   httpServer: Server;
   yoga: YogaServerInstance<Record<string, unknown>, Context>;
   orm: MikroORM;
-  config: Config;
+  config: Pick<Config, 'limits'>;
   log: Logger;
   events: Events;
   contexts: ContextFactory;
@@ -73,34 +73,13 @@ export function startWsServer(deps: {
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
   });
   const registry = createConnectionRegistry({ maxPerToken: limits.maxConnectionsPerToken });
-  // Open worker connections of this process, to mark a worker disconnected when its last one closes.
-  const workerConnections = new Map<number, number>();
-  // Each worker's presence writes, one after the other in the order of its connections' events: a
-  // disconnection written after a newer connection's "connected" would leave an open connection's
-  // worker marked disconnected (and given no work).
-  const presenceWrites = new Map<number, Promise<unknown>>();
-  // The writes themselves go in batches (a reconnection storm makes a few statements).
-  const presence = createPresenceWriter({
-    connected: (ids) => markManyConnected(orm.em.fork(), events, ids),
-    disconnected: (ids) => markManyDisconnected(orm.em.fork(), events, ids),
-  });
-  const inOrder = <T>(id: number, write: () => Promise<T>): Promise<T> => {
-    const run = (presenceWrites.get(id) ?? Promise.resolve()).catch(() => undefined).then(write);
-    presenceWrites.set(id, run);
-    void run
-      .catch(() => undefined)
-      .then(() => {
-        if (presenceWrites.get(id) === run) presenceWrites.delete(id);
-      });
-    return run;
-  };
+  const presence = createConnectionPresence({ fork: () => orm.em.fork(), events, log });
+  // The worker of each accepted worker connection.
   const workerOf = new WeakMap<object, number>();
   const states = new WeakMap<object, ConnectionState>();
   // Connections whose socket closed (onClose ran), which may still be in their init (onConnect).
   const closed = new WeakSet<object>();
   let stopping = false;
-  /** Disconnections being recorded: stop() records them too, in case the ORM closes under them. */
-  const recording = new Map<number, Promise<void>>();
 
   // A revocation anywhere closes this process's sockets of those tokens at once.
   const revocations = events.subscribe('tokensRevoked')[Symbol.asyncIterator]();
@@ -156,47 +135,22 @@ export function startWsServer(deps: {
     states.set(ctx, { identity: identityOf(viewer), handle, address });
     deps.metrics?.connectionOpened(viewer.kind);
     if (viewer.kind === 'worker') {
+      const id = viewer.worker.id;
       // A worker connecting while this process stops is turned away (it reconnects to another):
       // its "connected" would land after stop() recorded this process's workers disconnected.
-      if (stopping) {
+      if (!(await presence.opened(id))) {
         closeSocket(socket, CLOSE_CODES.goingAway, 'Going away: this server is stopping');
         return false;
-      }
-      const id = viewer.worker.id;
-      workerOf.set(ctx, id);
-      workerConnections.set(id, (workerConnections.get(id) ?? 0) + 1);
-      try {
-        await inOrder(id, () => presence.connected(id));
-      } catch (err) {
-        uncount(ctx, id);
-        throw err;
       }
       // Closed while it was being recorded (onClose ran): graphql-ws calls no onDisconnect for a
       // connection it had not acknowledged, so its end is recorded here.
       if (closed.has(ctx)) {
-        uncount(ctx, id);
+        presence.dropped(id);
         return false;
       }
+      workerOf.set(ctx, id);
     }
     return true;
-  };
-
-  /**
-   * A worker connection that will not be acknowledged (its "connected" failed, or it closed meanwhile)
-   * is no longer counted; when it was the worker's last in this process, the worker's disconnection is
-   * written after its writes so far, decided when its turn comes as in onDisconnect (a "connected" that
-   * failed partway may have been written).
-   */
-  const uncount = (ctx: object, id: number) => {
-    workerOf.delete(ctx);
-    const n = (workerConnections.get(id) ?? 1) - 1;
-    if (n > 0) return void workerConnections.set(id, n);
-    workerConnections.delete(id);
-    void inOrder(id, async () => {
-      if (!workerConnections.has(id) && !stopping) await presence.disconnected(id);
-    }).catch((err: unknown) => {
-      if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
-    });
   };
 
   const server = useServer<Record<string, unknown>>(
@@ -227,20 +181,7 @@ export function startWsServer(deps: {
       },
       onDisconnect: async (ctx) => {
         const id = workerOf.get(ctx);
-        if (id === undefined || stopping) return; // stop() records them all at once
-        const n = (workerConnections.get(id) ?? 1) - 1;
-        if (n > 0) return void workerConnections.set(id, n);
-        workerConnections.delete(id);
-        // Decided when its turn comes (after this worker's earlier writes), then written with the next
-        // batch: a connection opened meanwhile keeps the worker connected, its own write queued behind.
-        const recorded = inOrder(id, async () => {
-          if (!workerConnections.has(id) && !stopping) await presence.disconnected(id);
-        }).catch((err: unknown) => {
-          if (!stopping) log.warn({ err, workerId: id }, 'could not record a disconnection');
-        });
-        recording.set(id, recorded);
-        await recorded;
-        if (recording.get(id) === recorded) recording.delete(id);
+        if (id !== undefined) await presence.closed(id);
       },
       onSubscribe: async (ctx, _id, params) => {
         if (Object.keys(ctx.subscriptions).length > limits.maxSubscriptionsPerConnection) {
@@ -307,16 +248,10 @@ export function startWsServer(deps: {
     /** Closes every connection and marks this process's workers disconnected (one statement). */
     async stop(): Promise<void> {
       stopping = true;
+      presence.beginStop();
       await revocations.return?.();
       await server.dispose();
-      const held = [...new Set([...workerConnections.keys(), ...recording.keys()])];
-      workerConnections.clear();
-      // Disconnections being recorded publish their events when they are done: before the events close.
-      // Every presence write in flight ends first, so that none lands after the one below.
-      await Promise.all(recording.values());
-      await Promise.all([...presenceWrites.values()].map((w) => w.catch(() => undefined)));
-      await presence.idle();
-      await markManyDisconnected(orm.em.fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
+      await presence.finishStop();
     },
   };
 }

@@ -11,8 +11,7 @@ import { AdminError, EXIT } from './exit-codes.js';
 import { ago, printSecretOnce, renderTable, statusStyle, type Output } from './output.js';
 import { readPages, type Connection } from './paging.js';
 import type { Ctx, Register } from './command-context.js';
-
-const STATES = ['LAUNCHING', 'RUNNING', 'STOPPING', 'TERMINATED', 'FAILED'] as const;
+import { INSTANCE_STATES } from '../../core/instance-state.js';
 
 /** The fields of an instance shown in lists. */
 export const INSTANCE_FIELDS = 'name state providerId error requestedAt startedAt stoppingAt terminatedAt runtimeSeconds worker { name status } pool { name }';
@@ -65,7 +64,7 @@ const STOPPED = `mutation RecordInstanceStopped($input: RecordInstanceStoppedInp
 
 /** Lists a pool's instances, newest first. */
 export async function listInstances(ctx: Ctx, pool: string, opts: { state?: string[]; limit: string }) {
-  const states = items(opts.state).map((s) => enumArg('--state', s, STATES));
+  const states = items(opts.state).map((s) => enumArg('--state', s, INSTANCE_STATES));
   const api = ctx.api();
   const instances = await readPages<InstanceRow>(
     async (first, after) => {
@@ -138,7 +137,7 @@ export function addInstancesCommand(pool: Command, action: Parameters<Register>[
     pool
       .command('instances <pool>')
       .description("Lists a pool's instances, newest first: state, worker, provider id, runtime, error")
-      .option('--state <state>', `only these states (repeatable, or comma-separated): ${STATES.join(', ')}`, collect)
+      .option('--state <state>', `only these states (repeatable, or comma-separated): ${INSTANCE_STATES.join(', ')}`, collect)
       .option('--limit <n>', 'show at most this many', '100')
       .addHelpText('after', '\nExamples:\n  tagsched-admin pool instances cloud --state running,launching\n  tagsched-admin pool instances cloud --json'),
     (ctx, [name], opts) => listInstances(ctx, name, opts as { state?: string[]; limit: string }),

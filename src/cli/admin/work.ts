@@ -14,8 +14,7 @@ import { addLogCommand } from './work-log.js';
 import { checkId, fetchOne } from './work-lookup.js';
 import { tagTable } from './workers.js';
 import { MEMORY_METHOD_LABELS, type RunStatistics } from '../../shared/run-statistics.js';
-
-const STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'ABORTED'] as const;
+import { WORK_REQUEST_STATUSES } from '../../core/work-request-status.js';
 
 const ROW_FIELDS = 'id status result taskType taskName priority workspace { name } worker { name } createdBy { username } createdAt';
 
@@ -91,7 +90,7 @@ function workTable(out: Output, rows: readonly WorkRow[]): string {
 }
 
 async function listWork(ctx: Ctx, opts: { status?: string[]; workspace?: string; task?: string; worker?: string; requires?: string; provides?: string; limit: string }) {
-  const status = items(opts.status).map((s) => enumArg('--status', s, STATUSES));
+  const status = items(opts.status).map((s) => enumArg('--status', s, WORK_REQUEST_STATUSES));
   const filter = {
     status: status.length ? status : null,
     workspace: opts.workspace ?? null,
@@ -242,7 +241,7 @@ export const registerWorkCommands: Register = (program: Command, action) => {
     work
       .command('list')
       .description('Lists work requests, newest first (only those you may see)')
-      .option('--status <status>', `only these statuses (repeatable, or comma-separated): ${STATUSES.join(', ')}`, collect)
+      .option('--status <status>', `only these statuses (repeatable, or comma-separated): ${WORK_REQUEST_STATUSES.join(', ')}`, collect)
       .option('--workspace <scope/name>', 'only this workspace')
       .option('--task <name>', 'only this task name')
       .option('--worker <name>', 'only work assigned to this worker')

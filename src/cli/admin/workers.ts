@@ -11,6 +11,7 @@ import { ago, heading, instant, printSecretOnce, renderFields, renderTable, stat
 import { readPages, type Connection } from './paging.js';
 import type { Ctx, Register } from './command-context.js';
 import { ROTATE_TOKEN, type TokenRow, TOKEN_FIELDS } from './tokens.js';
+import { ACTIVE_STATUSES } from '../../core/work-request-status.js';
 
 const STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;
 const TYPES = ['WORKER', 'SERVER', 'SIGNING', 'NOT_ASSIGNABLE'] as const;
@@ -124,7 +125,7 @@ async function showWorker(ctx: Ctx, name: string) {
   const data = await ctx.api().query<{
     worker: WorkerDetail | null;
     workRequests: Connection<{ id: string; status: string; taskName: string; workspace: { name: string }; startedAt: string | null; assignedAt: string | null }>;
-  }>(WORKER, { name, active: { worker: name, status: ['ASSIGNED', 'RUNNING'] } });
+  }>(WORKER, { name, active: { worker: name, status: [...ACTIVE_STATUSES] } });
   const w = data.worker;
   if (!w) throw new AdminError(`no worker named ${JSON.stringify(name)}`, EXIT.notFound, 'NOT_FOUND');
   if (ctx.out.json) return ctx.out.writeJson(data);

@@ -8,6 +8,7 @@
  * that could invent them could attract work meant for other machines. An admin who wants a worker
  * to provide one puts it in the worker's static metadata or its pool's tags.
  */
+import { tagName } from './syntax.js';
 import type { Provenance } from './types.js';
 
 /** One ontology: the tags it covers, what they mean and who may contribute them. */
@@ -56,8 +57,8 @@ export const ONTOLOGIES: readonly Ontology[] = [
 ];
 
 function splitSuffix(tag: string): { name: string; valued: boolean } {
-  const at = tag.search(/>=|=/);
-  return at === -1 ? { name: tag, valued: false } : { name: tag.slice(0, at), valued: true };
+  const name = tagName(tag);
+  return { name, valued: name !== tag };
 }
 
 function covers(ontology: Ontology, name: string, valued: boolean): boolean {

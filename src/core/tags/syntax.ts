@@ -58,6 +58,23 @@ const CANONICAL_NUMBER = new RegExp(`^${CANONICAL_NUMBER_SOURCE}$`);
  */
 export const valuedTagRegex = (name: string): string => `^${name.replace(/[.+]/g, '\\$&')}=(${CANONICAL_NUMBER_SOURCE})$`;
 
+/**
+ * The name of a tag: the tag without its `=N` or `>=N` suffix, the whole tag when it has none (of a tag
+ * that follows the syntax, the name parseTag reads). The one reading of a tag's name, in memory and,
+ * as {@link tagNameSql}, in SQL.
+ */
+export function tagName(tag: string): string {
+  const eq = tag.indexOf('=');
+  if (eq < 0) return tag;
+  return tag.slice(0, eq > 0 && tag[eq - 1] === '>' ? eq - 1 : eq);
+}
+
+/**
+ * {@link tagName} as a SQL expression over the text expression `column`: what is left of it before
+ * its first `=`, and before the `>` of a `>=`. Without a `?`, which the ORM would take for a parameter.
+ */
+export const tagNameSql = (column: string): string => `regexp_replace(${column}, '>{0,1}=.*', '')`;
+
 /** The longest run of name characters at the start of a tag; whatever follows must be a suffix. */
 const NAME_CHARS = /^[A-Za-z0-9:._+~-]*/;
 

@@ -1,5 +1,6 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
+import type { ProvisionerConfig } from '../../core/config/provisioner.js';
 import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
 import type { Events } from '../../storage/events.js';
@@ -12,10 +13,13 @@ import { callProvider } from './calls.js';
 import { ProviderError, type Provider, type ProviderCall } from '../../providers/provider.js';
 import type { ProvisionerMetrics } from './provisioner-metrics.js';
 
+/** The sections a cycle reads: its own and the providers', and those of the demand it computes and of the terminations it makes. */
+export type CycleConfig = Pick<Config, 'provisioner' | 'providers' | 'workers' | 'tags' | 'leases' | 'statistics'>;
+
 /** What every step of a provisioner cycle works with. */
 export interface CycleContext {
   readonly orm: MikroORM;
-  readonly config: Config;
+  readonly config: CycleConfig;
   readonly log: Logger;
   readonly events: Events;
   readonly secrets: SecretBox;
@@ -39,7 +43,7 @@ export function asProviderError(err: unknown): ProviderError {
 export async function call<T>(ctx: CycleContext, pool: WorkerPool, what: string, run: (provider: Provider, call: ProviderCall) => Promise<T>): Promise<T> {
   const provider = ctx.provider(pool.providerType);
   if (!provider) throw new ProviderError('invalid', `pool ${pool.name}: this server has no provider "${pool.providerType}"`);
-  return callProvider(what, pool, { secrets: ctx.secrets, timeoutMs: ctx.config.providerTimeoutMs, stopping: ctx.stopping }, (c) => run(provider, c));
+  return callProvider(what, pool, { secrets: ctx.secrets, timeoutMs: ctx.config.providers.callTimeoutMs, stopping: ctx.stopping }, (c) => run(provider, c));
 }
 
 /**
@@ -51,7 +55,7 @@ export async function recordPoolError(
   pool: WorkerPool,
   err: ProviderError,
   now: Date,
-  launch: { failuresBefore: number; config: Config } | null,
+  launch: { failuresBefore: number; config: ProvisionerConfig } | null,
 ): Promise<void> {
   const fields: Record<string, unknown> = { lastError: err.message, lastErrorKind: err.kind, lastErrorAt: now };
   if (launch) {

@@ -5,6 +5,7 @@
  * launch what it says (with the provisioner off: only retire). Every step records in the database before it calls a provider, so that a
  * server stopped at any point leaves a state the next cycle, in any process, can finish.
  */
+import { LAUNCHING_OR_RUNNING_SQL } from '../../core/instance-state.js';
 import { InstanceSchema } from '../../storage/entities/instance.js';
 import { WorkerImageSchema } from '../../storage/entities/worker-image.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
@@ -41,7 +42,7 @@ export async function decide(ctx: CycleContext, now: Date) {
   const em = ctx.orm.em.fork();
   const [demand, rows] = await Promise.all([
     computeDemand(em, ctx.classes, ctx.config, now, ctx.workers),
-    em.execute<{ worker_id: number }[]>(`select worker_id from instance where state in ('LAUNCHING', 'RUNNING') and worker_id is not null`),
+    em.execute<{ worker_id: number }[]>(`select worker_id from instance where state in (${LAUNCHING_OR_RUNNING_SQL}) and worker_id is not null`),
   ]);
   return { demand, plan: planCycle(demand, new Set(rows.map((r) => r.worker_id))) };
 }
@@ -100,15 +101,18 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
   const registered = imageName === null ? null : await em.findOne(WorkerImageSchema, { name: imageName });
   const image = registered ? { name: registered.name, manifest: registered.manifest } : null;
   const offerings = offeringsOf(pool.specifications);
-  const mark = (failures: readonly OfferingFailure[]) => recordOfferingMarks(em, pool.id, marksFor(failures, new Date(), ctx.config.offeringUnavailableMs), new Date());
+  const mark = (failures: readonly OfferingFailure[]) => recordOfferingMarks(em, pool.id, marksFor(failures, new Date(), ctx.config.provisioner.offeringUnavailableMs), new Date());
   for (let i = 0; i < count && !ctx.stopping.aborted; i++) {
-    if (ctx.config.accountLaunchesPerMinute > 0) {
+    if (ctx.config.provisioner.accountLaunchesPerMinute > 0) {
       // The account's launch rate (TAGSCHED_ACCOUNT_LAUNCHES_PER_MINUTE), over every pool that shares it.
       const [{ n }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = any(?::int[]) and requested_at > now() - interval '1 minute'`, [
         intArray(sameAccount),
       ]);
-      if (rateRoom({ maxLaunchesPerMinute: ctx.config.accountLaunchesPerMinute }, n) === 0) {
-        ctx.log.info({ pool: pool.name, launched: n, limit: ctx.config.accountLaunchesPerMinute }, 'launches held back: the provider account launched its most this minute');
+      if (rateRoom({ maxLaunchesPerMinute: ctx.config.provisioner.accountLaunchesPerMinute }, n) === 0) {
+        ctx.log.info(
+          { pool: pool.name, launched: n, limit: ctx.config.provisioner.accountLaunchesPerMinute },
+          'launches held back: the provider account launched its most this minute',
+        );
         return;
       }
     }
@@ -119,11 +123,11 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       report.launchFailures++;
       ctx.metrics.launchFailed(pool.name, e.kind);
       ctx.log.warn({ pool: pool.name, kind: e.kind, code: e.providerCode, error: e.message }, 'launch not tried');
-      await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config });
+      await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config.provisioner });
       return;
     }
     // The cost budget, checked for each launch in the transaction that records it (every launch recorded before it counted).
-    const record = await recordBudgetedLaunch(em.fork(), ctx.config, pool, new Date());
+    const record = await recordBudgetedLaunch(em.fork(), ctx.config.tags, pool, new Date());
     if (!record) {
       ctx.log.info({ pool: pool.name, launched: i, wanted: count }, 'launches held back: the pool’s committed cost this month reached its monthly cost budget');
       return;
@@ -163,7 +167,7 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       ctx.metrics.launchFailed(pool.name, e.kind);
       ctx.log.warn({ pool: pool.name, instance: record.instance.name, kind: e.kind, code: e.providerCode, error: e.message }, 'launch failed');
       await terminateWorkers(em, ctx.config, ctx.events, [record.worker.id], 'its launch failed', { state: 'FAILED', error: e.message }, new Date());
-      await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config });
+      await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config.provisioner });
       return;
     }
   }
@@ -190,7 +194,7 @@ async function retire(ctx: CycleContext, pools: readonly WorkerPool[], report: C
  * in its pool's `stopWorkers` once it holds nothing, and then its instance STOPPING.
  */
 export async function runCycleBody(ctx: CycleContext, options: { reconcile: boolean }, now = new Date()): Promise<CycleReport> {
-  const on = ctx.config.provisioner;
+  const on = ctx.config.provisioner.enabled;
   const report: CycleReport = { reconciled: on && options.reconcile, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 };
   const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
   // A site without pools has nothing to provision: every step below is about pools, their instances
@@ -220,7 +224,7 @@ export async function runCycleBody(ctx: CycleContext, options: { reconcile: bool
   }
   await pursueStops(ctx, pools, now);
   // Pools that launch on one provider account share its launch rate (TAGSCHED_ACCOUNT_LAUNCHES_PER_MINUTE).
-  const keys = ctx.config.accountLaunchesPerMinute > 0 ? new Map(pools.map((p) => [p.id, accountKey(p, ctx.secrets)])) : null;
+  const keys = ctx.config.provisioner.accountLaunchesPerMinute > 0 ? new Map(pools.map((p) => [p.id, accountKey(p, ctx.secrets)])) : null;
   for (const { pool, count } of plan.launches) {
     const sameAccount = keys ? pools.filter((p) => keys.get(p.id) === keys.get(pool.id)).map((p) => p.id) : [pool.id];
     await launch(ctx, pools.find((p) => p.id === pool.id) ?? pool, count, report, now, sameAccount);

@@ -7,13 +7,13 @@
  * its turn (the one holding it is doing the work). The embedded database serves one process: no lock.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { tryLockForTransaction } from '../../storage/db/advisory-locks.js';
 import type { Events } from '../../storage/events.js';
 import type { Logger } from '../../core/log.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { SecretBox } from '../../services/identity/secrets.js';
-import type { CycleContext } from './context.js';
+import type { CycleConfig, CycleContext } from './context.js';
 import { decide, runCycleBody, type CycleReport } from './cycle.js';
 import type { Provider } from '../../providers/provider.js';
 import { NO_PROVISIONER_METRICS, type ProvisionerMetrics } from './provisioner-metrics.js';
@@ -36,7 +36,8 @@ export interface Provisioner {
 
 export interface ProvisionerDeps {
   readonly orm: MikroORM;
-  readonly config: Config;
+  /** The sections of a cycle, and the server's (its port and database; the local and qemu providers read its address too). */
+  readonly config: CycleConfig & Pick<Config, 'server'>;
   readonly log: Logger;
   readonly events: Events;
   readonly secrets: SecretBox;
@@ -51,7 +52,7 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
   const log = deps.log.child({ module: 'provisioner' });
   const providers = new Map<string, Provider>();
   const stopping = new AbortController();
-  let agentServerUrl = config.agentServerUrl;
+  let agentServerUrl = config.provisioner.agentServerUrl;
   let timer: NodeJS.Timeout | null = null;
   let debounce: NodeJS.Timeout | null = null;
   let chain: Promise<unknown> = Promise.resolve();
@@ -79,14 +80,14 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     workers: deps.scheduler.workers,
     stopping: stopping.signal,
     // Set by start(); runCycle() before it (tests) falls back to the configured port on this machine.
-    agentServerUrl: agentServerUrl ?? `http://127.0.0.1:${config.port}/graphql`,
+    agentServerUrl: agentServerUrl ?? `http://127.0.0.1:${config.server.port}/graphql`,
     provider,
     metrics: deps.metrics ?? NO_PROVISIONER_METRICS,
   });
 
   /** One cycle under the lock (none in embedded mode). */
   async function locked(options: { reconcile: boolean }): Promise<CycleReport | null> {
-    if (!config.databaseUrl) return runCycleBody(context(), options);
+    if (!config.server.databaseUrl) return runCycleBody(context(), options);
     // The lock's transaction sits idle while the cycle works on other connections, and ends with it.
     return orm.em.fork().transactional(async (tx) => {
       return (await tryLockForTransaction(tx, 'PROVISIONER')) ? runCycleBody(context(), options) : null;
@@ -129,10 +130,10 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
       debounce = setTimeout(() => {
         debounce = null;
         soon(false);
-      }, config.provisionerDebounceMs);
+      }, config.provisioner.cycleDebounceMs);
     },
     start(listeningUrl) {
-      agentServerUrl = config.agentServerUrl ?? listeningUrl;
+      agentServerUrl = config.provisioner.agentServerUrl ?? listeningUrl;
       // What changes the demand: new or finished work, workers coming, going or changing, pools created or
       // changed (here or in another process).
       const workers = events.subscribe('workerChanged')[Symbol.asyncIterator]();
@@ -144,11 +145,11 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
           while (!stopped && !(await stream.next()).done) this.trigger();
         })();
       }
-      timer = setInterval(() => soon(true), config.provisionerIntervalMs);
+      timer = setInterval(() => soon(true), config.provisioner.cycleIntervalMs);
       timer.unref();
       soon(true); // at start: reconcile what a previous process left
-      if (config.provisioner) log.info({ agentServerUrl, intervalMs: config.provisionerIntervalMs }, 'provisioner started');
-      else log.info({ intervalMs: config.provisionerIntervalMs }, 'provisioner off: only retirements (a site’s own script launches and stops instances)');
+      if (config.provisioner.enabled) log.info({ agentServerUrl, intervalMs: config.provisioner.cycleIntervalMs }, 'provisioner started');
+      else log.info({ intervalMs: config.provisioner.cycleIntervalMs }, 'provisioner off: only retirements (a site’s own script launches and stops instances)');
     },
     async stop() {
       stopped = true;

@@ -6,7 +6,8 @@
  * yet is asked again.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { InstanceSchema, LIVE_INSTANCE_STATES, type Instance } from '../../storage/entities/instance.js';
+import { isLiveInstance, LIVE_INSTANCE_STATES } from '../../core/instance-state.js';
+import { InstanceSchema, type Instance } from '../../storage/entities/instance.js';
 import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 import { terminateWorkers, type InstanceEnd } from '../../services/workers/terminate.js';
 import { asProviderError, call, recordPoolError, type CycleContext } from './context.js';
@@ -96,7 +97,7 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
       continue;
     }
     seen.add(instance.id);
-    if (instance.state === 'TERMINATED' || instance.state === 'FAILED') {
+    if (!isLiveInstance(instance.state)) {
       ctx.log.warn({ pool: pool.name, instance: instance.name, providerId: l.id, state: instance.state }, 'the provider still has an instance that has ended: terminating it');
       if (await askToStop(ctx, em, pool, l.id, null, now)) report.strays++;
       continue;
@@ -110,11 +111,11 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
     }
     if (instance.state === 'STOPPING') {
       const askedAt = instance.terminateRequestedAt?.getTime();
-      if (askedAt === undefined || now.getTime() - askedAt >= ctx.config.stopGraceMs) {
+      if (askedAt === undefined || now.getTime() - askedAt >= ctx.config.providers.stopGraceMs) {
         if (await askToStop(ctx, em, pool, l.id, instance.id, now)) report.stopsPursued++;
       }
-    } else if (instance.state === 'LAUNCHING' && now.getTime() - instance.requestedAt.getTime() > ctx.config.bootTimeoutMs) {
-      const why = `its worker did not connect within ${ctx.config.bootTimeoutMs / 1000} s of its launch`;
+    } else if (instance.state === 'LAUNCHING' && now.getTime() - instance.requestedAt.getTime() > ctx.config.provisioner.bootTimeoutMs) {
+      const why = `its worker did not connect within ${ctx.config.provisioner.bootTimeoutMs / 1000} s of its launch`;
       ctx.log.warn({ pool: pool.name, instance: instance.name }, why);
       await end(ctx, em, instance, why, { state: 'FAILED', error: why }, now);
       ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.BOOT_TIMEOUT);
@@ -124,7 +125,7 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   }
 
   for (const instance of known) {
-    if (seen.has(instance.id) || !LIVE_INSTANCE_STATES.includes(instance.state)) continue;
+    if (seen.has(instance.id) || !isLiveInstance(instance.state)) continue;
     const ended = (instance.providerId && endedAt.get(instance.providerId)) || now;
     if (instance.state === 'STOPPING') {
       await end(ctx, em, instance, 'its instance stopped', { state: 'TERMINATED', error: null }, ended);

@@ -7,15 +7,16 @@
  * (cycle.ts: a process with TAGSCHED_PROVISIONER=off runs only them), so that a site's own script
  * sees every retirement: the worker DRAINING, then its instance STOPPING.
  */
+import { LAUNCHING_OR_RUNNING_SQL } from '../../core/instance-state.js';
 import { isActiveSql } from '../../scheduler/rules/active-work.js';
 import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 import { outdatedSql, outlivedSql, replacementRoom, RETIRING_REASONS, retiringText, templateFingerprint, type RetiringReason } from '../../scheduler/rules/instance-retirement.js';
-import { liveInstanceSql, retiringWorkers } from '../../scheduler/storage/retiring-workers.js';
+import { launchingOrRunningInstanceSql, retiringWorkers } from '../../scheduler/storage/retiring-workers.js';
 import type { CycleContext } from './context.js';
 import { INSTANCE_END_REASONS, type InstanceEndReason } from './provisioner-metrics.js';
 
-/** A live instance's worker: only those launched by the provisioner or a site's script (workers started by hand with a pool-wide token are left to whoever started them). */
-const LIVE_INSTANCE_SQL = liveInstanceSql('w');
+/** The worker of a launching or running instance: only those launched by the provisioner or a site's script (workers started by hand with a pool-wide token are left to whoever started them). */
+const HAS_INSTANCE_SQL = launchingOrRunningInstanceSql('w');
 
 const END_REASON: Record<RetiringReason, InstanceEndReason> = {
   WORK_REQUESTS: INSTANCE_END_REASONS.WORK_REQUESTS,
@@ -28,7 +29,7 @@ export async function retireOutlived(ctx: CycleContext, now: Date): Promise<void
   const rows = await ctx.orm.em.fork().execute<{ id: number; name: string; pool: string }[]>(
     `update worker w set draining = true, retiring_reason = ?
        from worker_pool p
-      where p.id = w.pool_id and w.terminated_at is null and w.retiring_reason is null and ${LIVE_INSTANCE_SQL}
+      where p.id = w.pool_id and w.terminated_at is null and w.retiring_reason is null and ${HAS_INSTANCE_SQL}
         and ${outlivedSql('coalesce(w.instance_created_at, w.registered_at)', 'p.max_instance_lifetime_seconds', '?::timestamptz')}
       returning w.id, w.name, p.name as pool`,
     [RETIRING_REASONS.LIFETIME, now],
@@ -53,7 +54,7 @@ export async function retireOutdated(ctx: CycleContext, pools: readonly WorkerPo
               count(*) filter (where w.retiring_reason = ?)::int as retiring,
               count(*) filter (where i.state = 'LAUNCHING')::int as launching
          from instance i join worker w on w.id = i.worker_id
-        where i.pool_id = ? and i.state in ('LAUNCHING', 'RUNNING') and w.terminated_at is null`,
+        where i.pool_id = ? and i.state in (${LAUNCHING_OR_RUNNING_SQL}) and w.terminated_at is null`,
       [fingerprint, RETIRING_REASONS.OUTDATED, pool.id],
     );
     const room = replacementRoom(pool.maxReplacingInstances, c.retiring, c.launching);

@@ -16,7 +16,7 @@
 import os from 'node:os';
 import { LockMode } from '@mikro-orm/core';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { WorkRequestSchema } from '../../storage/entities/work-request.js';
 import { WorkerSchema } from '../../storage/entities/worker.js';
@@ -29,6 +29,7 @@ import { expireLeases } from '../../scheduler/storage/leases.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { Viewer } from '../../services/identity/auth.js';
 import { completeWorkRequest } from '../../services/work/work-lifecycle.js';
+import type { WorkRequestDeps } from '../../services/work/work-requests.js';
 import { settleDependents } from '../../services/workflows/settle-dependents.js';
 import { refreshWorkerTags } from '../../services/workers/worker-tags.js';
 import { findServerTaskRunner, SERVER_TASK_RUNNERS } from './registry.js';
@@ -64,14 +65,15 @@ export function serverWorkerName(host: string, port: number, index: number, coun
  * The heartbeat, metadata report and catch-up period: well within both leases and the metadata freshness
  * window, so a live server worker never loses a lease nor turns STALE.
  */
-export function tickMsOf(config: Pick<Config, 'ackTimeoutMs' | 'heartbeatTimeoutMs' | 'metadataFreshMs'>): number {
-  return Math.min(30_000, Math.max(250, Math.min(config.ackTimeoutMs, config.heartbeatTimeoutMs, config.metadataFreshMs) / 4));
+export function tickMsOf(config: Pick<Config, 'leases' | 'workers'>): number {
+  return Math.min(30_000, Math.max(250, Math.min(config.leases.ackTimeoutMs, config.leases.heartbeatTimeoutMs, config.workers.metadataFreshMs) / 4));
 }
 
 /** Creates the server workers of this process (nothing happens before start()). */
 export function createServerWorkers(deps: {
   orm: MikroORM;
-  config: Config;
+  /** Their own section, the leases', and what the work-request operations they call read. */
+  config: Pick<Config, 'serverWorkers' | 'leases'> & WorkRequestDeps['config'];
   log: Logger;
   events: Events;
   scheduler: Scheduler;
@@ -97,17 +99,17 @@ export function createServerWorkers(deps: {
       const now = new Date();
       // Its previous process is gone (this one holds its port): what it held is taken back before this
       // one heartbeats, which would otherwise keep a dead run's lease alive forever.
-      const changes = existing ? await expireLeases(tx, now, { ackTimeoutMs: 0, heartbeatTimeoutMs: 0, maxRetries: config.maxRetries }, null, existing.id) : [];
+      const changes = existing ? await expireLeases(tx, now, { ackTimeoutMs: 0, heartbeatTimeoutMs: 0, maxRetries: config.leases.maxRetries }, null, existing.id) : [];
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
       const settled = aborted.length ? await settleDependents(tx, config, aborted) : [];
       const worker = existing ?? tx.create(WorkerSchema, { name, type: 'server' });
-      worker.concurrency = config.serverWorkerConcurrency;
+      worker.concurrency = config.serverWorkers.concurrency;
       worker.dynamicMetadata = { 'system:tasks': runners.map((r) => ({ type: 'server', name: r.name, version: r.version })) };
       worker.connectedAt = now;
       worker.lastSeenAt = now;
       worker.metadataReportedAt = now; // its metadata is what this process runs, set just above
       worker.shuttingDown = false;
-      refreshWorkerTags(worker, null, config);
+      refreshWorkerTags(worker, null, config.tags);
       await tx.flush();
       return { worker: { id: worker.id, name: worker.name }, changes, settled };
     });
@@ -228,7 +230,7 @@ export function createServerWorkers(deps: {
       return workers.map((w) => w.name);
     },
     async start(port) {
-      const count = config.serverWorkerConcurrency > 0 ? config.serverWorkers : 0;
+      const count = config.serverWorkers.concurrency > 0 ? config.serverWorkers.count : 0;
       const host = os.hostname();
       for (let i = 1; i <= count; i++) {
         const worker = await register(serverWorkerName(host, port, i, count));
@@ -237,7 +239,7 @@ export function createServerWorkers(deps: {
         listen(worker);
       }
       if (!workers.length) return;
-      log.info({ workers: workers.map((w) => w.name), concurrency: config.serverWorkerConcurrency, tasks: runners.map((r) => r.name) }, 'server workers started');
+      log.info({ workers: workers.map((w) => w.name), concurrency: config.serverWorkers.concurrency, tasks: runners.map((r) => r.name) }, 'server workers started');
       timer = setInterval(() => {
         ticking = tick().catch((err: unknown) => log.warn({ err }, 'server worker heartbeat failed'));
       }, tickMsOf(config));

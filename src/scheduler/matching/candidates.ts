@@ -2,7 +2,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray } from '../../storage/db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../../storage/db/condition.js';
 import { fitsOf, type TaskClassRow } from '../rules/fit.js';
-import { classKey, tagName } from './class-key.js';
+import { tagName } from '../../core/tags/syntax.js';
+import { classKey } from './class-key.js';
 import { MatchKeys } from './match-keys.js';
 import { groupBy, type WorkerState } from './worker-state.js';
 

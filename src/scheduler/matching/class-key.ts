@@ -1,12 +1,6 @@
 /** What identifies a task class: its required tags and its significant provided tags (storage/classes.ts creates them). */
 import { createHash } from 'node:crypto';
 
-/** The name of a tag, without `=N` or `>=N`. */
-export function tagName(tag: string): string {
-  const i = tag.search(/>?=/);
-  return i < 0 ? tag : tag.slice(0, i);
-}
-
 /** The canonical key of a class: its required tags and its significant provided tags, both sorted. */
 export function classKey(required: readonly string[], significantProvided: readonly string[]): string {
   const sort = (a: readonly string[]) => [...new Set(a)].sort();

@@ -1,3 +1,5 @@
+import { tagName } from '../../core/tags/syntax.js';
+
 /**
  * Requirements of a set of task classes (or requests), reduced to what tells workers apart for them:
  * the plain tags some of them require, and per valued name the minimums they ask for.
@@ -26,16 +28,15 @@ export class MatchKeys {
   private addAll(requiredTags: Iterable<string>): boolean {
     let changed = false;
     for (const tag of requiredTags) {
-      const i = tag.indexOf('>=');
-      if (i < 0) {
+      const name = tagName(tag);
+      if (!tag.startsWith('>=', name.length)) {
         if (!this.plain.has(tag)) {
           this.plain.add(tag);
           changed = true;
         }
         continue;
       }
-      const name = tag.slice(0, i);
-      const minimum = Number(tag.slice(i + 2));
+      const minimum = Number(tag.slice(name.length + '>='.length));
       const list = this.minima.get(name) ?? [];
       if (list.includes(minimum)) continue;
       list.push(minimum);
@@ -66,12 +67,13 @@ export class MatchKeys {
   /** What one provided tag adds to a key: itself when required, a valued one the highest minimum it reaches. */
   private partOf(tag: string): string | null {
     if (this.plain.has(tag)) return tag;
-    const i = tag.indexOf('='); // only valued provided tags hold one (docs/design.md: tags and provenance)
-    const minima = i < 0 ? undefined : this.minima.get(tag.slice(0, i));
+    const name = tagName(tag);
+    // Only valued provided tags have a suffix, `=N` (docs/design.md: tags and provenance).
+    const minima = tag.startsWith('=', name.length) ? this.minima.get(name) : undefined;
     if (!minima) return null;
-    const value = Number(tag.slice(i + 1));
+    const value = Number(tag.slice(name.length + '='.length));
     let reached = -1;
     for (const m of minima) if (value >= m) reached = m;
-    return `${tag.slice(0, i)}>=${reached}`;
+    return `${name}>=${reached}`;
   }
 }

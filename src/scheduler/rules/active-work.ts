@@ -1,26 +1,17 @@
 /**
  * A worker's active work and its capacity (docs/design.md: workers), in their one home: the work a worker holds is
  * its requests that are ASSIGNED or RUNNING, and it has a free slot while it holds fewer than its
- * concurrency; of that work, the ASSIGNED part waits for the worker's acknowledgement. The TypeScript
- * predicates (isActive, isUnacknowledged, freeSlots) and the SQL fragments that say the same (isActiveSql,
- * isUnacknowledgedSql, activeWorkSql, activeByWorkerSql, hasFreeSlotSql) are here, and
- * test/scheduler/rules/active-work.test.ts checks that the two agree. Every count of a worker's work,
- * whoever makes it (the matchers, the API, the status pages, the metrics, the provisioner), is built
+ * concurrency; of that work, the ASSIGNED part waits for the worker's acknowledgement. The SQL
+ * fragments (isActiveSql, isUnacknowledgedSql, activeWorkSql, activeByWorkerSql, hasFreeSlotSql) and the
+ * TypeScript predicates that say the same (isUnacknowledged and freeSlots here, isActive in the statuses'
+ * home, core/work-request-status.ts) agree, as test/scheduler/rules/active-work.test.ts checks. Every
+ * count of a worker's work, whoever makes it (the matchers, the API, the status pages, the metrics, the provisioner), is built
  * from these fragments; the partial index `work_request_active_worker` has the same condition.
  */
-import { ACTIVE_STATUSES } from '../../storage/entities/work-request.js';
+import { ACTIVE_SQL } from '../../core/work-request-status.js';
 
-/** The statuses of the work a worker holds. */
-export type ActiveStatus = (typeof ACTIVE_STATUSES)[number];
-
-/** Whether a request in this status is work its worker holds. */
-export const isActive = (status: string): status is ActiveStatus => (ACTIVE_STATUSES as readonly string[]).includes(status);
-
-/** The statuses of active work as the items of a SQL list, `'ASSIGNED', 'RUNNING'`, to put in an `in (...)` of their own or with other statuses. */
-export const ACTIVE_STATUSES_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(', ');
-
-/** {@link isActive} as a SQL condition on the work_request table under `alias`. */
-export const isActiveSql = (alias: string) => `${alias}.status in (${ACTIVE_STATUSES_SQL})`;
+/** isActive (core/work-request-status.ts) as a SQL condition on the work_request table under `alias`. */
+export const isActiveSql = (alias: string) => `${alias}.status in (${ACTIVE_SQL})`;
 
 /** Whether a request in this status waits for its worker's acknowledgement (startWorkRequest): assigned, not yet running. */
 export const isUnacknowledged = (status: string): boolean => status === 'ASSIGNED';

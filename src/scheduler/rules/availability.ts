@@ -1,8 +1,11 @@
 /**
  * "May this worker get work?" (docs/design.md: workers), in its one home: the TypeScript predicate
  * (unavailableReason, with the reason as data), the SQL fragment that says the same in a WHERE
- * clause (availableSql), the columns both read (availabilityColumns) and the mapping from those
- * columns to the facts (factsOfRow). The worker status shown in the API is derived from the reason
+ * clause (availableSql), and the facts both read, in one list (AVAILABILITY_FACTS) from which the rest
+ * is made: the facts' type, the columns a query selects (availabilityColumns) and their mapping to the
+ * facts (factsOfRow, factsOfWorker), the worker snapshot's packing (scheduler/storage/worker-snapshot.ts)
+ * and the columns PostgreSQL copies to worker_state (test/scheduler/worker-state-columns.test.ts checks
+ * its trigger against the list). The worker status shown in the API is derived from the reason
  * here (workerStatus). Which quarantined workers may be given a quarantine probe, and nothing else, is
  * here too (mayBeProbed, probeableSql). test/scheduler/availability.test.ts checks that the SQL and
  * the TypeScript agree on generated facts. Capacity (a free slot) is not part of it: it is counted against the
@@ -13,18 +16,41 @@
  * and one that died without saying so stops getting work by the same rule as a silent agent.
  */
 
-/** The worker facts availability depends on. Times as epoch milliseconds (fractions kept: PostgreSQL has microseconds). */
-export interface AvailabilityFacts {
-  readonly type: string;
-  readonly enabled: boolean;
-  readonly draining: boolean;
-  readonly shuttingDown: boolean;
-  readonly terminated: boolean;
-  readonly connected: boolean;
-  /** When it last reported its metadata; a heartbeat or a pull does not count (docs/design.md: workers). */
-  readonly reportedMs: number | null;
-  readonly quarantined: boolean;
-}
+/**
+ * How a fact comes from its worker column: `text` and `flag` as the column is, `set` whether the time
+ * in it is not null, `ms` the time in it as epoch milliseconds (fractions kept: PostgreSQL has
+ * microseconds), null when there is none.
+ */
+export type AvailabilityFactKind = 'text' | 'flag' | 'set' | 'ms';
+
+/**
+ * The worker facts availability depends on, in their one list: each fact's name (in
+ * AvailabilityFacts), the worker column it comes from and that column's property in the entity, its
+ * name in a row read with availabilityColumns, and how the column gives it.
+ */
+export const AVAILABILITY_FACTS = [
+  { fact: 'type', column: 'type', property: 'type', row: 'type', kind: 'text' },
+  { fact: 'enabled', column: 'enabled', property: 'enabled', row: 'enabled', kind: 'flag' },
+  { fact: 'draining', column: 'draining', property: 'draining', row: 'draining', kind: 'flag' },
+  { fact: 'shuttingDown', column: 'shutting_down', property: 'shuttingDown', row: 'shutting_down', kind: 'flag' },
+  { fact: 'terminated', column: 'terminated_at', property: 'terminatedAt', row: 'terminated', kind: 'set' },
+  { fact: 'connected', column: 'connected_at', property: 'connectedAt', row: 'connected', kind: 'set' },
+  // When it last reported its metadata; a heartbeat or a pull does not count (docs/design.md: workers).
+  { fact: 'reportedMs', column: 'metadata_reported_at', property: 'metadataReportedAt', row: 'reported_ms', kind: 'ms' },
+  { fact: 'quarantined', column: 'quarantined_at', property: 'quarantinedAt', row: 'quarantined', kind: 'set' },
+] as const satisfies readonly { fact: string; column: string; property: string; row: string; kind: AvailabilityFactKind }[];
+
+/** One entry of {@link AVAILABILITY_FACTS}. */
+export type AvailabilityFact = (typeof AVAILABILITY_FACTS)[number];
+
+/** The value a fact of this kind has. */
+type ValueOf<K extends AvailabilityFactKind> = K extends 'text' ? string : K extends 'ms' ? number | null : boolean;
+
+/** The worker facts availability depends on, one per entry of {@link AVAILABILITY_FACTS}. */
+export type AvailabilityFacts = { readonly [F in AvailabilityFact as F['fact']]: ValueOf<F['kind']> };
+
+/** The worker columns the facts come from, in the list's order. */
+export const AVAILABILITY_WORKER_COLUMNS: readonly string[] = AVAILABILITY_FACTS.map((f) => f.column);
 
 /** Why a worker gets no new work now; null when it may (capacity aside). Reasons are data. */
 export const UNAVAILABLE = {
@@ -84,56 +110,53 @@ export const probeableSql = (alias: string) => `(${alias}.quarantined_at is not 
 /** The parameter of availableSql: the oldest report that is still fresh. */
 export const availableParams = (now: Date, freshMs: number): unknown[] => [new Date(now.getTime() - freshMs)];
 
-/** The columns factsOfRow reads, from the worker table under `alias`. */
-export const availabilityColumns = (alias: string) =>
-  `${alias}.type, ${alias}.enabled, ${alias}.draining, ${alias}.shutting_down, ${alias}.terminated_at is not null as terminated,
-   ${alias}.connected_at is not null as connected, (extract(epoch from ${alias}.metadata_reported_at) * 1000)::float8 as reported_ms,
-   ${alias}.quarantined_at is not null as quarantined`;
+/** A time column as epoch milliseconds, in SQL (as a fact of kind `ms` is read, and worker_state keeps it). */
+export const epochMsSql = (column: string) => `(extract(epoch from ${column}) * 1000)::float8`;
 
-/** A row with the availability columns. */
-export interface AvailabilityRow {
-  readonly type: string;
-  readonly enabled: boolean;
-  readonly draining: boolean;
-  readonly shutting_down: boolean;
-  readonly terminated: boolean;
-  readonly connected: boolean;
-  readonly reported_ms: number | null;
-  readonly quarantined: boolean;
+/** How one fact is selected from the worker table under `alias`. */
+function factColumnSql(f: AvailabilityFact, alias: string): string {
+  const column = `${alias}.${f.column}`;
+  switch (f.kind) {
+    case 'text':
+    case 'flag':
+      return f.row === f.column ? column : `${column} as ${f.row}`;
+    case 'set':
+      return `${column} is not null as ${f.row}`;
+    case 'ms':
+      return `${epochMsSql(column)} as ${f.row}`;
+  }
 }
 
+/** The columns factsOfRow reads, from the worker table under `alias`. */
+export const availabilityColumns = (alias: string) => AVAILABILITY_FACTS.map((f) => factColumnSql(f, alias)).join(', ');
+
+/** A row with the availability columns: each fact under its `row` name. */
+export type AvailabilityRow = { readonly [F in AvailabilityFact as F['row']]: ValueOf<F['kind']> };
+
 /** The facts of a row read with availabilityColumns. */
-export const factsOfRow = (r: AvailabilityRow): AvailabilityFacts => ({
-  type: r.type,
-  enabled: r.enabled,
-  draining: r.draining,
-  shuttingDown: r.shutting_down,
-  terminated: r.terminated,
-  connected: r.connected,
-  reportedMs: r.reported_ms,
-  quarantined: r.quarantined,
-});
+export const factsOfRow = (r: AvailabilityRow): AvailabilityFacts => Object.fromEntries(AVAILABILITY_FACTS.map((f) => [f.fact, r[f.row]])) as AvailabilityFacts;
+
+/** A loaded worker entity as factsOfWorker reads it: the facts' properties (its times may be left unloaded). */
+export type AvailabilityOfWorker = { readonly [F in AvailabilityFact as F['kind'] extends 'text' | 'flag' ? F['property'] : never]: ValueOf<F['kind']> } & {
+  readonly [F in AvailabilityFact as F['kind'] extends 'set' | 'ms' ? F['property'] : never]?: Date | null;
+};
+
+/** A fact from its property of a loaded worker entity. */
+function factOfProperty(f: AvailabilityFact, value: unknown): unknown {
+  switch (f.kind) {
+    case 'text':
+    case 'flag':
+      return value;
+    case 'set':
+      return value != null;
+    case 'ms':
+      return value ? (value as Date).getTime() : null;
+  }
+}
 
 /** The facts of a loaded worker entity (the API's objects). */
-export const factsOfWorker = (w: {
-  readonly type: string;
-  readonly enabled: boolean;
-  readonly draining: boolean;
-  readonly shuttingDown: boolean;
-  readonly terminatedAt?: Date | null;
-  readonly connectedAt?: Date | null;
-  readonly metadataReportedAt?: Date | null;
-  readonly quarantinedAt?: Date | null;
-}): AvailabilityFacts => ({
-  type: w.type,
-  enabled: w.enabled,
-  draining: w.draining,
-  shuttingDown: w.shuttingDown,
-  terminated: w.terminatedAt != null,
-  connected: w.connectedAt != null,
-  reportedMs: w.metadataReportedAt ? w.metadataReportedAt.getTime() : null,
-  quarantined: w.quarantinedAt != null,
-});
+export const factsOfWorker = (w: AvailabilityOfWorker): AvailabilityFacts =>
+  Object.fromEntries(AVAILABILITY_FACTS.map((f) => [f.fact, factOfProperty(f, (w as Record<string, unknown>)[f.property])])) as AvailabilityFacts;
 
 /** What a worker is doing, as the API and the status page show it. */
 export const WORKER_STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;

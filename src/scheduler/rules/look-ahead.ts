@@ -9,7 +9,7 @@
  * The TypeScript predicate and the SQL say the same; test/scheduler/rules/look-ahead.test.ts checks that
  * they agree.
  */
-import { ACTIVE_STATUSES_SQL, isActive } from './active-work.js';
+import { ACTIVE_SQL, isActive } from '../../core/work-request-status.js';
 
 /** Whether a BLOCKED request with dependencies in these statuses is coming work. */
 export function isComingWork(dependencyStatuses: readonly string[]): boolean {
@@ -22,6 +22,6 @@ export function isComingWork(dependencyStatuses: readonly string[]): boolean {
  */
 export const isComingWorkSql = (alias: string) =>
   `exists (select 1 from work_request_dependency cd join work_request cx on cx.id = cd.depends_on_id
-            where cd.work_request_id = ${alias}.id and cx.status in (${ACTIVE_STATUSES_SQL}))
+            where cd.work_request_id = ${alias}.id and cx.status in (${ACTIVE_SQL}))
    and not exists (select 1 from work_request_dependency cd join work_request cx on cx.id = cd.depends_on_id
-            where cd.work_request_id = ${alias}.id and cx.status not in (${ACTIVE_STATUSES_SQL}, 'COMPLETED'))`;
+            where cd.work_request_id = ${alias}.id and cx.status not in (${ACTIVE_SQL}, 'COMPLETED'))`;

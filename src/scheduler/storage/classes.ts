@@ -2,8 +2,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { lockForTransaction, lockForTransactionStatement } from '../../storage/db/advisory-locks.js';
 import { executeInOneTrip } from '../../storage/db/one-trip.js';
 import { intArray, textArray } from '../../storage/db/arrays.js';
-import { classKey, classKeyHash, tagName } from '../matching/class-key.js';
-import { ACTIVE_STATUSES_SQL } from '../rules/active-work.js';
+import { tagName, tagNameSql } from '../../core/tags/syntax.js';
+import { PENDING_OR_ACTIVE_SQL } from '../../core/work-request-status.js';
+import { classKey, classKeyHash } from '../matching/class-key.js';
 
 /** The tags of one work request, as the classifier reads them. */
 export interface ClassifiableTags {
@@ -100,8 +101,8 @@ export async function registerSignificantTags(em: EntityManager, requiredTags: r
   // The affected requests are those providing a tag of one of these names (plain, or with a value);
   // assigned and running ones too, since a lease or a release can put them back in the queue.
   const affected = await em.execute<{ id: number }[]>(
-    `select id from work_request where status in ('PENDING', ${ACTIVE_STATUSES_SQL})
-        and exists (select 1 from unnest(provided_tags) t where split_part(t, '=', 1) = any(?::text[]))`,
+    `select id from work_request where status in (${PENDING_OR_ACTIVE_SQL})
+        and exists (select 1 from unnest(provided_tags) t where ${tagNameSql('t')} = any(?::text[]))`,
     [textArray(fresh)],
   );
   await reclassify(

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { ALWAYS, type SqlCondition } from '../../storage/db/condition.js';
 import type { ClassCache } from '../matching/class-cache.js';
@@ -26,7 +26,7 @@ const SAMPLE_IDS = 20;
 export async function computeDemand(
   em: EntityManager,
   cache: ClassCache,
-  config: Config,
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner'>,
   now: Date,
   snapshot?: WorkerSnapshot,
   visibleWork: (alias: string) => SqlCondition = () => ALWAYS,
@@ -37,8 +37,8 @@ export async function computeDemand(
   const [counts, coming, workers, pools, durations, use, launches, retiring] = await Promise.all([
     (pendingByClass as { class_id: number; n: number }[] | undefined) ?? countPendingByClass(em),
     comingByClass(em),
-    loadWorkerStates(em, now, config.metadataFreshMs, snapshot),
-    loadPoolTemplates(em, config),
+    loadWorkerStates(em, now, config.workers.metadataFreshMs, snapshot),
+    loadPoolTemplates(em, config.tags),
     // Kept per task and day as requests complete: a few rows per task, whatever the size of the history.
     readDurationHistory(em),
     monthUseByPool(em),
@@ -62,7 +62,7 @@ export async function computeDemand(
       runtime: use.runtime,
       cost: use.cost,
       committed: use.committed,
-      degradedAfterFailures: config.degradedAfterFailures,
+      degradedAfterFailures: config.provisioner.degradedAfterFailures,
       retiring: new Map(retiring.map((r) => [r.workerId, r.reason])),
     },
     cache,

@@ -1,4 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { QUEUED_SQL } from '../../core/work-request-status.js';
 import { FAIR_QUANTUM_MS } from '../rules/queue-order.js';
 
 /**
@@ -18,7 +19,7 @@ async function reserve(em: EntityManager, workspaceId: number, count: number, no
   if (count <= 0) return [];
   const [row] = await em.execute<{ first: string }[]>(
     `update workspace s
-        set fair_clock = case when exists (select 1 from work_request r where r.workspace_id = s.id and r.status in ('BLOCKED', 'PENDING'))
+        set fair_clock = case when exists (select 1 from work_request r where r.workspace_id = s.id and r.status in (${QUEUED_SQL}))
                               then greatest(s.fair_clock, ?::bigint) else ?::bigint end + ?::bigint * ${FAIR_QUANTUM_MS}
        ${from}
       where s.id = ? returning (s.fair_clock - (?::bigint - 1) * ${FAIR_QUANTUM_MS})::text as first`,

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { WorkersConfig } from '../../core/config/workers.js';
 import { intArray, toDate } from '../../storage/db/arrays.js';
 import { executeInOneTrip, type TripStatement } from '../../storage/db/one-trip.js';
 import { activeWorkSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.js';
@@ -64,7 +64,7 @@ const LOCKED_SETTING = 'tagsched.pull_locked';
 export async function assignNextWorkInOneTrip(
   em: EntityManager,
   cache: ClassCache,
-  config: Config,
+  config: WorkersConfig,
   workerId: number,
   shape: PullShape,
   now: Date,
@@ -137,7 +137,7 @@ const assignmentOf = (workerId: number, row: Record<string, unknown>): NextAssig
 export async function assignNextWork(
   em: EntityManager,
   cache: ClassCache,
-  config: Config,
+  config: WorkersConfig,
   workerId: number,
   now: Date,
   options: { skipLocked?: boolean; seen?: CallSeen; shapes?: PullShapes } = {},

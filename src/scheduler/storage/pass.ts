@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { WorkersConfig } from '../../core/config/workers.js';
 import { tryLockForTransaction } from '../../storage/db/advisory-locks.js';
 import { intArray } from '../../storage/db/arrays.js';
 import type { ClassCache } from '../matching/class-cache.js';
@@ -41,7 +41,7 @@ export async function runPass(
   em: EntityManager,
   cache: ClassCache,
   history: TaskHistoryCache,
-  config: Config,
+  config: WorkersConfig,
   now: Date,
   maxAssignments = 20_000,
   options: PassOptions = {},
@@ -68,7 +68,7 @@ export async function runPass(
  * with a free slot are read and locked (a busy farm's pass reads none, not all of them); their
  * loads are then counted again under the lock, which is what the free slots are taken from.
  */
-async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: Config, now: Date): Promise<FreeWorker[]> {
+async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: WorkersConfig, now: Date): Promise<FreeWorker[]> {
   const rows = await em.execute<{ id: number; type: string; pool_id: number | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]>(
     // Tag arrays as JSON: for thousands of workers the driver's text[] parser costs a few hundred ms.
     `select id, type, pool_id, concurrency, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { WorkersConfig } from '../../core/config/workers.js';
 import { executeInOneTrip, type TripStatement } from '../../storage/db/one-trip.js';
 import { hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
@@ -74,7 +74,7 @@ export async function placeRequest(
   em: EntityManager,
   cache: ClassCache,
   history: TaskHistoryCache,
-  config: Config,
+  config: WorkersConfig,
   request: { readonly id: number; readonly classId: number; readonly taskType: string; readonly taskName: string },
   now: Date,
   onAssigned?: (assignment: NextAssignment) => void,

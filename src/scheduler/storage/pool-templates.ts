@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { TagsConfig } from '../../core/config/tags.js';
 import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
 import { WORKER_TASK_CATALOG } from '../../core/tasks/registry.js';
 import { computePoolTemplateTags, type PoolTagInput } from '../../core/tags/worker-tags.js';
@@ -18,7 +18,7 @@ export function poolTagInput(pool: PoolRow): PoolTagInput {
 }
 
 /** The enabled pools in demand order (by name: documented in the README), with their template tags. */
-export async function loadPoolTemplates(em: EntityManager, config: Config, includeDisabled = false): Promise<PoolTemplate[]> {
+export async function loadPoolTemplates(em: EntityManager, config: TagsConfig, includeDisabled = false): Promise<PoolTemplate[]> {
   const pools = await em.find(WorkerPoolSchema, includeDisabled ? {} : { enabled: true }, { orderBy: { name: 'asc' } });
   return pools.map((pool) => {
     const t = computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds);

@@ -1,13 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { LAUNCHING_OR_RUNNING_SQL } from '../../core/instance-state.js';
 import { retiredToStopSql, type RetiringReason } from '../rules/instance-retirement.js';
 
 /**
- * Whether the worker under `w` has a live instance (LAUNCHING or RUNNING): only those retire and are
+ * Whether the worker under `w` has an instance that is LAUNCHING or RUNNING: only those retire and are
  * stopped (workers made by hand with a pool-wide token are left to whoever started them).
  */
-export const liveInstanceSql = (w: string) => `exists (select 1 from instance i where i.worker_id = ${w}.id and i.state in ('LAUNCHING', 'RUNNING'))`;
+export const launchingOrRunningInstanceSql = (w: string) => `exists (select 1 from instance i where i.worker_id = ${w}.id and i.state in (${LAUNCHING_OR_RUNNING_SQL}))`;
 
-/** A retiring worker (rules/instance-retirement.ts) with a live instance, as demand and the provisioner read it. */
+/** A retiring worker (rules/instance-retirement.ts) with a launching or running instance, as demand and the provisioner read it. */
 export interface RetiringWorker {
   readonly workerId: number;
   readonly poolId: number;
@@ -19,7 +20,7 @@ export interface RetiringWorker {
 }
 
 /**
- * Every retiring worker that is not terminated and has a live instance, in id order, in one statement:
+ * Every retiring worker that is not terminated and has a launching or running instance, in id order, in one statement:
  * a retiring worker is draining, so the narrow copy `worker_state` (its draining flag) selects the few
  * before their rows are read.
  */
@@ -40,7 +41,7 @@ export async function retiringWorkers(em: EntityManager): Promise<RetiringWorker
        from worker_state s
        join worker w on w.id = s.worker_id
        join worker_pool p on p.id = w.pool_id
-      where s.draining and s.terminated_at is null and w.retiring_reason is not null and w.terminated_at is null and ${liveInstanceSql('w')}
+      where s.draining and s.terminated_at is null and w.retiring_reason is not null and w.terminated_at is null and ${launchingOrRunningInstanceSql('w')}
       order by w.id`,
   );
   return rows.map((r) => ({

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, toDate } from '../../storage/db/arrays.js';
 import { activeByWorkerSql, freeSlots } from '../rules/active-work.js';
-import { unavailableReason, type AvailabilityFacts } from '../rules/availability.js';
+import { AVAILABILITY_FACTS, AVAILABILITY_WORKER_COLUMNS, unavailableReason, type AvailabilityFact, type AvailabilityFacts } from '../rules/availability.js';
 import { MatchKeys } from '../matching/match-keys.js';
 import type { WorkerState } from '../matching/worker-state.js';
 
@@ -12,6 +12,33 @@ type WorkerShape = Pick<WorkerState, 'name' | 'type' | 'poolId' | 'providedTags'
   readonly instanceCreatedAt: Date | null;
 };
 
+/**
+ * The worker columns worker_state copies besides the id (its `worker_id`), by trigger worker_state_copy
+ * of migration worker_state: the shape version, the columns of the availability facts and the last
+ * completion, as test/scheduler/worker-state-columns.test.ts checks on the table, its trigger and its entity.
+ */
+export const WORKER_STATE_COPIED_COLUMNS: readonly string[] = ['shape_version', ...AVAILABILITY_WORKER_COLUMNS, 'last_completed_at'];
+
+/**
+ * The times worker_state also keeps as epoch milliseconds, computed by its trigger once per change
+ * rather than at every read: its column for each (a fact of kind `ms` under its row name), and the
+ * worker column it is computed from.
+ */
+export const WORKER_STATE_MS_COLUMNS: Readonly<Record<string, string>> = {
+  ...Object.fromEntries(AVAILABILITY_FACTS.filter((f) => f.kind === 'ms').map((f) => [f.row, f.column])),
+  last_completed_ms: 'last_completed_at',
+};
+
+// How STATE_SQL packs the availability facts of a worker_state row: the boolean ones as the bits of
+// one int, in the list's order; the others (its type, its report time in ms) as fields of their own.
+const FLAG_FACTS = AVAILABILITY_FACTS.filter((f) => f.kind === 'flag' || f.kind === 'set');
+const FIELD_FACTS = AVAILABILITY_FACTS.filter((f) => f.kind === 'text' || f.kind === 'ms');
+const flagSql = (f: AvailabilityFact, bit: number) => `(${f.kind === 'set' ? `(s.${f.column} is not null)` : `s.${f.column}`}::int << ${bit})`;
+const fieldSql = (f: AvailabilityFact) => (f.kind === 'ms' ? `s.${f.row}` : `s.${f.column}`);
+// What decodeState reads back, in the same order: each field's fact and whether it is text; each flag's fact and its bit.
+const FIELDS = FIELD_FACTS.map((f) => [f.fact, f.kind === 'text'] as const);
+const FLAGS = FLAG_FACTS.map((f, bit) => [f.fact, 1 << bit] as const);
+
 // What changes all the time (connection, reports, load), read for every worker each time; with the
 // version of its shape, which PostgreSQL raises whenever the shape changes (migration worker_shape).
 // From worker_state, the narrow copy of those columns that PostgreSQL keeps (migration worker_state):
@@ -20,34 +47,35 @@ type WorkerShape = Pick<WorkerState, 'name' | 'type' | 'poolId' | 'providedTags'
 // for 10,000 workers, splitting one text is much cheaper than the driver's parsing of ten columns.
 // No ORDER BY: the rows are put in name order from the shapes kept here.
 const STATE_SQL = `
-  select concat(s.worker_id, ',', s.shape_version, ',', s.type, ',',
-                s.enabled::int | (s.draining::int << 1) | (s.shutting_down::int << 2) | ((s.connected_at is not null)::int << 3)
-                  | ((s.quarantined_at is not null)::int << 4), ',',
-                s.reported_ms, ',', s.last_completed_ms, ',', coalesce(a.active, 0)) as state
+  select concat(s.worker_id, ',', s.shape_version, ',', ${FIELD_FACTS.map((f) => `${fieldSql(f)}, ','`).join(', ')},
+                ${FLAG_FACTS.map(flagSql).join(' | ')}, ',',
+                s.last_completed_ms, ',', coalesce(a.active, 0)) as state
     from worker_state s
     -- Only the work held now (the partial index work_request_active_worker), never the history.
     left join ${activeByWorkerSql()} a on a.worker_id = s.worker_id
    where s.terminated_at is null`;
 
-/** One worker's state as STATE_SQL packs it: id, shape version, type, flags, report and completion times (ms, empty when null), load. */
+/**
+ * One worker's state as STATE_SQL packs it: id, shape version, the facts' fields (a time in ms, empty
+ * when null), their flags, the last completion (ms, empty when null), load.
+ */
 function decodeState(text: string): { id: number; version: string; facts: AvailabilityFacts; lastCompletedMs: number | null; active: number } {
-  const [id, version, type, flags, reported, completed, active] = text.split(',');
-  const bits = Number(flags);
+  const parts = text.split(',');
+  const facts: Record<string, unknown> = {};
+  let i = 2;
+  for (const [fact, isText] of FIELDS) {
+    const part = parts[i++];
+    facts[fact] = isText ? part : part === '' ? null : Number(part);
+  }
+  const bits = Number(parts[i++]);
+  for (const [fact, mask] of FLAGS) facts[fact] = (bits & mask) !== 0;
+  const completed = parts[i++];
   return {
-    id: Number(id),
-    version,
-    facts: {
-      type,
-      enabled: (bits & 1) !== 0,
-      draining: (bits & 2) !== 0,
-      shuttingDown: (bits & 4) !== 0,
-      terminated: false, // terminated workers are not read
-      connected: (bits & 8) !== 0,
-      reportedMs: reported === '' ? null : Number(reported),
-      quarantined: (bits & 16) !== 0,
-    },
+    id: Number(parts[0]),
+    version: parts[1],
+    facts: facts as AvailabilityFacts,
     lastCompletedMs: completed === '' ? null : Number(completed),
-    active: Number(active),
+    active: Number(parts[i]),
   };
 }
 

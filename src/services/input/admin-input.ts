@@ -5,7 +5,7 @@
  * refuses the whole input, with every problem listed. A worker's own report is judged by the same
  * engine but never refused: its bad tags are dropped and recorded (docs/design.md: tags and provenance).
  */
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { ERROR_CODES, type InputProblem } from '../../core/errors.js';
 import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../../core/tags/worker-tags.js';
 import { BYTES_PER_GIB } from '../../core/tags/size-class.js';
@@ -41,13 +41,13 @@ const valued = (value: unknown, name: string, path: string): Candidate[] =>
 const gib = (bytes: unknown): unknown => (typeof bytes === 'number' ? Math.floor(bytes / BYTES_PER_GIB) : bytes);
 
 /** TOO_MANY_TAGS for an admin's tag list longer than the configured maximum. */
-function countProblems(list: readonly unknown[] | undefined, path: string, config: Config): InputProblem[] {
-  if (!list || list.length <= config.maxTagsPerSet) return [];
-  return [{ code: ERROR_CODES.TOO_MANY_TAGS, message: `${path}: at most ${config.maxTagsPerSet} tags are accepted, got ${list.length}`, path, tag: null }];
+function countProblems(list: readonly unknown[] | undefined, path: string, config: Pick<Config, 'input'>): InputProblem[] {
+  if (!list || list.length <= config.input.maxTagsPerSet) return [];
+  return [{ code: ERROR_CODES.TOO_MANY_TAGS, message: `${path}: at most ${config.input.maxTagsPerSet} tags are accepted, got ${list.length}`, path, tag: null }];
 }
 
 /** Every problem of a worker's static metadata (already in its stored shape), `path` naming the GraphQL input. */
-export function staticMetadataProblems(metadata: WorkerMetadata, path: string, config: Config): InputProblem[] {
+export function staticMetadataProblems(metadata: WorkerMetadata, path: string, config: Pick<Config, 'input' | 'tags'>): InputProblem[] {
   const candidates: Candidate[] = [
     ...listed(metadata.provided_tags, `${path}.providedTags`, 'worker-provided', (t) => t),
     ...listed(metadata.required_tags, `${path}.requiredTags`, 'worker-required', (t) => t),
@@ -63,7 +63,7 @@ export function staticMetadataProblems(metadata: WorkerMetadata, path: string, c
     ...valued(gib(metadata['system:total_physical_memory']), 'worker:memory-gib', `${path}.totalPhysicalMemory`),
     ...valued(gib(metadata['system:disk_free']), 'worker:disk-gib', `${path}.diskFree`),
   ];
-  const computed = computeWorkerTags({ type: 'worker', pool: null, staticMetadata: metadata, dynamicMetadata: {}, sizeThresholds: config.sizeThresholds });
+  const computed = computeWorkerTags({ type: 'worker', pool: null, staticMetadata: metadata, dynamicMetadata: {}, sizeThresholds: config.tags.sizeThresholds });
   return [
     ...countProblems(metadata.provided_tags, `${path}.providedTags`, config),
     ...countProblems(metadata.required_tags, `${path}.requiredTags`, config),
@@ -74,7 +74,7 @@ export function staticMetadataProblems(metadata: WorkerMetadata, path: string, c
 /** Every problem of a pool's tags and specifications as given (omitted ones are not judged). */
 export function poolTagProblems(
   input: { name: string; providedTags?: readonly string[] | null; requiredTags?: readonly string[] | null; specifications?: PoolSpecifications | null },
-  config: Config,
+  config: Pick<Config, 'input' | 'tags'>,
 ): InputProblem[] {
   const specs = input.specifications ?? {};
   const candidates: Candidate[] = [
@@ -86,7 +86,7 @@ export function poolTagProblems(
   ];
   const computed = computePoolTemplateTags(
     poolTagInput({ name: input.name, providedTags: input.providedTags ?? [], requiredTags: input.requiredTags ?? [], specifications: specs }),
-    config.sizeThresholds,
+    config.tags.sizeThresholds,
   );
   return [
     ...countProblems(input.providedTags ?? undefined, 'input.providedTags', config),
@@ -99,8 +99,11 @@ export function poolTagProblems(
  * Every problem of an image's manifest tags, judged as the tags of a pool naming the image would be
  * (admin provenance, source `image:NAME`): a tag no admin may provide refuses the whole manifest.
  */
-export function imageTagProblems(name: string, tags: readonly string[], path: string, config: Config): InputProblem[] {
-  const computed = computePoolTemplateTags({ ...poolTagInput({ name, providedTags: [], requiredTags: [], specifications: {} }), image: { name, tags } }, config.sizeThresholds);
+export function imageTagProblems(name: string, tags: readonly string[], path: string, config: Pick<Config, 'input' | 'tags'>): InputProblem[] {
+  const computed = computePoolTemplateTags(
+    { ...poolTagInput({ name, providedTags: [], requiredTags: [], specifications: {} }), image: { name, tags } },
+    config.tags.sizeThresholds,
+  );
   const candidates = tags.map((tag, i) => ({ tag, path: `${path}[${i}].tag`, set: 'worker-provided' as const }));
   return [...countProblems(tags, path, config), ...problemsOf(candidates, computed.rejected)];
 }

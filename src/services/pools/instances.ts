@@ -4,7 +4,11 @@ import { underCostBudget } from '../../scheduler/rules/pool-capacity.js';
 import { committedCostOf } from '../../scheduler/storage/pool-runtime.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
+import type { ProvidersConfig } from '../../core/config/providers.js';
+import type { ProvisionerConfig } from '../../core/config/provisioner.js';
+import type { TagsConfig } from '../../core/config/tags.js';
+import { isLaunchingOrRunning, isLiveInstance } from '../../core/instance-state.js';
 import { InstanceSchema, type Instance } from '../../storage/entities/instance.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
 import { WorkerSchema, type Worker } from '../../storage/entities/worker.js';
@@ -39,7 +43,7 @@ export function newInstanceName(pool: string): string {
  * to that worker, and the instance LAUNCHING under the worker's name. One transaction: a server that
  * stops after this and before the provider answers leaves a record that reconciliation finds.
  */
-export async function recordLaunch(em: EntityManager, config: Config, pool: WorkerPool, now: Date, name: string = newInstanceName(pool.name)): Promise<LaunchRecord> {
+export async function recordLaunch(em: EntityManager, config: TagsConfig, pool: WorkerPool, now: Date, name: string = newInstanceName(pool.name)): Promise<LaunchRecord> {
   return creating(`an instance or worker "${name}"`, () => em.transactional((tx) => recordIn(tx, config, pool, now, name)));
 }
 
@@ -52,7 +56,7 @@ export async function recordLaunch(em: EntityManager, config: Config, pool: Work
  */
 export async function recordBudgetedLaunch(
   em: EntityManager,
-  config: Config,
+  config: TagsConfig,
   pool: WorkerPool,
   now: Date,
   name: string = newInstanceName(pool.name),
@@ -68,7 +72,7 @@ export async function recordBudgetedLaunch(
   );
 }
 
-async function recordIn(tx: EntityManager, config: Config, pool: WorkerPool, now: Date, name: string): Promise<LaunchRecord> {
+async function recordIn(tx: EntityManager, config: TagsConfig, pool: WorkerPool, now: Date, name: string): Promise<LaunchRecord> {
   // The pool may have been read elsewhere (the provisioner's cycle): referred to by id here.
   const ref = tx.getReference(WorkerPoolSchema, pool.id);
   const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
@@ -91,8 +95,8 @@ async function recordIn(tx: EntityManager, config: Config, pool: WorkerPool, now
 }
 
 /** The hand-kept instance mutations are for sites that run their own provisioning script. */
-function requireManualProvisioning(config: Config): void {
-  if (config.provisioner) {
+function requireManualProvisioning(config: ProvisionerConfig): void {
+  if (config.enabled) {
     throw new InvalidStateError('the provisioner of this service launches and stops instances itself; record instances by hand only with TAGSCHED_PROVISIONER=off');
   }
 }
@@ -108,17 +112,22 @@ async function findInstance(em: EntityManager, name: string): Promise<Instance> 
  * worker, its activation token (returned once, for the script to hand to the machine) and the
  * instance LAUNCHING, as the provisioner would. Admin only.
  */
-export async function createInstance(em: EntityManager, viewer: Viewer, config: Config, input: { pool: string; name?: string | null }): Promise<LaunchRecord> {
+export async function createInstance(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'provisioner' | 'tags'>,
+  input: { pool: string; name?: string | null },
+): Promise<LaunchRecord> {
   requireAdmin(viewer);
-  requireManualProvisioning(config);
+  requireManualProvisioning(config.provisioner);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
   if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
   const name = input.name == null ? newInstanceName(pool.name) : parseInput(nameSchema, input.name, 'input.name');
-  return recordLaunch(em, config, pool, new Date(), name);
+  return recordLaunch(em, config.tags, pool, new Date(), name);
 }
 
 /** A site's script records the provider's id of an instance it started. Admin only. */
-export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, config: Config, input: { name: string; providerId: string }): Promise<Instance> {
+export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, config: ProvisionerConfig, input: { name: string; providerId: string }): Promise<Instance> {
   requireAdmin(viewer);
   requireManualProvisioning(config);
   const providerId = parseInput(
@@ -131,7 +140,7 @@ export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, 
     'input.providerId',
   );
   const instance = await findInstance(em, input.name);
-  if (instance.state !== 'LAUNCHING' && instance.state !== 'RUNNING') throw new InvalidStateError(`instance "${instance.name}" is ${instance.state}`);
+  if (!isLaunchingOrRunning(instance.state)) throw new InvalidStateError(`instance "${instance.name}" is ${instance.state}`);
   instance.providerId = providerId;
   await em.flush();
   return instance;
@@ -142,9 +151,15 @@ export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, 
  * given), and its worker terminated, its work back to the queue. An instance already ended is
  * answered as it is. Admin only.
  */
-export async function recordInstanceStopped(em: EntityManager, viewer: Viewer, config: Config, events: Events, input: { name: string; error?: string | null }): Promise<Instance> {
+export async function recordInstanceStopped(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'provisioner' | 'leases' | 'tags' | 'statistics'>,
+  events: Events,
+  input: { name: string; error?: string | null },
+): Promise<Instance> {
   requireAdmin(viewer);
-  requireManualProvisioning(config);
+  requireManualProvisioning(config.provisioner);
   const error =
     input.error == null
       ? null
@@ -158,7 +173,7 @@ export async function recordInstanceStopped(em: EntityManager, viewer: Viewer, c
           'input.error',
         );
   const instance = await findInstance(em, input.name);
-  if (instance.state === 'TERMINATED' || instance.state === 'FAILED') return instance;
+  if (!isLiveInstance(instance.state)) return instance;
   const end = error ? ({ state: 'FAILED', error } as const) : ({ state: 'TERMINATED', error: null } as const);
   if (instance.worker) {
     await terminateWorkers(em, config, events, [instance.worker.id], error ? 'its instance failed' : 'its instance was stopped', end);
@@ -169,7 +184,7 @@ export async function recordInstanceStopped(em: EntityManager, viewer: Viewer, c
 }
 
 /** An instance's log for an admin (instance-logs.ts); null for anyone else, and when there is none. */
-export function instanceLogFor(viewer: Viewer, config: Pick<Config, 'instanceLogDir'>, name: string, tailBytes: number): InstanceLogTail | null {
+export function instanceLogFor(viewer: Viewer, config: Pick<ProvidersConfig, 'instanceLogDir'>, name: string, tailBytes: number): InstanceLogTail | null {
   if (!isAdmin(viewer)) return null;
   return readInstanceLog(config.instanceLogDir, name, tailBytes);
 }

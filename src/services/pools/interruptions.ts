@@ -6,7 +6,7 @@
  * that the replacement the demand launches for the re-queued work is on-demand. One transaction.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
 import type { Worker } from '../../storage/entities/worker.js';
 import { InvalidStateError } from '../../core/errors.js';
@@ -25,7 +25,13 @@ export interface InterruptionNotice {
 }
 
 /** The calling worker's machine is being taken away: see the module's comment. Returns the worker, now INACTIVE. */
-export async function reportInstanceInterruption(em: EntityManager, viewer: Viewer, config: Config, events: Events, notice: InterruptionNotice): Promise<Worker> {
+export async function reportInstanceInterruption(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'leases' | 'tags' | 'statistics' | 'provisioner'>,
+  events: Events,
+  notice: InterruptionNotice,
+): Promise<Worker> {
   const me = requireWorker(viewer);
   if (!me.pool) throw new InvalidStateError(`worker "${me.name}" is not a pool worker: only a pool's instances are interrupted by their provider`);
   const now = new Date();
@@ -35,7 +41,7 @@ export async function reportInstanceInterruption(em: EntityManager, viewer: View
     const t = await terminateIn(tx, config, [me.id], reason, { state: 'STOPPING' }, now, false);
     await tx.execute(`update instance set error = ? where worker_id = ? and error is null`, [`interrupted by its provider (${action})`, me.id]);
     const pool = await tx.findOne(WorkerPoolSchema, { id: me.pool!.id });
-    if (pool) await recordOfferingMarks(tx, pool.id, interruptionMarks(offeringsOf(pool.specifications), now, config.offeringUnavailableMs), now);
+    if (pool) await recordOfferingMarks(tx, pool.id, interruptionMarks(offeringsOf(pool.specifications), now, config.provisioner.offeringUnavailableMs), now);
     return t;
   });
   publishTermination(events, done); // workerChanged: the provisioner's next cycle stops it and launches for its work

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
+import type { WorkersConfig } from '../../core/config/workers.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
 import { WEEKDAYS } from '../../shared/warm-schedule.js';
 import { isTimeZone, minutesOf, WARM_PERIODS_MAX } from '../../scheduler/rules/scale-in.js';
@@ -113,7 +114,7 @@ function applyPoolInput(
   input: WorkerPoolInput,
   image: WorkerImage | null,
   published: readonly PublishedPlace[],
-  config: Config,
+  config: Pick<Config, 'input' | 'tags' | 'providers'>,
   secrets: SecretBox,
   creating: boolean,
 ): void {
@@ -152,7 +153,7 @@ function applyPoolInput(
     const changedType = creating || type !== pool.providerType;
     const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
     const poolImage = image && imageNameOf(specs) === image.name ? { name: image.name, manifest: image.manifest } : null;
-    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage }, config));
+    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage }, config.providers));
     // A pool that boots its image's published id: the image must be published where the pool launches.
     const regionAccount = account?.data ?? (checkedAccount === undefined ? storedAccount(pool, secrets) : checkedAccount);
     problems.push(...poolPublicationProblems(type, specs, published, regionAccount, 'input.specifications'));
@@ -195,7 +196,13 @@ function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unk
 }
 
 /** Creates a worker pool. Admin only. */
-export async function createWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, input: WorkerPoolInput): Promise<WorkerPool> {
+export async function createWorkerPool(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'input' | 'tags' | 'providers'>,
+  secrets: SecretBox,
+  input: WorkerPoolInput,
+): Promise<WorkerPool> {
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
@@ -212,7 +219,14 @@ export async function createWorkerPool(em: EntityManager, viewer: Viewer, config
  * a pool whose launches failed may try again at once (the admin may have fixed what failed); the
  * provisioner hears of it (poolChanged) and runs a cycle. Admin only.
  */
-export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config: Config, secrets: SecretBox, events: Events, input: WorkerPoolInput): Promise<WorkerPool> {
+export async function updateWorkerPool(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'input' | 'tags' | 'providers'>,
+  secrets: SecretBox,
+  events: Events,
+  input: WorkerPoolInput,
+): Promise<WorkerPool> {
   requireAdmin(viewer);
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
@@ -223,7 +237,7 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
   pool.launchRetryAt = null;
   const workers = await em.find(WorkerSchema, { pool, terminatedAt: null });
   for (const worker of workers) {
-    refreshWorkerTags(worker, pool, config);
+    refreshWorkerTags(worker, pool, config.tags);
     if (pool.specifications.concurrency != null) worker.concurrency = poolConcurrency(pool.specifications);
   }
   await em.flush();
@@ -237,7 +251,7 @@ export async function updateWorkerPool(em: EntityManager, viewer: Viewer, config
 export async function createActivationToken(
   em: EntityManager,
   viewer: Viewer,
-  config: Pick<Config, 'activationTokenTtlMs'>,
+  config: WorkersConfig,
   input: { pool: string; expiresAt?: Date | null },
 ): Promise<{ token: Token; value: string }> {
   requireAdmin(viewer);

@@ -6,7 +6,7 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { WorkerImageSchema, type WorkerImage } from '../../storage/entities/worker-image.js';
 import { AlreadyExistsError, ERROR_CODES, InputError, type InputProblem } from '../../core/errors.js';
 import { manifestSchema, type Manifest } from '../../core/manifest-format.js';
@@ -34,7 +34,7 @@ const registeredManifestSchema = manifestSchema.extend({
 });
 
 /** Registers a worker image from its manifest; every problem is named with its field, and nothing is written when there is one. Admin only. */
-export async function registerWorkerImage(em: EntityManager, viewer: Viewer, config: Config, manifest: unknown): Promise<WorkerImage> {
+export async function registerWorkerImage(em: EntityManager, viewer: Viewer, config: Pick<Config, 'input' | 'tags'>, manifest: unknown): Promise<WorkerImage> {
   requireAdmin(viewer);
   const parsed = zodProblems(registeredManifestSchema, manifest, 'input.manifest');
   if (!parsed.data) throw InputError.of(parsed.problems);

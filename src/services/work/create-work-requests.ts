@@ -89,12 +89,12 @@ async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, inpu
   const { user } = requireUser(viewer);
   const dataKey = jsonKey(input.taskData ?? null);
   const dataSize = Buffer.byteLength(dataKey ?? JSON.stringify(input.taskData ?? null), 'utf8');
-  if (dataSize > config.maxTaskDataBytes) {
-    throw new InputError(ERROR_CODES.TASK_DATA_TOO_LARGE, `${path}.taskData: ${dataSize} bytes of JSON is over the limit of ${config.maxTaskDataBytes}`, `${path}.taskData`);
+  if (dataSize > config.input.maxTaskDataBytes) {
+    throw new InputError(ERROR_CODES.TASK_DATA_TOO_LARGE, `${path}.taskData: ${dataSize} bytes of JSON is over the limit of ${config.input.maxTaskDataBytes}`, `${path}.taskData`);
   }
   const providedTags = input.providedTags ?? [];
   const requiredTags = input.requiredTags ?? [];
-  checkTags([providedTags, 'provided', `${path}.providedTags`, config.maxTagsPerSet], [requiredTags, 'required', `${path}.requiredTags`, config.maxTagsPerSet]);
+  checkTags([providedTags, 'provided', `${path}.providedTags`, config.input.maxTagsPerSet], [requiredTags, 'required', `${path}.requiredTags`, config.input.maxTagsPerSet]);
   const priorityBase = parseInput(priority, input.priorityBase ?? 0, `${path}.priorityBase`);
   const priorityAdjustment = parseInput(priority, input.priorityAdjustment ?? 0, `${path}.priorityAdjustment`);
   if (priorityAdjustment > 0 && !isAdmin(viewer)) throw new ForbiddenError(`${path}.priorityAdjustment: only admins may raise a priority (positive priorityAdjustment)`);
@@ -516,7 +516,7 @@ export async function createWorkRequests(
   options: { record?: RecordCreated<WorkRequestRecord[]> } = {},
 ): Promise<WorkRequestRecord[]> {
   requireUser(deps.viewer);
-  const most = deps.config.maxBatchRequests;
+  const most = deps.config.input.maxBatchRequests;
   if (inputs.length === 0) throw new InputError(ERROR_CODES.INVALID_INPUT, 'input.requests: give at least one request', 'input.requests');
   if (inputs.length > most) {
     throw new InputError(

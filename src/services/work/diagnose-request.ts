@@ -11,7 +11,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
 import { classHeads } from '../../scheduler/storage/start-estimate.js';
 import { NO_HISTORY } from '../../scheduler/rules/heavy-work.js';
-import { estimateStart, type StartEstimateReads } from './start-estimate.js';
+import { estimateStart, type FirstEstimateKeeper, type StartEstimateReads } from './start-estimate.js';
 
 /** What a diagnosis reads of a work request. */
 export interface DiagnosedRequest {
@@ -48,7 +48,7 @@ export const ESTIMATED_CLASSES = 50;
  */
 export async function estimateClassHeads(em: EntityManager, loaders: DiagnosisReads, classIds: readonly number[]): Promise<Map<number, StartEstimate>> {
   const heads = await classHeads(em, classIds.slice(0, ESTIMATED_CLASSES));
-  const diagnoses = await Promise.all(heads.map((h) => diagnoseRequest(loaders, h, { keepEstimate: false })));
+  const diagnoses = await Promise.all(heads.map((h) => diagnoseRequest(loaders, h)));
   const out = new Map<number, StartEstimate>();
   heads.forEach((h, i) => {
     const e = diagnoses[i].startEstimate;
@@ -61,10 +61,11 @@ export async function estimateClassHeads(em: EntityManager, loaders: DiagnosisRe
  * The whole diagnosis of one work request, as the API and the status pages show it: the match against
  * every worker and pool, its release backoffs, and for a PENDING request its placement (which free
  * worker first, and why), its place in the queue, the matching pools' room to launch and when it is
- * expected to start (start-estimate.ts). Everything it reads goes through the
- * operation's loaders, so a list of requests costs a bounded number of statements.
+ * expected to start (start-estimate.ts), its first estimate kept through `keep` when given (the
+ * operation's firstEstimateKeeper). Everything it reads goes through the operation's loaders, so a
+ * list of requests costs a bounded number of statements.
  */
-export async function diagnoseRequest(loaders: DiagnosisReads, wr: DiagnosedRequest, options: { keepEstimate?: boolean } = {}): Promise<Diagnosis> {
+export async function diagnoseRequest(loaders: DiagnosisReads, wr: DiagnosedRequest, options: { keep?: FirstEstimateKeeper } = {}): Promise<Diagnosis> {
   const task = { id: wr.id, status: wr.status, taskType: wr.taskType, taskName: wr.taskName, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
   if (isOrchestrated(wr.taskType)) return diagnose(task, [], []); // no worker or pool is read for it
   const pending = wr.status === 'PENDING';

@@ -22,6 +22,7 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ERROR_CODES, InputError, InvalidStateError, NotFoundError } from '../../core/errors.js';
+import { isActive, isFinished } from '../../core/work-request-status.js';
 import type { Events } from '../../storage/events.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
 import { droppedMarker, lastLines, RERUN_MARKER_START, rerunMarker, sanitizeLogText, utf8BoundaryAfter, utf8PrefixLength } from '../../shared/log-text.js';
@@ -57,8 +58,6 @@ export interface AppendInput {
   text: string;
 }
 
-const TERMINAL = new Set(['COMPLETED', 'ABORTED']);
-
 function wholeNumber(value: number, path: string): number {
   if (!Number.isSafeInteger(value) || value < 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: ${value} is not a whole number of bytes ≥ 0`, path);
   return value;
@@ -84,8 +83,7 @@ export async function appendLog(deps: { em: EntityManager; viewer: Viewer; event
     const [wr] = await tx.execute<{ status: string; worker_id: number | null }[]>(`select status, worker_id from work_request where id = ? for share`, [id]);
     // To a worker, another worker's request does not exist.
     if (!wr || wr.worker_id !== me.id) throw new NotFoundError(`input.id: no work request ${input.id} assigned to you`, 'input.id');
-    if (wr.status !== 'ASSIGNED' && wr.status !== 'RUNNING')
-      throw new InvalidStateError(`work request ${id} is ${wr.status}: output is taken only while it is ASSIGNED or RUNNING`);
+    if (!isActive(wr.status)) throw new InvalidStateError(`work request ${id} is ${wr.status}: output is taken only while it is ASSIGNED or RUNNING`);
     const [log] = await tx.execute<{ agent_offset: string; total_bytes: string; head_bytes: string; tail_start: string; same_run: boolean }[]>(
       `insert into work_request_log (work_request_id) values (?)
        on conflict (work_request_id) do update set work_request_id = excluded.work_request_id
@@ -182,6 +180,12 @@ export interface LogPage {
   readonly droppedBytes: number;
 }
 
+/** The bytes of output a request has received so far, kept or not (0 without a log). */
+export async function logTotalBytes(em: EntityManager, id: number): Promise<number> {
+  const [log] = await em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [id]);
+  return Number(log?.total_bytes ?? 0);
+}
+
 /**
  * Reads up to `limit` bytes of a log from `offset` (cut at character boundaries). A page never
  * spans the dropped part: the page that reaches it starts with the marker and goes on in the tail.
@@ -238,7 +242,7 @@ export async function lastOutputLines(em: EntityManager, id: number): Promise<st
 }
 
 /** Whether a request can get no more output: it is finished. */
-export const isLogFinal = (status: string): boolean => TERMINAL.has(status);
+export const isLogFinal = (status: string): boolean => isFinished(status);
 
 /**
  * Merges runs of consecutive chunks into rows of up to LOG_LIMITS.compactedChunkBytes, once the

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { UserSchema } from '../../storage/entities/user.js';
 import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
@@ -53,11 +53,11 @@ export const DUE_FOR_PROBE_SQL = `
  * holds and when it was last probed are read after the lock, so a probe committed meanwhile is seen and
  * a worker never has two probes in flight. Runs in the caller's transaction; the caller publishes.
  */
-export async function startQuarantineProbes(em: EntityManager, config: Config, now: Date): Promise<ProbeRound> {
-  if (config.quarantineProbeMs <= 0) return { started: [], skipped: [] };
-  const due = new Date(now.getTime() - config.quarantineProbeMs);
+export async function startQuarantineProbes(em: EntityManager, config: Pick<Config, 'workers' | 'tags' | 'statistics'>, now: Date): Promise<ProbeRound> {
+  if (config.workers.quarantineProbeMs <= 0) return { started: [], skipped: [] };
+  const due = new Date(now.getTime() - config.workers.quarantineProbeMs);
   const workers = await em.execute<{ id: number; name: string; provided_tags: string[]; required_tags: string[] }[]>(DUE_FOR_PROBE_SQL, [
-    ...availableParams(now, config.metadataFreshMs),
+    ...availableParams(now, config.workers.metadataFreshMs),
     due,
   ]);
   if (!workers.length) return { started: [], skipped: [] };

@@ -1,4 +1,5 @@
-import type DataLoader from 'dataloader';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import DataLoader from 'dataloader';
 import { DIAGNOSIS_STATES, matchingWorkersOf, poolRoomNow, type Diagnosis, type PoolContext } from '../../scheduler/matching/diagnosis.js';
 import type { PoolTemplate } from '../../scheduler/matching/pool-template.js';
 import {
@@ -13,7 +14,7 @@ import {
 import type { WorkerState } from '../../scheduler/matching/worker-state.js';
 import type { TaskHistory } from '../../scheduler/rules/heavy-work.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
-import type { ActiveRun, AheadRun, TaskRun } from '../../scheduler/storage/start-estimate.js';
+import { keepFirstEstimates, type ActiveRun, type AheadRun, type TaskRun } from '../../scheduler/storage/start-estimate.js';
 import { DEFAULT_EXPECTED_SECONDS, expectedDurationSeconds } from '../../scheduler/storage/task-history.js';
 
 /** What a start estimate reads through the operation's loaders, batched over the requests of an operation. */
@@ -24,8 +25,28 @@ export interface StartEstimateReads {
   readonly activeRuns: Pick<DataLoader<number, ActiveRun[]>, 'loadMany'>;
   /** The absolute errors kept for a class (newest last). */
   readonly estimateErrors: Pick<DataLoader<number, number[]>, 'load'>;
-  /** Keeps a request's first estimate (set once). */
-  keepFirstEstimate(id: number, at: Date): Promise<void>;
+}
+
+/** Keeps a request's first estimate (`estimated_start_at`, set once), resolving once it is written. */
+export type FirstEstimateKeeper = (id: number, at: Date) => Promise<void>;
+
+/**
+ * The first estimates of one operation, kept in one statement for all the requests it estimates
+ * together (keepFirstEstimates, scheduler/storage/start-estimate.ts); a request's first call wins.
+ */
+export function firstEstimateKeeper(em: EntityManager): FirstEstimateKeeper {
+  const firsts = new Map<number, Date>();
+  const keep = new DataLoader<number, null>(async (ids) => {
+    await keepFirstEstimates(
+      em,
+      ids.map((id) => ({ id, at: firsts.get(id)! })),
+    );
+    return ids.map(() => null);
+  });
+  return async (id, at) => {
+    if (!firsts.has(id)) firsts.set(id, at);
+    await keep.load(id);
+  };
 }
 
 /** The request estimated: what the estimate reads of it beside its tags. */
@@ -48,9 +69,8 @@ export interface EstimateContext {
 /**
  * When a pending request is expected to start (matching/start-estimate.ts simulates), read in a bounded
  * number of statements whatever the number of workers: the tasks of at most SIMULATED_AHEAD requests
- * ahead of it, the active work of its matching workers only, its class's kept errors. Its first
- * estimate is kept on the request (`estimated_start_at`; not when `keepEstimate` is false), whose error
- * is recorded when it starts.
+ * ahead of it, the active work of its matching workers only, its class's kept errors. With `keep`, its
+ * first estimate is kept on the request (`estimated_start_at`), whose error is recorded when it starts.
  * Expected runs are the task history's (expectedDurationSeconds: the default without history).
  */
 export async function estimateStart(
@@ -58,11 +78,11 @@ export async function estimateStart(
   wr: EstimatedRequest,
   diagnosis: Diagnosis,
   context: EstimateContext,
-  options: { keepEstimate?: boolean } = {},
+  options: { keep?: FirstEstimateKeeper } = {},
 ): Promise<StartEstimate> {
   // Both at once, and both awaited together: a failure of either is the caller's, never unhandled.
   const [simulated, errors] = await Promise.all([simulate(reads, wr, diagnosis, context), wr.classId != null ? reads.estimateErrors.load(wr.classId) : Promise.resolve([])]);
-  if (simulated.at && wr.estimatedStartAt == null && options.keepEstimate !== false) await reads.keepFirstEstimate(wr.id, simulated.at);
+  if (simulated.at && wr.estimatedStartAt == null && options.keep) await options.keep(wr.id, simulated.at);
   return { ...simulated, medianAbsoluteErrorSeconds: medianOf(errors), samples: errors.length };
 }
 

@@ -1,12 +1,15 @@
+import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { asFilter } from '../../storage/db/condition.js';
 import { TaskRuleSchema, type TaskRule } from '../../storage/entities/task-rule.js';
 import type { Workspace } from '../../storage/entities/workspace.js';
 import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../core/errors.js';
 import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { parseExpression } from '../../core/tags/expression.js';
-import type { Config } from '../../core/config.js';
+import type { InputConfig } from '../../core/config/input.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
+import { principalOf, ruleSql } from '../identity/visibility.js';
 import { checkTags, nameSchema, parseInput } from '../input/validate.js';
 import { creating } from '../input/flush.js';
 
@@ -37,7 +40,7 @@ async function ruleHolder(em: EntityManager, viewer: Viewer, workspaceName: stri
  * Creates a task rule: with a workspace it is that workspace's rule (admins and owners), without one a
  * site rule (admins). The expression and tags are checked now, so that a rule never breaks analysis later.
  */
-export async function createTaskRule(em: EntityManager, viewer: Viewer, config: Config, input: TaskRuleInput): Promise<TaskRule> {
+export async function createTaskRule(em: EntityManager, viewer: Viewer, config: InputConfig, input: TaskRuleInput): Promise<TaskRule> {
   const workspace = await ruleHolder(em, viewer, input.workspace);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (input.taskName != null) parseInput(nameSchema, input.taskName, 'input.taskName');
@@ -83,4 +86,18 @@ export async function deleteTaskRule(em: EntityManager, viewer: Viewer, input: {
   em.remove(rule);
   await em.flush();
   return rule;
+}
+
+/** The rules of these workspaces that the viewer may see, by name (one statement for all). */
+export function workspaceRules(em: EntityManager, viewer: Viewer, workspaceIds: readonly number[]): Promise<TaskRule[]> {
+  const principal = principalOf(viewer);
+  const where: FilterQuery<TaskRule>[] = [{ workspace: { $in: [...workspaceIds] } }, asFilter((alias) => ruleSql(principal, alias))];
+  return em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
+}
+
+/** The rules of the site (those of no workspace) that the viewer may see, by name (one statement). */
+export function siteRules(em: EntityManager, viewer: Viewer): Promise<TaskRule[]> {
+  const principal = principalOf(viewer);
+  const where: FilterQuery<TaskRule>[] = [{ workspace: null }, asFilter((alias) => ruleSql(principal, alias))];
+  return em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
 }

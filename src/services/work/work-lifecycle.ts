@@ -4,6 +4,7 @@ import { WorkRequestSchema, type WorkRequest, type WorkRequestResult } from '../
 import { ForbiddenError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
 import { textArray } from '../../storage/db/arrays.js';
 import { isOrchestrated, UNASSIGNABLE_TASK_TYPES } from '../../core/tasks/types.js';
+import { isActive } from '../../core/work-request-status.js';
 import { isAdmin, requireWorker } from '../identity/auth.js';
 import { compactLog, lastOutputLines } from './job-output.js';
 import { checkRunStatistics, keepRunStatistics } from './run-statistics.js';
@@ -136,7 +137,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
       if (statistics) await keepRunStatistics(tx, locked, statistics);
       return { wr: locked, changed: [], repeated: true, quarantine: null };
     }
-    if (locked.status !== 'RUNNING' && locked.status !== 'ASSIGNED') {
+    if (!isActive(locked.status)) {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
     }
     if (isOrchestrated(locked.taskType))
@@ -151,7 +152,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     await tx.flush();
     await recordCompletion(tx, locked, now);
     if (statistics) await keepRunStatistics(tx, locked, statistics);
-    const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.quarantineAfterErrors) : null;
+    const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.workers.quarantineAfterErrors) : null;
     await compactLog(tx, locked.id);
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false, quarantine };
   });
@@ -173,7 +174,7 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
  * failed (a pass then does it).
  */
 async function refill(deps: WorkRequestDeps, workerId: number): Promise<boolean> {
-  if (!deps.config.schedulerAutomatic) return false;
+  if (!deps.config.scheduler.automatic) return false;
   try {
     await deps.scheduler.requestWork(workerId);
     return true;
@@ -247,7 +248,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
   const me = requireWorker(deps.viewer);
   const wr = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
-    if (locked.status !== 'ASSIGNED' && locked.status !== 'RUNNING') {
+    if (!isActive(locked.status)) {
       throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be released`);
     }
     if (locked.quarantineProbe) {
@@ -266,7 +267,7 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
     locked.estimatedStartAt = null; // pending afresh: its next diagnosis estimates it again
     locked.statusReason = `released by worker ${me.name}: ${reason.slice(0, 500)}`;
     await tx.flush();
-    await recordRelease(tx, locked.id, me.id, locked.pendingAt, deps.config.releaseBackoffMs);
+    await recordRelease(tx, locked.id, me.id, locked.pendingAt, deps.config.scheduler.releaseBackoffMs);
     return locked;
   });
   deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: wr.status });

@@ -1,6 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
+import { isFinished } from '../../core/work-request-status.js';
 import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
 import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError } from '../../core/errors.js';
 import type { Events } from '../../storage/events.js';
@@ -16,7 +17,8 @@ import { viewerSeesWorkRequest } from '../identity/visibility.js';
 export interface WorkRequestDeps {
   em: EntityManager;
   viewer: Viewer;
-  config: Config;
+  /** What the operations read: the input bounds, the scheduler's, the quarantine's, and the analysis's sections. */
+  config: Pick<Config, 'input' | 'scheduler' | 'workers' | 'tags' | 'statistics'>;
   events: Events;
   scheduler: Scheduler;
   /** Told of completions (the run-time histogram); none when absent. */
@@ -24,8 +26,6 @@ export interface WorkRequestDeps {
   /** Whether this process is stopping (Context.serverStopping): a pull then marks its worker seen, not connected. */
   serverStopping?: () => boolean;
 }
-
-const TERMINAL = ['COMPLETED', 'ABORTED'] as const;
 
 function parseId(raw: string | number, path: string): number {
   const id = typeof raw === 'number' ? raw : Number(raw);
@@ -48,12 +48,12 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
   const wr = await findVisibleWorkRequest(em, viewer, rawId);
   const mayAbort = isAdmin(viewer) || wr.createdBy.id === user.id || (await roleIn(em, viewer, wr.workspace)) === 'owner';
   if (!mayAbort) throw new ForbiddenError('only the creator, the workspace owners and admins may abort a work request');
-  if ((TERMINAL as readonly string[]).includes(wr.status)) throw new InvalidStateError(`work request ${wr.id} is already ${wr.status}`);
+  if (isFinished(wr.status)) throw new InvalidStateError(`work request ${wr.id} is already ${wr.status}`);
   const changed = await em.transactional(async (tx) => {
     // A workflow's open children are locked before it, as the completion of a child locks them (orchestration.ts).
     const children = await lockOpenDescendants(tx, wr.id);
     const locked = await tx.findOneOrFail(WorkRequestSchema, { id: wr.id }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-    if ((TERMINAL as readonly string[]).includes(locked.status)) throw new InvalidStateError(`work request ${wr.id} is already ${locked.status}`);
+    if (isFinished(locked.status)) throw new InvalidStateError(`work request ${wr.id} is already ${locked.status}`);
     locked.status = 'ABORTED';
     locked.completedAt = new Date();
     locked.statusReason = `aborted by ${user.username}`;

@@ -59,8 +59,16 @@ export async function heartbeat(
   const worker = em.map(WorkerSchema, columns);
   if (wasShuttingDown !== worker.shuttingDown) events.publish('workerChanged', { id: worker.id, name: worker.name });
   // Assignments it has not acknowledged: a safety net for a push lost while the connection was down.
-  const assigned = await em.find(WorkRequestSchema, { worker: worker.id, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
+  const assigned = await unacknowledgedAssignments(em, worker.id);
   return { worker, assigned };
+}
+
+/**
+ * What is assigned to a worker and not acknowledged yet (ASSIGNED), oldest assignment first: what a
+ * heartbeat answers and a reconnecting agent's `assignments` subscription sends first (one statement).
+ */
+export function unacknowledgedAssignments(em: EntityManager, workerId: number): Promise<WorkRequest[]> {
+  return em.find(WorkRequestSchema, { worker: workerId, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
 }
 
 /**

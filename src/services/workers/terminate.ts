@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { retryingDeadlocks } from '../../storage/db/deadlocks.js';
-import type { InstanceState } from '../../storage/entities/instance.js';
+import { LAUNCHING_OR_RUNNING_SQL, LIVE_INSTANCE_SQL, type InstanceState } from '../../core/instance-state.js';
 import type { Worker } from '../../storage/entities/worker.js';
 import { InvalidStateError } from '../../core/errors.js';
 import type { Events } from '../../storage/events.js';
@@ -32,7 +32,7 @@ export interface Terminated {
  */
 export async function terminateIn(
   tx: EntityManager,
-  config: Config,
+  config: Pick<Config, 'leases' | 'tags' | 'statistics'>,
   workerIds: readonly number[],
   reason: string,
   end: InstanceEnd,
@@ -49,15 +49,15 @@ export async function terminateIn(
     [now, ids],
   );
   await tx.execute(`update token set enabled = false where worker_id = any(?::int[]) and enabled`, [ids]);
-  const requeued = await requeueWorkOf(tx, workerIds, reason, now, config, countRetries);
+  const requeued = await requeueWorkOf(tx, workerIds, reason, now, config.leases, countRetries);
   const aborted = requeued.filter((c) => c.status === 'ABORTED').map((c) => c.id);
   const settled = aborted.length ? await settleDependents(tx, config, aborted) : [];
   if (end.state === 'STOPPING') {
-    await tx.execute(`update instance set state = 'STOPPING', stopping_at = ? where worker_id = any(?::int[]) and state in ('LAUNCHING', 'RUNNING')`, [now, ids]);
+    await tx.execute(`update instance set state = 'STOPPING', stopping_at = ? where worker_id = any(?::int[]) and state in (${LAUNCHING_OR_RUNNING_SQL})`, [now, ids]);
   } else {
     await tx.execute(
       `update instance set state = ?, error = coalesce(?, error), terminated_at = ?
-        where worker_id = any(?::int[]) and state in ('LAUNCHING', 'RUNNING', 'STOPPING')`,
+        where worker_id = any(?::int[]) and state in (${LIVE_INSTANCE_SQL})`,
       [end.state, end.error, now, ids],
     );
   }
@@ -74,7 +74,7 @@ export function publishTermination(events: Events, t: Terminated): void {
 /** terminateIn in a transaction of its own (tried again after a deadlock), published after its commit. */
 export async function terminateWorkers(
   em: EntityManager,
-  config: Config,
+  config: Pick<Config, 'leases' | 'tags' | 'statistics'>,
   events: Events,
   workerIds: readonly number[],
   reason: string,
@@ -91,7 +91,13 @@ export async function terminateWorkers(
  * queue) and its instance STOPPING, for the provisioner (or the site's own script) to stop at the
  * provider. A worker already terminated is answered as it is. Admin only.
  */
-export async function terminateWorker(em: EntityManager, viewer: Viewer, config: Config, events: Events, input: { name: string }): Promise<Worker> {
+export async function terminateWorker(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'leases' | 'tags' | 'statistics'>,
+  events: Events,
+  input: { name: string },
+): Promise<Worker> {
   requireAdmin(viewer);
   const worker = await findWorker(em, input.name, 'input.name');
   if (!worker.pool) throw new InvalidStateError(`worker "${worker.name}" is not a pool worker: only pool workers are terminated (disable or drain a static worker)`);

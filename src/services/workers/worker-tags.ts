@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { TagsConfig } from '../../core/config/tags.js';
 import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 import type { Worker } from '../../storage/entities/worker.js';
 import { computeWorkerTags } from '../../core/tags/worker-tags.js';
@@ -10,7 +10,7 @@ import { registerSignificantTags } from '../../scheduler/storage/classes.js';
  * Recomputes a worker's two tag sets from its type, pool, static and dynamic metadata and stores them
  * on the entity (flushed by the caller). Called on every report and every admin change.
  */
-export function refreshWorkerTags(worker: Worker, pool: WorkerPool | null, config: Config): void {
+export function refreshWorkerTags(worker: Worker, pool: WorkerPool | null, config: TagsConfig): void {
   const result = computeWorkerTags({
     type: worker.type,
     pool: pool ? poolTagInput(pool) : null,

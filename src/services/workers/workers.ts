@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
+import type { TagsConfig } from '../../core/config/tags.js';
 import { TokenSchema } from '../../storage/entities/token.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
 import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../../storage/entities/worker.js';
@@ -58,7 +59,7 @@ export function toWorkerMetadata(input: WorkerMetadataInput, path: string): Work
  * An admin's static metadata in its stored shape, or every problem of it at once: its shape, and each
  * tag the tag engine would refuse (admin-input.ts). `extra` are the problems of the rest of the input.
  */
-function judgeStaticMetadata(input: WorkerMetadataInput, path: string, config: Config, extra: InputProblem[] = []): WorkerMetadata {
+function judgeStaticMetadata(input: WorkerMetadataInput, path: string, config: Pick<Config, 'input' | 'tags'>, extra: InputProblem[] = []): WorkerMetadata {
   const parsed = zodProblems(metadataInput, input, path);
   const metadata = parsed.data ? storedMetadata(parsed.data) : null;
   const problems = [...parsed.problems, ...(metadata ? staticMetadataProblems(metadata, path, config) : []), ...extra];
@@ -94,7 +95,12 @@ export interface RegisterWorkerInput {
 }
 
 /** Registers a worker and returns it with its token (shown once). Admin only. */
-export async function registerWorker(em: EntityManager, viewer: Viewer, config: Config, input: RegisterWorkerInput): Promise<{ worker: Worker; token: string }> {
+export async function registerWorker(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'input' | 'tags'>,
+  input: RegisterWorkerInput,
+): Promise<{ worker: Worker; token: string }> {
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   const type = parseInput(z.enum(WORKER_TYPES), input.type ?? 'worker', 'input.type');
@@ -108,7 +114,7 @@ export async function registerWorker(em: EntityManager, viewer: Viewer, config: 
   const concurrency = parseInput(z.number().int().min(1).max(1024), input.concurrency ?? (pool ? poolConcurrency(pool.specifications) : 1), 'input.concurrency');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
   const worker = em.create(WorkerSchema, { name, type, concurrency, pool, staticMetadata, instanceCreatedAt: pool ? new Date() : null });
-  refreshWorkerTags(worker, pool, config);
+  refreshWorkerTags(worker, pool, config.tags);
   const { value } = issueToken(em, { kind: 'worker', worker, label: `worker ${name}` });
   await creating(`a worker "${name}"`, () => em.flush());
   await noteRequiredTags(em, worker.requiredTags);
@@ -120,7 +126,7 @@ export async function registerWorker(em: EntityManager, viewer: Viewer, config: 
  * instance is bound to the worker created with it: that worker is the one activated (a name, if
  * given, must be its name). A pool-wide token (createActivationToken) creates a new worker in the pool.
  */
-export async function activateWorker(em: EntityManager, viewer: Viewer, config: Config, input: { name?: string | null }): Promise<{ worker: Worker; token: string }> {
+export async function activateWorker(em: EntityManager, viewer: Viewer, config: TagsConfig, input: { name?: string | null }): Promise<{ worker: Worker; token: string }> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'activation') throw new ForbiddenError('activateWorker needs an activation token');
   const tokenId = viewer.tokenId;
@@ -164,7 +170,7 @@ export async function activateWorker(em: EntityManager, viewer: Viewer, config: 
 export async function reportWorkerMetadata(
   em: EntityManager,
   viewer: Viewer,
-  config: Config,
+  config: TagsConfig,
   events: Events,
   input: { metadata: WorkerMetadataInput },
   stopping: boolean,
@@ -185,7 +191,7 @@ export async function reportWorkerMetadata(
 export async function setWorkerStaticMetadata(
   em: EntityManager,
   viewer: Viewer,
-  config: Config,
+  config: Pick<Config, 'input' | 'tags'>,
   events: Events,
   input: { name: string; metadata: WorkerMetadataInput; concurrency?: number | null },
 ): Promise<Worker> {
@@ -196,7 +202,7 @@ export async function setWorkerStaticMetadata(
   const metadata = judgeStaticMetadata(input.metadata, 'input.metadata', config, concurrency?.problems ?? []);
   worker.staticMetadata = metadata;
   if (concurrency?.data != null) worker.concurrency = concurrency.data;
-  refreshWorkerTags(worker, await loadPool(em, worker), config);
+  refreshWorkerTags(worker, await loadPool(em, worker), config.tags);
   await em.flush();
   await noteRequiredTags(em, worker.requiredTags);
   events.publish('workerChanged', { id: worker.id, name: worker.name });

@@ -16,12 +16,11 @@
  */
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { FINISHED_STATUSES, isFinished } from '../../core/work-request-status.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
 import { combineChildResults, type FinishedChild } from '../../core/tasks/workflow-result.js';
 import type { RequestChange } from './request-change.js';
-
-const FINISHED = ['COMPLETED', 'ABORTED'] as const;
 
 /**
  * The RUNNING workflows of these finished requests whose children have now all finished complete with
@@ -43,7 +42,7 @@ export async function completeFinishedWorkflows(em: EntityManager, finishedIds: 
       `select id, task_name, status, result from work_request where parent_id = ? order by id`,
       [workflow.id],
     );
-    if (children.some((c) => !(FINISHED as readonly string[]).includes(c.status))) continue;
+    if (children.some((c) => !isFinished(c.status))) continue;
     const combined = combineChildResults(children.map((c) => ({ id: c.id, taskName: c.task_name, status: c.status as FinishedChild['status'], result: c.result })));
     workflow.status = 'COMPLETED';
     workflow.result = combined.result;
@@ -70,7 +69,7 @@ export async function lockOpenDescendants(em: EntityManager, rootId: number): Pr
   if (!rows.length) return [];
   return em.find(
     WorkRequestSchema,
-    { id: { $in: rows.map((r) => r.id) }, status: { $nin: [...FINISHED] } },
+    { id: { $in: rows.map((r) => r.id) }, status: { $nin: [...FINISHED_STATUSES] } },
     { lockMode: LockMode.PESSIMISTIC_WRITE, orderBy: { id: 'asc' }, refresh: true },
   );
 }

@@ -5,12 +5,11 @@
  * workflow), so they live in this one module; the expansion is handed `queueWorkRequest`.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
 import type { WorkRequest } from '../../storage/entities/work-request.js';
 import { classIdsFor } from '../../scheduler/storage/classes.js';
 import { validateTaskInput, type WorkRequestAnalysis } from '../../core/tasks/analyze.js';
 import type { Orchestrated } from './request-change.js';
-import { analyzeRequest } from './task-analysis.js';
+import { analyzeRequest, type AnalysisConfig } from './task-analysis.js';
 import { expandWorkflow } from './workflow-expansion.js';
 
 /**
@@ -21,7 +20,7 @@ import { expandWorkflow } from './workflow-expansion.js';
  * What the server runs itself runs now (orchestration.ts): a synchronization point completes, a
  * workflow expands. Returns what that changed, and the requests that finished (to settle).
  */
-export async function queueWorkRequest(em: EntityManager, config: Config, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<Orchestrated> {
+export async function queueWorkRequest(em: EntityManager, config: AnalysisConfig, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<Orchestrated> {
   analysis ??= await analyzeQueued(em, config, wr);
   if (!freezeAnalysis(wr, analysis, new Date())) return { changed: [], finished: [wr.id] };
   [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
@@ -55,7 +54,7 @@ export function freezeAnalysis(
 }
 
 /** The analysis of a stored request, as it would be submitted now. */
-async function analyzeQueued(em: EntityManager, config: Config, wr: WorkRequest): Promise<WorkRequestAnalysis> {
+async function analyzeQueued(em: EntityManager, config: AnalysisConfig, wr: WorkRequest): Promise<WorkRequestAnalysis> {
   const workspace = wr.workspace;
   await em.populate(workspace, ['scope']);
   const validation = validateTaskInput(wr.taskType, wr.taskName, wr.taskData);
@@ -74,7 +73,7 @@ async function analyzeQueued(em: EntityManager, config: Config, wr: WorkRequest)
 }
 
 /** Runs what the server runs itself for a request that has just become PENDING; other requests are left as they are. */
-export async function runOrchestrated(em: EntityManager, config: Config, wr: WorkRequest): Promise<Orchestrated> {
+export async function runOrchestrated(em: EntityManager, config: AnalysisConfig, wr: WorkRequest): Promise<Orchestrated> {
   if (wr.taskType === 'workflow') return expandWorkflow(em, config, wr, queueWorkRequest);
   if (wr.taskType === 'internal') {
     const now = new Date();

@@ -1,6 +1,6 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { AnalysisConfig } from './task-analysis.js';
 import { WorkRequestSchema } from '../../storage/entities/work-request.js';
 import { UNASSIGNABLE_TASK_TYPES } from '../../core/tasks/types.js';
 import { runOrchestrated } from './queue-request.js';
@@ -12,7 +12,7 @@ import { settleDependents } from './settle-dependents.js';
  * written by hand) are run now; a concurrent caller (another process starting) skips the rows this
  * one holds. Returns what changed, for the caller to publish.
  */
-export async function resumeOrchestration(em: EntityManager, config: Config): Promise<RequestChange[]> {
+export async function resumeOrchestration(em: EntityManager, config: AnalysisConfig): Promise<RequestChange[]> {
   return em.transactional(async (tx) => {
     const stuck = await tx.find(
       WorkRequestSchema,

@@ -1,6 +1,6 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { AnalysisConfig } from './task-analysis.js';
 import { WorkRequestSchema } from '../../storage/entities/work-request.js';
 import { completeFinishedWorkflows } from './orchestration.js';
 import { queueWorkRequest } from './queue-request.js';
@@ -12,7 +12,7 @@ import type { RequestChange } from './request-change.js';
  * too (they could never run), and workflows whose children have all finished complete. What finishes
  * on the way is settled in turn. Returns the requests it changed, for the caller to publish.
  */
-export async function settleDependents(em: EntityManager, config: Config, finishedIds: number[]): Promise<RequestChange[]> {
+export async function settleDependents(em: EntityManager, config: AnalysisConfig, finishedIds: number[]): Promise<RequestChange[]> {
   const changed: RequestChange[] = [];
   let frontier = finishedIds;
   while (frontier.length) {

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
+import type { Config } from '../../core/config/config.js';
 import { EnvironmentSchema } from '../../storage/entities/environment.js';
 import { TaskRuleSchema } from '../../storage/entities/task-rule.js';
 import type { User } from '../../storage/entities/user.js';
@@ -11,6 +11,9 @@ import { statisticsKeyOf, type StatisticsKey } from '../../core/tasks/statistics
 import type { EnvironmentFacts } from '../../core/tasks/types.js';
 import { principalOf, workspaceSql } from '../identity/visibility.js';
 import { jsonKey } from '../input/validate.js';
+
+/** The sections a request's analysis reads: the default architecture, and whether and how it learns requirements from the run history. */
+export type AnalysisConfig = Pick<Config, 'tags' | 'statistics'>;
 
 /** What a work request's analysis reads besides its own fields. */
 export interface AnalysisRequest {
@@ -140,7 +143,7 @@ function historyWorkspacesSql(workspaceId: number, alias: string) {
  * one: the runs of its own workspace and public ones, or every run where the site shares its history
  * (TAGSCHED_SHARED_HISTORY). Reads only; the caller stores the result.
  */
-export function analyzeRequest(em: EntityManager, config: Config, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
+export function analyzeRequest(em: EntityManager, config: AnalysisConfig, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
   // Everything the analysis reads: the request's own fields, and ids that name what the sources read
   // (the same for the life of the sources). A taskData that JSON does not write exactly has no key.
   const data = jsonKey(req.taskData);
@@ -158,14 +161,14 @@ export function analyzeRequest(em: EntityManager, config: Config, req: AnalysisR
           req.userProvidedTags,
           req.userRequiredTags,
           req.dataSource ?? null,
-          config.defaultArchitecture,
-          config.learnedRequirements,
-          config.sharedHistory,
+          config.tags.defaultArchitecture,
+          config.statistics.learnedRequirements,
+          config.statistics.sharedHistory,
         ])}${data}`;
   return sources.analysis(key, () => runAnalysis(config, req, sources));
 }
 
-async function runAnalysis(config: Config, req: AnalysisRequest, sources: AnalysisSources): Promise<WorkRequestAnalysis> {
+async function runAnalysis(config: AnalysisConfig, req: AnalysisRequest, sources: AnalysisSources): Promise<WorkRequestAnalysis> {
   const scope = req.workspace.scope;
   const [groups, rules, facts] = await Promise.all([
     sources.groupsOf(req.creator.id, scope.id),
@@ -180,7 +183,7 @@ async function runAnalysis(config: Config, req: AnalysisRequest, sources: Analys
     taskName: req.taskName,
     taskData: req.taskData,
     environment: facts,
-    defaultArchitecture: config.defaultArchitecture,
+    defaultArchitecture: config.tags.defaultArchitecture,
     userProvidedTags: req.userProvidedTags,
     userRequiredTags: req.userRequiredTags,
     userProvidablePrefixes: req.workspace.providableTagPrefixes,
@@ -189,7 +192,7 @@ async function runAnalysis(config: Config, req: AnalysisRequest, sources: Analys
     dataSource: req.dataSource ?? null,
   };
   const analysis = analyzeWorkRequest(input);
-  if (!config.learnedRequirements || !analysis.ok) return analysis;
-  const learned = await sources.history(statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required), req.workspace.id, config.sharedHistory);
+  if (!config.statistics.learnedRequirements || !analysis.ok) return analysis;
+  const learned = await sources.history(statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required), req.workspace.id, config.statistics.sharedHistory);
   return learned ? analyzeWorkRequest({ ...input, learned }) : analysis;
 }

@@ -1,5 +1,4 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../core/config.js';
 import { EnvironmentSchema } from '../../storage/entities/environment.js';
 import type { User } from '../../storage/entities/user.js';
 import { WorkRequestSchema, type WorkRequest } from '../../storage/entities/work-request.js';
@@ -9,7 +8,7 @@ import { findTask } from '../../core/tasks/registry.js';
 import { isOrchestrated, type ChildPlan } from '../../core/tasks/types.js';
 import { workflowContext } from '../../core/tasks/workflow-context.js';
 import type { Orchestrated } from './request-change.js';
-import { analyzeRequest } from './task-analysis.js';
+import { analyzeRequest, type AnalysisConfig } from './task-analysis.js';
 import { classIdsFor } from '../../scheduler/storage/classes.js';
 import { reserveFairKeys } from '../../scheduler/storage/fair-keys.js';
 
@@ -41,7 +40,7 @@ export type PlannedChildren = { ok: true; children: PlannedChild[] } | { ok: fal
  * that a workflow whose children could not all be created is refused at submission, and is ABORTED
  * rather than half expanded later. Reads only.
  */
-export async function planChildren(em: EntityManager, config: Config, request: WorkflowRequest): Promise<PlannedChildren> {
+export async function planChildren(em: EntityManager, config: AnalysisConfig, request: WorkflowRequest): Promise<PlannedChildren> {
   const task = findTask('workflow', request.taskName);
   const parsed = task?.schema.safeParse(request.taskData);
   if (!task?.expand || !parsed?.success) throw new Error(`workflow ${request.taskName} was not validated before its expansion`);
@@ -79,7 +78,7 @@ export async function planChildren(em: EntityManager, config: Config, request: W
 }
 
 /** How a child with nothing to wait for is queued (queue-request.ts's `queueWorkRequest`, handed in by its caller). */
-export type QueueChild = (em: EntityManager, config: Config, wr: WorkRequest, analysis: WorkRequestAnalysis) => Promise<Orchestrated>;
+export type QueueChild = (em: EntityManager, config: AnalysisConfig, wr: WorkRequest, analysis: WorkRequestAnalysis) => Promise<Orchestrated>;
 
 /**
  * PENDING → RUNNING for a workflow: creates all its children in the caller's transaction, which holds
@@ -89,7 +88,7 @@ export type QueueChild = (em: EntityManager, config: Config, wr: WorkRequest, an
  * made; the others wait BLOCKED for their siblings. If the children cannot all be made (an
  * environment or a rule changed since submission), the workflow is ABORTED with the reason and has none.
  */
-export async function expandWorkflow(em: EntityManager, config: Config, wr: WorkRequest, queueWorkRequest: QueueChild): Promise<Orchestrated> {
+export async function expandWorkflow(em: EntityManager, config: AnalysisConfig, wr: WorkRequest, queueWorkRequest: QueueChild): Promise<Orchestrated> {
   await em.flush(); // the workflow's own row first: its children name it
   const [{ expanded }] = await em.execute<{ expanded: boolean }[]>(`select exists (select 1 from work_request where parent_id = ?) as expanded`, [wr.id]);
   if (expanded) throw new Error(`workflow ${wr.id} became PENDING again after its expansion`);

@@ -1,17 +1,7 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import { WorkerPoolSchema } from './worker-pool.js';
 import { WorkerSchema } from './worker.js';
-
-/**
- * The life of an instance (docs/design.md: pools and instances): LAUNCHING from the moment it is recorded (before the
- * provider is asked), RUNNING once its worker connected, STOPPING once it is to go, then TERMINATED;
- * FAILED when its launch failed or it never came up, with the provider's error.
- */
-export const INSTANCE_STATES = ['LAUNCHING', 'RUNNING', 'STOPPING', 'TERMINATED', 'FAILED'] as const;
-export type InstanceState = (typeof INSTANCE_STATES)[number];
-
-/** States of an instance that may still exist at its provider and cost runtime. */
-export const LIVE_INSTANCE_STATES: readonly InstanceState[] = ['LAUNCHING', 'RUNNING', 'STOPPING'];
+import { INSTANCE_STATES } from '../../core/instance-state.js';
 
 /**
  * One machine (or process) a pool started, and the worker it becomes. Its name is the worker's

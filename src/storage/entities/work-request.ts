@@ -1,12 +1,9 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { TagEntry, TagRefusal } from '../../core/tags/types.js';
+import { ACTIVE_SQL, UNFINISHED_SQL, WORK_REQUEST_STATUSES } from '../../core/work-request-status.js';
 import { UserSchema } from './user.js';
 import { WorkerSchema } from './worker.js';
 import { WorkspaceSchema } from './workspace.js';
-
-/** The life of a work request: BLOCKED until its dependencies completed, then PENDING, ASSIGNED, RUNNING, and an end. */
-export const WORK_REQUEST_STATUSES = ['BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING', 'COMPLETED', 'ABORTED'] as const;
-export type WorkRequestStatus = (typeof WORK_REQUEST_STATUSES)[number];
 
 /** How a completed work request ended. */
 export const WORK_REQUEST_RESULTS = ['SUCCESS', 'FAILURE', 'ERROR', 'SKIPPED'] as const;
@@ -18,15 +15,13 @@ export type WorkRequestResult = (typeof WORK_REQUEST_RESULTS)[number];
  */
 export const FAIR_KEY_DEFAULT_SQL = `((extract(epoch from now()) * 1000)::bigint)`;
 
+/** Which rows the GIN tag indexes hold: every request but the active ones (ASSIGNED or RUNNING). */
+export const TAG_INDEXED_SQL = `"status" not in (${ACTIVE_SQL})`;
+
 /**
  * One task to run. The user's own tags are kept as given until the request becomes PENDING; then
  * the two task tag sets are computed once and frozen (entries for people, `text[]` for matching).
  */
-/** The statuses of work running on a worker; their rows are left out of the tag indexes. */
-export const ACTIVE_STATUSES = ['ASSIGNED', 'RUNNING'] as const;
-/** Which rows the GIN tag indexes hold: every request but those ASSIGNED or RUNNING. */
-export const TAG_INDEXED_SQL = `"status" not in (${ACTIVE_STATUSES.map((s) => `'${s}'`).join(', ')})`;
-
 export const WorkRequestSchema = defineEntity({
   name: 'WorkRequest',
   tableName: 'work_request',
@@ -120,7 +115,7 @@ export const WorkRequestSchema = defineEntity({
     // The metrics' count of unfinished work per workspace and status, read with an index-only scan.
     {
       name: 'work_request_unfinished_workspace',
-      expression: `create index "work_request_unfinished_workspace" on "work_request" ("workspace_id", "status") where "status" in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING')`,
+      expression: `create index "work_request_unfinished_workspace" on "work_request" ("workspace_id", "status") where "status" in (${UNFINISHED_SQL})`,
     },
     // A worker's quarantine probes, newest last (when it was last probed).
     {
@@ -130,7 +125,7 @@ export const WorkRequestSchema = defineEntity({
     // A worker's load: what it holds now.
     {
       name: 'work_request_active_worker',
-      expression: `create index "work_request_active_worker" on "work_request" ("worker_id") where "status" in ('ASSIGNED', 'RUNNING')`,
+      expression: `create index "work_request_active_worker" on "work_request" ("worker_id") where "status" in (${ACTIVE_SQL})`,
     },
   ],
 });

@@ -15,7 +15,7 @@ import { closedPort, runCli, scratchDir, type RunOptions } from './harness.js';
 
 // Automatic scheduling on, but no pass runs during the tests (the debounce and the interval are an
 // hour): what is assigned was placed by createWorkRequest.
-const t = useTestApp({ schedulerAutomatic: true, schedulerDebounceMs: 3_600_000, schedulerIntervalMs: 3_600_000 });
+const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 3_600_000, passIntervalMs: 3_600_000 } });
 // Tests here run a dozen commands each, every one a few HTTP requests: room for a loaded machine.
 vi.setConfig({ testTimeout: 120_000 });
 let url: string;

@@ -14,7 +14,7 @@ import { ADMIN_TOKEN, useTestApp } from '../../helpers/app.js';
 import { AMD64_METADATA, ok, reportMetadata } from '../../helpers/fixtures.js';
 import { closedPort, execCli, runCli, scratchDir, spawnCli } from './harness.js';
 
-const t = useTestApp({ schedulerAutomatic: true });
+const t = useTestApp({ scheduler: { automatic: true } });
 let url: string;
 const WAIT_MS = 60_000;
 /** Each child process starts Node with tsx (seconds on a loaded machine): tests here get minutes. */

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../src/core/config.js';
+import { loadConfig } from '../../../src/core/config/config.js';
 import { providerFactory } from '../../../src/providers/registry.js';
 import { EC2_TAGS } from '../../../src/providers/ec2.js';
 import { HETZNER_LABELS } from '../../../src/providers/hetzner.js';
@@ -63,10 +63,10 @@ describe('the provider registry, made from the server configuration', () => {
       TAGSCHED_SECRET_KEY: 'k',
       TAGSCHED_ADMIN_TOKEN: 'tsk_admin_0123456789abcdef0123456789',
     });
-    expect(config.hetznerApiUrl).toBe('https://api.hetzner.cloud/v1');
-    expect(config.ec2Endpoint).toBeNull();
-    expect(config.execCommands).toEqual([]);
-    expect(config.execEnvironment).toEqual({ PATH: '/usr/bin', HOME: '/var/lib/tagsched' });
+    expect(config.providers.hetznerApiUrl).toBe('https://api.hetzner.cloud/v1');
+    expect(config.providers.ec2Endpoint).toBeNull();
+    expect(config.providers.execCommands).toEqual([]);
+    expect(config.providers.execEnvironment).toEqual({ PATH: '/usr/bin', HOME: '/var/lib/tagsched' });
   });
 
   it.each([

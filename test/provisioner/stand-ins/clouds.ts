@@ -4,15 +4,15 @@
  * access key and image, and `appConfig` points the app's providers at them.
  */
 import { afterAll, beforeAll } from 'vitest';
-import type { Config } from '../../../src/core/config.js';
-import { useTestApp, type TestApp } from '../../helpers/app.js';
+import type { ConfigOverrides } from '../../../src/core/config/config.js';
+import { layered, useTestApp, type TestApp } from '../../helpers/app.js';
 import { startEc2StandIn, type Ec2StandIn } from './ec2.js';
 import { startHetznerStandIn, type HetznerStandIn } from './hetzner.js';
 
 export interface CloudStandIns {
   readonly hetzner: HetznerStandIn;
   readonly ec2: Ec2StandIn;
-  /** The app configuration that sends the providers to the stand-ins (read when the app is built). */
+  /** The providers' settings that send them to the stand-ins (read when the app is built). */
   readonly appConfig: { readonly hetznerApiUrl: string; readonly ec2Endpoint: string };
 }
 
@@ -49,15 +49,16 @@ export function useCloudStandIns(access: { hetznerToken: string; keyId: string; 
   };
 }
 
-/** `config` with the providers sent to the stand-ins, read when the app is built (after they started). */
-export function withCloudStandIns<T extends object>(clouds: CloudStandIns, config: T): T & CloudStandIns['appConfig'] {
-  return Object.defineProperties(
-    { ...config },
+/** `overrides` with the providers sent to the stand-ins, read when the app is built (after they started). */
+export function withCloudStandIns(clouds: CloudStandIns, overrides: ConfigOverrides): ConfigOverrides {
+  const providers = Object.defineProperties(
+    { ...overrides.providers },
     {
       hetznerApiUrl: { get: () => clouds.appConfig.hetznerApiUrl, enumerable: true },
       ec2Endpoint: { get: () => clouds.appConfig.ec2Endpoint, enumerable: true },
     },
-  ) as T & CloudStandIns['appConfig'];
+  );
+  return { ...overrides, providers };
 }
 
 /**
@@ -67,9 +68,10 @@ export function withCloudStandIns<T extends object>(clouds: CloudStandIns, confi
  */
 export function useCloudTestApp(
   access: { hetznerToken: string; keyId: string; secretAccessKey: string; images: string[] },
-  overrides: Partial<Config> = {},
+  overrides: ConfigOverrides = {},
 ): { clouds: CloudStandIns; t: TestApp } {
   const clouds = useCloudStandIns(access);
-  const t = useTestApp(withCloudStandIns(clouds, { provisioner: true, agentServerUrl: 'http://tagsched.test/graphql', providerTimeoutMs: 5_000, ...overrides }));
+  const provisioning: ConfigOverrides = { provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql' }, providers: { callTimeoutMs: 5_000 } };
+  const t = useTestApp(withCloudStandIns(clouds, layered(provisioning, overrides)));
   return { clouds, t };
 }

@@ -6,17 +6,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { WORK_REQUEST_STATUSES } from '../../../src/storage/entities/work-request.js';
-import {
-  activeByWorkerSql,
-  activeWorkSql,
-  freeSlots,
-  hasFreeSlotSql,
-  isActive,
-  isActiveSql,
-  isUnacknowledged,
-  isUnacknowledgedSql,
-} from '../../../src/scheduler/rules/active-work.js';
+import { isActive, WORK_REQUEST_STATUSES } from '../../../src/core/work-request-status.js';
+import { activeByWorkerSql, activeWorkSql, freeSlots, hasFreeSlotSql, isActiveSql, isUnacknowledged, isUnacknowledgedSql } from '../../../src/scheduler/rules/active-work.js';
 import { useTestApp } from '../../helpers/app.js';
 
 const t = useTestApp();

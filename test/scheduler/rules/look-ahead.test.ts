@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { WORK_REQUEST_STATUSES } from '../../../src/storage/entities/work-request.js';
+import { WORK_REQUEST_STATUSES } from '../../../src/core/work-request-status.js';
 import { isComingWork, isComingWorkSql } from '../../../src/scheduler/rules/look-ahead.js';
 import { useTestApp } from '../../helpers/app.js';
 

@@ -5,22 +5,29 @@
  * in order, each usable or unavailable until when and why (providers/offerings.ts).
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../../core/config.js';
-import { toDate } from '../../../storage/db/arrays.js';
-import { INSTANCE_STATES } from '../../../storage/entities/instance.js';
+import type { Config } from '../../../core/config/config.js';
+import { INSTANCE_STATES, isLiveInstance } from '../../../core/instance-state.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../../storage/entities/worker-pool.js';
-import type { PoolDemand, ProvisioningDemand } from '../../../scheduler/matching/demand-plan.js';
-import { computeDemand } from '../../../scheduler/storage/demand.js';
+import type { PoolDemand } from '../../../scheduler/matching/demand-plan.js';
 import { poolHealth } from '../../../scheduler/rules/pool-health.js';
 import { monthUseByPool } from '../../../scheduler/storage/pool-runtime.js';
 import { formatCost, instanceCost, instancePrice, launchPrice } from '../../../scheduler/rules/pool-cost.js';
 import { poolTagInput } from '../../../scheduler/storage/pool-templates.js';
-import { isOutdated, outdatedSql, templateFingerprint, type RetiringReason } from '../../../scheduler/rules/instance-retirement.js';
+import { isOutdated, type RetiringReason } from '../../../scheduler/rules/instance-retirement.js';
 import { minIdleNow } from '../../../scheduler/rules/scale-in.js';
 import type { Scheduler } from '../../../scheduler/scheduler.js';
 import { isAdmin } from '../../../services/identity/auth.js';
-import { principalOf, workRequestSql } from '../../../services/identity/visibility.js';
 import { instanceLogFor } from '../../../services/pools/instances.js';
+import {
+  instanceCountsByPool,
+  poolHasInstance,
+  poolInstanceCount,
+  poolInstanceRows,
+  rolloutCounts as readRolloutCounts,
+  type PoolInstanceRow,
+  type RolloutCounts,
+} from '../../../services/pools/instance-reads.js';
+import { demandSeenBy, listPools } from '../../../services/pools/pool-reads.js';
 import { readOfferingMarks } from '../../../services/pools/offering-marks.js';
 import { offeringsOf, offeringStates, type OfferingMark } from '../../../providers/offerings.js';
 import { computePoolTemplateTags } from '../../../core/tags/worker-tags.js';
@@ -38,41 +45,24 @@ const LOG_TAIL_BYTES = 64 * 1024;
 const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,149}$/;
 
 /** An instance's log for an admin, when `?log=NAME` names an instance of this pool; null otherwise. */
-async function logSection(em: EntityManager, config: Config, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
+async function logSection(em: EntityManager, config: Pick<Config, 'providers'>, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
   const name = params.get('log');
   if (!name || !isAdmin(ctx.viewer)) return null;
   if (!INSTANCE_NAME.test(name)) throw new StatusError(404, `Pool ${pool.name} has no instance “${name.slice(0, 100)}”.`);
-  const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ? and name = ?`, [pool.id, name]);
-  if (!row.n) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
-  const log = instanceLogFor(ctx.viewer, config, name, LOG_TAIL_BYTES);
+  if (!(await poolHasInstance(em, pool.id, name))) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
+  const log = instanceLogFor(ctx.viewer, config.providers, name, LOG_TAIL_BYTES);
   const text = log ? consoleText(log.text) : ''; // escape sequences removed, other control characters shown
   return html`<h2 id="log">Log of ${name}</h2>
 ${log ? html`<p class="muted">${log.truncated ? `The last ${LOG_TAIL_BYTES / 1024} KiB of ${log.bytes} bytes` : `${log.bytes} bytes`}, written ${ago(log.modifiedAt, new Date())}.</p><pre>${text}</pre>` : html`<p class="muted">No log is kept for it.</p>`}`;
 }
 
-/** The demand as the viewer may read it: unschedulable work it may not see is counted only. */
-function demandFor(em: EntityManager, scheduler: Scheduler, config: Config, ctx: PageContext): Promise<ProvisioningDemand> {
-  const principal = principalOf(ctx.viewer);
-  return computeDemand(em, scheduler.classes, config, new Date(), scheduler.workers, (alias) => workRequestSql(principal, alias));
-}
-
-async function instanceCounts(em: EntityManager): Promise<Map<number, Map<string, number>>> {
-  const rows = await em.execute<{ pool_id: number; state: string; n: number }[]>(`select pool_id, state, count(*)::int as n from instance group by pool_id, state`);
-  const byPool = new Map<number, Map<string, number>>();
-  for (const r of rows) {
-    if (!byPool.has(r.pool_id)) byPool.set(r.pool_id, new Map());
-    byPool.get(r.pool_id)!.set(r.state, r.n);
-  }
-  return byPool;
-}
-
 /** A retiring instance's reason, in a few words for its badge. */
 const RETIRING_WORDS: Record<RetiringReason, string> = { WORK_REQUESTS: 'ran its requests', LIFETIME: 'lifetime reached', OUTDATED: 'outdated' };
 
-const isLive = (i: Record<string, unknown>) => i.state === 'LAUNCHING' || i.state === 'RUNNING' || i.state === 'STOPPING';
+const isLive = (i: PoolInstanceRow) => isLiveInstance(i.state);
 
 /** Old and new instances of a pool (rollouts: scheduler/rules/instance-retirement.ts). */
-const rollout = ([c]: { outdated: number; current: number; unknown: number }[], pool: WorkerPool): string =>
+const rollout = (c: RolloutCounts, pool: WorkerPool): string =>
   c.outdated
     ? `${c.outdated} live instance${c.outdated === 1 ? '' : 's'} on older specifications, ${c.current} on the current ones; replaced once idle, at most ${pool.maxReplacingInstances} at a time`
     : `every live instance is on the current specifications${c.unknown ? ` (${c.unknown} launched before this was recorded)` : ''}`;
@@ -114,8 +104,8 @@ const costBudget = (pool: WorkerPool, used: number): Html =>
     ? html`${formatCost(used)} of ${formatCost(pool.monthlyCostBudget)}${pool.monthlyCostBudget > 0 ? html` (${Math.round((100 * used) / pool.monthlyCostBudget)} %)` : html` <span class="muted">(no launch)</span>`}`
     : html`${formatCost(used)} <span class="muted">(no cost budget set${pool.pricePerHour == null ? '; no price per hour set' : ''})</span>`;
 
-function health(pool: WorkerPool, config: Config, now: Date): Html {
-  const h = poolHealth(pool, now, config.degradedAfterFailures);
+function health(pool: WorkerPool, config: Pick<Config, 'provisioner'>, now: Date): Html {
+  const h = poolHealth(pool, now, config.provisioner.degradedAfterFailures);
   if (!pool.enabled) return badge('DISABLED', 'disabled');
   if (h.degraded)
     return html`${badge('degraded')}${h.backingOff && pool.launchRetryAt ? html` <span class="muted">next try ${ago(pool.launchRetryAt, now).replace(' ago', '')}</span>` : ''}`;
@@ -138,19 +128,19 @@ const priceWords = (price: number | null, o: { market: string; maxPricePerHour: 
   price === null ? '—' : `${formatCost(price)}${o.pricePerHour == null && o.market === 'spot' && o.maxPricePerHour !== null ? ' (at most)' : ''}`;
 
 /** An instance row's cost: its price × its runtime (scheduler/rules/pool-cost.ts), or a dash without a price. */
-function instanceCostWords(pool: WorkerPool, i: Record<string, unknown>, now: Date): string {
-  const price = instancePrice(i.price_per_hour == null ? null : Number(i.price_per_hour), pool.pricePerHour ?? null);
-  const c = instanceCost(price, toDate(i.requested_at as string)!, toDate(i.terminated_at as string | null) ?? now, pool.billingPeriodSeconds);
+function instanceCostWords(pool: WorkerPool, i: PoolInstanceRow, now: Date): string {
+  const price = instancePrice(i.pricePerHour, pool.pricePerHour ?? null);
+  const c = instanceCost(price, i.requestedAt, i.terminatedAt ?? now, pool.billingPeriodSeconds);
   return c === null ? '—' : formatCost(c);
 }
 
-export async function poolsPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext): Promise<string> {
+export async function poolsPage(em: EntityManager, config: Pick<Config, 'workers' | 'tags' | 'provisioner'>, scheduler: Scheduler, ctx: PageContext): Promise<string> {
   const now = new Date();
   const [pools, demand, { runtime, cost }, counts] = await Promise.all([
-    em.find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } }),
-    demandFor(em, scheduler, config, ctx),
+    listPools(em),
+    demandSeenBy(em, scheduler, config, ctx.viewer),
     monthUseByPool(em),
-    instanceCounts(em),
+    instanceCountsByPool(em),
   ]);
   const byPool = new Map(demand.pools.map((d) => [d.pool.id, d]));
   const rows = pools.map((p) => [
@@ -168,30 +158,31 @@ export async function poolsPage(em: EntityManager, config: Config, scheduler: Sc
 <p>${demand.pendingTotal} request${demand.pendingTotal === 1 ? '' : 's'} pending in all${unschedulable ? html`, ${unschedulable} of them unschedulable (see the <a href="/-/status/queue/">queue</a>)` : ''}.${demand.comingTotal ? ` ${demand.comingTotal} more coming: blocked only on work that is running now.` : ''}</p>
 ${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', 'Limits', 'Runtime this month', 'Cost this month'], rows, 'No pools yet: static workers only.', { stack: true })}
 ${pools
-  .filter((p) => p.lastError && poolHealth(p, now, config.degradedAfterFailures).degraded)
+  .filter((p) => p.lastError && poolHealth(p, now, config.provisioner.degradedAfterFailures).degraded)
   .map((p) => html`<p class="error"><strong><a href="${href(['pools', p.name])}">${p.name}</a></strong>: ${p.lastErrorKind ?? 'error'}: ${p.lastError}</p>`)}`;
   return layout(ctx, { title: 'Pools', section: 'pools' }, body);
 }
 
-export async function poolPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, rawName: string, params: Map<string, string>): Promise<string> {
+export async function poolPage(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner' | 'providers'>,
+  scheduler: Scheduler,
+  ctx: PageContext,
+  rawName: string,
+  params: Map<string, string>,
+): Promise<string> {
   const name = nameParam(rawName, 'pool', 404);
   const page = pageNumber(params);
   const pool = await em.findOne(WorkerPoolSchema, { name });
   if (!pool) throw new StatusError(404, `There is no pool “${name}”.`);
   const now = new Date();
   const offerings = offeringsOf(pool.specifications);
-  const [demand, { runtime, cost }, counts, [total], instances, logView, marks] = await Promise.all([
-    demandFor(em, scheduler, config, ctx),
+  const [demand, { runtime, cost }, counts, total, instances, logView, marks] = await Promise.all([
+    demandSeenBy(em, scheduler, config, ctx.viewer),
     monthUseByPool(em),
-    instanceCounts(em),
-    em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ?`, [pool.id]),
-    em.execute<Record<string, unknown>[]>(
-      `select i.name, i.state, i.provider_id, i.error, i.requested_at, i.started_at, i.terminated_at, w.name as worker, w.terminated_at is null as worker_active,
-              w.retiring_reason, w.assigned_total, i.template_fingerprint, i.price_per_hour
-         from instance i left join worker w on w.id = i.worker_id
-        where i.pool_id = ? order by i.id desc limit ? offset ?`,
-      [pool.id, INSTANCES_PER_PAGE, (page - 1) * INSTANCES_PER_PAGE],
-    ),
+    instanceCountsByPool(em),
+    poolInstanceCount(em, pool.id),
+    poolInstanceRows(em, pool.id, { limit: INSTANCES_PER_PAGE, offset: (page - 1) * INSTANCES_PER_PAGE }),
     logSection(em, config, ctx, pool, params),
     offerings.length ? readOfferingMarks(em, [pool.id], now) : Promise.resolve(new Map<number, OfferingMark[]>()),
   ]);
@@ -204,29 +195,24 @@ export async function poolPage(em: EntityManager, config: Config, scheduler: Sch
     o.unavailableUntil ? html`${badge('unavailable')} until ${when(o.unavailableUntil, now)}` : 'usable',
     o.unavailableReason ?? '',
   ]);
-  const rolloutCounts = await em.execute<{ outdated: number; current: number; unknown: number }[]>(
-    `select count(*) filter (where ${outdatedSql('template_fingerprint')})::int as outdated, count(*) filter (where template_fingerprint = ?)::int as current,
-            count(*) filter (where template_fingerprint is null)::int as unknown
-       from instance where pool_id = ? and state in ('LAUNCHING', 'RUNNING', 'STOPPING')`,
-    [templateFingerprint(pool), templateFingerprint(pool), pool.id],
-  );
+  const rolloutCounts = await readRolloutCounts(em, pool);
   const admin = isAdmin(ctx.viewer);
-  const pages = Math.max(1, Math.ceil(total.n / INSTANCES_PER_PAGE));
+  const pages = Math.max(1, Math.ceil(total / INSTANCES_PER_PAGE));
   if (page > pages) throw new StatusError(404, `There is no page ${page}: the instances fill ${pages}.`);
   const d = demand.pools.find((p) => p.pool.id === pool.id);
-  const h = poolHealth(pool, now, config.degradedAfterFailures);
+  const h = poolHealth(pool, now, config.provisioner.degradedAfterFailures);
   const { handlers: _handlers, command: _command, ...publicSpecifications } = pool.specifications;
   const rows = instances.map((i) => {
-    const worker = i.worker as string | null;
+    const worker = i.worker;
     return [
       worker ? html`<a href="${href(['workers', worker])}">${i.name}</a>` : i.name,
-      html`${badge(String(i.state))}${isLive(i) && isOutdated(i.template_fingerprint as string | null, pool) ? html` ${badge('DRAINING', 'old specifications')}` : ''}${i.retiring_reason && i.worker_active ? html` ${badge('DRAINING', `retiring: ${RETIRING_WORDS[i.retiring_reason as RetiringReason]}`)}` : ''}`,
-      html`<code>${i.provider_id ?? '—'}</code>`,
-      duration(between(toDate(i.requested_at as string), toDate(i.terminated_at as string | null), now)),
+      html`${badge(i.state)}${isLive(i) && isOutdated(i.templateFingerprint, pool) ? html` ${badge('DRAINING', 'old specifications')}` : ''}${i.retiringReason && i.workerActive ? html` ${badge('DRAINING', `retiring: ${RETIRING_WORDS[i.retiringReason]}`)}` : ''}`,
+      html`<code>${i.providerId ?? '—'}</code>`,
+      duration(between(i.requestedAt, i.terminatedAt, now)),
       instanceCostWords(pool, i, now),
-      ago(toDate(i.requested_at as string), now),
+      ago(i.requestedAt, now),
       i.error ?? '',
-      ...(admin ? [html`<a href="${href(['pools', pool.name], { log: String(i.name) })}#log">log</a>`] : []),
+      ...(admin ? [html`<a href="${href(['pools', pool.name], { log: i.name })}#log">log</a>`] : []),
     ];
   });
   const body = html`<p class="muted"><a href="/-/status/pools/">Pools</a> /</p>
@@ -260,6 +246,6 @@ ${table(['Name', 'State', 'Provider id', 'Runtime', 'Cost', 'Requested', 'Error'
 ${pager(page, pages, (p) => href(['pools', pool.name], { page: p > 1 ? p : null }))}
 ${logView}
 <h2>Template tags (provided)</h2>
-${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`;
+${tagTable(computePoolTemplateTags(poolTagInput(pool), config.tags.sizeThresholds).provided)}`;
   return layout(ctx, { title: `Pool ${pool.name}`, section: 'pools' }, body);
 }

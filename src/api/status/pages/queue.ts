@@ -5,13 +5,13 @@
  * the others are counted.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../../core/config.js';
-import { intArray } from '../../../storage/db/arrays.js';
+import type { Config } from '../../../core/config/config.js';
 import { createLoaders } from '../../loaders.js';
 import { loadTaskTags } from '../../../scheduler/matching/candidates.js';
 import { diagnose, type Mismatch } from '../../../scheduler/matching/diagnosis.js';
 import type { Scheduler } from '../../../scheduler/scheduler.js';
-import { canSeeWorkerGroupTags, principalOf, workRequestSql } from '../../../services/identity/visibility.js';
+import { canSeeWorkerGroupTags, principalOf } from '../../../services/identity/visibility.js';
+import { pendingClasses, pendingOfClasses } from '../../../services/work/work-rows.js';
 import { between, duration } from '../format.js';
 import { href, html, type Html } from '../html.js';
 import type { StartEstimate } from '../../../scheduler/matching/start-estimate.js';
@@ -19,7 +19,7 @@ import { estimateClassHeads } from '../../../services/work/diagnose-request.js';
 import { layout, type PageContext } from '../layout.js';
 import { diagnosisView, pager, table, tagList } from '../parts.js';
 import { pageNumber, StatusError, wholeNumber } from '../request.js';
-import { toWorkRow, WORK_ROW_FROM, WORK_ROW_SQL, workLink } from '../work-rows.js';
+import { workLink } from '../work-rows.js';
 
 const CLASSES_PER_PAGE = 20;
 const REQUESTS_PER_CLASS = 5;
@@ -35,21 +35,22 @@ function estimateLine(e: StartEstimate | undefined): Html | string {
   return html`<p>Estimated wait: ${duration(Math.max(0, e.waitSeconds))} <span class="muted">until its next request starts · ${trust}</span></p>`;
 }
 
-export async function queuePage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, params: Map<string, string>): Promise<string> {
+export async function queuePage(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner'>,
+  scheduler: Scheduler,
+  ctx: PageContext,
+  params: Map<string, string>,
+): Promise<string> {
   const page = pageNumber(params);
   const classParam = wholeNumber(params, 'class', null);
   const principal = principalOf(ctx.viewer);
-  const vis = workRequestSql(principal, 'wr');
-  const classes = await em.execute<{ class_id: number | null; n: number; visible: number; oldest: Date | null }[]>(
-    `select wr.class_id, count(*)::int as n, (count(*) filter (where ${vis.sql}))::int as visible, min(wr.pending_at) filter (where ${vis.sql}) as oldest
-       from work_request wr where wr.status = 'PENDING' group by wr.class_id`,
-    [...vis.params, ...vis.params],
-  );
-  const shown = classes.filter((c) => c.visible > 0).sort((a, b) => new Date(a.oldest!).getTime() - new Date(b.oldest!).getTime() || (a.class_id ?? 0) - (b.class_id ?? 0));
+  const classes = await pendingClasses(em, ctx.viewer);
+  const shown = classes.filter((c) => c.visible > 0).sort((a, b) => a.oldest!.getTime() - b.oldest!.getTime() || (a.classId ?? 0) - (b.classId ?? 0));
   const total = classes.reduce((s, c) => s + c.n, 0);
   const hidden = total - shown.reduce((s, c) => s + c.visible, 0);
   // One class (`?class=ID`): all its requests the viewer may see, paged; else a page of classes, each with its oldest.
-  const one = classParam === null ? null : shown.find((c) => (c.class_id ?? 0) === classParam);
+  const one = classParam === null ? null : shown.find((c) => (c.classId ?? 0) === classParam);
   if (classParam !== null && !one) throw new StatusError(404, `There is no task class ${classParam} with pending work you may see.`);
   const pages = Math.max(1, Math.ceil(one ? one.visible / REQUESTS_PER_PAGE : shown.length / CLASSES_PER_PAGE));
   if (page > pages) throw new StatusError(404, `There is no page ${page}: ${one ? 'the class' : 'the queue'} fills ${pages}.`);
@@ -58,19 +59,15 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
   const now = new Date();
 
   const requests = onPage.length
-    ? (
-        await em.execute(
-          `select * from (
-             select ${WORK_ROW_SQL}, wr.class_id, row_number() over (partition by wr.class_id order by wr.pending_at, wr.id) as k
-               from ${WORK_ROW_FROM}
-              where wr.status = 'PENDING' and coalesce(wr.class_id, 0) = any(?::int[]) and ${vis.sql}) x
-            where k > ? and k <= ? order by pending_at, id`,
-          [intArray(onPage.map((c) => c.class_id ?? 0)), ...vis.params, from, to],
-        )
-      ).map((r) => ({ ...toWorkRow(r), classId: (r.class_id as number | null) ?? 0 }))
+    ? await pendingOfClasses(
+        em,
+        ctx.viewer,
+        onPage.map((c) => c.classId ?? 0),
+        { from, to },
+      )
     : [];
   const loaders = createLoaders(em, config, scheduler.workers, scheduler);
-  const firsts = onPage.map((c) => requests.find((r) => r.classId === (c.class_id ?? 0))!);
+  const firsts = onPage.map((c) => requests.find((r) => r.classId === (c.classId ?? 0))!);
   const [tags, workers, pools, estimates] = await Promise.all([
     loadTaskTags(
       em,
@@ -81,22 +78,22 @@ export async function queuePage(em: EntityManager, config: Config, scheduler: Sc
     estimateClassHeads(
       em,
       loaders,
-      onPage.flatMap((c) => (c.class_id === null ? [] : [c.class_id])),
+      onPage.flatMap((c) => (c.classId === null ? [] : [c.classId])),
     ),
   ]);
-  const classLink = (c: { class_id: number | null }, p = 1) => href(['queue'], { class: c.class_id ?? 0, page: p > 1 ? p : null });
+  const classLink = (c: { classId: number | null }, p = 1) => href(['queue'], { class: c.classId ?? 0, page: p > 1 ? p : null });
   const workerTags = (m: Mismatch) => canSeeWorkerGroupTags(principal, m.workerIds);
 
   const sections = onPage.map((c, i) => {
     const first = firsts[i];
     const t = tags.find((x) => x.id === first.id)!;
     const d = diagnose({ ...t, status: 'PENDING', taskType: first.taskType, taskName: first.taskName }, workers, pools);
-    const mine = requests.filter((r) => r.classId === (c.class_id ?? 0));
+    const mine = requests.filter((r) => r.classId === (c.classId ?? 0));
     const names = [...new Set(mine.map((r) => r.taskName))].join(', ');
     return html`<section class="card">
-<h2>${one ? names : html`<a href="${classLink(c)}">${names}</a>`} <span class="muted">· ${c.visible} pending${c.n > c.visible ? ` (${c.n - c.visible} more you cannot see)` : ''} · oldest waiting ${duration(between(new Date(c.oldest!), null, now))}</span></h2>
+<h2>${one ? names : html`<a href="${classLink(c)}">${names}</a>`} <span class="muted">· ${c.visible} pending${c.n > c.visible ? ` (${c.n - c.visible} more you cannot see)` : ''} · oldest waiting ${duration(between(c.oldest, null, now))}</span></h2>
 <p>Requires: ${t.requiredTags.length ? tagList(t.requiredTags) : html`<span class="muted">nothing</span>`}</p>
-${estimateLine(c.class_id === null ? undefined : estimates.get(c.class_id))}
+${estimateLine(c.classId === null ? undefined : estimates.get(c.classId))}
 ${diagnosisView(d, workerTags, 3)}
 <h3>${one ? 'Its requests, oldest first' : 'Oldest'}</h3>
 ${table(

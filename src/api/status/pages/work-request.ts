@@ -4,18 +4,21 @@
  * (services/work/job-output.ts). While it is assigned or running the page refreshes itself.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../../core/config.js';
+import type { Config } from '../../../core/config/config.js';
 import { WorkRequestSchema } from '../../../storage/entities/work-request.js';
+import { isActive } from '../../../core/work-request-status.js';
 import { createLoaders } from '../../loaders.js';
 import type { Scheduler } from '../../../scheduler/scheduler.js';
 import { diagnoseRequest } from '../../../services/work/diagnose-request.js';
-import { readLog } from '../../../services/work/job-output.js';
+import { logTotalBytes, readLog } from '../../../services/work/job-output.js';
+import { firstEstimateKeeper } from '../../../services/work/start-estimate.js';
+import { dependenciesOf } from '../../../services/work/work-request-reads.js';
 import { runStatisticsOf } from '../../../services/work/run-statistics.js';
 import { taskStatistics } from '../../../services/work/task-statistics.js';
 import type { TaskStatisticsSummary } from '../../../scheduler/storage/task-statistics.js';
 import { statisticsKeyOf } from '../../../core/tasks/statistics-key.js';
 import type { WorkRequestStatistics } from '../../../storage/entities/work-request-statistics.js';
-import { canSeeTaskStatistics, canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest, workRequestSql } from '../../../services/identity/visibility.js';
+import { canSeeTaskStatistics, canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest } from '../../../services/identity/visibility.js';
 import { MEMORY_METHOD_LABELS, type MemoryMethod } from '../../../shared/run-statistics.js';
 import { isOrchestrated } from '../../../core/tasks/types.js';
 import { between, bytes, duration, when } from '../format.js';
@@ -64,7 +67,14 @@ function historyText(s: TaskStatisticsSummary): string | null {
   return parts.join(' · ');
 }
 
-export async function workRequestPage(em: EntityManager, config: Config, scheduler: Scheduler, ctx: PageContext, rawId: string, params: Map<string, string>): Promise<string> {
+export async function workRequestPage(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner'>,
+  scheduler: Scheduler,
+  ctx: PageContext,
+  rawId: string,
+  params: Map<string, string>,
+): Promise<string> {
   const id = idSegment(rawId, 'work request');
   const offsetParam = wholeNumber(params, 'offset', null);
   const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope', 'worker', 'parent'] });
@@ -73,16 +83,12 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
   const now = new Date();
   const loaders = createLoaders(em, config, scheduler.workers, scheduler);
   const orchestrated = isOrchestrated(wr.taskType);
-  const vis = workRequestSql(principal, 'wr');
   const key = statisticsKeyOf(wr.taskType, wr.taskName, wr.providedEntries, wr.requiredEntries);
-  const [diagnosis, candidates, deps, [logState], statistics, history] = await Promise.all([
-    diagnoseRequest(loaders, wr),
+  const [diagnosis, candidates, [deps], totalBytes, statistics, history] = await Promise.all([
+    diagnoseRequest(loaders, wr, { keep: firstEstimateKeeper(em) }),
     orchestrated || wr.status !== 'PENDING' ? [] : loaders.candidates(false).load(wr.id),
-    em.execute<{ id: number; visible: boolean }[]>(
-      `select wr.id, (${vis.sql}) as visible from work_request_dependency d join work_request wr on wr.id = d.depends_on_id where d.work_request_id = ? order by wr.id`,
-      [...vis.params, wr.id],
-    ),
-    em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [wr.id]),
+    dependenciesOf(em, ctx.viewer, [wr.id]),
+    logTotalBytes(em, wr.id),
     runStatisticsOf(em, wr.id),
     // The aggregates of its task, as the API gives them: per package and architecture to admins, the
     // task as a whole to other signed-in viewers, nothing to anonymous ones.
@@ -94,13 +100,11 @@ export async function workRequestPage(em: EntityManager, config: Config, schedul
   // Its share of its instance's cost (scheduler/rules/pool-cost.ts: workRequestCost).
   const price = wr.worker && wr.startedAt ? await loaders.workerPrices.load(wr.worker.id) : null;
   const share = price ? workRequestCost(price.pricePerHour, wr.startedAt ?? null, wr.completedAt ?? now, price.concurrency) : null;
-  const totalBytes = Number(logState?.total_bytes ?? 0);
   const offset = Math.min(offsetParam ?? Math.max(0, totalBytes - LOG_PAGE_BYTES), totalBytes);
   const log = await readLog(em, wr.id, offset, LOG_PAGE_BYTES);
-  const live = wr.status === 'ASSIGNED' || wr.status === 'RUNNING';
+  const live = isActive(wr.status);
   const workspace = `${wr.workspace.scope.name}/${wr.workspace.name}`;
-  const visibleDeps = deps.filter((d) => d.visible);
-  const hiddenDeps = deps.length - visibleDeps.length;
+  const { visible: visibleDeps, hidden: hiddenDeps } = deps;
 
   const logView = log.totalBytes
     ? html`${log.offset > 0 ? html`<p><a href="${href(['work-requests', wr.id], { offset: Math.max(0, log.offset - LOG_PAGE_BYTES) })}">← Earlier output</a> <span class="muted">(this page starts at byte ${log.offset})</span></p>` : ''}
@@ -125,7 +129,7 @@ ${wr.statusReason ? html`<dt>Reason</dt><dd>${wr.statusReason}</dd>` : ''}
 <dt>Workspace</dt><dd>${workspace}</dd>
 <dt>Worker</dt><dd>${wr.worker ? html`<a href="${href(['workers', wr.worker.name])}">${wr.worker.name}</a>` : html`<span class="muted">none</span>`}</dd>
 ${wr.parent ? html`<dt>Workflow</dt><dd>${workLink(wr.parent.id)}</dd>` : ''}
-${deps.length ? html`<dt>Depends on</dt><dd>${visibleDeps.map((d, i) => html`${i ? ', ' : ''}${workLink(d.id)}`)}${hiddenDeps ? ` (and ${hiddenDeps} you cannot see)` : ''}</dd>` : ''}
+${visibleDeps.length + hiddenDeps ? html`<dt>Depends on</dt><dd>${visibleDeps.map((d, i) => html`${i ? ', ' : ''}${workLink(d)}`)}${hiddenDeps ? ` (and ${hiddenDeps} you cannot see)` : ''}</dd>` : ''}
 <dt>Created</dt><dd>${when(wr.createdAt, now)}</dd>
 ${wr.pendingAt ? html`<dt>Pending since</dt><dd>${when(wr.pendingAt, now)}</dd>` : ''}
 ${diagnosis.startEstimate ? html`<dt>Expected start</dt><dd>${startEstimateText(diagnosis.startEstimate, now)}</dd>` : ''}

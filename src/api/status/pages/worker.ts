@@ -1,10 +1,11 @@
 /** `/-/status/workers/{name}/`: a worker, its tags with provenance, its running and recent work, its pool. */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../../core/config.js';
+import type { Config } from '../../../core/config/config.js';
 import { WorkerSchema } from '../../../storage/entities/worker.js';
+import { ACTIVE_STATUSES, FINISHED_STATUSES } from '../../../core/work-request-status.js';
 import { canSeeWorkerDetails, principalOf } from '../../../services/identity/visibility.js';
 import { poolTagInput } from '../../../scheduler/storage/pool-templates.js';
-import { activeWorkSql } from '../../../scheduler/rules/active-work.js';
+import { activeWorkCounts } from '../../../scheduler/storage/active-work.js';
 import { factsOfWorker, workerStatus } from '../../../scheduler/rules/availability.js';
 import { computePoolTemplateTags } from '../../../core/tags/worker-tags.js';
 import { ago, when } from '../format.js';
@@ -12,25 +13,27 @@ import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
 import { badge, refusedTable, tagTable } from '../parts.js';
 import { nameParam, StatusError } from '../request.js';
-import { hiddenNote, workerWork, workTable } from '../work-rows.js';
+import { hiddenNote, workTable } from '../work-rows.js';
+import { workerWork } from '../../../services/work/work-rows.js';
 import { STATUS_LABELS } from './workers.js';
 
 const RECENT = 20;
 /** The most of a worker's metadata shown, in characters of JSON. */
 const MAX_METADATA_CHARS = 8000;
 
-export async function workerPage(em: EntityManager, config: Config, ctx: PageContext, rawName: string): Promise<string> {
+export async function workerPage(em: EntityManager, config: Pick<Config, 'workers' | 'tags'>, ctx: PageContext, rawName: string): Promise<string> {
   const name = nameParam(rawName, 'worker', 404);
   const worker = await em.findOne(WorkerSchema, { name }, { populate: ['pool'] });
   if (!worker) throw new StatusError(404, `There is no worker “${name}”.`);
   const principal = principalOf(ctx.viewer);
   const now = new Date();
-  const [running, recent, [active]] = await Promise.all([
-    workerWork(em, principal, worker.id, ['ASSIGNED', 'RUNNING'], 100),
-    workerWork(em, principal, worker.id, ['COMPLETED', 'ABORTED'], RECENT),
-    em.execute<{ n: number }[]>(`select ${activeWorkSql('?')} as n`, [worker.id]),
+  const [running, recent, activeCounts] = await Promise.all([
+    workerWork(em, ctx.viewer, worker.id, ACTIVE_STATUSES, 100),
+    workerWork(em, ctx.viewer, worker.id, FINISHED_STATUSES, RECENT),
+    activeWorkCounts(em, [worker.id]),
   ]);
-  const status = workerStatus(factsOfWorker(worker), active.n, now, config.metadataFreshMs);
+  const active = activeCounts.get(worker.id) ?? 0;
+  const status = workerStatus(factsOfWorker(worker), active, now, config.workers.metadataFreshMs);
   const pool = worker.pool;
   const details = canSeeWorkerDetails(principal, worker);
   const metadata = JSON.stringify({ ...worker.staticMetadata, ...worker.dynamicMetadata }, null, 2);
@@ -43,7 +46,7 @@ export async function workerPage(em: EntityManager, config: Config, ctx: PageCon
 <dt>Status</dt><dd>${badge(status, STATUS_LABELS[status])}</dd>
 <dt>Type</dt><dd>${worker.type}</dd>
 <dt>Pool</dt><dd>${pool ? html`<a href="${href(['pools', pool.name])}">${pool.name}</a>` : 'none (a static worker)'}</dd>
-<dt>Concurrency</dt><dd>${worker.concurrency} (${active.n} held now)</dd>
+<dt>Concurrency</dt><dd>${worker.concurrency} (${active} held now)</dd>
 <dt>Connected</dt><dd>${ago(worker.connectedAt, now)}</dd>
 <dt>Last seen</dt><dd>${ago(worker.lastSeenAt, now)}</dd>
 <dt>Registered</dt><dd>${when(worker.registeredAt, now)}</dd>
@@ -70,7 +73,7 @@ ${
 <dt>Specifications</dt><dd><code>${JSON.stringify(publicSpecifications)}</code></dd>
 <dt>Limits</dt><dd>at most ${pool.maxActiveInstances} active, ${pool.minIdleInstances} kept idle, idle timeout ${pool.idleTimeoutSeconds} s, target latency ${pool.targetLatencySeconds} s</dd>
 <dt>Enabled</dt><dd>${pool.enabled ? 'yes' : 'no'}</dd></dl>
-<h3>Template tags (provided)</h3>${tagTable(computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds).provided)}`
+<h3>Template tags (provided)</h3>${tagTable(computePoolTemplateTags(poolTagInput(pool), config.tags.sizeThresholds).provided)}`
     : ''
 }`;
   return layout(ctx, { title: `Worker ${worker.name}`, section: 'workers' }, body);

@@ -1,9 +1,10 @@
 /** `/-/status/workers/`: the active workers, counted per status, filtered by status, pool and tag, paged. */
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../../../core/config.js';
-import { canSeeWorkerDetails, principalOf, workerDetailsSql, type Principal } from '../../../services/identity/visibility.js';
-import { activeWorkSql } from '../../../scheduler/rules/active-work.js';
-import { availabilityColumns, factsOfRow, workerStatus, WORKER_STATUSES, type AvailabilityRow, type WorkerStatus } from '../../../scheduler/rules/availability.js';
+import type { Config } from '../../../core/config/config.js';
+import { canSeeWorkerDetails, principalOf, type Principal } from '../../../services/identity/visibility.js';
+import { listPools } from '../../../services/pools/pool-reads.js';
+import { activeWorkerRows, type WorkerRow } from '../../../services/workers/worker-lists.js';
+import { WORKER_STATUSES, type WorkerStatus } from '../../../scheduler/rules/availability.js';
 import { ago } from '../format.js';
 import { href, html } from '../html.js';
 import { layout, type PageContext } from '../layout.js';
@@ -27,53 +28,6 @@ export const STATUS_LABELS: Record<WorkerStatus, string> = {
 /** The `pool` filter value for workers in no pool. */
 export const STATIC_POOL = '-';
 
-export interface WorkerRow {
-  id: number;
-  name: string;
-  type: string;
-  pool: string | null;
-  lastSeenAt: Date | null;
-  status: WorkerStatus;
-}
-
-/**
- * The active workers (terminated pool workers are history, left out), in type and name order, with
- * their status; `pool` and `tag` narrow them in SQL. The tag filter reads tags, which are worker
- * details: it only matches workers whose details the principal may see (services/identity/visibility.ts).
- */
-export async function loadWorkerRows(em: EntityManager, config: Config, principal: Principal, filter: { pool?: string | null; tag?: string | null } = {}): Promise<WorkerRow[]> {
-  const where: string[] = ['w.terminated_at is null'];
-  const params: unknown[] = [];
-  if (filter.pool === STATIC_POOL) where.push('w.pool_id is null');
-  else if (filter.pool) {
-    where.push('p.name = ?');
-    params.push(filter.pool);
-  }
-  if (filter.tag) {
-    const details = workerDetailsSql(principal, 'w');
-    where.push(`w.provided_tags @> array[?]::text[] and ${details.sql}`);
-    params.push(filter.tag, ...details.params);
-  }
-  const rows = await em.execute<(AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]>(
-    `select w.id, w.name, p.name as pool, ${availabilityColumns('w')}, w.last_seen_at,
-            ${activeWorkSql('w.id')} as active
-       from worker w left join worker_pool p on p.id = w.pool_id
-      where ${where.join(' and ')}
-      order by w.type, w.name`,
-    params,
-  );
-  const now = new Date();
-  const date = (d: Date | string | null) => (d === null ? null : new Date(d));
-  return rows.map((r) => ({
-    id: r.id,
-    name: r.name,
-    type: r.type,
-    pool: r.pool,
-    lastSeenAt: date(r.last_seen_at),
-    status: workerStatus(factsOfRow(r), r.active, now, config.metadataFreshMs),
-  }));
-}
-
 /** Workers per status. */
 export function countByStatus(rows: readonly WorkerRow[]): Map<WorkerStatus, number> {
   const counts = new Map<WorkerStatus, number>();
@@ -86,17 +40,17 @@ export const seesOtherWorkersDetails = (principal: Principal): boolean => canSee
 
 const SHOWN_STATUSES = WORKER_STATUSES.filter((s) => s !== 'INACTIVE');
 
-export async function workersPage(em: EntityManager, config: Config, ctx: PageContext, params: Map<string, string>): Promise<string> {
+export async function workersPage(em: EntityManager, config: Pick<Config, 'workers'>, ctx: PageContext, params: Map<string, string>): Promise<string> {
   const status = params.get('status') ? oneOfParam(params.get('status')!, SHOWN_STATUSES, 'status') : null;
   const poolValue = params.get('pool') || null;
   const pool = poolValue && poolValue !== STATIC_POOL ? nameParam(poolValue, 'pool') : poolValue;
   const tag = params.get('tag') ? tagParam(params.get('tag')!) : null;
   const page = pageNumber(params);
   const principal = principalOf(ctx.viewer);
-  const pools = (await em.execute<{ name: string }[]>(`select name from worker_pool order by name`)).map((p) => p.name);
+  const pools = (await listPools(em)).map((p) => p.name);
   if (pool && pool !== STATIC_POOL && !pools.includes(pool)) throw new StatusError(404, `There is no pool “${pool}”.`);
 
-  const rows = await loadWorkerRows(em, config, principal, { pool, tag });
+  const rows = await activeWorkerRows(em, config.workers.metadataFreshMs, { pool: pool === STATIC_POOL ? false : pool, providesTag: tag ? { tag, viewer: ctx.viewer } : null });
   const counts = countByStatus(rows);
   const shown = status ? rows.filter((r) => r.status === status) : rows;
   const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));

@@ -1,0 +1,42 @@
+import path from 'node:path';
+import { ConfigError, countVar } from './variables.js';
+
+/** The shortest TAGSCHED_ADMIN_TOKEN accepted: a value people could guess is not a secret. */
+export const ADMIN_TOKEN_MIN_LENGTH = 32;
+
+/** The process: where it listens, its database and data directory, the secrets it starts with, its log. */
+export interface ServerConfig {
+  readonly port: number;
+  readonly host: string;
+  /** A PostgreSQL URL; null means the embedded PGlite database under `dataDir`. */
+  readonly databaseUrl: string | null;
+  readonly dataDir: string;
+  /** An admin token that must exist after start-up (deployments and scripts); null for none. */
+  readonly adminToken: string | null;
+  /** Key for encrypting pool provider accounts at rest; null derives one stored in the database directory. */
+  readonly secretKey: string | null;
+  readonly logLevel: string;
+}
+
+/** Reads the server section from the environment. */
+export function readServerConfig(env: NodeJS.ProcessEnv): ServerConfig {
+  return {
+    port: countVar(env, 'PORT', 4000, 65535), // 0: any free port
+    host: env.HOST || '0.0.0.0',
+    databaseUrl: env.DATABASE_URL || null,
+    dataDir: path.resolve(env.TAGSCHED_DATA_DIR || './data'),
+    adminToken: adminTokenVar(env),
+    secretKey: env.TAGSCHED_SECRET_KEY || null,
+    logLevel: env.LOG_LEVEL || 'info',
+  };
+}
+
+/** TAGSCHED_ADMIN_TOKEN, refused when it is too short to be a secret. */
+function adminTokenVar(env: NodeJS.ProcessEnv): string | null {
+  const raw = env.TAGSCHED_ADMIN_TOKEN;
+  if (!raw) return null;
+  if (raw.length < ADMIN_TOKEN_MIN_LENGTH) {
+    throw new ConfigError(`TAGSCHED_ADMIN_TOKEN is ${raw.length} characters long; it must have at least ${ADMIN_TOKEN_MIN_LENGTH} (e.g. openssl rand -base64 32)`);
+  }
+  return raw;
+}
