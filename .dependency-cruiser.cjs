@@ -75,7 +75,8 @@ module.exports = {
     },
     {
       name: 'agent-imports-no-server-module',
-      comment: 'the agent is a program of its own, bundled alone: it imports only agent/, shared/ and the pure core/tags/',
+      comment:
+        'the agent is a program of its own, bundled alone: it imports only agent/, shared/ and the pure core/tags/',
       severity: 'error',
       from: { path: '^src/agent/' },
       to: { path: '^src/', pathNot: '^src/(agent/|shared/|core/tags/)' },
@@ -89,7 +90,8 @@ module.exports = {
     },
     {
       name: 'tags-and-tasks-stand-alone',
-      comment: 'core/tags/ and core/tasks/ are pure: they import nothing of src/ but each other (no ORM, no GraphQL, no clock)',
+      comment:
+        'core/tags/ and core/tasks/ are pure: they import nothing of src/ but each other (no ORM, no GraphQL, no clock)',
       severity: 'error',
       from: { path: '^src/core/(tags|tasks)/' },
       to: { path: '^src/', pathNot: '^src/core/(tags|tasks)/' },

@@ -15,7 +15,10 @@ export default tseslint.config(
     rules: {
       // A leading underscore marks what is unused on purpose (an argument a signature requires), and
       // `const { dropped, ...rest } = o` is how the code leaves a field out of a copy.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
       // The code matches control characters on purpose: to refuse them in client input and names.
       'no-control-regex': 'off',
       // Plugins extend Pothos's types by declaration merging into its global namespace, as Pothos documents.

@@ -18,16 +18,40 @@ export interface Metric {
   readonly value: (r: ClientsResult) => number;
 }
 
-const latency = (key: string, label: string, value: (r: ClientsResult) => number): Metric => ({ key, label, unit: 'ms', better: 'lower', value });
-const rate = (key: string, label: string, value: (r: ClientsResult) => number): Metric => ({ key, label, unit: '/s', better: 'higher', value });
+const latency = (key: string, label: string, value: (r: ClientsResult) => number): Metric => ({
+  key,
+  label,
+  unit: 'ms',
+  better: 'lower',
+  value,
+});
+const rate = (key: string, label: string, value: (r: ClientsResult) => number): Metric => ({
+  key,
+  label,
+  unit: '/s',
+  better: 'higher',
+  value,
+});
 
 /** Every figure that can be compared, by key (the keys of a baseline file). */
 export const METRICS: readonly Metric[] = [
   latency('create.sequential.p50', 'createWorkRequest from 1 client, p50', (r) => r.create.sequential.latency.p50),
   latency('create.sequential.p99', 'createWorkRequest from 1 client, p99', (r) => r.create.sequential.latency.p99),
-  rate('create.concurrent.perSecond', 'createWorkRequest from concurrent clients, requests/s', (r) => r.create.concurrent.perSecond),
-  latency('create.concurrent.p50', 'createWorkRequest from concurrent clients, p50', (r) => r.create.concurrent.latency.p50),
-  latency('create.concurrent.p99', 'createWorkRequest from concurrent clients, p99', (r) => r.create.concurrent.latency.p99),
+  rate(
+    'create.concurrent.perSecond',
+    'createWorkRequest from concurrent clients, requests/s',
+    (r) => r.create.concurrent.perSecond,
+  ),
+  latency(
+    'create.concurrent.p50',
+    'createWorkRequest from concurrent clients, p50',
+    (r) => r.create.concurrent.latency.p50,
+  ),
+  latency(
+    'create.concurrent.p99',
+    'createWorkRequest from concurrent clients, p99',
+    (r) => r.create.concurrent.latency.p99,
+  ),
   latency('pull.requestWork.p50', 'requestWork one at a time, p50', (r) => r.pull.requestWork.latency.p50),
   latency('pull.requestWork.p99', 'requestWork one at a time, p99', (r) => r.pull.requestWork.latency.p99),
   latency('pull.start.p50', 'startWorkRequest one at a time, p50', (r) => r.pull.start.latency.p50),
@@ -35,16 +59,46 @@ export const METRICS: readonly Metric[] = [
   latency('pull.complete.p50', 'completeWorkRequest one at a time, p50', (r) => r.pull.complete.latency.p50),
   latency('pull.complete.p99', 'completeWorkRequest one at a time, p99', (r) => r.pull.complete.latency.p99),
   rate('cycle.perSecond', 'cycles from concurrent clients, cycles/s', (r) => r.cycle.perSecond),
-  latency('cycle.requestWork.p50', 'requestWork in cycles from concurrent clients, p50', (r) => r.cycle.requestWork.p50),
-  latency('cycle.requestWork.p99', 'requestWork in cycles from concurrent clients, p99', (r) => r.cycle.requestWork.p99),
+  latency(
+    'cycle.requestWork.p50',
+    'requestWork in cycles from concurrent clients, p50',
+    (r) => r.cycle.requestWork.p50,
+  ),
+  latency(
+    'cycle.requestWork.p99',
+    'requestWork in cycles from concurrent clients, p99',
+    (r) => r.cycle.requestWork.p99,
+  ),
   latency('cycle.start.p50', 'startWorkRequest in cycles from concurrent clients, p50', (r) => r.cycle.start.p50),
   latency('cycle.start.p99', 'startWorkRequest in cycles from concurrent clients, p99', (r) => r.cycle.start.p99),
-  latency('cycle.complete.p50', 'completeWorkRequest in cycles from concurrent clients, p50', (r) => r.cycle.complete.p50),
-  latency('cycle.complete.p99', 'completeWorkRequest in cycles from concurrent clients, p99', (r) => r.cycle.complete.p99),
+  latency(
+    'cycle.complete.p50',
+    'completeWorkRequest in cycles from concurrent clients, p50',
+    (r) => r.cycle.complete.p50,
+  ),
+  latency(
+    'cycle.complete.p99',
+    'completeWorkRequest in cycles from concurrent clients, p99',
+    (r) => r.cycle.complete.p99,
+  ),
   rate('everyWorker.perSecond', 'one requestWork per worker, requests/s', (r) => r.everyWorker.perSecond),
-  { key: 'server.rssMiB', label: 'server RSS at the end', unit: 'MiB', better: 'lower', value: (r) => r.server.rssBytes / 2 ** 20 },
-  latency('cpu.create.sequential', 'server CPU per createWorkRequest from 1 client', (r) => r.create.sequential.cpuMsPerOp),
-  latency('cpu.create.concurrent', 'server CPU per createWorkRequest from concurrent clients', (r) => r.create.concurrent.cpuMsPerOp),
+  {
+    key: 'server.rssMiB',
+    label: 'server RSS at the end',
+    unit: 'MiB',
+    better: 'lower',
+    value: (r) => r.server.rssBytes / 2 ** 20,
+  },
+  latency(
+    'cpu.create.sequential',
+    'server CPU per createWorkRequest from 1 client',
+    (r) => r.create.sequential.cpuMsPerOp,
+  ),
+  latency(
+    'cpu.create.concurrent',
+    'server CPU per createWorkRequest from concurrent clients',
+    (r) => r.create.concurrent.cpuMsPerOp,
+  ),
   latency('cpu.pull.requestWork', 'server CPU per requestWork one at a time', (r) => r.pull.requestWork.cpuMsPerOp),
   latency('cpu.pull.start', 'server CPU per startWorkRequest one at a time', (r) => r.pull.start.cpuMsPerOp),
   latency('cpu.pull.complete', 'server CPU per completeWorkRequest one at a time', (r) => r.pull.complete.cpuMsPerOp),
@@ -81,15 +135,25 @@ const gcNote = (r: ClientsResult) => (r.server.afterGc ? 'after a full GC' : 'no
  * shown (`all`): the RSS row says whether it was read after a full GC, in the label when every column
  * agrees, else in each cell.
  */
-const ROWS: readonly { label: string | ((all: readonly ClientsResult[]) => string); cell: (r: ClientsResult, all: readonly ClientsResult[]) => string }[] = [
+const ROWS: readonly {
+  label: string | ((all: readonly ClientsResult[]) => string);
+  cell: (r: ClientsResult, all: readonly ClientsResult[]) => string;
+}[] = [
   {
     label: 'setup: workers registered and reported / requests submitted (batches of 1,000)',
-    cell: (r) => `${formatMs(r.setup.registerMs)} / ${formatMs(r.setup.submission.elapsedMs)}${r.setup.queue === 'copy' ? ' (1 created, copied in SQL)' : ''}`,
+    cell: (r) =>
+      `${formatMs(r.setup.registerMs)} / ${formatMs(r.setup.submission.elapsedMs)}${r.setup.queue === 'copy' ? ' (1 created, copied in SQL)' : ''}`,
   },
   { label: 'a. createWorkRequest, 1 client: p50 / p99', cell: cell('create.sequential.p50', 'create.sequential.p99') },
   { label: 'a. createWorkRequest, concurrent clients: requests/s', cell: cell('create.concurrent.perSecond') },
-  { label: 'a. createWorkRequest, concurrent clients: p50 / p99', cell: cell('create.concurrent.p50', 'create.concurrent.p99') },
-  { label: 'b. requestWork one at a time, random workers: p50 / p99', cell: cell('pull.requestWork.p50', 'pull.requestWork.p99') },
+  {
+    label: 'a. createWorkRequest, concurrent clients: p50 / p99',
+    cell: cell('create.concurrent.p50', 'create.concurrent.p99'),
+  },
+  {
+    label: 'b. requestWork one at a time, random workers: p50 / p99',
+    cell: cell('pull.requestWork.p50', 'pull.requestWork.p99'),
+  },
   { label: 'b. then startWorkRequest: p50 / p99', cell: cell('pull.start.p50', 'pull.start.p99') },
   { label: 'b. then completeWorkRequest: p50 / p99', cell: cell('pull.complete.p50', 'pull.complete.p99') },
   { label: 'c. cycles (requestWork → start → complete), concurrent clients: cycles/s', cell: cell('cycle.perSecond') },
@@ -97,13 +161,23 @@ const ROWS: readonly { label: string | ((all: readonly ClientsResult[]) => strin
   { label: 'c. startWorkRequest: p50 / p99', cell: cell('cycle.start.p50', 'cycle.start.p99') },
   { label: 'c. completeWorkRequest: p50 / p99', cell: cell('cycle.complete.p50', 'cycle.complete.p99') },
   { label: 'd. one requestWork per worker, concurrent clients: requests/s', cell: cell('everyWorker.perSecond') },
-  { label: 'requestWork answered without work: b / c / d', cell: (r) => `${int(r.pull.empty)} / ${int(r.cycle.attempts - r.cycle.cycles)} / ${int(r.everyWorker.empty)}` },
   {
-    label: (all) => (new Set(all.map(gcNote)).size === 1 ? `e. server RSS at the end (${gcNote(all[0])})` : 'e. server RSS at the end'),
+    label: 'requestWork answered without work: b / c / d',
+    cell: (r) => `${int(r.pull.empty)} / ${int(r.cycle.attempts - r.cycle.cycles)} / ${int(r.everyWorker.empty)}`,
+  },
+  {
+    label: (all) =>
+      new Set(all.map(gcNote)).size === 1 ? `e. server RSS at the end (${gcNote(all[0])})` : 'e. server RSS at the end',
     cell: (r, all) => `${cell('server.rssMiB')(r)}${new Set(all.map(gcNote)).size > 1 ? ` (${gcNote(r)})` : ''}`,
   },
-  { label: 'e. server CPU per createWorkRequest: 1 client / concurrent', cell: cell('cpu.create.sequential', 'cpu.create.concurrent') },
-  { label: 'e. server CPU per requestWork / start / complete, one at a time', cell: cell('cpu.pull.requestWork', 'cpu.pull.start', 'cpu.pull.complete') },
+  {
+    label: 'e. server CPU per createWorkRequest: 1 client / concurrent',
+    cell: cell('cpu.create.sequential', 'cpu.create.concurrent'),
+  },
+  {
+    label: 'e. server CPU per requestWork / start / complete, one at a time',
+    cell: cell('cpu.pull.requestWork', 'cpu.pull.start', 'cpu.pull.complete'),
+  },
   { label: 'e. server CPU per cycle (c) / per requestWork (d)', cell: cell('cpu.cycle', 'cpu.everyWorker') },
   { label: 'wall clock of the phase', cell: (r) => formatMs(r.elapsedMs) },
 ];
@@ -119,7 +193,10 @@ export function clientsTable(columns: readonly { heading: string; result: Client
     '',
     `| ${head.join(' | ')} |`,
     `|---|${columns.map(() => '---:').join('|')}|`,
-    ...ROWS.map((row) => `| ${[label(row), ...columns.map((c) => (c.result ? row.cell(c.result, results) : 'skipped'))].join(' | ')} |`),
+    ...ROWS.map(
+      (row) =>
+        `| ${[label(row), ...columns.map((c) => (c.result ? row.cell(c.result, results) : 'skipped'))].join(' | ')} |`,
+    ),
   ].join('\n');
 }
 
@@ -148,7 +225,13 @@ export function readBaseline(release = '0.1.0'): Baseline {
  */
 export function baselineFromResult(r: ClientsResult, release: string, measured: string): Baseline {
   const values = Object.fromEntries(Object.entries(metricValues(r)).filter(([, v]) => Number.isFinite(v)));
-  return baselineSchema.parse({ release, measured, workers: r.workers, concurrency: r.concurrency, figures: [{ pending: r.pending, values }] });
+  return baselineSchema.parse({
+    release,
+    measured,
+    workers: r.workers,
+    concurrency: r.concurrency,
+    figures: [{ pending: r.pending, values }],
+  });
 }
 
 /** One figure against the release's. */
@@ -181,7 +264,12 @@ export interface Comparison {
  * same size; only what the baseline has is compared. A figure is named slower when it is worse by
  * more than `threshold` (0.1: a rate below 1/1.1 of the release's, a latency, CPU time or RSS above 1.1 times it).
  */
-export function compareWithBaseline(baseline: Baseline, pending: number, measured: Readonly<Record<string, number | null | undefined>>, threshold = 0.1): Comparison {
+export function compareWithBaseline(
+  baseline: Baseline,
+  pending: number,
+  measured: Readonly<Record<string, number | null | undefined>>,
+  threshold = 0.1,
+): Comparison {
   const figures = baseline.figures.find((f) => f.pending === pending);
   const out: Comparison = { release: baseline.release, pending, compared: null, slower: [], skipped: [], threshold };
   if (!figures) return out;
@@ -198,7 +286,15 @@ export function compareWithBaseline(baseline: Baseline, pending: number, measure
       continue;
     }
     const ratio = now / then;
-    const compared: Compared = { key, label: metric.label, unit: metric.unit, baseline: then, measured: now, ratio, worse: metric.better === 'lower' ? ratio : 1 / ratio };
+    const compared: Compared = {
+      key,
+      label: metric.label,
+      unit: metric.unit,
+      baseline: then,
+      measured: now,
+      ratio,
+      worse: metric.better === 'lower' ? ratio : 1 / ratio,
+    };
     out.compared.push(compared);
     if (compared.worse > 1 + threshold) out.slower.push(compared);
   }
@@ -214,7 +310,11 @@ const change = (c: Compared) => {
 };
 
 /** The comparison in markdown: each figure's ratio, then the list of the slower ones (or "none"). */
-export function formatComparison(c: Comparison, run: { workers: number }, baseline: Pick<Baseline, 'measured' | 'workers'>): string {
+export function formatComparison(
+  c: Comparison,
+  run: { workers: number },
+  baseline: Pick<Baseline, 'measured' | 'workers'>,
+): string {
   const at = `P=${int(c.pending)}`;
   if (!c.compared) return `Compared with ${c.release}: no ${c.release} figures at ${at}.`;
   const lines = [
@@ -223,7 +323,8 @@ export function formatComparison(c: Comparison, run: { workers: number }, baseli
     `| measurement | ${c.release} | now | now / ${c.release} | |`,
     '|---|---:|---:|---:|---|',
     ...c.compared.map(
-      (x) => `| ${x.label} | ${format(x.unit, x.baseline)} | ${format(x.unit, x.measured)} | ${fixed(x.ratio)}× | ${change(x)}${c.slower.includes(x) ? ' ❌' : ''} |`,
+      (x) =>
+        `| ${x.label} | ${format(x.unit, x.baseline)} | ${format(x.unit, x.measured)} | ${fixed(x.ratio)}× | ${change(x)}${c.slower.includes(x) ? ' ❌' : ''} |`,
     ),
     '',
     `slower than ${c.release} by more than ${percent(c.threshold)}: ${c.slower.length ? c.slower.map((x) => `${x.label} (${change(x)})`).join('; ') : 'none'}`,

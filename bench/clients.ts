@@ -53,7 +53,14 @@ export const REQUEST_WORK = `mutation RequestWork {
 
 const NOOP = { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} };
 /** The createWorkRequest input of one noop request, every optional field as tagsched-admin's `work create` sends it. */
-export const NOOP_INPUT = { ...NOOP, providedTags: [], requiredTags: [], priorityBase: null, priorityAdjustment: null, dependsOn: [] };
+export const NOOP_INPUT = {
+  ...NOOP,
+  providedTags: [],
+  requiredTags: [],
+  priorityBase: null,
+  priorityAdjustment: null,
+  dependsOn: [],
+};
 
 /**
  * What the phase sends, per API version: each operation's document and its variables. Every answer
@@ -84,7 +91,10 @@ export const CURRENT_API: ClientsApi = {
   name: 'current',
   createWorkspace: `mutation { createWorkspace(input: { name: "${NOOP.workspace}" }) { __typename } }`,
   registerWorker: REGISTER_WORKER,
-  registerVariables: (name) => ({ input: { name, concurrency: null, pool: null, type: null, staticMetadata: null }, key: null }),
+  registerVariables: (name) => ({
+    input: { name, concurrency: null, pool: null, type: null, staticMetadata: null },
+    key: null,
+  }),
   reportWorkerMetadata: DOCUMENTS.reportWorkerMetadata,
   createWorkRequest: CREATE_WORK_REQUEST,
   createVariables: () => ({ input: NOOP_INPUT, key: null }),
@@ -167,13 +177,20 @@ export interface ClientsResult {
 }
 
 /** One POST as the agent and tagsched-admin send it; the data, or a thrown error. */
-const gql: Gql = async <T>(url: string, query: string, variables: Record<string, unknown>, token: string): Promise<T> => {
+const gql: Gql = async <T>(
+  url: string,
+  query: string,
+  variables: Record<string, unknown>,
+  token: string,
+): Promise<T> => {
   const { status, body } = await postGraphql({ url, token, query, variables, timeoutMs: 120_000 });
   const answer = body as { data?: T; errors?: unknown[] } | null;
-  if (status !== 200 || !answer?.data || answer.errors?.length) throw new Error(`HTTP ${status}: ${JSON.stringify(body)?.slice(0, 500)}`);
+  if (status !== 200 || !answer?.data || answer.errors?.length)
+    throw new Error(`HTTP ${status}: ${JSON.stringify(body)?.slice(0, 500)}`);
   return answer.data;
 };
-const post = (url: string, token: string, query: string, variables: Record<string, unknown> = {}) => gql(url, query, variables, token);
+const post = (url: string, token: string, query: string, variables: Record<string, unknown> = {}) =>
+  gql(url, query, variables, token);
 
 /** The field's answer when it is `typename`; a typed error (or anything else) is thrown. */
 function answerOf(data: Record<string, any>, field: string, typename: string): Record<string, any> {
@@ -183,11 +200,22 @@ function answerOf(data: Record<string, any>, field: string, typename: string): R
 }
 
 /** Runs the phase (see the header) against a server whose scheduler is manual. */
-export async function measureClients(server: MeasuredServer, admin: string, o: ClientsOptions, log: (m: string) => void): Promise<ClientsResult> {
-  if (o.workers < o.concurrency) throw new Error(`the client phase needs at least as many workers (${o.workers}) as clients at once (${o.concurrency})`);
+export async function measureClients(
+  server: MeasuredServer,
+  admin: string,
+  o: ClientsOptions,
+  log: (m: string) => void,
+): Promise<ClientsResult> {
+  if (o.workers < o.concurrency)
+    throw new Error(
+      `the client phase needs at least as many workers (${o.workers}) as clients at once (${o.concurrency})`,
+    );
   const { url } = server;
   const api = o.api ?? CURRENT_API;
-  if (!api.batchCreate && !o.databaseUrl) throw new Error(`the ${api.name} API has no createWorkRequests: its queue is copied in SQL, which needs the server's database URL`);
+  if (!api.batchCreate && !o.databaseUrl)
+    throw new Error(
+      `the ${api.name} API has no createWorkRequests: its queue is copied in SQL, which needs the server's database URL`,
+    );
   const scaled = (n: number) => Math.max(1, Math.round(n * (o.scale ?? 1)));
   const t0 = performance.now();
   const random = new Random(o.seed);
@@ -196,26 +224,41 @@ export async function measureClients(server: MeasuredServer, admin: string, o: C
   const t = performance.now();
   const names = Array.from({ length: o.workers }, (_, i) => `client-${String(i).padStart(6, '0')}`);
   const tokens = await pool(names, o.concurrency, async (name) => {
-    const { token } = answerOf(await post(url, admin, api.registerWorker, api.registerVariables(name)), 'registerWorker', 'WorkerTokenPayload');
+    const { token } = answerOf(
+      await post(url, admin, api.registerWorker, api.registerVariables(name)),
+      'registerWorker',
+      'WorkerTokenPayload',
+    );
     answerOf(await post(url, token, api.reportWorkerMetadata, { m: META }), 'reportWorkerMetadata', 'Worker');
     return token as string;
   });
   const registerMs = performance.now() - t;
   log(`clients: ${o.workers.toLocaleString('en-US')} workers registered and reported in ${Math.round(registerMs)} ms`);
 
-  const create = async () => answerOf(await post(url, admin, api.createWorkRequest, api.createVariables()), 'createWorkRequest', 'WorkRequest');
+  const create = async () =>
+    answerOf(await post(url, admin, api.createWorkRequest, api.createVariables()), 'createWorkRequest', 'WorkRequest');
   let submission: SubmissionResult;
   if (api.batchCreate) {
     submission = await submit(gql, url, admin, o.pending, SUBMIT_BATCH, () => NOOP);
-    log(`clients: ${o.pending.toLocaleString('en-US')} pending requests submitted in ${Math.round(submission.elapsedMs)} ms`);
+    log(
+      `clients: ${o.pending.toLocaleString('en-US')} pending requests submitted in ${Math.round(submission.elapsedMs)} ms`,
+    );
   } else {
     // One request made by the server, then copied row for row: the same task, class and tags.
     const begin = performance.now();
     const { id } = await create();
     if (o.pending > 1) await copyWorkRequest(o.databaseUrl!, Number(id), o.pending - 1);
     const elapsedMs = performance.now() - begin;
-    submission = { requests: o.pending, batch: 0, elapsedMs, perSecond: o.pending / (elapsedMs / 1000), batchMs: spread([]) };
-    log(`clients: 1 request created and copied ${(o.pending - 1).toLocaleString('en-US')} times in SQL in ${Math.round(elapsedMs)} ms`);
+    submission = {
+      requests: o.pending,
+      batch: 0,
+      elapsedMs,
+      perSecond: o.pending / (elapsedMs / 1000),
+      batchMs: spread([]),
+    };
+    log(
+      `clients: 1 request created and copied ${(o.pending - 1).toLocaleString('en-US')} times in SQL in ${Math.round(elapsedMs)} ms`,
+    );
   }
 
   /** The id requestWork assigned to the worker, or null. */
@@ -223,11 +266,21 @@ export async function measureClients(server: MeasuredServer, admin: string, o: C
     const { workRequest } = answerOf(await post(url, token, api.requestWork), 'requestWork', 'RequestWorkPayload');
     return workRequest ? String(workRequest.id) : null;
   };
-  const start = async (token: string, id: string) => answerOf(await post(url, token, api.startWorkRequest, { id }), 'startWorkRequest', 'WorkRequest');
-  const complete = async (token: string, id: string) => answerOf(await post(url, token, api.completeWorkRequest, api.completeVariables(id)), 'completeWorkRequest', 'WorkRequest');
+  const start = async (token: string, id: string) =>
+    answerOf(await post(url, token, api.startWorkRequest, { id }), 'startWorkRequest', 'WorkRequest');
+  const complete = async (token: string, id: string) =>
+    answerOf(
+      await post(url, token, api.completeWorkRequest, api.completeVariables(id)),
+      'completeWorkRequest',
+      'WorkRequest',
+    );
 
   /** Sends `count` calls of `op` from `concurrency` clients: each call's round trip, the rate, the server's CPU. */
-  const measure = async <T>(count: number, concurrency: number, op: (i: number) => Promise<T>): Promise<{ result: OperationResult; values: T[] }> => {
+  const measure = async <T>(
+    count: number,
+    concurrency: number,
+    op: (i: number) => Promise<T>,
+  ): Promise<{ result: OperationResult; values: T[] }> => {
     const times: number[] = [];
     const cpu0 = await server.cpuMs();
     const begin = performance.now();
@@ -243,7 +296,17 @@ export async function measureClients(server: MeasuredServer, admin: string, o: C
     );
     const elapsedMs = performance.now() - begin;
     const cpuMs = (await server.cpuMs()) - cpu0;
-    return { result: { count, concurrency, elapsedMs, perSecond: count / (elapsedMs / 1000), latency: spread(times), cpuMsPerOp: cpuMs / count }, values };
+    return {
+      result: {
+        count,
+        concurrency,
+        elapsedMs,
+        perSecond: count / (elapsedMs / 1000),
+        latency: spread(times),
+        cpuMsPerOp: cpuMs / count,
+      },
+      values,
+    };
   };
 
   // Warm-up: creates, and pull cycles by the first workers (they are idle again after).
@@ -257,7 +320,9 @@ export async function measureClients(server: MeasuredServer, admin: string, o: C
   await server.measuring?.(true);
   const createSequential = (await measure(scaled(SEQUENTIAL_CREATES), 1, create)).result;
   const createConcurrent = (await measure(scaled(CONCURRENT_CREATES), o.concurrency, create)).result;
-  log(`clients: createWorkRequest p50 ${createSequential.latency.p50.toFixed(1)} ms alone, ${Math.round(createConcurrent.perSecond)}/s from ${o.concurrency} clients`);
+  log(
+    `clients: createWorkRequest p50 ${createSequential.latency.p50.toFixed(1)} ms alone, ${Math.round(createConcurrent.perSecond)}/s from ${o.concurrency} clients`,
+  );
 
   // b. Distinct workers, so that none is busy with the request it pulled before.
   const shuffled = shuffle(tokens, random);
@@ -266,8 +331,15 @@ export async function measureClients(server: MeasuredServer, admin: string, o: C
   const assigned = pulled.values.flatMap((id, i) => (id ? [{ token: pullers[i], id }] : []));
   const started = await measure(assigned.length, 1, (i) => start(assigned[i].token, assigned[i].id));
   const completed = await measure(assigned.length, 1, (i) => complete(assigned[i].token, assigned[i].id));
-  const pull = { requestWork: pulled.result, start: started.result, complete: completed.result, empty: pullers.length - assigned.length };
-  log(`clients: requestWork one at a time p50 ${pull.requestWork.latency.p50.toFixed(1)} ms (${pull.empty} without work)`);
+  const pull = {
+    requestWork: pulled.result,
+    start: started.result,
+    complete: completed.result,
+    empty: pullers.length - assigned.length,
+  };
+  log(
+    `clients: requestWork one at a time p50 ${pull.requestWork.latency.p50.toFixed(1)} ms (${pull.empty} without work)`,
+  );
 
   // c. A worker is taken out of the idle ones for its cycle and put back after it.
   const idle = [...tokens];
@@ -315,7 +387,9 @@ export async function measureClients(server: MeasuredServer, admin: string, o: C
   // d.
   const every = await measure(tokens.length, o.concurrency, (i) => requestWork(tokens[i]));
   const everyWorker = { ...every.result, empty: every.values.filter((id) => id === null).length };
-  log(`clients: one requestWork per worker, ${Math.round(everyWorker.perSecond)}/s (${everyWorker.empty} without work)`);
+  log(
+    `clients: one requestWork per worker, ${Math.round(everyWorker.perSecond)}/s (${everyWorker.empty} without work)`,
+  );
 
   // e.
   await server.measuring?.(false);

@@ -6,7 +6,12 @@
  */
 import { poolTagInput } from '../src/scheduler/storage/pool-templates.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../src/core/tags/size-class.js';
-import { computeWorkerTags, type ComputedWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../src/core/tags/worker-tags.js';
+import {
+  computeWorkerTags,
+  type ComputedWorkerTags,
+  type PoolSpecifications,
+  type WorkerMetadata,
+} from '../src/core/tags/worker-tags.js';
 import { TASKS } from '../src/core/tasks/registry.js';
 import { Random, WeightedChoice } from './prng.js';
 
@@ -116,8 +121,15 @@ const workerTasks = TASKS.filter((t) => t.type === 'worker');
 
 /** What a worker agent reports it can run: every worker task of its version, minus those needing a tool it lacks. */
 function reportedTasks(tools: readonly string[]): { type: string; name: string; version: number }[] {
-  const needs: Record<string, string> = { sbuild: 'sbuild', autopkgtest: 'autopkgtest', mmdebstrap: 'mmdebstrap', simplesystemimagebuild: 'mmdebstrap' };
-  return workerTasks.filter((t) => !needs[t.name] || tools.includes(needs[t.name])).map((t) => ({ type: t.type, name: t.name, version: t.version }));
+  const needs: Record<string, string> = {
+    sbuild: 'sbuild',
+    autopkgtest: 'autopkgtest',
+    mmdebstrap: 'mmdebstrap',
+    simplesystemimagebuild: 'mmdebstrap',
+  };
+  return workerTasks
+    .filter((t) => !needs[t.name] || tools.includes(needs[t.name]))
+    .map((t) => ({ type: t.type, name: t.name, version: t.version }));
 }
 
 const architecturesOf = (family: Family, random: Random): string[] => {
@@ -136,7 +148,14 @@ function poolDefinitions(): BenchPool[] {
     family: Family,
     architectures: string[],
     spec: { cpuCount: number; memoryGib: number; diskGib: number; instanceType: string },
-    extra: { executors?: string[]; tools?: string[]; provided?: string[]; required?: string[]; max?: number; concurrency?: number } = {},
+    extra: {
+      executors?: string[];
+      tools?: string[];
+      provided?: string[];
+      required?: string[];
+      max?: number;
+      concurrency?: number;
+    } = {},
   ): BenchPool => {
     const executors = extra.executors ?? ['unshare'];
     const tools = extra.tools ?? sbuildTools;
@@ -165,9 +184,27 @@ function poolDefinitions(): BenchPool[] {
   };
   const amd = ['amd64', 'i386'];
   return [
-    def('aws-amd64-medium', 'amd64', amd, { cpuCount: 8, memoryGib: 32, diskGib: 200, instanceType: 'm7i.2xlarge' }, { max: 600, concurrency: 2 }),
-    def('aws-amd64-large', 'amd64', amd, { cpuCount: 64, memoryGib: 256, diskGib: 1000, instanceType: 'm7i.16xlarge' }, { provided: [LARGE_CLASS_TAG], max: 100, concurrency: 2 }),
-    def('aws-arm64-medium', 'arm64', ['arm64'], { cpuCount: 16, memoryGib: 64, diskGib: 300, instanceType: 'm7g.4xlarge' }, { max: 300, concurrency: 2 }),
+    def(
+      'aws-amd64-medium',
+      'amd64',
+      amd,
+      { cpuCount: 8, memoryGib: 32, diskGib: 200, instanceType: 'm7i.2xlarge' },
+      { max: 600, concurrency: 2 },
+    ),
+    def(
+      'aws-amd64-large',
+      'amd64',
+      amd,
+      { cpuCount: 64, memoryGib: 256, diskGib: 1000, instanceType: 'm7i.16xlarge' },
+      { provided: [LARGE_CLASS_TAG], max: 100, concurrency: 2 },
+    ),
+    def(
+      'aws-arm64-medium',
+      'arm64',
+      ['arm64'],
+      { cpuCount: 16, memoryGib: 64, diskGib: 300, instanceType: 'm7g.4xlarge' },
+      { max: 300, concurrency: 2 },
+    ),
     def(
       'hetzner-arm64-large',
       'arm64',
@@ -186,10 +223,34 @@ function poolDefinitions(): BenchPool[] {
         max: 150,
       },
     ),
-    def('osuosl-ppc64el', 'ppc64el', ['ppc64el'], { cpuCount: 16, memoryGib: 64, diskGib: 300, instanceType: 'power9.large' }, { max: 30 }),
-    def('ibm-s390x', 's390x', ['s390x'], { cpuCount: 8, memoryGib: 32, diskGib: 200, instanceType: 'bz2-8x32' }, { max: 20 }),
-    def('local-riscv64', 'riscv64', ['riscv64'], { cpuCount: 8, memoryGib: 16, diskGib: 200, instanceType: 'board' }, { max: 30 }),
-    def('local-armhf', 'armhf', ['armhf'], { cpuCount: 4, memoryGib: 4, diskGib: 100, instanceType: 'board' }, { max: 30 }),
+    def(
+      'osuosl-ppc64el',
+      'ppc64el',
+      ['ppc64el'],
+      { cpuCount: 16, memoryGib: 64, diskGib: 300, instanceType: 'power9.large' },
+      { max: 30 },
+    ),
+    def(
+      'ibm-s390x',
+      's390x',
+      ['s390x'],
+      { cpuCount: 8, memoryGib: 32, diskGib: 200, instanceType: 'bz2-8x32' },
+      { max: 20 },
+    ),
+    def(
+      'local-riscv64',
+      'riscv64',
+      ['riscv64'],
+      { cpuCount: 8, memoryGib: 16, diskGib: 200, instanceType: 'board' },
+      { max: 30 },
+    ),
+    def(
+      'local-armhf',
+      'armhf',
+      ['armhf'],
+      { cpuCount: 4, memoryGib: 4, diskGib: 100, instanceType: 'board' },
+      { max: 30 },
+    ),
     def(
       'aws-amd64-security',
       'amd64',
@@ -208,7 +269,8 @@ function poolDefinitions(): BenchPool[] {
  */
 export function generateFarm(workerCount: number, random: Random): { pools: BenchPool[]; workers: BenchWorker[] } {
   const pools = poolDefinitions();
-  const poolsOf = (family: Family) => pools.map((p, i) => ({ p, i })).filter(({ p }) => p.family === family && !p.requiredTags.length);
+  const poolsOf = (family: Family) =>
+    pools.map((p, i) => ({ p, i })).filter(({ p }) => p.family === family && !p.requiredTags.length);
   const securityPool = pools.findIndex((p) => p.requiredTags.length);
   const signingCount = Math.max(1, Math.round(workerCount * 0.005));
   const workers: BenchWorker[] = [];
@@ -247,7 +309,12 @@ export function generateFarm(workerCount: number, random: Random): { pools: Benc
 }
 
 /** A machine of the admins: `admin` holds the tags of its static metadata besides its class. */
-function staticWorker(name: string, family: Family, admin: { provided: readonly string[]; required: readonly string[] }, random: Random): BenchWorker {
+function staticWorker(
+  name: string,
+  family: Family,
+  admin: { provided: readonly string[]; required: readonly string[] },
+  random: Random,
+): BenchWorker {
   const hw = HARDWARE[family].draw(random);
   const executors = ['unshare'];
   const tools: string[] = [];
@@ -288,7 +355,10 @@ function poolWorker(name: string, pools: readonly BenchPool[], index: number, ra
     'system:tools': [...pool.tools],
     'system:tasks': reportedTasks(pool.tools),
   };
-  return finish({ name, type: 'worker', pool: index, concurrency: pool.concurrency, staticMetadata: {}, dynamicMetadata }, pool);
+  return finish(
+    { name, type: 'worker', pool: index, concurrency: pool.concurrency, staticMetadata: {}, dynamicMetadata },
+    pool,
+  );
 }
 
 function signingWorker(name: string, random: Random): BenchWorker {
@@ -299,7 +369,11 @@ function signingWorker(name: string, random: Random): BenchWorker {
     'system:total_physical_memory': reportedMemory(8, random),
     'system:disk_free': random.int(50, 100) * GIB,
     'system:tools': tools,
-    'system:tasks': TASKS.filter((t) => t.type === 'signing').map((t) => ({ type: t.type, name: t.name, version: t.version })),
+    'system:tasks': TASKS.filter((t) => t.type === 'signing').map((t) => ({
+      type: t.type,
+      name: t.name,
+      version: t.version,
+    })),
   };
   return finish({ name, type: 'signing', pool: null, concurrency: 1, staticMetadata: {}, dynamicMetadata }, null);
 }

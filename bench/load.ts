@@ -64,7 +64,12 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 const joined = (tags: readonly string[]) => tags.join(' '); // tags never contain whitespace (docs/design.md: tags and provenance)
 
 /** Drops and recreates the database, migrates it, and loads the workload into it. */
-export async function loadWorkload(workload: Workload, serverUrl: string, dbName: string, options: { history?: number } = {}): Promise<LoadedDatabase> {
+export async function loadWorkload(
+  workload: Workload,
+  serverUrl: string,
+  dbName: string,
+  options: { history?: number } = {},
+): Promise<LoadedDatabase> {
   const timings: Record<string, number> = {};
   const url = withDatabase(serverUrl, dbName);
   let p = phase('create and migrate database');
@@ -84,10 +89,17 @@ export async function loadWorkload(workload: Workload, serverUrl: string, dbName
     const ids = await loadDirectory(client, workload);
     const ruleCount = await createRules(orm, config, workload);
     const workerIds = await loadWorkers(client, workload, ids.poolIds);
-    timings.workers = p.end(`${workload.workers.length} workers, ${workload.pools.length} pools, ${ruleCount} task rules`);
+    timings.workers = p.end(
+      `${workload.workers.length} workers, ${workload.pools.length} pools, ${ruleCount} task rules`,
+    );
 
     p = phase('task classes', workload.variants.length);
-    const requiredByWorkers = [...new Set([...workload.workers.flatMap((w) => w.tags.requiredTags), ...workload.pools.flatMap((x) => x.requiredTags)])];
+    const requiredByWorkers = [
+      ...new Set([
+        ...workload.workers.flatMap((w) => w.tags.requiredTags),
+        ...workload.pools.flatMap((x) => x.requiredTags),
+      ]),
+    ];
     await orm.em.fork().transactional((tx) => registerSignificantTags(tx, requiredByWorkers));
     const classOfVariant = await orm.em.fork().transactional((tx) =>
       classIdsFor(
@@ -130,7 +142,12 @@ interface DirectoryIds {
 
 async function loadDirectory(c: pg.Client, w: Workload): Promise<DirectoryIds> {
   const scopes = [...new Set(w.workspaces.map((s) => s.scope))];
-  const scopeRows = (await c.query<{ id: number; name: string }>(`insert into scope (name, created_at) select unnest($1::text[]), now() returning id, name`, [scopes])).rows;
+  const scopeRows = (
+    await c.query<{ id: number; name: string }>(
+      `insert into scope (name, created_at) select unnest($1::text[]), now() returning id, name`,
+      [scopes],
+    )
+  ).rows;
   const scopeId = new Map(scopeRows.map((r) => [r.name, r.id]));
   const workspaceIds = (
     await c.query<{ id: number }>(
@@ -145,7 +162,12 @@ async function loadDirectory(c: pg.Client, w: Workload): Promise<DirectoryIds> {
       [w.users],
     )
   ).rows.map((r) => r.id);
-  const [group] = (await c.query<{ id: number }>(`insert into user_group (scope_id, name) values ($1, $2) returning id`, [scopeId.get(w.group.scope), w.group.name])).rows;
+  const [group] = (
+    await c.query<{ id: number }>(`insert into user_group (scope_id, name) values ($1, $2) returning id`, [
+      scopeId.get(w.group.scope),
+      w.group.name,
+    ])
+  ).rows;
   await c.query(`insert into user_group_member (group_id, user_id) select $1, unnest($2::int[])`, [group.id, userIds]);
   await c.query(`insert into app_user (username, is_admin, created_at) values ($1, true, now())`, [ADMIN_USERNAME]);
   const poolIds = (
@@ -253,9 +275,13 @@ async function loadQueue(
     ],
   );
   await c.query(`create temp table bench_package (id int primary key, name text)`);
-  await c.query(`insert into bench_package select o - 1, n from unnest($1::text[]) with ordinality as v(n, o)`, [w.sourcePackages]);
+  await c.query(`insert into bench_package select o - 1, n from unnest($1::text[]) with ordinality as v(n, o)`, [
+    w.sourcePackages,
+  ]);
   await c.query(`create temp table bench_user (id int primary key, user_id int)`);
-  await c.query(`insert into bench_user select o - 1, u from unnest($1::int[]) with ordinality as v(u, o)`, [ids.userIds]);
+  await c.query(`insert into bench_user select o - 1, u from unnest($1::int[]) with ordinality as v(u, o)`, [
+    ids.userIds,
+  ]);
   await c.query('analyze bench_variant; analyze bench_package; analyze bench_user');
   timings.queuePrepare = p.end();
 
@@ -292,7 +318,17 @@ async function loadQueue(
          join bench_package p on p.id = r.p
          join bench_user u on u.id = r.u
         order by r.o`,
-      [slice(w.rows.variant), slice(w.rows.sourcePackage), slice(w.rows.creator), slice(w.rows.priorityBase), slice(w.rows.priorityAdjustment), now, QUEUE_SPAN_SECONDS, start, n],
+      [
+        slice(w.rows.variant),
+        slice(w.rows.sourcePackage),
+        slice(w.rows.creator),
+        slice(w.rows.priorityBase),
+        slice(w.rows.priorityAdjustment),
+        now,
+        QUEUE_SPAN_SECONDS,
+        start,
+        n,
+      ],
     );
     p.update(end);
   }
@@ -326,9 +362,18 @@ async function loadQueue(
  * The history of a farm: completed copies of queued requests (same tasks, tags and classes), run by
  * random workers over the last 30 days for 1 to 21 minutes each. Seeded, so runs are comparable.
  */
-async function loadHistoryRows(c: pg.Client, rows: number, workerIds: readonly number[], progress: (done: number) => void): Promise<void> {
+async function loadHistoryRows(
+  c: pg.Client,
+  rows: number,
+  workerIds: readonly number[],
+  progress: (done: number) => void,
+): Promise<void> {
   await c.query('select setseed(0.4242)');
-  const [{ first, last }] = (await c.query<{ first: number; last: number }>(`select min(id)::int as first, max(id)::int as last from work_request`)).rows;
+  const [{ first, last }] = (
+    await c.query<{ first: number; last: number }>(
+      `select min(id)::int as first, max(id)::int as last from work_request`,
+    )
+  ).rows;
   const span = last - first + 1;
   for (let done = 0; done < rows;) {
     const batch = Math.min(BATCH_ROWS, rows - done);
@@ -370,7 +415,14 @@ const RULE_SOURCE = /^(site|workspace)-rule:/;
  * that fired is checked even when rare. Returns how many rows were checked and how many
  * (workspace, rule) pairs fired.
  */
-async function checkSample(c: pg.Client, orm: MikroORM, config: Config, w: Workload, ids: DirectoryIds, firstId: number): Promise<{ rows: number; rules: number }> {
+async function checkSample(
+  c: pg.Client,
+  orm: MikroORM,
+  config: Config,
+  w: Workload,
+  ids: DirectoryIds,
+  firstId: number,
+): Promise<{ rows: number; rules: number }> {
   const n = w.rows.variant.length;
   if (!n) return { rows: 0, rules: 0 };
   const random = new Random(w.seed ^ 0x5eed);
@@ -378,9 +430,12 @@ async function checkSample(c: pg.Client, orm: MikroORM, config: Config, w: Workl
   const ruleKey = (workspaceId: number, source: string) => `${workspaceId} ${source}`;
   const firstOfRule = new Map<string, number>();
   const ruleKeysOf = w.variants.map((v) =>
-    [...new Set([...v.providedEntries, ...v.requiredEntries].map((e) => e.source).filter((s) => RULE_SOURCE.test(s)))].map((s) => ruleKey(ids.workspaceIds[v.workspace], s)),
+    [
+      ...new Set([...v.providedEntries, ...v.requiredEntries].map((e) => e.source).filter((s) => RULE_SOURCE.test(s))),
+    ].map((s) => ruleKey(ids.workspaceIds[v.workspace], s)),
   );
-  for (let i = 0; i < n; i++) for (const key of ruleKeysOf[w.rows.variant[i]]) if (!firstOfRule.has(key)) firstOfRule.set(key, firstId + i);
+  for (let i = 0; i < n; i++)
+    for (const key of ruleKeysOf[w.rows.variant[i]]) if (!firstOfRule.has(key)) firstOfRule.set(key, firstId + i);
   for (const id of firstOfRule.values()) sample.add(id);
   const rows = (
     await c.query<{
@@ -423,10 +478,12 @@ async function checkSample(c: pg.Client, orm: MikroORM, config: Config, w: Workl
         `row ${r.id}: loaded tags differ from the analysis\n loaded ${JSON.stringify([r.provided_tags, r.required_tags])}\n analysis ${JSON.stringify([analysis.providedTags, analysis.requiredTags])}`,
       );
     }
-    for (const e of [...analysis.provided, ...analysis.required]) if (RULE_SOURCE.test(e.source)) fired.add(ruleKey(r.workspace_id, e.source));
+    for (const e of [...analysis.provided, ...analysis.required])
+      if (RULE_SOURCE.test(e.source)) fired.add(ruleKey(r.workspace_id, e.source));
   }
   const missed = [...firstOfRule.keys()].filter((k) => !fired.has(k));
-  if (missed.length) throw new Error(`rules the generator applied but the analysis did not, on their first row: ${missed.join(', ')}`);
+  if (missed.length)
+    throw new Error(`rules the generator applied but the analysis did not, on their first row: ${missed.join(', ')}`);
   // Classified again by the real code, in a transaction rolled back so that nothing is written.
   await em.begin();
   try {
@@ -435,7 +492,8 @@ async function checkSample(c: pg.Client, orm: MikroORM, config: Config, w: Workl
       rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })),
     );
     rows.forEach((r, i) => {
-      if (again[i] !== r.class_id) throw new Error(`row ${r.id}: loaded class ${r.class_id}, classifier says ${again[i]}`);
+      if (again[i] !== r.class_id)
+        throw new Error(`row ${r.id}: loaded class ${r.class_id}, classifier says ${again[i]}`);
     });
   } finally {
     await em.rollback();

@@ -54,7 +54,13 @@ async function putBack(orm: MikroORM, ids: readonly number[]): Promise<void> {
  * workers, then again for the same workers: the first round pays for computing the worker's
  * eligible classes (ClassCache, per tag signature), the second one is the steady state.
  */
-export async function measureNextWork(orm: MikroORM, config: Pick<Config, 'workers'>, workerIds: readonly number[], calls: number, random: Random): Promise<NextWorkResult> {
+export async function measureNextWork(
+  orm: MikroORM,
+  config: Pick<Config, 'workers'>,
+  workerIds: readonly number[],
+  calls: number,
+  random: Random,
+): Promise<NextWorkResult> {
   const cache = new ClassCache();
   const shuffled = [...workerIds];
   for (let i = shuffled.length - 1; i > 0; i--) {
@@ -66,7 +72,9 @@ export async function measureNextWork(orm: MikroORM, config: Pick<Config, 'worke
   let hits = 0;
   const one = async (workerId: number): Promise<number> => {
     const started = performance.now();
-    const a = await orm.em.fork().transactional((tx) => assignNextWork(tx, cache, config.workers, workerId, new Date()));
+    const a = await orm.em
+      .fork()
+      .transactional((tx) => assignNextWork(tx, cache, config.workers, workerId, new Date()));
     const ms = performance.now() - started;
     if (a) {
       hits++;
@@ -115,32 +123,54 @@ export interface PassResult {
 }
 
 /** `runPass` in its own committed transaction, as the scheduler runs it; the assigned rows are put back after each pass. */
-export async function measurePass(orm: MikroORM, config: Pick<Config, 'workers' | 'statistics'>, runs: number): Promise<PassResult> {
+export async function measurePass(
+  orm: MikroORM,
+  config: Pick<Config, 'workers' | 'statistics'>,
+  runs: number,
+): Promise<PassResult> {
   const cache = new ClassCache();
   const history = new TaskHistoryCache(config.statistics.heavyTaskSeconds);
-  const [{ slots }] = await orm.em.fork().getConnection().execute<{ slots: number }[]>(`select coalesce(sum(concurrency), 0)::int as slots from worker where type = 'worker'`);
+  const [{ slots }] = await orm.em
+    .fork()
+    .getConnection()
+    .execute<{ slots: number }[]>(
+      `select coalesce(sum(concurrency), 0)::int as slots from worker where type = 'worker'`,
+    );
   const results: PassRun[] = [];
   for (let i = 0; i < runs; i++) {
     const p = phase(`full pass ${i + 1}/${runs}${i === 0 ? ' (fresh cache)' : ''}`);
     const started = performance.now();
-    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, cache, history, config.workers, new Date()));
+    const assignments = await orm.em
+      .fork()
+      .transactional((tx) => runPass(tx, cache, history, config.workers, new Date()));
     const ms = performance.now() - started;
     p.end(`${assignments.length} assignments, ${Math.round((assignments.length * 1000) / ms)}/s`);
     results.push({ ms, assignments: assignments.length });
-    await orm.em.fork().getConnection().execute(`update work_request set status = 'PENDING', worker_id = null, assigned_at = null where status = 'ASSIGNED'`);
+    await orm.em
+      .fork()
+      .getConnection()
+      .execute(
+        `update work_request set status = 'PENDING', worker_id = null, assigned_at = null where status = 'ASSIGNED'`,
+      );
   }
   return { cold: results[0], warm: results.slice(1), freeSlots: slots };
 }
 
 /** Runs one GraphQL operation as an admin and fails loudly on errors. */
-export async function graphql<T>(app: App, token: string, query: string, variables: Record<string, unknown> = {}): Promise<T> {
+export async function graphql<T>(
+  app: App,
+  token: string,
+  query: string,
+  variables: Record<string, unknown> = {},
+): Promise<T> {
   const res = await app.yoga.fetch('http://bench/graphql', {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
     body: JSON.stringify({ query, variables }),
   });
   const body = (await res.json()) as { data?: T; errors?: unknown[] };
-  if (body.errors?.length || !body.data) throw new Error(`GraphQL failed: ${JSON.stringify(body.errors).slice(0, 2000)}`);
+  if (body.errors?.length || !body.data)
+    throw new Error(`GraphQL failed: ${JSON.stringify(body.errors).slice(0, 2000)}`);
   return body.data;
 }
 
@@ -158,7 +188,12 @@ export interface CandidatesResult {
 }
 
 /** `candidateWorkers` for the given requests, once and then `runs` times. */
-export async function measureCandidates(app: App, token: string, requestIds: readonly number[], runs: number): Promise<CandidatesResult> {
+export async function measureCandidates(
+  app: App,
+  token: string,
+  requestIds: readonly number[],
+  runs: number,
+): Promise<CandidatesResult> {
   const p = phase(`candidates of ${requestIds.length} requests`, runs + 1);
   const samples: number[] = [];
   let average = 0;
@@ -167,15 +202,20 @@ export async function measureCandidates(app: App, token: string, requestIds: rea
   // steady state is the calls after it, whose p50 is reported (the first is reported apart).
   for (let i = 0; i <= runs; i++) {
     const started = performance.now();
-    const data = await graphql<{ candidateWorkers: { count: number }[] }>(app, token, CANDIDATES_QUERY, { ids: requestIds.map(String) });
+    const data = await graphql<{ candidateWorkers: { count: number }[] }>(app, token, CANDIDATES_QUERY, {
+      ids: requestIds.map(String),
+    });
     if (i === 0) firstMs = performance.now() - started;
     else samples.push(performance.now() - started);
-    if (data.candidateWorkers.length !== requestIds.length) throw new Error(`candidateWorkers answered ${data.candidateWorkers.length} of ${requestIds.length} requests`);
+    if (data.candidateWorkers.length !== requestIds.length)
+      throw new Error(`candidateWorkers answered ${data.candidateWorkers.length} of ${requestIds.length} requests`);
     average = data.candidateWorkers.reduce((s, c) => s + c.count, 0) / requestIds.length;
     p.update(i + 1);
   }
   const latency = latencies(samples);
-  p.end(`first ${firstMs.toFixed(1)} ms, then p50 ${latency.p50.toFixed(1)} ms, ${average.toFixed(0)} candidates per request`);
+  p.end(
+    `first ${firstMs.toFixed(1)} ms, then p50 ${latency.p50.toFixed(1)} ms, ${average.toFixed(0)} candidates per request`,
+  );
   return { latency, firstMs, requests: requestIds.length, averageCandidates: average };
 }
 
@@ -204,7 +244,9 @@ export interface DemandResult {
 export async function measureDemand(app: App, token: string, runs: number): Promise<DemandResult> {
   const p = phase('provisioning demand', runs + 1);
   const samples: number[] = [];
-  type Answer = { provisioningDemand: { pendingTotal: number; pools: { launch: number }[]; unschedulable: { count: number }[] } };
+  type Answer = {
+    provisioningDemand: { pendingTotal: number; pools: { launch: number }[]; unschedulable: { count: number }[] };
+  };
   let last: Answer['provisioningDemand'] | null = null;
   let firstMs = 0;
   for (let i = 0; i <= runs; i++) {
@@ -258,6 +300,8 @@ export async function measureProvisionerCycle(app: App, runs: number): Promise<C
   const latency = latencies(samples);
   const launches = last?.plan.launches.reduce((s, l) => s + l.count, 0) ?? 0;
   const stops = last?.plan.stops.length ?? 0;
-  p.end(`first ${firstMs.toFixed(1)} ms, then p50 ${latency.p50.toFixed(1)} ms; ${launches} launches, ${stops} stops decided`);
+  p.end(
+    `first ${firstMs.toFixed(1)} ms, then p50 ${latency.p50.toFixed(1)} ms; ${launches} launches, ${stops} stops decided`,
+  );
   return { latency, firstMs, pools: last?.demand.pools.length ?? 0, launches, stops };
 }

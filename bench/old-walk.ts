@@ -61,7 +61,11 @@ export function canRunOn(requirements: readonly TaskTag[], workerType: string, m
       case 'worker:task': {
         const [, , type, name, , version] = parts;
         const tasks = metadata['system:tasks'];
-        if (!Array.isArray(tasks) || !tasks.some((t) => t.type === type && t.name === name && String(t.version) === version)) return false;
+        if (
+          !Array.isArray(tasks) ||
+          !tasks.some((t) => t.type === type && t.name === name && String(t.version) === version)
+        )
+          return false;
         break;
       }
       case 'worker:build-arch':
@@ -117,12 +121,20 @@ async function walkQueue(em: EntityManager, onBatch: (rows: PendingRow[]) => boo
 
 /** Loads workers as the old scheduler would: everything connected and enabled, with both metadata dictionaries. */
 export async function loadOldWorkers(em: EntityManager, ids?: readonly number[]): Promise<OldWorker[]> {
-  const rows = await em.execute<{ id: number; name: string; type: string; static_metadata: WorkerMetadata; dynamic_metadata: WorkerMetadata }[]>(
+  const rows = await em.execute<
+    { id: number; name: string; type: string; static_metadata: WorkerMetadata; dynamic_metadata: WorkerMetadata }[]
+  >(
     `select id, name, type, static_metadata, dynamic_metadata from worker
       where enabled and not draining and connected_at is not null and terminated_at is null ${ids ? 'and id = any(?::int[])' : ''} order by id`,
     ids ? [`{${ids.join(',')}}`] : [],
   );
-  return rows.map((r) => ({ id: r.id, name: r.name, type: r.type, staticMetadata: r.static_metadata, dynamicMetadata: r.dynamic_metadata }));
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    type: r.type,
+    staticMetadata: r.static_metadata,
+    dynamicMetadata: r.dynamic_metadata,
+  }));
 }
 
 /** The old next-work of one worker: every pending request instantiated and checked, then the first candidate taken. */
@@ -147,7 +159,13 @@ export async function oldNextForWorker(
     }
     return performance.now() <= deadline;
   });
-  return { ms: performance.now() - started, visited, total: pending, complete: visited >= pending, first: candidates[0] ?? null };
+  return {
+    ms: performance.now() - started,
+    visited,
+    total: pending,
+    complete: visited >= pending,
+    first: candidates[0] ?? null,
+  };
 }
 
 /** The old pass: one walk per free slot of each available worker, in worker order, each taking its first candidate. */
@@ -173,11 +191,18 @@ export async function oldPass(
 }
 
 /** The old candidates of many requests: each request instantiated once, then checked against every worker. */
-export async function oldCandidates(orm: MikroORM, requestIds: readonly number[], deadline: number): Promise<WalkProgress & { found: number }> {
+export async function oldCandidates(
+  orm: MikroORM,
+  requestIds: readonly number[],
+  deadline: number,
+): Promise<WalkProgress & { found: number }> {
   const started = performance.now();
   const em = orm.em.fork();
   const workers = await loadOldWorkers(em);
-  const requests = await em.execute<PendingRow[]>(`select id, task_type, task_name, task_data from work_request where id = any(?::int[])`, [`{${requestIds.join(',')}}`]);
+  const requests = await em.execute<PendingRow[]>(
+    `select id, task_type, task_name, task_data from work_request where id = any(?::int[])`,
+    [`{${requestIds.join(',')}}`],
+  );
   let visited = 0;
   let found = 0;
   for (const r of requests) {
@@ -217,7 +242,12 @@ export function poolAsMetadata(name: string, providedTags: readonly string[]): O
 }
 
 /** The old demand: every pending request instantiated and checked against every pool. */
-export async function oldDemand(orm: MikroORM, pools: readonly OldPool[], pending: number, deadline: number): Promise<WalkProgress & { runnable: number[] }> {
+export async function oldDemand(
+  orm: MikroORM,
+  pools: readonly OldPool[],
+  pending: number,
+  deadline: number,
+): Promise<WalkProgress & { runnable: number[] }> {
   const started = performance.now();
   const runnable = pools.map(() => 0);
   let visited = 0;

@@ -30,7 +30,8 @@ export function cpuMsFromStat(stat: string, ticksPerSecond: number): number {
     .split(/\s+/);
   const utime = Number(fields[11]);
   const stime = Number(fields[12]);
-  if (!Number.isFinite(utime) || !Number.isFinite(stime)) throw new Error(`no utime and stime in ${stat.slice(0, 100)}`);
+  if (!Number.isFinite(utime) || !Number.isFinite(stime))
+    throw new Error(`no utime and stime in ${stat.slice(0, 100)}`);
   return ((utime + stime) * 1000) / ticksPerSecond;
 }
 

@@ -20,7 +20,12 @@ export function phase(label: string, total = 0): Phase {
   let bar: cliProgress.SingleBar | null = null;
   if (tty && total > 0) {
     bar = new cliProgress.SingleBar(
-      { stream: process.stderr, format: `  ${label.padEnd(34)} [{bar}] {percentage}% {value}/{total} {duration_formatted}`, hideCursor: true, clearOnComplete: true },
+      {
+        stream: process.stderr,
+        format: `  ${label.padEnd(34)} [{bar}] {percentage}% {value}/{total} {duration_formatted}`,
+        hideCursor: true,
+        clearOnComplete: true,
+      },
       cliProgress.Presets.shades_classic,
     );
     bar.start(total, 0);

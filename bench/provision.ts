@@ -66,7 +66,10 @@ function startServer(dataDir: string): Promise<{ url: string; child: ChildProces
     NODE_ENV: 'production',
     LOG_LEVEL: 'info',
   });
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], {
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((resolve, reject) => {
     let out = '';
     const early = (code: number | null) => reject(new Error(`the server exited with ${code}`));
@@ -85,13 +88,21 @@ function startServer(dataDir: string): Promise<{ url: string; child: ChildProces
 }
 
 async function gql(url: string, query: string): Promise<Record<string, any>> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` }, body: JSON.stringify({ query }) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` },
+    body: JSON.stringify({ query }),
+  });
   const body = (await res.json()) as { data?: Record<string, any>; errors?: unknown };
   if (!body.data || body.errors) throw new Error(JSON.stringify(body));
   return body.data;
 }
 
-async function until<T>(what: string, fn: () => Promise<T | null | false | undefined>, timeoutMs = 120_000): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | null | false | undefined>,
+  timeoutMs = 120_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -113,9 +124,17 @@ await db.connect();
 const phases: number[][] = [[], [], [], [], []];
 try {
   await gql(url, `mutation { createWorkspace(input: { name: "bench/main" }) { __typename } }`);
-  await gql(url, `mutation { createWorkerPool(input: { name: "bench-local", maxActiveInstances: 1, idleTimeoutSeconds: 1 }) { __typename } }`);
+  await gql(
+    url,
+    `mutation { createWorkerPool(input: { name: "bench-local", maxActiveInstances: 1, idleTimeoutSeconds: 1 }) { __typename } }`,
+  );
   for (let round = 0; round < rounds; round++) {
-    await until('an empty pool', async () => (await db.query(`select count(*)::int as n from instance where state <> 'TERMINATED' and state <> 'FAILED'`)).rows[0].n === 0);
+    await until(
+      'an empty pool',
+      async () =>
+        (await db.query(`select count(*)::int as n from instance where state <> 'TERMINATED' and state <> 'FAILED'`))
+          .rows[0].n === 0,
+    );
     const created = await gql(
       url,
       `mutation { createWorkRequest(input: { workspace: "bench/main", taskType: "worker", taskName: "noop", taskData: {} }) { ... on WorkRequest { id } } }`,
@@ -133,10 +152,24 @@ try {
       ).rows[0] as Record<string, string> | undefined;
       return r?.status === 'COMPLETED' && r;
     });
-    const [pending, launched, connected, assigned, started] = ['pending', 'launched', 'connected', 'assigned', 'started'].map((k) => Number(row[k]));
-    const split = [launched - pending, connected - launched, assigned - connected, started - assigned, started - pending];
+    const [pending, launched, connected, assigned, started] = [
+      'pending',
+      'launched',
+      'connected',
+      'assigned',
+      'started',
+    ].map((k) => Number(row[k]));
+    const split = [
+      launched - pending,
+      connected - launched,
+      assigned - connected,
+      started - assigned,
+      started - pending,
+    ];
     split.forEach((ms, i) => phases[i].push(ms));
-    process.stderr.write(`round ${round + 1}/${rounds}: ${formatMs(split[4])} (${split.slice(0, 4).map(formatMs).join(' + ')})\n`);
+    process.stderr.write(
+      `round ${round + 1}/${rounds}: ${formatMs(split[4])} (${split.slice(0, 4).map(formatMs).join(' + ')})\n`,
+    );
   }
 } finally {
   await db.end();
@@ -146,7 +179,21 @@ try {
   await admin(`drop database if exists "${dbName}" with (force)`);
   fs.rmSync(dataDir, { recursive: true, force: true });
 }
-const labels = ['① PENDING → launch recorded', '② launch recorded → worker connected', '③ connected → assigned', '④ assigned → started', 'PENDING → started by its agent'];
-process.stdout.write(`\n| phase (${rounds} rounds, debounce ${values['debounce-ms']} ms) | median | p90 | max |\n|---|---:|---:|---:|\n`);
-labels.forEach((label, i) => process.stdout.write(`| ${label} | ${formatMs(median(phases[i]))} | ${formatMs(p90(phases[i]))} | ${formatMs(Math.max(...phases[i]))} |\n`));
-process.stdout.write(`\nMachine: ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'cpu'}, load average ${os.loadavg()[0].toFixed(1)} at the end, Node ${process.version}.\n`);
+const labels = [
+  '① PENDING → launch recorded',
+  '② launch recorded → worker connected',
+  '③ connected → assigned',
+  '④ assigned → started',
+  'PENDING → started by its agent',
+];
+process.stdout.write(
+  `\n| phase (${rounds} rounds, debounce ${values['debounce-ms']} ms) | median | p90 | max |\n|---|---:|---:|---:|\n`,
+);
+labels.forEach((label, i) =>
+  process.stdout.write(
+    `| ${label} | ${formatMs(median(phases[i]))} | ${formatMs(p90(phases[i]))} | ${formatMs(Math.max(...phases[i]))} |\n`,
+  ),
+);
+process.stdout.write(
+  `\nMachine: ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'cpu'}, load average ${os.loadavg()[0].toFixed(1)} at the end, Node ${process.version}.\n`,
+);

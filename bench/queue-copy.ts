@@ -35,7 +35,10 @@ export async function assertNoWorkRequests(databaseUrl: string): Promise<void> {
   await client.connect();
   try {
     const { rows } = await client.query<{ n: number }>('select count(*)::int as n from work_request');
-    if (rows[0].n > 0) throw new Error(`the server's database already holds ${rows[0].n} work requests: the client phase needs one without any`);
+    if (rows[0].n > 0)
+      throw new Error(
+        `the server's database already holds ${rows[0].n} work requests: the client phase needs one without any`,
+      );
   } finally {
     await client.end();
   }
@@ -52,7 +55,8 @@ export async function copyWorkRequest(databaseUrl: string, id: number, copies: n
         order by ordinal_position`,
     );
     const result = await client.query(copyStatement(rows.map((r) => r.column_name)), [id, copies]);
-    if (result.rowCount !== copies) throw new Error(`copied work request ${id} ${result.rowCount} times, not ${copies}`);
+    if (result.rowCount !== copies)
+      throw new Error(`copied work request ${id} ${result.rowCount} times, not ${copies}`);
     await client.query('analyze work_request');
   } finally {
     await client.end();

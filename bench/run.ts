@@ -72,15 +72,48 @@ function parseSizes(raw: string): { workers: number; requests: number }[] {
 }
 
 function stageOptions(o: Options, size: { workers: number; requests: number }): StageOptions {
-  return { ...size, seed: o.seed, serverUrl: o.databaseUrl, dbName: o.dbName, calls: o.calls, runs: o.runs, oldCapMs: o.oldCapSeconds * 1000, history: o.history };
+  return {
+    ...size,
+    seed: o.seed,
+    serverUrl: o.databaseUrl,
+    dbName: o.dbName,
+    calls: o.calls,
+    runs: o.runs,
+    oldCapMs: o.oldCapSeconds * 1000,
+    history: o.history,
+  };
 }
 
 /** Runs one stage in a child process (its own memory peak) and reads back its result. */
 async function runChild(o: Options, stage: Stage, size: string, dir: string): Promise<{ result: unknown; ms: number }> {
   const out = path.join(dir, `${stage}-${size}.json`);
   const self = fileURLToPath(import.meta.url);
-  const args = [...process.execArgv, self, '--stage', stage, '--size', size, '--out', out, '--calls', String(o.calls), '--runs', String(o.runs)];
-  args.push('--old-cap-seconds', String(o.oldCapSeconds), '--seed', String(o.seed), '--database-url', o.databaseUrl, '--db-name', o.dbName, '--history', String(o.history));
+  const args = [
+    ...process.execArgv,
+    self,
+    '--stage',
+    stage,
+    '--size',
+    size,
+    '--out',
+    out,
+    '--calls',
+    String(o.calls),
+    '--runs',
+    String(o.runs),
+  ];
+  args.push(
+    '--old-cap-seconds',
+    String(o.oldCapSeconds),
+    '--seed',
+    String(o.seed),
+    '--database-url',
+    o.databaseUrl,
+    '--db-name',
+    o.dbName,
+    '--history',
+    String(o.history),
+  );
   const started = performance.now();
   const code = await new Promise<number | null>((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'inherit', 'inherit'] });
@@ -95,14 +128,39 @@ async function runChild(o: Options, stage: Stage, size: string, dir: string): Pr
  * The client phase at this size in a child process (`bench/ws.ts --only clients`, W workers and P
  * pending requests), on the database `<db-name>_clients`; its stdout (the phase's own table) goes to stderr.
  */
-async function runClients(o: Options, size: { workers: number; requests: number }, dir: string): Promise<{ result: ClientsResult; ms: number }> {
+async function runClients(
+  o: Options,
+  size: { workers: number; requests: number },
+  dir: string,
+): Promise<{ result: ClientsResult; ms: number }> {
   const out = path.join(dir, `clients-${size.workers}x${size.requests}.json`);
   const ws = fileURLToPath(new URL('./ws.ts', import.meta.url));
-  const args = [...process.execArgv, ws, '--only', 'clients', '--workers', String(size.workers), '--clients-pending', String(size.requests)];
-  args.push('--db-name', `${o.dbName}_clients`, '--seed', String(o.seed), '--clients-scale', o.quick ? '0.2' : '1', '--json', out);
+  const args = [
+    ...process.execArgv,
+    ws,
+    '--only',
+    'clients',
+    '--workers',
+    String(size.workers),
+    '--clients-pending',
+    String(size.requests),
+  ];
+  args.push(
+    '--db-name',
+    `${o.dbName}_clients`,
+    '--seed',
+    String(o.seed),
+    '--clients-scale',
+    o.quick ? '0.2' : '1',
+    '--json',
+    out,
+  );
   const started = performance.now();
   const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', process.stderr, 'inherit'], env: { ...process.env, BENCH_DATABASE_URL: o.databaseUrl } });
+    const child = spawn(process.execPath, args, {
+      stdio: ['ignore', process.stderr, 'inherit'],
+      env: { ...process.env, BENCH_DATABASE_URL: o.databaseUrl },
+    });
     child.on('error', reject);
     child.on('exit', resolve);
   });
@@ -112,7 +170,8 @@ async function runClients(o: Options, size: { workers: number; requests: number 
 }
 
 /** What a loaded database holds, written on it (COMMENT ON DATABASE) so that `--reuse` can tell whether it fits. */
-const workloadMark = (o: Options, label: string) => JSON.stringify({ tagschedBench: 1, size: label, seed: o.seed, history: o.history });
+const workloadMark = (o: Options, label: string) =>
+  JSON.stringify({ tagschedBench: 1, size: label, seed: o.seed, history: o.history });
 
 async function withServer<T>(o: Options, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: o.databaseUrl });
@@ -131,7 +190,10 @@ async function withServer<T>(o: Options, fn: (c: pg.Client) => Promise<T>): Prom
  */
 async function reusable(o: Options, label: string): Promise<{ result: unknown; ms: number } | null> {
   const comment = await withServer(o, async (c) => {
-    const { rows } = await c.query<{ comment: string | null }>(`select shobj_description(oid, 'pg_database') as comment from pg_database where datname = $1`, [o.dbName]);
+    const { rows } = await c.query<{ comment: string | null }>(
+      `select shobj_description(oid, 'pg_database') as comment from pg_database where datname = $1`,
+      [o.dbName],
+    );
     return rows[0]?.comment ?? null;
   });
   let stored: { mark?: string; load?: unknown } | null = null;
@@ -149,7 +211,9 @@ async function reusable(o: Options, label: string): Promise<{ result: unknown; m
   } finally {
     await client.end();
   }
-  process.stderr.write(`  reusing the loaded database ${o.dbName} (vacuumed in ${formatMs(performance.now() - started)})\n`);
+  process.stderr.write(
+    `  reusing the loaded database ${o.dbName} (vacuumed in ${formatMs(performance.now() - started)})\n`,
+  );
   return { result: stored.load, ms: 0 };
 }
 
@@ -165,7 +229,9 @@ async function parent(o: Options): Promise<void> {
   try {
     for (const size of sizes) {
       const label = `${size.workers}x${size.requests}`;
-      process.stderr.write(`\nW=${size.workers.toLocaleString('en-US')} workers, P=${size.requests.toLocaleString('en-US')} pending requests\n`);
+      process.stderr.write(
+        `\nW=${size.workers.toLocaleString('en-US')} workers, P=${size.requests.toLocaleString('en-US')} pending requests\n`,
+      );
       const reused = o.reuse ? await reusable(o, label) : null;
       const load = reused ?? (await runChild(o, 'load', label, dir));
       if (!reused) await markLoaded(o, label, load.result);
@@ -186,7 +252,9 @@ async function parent(o: Options): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   const host = `${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, load average ${os.loadavg()[0].toFixed(1)} at the end, Node ${process.version}`;
-  process.stdout.write(`\n${markdownTable(results, { ...stageOptions(o, sizes[0]), oldCapMs: o.oldCapSeconds * 1000 })}\n`);
+  process.stdout.write(
+    `\n${markdownTable(results, { ...stageOptions(o, sizes[0]), oldCapMs: o.oldCapSeconds * 1000 })}\n`,
+  );
   if (o.clients) process.stdout.write(`\n${clientsSection(results)}\n`);
   process.stdout.write(`\nMachine: ${host}.\n`);
   if (o.json) writeFileSync(o.json, JSON.stringify({ options: o, results }, null, 2));
@@ -205,14 +273,32 @@ const program = new Command('bench')
   .option('--quick', 'a small smoke run: 200 workers, 2,000 requests, short budgets', false)
   .option('--calls <n>', 'next-work calls per round', positiveInt, 500)
   .option('--runs <n>', 'runs of each GraphQL operation', positiveInt, 5)
-  .option('--old-cap-seconds <n>', 'wall-clock budget of each old-walk operation', positiveInt, Number(process.env.BENCH_OLD_CAP_SECONDS) || 60)
+  .option(
+    '--old-cap-seconds <n>',
+    'wall-clock budget of each old-walk operation',
+    positiveInt,
+    Number(process.env.BENCH_OLD_CAP_SECONDS) || 60,
+  )
   .option('--no-old', 'skip the old per-pair walk')
   .option('--no-clients', 'skip the client phase (bench/clients.ts) and its comparison with 0.1.0')
-  .option('--history <ratio>', 'completed requests in the history per pending request (spread over the last 30 days)', nonNegative, 1)
+  .option(
+    '--history <ratio>',
+    'completed requests in the history per pending request (spread over the last 30 days)',
+    nonNegative,
+    1,
+  )
   .option('--seed <n>', 'workload seed', positiveInt, Number(process.env.BENCH_SEED) || 20261121)
-  .option('--database-url <url>', 'a PostgreSQL server URL (any database on it)', process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres')
+  .option(
+    '--database-url <url>',
+    'a PostgreSQL server URL (any database on it)',
+    process.env.BENCH_DATABASE_URL || 'postgres://root@127.0.0.1:5432/postgres',
+  )
   .option('--db-name <name>', 'the database to drop, recreate and load', 'tagsched_bench')
-  .option('--reuse', 'measure the database --db-name as a previous run loaded it, when it holds the same workload (size, seed, history); load it otherwise', false)
+  .option(
+    '--reuse',
+    'measure the database --db-name as a previous run loaded it, when it holds the same workload (size, seed, history); load it otherwise',
+    false,
+  )
   .option('--json <file>', 'also write every measurement as JSON')
   .addOption(
     new Command()
@@ -230,5 +316,6 @@ if (options.quick) {
   if (options.runs === 5) options.runs = 3;
   if (options.oldCapSeconds === 60) options.oldCapSeconds = 5;
 }
-if (!/^[a-z_][a-z0-9_]*$/.test(options.dbName)) throw new Error(`--db-name must be a plain identifier, got "${options.dbName}"`);
+if (!/^[a-z_][a-z0-9_]*$/.test(options.dbName))
+  throw new Error(`--db-name must be a plain identifier, got "${options.dbName}"`);
 await (options.stage ? child(options) : parent(options));

@@ -57,7 +57,10 @@ export interface Memory {
   readonly heapUsedBytes: number;
 }
 
-const memory = (): Memory => ({ maxRssBytes: process.resourceUsage().maxRSS * 1024, heapUsedBytes: process.memoryUsage().heapUsed });
+const memory = (): Memory => ({
+  maxRssBytes: process.resourceUsage().maxRSS * 1024,
+  heapUsedBytes: process.memoryUsage().heapUsed,
+});
 
 /** What the load stage reports. */
 export interface LoadResult {
@@ -80,7 +83,15 @@ export async function loadStage(o: StageOptions): Promise<LoadResult> {
   const db = await loadWorkload(workload, o.serverUrl, o.dbName, { history: o.history });
   const loadMs = performance.now() - started;
   await db.orm.close(true);
-  return { generateMs, loadMs, timings: db.timings, variants: workload.variants.length, classes: db.classCount, history: db.historyRows, memory: memory() };
+  return {
+    generateMs,
+    loadMs,
+    timings: db.timings,
+    variants: workload.variants.length,
+    classes: db.classCount,
+    history: db.historyRows,
+    memory: memory(),
+  };
 }
 
 /** What the new-scheduler stage reports. */
@@ -106,13 +117,19 @@ interface Facts {
 async function facts(orm: MikroORM, o: StageOptions): Promise<Facts> {
   const conn = orm.em.fork().getConnection();
   // Workers stay fresh for 65 minutes; rewriting every row at each stage would only bloat the table.
-  await conn.execute(`update worker set last_seen_at = now(), metadata_reported_at = now() where metadata_reported_at < now() - interval '20 minutes'`);
-  const workers = await conn.execute<{ id: number; type: string; concurrency: number }[]>(`select id, type, concurrency from worker order by id`);
+  await conn.execute(
+    `update worker set last_seen_at = now(), metadata_reported_at = now() where metadata_reported_at < now() - interval '20 minutes'`,
+  );
+  const workers = await conn.execute<{ id: number; type: string; concurrency: number }[]>(
+    `select id, type, concurrency from worker order by id`,
+  );
   const [{ first, pending }] = await conn.execute<{ first: number; pending: number }[]>(
     `select min(id)::int as first, count(*)::int as pending from work_request where status = 'PENDING'`,
   );
   const random = new Random(o.seed ^ 0xca4d);
-  const candidateIds = [...new Set(Array.from({ length: Math.min(1000, pending) * 2 }, () => first + random.int(0, pending - 1)))].slice(0, Math.min(1000, pending));
+  const candidateIds = [
+    ...new Set(Array.from({ length: Math.min(1000, pending) * 2 }, () => first + random.int(0, pending - 1))),
+  ].slice(0, Math.min(1000, pending));
   return {
     workerIds: workers.map((w) => w.id),
     slots: workers.filter((w) => w.type === 'worker').flatMap((w) => Array.from({ length: w.concurrency }, () => w.id)),
@@ -130,7 +147,13 @@ export async function newStage(o: StageOptions): Promise<NewResult> {
     // cost more than a client may ask for by default (TAGSCHED_MAX_COST).
     { TAGSCHED_MAX_COST: String(10_000_000) },
     {
-      server: { databaseUrl: url, adminToken, secretKey: randomBytes(32).toString('base64url'), dataDir: path.join(os.tmpdir(), 'tagsched-bench'), logLevel: 'silent' },
+      server: {
+        databaseUrl: url,
+        adminToken,
+        secretKey: randomBytes(32).toString('base64url'),
+        dataDir: path.join(os.tmpdir(), 'tagsched-bench'),
+        logLevel: 'silent',
+      },
       scheduler: { automatic: false },
     },
   );
@@ -160,7 +183,12 @@ export interface OldMeasure {
 /** What the old-walk stage reports. */
 export interface OldResult {
   readonly nextWork: OldMeasure;
-  readonly pass: { readonly perSecond: number; readonly assignments: number; readonly walks: number; readonly extrapolated: boolean };
+  readonly pass: {
+    readonly perSecond: number;
+    readonly assignments: number;
+    readonly walks: number;
+    readonly extrapolated: boolean;
+  };
   readonly candidates: OldMeasure;
   readonly demand: OldMeasure;
   readonly memory: Memory;
@@ -187,32 +215,50 @@ export async function oldStage(o: StageOptions): Promise<OldResult> {
       p.update(i + 1);
     }
     const l: Latencies = latencies(complete);
-    const nextWork: OldMeasure = complete.length ? { ms: l.p50, extrapolated: false, runs: complete.length } : { ms: partial ?? NaN, extrapolated: true, runs: 0 };
+    const nextWork: OldMeasure = complete.length
+      ? { ms: l.p50, extrapolated: false, runs: complete.length }
+      : { ms: partial ?? NaN, extrapolated: true, runs: 0 };
     p.end(`${nextWork.extrapolated ? '~' : 'p50 '}${(nextWork.ms / 1000).toFixed(2)} s per call`);
 
     p = phase('old walk: full pass');
     const pass = await oldPass(orm, f.slots, f.pending, performance.now() + o.oldCapMs);
     const passResult = pass.walks
-      ? { perSecond: (pass.assignments * 1000) / pass.ms, assignments: pass.assignments, walks: pass.walks, extrapolated: false } // a rate over the walks that fitted
+      ? {
+          perSecond: (pass.assignments * 1000) / pass.ms,
+          assignments: pass.assignments,
+          walks: pass.walks,
+          extrapolated: false,
+        } // a rate over the walks that fitted
       : { perSecond: 1000 / nextWork.ms, assignments: 0, walks: 0, extrapolated: true }; // not one walk fitted: at best one assignment per walk
     p.end(`${passResult.perSecond.toFixed(2)} assignments/s (${pass.walks} walks)`);
 
     p = phase(`old walk: candidates of ${f.candidateIds.length}`);
     const cands = await oldCandidates(orm, f.candidateIds, performance.now() + o.oldCapMs);
-    const candidates: OldMeasure = { ms: fullDuration(cands), extrapolated: !cands.complete, runs: cands.complete ? 1 : 0 };
+    const candidates: OldMeasure = {
+      ms: fullDuration(cands),
+      extrapolated: !cands.complete,
+      runs: cands.complete ? 1 : 0,
+    };
     p.end(`${candidates.extrapolated ? '~' : ''}${(candidates.ms / 1000).toFixed(2)} s`);
 
     p = phase('old walk: demand of 10 pools');
     const pools = await orm.em
       .fork()
       .getConnection()
-      .execute<{ name: string; provided_tags: string[]; required_tags: string[]; specifications: Record<string, unknown> }[]>(
-        `select name, provided_tags, required_tags, specifications from worker_pool where enabled order by name`,
-      );
+      .execute<
+        { name: string; provided_tags: string[]; required_tags: string[]; specifications: Record<string, unknown> }[]
+      >(`select name, provided_tags, required_tags, specifications from worker_pool where enabled order by name`);
     const oldPools = pools.map((x) =>
       poolAsMetadata(
         x.name,
-        computePoolTemplateTags(poolTagInput({ name: x.name, providedTags: x.provided_tags, requiredTags: x.required_tags, specifications: x.specifications })).providedTags,
+        computePoolTemplateTags(
+          poolTagInput({
+            name: x.name,
+            providedTags: x.provided_tags,
+            requiredTags: x.required_tags,
+            specifications: x.specifications,
+          }),
+        ).providedTags,
       ),
     );
     const dem = await oldDemand(orm, oldPools, f.pending, performance.now() + o.oldCapMs);

@@ -23,9 +23,15 @@ import { DOCUMENTS } from '../src/agent/operations.js';
 export type CycleTransport = 'connection' | 'http';
 
 /** Sends one GraphQL operation over HTTP and returns its data (throws on errors). */
-export type Gql = <T = Record<string, any>>(url: string, query: string, variables: Record<string, unknown>, token: string) => Promise<T>;
+export type Gql = <T = Record<string, any>>(
+  url: string,
+  query: string,
+  variables: Record<string, unknown>,
+  token: string,
+) => Promise<T>;
 
-const quantile = (sorted: number[], q: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] : NaN);
+const quantile = (sorted: number[], q: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] : NaN;
 const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
 
 /** A distribution's middle and tail, in milliseconds. */
@@ -42,7 +48,11 @@ export const spread = (xs: number[]): Spread => {
 };
 
 /** Runs `fn` over `items` with at most `limit` at a time. */
-export async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+export async function pool<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, i: number) => Promise<R>,
+): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
   await Promise.all(
@@ -80,7 +90,14 @@ export interface SubmissionResult {
 }
 
 /** Submits `total` requests (`request(i)` makes the i-th) in batches of `batch`, one batch after the other. */
-export async function submit(gql: Gql, url: string, token: string, total: number, batch: number, request: (i: number) => Record<string, unknown>): Promise<SubmissionResult> {
+export async function submit(
+  gql: Gql,
+  url: string,
+  token: string,
+  total: number,
+  batch: number,
+  request: (i: number) => Record<string, unknown>,
+): Promise<SubmissionResult> {
   const times: number[] = [];
   const t0 = performance.now();
   for (let from = 0; from < total; from += batch) {
@@ -88,7 +105,8 @@ export async function submit(gql: Gql, url: string, token: string, total: number
     const t = performance.now();
     const d = await gql(url, BATCH_DOCUMENT, { i: { requests } }, token);
     times.push(performance.now() - t);
-    if (d.createWorkRequests.__typename !== 'CreateWorkRequestsPayload') throw new Error(`createWorkRequests: ${JSON.stringify(d.createWorkRequests).slice(0, 500)}`);
+    if (d.createWorkRequests.__typename !== 'CreateWorkRequestsPayload')
+      throw new Error(`createWorkRequests: ${JSON.stringify(d.createWorkRequests).slice(0, 500)}`);
   }
   const elapsedMs = performance.now() - t0;
   return { requests: total, batch, elapsedMs, perSecond: total / (elapsedMs / 1000), batchMs: spread(times) };
@@ -159,7 +177,9 @@ class CycleWorker {
       this.client.on('closed', (e) => reject(new Error(`closed before connecting: ${JSON.stringify(e)}`)));
     });
     this.heartbeats = setInterval(() => {
-      this.gql(this.url, DOCUMENTS.heartbeat, { i: { shuttingDown: false } }, this.token).catch((e: unknown) => stats.onError(e));
+      this.gql(this.url, DOCUMENTS.heartbeat, { i: { shuttingDown: false } }, this.token).catch((e: unknown) =>
+        stats.onError(e),
+      );
     }, HEARTBEAT_MS);
     this.waitingSince = performance.now();
     this.client.subscribe<{ assignments: { id: string } }>(
@@ -262,7 +282,13 @@ export async function workerCycle(
   };
   const t0 = performance.now();
   const workers: CycleWorker[] = [];
-  const progress = setInterval(() => log(`worker cycle: ${stats.done} of ${cycles} completed${stats.lost ? `, ${stats.lost} taken back before completion` : ''}`), 10_000);
+  const progress = setInterval(
+    () =>
+      log(
+        `worker cycle: ${stats.done} of ${cycles} completed${stats.lost ? `, ${stats.lost} taken back before completion` : ''}`,
+      ),
+    10_000,
+  );
   try {
     // Connected a few hundred at a time: a connection must initialise within graphql-ws's 3 s.
     for (let i = 0; i < tokens.length; i += 200) {

@@ -10,9 +10,23 @@
  * which the loader fills in per row (bench/load.ts checks a sample of rows, and one row per rule,
  * against the service's own analysis of their input).
  */
-import { analyzeWorkRequest, validateTaskInput, type TaskRule, type WorkRequestAnalysisInput } from '../src/core/tasks/analyze.js';
+import {
+  analyzeWorkRequest,
+  validateTaskInput,
+  type TaskRule,
+  type WorkRequestAnalysisInput,
+} from '../src/core/tasks/analyze.js';
 import type { TagEntry } from '../src/core/tags/types.js';
-import { CUSTOMER_WORKSPACES, FREEXIAN_KEY_TAG, generateFarm, KALI_TAG, LARGE_CLASS_TAG, SECURITY_CLASS_TAG, type BenchPool, type BenchWorker } from './farm.js';
+import {
+  CUSTOMER_WORKSPACES,
+  FREEXIAN_KEY_TAG,
+  generateFarm,
+  KALI_TAG,
+  LARGE_CLASS_TAG,
+  SECURITY_CLASS_TAG,
+  type BenchPool,
+  type BenchWorker,
+} from './farm.js';
 import { Random, WeightedChoice, WeightedIndex, zipfWeights } from './prng.js';
 
 /** How big a workload to generate. */
@@ -136,7 +150,18 @@ const PRIORITIES = new WeightedChoice<[number, number]>([
 ]);
 
 function workspaces(): BenchWorkspace[] {
-  const debian = ['main', 'security', 'backports', 'experimental', 'proposed-updates', 'lts', 'elts', 'ports', 'reproducible', 'bootstrap'];
+  const debian = [
+    'main',
+    'security',
+    'backports',
+    'experimental',
+    'proposed-updates',
+    'lts',
+    'elts',
+    'ports',
+    'reproducible',
+    'bootstrap',
+  ];
   const teams = [
     'perl',
     'python',
@@ -179,12 +204,73 @@ function workspaces(): BenchWorkspace[] {
 
 /** 20,000 plausible source package names: the heavy ones among the most popular, the rest made of syllables. */
 function sourcePackages(random: Random): string[] {
-  const known = ['glibc', 'python3.12', 'perl', 'systemd', 'openssl', 'curl', 'coreutils', 'bash', 'apt', 'dpkg', 'gtk4', 'qtbase-opensource-src', 'mesa', 'hello'];
-  const prefixes = ['lib', 'python-', 'golang-', 'r-cran-', 'node-', 'ruby-', 'libghc-', 'php-', 'rust-', 'ocaml-', '', '', '', ''];
-  const syllables = ['ar', 'bo', 'ca', 'de', 'ex', 'fi', 'gno', 'hy', 'io', 'ju', 'ka', 'lo', 'mu', 'ne', 'op', 'pa', 'qu', 'ri', 'st', 'tu', 'vo', 'wa', 'xy', 'ze'];
+  const known = [
+    'glibc',
+    'python3.12',
+    'perl',
+    'systemd',
+    'openssl',
+    'curl',
+    'coreutils',
+    'bash',
+    'apt',
+    'dpkg',
+    'gtk4',
+    'qtbase-opensource-src',
+    'mesa',
+    'hello',
+  ];
+  const prefixes = [
+    'lib',
+    'python-',
+    'golang-',
+    'r-cran-',
+    'node-',
+    'ruby-',
+    'libghc-',
+    'php-',
+    'rust-',
+    'ocaml-',
+    '',
+    '',
+    '',
+    '',
+  ];
+  const syllables = [
+    'ar',
+    'bo',
+    'ca',
+    'de',
+    'ex',
+    'fi',
+    'gno',
+    'hy',
+    'io',
+    'ju',
+    'ka',
+    'lo',
+    'mu',
+    'ne',
+    'op',
+    'pa',
+    'qu',
+    'ri',
+    'st',
+    'tu',
+    'vo',
+    'wa',
+    'xy',
+    'ze',
+  ];
   const names = new Set<string>();
   // Heavy packages (the site's and the teams') get a top-100 rank, so they are built often, as in real life.
-  for (const n of [...known.slice(0, 5), ...HEAVY_PACKAGES, ...known.slice(5), ...Object.values(TEAM_BIG_PACKAGES).flat()]) names.add(n);
+  for (const n of [
+    ...known.slice(0, 5),
+    ...HEAVY_PACKAGES,
+    ...known.slice(5),
+    ...Object.values(TEAM_BIG_PACKAGES).flat(),
+  ])
+    names.add(n);
   while (names.size < SOURCE_PACKAGE_COUNT) {
     let n = random.pick(prefixes);
     for (let k = random.int(2, 4); k > 0; k--) n += random.pick(syllables);
@@ -201,7 +287,13 @@ interface RuleSpec {
 }
 
 const anyPackage = (packages: readonly string[]) => packages.map((p) => `task:source-package:${p}`).join(' or ');
-const rule = (name: string, taskName: string | null, requiredTags: string[], expression: string | null = null, packages: readonly string[] = []): RuleSpec => ({
+const rule = (
+  name: string,
+  taskName: string | null,
+  requiredTags: string[],
+  expression: string | null = null,
+  packages: readonly string[] = [],
+): RuleSpec => ({
   rule: { name, taskName, expression, providedTags: [], requiredTags },
   packages,
 });
@@ -222,20 +314,30 @@ function workspaceRuleSpecs(): Record<string, RuleSpec[]> {
   return {
     // Embargoed work stays on the security machines (which in turn run nothing else).
     'debian/security': [rule('embargoed', null, [SECURITY_CLASS_TAG])],
-    'debian/team-haskell': [rule('ghc-memory', 'sbuild', ['worker:memory-gib>=16']), bigPackages('big-haskell', 'sbuild', TEAM_BIG_PACKAGES.haskell, [LARGE_CLASS_TAG])],
+    'debian/team-haskell': [
+      rule('ghc-memory', 'sbuild', ['worker:memory-gib>=16']),
+      bigPackages('big-haskell', 'sbuild', TEAM_BIG_PACKAGES.haskell, [LARGE_CLASS_TAG]),
+    ],
     'debian/team-science': [
       bigPackages('big-builds', 'sbuild', TEAM_BIG_PACKAGES.science, [LARGE_CLASS_TAG]),
       bigPackages('big-tests', 'autopkgtest', TEAM_BIG_PACKAGES.science, [LARGE_CLASS_TAG]),
     ],
-    'debian/team-ml': [bigPackages('big-models', 'autopkgtest', TEAM_BIG_PACKAGES.ml, [LARGE_CLASS_TAG, 'worker:memory-gib>=64'])],
-    'debian/team-java': [bigPackages('big-java', 'sbuild', TEAM_BIG_PACKAGES.java, [LARGE_CLASS_TAG]), rule('jvm-tests', 'autopkgtest', ['worker:memory-gib>=8'])],
+    'debian/team-ml': [
+      bigPackages('big-models', 'autopkgtest', TEAM_BIG_PACKAGES.ml, [LARGE_CLASS_TAG, 'worker:memory-gib>=64']),
+    ],
+    'debian/team-java': [
+      bigPackages('big-java', 'sbuild', TEAM_BIG_PACKAGES.java, [LARGE_CLASS_TAG]),
+      rule('jvm-tests', 'autopkgtest', ['worker:memory-gib>=8']),
+    ],
     'debian/team-rust': [rule('rustc-memory', 'sbuild', ['worker:memory-gib>=12'])],
     'debian/team-cloud': [rule('cloud-images', 'autopkgtest', ['worker:executor:qemu'], ON_X86)],
     'debian/bootstrap': [rule('piuparts-in-vm', 'piuparts', ['worker:executor:incus-vm'], ON_X86)],
     'freexian/elts': elts,
     'freexian/lts-stretch': elts,
     'freexian/lts-buster': elts,
-    ...Object.fromEntries(['rolling', 'bleeding-edge', 'kali-dev', 'experimental', 'arm'].map((n) => [`kali/${n}`, kali])),
+    ...Object.fromEntries(
+      ['rolling', 'bleeding-edge', 'kali-dev', 'experimental', 'arm'].map((n) => [`kali/${n}`, kali]),
+    ),
   };
 }
 
@@ -278,7 +380,8 @@ function drawTask(random: Random): { taskName: string; taskData: Record<string, 
       const arch = ARCHES.draw(random);
       data.host_architecture = arch;
       // Containers and VMs are asked for where the farm has them (qemu: amd64 and i386 only).
-      const backend = arch === 'amd64' || arch === 'i386' || arch === 'arm64' ? AUTOPKGTEST_BACKENDS.draw(random) : 'auto';
+      const backend =
+        arch === 'amd64' || arch === 'i386' || arch === 'arm64' ? AUTOPKGTEST_BACKENDS.draw(random) : 'auto';
       data.backend = backend === 'qemu' && arch === 'arm64' ? 'incus-lxc' : backend;
       break;
     }
@@ -313,7 +416,9 @@ export function generateWorkload(size: WorkloadSize, seed: number): Workload {
   };
   const { pools, workers } = generateFarm(size.workers, random);
 
-  const workspaceIndex = new WeightedIndex(spaces.map((_, i) => (i === 0 ? 30 : spaces[i].name === 'security' ? 3 : 10 / (i + 1) ** 0.5)));
+  const workspaceIndex = new WeightedIndex(
+    spaces.map((_, i) => (i === 0 ? 30 : spaces[i].name === 'security' ? 3 : 10 / (i + 1) ** 0.5)),
+  );
   const securityIndex = spaces.findIndex((s) => fullName(s) === SECURITY_WORKSPACE);
   const packageIndex = new WeightedIndex(zipfWeights(packages.length, 0.9));
   // Per workspace and task, the package-naming rules that may apply: a package's variant key names those that name it.

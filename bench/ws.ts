@@ -74,7 +74,15 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { API_0_1_0 } from './baselines/api-0.1.0.js';
 import { CURRENT_API, measureClients, type ClientsApi, type ClientsOptions, type ClientsResult } from './clients.js';
-import { baselineFromResult, clientsTable, compareWithBaseline, formatComparison, metricValues, readBaseline, type Baseline } from './clients-report.js';
+import {
+  baselineFromResult,
+  clientsTable,
+  compareWithBaseline,
+  formatComparison,
+  metricValues,
+  readBaseline,
+  type Baseline,
+} from './clients-report.js';
 import { ProcProcess } from './proc.js';
 import { assertNoWorkRequests } from './queue-copy.js';
 import { META, pool, submit, workerCycle, type CycleTransport, type Spread } from './worker-cycle.js';
@@ -123,7 +131,8 @@ async function serveForBench(): Promise<void> {
   const publish = app.events.publish.bind(app.events) as (...args: unknown[]) => void;
   (app.events as { publish: unknown }).publish = (...args: unknown[]) => {
     const payload = args.at(-1) as { id?: number; workRequestId?: number };
-    const id = args[0] === 'workAssigned' ? payload.workRequestId : args[0] === 'workRequestChanged' ? payload.id : undefined;
+    const id =
+      args[0] === 'workAssigned' ? payload.workRequestId : args[0] === 'workRequestChanged' ? payload.id : undefined;
     if (id !== undefined && trace.length < 100_000) trace.push([args[0] as string, id, clock()]);
     publish(...args);
   };
@@ -145,7 +154,12 @@ async function serveForBench(): Promise<void> {
       gc?.();
       const { rss, heapTotal, heapUsed, external } = process.memoryUsage();
       const spaces = Object.fromEntries(
-        v8.getHeapSpaceStatistics().map((h) => [h.space_name, `${Math.round(h.space_used_size / 2 ** 20)}/${Math.round(h.space_size / 2 ** 20)} MiB`]),
+        v8
+          .getHeapSpaceStatistics()
+          .map((h) => [
+            h.space_name,
+            `${Math.round(h.space_used_size / 2 ** 20)}/${Math.round(h.space_size / 2 ** 20)} MiB`,
+          ]),
       );
       send({ type: 'memory', rss, heapTotal, heapUsed, external, spaces });
     } else if (m.type === 'cpu') {
@@ -233,7 +247,12 @@ class ServerProcess {
   /** `env` adds to (or overrides) the server's environment. */
   static start(databaseUrl: string, env: Record<string, string> = {}): Promise<ServerProcess> {
     const child = fork(fileURLToPath(import.meta.url), ['--server'], {
-      execArgv: ['--import', 'tsx', '--expose-gc', ...(process.env.BENCH_SERVER_FLAGS ?? '').split(' ').filter(Boolean)],
+      execArgv: [
+        '--import',
+        'tsx',
+        '--expose-gc',
+        ...(process.env.BENCH_SERVER_FLAGS ?? '').split(' ').filter(Boolean),
+      ],
       env: {
         ...process.env,
         DATABASE_URL: databaseUrl,
@@ -308,14 +327,20 @@ class ServerProcess {
   }
 }
 
-async function gql<T = Record<string, any>>(url: string, query: string, variables: Record<string, unknown>, token: string): Promise<T> {
+async function gql<T = Record<string, any>>(
+  url: string,
+  query: string,
+  variables: Record<string, unknown>,
+  token: string,
+): Promise<T> {
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
     body: JSON.stringify({ query, variables }),
   });
   const body = (await res.json()) as { data?: T; errors?: unknown[] };
-  if (!res.ok || body.errors?.length || !body.data) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body).slice(0, 500)}`);
+  if (!res.ok || body.errors?.length || !body.data)
+    throw new Error(`HTTP ${res.status}: ${JSON.stringify(body).slice(0, 500)}`);
   return body.data;
 }
 
@@ -323,10 +348,20 @@ async function gql<T = Record<string, any>>(url: string, query: string, variable
 async function registerWorkers(url: string, from: number, to: number, prefix = 'w'): Promise<string[]> {
   const names = Array.from({ length: to - from }, (_, i) => `${prefix}-${String(from + i).padStart(5, '0')}`);
   return pool(names, 16, async (name) => {
-    const d = await gql(url, `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`, { n: name }, ADMIN);
+    const d = await gql(
+      url,
+      `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
+      { n: name },
+      ADMIN,
+    );
     const token = d.registerWorker.token as string;
     if (!token) throw new Error(`registerWorker ${name}: ${JSON.stringify(d)}`);
-    await gql(url, `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
+    await gql(
+      url,
+      `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+      { m: META },
+      token,
+    );
     return token;
   });
 }
@@ -370,8 +405,18 @@ class LightWorker {
   }
 
   async finish(id: string): Promise<void> {
-    await gql(this.url, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, this.token);
-    await gql(this.url, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id }, this.token);
+    await gql(
+      this.url,
+      `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`,
+      { id },
+      this.token,
+    );
+    await gql(
+      this.url,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id },
+      this.token,
+    );
   }
 }
 
@@ -418,7 +463,14 @@ async function storm(url: string, workerToken: string, subscribers: number, even
     Array.from({ length: Math.ceil(subscribers / perUser) }, (_, i) => `watcher-${i}`),
     8,
     async (name) =>
-      (await gql(url, `mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, { u: name }, ADMIN)).createUser.token as string,
+      (
+        await gql(
+          url,
+          `mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`,
+          { u: name },
+          ADMIN,
+        )
+      ).createUser.token as string,
   );
   let delivered = 0;
   let allDelivered: () => void = () => undefined;
@@ -457,10 +509,18 @@ async function storm(url: string, workerToken: string, subscribers: number, even
     })();
     t = performance.now();
     for (let i = 0; i < events; i++) {
-      await gql(url, `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: { ...META, cpuCount: 4 + (i % 2) } }, workerToken);
+      await gql(
+        url,
+        `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+        { m: { ...META, cpuCount: 4 + (i % 2) } },
+        workerToken,
+      );
     }
     const reported = performance.now() - t;
-    const timeout = setTimeout(() => log(`storm: only ${int(delivered)} of ${int(expected)} events delivered after 10 minutes`), 600_000);
+    const timeout = setTimeout(
+      () => log(`storm: only ${int(delivered)} of ${int(expected)} events delivered after 10 minutes`),
+      600_000,
+    );
     await done;
     clearTimeout(timeout);
     const elapsed = performance.now() - t;
@@ -468,8 +528,19 @@ async function storm(url: string, workerToken: string, subscribers: number, even
     await prober;
     quiet.sort((a, b) => a - b);
     during.sort((a, b) => a - b);
-    log(`storm: ${int(expected)} events in ${ms(elapsed)}; plain query during it p50 ${ms(quantile(during, 0.5))} p99 ${ms(quantile(during, 0.99))}`);
-    return { subscribers, events, users: users.length, reportedMs: reported, elapsedMs: elapsed, rate: expected / (elapsed / 1000), quiet, during };
+    log(
+      `storm: ${int(expected)} events in ${ms(elapsed)}; plain query during it p50 ${ms(quantile(during, 0.5))} p99 ${ms(quantile(during, 0.99))}`,
+    );
+    return {
+      subscribers,
+      events,
+      users: users.length,
+      reportedMs: reported,
+      elapsedMs: elapsed,
+      rate: expected / (elapsed / 1000),
+      quiet,
+      during,
+    };
   } finally {
     await Promise.all(watchers.map((w) => w.client.dispose()));
   }
@@ -481,7 +552,9 @@ async function waitConnected(databaseUrl: string, n: number): Promise<void> {
   await c.connect();
   try {
     for (;;) {
-      const { rows } = await c.query<{ n: number }>('select count(*)::int as n from worker where connected_at is not null');
+      const { rows } = await c.query<{ n: number }>(
+        'select count(*)::int as n from worker where connected_at is not null',
+      );
       if (rows[0].n >= n) return;
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -495,7 +568,10 @@ async function waitConnected(databaseUrl: string, n: number): Promise<void> {
  * own: the queue is submitted first, with no worker registered, then the workers register, connect
  * and drain it.
  */
-async function cycleMeasures(options: { workers: number; requests: number; batch: number; over: CycleTransport; profile?: string }, log: (m: string) => void) {
+async function cycleMeasures(
+  options: { workers: number; requests: number; batch: number; over: CycleTransport; profile?: string },
+  log: (m: string) => void,
+) {
   const server = await ServerProcess.start(await freshDatabase());
   try {
     const url = server.url;
@@ -520,7 +596,12 @@ async function cycleMeasures(options: { workers: number; requests: number; batch
     if (options.profile) await server.profile(`${options.profile}-cycle.cpuprofile`);
     log(`worker cycle: ${int(cycle.cycles)} in ${ms(performance.now() - t)}: ${int(cycle.perSecond)}/s`);
     // The server's own CPU time per unit of work: what a shared machine's load does not change much.
-    return { submission, cycle, cpuMsPerRequest: submitCpuMs / submission.requests, cpuMsPerCycle: cycleCpuMs / cycle.cycles };
+    return {
+      submission,
+      cycle,
+      cpuMsPerRequest: submitCpuMs / submission.requests,
+      cpuMsPerCycle: cycleCpuMs / cycle.cycles,
+    };
   } finally {
     await server.stop();
   }
@@ -530,14 +611,19 @@ async function cycleMeasures(options: { workers: number; requests: number; batch
  * The client phase (bench/clients.ts) on a server and database of their own. The scheduler is manual:
  * only the clients' requestWork assigns (see bench/clients.ts).
  */
-async function clientsMeasures(options: ClientsOptions, log: (m: string) => void, profile?: string): Promise<ClientsResult> {
+async function clientsMeasures(
+  options: ClientsOptions,
+  log: (m: string) => void,
+  profile?: string,
+): Promise<ClientsResult> {
   const server = await ServerProcess.start(await freshDatabase(), { TAGSCHED_SCHEDULER: 'manual' });
   try {
     const measured = {
       url: server.url,
       cpuMs: () => server.cpuMs(),
       memory: async () => ({ ...(await server.memory()), afterGc: true }),
-      measuring: (on: boolean) => (profile ? server.profile(on ? undefined : `${profile}-clients.cpuprofile`) : Promise.resolve()),
+      measuring: (on: boolean) =>
+        profile ? server.profile(on ? undefined : `${profile}-clients.cpuprofile`) : Promise.resolve(),
     };
     return await measureClients(measured, ADMIN, options, log);
   } finally {
@@ -644,11 +730,13 @@ async function main(): Promise<void> {
   const only = new Set(values.only.split(','));
   // The client phase first, its table and comparison printed at once (the other parts print theirs after).
   const external = values['external-url'];
-  if (external && (only.has('cycle') || only.has('latency'))) throw new Error('--external-url measures the client phase only: use it with --only clients');
+  if (external && (only.has('cycle') || only.has('latency')))
+    throw new Error('--external-url measures the client phase only: use it with --only clients');
   if (only.has('clients')) {
     const api = APIS[values.api];
     if (!api) throw new Error(`--api: ${values.api} is not one of ${Object.keys(APIS).join(', ')}`);
-    if (api !== CURRENT_API && !external) throw new Error(`--api ${values.api} needs --external-url: the server this bench forks is this checkout's`);
+    if (api !== CURRENT_API && !external)
+      throw new Error(`--api ${values.api} needs --external-url: the server this bench forks is this checkout's`);
     const options = {
       workers: connected,
       pending: Number(values['clients-pending']),
@@ -660,19 +748,36 @@ async function main(): Promise<void> {
     let measured: ClientsResult;
     if (external) {
       const pid = Number(values['external-pid']);
-      if (!Number.isInteger(pid) || pid <= 0) throw new Error('--external-url needs --external-pid PID: the server process whose CPU and memory are read');
+      if (!Number.isInteger(pid) || pid <= 0)
+        throw new Error('--external-url needs --external-pid PID: the server process whose CPU and memory are read');
       if (values['cpu-prof']) log('--cpu-prof is ignored with --external-url: the server is not this bench’s child');
-      measured = await externalClientsMeasures({ url: external, pid, databaseUrl: values['external-database-url'], admin: values['admin-token'] }, options, log);
+      measured = await externalClientsMeasures(
+        { url: external, pid, databaseUrl: values['external-database-url'], admin: values['admin-token'] },
+        options,
+        log,
+      );
     } else {
       measured = await clientsMeasures(options, log, values['cpu-prof']);
     }
-    if (values.json) fs.writeFileSync(values.json, JSON.stringify({ clients: measured, label: values.label, measuredAt: new Date().toISOString() } satisfies ClientsRun, null, 2));
+    if (values.json)
+      fs.writeFileSync(
+        values.json,
+        JSON.stringify(
+          { clients: measured, label: values.label, measuredAt: new Date().toISOString() } satisfies ClientsRun,
+          null,
+          2,
+        ),
+      );
     const before = values['baseline-json'] ? baselineOfRun(values['baseline-json']) : null;
     const baseline = before?.baseline ?? readBaseline();
     const comparison = compareWithBaseline(baseline, measured.pending, metricValues(measured));
     // The API is named in a heading when it is not today's, or when two runs are side by side.
-    const heading = (r: ClientsResult) => `${r.api !== 'current' || before ? `${r.api} API, ` : ''}W=${int(r.workers)}, P=${int(r.pending)}`;
-    const columns = [...(before ? [{ heading: heading(before.run.clients), result: before.run.clients }] : []), { heading: heading(measured), result: measured }];
+    const heading = (r: ClientsResult) =>
+      `${r.api !== 'current' || before ? `${r.api} API, ` : ''}W=${int(r.workers)}, P=${int(r.pending)}`;
+    const columns = [
+      ...(before ? [{ heading: heading(before.run.clients), result: before.run.clients }] : []),
+      { heading: heading(measured), result: measured },
+    ];
     process.stdout.write(`${clientsTable(columns)}\n\n${formatComparison(comparison, measured, baseline)}\n`);
     if (!only.has('cycle') && !only.has('latency')) {
       if (!external) await dropDatabase();
@@ -693,7 +798,10 @@ async function main(): Promise<void> {
     : null;
   if (!only.has('latency')) {
     await dropDatabase();
-    if (cycles) process.stdout.write(`${['## bench:ws: submission and worker cycle', '', '| measurement | value | target |', '|---|---|---|', ...cycleRows(cycles)].join('\n')}\n`);
+    if (cycles)
+      process.stdout.write(
+        `${['## bench:ws: submission and worker cycle', '', '| measurement | value | target |', '|---|---|---|', ...cycleRows(cycles)].join('\n')}\n`,
+      );
     return;
   }
   const databaseUrl = await freshDatabase();
@@ -710,7 +818,10 @@ async function main(): Promise<void> {
     log(`registered ${int(tokens.length)} workers and reported their metadata in ${ms(performance.now() - t)}`);
     await settle();
     const mem0 = await server.memory();
-    const snapshot = (n: number) => (values['heap-snapshots'] ? server.heapSnapshot(`${values['heap-snapshots']}-${n}.heapsnapshot`) : Promise.resolve());
+    const snapshot = (n: number) =>
+      values['heap-snapshots']
+        ? server.heapSnapshot(`${values['heap-snapshots']}-${n}.heapsnapshot`)
+        : Promise.resolve();
     await snapshot(0);
     log(`0 connections: ${JSON.stringify(mem0)}`);
 
@@ -804,7 +915,9 @@ async function main(): Promise<void> {
       phases.delivered.push(arrival - e.assigned);
     }
     for (const a of Object.values(phases)) a.sort((x, y) => x - y);
-    log(`latency over ${measured}: p50 ${ms(quantile(latencies, 0.5))}, p99 ${ms(quantile(latencies, 0.99))}, max ${ms(latencies.at(-1)!)}`);
+    log(
+      `latency over ${measured}: p50 ${ms(quantile(latencies, 0.5))}, p99 ${ms(quantile(latencies, 0.99))}, max ${ms(latencies.at(-1)!)}`,
+    );
 
     const stormSize = Number(values.storm);
     const fanOut = stormSize > 0 ? await storm(url, tokens[0], stormSize, Number(values['storm-events']), log) : null;
@@ -840,7 +953,11 @@ async function main(): Promise<void> {
       `| ③ assigned → delivered at the worker, p50 / p99 | ${ms(quantile(phases.delivered, 0.5))} / ${ms(quantile(phases.delivered, 0.99))} | |`,
       `| server RSS / V8 heap used / committed, 0 connections | ${mib(mem0.rss)} / ${mib(mem0.heapUsed)} / ${mib(mem0.heapTotal)} | |`,
       `| server RSS / V8 heap used / committed, ${int(connected)} connections | ${mib(mem1.rss)} / ${mib(mem1.heapUsed)} / ${mib(mem1.heapTotal)} | |`,
-      ...(memN ? [`| server RSS / V8 heap used / committed, ${int(idleTotal)} connections | ${mib(memN.rss)} / ${mib(memN.heapUsed)} / ${mib(memN.heapTotal)} | |`] : []),
+      ...(memN
+        ? [
+            `| server RSS / V8 heap used / committed, ${int(idleTotal)} connections | ${mib(memN.rss)} / ${mib(memN.heapUsed)} / ${mib(memN.heapTotal)} | |`,
+          ]
+        : []),
       `| per idle connection (${int(connected)}): RSS / heap used | ${kib(perConn(mem1, connected, 'rss'))} / ${kib(perConn(mem1, connected, 'heapUsed'))} | < 100 KiB |`,
       ...(memN
         ? [

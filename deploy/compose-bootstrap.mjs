@@ -16,7 +16,8 @@ async function gql(query) {
     body: JSON.stringify({ query }),
   });
   const body = await res.json();
-  if (!res.ok || body.errors) throw new Error(`${query.split('(')[0]}: HTTP ${res.status} ${JSON.stringify(body.errors ?? body)}`);
+  if (!res.ok || body.errors)
+    throw new Error(`${query.split('(')[0]}: HTTP ${res.status} ${JSON.stringify(body.errors ?? body)}`);
   return body.data;
 }
 
@@ -29,8 +30,11 @@ for (let attempt = 1; ; attempt++) {
   if (attempt === 60) throw new Error(`${server} did not answer /healthz`);
   await new Promise((r) => setTimeout(r, 2000));
 }
-const pool = await gql('mutation { createWorkerPool(input: { name: "compose" }) { __typename ... on Error { code message } } }');
-if (!['WorkerPool', 'AlreadyExistsError'].includes(pool.createWorkerPool.__typename)) throw new Error(JSON.stringify(pool));
+const pool = await gql(
+  'mutation { createWorkerPool(input: { name: "compose" }) { __typename ... on Error { code message } } }',
+);
+if (!['WorkerPool', 'AlreadyExistsError'].includes(pool.createWorkerPool.__typename))
+  throw new Error(JSON.stringify(pool));
 for (const name of agents) {
   const file = `${dir}/${name}.token`;
   if (fs.existsSync(file)) continue;

@@ -6,7 +6,9 @@ export class Migration20261121083623_init extends Migration {
       `create table "environment" ("id" serial primary key, "codename" varchar(100) not null, "architecture" varchar(50) not null, "variant" varchar(100) null, "backend" varchar(50) null, "image_format" varchar(50) null, "created_at" timestamptz not null);`,
     );
 
-    this.addSql(`create table "scope" ("id" serial primary key, "name" varchar(100) not null, "created_at" timestamptz not null);`);
+    this.addSql(
+      `create table "scope" ("id" serial primary key, "name" varchar(100) not null, "created_at" timestamptz not null);`,
+    );
     this.addSql(`alter table "scope" add constraint "scope_name_unique" unique ("name");`);
 
     this.addSql(
@@ -41,9 +43,15 @@ export class Migration20261121083623_init extends Migration {
     this.addSql(`create index "work_request_workspace_id_index" on "work_request" ("workspace_id");`);
     this.addSql(`create index "work_request_status_index" on "work_request" ("status");`);
     this.addSql(`create index "work_request_worker_id_index" on "work_request" ("worker_id");`);
-    this.addSql(`create index "work_request_provided_tags_gin" on "work_request" using gin ("provided_tags") with (fastupdate = off);`);
-    this.addSql(`create index "work_request_required_tags_gin" on "work_request" using gin ("required_tags") with (fastupdate = off);`);
-    this.addSql(`create index "work_request_pending_order" on "work_request" (("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING';`);
+    this.addSql(
+      `create index "work_request_provided_tags_gin" on "work_request" using gin ("provided_tags") with (fastupdate = off);`,
+    );
+    this.addSql(
+      `create index "work_request_required_tags_gin" on "work_request" using gin ("required_tags") with (fastupdate = off);`,
+    );
+    this.addSql(
+      `create index "work_request_pending_order" on "work_request" (("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING';`,
+    );
 
     this.addSql(
       `create table "work_request_dependency" ("work_request_id" int not null, "depends_on_id" int not null, constraint "work_request_dependency_pkey" primary key ("work_request_id", "depends_on_id"));`,
@@ -52,30 +60,58 @@ export class Migration20261121083623_init extends Migration {
     this.addSql(
       `create table "task_rule" ("id" serial primary key, "workspace_id" int null, "name" varchar(100) not null, "task_name" varchar(100) null, "expression" text null, "provided_tags" text[] not null default '{}', "required_tags" text[] not null default '{}', "created_at" timestamptz not null);`,
     );
-    this.addSql(`create unique index "task_rule_site_name_unique" on "task_rule" ("name") where "workspace_id" is null;`);
-    this.addSql(`alter table "task_rule" add constraint "task_rule_workspace_id_name_unique" unique ("workspace_id", "name");`);
+    this.addSql(
+      `create unique index "task_rule_site_name_unique" on "task_rule" ("name") where "workspace_id" is null;`,
+    );
+    this.addSql(
+      `alter table "task_rule" add constraint "task_rule_workspace_id_name_unique" unique ("workspace_id", "name");`,
+    );
 
-    this.addSql(`create table "user_group" ("id" serial primary key, "scope_id" int not null, "workspace_id" int null, "name" varchar(100) not null);`);
-    this.addSql(`create unique index "user_group_scope_name_unique" on "user_group" ("scope_id", "name") where "workspace_id" is null;`);
-    this.addSql(`alter table "user_group" add constraint "user_group_scope_id_workspace_id_name_unique" unique ("scope_id", "workspace_id", "name");`);
+    this.addSql(
+      `create table "user_group" ("id" serial primary key, "scope_id" int not null, "workspace_id" int null, "name" varchar(100) not null);`,
+    );
+    this.addSql(
+      `create unique index "user_group_scope_name_unique" on "user_group" ("scope_id", "name") where "workspace_id" is null;`,
+    );
+    this.addSql(
+      `alter table "user_group" add constraint "user_group_scope_id_workspace_id_name_unique" unique ("scope_id", "workspace_id", "name");`,
+    );
 
-    this.addSql(`create table "user_group_member" ("group_id" int not null, "user_id" int not null, constraint "user_group_member_pkey" primary key ("group_id", "user_id"));`);
+    this.addSql(
+      `create table "user_group_member" ("group_id" int not null, "user_id" int not null, constraint "user_group_member_pkey" primary key ("group_id", "user_id"));`,
+    );
 
     this.addSql(
       `create table "workspace_member" ("id" serial primary key, "workspace_id" int not null, "user_id" int not null, "role" text check ("role" in ('owner', 'contributor', 'viewer')) not null default 'contributor');`,
     );
-    this.addSql(`alter table "workspace_member" add constraint "workspace_member_workspace_id_user_id_unique" unique ("workspace_id", "user_id");`);
+    this.addSql(
+      `alter table "workspace_member" add constraint "workspace_member_workspace_id_user_id_unique" unique ("workspace_id", "user_id");`,
+    );
 
-    this.addSql(`alter table "worker" add constraint "worker_pool_id_foreign" foreign key ("pool_id") references "worker_pool" ("id") on update cascade on delete set null;`);
+    this.addSql(
+      `alter table "worker" add constraint "worker_pool_id_foreign" foreign key ("pool_id") references "worker_pool" ("id") on update cascade on delete set null;`,
+    );
 
-    this.addSql(`alter table "token" add constraint "token_user_id_foreign" foreign key ("user_id") references "app_user" ("id") on update cascade on delete set null;`);
-    this.addSql(`alter table "token" add constraint "token_worker_id_foreign" foreign key ("worker_id") references "worker" ("id") on update cascade on delete set null;`);
-    this.addSql(`alter table "token" add constraint "token_pool_id_foreign" foreign key ("pool_id") references "worker_pool" ("id") on update cascade on delete set null;`);
+    this.addSql(
+      `alter table "token" add constraint "token_user_id_foreign" foreign key ("user_id") references "app_user" ("id") on update cascade on delete set null;`,
+    );
+    this.addSql(
+      `alter table "token" add constraint "token_worker_id_foreign" foreign key ("worker_id") references "worker" ("id") on update cascade on delete set null;`,
+    );
+    this.addSql(
+      `alter table "token" add constraint "token_pool_id_foreign" foreign key ("pool_id") references "worker_pool" ("id") on update cascade on delete set null;`,
+    );
 
-    this.addSql(`alter table "workspace" add constraint "workspace_scope_id_foreign" foreign key ("scope_id") references "scope" ("id") on update cascade;`);
+    this.addSql(
+      `alter table "workspace" add constraint "workspace_scope_id_foreign" foreign key ("scope_id") references "scope" ("id") on update cascade;`,
+    );
 
-    this.addSql(`alter table "work_request" add constraint "work_request_workspace_id_foreign" foreign key ("workspace_id") references "workspace" ("id") on update cascade;`);
-    this.addSql(`alter table "work_request" add constraint "work_request_created_by_id_foreign" foreign key ("created_by_id") references "app_user" ("id") on update cascade;`);
+    this.addSql(
+      `alter table "work_request" add constraint "work_request_workspace_id_foreign" foreign key ("workspace_id") references "workspace" ("id") on update cascade;`,
+    );
+    this.addSql(
+      `alter table "work_request" add constraint "work_request_created_by_id_foreign" foreign key ("created_by_id") references "app_user" ("id") on update cascade;`,
+    );
     this.addSql(
       `alter table "work_request" add constraint "work_request_worker_id_foreign" foreign key ("worker_id") references "worker" ("id") on update cascade on delete set null;`,
     );
@@ -91,7 +127,9 @@ export class Migration20261121083623_init extends Migration {
       `alter table "task_rule" add constraint "task_rule_workspace_id_foreign" foreign key ("workspace_id") references "workspace" ("id") on update cascade on delete set null;`,
     );
 
-    this.addSql(`alter table "user_group" add constraint "user_group_scope_id_foreign" foreign key ("scope_id") references "scope" ("id") on update cascade;`);
+    this.addSql(
+      `alter table "user_group" add constraint "user_group_scope_id_foreign" foreign key ("scope_id") references "scope" ("id") on update cascade;`,
+    );
     this.addSql(
       `alter table "user_group" add constraint "user_group_workspace_id_foreign" foreign key ("workspace_id") references "workspace" ("id") on update cascade on delete set null;`,
     );
@@ -106,7 +144,9 @@ export class Migration20261121083623_init extends Migration {
     this.addSql(
       `alter table "workspace_member" add constraint "workspace_member_workspace_id_foreign" foreign key ("workspace_id") references "workspace" ("id") on update cascade;`,
     );
-    this.addSql(`alter table "workspace_member" add constraint "workspace_member_user_id_foreign" foreign key ("user_id") references "app_user" ("id") on update cascade;`);
+    this.addSql(
+      `alter table "workspace_member" add constraint "workspace_member_user_id_foreign" foreign key ("user_id") references "app_user" ("id") on update cascade;`,
+    );
   }
 
   override async down(): Promise<void> {
@@ -138,9 +178,13 @@ export class Migration20261121083623_init extends Migration {
 
     this.addSql(`alter table "workspace_member" drop constraint "workspace_member_workspace_id_foreign";`);
 
-    this.addSql(`alter table "work_request_dependency" drop constraint "work_request_dependency_work_request_id_foreign";`);
+    this.addSql(
+      `alter table "work_request_dependency" drop constraint "work_request_dependency_work_request_id_foreign";`,
+    );
 
-    this.addSql(`alter table "work_request_dependency" drop constraint "work_request_dependency_depends_on_id_foreign";`);
+    this.addSql(
+      `alter table "work_request_dependency" drop constraint "work_request_dependency_depends_on_id_foreign";`,
+    );
 
     this.addSql(`alter table "user_group_member" drop constraint "user_group_member_group_id_foreign";`);
 

@@ -2,7 +2,9 @@ import { Migration } from '@mikro-orm/migrations';
 
 export class Migration20261121085131_scheduler extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`create table "significant_tag" ("tag" text not null, "created_at" timestamptz not null, constraint "significant_tag_pkey" primary key ("tag"));`);
+    this.addSql(
+      `create table "significant_tag" ("tag" text not null, "created_at" timestamptz not null, constraint "significant_tag_pkey" primary key ("tag"));`,
+    );
 
     this.addSql(
       `create table "task_class" ("id" serial primary key, "key" text not null, "required_tags" text[] not null default '{}', "significant_provided_tags" text[] not null default '{}', "created_at" timestamptz not null);`,
@@ -13,7 +15,9 @@ export class Migration20261121085131_scheduler extends Migration {
     this.addSql(
       `create index "work_request_pending_class_order" on "work_request" ("class_id", ("priority_base" + "priority_adjustment") desc, "created_at", "id") where "status" = 'PENDING';`,
     );
-    this.addSql(`create index "work_request_active_worker" on "work_request" ("worker_id") where "status" in ('ASSIGNED', 'RUNNING');`);
+    this.addSql(
+      `create index "work_request_active_worker" on "work_request" ("worker_id") where "status" in ('ASSIGNED', 'RUNNING');`,
+    );
   }
 
   override async down(): Promise<void> {

@@ -17,7 +17,9 @@ export class Migration20261121121500_worker_shape extends Migration {
         return new;
       end
     $$;`);
-    this.addSql(`create trigger "worker_shape_new" before insert on "worker" for each row execute function "worker_shape_changed"();`);
+    this.addSql(
+      `create trigger "worker_shape_new" before insert on "worker" for each row execute function "worker_shape_changed"();`,
+    );
     this.addSql(`create trigger "worker_shape_changed" before update on "worker" for each row when (
          old.name is distinct from new.name or old.type is distinct from new.type or old.pool_id is distinct from new.pool_id
       or old.concurrency is distinct from new.concurrency or old.provided_tags is distinct from new.provided_tags

@@ -6,7 +6,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261123014741_token_lifecycle extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table "token" add column "expires_at" timestamptz null, add column "revoked_at" timestamptz null;`);
+    this.addSql(
+      `alter table "token" add column "expires_at" timestamptz null, add column "revoked_at" timestamptz null;`,
+    );
   }
 
   override async down(): Promise<void> {

@@ -6,7 +6,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261123022854_metrics extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`create index "work_request_unfinished_workspace" on "work_request" ("workspace_id", "status") where "status" in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING');`);
+    this.addSql(
+      `create index "work_request_unfinished_workspace" on "work_request" ("workspace_id", "status") where "status" in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING');`,
+    );
   }
 
   override async down(): Promise<void> {

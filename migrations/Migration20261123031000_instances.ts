@@ -13,8 +13,12 @@ export class Migration20261123031000_instances extends Migration {
     this.addSql(`create index "instance_pool_id_index" on "instance" ("pool_id");`);
     this.addSql(`create index "instance_worker_id_index" on "instance" ("worker_id");`);
 
-    this.addSql(`alter table "instance" add constraint "instance_pool_id_foreign" foreign key ("pool_id") references "worker_pool" ("id") on update cascade;`);
-    this.addSql(`alter table "instance" add constraint "instance_worker_id_foreign" foreign key ("worker_id") references "worker" ("id") on update cascade on delete set null;`);
+    this.addSql(
+      `alter table "instance" add constraint "instance_pool_id_foreign" foreign key ("pool_id") references "worker_pool" ("id") on update cascade;`,
+    );
+    this.addSql(
+      `alter table "instance" add constraint "instance_worker_id_foreign" foreign key ("worker_id") references "worker" ("id") on update cascade on delete set null;`,
+    );
 
     this.addSql(
       `alter table "worker_pool" add column "launch_failures" int not null default 0, add column "launch_retry_at" timestamptz null, add column "last_error" text null, add column "last_error_kind" varchar(20) null, add column "last_error_at" timestamptz null;`,

@@ -6,7 +6,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261123050054_worker_images extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`create table "worker_image" ("id" serial primary key, "name" varchar(100) not null, "manifest" jsonb not null, "registered_at" timestamptz not null);`);
+    this.addSql(
+      `create table "worker_image" ("id" serial primary key, "name" varchar(100) not null, "manifest" jsonb not null, "registered_at" timestamptz not null);`,
+    );
     this.addSql(`alter table "worker_image" add constraint "worker_image_name_unique" unique ("name");`);
 
     this.addSql(`alter table "worker_pool" add column "image_tags" text[] null;`);

@@ -6,9 +6,13 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261123052000_placement extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table "worker" add column "metadata_reported_at" timestamptz null, add column "quarantined_at" timestamptz null, add column "quarantine_reason" text null;`);
+    this.addSql(
+      `alter table "worker" add column "metadata_reported_at" timestamptz null, add column "quarantined_at" timestamptz null, add column "quarantine_reason" text null;`,
+    );
     // Workers that reported before this column existed: their last report was at least their last sign of life with tags.
-    this.addSql(`update "worker" set "metadata_reported_at" = "last_seen_at" where "dynamic_metadata" <> '{}'::jsonb or "type" = 'server';`);
+    this.addSql(
+      `update "worker" set "metadata_reported_at" = "last_seen_at" where "dynamic_metadata" <> '{}'::jsonb or "type" = 'server';`,
+    );
     this.addSql(
       `create table "release_backoff" ("work_request_id" int not null, "worker_id" int not null, "until" timestamptz not null, constraint "release_backoff_pkey" primary key ("work_request_id", "worker_id"));`,
     );
@@ -22,6 +26,8 @@ export class Migration20261123052000_placement extends Migration {
 
   override async down(): Promise<void> {
     this.addSql(`drop table if exists "release_backoff" cascade;`);
-    this.addSql(`alter table "worker" drop column "metadata_reported_at", drop column "quarantined_at", drop column "quarantine_reason";`);
+    this.addSql(
+      `alter table "worker" drop column "metadata_reported_at", drop column "quarantined_at", drop column "quarantine_reason";`,
+    );
   }
 }

@@ -8,7 +8,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261123064500_fair_share extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table "work_request" add column "fair_key" bigint not null default ((extract(epoch from now()) * 1000)::bigint);`);
+    this.addSql(
+      `alter table "work_request" add column "fair_key" bigint not null default ((extract(epoch from now()) * 1000)::bigint);`,
+    );
     this.addSql(`alter table "workspace" add column "fair_clock" bigint not null default 0;`);
     this.addSql(`update "work_request" w set "fair_key" = k.key
       from (select id, (extract(epoch from min(created_at) over (partition by workspace_id)) * 1000)::bigint

@@ -8,7 +8,9 @@ import { Migration } from '@mikro-orm/migrations';
 export class Migration20261123070000_quarantine_probe extends Migration {
   override async up(): Promise<void> {
     this.addSql(`alter table "work_request" add column "quarantine_probe" boolean not null default false;`);
-    this.addSql(`create index "work_request_quarantine_probe" on "work_request" ("worker_id", "id") where "quarantine_probe";`);
+    this.addSql(
+      `create index "work_request_quarantine_probe" on "work_request" ("worker_id", "id") where "quarantine_probe";`,
+    );
   }
 
   override async down(): Promise<void> {

@@ -18,7 +18,9 @@ export class Migration20261126095000_tag_indexes_inactive extends Migration {
   override async down(): Promise<void> {
     for (const side of ['provided', 'required']) {
       this.addSql(`drop index "work_request_${side}_tags_gin";`);
-      this.addSql(`create index "work_request_${side}_tags_gin" on "work_request" using gin ("${side}_tags") with (fastupdate = off);`);
+      this.addSql(
+        `create index "work_request_${side}_tags_gin" on "work_request" using gin ("${side}_tags") with (fastupdate = off);`,
+      );
     }
   }
 }

@@ -36,7 +36,9 @@ export class Migration20261126100000_worker_state extends Migration {
         return null;
       end
     $$;`);
-    this.addSql(`create trigger "worker_state_new" after insert on "worker" for each row execute function "worker_state_copy"();`);
+    this.addSql(
+      `create trigger "worker_state_new" after insert on "worker" for each row execute function "worker_state_copy"();`,
+    );
     // The id too: worker_state follows it by the foreign key, and the copy is written again to be sure.
     this.addSql(`create trigger "worker_state_changed" after update on "worker" for each row when (
          old.id is distinct from new.id or old.shape_version is distinct from new.shape_version or old.type is distinct from new.type
@@ -45,7 +47,8 @@ export class Migration20261126100000_worker_state extends Migration {
       or old.quarantined_at is distinct from new.quarantined_at or old.terminated_at is distinct from new.terminated_at
       or old.last_completed_at is distinct from new.last_completed_at)
       execute function "worker_state_copy"();`);
-    this.addSql(`insert into "worker_state" ("worker_id", "shape_version", "type", "enabled", "draining", "shutting_down", "connected_at",
+    this
+      .addSql(`insert into "worker_state" ("worker_id", "shape_version", "type", "enabled", "draining", "shutting_down", "connected_at",
                                    "metadata_reported_at", "quarantined_at", "terminated_at", "last_completed_at", "reported_ms", "last_completed_ms")
       select "id", "shape_version", "type", "enabled", "draining", "shutting_down", "connected_at", "metadata_reported_at", "quarantined_at",
              "terminated_at", "last_completed_at", (extract(epoch from "metadata_reported_at") * 1000)::float8,

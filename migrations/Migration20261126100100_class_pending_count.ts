@@ -15,7 +15,9 @@ export class Migration20261126100100_class_pending_count extends Migration {
   override async up(): Promise<void> {
     // No write to work_request between the copy below and the triggers: the copy starts exact (the migration is one transaction).
     this.addSql(`lock table "work_request" in share row exclusive mode;`);
-    this.addSql(`create table "class_pending_count" ("id" bigserial primary key, "class_id" int null, "n" int not null);`);
+    this.addSql(
+      `create table "class_pending_count" ("id" bigserial primary key, "class_id" int null, "n" int not null);`,
+    );
     this.addSql(`create or replace function "class_pending_count_insert"() returns trigger language plpgsql as $$
       begin
         insert into "class_pending_count" ("class_id", "n")
@@ -56,8 +58,12 @@ export class Migration20261126100100_class_pending_count extends Migration {
     this.addSql(
       `create trigger "class_pending_count_delete" after delete on "work_request" referencing old table as "old_rows" for each statement execute function "class_pending_count_delete"();`,
     );
-    this.addSql(`create trigger "class_pending_count_truncate" after truncate on "work_request" for each statement execute function "class_pending_count_truncate"();`);
-    this.addSql(`insert into "class_pending_count" ("class_id", "n") select "class_id", count(*) from "work_request" where "status" = 'PENDING' group by "class_id";`);
+    this.addSql(
+      `create trigger "class_pending_count_truncate" after truncate on "work_request" for each statement execute function "class_pending_count_truncate"();`,
+    );
+    this.addSql(
+      `insert into "class_pending_count" ("class_id", "n") select "class_id", count(*) from "work_request" where "status" = 'PENDING' group by "class_id";`,
+    );
   }
 
   override async down(): Promise<void> {

@@ -6,7 +6,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261126200500_pending_since extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`create index "work_request_pending_since" on "work_request" ("pending_at") where "status" = 'PENDING';`);
+    this.addSql(
+      `create index "work_request_pending_since" on "work_request" ("pending_at") where "status" = 'PENDING';`,
+    );
   }
 
   override async down(): Promise<void> {

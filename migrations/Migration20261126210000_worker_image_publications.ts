@@ -13,7 +13,9 @@ export class Migration20261126210000_worker_image_publications extends Migration
     this.addSql(
       `alter table "worker_image_publication" add constraint "worker_image_publication_image_id_foreign" foreign key ("image_id") references "worker_image" ("id") on update cascade on delete cascade;`,
     );
-    this.addSql(`alter table "worker_image_publication" add constraint "worker_image_publication_image_provider_region_unique" unique ("image_id", "provider", "region");`);
+    this.addSql(
+      `alter table "worker_image_publication" add constraint "worker_image_publication_image_provider_region_unique" unique ("image_id", "provider", "region");`,
+    );
   }
 
   override async down(): Promise<void> {

@@ -11,8 +11,12 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261128066000_instance_lifetimes extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table "worker_pool" add column "max_instance_lifetime_seconds" int null, add column "max_work_requests_per_instance" int null;`);
-    this.addSql(`alter table "worker" add column "assigned_total" int not null default 0, add column "retiring_reason" varchar(20) null;`);
+    this.addSql(
+      `alter table "worker_pool" add column "max_instance_lifetime_seconds" int null, add column "max_work_requests_per_instance" int null;`,
+    );
+    this.addSql(
+      `alter table "worker" add column "assigned_total" int not null default 0, add column "retiring_reason" varchar(20) null;`,
+    );
     // Rollouts: what each instance was launched from, and how many a pool replaces at a time.
     this.addSql(`alter table "instance" add column "template_fingerprint" varchar(64) null;`);
     this.addSql(`alter table "worker_pool" add column "max_replacing_instances" int not null default 1;`);
@@ -54,6 +58,8 @@ export class Migration20261128066000_instance_lifetimes extends Migration {
     this.addSql(`drop function "worker_assignment_count_update"();`);
     this.addSql(`alter table "worker" drop column "assigned_total", drop column "retiring_reason";`);
     this.addSql(`alter table "instance" drop column "template_fingerprint";`);
-    this.addSql(`alter table "worker_pool" drop column "max_instance_lifetime_seconds", drop column "max_work_requests_per_instance", drop column "max_replacing_instances";`);
+    this.addSql(
+      `alter table "worker_pool" drop column "max_instance_lifetime_seconds", drop column "max_work_requests_per_instance", drop column "max_replacing_instances";`,
+    );
   }
 }

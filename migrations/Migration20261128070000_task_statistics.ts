@@ -7,7 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration20261128070000_task_statistics extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`alter table "work_request_statistics" add column "out_of_memory" boolean null, add column "disk_full" boolean null;`);
+    this.addSql(
+      `alter table "work_request_statistics" add column "out_of_memory" boolean null, add column "disk_full" boolean null;`,
+    );
     this.addSql(
       `create table "task_statistics_histogram" ("task_type" text not null, "task_name" text not null, "package" text not null, "architecture" text not null, "day" date not null, "metric" text not null, "bucket" int not null, "count" int not null, constraint "task_statistics_histogram_pkey" primary key ("task_type", "task_name", "package", "architecture", "metric", "day", "bucket"));`,
     );

@@ -35,7 +35,9 @@ export class Migration20261202100000_task_statistics_sources extends Migration {
     );
     this.addSql(`delete from "task_statistics_histogram";`);
     this.addSql(`alter table "task_statistics_histogram" drop column "workspace_id";`);
-    this.addSql(`insert into "task_statistics_histogram" select "task_type", "task_name", "package", "architecture", "day", "metric", "bucket", "count" from "tsh_merged";`);
+    this.addSql(
+      `insert into "task_statistics_histogram" select "task_type", "task_name", "package", "architecture", "day", "metric", "bucket", "count" from "tsh_merged";`,
+    );
     this.addSql(`drop table "tsh_merged";`);
     this.addSql(
       `alter table "task_statistics_histogram" add constraint "task_statistics_histogram_pkey" primary key ("task_type", "task_name", "package", "architecture", "metric", "day", "bucket");`,

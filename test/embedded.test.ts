@@ -17,7 +17,12 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
     try {
       const token = /^\s+(tsk_admin_\S+)$/m.exec(first.stderr())?.[1];
       expect(token, first.stderr()).toBeDefined();
-      const ws = await httpGql(first.url, `mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`, {}, token);
+      const ws = await httpGql(
+        first.url,
+        `mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`,
+        {},
+        token,
+      );
       expect(ws.data?.createWorkspace.__typename).toBe('Workspace');
       const created = await httpGql(
         first.url,
@@ -32,8 +37,18 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
       const second = await startServerProcess(env);
       try {
         expect(second.stderr()).not.toContain('tsk_admin_');
-        const read = await httpGql(second.url, `query($id: ID!) { workRequest(id: $id) { id taskName status workspace { name } } }`, { id }, token);
-        expect(read.data?.workRequest).toEqual({ id, taskName: 'noop', status: 'PENDING', workspace: { name: 'debian/main' } });
+        const read = await httpGql(
+          second.url,
+          `query($id: ID!) { workRequest(id: $id) { id taskName status workspace { name } } }`,
+          { id },
+          token,
+        );
+        expect(read.data?.workRequest).toEqual({
+          id,
+          taskName: 'noop',
+          status: 'PENDING',
+          workspace: { name: 'debian/main' },
+        });
       } finally {
         expect(await second.stop()).toBe(0);
       }
@@ -43,7 +58,11 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
   }, 180_000);
 
   it('a worker pulls its work, one request after another (its later pulls in one round trip), on the single session', async () => {
-    const server = await startServerProcess({ ...env, TAGSCHED_DATA_DIR: fs.mkdtempSync(path.join(dataDir, 'pulls-')), TAGSCHED_SCHEDULER: 'manual' });
+    const server = await startServerProcess({
+      ...env,
+      TAGSCHED_DATA_DIR: fs.mkdtempSync(path.join(dataDir, 'pulls-')),
+      TAGSCHED_SCHEDULER: 'manual',
+    });
     try {
       const admin = /^\s+(tsk_admin_\S+)$/m.exec(server.stderr())?.[1];
       expect(admin, server.stderr()).toBeDefined();
@@ -53,11 +72,22 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
         return res.data!;
       };
       await call(`mutation { createWorkspace(input: { name: "debian/pulls" }) { __typename } }`, {}, admin);
-      const worker = (await call(`mutation { registerWorker(input: { name: "pull-1" }) { ... on WorkerTokenPayload { token } } }`, {}, admin)).registerWorker.token as string;
+      const worker = (
+        await call(
+          `mutation { registerWorker(input: { name: "pull-1" }) { ... on WorkerTokenPayload { token } } }`,
+          {},
+          admin,
+        )
+      ).registerWorker.token as string;
       const metadata = { architectures: ['amd64'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
       expect(
-        (await call(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: metadata }, worker)).reportWorkerMetadata
-          .__typename,
+        (
+          await call(
+            `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+            { m: metadata },
+            worker,
+          )
+        ).reportWorkerMetadata.__typename,
       ).toBe('Worker');
       const ids: string[] = [];
       for (let i = 0; i < 3; i++) {
@@ -69,12 +99,22 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
         ids.push(created.createWorkRequest.id as string);
       }
       const pull = async () =>
-        (await call(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id status worker { name } } } } }`, {}, worker)).requestWork.workRequest;
+        (
+          await call(
+            `mutation { requestWork { ... on RequestWorkPayload { workRequest { id status worker { name } } } } }`,
+            {},
+            worker,
+          )
+        ).requestWork.workRequest;
       for (const id of ids) {
         expect(await pull()).toEqual({ id, status: 'ASSIGNED', worker: { name: 'pull-1' } });
         expect(await pull()).toBeNull(); // its one slot is held
         await call(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, worker);
-        const done = await call(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status } } }`, { id }, worker);
+        const done = await call(
+          `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status } } }`,
+          { id },
+          worker,
+        );
         expect(done.completeWorkRequest.status).toBe('COMPLETED');
       }
       expect(await pull()).toBeNull();

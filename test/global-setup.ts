@@ -47,7 +47,9 @@ export default async function setup(project: TestProject) {
   project.provide('runId', runId);
   return async () => {
     await admin(async (c) => {
-      const { rows } = await c.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`t\\_${runId}\\_%`]);
+      const { rows } = await c.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [
+        `t\\_${runId}\\_%`,
+      ]);
       for (const r of rows) await c.query(`drop database if exists "${r.datname}" with (force)`);
     });
   };
@@ -55,7 +57,9 @@ export default async function setup(project: TestProject) {
 
 /** Migrates a new database and turns it into the template, unless a finished template of that name exists. */
 async function buildTemplate(templateDb: string): Promise<void> {
-  const exists = await admin(async (c) => (await c.query('select 1 from pg_database where datname = $1', [templateDb])).rowCount);
+  const exists = await admin(
+    async (c) => (await c.query('select 1 from pg_database where datname = $1', [templateDb])).rowCount,
+  );
   if (!exists) {
     const building = `${templateDb}_building`;
     await admin(async (c) => {

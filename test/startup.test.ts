@@ -13,10 +13,17 @@ import { startServerProcess } from './helpers/server-process.js';
 import { until } from './faults/harness.js';
 
 /** Runs the server entry to its exit, with the given environment; what it printed on stderr, and its exit code. */
-function runServer(env: Record<string, string | undefined>, timeoutMs = 90_000): Promise<{ code: number | null; stderr: string; stdout: string }> {
+function runServer(
+  env: Record<string, string | undefined>,
+  timeoutMs = 90_000,
+): Promise<{ code: number | null; stderr: string; stdout: string }> {
   const clean: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env })) if (v !== undefined) clean[k] = v;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], { env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
+  for (const [k, v] of Object.entries({ ...process.env, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }))
+    if (v !== undefined) clean[k] = v;
+  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], {
+    env: clean,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   let stdout = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -77,9 +84,15 @@ describe('a start that cannot succeed', () => {
   );
 
   it('a port in use: one line, exit 2', async () => {
-    const run = await runServer({ PORT: String(heldPort), DATABASE_URL: db.url, TAGSCHED_ADMIN_TOKEN: 'tsk_admin_startup-test-0123456789abcdef' });
+    const run = await runServer({
+      PORT: String(heldPort),
+      DATABASE_URL: db.url,
+      TAGSCHED_ADMIN_TOKEN: 'tsk_admin_startup-test-0123456789abcdef',
+    });
     expect(run.code).toBe(2);
-    expect(run.stderr.trim()).toBe(`tagsched: port ${heldPort} on 127.0.0.1 is already in use: stop what holds it, or set PORT`);
+    expect(run.stderr.trim()).toBe(
+      `tagsched: port ${heldPort} on 127.0.0.1 is already in use: stop what holds it, or set PORT`,
+    );
   }, 120_000);
 });
 
@@ -92,7 +105,9 @@ describe('the first admin token of an empty database', () => {
     const failed = await runServer({ ...env, PORT: String(heldPort) });
     expect(failed.code).toBe(2);
     expect(failed.stderr).not.toContain('tsk_admin_');
-    expect(failed.stderr.trim()).toBe(`tagsched: port ${heldPort} on 127.0.0.1 is already in use: stop what holds it, or set PORT`);
+    expect(failed.stderr.trim()).toBe(
+      `tagsched: port ${heldPort} on 127.0.0.1 is already in use: stop what holds it, or set PORT`,
+    );
 
     const next = await startServerProcess(env);
     try {

@@ -20,8 +20,10 @@ import { NOOP_INPUT, type ClientsApi } from '../clients.js';
 
 /** The error members as tagsched-admin selects them (0.1.0's InputError has the same path and problems). */
 const ERRORS = '__typename ... on Error { code message } ... on InputError { path problems { code message path } }';
-const WORKER_FIELDS = 'name type status pool { name } concurrency activeWorkCount enabled draining shuttingDown lastSeenAt';
-const WORK_REQUEST_FIELDS = 'id status result taskType taskName priority workspace { name } worker { name } createdBy { username } createdAt';
+const WORKER_FIELDS =
+  'name type status pool { name } concurrency activeWorkCount enabled draining shuttingDown lastSeenAt';
+const WORK_REQUEST_FIELDS =
+  'id status result taskType taskName priority workspace { name } worker { name } createdBy { username } createdAt';
 
 export const API_0_1_0: ClientsApi = {
   name: '0.1.0',

@@ -82,12 +82,16 @@ const MAX_REASON_BYTES = 4096;
 /** What the result is reported with: the exit code, and a reason when the agent knows one. */
 function reportOf(outcome: Outcome, runDir: string): RunReport {
   if (outcome.kind === 'signal') return { exitCode: null, reason: `the handler was killed by ${outcome.signal}` };
-  if (outcome.kind === 'not-started') return { exitCode: null, reason: `the handler could not be started: ${outcome.error}` };
+  if (outcome.kind === 'not-started')
+    return { exitCode: null, reason: `the handler could not be started: ${outcome.error}` };
   if (outcome.code === 0) return { exitCode: 0, reason: null };
   let reason: string | null = null;
   try {
     // The handler owns its directory: the reason file is read only if it is a regular file of its own, never through a link.
-    const fd = fs.openSync(path.join(runDir, REASON_FILE), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+    const fd = fs.openSync(
+      path.join(runDir, REASON_FILE),
+      fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK,
+    );
     try {
       if (!fs.fstatSync(fd).isFile()) throw new Error('not a regular file');
       const buf = Buffer.alloc(MAX_REASON_BYTES);
@@ -110,7 +114,14 @@ function reportOf(outcome: Outcome, runDir: string): RunReport {
  * What a run used, from its instants (Date.now()) and its measurement, as the server takes it; null
  * when a figure is out of the server's bounds (a clock jump): the result must not be refused for it.
  */
-export function runStatistics(t: { acknowledgedAt: number; startedAt: number; exitedAt: number; readyAt: number; cpuCount: number; usage: RunUsage | null }): RunStatistics | null {
+export function runStatistics(t: {
+  acknowledgedAt: number;
+  startedAt: number;
+  exitedAt: number;
+  readyAt: number;
+  cpuCount: number;
+  usage: RunUsage | null;
+}): RunStatistics | null {
   const seconds = (from: number, to: number) => Math.max(0, to - from) / 1000;
   const statistics: RunStatistics = {
     setupSeconds: seconds(t.acknowledgedAt, t.startedAt),
@@ -163,14 +174,19 @@ export function createAgent(deps: AgentDeps): Agent {
   }
 
   /** Calls the server until it answers: network failures wait and retry; a refused token ends the run. */
-  async function persist<T>(operation: string, fields: Record<string, unknown>, fn: () => Promise<Answer<T>>): Promise<Answer<T>> {
+  async function persist<T>(
+    operation: string,
+    fields: Record<string, unknown>,
+    fn: () => Promise<Answer<T>>,
+  ): Promise<Answer<T>> {
     try {
       return await retry(fn, {
         shouldRetry: (err) => err instanceof TransientError,
         maxBackoffMs: config.maxBackoffMs,
         signal: stop.signal,
         waker,
-        onRetry: (err, attempt, delayMs) => log.warn({ operation, ...fields, attempt, delayMs, error: messageOf(err) }, MESSAGES.retrying),
+        onRetry: (err, attempt, delayMs) =>
+          log.warn({ operation, ...fields, attempt, delayMs, error: messageOf(err) }, MESSAGES.retrying),
       });
     } catch (err) {
       if (err instanceof AuthError) {
@@ -187,13 +203,18 @@ export function createAgent(deps: AgentDeps): Agent {
     else log.warn({ id, reason, ...errorFields(answer.error) }, 'release refused');
   }
 
-  async function execute(a: Assignment, command: string, acknowledgedAt: number): Promise<{ result: TaskResult; report: RunReport }> {
+  async function execute(
+    a: Assignment,
+    command: string,
+    acknowledgedAt: number,
+  ): Promise<{ result: TaskResult; report: RunReport }> {
     const { cpuCount, load1 } = deps.load();
     const parallel = suggestedParallelism({ cpuCount, load1, running: runs.size + 1 });
     const run = deps.startRun({ task: a, command, runsDir, parallel, env: deps.env });
     const startedAt = Date.now();
     runs.add(run);
-    if (run.pid !== undefined) log.info({ id: a.id, taskName: a.taskName, pid: run.pid, parallel, logFile: run.logFile }, MESSAGES.started);
+    if (run.pid !== undefined)
+      log.info({ id: a.id, taskName: a.taskName, pid: run.pid, parallel, logFile: run.logFile }, MESSAGES.started);
     const shipper = startShipper({
       id: a.id,
       file: run.logFile,
@@ -233,7 +254,9 @@ export function createAgent(deps: AgentDeps): Agent {
       setPhase(id, 'running');
       const { result, report } = await execute(a, command, acknowledgedAt);
       setPhase(id, 'reporting');
-      const done = await persist('completeWorkRequest', { id, result, exitCode: report.exitCode }, () => api.completeWorkRequest(id, result, report));
+      const done = await persist('completeWorkRequest', { id, result, exitCode: report.exitCode }, () =>
+        api.completeWorkRequest(id, result, report),
+      );
       if (done.ok) log.info({ id, result }, MESSAGES.resultReported);
       else log.warn({ id, result, ...errorFields(done.error) }, MESSAGES.resultDropped);
     } catch (err) {
@@ -297,7 +320,10 @@ export function createAgent(deps: AgentDeps): Agent {
         if (workerName === null) log.setBindings({ worker: name });
         workerName = name;
         const { architectures, cpuCount, executors, tools } = input;
-        log.info({ status, architectures, cpuCount, executors, tools, tasks: input.tasks.map((t) => t.name) }, MESSAGES.metadataReported);
+        log.info(
+          { status, architectures, cpuCount, executors, tools, tasks: input.tasks.map((t) => t.name) },
+          MESSAGES.metadataReported,
+        );
         for (const r of rejectedTags) log.warn({ tag: r.tag, code: r.code, reason: r.reason }, MESSAGES.tagRejected);
       } while (metadataAgain && !finished);
     } catch (err) {
@@ -325,7 +351,10 @@ export function createAgent(deps: AgentDeps): Agent {
     if (code !== EXIT_CODES.drained) for (const r of runs) r.kill('SIGTERM');
     // Their ends, for at most RUNS_END_MS: a run's end removes its cgroup leaf, and with it what its
     // handler left running outside its process group; the process exits after this.
-    await Promise.race([Promise.all([...runs].map((r) => r.usage)), new Promise((resolve) => setTimeout(resolve, RUNS_END_MS).unref())]);
+    await Promise.race([
+      Promise.all([...runs].map((r) => r.usage)),
+      new Promise((resolve) => setTimeout(resolve, RUNS_END_MS).unref()),
+    ]);
     await drainHeartbeat;
     await stream?.close();
     resolveExit(code);
@@ -370,7 +399,13 @@ export function createAgent(deps: AgentDeps): Agent {
       void finish(EXIT_CODES.interrupted);
       return;
     }
-    log.error({ detail: err.message, hint: 'check --token / TAGSCHED_WORKER_TOKEN, or remove the state file to activate again' }, MESSAGES.tokenRefused);
+    log.error(
+      {
+        detail: err.message,
+        hint: 'check --token / TAGSCHED_WORKER_TOKEN, or remove the state file to activate again',
+      },
+      MESSAGES.tokenRefused,
+    );
     void finish(EXIT_CODES.tokenRefused);
   }
 
@@ -380,13 +415,17 @@ export function createAgent(deps: AgentDeps): Agent {
       stream = deps.openStream({ onConnected, onAssignment, onFatal: fail });
       timers.push(setInterval(() => void heartbeat(), config.heartbeatIntervalMs));
       timers.push(setInterval(() => void reportMetadata(), config.metadataIntervalMs));
-      if (deps.interruptionNotice) timers.push(setInterval(() => void lookForInterruption(), config.interruptionPollMs));
+      if (deps.interruptionNotice)
+        timers.push(setInterval(() => void lookForInterruption(), config.interruptionPollMs));
       return exited;
     },
     drain(signal) {
       if (finished) return;
       if (draining) {
-        log.warn({ signal, running: held().length, hint: 'running work finishes first; SIGKILL stops now' }, MESSAGES.alreadyDraining);
+        log.warn(
+          { signal, running: held().length, hint: 'running work finishes first; SIGKILL stops now' },
+          MESSAGES.alreadyDraining,
+        );
         return;
       }
       draining = true;

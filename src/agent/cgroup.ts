@@ -69,7 +69,12 @@ export function parseCgroupMounts(text: string): CgroupMount[] {
     const fields = before.split(' ');
     const [type, , superOptions] = after.split(' ');
     if ((type !== 'cgroup2' && type !== 'cgroup') || fields.length < 5) continue;
-    mounts.push({ type, options: type === 'cgroup' ? (superOptions ?? '').split(',') : [], root: unescape(fields[3]), mountPoint: unescape(fields[4]) });
+    mounts.push({
+      type,
+      options: type === 'cgroup' ? (superOptions ?? '').split(',') : [],
+      root: unescape(fields[3]),
+      mountPoint: unescape(fields[4]),
+    });
   }
   return mounts;
 }
@@ -119,7 +124,8 @@ function enableMemoryController(parent: string): string | null {
     writeControl(subtree, '+memory');
     return null;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EBUSY') return `the memory controller is not delegated to ${parent} (cgroup.subtree_control: ${messageOf(err)})`;
+    if ((err as NodeJS.ErrnoException).code !== 'EBUSY')
+      return `the memory controller is not delegated to ${parent} (cgroup.subtree_control: ${messageOf(err)})`;
   }
   const procs = (read(path.join(parent, 'cgroup.procs')) ?? '').split('\n').filter(Boolean);
   if (procs.length !== 1 || procs[0] !== String(process.pid)) {
@@ -155,14 +161,20 @@ function trial(kind: 'v2' | 'v1', parent: string): string | null {
     if (kind === 'v2' && !(read(path.join(leaf, 'cgroup.controllers')) ?? '').split(/\s+/).includes('memory')) {
       const why = enableMemoryController(parent);
       if (why !== null) return why;
-      if (!(read(path.join(leaf, 'cgroup.controllers')) ?? '').split(/\s+/).includes('memory')) return `the memory controller is not available in ${parent}`;
+      if (!(read(path.join(leaf, 'cgroup.controllers')) ?? '').split(/\s+/).includes('memory'))
+        return `the memory controller is not available in ${parent}`;
     }
-    if (!fs.existsSync(path.join(leaf, PEAK_FILE[kind]))) return `${PEAK_FILE[kind]} is missing in ${parent} (the kernel is too old)`;
-    const joined = spawnSync('/bin/sh', ['-c', JOIN_SHELL, 'tagsched-probe', path.join(leaf, 'cgroup.procs'), '/bin/sh', '-c', 'exit 0'], {
-      stdio: ['ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'pipe'],
-      timeout: 10_000,
-      encoding: 'utf8',
-    });
+    if (!fs.existsSync(path.join(leaf, PEAK_FILE[kind])))
+      return `${PEAK_FILE[kind]} is missing in ${parent} (the kernel is too old)`;
+    const joined = spawnSync(
+      '/bin/sh',
+      ['-c', JOIN_SHELL, 'tagsched-probe', path.join(leaf, 'cgroup.procs'), '/bin/sh', '-c', 'exit 0'],
+      {
+        stdio: ['ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'pipe'],
+        timeout: 10_000,
+        encoding: 'utf8',
+      },
+    );
     const said = (joined.output?.[5] as string | null | undefined) ?? '';
     if (!said.startsWith('joined')) return `a process cannot be moved into a cgroup in ${parent}`;
     return null;
@@ -178,7 +190,12 @@ function trial(kind: 'v2' | 'v1', parent: string): string | null {
  * command: nothing of the run exists outside the leaf. When the write fails the command runs all the
  * same, measured by its process tree. The path and the command are arguments, never shell text.
  */
-export const JOIN_SHELL = ['procs=$1; shift', 'if { echo $$ > "$procs"; } 2>/dev/null; then echo joined >&5; fi', 'exec 5>&-', 'exec "$@"'].join('\n');
+export const JOIN_SHELL = [
+  'procs=$1; shift',
+  'if { echo $$ > "$procs"; } 2>/dev/null; then echo joined >&5; fi',
+  'exec 5>&-',
+  'exec "$@"',
+].join('\n');
 
 /**
  * Removes the empty leaves of agents that are gone (killed before they could remove them): those
@@ -210,7 +227,10 @@ function removeLeftovers(parent: string): string {
 }
 
 /** Where the runs' leaves go, trying a leaf of each kind (v2 first) under the agent's own cgroup. */
-export function planMemoryCgroup(choice: MemoryCgroupChoice, files: { procCgroup?: string; mountinfo?: string } = {}): MemoryCgroup {
+export function planMemoryCgroup(
+  choice: MemoryCgroupChoice,
+  files: { procCgroup?: string; mountinfo?: string } = {},
+): MemoryCgroup {
   if (choice === 'off') return { kind: 'none', why: 'turned off by --memory-cgroup off (TAGSCHED_MEMORY_CGROUP)' };
   const own = parseProcCgroup(files.procCgroup ?? read('/proc/self/cgroup') ?? '');
   const mounts = parseCgroupMounts(files.mountinfo ?? read('/proc/self/mountinfo') ?? '');
@@ -218,14 +238,18 @@ export function planMemoryCgroup(choice: MemoryCgroupChoice, files: { procCgroup
   const unifiedMount = mounts.find((m) => m.type === 'cgroup2');
   if (own.unified !== null && unifiedMount) {
     const parent = cgroupDir(unifiedMount, own.unified);
-    const why = parent ? trial('v2', parent) : `the agent's cgroup ${own.unified} is not under ${unifiedMount.mountPoint}`;
+    const why = parent
+      ? trial('v2', parent)
+      : `the agent's cgroup ${own.unified} is not under ${unifiedMount.mountPoint}`;
     if (why === null && parent) return { kind: 'v2', parent: removeLeftovers(parent) };
     reasons.push(`cgroup v2: ${why}`);
   } else reasons.push('cgroup v2: not mounted');
   const memoryMount = mounts.find((m) => m.type === 'cgroup' && m.options.includes('memory'));
   if (own.memoryV1 !== null && memoryMount) {
     const parent = cgroupDir(memoryMount, own.memoryV1);
-    const why = parent ? trial('v1', parent) : `the agent's cgroup ${own.memoryV1} is not under ${memoryMount.mountPoint}`;
+    const why = parent
+      ? trial('v1', parent)
+      : `the agent's cgroup ${own.memoryV1} is not under ${memoryMount.mountPoint}`;
     if (why === null && parent) return { kind: 'v1', parent: removeLeftovers(parent) };
     reasons.push(`cgroup v1: ${why}`);
   } else reasons.push('cgroup v1: no memory hierarchy');
@@ -300,7 +324,8 @@ export function createLeaf(plan: { kind: 'v2' | 'v1'; parent: string }, name: st
         if (fs.existsSync(path.join(dir, 'memory.swap.max'))) writeControl(path.join(dir, 'memory.swap.max'), '0');
       } else {
         writeControl(path.join(dir, 'memory.limit_in_bytes'), String(limitBytes));
-        if (fs.existsSync(path.join(dir, 'memory.memsw.limit_in_bytes'))) writeControl(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limitBytes));
+        if (fs.existsSync(path.join(dir, 'memory.memsw.limit_in_bytes')))
+          writeControl(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limitBytes));
       }
     }
   } catch (err) {

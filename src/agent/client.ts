@@ -52,7 +52,8 @@ export function errorOfResponse(status: number, body: unknown): Error | null {
   if (status === 401 || status === 403 || codes.some((c) => c !== undefined && AUTH_CODES.has(c))) {
     return new AuthError(summary || `HTTP ${status}`);
   }
-  if (status >= 500 || status === 408 || status === 429) return new TransientError(`HTTP ${status}${summary ? `: ${summary}` : ''}`);
+  if (status >= 500 || status === 408 || status === 429)
+    return new TransientError(`HTTP ${status}${summary ? `: ${summary}` : ''}`);
   if (codes.includes('INTERNAL_SERVER_ERROR')) return new TransientError(`server error: ${summary}`);
   if (errors.length) return new ProtocolError(summary);
   if (status < 200 || status >= 300) return new ProtocolError(`HTTP ${status}`);
@@ -62,12 +63,24 @@ export function errorOfResponse(status: number, body: unknown): Error | null {
 }
 
 /** Mutations over HTTP with a bearer token, each bounded by `timeoutMs`. */
-export function createHttpRequest(options: { url: string; token: string; timeoutMs: number; fetch?: typeof fetch }): Request {
+export function createHttpRequest(options: {
+  url: string;
+  token: string;
+  timeoutMs: number;
+  fetch?: typeof fetch;
+}): Request {
   const doFetch = options.fetch ?? fetch;
   return async (query, variables) => {
     let answer: { status: number; body: unknown };
     try {
-      answer = await postGraphql({ url: options.url, token: options.token, query, variables, timeoutMs: options.timeoutMs, fetch: doFetch });
+      answer = await postGraphql({
+        url: options.url,
+        token: options.token,
+        query,
+        variables,
+        timeoutMs: options.timeoutMs,
+        fetch: doFetch,
+      });
     } catch (err) {
       // fetch rejects on refused connections, resets, DNS failures and the timeout alike.
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
@@ -92,7 +105,11 @@ export class ConnectionBusyError extends TransientError {}
  * MAX_CONNECTION_REQUESTS of them in flight already, or when the server refuses one for its limit of
  * operations per connection (ConnectionBusyError).
  */
-export function preferConnection(http: Request, stream: () => AssignmentStream | null, documents: ReadonlySet<string>): Request {
+export function preferConnection(
+  http: Request,
+  stream: () => AssignmentStream | null,
+  documents: ReadonlySet<string>,
+): Request {
   return async (query, variables) => {
     const overConnection = documents.has(query) ? stream()?.request?.(query, variables) : null;
     if (!overConnection) return http(query, variables);
@@ -199,8 +216,13 @@ function requestOverConnection(
         reject(error);
       } else resolve(data!);
     };
-    const timer = setTimeout(() => settle(new TransientError(`no answer over the connection within ${timeoutMs} ms`)), timeoutMs);
-    const forget = onCut((event) => settle(authFailureOf(event) ?? new TransientError('the connection was cut before the answer')));
+    const timer = setTimeout(
+      () => settle(new TransientError(`no answer over the connection within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const forget = onCut((event) =>
+      settle(authFailureOf(event) ?? new TransientError('the connection was cut before the answer')),
+    );
     const unsubscribe = c.subscribe<Record<string, unknown>>(
       { query, variables },
       {
@@ -212,7 +234,13 @@ function requestOverConnection(
           if (auth) return settle(auth);
           if (Array.isArray(err)) {
             const errors = err as NonNullable<GraphqlBody['errors']>;
-            if (errors.some((e) => e?.extensions?.code === 'LIMIT_EXCEEDED' && (e.extensions as { limit?: string }).limit === 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION')) {
+            if (
+              errors.some(
+                (e) =>
+                  e?.extensions?.code === 'LIMIT_EXCEEDED' &&
+                  (e.extensions as { limit?: string }).limit === 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION',
+              )
+            ) {
               return settle(new ConnectionBusyError(errors.map((e) => e.message).join('; ')));
             }
             return settle(errorOfResponse(200, { errors: err }) ?? new ProtocolError('the operation was refused'));
@@ -234,7 +262,12 @@ export interface ConnectionRequests {
   /** How many are in flight. */
   readonly size: number;
   /** Sends one over `c`: its answer, or the error it stands for (requestOverConnection). */
-  send(c: Client, query: string, variables: Record<string, unknown> | undefined, timeoutMs: number): Promise<Record<string, unknown>>;
+  send(
+    c: Client,
+    query: string,
+    variables: Record<string, unknown> | undefined,
+    timeoutMs: number,
+  ): Promise<Record<string, unknown>>;
   /**
    * Fails every one in flight as cut: the owner calls it when their connection closes, with the close
    * event (a refused token is then an AuthError), or with none when it drops the connection itself.
@@ -343,7 +376,10 @@ export function openAssignmentStream(o: AssignmentStreamOptions): AssignmentStre
       if (client === c) cutAll(event);
       if (closed) return;
       const { code, reason } = event as { code?: number; reason?: string };
-      if (!cause.startsWith('no answer to a ping')) cause = reason ? `closed by the server (${code}: ${reason})` : lastError || `connection closed (${code ?? 'no code'})`;
+      if (!cause.startsWith('no answer to a ping'))
+        cause = reason
+          ? `closed by the server (${code}: ${reason})`
+          : lastError || `connection closed (${code ?? 'no code'})`;
       if (connected) log.warn({ code, reason: reason || lastError || undefined }, MESSAGES.disconnected);
       else log.debug({ code, error: lastError || reason || undefined }, 'connection attempt failed');
       connected = false;

@@ -167,19 +167,54 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
     return o;
   };
   const server = 'Server and identity:';
-  option('--server <url>', 'server', 'the GraphQL endpoint; the WebSocket is the same URL with ws(s)://', server, DEFAULTS.server);
-  option('--token <token>', 'token', 'worker token; wins over the state file and --activation-token (prefer the variable: arguments show in ps)', server);
-  option('--activation-token <token>', 'activationToken', 'one-shot pool activation token, traded for a worker token on the first start', server);
+  option(
+    '--server <url>',
+    'server',
+    'the GraphQL endpoint; the WebSocket is the same URL with ws(s)://',
+    server,
+    DEFAULTS.server,
+  );
+  option(
+    '--token <token>',
+    'token',
+    'worker token; wins over the state file and --activation-token (prefer the variable: arguments show in ps)',
+    server,
+  );
+  option(
+    '--activation-token <token>',
+    'activationToken',
+    'one-shot pool activation token, traded for a worker token on the first start',
+    server,
+  );
   option('--name <name>', 'name', 'worker name to ask for at activation; without it the server chooses', server);
-  option('--state-file <path>', 'stateFile', 'where the activated token is kept, mode 0600', server, '<work-dir>/state.json');
+  option(
+    '--state-file <path>',
+    'stateFile',
+    'where the activated token is kept, mode 0600',
+    server,
+    '<work-dir>/state.json',
+  );
   program.addOption(
-    new Option('--rotate-token', 'trade the worker token for a new one (the old one is revoked at once), keep the new one in the state file, and exit').helpGroup(server),
+    new Option(
+      '--rotate-token',
+      'trade the worker token for a new one (the old one is revoked at once), keep the new one in the state file, and exit',
+    ).helpGroup(server),
   );
   const work = 'Work:';
   option('--work-dir <dir>', 'workDir', 'runs/<id> directories and the state file live here', work, DEFAULTS.workDir);
   option('--handler <name=command>', 'handler', 'run task <name> with <command> (repeatable)', work).argParser(collect);
-  option('--provided-tag <tag>', 'providedTag', 'a tag this worker provides (repeatable; comma-separated in the variable)', work).argParser(collect);
-  option('--handler-user <user>', 'handlerUser', 'when the agent runs as root: the unprivileged user handlers run as', work);
+  option(
+    '--provided-tag <tag>',
+    'providedTag',
+    'a tag this worker provides (repeatable; comma-separated in the variable)',
+    work,
+  ).argParser(collect);
+  option(
+    '--handler-user <user>',
+    'handlerUser',
+    'when the agent runs as root: the unprivileged user handlers run as',
+    work,
+  );
   option(
     '--handler-isolation <mode>',
     'handlerIsolation',
@@ -187,7 +222,13 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
     work,
     DEFAULTS.handlerIsolation,
   );
-  option('--hidden-dir <dir>', 'hiddenDir', "the directory handlers do not see (their run's directory shown when inside); it must hold the state file", work, "the state file's");
+  option(
+    '--hidden-dir <dir>',
+    'hiddenDir',
+    "the directory handlers do not see (their run's directory shown when inside); it must hold the state file",
+    work,
+    "the state file's",
+  );
   option(
     '--memory-cgroup <mode>',
     'memoryCgroup',
@@ -195,7 +236,12 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
     work,
     DEFAULTS.memoryCgroup,
   );
-  option('--handler-memory-limit <MiB>', 'handlerMemoryLimit', "the memory limit of each run's cgroup, in MiB (swap included); the OOM killer ends a run above it", work);
+  option(
+    '--handler-memory-limit <MiB>',
+    'handlerMemoryLimit',
+    "the memory limit of each run's cgroup, in MiB (swap included); the OOM killer ends a run above it",
+    work,
+  );
   option(
     '--interruption-notice <source>',
     'interruptionNotice',
@@ -203,16 +249,64 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
     work,
     DEFAULTS.interruptionNotice,
   );
-  option('--metadata-url <url>', 'metadataUrl', 'the instance metadata service the notice is read from', work, DEFAULTS.metadataUrl);
+  option(
+    '--metadata-url <url>',
+    'metadataUrl',
+    'the instance metadata service the notice is read from',
+    work,
+    DEFAULTS.metadataUrl,
+  );
   const timing = 'Timing (seconds):';
-  option('--interruption-poll <s>', 'interruptionPoll', 'between two looks for an interruption notice', timing, DEFAULTS.interruptionPoll);
+  option(
+    '--interruption-poll <s>',
+    'interruptionPoll',
+    'between two looks for an interruption notice',
+    timing,
+    DEFAULTS.interruptionPoll,
+  );
   option('--heartbeat-interval <s>', 'heartbeatInterval', 'between heartbeats', timing, DEFAULTS.heartbeatInterval);
-  option('--metadata-interval <s>', 'metadataInterval', 'between reports of the system facts (also sent on every (re)connection)', timing, DEFAULTS.metadataInterval);
-  option('--max-backoff <s>', 'maxBackoff', 'longest wait between two attempts to reach the server', timing, DEFAULTS.maxBackoff);
-  option('--request-timeout <s>', 'requestTimeout', 'longest wait for one HTTP request or WebSocket handshake', timing, DEFAULTS.requestTimeout);
-  option('--keepalive-interval <s>', 'keepaliveInterval', 'WebSocket pings; no answer within as long again is a cut connection', timing, DEFAULTS.keepaliveInterval);
-  option('--log-interval <s>', 'logInterval', "how long a handler's output waits to be sent with more", timing, DEFAULTS.logInterval);
-  option('--log-level <level>', 'logLevel', `JSON log lines on stdout: ${LOG_LEVELS.join(', ')}`, 'Logging:', DEFAULTS.logLevel);
+  option(
+    '--metadata-interval <s>',
+    'metadataInterval',
+    'between reports of the system facts (also sent on every (re)connection)',
+    timing,
+    DEFAULTS.metadataInterval,
+  );
+  option(
+    '--max-backoff <s>',
+    'maxBackoff',
+    'longest wait between two attempts to reach the server',
+    timing,
+    DEFAULTS.maxBackoff,
+  );
+  option(
+    '--request-timeout <s>',
+    'requestTimeout',
+    'longest wait for one HTTP request or WebSocket handshake',
+    timing,
+    DEFAULTS.requestTimeout,
+  );
+  option(
+    '--keepalive-interval <s>',
+    'keepaliveInterval',
+    'WebSocket pings; no answer within as long again is a cut connection',
+    timing,
+    DEFAULTS.keepaliveInterval,
+  );
+  option(
+    '--log-interval <s>',
+    'logInterval',
+    "how long a handler's output waits to be sent with more",
+    timing,
+    DEFAULTS.logInterval,
+  );
+  option(
+    '--log-level <level>',
+    'logLevel',
+    `JSON log lines on stdout: ${LOG_LEVELS.join(', ')}`,
+    'Logging:',
+    DEFAULTS.logLevel,
+  );
   program.addHelpText('after', HELP_AFTER);
   return program;
 }
@@ -233,7 +327,9 @@ export function parseHandlers(entries: readonly string[]): Map<string, string> {
     const name = eq < 0 ? '' : entry.slice(0, eq).trim();
     const command = eq < 0 ? '' : entry.slice(eq + 1).trim();
     if (!HANDLER_NAME.test(name) || !command) {
-      throw new UsageError(`handler ${JSON.stringify(entry)} is not NAME=COMMAND (a task name of letters, digits and ._+-, then a non-empty command)`);
+      throw new UsageError(
+        `handler ${JSON.stringify(entry)} is not NAME=COMMAND (a task name of letters, digits and ._+-, then a non-empty command)`,
+      );
     }
     handlers.set(name, command);
   }
@@ -249,7 +345,11 @@ const serverSchema = z.url({ protocol: /^https?$/ });
  * UsageError for a bad value, and commander's CommanderError for --help, --version and unknown
  * flags (after printing; its exitCode is 0 for help and version).
  */
-export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, options: { cwd?: string; version?: string; output?: OutputConfiguration } = {}): AgentConfig {
+export function parseConfig(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+  options: { cwd?: string; version?: string; output?: OutputConfiguration } = {},
+): AgentConfig {
   const program = buildProgram(options.version ?? '0.0.0', options.output);
   program.parse([...argv], { from: 'user' });
   const flags = program.opts<Record<string, unknown>>();
@@ -263,7 +363,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
   const seconds = (key: Key & keyof typeof DEFAULTS): number => {
     const raw = text(key) ?? DEFAULTS[key];
     const parsed = secondsSchema.safeParse(raw);
-    if (!parsed.success) throw new UsageError(`${where(key)} must be a positive number of seconds, got ${JSON.stringify(raw)}`);
+    if (!parsed.success)
+      throw new UsageError(`${where(key)} must be a positive number of seconds, got ${JSON.stringify(raw)}`);
     return Math.round(parsed.data * 1000);
   };
 
@@ -274,8 +375,14 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
   const wsUrl = new URL(server);
   wsUrl.protocol = wsUrl.protocol === 'https:' ? 'wss:' : 'ws:';
 
-  const handlerEntries = [...splitHandlerList(fromEnv('handler') ?? ''), ...((fromCli('handler') as string[] | undefined) ?? [])];
-  const providedTags = [...(fromEnv('providedTag') ?? '').split(/[\s,]+/).filter(Boolean), ...((fromCli('providedTag') as string[] | undefined) ?? [])];
+  const handlerEntries = [
+    ...splitHandlerList(fromEnv('handler') ?? ''),
+    ...((fromCli('handler') as string[] | undefined) ?? []),
+  ];
+  const providedTags = [
+    ...(fromEnv('providedTag') ?? '').split(/[\s,]+/).filter(Boolean),
+    ...((fromCli('providedTag') as string[] | undefined) ?? []),
+  ];
   const tagErrors = validateTagList(providedTags, 'provided');
   if (tagErrors.length) throw new UsageError(`${where('providedTag')}: ${tagErrors.map((e) => e.message).join('; ')}`);
 
@@ -284,12 +391,16 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
 
   const handlerIsolation = text('handlerIsolation') ?? DEFAULTS.handlerIsolation;
   if (!(ISOLATION_CHOICES as readonly string[]).includes(handlerIsolation)) {
-    throw new UsageError(`${where('handlerIsolation')} must be one of ${ISOLATION_CHOICES.join(', ')}, got ${JSON.stringify(handlerIsolation)}`);
+    throw new UsageError(
+      `${where('handlerIsolation')} must be one of ${ISOLATION_CHOICES.join(', ')}, got ${JSON.stringify(handlerIsolation)}`,
+    );
   }
 
   const memoryCgroup = text('memoryCgroup') ?? DEFAULTS.memoryCgroup;
   if (!(MEMORY_CGROUP_CHOICES as readonly string[]).includes(memoryCgroup)) {
-    throw new UsageError(`${where('memoryCgroup')} must be one of ${MEMORY_CGROUP_CHOICES.join(', ')}, got ${JSON.stringify(memoryCgroup)}`);
+    throw new UsageError(
+      `${where('memoryCgroup')} must be one of ${MEMORY_CGROUP_CHOICES.join(', ')}, got ${JSON.stringify(memoryCgroup)}`,
+    );
   }
   const limitText = text('handlerMemoryLimit');
   let handlerMemoryLimitBytes: number | null = null;
@@ -297,17 +408,24 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv, opt
     const mib = Number(limitText);
     // 4 MiB to 1 PiB, whole MiB.
     if (!/^\d+$/.test(limitText.trim()) || !Number.isSafeInteger(mib) || mib < 4 || mib > 2 ** 30) {
-      throw new UsageError(`${where('handlerMemoryLimit')} must be a whole number of MiB from 4 to ${2 ** 30}, got ${JSON.stringify(limitText)}`);
+      throw new UsageError(
+        `${where('handlerMemoryLimit')} must be a whole number of MiB from 4 to ${2 ** 30}, got ${JSON.stringify(limitText)}`,
+      );
     }
     handlerMemoryLimitBytes = mib * 2 ** 20;
   }
 
   const interruptionNotice = text('interruptionNotice') ?? DEFAULTS.interruptionNotice;
   if (!(INTERRUPTION_SOURCES as readonly string[]).includes(interruptionNotice)) {
-    throw new UsageError(`${where('interruptionNotice')} must be one of ${INTERRUPTION_SOURCES.join(', ')}, got ${JSON.stringify(interruptionNotice)}`);
+    throw new UsageError(
+      `${where('interruptionNotice')} must be one of ${INTERRUPTION_SOURCES.join(', ')}, got ${JSON.stringify(interruptionNotice)}`,
+    );
   }
   const metadataUrl = text('metadataUrl') ?? DEFAULTS.metadataUrl;
-  if (!serverSchema.safeParse(metadataUrl).success) throw new UsageError(`${where('metadataUrl')} must be an http:// or https:// URL, got ${JSON.stringify(metadataUrl)}`);
+  if (!serverSchema.safeParse(metadataUrl).success)
+    throw new UsageError(
+      `${where('metadataUrl')} must be an http:// or https:// URL, got ${JSON.stringify(metadataUrl)}`,
+    );
 
   const cwd = options.cwd ?? process.cwd();
   const workDir = path.resolve(cwd, text('workDir') ?? DEFAULTS.workDir);

@@ -159,7 +159,11 @@ export async function detectFacts(probe: Probe, workDir: string): Promise<Facts>
 }
 
 /** The metadata to report: the facts, one task per handler, and the configured provided tags. */
-export function metadataInput(facts: Facts, handlerNames: Iterable<string>, providedTags: readonly string[]): WorkerMetadataInput {
+export function metadataInput(
+  facts: Facts,
+  handlerNames: Iterable<string>,
+  providedTags: readonly string[],
+): WorkerMetadataInput {
   const tasks = [...handlerNames].sort().map((name) => ({ type: taskTypeOf(name), name, version: TASK_VERSION }));
   return {
     architectures: facts.architectures,
@@ -197,7 +201,8 @@ export function systemProbe(env: NodeJS.ProcessEnv = process.env): Probe {
       const names = new Set<string>();
       for (const dir of dirs) {
         const entries = await fs.readdir(dir).catch(() => [] as string[]);
-        for (const name of entries) if (name.startsWith(prefix) && (await isExecutable(path.join(dir, name)))) names.add(name);
+        for (const name of entries)
+          if (name.startsWith(prefix) && (await isExecutable(path.join(dir, name)))) names.add(name);
       }
       return [...names].sort();
     },
@@ -205,7 +210,9 @@ export function systemProbe(env: NodeJS.ProcessEnv = process.env): Probe {
       return new Promise((resolve) => {
         // A non-zero exit still counts when it printed something (arch-test documents no exit
         // status for its listing); a missing command or a timeout does not.
-        execFile(command, [...args], { timeout: PROBE_TIMEOUT_MS, env }, (err, stdout) => resolve(err && (typeof err.code !== 'number' || err.killed) ? null : stdout));
+        execFile(command, [...args], { timeout: PROBE_TIMEOUT_MS, env }, (err, stdout) =>
+          resolve(err && (typeof err.code !== 'number' || err.killed) ? null : stdout),
+        );
       });
     },
     async exists(file) {

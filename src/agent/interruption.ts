@@ -26,7 +26,11 @@ const TOKEN_TTL_SECONDS = 300;
  * A poll of EC2's spot notice: null while there is none; the notice once there is. Errors (the
  * service unreachable, a malformed answer) are thrown for the caller to log and try again.
  */
-export function ec2SpotNotice(baseUrl: string, timeoutMs: number, fetchImpl: typeof fetch = fetch): () => Promise<InterruptionNotice | null> {
+export function ec2SpotNotice(
+  baseUrl: string,
+  timeoutMs: number,
+  fetchImpl: typeof fetch = fetch,
+): () => Promise<InterruptionNotice | null> {
   const base = baseUrl.replace(/\/+$/, '');
   let token: { value: string; until: number } | null = null;
   return async () => {
@@ -39,7 +43,10 @@ export function ec2SpotNotice(baseUrl: string, timeoutMs: number, fetchImpl: typ
       if (!r.ok) throw new Error(`the instance metadata service answered ${r.status} to a token request`);
       token = { value: (await r.text()).trim(), until: Date.now() + (TOKEN_TTL_SECONDS - 30) * 1000 };
     }
-    const r = await fetchImpl(`${base}/latest/meta-data/spot/instance-action`, { headers: { 'X-aws-ec2-metadata-token': token.value }, signal: AbortSignal.timeout(timeoutMs) });
+    const r = await fetchImpl(`${base}/latest/meta-data/spot/instance-action`, {
+      headers: { 'X-aws-ec2-metadata-token': token.value },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
     if (r.status === 404) return null;
     if (r.status === 401) {
       token = null; // expired: a new one next time
@@ -48,7 +55,8 @@ export function ec2SpotNotice(baseUrl: string, timeoutMs: number, fetchImpl: typ
     if (!r.ok) throw new Error(`the instance metadata service answered ${r.status} for spot/instance-action`);
     const body = (await r.json()) as { action?: unknown; time?: unknown };
     const action = typeof body.action === 'string' && body.action ? body.action.slice(0, 40) : 'terminate';
-    const time = typeof body.time === 'string' && !Number.isNaN(Date.parse(body.time)) ? new Date(body.time).toISOString() : null;
+    const time =
+      typeof body.time === 'string' && !Number.isNaN(Date.parse(body.time)) ? new Date(body.time).toISOString() : null;
     return { action, time };
   };
 }

@@ -82,7 +82,9 @@ export function hiddenDirFor(stateFile: string, hiddenDir: string | null | undef
   const dir = path.resolve(hiddenDir);
   const inside = path.relative(dir, path.resolve(stateFile));
   if (dir === path.parse(dir).root || inside.startsWith('..') || path.isAbsolute(inside)) {
-    throw new IsolationError(`--hidden-dir (TAGSCHED_HIDDEN_DIR) ${dir} must be a directory below / that holds the state file ${stateFile}`);
+    throw new IsolationError(
+      `--hidden-dir (TAGSCHED_HIDDEN_DIR) ${dir} must be a directory below / that holds the state file ${stateFile}`,
+    );
   }
   return dir;
 }
@@ -100,7 +102,8 @@ export function dropPrefix(isolation: Isolation): string[] {
     const { uid, gid } = isolation.account;
     return ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--init-groups', '--inh-caps=-all', '--'];
   }
-  if (isolation.kind === 'namespace') return ['unshare', '--user', `--map-user=${isolation.uid}`, `--map-group=${isolation.gid}`, '--'];
+  if (isolation.kind === 'namespace')
+    return ['unshare', '--user', `--map-user=${isolation.uid}`, `--map-group=${isolation.gid}`, '--'];
   return [];
 }
 
@@ -111,7 +114,16 @@ function namespacesWork(isolation: Isolation): boolean {
     if (isolation.kind === 'user') fs.chmodSync(probeDir, 0o755);
     const trial = spawnSync(
       namespacePrefix(isolation)[0],
-      [...namespacePrefix(isolation).slice(1), '/bin/sh', '-c', 'cd "$1" && shift && exec "$@"', 'probe', probeDir, ...dropPrefix(isolation), 'true'],
+      [
+        ...namespacePrefix(isolation).slice(1),
+        '/bin/sh',
+        '-c',
+        'cd "$1" && shift && exec "$@"',
+        'probe',
+        probeDir,
+        ...dropPrefix(isolation),
+        'true',
+      ],
       {
         stdio: 'ignore',
         timeout: 10_000,
@@ -127,7 +139,11 @@ function namespacesWork(isolation: Isolation): boolean {
 
 /** Whether setpriv can switch to the account (it is on PATH and the agent is root). */
 function setprivWorks(account: HandlerAccount): boolean {
-  const trial = spawnSync('setpriv', [`--reuid=${account.uid}`, `--regid=${account.gid}`, '--init-groups', '--', 'true'], { stdio: 'ignore', timeout: 10_000 });
+  const trial = spawnSync(
+    'setpriv',
+    [`--reuid=${account.uid}`, `--regid=${account.gid}`, '--init-groups', '--', 'true'],
+    { stdio: 'ignore', timeout: 10_000 },
+  );
   return trial.status === 0;
 }
 
@@ -138,36 +154,71 @@ export class IsolationError extends Error {
 
 /** Decides how handlers run here, trying what it would use. */
 export function planIsolation(inputs: IsolationInputs): Isolation {
-  if (inputs.choice === 'none') return { kind: 'none', why: 'turned off by --handler-isolation none (TAGSCHED_HANDLER_ISOLATION)' };
+  if (inputs.choice === 'none')
+    return { kind: 'none', why: 'turned off by --handler-isolation none (TAGSCHED_HANDLER_ISOLATION)' };
   const hide = hiddenDirFor(inputs.stateFile, inputs.hiddenDir);
   if (inputs.choice === 'namespace') {
-    if (inputs.handlerUser !== null) throw new IsolationError("--handler-isolation namespace runs handlers as the agent's own user: --handler-user needs auto");
-    if (hide === null) throw new IsolationError(`--handler-isolation namespace: the state file ${inputs.stateFile} is at the root of the file system, which cannot be hidden`);
+    if (inputs.handlerUser !== null)
+      throw new IsolationError(
+        "--handler-isolation namespace runs handlers as the agent's own user: --handler-user needs auto",
+      );
+    if (hide === null)
+      throw new IsolationError(
+        `--handler-isolation namespace: the state file ${inputs.stateFile} is at the root of the file system, which cannot be hidden`,
+      );
     const isolation: Isolation = { kind: 'namespace', uid: inputs.uid, gid: inputs.gid, hide };
     if (namespacesWork(isolation)) return isolation;
-    throw new IsolationError('--handler-isolation namespace: user, mount and PID namespaces cannot be made here (is util-linux installed, are user namespaces allowed?)');
+    throw new IsolationError(
+      '--handler-isolation namespace: user, mount and PID namespaces cannot be made here (is util-linux installed, are user namespaces allowed?)',
+    );
   }
   if (inputs.uid === 0) {
     if (inputs.handlerUser === null) {
-      return { kind: 'none', why: 'the agent runs as root and no --handler-user (TAGSCHED_HANDLER_USER) is given: handlers run as root' };
+      return {
+        kind: 'none',
+        why: 'the agent runs as root and no --handler-user (TAGSCHED_HANDLER_USER) is given: handlers run as root',
+      };
     }
     const account = lookupAccount(inputs.handlerUser);
-    if (!account) throw new IsolationError(`--handler-user (TAGSCHED_HANDLER_USER): no user ${JSON.stringify(inputs.handlerUser)} on this machine`);
-    if (account.uid === 0) throw new IsolationError('--handler-user (TAGSCHED_HANDLER_USER) must not be root: the handler could read the worker token');
-    if (!setprivWorks(account)) throw new IsolationError(`--handler-user: setpriv cannot switch to ${account.name} (is util-linux's setpriv installed?)`);
+    if (!account)
+      throw new IsolationError(
+        `--handler-user (TAGSCHED_HANDLER_USER): no user ${JSON.stringify(inputs.handlerUser)} on this machine`,
+      );
+    if (account.uid === 0)
+      throw new IsolationError(
+        '--handler-user (TAGSCHED_HANDLER_USER) must not be root: the handler could read the worker token',
+      );
+    if (!setprivWorks(account))
+      throw new IsolationError(
+        `--handler-user: setpriv cannot switch to ${account.name} (is util-linux's setpriv installed?)`,
+      );
     const withNamespaces: Isolation = { kind: 'user', account, namespaces: true, hide };
     return namespacesWork(withNamespaces) ? withNamespaces : { kind: 'user', account, namespaces: false, hide: null };
   }
-  if (inputs.handlerUser !== null) throw new IsolationError('--handler-user (TAGSCHED_HANDLER_USER) needs the agent to run as root');
-  if (hide === null) return { kind: 'none', why: `the state file ${inputs.stateFile} is at the root of the file system, which cannot be hidden` };
+  if (inputs.handlerUser !== null)
+    throw new IsolationError('--handler-user (TAGSCHED_HANDLER_USER) needs the agent to run as root');
+  if (hide === null)
+    return {
+      kind: 'none',
+      why: `the state file ${inputs.stateFile} is at the root of the file system, which cannot be hidden`,
+    };
   const isolation: Isolation = { kind: 'namespace', uid: inputs.uid, gid: inputs.gid, hide };
   if (namespacesWork(isolation)) return isolation;
-  return { kind: 'none', why: 'unprivileged user namespaces cannot be made here (unshare --user --map-root-user failed; is util-linux installed, are user namespaces allowed?)' };
+  return {
+    kind: 'none',
+    why: 'unprivileged user namespaces cannot be made here (unshare --user --map-root-user failed; is util-linux installed, are user namespaces allowed?)',
+  };
 }
 
 /** A line for the log: how handlers run. */
 export function describeIsolation(isolation: Isolation): Record<string, unknown> {
-  if (isolation.kind === 'user') return { isolation: 'user', handlerUser: isolation.account.name, namespaces: isolation.namespaces, hidden: isolation.hide };
+  if (isolation.kind === 'user')
+    return {
+      isolation: 'user',
+      handlerUser: isolation.account.name,
+      namespaces: isolation.namespaces,
+      hidden: isolation.hide,
+    };
   if (isolation.kind === 'namespace') return { isolation: 'namespace', hidden: isolation.hide };
   return { isolation: 'none', why: isolation.why };
 }

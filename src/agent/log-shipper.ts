@@ -45,7 +45,8 @@ export function completeUtf8Length(buf: Uint8Array): number {
   for (let back = 1; back <= Math.min(4, buf.length); back++) {
     const byte = buf[buf.length - back];
     if ((byte & 0xc0) === 0x80) continue; // a continuation byte: look further back
-    const need = byte >= 0xf0 && byte <= 0xf4 ? 4 : byte >= 0xe0 && byte < 0xf0 ? 3 : byte >= 0xc2 && byte < 0xe0 ? 2 : 1;
+    const need =
+      byte >= 0xf0 && byte <= 0xf4 ? 4 : byte >= 0xe0 && byte < 0xf0 ? 3 : byte >= 0xc2 && byte < 0xe0 ? 2 : 1;
     return need > back ? buf.length - back : buf.length;
   }
   return buf.length;
@@ -86,14 +87,29 @@ export function startShipper(deps: ShipperDeps): Shipper {
           const n = last ? bytesRead : completeUtf8Length(buf.subarray(0, bytesRead));
           if (n > 0) {
             // The server refuses NUL in any input (PostgreSQL text cannot hold it): it travels as ␀.
-            const chunk = { id: deps.id, offset: acked, bytes: n, text: decoder.decode(buf.subarray(0, n)).replaceAll('\u0000', NUL_REPLACEMENT) };
-            const answer = await deps.send('appendWorkRequestLog', { id: deps.id, offset: acked, bytes: n }, () => deps.api.appendWorkRequestLog(chunk));
+            const chunk = {
+              id: deps.id,
+              offset: acked,
+              bytes: n,
+              text: decoder.decode(buf.subarray(0, n)).replaceAll('\u0000', NUL_REPLACEMENT),
+            };
+            const answer = await deps.send('appendWorkRequestLog', { id: deps.id, offset: acked, bytes: n }, () =>
+              deps.api.appendWorkRequestLog(chunk),
+            );
             if (!answer.ok) return deps.onRefused(answer.error);
             // Accepted or not, the server says where it stands: a repeat moves on, a misplaced chunk goes back.
             if (answer.value.nextOffset > size)
-              return deps.onRefused({ type: 'Mismatch', code: 'INVALID_STATE', message: `the server has ${answer.value.nextOffset} bytes of a ${size}-byte output` });
+              return deps.onRefused({
+                type: 'Mismatch',
+                code: 'INVALID_STATE',
+                message: `the server has ${answer.value.nextOffset} bytes of a ${size}-byte output`,
+              });
             if (!answer.value.accepted && answer.value.nextOffset === chunk.offset) {
-              return deps.onRefused({ type: 'Mismatch', code: 'INVALID_STATE', message: `the server refused the chunk at ${chunk.offset} without moving on` });
+              return deps.onRefused({
+                type: 'Mismatch',
+                code: 'INVALID_STATE',
+                message: `the server refused the chunk at ${chunk.offset} without moving on`,
+              });
             }
             acked = answer.value.nextOffset;
             if (!answer.value.accepted || size - acked >= MAX_CHUNK_BYTES) continue; // resend from there, or a backlog: at once

@@ -9,7 +9,14 @@ import { ec2SpotNotice } from './interruption.js';
 import packageJson from '../../package.json' with { type: 'json' };
 import { createAgent, EXIT_CODES, type Agent } from './agent.js';
 import { retry, StoppedError } from './backoff.js';
-import { AuthError, createHttpRequest, openAssignmentStream, preferConnection, TransientError, type AssignmentStream } from './client.js';
+import {
+  AuthError,
+  createHttpRequest,
+  openAssignmentStream,
+  preferConnection,
+  TransientError,
+  type AssignmentStream,
+} from './client.js';
 import { parseConfig, UsageError, type AgentConfig } from './config.js';
 import { detectFacts, systemProbe } from './facts.js';
 import { createLogger, MESSAGES, type Logger } from './log.js';
@@ -29,16 +36,28 @@ class ActivationRefusedError extends Error {
 }
 
 /** Trades the activation token for a worker token (once), and keeps it in the state file. */
-async function activate(config: AgentConfig, log: Logger, activationToken: string, signal: AbortSignal): Promise<AgentState> {
-  const api = createApi(createHttpRequest({ url: config.serverUrl, token: activationToken, timeoutMs: config.requestTimeoutMs }));
+async function activate(
+  config: AgentConfig,
+  log: Logger,
+  activationToken: string,
+  signal: AbortSignal,
+): Promise<AgentState> {
+  const api = createApi(
+    createHttpRequest({ url: config.serverUrl, token: activationToken, timeoutMs: config.requestTimeoutMs }),
+  );
   const answer = await retry(() => api.activateWorker(config.name), {
     shouldRetry: (err) => err instanceof TransientError,
     maxBackoffMs: config.maxBackoffMs,
     signal,
-    onRetry: (err, attempt, delayMs) => log.warn({ operation: 'activateWorker', attempt, delayMs, error: (err as Error).message }, MESSAGES.retrying),
+    onRetry: (err, attempt, delayMs) =>
+      log.warn({ operation: 'activateWorker', attempt, delayMs, error: (err as Error).message }, MESSAGES.retrying),
   });
   if (!answer.ok) throw new ActivationRefusedError(`${answer.error.code}: ${answer.error.message}`);
-  const state: AgentState = { workerToken: answer.value.token, workerName: answer.value.workerName, server: config.serverUrl };
+  const state: AgentState = {
+    workerToken: answer.value.token,
+    workerName: answer.value.workerName,
+    server: config.serverUrl,
+  };
   writeState(config.stateFile, state);
   log.info({ worker: state.workerName, stateFile: config.stateFile }, MESSAGES.activated);
   return state;
@@ -48,7 +67,13 @@ async function activate(config: AgentConfig, log: Logger, activationToken: strin
  * `--rotate-token`: trades the worker token for a new one (the server revokes the old one at once)
  * and keeps the new one in the state file, which the next start reads. Returns the exit code.
  */
-async function rotate(config: AgentConfig, log: Logger, token: string, source: 'option' | 'state-file', signal: AbortSignal): Promise<number> {
+async function rotate(
+  config: AgentConfig,
+  log: Logger,
+  token: string,
+  source: 'option' | 'state-file',
+  signal: AbortSignal,
+): Promise<number> {
   const api = createApi(createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs }));
   // Retried only while the server refuses the connection: after a lost answer the first rotation may
   // have revoked the token already, and a second one would be refused.
@@ -58,15 +83,25 @@ async function rotate(config: AgentConfig, log: Logger, token: string, source: '
       shouldRetry: (err) => err instanceof TransientError && err.message === 'ECONNREFUSED',
       maxBackoffMs: config.maxBackoffMs,
       signal,
-      onRetry: (err, attempt, delayMs) => log.warn({ operation: 'rotateToken', attempt, delayMs, error: (err as Error).message }, MESSAGES.retrying),
+      onRetry: (err, attempt, delayMs) =>
+        log.warn({ operation: 'rotateToken', attempt, delayMs, error: (err as Error).message }, MESSAGES.retrying),
     });
   } catch (err) {
     if (err instanceof AuthError) {
-      log.error({ detail: err.message, hint: 'an admin can issue a new one: tagsched-admin worker rotate-token' }, MESSAGES.tokenRefused);
+      log.error(
+        { detail: err.message, hint: 'an admin can issue a new one: tagsched-admin worker rotate-token' },
+        MESSAGES.tokenRefused,
+      );
       return EXIT_CODES.tokenRefused;
     }
     if (err instanceof TransientError) {
-      log.error({ detail: err.message, hint: 'if the server rotated it before the answer was lost, the old token is refused now' }, 'the token was not rotated');
+      log.error(
+        {
+          detail: err.message,
+          hint: 'if the server rotated it before the answer was lost, the old token is refused now',
+        },
+        'the token was not rotated',
+      );
       return EXIT_CODES.failure;
     }
     throw err;
@@ -75,10 +110,17 @@ async function rotate(config: AgentConfig, log: Logger, token: string, source: '
     log.error({ code: answer.error.code, detail: answer.error.message }, 'the server refused to rotate the token');
     return EXIT_CODES.tokenRefused;
   }
-  writeState(config.stateFile, { workerToken: answer.value.token, workerName: answer.value.workerName, server: config.serverUrl });
+  writeState(config.stateFile, {
+    workerToken: answer.value.token,
+    workerName: answer.value.workerName,
+    server: config.serverUrl,
+  });
   log.info({ worker: answer.value.workerName, stateFile: config.stateFile }, MESSAGES.tokenRotated);
   if (source === 'option') {
-    log.warn({ stateFile: config.stateFile }, 'the token given by --token (TAGSCHED_WORKER_TOKEN) is revoked: remove it, so that the next start reads the state file');
+    log.warn(
+      { stateFile: config.stateFile },
+      'the token given by --token (TAGSCHED_WORKER_TOKEN) is revoked: remove it, so that the next start reads the state file',
+    );
   }
   return EXIT_CODES.drained;
 }
@@ -123,7 +165,16 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       onSignal('SIGTERM');
     });
 
-  log.info({ version, server: config.serverUrl, workDir: config.workDir, handlers: [...config.handlers.keys()], providedTags: config.providedTags }, MESSAGES.starting);
+  log.info(
+    {
+      version,
+      server: config.serverUrl,
+      workDir: config.workDir,
+      handlers: [...config.handlers.keys()],
+      providedTags: config.providedTags,
+    },
+    MESSAGES.starting,
+  );
   if (config.handlers.size === 0) log.warn('no --handler given: this worker offers no task and will get no work');
 
   try {
@@ -139,12 +190,19 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         uid: process.getuid?.() ?? -1,
         gid: process.getgid?.() ?? -1,
       });
-      if (isolation.kind === 'none') log.warn({ ...describeIsolation(isolation), hint: 'docs/operating/worker-agent.md: handler isolation' }, MESSAGES.unprotected);
+      if (isolation.kind === 'none')
+        log.warn(
+          { ...describeIsolation(isolation), hint: 'docs/operating/worker-agent.md: handler isolation' },
+          MESSAGES.unprotected,
+        );
       else log.info(describeIsolation(isolation), MESSAGES.isolated);
       memoryCgroup = planMemoryCgroup(config.memoryCgroup);
       log.info(describeMemoryCgroup(memoryCgroup), MESSAGES.memoryMeasure);
       if (memoryCgroup.kind === 'none' && config.handlerMemoryLimitBytes !== null) {
-        log.warn({ why: memoryCgroup.why }, 'no memory cgroup: --handler-memory-limit (TAGSCHED_HANDLER_MEMORY_LIMIT) is not applied');
+        log.warn(
+          { why: memoryCgroup.why },
+          'no memory cgroup: --handler-memory-limit (TAGSCHED_HANDLER_MEMORY_LIMIT) is not applied',
+        );
       }
     }
     const choice = chooseCredential(config, readState(config.stateFile));
@@ -164,7 +222,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (choice.kind === 'token') {
       ({ token, workerName } = choice);
     } else {
-      if (choice.replacesStateFor) log.warn({ stateFile: config.stateFile, server: choice.replacesStateFor }, 'the state file is for another server: activating again');
+      if (choice.replacesStateFor)
+        log.warn(
+          { stateFile: config.stateFile, server: choice.replacesStateFor },
+          'the state file is for another server: activating again',
+        );
       const state = await activate(config, log, choice.activationToken, stopping.signal);
       ({ workerToken: token, workerName } = state);
     }
@@ -176,7 +238,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     agent = createAgent({
       config,
       log,
-      api: createApi(preferConnection(createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs }), () => stream, OVER_CONNECTION)),
+      api: createApi(
+        preferConnection(
+          createHttpRequest({ url: config.serverUrl, token, timeoutMs: config.requestTimeoutMs }),
+          () => stream,
+          OVER_CONNECTION,
+        ),
+      ),
       openStream: (handlers) =>
         (stream = openAssignmentStream({
           wsUrl: config.wsUrl,
@@ -189,13 +257,23 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
           ...handlers,
         })),
       detectFacts: () => detectFacts(probe, config.workDir),
-      startRun: (spec) => startRun({ ...spec, isolation: isolation ?? undefined, memoryCgroup: memoryCgroup ?? undefined, memoryLimitBytes: config.handlerMemoryLimitBytes }),
+      startRun: (spec) =>
+        startRun({
+          ...spec,
+          isolation: isolation ?? undefined,
+          memoryCgroup: memoryCgroup ?? undefined,
+          memoryLimitBytes: config.handlerMemoryLimitBytes,
+        }),
       load: () => ({ cpuCount: os.availableParallelism(), load1: os.loadavg()[0] }),
       env,
       workerName,
-      interruptionNotice: config.interruptionNotice === 'ec2' ? ec2SpotNotice(config.metadataUrl, Math.min(config.requestTimeoutMs, 5_000)) : undefined,
+      interruptionNotice:
+        config.interruptionNotice === 'ec2'
+          ? ec2SpotNotice(config.metadataUrl, Math.min(config.requestTimeoutMs, 5_000))
+          : undefined,
     });
-    if (config.interruptionNotice !== 'none') log.info({ source: config.interruptionNotice, url: config.metadataUrl }, 'watching for interruption notices');
+    if (config.interruptionNotice !== 'none')
+      log.info({ source: config.interruptionNotice, url: config.metadataUrl }, 'watching for interruption notices');
     return exit(await agent.run());
   } catch (err) {
     if (err instanceof StoppedError) return exit(EXIT_CODES.drained);

@@ -260,7 +260,13 @@ export function startMeasurement(pid: number | undefined, dir: string, cgroup: R
       const machineAfter = machineOomKills();
       const rose = oomBefore === null || machineAfter === null || cgroup ? null : machineAfter > oomBefore;
       const outOfMemory = rose === false ? false : rose === true && ending.sigkill ? true : null;
-      return { ...common, peakMemoryBytes: peakMemory, memoryMethod: 'PROCESS_TREE', outOfMemory, memoryLimitBytes: null };
+      return {
+        ...common,
+        peakMemoryBytes: peakMemory,
+        memoryMethod: 'PROCESS_TREE',
+        outOfMemory,
+        memoryLimitBytes: null,
+      };
     },
   };
 }

@@ -64,7 +64,10 @@ export const DOCUMENTS = {
  * What the agent sends over its open WebSocket connection rather than over HTTP: the acknowledgement
  * and the report of an assignment (the server runs them as the connection's worker).
  */
-export const OVER_CONNECTION: ReadonlySet<string> = new Set([DOCUMENTS.startWorkRequest, DOCUMENTS.completeWorkRequest]);
+export const OVER_CONNECTION: ReadonlySet<string> = new Set([
+  DOCUMENTS.startWorkRequest,
+  DOCUMENTS.completeWorkRequest,
+]);
 
 const typedError = z.object({ __typename: z.string(), code: z.string(), message: z.string() });
 const workRequestState = z.object({ id: z.string(), status: z.string() });
@@ -84,11 +87,16 @@ function answer<T>(data: Record<string, unknown>, field: string, expected: strin
   if (node?.__typename === expected) {
     const parsed = schema.safeParse(node);
     if (parsed.success) return { ok: true, value: parsed.data };
-    throw new UnexpectedAnswerError(`${field}: the ${expected} answered does not have the expected fields: ${parsed.error.message}`);
+    throw new UnexpectedAnswerError(
+      `${field}: the ${expected} answered does not have the expected fields: ${parsed.error.message}`,
+    );
   }
   const error = typedError.safeParse(node);
-  if (error.success) return { ok: false, error: { type: error.data.__typename, code: error.data.code, message: error.data.message } };
-  throw new UnexpectedAnswerError(`${field}: expected ${expected} or an error, got ${JSON.stringify(node)?.slice(0, 200)}`);
+  if (error.success)
+    return { ok: false, error: { type: error.data.__typename, code: error.data.code, message: error.data.message } };
+  throw new UnexpectedAnswerError(
+    `${field}: expected ${expected} or an error, got ${JSON.stringify(node)?.slice(0, 200)}`,
+  );
 }
 
 /** What the server says after a metadata report. */
@@ -121,16 +129,26 @@ export interface Api {
   activateWorker(name: string | null): Promise<Answer<{ token: string; workerName: string }>>;
   reportWorkerMetadata(metadata: WorkerMetadataInput): Promise<Answer<WorkerReport>>;
   /** The answer also lists what is assigned to this worker and not acknowledged: a push the subscription lost. */
-  heartbeat(input: { shuttingDown: boolean; running: string[] }): Promise<Answer<{ draining: boolean; assigned: Assignment[] }>>;
+  heartbeat(input: {
+    shuttingDown: boolean;
+    running: string[];
+  }): Promise<Answer<{ draining: boolean; assigned: Assignment[] }>>;
   startWorkRequest(id: string): Promise<Answer<{ id: string; status: string }>>;
-  completeWorkRequest(id: string, result: TaskResult, report?: RunReport): Promise<Answer<{ id: string; status: string }>>;
+  completeWorkRequest(
+    id: string,
+    result: TaskResult,
+    report?: RunReport,
+  ): Promise<Answer<{ id: string; status: string }>>;
   /** The answer says where the next chunk starts (the server's count): a repeat or a misplaced chunk is not stored twice. */
   appendWorkRequestLog(chunk: LogChunk): Promise<Answer<{ nextOffset: number; accepted: boolean }>>;
   releaseWorkRequest(id: string, reason: string): Promise<Answer<{ id: string; status: string }>>;
   /** A new value for the token of this request; the server revokes the one used at once. */
   rotateToken(): Promise<Answer<{ token: string; workerName: string }>>;
   /** The provider is taking this machine away: the server terminates the worker and re-queues its work, without counting a retry. */
-  reportInstanceInterruption(notice: { action: string; time: string | null }): Promise<Answer<{ name: string; status: string }>>;
+  reportInstanceInterruption(notice: {
+    action: string;
+    time: string | null;
+  }): Promise<Answer<{ name: string; status: string }>>;
 }
 
 /** The protocol's mutations over one transport. */
@@ -138,7 +156,9 @@ export function createApi(request: Request): Api {
   return {
     async activateWorker(name) {
       const data = await request(DOCUMENTS.activateWorker, { name });
-      const schema = z.object({ token: z.string(), worker: z.object({ name: z.string() }) }).transform((p) => ({ token: p.token, workerName: p.worker.name }));
+      const schema = z
+        .object({ token: z.string(), worker: z.object({ name: z.string() }) })
+        .transform((p) => ({ token: p.token, workerName: p.worker.name }));
       return answer(data, 'activateWorker', 'WorkerTokenPayload', schema);
     },
     async reportWorkerMetadata(metadata) {
@@ -146,38 +166,76 @@ export function createApi(request: Request): Api {
       const schema = z.object({
         name: z.string(),
         status: z.string(),
-        rejectedTags: z.array(z.object({ tag: z.string(), code: z.string().optional(), reason: z.string() })).default([]),
+        rejectedTags: z
+          .array(z.object({ tag: z.string(), code: z.string().optional(), reason: z.string() }))
+          .default([]),
       });
       return answer(data, 'reportWorkerMetadata', 'Worker', schema);
     },
     async heartbeat(input) {
       const data = await request(DOCUMENTS.heartbeat, { i: input });
       const schema = z
-        .object({ draining: z.boolean().nullish().transform(Boolean), assignedWorkRequests: z.array(assignmentSchema).nullish() })
+        .object({
+          draining: z.boolean().nullish().transform(Boolean),
+          assignedWorkRequests: z.array(assignmentSchema).nullish(),
+        })
         .transform((p) => ({ draining: p.draining, assigned: p.assignedWorkRequests ?? [] }));
       return answer(data, 'heartbeat', 'HeartbeatPayload', schema);
     },
     async startWorkRequest(id) {
-      return answer(await request(DOCUMENTS.startWorkRequest, { id }), 'startWorkRequest', 'WorkRequest', workRequestState);
+      return answer(
+        await request(DOCUMENTS.startWorkRequest, { id }),
+        'startWorkRequest',
+        'WorkRequest',
+        workRequestState,
+      );
     },
     async completeWorkRequest(id, result, report) {
       const statistics = report?.statistics ?? null;
-      const variables = { id, r: result, exitCode: report?.exitCode ?? null, reason: report?.reason ?? null, statistics };
-      return answer(await request(DOCUMENTS.completeWorkRequest, variables), 'completeWorkRequest', 'WorkRequest', workRequestState);
+      const variables = {
+        id,
+        r: result,
+        exitCode: report?.exitCode ?? null,
+        reason: report?.reason ?? null,
+        statistics,
+      };
+      return answer(
+        await request(DOCUMENTS.completeWorkRequest, variables),
+        'completeWorkRequest',
+        'WorkRequest',
+        workRequestState,
+      );
     },
     async appendWorkRequestLog(chunk) {
       const schema = z.object({ nextOffset: z.number(), accepted: z.boolean() });
-      return answer(await request(DOCUMENTS.appendWorkRequestLog, { i: chunk }), 'appendWorkRequestLog', 'WorkRequestLogAck', schema);
+      return answer(
+        await request(DOCUMENTS.appendWorkRequestLog, { i: chunk }),
+        'appendWorkRequestLog',
+        'WorkRequestLogAck',
+        schema,
+      );
     },
     async releaseWorkRequest(id, reason) {
-      return answer(await request(DOCUMENTS.releaseWorkRequest, { id, reason }), 'releaseWorkRequest', 'WorkRequest', workRequestState);
+      return answer(
+        await request(DOCUMENTS.releaseWorkRequest, { id, reason }),
+        'releaseWorkRequest',
+        'WorkRequest',
+        workRequestState,
+      );
     },
     async reportInstanceInterruption(notice) {
       const schema = z.object({ name: z.string(), status: z.string() });
-      return answer(await request(DOCUMENTS.reportInstanceInterruption, { i: notice }), 'reportInstanceInterruption', 'Worker', schema);
+      return answer(
+        await request(DOCUMENTS.reportInstanceInterruption, { i: notice }),
+        'reportInstanceInterruption',
+        'Worker',
+        schema,
+      );
     },
     async rotateToken() {
-      const schema = z.object({ value: z.string(), token: z.object({ worker: z.string() }) }).transform((p) => ({ token: p.value, workerName: p.token.worker }));
+      const schema = z
+        .object({ value: z.string(), token: z.object({ worker: z.string() }) })
+        .transform((p) => ({ token: p.value, workerName: p.token.worker }));
       return answer(await request(DOCUMENTS.rotateToken), 'rotateToken', 'TokenValuePayload', schema);
     },
   };

@@ -237,7 +237,8 @@ export function startRun(spec: RunSpec): Run {
       lifeline?.destroy(); // the watchdog ends what the handler left running in the background
       if (signal) return resolve({ kind: 'signal', signal });
       // The monitor passes on the handler's status: 128 + the signal that ended it, when it was ours.
-      if (killedWith !== null && code === 128 + (SIGNAL_NUMBERS[killedWith] ?? -1000)) return resolve({ kind: 'signal', signal: killedWith });
+      if (killedWith !== null && code === 128 + (SIGNAL_NUMBERS[killedWith] ?? -1000))
+        return resolve({ kind: 'signal', signal: killedWith });
       resolve({ kind: 'exit', code: code ?? 0 });
     });
   });
@@ -245,7 +246,10 @@ export function startRun(spec: RunSpec): Run {
     await Promise.race([reportEnded, new Promise((r) => setTimeout(r, 1000).unref())]);
     report?.destroy();
     // A SIGKILL the agent did not send: the monitor reports a handler it ended as 128 + 9.
-    const sigkill = killedWith !== 'SIGKILL' && ((outcome.kind === 'signal' && outcome.signal === 'SIGKILL') || (outcome.kind === 'exit' && outcome.code === 128 + 9));
+    const sigkill =
+      killedWith !== 'SIGKILL' &&
+      ((outcome.kind === 'signal' && outcome.signal === 'SIGKILL') ||
+        (outcome.kind === 'exit' && outcome.code === 128 + 9));
     try {
       return await measurement.finish(times, { sigkill });
     } finally {
@@ -276,5 +280,12 @@ export function startRun(spec: RunSpec): Run {
 
 function notStarted(dir: string, logFile: string, err: unknown): Run {
   const error = err instanceof Error ? err.message : String(err);
-  return { pid: undefined, dir, logFile, done: Promise.resolve({ kind: 'not-started', error }), usage: Promise.resolve(null), kill() {} };
+  return {
+    pid: undefined,
+    dir,
+    logFile,
+    done: Promise.resolve({ kind: 'not-started', error }),
+    usage: Promise.resolve(null),
+    kill() {},
+  };
 }

@@ -38,7 +38,10 @@ export function readState(file: string): AgentState | null {
     json = null;
   }
   const parsed = stateSchema.safeParse(json);
-  if (!parsed.success) throw new StateFileError(`the state file ${file} is not valid (expected workerToken, workerName, server): fix or remove it`);
+  if (!parsed.success)
+    throw new StateFileError(
+      `the state file ${file} is not valid (expected workerToken, workerName, server): fix or remove it`,
+    );
   return parsed.data;
 }
 
@@ -62,12 +65,16 @@ export type CredentialChoice =
  * activation with `--activation-token`. A state file for another server is never used: its
  * token would be sent to a server it does not belong to.
  */
-export function chooseCredential(config: Pick<AgentConfig, 'token' | 'activationToken' | 'serverUrl' | 'stateFile'>, state: AgentState | null): CredentialChoice {
+export function chooseCredential(
+  config: Pick<AgentConfig, 'token' | 'activationToken' | 'serverUrl' | 'stateFile'>,
+  state: AgentState | null,
+): CredentialChoice {
   if (config.token) return { kind: 'token', token: config.token, source: 'option', workerName: null };
   if (state && state.server === config.serverUrl) {
     return { kind: 'token', token: state.workerToken, source: 'state-file', workerName: state.workerName };
   }
-  if (config.activationToken) return { kind: 'activate', activationToken: config.activationToken, replacesStateFor: state?.server ?? null };
+  if (config.activationToken)
+    return { kind: 'activate', activationToken: config.activationToken, replacesStateFor: state?.server ?? null };
   if (state) {
     return {
       kind: 'none',
@@ -76,6 +83,7 @@ export function chooseCredential(config: Pick<AgentConfig, 'token' | 'activation
   }
   return {
     kind: 'none',
-    reason: 'no worker token: pass --token (TAGSCHED_WORKER_TOKEN), or --activation-token (TAGSCHED_ACTIVATION_TOKEN) for a first start',
+    reason:
+      'no worker token: pass --token (TAGSCHED_WORKER_TOKEN), or --activation-token (TAGSCHED_ACTIVATION_TOKEN) for a first start',
   };
 }

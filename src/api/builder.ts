@@ -23,7 +23,8 @@ export const builder = new SchemaBuilder<{
     directResult: true,
     defaultUnionOptions: {
       name: ({ fieldName }) => `${upperFirst(fieldName)}Result`,
-      description: 'What the mutation answers: its result, or one of the typed errors it can return (select `... on Error { code message path }` for those)',
+      description:
+        'What the mutation answers: its result, or one of the typed errors it can return (select `... on Error { code message path }` for those)',
     },
     defaultResultOptions: { name: ({ fieldName }) => `${upperFirst(fieldName)}Success` },
   },
@@ -32,12 +33,16 @@ export const builder = new SchemaBuilder<{
     cursorType: 'String',
     nodeQueryOptions: false,
     nodesQueryOptions: false,
-    pageInfoTypeOptions: { description: 'Where a page of a list stands: pass endCursor as `after` to read the next page' },
+    pageInfoTypeOptions: {
+      description: 'Where a page of a list stands: pass endCursor as `after` to read the next page',
+    },
     pageInfoFieldOptions: { description: 'Whether there are more pages, and the cursors to read them' },
     hasNextPageFieldOptions: { description: 'True when rows follow this page' },
     hasPreviousPageFieldOptions: { description: 'True when this page was read with an `after` cursor' },
     startCursorFieldOptions: { description: 'The cursor of the first row of the page; null for an empty page' },
-    endCursorFieldOptions: { description: 'The cursor of the last row of the page, to pass as `after`; null for an empty page' },
+    endCursorFieldOptions: {
+      description: 'The cursor of the last row of the page, to pass as `after`; null for an empty page',
+    },
     edgesFieldOptions: { description: 'The rows of the page, in the order of the list' },
     nodeFieldOptions: { description: 'The row' },
     cursorFieldOptions: { description: 'Where this row stands in the list: pass it as `after` to read what follows' },

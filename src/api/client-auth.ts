@@ -23,7 +23,11 @@ export class ClientRefusal extends Error {
  * without counting, and logged at info.
  */
 export function createClientAuth(throttle: AuthThrottle, log: Logger) {
-  return async function authenticateClient(em: EntityManager, presented: string | null | undefined, address: string): Promise<Authenticated> {
+  return async function authenticateClient(
+    em: EntityManager,
+    presented: string | null | undefined,
+    address: string,
+  ): Promise<Authenticated> {
     if (!presented) return authenticate(em, presented);
     const attempt = await throttle.reserve(address);
     if (typeof attempt === 'number') {

@@ -45,7 +45,11 @@ async function readiness(deps: Deps): Promise<{ database: string; migrations: st
   const shuttingDown = deps.stopping();
   try {
     const n = await appliedMigrationCount(deps.orm.em, deps.migrations);
-    return { database: 'ok', migrations: n === deps.migrations.length ? 'ok' : `${deps.migrations.length - n} not applied`, shuttingDown };
+    return {
+      database: 'ok',
+      migrations: n === deps.migrations.length ? 'ok' : `${deps.migrations.length - n} not applied`,
+      shuttingDown,
+    };
   } catch {
     return { database: 'unavailable', migrations: 'unknown', shuttingDown };
   }

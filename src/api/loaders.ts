@@ -18,7 +18,13 @@ import type { PoolTemplate } from '../scheduler/matching/pool-template.js';
 import { loadPoolTemplates } from '../scheduler/storage/pool-templates.js';
 import type { QueuePosition } from '../scheduler/rules/queue-order.js';
 import { queuePositions } from '../scheduler/storage/queue-position.js';
-import { activeRuns, aheadRuns, estimateErrors, type ActiveRun, type AheadRun } from '../scheduler/storage/start-estimate.js';
+import {
+  activeRuns,
+  aheadRuns,
+  estimateErrors,
+  type ActiveRun,
+  type AheadRun,
+} from '../scheduler/storage/start-estimate.js';
 import type { Backoff } from '../scheduler/rules/release-backoff.js';
 import { backoffsOf } from '../scheduler/storage/release-backoffs.js';
 import type { WorkerState } from '../scheduler/matching/worker-state.js';
@@ -50,7 +56,11 @@ export interface Loaders {
    * Each pool's instances, newest first: `size` of them at most, in `states` when given, older than
    * the instance `olderThan` when given; per pool id, one statement for all the pools of a list.
    */
-  instancePage(page: { states: readonly string[] | null; size: number; olderThan: number | null }): DataLoader<number, Instance[]>;
+  instancePage(page: {
+    states: readonly string[] | null;
+    size: number;
+    olderThan: number | null;
+  }): DataLoader<number, Instance[]>;
   /** The release backoffs in force per work request id. */
   readonly releaseBackoffs: DataLoader<number, Backoff[]>;
   /** The marks of unavailable offerings that hold now, per pool id (services/pools/offering-marks.ts). */
@@ -82,7 +92,12 @@ export interface Loaders {
  * Creates fresh loaders for one operation; `snapshot` is the process's snapshot of the workers'
  * shapes, `caches` its class cache and task history (for the placement part of diagnoses).
  */
-export function createLoaders(em: EntityManager, config: Pick<Config, 'workers' | 'tags' | 'provisioner'>, snapshot?: WorkerSnapshot, caches?: PlacementCaches): Loaders {
+export function createLoaders(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner'>,
+  snapshot?: WorkerSnapshot,
+  caches?: PlacementCaches,
+): Loaders {
   let states: Promise<WorkerState[]> | null = null;
   const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.workers.metadataFreshMs, snapshot));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
@@ -113,15 +128,17 @@ export function createLoaders(em: EntityManager, config: Pick<Config, 'workers' 
       return ids.map((id) => found.get(id) ?? []);
     }),
     poolContext: () =>
-      (poolContext ??= Promise.all([launchingInstances(em), monthUse(), poolLaunches(em)]).then(([launching, use, launches]) => ({
-        launching,
-        runtime: use.runtime,
-        cost: use.cost,
-        committed: use.committed,
-        launchesLastMinute: new Map([...launches].map(([id, l]) => [id, l.lastMinute])),
-        degradedAfterFailures: config.provisioner.degradedAfterFailures,
-        now: new Date(),
-      }))),
+      (poolContext ??= Promise.all([launchingInstances(em), monthUse(), poolLaunches(em)]).then(
+        ([launching, use, launches]) => ({
+          launching,
+          runtime: use.runtime,
+          cost: use.cost,
+          committed: use.committed,
+          launchesLastMinute: new Map([...launches].map(([id, l]) => [id, l.lastMinute])),
+          degradedAfterFailures: config.provisioner.degradedAfterFailures,
+          now: new Date(),
+        }),
+      )),
     placementContext: () =>
       (placement ??= caches
         ? Promise.all([caches.classes.refresh(em), caches.history.get(em)]).then(([, history]) => ({
@@ -137,7 +154,9 @@ export function createLoaders(em: EntityManager, config: Pick<Config, 'workers' 
       let loader = byIdLoaders.get(entity) as DataLoader<number, T | null> | undefined;
       if (!loader) {
         loader = new DataLoader<number, T | null>(async (ids) => {
-          const rows = (await em.find(entity, { id: { $in: [...ids] } } as unknown as FilterQuery<T>, { populate: populate as never })) as T[];
+          const rows = (await em.find(entity, { id: { $in: [...ids] } } as unknown as FilterQuery<T>, {
+            populate: populate as never,
+          })) as T[];
           const found = new Map(rows.map((r) => [r.id, r]));
           return ids.map((id) => found.get(id) ?? null);
         });
@@ -180,7 +199,12 @@ export function createLoaders(em: EntityManager, config: Pick<Config, 'workers' 
         loader = new DataLoader(async (ids) => {
           const [tags, workers] = await Promise.all([taskTags.loadMany(ids), workerStates()]);
           const tasks = tags.filter((t): t is TaskTagsRow => t !== null && !(t instanceof Error));
-          const found = candidatesOf(tasks, workers, availableOnly, snapshot ? (required) => snapshot.keying(required) : undefined);
+          const found = candidatesOf(
+            tasks,
+            workers,
+            availableOnly,
+            snapshot ? (required) => snapshot.keying(required) : undefined,
+          );
           return ids.map((id) => found.get(id) ?? []);
         });
         candidateLoaders.set(availableOnly, loader);

@@ -7,7 +7,10 @@ import type { Options } from '@mikro-orm/postgresql';
 import { capText, serializeError, type Logger } from '../core/log.js';
 
 /** A value yoga logs, as a log line may carry it. */
-const loggable = (value: unknown) => (value instanceof Error ? serializeError(value) : capText(typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value))));
+const loggable = (value: unknown) =>
+  value instanceof Error
+    ? serializeError(value)
+    : capText(typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value)));
 
 /** MikroORM's logging options: at debug level every statement, and the query builder's warnings. */
 export function ormLogging(log: Logger): Pick<Partial<Options>, 'debug' | 'logger' | 'driverOptions'> {
@@ -22,8 +25,10 @@ export function ormLogging(log: Logger): Pick<Partial<Options>, 'debug' | 'logge
       log: {
         warn: (message: unknown) => log.warn({ knex: true }, capText(message)),
         error: (message: unknown) => log.error({ knex: true }, capText(message)),
-        deprecate: (method: unknown, alternative: unknown) => log.debug({ knex: true, method, alternative }, 'deprecated'),
-        debug: (message: unknown) => log.debug({ knex: true }, capText(typeof message === 'string' ? message : JSON.stringify(message))),
+        deprecate: (method: unknown, alternative: unknown) =>
+          log.debug({ knex: true, method, alternative }, 'deprecated'),
+        debug: (message: unknown) =>
+          log.debug({ knex: true }, capText(typeof message === 'string' ? message : JSON.stringify(message))),
       },
     },
   };

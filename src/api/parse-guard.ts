@@ -15,7 +15,9 @@ export function useParseGuard(): Plugin {
           return parseFn(source, options);
         } catch (err) {
           if (!(err instanceof RangeError)) throw err;
-          throw new GraphQLError('the document is nested too deeply to be parsed', { extensions: { code: 'GRAPHQL_PARSE_FAILED', http: { status: 400 } } });
+          throw new GraphQLError('the document is nested too deeply to be parsed', {
+            extensions: { code: 'GRAPHQL_PARSE_FAILED', http: { status: 400 } },
+          });
         }
       });
     },

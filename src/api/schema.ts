@@ -18,8 +18,14 @@ import './schema/scheduling.js';
 import './schema/job-output.js';
 import './schema/subscriptions.js';
 
-builder.queryType({ description: 'What can be read: workers, pools, work requests and why they wait, demand, workspaces, tokens. Each list shows only what the caller may see' });
-builder.mutationType({ description: 'What can be changed. Each mutation answers its result or a typed error (a member of Error, with a stable code)' });
+builder.queryType({
+  description:
+    'What can be read: workers, pools, work requests and why they wait, demand, workspaces, tokens. Each list shows only what the caller may see',
+});
+builder.mutationType({
+  description:
+    'What can be changed. Each mutation answers its result or a typed error (a member of Error, with a stable code)',
+});
 
 /** The executable GraphQL schema. */
 export const schema = builder.toSchema();

@@ -25,17 +25,29 @@ export function serializeError(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { message: capText(err) };
   // graphql-js wraps what a resolver throws, copying its message: log what it wraps.
   const original = (err as { originalError?: unknown }).originalError;
-  if (err.name === 'GraphQLError' && original instanceof Error) return { ...serializeError(original), graphqlPath: (err as { path?: unknown }).path };
-  const e = err as Error & { code?: unknown; routine?: unknown; constraint?: unknown; table?: unknown; column?: unknown; cause?: unknown };
+  if (err.name === 'GraphQLError' && original instanceof Error)
+    return { ...serializeError(original), graphqlPath: (err as { path?: unknown }).path };
+  const e = err as Error & {
+    code?: unknown;
+    routine?: unknown;
+    constraint?: unknown;
+    table?: unknown;
+    column?: unknown;
+    cause?: unknown;
+  };
   // MikroORM's DriverException (and its kinds) carries `sqlState`; PostgreSQL's errors carry `routine`.
   const driver = /Exception$/.test(e.name) && ('sqlState' in e || 'routine' in e);
   const head = driver ? e.message.split(/\n - (?:detail|hint): /)[0] : e.message;
   const cut = head.lastIndexOf(' - ');
   const message = driver && cut >= 0 ? head.slice(cut + 3) : head;
-  const out: Record<string, unknown> = { type: e.name, message: capText(message, driver ? LOG_TEXT_MAX_CHARS : 2 * LOG_TEXT_MAX_CHARS) };
+  const out: Record<string, unknown> = {
+    type: e.name,
+    message: capText(message, driver ? LOG_TEXT_MAX_CHARS : 2 * LOG_TEXT_MAX_CHARS),
+  };
   if (typeof e.code === 'string' || typeof e.code === 'number') out.code = e.code;
   if (driver) {
-    for (const key of ['routine', 'constraint', 'table', 'column'] as const) if (typeof e[key] === 'string') out[key] = e[key];
+    for (const key of ['routine', 'constraint', 'table', 'column'] as const)
+      if (typeof e[key] === 'string') out[key] = e[key];
   }
   if (e.stack)
     out.stack = e.stack
@@ -55,7 +67,17 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       base: { service: 'tagsched' },
       serializers: { err: serializeError },
       redact: {
-        paths: ['token', '*.token', 'authorization', '*.authorization', 'headers.authorization', 'providerAccount', '*.providerAccount', 'account', '*.account'],
+        paths: [
+          'token',
+          '*.token',
+          'authorization',
+          '*.authorization',
+          'headers.authorization',
+          'providerAccount',
+          '*.providerAccount',
+          'account',
+          '*.account',
+        ],
         censor: '[redacted]',
       },
     },

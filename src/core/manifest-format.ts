@@ -15,7 +15,11 @@ export interface ManifestFile {
   readonly sha256: string;
 }
 
-const fileSchema = z.object({ path: z.string(), bytes: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
+const fileSchema = z.object({
+  path: z.string(),
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+});
 
 /** How a bootable disk image boots: its file's size and sha256 are in `files.diskImage`. */
 const bootSchema = z.object({
@@ -26,7 +30,13 @@ const bootSchema = z.object({
   kernel: z.string(),
   bootModes: z.array(z.enum(['bios', 'uefi'])),
   partitions: z.array(
-    z.object({ number: z.number().int().positive(), name: z.string(), type: z.string(), offsetBytes: z.number().int().nonnegative(), bytes: z.number().int().positive() }),
+    z.object({
+      number: z.number().int().positive(),
+      name: z.string(),
+      type: z.string(),
+      offsetBytes: z.number().int().nonnegative(),
+      bytes: z.number().int().positive(),
+    }),
   ),
   rootUuid: z.string(),
   cloudInitDatasources: z.array(z.string()),
@@ -53,7 +63,12 @@ export const manifestSchema = z.object({
   files: z.object({ rootfs: fileSchema, diskImage: fileSchema.nullable() }),
   /** Null (or absent, in manifests written before disk images booted) without a bootable disk image. */
   boot: bootSchema.nullable().default(null),
-  agent: z.object({ path: z.string(), sha256: z.string(), handlers: z.array(z.string()), tasksWithoutHandler: z.array(z.string()) }),
+  agent: z.object({
+    path: z.string(),
+    sha256: z.string(),
+    handlers: z.array(z.string()),
+    tasksWithoutHandler: z.array(z.string()),
+  }),
   packages: z.array(z.object({ name: z.string(), version: z.string(), architecture: z.string() })),
   tags: z.array(z.object({ tag: z.string(), source: z.string(), condition: z.string().optional() })),
 });
@@ -64,6 +79,9 @@ export type Manifest = z.infer<typeof manifestSchema>;
 /** Reads a manifest file's JSON; throws with the fields at fault when it is not one. */
 export function parseManifest(json: unknown): Manifest {
   const parsed = manifestSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`not a tagsched image manifest: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new Error(
+      `not a tagsched image manifest: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
   return parsed.data;
 }

@@ -16,14 +16,22 @@ export interface Housekeeping {
  * instance logs not written to for TAGSCHED_INSTANCE_LOG_RETENTION_DAYS (providers/instance-logs.ts), and
  * the task statistics' histogram rows older than their window (scheduler/storage/task-statistics.ts).
  */
-export function createHousekeeping(orm: MikroORM, config: Pick<Config, 'input' | 'providers'>, log: Logger): Housekeeping {
+export function createHousekeeping(
+  orm: MikroORM,
+  config: Pick<Config, 'input' | 'providers'>,
+  log: Logger,
+): Housekeeping {
   let timer: NodeJS.Timeout | null = null;
   return {
     start() {
       timer ??= setInterval(
         () => {
-          purgeIdempotencyKeys(orm.em.fork(), config.input.idempotencyKeyTtlMs).catch((err: unknown) => log.warn({ err }, 'could not delete expired idempotency keys'));
-          pruneTaskStatistics(orm.em.fork()).catch((err: unknown) => log.warn({ err }, 'could not delete old task statistics'));
+          purgeIdempotencyKeys(orm.em.fork(), config.input.idempotencyKeyTtlMs).catch((err: unknown) =>
+            log.warn({ err }, 'could not delete expired idempotency keys'),
+          );
+          pruneTaskStatistics(orm.em.fork()).catch((err: unknown) =>
+            log.warn({ err }, 'could not delete old task statistics'),
+          );
           const pruned = pruneInstanceLogs(config.providers.instanceLogDir, config.providers.instanceLogRetentionMs);
           if (pruned) log.info({ pruned }, 'deleted instance logs past their retention');
         },

@@ -81,7 +81,11 @@ async function checkAnswerIsEc2Xml(response: RawResponse): Promise<void> {
   }
   const bytes = Buffer.concat(chunks);
   if (!EC2_XML_ROOT.test(bytes.subarray(0, 512).toString('utf8'))) {
-    throw new ProviderError('unavailable', `malformed answer: HTTP ${response.statusCode} with a body that is not EC2's XML`, 'malformed_answer');
+    throw new ProviderError(
+      'unavailable',
+      `malformed answer: HTTP ${response.statusCode} with a body that is not EC2's XML`,
+      'malformed_answer',
+    );
   }
   response.body = bytes;
 }
@@ -95,15 +99,27 @@ export const answerCheck = ((next: (args: unknown) => Promise<{ response: unknow
 }) as unknown as StackMiddleware;
 
 /** An SDK failure as a provider error, its message blanked of the account. */
-export function errorOf(what: string, err: unknown, deadline: CallDeadline, redact: (text: string) => string): ProviderError {
-  if (err instanceof ProviderError) return err.providerCode === 'malformed_answer' ? new ProviderError(err.kind, `${what}: ${err.message}`, err.providerCode) : err;
+export function errorOf(
+  what: string,
+  err: unknown,
+  deadline: CallDeadline,
+  redact: (text: string) => string,
+): ProviderError {
+  if (err instanceof ProviderError)
+    return err.providerCode === 'malformed_answer'
+      ? new ProviderError(err.kind, `${what}: ${err.message}`, err.providerCode)
+      : err;
   const e = err as AwsError;
   if (deadline.signal.aborted) return deadline.failure(what);
   const status = e.$metadata?.httpStatusCode;
   if (status === undefined) {
     // Never reached EC2 (connection refused, DNS).
     const code = e.code ?? (e.name === 'Error' ? 'network' : e.name);
-    return new ProviderError('unavailable', `${what}: EC2 could not be reached (${redact(e.message).slice(0, 300)})`, code);
+    return new ProviderError(
+      'unavailable',
+      `${what}: EC2 could not be reached (${redact(e.message).slice(0, 300)})`,
+      code,
+    );
   }
   const code = e.Code ?? e.name;
   return new ProviderError(kindOf(code, status), `${what}: ${redact(e.message).slice(0, 500)} (${code})`, code);

@@ -7,13 +7,34 @@
  */
 import { createHash } from 'node:crypto';
 import type * as Ec2SdkModule from '@aws-sdk/client-ec2';
-import type { CreateFleetCommandInput, CreateFleetCommandOutput, EC2Client, FleetLaunchTemplateOverridesRequest, Instance, RunInstancesCommandInput } from '@aws-sdk/client-ec2';
+import type {
+  CreateFleetCommandInput,
+  CreateFleetCommandOutput,
+  EC2Client,
+  FleetLaunchTemplateOverridesRequest,
+  Instance,
+  RunInstancesCommandInput,
+} from '@aws-sdk/client-ec2';
 import type { InputProblem } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { ProviderError, type LaunchResult, type LaunchSpec, type Provider, type ProviderCall, type ProviderInstance } from './provider.js';
+import {
+  ProviderError,
+  type LaunchResult,
+  type LaunchSpec,
+  type Provider,
+  type ProviderCall,
+  type ProviderInstance,
+} from './provider.js';
 import { callDeadline } from './deadline.js';
 import { answerCheck, errorOf, kindOf } from './ec2-answers.js';
-import { describeOffering, marksOffering, offeringKey, offeringsOf, type Offering, type OfferingFailure } from './offerings.js';
+import {
+  describeOffering,
+  marksOffering,
+  offeringKey,
+  offeringsOf,
+  type Offering,
+  type OfferingFailure,
+} from './offerings.js';
 import { accountRedactor, type Redactor } from './redact.js';
 import {
   ACCOUNT_PATH,
@@ -45,17 +66,27 @@ export interface Ec2Settings {
 const ACCOUNT_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken', 'region'] as const;
 const SECRET_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken'] as const;
 /** The redactor of an ec2 account: its keys, not its region. */
-const redactorOf = (account: Readonly<Record<string, unknown>> | null) => accountRedactor(account, { fields: SECRET_FIELDS });
+const redactorOf = (account: Readonly<Record<string, unknown>> | null) =>
+  accountRedactor(account, { fields: SECRET_FIELDS });
 const FOREIGN = { command: 'exec' } as const;
 const REGION = /^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$/;
 const RESOURCE_ID = (prefix: string) => new RegExp(`^${prefix}-(?:[0-9a-f]{8}|[0-9a-f]{17})$`);
 
-function specificationProblems(specifications: Readonly<Record<string, unknown>>, region: string | null): InputProblem[] {
+function specificationProblems(
+  specifications: Readonly<Record<string, unknown>>,
+  region: string | null,
+): InputProblem[] {
   const at = (field: string) => `${SPECIFICATIONS_PATH}.${field}`;
   const offerings = offeringFields(specifications);
   const problems = [
     ...offerings.flatMap((o) =>
-      checkPattern(o.instanceType, o.at('instanceType'), /^[a-z0-9-]{1,30}\.[a-z0-9-]{1,30}$/, 'an EC2 instance type such as c6i.xlarge or m7g.large', { required: true }),
+      checkPattern(
+        o.instanceType,
+        o.at('instanceType'),
+        /^[a-z0-9-]{1,30}\.[a-z0-9-]{1,30}$/,
+        'an EC2 instance type such as c6i.xlarge or m7g.large',
+        { required: true },
+      ),
     ),
     ...checkPattern(
       specValue(specifications, 'providerImage'),
@@ -64,28 +95,60 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
       'an AMI id: ami- and 8 or 17 hex digits (optional when the pool names a published worker image)',
       { required: specValue(specifications, 'image') === undefined },
     ),
-    ...checkPattern(specValue(specifications, 'subnetId'), at('subnetId'), RESOURCE_ID('subnet'), 'a subnet id: subnet- and 8 or 17 hex digits (optional)', {
-      required: false,
-    }),
-    ...offerings.flatMap((o) =>
-      checkPattern(o.location, o.at('location'), /^[a-z]{2}-[a-z0-9-]+[0-9][a-z]$/, "an availability zone of the account's region, such as eu-central-1a (optional)", {
+    ...checkPattern(
+      specValue(specifications, 'subnetId'),
+      at('subnetId'),
+      RESOURCE_ID('subnet'),
+      'a subnet id: subnet- and 8 or 17 hex digits (optional)',
+      {
         required: false,
-      }),
+      },
+    ),
+    ...offerings.flatMap((o) =>
+      checkPattern(
+        o.location,
+        o.at('location'),
+        /^[a-z]{2}-[a-z0-9-]+[0-9][a-z]$/,
+        "an availability zone of the account's region, such as eu-central-1a (optional)",
+        {
+          required: false,
+        },
+      ),
     ),
     ...foreignFields(specifications, 'ec2', FOREIGN),
   ];
   for (const o of offerings) {
-    if (region && typeof o.location === 'string' && !problems.some((p) => p.path === o.at('location')) && !o.location.startsWith(`${region}`)) {
-      problems.push(problem(o.at('location'), `"${o.location}" is not an availability zone of the account's region ${region}`));
+    if (
+      region &&
+      typeof o.location === 'string' &&
+      !problems.some((p) => p.path === o.at('location')) &&
+      !o.location.startsWith(`${region}`)
+    ) {
+      problems.push(
+        problem(o.at('location'), `"${o.location}" is not an availability zone of the account's region ${region}`),
+      );
     }
   }
   const groups = specValue(specifications, 'securityGroupIds');
   if (groups !== undefined) {
     if (!Array.isArray(groups) || groups.length > MAX_SECURITY_GROUPS) {
-      problems.push(problem(at('securityGroupIds'), `must be a list of at most ${MAX_SECURITY_GROUPS} security group ids (sg- and 8 or 17 hex digits)`));
+      problems.push(
+        problem(
+          at('securityGroupIds'),
+          `must be a list of at most ${MAX_SECURITY_GROUPS} security group ids (sg- and 8 or 17 hex digits)`,
+        ),
+      );
     } else {
       groups.forEach((group, i) =>
-        problems.push(...checkPattern(group, `${at('securityGroupIds')}[${i}]`, RESOURCE_ID('sg'), 'a security group id: sg- and 8 or 17 hex digits', { required: true })),
+        problems.push(
+          ...checkPattern(
+            group,
+            `${at('securityGroupIds')}[${i}]`,
+            RESOURCE_ID('sg'),
+            'a security group id: sg- and 8 or 17 hex digits',
+            { required: true },
+          ),
+        ),
       );
     }
   }
@@ -95,29 +158,55 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
 function accountProblems(account: Readonly<Record<string, unknown>>): InputProblem[] {
   const at = (field: string) => `${ACCOUNT_PATH}.${field}`;
   return [
-    ...checkPattern(account.accessKeyId, at('accessKeyId'), /^[A-Z0-9]{16,128}$/, 'an AWS access key id (16 to 128 capital letters and digits, AKIA… or ASIA…)', {
+    ...checkPattern(
+      account.accessKeyId,
+      at('accessKeyId'),
+      /^[A-Z0-9]{16,128}$/,
+      'an AWS access key id (16 to 128 capital letters and digits, AKIA… or ASIA…)',
+      {
+        required: true,
+        secret: true,
+      },
+    ),
+    ...checkPattern(
+      account.secretAccessKey,
+      at('secretAccessKey'),
+      /^[\x21-\x7e]{16,256}$/,
+      'an AWS secret access key (printable characters, no spaces)',
+      {
+        required: true,
+        secret: true,
+      },
+    ),
+    ...checkPattern(
+      account.sessionToken,
+      at('sessionToken'),
+      /^[\x21-\x7e]{1,8192}$/,
+      'an AWS session token, for temporary credentials (optional)',
+      {
+        required: false,
+        secret: true,
+      },
+    ),
+    ...checkPattern(account.region, at('region'), REGION, 'an AWS region such as eu-central-1 or us-east-1', {
       required: true,
-      secret: true,
     }),
-    ...checkPattern(account.secretAccessKey, at('secretAccessKey'), /^[\x21-\x7e]{16,256}$/, 'an AWS secret access key (printable characters, no spaces)', {
-      required: true,
-      secret: true,
-    }),
-    ...checkPattern(account.sessionToken, at('sessionToken'), /^[\x21-\x7e]{1,8192}$/, 'an AWS session token, for temporary credentials (optional)', {
-      required: false,
-      secret: true,
-    }),
-    ...checkPattern(account.region, at('region'), REGION, 'an AWS region such as eu-central-1 or us-east-1', { required: true }),
     ...unknownAccountFields(account, ACCOUNT_FIELDS, 'ec2'),
   ];
 }
 
 /** Checks an ec2 pool: its specifications (instance type, AMI, network) and its account (keys and region). */
 export function validateEc2Pool(input: PoolProviderInput): InputProblem[] {
-  const region = typeof input.account?.region === 'string' && REGION.test(input.account.region) ? input.account.region : null;
+  const region =
+    typeof input.account?.region === 'string' && REGION.test(input.account.region) ? input.account.region : null;
   const problems = specificationProblems(input.specifications, region);
   if (input.account === null) {
-    problems.push(problem(ACCOUNT_PATH, 'an ec2 pool needs an account: {"accessKeyId", "secretAccessKey", "sessionToken" (optional), "region"}'));
+    problems.push(
+      problem(
+        ACCOUNT_PATH,
+        'an ec2 pool needs an account: {"accessKeyId", "secretAccessKey", "sessionToken" (optional), "region"}',
+      ),
+    );
   } else if (input.account !== undefined) problems.push(...accountProblems(input.account));
   return problems;
 }
@@ -171,7 +260,12 @@ export function marketRuns(offerings: readonly Offering[]): Offering[][] {
 }
 
 /** The CreateFleet request of one run of offerings: instant, one instance, the offerings as overrides by priority (0 first). */
-export function fleetRequest(run: readonly Offering[], template: string, clientToken: string, subnetId: string | undefined): CreateFleetCommandInput {
+export function fleetRequest(
+  run: readonly Offering[],
+  template: string,
+  clientToken: string,
+  subnetId: string | undefined,
+): CreateFleetCommandInput {
   const market = run[0]!.market;
   const overrides: FleetLaunchTemplateOverridesRequest[] = run.map((o, priority) => ({
     InstanceType: o.instanceType as FleetLaunchTemplateOverridesRequest['InstanceType'],
@@ -183,21 +277,33 @@ export function fleetRequest(run: readonly Offering[], template: string, clientT
   return {
     Type: 'instant',
     ClientToken: clientToken,
-    LaunchTemplateConfigs: [{ LaunchTemplateSpecification: { LaunchTemplateName: template, Version: '$Latest' }, Overrides: overrides }],
+    LaunchTemplateConfigs: [
+      { LaunchTemplateSpecification: { LaunchTemplateName: template, Version: '$Latest' }, Overrides: overrides },
+    ],
     TargetCapacitySpecification: {
       TotalTargetCapacity: 1,
       DefaultTargetCapacityType: market,
       ...(market === 'spot' ? { SpotTargetCapacity: 1 } : { OnDemandTargetCapacity: 1 }),
     },
-    ...(market === 'spot' ? { SpotOptions: { AllocationStrategy: 'capacity-optimized-prioritized' } } : { OnDemandOptions: { AllocationStrategy: 'prioritized' } }),
+    ...(market === 'spot'
+      ? { SpotOptions: { AllocationStrategy: 'capacity-optimized-prioritized' } }
+      : { OnDemandOptions: { AllocationStrategy: 'prioritized' } }),
   };
 }
 
 /** The offering of a run an answer's override names: by its priority, else by its type and zone. */
-function offeringOfOverride(run: readonly Offering[], override: { Priority?: number; InstanceType?: string; AvailabilityZone?: string } | undefined): Offering | null {
+function offeringOfOverride(
+  run: readonly Offering[],
+  override: { Priority?: number; InstanceType?: string; AvailabilityZone?: string } | undefined,
+): Offering | null {
   if (!override) return null;
   if (typeof override.Priority === 'number' && run[override.Priority]) return run[override.Priority]!;
-  return run.find((o) => o.instanceType === override.InstanceType && (o.location === null || o.location === override.AvailabilityZone)) ?? null;
+  return (
+    run.find(
+      (o) =>
+        o.instanceType === override.InstanceType && (o.location === null || o.location === override.AvailabilityZone),
+    ) ?? null
+  );
 }
 
 /** What a CreateFleet answer says: the instance started (and by which offering), and the offerings that failed, their codes and messages blanked of the account. */
@@ -215,11 +321,17 @@ export function readFleetAnswer(
     const offering = offeringOfOverride(run, e.LaunchTemplateAndOverrides?.Overrides);
     const reason = `${redact.head(e.ErrorMessage ?? '', 300)} (${code})`;
     if (offering && marksOffering(kind)) {
-      if (!failures.some((f) => f.key === offeringKey(offering))) failures.push({ key: offeringKey(offering), kind, code, reason });
+      if (!failures.some((f) => f.key === offeringKey(offering)))
+        failures.push({ key: offeringKey(offering), kind, code, reason });
     } else other ??= new ProviderError(kind, `ec2 launch: CreateFleet: ${reason}`, code);
   }
   if (!started) return { id: null, offering: null, failures, other };
-  return { id: started.InstanceIds![0]!, offering: offeringOfOverride(run, started.LaunchTemplateAndOverrides?.Overrides) ?? run[0]!, failures, other: null };
+  return {
+    id: started.InstanceIds![0]!,
+    offering: offeringOfOverride(run, started.LaunchTemplateAndOverrides?.Overrides) ?? run[0]!,
+    failures,
+    other: null,
+  };
 }
 
 type Ec2Sdk = typeof Ec2SdkModule;
@@ -234,11 +346,19 @@ const loadSdk = (): Promise<Ec2Sdk> => (sdkLoad ??= import('@aws-sdk/client-ec2'
 export function createEc2Provider(settings: Ec2Settings): Provider {
   const log = settings.logger.child({ provider: 'ec2' });
 
-  async function send<T>(what: string, call: ProviderCall, run: (client: EC2Client, abortSignal: AbortSignal, sdk: Ec2Sdk) => Promise<T>): Promise<T> {
+  async function send<T>(
+    what: string,
+    call: ProviderCall,
+    run: (client: EC2Client, abortSignal: AbortSignal, sdk: Ec2Sdk) => Promise<T>,
+  ): Promise<T> {
     const account = call.account;
     const { accessKeyId, secretAccessKey, sessionToken, region } = account ?? {};
     if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || typeof region !== 'string') {
-      throw new ProviderError('auth', `${what}: the pool's account needs accessKeyId, secretAccessKey and region`, 'no_credentials');
+      throw new ProviderError(
+        'auth',
+        `${what}: the pool's account needs accessKeyId, secretAccessKey and region`,
+        'no_credentials',
+      );
     }
     const redact = redactorOf(account);
     const deadline = callDeadline(call);
@@ -252,7 +372,11 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
       maxAttempts: 1,
     });
     // Just inside the SDK's deserializer: it sees the raw answer before it is parsed.
-    client.middlewareStack.addRelativeTo(answerCheck, { relation: 'after', toMiddleware: 'deserializerMiddleware', name: 'tagsched-ec2-answer-check' });
+    client.middlewareStack.addRelativeTo(answerCheck, {
+      relation: 'after',
+      toMiddleware: 'deserializerMiddleware',
+      name: 'tagsched-ec2-answer-check',
+    });
     const started = Date.now();
     try {
       const result = await run(client, deadline.signal, sdk);
@@ -261,7 +385,14 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     } catch (err) {
       const e = errorOf(what, err, deadline, redact);
       log.warn(
-        { pool: call.pool.name, operation: what, ms: Date.now() - started, kind: e.kind, code: e.providerCode && redact(e.providerCode), err: redact(e.message) },
+        {
+          pool: call.pool.name,
+          operation: what,
+          ms: Date.now() - started,
+          kind: e.kind,
+          code: e.providerCode && redact(e.providerCode),
+          err: redact(e.message),
+        },
         'ec2 call failed',
       );
       throw e;
@@ -275,7 +406,11 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
    * data, tags, network), then one instant fleet of one instance per run of offerings of one market,
    * in order, until one starts it; the template is deleted afterwards.
    */
-  async function launchFleet(spec: LaunchSpec, call: ProviderCall, input: RunInstancesCommandInput): Promise<LaunchResult> {
+  async function launchFleet(
+    spec: LaunchSpec,
+    call: ProviderCall,
+    input: RunInstancesCommandInput,
+  ): Promise<LaunchResult> {
     const offerings = spec.offerings?.length ? spec.offerings : offeringsOf(spec.specifications);
     const token = clientTokenOf(spec.pool, spec.name);
     const template = launchTemplateNameOf(spec.pool, spec.name);
@@ -306,14 +441,22 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
       let last: ProviderError | null = null;
       for (const [i, run] of marketRuns(offerings).entries()) {
         const request = fleetRequest(run, template, `${token}-${i}`, input.SubnetId);
-        const answer = await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.CreateFleetCommand(request), { abortSignal }));
+        const answer = await send('ec2 launch', call, (client, abortSignal, sdk) =>
+          client.send(new sdk.CreateFleetCommand(request), { abortSignal }),
+        );
         const read = readFleetAnswer(run, answer, redactorOf(call.account));
         failures.push(...read.failures);
         if (read.id) return { id: read.id, offering: offeringKey(read.offering!), unavailable: failures };
         if (read.other) throw new ProviderError(read.other.kind, read.other.message, read.other.providerCode, failures);
-        last = new ProviderError(read.failures[0]?.kind ?? 'unavailable', 'ec2 launch: CreateFleet started no instance', read.failures.length ? null : 'malformed_answer');
+        last = new ProviderError(
+          read.failures[0]?.kind ?? 'unavailable',
+          'ec2 launch: CreateFleet started no instance',
+          read.failures.length ? null : 'malformed_answer',
+        );
       }
-      const tried = failures.map((f) => `${describeOffering(offerings.find((o) => offeringKey(o) === f.key)!)}: ${f.reason}`).join('; ');
+      const tried = failures
+        .map((f) => `${describeOffering(offerings.find((o) => offeringKey(o) === f.key)!)}: ${f.reason}`)
+        .join('; ');
       const first = failures[0];
       throw new ProviderError(
         first?.kind ?? last?.kind ?? 'unavailable',
@@ -322,12 +465,13 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
         failures,
       );
     } catch (err) {
-      if (err instanceof ProviderError && failures.length && !err.offeringFailures.length) throw new ProviderError(err.kind, err.message, err.providerCode, failures);
+      if (err instanceof ProviderError && failures.length && !err.offeringFailures.length)
+        throw new ProviderError(err.kind, err.message, err.providerCode, failures);
       throw err;
     } finally {
-      await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.DeleteLaunchTemplateCommand({ LaunchTemplateName: template }), { abortSignal })).catch(
-        () => undefined,
-      );
+      await send('ec2 launch', call, (client, abortSignal, sdk) =>
+        client.send(new sdk.DeleteLaunchTemplateCommand({ LaunchTemplateName: template }), { abortSignal }),
+      ).catch(() => undefined);
     }
   }
 
@@ -335,7 +479,8 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     async launch(spec: LaunchSpec, call) {
       const region = typeof call.account?.region === 'string' ? call.account.region : null;
       const problems = specificationProblems(spec.specifications, region);
-      if (problems.length) throw new ProviderError('invalid', `ec2 launch: ${problemsMessage(problems)}`, 'invalid_specifications');
+      if (problems.length)
+        throw new ProviderError('invalid', `ec2 launch: ${problemsMessage(problems)}`, 'invalid_specifications');
       const s = spec.specifications;
       const location = specValue(s, 'location') as string | undefined;
       const subnetId = specValue(s, 'subnetId') as string | undefined;
@@ -367,13 +512,22 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
         // A pool that names one instanceType: RunInstances, as before offerings (its one offering is marked when it has no room).
         const only = offeringsOf(s)[0]!;
         try {
-          const answer = await send('ec2 launch', call, (client, abortSignal, sdk) => client.send(new sdk.RunInstancesCommand(input), { abortSignal }));
+          const answer = await send('ec2 launch', call, (client, abortSignal, sdk) =>
+            client.send(new sdk.RunInstancesCommand(input), { abortSignal }),
+          );
           const id = answer.Instances?.[0]?.InstanceId;
-          if (!id) throw new ProviderError('unavailable', 'ec2 launch: malformed answer: RunInstances named no instance', 'malformed_answer');
+          if (!id)
+            throw new ProviderError(
+              'unavailable',
+              'ec2 launch: malformed answer: RunInstances named no instance',
+              'malformed_answer',
+            );
           return { id, offering: offeringKey(only) };
         } catch (err) {
           if (err instanceof ProviderError && marksOffering(err.kind)) {
-            throw new ProviderError(err.kind, err.message, err.providerCode, [{ key: offeringKey(only), kind: err.kind, code: err.providerCode, reason: err.message }]);
+            throw new ProviderError(err.kind, err.message, err.providerCode, [
+              { key: offeringKey(only), kind: err.kind, code: err.providerCode, reason: err.message },
+            ]);
           }
           throw err;
         }
@@ -382,9 +536,16 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
     },
 
     async terminate(id, call) {
-      if (!RESOURCE_ID('i').test(id)) throw new ProviderError('invalid', `ec2 terminate: "${id.slice(0, 80)}" is not an EC2 instance id`, 'invalid_id');
+      if (!RESOURCE_ID('i').test(id))
+        throw new ProviderError(
+          'invalid',
+          `ec2 terminate: "${id.slice(0, 80)}" is not an EC2 instance id`,
+          'invalid_id',
+        );
       try {
-        await send('ec2 terminate', call, (client, abortSignal, sdk) => client.send(new sdk.TerminateInstancesCommand({ InstanceIds: [id] }), { abortSignal }));
+        await send('ec2 terminate', call, (client, abortSignal, sdk) =>
+          client.send(new sdk.TerminateInstancesCommand({ InstanceIds: [id] }), { abortSignal }),
+        );
       } catch (err) {
         if (err instanceof ProviderError && err.providerCode === 'InvalidInstanceID.NotFound') return;
         throw err;
@@ -397,7 +558,11 @@ export function createEc2Provider(settings: Ec2Settings): Provider {
         let token: string | undefined;
         for (let page = 0; page < MAX_PAGES; page++) {
           const answer = await client.send(
-            new sdk.DescribeInstancesCommand({ Filters: [{ Name: `tag:${EC2_TAGS.pool}`, Values: [poolName] }], MaxResults: PAGE_SIZE, NextToken: token }),
+            new sdk.DescribeInstancesCommand({
+              Filters: [{ Name: `tag:${EC2_TAGS.pool}`, Values: [poolName] }],
+              MaxResults: PAGE_SIZE,
+              NextToken: token,
+            }),
             { abortSignal },
           );
           for (const reservation of answer.Reservations ?? []) {

@@ -9,7 +9,14 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { InputProblem } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { PROVIDER_ERROR_KINDS, ProviderError, type LaunchSpec, type Provider, type ProviderCall, type ProviderInstance } from './provider.js';
+import {
+  PROVIDER_ERROR_KINDS,
+  ProviderError,
+  type LaunchSpec,
+  type Provider,
+  type ProviderCall,
+  type ProviderInstance,
+} from './provider.js';
 import { callDeadline } from './deadline.js';
 import { runCommand, type CommandRun } from './exec-process.js';
 import { accountRedactor, type Redactor } from './redact.js';
@@ -47,22 +54,41 @@ function commandProblems(command: unknown, allowedCommands: readonly string[]): 
     : 'none: this server allows no exec command (TAGSCHED_EXEC_COMMANDS is empty)';
   if (command === undefined) return [problem(COMMAND_PATH, `is required: an argv list whose first item is ${allowed}`)];
   if (!Array.isArray(command) || command.length === 0 || !command.every((arg) => typeof arg === 'string')) {
-    return [problem(COMMAND_PATH, `must be a non-empty list of strings (the argv, run without a shell) whose first item is ${allowed}`)];
+    return [
+      problem(
+        COMMAND_PATH,
+        `must be a non-empty list of strings (the argv, run without a shell) whose first item is ${allowed}`,
+      ),
+    ];
   }
   const problems: InputProblem[] = [];
   const [program, ...args] = command as string[];
-  if (!allowedCommands.includes(program!)) problems.push(problem(`${COMMAND_PATH}[0]`, `"${program!.slice(0, 200)}" is not allowed: the command must be ${allowed}`));
-  if (args.length > EXEC_LIMITS.maxArguments) problems.push(problem(COMMAND_PATH, `at most ${EXEC_LIMITS.maxArguments} arguments are accepted, got ${args.length}`));
+  if (!allowedCommands.includes(program!))
+    problems.push(
+      problem(`${COMMAND_PATH}[0]`, `"${program!.slice(0, 200)}" is not allowed: the command must be ${allowed}`),
+    );
+  if (args.length > EXEC_LIMITS.maxArguments)
+    problems.push(
+      problem(COMMAND_PATH, `at most ${EXEC_LIMITS.maxArguments} arguments are accepted, got ${args.length}`),
+    );
   args.forEach((arg, i) => {
     if (arg.length > EXEC_LIMITS.maxArgumentLength || arg.includes('\0')) {
-      problems.push(problem(`${COMMAND_PATH}[${i + 1}]`, `an argument must be at most ${EXEC_LIMITS.maxArgumentLength} characters, with no NUL`));
+      problems.push(
+        problem(
+          `${COMMAND_PATH}[${i + 1}]`,
+          `an argument must be at most ${EXEC_LIMITS.maxArgumentLength} characters, with no NUL`,
+        ),
+      );
     }
   });
   return problems;
 }
 
 /** Checks an exec pool: its `command` must be allowed by the server. Any account (a JSON object) is passed on as it is. */
-export function validateExecPool(input: PoolProviderInput, settings: Pick<ExecSettings, 'allowedCommands'>): InputProblem[] {
+export function validateExecPool(
+  input: PoolProviderInput,
+  settings: Pick<ExecSettings, 'allowedCommands'>,
+): InputProblem[] {
   return commandProblems(specValue(input.specifications, 'command'), settings.allowedCommands);
 }
 
@@ -73,7 +99,11 @@ const text = z
   .max(1000)
   .regex(/^[^\0-\x1f]*$/, 'has control characters');
 const errorAnswer = z.object({
-  error: z.object({ kind: z.enum(PROVIDER_ERROR_KINDS), message: z.string().max(2000), code: z.string().max(200).nullish() }),
+  error: z.object({
+    kind: z.enum(PROVIDER_ERROR_KINDS),
+    message: z.string().max(2000),
+    code: z.string().max(200).nullish(),
+  }),
 });
 const launchAnswer = z.object({ id: text });
 const terminateAnswer = z.object({});
@@ -96,16 +126,29 @@ type Operation = 'launch' | 'terminate' | 'list';
 export function createExecProvider(settings: ExecSettings): Provider {
   const log = settings.logger.child({ provider: 'exec' });
 
-  async function call<T>(operation: Operation, request: Record<string, unknown>, answer: z.ZodType<T>, providerCall: ProviderCall, alsoSecret: readonly string[] = []): Promise<T> {
+  async function call<T>(
+    operation: Operation,
+    request: Record<string, unknown>,
+    answer: z.ZodType<T>,
+    providerCall: ProviderCall,
+    alsoSecret: readonly string[] = [],
+  ): Promise<T> {
     const what = `exec ${operation}`;
     const redact = accountRedactor(providerCall.account, { also: alsoSecret });
     const { name: pool, specifications } = providerCall.pool;
     const problems = commandProblems(specValue(specifications, 'command'), settings.allowedCommands);
-    if (problems.length) throw new ProviderError('invalid', `${what}: ${problemsMessage(problems)}`, 'command_not_allowed');
+    if (problems.length)
+      throw new ProviderError('invalid', `${what}: ${problemsMessage(problems)}`, 'command_not_allowed');
     const argv = specifications.command as string[];
     const deadline = callDeadline(providerCall);
     const started = Date.now();
-    const input = JSON.stringify({ version: EXEC_PROTOCOL_VERSION, operation, pool, account: providerCall.account ?? null, ...request });
+    const input = JSON.stringify({
+      version: EXEC_PROTOCOL_VERSION,
+      operation,
+      pool,
+      account: providerCall.account ?? null,
+      ...request,
+    });
     const run = await runCommand(argv, {
       input,
       env: settings.environment,
@@ -115,21 +158,36 @@ export function createExecProvider(settings: ExecSettings): Provider {
       redact,
       closeGraceMs: EXEC_LIMITS.closeGraceMs,
     });
-    const facts = { pool, operation, command: path.basename(argv[0]!), exitCode: run.exitCode, exitSignal: run.exitSignal, ms: Date.now() - started };
+    const facts = {
+      pool,
+      operation,
+      command: path.basename(argv[0]!),
+      exitCode: run.exitCode,
+      exitSignal: run.exitSignal,
+      ms: Date.now() - started,
+    };
     try {
       const result = interpret(what, run, answer, redact, deadline.failure.bind(deadline));
       log.debug({ ...facts, stderr: run.stderr || undefined }, 'exec provider call');
       return result;
     } catch (err) {
       const e = err as ProviderError;
-      log.warn({ ...facts, kind: e.kind, code: e.providerCode, err: e.message, stderr: run.stderr || undefined }, 'exec provider call failed');
+      log.warn(
+        { ...facts, kind: e.kind, code: e.providerCode, err: e.message, stderr: run.stderr || undefined },
+        'exec provider call failed',
+      );
       throw err;
     }
   }
 
   return {
     async launch(spec: LaunchSpec, providerCall) {
-      const request = { name: spec.name, specifications: spec.specifications, agent: spec.agent, userData: spec.userData };
+      const request = {
+        name: spec.name,
+        specifications: spec.specifications,
+        agent: spec.agent,
+        userData: spec.userData,
+      };
       return call('launch', request, launchAnswer, providerCall, [spec.agent.activationToken]);
     },
     async terminate(id, providerCall) {
@@ -137,19 +195,38 @@ export function createExecProvider(settings: ExecSettings): Provider {
     },
     async list(_pool, providerCall) {
       const { instances } = await call('list', {}, listAnswer, providerCall);
-      return instances.map((i): ProviderInstance => ({ id: i.id, name: i.name ?? null, state: i.state, createdAt: i.createdAt ? new Date(i.createdAt) : null }));
+      return instances.map((i): ProviderInstance => ({
+        id: i.id,
+        name: i.name ?? null,
+        state: i.state,
+        createdAt: i.createdAt ? new Date(i.createdAt) : null,
+      }));
     },
   };
 }
 
 /** Reads a finished run as the protocol says: an error answer, a failed run, or the expected answer. */
-function interpret<T>(what: string, run: CommandRun, answer: z.ZodType<T>, redact: Redactor, cutShort: (what: string) => ProviderError): T {
+function interpret<T>(
+  what: string,
+  run: CommandRun,
+  answer: z.ZodType<T>,
+  redact: Redactor,
+  cutShort: (what: string) => ProviderError,
+): T {
   if (run.spawnError) {
-    throw new ProviderError('invalid', `${what}: the command could not be started (${run.spawnError.code ?? run.spawnError.message})`, run.spawnError.code ?? 'spawn_failed');
+    throw new ProviderError(
+      'invalid',
+      `${what}: the command could not be started (${run.spawnError.code ?? run.spawnError.message})`,
+      run.spawnError.code ?? 'spawn_failed',
+    );
   }
   if (run.cut === 'aborted') throw cutShort(what);
   if (run.cut === 'answer-too-large') {
-    throw new ProviderError('invalid', `${what}: the answer passed ${EXEC_LIMITS.maxAnswerBytes} bytes and was cut`, 'answer_too_large');
+    throw new ProviderError(
+      'invalid',
+      `${what}: the answer passed ${EXEC_LIMITS.maxAnswerBytes} bytes and was cut`,
+      'answer_too_large',
+    );
   }
   const status = run.exitCode !== null ? `exit ${run.exitCode}` : `signal ${run.exitSignal}`;
   let document: unknown;
@@ -168,7 +245,8 @@ function interpret<T>(what: string, run: CommandRun, answer: z.ZodType<T>, redac
     const said = redact.head(run.stderr.trim().split('\n').slice(-3).join(' / '), 500);
     throw new ProviderError('unavailable', `${what}: the command failed (${status})${said ? `: ${said}` : ''}`, status);
   }
-  if (document === undefined) throw new ProviderError('invalid', `${what}: the answer is not a JSON document`, 'malformed_answer');
+  if (document === undefined)
+    throw new ProviderError('invalid', `${what}: the answer is not a JSON document`, 'malformed_answer');
   const parsed = answer.safeParse(document);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -176,6 +254,7 @@ function interpret<T>(what: string, run: CommandRun, answer: z.ZodType<T>, redac
     throw new ProviderError('invalid', `${what}: malformed answer: ${where}: ${issue.message}`, 'malformed_answer');
   }
   // An id or a name is shown to admins and kept in the database: it must not carry the account.
-  if (redact.finds(JSON.stringify(parsed.data))) throw new ProviderError('invalid', `${what}: the answer carries the provider account`, 'malformed_answer');
+  if (redact.finds(JSON.stringify(parsed.data)))
+    throw new ProviderError('invalid', `${what}: the answer carries the provider account`, 'malformed_answer');
   return parsed.data;
 }

@@ -7,7 +7,14 @@
 import { z } from 'zod';
 import type { InputProblem } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { ProviderError, type LaunchSpec, type Provider, type ProviderCall, type ProviderErrorKind, type ProviderInstance } from './provider.js';
+import {
+  ProviderError,
+  type LaunchSpec,
+  type Provider,
+  type ProviderCall,
+  type ProviderErrorKind,
+  type ProviderInstance,
+} from './provider.js';
 import { callDeadline } from './deadline.js';
 import { describeOffering, marksOffering, offeringKey, offeringsOf, type OfferingFailure } from './offerings.js';
 import { accountRedactor } from './redact.js';
@@ -35,7 +42,8 @@ const MAX_PAGES = 400;
 // Hetzner's rules: a label value is empty or 1–63 characters, alphanumeric at both ends, with
 // `-`, `_` and `.` inside; a server name is a hostname (RFC 1123).
 const LABEL_VALUE = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/;
-const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+const HOSTNAME =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 /** A pool's name leaves room for its instances' suffixes within the 63 characters of a label value. */
 const POOL_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,48}[A-Za-z0-9])?$/;
 
@@ -87,7 +95,13 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
   const offerings = offeringFields(specifications);
   const problems = [
     ...offerings.flatMap((o) =>
-      checkPattern(o.instanceType, o.at('instanceType'), /^[a-z0-9][a-z0-9-]{0,49}$/, 'a Hetzner server type such as cx22, cpx31 or cax21', { required: true }),
+      checkPattern(
+        o.instanceType,
+        o.at('instanceType'),
+        /^[a-z0-9][a-z0-9-]{0,49}$/,
+        'a Hetzner server type such as cx22, cpx31 or cax21',
+        { required: true },
+      ),
     ),
     ...checkPattern(
       specValue(specifications, 'providerImage'),
@@ -97,8 +111,16 @@ function specificationProblems(specifications: Readonly<Record<string, unknown>>
       { required: specValue(specifications, 'image') === undefined },
     ),
     ...offerings.flatMap((o) => [
-      ...checkPattern(o.location, o.at('location'), /^[a-z0-9][a-z0-9-]{0,19}$/, 'a Hetzner location such as fsn1, nbg1, hel1 or ash (optional)', { required: false }),
-      ...(o.market === 'spot' ? [problem(o.at('market'), 'Hetzner Cloud has no spot market: a hetzner offering is on-demand')] : []),
+      ...checkPattern(
+        o.location,
+        o.at('location'),
+        /^[a-z0-9][a-z0-9-]{0,19}$/,
+        'a Hetzner location such as fsn1, nbg1, hel1 or ash (optional)',
+        { required: false },
+      ),
+      ...(o.market === 'spot'
+        ? [problem(o.at('market'), 'Hetzner Cloud has no spot market: a hetzner offering is on-demand')]
+        : []),
     ]),
     ...foreignFields(specifications, 'hetzner', FOREIGN),
   ];
@@ -117,13 +139,25 @@ export function validateHetznerPool(input: PoolProviderInput): InputProblem[] {
     );
   }
   problems.push(...specificationProblems(input.specifications));
-  if (input.account === null) problems.push(problem(ACCOUNT_PATH, 'a hetzner pool needs an account: {"token": "<a Hetzner Cloud API token with read and write access>"}'));
+  if (input.account === null)
+    problems.push(
+      problem(
+        ACCOUNT_PATH,
+        'a hetzner pool needs an account: {"token": "<a Hetzner Cloud API token with read and write access>"}',
+      ),
+    );
   else if (input.account !== undefined) {
     problems.push(
-      ...checkPattern(input.account.token, `${ACCOUNT_PATH}.token`, /^[\x21-\x7e]{1,256}$/, 'a Hetzner Cloud API token (printable characters, no spaces)', {
-        required: true,
-        secret: true,
-      }),
+      ...checkPattern(
+        input.account.token,
+        `${ACCOUNT_PATH}.token`,
+        /^[\x21-\x7e]{1,256}$/,
+        'a Hetzner Cloud API token (printable characters, no spaces)',
+        {
+          required: true,
+          secret: true,
+        },
+      ),
       ...unknownAccountFields(input.account, ACCOUNT_FIELDS, 'hetzner'),
     );
   }
@@ -140,7 +174,9 @@ const serverShape = z.object({
 // The created server's type with its prices per location, and its location (the documented Server
 // object): read for its price only, so a part missing or malformed leaves the price unknown.
 const pricedServer = z.object({
-  server_type: z.object({ prices: z.array(z.object({ location: z.string(), price_hourly: z.object({ gross: z.string() }) })) }),
+  server_type: z.object({
+    prices: z.array(z.object({ location: z.string(), price_hourly: z.object({ gross: z.string() }) })),
+  }),
   datacenter: z.object({ location: z.object({ name: z.string() }) }),
 });
 const createAnswer = z.object({ server: z.looseObject(serverShape.shape) });
@@ -194,9 +230,17 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
   const log = settings.logger.child({ provider: 'hetzner' });
 
   /** One API request; its answer is parsed with `shape`, or the failure becomes a typed error. */
-  async function api<T>(what: string, method: string, path: string, call: ProviderCall, shape: z.ZodType<T>, body?: unknown): Promise<T> {
+  async function api<T>(
+    what: string,
+    method: string,
+    path: string,
+    call: ProviderCall,
+    shape: z.ZodType<T>,
+    body?: unknown,
+  ): Promise<T> {
     const token = call.account?.token;
-    if (typeof token !== 'string' || !token) throw new ProviderError('auth', `${what}: the pool's account has no "token"`, 'no_token');
+    if (typeof token !== 'string' || !token)
+      throw new ProviderError('auth', `${what}: the pool's account has no "token"`, 'no_token');
     const redact = accountRedactor(call.account, { fields: ACCOUNT_FIELDS });
     const deadline = callDeadline(call);
     const started = Date.now();
@@ -206,7 +250,11 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
       try {
         const res = await fetch(`${settings.apiUrl}${path}`, {
           method,
-          headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          headers: {
+            authorization: `Bearer ${token}`,
+            accept: 'application/json',
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
           body: body === undefined ? undefined : JSON.stringify(body),
           signal: deadline.signal,
         });
@@ -215,7 +263,11 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
       } catch (err) {
         if (deadline.signal.aborted) throw deadline.failure(what);
         const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-        throw new ProviderError('unavailable', `${what}: the API could not be reached (${redact(String(cause))})`, 'network');
+        throw new ProviderError(
+          'unavailable',
+          `${what}: the API could not be reached (${redact(String(cause))})`,
+          'network',
+        );
       }
       let document: unknown;
       try {
@@ -229,26 +281,53 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
         // The API's code and message are the API's text: blanked like any (calls.ts cuts the message).
         const code = redact.head(given, 200);
         const message = failed.success ? redact(failed.data.error.message) : `HTTP ${status}`;
-        throw new ProviderError(HETZNER_ERROR_KINDS[given] ?? kindOfStatus(status), `${what}: ${message} (${code})`, code);
+        throw new ProviderError(
+          HETZNER_ERROR_KINDS[given] ?? kindOfStatus(status),
+          `${what}: ${message} (${code})`,
+          code,
+        );
       }
       const parsed = shape.safeParse(document);
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;
-        throw new ProviderError('unavailable', `${what}: malformed answer (HTTP ${status}): ${issue.path.join('.') || 'body'}: ${issue.message}`, 'malformed_answer');
+        throw new ProviderError(
+          'unavailable',
+          `${what}: malformed answer (HTTP ${status}): ${issue.path.join('.') || 'body'}: ${issue.message}`,
+          'malformed_answer',
+        );
       }
       log.debug({ pool: call.pool.name, operation: what, status, ms: Date.now() - started }, 'hetzner call');
       return parsed.data;
     } catch (err) {
       const e = err as ProviderError;
-      log.warn({ pool: call.pool.name, operation: what, status, ms: Date.now() - started, kind: e.kind, code: e.providerCode, err: e.message }, 'hetzner call failed');
+      log.warn(
+        {
+          pool: call.pool.name,
+          operation: what,
+          status,
+          ms: Date.now() - started,
+          kind: e.kind,
+          code: e.providerCode,
+          err: e.message,
+        },
+        'hetzner call failed',
+      );
       throw err;
     }
   }
 
   /** The server of an instance name, when it is this pool's (a launch whose answer was lost). */
   async function findLaunched(spec: LaunchSpec, call: ProviderCall): Promise<string | null> {
-    const { servers } = await api('hetzner launch', 'GET', `/servers?name=${encodeURIComponent(spec.name)}`, call, listAnswer);
-    const mine = servers.find((s) => s.labels?.[HETZNER_LABELS.pool] === spec.pool && s.labels?.[HETZNER_LABELS.instance] === spec.name);
+    const { servers } = await api(
+      'hetzner launch',
+      'GET',
+      `/servers?name=${encodeURIComponent(spec.name)}`,
+      call,
+      listAnswer,
+    );
+    const mine = servers.find(
+      (s) => s.labels?.[HETZNER_LABELS.pool] === spec.pool && s.labels?.[HETZNER_LABELS.instance] === spec.name,
+    );
     return mine ? String(mine.id) : null;
   }
 
@@ -256,10 +335,17 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
     async launch(spec, call) {
       const problems = specificationProblems(spec.specifications);
       if (!HOSTNAME.test(spec.name) || !LABEL_VALUE.test(spec.name)) {
-        problems.push(problem('name', `"${spec.name}" cannot name a Hetzner server (a host name of letters, digits and "-", at most 63 characters)`));
+        problems.push(
+          problem(
+            'name',
+            `"${spec.name}" cannot name a Hetzner server (a host name of letters, digits and "-", at most 63 characters)`,
+          ),
+        );
       }
-      if (!LABEL_VALUE.test(spec.pool)) problems.push(problem('pool', `"${spec.pool}" cannot be a Hetzner label value`));
-      if (problems.length) throw new ProviderError('invalid', `hetzner launch: ${problemsMessage(problems)}`, 'invalid_specifications');
+      if (!LABEL_VALUE.test(spec.pool))
+        problems.push(problem('pool', `"${spec.pool}" cannot be a Hetzner label value`));
+      if (problems.length)
+        throw new ProviderError('invalid', `hetzner launch: ${problemsMessage(problems)}`, 'invalid_specifications');
       // The pool's offerings in order (those marked unavailable already left out by the provisioner): the next is tried when one has no room.
       const offerings = spec.offerings?.length ? spec.offerings : offeringsOf(spec.specifications);
       const failures: OfferingFailure[] = [];
@@ -276,7 +362,12 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
         };
         try {
           const { server } = await api('hetzner launch', 'POST', '/servers', call, createAnswer, request);
-          return { id: String(server.id), offering: offeringKey(offering), unavailable: failures, pricePerHour: hetznerHourlyPrice(server) };
+          return {
+            id: String(server.id),
+            offering: offeringKey(offering),
+            unavailable: failures,
+            pricePerHour: hetznerHourlyPrice(server),
+          };
         } catch (err) {
           // A retried launch whose first answer was lost finds its server under the same name (by which offering, it cannot tell).
           if (err instanceof ProviderError && err.providerCode === 'uniqueness_error') {
@@ -284,20 +375,32 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
             if (id) return failures.length ? { id, unavailable: failures } : { id };
           }
           if (!(err instanceof ProviderError) || !marksOffering(err.kind)) {
-            if (err instanceof ProviderError && failures.length) throw new ProviderError(err.kind, err.message, err.providerCode, failures);
+            if (err instanceof ProviderError && failures.length)
+              throw new ProviderError(err.kind, err.message, err.providerCode, failures);
             throw err;
           }
           failures.push({ key: offeringKey(offering), kind: err.kind, code: err.providerCode, reason: err.message });
           last = err;
         }
       }
-      if (!last) throw new ProviderError('invalid', 'hetzner launch: the pool names no server type', 'invalid_specifications');
+      if (!last)
+        throw new ProviderError('invalid', 'hetzner launch: the pool names no server type', 'invalid_specifications');
       const tried = failures.map((f, i) => `${describeOffering(offerings[i]!)}: ${f.reason}`).join('; ');
-      throw new ProviderError(last.kind, `hetzner launch: no offering could start a server: ${tried}`, last.providerCode, failures);
+      throw new ProviderError(
+        last.kind,
+        `hetzner launch: no offering could start a server: ${tried}`,
+        last.providerCode,
+        failures,
+      );
     },
 
     async terminate(id, call) {
-      if (!/^[0-9]{1,18}$/.test(id)) throw new ProviderError('invalid', `hetzner terminate: "${id.slice(0, 80)}" is not a Hetzner server id`, 'invalid_id');
+      if (!/^[0-9]{1,18}$/.test(id))
+        throw new ProviderError(
+          'invalid',
+          `hetzner terminate: "${id.slice(0, 80)}" is not a Hetzner server id`,
+          'invalid_id',
+        );
       try {
         await api('hetzner terminate', 'DELETE', `/servers/${id}`, call, z.unknown());
       } catch (err) {
@@ -307,11 +410,22 @@ export function createHetznerProvider(settings: HetznerSettings): Provider {
     },
 
     async list(poolName, call) {
-      if (!LABEL_VALUE.test(poolName)) throw new ProviderError('invalid', `hetzner list: "${poolName}" cannot be a Hetzner label value`, 'invalid_specifications');
+      if (!LABEL_VALUE.test(poolName))
+        throw new ProviderError(
+          'invalid',
+          `hetzner list: "${poolName}" cannot be a Hetzner label value`,
+          'invalid_specifications',
+        );
       const selector = encodeURIComponent(`${HETZNER_LABELS.pool}==${poolName}`);
       const out: ProviderInstance[] = [];
       for (let page = 1, pages = 0; page && pages < MAX_PAGES; pages++) {
-        const answer = await api('hetzner list', 'GET', `/servers?label_selector=${selector}&per_page=${PER_PAGE}&page=${page}`, call, listAnswer);
+        const answer = await api(
+          'hetzner list',
+          'GET',
+          `/servers?label_selector=${selector}&per_page=${PER_PAGE}&page=${page}`,
+          call,
+          listAnswer,
+        );
         out.push(...answer.servers.map(instanceOf));
         page = answer.meta?.pagination.next_page ?? 0;
       }

@@ -127,7 +127,10 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
       }
       log.info({ instance: record.name, pid: record.pid }, 'local agent asked to stop (SIGTERM)');
     } else if (now - Date.parse(record.stopRequestedAt) >= config.providers.stopGraceMs) {
-      log.warn({ instance: record.name, pid: record.pid, graceMs: config.providers.stopGraceMs }, 'local agent still running after the grace period: SIGKILL');
+      log.warn(
+        { instance: record.name, pid: record.pid, graceMs: config.providers.stopGraceMs },
+        'local agent still running after the grace period: SIGKILL',
+      );
       signal(record, 'SIGKILL');
     }
   }
@@ -141,7 +144,10 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
       try {
         fs.mkdirSync(workDir, { recursive: true, mode: 0o700 });
       } catch (err) {
-        throw new ProviderError('unavailable', `cannot create the local agent's directory ${dir}: ${(err as Error).message}`);
+        throw new ProviderError(
+          'unavailable',
+          `cannot create the local agent's directory ${dir}: ${(err as Error).message}`,
+        );
       }
       const env: Record<string, string> = {};
       for (const key of INHERITED_ENV) if (process.env[key]) env[key] = process.env[key]!;
@@ -167,10 +173,19 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
       }
       await new Promise<void>((resolve, reject) => {
         child.once('spawn', resolve);
-        child.once('error', (err) => reject(new ProviderError('unavailable', `cannot start ${AGENT_BIN}: ${err.message}`)));
+        child.once('error', (err) =>
+          reject(new ProviderError('unavailable', `cannot start ${AGENT_BIN}: ${err.message}`)),
+        );
       });
       const pid = child.pid!;
-      writeRecord(dir, { name: spec.name, pool: spec.pool, pid, startTicks: procStat(pid)?.startTicks ?? null, createdAt: new Date().toISOString(), stopRequestedAt: null });
+      writeRecord(dir, {
+        name: spec.name,
+        pool: spec.pool,
+        pid,
+        startTicks: procStat(pid)?.startTicks ?? null,
+        createdAt: new Date().toISOString(),
+        stopRequestedAt: null,
+      });
       const exited = new Promise<void>((resolve) =>
         child.once('exit', (code, sig) => {
           const mine = children.get(spec.name);
@@ -208,10 +223,22 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
         if (!alive(record)) {
           // A child of this process that died before its exit event was handled ended by itself too: now.
           const endedAt = record.exitedAt ? new Date(record.exitedAt) : children.has(record.name) ? new Date() : null;
-          if (endedAt) out.push({ id: record.name, name: record.name, state: 'gone', createdAt: new Date(record.createdAt), endedAt });
+          if (endedAt)
+            out.push({
+              id: record.name,
+              name: record.name,
+              state: 'gone',
+              createdAt: new Date(record.createdAt),
+              endedAt,
+            });
           continue;
         }
-        out.push({ id: record.name, name: record.name, state: record.stopRequestedAt ? 'stopping' : 'running', createdAt: new Date(record.createdAt) });
+        out.push({
+          id: record.name,
+          name: record.name,
+          state: record.stopRequestedAt ? 'stopping' : 'running',
+          createdAt: new Date(record.createdAt),
+        });
       }
       return out;
     },
@@ -225,7 +252,9 @@ export function createLocalProvider({ config, log, instanceEnded }: ProviderDeps
       }
       const all = Promise.all(running.map(([, c]) => c.exited));
       let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), config.providers.stopGraceMs)));
+      const late = new Promise<'late'>(
+        (resolve) => (timer = setTimeout(() => resolve('late'), config.providers.stopGraceMs)),
+      );
       if ((await Promise.race([all, late])) === 'late') {
         for (const [, c] of running) c.child.kill('SIGKILL');
         await all;

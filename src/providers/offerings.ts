@@ -6,7 +6,13 @@
  * while (TAGSCHED_OFFERING_UNAVAILABLE_SECONDS) and the next is tried. Pure: the marks are read and
  * written by services/pools/offering-marks.ts, the providers try what this module hands them.
  */
-import { OFFERING_MARKETS, type Offering, type OfferingFailure, type OfferingMarket, type ProviderErrorKind } from './provider.js';
+import {
+  OFFERING_MARKETS,
+  type Offering,
+  type OfferingFailure,
+  type OfferingMarket,
+  type ProviderErrorKind,
+} from './provider.js';
 
 export { OFFERING_MARKETS, type Offering, type OfferingFailure, type OfferingMarket };
 
@@ -42,11 +48,21 @@ export function offeringsOf(specifications: Readonly<Record<string, unknown>>): 
       const market: OfferingMarket = o.market === 'spot' ? 'spot' : 'on-demand';
       const price = typeof o.maxPricePerHour === 'number' && market === 'spot' ? o.maxPricePerHour : null;
       const pricePerHour = typeof o.pricePerHour === 'number' ? o.pricePerHour : null;
-      return [{ instanceType, location: str(o.location), market, maxPricePerHour: price, ...(pricePerHour === null ? {} : { pricePerHour }) }];
+      return [
+        {
+          instanceType,
+          location: str(o.location),
+          market,
+          maxPricePerHour: price,
+          ...(pricePerHour === null ? {} : { pricePerHour }),
+        },
+      ];
     });
   }
   const instanceType = str(specifications.instanceType);
-  return instanceType ? [{ instanceType, location: str(specifications.location), market: 'on-demand', maxPricePerHour: null }] : [];
+  return instanceType
+    ? [{ instanceType, location: str(specifications.location), market: 'on-demand', maxPricePerHour: null }]
+    : [];
 }
 
 /** An offering marked unavailable: until when, and the provider's reason. */
@@ -66,13 +82,22 @@ export interface OfferingState {
 }
 
 /** Every offering of the pool, in order, each with its mark if the mark still holds at `now` (an expired mark is no mark). */
-export function offeringStates(offerings: readonly Offering[], marks: readonly OfferingMark[], now: Date): OfferingState[] {
+export function offeringStates(
+  offerings: readonly Offering[],
+  marks: readonly OfferingMark[],
+  now: Date,
+): OfferingState[] {
   const byKey = new Map(marks.map((m) => [m.key, m]));
   return offerings.map((offering) => {
     const key = offeringKey(offering);
     const mark = byKey.get(key);
     const holds = mark !== undefined && mark.until.getTime() > now.getTime();
-    return { offering, key, unavailableUntil: holds ? mark.until : null, unavailableReason: holds ? mark.reason : null };
+    return {
+      offering,
+      key,
+      unavailableUntil: holds ? mark.until : null,
+      unavailableReason: holds ? mark.reason : null,
+    };
   });
 }
 
@@ -81,11 +106,17 @@ export function offeringStates(offerings: readonly Offering[], marks: readonly O
  * and none is usable, `failure` says so, naming each with until when and why; a pool without
  * offerings (local, exec, qemu) has nothing to choose and no failure.
  */
-export function launchChoice(offerings: readonly Offering[], marks: readonly OfferingMark[], now: Date): { usable: Offering[]; failure: string | null; nextUsableAt: Date | null } {
+export function launchChoice(
+  offerings: readonly Offering[],
+  marks: readonly OfferingMark[],
+  now: Date,
+): { usable: Offering[]; failure: string | null; nextUsableAt: Date | null } {
   const states = offeringStates(offerings, marks, now);
   const usable = states.filter((s) => s.unavailableUntil === null).map((s) => s.offering);
   if (usable.length || !states.length) return { usable, failure: null, nextUsableAt: null };
-  const named = states.map((s) => `${describeOffering(s.offering)} until ${s.unavailableUntil!.toISOString()} (${s.unavailableReason})`);
+  const named = states.map(
+    (s) => `${describeOffering(s.offering)} until ${s.unavailableUntil!.toISOString()} (${s.unavailableReason})`,
+  );
   const nextUsableAt = new Date(Math.min(...states.map((s) => s.unavailableUntil!.getTime())));
   return { usable, failure: `every offering is unavailable: ${named.join('; ')}`, nextUsableAt };
 }
@@ -106,10 +137,14 @@ export const INTERRUPTED_REASON = 'a spot instance of this pool was interrupted:
 export function interruptionMarks(offerings: readonly Offering[], now: Date, unavailableMs: number): OfferingMark[] {
   if (!offerings.some((o) => o.market === 'on-demand')) return [];
   const until = new Date(now.getTime() + unavailableMs);
-  return offerings.filter((o) => o.market === 'spot').map((o) => ({ key: offeringKey(o), until, reason: INTERRUPTED_REASON }));
+  return offerings
+    .filter((o) => o.market === 'spot')
+    .map((o) => ({ key: offeringKey(o), until, reason: INTERRUPTED_REASON }));
 }
 
 /** The marks to record for failures met at `now`: each marking failure holds its offering for `unavailableMs`. */
 export function marksFor(failures: readonly OfferingFailure[], now: Date, unavailableMs: number): OfferingMark[] {
-  return failures.filter((f) => marksOffering(f.kind)).map((f) => ({ key: f.key, until: new Date(now.getTime() + unavailableMs), reason: f.reason }));
+  return failures
+    .filter((f) => marksOffering(f.kind))
+    .map((f) => ({ key: f.key, until: new Date(now.getTime() + unavailableMs), reason: f.reason }));
 }

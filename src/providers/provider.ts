@@ -117,7 +117,12 @@ export const PROVIDER_ERROR_KINDS = ['quota', 'capacity', 'auth', 'timeout', 'in
 export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
 
 /** Kinds that a later attempt may cure without anyone changing the pool. */
-export const RETRYABLE_PROVIDER_ERRORS: ReadonlySet<ProviderErrorKind> = new Set(['quota', 'capacity', 'timeout', 'unavailable']);
+export const RETRYABLE_PROVIDER_ERRORS: ReadonlySet<ProviderErrorKind> = new Set([
+  'quota',
+  'capacity',
+  'timeout',
+  'unavailable',
+]);
 
 /**
  * A provider call that failed, with a message fit for an admin's eyes: it names what failed and the

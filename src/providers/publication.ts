@@ -33,7 +33,10 @@ export function isPublishProvider(type: string): type is PublishProvider {
  * The region a publication to this provider is recorded under, for an account of that provider:
  * the EC2 account's `region`, Hetzner's `global`; null when the account names no region.
  */
-export function publicationRegion(provider: PublishProvider, account: Readonly<Record<string, unknown>> | null | undefined): string | null {
+export function publicationRegion(
+  provider: PublishProvider,
+  account: Readonly<Record<string, unknown>> | null | undefined,
+): string | null {
   if (provider === 'hetzner') return HETZNER_PUBLICATION_REGION;
   const region = account?.region;
   return typeof region === 'string' && AWS_REGION.test(region) ? region : null;

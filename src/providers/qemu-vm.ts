@@ -49,7 +49,9 @@ export function findProgram(name: string): string | null {
 
 /** The programs of QEMU_PROGRAMS missing here, named with their packages. */
 export function missingPrograms(): string[] {
-  return QEMU_PROGRAMS.filter((p) => !findProgram(p.program)).map((p) => `${p.program} (Debian package ${p.debianPackage})`);
+  return QEMU_PROGRAMS.filter((p) => !findProgram(p.program)).map(
+    (p) => `${p.program} (Debian package ${p.debianPackage})`,
+  );
 }
 
 /** How long GRUB may take to print its banner under KVM before KVM counts as unusable (TCG takes a few seconds). */
@@ -66,8 +68,25 @@ export async function probeAccel(image: string, imageFormat: 'raw' | 'qcow2', di
   const overlay = path.join(dir, `kvm-probe-${process.pid}.qcow2`);
   const log = path.join(dir, `kvm-probe-${process.pid}.log`);
   await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', imageFormat, '-b', image, overlay]);
-  const args = ['-accel', 'kvm', '-cpu', 'host', '-machine', 'q35', '-m', '512', '-nodefaults', '-display', 'none', '-no-reboot', '-serial', `file:${log}`];
-  const child = spawn('qemu-system-x86_64', [...args, '-drive', `file=${overlay},if=virtio,format=qcow2`], { stdio: 'ignore' });
+  const args = [
+    '-accel',
+    'kvm',
+    '-cpu',
+    'host',
+    '-machine',
+    'q35',
+    '-m',
+    '512',
+    '-nodefaults',
+    '-display',
+    'none',
+    '-no-reboot',
+    '-serial',
+    `file:${log}`,
+  ];
+  const child = spawn('qemu-system-x86_64', [...args, '-drive', `file=${overlay},if=virtio,format=qcow2`], {
+    stdio: 'ignore',
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('error', () => undefined);
   const deadline = Date.now() + KVM_PROBE_MS;
@@ -92,7 +111,9 @@ export async function makeSeed(file: string, userData: string, metaData: string)
     fs.rmSync(file, { force: true });
     await run(findProgram('mkfs.vfat') ?? 'mkfs.vfat', ['-n', 'CIDATA', '-C', file, '2048']);
     fs.chmodSync(file, 0o600); // it holds the activation token
-    await run('mcopy', ['-i', file, path.join(dir, 'user-data'), path.join(dir, 'meta-data'), '::/'], { env: { ...process.env, MTOOLS_SKIP_CHECK: '1' } });
+    await run('mcopy', ['-i', file, path.join(dir, 'user-data'), path.join(dir, 'meta-data'), '::/'], {
+      env: { ...process.env, MTOOLS_SKIP_CHECK: '1' },
+    });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -123,7 +144,12 @@ export interface VmOptions {
   /** The overlay's size: the disk the machine sees. */
   readonly diskBytes: number;
   /** The guest address and port forwarded to `hostPort` on `hostAddress`. */
-  readonly forward: { readonly guestAddress: string; readonly guestPort: number; readonly hostAddress: string; readonly hostPort: number };
+  readonly forward: {
+    readonly guestAddress: string;
+    readonly guestPort: number;
+    readonly hostAddress: string;
+    readonly hostPort: number;
+  };
   /** Where the serial console goes. */
   readonly serialLog: string;
   /** The node binary that runs the TCP pipe (default: this process's). */
@@ -146,7 +172,9 @@ function shellWord(value: string): string {
 export function qemuArgs(o: VmOptions): string[] {
   const file = (name: string) => optionValue(path.join(o.dir, name));
   const { guestAddress, guestPort, hostAddress, hostPort } = o.forward;
-  const pipe = [o.node ?? process.execPath, path.join(o.dir, VM_FILES.pipe), hostAddress, String(hostPort)].map(shellWord).join(' ');
+  const pipe = [o.node ?? process.execPath, path.join(o.dir, VM_FILES.pipe), hostAddress, String(hostPort)]
+    .map(shellWord)
+    .join(' ');
   const args = [
     '-name',
     path.basename(o.dir),
@@ -183,7 +211,12 @@ export function qemuArgs(o: VmOptions): string[] {
     'virtio-net-pci,netdev=net0',
   ];
   if (o.firmware === 'uefi') {
-    args.push('-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${optionValue(OVMF.code)}`, '-drive', `if=pflash,format=raw,unit=1,file=${file(VM_FILES.uefiVars)}`);
+    args.push(
+      '-drive',
+      `if=pflash,format=raw,unit=0,readonly=on,file=${optionValue(OVMF.code)}`,
+      '-drive',
+      `if=pflash,format=raw,unit=1,file=${file(VM_FILES.uefiVars)}`,
+    );
   }
   return args;
 }
@@ -197,7 +230,18 @@ export async function startVm(o: VmOptions, cloudInit: { userData: string; metaD
   const overlay = path.join(o.dir, VM_FILES.overlay);
   fs.rmSync(overlay, { force: true });
   fs.rmSync(path.join(o.dir, VM_FILES.pid), { force: true });
-  await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', o.imageFormat, '-b', o.image, overlay, String(o.diskBytes)]);
+  await run('qemu-img', [
+    'create',
+    '-q',
+    '-f',
+    'qcow2',
+    '-F',
+    o.imageFormat,
+    '-b',
+    o.image,
+    overlay,
+    String(o.diskBytes),
+  ]);
   await makeSeed(path.join(o.dir, VM_FILES.seed), cloudInit.userData, cloudInit.metaData);
   fs.writeFileSync(path.join(o.dir, VM_FILES.pipe), TCP_PIPE_PROGRAM);
   if (o.firmware === 'uefi') fs.copyFileSync(OVMF.vars, path.join(o.dir, VM_FILES.uefiVars));

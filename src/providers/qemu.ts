@@ -27,8 +27,25 @@ import { prepareInstanceLog } from './instance-logs.js';
 import type { LaunchSpec, Provider, ProviderDeps, ProviderInstance } from './provider.js';
 import { ProviderError } from './provider.js';
 import { cloudInitUserData } from './user-data.js';
-import { killVm, missingPrograms, powerdown, probeAccel, readPid, startVm, vmRunning, type VmOptions } from './qemu-vm.js';
-import { ACCOUNT_PATH, foreignFields, problem, problemsMessage, SPECIFICATIONS_PATH, specValue, type PoolProviderInput } from './spec-checks.js';
+import {
+  killVm,
+  missingPrograms,
+  powerdown,
+  probeAccel,
+  readPid,
+  startVm,
+  vmRunning,
+  type VmOptions,
+} from './qemu-vm.js';
+import {
+  ACCOUNT_PATH,
+  foreignFields,
+  problem,
+  problemsMessage,
+  SPECIFICATIONS_PATH,
+  specValue,
+  type PoolProviderInput,
+} from './spec-checks.js';
 import type { InputProblem } from '../core/errors.js';
 import { instanceNames, readInstanceRecord, writeInstanceRecord } from './instance-record.js';
 
@@ -78,7 +95,8 @@ export interface DiskImage {
 export function diskImageOf(manifest: Manifest, imageDir: string): DiskImage | string {
   const file = manifest.files.diskImage;
   if (!file || !manifest.boot) return 'has no disk image (build it with tagsched-image build --disk-image)';
-  if (file.path !== path.basename(file.path) || file.path.startsWith('.')) return `names its disk image file "${file.path.slice(0, 80)}", not a plain file name`;
+  if (file.path !== path.basename(file.path) || file.path.startsWith('.'))
+    return `names its disk image file "${file.path.slice(0, 80)}", not a plain file name`;
   return {
     file: path.join(imageDir, file.path),
     format: manifest.boot.format,
@@ -90,13 +108,18 @@ export function diskImageOf(manifest: Manifest, imageDir: string): DiskImage | s
 }
 
 /** A machine's size from its pool's specifications (validated by validateQemuPool). */
-export function machineSize(specifications: PoolSpecifications, disk: Pick<DiskImage, 'diskBytes'>): { cpus: number; memoryMib: number; diskBytes: number } {
+export function machineSize(
+  specifications: PoolSpecifications,
+  disk: Pick<DiskImage, 'diskBytes'>,
+): { cpus: number; memoryMib: number; diskBytes: number } {
   const memoryGib = specifications.memoryGib ?? QEMU_DEFAULTS.memoryGib;
   return {
     cpus: specifications.cpuCount ?? QEMU_DEFAULTS.cpuCount,
     memoryMib: Math.round(memoryGib * 1024),
     // A qcow2 overlay's size is whole MiB here; never smaller than the image.
-    diskBytes: specifications.diskGib ? Math.max(disk.diskBytes, Math.ceil((specifications.diskGib * GIB) / MIB) * MIB) : disk.diskBytes,
+    diskBytes: specifications.diskGib
+      ? Math.max(disk.diskBytes, Math.ceil((specifications.diskGib * GIB) / MIB) * MIB)
+      : disk.diskBytes,
   };
 }
 
@@ -105,9 +128,15 @@ export function machineSize(specifications: PoolSpecifications, disk: Pick<DiskI
  * URL the provisioner gives agents: an http URL is forwarded to its own host and port (a wildcard host
  * to 127.0.0.1); an https one (a proxy in front of the server) to the server's own port on this host.
  */
-export function guestServer(agentServerUrl: string, config: Pick<ServerConfig, 'host' | 'port'>): { serverUrl: string; hostAddress: string; hostPort: number } {
+export function guestServer(
+  agentServerUrl: string,
+  config: Pick<ServerConfig, 'host' | 'port'>,
+): { serverUrl: string; hostAddress: string; hostPort: number } {
   const url = new URL(agentServerUrl);
-  const local = (host: string) => (host === '0.0.0.0' || host === '::' || host === '[::]' || host === '' ? '127.0.0.1' : host.replace(/^\[(.*)\]$/, '$1'));
+  const local = (host: string) =>
+    host === '0.0.0.0' || host === '::' || host === '[::]' || host === ''
+      ? '127.0.0.1'
+      : host.replace(/^\[(.*)\]$/, '$1');
   let hostAddress: string;
   let hostPort: number;
   if (url.protocol === 'http:') {
@@ -115,12 +144,19 @@ export function guestServer(agentServerUrl: string, config: Pick<ServerConfig, '
     hostPort = url.port ? Number(url.port) : 80;
   } else {
     if (!config.port)
-      throw new ProviderError('invalid', `the agents' server URL is ${url.protocol} and PORT is 0: give qemu pools an http URL of this server (TAGSCHED_AGENT_SERVER_URL)`);
+      throw new ProviderError(
+        'invalid',
+        `the agents' server URL is ${url.protocol} and PORT is 0: give qemu pools an http URL of this server (TAGSCHED_AGENT_SERVER_URL)`,
+      );
     hostAddress = local(config.host);
     hostPort = config.port;
   }
   const port = SERVER_IN_GUEST.guestPort === 80 ? '' : `:${SERVER_IN_GUEST.guestPort}`;
-  return { serverUrl: `http://${SERVER_IN_GUEST.guestAddress}${port}${url.pathname}${url.search}`, hostAddress, hostPort };
+  return {
+    serverUrl: `http://${SERVER_IN_GUEST.guestAddress}${port}${url.pathname}${url.search}`,
+    hostAddress,
+    hostPort,
+  };
 }
 
 /**
@@ -144,30 +180,67 @@ export function freeBytes(dir: string): number | null {
  * TAGSCHED_QEMU_STATE_DIR, where each machine's overlay grows, has free now (`qemuStateDir` absent: the
  * bound alone). A launch checks again, with what is free then.
  */
-export function validateQemuPool(pool: PoolProviderInput, config: Pick<ProvidersConfig, 'qemuImageDir'> & Partial<Pick<ProvidersConfig, 'qemuStateDir'>>): InputProblem[] {
+export function validateQemuPool(
+  pool: PoolProviderInput,
+  config: Pick<ProvidersConfig, 'qemuImageDir'> & Partial<Pick<ProvidersConfig, 'qemuStateDir'>>,
+): InputProblem[] {
   const problems: InputProblem[] = [];
   const specs = pool.specifications;
-  if (!config.qemuImageDir) problems.push(problem('input.providerType', 'qemu pools need TAGSCHED_QEMU_IMAGE_DIR, the directory of the disk images, set on the server'));
+  if (!config.qemuImageDir)
+    problems.push(
+      problem(
+        'input.providerType',
+        'qemu pools need TAGSCHED_QEMU_IMAGE_DIR, the directory of the disk images, set on the server',
+      ),
+    );
   const missing = missingPrograms();
-  if (missing.length) problems.push(problem('input.providerType', `qemu pools need these programs on the server's host: ${missing.join(', ')}`));
+  if (missing.length)
+    problems.push(
+      problem('input.providerType', `qemu pools need these programs on the server's host: ${missing.join(', ')}`),
+    );
   problems.push(...foreignFields(specs, 'qemu', FOREIGN));
-  if (pool.account && Object.keys(pool.account).length) problems.push(problem(ACCOUNT_PATH, 'a qemu pool has no account: leave it out'));
+  if (pool.account && Object.keys(pool.account).length)
+    problems.push(problem(ACCOUNT_PATH, 'a qemu pool has no account: leave it out'));
 
   const cpuCount = specValue(specs, 'cpuCount');
   const hostCpus = os.cpus().length;
-  if (typeof cpuCount === 'number' && cpuCount > hostCpus) problems.push(problem(`${SPECIFICATIONS_PATH}.cpuCount`, `is ${cpuCount}; this host has ${hostCpus} CPUs`));
+  if (typeof cpuCount === 'number' && cpuCount > hostCpus)
+    problems.push(problem(`${SPECIFICATIONS_PATH}.cpuCount`, `is ${cpuCount}; this host has ${hostCpus} CPUs`));
   const memoryGib = specValue(specs, 'memoryGib');
   if (typeof memoryGib === 'number') {
     const mib = memoryGib * 1024;
     const hostMib = Math.floor(os.totalmem() / MIB);
-    if (!Number.isInteger(mib)) problems.push(problem(`${SPECIFICATIONS_PATH}.memoryGib`, `must be a whole number of MiB (a multiple of 1/1024), not ${memoryGib}`));
-    else if (mib < MIN_MEMORY_MIB) problems.push(problem(`${SPECIFICATIONS_PATH}.memoryGib`, `must be at least ${MIN_MEMORY_MIB / 1024} (${MIN_MEMORY_MIB} MiB)`));
-    else if (mib > hostMib) problems.push(problem(`${SPECIFICATIONS_PATH}.memoryGib`, `is ${memoryGib}; this host has ${(hostMib / 1024).toFixed(1)} GiB`));
+    if (!Number.isInteger(mib))
+      problems.push(
+        problem(
+          `${SPECIFICATIONS_PATH}.memoryGib`,
+          `must be a whole number of MiB (a multiple of 1/1024), not ${memoryGib}`,
+        ),
+      );
+    else if (mib < MIN_MEMORY_MIB)
+      problems.push(
+        problem(
+          `${SPECIFICATIONS_PATH}.memoryGib`,
+          `must be at least ${MIN_MEMORY_MIB / 1024} (${MIN_MEMORY_MIB} MiB)`,
+        ),
+      );
+    else if (mib > hostMib)
+      problems.push(
+        problem(
+          `${SPECIFICATIONS_PATH}.memoryGib`,
+          `is ${memoryGib}; this host has ${(hostMib / 1024).toFixed(1)} GiB`,
+        ),
+      );
   }
 
   const imageName = specValue(specs, 'image');
   if (imageName === undefined) {
-    problems.push(problem(`${SPECIFICATIONS_PATH}.image`, 'is required: a qemu pool boots the disk image of a registered worker image'));
+    problems.push(
+      problem(
+        `${SPECIFICATIONS_PATH}.image`,
+        'is required: a qemu pool boots the disk image of a registered worker image',
+      ),
+    );
     return problems;
   }
   // An image that is not registered is named by the pool's own check (worker-images.ts).
@@ -182,7 +255,12 @@ export function validateQemuPool(pool: PoolProviderInput, config: Pick<Providers
     try {
       size = fs.statSync(disk.file).size;
     } catch {
-      problems.push(problem(`${SPECIFICATIONS_PATH}.image`, `the disk image of "${pool.image.name}" is not in TAGSCHED_QEMU_IMAGE_DIR: copy ${path.basename(disk.file)} there`));
+      problems.push(
+        problem(
+          `${SPECIFICATIONS_PATH}.image`,
+          `the disk image of "${pool.image.name}" is not in TAGSCHED_QEMU_IMAGE_DIR: copy ${path.basename(disk.file)} there`,
+        ),
+      );
     }
     if (size !== null && size !== disk.bytes) {
       problems.push(
@@ -198,11 +276,21 @@ export function validateQemuPool(pool: PoolProviderInput, config: Pick<Providers
     const free = config.qemuStateDir ? freeBytes(config.qemuStateDir) : null;
     const at = `${SPECIFICATIONS_PATH}.diskGib`;
     if (diskGib * GIB < disk.diskBytes) {
-      problems.push(problem(at, `is ${diskGib}; the image's disk is ${(disk.diskBytes / GIB).toFixed(2)} GiB and a machine's disk cannot be smaller`));
+      problems.push(
+        problem(
+          at,
+          `is ${diskGib}; the image's disk is ${(disk.diskBytes / GIB).toFixed(2)} GiB and a machine's disk cannot be smaller`,
+        ),
+      );
     } else if (diskGib > MAX_DISK_GIB) {
       problems.push(problem(at, `is ${diskGib}; a qemu machine's disk is at most ${MAX_DISK_GIB} GiB (16 TiB)`));
     } else if (free !== null && machineSize(specs, disk).diskBytes > free) {
-      problems.push(problem(at, `is ${diskGib}; the file system of TAGSCHED_QEMU_STATE_DIR, where a machine's disk grows, has ${(free / GIB).toFixed(1)} GiB free`));
+      problems.push(
+        problem(
+          at,
+          `is ${diskGib}; the file system of TAGSCHED_QEMU_STATE_DIR, where a machine's disk grows, has ${(free / GIB).toFixed(1)} GiB free`,
+        ),
+      );
     }
   }
   return problems;
@@ -225,7 +313,12 @@ export function listMachines(stateDir: string, pool: string): ProviderInstance[]
     const dir = path.join(stateDir, pool, name);
     const record = readRecord(dir);
     if (!record || !vmRunning(dir)) continue;
-    out.push({ id: record.name, name: record.name, state: record.stopRequestedAt ? 'stopping' : 'running', createdAt: new Date(record.createdAt) });
+    out.push({
+      id: record.name,
+      name: record.name,
+      state: record.stopRequestedAt ? 'stopping' : 'running',
+      createdAt: new Date(record.createdAt),
+    });
   }
   return out;
 }
@@ -251,7 +344,8 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
   };
 
   async function checkedDisk(spec: LaunchSpec): Promise<DiskImage> {
-    if (!config.providers.qemuImageDir) throw new ProviderError('invalid', 'TAGSCHED_QEMU_IMAGE_DIR is not set on this server');
+    if (!config.providers.qemuImageDir)
+      throw new ProviderError('invalid', 'TAGSCHED_QEMU_IMAGE_DIR is not set on this server');
     if (!spec.image) throw new ProviderError('invalid', `pool ${spec.pool} names no registered worker image`);
     const disk = diskImageOf(spec.image.manifest, config.providers.qemuImageDir);
     if (typeof disk === 'string') throw new ProviderError('invalid', `the worker image "${spec.image.name}" ${disk}`);
@@ -259,7 +353,10 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
     try {
       stat = fs.statSync(disk.file);
     } catch {
-      throw new ProviderError('invalid', `the disk image of "${spec.image.name}" is not in TAGSCHED_QEMU_IMAGE_DIR (${path.basename(disk.file)})`);
+      throw new ProviderError(
+        'invalid',
+        `the disk image of "${spec.image.name}" is not in TAGSCHED_QEMU_IMAGE_DIR (${path.basename(disk.file)})`,
+      );
     }
     const key = `${disk.file}:${stat.size}:${stat.mtimeMs}`;
     if (!verified.has(key)) {
@@ -293,7 +390,10 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
       const dir = dirOf(spec.pool, spec.name);
       if (readRecord(dir) && vmRunning(dir)) return { id: spec.name }; // launched already: once only
       const specifications = spec.specifications as PoolSpecifications;
-      const problems = validateQemuPool({ name: spec.pool, specifications, image: spec.image ?? null }, config.providers);
+      const problems = validateQemuPool(
+        { name: spec.pool, specifications, image: spec.image ?? null },
+        config.providers,
+      );
       if (problems.length) throw new ProviderError('invalid', problemsMessage(problems));
       const disk = await checkedDisk(spec);
       const accel = await accelFor(disk);
@@ -313,13 +413,36 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
       const userData = cloudInitUserData({ ...spec.agent, serverUrl: server.serverUrl });
       let pid: number;
       try {
-        pid = await startVm(options, { userData, metaData: `instance-id: ${spec.name}\nlocal-hostname: ${spec.name}\n` });
+        pid = await startVm(options, {
+          userData,
+          metaData: `instance-id: ${spec.name}\nlocal-hostname: ${spec.name}\n`,
+        });
       } catch (err) {
         killVm(dir);
-        throw new ProviderError('unavailable', `cannot start the virtual machine ${spec.name}: ${(err as Error).message}`);
+        throw new ProviderError(
+          'unavailable',
+          `cannot start the virtual machine ${spec.name}: ${(err as Error).message}`,
+        );
       }
-      writeRecord(dir, { name: spec.name, pool: spec.pool, pid, createdAt: new Date().toISOString(), stopRequestedAt: null });
-      log.info({ instance: spec.name, pool: spec.pool, pid, accel, cpus: size.cpus, memoryMib: size.memoryMib, diskBytes: size.diskBytes }, 'virtual machine started');
+      writeRecord(dir, {
+        name: spec.name,
+        pool: spec.pool,
+        pid,
+        createdAt: new Date().toISOString(),
+        stopRequestedAt: null,
+      });
+      log.info(
+        {
+          instance: spec.name,
+          pool: spec.pool,
+          pid,
+          accel,
+          cpus: size.cpus,
+          memoryMib: size.memoryMib,
+          diskBytes: size.diskBytes,
+        },
+        'virtual machine started',
+      );
       return { id: spec.name };
     },
 
@@ -339,11 +462,17 @@ export function createQemuProvider({ config, log }: ProviderDeps): Provider {
           await powerdown(dir);
           log.info({ instance: id, pid: readPid(dir) }, 'virtual machine asked to power off (ACPI)');
         } catch (err) {
-          log.warn({ instance: id, error: (err as Error).message }, 'the monitor of a virtual machine did not take the power-off: killing it');
+          log.warn(
+            { instance: id, error: (err as Error).message },
+            'the monitor of a virtual machine did not take the power-off: killing it',
+          );
           killVm(dir);
         }
       } else if (now - Date.parse(record.stopRequestedAt) >= config.providers.stopGraceMs) {
-        log.warn({ instance: id, graceMs: config.providers.stopGraceMs }, 'virtual machine still running after the grace period: SIGKILL');
+        log.warn(
+          { instance: id, graceMs: config.providers.stopGraceMs },
+          'virtual machine still running after the grace period: SIGKILL',
+        );
         killVm(dir);
       }
     },

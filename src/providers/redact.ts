@@ -67,7 +67,8 @@ const decodeFrom = (bytes: Buffer) => bytes.toString('utf8').replace(/^\uFFFD+/,
 function blank(text: string, secrets: readonly string[], dropStart = 0): string {
   const spans: [number, number][] = dropStart > 0 ? [[0, dropStart]] : [];
   for (const secret of secrets) {
-    for (let at = text.indexOf(secret); at !== -1; at = text.indexOf(secret, at + 1)) spans.push([at, at + secret.length]);
+    for (let at = text.indexOf(secret); at !== -1; at = text.indexOf(secret, at + 1))
+      spans.push([at, at + secret.length]);
   }
   if (!spans.length) return text;
   spans.sort((a, b) => a[0] - b[0]);
@@ -94,10 +95,14 @@ function blank(text: string, secrets: readonly string[], dropStart = 0): string 
  * is no secret, and blanking it would make messages harder to read) and for `also` (an activation
  * token on its way to a new machine).
  */
-export function accountRedactor(account: Readonly<Record<string, unknown>> | null, options: { fields?: readonly string[]; also?: readonly string[] } = {}): Redactor {
+export function accountRedactor(
+  account: Readonly<Record<string, unknown>> | null,
+  options: { fields?: readonly string[]; also?: readonly string[] } = {},
+): Redactor {
   const secrets = new Set<string>();
   if (account) {
-    for (const [key, value] of Object.entries(account)) if (!options.fields || options.fields.includes(key)) valueTexts(value, secrets);
+    for (const [key, value] of Object.entries(account))
+      if (!options.fields || options.fields.includes(key)) valueTexts(value, secrets);
   }
   valueTexts(options.also ?? [], secrets);
   const ordered = [...secrets];
@@ -109,8 +114,16 @@ export function accountRedactor(account: Readonly<Record<string, unknown>> | nul
   };
   const tail = (bytes: Buffer, maxBytes: number, clipped: boolean) => {
     // A secret begun before a clipped window has less than `reach` bytes in it, so fewer characters.
-    const out = Buffer.from(clipped ? blank(decodeFrom(bytes), ordered, reach) : redact(bytes.toString('utf8')), 'utf8');
+    const out = Buffer.from(
+      clipped ? blank(decodeFrom(bytes), ordered, reach) : redact(bytes.toString('utf8')),
+      'utf8',
+    );
     return out.length > maxBytes ? decodeFrom(out.subarray(out.length - maxBytes)) : out.toString('utf8');
   };
-  return Object.assign(redact, { finds: (text: string) => ordered.some((secret) => text.includes(secret)), reach, head, tail });
+  return Object.assign(redact, {
+    finds: (text: string) => ordered.some((secret) => text.includes(secret)),
+    reach,
+    head,
+    tail,
+  });
 }

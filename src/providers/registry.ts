@@ -21,7 +21,15 @@ const PROVIDERS = new Map<string, ProviderFactory>([
   // tagsched-worker processes on the server's own machine (development, demos, tests, one-host farms).
   ['local', createLocalProvider],
   // A command of the site's, allowed by TAGSCHED_EXEC_COMMANDS, speaking JSON on stdin and stdout.
-  ['exec', ({ config, log }) => createExecProvider({ allowedCommands: config.providers.execCommands, environment: config.providers.execEnvironment, logger: log })],
+  [
+    'exec',
+    ({ config, log }) =>
+      createExecProvider({
+        allowedCommands: config.providers.execCommands,
+        environment: config.providers.execEnvironment,
+        logger: log,
+      }),
+  ],
   // Hetzner Cloud servers, at TAGSCHED_HETZNER_API_URL.
   ['hetzner', ({ config, log }) => createHetznerProvider({ apiUrl: config.providers.hetznerApiUrl, logger: log })],
   // AWS EC2 instances through the official SDK, at TAGSCHED_EC2_ENDPOINT or the region's endpoint.
@@ -65,7 +73,11 @@ export function poolProviderProblems(type: string, pool: PoolProviderInput, conf
  * process or in a server process they start (a module given to `node --import`). Returns a function
  * that puts back what was there before.
  */
-export function registerProvider(type: string, factory: ProviderFactory, options: { runsHandlers?: boolean } = {}): () => void {
+export function registerProvider(
+  type: string,
+  factory: ProviderFactory,
+  options: { runsHandlers?: boolean } = {},
+): () => void {
   const before = PROVIDERS.get(type);
   const handled = RUNS_HANDLERS.has(type);
   PROVIDERS.set(type, factory);

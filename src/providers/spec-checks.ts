@@ -34,7 +34,13 @@ export function specValue(specifications: Readonly<Record<string, unknown>>, fie
 }
 
 /** Checks one string field against a pattern; `allowed` says in words what the pattern accepts. */
-export function checkPattern(value: unknown, path: string, pattern: RegExp, allowed: string, options: { required: boolean; secret?: boolean }): InputProblem[] {
+export function checkPattern(
+  value: unknown,
+  path: string,
+  pattern: RegExp,
+  allowed: string,
+  options: { required: boolean; secret?: boolean },
+): InputProblem[] {
   if (value === undefined) return options.required ? [problem(path, `is required: ${allowed}`)] : [];
   if (typeof value !== 'string') return [problem(path, `must be a string: ${allowed}`)];
   if (pattern.test(value)) return [];
@@ -43,17 +49,32 @@ export function checkPattern(value: unknown, path: string, pattern: RegExp, allo
 }
 
 /** Specifications that belong to other providers: a pool of this type would silently ignore them. */
-export function foreignFields(specifications: Readonly<Record<string, unknown>>, providerType: string, foreign: Readonly<Record<string, string>>): InputProblem[] {
+export function foreignFields(
+  specifications: Readonly<Record<string, unknown>>,
+  providerType: string,
+  foreign: Readonly<Record<string, string>>,
+): InputProblem[] {
   return Object.entries(foreign)
     .filter(([field]) => specValue(specifications, field) !== undefined)
-    .map(([field, owner]) => problem(`${SPECIFICATIONS_PATH}.${field}`, `is for ${owner} pools; a ${providerType} pool does not use it`));
+    .map(([field, owner]) =>
+      problem(`${SPECIFICATIONS_PATH}.${field}`, `is for ${owner} pools; a ${providerType} pool does not use it`),
+    );
 }
 
 /** Fields of an account that its provider does not know (a typo would otherwise go unnoticed). */
-export function unknownAccountFields(account: Readonly<Record<string, unknown>>, known: readonly string[], providerType: string): InputProblem[] {
+export function unknownAccountFields(
+  account: Readonly<Record<string, unknown>>,
+  known: readonly string[],
+  providerType: string,
+): InputProblem[] {
   return Object.keys(account)
     .filter((key) => !known.includes(key))
-    .map((key) => problem(`${ACCOUNT_PATH}.${key.slice(0, 80)}`, `a ${providerType} account has only the fields ${known.join(', ')}`));
+    .map((key) =>
+      problem(
+        `${ACCOUNT_PATH}.${key.slice(0, 80)}`,
+        `a ${providerType} account has only the fields ${known.join(', ')}`,
+      ),
+    );
 }
 
 /** The problems of a launch spec as one message, for the provider error of a launch that cannot be made. */

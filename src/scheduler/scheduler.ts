@@ -10,7 +10,13 @@ import { disconnectSilentWorkers, expireLeases } from './storage/leases.js';
 import { compactPendingCounts } from './storage/pending-counts.js';
 import { forgetEndedBackoffs } from './storage/release-backoffs.js';
 import type { Assignment } from './storage/assign.js';
-import { assignNextWork, assignNextWorkInOneTrip, PullShapes, type CallSeen, type NextAssignment } from './storage/next-work.js';
+import {
+  assignNextWork,
+  assignNextWorkInOneTrip,
+  PullShapes,
+  type CallSeen,
+  type NextAssignment,
+} from './storage/next-work.js';
 import { runPass } from './storage/pass.js';
 import { placeRequest } from './storage/place.js';
 import { TaskHistoryCache } from './storage/task-history.js';
@@ -61,13 +67,19 @@ export interface Scheduler {
 }
 
 /** What happens to the dependents of requests a lease sweep aborted (the work-request lifecycle, given by the app with its configuration). */
-export type SettleDependents = (em: EntityManager, abortedIds: number[]) => Promise<{ id: number; workspaceId: number }[]>;
+export type SettleDependents = (
+  em: EntityManager,
+  abortedIds: number[],
+) => Promise<{ id: number; workspaceId: number }[]>;
 
 /**
  * Gives quarantined workers their probes, in the caller's transaction (services/work/quarantine-probes.ts,
  * given by the app with its configuration): the probes given, and the due workers that could not be probed, with why.
  */
-export type StartProbes = (em: EntityManager, now: Date) => Promise<{ started: (Assignment & { workerName: string })[]; skipped: { workerName: string; why: string }[] }>;
+export type StartProbes = (
+  em: EntityManager,
+  now: Date,
+) => Promise<{ started: (Assignment & { workerName: string })[]; skipped: { workerName: string; why: string }[] }>;
 
 /** Creates the scheduler of one server process. */
 export function createScheduler(deps: {
@@ -106,9 +118,15 @@ export function createScheduler(deps: {
     // Most triggers (a worker connecting, work starting or finishing) come when nothing waits: one
     // probe of the pending index then spares loading and locking every connected worker. Work that
     // becomes pending after the probe triggers a pass of its own.
-    const [{ pending }] = await orm.em.getConnection().execute<{ pending: boolean }[]>(`select exists (select 1 from work_request where status = 'PENDING') as pending`);
+    const [{ pending }] = await orm.em
+      .getConnection()
+      .execute<{ pending: boolean }[]>(
+        `select exists (select 1 from work_request where status = 'PENDING') as pending`,
+      );
     if (!pending) return [];
-    const assignments = await orm.em.fork().transactional((tx) => runPass(tx, classes, history, config.workers, new Date()));
+    const assignments = await orm.em
+      .fork()
+      .transactional((tx) => runPass(tx, classes, history, config.workers, new Date()));
     metrics.passRan(reason);
     publish(assignments, 'pass'); // after the commit: a subscriber must find the row assigned
     if (assignments.length) log.debug({ assigned: assignments.length }, 'scheduling pass');
@@ -120,7 +138,11 @@ export function createScheduler(deps: {
       const changes = await expireLeases(tx, now, config.leases, watchingSince);
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
       await forgetEndedBackoffs(tx, now);
-      return { changes, settled: aborted.length ? await settleDependents(tx, aborted) : [], gone: await disconnectSilentWorkers(tx, changes, now, config.leases) };
+      return {
+        changes,
+        settled: aborted.length ? await settleDependents(tx, aborted) : [],
+        gone: await disconnectSilentWorkers(tx, changes, now, config.leases),
+      };
     });
     // The pending counts' rows folded in a statement of its own (its row locks held for no longer).
     await compactPendingCounts(orm.em.fork());
@@ -128,7 +150,10 @@ export function createScheduler(deps: {
     for (const c of changes) events.publish('workRequestChanged', { id: c.id, workspaceId: c.workspaceId });
     for (const s of settled) events.publish('workRequestChanged', s);
     if (changes.length) {
-      const counts = { requeued: changes.filter((c) => c.status === 'PENDING').length, aborted: changes.filter((c) => c.status === 'ABORTED').length };
+      const counts = {
+        requeued: changes.filter((c) => c.status === 'PENDING').length,
+        aborted: changes.filter((c) => c.status === 'ABORTED').length,
+      };
       log.warn({ ...counts, silentWorkersDisconnected: gone.map((w) => w.name) }, 'leases expired');
     }
     return changes.length;
@@ -144,7 +169,11 @@ export function createScheduler(deps: {
       events.publish('workRequestChanged', { id: p.workRequestId, workspaceId: p.workspaceId, status: 'ASSIGNED' });
       events.publish('workerChanged', { id: p.workerId, name: p.workerName });
     }
-    if (started.length) log.info({ workers: started.map((p) => p.workerName), workRequestIds: started.map((p) => p.workRequestId) }, 'quarantine probes given');
+    if (started.length)
+      log.info(
+        { workers: started.map((p) => p.workerName), workRequestIds: started.map((p) => p.workRequestId) },
+        'quarantine probes given',
+      );
     for (const s of skipped) log.debug({ worker: s.workerName, why: s.why }, 'quarantined worker cannot be probed');
     return started;
   }
@@ -175,9 +204,17 @@ export function createScheduler(deps: {
       // One round trip when this process knows the worker's shape; else (or when that trip cannot
       // decide) the pull's transaction, which learns the shape for the next time.
       const shape = pullShapes.get(workerId);
-      let assignment = shape ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config.workers, workerId, shape, now, { seen: options.seen }) : undefined;
+      let assignment = shape
+        ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config.workers, workerId, shape, now, {
+            seen: options.seen,
+          })
+        : undefined;
       if (assignment === undefined) {
-        assignment = await orm.em.fork().transactional((tx) => assignNextWork(tx, classes, config.workers, workerId, now, { seen: options.seen, shapes: pullShapes }));
+        assignment = await orm.em
+          .fork()
+          .transactional((tx) =>
+            assignNextWork(tx, classes, config.workers, workerId, now, { seen: options.seen, shapes: pullShapes }),
+          );
       }
       if (assignment) publish([assignment], 'pull');
       return assignment;

@@ -68,11 +68,16 @@ export interface App {
 export async function buildApp(config: Config, options: { log?: Logger; events?: Events } = {}): Promise<App> {
   const log = options.log ?? createLogger(config.server.logLevel);
   const { orm, embedded, migrations } = await openDatabase(config.server, log);
-  const { firstToken, revokedTokenIds, revokedConfigured } = await ensureAdminAccess(orm.em.fork(), config.server.adminToken);
+  const { firstToken, revokedTokenIds, revokedConfigured } = await ensureAdminAccess(
+    orm.em.fork(),
+    config.server.adminToken,
+  );
   const secrets: SecretBox = createSecretBox(loadSecretKey(config.server, log));
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
-  const events = options.events ?? (config.server.databaseUrl ? createPgEvents(config.server.databaseUrl, log) : createLocalEvents(log));
+  const events =
+    options.events ??
+    (config.server.databaseUrl ? createPgEvents(config.server.databaseUrl, log) : createLocalEvents(log));
   // The scheduler depends on the lifecycle through these functions, not on the services layer; they
   // read the sections of the configuration the scheduler does not.
   const metrics = createProcessMetrics();
@@ -96,7 +101,16 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
   const authenticateClient = createClientAuth(throttle, log);
   /** Set when stop() begins: /readyz answers 503 from then on, and workers' calls no longer mark them connected. */
   let shuttingDown = false;
-  const contexts = createContextFactory({ orm, config, secrets, events, log, scheduler, metrics, stopping: () => shuttingDown });
+  const contexts = createContextFactory({
+    orm,
+    config,
+    secrets,
+    events,
+    log,
+    scheduler,
+    metrics,
+    stopping: () => shuttingDown,
+  });
 
   const httpContext = createHttpContext(orm, contexts, authenticateClient);
 
@@ -106,7 +120,13 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     // Variables that do not fit are refused first, with a code (api/http/error-masking.ts). The parse guard
     // goes last: each onParse hook wraps the parser the ones before it set (the token limit brings its
     // own), so only the last one sees every stack overflow.
-    plugins: [useVariableErrors(), ...graphqlLimitPlugins(config, log), metrics.graphqlPlugin(), operations.plugin, useParseGuard()],
+    plugins: [
+      useVariableErrors(),
+      ...graphqlLimitPlugins(config, log),
+      metrics.graphqlPlugin(),
+      operations.plugin,
+      useParseGuard(),
+    ],
     // A client-fixable error keeps its message and code; anything else is a bug: logged, masked.
     maskedErrors: { maskError: createErrorMasking(log) },
     // GraphiQL from this package, not from a CDN: build farms often have no way out to the internet.
@@ -115,18 +135,43 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
     // Yoga's own lines go to the JSON log (log-adapters.ts).
     logging: yogaLogging(log),
-    context: ({ request, req }: { request: Request; req?: IncomingMessage }) => httpContext(request.headers.get('authorization'), req?.socket.remoteAddress ?? 'unknown'),
+    context: ({ request, req }: { request: Request; req?: IncomingMessage }) =>
+      httpContext(request.headers.get('authorization'), req?.socket.remoteAddress ?? 'unknown'),
   });
 
   const httpServer: Server = createServer(
-    createHttpRouter({ orm, config, log, scheduler, metrics, yoga, authenticate: authenticateClient, anonymous, migrations, stopping: () => shuttingDown }),
+    createHttpRouter({
+      orm,
+      config,
+      log,
+      scheduler,
+      metrics,
+      yoga,
+      authenticate: authenticateClient,
+      anonymous,
+      migrations,
+      stopping: () => shuttingDown,
+    }),
   );
 
   const housekeeping = createHousekeeping(orm, config, log);
-  const ws = startWsServer({ httpServer, yoga, orm, config, log, events, contexts, authenticateClient, anonymous, tokenGuard: createTokenGuard(orm), metrics });
+  const ws = startWsServer({
+    httpServer,
+    yoga,
+    orm,
+    config,
+    log,
+    events,
+    contexts,
+    authenticateClient,
+    anonymous,
+    tokenGuard: createTokenGuard(orm),
+    metrics,
+  });
   // Tokens an earlier TAGSCHED_ADMIN_TOKEN created, revoked by ensureAdminAccess: other processes close their sockets too.
   announceRevoked(events, revokedTokenIds);
-  if (revokedConfigured) log.warn('TAGSCHED_ADMIN_TOKEN names a token that was revoked: it is refused; set a new value');
+  if (revokedConfigured)
+    log.warn('TAGSCHED_ADMIN_TOKEN names a token that was revoked: it is refused; set a new value');
 
   return {
     config,
@@ -141,7 +186,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     firstAdminToken: firstToken,
     async start() {
       // Workflows and synchronization points an older version left PENDING run now.
-      for (const change of await resumeOrchestration(orm.em.fork(), config)) events.publish('workRequestChanged', change);
+      for (const change of await resumeOrchestration(orm.em.fork(), config))
+        events.publish('workRequestChanged', change);
       scheduler.start();
       housekeeping.start();
       try {
@@ -165,7 +211,9 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       if (firstToken) {
         // Printed on stderr, outside the JSON log, exactly once and only once the service listens: it is
         // the only copy. Before the "listening" line, which is what scripts (and tests) wait for.
-        process.stderr.write(`\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`);
+        process.stderr.write(
+          `\nFirst start: an admin token was created. It is shown only this once:\n\n    ${firstToken}\n\n`,
+        );
       }
       log.info({ port, url }, 'tagsched is listening');
       // Off (TAGSCHED_PROVISIONER=off), it still runs the retirements, which call no provider.

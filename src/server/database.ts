@@ -22,10 +22,16 @@ export async function openDatabase(config: ServerConfig, log: Logger): Promise<O
   } else {
     embedded = await startEmbeddedPg(config.dataDir);
     target = embedded.target;
-    log.info({ dataDir: embedded.dataDir }, 'no DATABASE_URL: using the embedded PostgreSQL (PGlite); set DATABASE_URL to use a PostgreSQL server');
+    log.info(
+      { dataDir: embedded.dataDir },
+      'no DATABASE_URL: using the embedded PostgreSQL (PGlite); set DATABASE_URL to use a PostgreSQL server',
+    );
   }
   // PGlite serves one session: one pooled connection, or transactions on two connections deadlock.
-  const orm = await createOrm(target, { pool: embedded ? { min: 0, max: 1 } : { min: 0, max: 10 }, ...ormLogging(log) });
+  const orm = await createOrm(target, {
+    pool: embedded ? { min: 0, max: 1 } : { min: 0, max: 10 },
+    ...ormLogging(log),
+  });
   const applied = await migrate(orm, config.databaseUrl);
   if (applied.length) log.info({ migrations: applied }, 'database migrated');
   // What /readyz checks is still applied: every migration there is now.

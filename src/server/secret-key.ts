@@ -13,7 +13,10 @@ export function loadSecretKey(config: ServerConfig, log: Logger): string {
     fs.writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
   }
   if (config.databaseUrl) {
-    log.warn({ file }, 'TAGSCHED_SECRET_KEY is not set: provider accounts are sealed with a key kept in the data directory; set the same key on every server process');
+    log.warn(
+      { file },
+      'TAGSCHED_SECRET_KEY is not set: provider accounts are sealed with a key kept in the data directory; set the same key on every server process',
+    );
   }
   return fs.readFileSync(file, 'utf8').trim();
 }

@@ -25,7 +25,15 @@ function codeOf(err: unknown): SystemError {
   return e;
 }
 
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+]);
 
 /**
  * One line that says why the service could not start and what to change, for the causes an operator
@@ -36,14 +44,19 @@ export function describeStartupError(err: unknown, config: ServerConfig): string
   const e = codeOf(err);
   const db = config.databaseUrl ? `the database at ${shownDatabaseUrl(config.databaseUrl)}` : 'the embedded database';
   if (e.syscall === 'listen' || e.code === 'EADDRINUSE') {
-    if (e.code === 'EADDRINUSE') return `port ${config.port} on ${config.host} is already in use: stop what holds it, or set PORT`;
-    if (e.code === 'EACCES') return `may not listen on port ${config.port} (ports below 1024 need privileges): set PORT`;
+    if (e.code === 'EADDRINUSE')
+      return `port ${config.port} on ${config.host} is already in use: stop what holds it, or set PORT`;
+    if (e.code === 'EACCES')
+      return `may not listen on port ${config.port} (ports below 1024 need privileges): set PORT`;
     if (e.code === 'EADDRNOTAVAIL') return `HOST ${config.host} is not an address of this machine: set HOST`;
   }
-  if (e.code && UNREACHABLE.has(e.code)) return `cannot reach ${db} (${e.code}): check DATABASE_URL and that PostgreSQL is running`;
+  if (e.code && UNREACHABLE.has(e.code))
+    return `cannot reach ${db} (${e.code}): check DATABASE_URL and that PostgreSQL is running`;
   // PostgreSQL's own refusals at connection time (SQLSTATE class 28: authorization; 3D000: no such database).
-  if (e.code && /^28/.test(e.code)) return `${db} refused the connection: ${e.message}; check the user and password in DATABASE_URL`;
+  if (e.code && /^28/.test(e.code))
+    return `${db} refused the connection: ${e.message}; check the user and password in DATABASE_URL`;
   if (e.code === '3D000') return `${db} does not exist: ${e.message}; check DATABASE_URL`;
-  if (e.message && /the embedded database .* is in use by process/.test(e.message)) return `${e.message}: stop that process, or set TAGSCHED_DATA_DIR`;
+  if (e.message && /the embedded database .* is in use by process/.test(e.message))
+    return `${e.message}: stop that process, or set TAGSCHED_DATA_DIR`;
   return null;
 }

@@ -24,7 +24,12 @@ export interface ProvisionerRecorder {
 export interface LifecycleRecorder {
   /** A request was completed by this process, after the commit, with what its run used when its agent reported it. */
   completed(
-    request: { readonly taskName: string; readonly result?: string | null; readonly startedAt?: Date | null; readonly completedAt?: Date | null },
+    request: {
+      readonly taskName: string;
+      readonly result?: string | null;
+      readonly startedAt?: Date | null;
+      readonly completedAt?: Date | null;
+    },
     statistics?: RunStatistics | null,
   ): void;
 }

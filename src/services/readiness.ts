@@ -9,6 +9,10 @@ export async function databaseAnswers(em: EntityManager): Promise<void> {
 
 /** How many of these migrations the database has applied (one statement; rejects when the database does not answer). */
 export async function appliedMigrationCount(em: EntityManager, names: readonly string[]): Promise<number> {
-  const [{ n }] = await em.getConnection().execute<{ n: number }[]>('select count(*)::int as n from mikro_orm_migrations where name = any(?::text[])', [textArray(names)]);
+  const [{ n }] = await em
+    .getConnection()
+    .execute<{ n: number }[]>('select count(*)::int as n from mikro_orm_migrations where name = any(?::text[])', [
+      textArray(names),
+    ]);
   return n;
 }

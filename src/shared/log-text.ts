@@ -56,7 +56,11 @@ export const REASON_LIMITS = { lines: 5, chars: 1000 } as const;
  * The last `lines` non-blank lines of `text`, trimmed at their ends, joined by newlines and cut to
  * the last `chars` characters (a cut line starts with "…"); null when there is none.
  */
-export function lastLines(text: string, lines: number = REASON_LIMITS.lines, chars: number = REASON_LIMITS.chars): string | null {
+export function lastLines(
+  text: string,
+  lines: number = REASON_LIMITS.lines,
+  chars: number = REASON_LIMITS.chars,
+): string | null {
   const kept = text
     .split(/\r?\n|\r/)
     .map((l) => l.trimEnd())

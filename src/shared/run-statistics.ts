@@ -59,7 +59,13 @@ export function runStatisticsErrors(s: RunStatistics): string[] {
   const errors: string[] = [];
   const check = (name: keyof RunStatistics, value: number | null, max: number, integer = false) => {
     if (value === null) return;
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > max || (integer && !Number.isInteger(value))) {
+    if (
+      typeof value !== 'number' ||
+      !Number.isFinite(value) ||
+      value < 0 ||
+      value > max ||
+      (integer && !Number.isInteger(value))
+    ) {
       errors.push(`statistics.${name} must be ${integer ? 'a whole number' : 'a number'} from 0 to ${max}`);
     }
   };
@@ -75,8 +81,10 @@ export function runStatisticsErrors(s: RunStatistics): string[] {
   if (s.cpuCount < 1) errors.push('statistics.cpuCount must be at least 1');
   for (const name of ['outOfMemory', 'diskFull'] as const) {
     const value = s[name];
-    if (value !== undefined && value !== null && typeof value !== 'boolean') errors.push(`statistics.${name} must be true, false or null`);
+    if (value !== undefined && value !== null && typeof value !== 'boolean')
+      errors.push(`statistics.${name} must be true, false or null`);
   }
-  if (!(MEMORY_METHODS as readonly string[]).includes(s.memoryMethod)) errors.push(`statistics.memoryMethod must be one of ${MEMORY_METHODS.join(', ')}`);
+  if (!(MEMORY_METHODS as readonly string[]).includes(s.memoryMethod))
+    errors.push(`statistics.memoryMethod must be one of ${MEMORY_METHODS.join(', ')}`);
   return errors;
 }

@@ -98,7 +98,10 @@ function bufferedPubSub(target: PubSubEventTarget<Topics>, log?: Logger): Events
     const buffer = new EventBuffer(SUBSCRIPTION_BUFFER_EVENTS, () => {
       if (warned) return;
       warned = true;
-      log?.warn({ topic, held: SUBSCRIPTION_BUFFER_EVENTS }, 'a subscription fell behind its events: the oldest are dropped');
+      log?.warn(
+        { topic, held: SUBSCRIPTION_BUFFER_EVENTS },
+        'a subscription fell behind its events: the oldest are dropped',
+      );
     });
     return new Repeater<unknown>((push, stop) => {
       const listener = (event: Event) => void push((event as CustomEvent).detail);
@@ -132,7 +135,11 @@ const OWN = Symbol('own event');
 
 /** An event's payload as a notification carries it: an object (as every topic's is) with the publishing process's mark. */
 function marked(detail: unknown, origin: string): string {
-  return JSON.stringify(detail !== null && typeof detail === 'object' && !Array.isArray(detail) ? { ...detail, [ORIGIN_KEY]: origin } : detail);
+  return JSON.stringify(
+    detail !== null && typeof detail === 'object' && !Array.isArray(detail)
+      ? { ...detail, [ORIGIN_KEY]: origin }
+      : detail,
+  );
 }
 
 /** A notification's payload without its mark, or OWN when `origin` (this process) published it. */
@@ -158,7 +165,12 @@ export function createPgEventTarget(
   const listeners = new Map<string, Set<Listener>>();
   // One publishing connection: NOTIFYs sent on it are delivered in the order they were published, so
   // every process hears a process's events in that order (two pooled connections could swap them).
-  const notifier = new pg.Pool({ connectionString, max: 1, idleTimeoutMillis: 10_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const notifier = new pg.Pool({
+    connectionString,
+    max: 1,
+    idleTimeoutMillis: 10_000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+  });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
   // This process's mark on the events it publishes: a notification that carries it is an event of this
   // process, which its listeners heard when it was published.
@@ -188,14 +200,18 @@ export function createPgEventTarget(
     const sql =
       batch.length === 1
         ? notifier.query('select pg_notify($1, $2)', [batch[0].channel, batch[0].payload])
-        : notifier.query('select pg_notify(e.channel, e.payload) from unnest($1::text[], $2::text[]) as e(channel, payload)', [
-            batch.map((b) => b.channel),
-            batch.map((b) => b.payload),
-          ]);
+        : notifier.query(
+            'select pg_notify(e.channel, e.payload) from unnest($1::text[], $2::text[]) as e(channel, payload)',
+            [batch.map((b) => b.channel), batch.map((b) => b.payload)],
+          );
     sending = sql
       .then(
         () => undefined,
-        (err: Error) => log.warn({ err: err.message, types: [...new Set(batch.map((b) => b.type))], events: batch.length }, 'event not published'),
+        (err: Error) =>
+          log.warn(
+            { err: err.message, types: [...new Set(batch.map((b) => b.type))], events: batch.length },
+            'event not published',
+          ),
       )
       .finally(() => {
         sending = null;

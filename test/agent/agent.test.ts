@@ -14,9 +14,19 @@ import type { Outcome, Run, RunSpec } from '../../src/agent/runner.js';
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-agent-'));
 afterAll(() => fs.rmSync(workDir, { recursive: true, force: true }));
 
-const facts: Facts = { architectures: ['amd64'], cpuCount: 4, totalPhysicalMemory: 8e9, diskFree: 5e10, executors: ['unshare'], tools: [] };
+const facts: Facts = {
+  architectures: ['amd64'],
+  cpuCount: 4,
+  totalPhysicalMemory: 8e9,
+  diskFree: 5e10,
+  executors: ['unshare'],
+  tools: [],
+};
 const ok = <T>(value: T): Answer<T> => ({ ok: true, value });
-const notFound: Answer<never> = { ok: false, error: { type: 'NotFoundError', code: 'NOT_FOUND', message: 'not assigned to this worker' } };
+const notFound: Answer<never> = {
+  ok: false,
+  error: { type: 'NotFoundError', code: 'NOT_FOUND', message: 'not assigned to this worker' },
+};
 const task = (id: string, taskName = 'noop'): Assignment => ({ id, taskType: 'worker', taskName, taskData: { id } });
 
 /** A handler run the test ends by hand. */
@@ -48,9 +58,14 @@ afterEach(async () => {
 });
 
 /** An agent wired to fakes: an API that records calls, a stream the test drives, runs it ends. */
-function harness(options: { handlers?: string[]; api?: Partial<Api>; interruptionNotice?: AgentDeps['interruptionNotice'] } = {}) {
+function harness(
+  options: { handlers?: string[]; api?: Partial<Api>; interruptionNotice?: AgentDeps['interruptionNotice'] } = {},
+) {
   const lines: Record<string, unknown>[] = [];
-  const log = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
+  const log = pino(
+    { level: 'debug' },
+    { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) },
+  );
   const calls: Call[] = [];
   const record = <K extends keyof Api>(op: K, fallback: Api[K]): Api[K] =>
     ((...args: unknown[]) => {
@@ -59,12 +74,16 @@ function harness(options: { handlers?: string[]; api?: Partial<Api>; interruptio
     }) as Api[K];
   const api: Api = {
     activateWorker: record('activateWorker', async () => ok({ token: 't', workerName: 'w' })),
-    reportWorkerMetadata: record('reportWorkerMetadata', async () => ok({ name: 'w1', status: 'IDLE', rejectedTags: [] })),
+    reportWorkerMetadata: record('reportWorkerMetadata', async () =>
+      ok({ name: 'w1', status: 'IDLE', rejectedTags: [] }),
+    ),
     heartbeat: record('heartbeat', async () => ok({ draining: false, assigned: [] })),
     startWorkRequest: record('startWorkRequest', async (id: string) => ok({ id, status: 'RUNNING' })),
     completeWorkRequest: record('completeWorkRequest', async (id: string) => ok({ id, status: 'COMPLETED' })),
     releaseWorkRequest: record('releaseWorkRequest', async (id: string) => ok({ id, status: 'PENDING' })),
-    appendWorkRequestLog: record('appendWorkRequestLog', async (chunk) => ok({ nextOffset: chunk.offset + chunk.bytes, accepted: true })),
+    appendWorkRequestLog: record('appendWorkRequestLog', async (chunk) =>
+      ok({ nextOffset: chunk.offset + chunk.bytes, accepted: true }),
+    ),
     rotateToken: record('rotateToken', async () => ok({ token: 't2', workerName: 'w' })),
     reportInstanceInterruption: record('reportInstanceInterruption', async () => ok({ name: 'w', status: 'INACTIVE' })),
   };
@@ -157,18 +176,30 @@ describe('the agent', () => {
     h.push(task('1'));
     await eventually(() => expect(h.runs).toHaveLength(1));
     const [run] = h.runs;
-    expect(run.spec).toMatchObject({ command: 'run-noop --fast', runsDir: path.join(workDir, 'runs'), parallel: 6, env: { PATH: '/usr/bin' } });
+    expect(run.spec).toMatchObject({
+      command: 'run-noop --fast',
+      runsDir: path.join(workDir, 'runs'),
+      parallel: 6,
+      env: { PATH: '/usr/bin' },
+    });
     expect(run.spec.task).toEqual(task('1'));
     expect(h.callsOf('startWorkRequest')).toEqual([['1']]);
     run.end({ kind: 'exit', code: 1 });
-    await eventually(() => expect(h.callsOf('completeWorkRequest')).toEqual([['1', 'FAILURE', { exitCode: 1, reason: null, statistics: timedOnly }]]));
+    await eventually(() =>
+      expect(h.callsOf('completeWorkRequest')).toEqual([
+        ['1', 'FAILURE', { exitCode: 1, reason: null, statistics: timedOnly }],
+      ]),
+    );
     await eventually(() => expect(h.messages()).toContain(MESSAGES.resultReported));
-    expect(h.messages().filter((m) => [MESSAGES.assignmentReceived, MESSAGES.started, MESSAGES.finished, MESSAGES.resultReported].includes(m as never))).toEqual([
-      MESSAGES.assignmentReceived,
-      MESSAGES.started,
-      MESSAGES.finished,
-      MESSAGES.resultReported,
-    ]);
+    expect(
+      h
+        .messages()
+        .filter((m) =>
+          [MESSAGES.assignmentReceived, MESSAGES.started, MESSAGES.finished, MESSAGES.resultReported].includes(
+            m as never,
+          ),
+        ),
+    ).toEqual([MESSAGES.assignmentReceived, MESSAGES.started, MESSAGES.finished, MESSAGES.resultReported]);
     expect(h.logged(MESSAGES.finished)[0]).toMatchObject({ id: '1', result: 'FAILURE', exitCode: 1 });
   });
 
@@ -186,7 +217,9 @@ describe('the agent', () => {
     notStarted.end({ kind: 'not-started', error: 'ENOENT' });
     failed.end({ kind: 'exit', code: 2 });
     await eventually(() => expect(h.callsOf('completeWorkRequest')).toHaveLength(3));
-    expect(Object.fromEntries(h.callsOf('completeWorkRequest').map(([id, result, report]) => [id, [result, report]]))).toEqual({
+    expect(
+      Object.fromEntries(h.callsOf('completeWorkRequest').map(([id, result, report]) => [id, [result, report]])),
+    ).toEqual({
       '20': ['ERROR', { exitCode: null, reason: 'the handler was killed by SIGKILL', statistics: timedOnly }],
       '21': ['ERROR', { exitCode: null, reason: 'the handler could not be started: ENOENT', statistics: timedOnly }],
       '22': ['ERROR', { exitCode: 2, reason: 'the test suite failed: 3 of 40 tests', statistics: timedOnly }],
@@ -210,9 +243,16 @@ describe('the agent', () => {
   it('releases a task it has no handler for, without acknowledging it', async () => {
     const h = harness({ handlers: ['noop=true'] });
     h.push(task('2', 'sbuild'));
-    await eventually(() => expect(h.callsOf('releaseWorkRequest')).toEqual([['2', RELEASE_REASONS.noHandler('sbuild')]]));
+    await eventually(() =>
+      expect(h.callsOf('releaseWorkRequest')).toEqual([['2', RELEASE_REASONS.noHandler('sbuild')]]),
+    );
     expect(h.callsOf('startWorkRequest')).toEqual([]);
-    await eventually(() => expect(h.logged(MESSAGES.released)[0]).toMatchObject({ id: '2', reason: 'no handler for task sbuild on this worker' }));
+    await eventually(() =>
+      expect(h.logged(MESSAGES.released)[0]).toMatchObject({
+        id: '2',
+        reason: 'no handler for task sbuild on this worker',
+      }),
+    );
   });
 
   it('keeps a result until the server takes it, and sends it at once when the connection is back', async () => {
@@ -229,7 +269,12 @@ describe('the agent', () => {
     await eventually(() => expect(h.runs).toHaveLength(1));
     h.runs[0].end({ kind: 'exit', code: 0 });
     await eventually(() => expect(h.callsOf('completeWorkRequest').length).toBeGreaterThanOrEqual(3));
-    expect(h.logged(MESSAGES.retrying)[0]).toMatchObject({ operation: 'completeWorkRequest', id: '3', result: 'SUCCESS', error: 'ECONNREFUSED' });
+    expect(h.logged(MESSAGES.retrying)[0]).toMatchObject({
+      operation: 'completeWorkRequest',
+      id: '3',
+      result: 'SUCCESS',
+      error: 'ECONNREFUSED',
+    });
     down = false;
     h.connect(true);
     await eventually(() => expect(h.logged(MESSAGES.resultReported)).toHaveLength(1));
@@ -248,7 +293,9 @@ describe('the agent', () => {
   it('does not run an assignment whose acknowledgement is refused', async () => {
     const h = harness({ api: { startWorkRequest: async () => notFound } });
     h.push(task('5'));
-    await eventually(() => expect(h.logged(MESSAGES.assignmentDropped)[0]).toMatchObject({ id: '5', code: 'NOT_FOUND' }));
+    await eventually(() =>
+      expect(h.logged(MESSAGES.assignmentDropped)[0]).toMatchObject({ id: '5', code: 'NOT_FOUND' }),
+    );
     expect(h.runs).toHaveLength(0);
   });
 
@@ -266,7 +313,13 @@ describe('the agent', () => {
       handlers: ['sbuild=x', 'debsign=y'],
       api: {
         reportWorkerMetadata: async () =>
-          ok({ name: 'arm-1', status: 'IDLE', rejectedTags: [{ tag: 'worker:class:trusted', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY', reason: 'admin only' }] }),
+          ok({
+            name: 'arm-1',
+            status: 'IDLE',
+            rejectedTags: [
+              { tag: 'worker:class:trusted', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY', reason: 'admin only' },
+            ],
+          }),
       },
     });
     h.connect();
@@ -279,7 +332,12 @@ describe('the agent', () => {
         { type: 'worker', name: 'sbuild', version: 1 },
       ],
     });
-    expect(h.logged(MESSAGES.tagRejected)[0]).toMatchObject({ level: 40, tag: 'worker:class:trusted', reason: 'admin only', worker: 'arm-1' });
+    expect(h.logged(MESSAGES.tagRejected)[0]).toMatchObject({
+      level: 40,
+      tag: 'worker:class:trusted',
+      reason: 'admin only',
+      worker: 'arm-1',
+    });
     expect(h.callsOf('heartbeat')[0]).toEqual([{ shuttingDown: false, running: [] }]);
     h.connect(true);
     await eventually(() => expect(h.callsOf('reportWorkerMetadata')).toHaveLength(2));
@@ -305,7 +363,9 @@ describe('the agent', () => {
     expect(h.exitCode()).toBeNull();
     h.runs[0].end({ kind: 'exit', code: 0 });
     expect(await h.exit).toBe(EXIT_CODES.drained);
-    expect(h.callsOf('completeWorkRequest')).toEqual([['10', 'SUCCESS', { exitCode: 0, reason: null, statistics: timedOnly }]]);
+    expect(h.callsOf('completeWorkRequest')).toEqual([
+      ['10', 'SUCCESS', { exitCode: 0, reason: null, statistics: timedOnly }],
+    ]);
     expect(h.runs[0].killedWith).toEqual([]);
     expect(h.streamClosed()).toBe(true);
   });

@@ -20,11 +20,16 @@ describe('backoffDelay', () => {
 
   it('stays within half the ceiling and the ceiling, and never over the cap', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 10_000 }), fc.integer({ min: 1, max: 600_000 }), fc.double({ min: 0, max: 1, noNaN: true }), (attempt, cap, r) => {
-        const d = backoffDelay(attempt, cap, () => r);
-        const ceiling = Math.min(cap, BASE_BACKOFF_MS * 2 ** Math.min(attempt, 31));
-        return Number.isFinite(d) && d > 0 && d >= Math.floor(ceiling / 2) && d <= Math.min(cap, ceiling);
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 10_000 }),
+        fc.integer({ min: 1, max: 600_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (attempt, cap, r) => {
+          const d = backoffDelay(attempt, cap, () => r);
+          const ceiling = Math.min(cap, BASE_BACKOFF_MS * 2 ** Math.min(attempt, 31));
+          return Number.isFinite(d) && d > 0 && d >= Math.floor(ceiling / 2) && d <= Math.min(cap, ceiling);
+        },
+      ),
     );
   });
 });

@@ -16,12 +16,16 @@ const HYBRID_MOUNTINFO = [
   '41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw',
 ].join('\n');
 const UNIFIED_CGROUP = '0::/system.slice/tagsched-worker.service\n';
-const UNIFIED_MOUNTINFO = '30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n';
+const UNIFIED_MOUNTINFO =
+  '30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n';
 
 describe('the agent’s own cgroup', () => {
   it('is read from /proc/self/cgroup: the unified path and the v1 memory hierarchy’s', () => {
     expect(parseProcCgroup(HYBRID_CGROUP)).toEqual({ unified: '/', memoryV1: '/process_api/93c1' });
-    expect(parseProcCgroup(UNIFIED_CGROUP)).toEqual({ unified: '/system.slice/tagsched-worker.service', memoryV1: null });
+    expect(parseProcCgroup(UNIFIED_CGROUP)).toEqual({
+      unified: '/system.slice/tagsched-worker.service',
+      memoryV1: null,
+    });
     expect(parseProcCgroup('5:cpu,memory:/a:b\n')).toEqual({ unified: null, memoryV1: '/a:b' });
     expect(parseProcCgroup('')).toEqual({ unified: null, memoryV1: null });
   });
@@ -37,7 +41,9 @@ describe('the agent’s own cgroup', () => {
     expect(cgroupDir(memory, '/process_api/93c1')).toBe('/sys/fs/cgroup/memory/process_api/93c1');
     expect(cgroupDir(hybrid[2], '/')).toBe('/sys/fs/cgroup/unified');
     const [unified] = parseCgroupMounts(UNIFIED_MOUNTINFO);
-    expect(cgroupDir(unified, '/system.slice/tagsched-worker.service')).toBe('/sys/fs/cgroup/system.slice/tagsched-worker.service');
+    expect(cgroupDir(unified, '/system.slice/tagsched-worker.service')).toBe(
+      '/sys/fs/cgroup/system.slice/tagsched-worker.service',
+    );
     // A container whose cgroup file system shows its own subtree at the mount point.
     const [container] = parseCgroupMounts('40 30 0:26 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n');
     expect(cgroupDir(container, '/docker/abc')).toBe('/sys/fs/cgroup');
@@ -54,13 +60,22 @@ describe('the agent’s own cgroup', () => {
     // A mount point that is an ordinary directory is no cgroup: the trial leaf has no memory controller.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-cgroup-'));
     try {
-      const fake = planMemoryCgroup('auto', { procCgroup: '0::/\n', mountinfo: `1 2 0:1 / ${dir} rw - cgroup2 cgroup2 rw\n` });
-      expect(fake).toMatchObject({ kind: 'none', why: expect.stringContaining(`cgroup v2: the memory controller is not`) });
+      const fake = planMemoryCgroup('auto', {
+        procCgroup: '0::/\n',
+        mountinfo: `1 2 0:1 / ${dir} rw - cgroup2 cgroup2 rw\n`,
+      });
+      expect(fake).toMatchObject({
+        kind: 'none',
+        why: expect.stringContaining(`cgroup v2: the memory controller is not`),
+      });
       expect(fs.readdirSync(dir).filter((n) => n.startsWith('tagsched-probe-'))).toEqual([]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-    expect(planMemoryCgroup('off')).toEqual({ kind: 'none', why: 'turned off by --memory-cgroup off (TAGSCHED_MEMORY_CGROUP)' });
+    expect(planMemoryCgroup('off')).toEqual({
+      kind: 'none',
+      why: 'turned off by --memory-cgroup off (TAGSCHED_MEMORY_CGROUP)',
+    });
   });
 
   it('counts OOM kills from memory.events (v2) and memory.oom_control (v1)', () => {
@@ -85,7 +100,9 @@ describe('outOfMemory and diskFull in a run’s statistics', () => {
   it('are optional booleans, null when unknown; the cgroup methods are accepted', () => {
     expect(runStatisticsErrors(base)).toEqual([]);
     expect(runStatisticsErrors({ ...base, memoryMethod: 'CGROUP_V2', outOfMemory: true, diskFull: null })).toEqual([]);
-    expect(runStatisticsErrors({ ...base, outOfMemory: 'yes' as unknown as boolean, diskFull: 1 as unknown as boolean })).toEqual([
+    expect(
+      runStatisticsErrors({ ...base, outOfMemory: 'yes' as unknown as boolean, diskFull: 1 as unknown as boolean }),
+    ).toEqual([
       'statistics.outOfMemory must be true, false or null',
       'statistics.diskFull must be true, false or null',
     ]);

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { AuthError, authFailureOf, createHttpRequest, errorOfResponse, ProtocolError, TransientError } from '../../src/agent/client.js';
+import {
+  AuthError,
+  authFailureOf,
+  createHttpRequest,
+  errorOfResponse,
+  ProtocolError,
+  TransientError,
+} from '../../src/agent/client.js';
 import { createApi } from '../../src/agent/operations.js';
 
 const gqlError = (message: string, code?: string) => ({ message, ...(code ? { extensions: { code } } : {}) });
@@ -14,8 +21,18 @@ describe('errorOfResponse', () => {
     ['HTTP 502 from a proxy', 502, null, TransientError],
     ['HTTP 503', 503, { errors: [gqlError('down')] }, TransientError],
     ['HTTP 429', 429, null, TransientError],
-    ['a masked server error (database down)', 200, { data: null, errors: [gqlError('Unexpected error.', 'INTERNAL_SERVER_ERROR')] }, TransientError],
-    ['a validation error (schema mismatch)', 400, { errors: [gqlError('Cannot query field "heartbeat"', 'GRAPHQL_VALIDATION_FAILED')] }, ProtocolError],
+    [
+      'a masked server error (database down)',
+      200,
+      { data: null, errors: [gqlError('Unexpected error.', 'INTERNAL_SERVER_ERROR')] },
+      TransientError,
+    ],
+    [
+      'a validation error (schema mismatch)',
+      400,
+      { errors: [gqlError('Cannot query field "heartbeat"', 'GRAPHQL_VALIDATION_FAILED')] },
+      ProtocolError,
+    ],
     ['a 404 page', 404, null, ProtocolError],
     ['a 200 without data', 200, {}, ProtocolError],
   ])('%s', (_name, status, body, kind) => {
@@ -32,7 +49,11 @@ describe('authFailureOf', () => {
     ['UNAUTHENTICATED from the subscription', [gqlError('no', 'UNAUTHENTICATED')], true],
     ['a 1006 close (cut)', { code: 1006, reason: '' }, false],
     ['a 4500 close (server error)', { code: 4500, reason: 'Internal server error' }, false],
-    ['a 1013 close (its database did not answer)', { code: 1013, reason: 'Try again later: the server could not reach its database' }, false],
+    [
+      'a 1013 close (its database did not answer)',
+      { code: 1013, reason: 'Try again later: the server could not reach its database' },
+      false,
+    ],
     ['a 4499 (terminated after a lost ping)', { code: 4499, reason: 'Terminated' }, false],
     ['ECONNREFUSED', new Error('connect ECONNREFUSED'), false],
     ['a GraphQL error of another kind', [gqlError('boom', 'INTERNAL_SERVER_ERROR')], false],
@@ -53,7 +74,9 @@ describe('createHttpRequest', () => {
   }
 
   it('posts the operation with the bearer token and returns its data', async () => {
-    const { fetch, seen } = fakeFetch(200, { data: { startWorkRequest: { __typename: 'WorkRequest', id: '5', status: 'RUNNING' } } });
+    const { fetch, seen } = fakeFetch(200, {
+      data: { startWorkRequest: { __typename: 'WorkRequest', id: '5', status: 'RUNNING' } },
+    });
     const api = createApi(createHttpRequest({ url: 'http://s/graphql', token: 'tok', timeoutMs: 1000, fetch }));
     expect(await api.startWorkRequest('5')).toEqual({ ok: true, value: { id: '5', status: 'RUNNING' } });
     expect(seen[0].url).toBe('http://s/graphql');
@@ -62,7 +85,15 @@ describe('createHttpRequest', () => {
   });
 
   it('returns a typed error as a value', async () => {
-    const { fetch } = fakeFetch(200, { data: { completeWorkRequest: { __typename: 'NotFoundError', code: 'NOT_FOUND', message: 'no such work request for this worker' } } });
+    const { fetch } = fakeFetch(200, {
+      data: {
+        completeWorkRequest: {
+          __typename: 'NotFoundError',
+          code: 'NOT_FOUND',
+          message: 'no such work request for this worker',
+        },
+      },
+    });
     const api = createApi(createHttpRequest({ url: 'http://s/graphql', token: 't', timeoutMs: 1000, fetch }));
     expect(await api.completeWorkRequest('5', 'SUCCESS')).toEqual({
       ok: false,
@@ -77,12 +108,20 @@ describe('createHttpRequest', () => {
 
   it('turns a 401 into an AuthError', async () => {
     const { fetch } = fakeFetch(401, { errors: [gqlError('the bearer token is not valid', 'UNAUTHENTICATED')] });
-    await expect(createHttpRequest({ url: 'http://s', token: 't', timeoutMs: 1000, fetch })('{ x }')).rejects.toBeInstanceOf(AuthError);
+    await expect(
+      createHttpRequest({ url: 'http://s', token: 't', timeoutMs: 1000, fetch })('{ x }'),
+    ).rejects.toBeInstanceOf(AuthError);
   });
 
   it('reads the heartbeat’s unacknowledged assignments', async () => {
     const { fetch } = fakeFetch(200, {
-      data: { heartbeat: { __typename: 'HeartbeatPayload', draining: false, assignedWorkRequests: [{ id: '9', taskType: 'worker', taskName: 'noop', taskData: {} }] } },
+      data: {
+        heartbeat: {
+          __typename: 'HeartbeatPayload',
+          draining: false,
+          assignedWorkRequests: [{ id: '9', taskType: 'worker', taskName: 'noop', taskData: {} }],
+        },
+      },
     });
     const api = createApi(createHttpRequest({ url: 'http://s', token: 't', timeoutMs: 1000, fetch }));
     expect(await api.heartbeat({ shuttingDown: false, running: [] })).toEqual({

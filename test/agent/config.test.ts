@@ -10,7 +10,11 @@ function capture(argv: string[]) {
   let out = '';
   let err = '';
   try {
-    parseConfig(argv, {}, { cwd, version: '9.9.9', output: { writeOut: (s) => (out += s), writeErr: (s) => (err += s) } });
+    parseConfig(
+      argv,
+      {},
+      { cwd, version: '9.9.9', output: { writeOut: (s) => (out += s), writeErr: (s) => (err += s) } },
+    );
   } catch (e) {
     return { error: e, out, err };
   }
@@ -153,11 +157,19 @@ describe('parseConfig', () => {
   });
 
   it('treats an empty variable as unset', () => {
-    expect(parse([], { [ENV.token]: '', [ENV.heartbeatInterval]: '' })).toMatchObject({ token: null, heartbeatIntervalMs: 30_000 });
+    expect(parse([], { [ENV.token]: '', [ENV.heartbeatInterval]: '' })).toMatchObject({
+      token: null,
+      heartbeatIntervalMs: 30_000,
+    });
   });
 
   it.each<[string, string[], NodeJS.ProcessEnv, RegExp]>([
-    ['a non-number interval', ['--heartbeat-interval', 'soon'], {}, /--heartbeat-interval \(or TAGSCHED_HEARTBEAT_INTERVAL\) must be a positive number of seconds, got "soon"/],
+    [
+      'a non-number interval',
+      ['--heartbeat-interval', 'soon'],
+      {},
+      /--heartbeat-interval \(or TAGSCHED_HEARTBEAT_INTERVAL\) must be a positive number of seconds, got "soon"/,
+    ],
     ['a zero interval', [], { [ENV.maxBackoff]: '0' }, /--max-backoff .* positive/],
     ['a negative timeout', ['--request-timeout', '-1'], {}, /--request-timeout/],
     ['a WebSocket URL as server', ['--server', 'ws://x/graphql'], {}, /must be an http:\/\/ or https:\/\/ URL/],
@@ -165,10 +177,25 @@ describe('parseConfig', () => {
     ['a handler without =', ['--handler', 'sbuild'], {}, /handler "sbuild" is not NAME=COMMAND/],
     ['a handler with an empty command', ['--handler', 'sbuild= '], {}, /not NAME=COMMAND/],
     ['a handler with a bad name', ['--handler', 'a b=true'], {}, /not NAME=COMMAND/],
-    ['an invalid provided tag', ['--provided-tag', 'worker:memory-gib>=4'], {}, /--provided-tag .*worker:memory-gib>=4/],
+    [
+      'an invalid provided tag',
+      ['--provided-tag', 'worker:memory-gib>=4'],
+      {},
+      /--provided-tag .*worker:memory-gib>=4/,
+    ],
     ['an unknown log level', [], { [ENV.logLevel]: 'loud' }, /--log-level .* one of fatal, error/],
-    ['an unknown memory cgroup mode', ['--memory-cgroup', 'v1'], {}, /--memory-cgroup \(or TAGSCHED_MEMORY_CGROUP\) must be one of auto, off, got "v1"/],
-    ['a memory limit in another unit', ['--handler-memory-limit', '2G'], {}, /--handler-memory-limit \(or TAGSCHED_HANDLER_MEMORY_LIMIT\) must be a whole number of MiB/],
+    [
+      'an unknown memory cgroup mode',
+      ['--memory-cgroup', 'v1'],
+      {},
+      /--memory-cgroup \(or TAGSCHED_MEMORY_CGROUP\) must be one of auto, off, got "v1"/,
+    ],
+    [
+      'a memory limit in another unit',
+      ['--handler-memory-limit', '2G'],
+      {},
+      /--handler-memory-limit \(or TAGSCHED_HANDLER_MEMORY_LIMIT\) must be a whole number of MiB/,
+    ],
     ['a memory limit below 4 MiB', [], { [ENV.handlerMemoryLimit]: '3' }, /--handler-memory-limit .* from 4 to/],
     ['a huge memory limit', [], { [ENV.handlerMemoryLimit]: '1e400' }, /--handler-memory-limit/],
     ['a fractional memory limit', ['--handler-memory-limit', '64.5'], {}, /--handler-memory-limit/],
@@ -212,6 +239,9 @@ describe('TAGSCHED_HANDLERS', () => {
   });
 
   it('keeps "=" inside a command and lets a later entry win', () => {
-    expect(Object.fromEntries(parseHandlers(['sbuild=env A=1 run', 'noop=true', 'noop=false']))).toEqual({ sbuild: 'env A=1 run', noop: 'false' });
+    expect(Object.fromEntries(parseHandlers(['sbuild=env A=1 run', 'noop=true', 'noop=false']))).toEqual({
+      sbuild: 'env A=1 run',
+      noop: 'false',
+    });
   });
 });

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { debianArchitecture, detectFacts, executorsFrom, metadataInput, parseArchTest, taskTypeOf, type Facts, type Presence, type Probe } from '../../src/agent/facts.js';
+import {
+  debianArchitecture,
+  detectFacts,
+  executorsFrom,
+  metadataInput,
+  parseArchTest,
+  taskTypeOf,
+  type Facts,
+  type Presence,
+  type Probe,
+} from '../../src/agent/facts.js';
 
 const GIB = 1024 ** 3;
 
@@ -62,7 +72,12 @@ describe('parseArchTest', () => {
 });
 
 describe('executorsFrom', () => {
-  const presence = (commands: string[], more: Partial<Presence> = {}): Presence => ({ commands: new Set(commands), qemuSystem: false, kvm: false, ...more });
+  const presence = (commands: string[], more: Partial<Presence> = {}): Presence => ({
+    commands: new Set(commands),
+    qemuSystem: false,
+    kvm: false,
+    ...more,
+  });
   it.each<[string, Presence, string[]]>([
     ['nothing', presence([]), []],
     ['unshare and ip', presence(['unshare', 'ip']), ['unshare']],
@@ -71,7 +86,11 @@ describe('executorsFrom', () => {
     ['incus with /dev/kvm', presence(['incus'], { kvm: true }), ['incus-lxc', 'incus-vm']],
     ['qemu-system without /dev/kvm', presence([], { qemuSystem: true }), []],
     ['qemu-system with /dev/kvm', presence([], { qemuSystem: true, kvm: true }), ['qemu']],
-    ['everything', presence(['unshare', 'ip', 'incus'], { qemuSystem: true, kvm: true }), ['unshare', 'incus-lxc', 'incus-vm', 'qemu']],
+    [
+      'everything',
+      presence(['unshare', 'ip', 'incus'], { qemuSystem: true, kvm: true }),
+      ['unshare', 'incus-lxc', 'incus-vm', 'qemu'],
+    ],
   ])('%s', (_name, p, expected) => {
     expect(executorsFrom(p)).toEqual(expected);
   });
@@ -106,12 +125,20 @@ describe('detectFacts', () => {
   });
 
   it('ignores dpkg output that is not an architecture name', async () => {
-    const probe = fakeProbe({ commands: ['dpkg'], outputs: { 'dpkg --print-architecture': '' }, arch: 'ppc64', endianness: 'LE' });
+    const probe = fakeProbe({
+      commands: ['dpkg'],
+      outputs: { 'dpkg --print-architecture': '' },
+      arch: 'ppc64',
+      endianness: 'LE',
+    });
     expect((await detectFacts(probe, '/w')).architectures).toEqual(['ppc64el']);
   });
 
   it('lists the native architecture once, first', async () => {
-    const probe = fakeProbe({ commands: ['dpkg', 'arch-test'], outputs: { 'dpkg --print-architecture': 'arm64\n', 'arch-test -n': 'armhf\narm64\narmel\n' } });
+    const probe = fakeProbe({
+      commands: ['dpkg', 'arch-test'],
+      outputs: { 'dpkg --print-architecture': 'arm64\n', 'arch-test -n': 'armhf\narm64\narmel\n' },
+    });
     expect((await detectFacts(probe, '/w')).architectures).toEqual(['arm64', 'armhf', 'armel']);
   });
 
@@ -131,7 +158,11 @@ describe('metadataInput', () => {
   };
 
   it('reports one task per handler, typed, at version 1, sorted', () => {
-    const m = metadataInput(facts, ['sbuild', 'debsign', 'servernoop', 'generatekey', 'sign', 'noop'], ['worker:cap:kvm']);
+    const m = metadataInput(
+      facts,
+      ['sbuild', 'debsign', 'servernoop', 'generatekey', 'sign', 'noop'],
+      ['worker:cap:kvm'],
+    );
     expect(m).toEqual({
       architectures: ['amd64'],
       cpuCount: 4,

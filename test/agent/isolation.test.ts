@@ -53,7 +53,11 @@ afterEach(async () => {
 });
 
 /** Starts the real agent with a state file and the variable holding its token, the probe as its noop handler. */
-async function startAgent(url: string, name: string, options: { asNobody?: boolean; args?: string[] } = {}): Promise<{ token: string; workDir: string; agent: Started }> {
+async function startAgent(
+  url: string,
+  name: string,
+  options: { asNobody?: boolean; args?: string[] } = {},
+): Promise<{ token: string; workDir: string; agent: Started }> {
   const token = await f.registerWorker(url, name);
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-isolation-'));
   fs.chmodSync(base, 0o755);
@@ -68,20 +72,44 @@ async function startAgent(url: string, name: string, options: { asNobody?: boole
     fs.chownSync(stateFile, NOBODY, NOBODY);
   }
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('TAGSCHED_') && !k.startsWith('npm_')) env[k] = v;
-  Object.assign(env, { TAGSCHED_WORKER_TOKEN: token, TAGSCHED_HEARTBEAT_INTERVAL: '1', TAGSCHED_MAX_BACKOFF: '0.5', TAGSCHED_LOG_LEVEL: 'debug', PROBE_STATE: stateFile });
-  const agentArgs = [AGENT_BIN, '--server', url, '--work-dir', workDir, '--handler', `noop=sh ${probe}`, ...(options.args ?? [])];
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith('TAGSCHED_') && !k.startsWith('npm_')) env[k] = v;
+  Object.assign(env, {
+    TAGSCHED_WORKER_TOKEN: token,
+    TAGSCHED_HEARTBEAT_INTERVAL: '1',
+    TAGSCHED_MAX_BACKOFF: '0.5',
+    TAGSCHED_LOG_LEVEL: 'debug',
+    PROBE_STATE: stateFile,
+  });
+  const agentArgs = [
+    AGENT_BIN,
+    '--server',
+    url,
+    '--work-dir',
+    workDir,
+    '--handler',
+    `noop=sh ${probe}`,
+    ...(options.args ?? []),
+  ];
   const child = options.asNobody
-    ? spawn('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', process.execPath, ...agentArgs], {
-        env: { ...env, HOME: base },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
+    ? spawn(
+        'setpriv',
+        [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', process.execPath, ...agentArgs],
+        {
+          env: { ...env, HOME: base },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      )
     : spawn(process.execPath, agentArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const logs: LogLine[] = [];
   child.stdout.on('data', (d: Buffer) => {
     output += d.toString();
-    logs.splice(0, logs.length, ...output.split('\n').flatMap((l) => (l.startsWith('{') ? [JSON.parse(l) as LogLine] : [])));
+    logs.splice(
+      0,
+      logs.length,
+      ...output.split('\n').flatMap((l) => (l.startsWith('{') ? [JSON.parse(l) as LogLine] : [])),
+    );
   });
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -125,7 +153,11 @@ describe('a handler that tries to read its worker’s token', () => {
       const { url } = server;
       try {
         const { token, workDir, agent } = await startAgent(url, 'iso-root', { args: ['--handler-user', 'nobody'] });
-        expect(agent.logs.find((l) => l.msg === 'handlers are kept from the worker token')).toMatchObject({ isolation: 'user', handlerUser: 'nobody', namespaces: true });
+        expect(agent.logs.find((l) => l.msg === 'handlers are kept from the worker token')).toMatchObject({
+          isolation: 'user',
+          handlerUser: 'nobody',
+          namespaces: true,
+        });
         const log = await probeOnce(url, workDir);
         expect(log).toContain(`probe uid=${NOBODY}`);
         expect(log).toContain('probe done');
@@ -139,7 +171,8 @@ describe('a handler that tries to read its worker’s token', () => {
           () => agent.logs.find((l) => l.msg === 'run measured'),
         );
         expect(measured).toMatchObject({ memoryMethod: MEMORY_METHOD });
-        if (MEMORY_METHOD !== 'PROCESS_TREE') expect(log).toMatch(/^probe cgroup \/sys\/fs\/cgroup\/.*\/tagsched-run-[^/\n]+$/m);
+        if (MEMORY_METHOD !== 'PROCESS_TREE')
+          expect(log).toMatch(/^probe cgroup \/sys\/fs\/cgroup\/.*\/tagsched-run-[^/\n]+$/m);
         expect(log).not.toContain('CGROUP-WRITTEN');
         expect(log).not.toContain('CGROUP-LEFT');
       } finally {
@@ -179,7 +212,11 @@ describe('a handler that tries to read its worker’s token', () => {
       const { url } = server;
       try {
         const { token, workDir, agent } = await startAgent(url, 'iso-none', { args: ['--handler-isolation', 'none'] });
-        expect(agent.logs.find((l) => l.msg === 'HANDLERS ARE NOT ISOLATED: a handler can read the worker token and act as this worker')).toMatchObject({
+        expect(
+          agent.logs.find(
+            (l) => l.msg === 'HANDLERS ARE NOT ISOLATED: a handler can read the worker token and act as this worker',
+          ),
+        ).toMatchObject({
           level: 40,
           isolation: 'none',
         });

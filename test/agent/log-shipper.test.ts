@@ -81,7 +81,14 @@ describe('the log shipper', () => {
     const file = newFile();
     const server = fakeServer();
     const refused: unknown[] = [];
-    const shipper = startShipper({ id: '1', file, api: server, intervalMs: 10, send: retrying, onRefused: (e) => refused.push(e) });
+    const shipper = startShipper({
+      id: '1',
+      file,
+      api: server,
+      intervalMs: 10,
+      send: retrying,
+      onRefused: (e) => refused.push(e),
+    });
     const euro = Buffer.from('€');
     fs.appendFileSync(file, Buffer.concat([Buffer.from('line 1\nprice: '), euro.subarray(0, 1)]));
     await tick(60);
@@ -92,7 +99,9 @@ describe('the log shipper', () => {
     expect(server.text()).toBe('line 1\nprice: €5\nline 3\nline 4 with no newline');
     expect(server.calls.length).toBeGreaterThanOrEqual(2);
     expect(server.calls.every((c) => !c.text.includes('\ufffd'))).toBe(true);
-    expect(server.calls.map((c) => c.offset)).toEqual(server.calls.map((_c, i) => server.calls.slice(0, i).reduce((s, x) => s + x.bytes, 0)));
+    expect(server.calls.map((c) => c.offset)).toEqual(
+      server.calls.map((_c, i) => server.calls.slice(0, i).reduce((s, x) => s + x.bytes, 0)),
+    );
     expect(refused).toEqual([]);
   });
 
@@ -100,7 +109,14 @@ describe('the log shipper', () => {
     const file = newFile();
     const server = fakeServer({ loseAnswers: 2 });
     fs.writeFileSync(file, 'first\n');
-    const shipper = startShipper({ id: '1', file, api: server, intervalMs: 10, send: retrying, onRefused: () => undefined });
+    const shipper = startShipper({
+      id: '1',
+      file,
+      api: server,
+      intervalMs: 10,
+      send: retrying,
+      onRefused: () => undefined,
+    });
     await tick(60);
     fs.appendFileSync(file, 'second\n');
     await shipper.finish();
@@ -112,7 +128,14 @@ describe('the log shipper', () => {
     const file = newFile();
     const server = fakeServer({ rewindOnce: 3 });
     fs.writeFileSync(file, 'abcdefgh');
-    const shipper = startShipper({ id: '1', file, api: server, intervalMs: 10, send: retrying, onRefused: () => undefined });
+    const shipper = startShipper({
+      id: '1',
+      file,
+      api: server,
+      intervalMs: 10,
+      send: retrying,
+      onRefused: () => undefined,
+    });
     await shipper.finish();
     expect(server.text()).toBe('abcdefgh');
     expect(server.calls.map((c) => [c.offset, c.text])).toEqual([
@@ -126,7 +149,14 @@ describe('the log shipper', () => {
     const server = fakeServer();
     const big = 'x'.repeat(MAX_CHUNK_BYTES * 2 + 100);
     fs.writeFileSync(file, big);
-    const shipper = startShipper({ id: '1', file, api: server, intervalMs: 60_000, send: retrying, onRefused: () => undefined });
+    const shipper = startShipper({
+      id: '1',
+      file,
+      api: server,
+      intervalMs: 60_000,
+      send: retrying,
+      onRefused: () => undefined,
+    });
     await shipper.finish();
     expect(server.calls.map((c) => c.bytes)).toEqual([MAX_CHUNK_BYTES, MAX_CHUNK_BYTES, 100]);
     expect(server.text()).toBe(big);
@@ -136,7 +166,14 @@ describe('the log shipper', () => {
     const file = newFile();
     const server = fakeServer();
     fs.writeFileSync(file, Buffer.from([0x61, 0xff, 0x00, 0x62, 0xe2, 0x82]));
-    const shipper = startShipper({ id: '1', file, api: server, intervalMs: 10, send: retrying, onRefused: () => undefined });
+    const shipper = startShipper({
+      id: '1',
+      file,
+      api: server,
+      intervalMs: 10,
+      send: retrying,
+      onRefused: () => undefined,
+    });
     await shipper.finish();
     expect(server.text()).toBe('a\ufffd\u2400b\ufffd');
     expect(server.calls.at(-1)!.offset + server.calls.at(-1)!.bytes).toBe(6);
@@ -153,7 +190,10 @@ describe('the log shipper', () => {
       api: {
         appendWorkRequestLog: async () => {
           calls++;
-          return { ok: false, error: { type: 'NotFoundError', code: 'NOT_FOUND', message: 'no work request 9 assigned to you' } };
+          return {
+            ok: false,
+            error: { type: 'NotFoundError', code: 'NOT_FOUND', message: 'no work request 9 assigned to you' },
+          };
         },
       },
       intervalMs: 10,
@@ -164,12 +204,21 @@ describe('the log shipper', () => {
     fs.appendFileSync(file, 'more\n');
     await shipper.finish();
     expect(calls).toBe(1);
-    expect(refused).toEqual([{ type: 'NotFoundError', code: 'NOT_FOUND', message: 'no work request 9 assigned to you' }]);
+    expect(refused).toEqual([
+      { type: 'NotFoundError', code: 'NOT_FOUND', message: 'no work request 9 assigned to you' },
+    ]);
   });
 
   it('finishes at once when the handler never started (no log file)', async () => {
     const server = fakeServer();
-    const shipper = startShipper({ id: '1', file: path.join(dir, 'missing', 'log'), api: server, intervalMs: 10, send: retrying, onRefused: () => undefined });
+    const shipper = startShipper({
+      id: '1',
+      file: path.join(dir, 'missing', 'log'),
+      api: server,
+      intervalMs: 10,
+      send: retrying,
+      onRefused: () => undefined,
+    });
     await shipper.finish();
     expect(server.calls).toEqual([]);
   });

@@ -24,7 +24,8 @@ export function expectedMemoryMethod(): 'CGROUP_V2' | 'CGROUP_V1' | 'PROCESS_TRE
       return false;
     }
     try {
-      const hasMemory = () => fs.readFileSync(path.join(child, 'cgroup.controllers'), 'utf8').split(/\s+/).includes('memory');
+      const hasMemory = () =>
+        fs.readFileSync(path.join(child, 'cgroup.controllers'), 'utf8').split(/\s+/).includes('memory');
       if (needsController && !hasMemory()) {
         // A cgroup v2 may hand the controller to its children when it holds no process (or is the root).
         try {
@@ -41,9 +42,11 @@ export function expectedMemoryMethod(): 'CGROUP_V2' | 'CGROUP_V1' | 'PROCESS_TRE
   };
   const unified = /^0::(.*)$/m.exec(own)?.[1];
   const unifiedMount = mountOf((type) => type === 'cgroup2');
-  if (unified !== undefined && unifiedMount && tryChild(path.join(unifiedMount, unified), 'memory.peak', true)) return 'CGROUP_V2';
+  if (unified !== undefined && unifiedMount && tryChild(path.join(unifiedMount, unified), 'memory.peak', true))
+    return 'CGROUP_V2';
   const v1 = /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(.*)$/m.exec(own)?.[1];
   const v1Mount = mountOf((type, options) => type === 'cgroup' && options.split(',').includes('memory'));
-  if (v1 !== undefined && v1Mount && tryChild(path.join(v1Mount, v1), 'memory.max_usage_in_bytes', false)) return 'CGROUP_V1';
+  if (v1 !== undefined && v1Mount && tryChild(path.join(v1Mount, v1), 'memory.max_usage_in_bytes', false))
+    return 'CGROUP_V1';
   return 'PROCESS_TREE';
 }

@@ -21,10 +21,15 @@ describe('suggestedParallelism', () => {
 
   it('is always between 1 and the cpu count', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 512 }), fc.double({ min: 0, max: 1000, noNaN: true }), fc.integer({ min: 0, max: 64 }), (cpuCount, load1, running) => {
-        const n = suggestedParallelism({ cpuCount, load1, running });
-        return Number.isInteger(n) && n >= 1 && n <= cpuCount;
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 512 }),
+        fc.double({ min: 0, max: 1000, noNaN: true }),
+        fc.integer({ min: 0, max: 64 }),
+        (cpuCount, load1, running) => {
+          const n = suggestedParallelism({ cpuCount, load1, running });
+          return Number.isInteger(n) && n >= 1 && n <= cpuCount;
+        },
+      ),
     );
   });
 
@@ -37,7 +42,10 @@ describe('suggestedParallelism', () => {
         fc.integer({ min: 1, max: 16 }),
         (cpuCount, load1, more, running) => {
           const base = suggestedParallelism({ cpuCount, load1, running });
-          return suggestedParallelism({ cpuCount, load1: load1 + more, running }) <= base && suggestedParallelism({ cpuCount, load1, running: running + 1 }) <= base;
+          return (
+            suggestedParallelism({ cpuCount, load1: load1 + more, running }) <= base &&
+            suggestedParallelism({ cpuCount, load1, running: running + 1 }) <= base
+          );
         },
       ),
     );

@@ -10,10 +10,17 @@ const f = useFleet();
 const AGENT_BIN = path.resolve('bin/tagsched-worker.js');
 
 /** Runs the agent once to its end; its exit code, its JSON log lines and its raw output. */
-function runAgent(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; logs: LogLine[]; output: string }> {
+function runAgent(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; logs: LogLine[]; output: string }> {
   const clean: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('TAGSCHED_') && !k.startsWith('npm_')) clean[k] = v;
-  const child = spawn(process.execPath, [AGENT_BIN, ...args], { env: { ...clean, TAGSCHED_MAX_BACKOFF: '0.5', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith('TAGSCHED_') && !k.startsWith('npm_')) clean[k] = v;
+  const child = spawn(process.execPath, [AGENT_BIN, ...args], {
+    env: { ...clean, TAGSCHED_MAX_BACKOFF: '0.5', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -31,8 +38,10 @@ function runAgent(args: string[], env: Record<string, string> = {}): Promise<{ c
   );
 }
 
-const readState = (file: string) => JSON.parse(fs.readFileSync(file, 'utf8')) as { workerToken: string; workerName: string; server: string };
-const accepted = async (url: string, token: string) => (await f.gql(url, '{ tokens { id } }', {}, token)).status === 200;
+const readState = (file: string) =>
+  JSON.parse(fs.readFileSync(file, 'utf8')) as { workerToken: string; workerName: string; server: string };
+const accepted = async (url: string, token: string) =>
+  (await f.gql(url, '{ tokens { id } }', {}, token)).status === 200;
 
 describe('tagsched-worker --rotate-token', () => {
   it('rotates the token given, then the one in the state file; the old ones are refused, and the agent runs as the same worker', async () => {
@@ -42,9 +51,13 @@ describe('tagsched-worker --rotate-token', () => {
       const workDir = path.join(f.dir, 'rot-1');
       const stateFile = path.join(workDir, 'state.json');
 
-      const first = await runAgent(['--rotate-token', '--server', server.url, '--work-dir', workDir], { TAGSCHED_WORKER_TOKEN: original });
+      const first = await runAgent(['--rotate-token', '--server', server.url, '--work-dir', workDir], {
+        TAGSCHED_WORKER_TOKEN: original,
+      });
       expect(first.code, first.output).toBe(0);
-      expect(first.logs.map((l) => l.msg)).toContain('token rotated: the new one is in the state file, the old one is revoked');
+      expect(first.logs.map((l) => l.msg)).toContain(
+        'token rotated: the new one is in the state file, the old one is revoked',
+      );
       expect(first.logs.some((l) => l.level === 40 && /--token/.test(String(l.msg)))).toBe(true); // the variable's token is dead now
       const afterFirst = readState(stateFile);
       expect(afterFirst).toMatchObject({ workerName: 'rot-1', server: server.url });
@@ -63,7 +76,10 @@ describe('tagsched-worker --rotate-token', () => {
       expect(await accepted(server.url, afterFirst.workerToken)).toBe(false);
 
       // The revoked token cannot rotate again: exit 2, the state file untouched.
-      const refused = await runAgent(['--rotate-token', '--server', server.url, '--work-dir', path.join(f.dir, 'elsewhere')], { TAGSCHED_WORKER_TOKEN: afterFirst.workerToken });
+      const refused = await runAgent(
+        ['--rotate-token', '--server', server.url, '--work-dir', path.join(f.dir, 'elsewhere')],
+        { TAGSCHED_WORKER_TOKEN: afterFirst.workerToken },
+      );
       expect(refused.code, refused.output).toBe(2);
       expect(readState(stateFile)).toEqual(afterSecond);
 
@@ -81,7 +97,13 @@ describe('tagsched-worker --rotate-token', () => {
   }, 120_000);
 
   it('exits 64 when there is no worker token to rotate', async () => {
-    const r = await runAgent(['--rotate-token', '--server', 'http://127.0.0.1:9/graphql', '--work-dir', path.join(f.dir, 'none')]);
+    const r = await runAgent([
+      '--rotate-token',
+      '--server',
+      'http://127.0.0.1:9/graphql',
+      '--work-dir',
+      path.join(f.dir, 'none'),
+    ]);
     expect(r.code, r.output).toBe(64);
     expect(r.logs.find((l) => l.msg === 'cannot start')?.reason).toMatch(/no worker token/);
   });

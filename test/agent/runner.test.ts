@@ -52,10 +52,20 @@ describe('startRun', () => {
   });
 
   it('gives the handler its task on stdin, its variables, its own directory, and a log file', async () => {
-    const run = startRun(spec('7', 'cat > task.json; echo "id=$TAGSCHED_WORK_REQUEST_ID name=$TAGSCHED_TASK_NAME j=$TAGSCHED_PARALLEL pwd=$(pwd)"; echo oops >&2'));
+    const run = startRun(
+      spec(
+        '7',
+        'cat > task.json; echo "id=$TAGSCHED_WORK_REQUEST_ID name=$TAGSCHED_TASK_NAME j=$TAGSCHED_PARALLEL pwd=$(pwd)"; echo oops >&2',
+      ),
+    );
     expect(await run.done).toEqual({ kind: 'exit', code: 0 });
     expect(run.dir).toBe(path.join(runsDir, '7'));
-    expect(JSON.parse(fs.readFileSync(path.join(run.dir, 'task.json'), 'utf8'))).toEqual({ id: '7', taskType: 'worker', taskName: 'noop', taskData: { n: 1 } });
+    expect(JSON.parse(fs.readFileSync(path.join(run.dir, 'task.json'), 'utf8'))).toEqual({
+      id: '7',
+      taskType: 'worker',
+      taskName: 'noop',
+      taskData: { n: 1 },
+    });
     const log = fs.readFileSync(run.logFile, 'utf8');
     expect(log).toContain(`id=7 name=noop j=3 pwd=${fs.realpathSync(run.dir)}`);
     expect(log).toContain('oops');
@@ -122,7 +132,10 @@ setInterval(() => {}, 1000);
       );
       const { spawn } = await import('node:child_process');
       const agent = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'ignore' });
-      await vi.waitFor(() => expect(fs.existsSync(path.join(dir, 'w', 'started'))).toBe(true), { timeout: 15_000, interval: 20 });
+      await vi.waitFor(() => expect(fs.existsSync(path.join(dir, 'w', 'started'))).toBe(true), {
+        timeout: 15_000,
+        interval: 20,
+      });
       agent.kill('SIGKILL');
       await new Promise((r) => setTimeout(r, 1500));
       expect(fs.existsSync(path.join(dir, 'w', 'late'))).toBe(false);
@@ -136,63 +149,69 @@ describe('a run in its own memory cgroup', () => {
   const expected = expectedMemoryMethod();
   const task = (id: string) => ({ id, taskType: 'worker', taskName: 'noop', taskData: {} });
 
-  it.runIf(expected !== 'PROCESS_TREE')('is measured by its cgroup, and what it left running in the background ends with it', async () => {
-    const plan = planMemoryCgroup('auto');
-    expect(plan.kind).toBe(expected === 'CGROUP_V2' ? 'v2' : 'v1');
-    if (plan.kind === 'none') return;
-    const runsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-cgroup-run-'));
-    try {
-      // A daemon in a session of its own: out of the handler's process group, still in its cgroup.
-      const run = startRun({
-        task: task('daemon $(touch pwned)'),
-        command: `setsid sh -c 'echo $$ > daemon.pid; exec sleep 60' & sleep 0.3; cat /proc/self/cgroup > cgroup.txt`,
-        runsDir,
-        parallel: 1,
-        env: { PATH: process.env.PATH },
-        memoryCgroup: plan,
-      });
-      expect(await run.done).toEqual({ kind: 'exit', code: 0 });
-      const usage = await run.usage;
-      expect(usage?.memoryMethod).toBe(expected);
-      expect(usage?.outOfMemory).toBe(false);
-      const leafName = cgroupLeafName('daemon $(touch pwned)');
-      expect(leafName).toMatch(/^tagsched-run-\d+-daemon_/);
-      expect(fs.readFileSync(path.join(run.dir, 'cgroup.txt'), 'utf8')).toContain(`/${leafName}\n`);
-      const daemon = Number(fs.readFileSync(path.join(run.dir, 'daemon.pid'), 'utf8'));
-      // Killed: gone, or a zombie until its new parent reaps it.
-      const state = () => {
-        try {
-          return fs.readFileSync(`/proc/${daemon}/stat`, 'utf8').split(') ')[1]?.[0];
-        } catch {
-          return 'gone';
-        }
-      };
-      expect(['gone', 'Z']).toContain(state());
-      expect(fs.existsSync(path.join(plan.parent, leafName))).toBe(false);
-      expect(fs.existsSync(path.join(run.dir, 'pwned'))).toBe(false);
-    } finally {
-      fs.rmSync(runsDir, { recursive: true, force: true });
-    }
-  });
+  it.runIf(expected !== 'PROCESS_TREE')(
+    'is measured by its cgroup, and what it left running in the background ends with it',
+    async () => {
+      const plan = planMemoryCgroup('auto');
+      expect(plan.kind).toBe(expected === 'CGROUP_V2' ? 'v2' : 'v1');
+      if (plan.kind === 'none') return;
+      const runsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-cgroup-run-'));
+      try {
+        // A daemon in a session of its own: out of the handler's process group, still in its cgroup.
+        const run = startRun({
+          task: task('daemon $(touch pwned)'),
+          command: `setsid sh -c 'echo $$ > daemon.pid; exec sleep 60' & sleep 0.3; cat /proc/self/cgroup > cgroup.txt`,
+          runsDir,
+          parallel: 1,
+          env: { PATH: process.env.PATH },
+          memoryCgroup: plan,
+        });
+        expect(await run.done).toEqual({ kind: 'exit', code: 0 });
+        const usage = await run.usage;
+        expect(usage?.memoryMethod).toBe(expected);
+        expect(usage?.outOfMemory).toBe(false);
+        const leafName = cgroupLeafName('daemon $(touch pwned)');
+        expect(leafName).toMatch(/^tagsched-run-\d+-daemon_/);
+        expect(fs.readFileSync(path.join(run.dir, 'cgroup.txt'), 'utf8')).toContain(`/${leafName}\n`);
+        const daemon = Number(fs.readFileSync(path.join(run.dir, 'daemon.pid'), 'utf8'));
+        // Killed: gone, or a zombie until its new parent reaps it.
+        const state = () => {
+          try {
+            return fs.readFileSync(`/proc/${daemon}/stat`, 'utf8').split(') ')[1]?.[0];
+          } catch {
+            return 'gone';
+          }
+        };
+        expect(['gone', 'Z']).toContain(state());
+        expect(fs.existsSync(path.join(plan.parent, leafName))).toBe(false);
+        expect(fs.existsSync(path.join(run.dir, 'pwned'))).toBe(false);
+      } finally {
+        fs.rmSync(runsDir, { recursive: true, force: true });
+      }
+    },
+  );
 });
 
 describe('the leaves of agents that are gone', () => {
-  it.runIf(expectedMemoryMethod() !== 'PROCESS_TREE')('are removed when an agent starts, those of live agents are not', () => {
-    const first = planMemoryCgroup('auto');
-    if (first.kind === 'none') throw new Error(first.why);
-    // No process has a pid above the kernel's largest (4194304).
-    const gone = path.join(first.parent, 'tagsched-run-4194305-7');
-    const alive = path.join(first.parent, `tagsched-run-${process.ppid}-7`);
-    fs.mkdirSync(gone);
-    fs.mkdirSync(alive);
-    try {
-      expect(planMemoryCgroup('auto')).toEqual(first);
-      expect(fs.existsSync(gone)).toBe(false);
-      expect(fs.existsSync(alive)).toBe(true);
-    } finally {
-      for (const dir of [gone, alive]) if (fs.existsSync(dir)) fs.rmdirSync(dir);
-    }
-  });
+  it.runIf(expectedMemoryMethod() !== 'PROCESS_TREE')(
+    'are removed when an agent starts, those of live agents are not',
+    () => {
+      const first = planMemoryCgroup('auto');
+      if (first.kind === 'none') throw new Error(first.why);
+      // No process has a pid above the kernel's largest (4194304).
+      const gone = path.join(first.parent, 'tagsched-run-4194305-7');
+      const alive = path.join(first.parent, `tagsched-run-${process.ppid}-7`);
+      fs.mkdirSync(gone);
+      fs.mkdirSync(alive);
+      try {
+        expect(planMemoryCgroup('auto')).toEqual(first);
+        expect(fs.existsSync(gone)).toBe(false);
+        expect(fs.existsSync(alive)).toBe(true);
+      } finally {
+        for (const dir of [gone, alive]) if (fs.existsSync(dir)) fs.rmdirSync(dir);
+      }
+    },
+  );
 });
 
 describe('a run whose file system fills up', () => {

@@ -24,14 +24,21 @@ const ALLOCATE = `/usr/bin/python3 -c 'import time; b = bytearray(b"\\x01") * (3
 // dd writes 200 MiB of data into the run's directory, which stays there until the end.
 const ALLOCATE_AND_WRITE = [ALLOCATE, 'dd if=/dev/zero of=big bs=1M count=200 conv=fsync status=none'].join('; ');
 
-const STATISTICS = 'statistics { setupSeconds runSeconds teardownSeconds cpuSeconds peakMemoryBytes peakDiskBytes cpuCount memoryMethod recordedAt }';
+const STATISTICS =
+  'statistics { setupSeconds runSeconds teardownSeconds cpuSeconds peakMemoryBytes peakDiskBytes cpuCount memoryMethod recordedAt }';
 
 describe('what a run used', () => {
   it('is measured by the agent on a real handler (300 MiB held, 200 MiB written: within 10 %), kept with the request and counted in /metrics', async () => {
     const server = await f.server();
     try {
       // A noop whose taskData says {"result": false} fails: its completion takes the full path (a transaction with the row locked).
-      const agent = await f.agent({ name: 'stats-1', url: server.url, output: ALLOCATE_AND_WRITE, sleep: '0', env: { FAULT_FAIL_MATCH: 'noop:*"result":false*' } });
+      const agent = await f.agent({
+        name: 'stats-1',
+        url: server.url,
+        output: ALLOCATE_AND_WRITE,
+        sleep: '0',
+        env: { FAULT_FAIL_MATCH: 'noop:*"result":false*' },
+      });
       const id = await f.createNoop(server.url);
       expect((await settled(f, [id]))[0]).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS' });
 
@@ -58,7 +65,10 @@ describe('what a run used', () => {
       expect(EXPECTED === 'PROCESS_TREE' ? [false, null] : [false]).toContain(measured.outOfMemory);
       // The run's cgroup is gone with it (this agent's leaves only: other tests' agents may share the parent).
       const cgroup = agent.logged('how peak memory is measured')[0].cgroup as string | undefined;
-      if (EXPECTED !== 'PROCESS_TREE') expect(fs.readdirSync(cgroup!).filter((name) => name.startsWith(`tagsched-run-${agent.agentPid()}-`))).toEqual([]);
+      if (EXPECTED !== 'PROCESS_TREE')
+        expect(fs.readdirSync(cgroup!).filter((name) => name.startsWith(`tagsched-run-${agent.agentPid()}-`))).toEqual(
+          [],
+        );
 
       // The histograms of /metrics, labelled by task.
       const metrics = await until('the run to be counted in /metrics', async () => {
@@ -70,15 +80,21 @@ describe('what a run used', () => {
       expect(metrics).toMatch(/tagsched_run_cpu_seconds_count\{task="noop"\} 1/);
 
       // On the request's status page and in tagsched-admin work show.
-      const page = await fetch(server.url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), { headers: { authorization: `Bearer ${ADMIN}` } });
+      const page = await fetch(server.url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), {
+        headers: { authorization: `Bearer ${ADMIN}` },
+      });
       expect(page.status).toBe(200);
       const html = await page.text();
       expect(html).toContain(`peak memory ${(s.peakMemoryBytes / MIB).toFixed(1)} MiB (${LABELS[EXPECTED]})`);
       expect(html).toContain(`peak disk ${(s.peakDiskBytes / MIB).toFixed(1)} MiB in its directory`);
       const shown = await runCli(server.url, ['work', 'show', id], { token: ADMIN });
       expect(shown.code, shown.stderr).toBe(0);
-      expect(shown.stdout).toMatch(new RegExp(`Peak memory:\\s+${(s.peakMemoryBytes / MIB).toFixed(1)} MiB \\(${LABELS[EXPECTED]}\\)`));
-      expect(shown.stdout).toMatch(new RegExp(`Peak disk:\\s+${(s.peakDiskBytes / MIB).toFixed(1)} MiB in its run directory`));
+      expect(shown.stdout).toMatch(
+        new RegExp(`Peak memory:\\s+${(s.peakMemoryBytes / MIB).toFixed(1)} MiB \\(${LABELS[EXPECTED]}\\)`),
+      );
+      expect(shown.stdout).toMatch(
+        new RegExp(`Peak disk:\\s+${(s.peakDiskBytes / MIB).toFixed(1)} MiB in its run directory`),
+      );
       expect(shown.stdout).toMatch(/Wall time:\s+run \d/);
 
       // Figures out of bounds are a typed error, never a 500; the kept figures stay as they were.
@@ -91,7 +107,14 @@ describe('what a run used', () => {
         { memoryLimitBytes: 2 ** 60 },
         { memoryLimitBytes: 1.5 },
       ]) {
-        const statistics = { setupSeconds: 0, runSeconds: 1, teardownSeconds: 0, cpuCount: 1, memoryMethod: 'PROCESS_TREE', ...bad };
+        const statistics = {
+          setupSeconds: 0,
+          runSeconds: 1,
+          teardownSeconds: 0,
+          cpuCount: 1,
+          memoryMethod: 'PROCESS_TREE',
+          ...bad,
+        };
         const answer = await f.gql(
           server.url,
           `mutation($s: RunStatisticsInput) { completeWorkRequest(input: { id: "${id}", result: SUCCESS, statistics: $s }) { __typename ... on Error { code message } } }`,
@@ -99,7 +122,10 @@ describe('what a run used', () => {
           agent.token,
         );
         expect(answer.status).toBe(200);
-        expect(answer.data?.completeWorkRequest, JSON.stringify(answer)).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
+        expect(answer.data?.completeWorkRequest, JSON.stringify(answer)).toMatchObject({
+          __typename: 'InputError',
+          code: 'INVALID_INPUT',
+        });
       }
       const huge = await f.gql(
         server.url,
@@ -116,10 +142,15 @@ describe('what a run used', () => {
       );
       const failedId = failing.data!.createWorkRequest.id as string;
       expect((await settled(f, [failedId]))[0]).toMatchObject({ status: 'COMPLETED', result: 'FAILURE' });
-      const failed = (await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id: failedId })).data?.workRequest?.statistics;
+      const failed = (
+        await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id: failedId })
+      ).data?.workRequest?.statistics;
       expect(failed.peakMemoryBytes / MIB).toBeGreaterThan(300 * 0.9);
       expect(failed.peakDiskBytes / MIB).toBeGreaterThan(200 * 0.9);
-      expect((await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id })).data?.workRequest?.statistics).toEqual(s);
+      expect(
+        (await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id })).data
+          ?.workRequest?.statistics,
+      ).toEqual(s);
     } finally {
       await server.stop();
     }
@@ -127,13 +158,21 @@ describe('what a run used', () => {
   it('in a run cgroup with a 64 MiB limit (--handler-memory-limit), a handler that takes 300 MiB is killed by the OOM killer and the run says outOfMemory', async () => {
     const server = await f.server();
     try {
-      const agent = await f.agent({ name: 'stats-oom', url: server.url, output: ALLOCATE, sleep: '0', env: { TAGSCHED_HANDLER_MEMORY_LIMIT: '64' } });
+      const agent = await f.agent({
+        name: 'stats-oom',
+        url: server.url,
+        output: ALLOCATE,
+        sleep: '0',
+        env: { TAGSCHED_HANDLER_MEMORY_LIMIT: '64' },
+      });
       const id = await f.createNoop(server.url);
       await settled(f, [id]);
       const measured = await agent.waitForLog('run measured', (l) => l.id === id);
       if (EXPECTED === 'PROCESS_TREE') {
         // No cgroup here: the limit cannot be applied, and the agent says so at start.
-        expect(agent.logged('no memory cgroup: --handler-memory-limit (TAGSCHED_HANDLER_MEMORY_LIMIT) is not applied')).toHaveLength(1);
+        expect(
+          agent.logged('no memory cgroup: --handler-memory-limit (TAGSCHED_HANDLER_MEMORY_LIMIT) is not applied'),
+        ).toHaveLength(1);
         expect(measured.memoryMethod).toBe('PROCESS_TREE');
         return;
       }
@@ -142,10 +181,19 @@ describe('what a run used', () => {
       expect(measured.peakMemoryBytes as number).toBeLessThanOrEqual(64 * MIB);
       expect(measured.peakMemoryBytes as number).toBeGreaterThan(32 * MIB);
       // Python was killed (SIGKILL: the handler's shell saw 137 and went on); its output says so.
-      const log = await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { status statistics { memoryMethod peakMemoryBytes outOfMemory memoryLimitBytes } } }`, { id });
+      const log = await f.gql(
+        server.url,
+        `query($id: ID!) { workRequest(id: $id) { status statistics { memoryMethod peakMemoryBytes outOfMemory memoryLimitBytes } } }`,
+        { id },
+      );
       expect(log.data?.workRequest).toMatchObject({
         status: 'COMPLETED',
-        statistics: { memoryMethod: EXPECTED, peakMemoryBytes: measured.peakMemoryBytes, outOfMemory: true, memoryLimitBytes: 64 * MIB },
+        statistics: {
+          memoryMethod: EXPECTED,
+          peakMemoryBytes: measured.peakMemoryBytes,
+          outOfMemory: true,
+          memoryLimitBytes: 64 * MIB,
+        },
       });
     } finally {
       await server.stop();
@@ -175,7 +223,9 @@ describe('what a run used', () => {
         });
         await f.createNoop(server.url);
         const daemon = await until('the daemon to start', () =>
-          fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, 'utf8')) > 0 ? Number(fs.readFileSync(pidFile, 'utf8')) : null,
+          fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, 'utf8')) > 0
+            ? Number(fs.readFileSync(pidFile, 'utf8'))
+            : null,
         );
         expect(alive(daemon)).toBe(true);
         const revoked = await f.gql(server.url, `mutation { revokeToken(input: {}) { __typename } }`, {}, agent.token);
@@ -196,11 +246,21 @@ describe('what a run used', () => {
   it('with --memory-cgroup off (TAGSCHED_MEMORY_CGROUP=off) measures the process tree', async () => {
     const server = await f.server();
     try {
-      const agent = await f.agent({ name: 'stats-off', url: server.url, output: ALLOCATE, sleep: '0', env: { TAGSCHED_MEMORY_CGROUP: 'off' } });
-      expect(agent.logged('how peak memory is measured')[0]).toMatchObject({ memoryMethod: 'PROCESS_TREE', why: expect.stringContaining('--memory-cgroup off') });
+      const agent = await f.agent({
+        name: 'stats-off',
+        url: server.url,
+        output: ALLOCATE,
+        sleep: '0',
+        env: { TAGSCHED_MEMORY_CGROUP: 'off' },
+      });
+      expect(agent.logged('how peak memory is measured')[0]).toMatchObject({
+        memoryMethod: 'PROCESS_TREE',
+        why: expect.stringContaining('--memory-cgroup off'),
+      });
       const id = await f.createNoop(server.url);
       expect((await settled(f, [id]))[0]).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS' });
-      const s = (await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id })).data?.workRequest?.statistics;
+      const s = (await f.gql(server.url, `query($id: ID!) { workRequest(id: $id) { ${STATISTICS} } }`, { id })).data
+        ?.workRequest?.statistics;
       expect(s.memoryMethod).toBe('PROCESS_TREE');
       expect(s.peakMemoryBytes / MIB).toBeGreaterThan(300 * 0.9);
       expect(s.peakMemoryBytes / MIB).toBeLessThan(300 * 1.1);

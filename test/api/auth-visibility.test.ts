@@ -1,6 +1,19 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { ERROR_FIELDS, createPool, createUser, createWorkspace, expectResult, memberOf, ok, registerWorker, sbuild, snapshot, submit, submitOk } from '../helpers/fixtures.js';
+import {
+  ERROR_FIELDS,
+  createPool,
+  createUser,
+  createWorkspace,
+  expectResult,
+  memberOf,
+  ok,
+  registerWorker,
+  sbuild,
+  snapshot,
+  submit,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp();
 
@@ -21,20 +34,29 @@ beforeAll(async () => {
   tokens.w1 = await registerWorker(t, 'vis-w1');
   tokens.w2 = await registerWorker(t, 'vis-w2');
   await createPool(t, { name: 'vis-pool' });
-  const activation = await ok(t, 'mutation { createActivationToken(input: { pool: "vis-pool" }) { ... on ActivationTokenPayload { token } } }');
+  const activation = await ok(
+    t,
+    'mutation { createActivationToken(input: { pool: "vis-pool" }) { ... on ActivationTokenPayload { token } } }',
+  );
   tokens.activation = activation.createActivationToken.token;
 
   wr.public = (await submitOk(t, sbuild('vis/public', 'pub-pkg'))).id;
   wr.private = (await submitOk(t, sbuild('vis/private', 'priv-pkg'), tokens.alice)).id;
   wr.secret = (await submitOk(t, sbuild('vis/secret', 'secret-pkg'))).id;
   wr.secretAssigned = (await submitOk(t, sbuild('vis/secret', 'secret-assigned'))).id;
-  await t.sql(`update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'vis-w1') where id = ?`, [
-    Number(wr.secretAssigned),
-  ]);
+  await t.sql(
+    `update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'vis-w1') where id = ?`,
+    [Number(wr.secretAssigned)],
+  );
 });
 
 const listIds = async (token: string | null, filter: Record<string, unknown> = {}) => {
-  const r = await ok(t, 'query($f: WorkRequestFilter) { workRequests(filter: $f, first: 500) { edges { node { id } } } }', { f: filter }, token);
+  const r = await ok(
+    t,
+    'query($f: WorkRequestFilter) { workRequests(filter: $f, first: 500) { edges { node { id } } } }',
+    { f: filter },
+    token,
+  );
   return (r.workRequests.edges as { node: { id: string } }[]).map((e) => e.node.id).sort();
 };
 const labels = (names: string[]) => names.map((n) => wr[n]).sort();
@@ -82,20 +104,34 @@ describe('work request visibility (docs/design.md: interfaces)', () => {
       tokens.alice,
     );
     expect(added.addWorkRequestDependencies.code).toBe('UNKNOWN_DEPENDENCY');
-    await ok(t, 'mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }', { id: blocked.id }, tokens.alice);
+    await ok(
+      t,
+      'mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }',
+      { id: blocked.id },
+      tokens.alice,
+    );
   });
 
   it('making a workspace public shows its work to everybody, and private again hides it', async () => {
-    await expectResult(t, 'Workspace', 'mutation { updateWorkspace(input: { name: "vis/secret", isPublic: true }) { __typename ... on Workspace { isPublic } } }');
+    await expectResult(
+      t,
+      'Workspace',
+      'mutation { updateWorkspace(input: { name: "vis/secret", isPublic: true }) { __typename ... on Workspace { isPublic } } }',
+    );
     expect(await listIds(tokens.carol)).toEqual(labels(['public', 'secret', 'secretAssigned']));
-    await expectResult(t, 'Workspace', 'mutation { updateWorkspace(input: { name: "vis/secret", isPublic: false }) { __typename } }');
+    await expectResult(
+      t,
+      'Workspace',
+      'mutation { updateWorkspace(input: { name: "vis/secret", isPublic: false }) { __typename } }',
+    );
     expect(await listIds(tokens.carol)).toEqual(labels(['public']));
   });
 });
 
 describe('workspace visibility', () => {
   const workspaces = async (token: string | null) =>
-    (await ok(t, '{ workspaces { name scope isPublic viewerRole members { user { username } role } } }', {}, token)).workspaces as {
+    (await ok(t, '{ workspaces { name scope isPublic viewerRole members { user { username } role } } }', {}, token))
+      .workspaces as {
       name: string;
       viewerRole: string | null;
       members: { user: { username: string }; role: string }[];
@@ -143,14 +179,33 @@ describe('workspace visibility', () => {
     );
     expect((await workspaces(tokens.carol)).find((w) => w.name === 'vis/public')!.viewerRole).toBe('VIEWER');
 
-    const refused = await ok(t, `mutation { updateWorkspace(input: { name: "vis/private", isPublic: true }) { __typename ${ERROR_FIELDS} } }`, {}, tokens.alice);
+    const refused = await ok(
+      t,
+      `mutation { updateWorkspace(input: { name: "vis/private", isPublic: true }) { __typename ${ERROR_FIELDS} } }`,
+      {},
+      tokens.alice,
+    );
     expect(refused.updateWorkspace.code).toBe('FORBIDDEN');
-    const member = await ok(t, `mutation { setWorkspaceMember(input: { workspace: "vis/private", username: "carol" }) { __typename ${ERROR_FIELDS} } }`, {}, tokens.alice);
+    const member = await ok(
+      t,
+      `mutation { setWorkspaceMember(input: { workspace: "vis/private", username: "carol" }) { __typename ${ERROR_FIELDS} } }`,
+      {},
+      tokens.alice,
+    );
     expect(member.setWorkspaceMember.code).toBe('FORBIDDEN');
     // A private workspace looks missing to those outside it, even to change it.
-    const hidden = await ok(t, `mutation { updateWorkspace(input: { name: "vis/secret", isPublic: true }) { __typename ${ERROR_FIELDS} } }`, {}, tokens.alice);
+    const hidden = await ok(
+      t,
+      `mutation { updateWorkspace(input: { name: "vis/secret", isPublic: true }) { __typename ${ERROR_FIELDS} } }`,
+      {},
+      tokens.alice,
+    );
     expect(hidden.updateWorkspace).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
-    expect((await t.sql<{ is_public: boolean }>(`select is_public from workspace where name in ('private', 'secret')`)).map((r) => r.is_public)).toEqual([false, false]);
+    expect(
+      (await t.sql<{ is_public: boolean }>(`select is_public from workspace where name in ('private', 'secret')`)).map(
+        (r) => r.is_public,
+      ),
+    ).toEqual([false, false]);
   });
 });
 
@@ -168,13 +223,31 @@ describe('me', () => {
 
 describe('who may abort', () => {
   it('a viewer who cannot see a request gets NOT_FOUND, one who can but is not allowed gets FORBIDDEN', async () => {
-    const hidden = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`, { id: wr.secret }, tokens.alice);
+    const hidden = await ok(
+      t,
+      `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`,
+      { id: wr.secret },
+      tokens.alice,
+    );
     expect(hidden.abortWorkRequest).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
-    const notMine = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`, { id: wr.public }, tokens.carol);
+    const notMine = await ok(
+      t,
+      `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`,
+      { id: wr.public },
+      tokens.carol,
+    );
     expect(notMine.abortWorkRequest.code).toBe('FORBIDDEN');
-    const byWorker = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`, { id: wr.secretAssigned }, tokens.w1);
+    const byWorker = await ok(
+      t,
+      `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ${ERROR_FIELDS} } }`,
+      { id: wr.secretAssigned },
+      tokens.w1,
+    );
     expect(byWorker.abortWorkRequest.code).toBe('FORBIDDEN');
-    const statuses = await t.sql<{ status: string }>('select status from work_request where id = any(?::int[]) order by id', [`{${wr.secret},${wr.public},${wr.secretAssigned}}`]);
+    const statuses = await t.sql<{ status: string }>(
+      'select status from work_request where id = any(?::int[]) order by id',
+      [`{${wr.secret},${wr.public},${wr.secretAssigned}}`],
+    );
     expect(statuses.map((s) => s.status)).toEqual(['PENDING', 'PENDING', 'ASSIGNED']);
   });
 
@@ -185,6 +258,10 @@ describe('who may abort', () => {
       { id: wr.public },
       tokens.publicOwner,
     );
-    expect(r.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED', statusReason: 'aborted by alice-public-owner' });
+    expect(r.abortWorkRequest).toEqual({
+      __typename: 'WorkRequest',
+      status: 'ABORTED',
+      statusReason: 'aborted by alice-public-owner',
+    });
   });
 });

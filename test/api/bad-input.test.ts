@@ -53,21 +53,49 @@ async function expectRefused(input: Json, expected: Json, token: string | null =
 
 describe('createWorkRequest refuses bad input with a typed error and writes nothing', () => {
   it.each([
-    ['a required tag with a space', { requiredTags: ['site:ok', 'bad tag'] }, { __typename: 'InputError', code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'bad tag' }],
-    ['a required tag with a value', { requiredTags: ['worker:cpu-count=4'] }, { code: 'INVALID_TAG', path: 'input.requiredTags[0]', tag: 'worker:cpu-count=4' }],
+    [
+      'a required tag with a space',
+      { requiredTags: ['site:ok', 'bad tag'] },
+      { __typename: 'InputError', code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'bad tag' },
+    ],
+    [
+      'a required tag with a value',
+      { requiredTags: ['worker:cpu-count=4'] },
+      { code: 'INVALID_TAG', path: 'input.requiredTags[0]', tag: 'worker:cpu-count=4' },
+    ],
     ['an empty provided tag', { providedTags: [''] }, { code: 'INVALID_TAG', path: 'input.providedTags[0]', tag: '' }],
-    ['a provided tag with a minimum', { providedTags: ['worker:cpu-count>=4'] }, { code: 'INVALID_TAG', path: 'input.providedTags[0]' }],
-    ['a tag of 256 characters', { requiredTags: ['x'.repeat(256)] }, { code: 'INVALID_TAG', path: 'input.requiredTags[0]' }],
+    [
+      'a provided tag with a minimum',
+      { providedTags: ['worker:cpu-count>=4'] },
+      { code: 'INVALID_TAG', path: 'input.providedTags[0]' },
+    ],
+    [
+      'a tag of 256 characters',
+      { requiredTags: ['x'.repeat(256)] },
+      { code: 'INVALID_TAG', path: 'input.requiredTags[0]' },
+    ],
     [
       'a provided task:workspace tag',
       { providedTags: ['task:workspace:debian:security'] },
       { code: 'TAG_NOT_ALLOWED', path: 'input.providedTags[0]', tag: 'task:workspace:debian:security' },
     ],
-    ['a provided task:scope tag', { providedTags: ['task:scope:debian'] }, { code: 'TAG_NOT_ALLOWED', tag: 'task:scope:debian' }],
-    ['a provided custom tag the workspace does not grant', { providedTags: ['site:gpu'] }, { code: 'TAG_NOT_ALLOWED', path: 'input.providedTags[0]', tag: 'site:gpu' }],
+    [
+      'a provided task:scope tag',
+      { providedTags: ['task:scope:debian'] },
+      { code: 'TAG_NOT_ALLOWED', tag: 'task:scope:debian' },
+    ],
+    [
+      'a provided custom tag the workspace does not grant',
+      { providedTags: ['site:gpu'] },
+      { code: 'TAG_NOT_ALLOWED', path: 'input.providedTags[0]', tag: 'site:gpu' },
+    ],
     ['an unknown task name', { taskName: 'sbuild2' }, { code: 'UNKNOWN_TASK', path: 'input.taskName' }],
     ['an unknown task type', { taskType: 'gpu' }, { code: 'UNKNOWN_TASK', path: 'input.taskType' }],
-    ['taskData missing a field', { taskData: { host_architecture: 'amd64' } }, { code: 'INVALID_TASK_DATA', path: 'input.taskData.source_package' }],
+    [
+      'taskData missing a field',
+      { taskData: { host_architecture: 'amd64' } },
+      { code: 'INVALID_TASK_DATA', path: 'input.taskData.source_package' },
+    ],
     [
       'taskData with an unknown key',
       { taskData: { source_package: 'hello', host_architecture: 'amd64', colour: 'red' } },
@@ -85,15 +113,39 @@ describe('createWorkRequest refuses bad input with a typed error and writes noth
       { code: 'UNKNOWN_ENVIRONMENT', path: 'input.taskData.environment_id' },
     ],
     ['an unknown dependency', { dependsOn: ['987654'] }, { code: 'UNKNOWN_DEPENDENCY', path: 'input.dependsOn' }],
-    ['a dependency id that is not a number', { dependsOn: ['abc'] }, { code: 'INVALID_INPUT', path: 'input.dependsOn[0]' }],
-    ['a workspace that does not exist', { workspace: 'bad/nope' }, { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.workspace' }],
+    [
+      'a dependency id that is not a number',
+      { dependsOn: ['abc'] },
+      { code: 'INVALID_INPUT', path: 'input.dependsOn[0]' },
+    ],
+    [
+      'a workspace that does not exist',
+      { workspace: 'bad/nope' },
+      { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.workspace' },
+    ],
     ['a workspace name without a scope', { workspace: 'main' }, { code: 'INVALID_INPUT', path: 'input.workspace' }],
-    ['a public workspace the user is not a member of', { workspace: 'bad/other' }, { __typename: 'ForbiddenError', code: 'FORBIDDEN' }],
-    ['a private workspace the user is not a member of', { workspace: 'bad/hidden' }, { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.workspace' }],
+    [
+      'a public workspace the user is not a member of',
+      { workspace: 'bad/other' },
+      { __typename: 'ForbiddenError', code: 'FORBIDDEN' },
+    ],
+    [
+      'a private workspace the user is not a member of',
+      { workspace: 'bad/hidden' },
+      { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.workspace' },
+    ],
     ['a positive priorityAdjustment', { priorityAdjustment: 1 }, { __typename: 'ForbiddenError', code: 'FORBIDDEN' }],
     ['a priority out of range', { priorityBase: 2_000_000 }, { code: 'INVALID_INPUT', path: 'input.priorityBase' }],
-    [`more than ${MAX_TAGS} required tags`, { requiredTags: ['a:1', 'a:2', 'a:3', 'a:4', 'a:5', 'a:6'] }, { code: 'TOO_MANY_TAGS', path: 'input.requiredTags' }],
-    [`more than ${MAX_TAGS} provided tags`, { providedTags: ['a:1', 'a:2', 'a:3', 'a:4', 'a:5', 'a:6'] }, { code: 'TOO_MANY_TAGS', path: 'input.providedTags' }],
+    [
+      `more than ${MAX_TAGS} required tags`,
+      { requiredTags: ['a:1', 'a:2', 'a:3', 'a:4', 'a:5', 'a:6'] },
+      { code: 'TOO_MANY_TAGS', path: 'input.requiredTags' },
+    ],
+    [
+      `more than ${MAX_TAGS} provided tags`,
+      { providedTags: ['a:1', 'a:2', 'a:3', 'a:4', 'a:5', 'a:6'] },
+      { code: 'TOO_MANY_TAGS', path: 'input.providedTags' },
+    ],
     [
       `taskData over ${MAX_TASK_DATA_BYTES} bytes`,
       { taskName: 'noop', taskData: { result: true, padding: 'x'.repeat(MAX_TASK_DATA_BYTES) } },
@@ -105,7 +157,10 @@ describe('createWorkRequest refuses bad input with a typed error and writes noth
 
   it('counts taskData in UTF-8 bytes, not characters', async () => {
     // 400 three-byte characters: 400 characters but 1200 bytes.
-    await expectRefused({ ...sbuild('bad/main'), taskName: 'noop', taskData: { pad: '€'.repeat(400) } }, { code: 'TASK_DATA_TOO_LARGE' });
+    await expectRefused(
+      { ...sbuild('bad/main'), taskName: 'noop', taskData: { pad: '€'.repeat(400) } },
+      { code: 'TASK_DATA_TOO_LARGE' },
+    );
   });
 
   it('a private workspace outside the user looks exactly like a missing one', async () => {
@@ -120,7 +175,11 @@ describe('createWorkRequest refuses bad input with a typed error and writes noth
   });
 
   it('a tag at the limits is accepted', async () => {
-    const wr = await submitOk(t, { ...sbuild('bad/main'), requiredTags: ['a:1', 'a:2', 'a:3', 'a:4', 'x'.repeat(255)] }, alice);
+    const wr = await submitOk(
+      t,
+      { ...sbuild('bad/main'), requiredTags: ['a:1', 'a:2', 'a:3', 'a:4', 'x'.repeat(255)] },
+      alice,
+    );
     expect(tagsOf(wr.requiredTags)).toContain('x'.repeat(255));
   });
 });
@@ -130,34 +189,58 @@ describe('a provided tag under a prefix the workspace does not grant', () => {
     await createWorkspace(t, 'bad/grants');
     const member = await memberOf(t, 'bad/grants', 'granted-user');
     const input = { ...sbuild('bad/grants'), providedTags: ['site:gpu-ok'] };
-    const refused = await expectRefused(input, { code: 'TAG_NOT_ALLOWED', tag: 'site:gpu-ok', path: 'input.providedTags[0]' }, member);
+    const refused = await expectRefused(
+      input,
+      { code: 'TAG_NOT_ALLOWED', tag: 'site:gpu-ok', path: 'input.providedTags[0]' },
+      member,
+    );
     expect(refused.message).toContain('site:gpu-ok');
 
-    await expectResult(t, 'Workspace', 'mutation { updateWorkspace(input: { name: "bad/grants", providableTagPrefixes: ["site:gpu"] }) { __typename } }');
+    await expectResult(
+      t,
+      'Workspace',
+      'mutation { updateWorkspace(input: { name: "bad/grants", providableTagPrefixes: ["site:gpu"] }) { __typename } }',
+    );
     const wr = await submitOk(t, input, member);
     expect(wr.providedTags).toContainEqual({ tag: 'site:gpu-ok', provenance: 'USER', source: 'user-input' });
 
     // A granted prefix does not lift an ontology's own restriction.
-    await expectResult(t, 'Workspace', 'mutation { updateWorkspace(input: { name: "bad/grants", providableTagPrefixes: ["site:gpu", "task:"] }) { __typename } }');
-    await expectRefused({ ...input, providedTags: ['task:source-package:linux'] }, { code: 'TAG_NOT_ALLOWED', tag: 'task:source-package:linux' }, member);
+    await expectResult(
+      t,
+      'Workspace',
+      'mutation { updateWorkspace(input: { name: "bad/grants", providableTagPrefixes: ["site:gpu", "task:"] }) { __typename } }',
+    );
+    await expectRefused(
+      { ...input, providedTags: ['task:source-package:linux'] },
+      { code: 'TAG_NOT_ALLOWED', tag: 'task:source-package:linux' },
+      member,
+    );
     // Nor does it reach beyond the prefix.
     await expectRefused({ ...input, providedTags: ['site:cpu'] }, { code: 'TAG_NOT_ALLOWED', tag: 'site:cpu' }, member);
   });
 });
 
 describe('a worker claiming tags it may not provide', () => {
-  it.each(['worker:class:trusted', 'worker:class:large', 'worker:type:signing', 'worker:type:server', 'site:custom', 'worker:executor:auto'])(
-    'is not an error: %s is dropped and recorded in rejectedTags',
-    async (tag) => {
-      const w = await reportMetadata(t, workerToken, { architectures: ['amd64'], providedTags: [tag, 'worker:cap:kvm'] });
-      expect(tagsOf(w.providedTags)).not.toContain(tag);
-      expect(tagsOf(w.providedTags)).toContain('worker:cap:kvm');
-      expect(w.rejectedTags).toEqual([expect.objectContaining({ tag, provenance: 'WORKER', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY' })]);
-      const [row] = await t.sql<{ provided_tags: string[]; rejected_tags: { tag: string }[] }>(`select provided_tags, rejected_tags from worker where name = 'bad-worker'`);
-      expect(row.provided_tags).not.toContain(tag);
-      expect(row.rejected_tags.map((r) => r.tag)).toEqual([tag]);
-    },
-  );
+  it.each([
+    'worker:class:trusted',
+    'worker:class:large',
+    'worker:type:signing',
+    'worker:type:server',
+    'site:custom',
+    'worker:executor:auto',
+  ])('is not an error: %s is dropped and recorded in rejectedTags', async (tag) => {
+    const w = await reportMetadata(t, workerToken, { architectures: ['amd64'], providedTags: [tag, 'worker:cap:kvm'] });
+    expect(tagsOf(w.providedTags)).not.toContain(tag);
+    expect(tagsOf(w.providedTags)).toContain('worker:cap:kvm');
+    expect(w.rejectedTags).toEqual([
+      expect.objectContaining({ tag, provenance: 'WORKER', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY' }),
+    ]);
+    const [row] = await t.sql<{ provided_tags: string[]; rejected_tags: { tag: string }[] }>(
+      `select provided_tags, rejected_tags from worker where name = 'bad-worker'`,
+    );
+    expect(row.provided_tags).not.toContain(tag);
+    expect(row.rejected_tags.map((r) => r.tag)).toEqual([tag]);
+  });
 
   it('an invalid tag in a report is dropped too, not refused', async () => {
     const w = await reportMetadata(t, workerToken, { providedTags: ['not valid', 'worker:cap:kvm'] });
@@ -168,7 +251,10 @@ describe('a worker claiming tags it may not provide', () => {
 
 describe('tokens', () => {
   const MUTATIONS_NEEDING_A_TOKEN: [string, string][] = [
-    ['createWorkRequest', 'createWorkRequest(input: { workspace: "bad/main", taskType: "worker", taskName: "noop", taskData: {} })'],
+    [
+      'createWorkRequest',
+      'createWorkRequest(input: { workspace: "bad/main", taskType: "worker", taskName: "noop", taskData: {} })',
+    ],
     ['abortWorkRequest', 'abortWorkRequest(input: { id: "1" })'],
     ['addWorkRequestDependencies', 'addWorkRequestDependencies(input: { id: "1", dependsOn: ["2"] })'],
     ['registerWorker', 'registerWorker(input: { name: "anon-w" })'],
@@ -180,13 +266,16 @@ describe('tokens', () => {
     ['createWorkspace', 'createWorkspace(input: { name: "anon/ws" })'],
   ];
 
-  it.each(MUTATIONS_NEEDING_A_TOKEN)('%s without a token is an UnauthenticatedError and writes nothing', async (field, call) => {
-    const before = await snapshot(t);
-    const r = await ok(t, `mutation { ${call} { __typename ${ERROR_FIELDS} } }`, {}, null);
-    expect(r[field]).toMatchObject({ __typename: 'UnauthenticatedError', code: 'UNAUTHENTICATED' });
-    expect(r[field].message).toMatch(/bearer token/i);
-    expect(await snapshot(t)).toEqual(before);
-  });
+  it.each(MUTATIONS_NEEDING_A_TOKEN)(
+    '%s without a token is an UnauthenticatedError and writes nothing',
+    async (field, call) => {
+      const before = await snapshot(t);
+      const r = await ok(t, `mutation { ${call} { __typename ${ERROR_FIELDS} } }`, {}, null);
+      expect(r[field]).toMatchObject({ __typename: 'UnauthenticatedError', code: 'UNAUTHENTICATED' });
+      expect(r[field].message).toMatch(/bearer token/i);
+      expect(await snapshot(t)).toEqual(before);
+    },
+  );
 
   const expect401 = async (token: string, query: string) => {
     const before = await snapshot(t);
@@ -211,7 +300,9 @@ describe('tokens', () => {
   it('a disabled token is refused with HTTP 401 UNAUTHENTICATED', async () => {
     const token = await createUser(t, 'soon-disabled', true);
     expect((await ok(t, AS_QUERY, {}, token)).me).toEqual({ username: 'soon-disabled' });
-    await t.sql(`update token set enabled = false where user_id = (select id from app_user where username = 'soon-disabled')`);
+    await t.sql(
+      `update token set enabled = false where user_id = (select id from app_user where username = 'soon-disabled')`,
+    );
     expect(await expect401(token, AS_QUERY)).toMatch(/disabled/);
     await expect401(token, AS_MUTATION);
   });
@@ -226,7 +317,10 @@ describe('tokens', () => {
 describe('only admins change workers, pools, environments and the directory', () => {
   const ADMIN_MUTATIONS: [string, string][] = [
     ['registerWorker', 'registerWorker(input: { name: "evil-w" })'],
-    ['setWorkerStaticMetadata', 'setWorkerStaticMetadata(input: { name: "bad-worker", metadata: { providedTags: ["worker:class:trusted"] } })'],
+    [
+      'setWorkerStaticMetadata',
+      'setWorkerStaticMetadata(input: { name: "bad-worker", metadata: { providedTags: ["worker:class:trusted"] } })',
+    ],
     ['drainWorker', 'drainWorker(input: { name: "bad-worker" })'],
     ['undrainWorker', 'undrainWorker(input: { name: "bad-worker" })'],
     ['enableWorker', 'enableWorker(input: { name: "bad-worker" })'],
@@ -251,16 +345,30 @@ describe('only admins change workers, pools, environments and the directory', ()
   });
 
   it('addGroupMembers by a user is FORBIDDEN', async () => {
-    const g = await expectResult(t, 'Group', 'mutation { createGroup(input: { scope: "bad", name: "Real" }) { __typename ... on Group { id } } }');
+    const g = await expectResult(
+      t,
+      'Group',
+      'mutation { createGroup(input: { scope: "bad", name: "Real" }) { __typename ... on Group { id } } }',
+    );
     const before = await snapshot(t);
-    const r = await ok(t, `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename ${ERROR_FIELDS} } }`, { g: g.id }, alice);
+    const r = await ok(
+      t,
+      `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename ${ERROR_FIELDS} } }`,
+      { g: g.id },
+      alice,
+    );
     expect(r.addGroupMembers.code).toBe('FORBIDDEN');
     expect(await snapshot(t)).toEqual(before);
   });
 
   it('reportWorkerMetadata needs a worker token', async () => {
     const before = await snapshot(t);
-    const r = await ok(t, `mutation { reportWorkerMetadata(input: { metadata: { cpuCount: 1 } }) { __typename ${ERROR_FIELDS} } }`, {}, alice);
+    const r = await ok(
+      t,
+      `mutation { reportWorkerMetadata(input: { metadata: { cpuCount: 1 } }) { __typename ${ERROR_FIELDS} } }`,
+      {},
+      alice,
+    );
     expect(r.reportWorkerMetadata.code).toBe('FORBIDDEN');
     expect(await snapshot(t)).toEqual(before);
   });
@@ -278,7 +386,12 @@ describe('other limits', () => {
       'createWorkerPool',
       'input.providedTags',
     ],
-    ['rule tags', `createTaskRule(input: { name: "many", requiredTags: ["a:1","a:2","a:3","a:4","a:5","a:6"] })`, 'createTaskRule', 'input.requiredTags'],
+    [
+      'rule tags',
+      `createTaskRule(input: { name: "many", requiredTags: ["a:1","a:2","a:3","a:4","a:5","a:6"] })`,
+      'createTaskRule',
+      'input.requiredTags',
+    ],
   ])('too many %s is TOO_MANY_TAGS', async (_label, call, field, path) => {
     const before = await snapshot(t);
     const r = await ok(t, `mutation { ${call} { __typename ${ERROR_FIELDS} } }`);
@@ -299,7 +412,12 @@ describe('every problem of an input at once', () => {
 
   it('two malformed tags: both, in order, each with its path; the error itself is the first', async () => {
     const r = await problemsOf({ requiredTags: ['bad tag', 'site:ok', 'worker:cpu-count=4'] });
-    expect(r).toMatchObject({ __typename: 'InputError', code: 'INVALID_TAG', path: 'input.requiredTags[0]', tag: 'bad tag' });
+    expect(r).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_TAG',
+      path: 'input.requiredTags[0]',
+      tag: 'bad tag',
+    });
     expect(r.problems.map((p: Json) => [p.code, p.path, p.tag])).toEqual([
       ['INVALID_TAG', 'input.requiredTags[0]', 'bad tag'],
       ['INVALID_TAG', 'input.requiredTags[2]', 'worker:cpu-count=4'],

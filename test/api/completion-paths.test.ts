@@ -16,9 +16,13 @@ let worker: string;
 let other: string;
 
 async function create(extra: Record<string, unknown> = {}): Promise<number> {
-  const d = await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } ... on Error { code message } } }`, {
-    i: sbuild('debian/main', 'hello', extra),
-  });
+  const d = await ok(
+    t,
+    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } ... on Error { code message } } }`,
+    {
+      i: sbuild('debian/main', 'hello', extra),
+    },
+  );
   return Number((d.createWorkRequest as { id: string }).id);
 }
 
@@ -32,17 +36,27 @@ async function assignTo(id: number, name: string): Promise<void> {
 }
 
 const complete = async (id: number, token: string, result = 'SUCCESS', exitCode: number | null = 0) =>
-  (await ok(t, COMPLETE, { id: String(id), r: result, e: exitCode }, token)).completeWorkRequest as Record<string, unknown>;
+  (await ok(t, COMPLETE, { id: String(id), r: result, e: exitCode }, token)).completeWorkRequest as Record<
+    string,
+    unknown
+  >;
 
 const row = async (id: number) =>
   (
-    await t.sql<{ status: string; result: string | null; exit_code: number | null; started: boolean; completed: boolean }>(
+    await t.sql<{
+      status: string;
+      result: string | null;
+      exit_code: number | null;
+      started: boolean;
+      completed: boolean;
+    }>(
       `select status, result, exit_code, started_at is not null as started, completed_at is not null as completed from work_request where id = ?`,
       [id],
     )
   )[0];
 
-const durations = () => t.sql<{ task_name: string; runs: number }>(`select task_name, runs from task_duration order by task_name`);
+const durations = () =>
+  t.sql<{ task_name: string; runs: number }>(`select task_name, runs from task_duration order by task_name`);
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
@@ -55,16 +69,35 @@ describe('completing work: the one-statement path and the full path leave the sa
     const started = await create();
     await assignTo(started, 'paths-1');
     await ok(t, START, { id: String(started) }, worker);
-    expect(await complete(started, worker)).toEqual({ __typename: 'WorkRequest', id: String(started), status: 'COMPLETED', result: 'SUCCESS' });
-    expect(await row(started)).toEqual({ status: 'COMPLETED', result: 'SUCCESS', exit_code: 0, started: true, completed: true });
+    expect(await complete(started, worker)).toEqual({
+      __typename: 'WorkRequest',
+      id: String(started),
+      status: 'COMPLETED',
+      result: 'SUCCESS',
+    });
+    expect(await row(started)).toEqual({
+      status: 'COMPLETED',
+      result: 'SUCCESS',
+      exit_code: 0,
+      started: true,
+      completed: true,
+    });
 
     const unstarted = await create();
     await assignTo(unstarted, 'paths-1');
     await complete(unstarted, worker, 'SUCCESS', null); // completed without a start: started now
-    expect(await row(unstarted)).toEqual({ status: 'COMPLETED', result: 'SUCCESS', exit_code: null, started: true, completed: true });
+    expect(await row(unstarted)).toEqual({
+      status: 'COMPLETED',
+      result: 'SUCCESS',
+      exit_code: null,
+      started: true,
+      completed: true,
+    });
 
     expect(await durations()).toEqual([{ task_name: 'sbuild', runs: 2 }]);
-    const [w] = await t.sql<{ last: boolean }>(`select last_completed_at is not null as last from worker where name = 'paths-1'`);
+    const [w] = await t.sql<{ last: boolean }>(
+      `select last_completed_at is not null as last from worker where name = 'paths-1'`,
+    );
     expect(w.last).toBe(true);
   });
 
@@ -105,9 +138,13 @@ describe('completing work: the one-statement path and the full path leave the sa
       const d = await ok(t, append, { i: { id: String(id), offset, bytes: text.length, text } }, worker);
       expect((d.appendWorkRequestLog as { __typename: string }).__typename).toBe('WorkRequestLogAck');
     }
-    expect(await t.sql(`select count(*)::int as n from work_request_log_chunk where work_request_id = ?`, [id])).toEqual([{ n: 3 }]);
+    expect(
+      await t.sql(`select count(*)::int as n from work_request_log_chunk where work_request_id = ?`, [id]),
+    ).toEqual([{ n: 3 }]);
     await complete(id, worker);
-    expect(await t.sql(`select count(*)::int as n from work_request_log_chunk where work_request_id = ?`, [id])).toEqual([{ n: 1 }]);
+    expect(
+      await t.sql(`select count(*)::int as n from work_request_log_chunk where work_request_id = ?`, [id]),
+    ).toEqual([{ n: 1 }]);
     const log = await ok(t, `query($id: ID!) { workRequest(id: $id) { log { text } } }`, { id: String(id) });
     expect((log.workRequest as { log: { text: string } }).log.text).toBe('one\ntwo\nthree\n');
   });
@@ -123,7 +160,8 @@ describe('completing work: the one-statement path and the full path leave the sa
       await assignTo(id, name);
       await complete(id, token, result, result === 'SUCCESS' ? 0 : 1);
     }
-    const quarantined = async () => (await t.sql<{ q: boolean }>(`select quarantined_at is not null as q from worker where name = 'paths-2'`))[0].q;
+    const quarantined = async () =>
+      (await t.sql<{ q: boolean }>(`select quarantined_at is not null as q from worker where name = 'paths-2'`))[0].q;
     expect(await quarantined()).toBe(true);
     // Work it still held (assigned before the quarantine) succeeds: the quarantine is lifted.
     const held = await create();

@@ -39,14 +39,28 @@ let dependency: string;
 beforeAll(async () => {
   await createWorkspace(t, 'alike/main', { providableTagPrefixes: ['site:'] });
   alice = await memberOf(t, 'alike/main', 'alice');
-  const group = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "alike", name: "builders" }) { __typename ... on Group { id } ${ERROR_FIELDS} } }`);
-  await ok(t, `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }`, { g: group.id });
+  const group = await expectResult(
+    t,
+    'Group',
+    `mutation { createGroup(input: { scope: "alike", name: "builders" }) { __typename ... on Group { id } ${ERROR_FIELDS} } }`,
+  );
+  await ok(t, `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }`, {
+    g: group.id,
+  });
   const rule = `mutation($i: CreateTaskRuleInput!) { createTaskRule(input: $i) { __typename ${ERROR_FIELDS} } }`;
   // A workspace rule that adds tags to some packages and has one of them dropped, and a site rule.
   await expectResult(t, 'TaskRule', rule, {
-    i: { workspace: 'alike/main', name: 'big', expression: 'task:source-package:linux', providedTags: ['task:scope:other', 'site:big'], requiredTags: ['worker:memory-gib>=16'] },
+    i: {
+      workspace: 'alike/main',
+      name: 'big',
+      expression: 'task:source-package:linux',
+      providedTags: ['task:scope:other', 'site:big'],
+      requiredTags: ['worker:memory-gib>=16'],
+    },
   });
-  await expectResult(t, 'TaskRule', rule, { i: { name: 'arm-lab', expression: 'worker:build-architecture:arm64', requiredTags: ['site:arm-lab'] } });
+  await expectResult(t, 'TaskRule', rule, {
+    i: { name: 'arm-lab', expression: 'worker:build-architecture:arm64', requiredTags: ['site:arm-lab'] },
+  });
   dependency = (await submitOk(t, sbuild('alike/main', 'base'), alice)).id;
 });
 
@@ -56,9 +70,23 @@ function requests(): Json[] {
     sbuild('alike/main', 'hello'),
     sbuild('alike/main', 'hello'),
     sbuild('alike/main', 'linux'),
-    sbuild('alike/main', 'linux', { requiredTags: ['worker:memory-gib>=32'], providedTags: ['site:urgent'], priorityBase: 5 }),
-    { workspace: 'alike/main', taskType: 'worker', taskName: 'sbuild', taskData: { host_architecture: 'arm64', source_package: 'zlib', build_profiles: ['nocheck'] } },
-    { workspace: 'alike/main', taskType: 'worker', taskName: 'sbuild', taskData: { host_architecture: 'arm64', source_package: 'zlib', build_profiles: ['nocheck'] } },
+    sbuild('alike/main', 'linux', {
+      requiredTags: ['worker:memory-gib>=32'],
+      providedTags: ['site:urgent'],
+      priorityBase: 5,
+    }),
+    {
+      workspace: 'alike/main',
+      taskType: 'worker',
+      taskName: 'sbuild',
+      taskData: { host_architecture: 'arm64', source_package: 'zlib', build_profiles: ['nocheck'] },
+    },
+    {
+      workspace: 'alike/main',
+      taskType: 'worker',
+      taskName: 'sbuild',
+      taskData: { host_architecture: 'arm64', source_package: 'zlib', build_profiles: ['nocheck'] },
+    },
     { workspace: 'alike/main', taskType: 'worker', taskName: 'noop', taskData: {} },
     { workspace: 'alike/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'done' } },
     sbuild('alike/main', 'after', { dependsOn: [dependency] }),
@@ -101,16 +129,33 @@ describe('createWorkRequests and createWorkRequest alike', () => {
       expect(r.createWorkRequest.__typename, JSON.stringify(r.createWorkRequest)).toBe('WorkRequest');
       single.push(r.createWorkRequest);
     }
-    expect(together.map((wr) => wr.status)).toEqual(['PENDING', 'PENDING', 'PENDING', 'PENDING', 'PENDING', 'PENDING', 'PENDING', 'COMPLETED', 'BLOCKED', 'PENDING']);
+    expect(together.map((wr) => wr.status)).toEqual([
+      'PENDING',
+      'PENDING',
+      'PENDING',
+      'PENDING',
+      'PENDING',
+      'PENDING',
+      'PENDING',
+      'COMPLETED',
+      'BLOCKED',
+      'PENDING',
+    ]);
     expect(together[2].droppedTags.map((d: Json) => d.tag)).toEqual(['task:scope:other']);
-    expect(together[4].taskData).toMatchObject({ source_package: 'zlib', host_architecture: 'arm64', build_profiles: ['nocheck'] });
+    expect(together[4].taskData).toMatchObject({
+      source_package: 'zlib',
+      host_architecture: 'arm64',
+      build_profiles: ['nocheck'],
+    });
 
     // What the batch answered is what a read of each request answers now, and what one create answered.
     const ids = together.map((wr) => wr.id);
     for (const [i, id] of ids.entries()) {
       const read = (await ok(t, `query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id }, alice)).workRequest;
       expect(together[i], `request ${i}`).toEqual(read);
-      expect(JSON.stringify(together[i].taskData), `request ${i}: the data's keys in the order stored`).toBe(JSON.stringify(read.taskData));
+      expect(JSON.stringify(together[i].taskData), `request ${i}: the data's keys in the order stored`).toBe(
+        JSON.stringify(read.taskData),
+      );
       expect(sameRequest(together[i]), `request ${i}`).toEqual(sameRequest(single[i]));
     }
 

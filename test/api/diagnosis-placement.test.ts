@@ -19,20 +19,34 @@ const meta = (cpuCount: number, memoryGib: number) => ({
   diskFree: 100 * GIB,
   tasks: [{ type: 'worker', name: 'noop', version: 1 }],
 });
-const machine = (name: string, cpuCount: number, memoryGib: number, opts: { pool?: string; concurrency?: number } = {}) =>
-  connectedWorker(t, name, opts, meta(cpuCount, memoryGib));
+const machine = (
+  name: string,
+  cpuCount: number,
+  memoryGib: number,
+  opts: { pool?: string; concurrency?: number } = {},
+) => connectedWorker(t, name, opts, meta(cpuCount, memoryGib));
 
-const noop = (workspace: string, extra: Record<string, unknown> = {}) => ({ workspace, taskType: 'worker', taskName: 'noop', taskData: {}, ...extra });
+const noop = (workspace: string, extra: Record<string, unknown> = {}) => ({
+  workspace,
+  taskType: 'worker',
+  taskName: 'noop',
+  taskData: {},
+  ...extra,
+});
 
 const DIAGNOSIS = `query($id: ID!) { workRequest(id: $id) { diagnosis { state
   placement { heavy heavyReason averageSeconds thresholdSeconds rules preferredWorkers decidedBy }
   queue { ahead aheadBy { rule count } } } } }`;
-const diagnosisOf = async (id: string, token?: string | null) => (await ok(t, DIAGNOSIS, { id }, token)).workRequest.diagnosis;
+const diagnosisOf = async (id: string, token?: string | null) =>
+  (await ok(t, DIAGNOSIS, { id }, token)).workRequest.diagnosis;
 
 /** Who holds the request after a pass. */
 async function passAndHolder(id: string): Promise<string | null> {
   await t.app.scheduler.runPass();
-  const [row] = await t.sql<{ name: string | null }>(`select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`, [Number(id)]);
+  const [row] = await t.sql<{ name: string | null }>(
+    `select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
+    [Number(id)],
+  );
   return row.name;
 }
 
@@ -71,7 +85,9 @@ describe('diagnosis: the free worker a request would go to, and the rule that de
         ],
       },
     });
-    await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 4, 4 * 5400)`);
+    await t.sql(
+      `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 4, 4 * 5400)`,
+    );
     t.app.scheduler.history.forget();
     expect((await diagnosisOf(id)).placement).toEqual({
       heavy: true,
@@ -91,12 +107,23 @@ describe('diagnosis: the free worker a request would go to, and the rule that de
     await machine('dp-pooled', 8, 16, { pool: 'dp-pool' }); // registered first: the oldest
     await machine('dp-static', 8, 16);
     const light = (await submitOk(t, noop('place/main'))).id as string;
-    expect((await diagnosisOf(light)).placement).toMatchObject({ heavy: false, preferredWorkers: ['dp-static', 'dp-pooled'], decidedBy: 'STATIC_BEFORE_POOL' });
+    expect((await diagnosisOf(light)).placement).toMatchObject({
+      heavy: false,
+      preferredWorkers: ['dp-static', 'dp-pooled'],
+      decidedBy: 'STATIC_BEFORE_POOL',
+    });
     await t.sql(`update worker set provided_tags = provided_tags || '{worker:class:large}'`);
-    await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 1, 7200)`);
+    await t.sql(
+      `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 1, 7200)`,
+    );
     t.app.scheduler.history.forget(); // the process read the averages a moment ago, for the first diagnosis
     const heavy = (await submitOk(t, noop('place/main', { requiredTags: ['worker:class:large'] }))).id as string;
-    expect((await diagnosisOf(heavy)).placement).toMatchObject({ heavy: true, heavyReason: 'REQUIRES_LARGE', averageSeconds: 7200, decidedBy: 'STATIC_BEFORE_POOL' });
+    expect((await diagnosisOf(heavy)).placement).toMatchObject({
+      heavy: true,
+      heavyReason: 'REQUIRES_LARGE',
+      averageSeconds: 7200,
+      decidedBy: 'STATIC_BEFORE_POOL',
+    });
     // Anyone who may see the request sees the names (public, as worker names are) and the rules.
     expect((await diagnosisOf(light, null)).placement.preferredWorkers).toEqual(['dp-static', 'dp-pooled']);
   });
@@ -104,10 +131,19 @@ describe('diagnosis: the free worker a request would go to, and the rule that de
   it('with the workers busy there is no worker to name; a request that is not PENDING has no placement and no queue position', async () => {
     const token = await machine('dp-only', 4, 8);
     const first = (await submitOk(t, noop('place/main'))).id as string;
-    const got = await ok(t, `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+    const got = await ok(
+      t,
+      `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } } }`,
+      {},
+      token,
+    );
     expect(got.requestWork.workRequest.id).toBe(first);
     const second = (await submitOk(t, noop('place/main'))).id as string;
-    expect(await diagnosisOf(second)).toMatchObject({ state: 'WAITING_FOR_CAPACITY', placement: { preferredWorkers: [], decidedBy: null }, queue: { ahead: 0 } });
+    expect(await diagnosisOf(second)).toMatchObject({
+      state: 'WAITING_FOR_CAPACITY',
+      placement: { preferredWorkers: [], decidedBy: null },
+      queue: { ahead: 0 },
+    });
     expect(await diagnosisOf(first)).toMatchObject({ state: 'NOT_PENDING', placement: null, queue: null });
   });
 });
@@ -153,7 +189,12 @@ describe('diagnosis: where a waiting request stands in the queue, and why the ot
     const served: string[] = [];
     for (let i = 0; i < 4; i++) {
       await t.sql(`update work_request set status = 'COMPLETED' where status = 'ASSIGNED'`);
-      const got = await ok(t, `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+      const got = await ok(
+        t,
+        `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } } }`,
+        {},
+        token,
+      );
       served.push(got.requestWork.workRequest.id as string);
     }
     expect(served).toEqual([urgent, backlog[0], fromB, backlog[1]]);

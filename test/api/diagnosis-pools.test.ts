@@ -22,7 +22,15 @@ beforeAll(async () => {
   base = (await t.app.start()).url.replace(/\/graphql$/, '');
   await createWorkspace(t, 'diag/pools');
   await createPool(t, { name: 'demo', providedTags: ['site:demo-pool'], maxActiveInstances: 1 });
-  requestId = (await submitOk(t, { workspace: 'diag/pools', taskType: 'worker', taskName: 'noop', taskData: {}, requiredTags: ['site:demo-pool'] })).id;
+  requestId = (
+    await submitOk(t, {
+      workspace: 'diag/pools',
+      taskType: 'worker',
+      taskName: 'noop',
+      taskData: {},
+      requiredTags: ['site:demo-pool'],
+    })
+  ).id;
 });
 
 const diagnosis = async () => (await ok(t, DIAGNOSIS, { id: requestId })).workRequest.diagnosis;
@@ -44,18 +52,30 @@ describe('the pools in a diagnosis', () => {
     expect(d).toMatchObject({
       state: 'WAITING_FOR_WORKERS',
       unavailableWorkers: [{ reason: 'LAUNCHING', count: 1 }],
-      pools: [{ pool: 'demo', instances: 1, maxActiveInstances: 1, atLimit: ['MAX_ACTIVE_INSTANCES'], launching: [{ name: 'demo-3' }] }],
+      pools: [
+        {
+          pool: 'demo',
+          instances: 1,
+          maxActiveInstances: 1,
+          atLimit: ['MAX_ACTIVE_INSTANCES'],
+          launching: [{ name: 'demo-3' }],
+        },
+      ],
     });
     expect(Date.parse(d.pools[0].launching[0].since)).toBeGreaterThanOrEqual(before - 1000);
 
     const page = await (await fetch(`${base}/-/status/work-requests/${requestId}/`)).text();
-    expect(page).toMatch(/launching <a href="\/-\/status\/workers\/demo-3\/">demo-3<\/a> for \d+ s; at its limit of 1 instance/);
+    expect(page).toMatch(
+      /launching <a href="\/-\/status\/workers\/demo-3\/">demo-3<\/a> for \d+ s; at its limit of 1 instance/,
+    );
     expect(page).not.toMatch(/1 disconnected/);
   });
 
   it('says the pool could start another once its limit is raised, while still naming the launching one', async () => {
     await expectResult(t, 'WorkerPool', UPDATE_POOL, { i: { name: 'demo', maxActiveInstances: 3 } });
-    expect((await diagnosis()).pools).toMatchObject([{ pool: 'demo', instances: 1, maxActiveInstances: 3, atLimit: [], launching: [{ name: 'demo-3' }] }]);
+    expect((await diagnosis()).pools).toMatchObject([
+      { pool: 'demo', instances: 1, maxActiveInstances: 3, atLimit: [], launching: [{ name: 'demo-3' }] },
+    ]);
   });
 
   it('names the launch rate limit when the pool launched its most this minute', async () => {
@@ -68,14 +88,25 @@ describe('the pools in a diagnosis', () => {
 
   it('a disconnected worker that is no launching instance is still disconnected', async () => {
     await t.sql(`update instance set state = 'RUNNING', started_at = now() where name = 'demo-3'`);
-    expect(await diagnosis()).toMatchObject({ unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }], pools: [{ launching: [] }] });
+    expect(await diagnosis()).toMatchObject({
+      unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }],
+      pools: [{ launching: [] }],
+    });
   });
 });
 
 describe('a request whose only matching pool may start nothing', () => {
   it('maxActiveInstances 0: held by the pool’s limit, as its pool outlook and its start estimate say, not waiting for provisioning', async () => {
     await createPool(t, { name: 'none-at-all', providedTags: ['site:closed-pool'], maxActiveInstances: 0 });
-    const id = (await submitOk(t, { workspace: 'diag/pools', taskType: 'worker', taskName: 'noop', taskData: {}, requiredTags: ['site:closed-pool'] })).id;
+    const id = (
+      await submitOk(t, {
+        workspace: 'diag/pools',
+        taskType: 'worker',
+        taskName: 'noop',
+        taskData: {},
+        requiredTags: ['site:closed-pool'],
+      })
+    ).id;
     const { workRequest } = await ok(
       t,
       `query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools pools { pool instances maxActiveInstances atLimit } startEstimate { at basis } } } }`,
@@ -85,14 +116,21 @@ describe('a request whose only matching pool may start nothing', () => {
       state: 'WAITING_FOR_POOL_LIMIT',
       matchingPools: ['none-at-all'],
       pools: [{ pool: 'none-at-all', instances: 0, maxActiveInstances: 0, atLimit: ['MAX_ACTIVE_INSTANCES'] }],
-      startEstimate: { at: null, basis: 'no matching worker is available or launching, and no matching pool may launch one now' },
+      startEstimate: {
+        at: null,
+        basis: 'no matching worker is available or launching, and no matching pool may launch one now',
+      },
     });
     const page = await (await fetch(`${base}/-/status/work-requests/${id}/`)).text();
     expect(page).toContain('every pool that could run it is held by a limit');
 
     // Its limit raised: it could start one, and the state says so.
     await expectResult(t, 'WorkerPool', UPDATE_POOL, { i: { name: 'none-at-all', maxActiveInstances: 1 } });
-    const raised = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state pools { atLimit } startEstimate { waitSeconds } } } }`, { id });
+    const raised = await ok(
+      t,
+      `query($id: ID!) { workRequest(id: $id) { diagnosis { state pools { atLimit } startEstimate { waitSeconds } } } }`,
+      { id },
+    );
     expect(raised.workRequest.diagnosis).toMatchObject({ state: 'WAITING_FOR_PROVISIONING', pools: [{ atLimit: [] }] });
     expect(raised.workRequest.diagnosis.startEstimate.waitSeconds).toBeGreaterThan(0);
   });

@@ -7,18 +7,34 @@
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { AMD64_METADATA, connectedWorker, createPool, createUser, createWorkspace, memberOf, ok, submitOk } from '../helpers/fixtures.js';
+import {
+  AMD64_METADATA,
+  connectedWorker,
+  createPool,
+  createUser,
+  createWorkspace,
+  memberOf,
+  ok,
+  submitOk,
+} from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
 import { markInstanceRunning } from '../../src/services/workers/instance-running.js';
 
 const t = useTestApp();
 
 /** A worker that runs the `noop` task. */
-const noopWorker = (name: string) => connectedWorker(t, name, { concurrency: 1 }, { ...AMD64_METADATA, tasks: [{ type: 'worker', name: 'noop', version: 1 }] });
+const noopWorker = (name: string) =>
+  connectedWorker(
+    t,
+    name,
+    { concurrency: 1 },
+    { ...AMD64_METADATA, tasks: [{ type: 'worker', name: 'noop', version: 1 }] },
+  );
 const noop = (workspace: string) => ({ workspace, taskType: 'worker', taskName: 'noop', taskData: {} });
 const ESTIMATE = `query($id: ID!) { workRequest(id: $id) { diagnosis { state queue { ahead }
   startEstimate { at waitSeconds basis extrapolated medianAbsoluteErrorSeconds samples } } } }`;
-const estimateOf = async (id: string, token?: string | null) => (await ok(t, ESTIMATE, { id }, token)).workRequest?.diagnosis;
+const estimateOf = async (id: string, token?: string | null) =>
+  (await ok(t, ESTIMATE, { id }, token)).workRequest?.diagnosis;
 const REQUEST_WORK = `mutation { requestWork { __typename ... on RequestWorkPayload { workRequest { id } } } }`;
 const START = `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`;
 const COMPLETE = `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`;
@@ -40,7 +56,9 @@ beforeAll(async () => {
 beforeEach(async () => {
   await resetScheduling(t);
   // Every run of the task took exactly 60 s.
-  await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 10, 600)`);
+  await t.sql(
+    `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 10, 600)`,
+  );
   t.app.scheduler.history.forget();
 });
 
@@ -64,11 +82,17 @@ describe('diagnosis: the start estimate of a pending request', () => {
     expect(d.startEstimate).toMatchObject({ extrapolated: false, medianAbsoluteErrorSeconds: null, samples: 0 });
     expect(d.startEstimate.basis).toContain('4 requests ahead simulated on 1 slot of 1 available matching worker');
     // The first estimate is kept on the request, and not moved by a later diagnosis.
-    const [kept] = await t.sql<{ estimated_start_at: Date }>(`select estimated_start_at from work_request where id = ?`, [Number(pending[4])]);
+    const [kept] = await t.sql<{ estimated_start_at: Date }>(
+      `select estimated_start_at from work_request where id = ?`,
+      [Number(pending[4])],
+    );
     expect(new Date(kept.estimated_start_at).getTime()).toBe(at);
     await t.sql(`update work_request set priority_base = 5 where id = ?`, [Number(pending[4])]);
     expect((await estimateOf(pending[4])).queue.ahead).toBe(0);
-    const [still] = await t.sql<{ estimated_start_at: Date }>(`select estimated_start_at from work_request where id = ?`, [Number(pending[4])]);
+    const [still] = await t.sql<{ estimated_start_at: Date }>(
+      `select estimated_start_at from work_request where id = ?`,
+      [Number(pending[4])],
+    );
     expect(new Date(still.estimated_start_at).getTime()).toBe(at);
   });
 
@@ -84,9 +108,10 @@ describe('diagnosis: the start estimate of a pending request', () => {
     expect((await ok(t, COMPLETE, { id: first.id }, worker)).completeWorkRequest.__typename).toBe('WorkRequest');
     const started = await takeAndStart(worker);
     expect(started.id).toBe(second);
-    const [row] = await t.sql<{ error: number }>(`select abs(extract(epoch from (started_at - estimated_start_at)))::float8 as error from work_request where id = ?`, [
-      Number(second),
-    ]);
+    const [row] = await t.sql<{ error: number }>(
+      `select abs(extract(epoch from (started_at - estimated_start_at)))::float8 as error from work_request where id = ?`,
+      [Number(second)],
+    );
     expect(row.error).toBeGreaterThan(0);
     const [kept] = await t.sql<{ errors_seconds: number[] }>(`select errors_seconds from class_start_estimate_error`);
     expect(kept.errors_seconds.map(Number)).toEqual([row.error]);
@@ -96,7 +121,12 @@ describe('diagnosis: the start estimate of a pending request', () => {
     // Released by its worker, it is pending afresh: its kept estimate is gone, and its next diagnosis keeps a new one.
     const RELEASE = `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "shutting down" }) { __typename } }`;
     expect((await ok(t, RELEASE, { id: second }, worker)).releaseWorkRequest.__typename).toBe('WorkRequest');
-    const keptOf = async () => (await t.sql<{ at: Date | null }>(`select estimated_start_at as at from work_request where id = ?`, [Number(second)]))[0].at;
+    const keptOf = async () =>
+      (
+        await t.sql<{ at: Date | null }>(`select estimated_start_at as at from work_request where id = ?`, [
+          Number(second),
+        ])
+      )[0].at;
     expect(await keptOf()).toBeNull();
     const again = await estimateOf(second);
     expect(new Date((await keptOf())!).getTime()).toBe(new Date(again.startEstimate.at).getTime());
@@ -109,15 +139,22 @@ describe('diagnosis: the start estimate of a pending request', () => {
       ['est-pool-1', 100],
       ['est-pool-2', 200],
     ] as const) {
-      expect((await ok(t, CREATE_INSTANCE, { p: 'est-pool', n: name })).createInstance.__typename).toBe('InstanceLaunchPayload');
-      await t.sql(`update instance set requested_at = now() - make_interval(secs => ?) where name = ?`, [seconds, name]);
+      expect((await ok(t, CREATE_INSTANCE, { p: 'est-pool', n: name })).createInstance.__typename).toBe(
+        'InstanceLaunchPayload',
+      );
+      await t.sql(`update instance set requested_at = now() - make_interval(secs => ?) where name = ?`, [
+        seconds,
+        name,
+      ]);
       const [row] = await t.sql<{ worker_id: number }>(`select worker_id from instance where name = ?`, [name]);
       await markInstanceRunning(t.app.orm.em.fork(), row.worker_id, new Date());
     }
     // 100 s, then 100 + 0.2 × (200 − 100) = 120 s; a second connection of the same worker changes nothing.
     const [first] = await t.sql<{ worker_id: number }>(`select worker_id from instance where name = 'est-pool-1'`);
     await markInstanceRunning(t.app.orm.em.fork(), first.worker_id, new Date());
-    const [pool] = await t.sql<{ launch_seconds: number; launch_samples: number }>(`select launch_seconds, launch_samples from worker_pool where name = 'est-pool'`);
+    const [pool] = await t.sql<{ launch_seconds: number; launch_samples: number }>(
+      `select launch_seconds, launch_samples from worker_pool where name = 'est-pool'`,
+    );
     expect(pool.launch_samples).toBe(2);
     expect(Number(pool.launch_seconds)).toBeCloseTo(120, 0);
     // Its two workers never connected: only a new instance could run the request, once the pool has room.
@@ -134,8 +171,15 @@ describe('diagnosis: the start estimate of a pending request', () => {
     const id = (await submitOk(t, { ...noop('est/main'), requiredTags: ['worker:architecture:riscv64'] })).id as string;
     const d = await estimateOf(id);
     expect(d.state).toBe('UNSCHEDULABLE');
-    expect(d.startEstimate).toMatchObject({ at: null, waitSeconds: null, basis: expect.stringContaining('nothing can ever run it') });
-    const [row] = await t.sql<{ estimated_start_at: Date | null }>(`select estimated_start_at from work_request where id = ?`, [Number(id)]);
+    expect(d.startEstimate).toMatchObject({
+      at: null,
+      waitSeconds: null,
+      basis: expect.stringContaining('nothing can ever run it'),
+    });
+    const [row] = await t.sql<{ estimated_start_at: Date | null }>(
+      `select estimated_start_at from work_request where id = ?`,
+      [Number(id)],
+    );
     expect(row.estimated_start_at).toBeNull();
   });
 

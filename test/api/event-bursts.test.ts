@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocalEvents, createPgEvents, SUBSCRIPTION_BUFFER_EVENTS, type Events } from '../../src/storage/events.js';
+import {
+  createLocalEvents,
+  createPgEvents,
+  SUBSCRIPTION_BUFFER_EVENTS,
+  type Events,
+} from '../../src/storage/events.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { captureLog, LEVEL } from '../helpers/log-capture.js';
 

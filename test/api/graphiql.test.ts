@@ -12,7 +12,9 @@ describe('GraphiQL', () => {
     expect(res.status).toBe(200);
     const html = await res.text();
     expect(html).toContain('GraphiQL');
-    const external = [...html.matchAll(/<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*["']?(https?:)?\/\//gi)].map((m) => m[0]);
+    const external = [...html.matchAll(/<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*["']?(https?:)?\/\//gi)].map(
+      (m) => m[0],
+    );
     expect(external).toEqual([]);
   });
 
@@ -33,7 +35,9 @@ describe('GraphiQL examples', () => {
 
   it('each of them validates against the schema the app serves (src/api/schema.ts)', () => {
     const document = parse(GRAPHIQL_EXAMPLES);
-    const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+    const operations = document.definitions.filter(
+      (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION,
+    );
     expect(operations.map((o) => o.name?.value)).toEqual(NAMES);
     for (const operation of operations) {
       const errors = validate(schema, { kind: Kind.DOCUMENT, definitions: [operation] });

@@ -10,7 +10,8 @@ import { createPool, createUser, ERROR_FIELDS, expectResult, ok, reportMetadata 
 
 const t = useTestApp({ provisioner: { enabled: false } });
 
-const INSTANCE = 'name providerId state error requestedAt startedAt stoppingAt terminatedAt runtimeSeconds pool { name } worker { name status concurrency }';
+const INSTANCE =
+  'name providerId state error requestedAt startedAt stoppingAt terminatedAt runtimeSeconds pool { name } worker { name status concurrency }';
 const CREATE = `mutation($p: String!, $n: String) { createInstance(input: { pool: $p, name: $n }) { __typename ... on InstanceLaunchPayload { activationToken instance { ${INSTANCE} } } ${ERROR_FIELDS} } }`;
 const ACTIVATE = `mutation($n: String) { activateWorker(input: { name: $n }) { __typename ... on WorkerTokenPayload { token worker { name pool { name } } } ${ERROR_FIELDS} } }`;
 const LAUNCHED = `mutation($n: String!, $id: String!) { recordInstanceLaunched(input: { name: $n, providerId: $id }) { __typename ... on Instance { ${INSTANCE} } ${ERROR_FIELDS} } }`;
@@ -30,7 +31,10 @@ describe('instances recorded by a site script', () => {
       worker: { name: 'manual-1', status: 'DISCONNECTED', concurrency: 2 },
     });
 
-    expect(await expectResult(t, 'Instance', LAUNCHED, { n: 'manual-1', id: 'i-0abc' })).toMatchObject({ providerId: 'i-0abc', state: 'LAUNCHING' });
+    expect(await expectResult(t, 'Instance', LAUNCHED, { n: 'manual-1', id: 'i-0abc' })).toMatchObject({
+      providerId: 'i-0abc',
+      state: 'LAUNCHING',
+    });
 
     // The agent asks for another name: refused, and the token is not spent.
     const wrong = await ok(t, ACTIVATE, { n: 'someone-else' }, created.activationToken);
@@ -39,11 +43,18 @@ describe('instances recorded by a site script', () => {
     expect(activated.worker).toEqual({ name: 'manual-1', pool: { name: 'manual' } });
     // One shot.
     expect((await t.gql(ACTIVATE, { n: 'manual-1' }, created.activationToken)).status).toBe(401);
-    expect(await t.sql(`select count(*)::int as n from worker where pool_id = (select id from worker_pool where name = 'manual')`)).toEqual([{ n: 1 }]);
+    expect(
+      await t.sql(
+        `select count(*)::int as n from worker where pool_id = (select id from worker_pool where name = 'manual')`,
+      ),
+    ).toEqual([{ n: 1 }]);
 
     // Its worker connects: RUNNING.
     await reportMetadata(t, activated.token, { architectures: ['amd64'] });
-    const { workerPool } = await ok(t, `{ workerPool(name: "manual") { instances { edges { node { ${INSTANCE} } } } } }`);
+    const { workerPool } = await ok(
+      t,
+      `{ workerPool(name: "manual") { instances { edges { node { ${INSTANCE} } } } } }`,
+    );
     const [running] = workerPool.instances.edges.map((e: { node: Record<string, unknown> }) => e.node);
     expect(running).toMatchObject({ state: 'RUNNING', worker: { status: 'IDLE' } });
     expect(running.startedAt).not.toBeNull();
@@ -53,21 +64,32 @@ describe('instances recorded by a site script', () => {
     expect(stopped.runtimeSeconds).toBeGreaterThanOrEqual(0);
     expect((await t.gql(`mutation { heartbeat(input: {}) { __typename } }`, {}, activated.token)).status).toBe(401);
     // Recorded again: answered as it is.
-    expect(await expectResult(t, 'Instance', STOPPED, { n: 'manual-1', e: 'late' })).toMatchObject({ state: 'TERMINATED', error: null });
+    expect(await expectResult(t, 'Instance', STOPPED, { n: 'manual-1', e: 'late' })).toMatchObject({
+      state: 'TERMINATED',
+      error: null,
+    });
   });
 
   it('FAILED with the error; an unused activation token of a terminated instance is refused', async () => {
     await createPool(t, { name: 'manual-f' });
     const created = await expectResult(t, 'InstanceLaunchPayload', CREATE, { p: 'manual-f' });
     expect(created.instance.name).toMatch(/^manual-f-[0-9a-f]{8}$/);
-    const failed = await expectResult(t, 'Instance', STOPPED, { n: created.instance.name, e: 'quota exceeded (InstanceLimitExceeded)' });
-    expect(failed).toMatchObject({ state: 'FAILED', error: 'quota exceeded (InstanceLimitExceeded)', worker: { status: 'INACTIVE' } });
+    const failed = await expectResult(t, 'Instance', STOPPED, {
+      n: created.instance.name,
+      e: 'quota exceeded (InstanceLimitExceeded)',
+    });
+    expect(failed).toMatchObject({
+      state: 'FAILED',
+      error: 'quota exceeded (InstanceLimitExceeded)',
+      worker: { status: 'INACTIVE' },
+    });
     expect((await t.gql(ACTIVATE, {}, created.activationToken)).status).toBe(401);
   });
 
   it('pages a pool’s instances newest first, and filters them by state', async () => {
     await createPool(t, { name: 'manual-p' });
-    for (const n of ['manual-p-1', 'manual-p-2', 'manual-p-3']) await expectResult(t, 'InstanceLaunchPayload', CREATE, { p: 'manual-p', n });
+    for (const n of ['manual-p-1', 'manual-p-2', 'manual-p-3'])
+      await expectResult(t, 'InstanceLaunchPayload', CREATE, { p: 'manual-p', n });
     await expectResult(t, 'Instance', STOPPED, { n: 'manual-p-2' });
     const page = async (after: string | null, states?: string[]) =>
       (
@@ -82,7 +104,10 @@ describe('instances recorded by a site script', () => {
     const second = await page(first.pageInfo.endCursor);
     expect(second.edges.map((e: { node: { name: string } }) => e.node.name)).toEqual(['manual-p-1']);
     expect(second.pageInfo.hasNextPage).toBe(false);
-    expect((await page(null, ['LAUNCHING'])).edges.map((e: { node: { name: string } }) => e.node.name)).toEqual(['manual-p-3', 'manual-p-1']);
+    expect((await page(null, ['LAUNCHING'])).edges.map((e: { node: { name: string } }) => e.node.name)).toEqual([
+      'manual-p-3',
+      'manual-p-1',
+    ]);
   });
 
   it.each([

@@ -1,7 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { droppedMarker, NUL_REPLACEMENT, rerunMarker } from '../../src/shared/log-text.js';
 import { useTestApp } from '../helpers/app.js';
-import { connectedWorker, createUser, createWorkspace, ERROR_FIELDS, memberOf, ok, sbuild, snapshot, submitOk } from '../helpers/fixtures.js';
+import {
+  connectedWorker,
+  createUser,
+  createWorkspace,
+  ERROR_FIELDS,
+  memberOf,
+  ok,
+  sbuild,
+  snapshot,
+  submitOk,
+} from '../helpers/fixtures.js';
 import { collect, wsClient } from '../helpers/ws.js';
 
 // A small bound, so that truncation shows with a few kilobytes: a head of 2048 bytes and a tail of at most 2048.
@@ -33,7 +43,12 @@ afterAll(async () => {
 async function running(workspace = 'out/private'): Promise<string> {
   const { id } = await submitOk(t, sbuild(workspace));
   await t.app.scheduler.runPass();
-  const r = await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }', { id }, worker);
+  const r = await ok(
+    t,
+    'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }',
+    { id },
+    worker,
+  );
   expect(r.startWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'RUNNING' });
   return id;
 }
@@ -47,7 +62,12 @@ async function append(id: string, offset: number, text: string, token = worker, 
 const PAGE = 'text offset nextOffset totalBytes droppedBytes truncated complete';
 
 async function page(id: string, offset = 0, limit = 65536, token: string | null = t.adminToken) {
-  const r = await ok(t, `query($id: ID!, $o: Float, $l: Int) { workRequest(id: $id) { log(offset: $o, limit: $l) { ${PAGE} } } }`, { id, o: offset, l: limit }, token);
+  const r = await ok(
+    t,
+    `query($id: ID!, $o: Float, $l: Int) { workRequest(id: $id) { log(offset: $o, limit: $l) { ${PAGE} } } }`,
+    { id, o: offset, l: limit },
+    token,
+  );
   return r.workRequest?.log ?? null;
 }
 
@@ -75,12 +95,40 @@ const complete = (id: string, result: string, extra: Record<string, unknown> = {
 describe('job output', () => {
   it('stores chunks in order, once: a repeat is acknowledged and dropped, a misplaced chunk is refused with the offset to resume from', async () => {
     const id = await running();
-    expect(await append(id, 0, 'hello\n')).toEqual({ __typename: 'WorkRequestLogAck', nextOffset: 6, accepted: true, totalBytes: 6 });
-    expect(await append(id, 0, 'hello\n')).toEqual({ __typename: 'WorkRequestLogAck', nextOffset: 6, accepted: false, totalBytes: 6 });
-    expect(await append(id, 10, 'later\n')).toEqual({ __typename: 'WorkRequestLogAck', nextOffset: 6, accepted: false, totalBytes: 6 });
-    expect(await append(id, 3, 'lo\nworld\n')).toEqual({ __typename: 'WorkRequestLogAck', nextOffset: 6, accepted: false, totalBytes: 6 });
+    expect(await append(id, 0, 'hello\n')).toEqual({
+      __typename: 'WorkRequestLogAck',
+      nextOffset: 6,
+      accepted: true,
+      totalBytes: 6,
+    });
+    expect(await append(id, 0, 'hello\n')).toEqual({
+      __typename: 'WorkRequestLogAck',
+      nextOffset: 6,
+      accepted: false,
+      totalBytes: 6,
+    });
+    expect(await append(id, 10, 'later\n')).toEqual({
+      __typename: 'WorkRequestLogAck',
+      nextOffset: 6,
+      accepted: false,
+      totalBytes: 6,
+    });
+    expect(await append(id, 3, 'lo\nworld\n')).toEqual({
+      __typename: 'WorkRequestLogAck',
+      nextOffset: 6,
+      accepted: false,
+      totalBytes: 6,
+    });
     expect(await append(id, 6, 'wörld\n')).toMatchObject({ nextOffset: 13, accepted: true, totalBytes: 13 });
-    expect(await page(id)).toEqual({ text: 'hello\nwörld\n', offset: 0, nextOffset: 13, totalBytes: 13, droppedBytes: 0, truncated: false, complete: false });
+    expect(await page(id)).toEqual({
+      text: 'hello\nwörld\n',
+      offset: 0,
+      nextOffset: 13,
+      totalBytes: 13,
+      droppedBytes: 0,
+      truncated: false,
+      complete: false,
+    });
     // Pages never cut a character: 8 bytes would end inside "ö".
     expect(await page(id, 0, 8)).toMatchObject({ text: 'hello\nw', nextOffset: 7 });
     expect(await page(id, 7, 100)).toMatchObject({ text: 'örld\n', offset: 7, nextOffset: 13 });
@@ -90,7 +138,11 @@ describe('job output', () => {
   it('stores text that is not valid Unicode safely, and refuses a raw NUL (the agent sends it as ␀), writing nothing', async () => {
     const id = await running();
     const before = await snapshot(t, ['work_request_log', 'work_request_log_chunk']);
-    expect(await append(id, 0, 'a\u0000b\n')).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.text' });
+    expect(await append(id, 0, 'a\u0000b\n')).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: 'input.text',
+    });
     expect(await snapshot(t, ['work_request_log', 'work_request_log_chunk'])).toEqual(before);
     expect(await append(id, 0, `a${NUL_REPLACEMENT}b\ud800c\n`)).toMatchObject({ accepted: true });
     expect((await page(id)).text).toBe(`a${NUL_REPLACEMENT}b\ufffdc\n`);
@@ -111,7 +163,10 @@ describe('job output', () => {
     expect(rest).toMatchObject({ offset: 8000, nextOffset: 10_000 });
     expect(rest.text).toBe(droppedMarker(5952) + whole.slice(8000));
     expect(await readAll(id, 300)).toBe(whole.slice(0, 2048) + droppedMarker(5952) + whole.slice(8000));
-    const [{ bytes }] = await t.sql<{ bytes: number }>('select sum(bytes)::int as bytes from work_request_log_chunk where work_request_id = ?', [Number(id)]);
+    const [{ bytes }] = await t.sql<{ bytes: number }>(
+      'select sum(bytes)::int as bytes from work_request_log_chunk where work_request_id = ?',
+      [Number(id)],
+    );
     expect(bytes).toBe(2048 + 2000);
     // One chunk longer than the whole tail keeps its end.
     const big = `${'y'.repeat(4000)}END\n`;
@@ -123,7 +178,12 @@ describe('job output', () => {
   it('marks a new run of the request (a retry) and counts its output from 0', async () => {
     const id = await running();
     await append(id, 0, 'first run\n');
-    await ok(t, 'mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "test" }) { __typename } }', { id }, worker);
+    await ok(
+      t,
+      'mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "test" }) { __typename } }',
+      { id },
+      worker,
+    );
     await t.app.scheduler.runPass();
     await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }', { id }, worker);
     expect(await append(id, 10, 'stale\n')).toMatchObject({ nextOffset: 0, accepted: false });
@@ -143,15 +203,26 @@ describe('job output', () => {
     });
     const explained = await running();
     await append(explained, 0, 'noise\n');
-    expect(await complete(explained, 'ERROR', { exitCode: 2, statusReason: `  out of disk space ${'!'.repeat(2000)}` })).toMatchObject({ exitCode: 2 });
-    const [reason] = await t.sql<{ status_reason: string }>('select status_reason from work_request where id = ?', [Number(explained)]);
+    expect(
+      await complete(explained, 'ERROR', { exitCode: 2, statusReason: `  out of disk space ${'!'.repeat(2000)}` }),
+    ).toMatchObject({ exitCode: 2 });
+    const [reason] = await t.sql<{ status_reason: string }>('select status_reason from work_request where id = ?', [
+      Number(explained),
+    ]);
     expect(Array.from(reason.status_reason)).toHaveLength(1000);
     expect(reason.status_reason).toMatch(/^out of disk space !+…$/);
     const silent = await running();
-    expect(await complete(silent, 'ERROR', { exitCode: 7 })).toMatchObject({ exitCode: 7, statusReason: 'exit code 7, and no output' });
+    expect(await complete(silent, 'ERROR', { exitCode: 7 })).toMatchObject({
+      exitCode: 7,
+      statusReason: 'exit code 7, and no output',
+    });
     const fine = await running();
     await append(fine, 0, 'all good\n');
-    expect(await complete(fine, 'SUCCESS', { exitCode: 0 })).toMatchObject({ result: 'SUCCESS', exitCode: 0, statusReason: null });
+    expect(await complete(fine, 'SUCCESS', { exitCode: 0 })).toMatchObject({
+      result: 'SUCCESS',
+      exitCode: 0,
+      statusReason: null,
+    });
     expect(await page(fine)).toMatchObject({ text: 'all good\n', complete: true });
     // A completed request takes no more output.
     expect(await append(fine, 9, 'late\n')).toMatchObject({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
@@ -163,7 +234,10 @@ describe('job output', () => {
     for (let i = 0; i < 30; i++) offset = (await append(id, offset, `tick ${i}\n`)).nextOffset;
     const before = await readAll(id);
     await complete(id, 'SUCCESS', { exitCode: 0 });
-    const [{ n }] = await t.sql<{ n: number }>('select count(*)::int as n from work_request_log_chunk where work_request_id = ?', [Number(id)]);
+    const [{ n }] = await t.sql<{ n: number }>(
+      'select count(*)::int as n from work_request_log_chunk where work_request_id = ?',
+      [Number(id)],
+    );
     expect(n).toBe(1);
     expect(await readAll(id)).toBe(before);
   });
@@ -172,14 +246,37 @@ describe('job output', () => {
     const id = await running();
     const tables = ['work_request_log', 'work_request_log_chunk'];
     const before = await snapshot(t, tables);
-    expect(await append(id, -1, 'x')).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.offset' });
-    expect(await append(id, 1.5, 'x')).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.offset' });
-    expect(await append(id, 0, 'x', worker, 2 ** 60)).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.bytes' });
-    expect(await append(id, 0, 'z'.repeat(1024 * 1024 + 1))).toMatchObject({ __typename: 'InputError', code: 'LOG_CHUNK_TOO_LARGE', path: 'input.text' });
-    expect(await append('nope', 0, 'x')).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.id' });
+    expect(await append(id, -1, 'x')).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: 'input.offset',
+    });
+    expect(await append(id, 1.5, 'x')).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: 'input.offset',
+    });
+    expect(await append(id, 0, 'x', worker, 2 ** 60)).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: 'input.bytes',
+    });
+    expect(await append(id, 0, 'z'.repeat(1024 * 1024 + 1))).toMatchObject({
+      __typename: 'InputError',
+      code: 'LOG_CHUNK_TOO_LARGE',
+      path: 'input.text',
+    });
+    expect(await append('nope', 0, 'x')).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: 'input.id',
+    });
     expect(await snapshot(t, tables)).toEqual(before);
     for (const limit of [0, 2 * 1024 * 1024]) {
-      const r = await t.gql(`query($id: ID!, $l: Int) { workRequest(id: $id) { log(limit: $l) { text } } }`, { id, l: limit });
+      const r = await t.gql(`query($id: ID!, $l: Int) { workRequest(id: $id) { log(limit: $l) { text } } }`, {
+        id,
+        l: limit,
+      });
       expect(r.errors?.[0].extensions?.code).toBe('INVALID_INPUT');
     }
   });
@@ -194,7 +291,10 @@ describe('who may write and read a log', () => {
     expect(await append(id, 0, 'x', alice)).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
     expect(await append(id, 0, 'x', t.adminToken)).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
     const anonymous = await t.gql(APPEND, { i: { id, offset: 0, bytes: 1, text: 'x' } }, null);
-    expect(anonymous.data!.appendWorkRequestLog).toMatchObject({ __typename: 'UnauthenticatedError', code: 'UNAUTHENTICATED' });
+    expect(anonymous.data!.appendWorkRequestLog).toMatchObject({
+      __typename: 'UnauthenticatedError',
+      code: 'UNAUTHENTICATED',
+    });
     expect(await snapshot(t, tables)).toEqual(before);
   });
 
@@ -241,9 +341,13 @@ describe('who may write and read a log', () => {
     expect(pages.at(-1)).toMatchObject({ nextOffset: 25, complete: true });
     expect(pages.slice(0, -1).every((p) => !p.complete)).toBe(true);
     // A follower starting after the end gets everything at once, and the end.
-    const late = collect<{ workRequestLog: { text: string; complete: boolean } }>(c.client, `subscription($id: ID!) { workRequestLog(id: $id, offset: 7) { text complete } }`, {
-      id,
-    });
+    const late = collect<{ workRequestLog: { text: string; complete: boolean } }>(
+      c.client,
+      `subscription($id: ID!) { workRequestLog(id: $id, offset: 7) { text complete } }`,
+      {
+        id,
+      },
+    );
     await late.completed;
     expect(late.items).toEqual([{ workRequestLog: { text: 'during 1\nduring 2\n', complete: true } }]);
   });

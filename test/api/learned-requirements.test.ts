@@ -10,7 +10,15 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LEARNED_HEADROOM } from '../../src/core/tasks/learned-requirements.js';
 import { useTestApp, type TestApp } from '../helpers/app.js';
-import { addMember, connectedWorker, createPool, createWorkspace, memberOf, ok, submitOk } from '../helpers/fixtures.js';
+import {
+  addMember,
+  connectedWorker,
+  createPool,
+  createWorkspace,
+  memberOf,
+  ok,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 type Json = Record<string, any>;
 
@@ -24,7 +32,12 @@ const STATS = `query($p: String, $a: String) { taskStatistics(taskType: "worker"
 const DIAGNOSIS = `query($id: ID!) { workRequest(id: $id) { status requiredTags { tag provenance source } droppedTags { tag }
   diagnosis { state matchingPools mismatches { pool workerNames missingOnWorker } } } }`;
 const DEMAND = `{ provisioningDemand { pools { pool { name } pendingRunnable launch } unschedulable { count } } }`;
-const AMD64_POOL = ['worker:build-arch:amd64', 'worker:executor:unshare', 'worker:cap:sbuild', 'worker:task:worker:sbuild:version:1'];
+const AMD64_POOL = [
+  'worker:build-arch:amd64',
+  'worker:executor:unshare',
+  'worker:cap:sbuild',
+  'worker:task:worker:sbuild:version:1',
+];
 
 const sbuildOf = (pkg: string, extra: Json = {}, workspace = 'learn/main') => ({
   workspace,
@@ -48,7 +61,13 @@ async function builders(t: TestApp, names: string[], memoryGib: number, diskGib:
       t,
       name,
       {},
-      { architectures: ['amd64'], cpuCount: 4, totalPhysicalMemory: memoryGib * GIB, diskFree: diskGib * GIB, executors: ['unshare'] },
+      {
+        architectures: ['amd64'],
+        cpuCount: 4,
+        totalPhysicalMemory: memoryGib * GIB,
+        diskFree: diskGib * GIB,
+        executors: ['unshare'],
+      },
     );
     const [{ id }] = await t.sql<{ id: number }>(`select id from worker where name = ?`, [name]);
     out.push({ id, token });
@@ -70,12 +89,24 @@ const runFigures = (i: number, memoryBytes: number, diskBytes: number, flags: Js
 });
 
 /** Runs `n` builds of `pkg` to completion through the API, on `by` in turn, each reporting these peaks; the ids of the requests. */
-async function history(t: TestApp, by: Builder[], pkg: string, n: number, memoryBytes: number, diskBytes: number, flags: Json = {}, workspace = 'learn/main'): Promise<string[]> {
+async function history(
+  t: TestApp,
+  by: Builder[],
+  pkg: string,
+  n: number,
+  memoryBytes: number,
+  diskBytes: number,
+  flags: Json = {},
+  workspace = 'learn/main',
+): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const worker = by[i % by.length]!;
     const { id } = await submitOk(t, sbuildOf(pkg, {}, workspace));
-    await t.sql(`update work_request set status = 'ASSIGNED', worker_id = ?, assigned_at = now() where id = ?`, [worker.id, Number(id)]);
+    await t.sql(`update work_request set status = 'ASSIGNED', worker_id = ?, assigned_at = now() where id = ?`, [
+      worker.id,
+      Number(id),
+    ]);
     const statistics = JSON.parse(JSON.stringify(runFigures(i, memoryBytes, diskBytes, flags))) as Json;
     const r = await ok(t, COMPLETE, { id, s: statistics }, worker.token);
     expect(r.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
@@ -84,7 +115,8 @@ async function history(t: TestApp, by: Builder[], pkg: string, n: number, memory
   return ids;
 }
 
-const learnedOf = (tags: { tag: string; provenance: string; source: string }[]) => tags.filter((e) => e.source.startsWith('history:'));
+const learnedOf = (tags: { tag: string; provenance: string; source: string }[]) =>
+  tags.filter((e) => e.source.startsWith('history:'));
 
 describe('learned minimums, turned on', () => {
   let big: Builder[];
@@ -92,8 +124,18 @@ describe('learned minimums, turned on', () => {
     await createWorkspace(on, 'learn/main');
     await connectedWorker(on, 'learn-1'); // runs sbuild: 8 GiB of memory, 50 GiB of disk
     big = await builders(on, ['build-1', 'build-2'], 32, 100);
-    await createPool(on, { name: 'small', providedTags: AMD64_POOL, specifications: { memoryGib: 8, diskGib: 100 }, maxActiveInstances: 2 });
-    await createPool(on, { name: 'big', providedTags: AMD64_POOL, specifications: { memoryGib: 64, diskGib: 100 }, maxActiveInstances: 2 });
+    await createPool(on, {
+      name: 'small',
+      providedTags: AMD64_POOL,
+      specifications: { memoryGib: 8, diskGib: 100 },
+      maxActiveInstances: 2,
+    });
+    await createPool(on, {
+      name: 'big',
+      providedTags: AMD64_POOL,
+      specifications: { memoryGib: 64, diskGib: 100 },
+      maxActiveInstances: 2,
+    });
     await history(on, big, 'hello', 4, 10 * GIB, 20 * GIB);
     await history(on, big, 'tiny', 4, 200 * 2 ** 20, 100 * 2 ** 20);
     await history(on, big, 'rare', 2, 10 * GIB, 20 * GIB);
@@ -139,7 +181,10 @@ describe('learned minimums, turned on', () => {
 
   it('ask for more than the worker had after runs killed for memory or that filled the disk', async () => {
     // Runs on two 8 GiB, 50 GiB workers that report 3 GiB and 10 GiB, but were killed for memory and filled the disk.
-    await history(on, await builders(on, ['small-1', 'small-2'], 8, 50), 'greedy', 3, 3 * GIB, 10 * GIB, { outOfMemory: true, diskFull: true });
+    await history(on, await builders(on, ['small-1', 'small-2'], 8, 50), 'greedy', 3, 3 * GIB, 10 * GIB, {
+      outOfMemory: true,
+      diskFull: true,
+    });
     const wr = await submitOk(on, sbuildOf('greedy'));
     const learned = learnedOf(wr.requiredTags as never).map((e: Json) => e.tag as string);
     const value = (name: string) => Number(learned.find((t) => t.startsWith(`${name}>=`))?.split('>=')[1]);
@@ -189,35 +234,50 @@ describe('an unknown figure', () => {
     { omitted: ['peakDiskBytes'], memory: true, disk: false },
     { omitted: ['peakMemoryBytes', 'cpuSeconds'], memory: false, disk: true },
     { omitted: ['peakMemoryBytes', 'peakDiskBytes', 'cpuSeconds'], memory: false, disk: false },
-  ])('counts for nothing in the aggregates or the learned minimums ($omitted omitted)', async ({ omitted, memory, disk }) => {
-    const pkg = `unknown-${omitted.join('-').toLowerCase()}`;
-    const ids = await history(on, two, pkg, 3, 10 * GIB, 20 * GIB, Object.fromEntries(omitted.map((f) => [f, undefined])), 'unknown/main');
-    for (const id of ids) {
-      const kept = (await ok(on, KEPT, { id })).workRequest.statistics;
-      for (const f of omitted) expect(kept[f], f).toBeNull();
-    }
-    const stats = (await ok(on, FIGURES, { p: pkg, a: 'amd64' })).taskStatistics;
-    expect(stats.count).toBe(3);
-    expect(stats.duration.count).toBe(3);
-    // What was reported counts, within its bucket (at most 5% above); what was not, not at all.
-    for (const [figure, reported, bytes] of [
-      [stats.memory, memory, 10 * GIB + 2 * 2 ** 20],
-      [stats.disk, disk, 20 * GIB],
-    ] as const) {
-      if (!reported) expect(figure).toBeNull();
-      else {
-        expect(figure.count).toBe(3);
-        expect(figure.p95).toBeGreaterThanOrEqual(bytes);
-        expect(figure.p95).toBeLessThan(bytes * 1.05);
+  ])(
+    'counts for nothing in the aggregates or the learned minimums ($omitted omitted)',
+    async ({ omitted, memory, disk }) => {
+      const pkg = `unknown-${omitted.join('-').toLowerCase()}`;
+      const ids = await history(
+        on,
+        two,
+        pkg,
+        3,
+        10 * GIB,
+        20 * GIB,
+        Object.fromEntries(omitted.map((f) => [f, undefined])),
+        'unknown/main',
+      );
+      for (const id of ids) {
+        const kept = (await ok(on, KEPT, { id })).workRequest.statistics;
+        for (const f of omitted) expect(kept[f], f).toBeNull();
       }
-    }
-    // The task as a whole counts them for nothing either.
-    const all = (await ok(on, FIGURES, {})).taskStatistics;
-    for (const figure of [all.memory, all.disk]) if (figure) expect(figure.p95).toBeLessThan(64 * GIB);
+      const stats = (await ok(on, FIGURES, { p: pkg, a: 'amd64' })).taskStatistics;
+      expect(stats.count).toBe(3);
+      expect(stats.duration.count).toBe(3);
+      // What was reported counts, within its bucket (at most 5% above); what was not, not at all.
+      for (const [figure, reported, bytes] of [
+        [stats.memory, memory, 10 * GIB + 2 * 2 ** 20],
+        [stats.disk, disk, 20 * GIB],
+      ] as const) {
+        if (!reported) expect(figure).toBeNull();
+        else {
+          expect(figure.count).toBe(3);
+          expect(figure.p95).toBeGreaterThanOrEqual(bytes);
+          expect(figure.p95).toBeLessThan(bytes * 1.05);
+        }
+      }
+      // The task as a whole counts them for nothing either.
+      const all = (await ok(on, FIGURES, {})).taskStatistics;
+      for (const figure of [all.memory, all.disk]) if (figure) expect(figure.p95).toBeLessThan(64 * GIB);
 
-    const wr = await submitOk(on, sbuildOf(pkg, {}, 'unknown/main'));
-    expect(learnedTags(wr)).toEqual([...(disk ? ['worker:disk-gib>=26'] : []), ...(memory ? ['worker:memory-gib>=13'] : [])]);
-  });
+      const wr = await submitOk(on, sbuildOf(pkg, {}, 'unknown/main'));
+      expect(learnedTags(wr)).toEqual([
+        ...(disk ? ['worker:disk-gib>=26'] : []),
+        ...(memory ? ['worker:memory-gib>=13'] : []),
+      ]);
+    },
+  );
 });
 
 describe("a worker's figures", () => {
@@ -228,7 +288,16 @@ describe("a worker's figures", () => {
   it('count no more than the worker offers, and one worker neither makes a minimum nor sets its size', async () => {
     // A worker of 8 GiB of memory and 100 GiB of disk (4 CPUs) reports the largest figures accepted.
     const liar = await builders(on, ['liar'], 8, 100);
-    const ids = await history(on, liar, 'bloat', 3, 2 ** 50, 2 ** 50, { peakMemoryBytes: 2 ** 50, cpuSeconds: 1e9 }, 'bounds/main');
+    const ids = await history(
+      on,
+      liar,
+      'bloat',
+      3,
+      2 ** 50,
+      2 ** 50,
+      { peakMemoryBytes: 2 ** 50, cpuSeconds: 1e9 },
+      'bounds/main',
+    );
     const kept = (await ok(on, KEPT, { id: ids[0] })).workRequest.statistics;
     expect(kept).toEqual({ peakMemoryBytes: 8 * GIB, peakDiskBytes: 100 * GIB, cpuSeconds: 60 * 4 });
     const stats = (await ok(on, FIGURES, { p: 'bloat', a: 'amd64' })).taskStatistics;
@@ -243,8 +312,13 @@ describe("a worker's figures", () => {
     // three runs at its full size (the 95th percentile) do not decide alone.
     const [honest] = await builders(on, ['honest'], 32, 100);
     await history(on, [honest!], 'bloat', 1, 3 * GIB, 5 * GIB, {}, 'bounds/main');
-    expect((await ok(on, FIGURES, { p: 'bloat', a: 'amd64' })).taskStatistics.memory.p95).toBeGreaterThanOrEqual(8 * GIB);
-    expect(learnedTags(await submitOk(on, sbuildOf('bloat', {}, 'bounds/main')))).toEqual(['worker:disk-gib>=7', 'worker:memory-gib>=4']);
+    expect((await ok(on, FIGURES, { p: 'bloat', a: 'amd64' })).taskStatistics.memory.p95).toBeGreaterThanOrEqual(
+      8 * GIB,
+    );
+    expect(learnedTags(await submitOk(on, sbuildOf('bloat', {}, 'bounds/main')))).toEqual([
+      'worker:disk-gib>=7',
+      'worker:memory-gib>=4',
+    ]);
   });
 });
 
@@ -285,6 +359,9 @@ describe('the runs a request learns from', () => {
     await history(shared, [one!], 'hushed', 3, 10 * GIB, 20 * GIB, {}, 'hush/main');
     expect(learnedTags(await submitOk(shared, sbuildOf('hushed', {}, 'open/main'), stranger))).toEqual([]);
     await history(shared, [two!], 'hushed', 1, 10 * GIB, 20 * GIB, {}, 'hush/main');
-    expect(learnedTags(await submitOk(shared, sbuildOf('hushed', {}, 'open/main'), stranger))).toEqual(['worker:disk-gib>=26', 'worker:memory-gib>=13']);
+    expect(learnedTags(await submitOk(shared, sbuildOf('hushed', {}, 'open/main'), stranger))).toEqual([
+      'worker:disk-gib>=26',
+      'worker:memory-gib>=13',
+    ]);
   });
 });

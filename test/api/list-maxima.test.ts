@@ -7,14 +7,19 @@ const t = useTestApp();
 let owner: string;
 
 async function createUser(username: string): Promise<string> {
-  const res = await t.gql(`mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, { u: username });
+  const res = await t.gql(
+    `mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`,
+    { u: username },
+  );
   return res.data!.createUser.token as string;
 }
 
 beforeAll(async () => {
   owner = await createUser('ws-owner');
   await t.gql(`mutation { createWorkspace(input: { name: "max/one", isPublic: false }) { __typename } }`);
-  const set = await t.gql(`mutation { setWorkspaceMember(input: { workspace: "max/one", username: "ws-owner", role: OWNER }) { __typename } }`);
+  const set = await t.gql(
+    `mutation { setWorkspaceMember(input: { workspace: "max/one", username: "ws-owner", role: OWNER }) { __typename } }`,
+  );
   expect(set.data!.setWorkspaceMember.__typename).toBe('Workspace');
   for (let i = 0; i < 100; i++) await createUser(`m${i}`);
 });
@@ -33,14 +38,19 @@ describe('list maxima are enforced when written', () => {
     expect(kinds.filter((k) => k === 'TaskRule')).toHaveLength(50);
     const refused = answers.map((a) => a.data?.createTaskRule).filter((r) => r?.__typename === 'InputError');
     expect(refused).toHaveLength(10);
-    for (const r of refused) expect(r).toMatchObject({ code: 'INVALID_RULE', message: 'input: a workspace holds at most 50 rules' });
+    for (const r of refused)
+      expect(r).toMatchObject({ code: 'INVALID_RULE', message: 'input: a workspace holds at most 50 rules' });
     const rules = await t.gql(`{ workspace(name: "max/one") { rules { name } } }`, {}, owner);
     expect(rules.data!.workspace.rules).toHaveLength(50);
   });
 
   it('site rules: at most 50', async () => {
-    for (let i = 0; i < 50; i++) expect((await addRule(null, `s${i}`)).data!.createTaskRule.__typename).toBe('TaskRule');
-    expect((await addRule(null, 's50')).data!.createTaskRule).toMatchObject({ __typename: 'InputError', message: 'input: the site holds at most 50 rules' });
+    for (let i = 0; i < 50; i++)
+      expect((await addRule(null, `s${i}`)).data!.createTaskRule.__typename).toBe('TaskRule');
+    expect((await addRule(null, 's50')).data!.createTaskRule).toMatchObject({
+      __typename: 'InputError',
+      message: 'input: the site holds at most 50 rules',
+    });
     expect((await t.gql(`{ siteRules { name } }`)).data!.siteRules).toHaveLength(50);
   });
 
@@ -57,16 +67,25 @@ describe('list maxima are enforced when written', () => {
     expect(taken).toHaveLength(99);
     const refused = answers.map((a) => a.data!.setWorkspaceMember).filter((r) => r.__typename === 'InputError');
     expect(refused).toEqual([
-      { __typename: 'InputError', code: 'INVALID_INPUT', message: 'input.username: a workspace holds at most 100 members (groups hold more people)', path: 'input.username' },
+      {
+        __typename: 'InputError',
+        code: 'INVALID_INPUT',
+        message: 'input.username: a workspace holds at most 100 members (groups hold more people)',
+        path: 'input.username',
+      },
     ]);
     const members = await t.gql(`{ workspace(name: "max/one") { members { user { username } } } }`, {}, owner);
     expect(members.data!.workspace.members).toHaveLength(100);
-    const firstMember = members.data!.workspace.members.find((m: { user: { username: string } }) => m.user.username !== 'ws-owner').user.username as string;
+    const firstMember = members.data!.workspace.members.find(
+      (m: { user: { username: string } }) => m.user.username !== 'ws-owner',
+    ).user.username as string;
     expect((await set(firstMember, 'VIEWER')).data!.setWorkspaceMember.__typename).toBe('Workspace');
   });
 
   it('a group holds at most 100 members', async () => {
-    const group = await t.gql(`mutation { createGroup(input: { scope: "max", name: "team" }) { ... on Group { id } } }`);
+    const group = await t.gql(
+      `mutation { createGroup(input: { scope: "max", name: "team" }) { ... on Group { id } } }`,
+    );
     const id = group.data!.createGroup.id as string;
     const add = (usernames: string[]) =>
       t.gql(
@@ -92,6 +111,9 @@ describe('list maxima are enforced when written', () => {
     expect(past.errors?.[0]?.extensions?.code).toBe('INVALID_INPUT');
     await t.gql(`mutation { createWorkspace(input: { name: "max/two" }) { __typename } }`);
     expect((await t.gql(`{ workspaces(first: 1) { name } }`)).data!.workspaces).toEqual([{ name: 'max/one' }]);
-    expect((await t.gql(`{ workspaces { name } }`)).data!.workspaces).toEqual([{ name: 'max/one' }, { name: 'max/two' }]);
+    expect((await t.gql(`{ workspaces { name } }`)).data!.workspaces).toEqual([
+      { name: 'max/one' },
+      { name: 'max/two' },
+    ]);
   });
 });

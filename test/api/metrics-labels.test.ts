@@ -43,7 +43,13 @@ describe('the operation label of GraphQL durations', () => {
 
 describe('the exposition', () => {
   it('spells a not-a-number sample NaN, as the text format does, where prom-client writes Nan', () => {
-    const written = ['# HELP x Ends in Nan', '# TYPE nodejs_eventloop_lag_mean_seconds gauge', 'nodejs_eventloop_lag_mean_seconds Nan', 'x{a="b Nan"} 1', 'y 2'].join('\n');
+    const written = [
+      '# HELP x Ends in Nan',
+      '# TYPE nodejs_eventloop_lag_mean_seconds gauge',
+      'nodejs_eventloop_lag_mean_seconds Nan',
+      'x{a="b Nan"} 1',
+      'y 2',
+    ].join('\n');
     expect(spellNaN(written).split('\n')).toEqual([
       '# HELP x Ends in Nan',
       '# TYPE nodejs_eventloop_lag_mean_seconds gauge',

@@ -14,7 +14,14 @@ import { registerFakeCloud } from '../provisioner/fake-cloud.js';
 const cloud = registerFakeCloud('fake-metrics');
 afterAll(() => cloud.unregister());
 
-const t = useTestApp({ provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', launchBackoffMs: 3_600_000, launchBackoffMaxMs: 3_600_000 } });
+const t = useTestApp({
+  provisioner: {
+    enabled: true,
+    agentServerUrl: 'http://tagsched.test/graphql',
+    launchBackoffMs: 3_600_000,
+    launchBackoffMaxMs: 3_600_000,
+  },
+});
 let base: string;
 
 beforeAll(async () => {

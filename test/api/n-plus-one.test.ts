@@ -26,7 +26,16 @@ beforeAll(async () => {
   dropDatabase = db.drop;
   const config = loadConfig(
     {},
-    { server: { databaseUrl: db.url, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' } },
+    {
+      server: {
+        databaseUrl: db.url,
+        dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+        adminToken: ADMIN_TOKEN,
+        secretKey: 'test-secret-key',
+        port: 0,
+        host: '127.0.0.1',
+      },
+    },
   );
   const log = pino(
     { level: 'debug' },
@@ -87,12 +96,19 @@ let registered = 0;
 async function growWorkersTo(total: number): Promise<void> {
   if (registered === 0) {
     for (let i = 0; i < 5; i++) {
-      await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n, providerType: "local", providedTags: ["site:pool"] }) { __typename } }`, { n: `pool-${i}` });
+      await gql(
+        `mutation($n: String!) { createWorkerPool(input: { name: $n, providerType: "local", providedTags: ["site:pool"] }) { __typename } }`,
+        { n: `pool-${i}` },
+      );
     }
   }
   for (; registered < total; registered++) {
     const r = await gql(`mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { __typename } }`, {
-      i: { name: `w-${String(registered).padStart(3, '0')}`, pool: `pool-${registered % 5}`, staticMetadata: { architectures: ['amd64'], tools: ['sbuild'] } },
+      i: {
+        name: `w-${String(registered).padStart(3, '0')}`,
+        pool: `pool-${registered % 5}`,
+        staticMetadata: { architectures: ['amd64'], tools: ['sbuild'] },
+      },
     });
     expect(r.registerWorker.__typename).toBe('WorkerTokenPayload');
   }
@@ -113,12 +129,18 @@ describe('the workers list', () => {
     const nodes = fifty.data.workers.edges.map((e: { node: Record<string, any> }) => e.node);
     expect(nodes).toHaveLength(50);
     // The answer is complete: every worker with its pool, status and tags.
-    expect(new Set(nodes.map((n: { pool: { name: string } }) => n.pool.name))).toEqual(new Set(['pool-0', 'pool-1', 'pool-2', 'pool-3', 'pool-4']));
+    expect(new Set(nodes.map((n: { pool: { name: string } }) => n.pool.name))).toEqual(
+      new Set(['pool-0', 'pool-1', 'pool-2', 'pool-3', 'pool-4']),
+    );
     expect(nodes[7]).toEqual({
       name: 'w-007',
       status: 'DISCONNECTED',
       pool: { name: 'pool-2' },
-      providedTags: expect.arrayContaining([{ tag: 'worker:build-arch:amd64' }, { tag: 'site:pool' }, { tag: 'worker:type:worker' }]),
+      providedTags: expect.arrayContaining([
+        { tag: 'worker:build-arch:amd64' },
+        { tag: 'site:pool' },
+        { tag: 'worker:type:worker' },
+      ]),
     });
 
     expect(ten.statements.length, ten.statements.join('\n')).toBeLessThanOrEqual(MAX_STATEMENTS);
@@ -139,17 +161,25 @@ describe('the work requests list', () => {
   /** Submits sbuilds until there are `total`, over three workspaces; every other one is assigned to a worker. */
   async function growRequestsTo(total: number): Promise<void> {
     for (; created < total; created++) {
-      const r = await gql(`mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { message } } }`, {
-        i: { workspace: `wr/ws-${created % 3}`, taskType: 'worker', taskName: 'sbuild', taskData: { source_package: `pkg-${created}`, host_architecture: 'amd64' } },
-      });
+      const r = await gql(
+        `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { message } } }`,
+        {
+          i: {
+            workspace: `wr/ws-${created % 3}`,
+            taskType: 'worker',
+            taskName: 'sbuild',
+            taskData: { source_package: `pkg-${created}`, host_architecture: 'amd64' },
+          },
+        },
+      );
       expect(r.createWorkRequest.__typename, r.createWorkRequest.message).toBe('WorkRequest');
       if (created % 2 === 0) {
         await app.orm.em
           .getConnection()
-          .execute(`update work_request set status = 'ASSIGNED', worker_id = (select id from worker order by id limit 1 offset ?) where id = ?`, [
-            created % 10,
-            Number(r.createWorkRequest.id),
-          ]);
+          .execute(
+            `update work_request set status = 'ASSIGNED', worker_id = (select id from worker order by id limit 1 offset ?) where id = ?`,
+            [created % 10, Number(r.createWorkRequest.id)],
+          );
       }
     }
   }
@@ -158,7 +188,8 @@ describe('the work requests list', () => {
     worker { name status activeWorkCount pool { name } } dependsOn providedTags { tag } requiredTags { tag } } } } }`;
 
   it('costs the same few statements for 6 requests as for 18', async () => {
-    for (let i = 0; i < 3; i++) await gql(`mutation($n: String!) { createWorkspace(input: { name: $n }) { __typename } }`, { n: `wr/ws-${i}` });
+    for (let i = 0; i < 3; i++)
+      await gql(`mutation($n: String!) { createWorkspace(input: { name: $n }) { __typename } }`, { n: `wr/ws-${i}` });
     await growWorkersTo(10);
     await growRequestsTo(6);
     const few = await statementsOf(QUERY);
@@ -168,11 +199,20 @@ describe('the work requests list', () => {
     const nodes = many.data.workRequests.edges.map((e: { node: Record<string, any> }) => e.node);
     expect(nodes).toHaveLength(18);
     expect(nodes.filter((n: { worker: unknown }) => n.worker !== null)).toHaveLength(9);
-    expect(nodes[0]).toMatchObject({ workspace: { name: 'wr/ws-2', scope: 'wr' }, createdBy: { username: 'admin' }, worker: null });
+    expect(nodes[0]).toMatchObject({
+      workspace: { name: 'wr/ws-2', scope: 'wr' },
+      createdBy: { username: 'admin' },
+      worker: null,
+    });
     expect(nodes[1]).toMatchObject({
       workspace: { name: 'wr/ws-1' },
       status: 'ASSIGNED',
-      worker: { name: expect.stringMatching(/^w-/), status: 'DISCONNECTED', activeWorkCount: expect.any(Number), pool: { name: expect.stringMatching(/^pool-/) } },
+      worker: {
+        name: expect.stringMatching(/^w-/),
+        status: 'DISCONNECTED',
+        activeWorkCount: expect.any(Number),
+        pool: { name: expect.stringMatching(/^pool-/) },
+      },
     });
 
     // The token, the requests, and one batch each for workspaces, users, workers, their pools, their active work and the dependencies.
@@ -187,17 +227,28 @@ describe('workflows and their children', () => {
   async function growWorkflowsTo(total: number): Promise<void> {
     if (made === 0) {
       await gql(`mutation { createWorkspace(input: { name: "flows/main" }) { __typename } }`);
-      for (const a of ['amd64', 'arm64']) await gql(`mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { __typename } }`, { a });
+      for (const a of ['amd64', 'arm64'])
+        await gql(
+          `mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { __typename } }`,
+          { a },
+        );
     }
     for (; made < total; made++) {
-      const r = await gql(`mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on Error { message } } }`, {
-        i: {
-          workspace: 'flows/main',
-          taskType: 'workflow',
-          taskName: 'sbuild',
-          taskData: { input: { source_package: `pkg-${made}` }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'] },
+      const r = await gql(
+        `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on Error { message } } }`,
+        {
+          i: {
+            workspace: 'flows/main',
+            taskType: 'workflow',
+            taskName: 'sbuild',
+            taskData: {
+              input: { source_package: `pkg-${made}` },
+              target_distribution: 'debian:trixie',
+              architectures: ['amd64', 'arm64'],
+            },
+          },
         },
-      });
+      );
       expect(r.createWorkRequest.__typename, r.createWorkRequest.message).toBe('WorkRequest');
     }
   }
@@ -227,7 +278,10 @@ describe('the workspaces list', () => {
     for (; made < total; made++) {
       const name = `many/ws-${String(made).padStart(2, '0')}`;
       await gql(`mutation($n: String!) { createWorkspace(input: { name: $n }) { __typename } }`, { n: name });
-      await gql(`mutation($n: String!) { createTaskRule(input: { workspace: $n, name: "r", requiredTags: ["site:x"] }) { __typename } }`, { n: name });
+      await gql(
+        `mutation($n: String!) { createTaskRule(input: { workspace: $n, name: "r", requiredTags: ["site:x"] }) { __typename } }`,
+        { n: name },
+      );
     }
   }
 
@@ -248,8 +302,13 @@ describe('the groups list', () => {
     const counts: number[] = [];
     for (const total of [2, 8]) {
       for (let i = counts.length ? 2 : 0; i < total; i++) {
-        const r = await gql(`mutation($n: String!) { createGroup(input: { scope: "g", name: $n }) { ... on Group { id } } }`, { n: `grp-${i}` });
-        await gql(`mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["admin"] }) { __typename } }`, { g: r.createGroup.id });
+        const r = await gql(
+          `mutation($n: String!) { createGroup(input: { scope: "g", name: $n }) { ... on Group { id } } }`,
+          { n: `grp-${i}` },
+        );
+        await gql(`mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["admin"] }) { __typename } }`, {
+          g: r.createGroup.id,
+        });
       }
       const { data, statements } = await statementsOf(QUERY);
       expect(data.groups).toHaveLength(total);
@@ -267,7 +326,10 @@ describe('the pools list with their instances', () => {
     const counts: number[] = [];
     for (const total of [2, 8]) {
       for (let i = counts.length ? 2 : 0; i < total; i++) {
-        await gql(`mutation($n: String!) { createWorkerPool(input: { name: $n, providerType: "local" }) { __typename } }`, { n: `inst-${i}` });
+        await gql(
+          `mutation($n: String!) { createWorkerPool(input: { name: $n, providerType: "local" }) { __typename } }`,
+          { n: `inst-${i}` },
+        );
         // Three instances each, with their workers, as the provisioner records them.
         for (let k = 0; k < 3; k++) {
           await app.orm.em.getConnection().execute(
@@ -283,8 +345,20 @@ describe('the pools list with their instances', () => {
       expect(mine).toHaveLength(total);
       // Each pool's page: its two newest instances, with their workers and pool.
       expect(mine[1].instances.edges.map((e: { node: Record<string, any> }) => e.node)).toEqual([
-        { name: 'inst-1-2', state: 'LAUNCHING', runtimeSeconds: expect.any(Number), worker: { name: 'inst-1-2', status: 'DISCONNECTED' }, pool: { name: 'inst-1' } },
-        { name: 'inst-1-1', state: 'LAUNCHING', runtimeSeconds: expect.any(Number), worker: { name: 'inst-1-1', status: 'DISCONNECTED' }, pool: { name: 'inst-1' } },
+        {
+          name: 'inst-1-2',
+          state: 'LAUNCHING',
+          runtimeSeconds: expect.any(Number),
+          worker: { name: 'inst-1-2', status: 'DISCONNECTED' },
+          pool: { name: 'inst-1' },
+        },
+        {
+          name: 'inst-1-1',
+          state: 'LAUNCHING',
+          runtimeSeconds: expect.any(Number),
+          worker: { name: 'inst-1-1', status: 'DISCONNECTED' },
+          pool: { name: 'inst-1' },
+        },
       ]);
       counts.push(statements.length);
     }
@@ -300,9 +374,15 @@ describe('a created request', () => {
       __typename ... on WorkRequest { id status workspace { name } createdBy { username } } } }`;
     await settle();
     ormLines = [];
-    const data = await gql(CREATE, { i: { workspace: 'answers/main', taskType: 'worker', taskName: 'noop', taskData: {} } });
+    const data = await gql(CREATE, {
+      i: { workspace: 'answers/main', taskType: 'worker', taskName: 'noop', taskData: {} },
+    });
     const statements = ormLines.filter((line) => line.includes('[query]'));
-    expect(data.createWorkRequest).toMatchObject({ __typename: 'WorkRequest', workspace: { name: 'answers/main' }, createdBy: { username: 'admin' } });
+    expect(data.createWorkRequest).toMatchObject({
+      __typename: 'WorkRequest',
+      workspace: { name: 'answers/main' },
+      createdBy: { username: 'admin' },
+    });
     // The workspace is read once, by its name, to check the input; the user came with the token.
     expect(statements.filter((s) => /from "workspace"/.test(s))).toHaveLength(1);
     expect(statements.filter((s) => /from "app_user"/.test(s))).toEqual([]);

@@ -21,7 +21,8 @@ const create = async (arch: string, token?: string) =>
       token,
     )
   ).createWorkRequest as { id: string; status: string };
-const start = (id: string, token: string) => ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+const start = (id: string, token: string) =>
+  ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
 
 let worker: string;
 
@@ -35,8 +36,12 @@ beforeAll(async () => {
 
 describe('which request changes ask for a scheduling pass', () => {
   it('by status: new pending work and freed slots do; assignments, starts and blocked requests do not', () => {
-    expect((['PENDING', 'COMPLETED', 'ABORTED', undefined] as const).map((status) => changeMayAllowAssignments({ status }))).toEqual([true, true, true, true]);
-    expect((['ASSIGNED', 'RUNNING', 'BLOCKED'] as const).map((status) => changeMayAllowAssignments({ status }))).toEqual([false, false, false]);
+    expect(
+      (['PENDING', 'COMPLETED', 'ABORTED', undefined] as const).map((status) => changeMayAllowAssignments({ status })),
+    ).toEqual([true, true, true, true]);
+    expect(
+      (['ASSIGNED', 'RUNNING', 'BLOCKED'] as const).map((status) => changeMayAllowAssignments({ status })),
+    ).toEqual([false, false, false]);
     expect(changeMayAllowAssignments({ status: 'COMPLETED', slotRefilled: true })).toBe(false);
   });
 
@@ -55,19 +60,31 @@ describe('which request changes ask for a scheduling pass', () => {
     await settle();
     expect(await passes()).toBe(before + 1);
     // The completion frees the slot, and the worker gets its next work at once, without a pass.
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: placed.id }, worker);
+    await ok(
+      t,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id: placed.id },
+      worker,
+    );
     await settle();
     expect(await passes()).toBe(before + 1);
     const [row] = await t.sql<{ status: string }>('select status from work_request where id = ?', [Number(waiting.id)]);
     expect(row.status).toBe('ASSIGNED');
     await start(waiting.id, worker);
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: waiting.id }, worker);
+    await ok(
+      t,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id: waiting.id },
+      worker,
+    );
     await settle();
     expect(await passes()).toBe(before + 1);
     // Completed by an admin, a request frees its worker's slot for a pass to fill.
     const third = await create('amd64');
     expect(third.status).toBe('ASSIGNED');
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: third.id });
+    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, {
+      id: third.id,
+    });
     await settle();
     expect(await passes()).toBe(before + 2);
   });
@@ -77,11 +94,20 @@ describe('which request changes ask for a scheduling pass', () => {
     const first = changes.next(); // subscribes
     await t.app.events.listening?.();
     // Created in a batch (no placement): the worker pulls it before the debounced pass runs.
-    const created = await ok(t, `mutation($i: CreateWorkRequestsInput!) { createWorkRequests(input: $i) { ... on CreateWorkRequestsPayload { requests { id } } } }`, {
-      i: { requests: [sbuild('debian/main')] },
-    });
+    const created = await ok(
+      t,
+      `mutation($i: CreateWorkRequestsInput!) { createWorkRequests(input: $i) { ... on CreateWorkRequestsPayload { requests { id } } } }`,
+      {
+        i: { requests: [sbuild('debian/main')] },
+      },
+    );
     const id = Number(created.createWorkRequests.requests[0].id);
-    const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, worker);
+    const pulled = await ok(
+      t,
+      `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`,
+      {},
+      worker,
+    );
     expect(Number(pulled.requestWork.workRequest.id)).toBe(id);
     // A marker after the pull: every change of the request published before it has been heard.
     const marker = await create('sparc64');

@@ -8,7 +8,17 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, snapshot, submitOk } from '../helpers/fixtures.js';
+import {
+  createPool,
+  createUser,
+  createWorkspace,
+  ERROR_FIELDS,
+  expectResult,
+  ok,
+  registerWorker,
+  snapshot,
+  submitOk,
+} from '../helpers/fixtures.js';
 import { costInMonth, monthStartUtc } from '../../src/scheduler/rules/pool-cost.js';
 
 const t = useTestApp({ provisioner: { enabled: false } });
@@ -25,14 +35,27 @@ beforeAll(async () => {
 });
 
 /** Each instance of a pool by name. */
-async function instancesOf(pool: string): Promise<{ pool: Record<string, unknown>; instances: Record<string, { pricePerHour: number | null; cost: number | null }> }> {
+async function instancesOf(
+  pool: string,
+): Promise<{
+  pool: Record<string, unknown>;
+  instances: Record<string, { pricePerHour: number | null; cost: number | null }>;
+}> {
   const { workerPool } = await ok(t, INSTANCES, { p: pool });
-  return { pool: workerPool, instances: Object.fromEntries(workerPool.instances.edges.map((e: { node: { name: string } }) => [e.node.name, e.node])) };
+  return {
+    pool: workerPool,
+    instances: Object.fromEntries(
+      workerPool.instances.edges.map((e: { node: { name: string } }) => [e.node.name, e.node]),
+    ),
+  };
 }
 
 /** The instance's times as the database has them, for the TypeScript rule. */
 async function times(name: string): Promise<{ requested: Date; end: Date }> {
-  const [r] = await t.sql(`select requested_at, least(coalesce(terminated_at, now()), now()) as end_at from instance where name = ?`, [name]);
+  const [r] = await t.sql(
+    `select requested_at, least(coalesce(terminated_at, now()), now()) as end_at from instance where name = ?`,
+    [name],
+  );
   return { requested: new Date(r.requested_at as string), end: new Date(r.end_at as string) };
 }
 
@@ -40,11 +63,18 @@ describe('cost settings of a pool', () => {
   it('are set, read back, removed with null, and visible to anonymous callers like the runtime', async () => {
     await createPool(t, { name: 'priced' });
     const set = await ok(t, UPDATE, { i: { name: 'priced', pricePerHour: 0.25, monthlyCostBudget: 100 } });
-    expect(set.updateWorkerPool).toMatchObject({ __typename: 'WorkerPool', pricePerHour: 0.25, monthlyCostBudget: 100, monthCost: 0 });
+    expect(set.updateWorkerPool).toMatchObject({
+      __typename: 'WorkerPool',
+      pricePerHour: 0.25,
+      monthlyCostBudget: 100,
+      monthCost: 0,
+    });
     const anonymous = await ok(t, `{ workerPool(name: "priced") { ${POOL} } }`, {}, null);
     expect(anonymous.workerPool).toMatchObject({ pricePerHour: 0.25, monthlyCostBudget: 100, monthCost: 0 });
     const outsider = await createUser(t, 'cost-outsider');
-    expect((await ok(t, `{ workerPool(name: "priced") { pricePerHour monthCost } }`, {}, outsider)).workerPool).toEqual({ pricePerHour: 0.25, monthCost: 0 });
+    expect((await ok(t, `{ workerPool(name: "priced") { pricePerHour monthCost } }`, {}, outsider)).workerPool).toEqual(
+      { pricePerHour: 0.25, monthCost: 0 },
+    );
     const cleared = await ok(t, UPDATE, { i: { name: 'priced', pricePerHour: null, monthlyCostBudget: null } });
     expect(cleared.updateWorkerPool).toMatchObject({ pricePerHour: null, monthlyCostBudget: null });
   });
@@ -53,7 +83,11 @@ describe('cost settings of a pool', () => {
     await createPool(t, {
       name: 'offered',
       providerType: 'ec2',
-      providerAccount: { accessKeyId: 'AKIAZ7TAGSCHEDTEST01', secretAccessKey: 'not-a-real-secret-0123456789abcdef0123', region: 'eu-central-1' },
+      providerAccount: {
+        accessKeyId: 'AKIAZ7TAGSCHEDTEST01',
+        secretAccessKey: 'not-a-real-secret-0123456789abcdef0123',
+        region: 'eu-central-1',
+      },
       pricePerHour: 0.3,
       specifications: {
         providerImage: 'ami-0abcdef1234567890',
@@ -66,8 +100,15 @@ describe('cost settings of a pool', () => {
         ],
       },
     });
-    const r = await ok(t, `{ workerPool(name: "offered") { specifications { offerings { pricePerHour } } offerings { pricePerHour market } } }`);
-    expect(r.workerPool.specifications.offerings).toEqual([{ pricePerHour: 0.1 }, { pricePerHour: null }, { pricePerHour: null }]);
+    const r = await ok(
+      t,
+      `{ workerPool(name: "offered") { specifications { offerings { pricePerHour } } offerings { pricePerHour market } } }`,
+    );
+    expect(r.workerPool.specifications.offerings).toEqual([
+      { pricePerHour: 0.1 },
+      { pricePerHour: null },
+      { pricePerHour: null },
+    ]);
     expect(r.workerPool.offerings).toEqual([
       { pricePerHour: 0.1, market: 'on-demand' },
       { pricePerHour: 0.05, market: 'spot' },
@@ -93,13 +134,29 @@ describe('cost settings of a pool', () => {
     });
     expect(r.updateWorkerPool.__typename).toBe('InputError');
     expect((r.updateWorkerPool.problems as { path: string }[]).map((p) => p.path).sort()).toEqual(
-      ['input.monthlyCostBudget', 'input.pricePerHour', 'input.specifications.offerings[0].pricePerHour', 'input.specifications.offerings[1].pricePerHour'].sort(),
+      [
+        'input.monthlyCostBudget',
+        'input.pricePerHour',
+        'input.specifications.offerings[0].pricePerHour',
+        'input.specifications.offerings[1].pricePerHour',
+      ].sort(),
     );
     const huge = await ok(t, UPDATE, { i: { name: 'bad-cost', pricePerHour: 1e308, monthlyCostBudget: 1e308 } });
-    expect((huge.updateWorkerPool.problems as { path: string }[]).map((p) => p.path).sort()).toEqual(['input.monthlyCostBudget', 'input.pricePerHour']);
+    expect((huge.updateWorkerPool.problems as { path: string }[]).map((p) => p.path).sort()).toEqual([
+      'input.monthlyCostBudget',
+      'input.pricePerHour',
+    ]);
     // A price nearer 0 than any real one (PostgreSQL would underflow summing it): refused.
-    const tiny = await ok(t, UPDATE, { i: { name: 'bad-cost', pricePerHour: 5e-324, specifications: { offerings: [{ instanceType: 'cx22', pricePerHour: 1e-12 }] } } });
-    expect((tiny.updateWorkerPool.problems as { path: string; message: string }[]).map((p) => p.message).sort()).toEqual([
+    const tiny = await ok(t, UPDATE, {
+      i: {
+        name: 'bad-cost',
+        pricePerHour: 5e-324,
+        specifications: { offerings: [{ instanceType: 'cx22', pricePerHour: 1e-12 }] },
+      },
+    });
+    expect(
+      (tiny.updateWorkerPool.problems as { path: string; message: string }[]).map((p) => p.message).sort(),
+    ).toEqual([
       'input.pricePerHour: must be 0 or from 1e-9 to 1000000',
       'input.specifications.offerings[0].pricePerHour: must be 0 or from 1e-9 to 1000000',
     ]);
@@ -113,14 +170,23 @@ describe('cost settings of a pool', () => {
 
 describe('the cost of instances', () => {
   it('by the second, and by started period; an instance keeps the price it was launched at', async () => {
-    await createPool(t, { name: 'hourly', pricePerHour: 0.5, billingPeriodSeconds: 3600, specifications: { concurrency: 2 } });
+    await createPool(t, {
+      name: 'hourly',
+      pricePerHour: 0.5,
+      billingPeriodSeconds: 3600,
+      specifications: { concurrency: 2 },
+    });
     await createPool(t, { name: 'secondly', pricePerHour: 0.5 });
     for (const [pool, name] of [
       ['hourly', 'hourly-1'],
       ['secondly', 'secondly-1'],
     ])
-      expect(await expectResult(t, 'InstanceLaunchPayload', CREATE_INSTANCE, { p: pool, n: name })).toMatchObject({ instance: { name, pricePerHour: 0.5 } });
-    expect(await t.sql(`select name, price_per_hour from instance where name in ('hourly-1', 'secondly-1') order by name`)).toEqual([
+      expect(await expectResult(t, 'InstanceLaunchPayload', CREATE_INSTANCE, { p: pool, n: name })).toMatchObject({
+        instance: { name, pricePerHour: 0.5 },
+      });
+    expect(
+      await t.sql(`select name, price_per_hour from instance where name in ('hourly-1', 'secondly-1') order by name`),
+    ).toEqual([
       { name: 'hourly-1', price_per_hour: 0.5 },
       { name: 'secondly-1', price_per_hour: 0.5 },
     ]);
@@ -170,8 +236,10 @@ describe('the cost of instances', () => {
   it('a work request’s share: the price × its run time ÷ its worker’s concurrency; null without an instance', async () => {
     // hourly-1's worker has concurrency 2 and the price 0.5; a static worker has no instance.
     await registerWorker(t, 'cost-static');
-    const onInstance = (await submitOk(t, { workspace: 'cost/ws', taskType: 'worker', taskName: 'noop', taskData: {} })).id;
-    const onStatic = (await submitOk(t, { workspace: 'cost/ws', taskType: 'worker', taskName: 'noop', taskData: {} })).id;
+    const onInstance = (await submitOk(t, { workspace: 'cost/ws', taskType: 'worker', taskName: 'noop', taskData: {} }))
+      .id;
+    const onStatic = (await submitOk(t, { workspace: 'cost/ws', taskType: 'worker', taskName: 'noop', taskData: {} }))
+      .id;
     for (const [id, worker] of [
       [onInstance, 'hourly-1'],
       [onStatic, 'cost-static'],
@@ -181,10 +249,18 @@ describe('the cost of instances', () => {
                 assigned_at = now() - interval '2 hours', started_at = now() - interval '2 hours', completed_at = now() - interval '1 hour' where id = ?`,
         [worker, Number(id)],
       );
-    const r = await ok(t, `query($a: ID!, $b: ID!) { a: workRequest(id: $a) { cost } b: workRequest(id: $b) { cost } }`, { a: onInstance, b: onStatic });
+    const r = await ok(
+      t,
+      `query($a: ID!, $b: ID!) { a: workRequest(id: $a) { cost } b: workRequest(id: $b) { cost } }`,
+      { a: onInstance, b: onStatic },
+    );
     expect(r.a.cost).toBeCloseTo(0.25, 6);
     expect(r.b.cost).toBeNull();
-    const page = await (await fetch(`${base}/-/status/work-requests/${onInstance}/`, { headers: { authorization: `Bearer ${t.adminToken}` } })).text();
+    const page = await (
+      await fetch(`${base}/-/status/work-requests/${onInstance}/`, {
+        headers: { authorization: `Bearer ${t.adminToken}` },
+      })
+    ).text();
     expect(page).toContain('<dt>Cost</dt><dd>0.25');
   });
 });
@@ -192,9 +268,20 @@ describe('the cost of instances', () => {
 describe('the monthly cost budget', () => {
   it('stops launches once the month’s cost reaches it (COST_BUDGET), in demand, the diagnosis, the pages and /metrics', async () => {
     await createPool(t, { name: 'budgeted', providedTags: ['site:budgeted'], pricePerHour: 1, monthlyCostBudget: 100 });
-    const id = (await submitOk(t, { workspace: 'cost/ws', taskType: 'worker', taskName: 'noop', taskData: {}, requiredTags: ['site:budgeted'] })).id;
+    const id = (
+      await submitOk(t, {
+        workspace: 'cost/ws',
+        taskType: 'worker',
+        taskName: 'noop',
+        taskData: {},
+        requiredTags: ['site:budgeted'],
+      })
+    ).id;
     const DEMAND = `{ provisioningDemand { pools { pool { name } launch limitedBy monthCost } } }`;
-    const demandOf = async () => (await ok(t, DEMAND)).provisioningDemand.pools.find((p: { pool: { name: string } }) => p.pool.name === 'budgeted');
+    const demandOf = async () =>
+      (await ok(t, DEMAND)).provisioningDemand.pools.find(
+        (p: { pool: { name: string } }) => p.pool.name === 'budgeted',
+      );
     expect(await demandOf()).toMatchObject({ launch: 1, limitedBy: [], monthCost: 0 });
 
     // An instance that ran 100 hours this month at 1 an hour.
@@ -203,12 +290,16 @@ describe('the monthly cost budget', () => {
       `update instance set requested_at = greatest(now() - interval '100 hours', date_trunc('month', now() at time zone 'UTC') at time zone 'UTC'), terminated_at = now(), state = 'TERMINATED' where name = 'budgeted-1'`,
     );
     await t.sql(`update worker set terminated_at = now() where name = 'budgeted-1'`);
-    const [{ used }] = await t.sql(`select extract(epoch from terminated_at - requested_at)::float / 3600 as used from instance where name = 'budgeted-1'`);
+    const [{ used }] = await t.sql(
+      `select extract(epoch from terminated_at - requested_at)::float / 3600 as used from instance where name = 'budgeted-1'`,
+    );
     await ok(t, UPDATE, { i: { name: 'budgeted', monthlyCostBudget: Number(used) - 0.01 } });
     const over = await demandOf();
     expect(over).toMatchObject({ launch: 0, limitedBy: ['COST_BUDGET'] });
     expect(over.monthCost).toBeCloseTo(Number(used), 3);
-    const diagnosis = (await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { pools { pool atLimit } } } }`, { id })).workRequest.diagnosis;
+    const diagnosis = (
+      await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { pools { pool atLimit } } } }`, { id })
+    ).workRequest.diagnosis;
     expect(diagnosis.pools).toEqual([{ pool: 'budgeted', atLimit: ['COST_BUDGET'] }]);
 
     const pagesAuth = { headers: { authorization: `Bearer ${t.adminToken}` } };

@@ -18,7 +18,13 @@ const MUTATION = (field: 'createWorkerPool' | 'updateWorkerPool') =>
 async function refused(field: 'createWorkerPool' | 'updateWorkerPool', input: Record<string, unknown>) {
   const before = await snapshot(t, ['worker_pool']);
   const r = await ok(t, MUTATION(field), { i: input });
-  const result = r[field] as { __typename: string; code: string; message: string; path: string; problems: { path: string; message: string }[] };
+  const result = r[field] as {
+    __typename: string;
+    code: string;
+    message: string;
+    path: string;
+    problems: { path: string; message: string }[];
+  };
   expect(result.__typename).toBe('InputError');
   expect(JSON.stringify(r)).not.toContain(TOKEN);
   expect(JSON.stringify(r)).not.toContain(AWS_SECRET);
@@ -29,17 +35,32 @@ async function refused(field: 'createWorkerPool' | 'updateWorkerPool', input: Re
 describe('provider checks at pool create and update', () => {
   it('creates exec, hetzner and ec2 pools whose specifications and accounts their provider accepts', async () => {
     const exec = await expectResult(t, 'WorkerPool', MUTATION('createWorkerPool'), {
-      i: { name: 'ex', providerType: 'exec', specifications: { command: [EXEC_COMMAND, '--zone', 'b'] }, providerAccount: { anything: 'goes' } },
+      i: {
+        name: 'ex',
+        providerType: 'exec',
+        specifications: { command: [EXEC_COMMAND, '--zone', 'b'] },
+        providerAccount: { anything: 'goes' },
+      },
     });
     expect(exec.specifications).toMatchObject({ command: [EXEC_COMMAND, '--zone', 'b'], instanceType: null });
     await expectResult(t, 'WorkerPool', MUTATION('createWorkerPool'), {
-      i: { name: 'hz', providerType: 'hetzner', specifications: { instanceType: 'cpx31', providerImage: 'debian-12', location: 'fsn1' }, providerAccount: { token: TOKEN } },
+      i: {
+        name: 'hz',
+        providerType: 'hetzner',
+        specifications: { instanceType: 'cpx31', providerImage: 'debian-12', location: 'fsn1' },
+        providerAccount: { token: TOKEN },
+      },
     });
     const ec2 = await expectResult(t, 'WorkerPool', MUTATION('createWorkerPool'), {
       i: {
         name: 'aws',
         providerType: 'ec2',
-        specifications: { instanceType: 'c6i.large', providerImage: 'ami-0abcdef1234567890', subnetId: 'subnet-01234567', securityGroupIds: ['sg-01234567'] },
+        specifications: {
+          instanceType: 'c6i.large',
+          providerImage: 'ami-0abcdef1234567890',
+          subnetId: 'subnet-01234567',
+          securityGroupIds: ['sg-01234567'],
+        },
         providerAccount: { accessKeyId: 'AKIAZ7TAGSCHEDTEST01', secretAccessKey: AWS_SECRET, region: 'eu-central-1' },
       },
     });
@@ -48,7 +69,11 @@ describe('provider checks at pool create and update', () => {
   });
 
   it('refuses an exec pool whose command the server does not allow', async () => {
-    const r = await refused('createWorkerPool', { name: 'ex-bad', providerType: 'exec', specifications: { command: ['/bin/sh', '-c', 'curl evil'] } });
+    const r = await refused('createWorkerPool', {
+      name: 'ex-bad',
+      providerType: 'exec',
+      specifications: { command: ['/bin/sh', '-c', 'curl evil'] },
+    });
     expect(r.path).toBe('input.specifications.command[0]');
     expect(r.message).toContain(EXEC_COMMAND);
   });
@@ -71,14 +96,23 @@ describe('provider checks at pool create and update', () => {
   });
 
   it('asks a cloud pool for an account', async () => {
-    const r = await refused('createWorkerPool', { name: 'aws-none', providerType: 'ec2', specifications: { instanceType: 'c6i.large', providerImage: 'ami-0abcdef1234567890' } });
+    const r = await refused('createWorkerPool', {
+      name: 'aws-none',
+      providerType: 'ec2',
+      specifications: { instanceType: 'c6i.large', providerImage: 'ami-0abcdef1234567890' },
+    });
     expect(r.problems.map((p) => p.path)).toEqual(['input.providerAccount']);
   });
 
   it('checks a change of specifications without asking for the account again', async () => {
-    const pool = await expectResult(t, 'WorkerPool', MUTATION('updateWorkerPool'), { i: { name: 'hz', specifications: { instanceType: 'cax21', providerImage: '114690387' } } });
+    const pool = await expectResult(t, 'WorkerPool', MUTATION('updateWorkerPool'), {
+      i: { name: 'hz', specifications: { instanceType: 'cax21', providerImage: '114690387' } },
+    });
     expect(pool.specifications).toMatchObject({ instanceType: 'cax21', providerImage: '114690387', location: null });
-    const r = await refused('updateWorkerPool', { name: 'hz', specifications: { instanceType: 'CAX 21', providerImage: 'debian-12' } });
+    const r = await refused('updateWorkerPool', {
+      name: 'hz',
+      specifications: { instanceType: 'CAX 21', providerImage: 'debian-12' },
+    });
     expect(r.problems.map((p) => p.path)).toEqual(['input.specifications.instanceType']);
   });
 
@@ -93,7 +127,10 @@ describe('provider checks at pool create and update', () => {
       'input.providerAccount.region',
       'input.providerAccount.token',
     ]);
-    const wrongKeys = await refused('updateWorkerPool', { name: 'aws', providerAccount: { accessKeyId: 'AKIAZ7TAGSCHEDTEST01', secretAccessKey: AWS_SECRET } });
+    const wrongKeys = await refused('updateWorkerPool', {
+      name: 'aws',
+      providerAccount: { accessKeyId: 'AKIAZ7TAGSCHEDTEST01', secretAccessKey: AWS_SECRET },
+    });
     expect(wrongKeys.problems.map((p) => p.path)).toEqual(['input.providerAccount.region']);
   });
 });

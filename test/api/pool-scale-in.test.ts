@@ -15,7 +15,10 @@ const UPDATE = `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { _
 describe('scale-in settings of a pool', () => {
   it('are set, read back and removed with null', async () => {
     await createPool(t, { name: 'scaling' });
-    const warmSchedule = { timeZone: 'Europe/Berlin', periods: [{ days: ['MON', 'FRI'], from: '07:00', to: '24:00', minIdleInstances: 2 }] };
+    const warmSchedule = {
+      timeZone: 'Europe/Berlin',
+      periods: [{ days: ['MON', 'FRI'], from: '07:00', to: '24:00', minIdleInstances: 2 }],
+    };
     const values = {
       billingPeriodSeconds: 3600,
       scaleDownDelaySeconds: 900,
@@ -89,7 +92,9 @@ describe('scale-in settings of a pool', () => {
       ].sort(),
     );
     expect(await snapshot(t, ['worker_pool'])).toEqual(before);
-    const nul = await ok(t, UPDATE, { i: { name: 'bad-scaling', warmSchedule: { timeZone: 'UTC\u0000', periods: [] } } });
+    const nul = await ok(t, UPDATE, {
+      i: { name: 'bad-scaling', warmSchedule: { timeZone: 'UTC\u0000', periods: [] } },
+    });
     expect(nul.updateWorkerPool).toMatchObject({ __typename: 'InputError', path: 'input.warmSchedule.timeZone' });
     expect(await snapshot(t, ['worker_pool'])).toEqual(before);
   });

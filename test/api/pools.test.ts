@@ -1,10 +1,24 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../src/services/identity/secrets.js';
 import { useTestApp } from '../helpers/app.js';
-import { ERROR_FIELDS, createPool, createUser, createWorkspace, expectResult, ok, registerWorker, snapshot, submitOk, tagsOf } from '../helpers/fixtures.js';
+import {
+  ERROR_FIELDS,
+  createPool,
+  createUser,
+  createWorkspace,
+  expectResult,
+  ok,
+  registerWorker,
+  snapshot,
+  submitOk,
+  tagsOf,
+} from '../helpers/fixtures.js';
 
 /** A site where 8 CPUs already make a big worker (the default floor is 16): templates must follow the configuration. */
-const SIZE_THRESHOLDS = { medium: { cpuCount: 4, memoryGib: 8, diskGib: 50 }, big: { cpuCount: 8, memoryGib: 32, diskGib: 200 } };
+const SIZE_THRESHOLDS = {
+  medium: { cpuCount: 4, memoryGib: 8, diskGib: 50 },
+  big: { cpuCount: 8, memoryGib: 32, diskGib: 200 },
+};
 const EXEC_COMMAND = '/usr/local/bin/cloud-provider';
 const t = useTestApp({ tags: { sizeThresholds: SIZE_THRESHOLDS }, providers: { execCommands: [EXEC_COMMAND] } });
 
@@ -25,7 +39,10 @@ const POOL_MUTATION = (field: 'createWorkerPool' | 'updateWorkerPool') =>
 const responses: unknown[] = [];
 
 async function sealedAccount(name: string): Promise<string | null> {
-  const [row] = await t.sql<{ provider_account_encrypted: string | null }>('select provider_account_encrypted from worker_pool where name = ?', [name]);
+  const [row] = await t.sql<{ provider_account_encrypted: string | null }>(
+    'select provider_account_encrypted from worker_pool where name = ?',
+    [name],
+  );
   return row.provider_account_encrypted;
 }
 
@@ -33,12 +50,19 @@ describe('createWorkerPool', () => {
   it('requires a provider type, naming the choices, and writes nothing', async () => {
     const before = await snapshot(t, ['worker_pool']);
     const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: { name: 'no-provider' } });
-    expect(r.createWorkerPool).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT', path: 'input.providerType' });
+    expect(r.createWorkerPool).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+      path: 'input.providerType',
+    });
     expect(r.createWorkerPool.message).toMatch(/required: one of .*local.*exec.*hetzner.*ec2.*qemu/);
     expect(await snapshot(t, ['worker_pool'])).toEqual(before);
     // A pool that exists keeps its provider when an update names none.
     await ok(t, POOL_MUTATION('createWorkerPool'), { i: { name: 'has-provider', providerType: 'local' } });
-    expect((await ok(t, POOL_MUTATION('updateWorkerPool'), { i: { name: 'has-provider', maxActiveInstances: 2 } })).updateWorkerPool.providerType).toBe('local');
+    expect(
+      (await ok(t, POOL_MUTATION('updateWorkerPool'), { i: { name: 'has-provider', maxActiveInstances: 2 } }))
+        .updateWorkerPool.providerType,
+    ).toBe('local');
     await t.sql(`delete from worker_pool where name = 'has-provider'`); // the list test below counts the pools
   });
 
@@ -63,7 +87,16 @@ describe('createWorkerPool', () => {
       name: 'cloud-big',
       providerType: 'exec',
       hasProviderAccount: true,
-      specifications: { cpuCount: 16, memoryGib: 64, diskGib: 200, concurrency: 1, image: null, handlers: [], architectures: [], command: [EXEC_COMMAND, '--zone', 'b'] },
+      specifications: {
+        cpuCount: 16,
+        memoryGib: 64,
+        diskGib: 200,
+        concurrency: 1,
+        image: null,
+        handlers: [],
+        architectures: [],
+        command: [EXEC_COMMAND, '--zone', 'b'],
+      },
       providedTags: ['worker:class:large', 'site:cloud', 'worker:build-arch:amd64'],
       requiredTags: ['site:cloud-only'],
       maxActiveInstances: 20,
@@ -86,25 +119,38 @@ describe('createWorkerPool', () => {
       ]),
     );
     expect(pool.templateProvidedTags).toHaveLength(8);
-    expect(pool.templateRequiredTags).toEqual([{ tag: 'site:cloud-only', provenance: 'ADMIN', source: 'pool:cloud-big' }]);
+    expect(pool.templateRequiredTags).toEqual([
+      { tag: 'site:cloud-only', provenance: 'ADMIN', source: 'pool:cloud-big' },
+    ]);
 
     const sealed = await sealedAccount('cloud-big');
     expect(sealed).toMatch(/^v1:/);
     expect(sealed).not.toContain(SECRET);
     expect(sealed).not.toContain('apiKey');
     // It is the account, encrypted with the configured key.
-    expect(JSON.parse(createSecretBox('test-secret-key').open(sealed!))).toEqual({ apiKey: SECRET, region: 'eu-west-1' });
+    expect(JSON.parse(createSecretBox('test-secret-key').open(sealed!))).toEqual({
+      apiKey: SECRET,
+      region: 'eu-west-1',
+    });
   });
 
   it('uses defaults and says when no provider account is set', async () => {
-    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), { i: { name: 'local-small', providerType: 'local' } });
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('createWorkerPool'), {
+      i: { name: 'local-small', providerType: 'local' },
+    });
     responses.push(pool);
     expect(pool).toMatchObject({
       name: 'local-small',
       providerType: 'local',
       hasProviderAccount: false,
       // A local pool with no handler runs noop with `true`: an empty farm can be tried at once.
-      specifications: { cpuCount: null, concurrency: 1, architectures: [], enableTasks: [], handlers: [{ task: 'noop', command: 'true' }] },
+      specifications: {
+        cpuCount: null,
+        concurrency: 1,
+        architectures: [],
+        enableTasks: [],
+        handlers: [{ task: 'noop', command: 'true' }],
+      },
       providedTags: [],
       requiredTags: [],
       maxActiveInstances: 10,
@@ -121,7 +167,9 @@ describe('createWorkerPool', () => {
 
   it('an exec pool given no specifications is refused for its missing command, with nothing written (it was a 500)', async () => {
     const before = await snapshot(t);
-    const r = await expectResult(t, 'InputError', POOL_MUTATION('createWorkerPool'), { i: { name: 'exec-bare', providerType: 'exec' } });
+    const r = await expectResult(t, 'InputError', POOL_MUTATION('createWorkerPool'), {
+      i: { name: 'exec-bare', providerType: 'exec' },
+    });
     expect(r).toMatchObject({ code: 'INVALID_INPUT', path: 'input.specifications.command' });
     expect(await snapshot(t)).toEqual(before);
   });
@@ -140,12 +188,36 @@ describe('createWorkerPool', () => {
 
   it.each([
     ['a taken name', { name: 'cloud-big' }, { code: 'ALREADY_EXISTS' }],
-    ['an unknown provider type', { name: 'p-1', providerType: 'aws-magic' }, { code: 'INVALID_INPUT', path: 'input.providerType' }],
-    ['an invalid pool tag', { name: 'p-2', providedTags: ['ok:tag', 'bad tag'] }, { code: 'INVALID_TAG', path: 'input.providedTags[1]', tag: 'bad tag' }],
-    ['a minimum on the provided side', { name: 'p-3', providedTags: ['worker:cpu-count>=4'] }, { code: 'INVALID_TAG', path: 'input.providedTags[0]' }],
-    ['a negative instance limit', { name: 'p-4', maxActiveInstances: -1 }, { code: 'INVALID_INPUT', path: 'input.maxActiveInstances' }],
-    ['a provider account that is not an object', { name: 'p-5', providerAccount: [SECRET] }, { code: 'INVALID_INPUT', path: 'input.providerAccount' }],
-    ['a specification out of range', { name: 'p-6', specifications: { cpuCount: 0 } }, { code: 'INVALID_INPUT', path: 'input.specifications.cpuCount' }],
+    [
+      'an unknown provider type',
+      { name: 'p-1', providerType: 'aws-magic' },
+      { code: 'INVALID_INPUT', path: 'input.providerType' },
+    ],
+    [
+      'an invalid pool tag',
+      { name: 'p-2', providedTags: ['ok:tag', 'bad tag'] },
+      { code: 'INVALID_TAG', path: 'input.providedTags[1]', tag: 'bad tag' },
+    ],
+    [
+      'a minimum on the provided side',
+      { name: 'p-3', providedTags: ['worker:cpu-count>=4'] },
+      { code: 'INVALID_TAG', path: 'input.providedTags[0]' },
+    ],
+    [
+      'a negative instance limit',
+      { name: 'p-4', maxActiveInstances: -1 },
+      { code: 'INVALID_INPUT', path: 'input.maxActiveInstances' },
+    ],
+    [
+      'a provider account that is not an object',
+      { name: 'p-5', providerAccount: [SECRET] },
+      { code: 'INVALID_INPUT', path: 'input.providerAccount' },
+    ],
+    [
+      'a specification out of range',
+      { name: 'p-6', specifications: { cpuCount: 0 } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.cpuCount' },
+    ],
     [
       'a backend no image has',
       { name: 'p-7', specifications: { enableBackends: ['unshare', 'auto'] } },
@@ -158,7 +230,11 @@ describe('createWorkerPool', () => {
     [
       'an unknown task',
       { name: 'p-8', specifications: { enableTasks: ['sbuild', 'compile-kernel'] } },
-      { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringMatching(/must be one of sbuild, autopkgtest, .*noop, debsign, sign/) },
+      {
+        code: 'INVALID_INPUT',
+        path: 'input.specifications.enableTasks[1]',
+        message: expect.stringMatching(/must be one of sbuild, autopkgtest, .*noop, debsign, sign/),
+      },
     ],
     [
       'an architecture that is not a Debian name',
@@ -168,7 +244,11 @@ describe('createWorkerPool', () => {
     [
       'a task given twice',
       { name: 'p-10', specifications: { enableTasks: ['sbuild', 'sbuild'] } },
-      { code: 'INVALID_INPUT', path: 'input.specifications.enableTasks[1]', message: expect.stringContaining('"sbuild" is given twice') },
+      {
+        code: 'INVALID_INPUT',
+        path: 'input.specifications.enableTasks[1]',
+        message: expect.stringContaining('"sbuild" is given twice'),
+      },
     ],
     [
       'a handler command with a newline',
@@ -182,13 +262,33 @@ describe('createWorkerPool', () => {
     ],
     [
       'handlers on a pool that is not local',
-      { name: 'p-13', providerType: 'exec', specifications: { command: [EXEC_COMMAND], handlers: [{ task: 'sbuild', command: 'run-sbuild' }] } },
+      {
+        name: 'p-13',
+        providerType: 'exec',
+        specifications: { command: [EXEC_COMMAND], handlers: [{ task: 'sbuild', command: 'run-sbuild' }] },
+      },
       { code: 'INVALID_INPUT', path: 'input.specifications.handlers' },
     ],
-    ['an image name with a slash', { name: 'p-14', specifications: { image: '../../etc/passwd' } }, { code: 'INVALID_INPUT', path: 'input.specifications.image' }],
-    ['a concurrency of 0', { name: 'p-15', specifications: { concurrency: 0 } }, { code: 'INVALID_INPUT', path: 'input.specifications.concurrency' }],
-    ['a huge memory size', { name: 'p-17', specifications: { memoryGib: 1e300 } }, { code: 'INVALID_INPUT', path: 'input.specifications.memoryGib' }],
-    ['an empty exec command', { name: 'p-16', specifications: { command: [] } }, { code: 'INVALID_INPUT', path: 'input.specifications.command' }],
+    [
+      'an image name with a slash',
+      { name: 'p-14', specifications: { image: '../../etc/passwd' } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.image' },
+    ],
+    [
+      'a concurrency of 0',
+      { name: 'p-15', specifications: { concurrency: 0 } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.concurrency' },
+    ],
+    [
+      'a huge memory size',
+      { name: 'p-17', specifications: { memoryGib: 1e300 } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.memoryGib' },
+    ],
+    [
+      'an empty exec command',
+      { name: 'p-16', specifications: { command: [] } },
+      { code: 'INVALID_INPUT', path: 'input.specifications.command' },
+    ],
   ])('refuses %s and writes nothing', async (_label, input, expected) => {
     const before = await snapshot(t, ['worker_pool']);
     const r = await ok(t, POOL_MUTATION('createWorkerPool'), { i: { providerType: 'local', ...input } });
@@ -200,21 +300,38 @@ describe('createWorkerPool', () => {
 
 describe('updateWorkerPool', () => {
   beforeAll(async () => {
-    await createPool(t, { name: 'upd', providedTags: ['site:old'], specifications: { cpuCount: 4, memoryGib: 8, diskGib: 50 }, providerAccount: { apiKey: SECRET } });
+    await createPool(t, {
+      name: 'upd',
+      providedTags: ['site:old'],
+      specifications: { cpuCount: 4, memoryGib: 8, diskGib: 50 },
+      providerAccount: { apiKey: SECRET },
+    });
     await registerWorker(t, 'upd-1', { pool: 'upd' });
     await registerWorker(t, 'upd-2', { pool: 'upd', staticMetadata: { providedTags: ['site:mine'] } });
     await registerWorker(t, 'not-upd', {});
   });
 
   const workerTags = async (name: string) => {
-    const r = await ok(t, 'query($n: String!) { worker(name: $n) { providedTags { tag provenance source } requiredTags { tag provenance source } } }', { n: name });
-    return r.worker as { providedTags: { tag: string; provenance: string; source: string }[]; requiredTags: { tag: string }[] };
+    const r = await ok(
+      t,
+      'query($n: String!) { worker(name: $n) { providedTags { tag provenance source } requiredTags { tag provenance source } } }',
+      { n: name },
+    );
+    return r.worker as {
+      providedTags: { tag: string; provenance: string; source: string }[];
+      requiredTags: { tag: string }[];
+    };
   };
 
   it("recomputes its workers' tags when the pool's tags and specifications change", async () => {
     expect(tagsOf((await workerTags('upd-1')).providedTags)).toContain('site:old');
     const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), {
-      i: { name: 'upd', providedTags: ['site:new', 'worker:class:large'], requiredTags: ['site:exclusive'], specifications: { cpuCount: 16, memoryGib: 32, diskGib: 200 } },
+      i: {
+        name: 'upd',
+        providedTags: ['site:new', 'worker:class:large'],
+        requiredTags: ['site:exclusive'],
+        specifications: { cpuCount: 16, memoryGib: 32, diskGib: 200 },
+      },
     });
     responses.push(pool);
     expect(pool.providedTags).toEqual(['site:new', 'worker:class:large']);
@@ -240,7 +357,9 @@ describe('updateWorkerPool', () => {
     // Workers of other pools are untouched.
     expect(tagsOf((await workerTags('not-upd')).providedTags)).toEqual(['worker:type:worker']);
     // The matcher's plain column follows.
-    const [row] = await t.sql<{ provided_tags: string[]; required_tags: string[] }>(`select provided_tags, required_tags from worker where name = 'upd-1'`);
+    const [row] = await t.sql<{ provided_tags: string[]; required_tags: string[] }>(
+      `select provided_tags, required_tags from worker where name = 'upd-1'`,
+    );
     expect(row.provided_tags).toContain('site:new');
     expect(row.provided_tags).not.toContain('site:old');
     expect(row.required_tags).toEqual(['site:exclusive']);
@@ -248,9 +367,16 @@ describe('updateWorkerPool', () => {
 
   it('keeps the fields it is not given, and re-seals a new provider account', async () => {
     const sealedBefore = await sealedAccount('upd');
-    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), { i: { name: 'upd', enabled: false, providerAccount: { apiKey: ROTATED_SECRET } } });
+    const pool = await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), {
+      i: { name: 'upd', enabled: false, providerAccount: { apiKey: ROTATED_SECRET } },
+    });
     responses.push(pool);
-    expect(pool).toMatchObject({ enabled: false, providedTags: ['site:new', 'worker:class:large'], specifications: { cpuCount: 16 }, hasProviderAccount: true });
+    expect(pool).toMatchObject({
+      enabled: false,
+      providedTags: ['site:new', 'worker:class:large'],
+      specifications: { cpuCount: 16 },
+      hasProviderAccount: true,
+    });
     const sealedAfter = await sealedAccount('upd');
     expect(sealedAfter).not.toBe(sealedBefore);
     expect(sealedAfter).not.toContain(ROTATED_SECRET);
@@ -258,7 +384,11 @@ describe('updateWorkerPool', () => {
   });
 
   it.each([
-    ['an unknown pool', { name: 'nope', enabled: true }, { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.name' }],
+    [
+      'an unknown pool',
+      { name: 'nope', enabled: true },
+      { __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.name' },
+    ],
     [
       'an invalid required tag',
       { name: 'upd', requiredTags: ['site:fine', 'worker:memory-gib=4'] },
@@ -276,7 +406,12 @@ describe('workerPools and workerPool', () => {
   it('list every pool by name, and find one by name', async () => {
     const all = await ok(t, `{ workerPools { ${POOL_FIELDS} } }`);
     responses.push(all);
-    expect(all.workerPools.map((p: { name: string }) => p.name)).toEqual(['cloud-big', 'eight-cpus', 'local-small', 'upd']);
+    expect(all.workerPools.map((p: { name: string }) => p.name)).toEqual([
+      'cloud-big',
+      'eight-cpus',
+      'local-small',
+      'upd',
+    ]);
     const one = await ok(t, `{ workerPool(name: "cloud-big") { ${POOL_FIELDS} } }`);
     responses.push(one);
     expect(one.workerPool).toEqual(all.workerPools[0]);
@@ -286,14 +421,22 @@ describe('workerPools and workerPool', () => {
   it('are readable by anonymous callers and worker tokens, still without the account', async () => {
     const workerToken = await registerWorker(t, 'reader', { pool: 'cloud-big' });
     for (const token of [null, workerToken]) {
-      const r = await ok(t, `{ workerPools { ${POOL_FIELDS} } workerPool(name: "cloud-big") { ${POOL_FIELDS} } }`, {}, token);
+      const r = await ok(
+        t,
+        `{ workerPools { ${POOL_FIELDS} } workerPool(name: "cloud-big") { ${POOL_FIELDS} } }`,
+        {},
+        token,
+      );
       responses.push(r);
       expect(r.workerPool.hasProviderAccount).toBe(true);
     }
   });
 
   it('are shown through workers too', async () => {
-    const r = await ok(t, `{ workers(filter: { includeInactive: true }) { edges { node { name pool { ${POOL_FIELDS} } } } } worker(name: "upd-1") { pool { ${POOL_FIELDS} } } }`);
+    const r = await ok(
+      t,
+      `{ workers(filter: { includeInactive: true }) { edges { node { name pool { ${POOL_FIELDS} } } } } worker(name: "upd-1") { pool { ${POOL_FIELDS} } } }`,
+    );
     responses.push(r);
     expect(r.worker.pool.name).toBe('upd');
   });
@@ -325,7 +468,12 @@ describe('typed specifications', () => {
       i: {
         name: 'sbuild-farm',
         providerType: 'local',
-        specifications: { architectures: ['amd64', 'i386'], enableBackends: ['unshare', 'qemu'], enableTasks: ['sbuild', 'sign'], concurrency: 2 },
+        specifications: {
+          architectures: ['amd64', 'i386'],
+          enableBackends: ['unshare', 'qemu'],
+          enableTasks: ['sbuild', 'sign'],
+          concurrency: 2,
+        },
       },
     });
     responses.push(pool);
@@ -346,8 +494,17 @@ describe('typed specifications', () => {
     ]);
     expect(pool.specifications.concurrency).toBe(2);
     // An sbuild for i386 waits for this pool, and nothing else: the template matches it.
-    const wr = await submitOk(t, { workspace: 'debian/spec', taskType: 'worker', taskName: 'sbuild', taskData: { source_package: 'hello', host_architecture: 'i386' } });
-    const { workRequest } = await ok(t, 'query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools } } }', { id: wr.id });
+    const wr = await submitOk(t, {
+      workspace: 'debian/spec',
+      taskType: 'worker',
+      taskName: 'sbuild',
+      taskData: { source_package: 'hello', host_architecture: 'i386' },
+    });
+    const { workRequest } = await ok(
+      t,
+      'query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingPools } } }',
+      { id: wr.id },
+    );
     expect(workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_PROVISIONING', matchingPools: ['sbuild-farm'] });
   });
 
@@ -355,22 +512,40 @@ describe('typed specifications', () => {
     await createPool(t, { name: 'conc', specifications: { concurrency: 3 } });
     await registerWorker(t, 'conc-1', { pool: 'conc' });
     await registerWorker(t, 'conc-2', { pool: 'conc', concurrency: 1 }); // told otherwise
-    const activation = (await ok(t, `mutation { createActivationToken(input: { pool: "conc" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken.token;
+    const activation = (
+      await ok(
+        t,
+        `mutation { createActivationToken(input: { pool: "conc" }) { ... on ActivationTokenPayload { token } } }`,
+      )
+    ).createActivationToken.token;
     await ok(t, `mutation { activateWorker(input: { name: "conc-3" }) { __typename } }`, {}, activation);
     const concurrency = async () =>
       Object.fromEntries(
-        (await t.sql<{ name: string; concurrency: number }>(`select name, concurrency from worker where name like 'conc-%' order by name`)).map((r) => [r.name, r.concurrency]),
+        (
+          await t.sql<{ name: string; concurrency: number }>(
+            `select name, concurrency from worker where name like 'conc-%' order by name`,
+          )
+        ).map((r) => [r.name, r.concurrency]),
       );
     expect(await concurrency()).toEqual({ 'conc-1': 3, 'conc-2': 1, 'conc-3': 3 });
-    await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), { i: { name: 'conc', specifications: { concurrency: 4 } } });
+    await expectResult(t, 'WorkerPool', POOL_MUTATION('updateWorkerPool'), {
+      i: { name: 'conc', specifications: { concurrency: 4 } },
+    });
     expect(await concurrency()).toEqual({ 'conc-1': 4, 'conc-2': 4, 'conc-3': 4 });
   });
 
   it('show handler and exec commands to admins only', async () => {
-    await createPool(t, { name: 'cmds', specifications: { handlers: [{ task: 'sbuild', command: '/srv/build --secret-path /srv/x' }] } });
+    await createPool(t, {
+      name: 'cmds',
+      specifications: { handlers: [{ task: 'sbuild', command: '/srv/build --secret-path /srv/x' }] },
+    });
     const query = `{ workerPool(name: "cmds") { specifications { handlers { task command } command } } }`;
-    expect((await ok(t, query)).workerPool.specifications).toEqual({ handlers: [{ task: 'sbuild', command: '/srv/build --secret-path /srv/x' }], command: null });
+    expect((await ok(t, query)).workerPool.specifications).toEqual({
+      handlers: [{ task: 'sbuild', command: '/srv/build --secret-path /srv/x' }],
+      command: null,
+    });
     const user = await createUser(t, 'spec-reader');
-    for (const token of [null, user]) expect((await ok(t, query, {}, token)).workerPool.specifications).toEqual({ handlers: null, command: null });
+    for (const token of [null, user])
+      expect((await ok(t, query, {}, token)).workerPool.specifications).toEqual({ handlers: null, command: null });
   });
 });

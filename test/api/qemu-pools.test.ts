@@ -44,30 +44,50 @@ function bootable(name: string, bytes: number): Manifest {
 }
 
 // Every problem but the host's programs, which .ci/run installs (each a problem of its own, named with its package).
-const poolProblems = (r: Record<string, unknown>) => (r.problems as { path: string; message: string }[]).filter((p) => !p.message.includes('programs on the server'));
+const poolProblems = (r: Record<string, unknown>) =>
+  (r.problems as { path: string; message: string }[]).filter((p) => !p.message.includes('programs on the server'));
 
 describe('qemu pools', () => {
   it('are made from an image whose disk image is in the image directory, with the size asked for', async () => {
     await expectResult(t, 'WorkerImage', REGISTER, { m: bootable('vm-image', 25) });
-    const input = { i: { name: 'vms', providerType: 'qemu', specifications: { image: 'vm-image', cpuCount: 1, memoryGib: 1, diskGib: 4 } } };
+    const input = {
+      i: {
+        name: 'vms',
+        providerType: 'qemu',
+        specifications: { image: 'vm-image', cpuCount: 1, memoryGib: 1, diskGib: 4 },
+      },
+    };
     const missing = missingPrograms();
     if (missing.length) {
       // A host without QEMU's programs: the pool is refused, naming each with its Debian package.
       const refused = await expectResult(t, 'InputError', POOL, input);
-      expect(refused.problems).toEqual([{ code: 'INVALID_INPUT', path: 'input.providerType', message: expect.stringContaining(missing.join(', ')) }]);
+      expect(refused.problems).toEqual([
+        { code: 'INVALID_INPUT', path: 'input.providerType', message: expect.stringContaining(missing.join(', ')) },
+      ]);
       return;
     }
     const pool = await expectResult(t, 'WorkerPool', POOL, input);
-    expect(pool).toMatchObject({ providerType: 'qemu', specifications: { image: 'vm-image', cpuCount: 1, memoryGib: 1, diskGib: 4 } });
+    expect(pool).toMatchObject({
+      providerType: 'qemu',
+      specifications: { image: 'vm-image', cpuCount: 1, memoryGib: 1, diskGib: 4 },
+    });
     // A change that leaves the specifications is judged with the image the pool names.
-    expect(await expectResult(t, 'WorkerPool', UPDATE, { i: { name: 'vms', maxActiveInstances: 3 } })).toMatchObject({ maxActiveInstances: 3 });
+    expect(await expectResult(t, 'WorkerPool', UPDATE, { i: { name: 'vms', maxActiveInstances: 3 } })).toMatchObject({
+      maxActiveInstances: 3,
+    });
   });
 
   it('refuse, naming every problem at once and writing nothing, what QEMU cannot do here', async () => {
     await expectResult(t, 'WorkerImage', REGISTER, { m: imageManifest('rootfs-only') });
     await expectResult(t, 'WorkerImage', REGISTER, { m: bootable('not-copied', 25) });
     await expectResult(t, 'WorkerImage', REGISTER, {
-      m: { ...bootable('vm-image-2', 26), files: { ...bootable('vm-image-2', 26).files, diskImage: { path: 'vm-image.qcow2', bytes: 26, sha256: 'c'.repeat(64) } } },
+      m: {
+        ...bootable('vm-image-2', 26),
+        files: {
+          ...bootable('vm-image-2', 26).files,
+          diskImage: { path: 'vm-image.qcow2', bytes: 26, sha256: 'c'.repeat(64) },
+        },
+      },
     });
     const before = await snapshot(t, ['worker_pool']);
 
@@ -80,31 +100,65 @@ describe('qemu pools', () => {
       },
     });
     expect(poolProblems(tooBig)).toEqual([
-      { code: 'INVALID_INPUT', path: 'input.specifications.instanceType', message: 'input.specifications.instanceType: is for hetzner and ec2 pools; a qemu pool does not use it' },
-      { code: 'INVALID_INPUT', path: 'input.providerAccount', message: 'input.providerAccount: a qemu pool has no account: leave it out' },
+      {
+        code: 'INVALID_INPUT',
+        path: 'input.specifications.instanceType',
+        message: 'input.specifications.instanceType: is for hetzner and ec2 pools; a qemu pool does not use it',
+      },
+      {
+        code: 'INVALID_INPUT',
+        path: 'input.providerAccount',
+        message: 'input.providerAccount: a qemu pool has no account: leave it out',
+      },
       {
         code: 'INVALID_INPUT',
         path: 'input.specifications.cpuCount',
         message: `input.specifications.cpuCount: is ${os.cpus().length + 1}; this host has ${os.cpus().length} CPUs`,
       },
-      { code: 'INVALID_INPUT', path: 'input.specifications.memoryGib', message: 'input.specifications.memoryGib: must be a whole number of MiB (a multiple of 1/1024), not 0.1' },
+      {
+        code: 'INVALID_INPUT',
+        path: 'input.specifications.memoryGib',
+        message: 'input.specifications.memoryGib: must be a whole number of MiB (a multiple of 1/1024), not 0.1',
+      },
       {
         code: 'INVALID_INPUT',
         path: 'input.specifications.image',
-        message: 'input.specifications.image: the worker image "rootfs-only" has no disk image (build it with tagsched-image build --disk-image)',
+        message:
+          'input.specifications.image: the worker image "rootfs-only" has no disk image (build it with tagsched-image build --disk-image)',
       },
     ]);
 
     const cases: [Record<string, unknown>, string[]][] = [
       [{}, ['input.specifications.image: is required: a qemu pool boots the disk image of a registered worker image']],
-      [{ image: 'not-copied' }, ['input.specifications.image: the disk image of "not-copied" is not in TAGSCHED_QEMU_IMAGE_DIR: copy not-copied.qcow2 there']],
-      [{ image: 'vm-image-2' }, ['input.specifications.image: vm-image.qcow2 in TAGSCHED_QEMU_IMAGE_DIR has 25 bytes; the manifest of "vm-image-2" says 26']],
-      [{ image: 'vm-image', diskGib: 1 }, ["input.specifications.diskGib: is 1; the image's disk is 2.00 GiB and a machine's disk cannot be smaller"]],
-      [{ image: 'vm-image', diskGib: 1e6 }, ["input.specifications.diskGib: is 1000000; a qemu machine's disk is at most 16384 GiB (16 TiB)"]],
-      [{ image: 'never-registered' }, ['input.specifications.image: no worker image "never-registered" is registered (tagsched-admin images list)']],
+      [
+        { image: 'not-copied' },
+        [
+          'input.specifications.image: the disk image of "not-copied" is not in TAGSCHED_QEMU_IMAGE_DIR: copy not-copied.qcow2 there',
+        ],
+      ],
+      [
+        { image: 'vm-image-2' },
+        [
+          'input.specifications.image: vm-image.qcow2 in TAGSCHED_QEMU_IMAGE_DIR has 25 bytes; the manifest of "vm-image-2" says 26',
+        ],
+      ],
+      [
+        { image: 'vm-image', diskGib: 1 },
+        ["input.specifications.diskGib: is 1; the image's disk is 2.00 GiB and a machine's disk cannot be smaller"],
+      ],
+      [
+        { image: 'vm-image', diskGib: 1e6 },
+        ["input.specifications.diskGib: is 1000000; a qemu machine's disk is at most 16384 GiB (16 TiB)"],
+      ],
+      [
+        { image: 'never-registered' },
+        ['input.specifications.image: no worker image "never-registered" is registered (tagsched-admin images list)'],
+      ],
     ];
     for (const [specifications, messages] of cases) {
-      const refused = await expectResult(t, 'InputError', POOL, { i: { name: 'refused', providerType: 'qemu', specifications } });
+      const refused = await expectResult(t, 'InputError', POOL, {
+        i: { name: 'refused', providerType: 'qemu', specifications },
+      });
       expect(
         poolProblems(refused).map((p) => p.message),
         JSON.stringify(specifications),
@@ -115,13 +169,17 @@ describe('qemu pools', () => {
     expect(free).toBeGreaterThan(0);
     const overFree = Math.ceil(free / 2 ** 30) + 2;
     if (overFree <= 16_384) {
-      const refused = await expectResult(t, 'InputError', POOL, { i: { name: 'refused', providerType: 'qemu', specifications: { image: 'vm-image', diskGib: overFree } } });
+      const refused = await expectResult(t, 'InputError', POOL, {
+        i: { name: 'refused', providerType: 'qemu', specifications: { image: 'vm-image', diskGib: overFree } },
+      });
       expect(poolProblems(refused)).toEqual([
         {
           code: 'INVALID_INPUT',
           path: 'input.specifications.diskGib',
           message: expect.stringMatching(
-            new RegExp(`^input\\.specifications\\.diskGib: is ${overFree}; the file system of TAGSCHED_QEMU_STATE_DIR, where a machine's disk grows, has \\d+\\.\\d GiB free$`),
+            new RegExp(
+              `^input\\.specifications\\.diskGib: is ${overFree}; the file system of TAGSCHED_QEMU_STATE_DIR, where a machine's disk grows, has \\d+\\.\\d GiB free$`,
+            ),
           ),
         },
       ]);

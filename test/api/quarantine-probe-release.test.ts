@@ -11,14 +11,20 @@ let token: string;
 
 /** Quarantines `probe-1` an hour ago, with an errored request of its own (the probe takes its workspace and creator). */
 async function quarantine(): Promise<void> {
-  const d = await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } } }`, { i: sbuild('debian/main') });
+  const d = await ok(
+    t,
+    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } } }`,
+    { i: sbuild('debian/main') },
+  );
   const id = Number((d.createWorkRequest as { id: string }).id);
   await t.sql(
     `update work_request set status = 'COMPLETED', result = 'ERROR', worker_id = (select id from worker where name = 'probe-1'),
             assigned_at = now() - interval '2 hours', started_at = now() - interval '2 hours', completed_at = now() - interval '2 hours' where id = ?`,
     [id],
   );
-  await t.sql(`update worker set quarantined_at = now() - interval '1 hour', quarantine_reason = 'its last results are ERROR (test)' where name = 'probe-1'`);
+  await t.sql(
+    `update worker set quarantined_at = now() - interval '1 hour', quarantine_reason = 'its last results are ERROR (test)' where name = 'probe-1'`,
+  );
 }
 
 /** Runs a probe round and returns the one probe it gave. */
@@ -34,9 +40,16 @@ async function probe(): Promise<number> {
 }
 
 const state = async (id: number) =>
-  (await t.sql<{ status: string; worker_id: number | null; status_reason: string | null }>(`select status, worker_id, status_reason from work_request where id = ?`, [id]))[0];
-const pending = async () => (await t.sql<{ n: number }>(`select count(*)::int as n from work_request where status = 'PENDING'`))[0].n;
-const quarantined = async () => (await t.sql<{ q: boolean }>(`select quarantined_at is not null as q from worker where name = 'probe-1'`))[0].q;
+  (
+    await t.sql<{ status: string; worker_id: number | null; status_reason: string | null }>(
+      `select status, worker_id, status_reason from work_request where id = ?`,
+      [id],
+    )
+  )[0];
+const pending = async () =>
+  (await t.sql<{ n: number }>(`select count(*)::int as n from work_request where status = 'PENDING'`))[0].n;
+const quarantined = async () =>
+  (await t.sql<{ q: boolean }>(`select quarantined_at is not null as q from worker where name = 'probe-1'`))[0].q;
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
@@ -62,7 +75,9 @@ describe('a quarantine probe is never re-queued', () => {
     expect(await quarantined()).toBe(true);
     // Its status page says what it was.
     const { url } = await t.app.start();
-    const res = await fetch(url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), { headers: { authorization: `Bearer ${t.adminToken}` } });
+    const res = await fetch(url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), {
+      headers: { authorization: `Bearer ${t.adminToken}` },
+    });
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('a quarantine probe: its SUCCESS lifts the quarantine of its worker');
   });

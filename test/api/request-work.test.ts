@@ -7,12 +7,23 @@ const t = useTestApp();
 // Here it runs by itself, so that a new request is placed on a free worker as it is created.
 const placing = useTestApp({ scheduler: { automatic: true, passIntervalMs: 3_600_000 } });
 
-const FIELDS = 'id status statusReason taskName taskData priority assignedAt startedAt createdAt worker { name } workspace { name } createdBy { username }';
+const FIELDS =
+  'id status statusReason taskName taskData priority assignedAt startedAt createdAt worker { name } workspace { name } createdBy { username }';
 const pull = async (token: string) =>
-  ((await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { ${FIELDS} } } } }`, {}, token)).requestWork as { workRequest: Record<string, unknown> | null })
-    .workRequest;
-const seenAt = async (name: string) => Number((await t.sql<{ ms: string }>(`select extract(epoch from last_seen_at) * 1000 as ms from worker where name = ?`, [name]))[0].ms);
-const longAgo = (name: string) => t.sql(`update worker set last_seen_at = now() - interval '1 hour' where name = ?`, [name]);
+  (
+    (await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { ${FIELDS} } } } }`, {}, token))
+      .requestWork as { workRequest: Record<string, unknown> | null }
+  ).workRequest;
+const seenAt = async (name: string) =>
+  Number(
+    (
+      await t.sql<{ ms: string }>(`select extract(epoch from last_seen_at) * 1000 as ms from worker where name = ?`, [
+        name,
+      ])
+    )[0].ms,
+  );
+const longAgo = (name: string) =>
+  t.sql(`update worker set last_seen_at = now() - interval '1 hour' where name = ?`, [name]);
 
 let worker: string;
 
@@ -34,9 +45,17 @@ describe('requestWork', () => {
     await longAgo('pull-amd64');
     const before = Date.now();
     const answered = await pull(worker);
-    expect(answered).toMatchObject({ id: created.id, status: 'ASSIGNED', taskName: 'sbuild', priority: 3, startedAt: null, worker: { name: 'pull-amd64' } });
+    expect(answered).toMatchObject({
+      id: created.id,
+      status: 'ASSIGNED',
+      taskName: 'sbuild',
+      priority: 3,
+      startedAt: null,
+      worker: { name: 'pull-amd64' },
+    });
     expect(Date.parse(answered!.assignedAt as string)).toBeGreaterThanOrEqual(before - 1_000);
-    const read = (await ok(t, `query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id: created.id })).workRequest;
+    const read = (await ok(t, `query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id: created.id }))
+      .workRequest;
     expect(answered).toEqual(read);
     expect(await seenAt('pull-amd64')).toBeGreaterThanOrEqual(before - 1_000);
   });
@@ -47,16 +66,24 @@ describe('requestWork', () => {
     const before = Date.now();
     expect(await pull(worker)).toBeNull(); // its one slot holds the request above
     expect(await seenAt('pull-amd64')).toBeGreaterThanOrEqual(before - 1_000);
-    const [{ pending }] = await t.sql<{ pending: number }>(`select count(*)::int as pending from work_request where status = 'PENDING'`);
+    const [{ pending }] = await t.sql<{ pending: number }>(
+      `select count(*)::int as pending from work_request where status = 'PENDING'`,
+    );
     expect(pending).toBe(1);
   });
 });
 
 describe('createWorkRequest placed at once', () => {
   const create = async (name: string) =>
-    (await ok(placing, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { ${FIELDS} } } }`, { i: sbuild('debian/placed', name) }))
-      .createWorkRequest as Record<string, unknown>;
-  const read = async (id: unknown) => (await ok(placing, `query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id })).workRequest;
+    (
+      await ok(
+        placing,
+        `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { ${FIELDS} } } }`,
+        { i: sbuild('debian/placed', name) },
+      )
+    ).createWorkRequest as Record<string, unknown>;
+  const read = async (id: unknown) =>
+    (await ok(placing, `query($id: ID!) { workRequest(id: $id) { ${FIELDS} } }`, { id })).workRequest;
 
   it('answers the request as its assignment left it, the same as a read of it afterwards', async () => {
     await createWorkspace(placing, 'debian/placed');

@@ -43,7 +43,12 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   unquarantineWorker: ['Worker', [I, U, F, N], { name: 'w' }, U],
   terminateWorker: ['Worker', [I, U, F, N, S], { name: 'w' }, U],
   registerWorkerImage: ['WorkerImage', [I, U, F, A], { manifest: { name: 'img' } }, U],
-  recordWorkerImagePublication: ['WorkerImage', [I, U, F, N], { image: 'img', provider: 'ec2', region: 'eu-central-1', providerImageId: 'ami-00000000' }, U],
+  recordWorkerImagePublication: [
+    'WorkerImage',
+    [I, U, F, N],
+    { image: 'img', provider: 'ec2', region: 'eu-central-1', providerImageId: 'ami-00000000' },
+    U,
+  ],
   createWorkerPool: ['WorkerPool', [I, U, F, A], { name: 'p' }, U],
   updateWorkerPool: ['WorkerPool', [I, U, F, N], { name: 'p' }, U],
   createActivationToken: ['ActivationTokenPayload', [I, U, F, N, S], { pool: 'p' }, U],
@@ -60,8 +65,18 @@ const TABLE: Record<string, [result: string, errors: string[], input: Json | nul
   startWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1' }, U],
   completeWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1', result: 'SUCCESS' }, U],
   appendWorkRequestLog: ['WorkRequestLogAck', [I, U, F, N, S], { id: '1', offset: 0, bytes: 1, text: 'x' }, U],
-  createWorkRequest: ['WorkRequest', [I, U, F, N], { workspace: 'a/b', taskType: 'worker', taskName: 'noop', taskData: {} }, U],
-  createWorkRequests: ['CreateWorkRequestsPayload', [I, U, F, N], { requests: [{ workspace: 'a/b', taskType: 'worker', taskName: 'noop', taskData: {} }] }, U],
+  createWorkRequest: [
+    'WorkRequest',
+    [I, U, F, N],
+    { workspace: 'a/b', taskType: 'worker', taskName: 'noop', taskData: {} },
+    U,
+  ],
+  createWorkRequests: [
+    'CreateWorkRequestsPayload',
+    [I, U, F, N],
+    { requests: [{ workspace: 'a/b', taskType: 'worker', taskName: 'noop', taskData: {} }] },
+    U,
+  ],
   abortWorkRequest: ['WorkRequest', [I, U, F, N, S], { id: '1' }, U],
   addWorkRequestDependencies: ['WorkRequest', [I, U, F, N, S], { id: '1', dependsOn: ['2'] }, U],
 };
@@ -111,23 +126,32 @@ describe('result unions', () => {
     expect(Object.keys(TABLE).sort()).toEqual(Object.keys(mutationFields).sort());
   });
 
-  it.each(Object.entries(TABLE))('%s: its union is its result and exactly the errors it can return', (mutation, [result, errors]) => {
-    expect(membersOf(mutation)).toEqual([result, ...errors].sort());
-    const named = schema.getType(result);
-    expect(isObjectType(named)).toBe(true);
-  });
+  it.each(Object.entries(TABLE))(
+    '%s: its union is its result and exactly the errors it can return',
+    (mutation, [result, errors]) => {
+      expect(membersOf(mutation)).toEqual([result, ...errors].sort());
+      const named = schema.getType(result);
+      expect(isObjectType(named)).toBe(true);
+    },
+  );
 
-  it.each(Object.entries(TABLE))('%s: an anonymous call answers a member of its union', async (mutation, [, errors, input, anonymous]) => {
-    const typename = await call(mutation, input, null);
-    expect(typename).toBe(anonymous);
-    expect(errors).toContain(typename);
-  });
+  it.each(Object.entries(TABLE))(
+    '%s: an anonymous call answers a member of its union',
+    async (mutation, [, errors, input, anonymous]) => {
+      const typename = await call(mutation, input, null);
+      expect(typename).toBe(anonymous);
+      expect(errors).toContain(typename);
+    },
+  );
 
-  it.each(Object.entries(TABLE).filter(([, [, , input]]) => input !== null))('%s: a NUL in its input answers InputError', async (mutation, [, errors, input]) => {
-    const [bad, changed] = withNul(input);
-    expect(changed).toBe(true);
-    const typename = await call(mutation, bad as Json, ADMIN_TOKEN);
-    expect(typename).toBe(I);
-    expect(errors).toContain(typename);
-  });
+  it.each(Object.entries(TABLE).filter(([, [, , input]]) => input !== null))(
+    '%s: a NUL in its input answers InputError',
+    async (mutation, [, errors, input]) => {
+      const [bad, changed] = withNul(input);
+      expect(changed).toBe(true);
+      const typename = await call(mutation, bad as Json, ADMIN_TOKEN);
+      expect(typename).toBe(I);
+      expect(errors).toContain(typename);
+    },
+  );
 });

@@ -3,7 +3,15 @@
  * app serves has a description. The schema is read by introspection through the real app, as
  * GraphiQL and client generators read it; graphql's own introspection types are left out.
  */
-import { buildClientSchema, getIntrospectionQuery, isEnumType, isInputObjectType, isInterfaceType, isObjectType, type IntrospectionQuery } from 'graphql';
+import {
+  buildClientSchema,
+  getIntrospectionQuery,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isObjectType,
+  type IntrospectionQuery,
+} from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 
@@ -20,10 +28,12 @@ function undocumented(data: IntrospectionQuery): string[] {
     if (isObjectType(type) || isInterfaceType(type)) {
       for (const field of Object.values(type.getFields())) {
         if (blank(field.description)) missing.push(`${type.name}.${field.name}`);
-        for (const arg of field.args) if (blank(arg.description)) missing.push(`${type.name}.${field.name}(${arg.name})`);
+        for (const arg of field.args)
+          if (blank(arg.description)) missing.push(`${type.name}.${field.name}(${arg.name})`);
       }
     } else if (isInputObjectType(type)) {
-      for (const field of Object.values(type.getFields())) if (blank(field.description)) missing.push(`${type.name}.${field.name}`);
+      for (const field of Object.values(type.getFields()))
+        if (blank(field.description)) missing.push(`${type.name}.${field.name}`);
     } else if (isEnumType(type)) {
       for (const value of type.getValues()) if (blank(value.description)) missing.push(`${type.name}.${value.name}`);
     }
@@ -53,7 +63,16 @@ describe('schema documentation', () => {
             name: 'Query',
             description: 'The root',
             interfaces: [],
-            fields: [{ name: 'hello', description: null, args: [], type: { kind: 'SCALAR', name: 'String', ofType: null }, isDeprecated: false, deprecationReason: null }],
+            fields: [
+              {
+                name: 'hello',
+                description: null,
+                args: [],
+                type: { kind: 'SCALAR', name: 'String', ofType: null },
+                isDeprecated: false,
+                deprecationReason: null,
+              },
+            ],
           },
           { kind: 'SCALAR', name: 'String', description: 'Text' },
         ],

@@ -32,17 +32,37 @@ describe('the path of a new user', () => {
     const w = report.data!.reportWorkerMetadata;
     expect(w.status).toBe('IDLE');
     const provided = w.providedTags.map((e: { tag: string }) => e.tag);
-    expect(provided).toEqual(expect.arrayContaining(['worker:build-arch:arm64', 'worker:executor:unshare', 'worker:cap:sbuild', 'worker:type:worker', 'worker:size:medium']));
-    expect(w.providedTags).toContainEqual({ tag: 'worker:build-arch:arm64', provenance: 'WORKER', source: 'dynamic-metadata' });
+    expect(provided).toEqual(
+      expect.arrayContaining([
+        'worker:build-arch:arm64',
+        'worker:executor:unshare',
+        'worker:cap:sbuild',
+        'worker:type:worker',
+        'worker:size:medium',
+      ]),
+    );
+    expect(w.providedTags).toContainEqual({
+      tag: 'worker:build-arch:arm64',
+      provenance: 'WORKER',
+      source: 'dynamic-metadata',
+    });
     expect(w.providedTags).toContainEqual({ tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'worker.type' });
     expect(provided).not.toContain('worker:class:trusted');
-    expect(w.rejectedTags).toEqual([expect.objectContaining({ tag: 'worker:class:trusted', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY' })]);
+    expect(w.rejectedTags).toEqual([
+      expect.objectContaining({ tag: 'worker:class:trusted', code: 'PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY' }),
+    ]);
 
-    const ws = await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename ... on Workspace { name } } }`);
+    const ws = await t.gql(
+      `mutation { createWorkspace(input: { name: "debian/main" }) { __typename ... on Workspace { name } } }`,
+    );
     expect(ws.data!.createWorkspace).toEqual({ __typename: 'Workspace', name: 'debian/main' });
-    const user = await t.gql(`mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`);
+    const user = await t.gql(
+      `mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`,
+    );
     const aliceToken = user.data!.createUser.token as string;
-    const member = await t.gql(`mutation { setWorkspaceMember(input: { workspace: "debian/main", username: "alice" }) { __typename } }`);
+    const member = await t.gql(
+      `mutation { setWorkspaceMember(input: { workspace: "debian/main", username: "alice" }) { __typename } }`,
+    );
     expect(member.data!.setWorkspaceMember.__typename).toBe('Workspace');
 
     const created = await t.gql(

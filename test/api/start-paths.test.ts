@@ -13,9 +13,13 @@ let worker: string;
 let other: string;
 
 async function create(): Promise<number> {
-  const d = await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } ... on Error { code message } } }`, {
-    i: sbuild('debian/main', 'hello'),
-  });
+  const d = await ok(
+    t,
+    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } ... on Error { code message } } }`,
+    {
+      i: sbuild('debian/main', 'hello'),
+    },
+  );
   return Number((d.createWorkRequest as { id: string }).id);
 }
 
@@ -28,7 +32,8 @@ async function assignTo(id: number, name: string): Promise<void> {
   expect(rows).toHaveLength(1);
 }
 
-const start = async (id: number, token: string) => (await ok(t, START, { id: String(id) }, token)).startWorkRequest as Record<string, unknown>;
+const start = async (id: number, token: string) =>
+  (await ok(t, START, { id: String(id) }, token)).startWorkRequest as Record<string, unknown>;
 
 const row = async (id: number) =>
   (

@@ -35,7 +35,12 @@ describe('a stopping server', () => {
       );
       await until(
         'the token lookup to wait for the lock',
-        async () => (await locker.query(`select count(*)::int as n from pg_locks where not granted and relation = 'token'::regclass`)).rows[0].n > 0,
+        async () =>
+          (
+            await locker.query(
+              `select count(*)::int as n from pg_locks where not granted and relation = 'token'::regclass`,
+            )
+          ).rows[0].n > 0,
         30_000,
         20,
       );

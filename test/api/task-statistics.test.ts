@@ -1,5 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_EXPECTED_SECONDS, TaskHistoryCache, expectedDurationSeconds, readDurationHistory } from '../../src/scheduler/storage/task-history.js';
+import {
+  DEFAULT_EXPECTED_SECONDS,
+  TaskHistoryCache,
+  expectedDurationSeconds,
+  readDurationHistory,
+} from '../../src/scheduler/storage/task-history.js';
 import { bucketSql, bucketValue, pruneTaskStatistics } from '../../src/scheduler/storage/task-statistics.js';
 import { ADMIN_TOKEN, useTestApp } from '../helpers/app.js';
 import { runCli } from '../cli/admin/harness.js';
@@ -26,12 +31,19 @@ let worker: string;
 let workerId: number;
 
 async function create(pkg: string, arch: string): Promise<number> {
-  const d = await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } ... on Error { code message } } }`, {
-    i: sbuild('debian/main', pkg, { taskData: { source_package: pkg, host_architecture: arch } }),
-  });
+  const d = await ok(
+    t,
+    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } ... on Error { code message } } }`,
+    {
+      i: sbuild('debian/main', pkg, { taskData: { source_package: pkg, host_architecture: arch } }),
+    },
+  );
   const id = Number((d.createWorkRequest as { id: string }).id);
   // Assigned as a pass would (which worker a pass picks is not what these tests are about).
-  await t.sql(`update work_request set status = 'ASSIGNED', worker_id = ?, assigned_at = now() where id = ? and status = 'PENDING'`, [workerId, id]);
+  await t.sql(
+    `update work_request set status = 'ASSIGNED', worker_id = ?, assigned_at = now() where id = ? and status = 'PENDING'`,
+    [workerId, id],
+  );
   return id;
 }
 
@@ -49,7 +61,9 @@ const figures = (i: number) => ({
 
 /** The histogram rows, as the completions wrote them. */
 const histogram = () =>
-  t.sql<{ k: string }>(`select concat_ws('|', task_type, task_name, package, architecture, metric, bucket, count) as k from task_statistics_histogram order by 1`);
+  t.sql<{ k: string }>(
+    `select concat_ws('|', task_type, task_name, package, architecture, metric, bucket, count) as k from task_statistics_histogram order by 1`,
+  );
 
 /** The same rows recomputed from the kept figures of every run (two keys per run: the task, and the task with its package and architecture). */
 const recomputed = () =>
@@ -88,11 +102,20 @@ beforeAll(async () => {
 
 describe('task statistics', () => {
   it('are kept exact under 40 concurrent completions through the API, both completion paths, and a repeated report counts once', async () => {
-    const runs = Array.from({ length: 40 }, (_, i) => ({ i, pkg: i % 2 ? 'hello' : 'dpkg', arch: i % 4 < 2 ? 'amd64' : 'arm64' }));
+    const runs = Array.from({ length: 40 }, (_, i) => ({
+      i,
+      pkg: i % 2 ? 'hello' : 'dpkg',
+      arch: i % 4 < 2 ? 'amd64' : 'arm64',
+    }));
     const ids = await Promise.all(runs.map((r) => create(r.pkg, r.arch)));
     // Every third one fails: it takes the transaction (the row locked) instead of the one-statement SUCCESS.
-    const answers = await Promise.all(runs.map((r, n) => t.gql(COMPLETE, { id: String(ids[n]), r: r.i % 3 ? 'SUCCESS' : 'FAILURE', s: figures(r.i) }, worker)));
-    for (const a of answers) expect(a.data?.completeWorkRequest, JSON.stringify(a)).toEqual({ __typename: 'WorkRequest' });
+    const answers = await Promise.all(
+      runs.map((r, n) =>
+        t.gql(COMPLETE, { id: String(ids[n]), r: r.i % 3 ? 'SUCCESS' : 'FAILURE', s: figures(r.i) }, worker),
+      ),
+    );
+    for (const a of answers)
+      expect(a.data?.completeWorkRequest, JSON.stringify(a)).toEqual({ __typename: 'WorkRequest' });
     // The agent retrying a report whose answer it lost: recorded once.
     await t.gql(COMPLETE, { id: String(ids[1]), r: 'SUCCESS', s: figures(1) }, worker);
 
@@ -103,7 +126,14 @@ describe('task statistics', () => {
 
     // The aggregates: the task as a whole, then one package and architecture.
     const all = (await ok(t, STATS, { type: 'worker', name: 'sbuild' })).taskStatistics as Record<string, any>;
-    expect(all).toMatchObject({ taskType: 'worker', taskName: 'sbuild', package: null, architecture: null, days: 30, count: 40 });
+    expect(all).toMatchObject({
+      taskType: 'worker',
+      taskName: 'sbuild',
+      package: null,
+      architecture: null,
+      days: 30,
+      count: 40,
+    });
     const seconds = runs.map((r) => figures(r.i).runSeconds);
     expect(all.duration.median).toBeCloseTo(percentileEstimate(seconds, 0.5, 1000), 9);
     expect(all.duration.p95).toBeCloseTo(percentileEstimate(seconds, 0.95, 1000), 9);
@@ -127,7 +157,8 @@ describe('task statistics', () => {
     expect(all.duration.p95).toBeLessThan(trueP95 * 1.05);
 
     const helloArm = runs.filter((r) => r.pkg === 'hello' && r.arch === 'arm64');
-    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'hello', a: 'arm64' })).taskStatistics as Record<string, any>;
+    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'hello', a: 'arm64' }))
+      .taskStatistics as Record<string, any>;
     expect(one).toMatchObject({ package: 'hello', architecture: 'arm64', count: helloArm.length });
     expect(one.memory.median).toBeCloseTo(
       percentileEstimate(
@@ -147,18 +178,26 @@ describe('task statistics', () => {
     const cached = await new TaskHistoryCache(3600).get(t.app.orm.em.fork());
     expect(expectedDurationSeconds(cached, 'worker', 'sbuild')).toBe(all.duration.median);
 
-    const none = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'nothing', a: 'amd64' })).taskStatistics as Record<string, any>;
+    const none = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'nothing', a: 'amd64' }))
+      .taskStatistics as Record<string, any>;
     expect(none).toMatchObject({ count: 0, duration: null, memory: null, disk: null });
   });
 
   it("count a run killed for memory as having used at least its worker's memory", async () => {
     const id = await create('oom-pkg', 'amd64');
-    const a = await t.gql(COMPLETE, { id: String(id), r: 'FAILURE', s: { ...figures(0), peakMemoryBytes: 2 * GIB, outOfMemory: true } }, worker);
+    const a = await t.gql(
+      COMPLETE,
+      { id: String(id), r: 'FAILURE', s: { ...figures(0), peakMemoryBytes: 2 * GIB, outOfMemory: true } },
+      worker,
+    );
     expect(a.data?.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
-    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'oom-pkg', a: 'amd64' })).taskStatistics as Record<string, any>;
+    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'oom-pkg', a: 'amd64' }))
+      .taskStatistics as Record<string, any>;
     expect(one.memory.p95).toBeGreaterThanOrEqual(8 * GIB);
     expect(one.memory.p95).toBeLessThan(8 * GIB * 1.05);
-    const shown = await ok(t, `query($id: ID!) { workRequest(id: $id) { statistics { outOfMemory diskFull } } }`, { id: String(id) });
+    const shown = await ok(t, `query($id: ID!) { workRequest(id: $id) { statistics { outOfMemory diskFull } } }`, {
+      id: String(id),
+    });
     expect(shown.workRequest).toEqual({ statistics: { outOfMemory: true, diskFull: null } });
     expect(await histogram()).toEqual(await recomputed());
   });
@@ -168,10 +207,13 @@ describe('task statistics', () => {
     const s = { ...figures(0), peakMemoryBytes: 1.5 * GIB, outOfMemory: true, memoryLimitBytes: 2 * GIB };
     const a = await t.gql(COMPLETE, { id: String(id), r: 'FAILURE', s }, worker);
     expect(a.data?.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
-    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'limited-pkg', a: 'amd64' })).taskStatistics as Record<string, any>;
+    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'limited-pkg', a: 'amd64' }))
+      .taskStatistics as Record<string, any>;
     expect(one.memory.p95).toBeGreaterThanOrEqual(2 * GIB);
     expect(one.memory.p95).toBeLessThan(2 * GIB * 1.05);
-    const shown = await ok(t, `query($id: ID!) { workRequest(id: $id) { statistics { memoryLimitBytes } } }`, { id: String(id) });
+    const shown = await ok(t, `query($id: ID!) { workRequest(id: $id) { statistics { memoryLimitBytes } } }`, {
+      id: String(id),
+    });
     expect(shown.workRequest).toEqual({ statistics: { memoryLimitBytes: 2 * GIB } });
     expect(await histogram()).toEqual(await recomputed());
   });
@@ -207,17 +249,30 @@ describe('task statistics', () => {
 
   it('are shown by tagsched-admin task stats, for people and as JSON; a bad --days is a usage error', async () => {
     const { url } = await t.app.start();
-    const people = await runCli(url, ['task', 'stats', 'sbuild', '--package', 'hello', '--arch', 'arm64'], { token: ADMIN_TOKEN });
+    const people = await runCli(url, ['task', 'stats', 'sbuild', '--package', 'hello', '--arch', 'arm64'], {
+      token: ADMIN_TOKEN,
+    });
     expect(people.code, people.stderr).toBe(0);
-    const expected = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'hello', a: 'arm64' })).taskStatistics as Record<string, any>;
-    expect(people.stdout).toContain(`worker/sbuild (package hello, architecture arm64): ${expected.count} runs in the last 30 days.`);
+    const expected = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'hello', a: 'arm64' }))
+      .taskStatistics as Record<string, any>;
+    expect(people.stdout).toContain(
+      `worker/sbuild (package hello, architecture arm64): ${expected.count} runs in the last 30 days.`,
+    );
     expect(people.stdout).toMatch(
-      new RegExp(`run time\\s+${expected.count}\\s+${(expected.duration.median / 60).toFixed(1)} min\\s+${(expected.duration.p95 / 60).toFixed(1)} min`),
+      new RegExp(
+        `run time\\s+${expected.count}\\s+${(expected.duration.median / 60).toFixed(1)} min\\s+${(expected.duration.p95 / 60).toFixed(1)} min`,
+      ),
     );
     expect(people.stdout).toMatch(/peak memory\s+\d+\s+[\d.]+ (MiB|GiB)\s+[\d.]+ (MiB|GiB)/);
     const json = await runCli(url, ['task', 'stats', 'sbuild', '--days', '7', '--json'], { token: ADMIN_TOKEN });
     expect(json.code, json.stderr).toBe(0);
-    expect(JSON.parse(json.stdout).taskStatistics).toMatchObject({ taskType: 'worker', taskName: 'sbuild', package: null, days: 7, count: 42 });
+    expect(JSON.parse(json.stdout).taskStatistics).toMatchObject({
+      taskType: 'worker',
+      taskName: 'sbuild',
+      package: null,
+      days: 7,
+      count: 42,
+    });
     const bad = await runCli(url, ['task', 'stats', 'sbuild', '--days', '31'], { token: ADMIN_TOKEN });
     expect(bad.code).toBe(64);
     expect(bad.stderr).toContain('--days must be between 1 and 30');
@@ -230,7 +285,10 @@ describe('task statistics', () => {
       `select r.id from work_request r join work_request_statistics s on s.work_request_id = r.id
         where r.task_data->>'source_package' = 'hello' and r.task_data->>'host_architecture' = 'arm64' order by r.id limit 1`,
     );
-    const page = (token: string | null) => fetch(url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), { headers: token ? { authorization: `Bearer ${token}` } : {} });
+    const page = (token: string | null) =>
+      fetch(url.replace(/\/graphql$/, `/-/status/work-requests/${id}/`), {
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+      });
     const seen = await page(ADMIN_TOKEN);
     expect(seen.status).toBe(200);
     const html = await seen.text();
@@ -258,11 +316,15 @@ describe('task statistics', () => {
   });
 
   it('count no figure above 1 PiB, whatever size a worker claims for a run killed for memory', async () => {
-    await t.sql(`update worker set provided_tags = array_append(array_remove(provided_tags, 'worker:memory-gib=8'), 'worker:memory-gib=1000000000000') where id = ?`, [workerId]);
+    await t.sql(
+      `update worker set provided_tags = array_append(array_remove(provided_tags, 'worker:memory-gib=8'), 'worker:memory-gib=1000000000000') where id = ?`,
+      [workerId],
+    );
     const id = await create('claims-pkg', 'amd64');
     const a = await t.gql(COMPLETE, { id: String(id), r: 'FAILURE', s: { ...figures(0), outOfMemory: true } }, worker);
     expect(a.data?.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
-    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'claims-pkg', a: 'amd64' })).taskStatistics as Record<string, any>;
+    const one = (await ok(t, STATS, { type: 'worker', name: 'sbuild', p: 'claims-pkg', a: 'amd64' }))
+      .taskStatistics as Record<string, any>;
     expect(one.memory.p95).toBeLessThanOrEqual(2 ** 50 * 1.05);
     expect(one.memory.p95).toBeGreaterThanOrEqual(2 ** 50);
   });

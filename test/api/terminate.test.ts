@@ -5,7 +5,17 @@
  */
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submitOk } from '../helpers/fixtures.js';
+import {
+  createPool,
+  createUser,
+  createWorkspace,
+  ERROR_FIELDS,
+  expectResult,
+  ok,
+  registerWorker,
+  reportMetadata,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp({ leases: { maxRetries: 3 } });
 
@@ -51,7 +61,8 @@ describe('terminateWorker', () => {
     // arrive first: the requests' events are read until both are seen, five at most).
     expect((await firstWorker).value).toMatchObject({ name: 'term-1' });
     const changed = new Set<string>([String((await firstRequests[0]).value.id)]);
-    for (let i = 0; i < 4 && !(changed.has(assigned) && changed.has(running)); i++) changed.add(String((await requestEvents.next()).value.id));
+    for (let i = 0; i < 4 && !(changed.has(assigned) && changed.has(running)); i++)
+      changed.add(String((await requestEvents.next()).value.id));
     expect([...changed].filter((id) => id === assigned || id === running).sort()).toEqual([assigned, running].sort());
     await workerEvents.return?.();
     await requestEvents.return?.();
@@ -75,16 +86,32 @@ describe('terminateWorker', () => {
     expect(refused.status).toBe(401);
 
     // Hidden from the default list, INACTIVE with includeInactive; no capacity for demand or diagnosis.
-    const list = await ok(t, `{ all: workers { edges { node { name } } } inactive: workers(filter: { includeInactive: true }) { edges { node { name status } } } }`);
+    const list = await ok(
+      t,
+      `{ all: workers { edges { node { name } } } inactive: workers(filter: { includeInactive: true }) { edges { node { name status } } } }`,
+    );
     expect(list.all.edges.map((e: { node: { name: string } }) => e.node.name)).not.toContain('term-1');
-    expect(list.inactive.edges.map((e: { node: { name: string; status: string } }) => e.node)).toContainEqual({ name: 'term-1', status: 'INACTIVE' });
-    const { workRequest } = await ok(t, `query($id: ID!) { workRequest(id: $id) { candidateWorkers(availableOnly: false) { name } diagnosis { state matchingWorkers } } }`, {
-      id: assigned,
+    expect(list.inactive.edges.map((e: { node: { name: string; status: string } }) => e.node)).toContainEqual({
+      name: 'term-1',
+      status: 'INACTIVE',
     });
-    expect(workRequest).toEqual({ candidateWorkers: [], diagnosis: { state: 'WAITING_FOR_PROVISIONING', matchingWorkers: 0 } });
+    const { workRequest } = await ok(
+      t,
+      `query($id: ID!) { workRequest(id: $id) { candidateWorkers(availableOnly: false) { name } diagnosis { state matchingWorkers } } }`,
+      {
+        id: assigned,
+      },
+    );
+    expect(workRequest).toEqual({
+      candidateWorkers: [],
+      diagnosis: { state: 'WAITING_FOR_PROVISIONING', matchingWorkers: 0 },
+    });
 
     // A second terminate answers the worker as it is.
-    expect(await expectResult(t, 'Worker', TERMINATE, { n: 'term-1' })).toMatchObject({ status: 'INACTIVE', terminatedAt: r.terminatedAt });
+    expect(await expectResult(t, 'Worker', TERMINATE, { n: 'term-1' })).toMatchObject({
+      status: 'INACTIVE',
+      terminatedAt: r.terminatedAt,
+    });
   });
 
   it('ABORTS running work past the maximum of retries, with the reason', async () => {
@@ -97,7 +124,11 @@ describe('terminateWorker', () => {
     await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
     await t.sql(`update work_request set retry_count = 3 where id = ?`, [Number(id)]);
     await expectResult(t, 'Worker', TERMINATE, { n: 'term-max-1' });
-    expect(await request(id)).toMatchObject({ status: 'ABORTED', retry_count: 4, status_reason: 'worker term-max-1 was terminated (by an admin) (retry 4 of 3): aborted' });
+    expect(await request(id)).toMatchObject({
+      status: 'ABORTED',
+      retry_count: 4,
+      status_reason: 'worker term-max-1 was terminated (by an admin) (retry 4 of 3): aborted',
+    });
   });
 
   it.each([
@@ -117,6 +148,8 @@ describe('terminateWorker', () => {
     expect((await ok(t, TERMINATE, { n: 'term-auth-1' }, user)).terminateWorker.code).toBe('FORBIDDEN');
     expect((await ok(t, TERMINATE, { n: 'term-auth-1' }, workerToken)).terminateWorker.code).toBe('FORBIDDEN');
     expect((await ok(t, TERMINATE, { n: 'term-auth-1' }, null)).terminateWorker.code).toBe('UNAUTHENTICATED');
-    expect(await t.sql(`select terminated_at from worker where name = 'term-auth-1'`)).toEqual([{ terminated_at: null }]);
+    expect(await t.sql(`select terminated_at from worker where name = 'term-auth-1'`)).toEqual([
+      { terminated_at: null },
+    ]);
   });
 });

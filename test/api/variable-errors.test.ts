@@ -34,12 +34,20 @@ interface Leaf {
 /** Every Int and Float reachable in an input type (each input type once per branch: no cycles). */
 function leaves(type: GraphQLInputType, seen: ReadonlySet<string> = new Set()): Leaf[] {
   if (isNonNullType(type)) return leaves(type.ofType, seen);
-  if (isListType(type)) return leaves(type.ofType, seen).map((l) => ({ ...l, path: `[0]${l.path}`, value: (bad) => [l.value(bad)] }));
-  if (isScalarType(type)) return type === GraphQLInt || type === GraphQLFloat ? [{ path: '', scalar: type.name as 'Int' | 'Float', value: (bad) => bad }] : [];
+  if (isListType(type))
+    return leaves(type.ofType, seen).map((l) => ({ ...l, path: `[0]${l.path}`, value: (bad) => [l.value(bad)] }));
+  if (isScalarType(type))
+    return type === GraphQLInt || type === GraphQLFloat
+      ? [{ path: '', scalar: type.name as 'Int' | 'Float', value: (bad) => bad }]
+      : [];
   if (!isInputObjectType(type) || seen.has(type.name)) return [];
   const inner = new Set([...seen, type.name]);
   return Object.values(type.getFields()).flatMap((f) =>
-    leaves(f.type, inner).map((l) => ({ ...l, path: `.${f.name}${l.path}`, value: (bad: unknown) => ({ [f.name]: l.value(bad) }) })),
+    leaves(f.type, inner).map((l) => ({
+      ...l,
+      path: `.${f.name}${l.path}`,
+      value: (bad: unknown) => ({ [f.name]: l.value(bad) }),
+    })),
   );
 }
 
@@ -67,7 +75,9 @@ function cases(): Case[] {
       for (const arg of field.args) {
         // The field's other required arguments as variables too (not given: refused as well, with the same code).
         const others = field.args.filter((a) => a !== arg && isNonNullType(a.type) && a.defaultValue === undefined);
-        const definitions = [`$v: ${String(arg.type)}`, ...others.map((a, i) => `$o${i}: ${String(a.type)}`)].join(', ');
+        const definitions = [`$v: ${String(arg.type)}`, ...others.map((a, i) => `$o${i}: ${String(a.type)}`)].join(
+          ', ',
+        );
         const args = [`${arg.name}: $v`, ...others.map((a, i) => `${a.name}: $o${i}`)].join(', ');
         const selection = isCompositeType(getNamedType(field.type)) ? '{ __typename }' : '';
         for (const leaf of leaves(arg.type)) {
@@ -106,7 +116,12 @@ describe('a value out of range in the variables gets a coded error naming it', (
       const r = await t.gql(c.query, c.variables);
       const errors = r.errors ?? [];
       const named = errors.find((e) => e.message.includes(c.names));
-      const ok = r.status < 500 && !r.data && errors.length > 0 && errors.every((e) => e.extensions?.code === 'INVALID_INPUT') && named?.extensions?.variable === 'v';
+      const ok =
+        r.status < 500 &&
+        !r.data &&
+        errors.length > 0 &&
+        errors.every((e) => e.extensions?.code === 'INVALID_INPUT') &&
+        named?.extensions?.variable === 'v';
       if (!ok) wrong.push(`${c.name}: ${r.status} ${JSON.stringify(r.errors ?? r.data)}`);
     }
     expect(wrong).toEqual([]);
@@ -125,7 +140,9 @@ describe('a value out of range in the variables gets a coded error naming it', (
           extensions: { code: 'INVALID_INPUT', variable: 'i' },
         },
       ]);
-      const inline = await t.gql(`mutation { createWorkerPool(input: { name: "big-pool", providerType: "local", ${field}: 1000000000000 }) { __typename } }`);
+      const inline = await t.gql(
+        `mutation { createWorkerPool(input: { name: "big-pool", providerType: "local", ${field}: 1000000000000 }) { __typename } }`,
+      );
       expect(inline.errors?.[0].extensions?.code).toBe('GRAPHQL_VALIDATION_FAILED');
     }
   });
@@ -148,7 +165,10 @@ describe('a value out of range in the variables gets a coded error naming it', (
   it('over a WebSocket too: a query with an Int of 1e12 and a subscription with a Float of "x" get the same coded error', async () => {
     const { client } = wsClient(url, t.adminToken);
     try {
-      for (const query of ['query($n: Int) { workers(first: $n) { pageInfo { hasNextPage } } }', 'subscription($n: Float) { workRequestLog(id: "1", offset: $n) { text } }']) {
+      for (const query of [
+        'query($n: Int) { workers(first: $n) { pageInfo { hasNextPage } } }',
+        'subscription($n: Float) { workRequestLog(id: "1", offset: $n) { text } }',
+      ]) {
         const sub = collect(client, query, { n: query.startsWith('query') ? 1e12 : 'x' });
         await sub.completed.catch(() => undefined);
         for (let i = 0; i < 100 && !sub.errors.length; i++) await new Promise((r) => setTimeout(r, 20));

@@ -21,9 +21,12 @@ const t = useTestApp();
 type Entry = { tag: string; provenance: string; source: string };
 
 const abort = (id: string, token?: string) =>
-  ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { ${WORK_REQUEST_FIELDS} } ${ERROR_FIELDS} } }`, { id }, token).then(
-    (d) => d.abortWorkRequest,
-  );
+  ok(
+    t,
+    `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { ${WORK_REQUEST_FIELDS} } ${ERROR_FIELDS} } }`,
+    { id },
+    token,
+  ).then((d) => d.abortWorkRequest);
 const addDependencies = (id: string, dependsOn: string[]) =>
   ok(
     t,
@@ -33,7 +36,8 @@ const addDependencies = (id: string, dependsOn: string[]) =>
       d: dependsOn,
     },
   ).then((d) => d.addWorkRequestDependencies);
-const fetchRequest = async (id: string) => (await ok(t, `query($id: ID!) { workRequest(id: $id) { ${WORK_REQUEST_FIELDS} } }`, { id })).workRequest;
+const fetchRequest = async (id: string) =>
+  (await ok(t, `query($id: ID!) { workRequest(id: $id) { ${WORK_REQUEST_FIELDS} } }`, { id })).workRequest;
 
 let alice: string;
 
@@ -44,10 +48,25 @@ beforeAll(async () => {
 
 describe('createWorkRequest', () => {
   it('computes and freezes both tag sets, with the priority and the creator', async () => {
-    const wr = await submitOk(t, sbuild('debian/main', 'hello', { priorityBase: 5, requiredTags: ['worker:memory-gib>=16'] }), alice);
-    expect(wr).toMatchObject({ status: 'PENDING', taskName: 'sbuild', workspace: { name: 'debian/main' }, createdBy: { username: 'alice' }, dependsOn: [], droppedTags: [] });
+    const wr = await submitOk(
+      t,
+      sbuild('debian/main', 'hello', { priorityBase: 5, requiredTags: ['worker:memory-gib>=16'] }),
+      alice,
+    );
+    expect(wr).toMatchObject({
+      status: 'PENDING',
+      taskName: 'sbuild',
+      workspace: { name: 'debian/main' },
+      createdBy: { username: 'alice' },
+      dependsOn: [],
+      droppedTags: [],
+    });
     expect(wr.requiredTags).toContainEqual({ tag: 'worker:memory-gib>=16', provenance: 'USER', source: 'user-input' });
-    expect(wr.requiredTags).toContainEqual({ tag: 'worker:build-arch:amd64', provenance: 'SYSTEM', source: 'task-data:host_architecture' });
+    expect(wr.requiredTags).toContainEqual({
+      tag: 'worker:build-arch:amd64',
+      provenance: 'SYSTEM',
+      source: 'task-data:host_architecture',
+    });
     const full = await ok(
       t,
       'query($id: ID!) { workRequest(id: $id) { priority priorityBase priorityAdjustment pendingAt taskData userRequiredTags userProvidedTags retryCount worker { name } } }',
@@ -66,14 +85,23 @@ describe('createWorkRequest', () => {
       worker: null,
     });
     expect(full.workRequest.pendingAt).not.toBeNull();
-    const [row] = await t.sql<{ required_tags: string[]; provided_tags: string[] }>('select required_tags, provided_tags from work_request where id = ?', [Number(wr.id)]);
+    const [row] = await t.sql<{ required_tags: string[]; provided_tags: string[] }>(
+      'select required_tags, provided_tags from work_request where id = ?',
+      [Number(wr.id)],
+    );
     expect([...row.required_tags].sort()).toEqual([...new Set(tagsOf(wr.requiredTags))].sort());
     expect([...row.provided_tags].sort()).toEqual([...new Set(tagsOf(wr.providedTags))].sort());
   });
 
   it('lets an admin raise the priority', async () => {
     const wr = await submitOk(t, sbuild('debian/main', 'hello', { priorityBase: 1, priorityAdjustment: 10 }));
-    expect((await ok(t, 'query($id: ID!) { workRequest(id: $id) { priority createdBy { username isAdmin } } }', { id: wr.id })).workRequest).toEqual({
+    expect(
+      (
+        await ok(t, 'query($id: ID!) { workRequest(id: $id) { priority createdBy { username isAdmin } } }', {
+          id: wr.id,
+        })
+      ).workRequest,
+    ).toEqual({
       priority: 11,
       createdBy: { username: 'admin', isAdmin: true },
     });
@@ -81,11 +109,17 @@ describe('createWorkRequest', () => {
 
   it('lets a user lower the priority', async () => {
     const wr = await submitOk(t, sbuild('debian/main', 'hello', { priorityAdjustment: -3 }), alice);
-    expect((await ok(t, 'query($id: ID!) { workRequest(id: $id) { priority } }', { id: wr.id })).workRequest.priority).toBe(-3);
+    expect(
+      (await ok(t, 'query($id: ID!) { workRequest(id: $id) { priority } }', { id: wr.id })).workRequest.priority,
+    ).toBe(-3);
   });
 
   it('makes internal and workflow tasks require a not-assignable worker', async () => {
-    const wr = await submitOk(t, { workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'x' } }, alice);
+    const wr = await submitOk(
+      t,
+      { workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'x' } },
+      alice,
+    );
     expect(tagsOf(wr.requiredTags)).toEqual(['worker:type:not-assignable']);
   });
 });
@@ -99,12 +133,20 @@ describe('environments', () => {
       `mutation { createEnvironment(input: { codename: "trixie", architecture: "arm64", variant: "sbuild", backend: "unshare", imageFormat: "tarball" }) {
         __typename ... on Environment { id codename architecture variant backend imageFormat } ${ERROR_FIELDS} } }`,
     );
-    expect(env).toMatchObject({ codename: 'trixie', architecture: 'arm64', variant: 'sbuild', backend: 'unshare', imageFormat: 'tarball' });
+    expect(env).toMatchObject({
+      codename: 'trixie',
+      architecture: 'arm64',
+      variant: 'sbuild',
+      backend: 'unshare',
+      imageFormat: 'tarball',
+    });
     arm64 = env.id;
   });
 
   it('are listed', async () => {
-    expect((await ok(t, '{ environments { id codename architecture } }')).environments).toEqual([{ id: arm64, codename: 'trixie', architecture: 'arm64' }]);
+    expect((await ok(t, '{ environments { id codename architecture } }')).environments).toEqual([
+      { id: arm64, codename: 'trixie', architecture: 'arm64' },
+    ]);
   });
 
   it.each([
@@ -112,7 +154,11 @@ describe('environments', () => {
     ['a bad architecture', { codename: 'trixie', architecture: 'AMD 64' }, 'input.architecture'],
   ])('refuses %s', async (_label, input, path) => {
     const before = await snapshot(t, ['environment']);
-    const r = await ok(t, `mutation($i: CreateEnvironmentInput!) { createEnvironment(input: $i) { __typename ${ERROR_FIELDS} } }`, { i: input });
+    const r = await ok(
+      t,
+      `mutation($i: CreateEnvironmentInput!) { createEnvironment(input: $i) { __typename ${ERROR_FIELDS} } }`,
+      { i: input },
+    );
     expect(r.createEnvironment).toMatchObject({ code: 'INVALID_INPUT', path });
     expect(await snapshot(t, ['environment'])).toEqual(before);
   });
@@ -122,9 +168,24 @@ describe('environments', () => {
     ['the same host architecture: not a cross build', { host_architecture: 'arm64' }, []],
     ['another host architecture: a cross build', { host_architecture: 'amd64' }, ['task:cross-target:amd64']],
   ])('%s', async (_label, extra, crossTargets) => {
-    const wr = await submitOk(t, { workspace: 'debian/main', taskType: 'worker', taskName: 'lintian', taskData: { environment_id: Number(arm64), ...extra } }, alice);
-    expect(wr.requiredTags).toContainEqual({ tag: 'worker:build-arch:arm64', provenance: 'SYSTEM', source: `environment:${arm64}` });
-    expect(tagsOf(wr.requiredTags).filter((tag) => tag.startsWith('worker:build-arch:'))).toEqual(['worker:build-arch:arm64']);
+    const wr = await submitOk(
+      t,
+      {
+        workspace: 'debian/main',
+        taskType: 'worker',
+        taskName: 'lintian',
+        taskData: { environment_id: Number(arm64), ...extra },
+      },
+      alice,
+    );
+    expect(wr.requiredTags).toContainEqual({
+      tag: 'worker:build-arch:arm64',
+      provenance: 'SYSTEM',
+      source: `environment:${arm64}`,
+    });
+    expect(tagsOf(wr.requiredTags).filter((tag) => tag.startsWith('worker:build-arch:'))).toEqual([
+      'worker:build-arch:arm64',
+    ]);
     expect(wr.providedTags.filter((e: Entry) => e.tag.startsWith('task:cross-target:'))).toEqual(
       crossTargets.map((tag) => ({ tag, provenance: 'SYSTEM', source: 'task-data:host_architecture' })),
     );
@@ -153,10 +214,18 @@ describe('groups', () => {
       { g: groupId },
     );
     // The answer is the whole group (its scope was once left unloaded: a 500).
-    expect(added).toMatchObject({ name: 'Debian', scope: 'debian', members: [{ username: 'alice' }, { username: 'bob' }] });
+    expect(added).toMatchObject({
+      name: 'Debian',
+      scope: 'debian',
+      members: [{ username: 'alice' }, { username: 'bob' }],
+    });
 
     const wr = await submitOk(t, sbuild('debian/main'), alice);
-    expect(wr.providedTags).toContainEqual({ tag: 'task:group:debian::Debian', provenance: 'SYSTEM', source: 'group:Debian' });
+    expect(wr.providedTags).toContainEqual({
+      tag: 'task:group:debian::Debian',
+      provenance: 'SYSTEM',
+      source: 'group:Debian',
+    });
   });
 
   it('a group tied to a workspace names it; groups of other scopes do not count', async () => {
@@ -166,9 +235,17 @@ describe('groups', () => {
       `mutation { createGroup(input: { scope: "debian", name: "QA", workspace: "debian/qa" }) { __typename ... on Group { id workspace { name } } } }`,
     );
     expect(g.workspace).toEqual({ name: 'debian/qa' });
-    await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: g.id });
-    const other = await expectResult(t, 'Group', `mutation { createGroup(input: { scope: "ubuntu", name: "Core" }) { __typename ... on Group { id } } }`);
-    await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', { g: other.id });
+    await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', {
+      g: g.id,
+    });
+    const other = await expectResult(
+      t,
+      'Group',
+      `mutation { createGroup(input: { scope: "ubuntu", name: "Core" }) { __typename ... on Group { id } } }`,
+    );
+    await ok(t, 'mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["alice"] }) { __typename } }', {
+      g: other.id,
+    });
 
     const wr = await submitOk(t, sbuild('debian/main'), alice);
     expect(
@@ -188,8 +265,18 @@ describe('groups', () => {
   });
 
   it.each([
-    ['a taken name', 'mutation { createGroup(input: { scope: "debian", name: "Debian" }) { __typename ' + ERROR_FIELDS + ' } }', 'ALREADY_EXISTS'],
-    ['a workspace of another scope', 'mutation { createGroup(input: { scope: "ubuntu", name: "X", workspace: "debian/qa" }) { __typename ' + ERROR_FIELDS + ' } }', 'NOT_FOUND'],
+    [
+      'a taken name',
+      'mutation { createGroup(input: { scope: "debian", name: "Debian" }) { __typename ' + ERROR_FIELDS + ' } }',
+      'ALREADY_EXISTS',
+    ],
+    [
+      'a workspace of another scope',
+      'mutation { createGroup(input: { scope: "ubuntu", name: "X", workspace: "debian/qa" }) { __typename ' +
+        ERROR_FIELDS +
+        ' } }',
+      'NOT_FOUND',
+    ],
   ])('createGroup refuses %s', async (_label, mutation, code) => {
     const before = await snapshot(t, ['user_group', 'scope']);
     expect(Object.values(await ok(t, mutation))[0]).toMatchObject({ code });
@@ -198,7 +285,11 @@ describe('groups', () => {
 
   it('addGroupMembers refuses unknown users and adds none', async () => {
     const before = await snapshot(t, ['user_group_member']);
-    const r = await ok(t, `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["bob", "nobody"] }) { __typename ${ERROR_FIELDS} } }`, { g: groupId });
+    const r = await ok(
+      t,
+      `mutation($g: ID!) { addGroupMembers(input: { group: $g, usernames: ["bob", "nobody"] }) { __typename ${ERROR_FIELDS} } }`,
+      { g: groupId },
+    );
     expect(r.addGroupMembers).toMatchObject({ code: 'NOT_FOUND', path: 'input.usernames' });
     expect(r.addGroupMembers.message).toContain('nobody');
     expect(await snapshot(t, ['user_group_member'])).toEqual(before);
@@ -218,11 +309,25 @@ describe('task rules', () => {
 
   it('a site rule requiring worker:class:large applies to linux and libreoffice, not to hello', async () => {
     const rule = await expectResult(t, 'TaskRule', RULE_MUTATION, {
-      i: { name: 'large-packages', expression: 'task:source-package:linux or task:source-package:libreoffice', requiredTags: ['worker:class:large'] },
+      i: {
+        name: 'large-packages',
+        expression: 'task:source-package:linux or task:source-package:libreoffice',
+        requiredTags: ['worker:class:large'],
+      },
     });
-    expect(rule).toMatchObject({ name: 'large-packages', workspace: null, taskName: null, requiredTags: ['worker:class:large'], providedTags: [] });
+    expect(rule).toMatchObject({
+      name: 'large-packages',
+      workspace: null,
+      taskName: null,
+      requiredTags: ['worker:class:large'],
+      providedTags: [],
+    });
     expect((await ok(t, '{ siteRules { name expression requiredTags } }')).siteRules).toEqual([
-      { name: 'large-packages', expression: 'task:source-package:linux or task:source-package:libreoffice', requiredTags: ['worker:class:large'] },
+      {
+        name: 'large-packages',
+        expression: 'task:source-package:linux or task:source-package:libreoffice',
+        requiredTags: ['worker:class:large'],
+      },
     ]);
 
     const large = { tag: 'worker:class:large', provenance: 'SYSTEM', source: 'site-rule:large-packages' };
@@ -238,7 +343,14 @@ describe('task rules', () => {
       t,
       'TaskRule',
       RULE_MUTATION,
-      { i: { workspace: 'rules/kernel', name: 'sneaky', providedTags: ['task:scope:other', 'site:kernel-team'], requiredTags: ['site:kernel-builder'] } },
+      {
+        i: {
+          workspace: 'rules/kernel',
+          name: 'sneaky',
+          providedTags: ['task:scope:other', 'site:kernel-team'],
+          requiredTags: ['site:kernel-builder'],
+        },
+      },
       owner,
     );
     expect(rule.workspace).toEqual({ name: 'rules/kernel' });
@@ -246,8 +358,16 @@ describe('task rules', () => {
     const wr = await submitOk(t, sbuild('rules/kernel', 'hello'), owner);
     expect(tagsOf(wr.providedTags)).not.toContain('task:scope:other');
     expect(wr.providedTags).toContainEqual({ tag: 'task:scope:rules', provenance: 'SYSTEM', source: 'workspace' });
-    expect(wr.providedTags).toContainEqual({ tag: 'site:kernel-team', provenance: 'WORKSPACE', source: 'workspace-rule:sneaky' });
-    expect(wr.requiredTags).toContainEqual({ tag: 'site:kernel-builder', provenance: 'WORKSPACE', source: 'workspace-rule:sneaky' });
+    expect(wr.providedTags).toContainEqual({
+      tag: 'site:kernel-team',
+      provenance: 'WORKSPACE',
+      source: 'workspace-rule:sneaky',
+    });
+    expect(wr.requiredTags).toContainEqual({
+      tag: 'site:kernel-builder',
+      provenance: 'WORKSPACE',
+      source: 'workspace-rule:sneaky',
+    });
     expect(wr.droppedTags).toEqual([
       expect.objectContaining({
         tag: 'task:scope:other',
@@ -266,21 +386,54 @@ describe('task rules', () => {
   });
 
   it('a rule for one task name leaves other tasks alone; the workspace lists its rules', async () => {
-    await expectResult(t, 'TaskRule', RULE_MUTATION, { i: { workspace: 'rules/other', name: 'lintian-only', taskName: 'lintian', requiredTags: ['site:lint-box'] } });
-    const lintian = await submitOk(t, { workspace: 'rules/other', taskType: 'worker', taskName: 'lintian', taskData: {} });
-    expect(lintian.requiredTags).toContainEqual({ tag: 'site:lint-box', provenance: 'WORKSPACE', source: 'workspace-rule:lintian-only' });
+    await expectResult(t, 'TaskRule', RULE_MUTATION, {
+      i: { workspace: 'rules/other', name: 'lintian-only', taskName: 'lintian', requiredTags: ['site:lint-box'] },
+    });
+    const lintian = await submitOk(t, {
+      workspace: 'rules/other',
+      taskType: 'worker',
+      taskName: 'lintian',
+      taskData: {},
+    });
+    expect(lintian.requiredTags).toContainEqual({
+      tag: 'site:lint-box',
+      provenance: 'WORKSPACE',
+      source: 'workspace-rule:lintian-only',
+    });
     expect(tagsOf((await submitOk(t, sbuild('rules/other'))).requiredTags)).not.toContain('site:lint-box');
     const { workspaces } = await ok(t, '{ workspaces { name rules { name taskName requiredTags } } }');
-    expect(workspaces.find((w: { name: string }) => w.name === 'rules/other').rules).toEqual([{ name: 'lintian-only', taskName: 'lintian', requiredTags: ['site:lint-box'] }]);
+    expect(workspaces.find((w: { name: string }) => w.name === 'rules/other').rules).toEqual([
+      { name: 'lintian-only', taskName: 'lintian', requiredTags: ['site:lint-box'] },
+    ]);
   });
 
   it.each([
-    ['an expression that does not parse', { name: 'r1', expression: 'task:a and (', requiredTags: ['x:y'] }, null, { code: 'INVALID_RULE', path: 'input.expression' }],
+    [
+      'an expression that does not parse',
+      { name: 'r1', expression: 'task:a and (', requiredTags: ['x:y'] },
+      null,
+      { code: 'INVALID_RULE', path: 'input.expression' },
+    ],
     ['a rule that adds nothing', { name: 'r2', expression: 'task:a' }, null, { code: 'INVALID_RULE' }],
-    ['an invalid tag', { name: 'r3', requiredTags: ['fine:tag', 'not fine'] }, null, { code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'not fine' }],
-    ['a taken name', { name: 'large-packages', requiredTags: ['x:y'] }, null, { code: 'INVALID_RULE', path: 'input.name' }],
+    [
+      'an invalid tag',
+      { name: 'r3', requiredTags: ['fine:tag', 'not fine'] },
+      null,
+      { code: 'INVALID_TAG', path: 'input.requiredTags[1]', tag: 'not fine' },
+    ],
+    [
+      'a taken name',
+      { name: 'large-packages', requiredTags: ['x:y'] },
+      null,
+      { code: 'INVALID_RULE', path: 'input.name' },
+    ],
     ['a site rule by a workspace owner', { name: 'r4', requiredTags: ['x:y'] }, 'owner', { code: 'FORBIDDEN' }],
-    ['a workspace rule by a non-owner', { workspace: 'rules/kernel', name: 'r5', requiredTags: ['x:y'] }, 'alice', { code: 'FORBIDDEN' }],
+    [
+      'a workspace rule by a non-owner',
+      { workspace: 'rules/kernel', name: 'r5', requiredTags: ['x:y'] },
+      'alice',
+      { code: 'FORBIDDEN' },
+    ],
     ['an anonymous caller', { name: 'r6', requiredTags: ['x:y'] }, 'anonymous', { code: 'UNAUTHENTICATED' }],
   ])('createTaskRule refuses %s and writes nothing', async (_label, input, who, expected) => {
     const token = who === 'owner' ? owner : who === 'alice' ? alice : who === 'anonymous' ? null : undefined;
@@ -296,7 +449,9 @@ describe('dependencies', () => {
     const a = await submitOk(t, sbuild('debian/main'), alice);
     const b = await submitOk(t, sbuild('debian/main', 'hello', { dependsOn: [a.id] }), alice);
     expect(b).toMatchObject({ status: 'BLOCKED', dependsOn: [a.id], providedTags: [], requiredTags: [] });
-    const [row] = await t.sql<{ pending_at: Date | null }>('select pending_at from work_request where id = ?', [Number(b.id)]);
+    const [row] = await t.sql<{ pending_at: Date | null }>('select pending_at from work_request where id = ?', [
+      Number(b.id),
+    ]);
     expect(row.pending_at).toBeNull();
   });
 
@@ -315,11 +470,25 @@ describe('dependencies', () => {
     const unrelated = await submitOk(t, sbuild('debian/main'), alice);
 
     const aborted = await abort(a.id, alice);
-    expect(aborted).toMatchObject({ __typename: 'WorkRequest', id: a.id, status: 'ABORTED', statusReason: 'aborted by alice' });
-    expect(await fetchRequest(b.id)).toMatchObject({ status: 'ABORTED', statusReason: `dependency ${a.id} was aborted` });
-    expect(await fetchRequest(c.id)).toMatchObject({ status: 'ABORTED', statusReason: `dependency ${b.id} was aborted` });
+    expect(aborted).toMatchObject({
+      __typename: 'WorkRequest',
+      id: a.id,
+      status: 'ABORTED',
+      statusReason: 'aborted by alice',
+    });
+    expect(await fetchRequest(b.id)).toMatchObject({
+      status: 'ABORTED',
+      statusReason: `dependency ${a.id} was aborted`,
+    });
+    expect(await fetchRequest(c.id)).toMatchObject({
+      status: 'ABORTED',
+      statusReason: `dependency ${b.id} was aborted`,
+    });
     expect((await fetchRequest(unrelated.id)).status).toBe('PENDING');
-    const rows = await t.sql<{ completed_at: Date | null }>('select completed_at from work_request where id in (?, ?, ?)', [Number(a.id), Number(b.id), Number(c.id)]);
+    const rows = await t.sql<{ completed_at: Date | null }>(
+      'select completed_at from work_request where id in (?, ?, ?)',
+      [Number(a.id), Number(b.id), Number(c.id)],
+    );
     expect(rows.every((r) => r.completed_at !== null)).toBe(true);
 
     const again = await abort(a.id, alice);
@@ -379,18 +548,30 @@ describe('workRequests and workRequest queries', () => {
     await createWorkspace(t, 'list/b');
     ids.aHello = (await submitOk(t, sbuild('list/a', 'hello'))).id;
     ids.aLinux = (await submitOk(t, sbuild('list/a', 'linux', { requiredTags: ['site:fast-disk'] }))).id;
-    ids.bLintian = (await submitOk(t, { workspace: 'list/b', taskType: 'worker', taskName: 'lintian', taskData: { source_package: 'hello' } })).id;
+    ids.bLintian = (
+      await submitOk(t, {
+        workspace: 'list/b',
+        taskType: 'worker',
+        taskName: 'lintian',
+        taskData: { source_package: 'hello' },
+      })
+    ).id;
     ids.bBlocked = (await submitOk(t, sbuild('list/b', 'dpkg', { dependsOn: [ids.bLintian] }))).id;
     // Connected (so that it shows BUSY), but able to run none of these requests: a scheduler pass cannot assign it more work.
     await connectedWorker(t, 'list-worker', {}, { architectures: ['s390x'] });
     ids.bAssigned = (await submitOk(t, sbuild('list/b', 'coreutils'))).id;
-    await t.sql(`update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'list-worker') where id = ?`, [
-      Number(ids.bAssigned),
-    ]);
+    await t.sql(
+      `update work_request set status = 'ASSIGNED', assigned_at = now(), worker_id = (select id from worker where name = 'list-worker') where id = ?`,
+      [Number(ids.bAssigned)],
+    );
   });
 
   const list = async (filter: Record<string, unknown>, first = 100) => {
-    const r = await ok(t, 'query($f: WorkRequestFilter, $n: Int) { workRequests(filter: $f, first: $n) { edges { node { id } } } }', { f: filter, n: first });
+    const r = await ok(
+      t,
+      'query($f: WorkRequestFilter, $n: Int) { workRequests(filter: $f, first: $n) { edges { node { id } } } }',
+      { f: filter, n: first },
+    );
     return r.workRequests.edges.map((e: { node: { id: string } }) => e.node.id);
   };
 
@@ -415,7 +596,11 @@ describe('workRequests and workRequest queries', () => {
     const seen: string[] = [];
     let after: string | null = null;
     for (;;) {
-      const r = await ok(t, 'query($a: String) { workRequests(first: 4, after: $a) { edges { cursor node { id } } pageInfo { hasNextPage endCursor } } }', { a: after });
+      const r = await ok(
+        t,
+        'query($a: String) { workRequests(first: 4, after: $a) { edges { cursor node { id } } pageInfo { hasNextPage endCursor } } }',
+        { a: after },
+      );
       seen.push(...r.workRequests.edges.map((e: { node: { id: string } }) => e.node.id));
       if (!r.workRequests.pageInfo.hasNextPage) break;
       after = r.workRequests.pageInfo.endCursor;
@@ -425,10 +610,22 @@ describe('workRequests and workRequest queries', () => {
   });
 
   it.each([
-    ['a workspace filter without a scope', '{ workRequests(filter: { workspace: "nope" }) { edges { node { id } } } }', /filter\.workspace: a workspace is written "scope\/name"/],
-    ['a workspace filter with two slashes', '{ workRequests(filter: { workspace: "a/b/c" }) { edges { node { id } } } }', /scope\/name/],
+    [
+      'a workspace filter without a scope',
+      '{ workRequests(filter: { workspace: "nope" }) { edges { node { id } } } }',
+      /filter\.workspace: a workspace is written "scope\/name"/,
+    ],
+    [
+      'a workspace filter with two slashes',
+      '{ workRequests(filter: { workspace: "a/b/c" }) { edges { node { id } } } }',
+      /scope\/name/,
+    ],
     ['a cursor it did not make', '{ workRequests(after: "zzz") { edges { node { id } } } }', /invalid cursor/],
-    ['a negative page size', '{ workRequests(first: -1) { edges { node { id } } } }', /first must be between 0 and 500/],
+    [
+      'a negative page size',
+      '{ workRequests(first: -1) { edges { node { id } } } }',
+      /first must be between 0 and 500/,
+    ],
   ])('refuses %s with an INVALID_INPUT error that says what to fix', async (_label, query, message) => {
     const r = await t.gql(query);
     expect(r.errors).toHaveLength(1);
@@ -437,8 +634,17 @@ describe('workRequests and workRequest queries', () => {
   });
 
   it('finds one by id, and answers null for an unknown or malformed id', async () => {
-    const r = await ok(t, 'query($id: ID!) { workRequest(id: $id) { id taskName status worker { name } assignedAt } }', { id: ids.bAssigned });
-    expect(r.workRequest).toMatchObject({ id: ids.bAssigned, taskName: 'sbuild', status: 'ASSIGNED', worker: { name: 'list-worker' } });
+    const r = await ok(
+      t,
+      'query($id: ID!) { workRequest(id: $id) { id taskName status worker { name } assignedAt } }',
+      { id: ids.bAssigned },
+    );
+    expect(r.workRequest).toMatchObject({
+      id: ids.bAssigned,
+      taskName: 'sbuild',
+      status: 'ASSIGNED',
+      worker: { name: 'list-worker' },
+    });
     expect(r.workRequest.assignedAt).not.toBeNull();
     expect(await ok(t, '{ workRequest(id: "999999") { id } }')).toEqual({ workRequest: null });
     expect(await ok(t, '{ workRequest(id: "x") { id } }')).toEqual({ workRequest: null });

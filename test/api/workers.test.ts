@@ -1,6 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { AMD64_METADATA, ERROR_FIELDS, connectedWorker, createPool, expectResult, ok, registerWorker, reportMetadata, tagsOf } from '../helpers/fixtures.js';
+import {
+  AMD64_METADATA,
+  ERROR_FIELDS,
+  connectedWorker,
+  createPool,
+  expectResult,
+  ok,
+  registerWorker,
+  reportMetadata,
+  tagsOf,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp();
 
@@ -8,7 +18,8 @@ const WORKER_FIELDS = `name type status concurrency enabled draining connectedAt
   pool { name } activeWorkCount staticMetadata dynamicMetadata
   providedTags { tag provenance source } requiredTags { tag provenance source } rejectedTags { tag provenance source set code reason }`;
 
-const workerQuery = (name: string) => ok(t, `query($n: String!) { worker(name: $n) { ${WORKER_FIELDS} } }`, { n: name });
+const workerQuery = (name: string) =>
+  ok(t, `query($n: String!) { worker(name: $n) { ${WORKER_FIELDS} } }`, { n: name });
 
 describe('registerWorker', () => {
   it('creates a disconnected worker with its system tags and returns its token once', async () => {
@@ -19,11 +30,23 @@ describe('registerWorker', () => {
         __typename ... on WorkerTokenPayload { token worker { ${WORKER_FIELDS} } } ${ERROR_FIELDS} } }`,
     );
     expect(r.token).toMatch(/^tsk_worker_/);
-    expect(r.worker).toMatchObject({ name: 'reg-1', type: 'SIGNING', concurrency: 3, status: 'DISCONNECTED', enabled: true, draining: false, pool: null });
-    expect(r.worker.providedTags).toEqual([{ tag: 'worker:type:signing', provenance: 'SYSTEM', source: 'worker.type' }]);
+    expect(r.worker).toMatchObject({
+      name: 'reg-1',
+      type: 'SIGNING',
+      concurrency: 3,
+      status: 'DISCONNECTED',
+      enabled: true,
+      draining: false,
+      pool: null,
+    });
+    expect(r.worker.providedTags).toEqual([
+      { tag: 'worker:type:signing', provenance: 'SYSTEM', source: 'worker.type' },
+    ]);
     expect(r.worker.connectedAt).toBeNull();
     // Only the hash is stored.
-    const stored = await t.sql<{ hash: string }>(`select t.hash from token t join worker w on w.id = t.worker_id where w.name = 'reg-1'`);
+    const stored = await t.sql<{ hash: string }>(
+      `select t.hash from token t join worker w on w.id = t.worker_id where w.name = 'reg-1'`,
+    );
     expect(stored).toHaveLength(1);
     expect(stored[0].hash).not.toContain(r.token);
     expect(stored[0].hash).toMatch(/^[0-9a-f]{64}$/);
@@ -36,7 +59,11 @@ describe('registerWorker', () => {
     ['a concurrency of 0', { name: 'reg-3', concurrency: 0 }, 'INVALID_INPUT'],
   ])('refuses %s', async (_label, input, code) => {
     const before = await t.sql<{ n: number }>('select count(*)::int as n from worker');
-    const r = await ok(t, `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { __typename ${ERROR_FIELDS} } }`, { i: input });
+    const r = await ok(
+      t,
+      `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { __typename ${ERROR_FIELDS} } }`,
+      { i: input },
+    );
     expect(r.registerWorker.code).toBe(code);
     expect(await t.sql('select count(*)::int as n from worker')).toEqual(before);
   });
@@ -110,31 +137,65 @@ describe('setWorkerStaticMetadata', () => {
       'Worker',
       `mutation($m: WorkerMetadataInput!) { setWorkerStaticMetadata(input: { name: "static-1", metadata: $m, concurrency: 4 }) {
         __typename ... on Worker { ${WORKER_FIELDS} } ${ERROR_FIELDS} } }`,
-      { m: { architectures: ['arm64'], cpuCount: 32, providedTags: ['worker:class:trusted', 'site:gpu'], requiredTags: ['site:security'] } },
+      {
+        m: {
+          architectures: ['arm64'],
+          cpuCount: 32,
+          providedTags: ['worker:class:trusted', 'site:gpu'],
+          requiredTags: ['site:security'],
+        },
+      },
     );
     expect(r.concurrency).toBe(4);
     const provided = tagsOf(r.providedTags);
     // Static architectures replace the reported ones; the reported tools stay.
     expect(provided).toContain('worker:build-arch:arm64');
     expect(provided).not.toContain('worker:build-arch:amd64');
-    expect(r.providedTags).toContainEqual({ tag: 'worker:cpu-count=32', provenance: 'ADMIN', source: 'static-metadata' });
+    expect(r.providedTags).toContainEqual({
+      tag: 'worker:cpu-count=32',
+      provenance: 'ADMIN',
+      source: 'static-metadata',
+    });
     expect(provided).not.toContain('worker:cpu-count=4');
-    expect(r.providedTags).toContainEqual({ tag: 'worker:cap:sbuild', provenance: 'WORKER', source: 'dynamic-metadata' });
-    expect(r.providedTags).toContainEqual({ tag: 'worker:class:trusted', provenance: 'ADMIN', source: 'static-metadata' });
+    expect(r.providedTags).toContainEqual({
+      tag: 'worker:cap:sbuild',
+      provenance: 'WORKER',
+      source: 'dynamic-metadata',
+    });
+    expect(r.providedTags).toContainEqual({
+      tag: 'worker:class:trusted',
+      provenance: 'ADMIN',
+      source: 'static-metadata',
+    });
     expect(r.providedTags).toContainEqual({ tag: 'site:gpu', provenance: 'ADMIN', source: 'static-metadata' });
     expect(r.requiredTags).toEqual([{ tag: 'site:security', provenance: 'ADMIN', source: 'static-metadata' }]);
     expect(r.rejectedTags).toEqual([]);
 
     // A later report by the worker does not undo the admin's choices.
-    const again = await reportMetadata(t, token, { ...AMD64_METADATA, cpuCount: 2, providedTags: ['worker:class:trusted'] });
-    expect(tagsOf(again.providedTags)).toEqual(expect.arrayContaining(['worker:build-arch:arm64', 'worker:cpu-count=32', 'worker:class:trusted']));
+    const again = await reportMetadata(t, token, {
+      ...AMD64_METADATA,
+      cpuCount: 2,
+      providedTags: ['worker:class:trusted'],
+    });
+    expect(tagsOf(again.providedTags)).toEqual(
+      expect.arrayContaining(['worker:build-arch:arm64', 'worker:cpu-count=32', 'worker:class:trusted']),
+    );
     expect(tagsOf(again.providedTags)).not.toContain('worker:build-arch:amd64');
-    expect(again.providedTags).not.toContainEqual(expect.objectContaining({ tag: 'worker:class:trusted', provenance: 'WORKER' }));
+    expect(again.providedTags).not.toContainEqual(
+      expect.objectContaining({ tag: 'worker:class:trusted', provenance: 'WORKER' }),
+    );
   });
 
   it('refuses an unknown worker with NOT_FOUND', async () => {
-    const r = await ok(t, `mutation { setWorkerStaticMetadata(input: { name: "nobody", metadata: {} }) { __typename ${ERROR_FIELDS} } }`);
-    expect(r.setWorkerStaticMetadata).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND', path: 'input.name' });
+    const r = await ok(
+      t,
+      `mutation { setWorkerStaticMetadata(input: { name: "nobody", metadata: {} }) { __typename ${ERROR_FIELDS} } }`,
+    );
+    expect(r.setWorkerStaticMetadata).toMatchObject({
+      __typename: 'NotFoundError',
+      code: 'NOT_FOUND',
+      path: 'input.name',
+    });
   });
 });
 
@@ -162,21 +223,32 @@ describe('drain, undrain, enable, disable', () => {
   it('shows DISABLED before DRAINING', async () => {
     await ok(t, 'mutation { drainWorker(input: { name: "switch-1" }) { __typename } }');
     await ok(t, 'mutation { disableWorker(input: { name: "switch-1" }) { __typename } }');
-    expect((await workerQuery('switch-1')).worker).toMatchObject({ status: 'DISABLED', draining: true, enabled: false });
+    expect((await workerQuery('switch-1')).worker).toMatchObject({
+      status: 'DISABLED',
+      draining: true,
+      enabled: false,
+    });
     await ok(t, 'mutation { enableWorker(input: { name: "switch-1" }) { __typename } }');
     expect((await workerQuery('switch-1')).worker.status).toBe('DRAINING');
     await ok(t, 'mutation { undrainWorker(input: { name: "switch-1" }) { __typename } }');
   });
 
-  it.each(['drainWorker', 'undrainWorker', 'enableWorker', 'disableWorker'])('%s of an unknown worker is NOT_FOUND', async (mutation) => {
-    const r = await ok(t, `mutation { ${mutation}(input: { name: "ghost" }) { __typename ${ERROR_FIELDS} } }`);
-    expect(r[mutation]).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
-  });
+  it.each(['drainWorker', 'undrainWorker', 'enableWorker', 'disableWorker'])(
+    '%s of an unknown worker is NOT_FOUND',
+    async (mutation) => {
+      const r = await ok(t, `mutation { ${mutation}(input: { name: "ghost" }) { __typename ${ERROR_FIELDS} } }`);
+      expect(r[mutation]).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
+    },
+  );
 });
 
 describe('activateWorker', () => {
   it('trades a one-shot activation token for a worker of the pool, and refuses a second use with 401', async () => {
-    await createPool(t, { name: 'act-pool', providedTags: ['site:cloud'], specifications: { cpuCount: 2, memoryGib: 4, diskGib: 20 } });
+    await createPool(t, {
+      name: 'act-pool',
+      providedTags: ['site:cloud'],
+      specifications: { cpuCount: 2, memoryGib: 4, diskGib: 20 },
+    });
     const created = await expectResult(
       t,
       'ActivationTokenPayload',
@@ -191,7 +263,12 @@ describe('activateWorker', () => {
       {},
       activation,
     );
-    expect(activated.worker).toMatchObject({ name: 'act-1', type: 'WORKER', pool: { name: 'act-pool' }, status: 'DISCONNECTED' });
+    expect(activated.worker).toMatchObject({
+      name: 'act-1',
+      type: 'WORKER',
+      pool: { name: 'act-pool' },
+      status: 'DISCONNECTED',
+    });
     expect(activated.worker.instanceCreatedAt).not.toBeNull();
     expect(activated.worker.providedTags).toEqual(
       expect.arrayContaining([
@@ -212,10 +289,19 @@ describe('activateWorker', () => {
   });
 
   it('gives one worker for one token even when it is used several times at once', async () => {
-    const { createActivationToken } = await ok(t, `mutation { createActivationToken(input: { pool: "act-pool" }) { ... on ActivationTokenPayload { token } } }`);
+    const { createActivationToken } = await ok(
+      t,
+      `mutation { createActivationToken(input: { pool: "act-pool" }) { ... on ActivationTokenPayload { token } } }`,
+    );
     const names = ['race-1', 'race-2', 'race-3', 'race-4'];
     const results = await Promise.all(
-      names.map((n) => t.gql(`mutation($n: String) { activateWorker(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`, { n }, createActivationToken.token)),
+      names.map((n) =>
+        t.gql(
+          `mutation($n: String) { activateWorker(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`,
+          { n },
+          createActivationToken.token,
+        ),
+      ),
     );
     const winners = results.filter((r) => r.data?.activateWorker.__typename === 'WorkerTokenPayload');
     expect(winners).toHaveLength(1);
@@ -228,7 +314,10 @@ describe('activateWorker', () => {
   });
 
   it('names the worker after its pool when no name is given', async () => {
-    const { createActivationToken } = await ok(t, `mutation { createActivationToken(input: { pool: "act-pool" }) { ... on ActivationTokenPayload { token } } }`);
+    const { createActivationToken } = await ok(
+      t,
+      `mutation { createActivationToken(input: { pool: "act-pool" }) { ... on ActivationTokenPayload { token } } }`,
+    );
     const r = await expectResult(
       t,
       'WorkerTokenPayload',
@@ -242,7 +331,12 @@ describe('activateWorker', () => {
   it('needs an activation token', async () => {
     const r = await ok(t, `mutation { activateWorker(input: { name: "act-3" }) { __typename ${ERROR_FIELDS} } }`);
     expect(r.activateWorker.code).toBe('FORBIDDEN');
-    const anon = await ok(t, `mutation { activateWorker(input: { name: "act-3" }) { __typename ${ERROR_FIELDS} } }`, {}, null);
+    const anon = await ok(
+      t,
+      `mutation { activateWorker(input: { name: "act-3" }) { __typename ${ERROR_FIELDS} } }`,
+      {},
+      null,
+    );
     expect(anon.activateWorker.code).toBe('UNAUTHENTICATED');
   });
 
@@ -264,7 +358,11 @@ describe('workers and worker queries', () => {
   });
 
   const names = async (filter: Record<string, unknown>, first = 100) => {
-    const r = await ok(t, 'query($f: WorkerFilter, $n: Int) { workers(filter: $f, first: $n) { edges { node { name } } } }', { f: filter, n: first });
+    const r = await ok(
+      t,
+      'query($f: WorkerFilter, $n: Int) { workers(filter: $f, first: $n) { edges { node { name } } } }',
+      { f: filter, n: first },
+    );
     return r.workers.edges.map((e: { node: { name: string } }) => e.node.name);
   };
 
@@ -337,11 +435,17 @@ describe('heartbeat', () => {
     const told: string[] = [];
     let next = changed.next(); // subscribes
     void (async () => {
-      for (let e = await next; !e.done; e = await (next = changed.next())) if ((e.value as { name?: string }).name === 'beat-1') told.push('changed');
+      for (let e = await next; !e.done; e = await (next = changed.next()))
+        if ((e.value as { name?: string }).name === 'beat-1') told.push('changed');
     })();
     await t.app.events.listening?.();
     const first = (await beat({})).heartbeat;
-    expect(first).toMatchObject({ __typename: 'HeartbeatPayload', draining: false, worker: { name: 'beat-1' }, assignedWorkRequests: [] });
+    expect(first).toMatchObject({
+      __typename: 'HeartbeatPayload',
+      draining: false,
+      worker: { name: 'beat-1' },
+      assignedWorkRequests: [],
+    });
     expect(first.worker.connectedAt).not.toBeNull();
     expect(Date.now() - Date.parse(first.worker.lastSeenAt)).toBeLessThan(60_000);
     const connectedAt = first.worker.connectedAt;

@@ -18,7 +18,8 @@ beforeAll(async () => {
   outsider = await createUser(t, 'bn-outsider');
 });
 
-const one = (name: string, token?: string | null) => t.gql(`query($n: String!) { workspace(name: $n) { name } }`, { n: name }, token);
+const one = (name: string, token?: string | null) =>
+  t.gql(`query($n: String!) { workspace(name: $n) { name } }`, { n: name }, token);
 
 describe('workspace(name)', () => {
   it('shows a public workspace to anyone and a private one to its members only', async () => {

@@ -15,7 +15,12 @@ import { describe, expect, it } from 'vitest';
 const INTERFACE = 'src/api';
 
 /** The shapes of a SQL statement in a string (its parameters and interpolations read as `?`). */
-const STATEMENTS: readonly RegExp[] = [/\bselect\b[\s\S]*\bfrom\b/i, /\bupdate\b[\s\S]*\bset\b/i, /\binsert\s+into\b/i, /\bdelete\s+from\b/i];
+const STATEMENTS: readonly RegExp[] = [
+  /\bselect\b[\s\S]*\bfrom\b/i,
+  /\bupdate\b[\s\S]*\bset\b/i,
+  /\binsert\s+into\b/i,
+  /\bdelete\s+from\b/i,
+];
 
 /** The calls that run SQL: `execute` on an EntityManager (`em`, `ctx.em`, a transaction's `tx`) or on a connection, and the query builders. */
 const RUNNERS = /^(?:[\w.]*\bem|tx|[\w.]*\.getConnection\(\))\.execute$|\.(?:createQueryBuilder|getKnex|qb)$/;
@@ -28,8 +33,10 @@ function sqlIn(fileName: string, text: string): { line: number; what: string }[]
   const visit = (node: ts.Node): void => {
     let literal: string | null = null;
     if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) literal = node.text;
-    else if (ts.isTemplateExpression(node)) literal = [node.head.text, ...node.templateSpans.map((s) => s.literal.text)].join(' ? ');
-    if (literal !== null && STATEMENTS.some((re) => re.test(literal))) found.push({ line: at(node), what: `SQL: ${literal.replace(/\s+/g, ' ').slice(0, 80)}` });
+    else if (ts.isTemplateExpression(node))
+      literal = [node.head.text, ...node.templateSpans.map((s) => s.literal.text)].join(' ? ');
+    if (literal !== null && STATEMENTS.some((re) => re.test(literal)))
+      found.push({ line: at(node), what: `SQL: ${literal.replace(/\s+/g, ' ').slice(0, 80)}` });
     if (ts.isCallExpression(node)) {
       const callee = node.expression.getText(source).replace(/\s+/g, '');
       if (RUNNERS.test(callee)) found.push({ line: at(node), what: `runs SQL: ${callee}(…)` });
@@ -77,7 +84,9 @@ describe('the detector of SQL in the interface', () => {
   });
 
   it('gives the line of each finding', () => {
-    expect(sqlIn('example.ts', "a();\nconst q = 'select 1 from x';\nem.execute(q);").map((f) => f.line)).toEqual([2, 3]);
+    expect(sqlIn('example.ts', "a();\nconst q = 'select 1 from x';\nem.execute(q);").map((f) => f.line)).toEqual([
+      2, 3,
+    ]);
   });
 });
 
@@ -89,7 +98,9 @@ describe('the interface layer', () => {
   });
 
   it('holds no SQL statement and runs none: they are named functions of the services and scheduler/storage/', () => {
-    const found = files.flatMap((file) => sqlIn(file, fs.readFileSync(file, 'utf8')).map((f) => `${file}:${f.line}: ${f.what}`));
+    const found = files.flatMap((file) =>
+      sqlIn(file, fs.readFileSync(file, 'utf8')).map((f) => `${file}:${f.line}: ${f.what}`),
+    );
     expect(found).toEqual([]);
   });
 });

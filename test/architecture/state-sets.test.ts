@@ -21,7 +21,10 @@ const LIST = new RegExp(`(['"\`])${NAME}\\1(?:\\s*,\\s*(['"\`])${NAME}\\2)+`, 'g
 
 /** The hand-spelled lists in a text, each with its line number. */
 function listsIn(text: string): { line: number; list: string }[] {
-  return [...text.matchAll(LIST)].map((m) => ({ line: text.slice(0, m.index).split('\n').length, list: m[0].replace(/\s+/g, ' ') }));
+  return [...text.matchAll(LIST)].map((m) => ({
+    line: text.slice(0, m.index).split('\n').length,
+    list: m[0].replace(/\s+/g, ' '),
+  }));
 }
 
 function sourceFiles(dir: string): string[] {
@@ -70,7 +73,9 @@ describe('status and state lists in src/', () => {
   it('reads every source file, the homes among them', () => {
     expect(files.length).toBeGreaterThan(200);
     for (const home of HOMES) expect(files).toContain(path.normalize(home));
-    expect(NAMES).toEqual(expect.arrayContaining(['BLOCKED', 'COMPLETED', 'ABORTED', 'LAUNCHING', 'STOPPING', 'TERMINATED', 'FAILED']));
+    expect(NAMES).toEqual(
+      expect.arrayContaining(['BLOCKED', 'COMPLETED', 'ABORTED', 'LAUNCHING', 'STOPPING', 'TERMINATED', 'FAILED']),
+    );
   });
 
   it('are spelled only in their homes', () => {

@@ -10,7 +10,15 @@ import { describe, expect, it } from 'vitest';
 import { API_0_1_0 } from '../../bench/baselines/api-0.1.0.js';
 import { CURRENT_API, type ClientsApi } from '../../bench/clients.js';
 
-const DOCUMENT_KEYS = ['createWorkspace', 'registerWorker', 'reportWorkerMetadata', 'createWorkRequest', 'requestWork', 'startWorkRequest', 'completeWorkRequest'] as const;
+const DOCUMENT_KEYS = [
+  'createWorkspace',
+  'registerWorker',
+  'reportWorkerMetadata',
+  'createWorkRequest',
+  'requestWork',
+  'startWorkRequest',
+  'completeWorkRequest',
+] as const;
 
 /** Each document's validation errors, by operation (an empty list: valid). */
 function problems(schema: GraphQLSchema, api: ClientsApi): Record<string, string[]> {
@@ -20,7 +28,10 @@ const none = Object.fromEntries(DOCUMENT_KEYS.map((k) => [k, []]));
 
 function schemaAt(commit: string): string | null {
   try {
-    return execFileSync('git', ['show', `${commit}:schema.graphql`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return execFileSync('git', ['show', `${commit}:schema.graphql`], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
   } catch {
     return null;
   }
@@ -29,16 +40,21 @@ const schema010 = schemaAt('aac64f2');
 
 describe('the client phase documents', () => {
   it("today's are valid against today's schema", () => {
-    expect(problems(buildSchema(readFileSync(new URL('../../schema.graphql', import.meta.url), 'utf8')), CURRENT_API)).toEqual(none);
+    expect(
+      problems(buildSchema(readFileSync(new URL('../../schema.graphql', import.meta.url), 'utf8')), CURRENT_API),
+    ).toEqual(none);
   });
 
-  it.skipIf(!schema010)("0.1.0's are valid against 0.1.0's schema (aac64f2), and today's start and complete are not", () => {
-    const schema = buildSchema(schema010!);
-    expect(problems(schema, API_0_1_0)).toEqual(none);
-    const today = problems(schema, CURRENT_API);
-    expect(today.startWorkRequest.length).toBeGreaterThan(0);
-    expect(today.completeWorkRequest.length).toBeGreaterThan(0);
-  });
+  it.skipIf(!schema010)(
+    "0.1.0's are valid against 0.1.0's schema (aac64f2), and today's start and complete are not",
+    () => {
+      const schema = buildSchema(schema010!);
+      expect(problems(schema, API_0_1_0)).toEqual(none);
+      const today = problems(schema, CURRENT_API);
+      expect(today.startWorkRequest.length).toBeGreaterThan(0);
+      expect(today.completeWorkRequest.length).toBeGreaterThan(0);
+    },
+  );
 
   it('send the same variables where both APIs take them', () => {
     expect(API_0_1_0.createVariables()).toEqual({ input: (CURRENT_API.createVariables() as { input: unknown }).input });

@@ -17,7 +17,9 @@ describe('/proc', () => {
   });
 
   it('reads VmRSS in bytes', () => {
-    expect(rssBytesFromStatus('Name:\tnode\nVmPeak:\t 999 kB\nVmRSS:\t  265432 kB\nRssAnon:\t 1 kB\n')).toBe(265432 * 1024);
+    expect(rssBytesFromStatus('Name:\tnode\nVmPeak:\t 999 kB\nVmRSS:\t  265432 kB\nRssAnon:\t 1 kB\n')).toBe(
+      265432 * 1024,
+    );
     expect(() => rssBytesFromStatus('Name:\tzombie\n')).toThrow(/VmRSS/);
   });
 

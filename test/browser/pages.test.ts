@@ -17,7 +17,16 @@ import { until, useFleet, type Server } from '../faults/harness.js';
 const ENABLED = process.env.TAGSCHED_TEST_BROWSER === '1';
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const ARTIFACTS = path.resolve('test/artifacts');
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 390, height: 844 };
 const SECRET_TAG = 'site:embargo-browser-0001';
@@ -39,11 +48,18 @@ async function admin(query: string, variables: Record<string, unknown> = {}, tok
   const r = await f.gql(server.url, query, variables, token);
   if (r.errors?.length) throw new Error(JSON.stringify(r.errors));
   const first = Object.values(r.data ?? {})[0] as Record<string, unknown> | undefined;
-  if (first && typeof first.__typename === 'string' && /Error$/.test(first.__typename)) throw new Error(JSON.stringify(first));
+  if (first && typeof first.__typename === 'string' && /Error$/.test(first.__typename))
+    throw new Error(JSON.stringify(first));
   return r.data!;
 }
 
-const submit = async (workspace: string, taskName: string, taskData: Record<string, unknown>, requiredTags: string[] = [], token?: string) =>
+const submit = async (
+  workspace: string,
+  taskName: string,
+  taskData: Record<string, unknown>,
+  requiredTags: string[] = [],
+  token?: string,
+) =>
   (
     (await admin(
       `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { message } } }`,
@@ -71,10 +87,16 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     server = await f.server({ TAGSCHED_PROVISIONER: 'off' });
     base = server.url.replace(/\/graphql$/, '');
     await admin(`mutation { createWorkspace(input: { name: "secret/embargo", isPublic: false }) { __typename } }`);
-    aliceToken = ((await admin(`mutation { createUser(input: { username: "alice" }) { __typename ... on UserTokenPayload { token } } }`)) as { createUser: { token: string } })
-      .createUser.token;
+    aliceToken = (
+      (await admin(
+        `mutation { createUser(input: { username: "alice" }) { __typename ... on UserTokenPayload { token } } }`,
+      )) as { createUser: { token: string } }
+    ).createUser.token;
     for (const ws of ['debian/main', 'secret/embargo'])
-      await admin(`mutation($w: String!) { setWorkspaceMember(input: { workspace: $w, username: "alice", role: CONTRIBUTOR }) { __typename } }`, { w: ws });
+      await admin(
+        `mutation($w: String!) { setWorkspaceMember(input: { workspace: $w, username: "alice", role: CONTRIBUTOR }) { __typename } }`,
+        { w: ws },
+      );
     await admin(
       `mutation { createWorkerPool(input: { name: "cloud-arm64", providerType: "local", providedTags: ["site:cloud"], maxActiveInstances: 4, monthlyRuntimeBudgetSeconds: 360000 }) { __typename } }`,
     );
@@ -86,7 +108,8 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
                                      ('cloud-arm64-0003', null, 'FAILED', 'quota: server limit reached', '20 minutes')) as v(name, provider_id, state, error, age)
         where p.name = 'cloud-arm64'`,
     );
-    for (let i = 1; i <= STATIC_WORKERS; i++) await f.registerWorker(server.url, `static-${String(i).padStart(2, '0')}`);
+    for (let i = 1; i <= STATIC_WORKERS; i++)
+      await f.registerWorker(server.url, `static-${String(i).padStart(2, '0')}`);
     await f.agent({
       name: 'agent-live',
       url: server.url,
@@ -94,16 +117,31 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
       // No output until the test opens the first gate; the request ends once it opens the second.
       output: `while [ ! -e "${gate(1)}" ]; do sleep 0.1; done; i=1; while [ $i -le 20 ]; do echo "log line $i <ok>"; i=$((i + 1)); done; while [ ! -e "${gate(2)}" ]; do sleep 0.1; done; echo "finished"`,
     });
-    ids.unschedulable = await submit('debian/main', 'sbuild', { source_package: 'hello', host_architecture: 'amd64' }, ['site:nowhere']);
-    ids.private = await submit('secret/embargo', 'sbuild', { source_package: 'embargoed', host_architecture: 'amd64' }, [SECRET_TAG], aliceToken);
+    ids.unschedulable = await submit('debian/main', 'sbuild', { source_package: 'hello', host_architecture: 'amd64' }, [
+      'site:nowhere',
+    ]);
+    ids.private = await submit(
+      'secret/embargo',
+      'sbuild',
+      { source_package: 'embargoed', host_architecture: 'amd64' },
+      [SECRET_TAG],
+      aliceToken,
+    );
     ids.running = await f.createNoop(server.url);
     await until(
       'the noop request to run on agent-live',
-      async () => (await f.sql(`select status from work_request where id = $1`, [Number(ids.running)]))[0]?.status === 'RUNNING',
+      async () =>
+        (await f.sql(`select status from work_request where id = $1`, [Number(ids.running)]))[0]?.status === 'RUNNING',
     );
 
     userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: DESKTOP, javaScriptEnabled: false });
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ARGS,
+      viewport: DESKTOP,
+      javaScriptEnabled: false,
+    });
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(WAIT);
   }, 240_000);
@@ -166,7 +204,8 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
     await page.getByRole('link', { name: 'cloud-arm64', exact: true }).click();
     expect(page.url()).toBe(`${base}/-/status/pools/cloud-arm64/`);
     const pool = await text();
-    for (const expected of ['srv-1002', 'quota: server limit reached', 'of 4 d 4 h', 'at most 4 active']) expect(pool).toContain(expected);
+    for (const expected of ['srv-1002', 'quota: server limit reached', 'of 4 d 4 h', 'at most 4 active'])
+      expect(pool).toContain(expected);
     await shoot('pool');
 
     await nav('Queue');
@@ -240,7 +279,9 @@ describe.skipIf(!ENABLED)('status pages in Chromium', () => {
   /** A token revoked while signed in: the next page is anonymous and the cookie is gone. */
   async function revokedWhileSignedIn(): Promise<void> {
     const token = (
-      (await admin(`mutation { createToken(input: { username: "alice", label: "browser" }) { __typename ... on TokenValuePayload { value } } }`)) as {
+      (await admin(
+        `mutation { createToken(input: { username: "alice", label: "browser" }) { __typename ... on TokenValuePayload { value } } }`,
+      )) as {
         createToken: { value: string };
       }
     ).createToken.value;

@@ -40,10 +40,16 @@ describe('the instance states', () => {
     expect(LAUNCHING_OR_RUNNING_SQL).toBe(`'LAUNCHING', 'RUNNING'`);
   });
 
-  it.each(SETS)('%s: the predicate and `state in (SQL)` agree on every state, and on an unknown one', async (_name, states, predicate, sql) => {
-    const all = [...INSTANCE_STATES, 'NOT_A_STATE'];
-    expect(all.filter(predicate)).toEqual(states);
-    const { rows } = await client.query<{ member: boolean }>(`select s in (${sql}) as member from unnest($1::text[]) with ordinality as u(s, i) order by i`, [all]);
-    expect(rows.map((r) => r.member)).toEqual(all.map(predicate));
-  });
+  it.each(SETS)(
+    '%s: the predicate and `state in (SQL)` agree on every state, and on an unknown one',
+    async (_name, states, predicate, sql) => {
+      const all = [...INSTANCE_STATES, 'NOT_A_STATE'];
+      expect(all.filter(predicate)).toEqual(states);
+      const { rows } = await client.query<{ member: boolean }>(
+        `select s in (${sql}) as member from unnest($1::text[]) with ordinality as u(s, i) order by i`,
+        [all],
+      );
+      expect(rows.map((r) => r.member)).toEqual(all.map(predicate));
+    },
+  );
 });

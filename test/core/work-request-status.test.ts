@@ -58,10 +58,16 @@ describe('the work-request statuses', () => {
     expect(PENDING_OR_ACTIVE_STATUSES).toEqual(['PENDING', ...ACTIVE_STATUSES]);
   });
 
-  it.each(SETS)('%s: the predicate and `status in (SQL)` agree on every status, and on an unknown one', async (_name, statuses, predicate, sql) => {
-    const all = [...WORK_REQUEST_STATUSES, 'NOT_A_STATUS'];
-    expect(all.filter(predicate)).toEqual(statuses);
-    const { rows } = await client.query<{ s: string; member: boolean }>(`select s, s in (${sql}) as member from unnest($1::text[]) with ordinality as u(s, i) order by i`, [all]);
-    expect(rows.map((r) => r.member)).toEqual(all.map(predicate));
-  });
+  it.each(SETS)(
+    '%s: the predicate and `status in (SQL)` agree on every status, and on an unknown one',
+    async (_name, statuses, predicate, sql) => {
+      const all = [...WORK_REQUEST_STATUSES, 'NOT_A_STATUS'];
+      expect(all.filter(predicate)).toEqual(statuses);
+      const { rows } = await client.query<{ s: string; member: boolean }>(
+        `select s, s in (${sql}) as member from unnest($1::text[]) with ordinality as u(s, i) order by i`,
+        [all],
+      );
+      expect(rows.map((r) => r.member)).toEqual(all.map(predicate));
+    },
+  );
 });

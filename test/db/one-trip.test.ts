@@ -30,7 +30,10 @@ describe('executeInOneTrip: several statements in one round trip, each as if sen
       const trip = t.app.orm.em
         .fork()
         .transactional((tx) =>
-          executeInOneTrip<[unknown[], { n: number }[]]>(tx, [{ sql: 'select pg_advisory_xact_lock(4242)' }, { sql: 'select count(*)::int as n from trip_probe' }]),
+          executeInOneTrip<[unknown[], { n: number }[]]>(tx, [
+            { sql: 'select pg_advisory_xact_lock(4242)' },
+            { sql: 'select count(*)::int as n from trip_probe' },
+          ]),
         );
       await new Promise((r) => setTimeout(r, 200)); // the trip is waiting for the lock
       await other.query('commit');
@@ -44,7 +47,13 @@ describe('executeInOneTrip: several statements in one round trip, each as if sen
   it('a failing statement fails the trip with the driver exception, and the ones after it do not run', async () => {
     await t.sql('create table trip_fail (id int)');
     const em = t.app.orm.em.fork();
-    await expect(executeInOneTrip(em, [{ sql: 'insert into trip_fail values (1)' }, { sql: 'select 1/0' }, { sql: 'insert into trip_fail values (2)' }])).rejects.toMatchObject({
+    await expect(
+      executeInOneTrip(em, [
+        { sql: 'insert into trip_fail values (1)' },
+        { sql: 'select 1/0' },
+        { sql: 'insert into trip_fail values (2)' },
+      ]),
+    ).rejects.toMatchObject({
       name: 'DriverException',
       code: '22012',
     });
@@ -56,8 +65,12 @@ describe('executeInOneTrip: several statements in one round trip, each as if sen
     await t.sql('create table trip_refused (id int)');
     const em = t.app.orm.em.fork();
     const insert = { sql: 'insert into trip_refused values (?)', params: [1] };
-    await expect(executeInOneTrip(em, [insert, { sql: `select '{"a":1}'::jsonb ? 'a'` }])).rejects.toThrow(/1 `\?` for 0 parameters/);
-    await expect(executeInOneTrip(em, [insert, { sql: 'select ?::int', params: [1, 2] }])).rejects.toThrow(/1 `\?` for 2 parameters/);
+    await expect(executeInOneTrip(em, [insert, { sql: `select '{"a":1}'::jsonb ? 'a'` }])).rejects.toThrow(
+      /1 `\?` for 0 parameters/,
+    );
+    await expect(executeInOneTrip(em, [insert, { sql: 'select ?::int', params: [1, 2] }])).rejects.toThrow(
+      /1 `\?` for 2 parameters/,
+    );
     await expect(executeInOneTrip(em, [insert, { sql: 'select 1;' }])).rejects.toThrow(/ends with its own `;`/);
     expect(await t.sql('select count(*)::int as n from trip_refused')).toEqual([{ n: 0 }]);
   });

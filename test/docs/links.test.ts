@@ -18,7 +18,13 @@ function markdownFiles(dir: string): string[] {
   });
 }
 
-const linked = ['README.md', 'CHANGELOG.md', 'bench/README.md', ...markdownFiles('docs'), ...markdownFiles('src').filter((f) => path.basename(f) === 'README.md')];
+const linked = [
+  'README.md',
+  'CHANGELOG.md',
+  'bench/README.md',
+  ...markdownFiles('docs'),
+  ...markdownFiles('src').filter((f) => path.basename(f) === 'README.md'),
+];
 
 /** Markdown without its fenced code blocks and inline code, where link syntax is only an example. */
 function prose(markdown: string): string {
@@ -48,12 +54,22 @@ function anchors(file: string): Set<string> {
 }
 
 function relativeLinks(file: string): string[] {
-  return [...prose(fs.readFileSync(file, 'utf8')).matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)].map((m) => m[1]!).filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target));
+  return [...prose(fs.readFileSync(file, 'utf8')).matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)]
+    .map((m) => m[1]!)
+    .filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target));
 }
 
 describe('relative links in the documentation resolve', () => {
   it('finds the documents, and links in them', () => {
-    expect(linked).toEqual(expect.arrayContaining(['README.md', 'CHANGELOG.md', 'bench/README.md', 'docs/design.md', 'src/scheduler/README.md']));
+    expect(linked).toEqual(
+      expect.arrayContaining([
+        'README.md',
+        'CHANGELOG.md',
+        'bench/README.md',
+        'docs/design.md',
+        'src/scheduler/README.md',
+      ]),
+    );
     expect(relativeLinks('README.md').length).toBeGreaterThan(10);
   });
 
@@ -61,12 +77,14 @@ describe('relative links in the documentation resolve', () => {
     const broken: string[] = [];
     for (const target of relativeLinks(file)) {
       const [pathPart, anchor] = target.split('#') as [string, string | undefined];
-      const resolved = pathPart === '' ? file : path.normalize(path.join(path.dirname(file), decodeURIComponent(pathPart)));
+      const resolved =
+        pathPart === '' ? file : path.normalize(path.join(path.dirname(file), decodeURIComponent(pathPart)));
       if (resolved.startsWith('..') || path.isAbsolute(resolved) || !fs.existsSync(resolved)) {
         broken.push(`${target}: no such file`);
         continue;
       }
-      if (anchor && resolved.endsWith('.md') && !anchors(resolved).has(anchor)) broken.push(`${target}: no heading with that anchor`);
+      if (anchor && resolved.endsWith('.md') && !anchors(resolved).has(anchor))
+        broken.push(`${target}: no heading with that anchor`);
     }
     expect(broken).toEqual([]);
   });
@@ -76,7 +94,8 @@ describe('no Markdown file points outside the repository', () => {
   const everyMarkdownFile = markdownFiles('.').concat(markdownFiles('test'));
   it.each(everyMarkdownFile)('%s', (file) => {
     const text = fs.readFileSync(file, 'utf8');
-    for (const outside of ['DESIGN.md', 'DESIGN §', '../shared', 'seeds/']) expect(text, `${file} mentions ${outside}`).not.toContain(outside);
+    for (const outside of ['DESIGN.md', 'DESIGN §', '../shared', 'seeds/'])
+      expect(text, `${file} mentions ${outside}`).not.toContain(outside);
   });
 });
 
@@ -85,7 +104,11 @@ function namedSourcePaths(file: string): string[] {
   const text = fs.readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
   return [...text.matchAll(/`([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+\/?)`/g)]
     .map((m) => m[1]!)
-    .filter((p) => /\.(ts|js|mjs|cjs|json|md|sh|service)$/.test(p) || /^(src|test|bench|bin|docs|migrations|deploy|examples)\//.test(p));
+    .filter(
+      (p) =>
+        /\.(ts|js|mjs|cjs|json|md|sh|service)$/.test(p) ||
+        /^(src|test|bench|bin|docs|migrations|deploy|examples)\//.test(p),
+    );
 }
 
 describe('the source files the documentation names exist', () => {
@@ -93,7 +116,13 @@ describe('the source files the documentation names exist', () => {
   // What the build and the tests make (dist/, test/artifacts/) is not in a clone.
   const generated = (named: string) => /^(dist|test\/artifacts|data)\//.test(named);
   const exists = (file: string, named: string) =>
-    generated(named) || [named, path.join('src', named), path.join(path.dirname(file), named), path.join(path.dirname(file), '..', named)].some((p) => fs.existsSync(p));
+    generated(named) ||
+    [
+      named,
+      path.join('src', named),
+      path.join(path.dirname(file), named),
+      path.join(path.dirname(file), '..', named),
+    ].some((p) => fs.existsSync(p));
   it.each(linked.filter((f) => f !== 'CHANGELOG.md'))('%s', (file) => {
     expect(namedSourcePaths(file).filter((named) => !exists(file, named))).toEqual([]);
   });
@@ -114,13 +143,24 @@ function comments(text: string): string[] {
 }
 
 describe('what the comments of src/ name exists', () => {
-  const everyFile = [...sourceFiles('src'), ...sourceFiles('test'), ...sourceFiles('bench'), ...sourceFiles('docs'), 'README.md', 'CHANGELOG.md'];
+  const everyFile = [
+    ...sourceFiles('src'),
+    ...sourceFiles('test'),
+    ...sourceFiles('bench'),
+    ...sourceFiles('docs'),
+    'README.md',
+    'CHANGELOG.md',
+  ];
   const byName = new Set(everyFile.map((f) => path.basename(f)));
   const named = (file: string, name: string) =>
     name.includes('/')
-      ? [name, path.join('src', name), path.join(path.dirname(file), name), path.join(path.dirname(file), '..', name), path.join(path.dirname(file), '..', '..', name)].some((p) =>
-          fs.existsSync(p),
-        ) || everyFile.some((f) => f.endsWith(`/${name}`))
+      ? [
+          name,
+          path.join('src', name),
+          path.join(path.dirname(file), name),
+          path.join(path.dirname(file), '..', name),
+          path.join(path.dirname(file), '..', '..', name),
+        ].some((p) => fs.existsSync(p)) || everyFile.some((f) => f.endsWith(`/${name}`))
       : byName.has(name) || fs.existsSync(path.join(path.dirname(file), name));
   const sources = sourceFiles('src').filter((f) => f.endsWith('.ts'));
 
@@ -132,7 +172,9 @@ describe('what the comments of src/ name exists', () => {
     const missing: string[] = [];
     for (const comment of comments(fs.readFileSync(file, 'utf8'))) {
       // A file: a name ending in .ts or .md (a placeholder in capitals, NAME.md, is not a file).
-      for (const m of comment.matchAll(/(?<![A-Za-z0-9_./@-])((?:\.\.?\/)*[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*\.(?:ts|md))(?![A-Za-z0-9_])/g)) {
+      for (const m of comment.matchAll(
+        /(?<![A-Za-z0-9_./@-])((?:\.\.?\/)*[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*\.(?:ts|md))(?![A-Za-z0-9_])/g,
+      )) {
         if (/^[A-Z_]+\./.test(path.basename(m[1]!))) continue;
         if (!named(file, m[1]!)) missing.push(m[1]!);
       }

@@ -25,7 +25,11 @@ function sources(dir: string): string[] {
 
 /** The variables a source reads: quoted names (`'TAGSCHED_…'`, `'PORT'`, `'HOST'`) and `env.NAME`. */
 function variablesIn(text: string): string[] {
-  return [...new Set([...text.matchAll(/'((?:TAGSCHED_[A-Z0-9_]+)|PORT|HOST)'|env\.([A-Z][A-Z0-9_]+)/g)].map((m) => (m[1] ?? m[2])!))].sort();
+  return [
+    ...new Set(
+      [...text.matchAll(/'((?:TAGSCHED_[A-Z0-9_]+)|PORT|HOST)'|env\.([A-Z][A-Z0-9_]+)/g)].map((m) => (m[1] ?? m[2])!),
+    ),
+  ].sort();
 }
 
 interface Row {
@@ -72,19 +76,26 @@ describe('the configuration reference documents every setting, by section', () =
     ]),
   );
   const all = tables(reference);
-  const service = reference.slice(reference.indexOf('\n## The service'), reference.indexOf('\n## ', reference.indexOf('\n## The service') + 1));
+  const service = reference.slice(
+    reference.indexOf('\n## The service'),
+    reference.indexOf('\n## ', reference.indexOf('\n## The service') + 1),
+  );
   const serviceTables = tables(service);
-  const tableOf = (section: string) => serviceTables.filter((t) => t.heading.startsWith('### ') && t.heading.endsWith(`(\`${section}\`)`));
+  const tableOf = (section: string) =>
+    serviceTables.filter((t) => t.heading.startsWith('### ') && t.heading.endsWith(`(\`${section}\`)`));
 
   it('finds a file for every section, the variables they read, and a table for every section', () => {
     expect(sectionFiles.map(sectionOf).sort()).toEqual(sections);
-    expect([...variables.values()].flat()).toEqual(expect.arrayContaining(['PORT', 'DATABASE_URL', 'TAGSCHED_ADMIN_TOKEN', 'NODE_ENV', 'TAGSCHED_SCHEDULER']));
+    expect([...variables.values()].flat()).toEqual(
+      expect.arrayContaining(['PORT', 'DATABASE_URL', 'TAGSCHED_ADMIN_TOKEN', 'NODE_ENV', 'TAGSCHED_SCHEDULER']),
+    );
     for (const section of sections) expect(tableOf(section), section).toHaveLength(1);
     expect(serviceTables).toHaveLength(sections.length);
   });
 
   it('reads the environment only in the sections', () => {
-    for (const f of files.filter((f) => !sectionFiles.includes(f))) expect(variablesIn(fs.readFileSync(path.join(CONFIG_DIR, f), 'utf8')), f).toEqual([]);
+    for (const f of files.filter((f) => !sectionFiles.includes(f)))
+      expect(variablesIn(fs.readFileSync(path.join(CONFIG_DIR, f), 'utf8')), f).toEqual([]);
   });
 
   const cases = [...variables].flatMap(([section, names]) => names.map((name) => [name, section] as const));
@@ -93,19 +104,26 @@ describe('the configuration reference documents every setting, by section', () =
     expect(tableOf(section)[0]?.rows.map((r) => r.name)).toContain(name);
   });
 
-  it.each(sections)('the table of the %s section lists only variables its file reads, and marks For tests those it reads for tests', (section) => {
-    const rows = tableOf(section)[0]?.rows ?? [];
-    expect(rows.map((r) => r.name).filter((n) => !variables.get(section)!.includes(n))).toEqual([]);
-    expect(
-      rows
-        .filter((r) => r.forTests)
-        .map((r) => r.name)
-        .sort(),
-    ).toEqual(forTests.get(section));
-  });
+  it.each(sections)(
+    'the table of the %s section lists only variables its file reads, and marks For tests those it reads for tests',
+    (section) => {
+      const rows = tableOf(section)[0]?.rows ?? [];
+      expect(rows.map((r) => r.name).filter((n) => !variables.get(section)!.includes(n))).toEqual([]);
+      expect(
+        rows
+          .filter((r) => r.forTests)
+          .map((r) => r.name)
+          .sort(),
+      ).toEqual(forTests.get(section));
+    },
+  );
 
   it('marks some settings For tests', () => {
-    expect([...forTests.values()].flat().sort()).toEqual(['TAGSCHED_EC2_ENDPOINT', 'TAGSCHED_HETZNER_API_URL', 'TAGSCHED_SCHEDULER']);
+    expect([...forTests.values()].flat().sort()).toEqual([
+      'TAGSCHED_EC2_ENDPOINT',
+      'TAGSCHED_HETZNER_API_URL',
+      'TAGSCHED_SCHEDULER',
+    ]);
   });
 
   it('no table lists a variable twice', () => {
@@ -113,7 +131,13 @@ describe('the configuration reference documents every setting, by section', () =
     expect(duplicates).toEqual([]);
   });
 
-  const elsewhere = [...new Set(sources('src').flatMap((f) => [...fs.readFileSync(f, 'utf8').matchAll(/\bTAGSCHED_[A-Z0-9_]+\b/g)].map((m) => m[0])))].sort();
+  const elsewhere = [
+    ...new Set(
+      sources('src').flatMap((f) =>
+        [...fs.readFileSync(f, 'utf8').matchAll(/\bTAGSCHED_[A-Z0-9_]+\b/g)].map((m) => m[0]),
+      ),
+    ),
+  ].sort();
   it.each(elsewhere)(`%s is written in ${CONFIGURATION}`, (name) => {
     expect(reference).toContain(`\`${name}\``);
   });

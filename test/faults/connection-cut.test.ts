@@ -29,13 +29,20 @@ describe.sequential('a cut connection', () => {
       const b = await f.agent({ name: 'b', url: server.url });
       await proxy.close(); // reset, and refuse new connections
       await a.waitForLog('disconnected');
-      await until('the server to see a disconnected', async () => (await f.sql(`select connected_at from worker where name = 'a'`))[0].connected_at === null);
+      await until(
+        'the server to see a disconnected',
+        async () => (await f.sql(`select connected_at from worker where name = 'a'`))[0].connected_at === null,
+      );
       // Meanwhile new work goes to b only.
       const meanwhile = [await f.createNoop(server.url), await f.createNoop(server.url)];
       const cutAt = a.logs.length;
-      await until('a to try again twice', () => a.logs.slice(cutAt).filter((l) => l.msg === 'reconnecting').length >= 2);
+      await until(
+        'a to try again twice',
+        () => a.logs.slice(cutAt).filter((l) => l.msg === 'reconnecting').length >= 2,
+      );
       // Each attempt says why the one before failed: the proxy refuses connections now.
-      for (const line of a.logs.slice(cutAt).filter((l) => l.msg === 'reconnecting')) expect(String(line.cause)).toMatch(/ECONNREFUSED|refused|closed/);
+      for (const line of a.logs.slice(cutAt).filter((l) => l.msg === 'reconnecting'))
+        expect(String(line.cause)).toMatch(/ECONNREFUSED|refused|closed/);
       await proxy.reopen();
       await a.waitForLog('connected', (l) => l.reconnect === true);
 
@@ -49,7 +56,9 @@ describe.sequential('a cut connection', () => {
       await a.waitForLog('result reported', (l) => l.id === running);
       expect(b.logged('assignment received').map((l) => l.id)).toEqual(meanwhile);
       // Whatever the request went through, it never had another worker.
-      await until('the admin to see it completed', () => changes.items.some((c) => c.workRequestChanged.status === 'COMPLETED'));
+      await until('the admin to see it completed', () =>
+        changes.items.some((c) => c.workRequestChanged.status === 'COMPLETED'),
+      );
       expect(changes.items.filter((c) => c.workRequestChanged.worker?.name !== 'a')).toEqual([]);
       expect(changes.items.at(-1)).toEqual({ workRequestChanged: { status: 'COMPLETED', worker: { name: 'a' } } });
     } finally {
@@ -85,13 +94,20 @@ describe.sequential('a cut connection', () => {
     await until('the server to have the result', async () => (await states(f, [id]))[0].status === 'COMPLETED');
     await d.waitForLog('retrying', (l) => l.operation === 'completeWorkRequest' && l.id === id);
     proxy.dropAnswers(false);
-    const outcome = await until('d to hear back', () => d.logs.find((l) => l.id === id && (l.msg === 'result reported' || l.msg === 'result dropped')));
+    const outcome = await until('d to hear back', () =>
+      d.logs.find((l) => l.id === id && (l.msg === 'result reported' || l.msg === 'result dropped')),
+    );
     expect(outcome).toMatchObject({ msg: 'result reported', result: 'SUCCESS' });
     const [s] = await settled(f, [id]);
     expect(s).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS', worker: 'd', retryCount: 0 });
     expectExactlyOnce(f, [s]);
     // The same worker reporting another result for it is still refused.
-    const other = await f.gql(server.url, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: FAILURE }) { __typename ... on Error { code } } }`, { id }, d.token);
+    const other = await f.gql(
+      server.url,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: FAILURE }) { __typename ... on Error { code } } }`,
+      { id },
+      d.token,
+    );
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
   }, 120_000);
 });

@@ -60,7 +60,9 @@ export async function until<T>(
     }
     if (Date.now() > deadline) {
       const label = typeof what === 'function' ? what() : what;
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${label}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${label}${lastError ? ` (last error: ${String(lastError)})` : ''}`,
+      );
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
@@ -141,7 +143,12 @@ export interface Fleet {
   /** Registers (when needed) and starts an agent, and waits until it is connected and has reported. */
   agent(options: AgentOptions): Promise<Agent>;
   proxy(targetPort: number): Promise<TcpProxy>;
-  gql(url: string, query: string, variables?: Record<string, unknown>, token?: string): Promise<{ status: number; data?: Record<string, any>; errors?: unknown[] }>;
+  gql(
+    url: string,
+    query: string,
+    variables?: Record<string, unknown>,
+    token?: string,
+  ): Promise<{ status: number; data?: Record<string, any>; errors?: unknown[] }>;
   sql<T = Record<string, any>>(query: string, params?: unknown[]): Promise<T[]>;
   registerWorker(url: string, name: string, concurrency?: number, options?: RegisterOptions): Promise<string>;
   /** Creates a noop request (as the admin) and returns its id. */
@@ -212,7 +219,8 @@ export function useFleet(): Fleet {
 
     const gql: Fleet['gql'] = (url, query, variables = {}, token = ADMIN) => httpGql(url, query, variables, token);
     const ok = (r: Awaited<ReturnType<Fleet['gql']>>, field: string) => {
-      if (r.status !== 200 || r.errors?.length || !r.data?.[field]) throw new Error(`${field} failed: ${JSON.stringify(r)}`);
+      if (r.status !== 200 || r.errors?.length || !r.data?.[field])
+        throw new Error(`${field} failed: ${JSON.stringify(r)}`);
       return r.data[field] as Record<string, any>;
     };
 
@@ -237,8 +245,12 @@ export function useFleet(): Fleet {
         keepLog(proc.child.stdout!, `server-${name}-${proc.child.pid}.log`);
         keepLog(proc.child.stderr!, `server-${name}-${proc.child.pid}.stderr`);
         // Every request of the fault tests goes to this workspace, created once (servers may start together).
-        workspaceCreated ??= gql(proc.url, `mutation { createWorkspace(input: { name: "debian/main" }) { __typename ... on Error { message } } }`).then((r) => {
-          if (r.data?.createWorkspace.__typename !== 'Workspace') throw new Error(`createWorkspace: ${JSON.stringify(r)}`);
+        workspaceCreated ??= gql(
+          proc.url,
+          `mutation { createWorkspace(input: { name: "debian/main" }) { __typename ... on Error { message } } }`,
+        ).then((r) => {
+          if (r.data?.createWorkspace.__typename !== 'Workspace')
+            throw new Error(`createWorkspace: ${JSON.stringify(r)}`);
         });
         await workspaceCreated;
         const server: Server = {
@@ -256,9 +268,13 @@ export function useFleet(): Fleet {
         return server;
       },
       async registerWorker(url, name, concurrency = 1, options = {}) {
-        const r = await gql(url, `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { ... on WorkerTokenPayload { token } ... on Error { code message } } }`, {
-          i: { name, concurrency, ...options },
-        });
+        const r = await gql(
+          url,
+          `mutation($i: RegisterWorkerInput!) { registerWorker(input: $i) { ... on WorkerTokenPayload { token } ... on Error { code message } } }`,
+          {
+            i: { name, concurrency, ...options },
+          },
+        );
         const token = ok(r, 'registerWorker').token as string | undefined;
         if (!token) throw new Error(`registerWorker ${name}: ${JSON.stringify(r.data)}`);
         return token;
@@ -290,10 +306,17 @@ export function useFleet(): Fleet {
           FAULT_OUTPUT: o.output ?? '',
           ...o.env,
         });
-        const flags = [...(o.handlers ?? ['noop']).flatMap((task) => ['--handler', `${task}=sh ${handler}`]), ...(o.providedTags ?? []).flatMap((tag) => ['--provided-tag', tag])];
+        const flags = [
+          ...(o.handlers ?? ['noop']).flatMap((task) => ['--handler', `${task}=sh ${handler}`]),
+          ...(o.providedTags ?? []).flatMap((tag) => ['--provided-tag', tag]),
+        ];
         const args = ['--server', o.url, '--work-dir', workDir, ...flags];
         const child = o.viaNpx
-          ? spawn('npx', ['--yes', 'tagsched-worker', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+          ? spawn('npx', ['--yes', 'tagsched-worker', ...args], {
+              env,
+              stdio: ['ignore', 'pipe', 'pipe'],
+              detached: true,
+            })
           : spawn(process.execPath, [AGENT_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
         children.push(child);
         if (o.viaNpx) groups.push(child.pid!);
@@ -303,7 +326,8 @@ export function useFleet(): Fleet {
         keepLog(child.stdout!, `agent-${o.name}-${child.pid}.log`);
         child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
         const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-        const logged = (msg: string, match: (l: LogLine) => boolean = () => true) => logs.filter((l) => l.msg === msg && match(l));
+        const logged = (msg: string, match: (l: LogLine) => boolean = () => true) =>
+          logs.filter((l) => l.msg === msg && match(l));
         const agent: Agent = {
           name: o.name,
           token,
@@ -313,7 +337,8 @@ export function useFleet(): Fleet {
           logged,
           waitForLog: (msg, match, timeoutMs = DEADLINE_MS) =>
             until(
-              () => `agent ${o.name} to log "${msg}"; its log:\n${logs.map((l) => JSON.stringify(l)).join('\n')}\n${err}`,
+              () =>
+                `agent ${o.name} to log "${msg}"; its log:\n${logs.map((l) => JSON.stringify(l)).join('\n')}\n${err}`,
               () => logged(msg, match)[0],
               timeoutMs,
               20,
@@ -358,9 +383,10 @@ export function useFleet(): Fleet {
         return [...byRun.values()];
       },
       async terminateBackends() {
-        const rows = await fleet.sql<{ n: number }>(`select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [
-          db.name,
-        ]);
+        const rows = await fleet.sql<{ n: number }>(
+          `select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`,
+          [db.name],
+        );
         return rows[0].n;
       },
     } satisfies Partial<Fleet>);
@@ -368,7 +394,11 @@ export function useFleet(): Fleet {
 
   const killAll = async () => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    await Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r)))));
+    await Promise.all(
+      children.map((c) =>
+        c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r)),
+      ),
+    );
     children.length = 0;
     for (const g of groups.splice(0)) killGroup(g);
     for (const p of proxies) await p.stop();
@@ -399,20 +429,35 @@ export interface RequestState {
 
 /** The state of requests, read straight from the database. */
 export async function states(fleet: Fleet, ids?: readonly string[]): Promise<RequestState[]> {
-  const rows = await fleet.sql<{ id: number; status: string; result: string | null; retry_count: number; status_reason: string | null; worker: string | null }>(
+  const rows = await fleet.sql<{
+    id: number;
+    status: string;
+    result: string | null;
+    retry_count: number;
+    status_reason: string | null;
+    worker: string | null;
+  }>(
     `select w.id, w.status, w.result, w.retry_count, w.status_reason, k.name as worker
        from work_request w left join worker k on k.id = w.worker_id
       ${ids ? 'where w.id = any($1::int[])' : ''} order by w.id`,
     ids ? [ids.map(Number)] : [],
   );
-  return rows.map((r) => ({ id: String(r.id), status: r.status, result: r.result, retryCount: r.retry_count, statusReason: r.status_reason, worker: r.worker }));
+  return rows.map((r) => ({
+    id: String(r.id),
+    status: r.status,
+    result: r.result,
+    retryCount: r.retry_count,
+    statusReason: r.status_reason,
+    worker: r.worker,
+  }));
 }
 
 /** Waits until none of the requests is PENDING, ASSIGNED or RUNNING, and returns their states. */
 export async function settled(fleet: Fleet, ids?: readonly string[], timeoutMs = DEADLINE_MS): Promise<RequestState[]> {
   let last: RequestState[] = [];
   return until(
-    () => `requests to finish: ${JSON.stringify(last.filter((s) => s.status !== 'COMPLETED' && s.status !== 'ABORTED'))}`,
+    () =>
+      `requests to finish: ${JSON.stringify(last.filter((s) => s.status !== 'COMPLETED' && s.status !== 'ABORTED'))}`,
     async () => {
       last = await states(fleet, ids);
       return last.every((s) => s.status === 'COMPLETED' || s.status === 'ABORTED') && last;
@@ -428,7 +473,11 @@ export async function settled(fleet: Fleet, ids?: readonly string[], timeoutMs =
  * execution finished. An execution that started and never finished is allowed only on an agent
  * the test killed (`killed`), and its process must be gone.
  */
-export function expectExactlyOnce(fleet: Fleet, finalStates: readonly RequestState[], options: { killed?: readonly string[] } = {}): { completed: number; aborted: number } {
+export function expectExactlyOnce(
+  fleet: Fleet,
+  finalStates: readonly RequestState[],
+  options: { killed?: readonly string[] } = {},
+): { completed: number; aborted: number } {
   const known = new Set(finalStates.map((s) => s.id));
   const executions = fleet.executions().filter((e) => known.has(e.id));
   let completed = 0;
@@ -438,7 +487,10 @@ export function expectExactlyOnce(fleet: Fleet, finalStates: readonly RequestSta
     const finished = runs.filter((e) => e.done);
     const interrupted = runs.filter((e) => !e.done);
     for (const e of interrupted) {
-      expect(options.killed ?? [], `request ${s.id}: an execution on ${e.agent} never finished, but that agent was not killed`).toContain(e.agent);
+      expect(
+        options.killed ?? [],
+        `request ${s.id}: an execution on ${e.agent} never finished, but that agent was not killed`,
+      ).toContain(e.agent);
     }
     if (s.status === 'COMPLETED') {
       completed++;

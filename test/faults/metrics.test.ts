@@ -11,8 +11,13 @@ const SCRAPER_TOKEN = 'scraper-token-0123456789abcdef';
 // A noop whose taskData says {"result": false} fails: the handler reads the task from its stdin.
 const FAIL_WHEN_ASKED = `if grep -q '"result":false'; then echo "asked to fail"; exit 1; fi`;
 
-async function scrape(graphqlUrl: string, token?: string): Promise<{ status: number; text: string; metrics: PromMetrics }> {
-  const res = await fetch(graphqlUrl.replace(/\/graphql$/, '/metrics'), { headers: token ? { authorization: `Bearer ${token}` } : {} });
+async function scrape(
+  graphqlUrl: string,
+  token?: string,
+): Promise<{ status: number; text: string; metrics: PromMetrics }> {
+  const res = await fetch(graphqlUrl.replace(/\/graphql$/, '/metrics'), {
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+  });
   const text = await res.text();
   const metrics = res.status === 200 ? await parseMetrics(text) : {};
   return { status: res.status, text, metrics };
@@ -33,10 +38,20 @@ function histogram(metrics: PromMetrics, name: string): PromHistogramData[] {
 const total = (m: Map<string, number>) => [...m.values()].reduce((s, v) => s + v, 0);
 const key = (labels: Record<string, string>) => JSON.stringify(labels);
 
-async function createRequest(url: string, workspace: string, taskName: string, taskData: unknown, dependsOn?: string[]): Promise<string> {
-  const r = await f.gql(url, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { code message } } }`, {
-    i: { workspace, taskType: 'worker', taskName, taskData, dependsOn },
-  });
+async function createRequest(
+  url: string,
+  workspace: string,
+  taskName: string,
+  taskData: unknown,
+  dependsOn?: string[],
+): Promise<string> {
+  const r = await f.gql(
+    url,
+    `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { __typename ... on WorkRequest { id } ... on Error { code message } } }`,
+    {
+      i: { workspace, taskType: 'worker', taskName, taskData, dependsOn },
+    },
+  );
   expect(r.data?.createWorkRequest.__typename, JSON.stringify(r)).toBe('WorkRequest');
   return r.data!.createWorkRequest.id as string;
 }
@@ -44,23 +59,38 @@ async function createRequest(url: string, workspace: string, taskName: string, t
 describe.sequential('/metrics', () => {
   it('after a workload, its counters and gauges agree with the database, and private workspaces stay unnamed', async () => {
     const server = await f.server();
-    await f.gql(server.url, `mutation { createWorkspace(input: { name: "hidden/team-secret", isPublic: false }) { __typename } }`);
+    await f.gql(
+      server.url,
+      `mutation { createWorkspace(input: { name: "hidden/team-secret", isPublic: false }) { __typename } }`,
+    );
     await f.agent({ name: 'm-a', url: server.url, concurrency: 2, output: FAIL_WHEN_ASKED });
     await f.agent({ name: 'm-b', url: server.url, output: FAIL_WHEN_ASKED });
 
     const noops = [];
-    for (let i = 0; i < 9; i++) noops.push(await createRequest(server.url, 'debian/main', 'noop', i % 3 === 0 ? { result: false } : {}));
+    for (let i = 0; i < 9; i++)
+      noops.push(await createRequest(server.url, 'debian/main', 'noop', i % 3 === 0 ? { result: false } : {}));
     // Work no agent can run (no agent has an sbuild handler), one of it in the private workspace, and one request waiting on it.
-    const stuck = await createRequest(server.url, 'hidden/team-secret', 'sbuild', { source_package: 'hello', host_architecture: 'amd64' });
+    const stuck = await createRequest(server.url, 'hidden/team-secret', 'sbuild', {
+      source_package: 'hello',
+      host_architecture: 'amd64',
+    });
     await createRequest(server.url, 'debian/main', 'sbuild', { source_package: 'hello', host_architecture: 'arm64' });
     await createRequest(server.url, 'hidden/team-secret', 'noop', {}, [stuck]);
     const final = await settled(f, noops);
     expect(final.map((s) => s.result).sort()).toEqual([...Array(3).fill('FAILURE'), ...Array(6).fill('SUCCESS')]);
     // The agents have reported every result (the log of each completion is in the database by now).
-    await until('both agents to be idle', async () => (await f.sql(`select count(*)::int as n from work_request where status in ('ASSIGNED', 'RUNNING')`))[0].n === 0);
+    await until(
+      'both agents to be idle',
+      async () =>
+        (await f.sql(`select count(*)::int as n from work_request where status in ('ASSIGNED', 'RUNNING')`))[0].n === 0,
+    );
 
     // A completion is counted right after its commit: scrape until all nine are (they are at once, as a rule).
-    const counted = (m: PromMetrics) => (m.tagsched_work_request_run_seconds?.data as PromHistogramData[] | undefined)?.reduce((s, h) => s + h.count, 0) === 9;
+    const counted = (m: PromMetrics) =>
+      (m.tagsched_work_request_run_seconds?.data as PromHistogramData[] | undefined)?.reduce(
+        (s, h) => s + h.count,
+        0,
+      ) === 9;
     const { text, metrics } = await until('the nine completions to be counted', async () => {
       const s = await scrape(server.url);
       expect(s.status, s.text).toBe(200);
@@ -69,7 +99,9 @@ describe.sequential('/metrics', () => {
     expect(text).not.toMatch(/team-secret|hidden\//);
 
     // Assignments: one per request that was ever assigned (nothing was re-queued here), and as many latencies.
-    const [{ assigned }] = await f.sql(`select count(*)::int as assigned from work_request where assigned_at is not null`);
+    const [{ assigned }] = await f.sql(
+      `select count(*)::int as assigned from work_request where assigned_at is not null`,
+    );
     const assignments = samples(metrics, 'tagsched_assignments_total');
     expect(total(assignments)).toBe(assigned);
     expect(histogram(metrics, 'tagsched_assignment_latency_seconds').reduce((s, h) => s + h.count, 0)).toBe(assigned);
@@ -86,7 +118,8 @@ describe.sequential('/metrics', () => {
 
     // The agents name their operations: each acknowledgement and each result is one mutation.
     const operations = histogram(metrics, 'tagsched_graphql_request_duration_seconds');
-    const countOf = (operation: string) => operations.find((h) => h.labels.operation === operation && h.labels.type === 'mutation')?.count ?? 0;
+    const countOf = (operation: string) =>
+      operations.find((h) => h.labels.operation === operation && h.labels.type === 'mutation')?.count ?? 0;
     expect(countOf('StartWorkRequest')).toBe(9);
     expect(countOf('CompleteWorkRequest')).toBe(9);
     expect(countOf('AppendWorkRequestLog')).toBeGreaterThanOrEqual(3); // the failing runs wrote a line each
@@ -98,7 +131,9 @@ describe.sequential('/metrics', () => {
         where r.status in ('BLOCKED', 'PENDING', 'ASSIGNED', 'RUNNING') group by 1, 2, 3`,
     );
     expect(Object.fromEntries(samples(metrics, 'tagsched_work_requests'))).toEqual(
-      Object.fromEntries(unfinished.map((u) => [key({ workspace: u.is_public ? u.workspace : '(private)', status: u.status }), u.n])),
+      Object.fromEntries(
+        unfinished.map((u) => [key({ workspace: u.is_public ? u.workspace : '(private)', status: u.status }), u.n]),
+      ),
     );
     expect(samples(metrics, 'tagsched_work_requests').get(key({ workspace: '(private)', status: 'BLOCKED' }))).toBe(1);
 
@@ -112,14 +147,18 @@ describe.sequential('/metrics', () => {
     );
     expect(byClass.every((c) => c.task !== '')).toBe(true);
     expect(Object.fromEntries(samples(metrics, 'tagsched_pending_work_requests'))).toEqual(
-      Object.fromEntries(byClass.map((c) => [key({ class: String(c.class_id), task: c.task, architecture: c.architecture }), c.n])),
+      Object.fromEntries(
+        byClass.map((c) => [key({ class: String(c.class_id), task: c.task, architecture: c.architecture }), c.n]),
+      ),
     );
     expect(samples(metrics, 'tagsched_unschedulable_work_requests').get(key({}))).toBe(2);
 
     // Workers by status and pool, as the API shows them.
     const workers = await f.gql(server.url, `{ workers(first: 100) { edges { node { status pool { name } } } } }`);
     const expected = new Map<string, number>();
-    for (const { node } of workers.data!.workers.edges as { node: { status: string; pool: { name: string } | null } }[]) {
+    for (const { node } of workers.data!.workers.edges as {
+      node: { status: string; pool: { name: string } | null };
+    }[]) {
       const k = key({ status: node.status, pool: node.pool?.name ?? '' });
       expected.set(k, (expected.get(k) ?? 0) + 1);
     }
@@ -140,7 +179,9 @@ describe.sequential('/metrics', () => {
     expect(requests.get(key({ workspace: 'hidden/team-secret', status: 'PENDING' }))).toBe(1);
     expect(requests.get(key({ workspace: 'hidden/team-secret', status: 'BLOCKED' }))).toBe(1);
     expect(total(requests)).toBe(total(samples(metrics, 'tagsched_work_requests')));
-    expect(samples(named.metrics, 'tagsched_pending_work_requests')).toEqual(samples(metrics, 'tagsched_pending_work_requests'));
+    expect(samples(named.metrics, 'tagsched_pending_work_requests')).toEqual(
+      samples(metrics, 'tagsched_pending_work_requests'),
+    );
     expect(samples(named.metrics, 'tagsched_assignments_total').size).toBe(0);
   }, 180_000);
 
@@ -150,13 +191,19 @@ describe.sequential('/metrics', () => {
     const live = await fetch(`${base}/livez`);
     expect([live.status, await live.json()]).toEqual([200, { status: 'ok' }]);
     const ready = await fetch(`${base}/readyz`);
-    expect([ready.status, await ready.json()]).toEqual([200, { status: 'ok', checks: { database: 'ok', migrations: 'ok', shuttingDown: false } }]);
+    expect([ready.status, await ready.json()]).toEqual([
+      200,
+      { status: 'ok', checks: { database: 'ok', migrations: 'ok', shuttingDown: false } },
+    ]);
     // A migration this code knows is gone from the database (a restored old backup): not ready.
     const [last] = await f.sql(`select name from mikro_orm_migrations order by id desc limit 1`);
     await f.sql(`update mikro_orm_migrations set name = name || '-renamed' where name = $1`, [last.name]);
     try {
       const stale = await fetch(`${base}/readyz`);
-      expect([stale.status, await stale.json()]).toEqual([503, { status: 'not ready', checks: { database: 'ok', migrations: '1 not applied', shuttingDown: false } }]);
+      expect([stale.status, await stale.json()]).toEqual([
+        503,
+        { status: 'not ready', checks: { database: 'ok', migrations: '1 not applied', shuttingDown: false } },
+      ]);
       expect((await fetch(`${base}/livez`)).status).toBe(200);
     } finally {
       await f.sql(`update mikro_orm_migrations set name = $1 where name = $2`, [last.name, `${last.name}-renamed`]);

@@ -19,7 +19,10 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
     // only once its push has arrived, gets a long ack lease, so that a slow machine does not take its
     // work back.
     const server = await f.server({ TAGSCHED_ACK_TIMEOUT_SECONDS: '30' });
-    const agents = [await f.agent({ name: 'a', url: server.url, concurrency: 2, sleep: '0.3' }), await f.agent({ name: 'b', url: server.url, concurrency: 2, sleep: '0.3' })];
+    const agents = [
+      await f.agent({ name: 'a', url: server.url, concurrency: 2, sleep: '0.3' }),
+      await f.agent({ name: 'b', url: server.url, concurrency: 2, sleep: '0.3' }),
+    ];
 
     // A probe: a server-type worker that runs only servernoop (the agents cannot), subscribed over a
     // WebSocket to a second server, which schedules nothing itself, and not heartbeating until its push
@@ -27,8 +30,12 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
     // PostgreSQL), so it can only reach the probe as a push through NOTIFY and the second server's
     // LISTEN connection.
     const pushServer = await f.server({ TAGSCHED_ACK_TIMEOUT_SECONDS: '30', TAGSCHED_SCHEDULER: 'manual' }, 'push');
-    const probeToken = (await f.gql(server.url, `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
-      .token as string;
+    const probeToken = (
+      await f.gql(
+        server.url,
+        `mutation { registerWorker(input: { name: "probe", type: SERVER }) { ... on WorkerTokenPayload { token } } }`,
+      )
+    ).data!.registerWorker.token as string;
     const probe = wsClient(pushServer.url, probeToken);
     const pushed = collect<{ assignments: { id: string } }>(probe.client, `subscription { assignments { id } }`);
     try {
@@ -39,11 +46,13 @@ export function pgOutageTests(cut: (f: Fleet) => Promise<void>): void {
         probeToken,
       );
       expect(report.data!.reportWorkerMetadata).toEqual({ status: 'IDLE' });
-      const listenerUp = () => [server, pushServer].map((s) => s.logs.filter((l) => l.msg === 'event listener connected').length);
+      const listenerUp = () =>
+        [server, pushServer].map((s) => s.logs.filter((l) => l.msg === 'event listener connected').length);
 
       const ids: string[] = [];
       for (let round = 0; round < 3; round++) {
-        for (let i = 0; i < 10; i++) ids.push(await retrying('a request to be created', () => f.createNoop(server.url)));
+        for (let i = 0; i < 10; i++)
+          ids.push(await retrying('a request to be created', () => f.createNoop(server.url)));
         const before = listenerUp();
         await cut(f);
         await until('both servers’ event listeners to reconnect', () => listenerUp().every((n, i) => n > before[i]));

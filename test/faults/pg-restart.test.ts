@@ -12,7 +12,8 @@ const enabled = process.env.TAGSCHED_TEST_PG_RESTART === '1';
 
 function restartPostgres(): void {
   const versions = fs.readdirSync('/etc/postgresql').filter((v) => fs.existsSync(`/etc/postgresql/${v}/main`));
-  if (versions.length !== 1) throw new Error(`expected one local PostgreSQL cluster in /etc/postgresql, found ${JSON.stringify(versions)}`);
+  if (versions.length !== 1)
+    throw new Error(`expected one local PostgreSQL cluster in /etc/postgresql, found ${JSON.stringify(versions)}`);
   execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', versions[0], 'main', 'restart'], { stdio: 'inherit' });
 }
 

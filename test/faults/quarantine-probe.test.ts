@@ -18,7 +18,8 @@ const gql = async (server: Server, query: string, variables: Record<string, unkn
 };
 const switchWorker = (server: Server, change: 'enable' | 'disable', name: string) =>
   gql(server, `mutation($n: String!) { ${change}Worker(input: { name: $n }) { __typename } }`, { n: name });
-const statusOf = async (server: Server, name: string) => (await gql(server, `query($n: String!) { worker(name: $n) { status } }`, { n: name })).worker.status as string;
+const statusOf = async (server: Server, name: string) =>
+  (await gql(server, `query($n: String!) { worker(name: $n) { status } }`, { n: name })).worker.status as string;
 
 /** Creates a noop and waits until it is over; returns its final state. */
 async function runNoop(server: Server) {
@@ -54,7 +55,10 @@ async function quarantined(server: Server, name: string): Promise<{ broken: Agen
   return { broken };
 }
 
-const serverEnv = (probeSeconds: string) => ({ TAGSCHED_QUARANTINE_AFTER_ERRORS: '2', TAGSCHED_QUARANTINE_PROBE_SECONDS: probeSeconds });
+const serverEnv = (probeSeconds: string) => ({
+  TAGSCHED_QUARANTINE_AFTER_ERRORS: '2',
+  TAGSCHED_QUARANTINE_PROBE_SECONDS: probeSeconds,
+});
 
 describe.sequential('quarantine probes', () => {
   it('a worker quarantined by ERRORs while the task succeeds elsewhere is lifted by a probe its real agent runs with SUCCESS', async () => {
@@ -68,7 +72,9 @@ describe.sequential('quarantine probes', () => {
       const probes = await probesOf('qp-fixed');
       expect(probes.map((p) => [p.task_name, p.status, p.result])).toEqual([['noop', 'COMPLETED', 'SUCCESS']]);
       // The agent ran it (the handler recorded the execution), and the API shows it as a probe on the worker.
-      expect(f.executions().filter((e) => e.id === String(probes[0].id))).toEqual([expect.objectContaining({ agent: 'qp-fixed', done: true })]);
+      expect(f.executions().filter((e) => e.id === String(probes[0].id))).toEqual([
+        expect.objectContaining({ agent: 'qp-fixed', done: true }),
+      ]);
       const { worker } = await gql(
         server,
         `query { worker(name: "qp-fixed") { status quarantineReason lastQuarantineProbe { id taskName quarantineProbe status result worker { name } workspace { name } createdBy { username } } } }`,
@@ -123,7 +129,10 @@ describe.sequential('quarantine probes', () => {
       await quarantined(server, 'qp-idle');
       const ordinary = await f.createNoop(server.url);
       // Probes run on it while the ordinary request, which it could run, waits.
-      await until('two probes to end', async () => (await probesOf('qp-idle')).filter((p) => p.status === 'COMPLETED').length >= 2);
+      await until(
+        'two probes to end',
+        async () => (await probesOf('qp-idle')).filter((p) => p.status === 'COMPLETED').length >= 2,
+      );
       expect(await states(f, [ordinary])).toEqual([expect.objectContaining({ status: 'PENDING', worker: null })]);
       const probeIds = new Set((await probesOf('qp-idle')).map((p) => String(p.id)));
       const ranSinceQuarantine = f

@@ -67,7 +67,9 @@ describe.sequential('a server killed', () => {
     // Down for longer than the lease (6 s): p has not been heard from for longer than that.
     await until(
       'p to be silent for longer than the heartbeat lease',
-      async () => (await f.sql(`select now() - last_seen_at > interval '7 seconds' as silent from worker where name = 'p'`))[0].silent,
+      async () =>
+        (await f.sql(`select now() - last_seen_at > interval '7 seconds' as silent from worker where name = 'p'`))[0]
+          .silent,
     );
     const s2 = await f.server({}, 'down-1');
     proxy.retarget(s2.port);
@@ -88,7 +90,10 @@ describe.sequential('a server killed', () => {
     let server = await f.server(env, 'load-0');
     const proxy = await f.proxy(server.port);
     const url = proxy.urlFor(server.url);
-    const agents = [await f.agent({ name: 'x', url, concurrency: 2, sleep: '1.5' }), await f.agent({ name: 'y', url, concurrency: 2, sleep: '1.5' })];
+    const agents = [
+      await f.agent({ name: 'x', url, concurrency: 2, sleep: '1.5' }),
+      await f.agent({ name: 'y', url, concurrency: 2, sleep: '1.5' }),
+    ];
     const ids: string[] = [];
     for (let i = 0; i < 12; i++) ids.push(await f.createNoop(server.url));
     for (let round = 1; round <= 2; round++) {

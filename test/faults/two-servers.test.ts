@@ -41,10 +41,15 @@ describe('two server processes on one database', () => {
     try {
       await until(
         'the idle workers to be connected',
-        async () => (await f.sql(`select count(*)::int as n from worker where name like 'idle-%' and connected_at is not null`))[0].n === idle.length,
+        async () =>
+          (
+            await f.sql(`select count(*)::int as n from worker where name like 'idle-%' and connected_at is not null`)
+          )[0].n === idle.length,
       );
       expect(await one.stop()).toBe(0);
-      expect(await f.sql(`select name from worker where (name like 'idle-%' or name = 'near') and connected_at is not null`)).toEqual([]);
+      expect(
+        await f.sql(`select name from worker where (name like 'idle-%' or name = 'near') and connected_at is not null`),
+      ).toEqual([]);
     } finally {
       await Promise.all(sockets.map((s) => s.client.dispose()));
     }

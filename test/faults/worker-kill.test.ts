@@ -13,7 +13,8 @@ const startedOn = (agent: string, n = 1) =>
     return runs.length >= n && runs;
   });
 
-const gone = (runs: Execution[]) => until('the killed agent’s handlers to be gone', () => runs.every((r) => !alive(r.pid)));
+const gone = (runs: Execution[]) =>
+  until('the killed agent’s handlers to be gone', () => runs.every((r) => !alive(r.pid)));
 
 describe.sequential('a worker killed mid-run', () => {
   it('re-queues what it ran after the heartbeat lease, and another agent runs each request exactly once', async () => {
@@ -28,7 +29,10 @@ describe.sequential('a worker killed mid-run', () => {
       await a.kill();
       await gone(onA); // a build of a dead agent is not left running
       // Its socket closed without a word: the server marks it disconnected, so it gets nothing new.
-      await until('a to be marked disconnected', async () => (await f.sql(`select connected_at from worker where name = 'a'`))[0].connected_at === null);
+      await until(
+        'a to be marked disconnected',
+        async () => (await f.sql(`select connected_at from worker where name = 'a'`))[0].connected_at === null,
+      );
       const final = await settled(f, ids);
       expect(final.filter((s) => s.status !== 'COMPLETED' || s.worker !== 'b')).toEqual([]);
       expect(expectExactlyOnce(f, final, { killed: ['a'] })).toEqual({ completed: 8, aborted: 0 });

@@ -18,7 +18,11 @@ export interface TestApp {
   app: App;
   adminToken: string;
   dbUrl: string;
-  gql<T = Record<string, any>>(query: string, variables?: Record<string, unknown>, token?: string | null): Promise<GqlResult<T>>;
+  gql<T = Record<string, any>>(
+    query: string,
+    variables?: Record<string, unknown>,
+    token?: string | null,
+  ): Promise<GqlResult<T>>;
   /** Runs SQL directly, to check what was (not) written. */
   sql<T = Record<string, any>>(query: string, params?: unknown[]): Promise<T[]>;
 }
@@ -34,7 +38,14 @@ export function layered(base: ConfigOverrides, over: ConfigOverrides): ConfigOve
 
 /** The server section of every test app: its own database, a port of its own, the test admin token and secret key. */
 function testServer(databaseUrl: string): ConfigOverrides['server'] {
-  return { databaseUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' };
+  return {
+    databaseUrl,
+    dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+    adminToken: ADMIN_TOKEN,
+    secretKey: 'test-secret-key',
+    port: 0,
+    host: '127.0.0.1',
+  };
 }
 
 /** Builds the app on a fresh database before the file's tests, and tears it down after; `log` replaces the silent logger. */
@@ -65,7 +76,9 @@ export function useTestApp(overrides: ConfigOverrides = {}, options: { log?: () 
         overrides,
       ),
     );
-    const app = await buildApp(config, { log: options.log?.() ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
+    const app = await buildApp(config, {
+      log: options.log?.() ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+    });
     Object.assign(harness, {
       app,
       adminToken: ADMIN_TOKEN,
@@ -73,7 +86,11 @@ export function useTestApp(overrides: ConfigOverrides = {}, options: { log?: () 
       async gql(query: string, variables?: Record<string, unknown>, token: string | null = ADMIN_TOKEN) {
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (token) headers.authorization = `Bearer ${token}`;
-        const res = await app.yoga.fetch('http://test/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
+        const res = await app.yoga.fetch('http://test/graphql', {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ query, variables }),
+        });
         const body = (await res.json()) as Omit<GqlResult, 'status'>;
         return { ...body, status: res.status };
       },
@@ -102,7 +119,11 @@ export function secondAppConfig(t: TestApp, overrides: ConfigOverrides = {}): Co
  * Starts a second server process's app on the database of `t` (a port of its own, so that it can be
  * started again under the same server worker names); its caller stops it.
  */
-export async function startSecondApp(t: TestApp, overrides: ConfigOverrides, options: { log?: Logger } = {}): Promise<App> {
+export async function startSecondApp(
+  t: TestApp,
+  overrides: ConfigOverrides,
+  options: { log?: Logger } = {},
+): Promise<App> {
   const app = await buildApp(secondAppConfig(t, overrides), options.log ? { log: options.log } : {});
   await app.start();
   return app;

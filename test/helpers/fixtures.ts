@@ -8,7 +8,12 @@ import type { TestApp } from './app.js';
 type Json = Record<string, any>;
 
 /** Runs an operation that must succeed (no GraphQL errors) and returns its data. */
-export async function ok(t: TestApp, query: string, variables?: Record<string, unknown>, token?: string | null): Promise<Json> {
+export async function ok(
+  t: TestApp,
+  query: string,
+  variables?: Record<string, unknown>,
+  token?: string | null,
+): Promise<Json> {
   const res = await t.gql(query, variables, token);
   expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
   expect(res.status).toBe(200);
@@ -16,7 +21,13 @@ export async function ok(t: TestApp, query: string, variables?: Record<string, u
 }
 
 /** Runs a mutation whose result union must be the given member, and returns that result. */
-export async function expectResult(t: TestApp, typename: string, query: string, variables?: Record<string, unknown>, token?: string | null): Promise<Json> {
+export async function expectResult(
+  t: TestApp,
+  typename: string,
+  query: string,
+  variables?: Record<string, unknown>,
+  token?: string | null,
+): Promise<Json> {
   const data = await ok(t, query, variables, token);
   const [result] = Object.values(data) as Json[];
   expect(result.__typename, JSON.stringify(result)).toBe(typename);
@@ -38,8 +49,17 @@ export async function createUser(t: TestApp, username: string, isAdmin = false):
 }
 
 /** Creates a workspace `scope/name` (public unless told otherwise). */
-export async function createWorkspace(t: TestApp, name: string, opts: { isPublic?: boolean; providableTagPrefixes?: string[] } = {}): Promise<void> {
-  await expectResult(t, 'Workspace', `mutation($i: WorkspaceInput!) { createWorkspace(input: $i) { __typename ${ERROR_FIELDS} } }`, { i: { name, ...opts } });
+export async function createWorkspace(
+  t: TestApp,
+  name: string,
+  opts: { isPublic?: boolean; providableTagPrefixes?: string[] } = {},
+): Promise<void> {
+  await expectResult(
+    t,
+    'Workspace',
+    `mutation($i: WorkspaceInput!) { createWorkspace(input: $i) { __typename ${ERROR_FIELDS} } }`,
+    { i: { name, ...opts } },
+  );
 }
 
 /** Makes a user a member of a workspace with a role (CONTRIBUTOR by default). */
@@ -60,7 +80,11 @@ export async function memberOf(t: TestApp, workspace: string, username: string, 
 }
 
 /** Registers a worker (admin) and returns its token. */
-export async function registerWorker(t: TestApp, name: string, opts: { pool?: string; type?: string; concurrency?: number; staticMetadata?: Json } = {}): Promise<string> {
+export async function registerWorker(
+  t: TestApp,
+  name: string,
+  opts: { pool?: string; type?: string; concurrency?: number; staticMetadata?: Json } = {},
+): Promise<string> {
   const r = await expectResult(
     t,
     'WorkerTokenPayload',
@@ -104,7 +128,12 @@ export async function reportMetadata(t: TestApp, workerToken: string, metadata: 
 }
 
 /** Registers a worker and reports metadata for it, so that it is connected; returns its token. */
-export async function connectedWorker(t: TestApp, name: string, opts: Parameters<typeof registerWorker>[2] = {}, metadata: Json = AMD64_METADATA): Promise<string> {
+export async function connectedWorker(
+  t: TestApp,
+  name: string,
+  opts: Parameters<typeof registerWorker>[2] = {},
+  metadata: Json = AMD64_METADATA,
+): Promise<string> {
   const token = await registerWorker(t, name, opts);
   await reportMetadata(t, token, metadata);
   return token;
@@ -114,7 +143,12 @@ export async function connectedWorker(t: TestApp, name: string, opts: Parameters
 /** Creates a pool (a `local` one unless the input names its provider). */
 export async function createPool(t: TestApp, input: Json): Promise<Json> {
   const i = { providerType: 'local', ...input };
-  return expectResult(t, 'WorkerPool', `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} } }`, { i });
+  return expectResult(
+    t,
+    'WorkerPool',
+    `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} } }`,
+    { i },
+  );
 }
 
 /** The fields of a created work request most tests look at. */
@@ -180,7 +214,9 @@ export const ALL_TABLES = [
 export async function snapshot(t: TestApp, tables: readonly string[] = ALL_TABLES): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const table of tables) {
-    const [row] = await t.sql<{ rows: string | null }>(`select json_agg(x order by x::text)::text as rows from "${table}" x`);
+    const [row] = await t.sql<{ rows: string | null }>(
+      `select json_agg(x order by x::text)::text as rows from "${table}" x`,
+    );
     out[table] = row.rows ?? '[]';
   }
   return out;

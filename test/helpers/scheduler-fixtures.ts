@@ -38,7 +38,12 @@ export interface WorkerRow {
  */
 export const CONTENDED = {
   providedTags: ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:amd64', 'worker:memory-gib=8'],
-  classes: [['worker:type:worker'], ['worker:type:worker', 'worker:cap:sbuild'], ['worker:type:worker', 'worker:build-arch:amd64'], ['worker:type:worker', 'worker:memory-gib>=4']],
+  classes: [
+    ['worker:type:worker'],
+    ['worker:type:worker', 'worker:cap:sbuild'],
+    ['worker:type:worker', 'worker:build-arch:amd64'],
+    ['worker:type:worker', 'worker:memory-gib>=4'],
+  ],
 } as const;
 
 /** `count` connected, idle workers of the contended farm, named `prefix-NN…`. */
@@ -99,7 +104,9 @@ async function base(t: TestApp, em: EntityManager): Promise<{ workspaceId: numbe
   const known = bases.get(t.dbUrl);
   if (known) return known;
   await em.execute(`insert into scope (name, created_at) values ('sched', now()) on conflict (name) do nothing`);
-  await em.execute(`insert into app_user (username, is_admin, created_at) values ('sched-user', false, now()) on conflict (username) do nothing`);
+  await em.execute(
+    `insert into app_user (username, is_admin, created_at) values ('sched-user', false, now()) on conflict (username) do nothing`,
+  );
   await em.execute(
     `insert into workspace (scope_id, name, is_public, created_at) select id, 'main', true, now() from scope where name = 'sched'
      on conflict (scope_id, name) do nothing`,
@@ -229,7 +236,11 @@ export async function seedScheduling(
 }
 
 /** Writes PENDING requests, not classified yet, through the given EntityManager (which may be in a transaction); returns their ids by key. */
-export async function insertPending(t: TestApp, em: EntityManager, requests: readonly RequestRow[]): Promise<Map<string, number>> {
+export async function insertPending(
+  t: TestApp,
+  em: EntityManager,
+  requests: readonly RequestRow[],
+): Promise<Map<string, number>> {
   if (!requests.length) return new Map();
   const { workspaceId, userId } = await base(t, em);
   const rows = await em.execute<{ id: number; task_name: string }[]>(
@@ -267,7 +278,10 @@ export async function classifyPending(tx: EntityManager): Promise<void> {
     tx,
     rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })),
   );
-  await tx.execute(`update work_request w set class_id = v.c from unnest(?::int[], ?::int[]) as v(id, c) where w.id = v.id`, [intArray(rows.map((r) => r.id)), intArray(classIds)]);
+  await tx.execute(
+    `update work_request w set class_id = v.c from unnest(?::int[], ?::int[]) as v(id, c) where w.id = v.id`,
+    [intArray(rows.map((r) => r.id)), intArray(classIds)],
+  );
 }
 
 /** Runs fn in a transaction that is always rolled back: to ask "what would happen" without changing anything. */

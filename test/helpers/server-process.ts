@@ -13,13 +13,20 @@ export interface ServerProcess {
  * Starts `src/server.ts` with the given environment (PORT=0) and waits for its "listening" log line;
  * `preload` are modules the server process imports first (a test registering a provider stand-in).
  */
-export function startServerProcess(env: Record<string, string | undefined>, timeoutMs = 90_000, preload: readonly string[] = []): Promise<ServerProcess> {
+export function startServerProcess(
+  env: Record<string, string | undefined>,
+  timeoutMs = 90_000,
+  preload: readonly string[] = [],
+): Promise<ServerProcess> {
   const cleanEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env })) {
     if (v !== undefined) cleanEnv[k] = v;
   }
   const imports = preload.flatMap((m) => ['--import', path.resolve(m)]);
-  const child = spawn(process.execPath, ['--import', 'tsx', ...imports, path.resolve('src/server.ts')], { env: cleanEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', ...imports, path.resolve('src/server.ts')], {
+    env: cleanEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));

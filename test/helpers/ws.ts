@@ -12,14 +12,21 @@ export function wsClient(httpUrl: string, token: string | null, options: { retry
     retryAttempts: options.retry ? 10 : 0,
     retryWait: () => new Promise((r) => setTimeout(r, 100)),
     connectionParams: token ? { authorization: `Bearer ${token}` } : {},
-    on: { closed: (e) => resolveClosed({ code: (e as { code: number }).code, reason: String((e as { reason: unknown }).reason) }) },
+    on: {
+      closed: (e) =>
+        resolveClosed({ code: (e as { code: number }).code, reason: String((e as { reason: unknown }).reason) }),
+    },
     onNonLazyError: () => undefined,
   });
   return { client, closed };
 }
 
 /** Subscribes and collects the events; `next(n)` waits until n have arrived. */
-export function collect<T = Record<string, any>>(client: Client, query: string, variables: Record<string, unknown> = {}) {
+export function collect<T = Record<string, any>>(
+  client: Client,
+  query: string,
+  variables: Record<string, unknown> = {},
+) {
   const items: T[] = [];
   const errors: unknown[] = [];
   let waiters: (() => void)[] = [];
@@ -67,10 +74,16 @@ export function collect<T = Record<string, any>>(client: Client, query: string, 
  * given, from `localAddress` when given: its messages as they come, and how it closed.
  */
 export async function initSocket(httpUrl: string, token: string | null, options: { localAddress?: string } = {}) {
-  const socket = new WebSocket(httpUrl.replace(/^http/, 'ws'), 'graphql-transport-ws', options.localAddress ? { localAddress: options.localAddress } : {});
+  const socket = new WebSocket(
+    httpUrl.replace(/^http/, 'ws'),
+    'graphql-transport-ws',
+    options.localAddress ? { localAddress: options.localAddress } : {},
+  );
   const messages: Record<string, any>[] = [];
   socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
-  const closed = new Promise<{ code: number; reason: string }>((r) => socket.once('close', (code, reason) => r({ code, reason: reason.toString() })));
+  const closed = new Promise<{ code: number; reason: string }>((r) =>
+    socket.once('close', (code, reason) => r({ code, reason: reason.toString() })),
+  );
   await new Promise<void>((resolve, reject) => {
     socket.once('open', () => resolve());
     socket.once('error', reject);

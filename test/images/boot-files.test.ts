@@ -41,7 +41,9 @@ describe('what makes a tree boot', () => {
     }
     expect(packages).not.toContain('openssh-server');
     expect(bootPackages(ARCHITECTURE_BOOT.amd64, true)).toContain('openssh-server');
-    expect(bootPackages(ARCHITECTURE_BOOT.arm64, false)).toEqual(expect.arrayContaining(['linux-image-cloud-arm64', 'grub-efi-arm64-bin']));
+    expect(bootPackages(ARCHITECTURE_BOOT.arm64, false)).toEqual(
+      expect.arrayContaining(['linux-image-cloud-arm64', 'grub-efi-arm64-bin']),
+    );
     expect(bootPackages(ARCHITECTURE_BOOT.arm64, false)).not.toContain('grub-pc-bin');
   });
 
@@ -49,13 +51,19 @@ describe('what makes a tree boot', () => {
     const recipe = parseRecipe({ enable_tasks: ['sbuild'] }, 'amd64');
     expect(plannedPackages(recipe, null)).toEqual(imagePackages(recipe));
     const planned = plannedPackages(recipe, ARCHITECTURE_BOOT.amd64);
-    expect(planned.map((p) => p.name)).toEqual([...new Set([...imagePackages(recipe).map((p) => p.name), ...bootPackages(ARCHITECTURE_BOOT.amd64, false)])].sort());
+    expect(planned.map((p) => p.name)).toEqual(
+      [
+        ...new Set([...imagePackages(recipe).map((p) => p.name), ...bootPackages(ARCHITECTURE_BOOT.amd64, false)]),
+      ].sort(),
+    );
     expect(planned.find((p) => p.name === 'cloud-init')!.neededBy).toEqual(['boot']);
     expect(planned.find((p) => p.name === 'sbuild')!.neededBy).toEqual(['task:sbuild']);
   });
 
   it('has GRUB find the root by its UUID and boot the kernel through the links that follow upgrades, on the serial console too', () => {
-    expect(grubEarlyConfig(ids)).toBe(`search --no-floppy --fs-uuid --set=root ${ids.rootUuid}\nset prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n`);
+    expect(grubEarlyConfig(ids)).toBe(
+      `search --no-floppy --fs-uuid --set=root ${ids.rootUuid}\nset prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n`,
+    );
     const cfg = grubConfig(ARCHITECTURE_BOOT.amd64, ids);
     expect(cfg).toContain(`  linux /vmlinuz root=UUID=${ids.rootUuid} ro panic=10 console=tty0 console=ttyS0,115200\n`);
     expect(cfg).toContain('  initrd /initrd.img\n');
@@ -65,7 +73,16 @@ describe('what makes a tree boot', () => {
 
   it("builds GRUB's images with their modules inside, reading the early configuration", () => {
     const bios = grubMkimageArgs('i386-pc', BOOT_PATHS.biosCore);
-    expect(bios.slice(0, 8)).toEqual(['--format', 'i386-pc', '--output', BOOT_PATHS.biosCore, '--config', BOOT_PATHS.grubEarlyConfig, '--prefix', '/boot/grub']);
+    expect(bios.slice(0, 8)).toEqual([
+      '--format',
+      'i386-pc',
+      '--output',
+      BOOT_PATHS.biosCore,
+      '--config',
+      BOOT_PATHS.grubEarlyConfig,
+      '--prefix',
+      '/boot/grub',
+    ]);
     expect(bios).toEqual(expect.arrayContaining(['biosdisk', 'part_gpt', 'ext2', 'search_fs_uuid', 'linux', 'serial']));
     expect(grubMkimageArgs('x86_64-efi', '/x.efi')).toEqual(expect.arrayContaining(['fat', 'part_gpt', 'ext2']));
     expect(grubMkimageArgs('x86_64-efi', '/x.efi')).not.toContain('biosdisk');
@@ -87,18 +104,28 @@ describe('what makes a tree boot', () => {
     const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample admin@example.org';
     const withKeys = parseRecipe({ ssh_authorized_keys: [key] }, 'amd64');
     expect(withKeys.ssh_authorized_keys).toEqual([key]);
-    expect(plannedPackages(withKeys, ARCHITECTURE_BOOT.amd64).find((p) => p.name === 'openssh-server')).toEqual({ name: 'openssh-server', neededBy: ['boot'] });
+    expect(plannedPackages(withKeys, ARCHITECTURE_BOOT.amd64).find((p) => p.name === 'openssh-server')).toEqual({
+      name: 'openssh-server',
+      neededBy: ['boot'],
+    });
     expect(plannedPackages(withKeys, null).map((p) => p.name)).not.toContain('openssh-server');
     const without = parseRecipe({ ssh_authorized_keys: [] }, 'amd64');
     expect('ssh_authorized_keys' in without).toBe(false);
     expect(plannedPackages(without, ARCHITECTURE_BOOT.amd64).map((p) => p.name)).not.toContain('openssh-server');
-    for (const bad of ['AAAAC3NzaC1lZDI1NTE5 admin', `${key}\nssh-rsa AAAA other`, 'ssh-ed25519', 'ssh-dss AAAAB3 old']) {
+    for (const bad of [
+      'AAAAC3NzaC1lZDI1NTE5 admin',
+      `${key}\nssh-rsa AAAA other`,
+      'ssh-ed25519',
+      'ssh-dss AAAAB3 old',
+    ]) {
       try {
         parseRecipe({ ssh_authorized_keys: [bad] }, 'amd64');
         expect.unreachable(`accepted ${bad}`);
       } catch (err) {
         expect(err).toBeInstanceOf(RecipeError);
-        expect((err as RecipeError).problems).toEqual([{ field: 'ssh_authorized_keys[0]', message: expect.stringMatching(/OpenSSH public key line/) }]);
+        expect((err as RecipeError).problems).toEqual([
+          { field: 'ssh_authorized_keys[0]', message: expect.stringMatching(/OpenSSH public key line/) },
+        ]);
       }
     }
   });

@@ -89,7 +89,8 @@ function qemuAlive(pid: number): boolean {
   }
 }
 
-const seconds = (from: string | number, to: string | number) => Math.round((new Date(to).getTime() - new Date(from).getTime()) / 100) / 10;
+const seconds = (from: string | number, to: string | number) =>
+  Math.round((new Date(to).getTime() - new Date(from).getTime()) / 100) / 10;
 
 describe.runIf(enabled)('a bootable worker image in QEMU', () => {
   const dir = enabled ? fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-boot-test-')) : '';
@@ -131,7 +132,11 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
     });
     servers.push(s);
     await gqlOn(s, `mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    const registered = await gqlOn(s, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ... on Error { code message } } }`, { m: manifestJson });
+    const registered = await gqlOn(
+      s,
+      `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ... on Error { code message } } }`,
+      { m: manifestJson },
+    );
     expect(registered.registerWorkerImage).toEqual({ __typename: 'WorkerImage' });
     return s;
   }
@@ -160,7 +165,8 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
   const instancesOf = async (s: ServerProcess, pool: string): Promise<InstanceNode[]> =>
     (await gqlOn(s, INSTANCES, { p: pool })).workerPool.instances.edges.map((e: { node: InstanceNode }) => e.node);
 
-  const consoleOf = async (s: ServerProcess, name: string): Promise<string> => (await gqlOn(s, INSTANCE_LOG, { n: name })).instance?.log?.text ?? '';
+  const consoleOf = async (s: ServerProcess, name: string): Promise<string> =>
+    (await gqlOn(s, INSTANCE_LOG, { n: name })).instance?.log?.text ?? '';
 
   beforeAll(async () => {
     fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -190,7 +196,8 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
       );
       figures.buildSeconds = Math.round((Date.now() - started) / 1000);
       fs.writeFileSync(path.join(ARTIFACTS, 'boot-build.log'), `${build.stdout}\n${build.stderr}`);
-      if (build.status !== 0) throw new Error(`tagsched-image build failed (${build.status}):\n${build.stderr.slice(-4000)}`);
+      if (build.status !== 0)
+        throw new Error(`tagsched-image build failed (${build.status}):\n${build.stderr.slice(-4000)}`);
     }
     manifestJson = JSON.parse(fs.readFileSync(path.join(imageDir, `${NAME}.manifest.json`), 'utf8'));
     manifest = parseManifest(manifestJson);
@@ -221,13 +228,26 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
   });
 
   it('has a manifest that says how the disk boots', async () => {
-    expect(manifest.boot).toMatchObject({ format: 'qcow2', bootModes: ['bios', 'uefi'], cloudInitDatasources: ['NoCloud', 'Ec2', 'Hetzner', 'None'] });
+    expect(manifest.boot).toMatchObject({
+      format: 'qcow2',
+      bootModes: ['bios', 'uefi'],
+      cloudInitDatasources: ['NoCloud', 'Ec2', 'Hetzner', 'None'],
+    });
     expect(manifest.boot!.kernel).toMatch(/^\d+\.\d+\.\d+.*-cloud-amd64$/);
     expect(manifest.boot!.partitions.map((p) => p.name)).toEqual(['bios-boot', 'esp', 'root']);
     expect(await virtualSize(image)).toBe(manifest.boot!.diskBytes);
     expect(fs.statSync(image).size).toBe(manifest.files.diskImage!.bytes);
     const versions = new Map(manifest.packages.map((p) => [p.name, p.version]));
-    for (const name of ['cloud-init', 'cloud-guest-utils', 'grub-pc-bin', 'grub-efi-amd64-bin', 'linux-image-cloud-amd64', 'systemd-timesyncd', 'nodejs', 'sbuild']) {
+    for (const name of [
+      'cloud-init',
+      'cloud-guest-utils',
+      'grub-pc-bin',
+      'grub-efi-amd64-bin',
+      'linux-image-cloud-amd64',
+      'systemd-timesyncd',
+      'nodejs',
+      'sbuild',
+    ]) {
       expect(versions.get(name), `package ${name}`).toMatch(/^\S+$/);
     }
     expect(versions.has('openssh-server'), 'no ssh server without keys in the recipe').toBe(false);
@@ -239,7 +259,11 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
       await createQemuPool(server, 'qemu-pool');
       const submitted = Date.now();
       const noop = await submit(server, 'noop', {});
-      const sbuild = await submit(server, 'sbuild', { source_package: 'hello', host_architecture: manifest.recipe.architecture, backend: 'unshare' });
+      const sbuild = await submit(server, 'sbuild', {
+        source_package: 'hello',
+        host_architecture: manifest.recipe.architecture,
+        backend: 'unshare',
+      });
       const launched = await until(
         () => 'the qemu pool to launch an instance',
         async () => (await instancesOf(server, 'qemu-pool'))[0],
@@ -257,15 +281,24 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
       try {
         const running = await until(
           () => `${name} to connect`,
-          async () => (await instancesOf(server, 'qemu-pool')).find((i) => i.name === name && (i.startedAt || i.state === 'TERMINATED' || i.state === 'FAILED')),
+          async () =>
+            (await instancesOf(server, 'qemu-pool')).find(
+              (i) => i.name === name && (i.startedAt || i.state === 'TERMINATED' || i.state === 'FAILED'),
+            ),
           BOOT_TIMEOUT_MS,
           2_000,
         );
         if (!running.startedAt)
-          throw new Error(`${name} ended ${running.state} before it connected${GUEST_PANIC.test(await consoleOf(server, name)) ? ': its kernel panicked' : ''}`);
+          throw new Error(
+            `${name} ended ${running.state} before it connected${GUEST_PANIC.test(await consoleOf(server, name)) ? ': its kernel panicked' : ''}`,
+          );
         figures.qemuPoolBootToConnectedSeconds = seconds(running.requestedAt, running.startedAt!);
         expect(running.state).toBe('RUNNING');
-        const worker = (await gql(`query($n: String!) { worker(name: $n) { pool { name } providedTags { tag provenance } } }`, { n: name })).worker;
+        const worker = (
+          await gql(`query($n: String!) { worker(name: $n) { pool { name } providedTags { tag provenance } } }`, {
+            n: name,
+          })
+        ).worker;
         expect(worker.pool.name).toBe('qemu-pool');
 
         const done = await until(
@@ -282,7 +315,9 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
 
         // The agent found on the machine every tag its image's manifest promised (its own facts, such
         // as the CPU count, memory and further tools found, come on top).
-        const reported: string[] = (await gql(`query($n: String!) { worker(name: $n) { providedTags { tag provenance } } }`, { n: name })).worker.providedTags
+        const reported: string[] = (
+          await gql(`query($n: String!) { worker(name: $n) { providedTags { tag provenance } } }`, { n: name })
+        ).worker.providedTags
           .filter((t: { provenance: string }) => t.provenance === 'WORKER')
           .map((t: { tag: string }) => t.tag);
         for (const { tag } of manifest.tags) expect(reported, `the manifest promised ${tag}`).toContain(tag);
@@ -309,7 +344,14 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         const version = /sbuild \(Debian sbuild\) (\S+)/.exec(log);
         expect(version, 'sbuild printed its version').not.toBeNull();
         expect(manifest.packages.find((p) => p.name === 'sbuild')!.version.startsWith(version![1])).toBe(true);
-        for (const failure of ['E: unable to to unshare', 'E: unshare failed', 'invalid idmap', 'bad exit status', 'E: unable to access']) expect(log).not.toContain(failure);
+        for (const failure of [
+          'E: unable to to unshare',
+          'E: unshare failed',
+          'invalid idmap',
+          'bad exit status',
+          'E: unable to access',
+        ])
+          expect(log).not.toContain(failure);
         expect(log).toMatch(/E: auto-creating chroot failed|E: session cannot start without chroot/);
         // Measured in a memory cgroup of its own on the guest's unified hierarchy: the image's service
         // delegates the memory controller to the agent (Delegate=memory), and Debian's kernel has memory.peak.
@@ -320,7 +362,10 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         // Nothing more to do: the idle timeout stops it, the agent drains, the machine powers off.
         const ended = await until(
           () => `${name} to end after the idle timeout`,
-          async () => (await instancesOf(server, 'qemu-pool')).find((i) => i.name === name && (i.state === 'TERMINATED' || i.state === 'FAILED')),
+          async () =>
+            (await instancesOf(server, 'qemu-pool')).find(
+              (i) => i.name === name && (i.state === 'TERMINATED' || i.state === 'FAILED'),
+            ),
           IDLE_TIMEOUT_SECONDS * 1000 + POWER_OFF_TIMEOUT_MS + 60_000,
           1_000,
         );
@@ -343,7 +388,9 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         expect(plain).toMatch(/Stopped tagsched-worker\.service/);
         expect(plain.indexOf('Stopped tagsched-worker.service')).toBeLessThan(plain.lastIndexOf('reboot: Power down'));
       } catch (err) {
-        process.stderr.write(`\n--- serial console of ${name} ---\n${(await consoleOf(server, name).catch(() => '')).slice(-20_000)}\n--- end of the console ---\n`);
+        process.stderr.write(
+          `\n--- serial console of ${name} ---\n${(await consoleOf(server, name).catch(() => '')).slice(-20_000)}\n--- end of the console ---\n`,
+        );
         throw err;
       } finally {
         // No more machines of this pool while the next test boots its own.
@@ -365,8 +412,11 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
         `mutation { createWorkerPool(input: { name: "boot-pool", providerType: "local", maxActiveInstances: 0, specifications: { image: "${NAME}" } }) { __typename ... on Error { code message } } }`,
       );
       expect(pool.createWorkerPool).toEqual({ __typename: 'WorkerPool' });
-      const activation = (await gql(`mutation { createActivationToken(input: { pool: "boot-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken
-        .token as string;
+      const activation = (
+        await gql(
+          `mutation { createActivationToken(input: { pool: "boot-pool" }) { ... on ActivationTokenPayload { token } } }`,
+        )
+      ).createActivationToken.token as string;
       const serverUrl = new URL(server.url);
       const userData = `${cloudInitUserData({ serverUrl: `http://${SERVER_IN_GUEST.guestAddress}${serverUrl.pathname}`, activationToken: activation, workerName: worker })}  - [sh, -c, 'echo "${ROOT_MARK} $(df -B1 --output=size / | tail -n 1)" > /dev/console']\n`;
       const diskBytes = manifest.boot!.diskBytes + GROWTH_BYTES;
@@ -394,7 +444,9 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
           () => `${worker} to connect`,
           async () => {
             if (GUEST_PANIC.test(vm.serial())) return { panicked: true as const };
-            const w = (await gql(`query($n: String!) { worker(name: $n) { connectedAt pool { name } } }`, { n: worker })).worker;
+            const w = (
+              await gql(`query($n: String!) { worker(name: $n) { connectedAt pool { name } } }`, { n: worker })
+            ).worker;
             return w?.connectedAt ? (w as { connectedAt: string; pool: { name: string } }) : null;
           },
           BOOT_TIMEOUT_MS,
@@ -438,12 +490,17 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
 
         const poweringOff = Date.now();
         await vm.powerdown();
-        const exit = await Promise.race([vm.exited.then(() => 'exited'), new Promise<null>((r) => setTimeout(() => r(null), POWER_OFF_TIMEOUT_MS))]);
+        const exit = await Promise.race([
+          vm.exited.then(() => 'exited'),
+          new Promise<null>((r) => setTimeout(() => r(null), POWER_OFF_TIMEOUT_MS)),
+        ]);
         expect(exit, 'QEMU ends when the machine powers off').toBe('exited');
         expect(vm.serial()).toMatch(/reboot: Power down/);
         figures[`${firmware}PowerOffSeconds`] = Math.round((Date.now() - poweringOff) / 1000);
       } catch (err) {
-        process.stderr.write(`\n--- serial console of ${worker} (${serialLog}) ---\n${vm.serial().slice(-20_000)}\n--- end of the console ---\n`);
+        process.stderr.write(
+          `\n--- serial console of ${worker} (${serialLog}) ---\n${vm.serial().slice(-20_000)}\n--- end of the console ---\n`,
+        );
         throw err;
       } finally {
         await vm.kill();
@@ -478,12 +535,16 @@ describe.runIf(enabled)('a bootable worker image in QEMU', () => {
       );
       const failed = await until(
         () => `${launched.name} to fail by the boot timeout`,
-        async () => (await instancesOf(wrong, 'wrong-url-pool')).find((i) => i.name === launched.name && i.state !== 'LAUNCHING'),
+        async () =>
+          (await instancesOf(wrong, 'wrong-url-pool')).find((i) => i.name === launched.name && i.state !== 'LAUNCHING'),
         WRONG_URL_BOOT_TIMEOUT_SECONDS * 1000 + 5 * 60_000,
         1_000,
       );
       // No more launches for the work that waits.
-      await gqlOn(wrong, `mutation { updateWorkerPool(input: { name: "wrong-url-pool", enabled: false }) { __typename } }`);
+      await gqlOn(
+        wrong,
+        `mutation { updateWorkerPool(input: { name: "wrong-url-pool", enabled: false }) { __typename } }`,
+      );
       expect(failed.state).toBe('FAILED');
       expect(failed.error).toMatch(/did not connect within 60 s/);
       // The provider was asked to stop it (ACPI, then SIGKILL after the grace period).

@@ -9,16 +9,43 @@ import { BUILD_AUTH_PATH } from '../../src/cli/image/build.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-image-cli-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const image = (...args: string[]) => spawnSync(process.execPath, ['bin/tagsched-image.js', ...args], { encoding: 'utf8' });
+const image = (...args: string[]) =>
+  spawnSync(process.execPath, ['bin/tagsched-image.js', ...args], { encoding: 'utf8' });
 
 describe('tagsched-image build', () => {
   it('--dry-run --json prints the recipe, packages, handlers and tags of flags over a recipe file', () => {
     const recipe = path.join(dir, 'recipe.json');
-    fs.writeFileSync(recipe, JSON.stringify({ suite: 'sid', enable_backends: ['qemu'], enable_tasks: ['autopkgtest'] }));
-    const r = image('build', '--recipe', recipe, '--enable-tasks', 'sbuild,debsign', '--architecture', 'arm64', '--dry-run', '--json');
+    fs.writeFileSync(
+      recipe,
+      JSON.stringify({ suite: 'sid', enable_backends: ['qemu'], enable_tasks: ['autopkgtest'] }),
+    );
+    const r = image(
+      'build',
+      '--recipe',
+      recipe,
+      '--enable-tasks',
+      'sbuild,debsign',
+      '--architecture',
+      'arm64',
+      '--dry-run',
+      '--json',
+    );
     expect(r.status).toBe(0);
-    const plan = JSON.parse(r.stdout) as { recipe: unknown; packages: { name: string }[]; handlers: string[]; tasksWithoutHandler: string[]; tags: { tag: string }[] };
-    expect(plan.recipe).toEqual({ suite: 'sid', architecture: 'arm64', mirror: null, source: null, enable_backends: ['qemu'], enable_tasks: ['sbuild', 'debsign'] });
+    const plan = JSON.parse(r.stdout) as {
+      recipe: unknown;
+      packages: { name: string }[];
+      handlers: string[];
+      tasksWithoutHandler: string[];
+      tags: { tag: string }[];
+    };
+    expect(plan.recipe).toEqual({
+      suite: 'sid',
+      architecture: 'arm64',
+      mirror: null,
+      source: null,
+      enable_backends: ['qemu'],
+      enable_tasks: ['sbuild', 'debsign'],
+    });
     expect(plan.packages.map((p) => p.name)).toEqual([
       'arch-test',
       'ca-certificates',
@@ -47,7 +74,19 @@ describe('tagsched-image build', () => {
     const out = path.join(dir, 'never');
     const source = path.join(dir, 'bad.sources');
     fs.writeFileSync(source, 'deb http://deb.debian.org/debian trixie main\n');
-    const r = image('build', '--enable-backends', 'docker', '--enable-tasks', 'lintian', '--suite', 'bookworm', '--source', source, '--output', out);
+    const r = image(
+      'build',
+      '--enable-backends',
+      'docker',
+      '--enable-tasks',
+      'lintian',
+      '--suite',
+      'bookworm',
+      '--source',
+      source,
+      '--output',
+      out,
+    );
     expect(r.status).toBe(64);
     expect(r.stderr).toContain('suite: bookworm ships nodejs 18');
     expect(r.stderr).toContain('enable_backends: unknown backend "docker"');
@@ -82,7 +121,15 @@ describe('tagsched-image build', () => {
   it('--apt-auth: the file is in the mmdebstrap hooks (put where apt reads it, mode 0600, removed before the image is made), not in the recipe', () => {
     const auth = path.join(dir, 'auth.conf');
     fs.writeFileSync(auth, 'machine mirror.example.org/debian login builder password secret\n', { mode: 0o600 });
-    const r = image('build', '--mirror', 'https://mirror.example.org/debian', '--apt-auth', auth, '--dry-run', '--json');
+    const r = image(
+      'build',
+      '--mirror',
+      'https://mirror.example.org/debian',
+      '--apt-auth',
+      auth,
+      '--dry-run',
+      '--json',
+    );
     expect(r.status).toBe(0);
     const plan = JSON.parse(r.stdout) as { recipe: Record<string, unknown>; mmdebstrap: string[] };
     expect(plan.recipe.mirror).toBe('https://mirror.example.org/debian');
@@ -95,7 +142,9 @@ describe('tagsched-image build', () => {
       `--customize-hook=rm -f "$1${BUILD_AUTH_PATH}"`,
     ]);
     // Removed by the first customize hook, after the last download and before anything is put in the tree.
-    expect(plan.mmdebstrap.find((a) => a.startsWith('--customize-hook='))).toBe(`--customize-hook=rm -f "$1${BUILD_AUTH_PATH}"`);
+    expect(plan.mmdebstrap.find((a) => a.startsWith('--customize-hook='))).toBe(
+      `--customize-hook=rm -f "$1${BUILD_AUTH_PATH}"`,
+    );
     expect(plan.mmdebstrap.slice(-3)).toEqual([
       'trixie',
       path.resolve(`images/tagsched-worker-trixie-${String(plan.recipe.architecture)}.tar`),
@@ -112,11 +161,21 @@ describe('tagsched-image build', () => {
   });
 
   it('--dry-run --disk-image lists what the disk build installs (the cloud kernel, GRUB, cloud-init), the list mmdebstrap is given', () => {
-    const r = image('build', '--architecture', 'amd64', '--enable-tasks', 'sbuild', '--disk-image', '--dry-run', '--json');
+    const r = image(
+      'build',
+      '--architecture',
+      'amd64',
+      '--enable-tasks',
+      'sbuild',
+      '--disk-image',
+      '--dry-run',
+      '--json',
+    );
     expect(r.status).toBe(0);
     const plan = JSON.parse(r.stdout) as { packages: { name: string; neededBy: string[] }[]; mmdebstrap: string[] };
     const names = plan.packages.map((p) => p.name);
-    for (const name of ['linux-image-cloud-amd64', 'grub-pc-bin', 'grub-efi-amd64-bin', ...BOOT_PACKAGES]) expect(names, name).toContain(name);
+    for (const name of ['linux-image-cloud-amd64', 'grub-pc-bin', 'grub-efi-amd64-bin', ...BOOT_PACKAGES])
+      expect(names, name).toContain(name);
     expect(plan.packages.find((p) => p.name === 'cloud-init')!.neededBy).toEqual(['boot']);
     expect(plan.mmdebstrap).toContain(`--include=${names.join(',')}`);
     expect(plan.mmdebstrap.some((a) => a.includes('grub-mkimage'))).toBe(true);
@@ -124,7 +183,9 @@ describe('tagsched-image build', () => {
     expect(people.stdout).toMatch(/^ {2}linux-image-cloud-arm64 +boot$/m);
     expect(people.stdout).toMatch(/^ {2}grub-efi-arm64-bin +boot$/m);
     // Without a disk image, none of them.
-    const tree = JSON.parse(image('build', '--architecture', 'amd64', '--enable-tasks', 'sbuild', '--dry-run', '--json').stdout) as { packages: { name: string }[] };
+    const tree = JSON.parse(
+      image('build', '--architecture', 'amd64', '--enable-tasks', 'sbuild', '--dry-run', '--json').stdout,
+    ) as { packages: { name: string }[] };
     expect(tree.packages.map((p) => p.name)).not.toContain('cloud-init');
     // A disk the build cannot make is refused by the dry run as by the build.
     const riscv = image('build', '--architecture', 'riscv64', '--disk-image', '--dry-run');

@@ -2,13 +2,27 @@ import { describe, expect, it } from 'vitest';
 import { parseHandlers, splitHandlerList } from '../../src/agent/config.js';
 import { TASK_VERSION } from '../../src/agent/facts.js';
 import { handlersValue, imageEnvFile } from '../../src/cli/image/agent-files.js';
-import { imageHandledTasks, imagePackages, imageTags, imageUnhandledTasks, qemuSystemPackage } from '../../src/cli/image/contents.js';
+import {
+  imageHandledTasks,
+  imagePackages,
+  imageTags,
+  imageUnhandledTasks,
+  qemuSystemPackage,
+} from '../../src/cli/image/contents.js';
 import { HANDLED_TASKS } from '../../src/cli/image/handlers.js';
-import { IMAGE_BACKENDS, IMAGE_TASKS, parseRecipe, type ImageBackend, type ImageTask, type Recipe } from '../../src/cli/image/recipe.js';
+import {
+  IMAGE_BACKENDS,
+  IMAGE_TASKS,
+  parseRecipe,
+  type ImageBackend,
+  type ImageTask,
+  type Recipe,
+} from '../../src/cli/image/recipe.js';
 import { findTask } from '../../src/core/tasks/registry.js';
 
 const BASE = ['arch-test', 'ca-certificates', 'nodejs', 'systemd-sysv'];
-const recipe = (over: Record<string, unknown>, arch = 'amd64'): Recipe => parseRecipe({ enable_backends: [], enable_tasks: [], ...over }, arch);
+const recipe = (over: Record<string, unknown>, arch = 'amd64'): Recipe =>
+  parseRecipe({ enable_backends: [], enable_tasks: [], ...over }, arch);
 const names = (r: Recipe) => imagePackages(r).map((p) => p.name);
 const tags = (r: Recipe) => imageTags(r).map((t) => t.tag);
 
@@ -40,7 +54,10 @@ describe('packages of an image (docs/design.md: images)', () => {
     ['sbuild', ['sbuild', 'mmdebstrap']],
     ['autopkgtest', ['autopkgtest']],
     ['mmdebstrap', ['mmdebstrap', 'debootstrap', 'arch-test']],
-    ['simplesystemimagebuild', ['debvm', 'dosfstools', 'e2fsprogs', 'fdisk', 'mtools', 'parted', 'qemu-utils', 'mmdebstrap']],
+    [
+      'simplesystemimagebuild',
+      ['debvm', 'dosfstools', 'e2fsprogs', 'fdisk', 'mtools', 'parted', 'qemu-utils', 'mmdebstrap'],
+    ],
     ['debsign', ['devscripts', 'gnupg']],
     ['sign', ['sbsigntool', 'gnupg']],
   ])('task %s adds %j', (task, extra) => {
@@ -50,13 +67,20 @@ describe('packages of an image (docs/design.md: images)', () => {
 
   it('lists a package once, with everything that needs it', () => {
     const r = recipe({ enable_backends: ['qemu'], enable_tasks: ['simplesystemimagebuild', 'mmdebstrap'] });
-    expect(imagePackages(r).find((p) => p.name === 'qemu-utils')!.neededBy).toEqual(['backend:qemu', 'task:simplesystemimagebuild']);
+    expect(imagePackages(r).find((p) => p.name === 'qemu-utils')!.neededBy).toEqual([
+      'backend:qemu',
+      'task:simplesystemimagebuild',
+    ]);
     expect(imagePackages(r).find((p) => p.name === 'arch-test')!.neededBy).toEqual(['base', 'task:mmdebstrap']);
     expect(new Set(names(r)).size).toBe(names(r).length);
   });
 
   it('maps every architecture family to its qemu-system package', () => {
-    expect(['amd64', 'i386', 'arm64', 'armhf', 'armel', 'ppc64el', 's390x', 'mips64el', 'riscv64', 'loong64'].map(qemuSystemPackage)).toEqual([
+    expect(
+      ['amd64', 'i386', 'arm64', 'armhf', 'armel', 'ppc64el', 's390x', 'mips64el', 'riscv64', 'loong64'].map(
+        qemuSystemPackage,
+      ),
+    ).toEqual([
       'qemu-system-x86',
       'qemu-system-x86',
       'qemu-system-arm',
@@ -92,7 +116,11 @@ describe('tags of an image', () => {
     ['qemu', 'the machine has /dev/kvm'],
   ])('backend %s gives worker:executor:%s (condition %s)', (backend, condition) => {
     const entry = imageTags(recipe({ enable_backends: [backend] })).find((t) => t.tag === `worker:executor:${backend}`);
-    expect(entry).toEqual({ tag: `worker:executor:${backend}`, source: `backend:${backend}`, ...(condition ? { condition } : {}) });
+    expect(entry).toEqual({
+      tag: `worker:executor:${backend}`,
+      source: `backend:${backend}`,
+      ...(condition ? { condition } : {}),
+    });
   });
 
   it.each<[ImageTask, string[]]>([
@@ -114,27 +142,37 @@ describe('tags of an image', () => {
     expect(imageTags(r, new Set([])).map((t) => t.tag)).not.toContain('worker:cap:sbuild');
   });
 
-  it.each(IMAGE_TASKS.map((t) => [t]))('an image with task %s provides every worker:cap:* the task requires', (task) => {
-    const samples: Record<ImageTask, unknown> = {
-      sbuild: { source_package: 'hello', host_architecture: 'amd64' },
-      autopkgtest: { source_package: 'hello', host_architecture: 'amd64' },
-      mmdebstrap: { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }] },
-      simplesystemimagebuild: {
-        bootstrap_options: { architecture: 'amd64' },
-        bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }],
-        disk_image: { format: 'raw' },
-      },
-      debsign: { unsigned: 1, key: 'A'.repeat(40) },
-      sign: { purpose: 'uefi', unsigned: [1], key: 'db' },
-    };
-    const definition = findTask(task === 'debsign' || task === 'sign' ? 'signing' : 'worker', task)!;
-    const data = definition.schema.parse(samples[task]);
-    const required = definition.analyze(data, { environment: null, defaultArchitecture: 'amd64' }).required.map((t) => t.tag);
-    const provided = tags(recipe({ enable_backends: ['unshare'], enable_tasks: [task] }));
-    for (const tag of required.filter((t) => t.startsWith('worker:cap:') || t.startsWith('worker:executor:') || t.startsWith('worker:build-arch:'))) {
-      expect(provided, `${task} requires ${tag}`).toContain(tag);
-    }
-  });
+  it.each(IMAGE_TASKS.map((t) => [t]))(
+    'an image with task %s provides every worker:cap:* the task requires',
+    (task) => {
+      const samples: Record<ImageTask, unknown> = {
+        sbuild: { source_package: 'hello', host_architecture: 'amd64' },
+        autopkgtest: { source_package: 'hello', host_architecture: 'amd64' },
+        mmdebstrap: {
+          bootstrap_options: { architecture: 'amd64' },
+          bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }],
+        },
+        simplesystemimagebuild: {
+          bootstrap_options: { architecture: 'amd64' },
+          bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }],
+          disk_image: { format: 'raw' },
+        },
+        debsign: { unsigned: 1, key: 'A'.repeat(40) },
+        sign: { purpose: 'uefi', unsigned: [1], key: 'db' },
+      };
+      const definition = findTask(task === 'debsign' || task === 'sign' ? 'signing' : 'worker', task)!;
+      const data = definition.schema.parse(samples[task]);
+      const required = definition
+        .analyze(data, { environment: null, defaultArchitecture: 'amd64' })
+        .required.map((t) => t.tag);
+      const provided = tags(recipe({ enable_backends: ['unshare'], enable_tasks: [task] }));
+      for (const tag of required.filter(
+        (t) => t.startsWith('worker:cap:') || t.startsWith('worker:executor:') || t.startsWith('worker:build-arch:'),
+      )) {
+        expect(provided, `${task} requires ${tag}`).toContain(tag);
+      }
+    },
+  );
 
   it('promises the task versions the agent reports for its handlers', () => {
     for (const task of HANDLED_TASKS) expect(findTask('worker', task)?.version, task).toBe(TASK_VERSION);

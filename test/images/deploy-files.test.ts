@@ -26,14 +26,26 @@ describe('deployment files', () => {
 
   it('the Dockerfile copies files that exist, and the bundles the build makes', () => {
     const dockerfile = fs.readFileSync('Dockerfile', 'utf8');
-    const copies = [...dockerfile.matchAll(/^COPY (?!--from)(.+)$/gm)].map((m) => m[1].split(/\s+/).slice(0, -1)).flat();
+    const copies = [...dockerfile.matchAll(/^COPY (?!--from)(.+)$/gm)]
+      .map((m) => m[1].split(/\s+/).slice(0, -1))
+      .flat();
     expect(copies.length).toBeGreaterThan(4);
     for (const file of copies) expect(fs.existsSync(file), file).toBe(true);
-    const fromBuild = [...dockerfile.matchAll(/^COPY --from=build (.+)$/gm)].map((m) => m[1].split(/\s+/).slice(0, -1)).flat();
-    expect(fromBuild).toEqual(expect.arrayContaining([`/src/dist/${BUNDLES.agent.outFile}`, `/src/dist/${BUNDLES.agent.outFile}.LICENSES`, '/src/dist']));
+    const fromBuild = [...dockerfile.matchAll(/^COPY --from=build (.+)$/gm)]
+      .map((m) => m[1].split(/\s+/).slice(0, -1))
+      .flat();
+    expect(fromBuild).toEqual(
+      expect.arrayContaining([
+        `/src/dist/${BUNDLES.agent.outFile}`,
+        `/src/dist/${BUNDLES.agent.outFile}.LICENSES`,
+        '/src/dist',
+      ]),
+    );
     // The service runs what tsc writes for src/server.ts (tsconfig.build.json: outDir dist, rootDir .).
     expect(dockerfile).toContain('CMD ["/usr/bin/node", "dist/src/server.js"]');
-    expect(fs.readFileSync('deploy/tagsched.service', 'utf8')).toContain('ExecStart=/usr/bin/node /opt/tagsched/dist/src/server.js');
+    expect(fs.readFileSync('deploy/tagsched.service', 'utf8')).toContain(
+      'ExecStart=/usr/bin/node /opt/tagsched/dist/src/server.js',
+    );
     expect(dockerfile).toMatch(/^USER tagsched$/m);
     expect(dockerfile).toMatch(/^USER tagsched-worker$/m);
   });

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { ARCHITECTURE_BOOT } from '../../src/cli/image/boot-files.js';
-import { biosBootCode, diskLayout, PARTITION_TYPES, partition, SECTOR_BYTES, sfdiskScript } from '../../src/cli/image/disk-layout.js';
+import {
+  biosBootCode,
+  diskLayout,
+  PARTITION_TYPES,
+  partition,
+  SECTOR_BYTES,
+  sfdiskScript,
+} from '../../src/cli/image/disk-layout.js';
 
 const MIB = 2 ** 20;
 

@@ -12,12 +12,26 @@ describe('image task handlers', () => {
       'sbuild',
       'sbuild',
       { source_package: 'hello', host_architecture: 'arm64' },
-      run(['sbuild', '--verbose', '--chroot-mode=unshare', '--no-run-lintian', '--dist=trixie', '--arch=arm64', 'hello']),
+      run([
+        'sbuild',
+        '--verbose',
+        '--chroot-mode=unshare',
+        '--no-run-lintian',
+        '--dist=trixie',
+        '--arch=arm64',
+        'hello',
+      ]),
     ],
     [
       'sbuild of arch-all and source with profiles',
       'sbuild',
-      { source_package: 'hello', host_architecture: 'amd64', backend: 'unshare', build_components: ['all', 'source'], build_profiles: ['nocheck', 'nodoc'] },
+      {
+        source_package: 'hello',
+        host_architecture: 'amd64',
+        backend: 'unshare',
+        build_components: ['all', 'source'],
+        build_profiles: ['nocheck', 'nodoc'],
+      },
       run([
         'sbuild',
         '--verbose',
@@ -36,7 +50,19 @@ describe('image task handlers', () => {
       'autopkgtest with tests picked',
       'autopkgtest',
       { source_package: 'hello', host_architecture: 'amd64', include_tests: ['smoke'], exclude_tests: ['slow'] },
-      run(['autopkgtest', '--output-dir=output', '--test-name=smoke', '--skip-test=slow', 'hello', '--', 'unshare', '--release', 'trixie', '--arch', 'amd64']),
+      run([
+        'autopkgtest',
+        '--output-dir=output',
+        '--test-name=smoke',
+        '--skip-test=slow',
+        'hello',
+        '--',
+        'unshare',
+        '--release',
+        'trixie',
+        '--arch',
+        'amd64',
+      ]),
     ],
     [
       'mmdebstrap from two repositories',
@@ -76,7 +102,12 @@ describe('image task handlers', () => {
       { source_package: 'Hello World', host_architecture: 'amd64' },
       /invalid taskData for sbuild: source_package: expected a Debian source package name/,
     ],
-    ['an option smuggled into a package name', 'sbuild', { source_package: '--foo', host_architecture: 'amd64' }, /invalid taskData/],
+    [
+      'an option smuggled into a package name',
+      'sbuild',
+      { source_package: '--foo', host_architecture: 'amd64' },
+      /invalid taskData/,
+    ],
     ['unknown fields', 'noop', { result: true, run: 'rm -rf /' }, /invalid taskData for noop/],
   ])('refuses %s with a reason', (_, task, data, reason) => {
     const plan = planTask(task, data, ctx);

@@ -50,7 +50,11 @@ describe('dpkg status', () => {
 describe('the installed packages of a build', () => {
   const recipe = parseRecipe({ enable_tasks: ['sbuild'] }, 'amd64');
   const planned = imagePackages(recipe);
-  const all = planned.map((p) => ({ name: p.name, version: p.name === 'nodejs' ? '20.19.2+dfsg-1' : '1.0', architecture: 'amd64' }));
+  const all = planned.map((p) => ({
+    name: p.name,
+    version: p.name === 'nodejs' ? '20.19.2+dfsg-1' : '1.0',
+    architecture: 'amd64',
+  }));
 
   it('are fine when every planned package is there with a recent nodejs', () => {
     expect(installedProblems(planned, all)).toEqual([]);
@@ -62,12 +66,17 @@ describe('the installed packages of a build', () => {
         planned,
         all.filter((p) => p.name !== 'sbuild' && p.name !== 'uidmap'),
       ),
-    ).toEqual(['package sbuild (for task:sbuild) is not installed', 'package uidmap (for backend:unshare) is not installed']);
+    ).toEqual([
+      'package sbuild (for task:sbuild) is not installed',
+      'package uidmap (for backend:unshare) is not installed',
+    ]);
   });
 
   it.each(['18.19.0+dfsg-6~deb12u2', '20.18.0-1', 'x'])('refuse nodejs %s', (version) => {
     const old = all.map((p) => (p.name === 'nodejs' ? { ...p, version } : p));
-    expect(installedProblems(planned, old)).toEqual([expect.stringMatching(/^nodejs .* is older than the agent needs \(20.19\)/)]);
+    expect(installedProblems(planned, old)).toEqual([
+      expect.stringMatching(/^nodejs .* is older than the agent needs \(20.19\)/),
+    ]);
   });
 });
 
@@ -81,12 +90,21 @@ describe('manifests', () => {
       builtWith: { tagsched: '0.1.0', mmdebstrap: '1.5.7' },
       recipe,
       files: { rootfs: file, diskImage: null },
-      agent: { path: '/usr/lib/tagsched-worker/tagsched-worker.mjs', sha256: 'b'.repeat(64), handlers: ['noop', 'sbuild'], tasksWithoutHandler: [] },
+      agent: {
+        path: '/usr/lib/tagsched-worker/tagsched-worker.mjs',
+        sha256: 'b'.repeat(64),
+        handlers: ['noop', 'sbuild'],
+        tasksWithoutHandler: [],
+      },
       packages: parseDpkgStatus(STATUS),
       tags: imageTags(recipe),
     });
     expect(parseManifest(JSON.parse(JSON.stringify(manifest)))).toEqual(manifest);
-    expect(manifest).toMatchObject({ format: 1, createdAt: '2026-11-23T00:00:00.000Z', recipe: { enable_tasks: ['sbuild'] } });
+    expect(manifest).toMatchObject({
+      format: 1,
+      createdAt: '2026-11-23T00:00:00.000Z',
+      recipe: { enable_tasks: ['sbuild'] },
+    });
   });
 
   it('refuses what is not a manifest, naming the fields', () => {

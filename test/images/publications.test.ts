@@ -14,12 +14,18 @@ const HZ_TOKEN = 'hz-token-publications-7Qm2';
 const KEY_ID = 'AKIAZ7TAGSCHEDPUB001';
 const SECRET = 'publications-secret-access-key-0001';
 const AMI = 'ami-0123456789abcdef0';
-const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
+const { clouds, t } = useCloudTestApp({
+  hetznerToken: HZ_TOKEN,
+  keyId: KEY_ID,
+  secretAccessKey: SECRET,
+  images: [AMI],
+});
 
 const IMAGE_FIELDS = `name publications { provider region providerImageId publishedAt }`;
 const RECORD = `mutation($i: RecordWorkerImagePublicationInput!) { recordWorkerImagePublication(input: $i) { __typename ... on WorkerImage { ${IMAGE_FIELDS} } ${ERROR_FIELDS} ... on InputError { problems { message path } } } }`;
 const CREATE_POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} ... on InputError { problems { message path } } } }`;
-const record = async (input: Record<string, string>, token?: string | null) => (await ok(t, RECORD, { i: input }, token)).recordWorkerImagePublication;
+const record = async (input: Record<string, string>, token?: string | null) =>
+  (await ok(t, RECORD, { i: input }, token)).recordWorkerImagePublication;
 const createPool = async (input: Record<string, unknown>) => (await ok(t, CREATE_POOL, { i: input })).createWorkerPool;
 const hetznerPool = (name: string, specifications: Record<string, unknown> = {}) =>
   createPool({
@@ -50,27 +56,65 @@ beforeAll(async () => {
     cloudInitDatasources: ['Ec2', 'Hetzner'],
   };
   // An image without a bootable disk has nothing to publish.
-  const flat = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename } }`, { m: imageManifest('pub-flat') });
+  const flat = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename } }`, {
+    m: imageManifest('pub-flat'),
+  });
   expect(flat.registerWorkerImage.__typename).toBe('WorkerImage');
-  const registered = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ${ERROR_FIELDS} } }`, { m: manifest });
+  const registered = await ok(
+    t,
+    `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename ${ERROR_FIELDS} } }`,
+    { m: manifest },
+  );
   expect(registered.registerWorkerImage.__typename).toBe('WorkerImage');
 });
 beforeEach(() => resetScheduling(t));
 
 describe('publications of a worker image', () => {
   it('are recorded by an admin only, checked, listed on the image, and replaced per provider and region', async () => {
-    expect((await record({ image: 'pub-trixie', provider: 'ec2', region: 'eu-central-1', providerImageId: AMI }, null)).code).toBe('UNAUTHENTICATED');
+    expect(
+      (await record({ image: 'pub-trixie', provider: 'ec2', region: 'eu-central-1', providerImageId: AMI }, null)).code,
+    ).toBe('UNAUTHENTICATED');
     const refused = await record({ image: 'pub-trixie', provider: 'ec2', region: 'global', providerImageId: '123' });
     expect(refused.__typename).toBe('InputError');
-    expect(refused.problems.map((p: { path: string }) => p.path).sort()).toEqual(['input.providerImageId', 'input.region']);
-    expect((await record({ image: 'pub-trixie', provider: 'hetzner', region: 'eu-central-1', providerImageId: '4242' })).problems[0].message).toContain('global');
-    expect((await record({ image: 'pub-nothing', provider: 'hetzner', region: 'global', providerImageId: '4242' })).code).toBe('NOT_FOUND');
-    expect((await record({ image: 'pub-trixie', provider: 'gcp', region: 'global', providerImageId: '4242' })).__typename).toBe('InputError');
-    expect((await record({ image: 'pub-flat', provider: 'hetzner', region: 'global', providerImageId: '4242' })).problems[0].message).toContain('has no bootable disk image');
+    expect(refused.problems.map((p: { path: string }) => p.path).sort()).toEqual([
+      'input.providerImageId',
+      'input.region',
+    ]);
+    expect(
+      (await record({ image: 'pub-trixie', provider: 'hetzner', region: 'eu-central-1', providerImageId: '4242' }))
+        .problems[0].message,
+    ).toContain('global');
+    expect(
+      (await record({ image: 'pub-nothing', provider: 'hetzner', region: 'global', providerImageId: '4242' })).code,
+    ).toBe('NOT_FOUND');
+    expect(
+      (await record({ image: 'pub-trixie', provider: 'gcp', region: 'global', providerImageId: '4242' })).__typename,
+    ).toBe('InputError');
+    expect(
+      (await record({ image: 'pub-flat', provider: 'hetzner', region: 'global', providerImageId: '4242' })).problems[0]
+        .message,
+    ).toContain('has no bootable disk image');
 
-    await record({ image: 'pub-trixie', provider: 'ec2', region: 'us-east-1', providerImageId: 'ami-0000000000000000a' });
-    const image = await record({ image: 'pub-trixie', provider: 'ec2', region: 'us-east-1', providerImageId: 'ami-0000000000000000b' });
-    expect(image.publications).toEqual([{ provider: 'ec2', region: 'us-east-1', providerImageId: 'ami-0000000000000000b', publishedAt: expect.any(String) }]);
+    await record({
+      image: 'pub-trixie',
+      provider: 'ec2',
+      region: 'us-east-1',
+      providerImageId: 'ami-0000000000000000a',
+    });
+    const image = await record({
+      image: 'pub-trixie',
+      provider: 'ec2',
+      region: 'us-east-1',
+      providerImageId: 'ami-0000000000000000b',
+    });
+    expect(image.publications).toEqual([
+      {
+        provider: 'ec2',
+        region: 'us-east-1',
+        providerImageId: 'ami-0000000000000000b',
+        publishedAt: expect.any(String),
+      },
+    ]);
   });
 
   it('refuse a hetzner or ec2 pool naming an unpublished image with that reason, and let its launches boot the published id', async () => {
@@ -100,7 +144,9 @@ describe('publications of a worker image', () => {
       `mutation($a: JSON) { updateWorkerPool(input: { name: "pub-ec2-east", providerAccount: $a }) { __typename ... on InputError { problems { message path } } } }`,
       { a: { accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'ap-south-1' } },
     );
-    expect(moved.updateWorkerPool.problems).toEqual([{ path: 'input.specifications.image', message: expect.stringContaining('is not published to ec2 in ap-south-1') }]);
+    expect(moved.updateWorkerPool.problems).toEqual([
+      { path: 'input.specifications.image', message: expect.stringContaining('is not published to ec2 in ap-south-1') },
+    ]);
     expect(JSON.stringify(moved)).not.toContain(SECRET);
     await ok(t, `mutation { updateWorkerPool(input: { name: "pub-ec2-east", enabled: false }) { __typename } }`);
     await ok(t, `mutation { updateWorkerPool(input: { name: "pub-hz-hand", enabled: false }) { __typename } }`);
@@ -108,7 +154,11 @@ describe('publications of a worker image', () => {
     // Work only the image's pools can run: the provisioner launches it on the hetzner pool, then (that
     // pool disabled) the next on the ec2 pool, each booting the id published for its provider and region.
     const setEnabled = (name: string, enabled: boolean) =>
-      ok(t, `mutation($n: String!, $e: Boolean) { updateWorkerPool(input: { name: $n, enabled: $e }) { __typename } }`, { n: name, e: enabled });
+      ok(
+        t,
+        `mutation($n: String!, $e: Boolean) { updateWorkerPool(input: { name: $n, enabled: $e }) { __typename } }`,
+        { n: name, e: enabled },
+      );
     await setEnabled('pub-ec2', false);
     await submitOk(t, sbuild('debian/main'));
     expect(await t.app.provisioner.runCycle({ reconcile: false })).toMatchObject({ launched: 1, launchFailures: 0 });
@@ -127,7 +177,9 @@ describe('publications of a worker image', () => {
     expect(run).toHaveLength(second.launched);
     for (const r of run) expect(r.params).toMatchObject({ ImageId: AMI, InstanceType: 't3.micro' });
     // The pools keep naming the image, not an id: a new publication is what their next launches boot.
-    const specs = await t.sql<{ specifications: Record<string, unknown> }>(`select specifications from worker_pool where name in ('pub-hz', 'pub-ec2')`);
+    const specs = await t.sql<{ specifications: Record<string, unknown> }>(
+      `select specifications from worker_pool where name in ('pub-hz', 'pub-ec2')`,
+    );
     for (const { specifications } of specs) expect(specifications.providerImage).toBeUndefined();
   });
 });

@@ -29,10 +29,15 @@ beforeAll(async () => {
   ec2 = await startEc2StandIn({ credentials: { [KEY_ID]: { secretAccessKey: SECRET } }, images: [] });
   fixture = makePublishImage('cli-trixie');
   fs.writeFileSync(path.join(fixture.dir, 'hetzner.json'), JSON.stringify({ token: HZ_TOKEN }));
-  fs.writeFileSync(path.join(fixture.dir, 'ec2.json'), JSON.stringify({ accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'eu-central-1' }));
+  fs.writeFileSync(
+    path.join(fixture.dir, 'ec2.json'),
+    JSON.stringify({ accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'eu-central-1' }),
+  );
   serverUrl = `${(await t.app.start()).url}`;
   const manifest = JSON.parse(fs.readFileSync(path.join(fixture.dir, 'cli-trixie.manifest.json'), 'utf8')) as unknown;
-  const r = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename } }`, { m: manifest });
+  const r = await ok(t, `mutation($m: JSON!) { registerWorkerImage(input: { manifest: $m }) { __typename } }`, {
+    m: manifest,
+  });
   expect(r.registerWorkerImage.__typename).toBe('WorkerImage');
 });
 afterAll(async () => {
@@ -47,7 +52,17 @@ function image(args: string[], env: Record<string, string>): Promise<{ code: num
     execFile(
       process.execPath,
       [path.resolve('bin/tagsched-image.js'), ...args],
-      { cwd: fixture.dir, env: { PATH: process.env.PATH, HOME: fixture.dir, TAGSCHED_SERVER_URL: `${serverUrl}/graphql`, TAGSCHED_TOKEN: ADMIN_TOKEN, ...env }, timeout: 120_000 },
+      {
+        cwd: fixture.dir,
+        env: {
+          PATH: process.env.PATH,
+          HOME: fixture.dir,
+          TAGSCHED_SERVER_URL: `${serverUrl}/graphql`,
+          TAGSCHED_TOKEN: ADMIN_TOKEN,
+          ...env,
+        },
+        timeout: 120_000,
+      },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -59,7 +74,15 @@ function admin(args: string[]): Promise<{ code: number; stdout: string; stderr: 
     execFile(
       process.execPath,
       [path.resolve('bin/tagsched-admin.js'), ...args],
-      { env: { PATH: process.env.PATH, HOME: fixture.dir, TAGSCHED_SERVER_URL: `${serverUrl}/graphql`, TAGSCHED_TOKEN: ADMIN_TOKEN }, timeout: 60_000 },
+      {
+        env: {
+          PATH: process.env.PATH,
+          HOME: fixture.dir,
+          TAGSCHED_SERVER_URL: `${serverUrl}/graphql`,
+          TAGSCHED_TOKEN: ADMIN_TOKEN,
+        },
+        timeout: 60_000,
+      },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -69,16 +92,21 @@ const PUBLICATIONS = `{ workerImage(name: "cli-trixie") { publications { provide
 
 describe('tagsched-image publish', { timeout: 180_000 }, () => {
   it('publishes to the EC2 stand-in with one command and records the AMI on the server', async () => {
-    const r = await image(['publish', 'cli-trixie', '--provider', 'ec2', '--provider-account-file', 'ec2.json', '--images', '.'], {
-      TAGSCHED_EC2_ENDPOINT: ec2.url,
-      TAGSCHED_EBS_ENDPOINT: ec2.url,
-    });
+    const r = await image(
+      ['publish', 'cli-trixie', '--provider', 'ec2', '--provider-account-file', 'ec2.json', '--images', '.'],
+      {
+        TAGSCHED_EC2_ENDPOINT: ec2.url,
+        TAGSCHED_EBS_ENDPOINT: ec2.url,
+      },
+    );
     expect(r.stderr).toContain('published cli-trixie to ec2 (eu-central-1)');
     expect(r.code).toBe(0);
     const printed = JSON.parse(r.stdout) as { providerImageId: string };
     expect(ec2.registeredImages.has(printed.providerImageId)).toBe(true);
     const data = await ok(t, PUBLICATIONS);
-    expect(data.workerImage.publications).toEqual([{ provider: 'ec2', region: 'eu-central-1', providerImageId: printed.providerImageId }]);
+    expect(data.workerImage.publications).toEqual([
+      { provider: 'ec2', region: 'eu-central-1', providerImageId: printed.providerImageId },
+    ]);
     const shown = await admin(['images', 'show', 'cli-trixie']);
     expect(shown.stdout).toMatch(new RegExp(`^Published:\\s+ec2 eu-central-1 ${printed.providerImageId} \\(`, 'm'));
     expect(`${r.stdout}${r.stderr}`).not.toContain(SECRET);
@@ -108,33 +136,59 @@ describe('tagsched-image publish', { timeout: 180_000 }, () => {
     expect(hetzner.images.get(Number(printed.providerImageId))!.disk.equals(fixture.raw)).toBe(true);
     expect(hetzner.servers.size + hetzner.sshKeys.size).toBe(0);
     const data = await ok(t, PUBLICATIONS);
-    expect(data.workerImage.publications).toContainEqual({ provider: 'hetzner', region: 'global', providerImageId: printed.providerImageId });
+    expect(data.workerImage.publications).toContainEqual({
+      provider: 'hetzner',
+      region: 'global',
+      providerImageId: printed.providerImageId,
+    });
     expect(`${r.stdout}${r.stderr}`).not.toContain(HZ_TOKEN);
   });
 
   it('checks the server and the token before it makes anything, and says why it fails without the secret', async () => {
     const before = ec2.requests.length;
-    const noAdmin = await image(['publish', 'cli-trixie', '--provider', 'ec2', '--provider-account-file', 'ec2.json', '--images', '.'], {
-      TAGSCHED_TOKEN: 'tsk_admin_not-a-token-0000000000',
-      TAGSCHED_EC2_ENDPOINT: ec2.url,
-      TAGSCHED_EBS_ENDPOINT: ec2.url,
-    });
+    const noAdmin = await image(
+      ['publish', 'cli-trixie', '--provider', 'ec2', '--provider-account-file', 'ec2.json', '--images', '.'],
+      {
+        TAGSCHED_TOKEN: 'tsk_admin_not-a-token-0000000000',
+        TAGSCHED_EC2_ENDPOINT: ec2.url,
+        TAGSCHED_EBS_ENDPOINT: ec2.url,
+      },
+    );
     expect(noAdmin.code).toBe(1);
     expect(noAdmin.stderr).toMatch(/tagsched-image: .*token/i);
     expect(noAdmin.stderr).not.toContain('tsk_admin_not-a-token');
     expect(ec2.requests.length).toBe(before);
 
-    fs.writeFileSync(path.join(fixture.dir, 'ec2-bad.json'), JSON.stringify({ accessKeyId: KEY_ID, secretAccessKey: 'the-wrong-secret-access-key-0', region: 'eu-central-1' }));
-    const refused = await image(['publish', 'cli-trixie', '--provider', 'ec2', '--provider-account-file', 'ec2-bad.json', '--images', '.', '--no-record'], {
-      TAGSCHED_EC2_ENDPOINT: ec2.url,
-      TAGSCHED_EBS_ENDPOINT: ec2.url,
-    });
+    fs.writeFileSync(
+      path.join(fixture.dir, 'ec2-bad.json'),
+      JSON.stringify({ accessKeyId: KEY_ID, secretAccessKey: 'the-wrong-secret-access-key-0', region: 'eu-central-1' }),
+    );
+    const refused = await image(
+      [
+        'publish',
+        'cli-trixie',
+        '--provider',
+        'ec2',
+        '--provider-account-file',
+        'ec2-bad.json',
+        '--images',
+        '.',
+        '--no-record',
+      ],
+      {
+        TAGSCHED_EC2_ENDPOINT: ec2.url,
+        TAGSCHED_EBS_ENDPOINT: ec2.url,
+      },
+    );
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/tagsched-image publish: StartSnapshot failed: /);
     expect(refused.stderr).not.toContain('the-wrong-secret-access-key-0');
     expect(refused.stderr).not.toContain(KEY_ID);
 
-    const usage = await image(['publish', 'cli-trixie', '--provider', 'gcp', '--provider-account-file', 'ec2.json'], {});
+    const usage = await image(
+      ['publish', 'cli-trixie', '--provider', 'gcp', '--provider-account-file', 'ec2.json'],
+      {},
+    );
     expect(usage.code).toBe(64);
   });
 });

@@ -39,7 +39,9 @@ beforeEach(() => {
 const publish = async (fixture: PublishFixture) => {
   const image = await openPublishImage(fixture.dir, fixture.name);
   try {
-    return await runPublishPlan(ec2PublishPlan(image, { account, ec2Endpoint: ec2.url, ebsEndpoint: ec2.url, pollMs: 5 }));
+    return await runPublishPlan(
+      ec2PublishPlan(image, { account, ec2Endpoint: ec2.url, ebsEndpoint: ec2.url, pollMs: 5 }),
+    );
   } finally {
     image.dispose();
   }
@@ -66,7 +68,10 @@ describe('publishing to EC2', () => {
     const snapshot = ec2.snapshots.get(ami.snapshotId)!;
     expect(snapshot.state).toBe('completed');
     expect(snapshot.volumeSizeGib).toBe(1);
-    expect(snapshot.tags).toEqual({ [EC2_PUBLISH_TAGS.image]: 'pub-ec2-raw', [EC2_PUBLISH_TAGS.manifestSha256]: raw.manifestSha256 });
+    expect(snapshot.tags).toEqual({
+      [EC2_PUBLISH_TAGS.image]: 'pub-ec2-raw',
+      [EC2_PUBLISH_TAGS.manifestSha256]: raw.manifestSha256,
+    });
     expect(snapshotBytes(snapshot, raw.raw.length).equals(raw.raw)).toBe(true);
     // 11 blocks: 0-1 data, 2-5 zeros, 6 data, 7-9 zeros, 10 the partial last one (padded with zeros).
     expect([...snapshot.blocks.keys()].sort((a, b) => a - b)).toEqual([0, 1, 6, 10]);
@@ -84,13 +89,22 @@ describe('publishing to EC2', () => {
   });
 
   it('deletes the half-made snapshot when a block cannot be written, and a retry is one new attempt', async () => {
-    ec2.ebsFaults.push({ operation: 'PutSnapshotBlock', blockIndex: 6, status: 500, type: 'InternalServerException', message: 'disk on fire', times: 10 });
+    ec2.ebsFaults.push({
+      operation: 'PutSnapshotBlock',
+      blockIndex: 6,
+      status: 500,
+      type: 'InternalServerException',
+      message: 'disk on fire',
+      times: 10,
+    });
     const err = await publish(raw).then(
       () => null,
       (e: unknown) => e as Error,
     );
     expect(err).toBeInstanceOf(PublishError);
-    expect(err!.message).toMatch(/PutSnapshotBlock 6 failed: InternalServerException: disk on fire; removed what this attempt made: snapshot snap-/);
+    expect(err!.message).toMatch(
+      /PutSnapshotBlock 6 failed: InternalServerException: disk on fire; removed what this attempt made: snapshot snap-/,
+    );
     expect(err!.message).not.toContain(SECRET);
     expect(err!.message).not.toContain(KEY_ID);
     expect(ec2.snapshots.size).toBe(0);
@@ -133,7 +147,13 @@ describe('publishing to EC2', () => {
   });
 
   it('refuses a bad checksum at the stand-in: the aggregated checksum is checked', async () => {
-    ec2.ebsFaults.push({ operation: 'CompleteSnapshot', status: 400, type: 'ValidationException', message: 'The aggregated checksum does not match the blocks', times: 1 });
+    ec2.ebsFaults.push({
+      operation: 'CompleteSnapshot',
+      status: 400,
+      type: 'ValidationException',
+      message: 'The aggregated checksum does not match the blocks',
+      times: 1,
+    });
     await expect(publish(raw)).rejects.toThrow(
       /CompleteSnapshot failed: ValidationException: The aggregated checksum does not match the blocks; removed what this attempt made: snapshot/,
     );

@@ -40,7 +40,16 @@ beforeEach(() => {
 const publish = async (fixture: PublishFixture) => {
   const image = await openPublishImage(fixture.dir, fixture.name);
   try {
-    return await runPublishPlan(hetznerPublishPlan(image, { token: TOKEN, apiUrl: api.url, location: 'nbg1', sshPort: api.rescuePort, pollMs: 5, waitMs: 10_000 }));
+    return await runPublishPlan(
+      hetznerPublishPlan(image, {
+        token: TOKEN,
+        apiUrl: api.url,
+        location: 'nbg1',
+        sshPort: api.rescuePort,
+        pollMs: 5,
+        waitMs: 10_000,
+      }),
+    );
   } finally {
     image.dispose();
   }
@@ -70,9 +79,20 @@ describe('publishing to Hetzner', () => {
     expect(api.servers.size).toBe(0);
     expect(api.sshKeys.size).toBe(0);
     const [server] = posts(/^\/v1\/servers$/);
-    expect(server!.body).toMatchObject({ server_type: 'cx22', location: 'nbg1', image: 'debian-12', start_after_create: false });
-    expect(posts(/\/actions\/enable_rescue$/)[0]!.body).toMatchObject({ type: 'linux64', ssh_keys: [expect.any(Number)] });
-    expect(api.rescue.commands.map((c) => c.command)).toEqual(['dd of=/dev/sda bs=4M conv=fsync status=none', `head -c ${raw.raw.length} /dev/sda | sha256sum`]);
+    expect(server!.body).toMatchObject({
+      server_type: 'cx22',
+      location: 'nbg1',
+      image: 'debian-12',
+      start_after_create: false,
+    });
+    expect(posts(/\/actions\/enable_rescue$/)[0]!.body).toMatchObject({
+      type: 'linux64',
+      ssh_keys: [expect.any(Number)],
+    });
+    expect(api.rescue.commands.map((c) => c.command)).toEqual([
+      'dd of=/dev/sda bs=4M conv=fsync status=none',
+      `head -c ${raw.raw.length} /dev/sda | sha256sum`,
+    ]);
     expect(api.requests.every((r) => r.authorization === `Bearer ${TOKEN}`)).toBe(true);
   });
 
@@ -105,7 +125,9 @@ describe('publishing to Hetzner', () => {
   it('deletes a half-made snapshot with the server and key when the snapshot fails', async () => {
     api.failActions.set('create_image', 1);
     const err = await failure(raw);
-    expect(err.message).toMatch(/create the snapshot: create_image failed \(action_failed\); removed what this attempt made: snapshot \d+, server \d+, SSH key \d+/);
+    expect(err.message).toMatch(
+      /create the snapshot: create_image failed \(action_failed\); removed what this attempt made: snapshot \d+, server \d+, SSH key \d+/,
+    );
     expect(api.servers.size + api.sshKeys.size + api.images.size).toBe(0);
   });
 
@@ -116,9 +138,17 @@ describe('publishing to Hetzner', () => {
     expect(api.servers.size + api.sshKeys.size).toBe(0);
     const bad = await openPublishImage(raw.dir, raw.name);
     try {
-      await expect(runPublishPlan(hetznerPublishPlan(bad, { token: 'not-the-token-x1', apiUrl: api.url, location: 'nbg1', sshPort: api.rescuePort, pollMs: 5 }))).rejects.toThrow(
-        /create the SSH key: unable to authenticate \(unauthorized\)$/,
-      );
+      await expect(
+        runPublishPlan(
+          hetznerPublishPlan(bad, {
+            token: 'not-the-token-x1',
+            apiUrl: api.url,
+            location: 'nbg1',
+            sshPort: api.rescuePort,
+            pollMs: 5,
+          }),
+        ),
+      ).rejects.toThrow(/create the SSH key: unable to authenticate \(unauthorized\)$/);
     } finally {
       bad.dispose();
     }

@@ -22,7 +22,10 @@ export interface PublishFixture {
 
 const MIB = 2 ** 20;
 
-export function makePublishImage(name: string, options: { format?: 'raw' | 'qcow2'; bootModes?: ('bios' | 'uefi')[]; architecture?: string } = {}): PublishFixture {
+export function makePublishImage(
+  name: string,
+  options: { format?: 'raw' | 'qcow2'; bootModes?: ('bios' | 'uefi')[]; architecture?: string } = {},
+): PublishFixture {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-publish-test-'));
   // 5.25 MiB: random data in the first MiB, zeros, data at 3 MiB, and a partial last block.
   const raw = Buffer.alloc(5 * MIB + 256 * 1024);
@@ -39,8 +42,16 @@ export function makePublishImage(name: string, options: { format?: 'raw' | 'qcow
     fs.rmSync(rawPath);
   }
   const disk = fs.readFileSync(diskPath);
-  const manifest = imageManifest(name, { architecture: options.architecture ?? 'amd64', enable_backends: ['unshare'], enable_tasks: ['sbuild'] });
-  manifest.files.diskImage = { path: path.basename(diskPath), bytes: disk.length, sha256: createHash('sha256').update(disk).digest('hex') };
+  const manifest = imageManifest(name, {
+    architecture: options.architecture ?? 'amd64',
+    enable_backends: ['unshare'],
+    enable_tasks: ['sbuild'],
+  });
+  manifest.files.diskImage = {
+    path: path.basename(diskPath),
+    bytes: disk.length,
+    sha256: createHash('sha256').update(disk).digest('hex'),
+  };
   manifest.boot = {
     format,
     diskBytes: raw.length,
@@ -52,5 +63,11 @@ export function makePublishImage(name: string, options: { format?: 'raw' | 'qcow
   };
   const text = `${JSON.stringify(manifest, null, 2)}\n`;
   fs.writeFileSync(path.join(dir, `${name}.manifest.json`), text);
-  return { dir, name, raw, manifestSha256: createHash('sha256').update(text).digest('hex'), remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  return {
+    dir,
+    name,
+    raw,
+    manifestSha256: createHash('sha256').update(text).digest('hex'),
+    remove: () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
 }

@@ -53,7 +53,9 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
 
   beforeAll(async () => {
     const started = Date.now();
-    fs.writeFileSync(aptAuth, `machine https://archive.invalid/debian login tagsched password ${AUTH_PASSWORD}\n`, { mode: 0o600 });
+    fs.writeFileSync(aptAuth, `machine https://archive.invalid/debian login tagsched password ${AUTH_PASSWORD}\n`, {
+      mode: 0o600,
+    });
     const build = spawnSync(
       process.execPath,
       [
@@ -74,7 +76,8 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       { encoding: 'utf8', timeout: BUILD_TIMEOUT_MS },
     );
     buildSeconds = (Date.now() - started) / 1000;
-    if (build.status !== 0) throw new Error(`tagsched-image build failed (${build.status}):\n${build.stderr.slice(-4000)}`);
+    if (build.status !== 0)
+      throw new Error(`tagsched-image build failed (${build.status}):\n${build.stderr.slice(-4000)}`);
     process.stderr.write(
       `image built in ${buildSeconds.toFixed(0)} s\n${build.stderr
         .split('\n')
@@ -83,7 +86,15 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     );
     manifest = parseManifest(JSON.parse(fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8')));
     fs.mkdirSync(tree);
-    execFileSync('tar', ['--extract', '--numeric-owner', '--preserve-permissions', '--file', path.join(dir, manifest.files.rootfs.path), '--directory', tree]);
+    execFileSync('tar', [
+      '--extract',
+      '--numeric-owner',
+      '--preserve-permissions',
+      '--file',
+      path.join(dir, manifest.files.rootfs.path),
+      '--directory',
+      tree,
+    ]);
 
     db = await createTestDatabase();
     server = await startServerProcess({
@@ -128,11 +139,23 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       'worker:task:worker:sbuild:version:1',
     ]);
     const versions = new Map(manifest.packages.map((p) => [p.name, p.version]));
-    for (const name of ['nodejs', 'sbuild', 'mmdebstrap', 'arch-test', 'util-linux', 'iproute2', 'uidmap', 'xz-utils', 'systemd-sysv']) {
+    for (const name of [
+      'nodejs',
+      'sbuild',
+      'mmdebstrap',
+      'arch-test',
+      'util-linux',
+      'iproute2',
+      'uidmap',
+      'xz-utils',
+      'systemd-sysv',
+    ]) {
       expect(versions.get(name), `package ${name}`).toMatch(/^\S+$/);
     }
     // Every package of the manifest is in the tree's dpkg database, at that version.
-    const queried = execFileSync('chroot', [tree, 'dpkg-query', '-W', '-f', '${Package} ${Version}\n'], { encoding: 'utf8' });
+    const queried = execFileSync('chroot', [tree, 'dpkg-query', '-W', '-f', '${Package} ${Version}\n'], {
+      encoding: 'utf8',
+    });
     const inTree = new Map(
       queried
         .trim()
@@ -142,7 +165,9 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     for (const p of manifest.packages) expect(inTree.get(p.name), p.name).toBe(p.version);
     expect(fs.statSync(path.join(dir, manifest.files.rootfs.path)).size).toBe(manifest.files.rootfs.bytes);
     // Debian's own node runs the agent: no node_modules anywhere near it.
-    expect(execFileSync('chroot', [tree, 'node', '--version'], { encoding: 'utf8' }).trim()).toMatch(/^v20\.(19|[2-9]\d)\./);
+    expect(execFileSync('chroot', [tree, 'node', '--version'], { encoding: 'utf8' }).trim()).toMatch(
+      /^v20\.(19|[2-9]\d)\./,
+    );
     expect(fs.existsSync(path.join(tree, path.dirname(IMAGE_PATHS.agent), 'node_modules'))).toBe(false);
   });
 
@@ -162,7 +187,8 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     expect(fs.statSync(image).size).toBe(disk.bytes);
     // The root file system of the partitioned disk (e2fsprogs reads it at its offset: FILE?offset=N).
     const root = `${image}?offset=${manifest.boot!.partitions.find((p) => p.name === 'root')!.offsetBytes}`;
-    const cat = (file: string) => execFileSync('debugfs', ['-R', `cat ${file}`, root], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const cat = (file: string) =>
+      execFileSync('debugfs', ['-R', `cat ${file}`, root], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     expect(cat(IMAGE_PATHS.unit)).toBe(fs.readFileSync(path.join(tree, IMAGE_PATHS.unit), 'utf8'));
     expect(cat('/etc/subuid')).toBe(fs.readFileSync(path.join(tree, 'etc/subuid'), 'utf8'));
   });
@@ -171,7 +197,9 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     const verify = spawnSync('chroot', [tree, 'systemd-analyze', 'verify', IMAGE_PATHS.unit], { encoding: 'utf8' });
     expect(verify.stderr).toBe('');
     expect(verify.status).toBe(0);
-    expect(fs.readlinkSync(path.join(tree, 'etc/systemd/system/multi-user.target.wants/tagsched-worker.service'))).toBe(IMAGE_PATHS.unit);
+    expect(fs.readlinkSync(path.join(tree, 'etc/systemd/system/multi-user.target.wants/tagsched-worker.service'))).toBe(
+      IMAGE_PATHS.unit,
+    );
     const unit = fs.readFileSync(path.join(tree, IMAGE_PATHS.unit), 'utf8');
     expect(unit).toContain(`EnvironmentFile=${IMAGE_PATHS.config}`);
     expect(unit).toContain(`ConditionPathExists=${IMAGE_PATHS.config}`);
@@ -180,10 +208,14 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
     expect(unit).toContain('Environment=TAGSCHED_HANDLER_USER=tagsched-worker');
     expect(unit).toContain(`Environment=TAGSCHED_STATE_FILE=${IMAGE_PATHS.stateFile}`);
     // The user exists, owns its home and has subordinate ids for unshare builds.
-    expect(execFileSync('chroot', [tree, 'id', '-un', 'tagsched-worker'], { encoding: 'utf8' }).trim()).toBe('tagsched-worker');
+    expect(execFileSync('chroot', [tree, 'id', '-un', 'tagsched-worker'], { encoding: 'utf8' }).trim()).toBe(
+      'tagsched-worker',
+    );
     expect(fs.readFileSync(path.join(tree, 'etc/subuid'), 'utf8')).toMatch(/^tagsched-worker:100000:65536$/m);
     const home = fs.statSync(path.join(tree, IMAGE_PATHS.home));
-    expect(execFileSync('chroot', [tree, 'stat', '-c', '%U', IMAGE_PATHS.home], { encoding: 'utf8' }).trim()).toBe('tagsched-worker');
+    expect(execFileSync('chroot', [tree, 'stat', '-c', '%U', IMAGE_PATHS.home], { encoding: 'utf8' }).trim()).toBe(
+      'tagsched-worker',
+    );
     expect(home.isDirectory()).toBe(true);
   });
 
@@ -198,21 +230,39 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
           m: JSON.parse(fs.readFileSync(path.join(dir, 'test-image.manifest.json'), 'utf8')),
         },
       );
-      expect(registered.registerWorkerImage).toEqual({ __typename: 'WorkerImage', name: 'test-image', packageCount: manifest.packages.length });
+      expect(registered.registerWorkerImage).toEqual({
+        __typename: 'WorkerImage',
+        name: 'test-image',
+        packageCount: manifest.packages.length,
+      });
       const pool = await gql(
         `mutation { createWorkerPool(input: { name: "image-pool", providerType: "local", specifications: { image: "test-image" } }) {
         __typename ... on WorkerPool { specifications { image } templateProvidedTags { tag provenance source } } ... on Error { code message } } }`,
       );
-      expect(pool.createWorkerPool).toMatchObject({ __typename: 'WorkerPool', specifications: { image: 'test-image' } });
+      expect(pool.createWorkerPool).toMatchObject({
+        __typename: 'WorkerPool',
+        specifications: { image: 'test-image' },
+      });
       // Its template tags are the manifest's, from the image; demand and diagnosis match work on these.
-      const fromImage = pool.createWorkerPool.templateProvidedTags.filter((t: { source: string }) => t.source === 'image:test-image');
-      expect(fromImage).toEqual(manifest.tags.map((t) => ({ tag: t.tag, provenance: 'ADMIN', source: 'image:test-image' })));
-      const activation = (await gql(`mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`)).createActivationToken
-        .token as string;
+      const fromImage = pool.createWorkerPool.templateProvidedTags.filter(
+        (t: { source: string }) => t.source === 'image:test-image',
+      );
+      expect(fromImage).toEqual(
+        manifest.tags.map((t) => ({ tag: t.tag, provenance: 'ADMIN', source: 'image:test-image' })),
+      );
+      const activation = (
+        await gql(
+          `mutation { createActivationToken(input: { pool: "image-pool" }) { ... on ActivationTokenPayload { token } } }`,
+        )
+      ).createActivationToken.token as string;
 
       // What cloud-init's user data writes (src/providers/user-data.ts): root only.
       const config = path.join(tree, IMAGE_PATHS.config);
-      fs.writeFileSync(config, agentConfigFile({ serverUrl: server.url, activationToken: activation, workerName: 'image-1' }), { mode: 0o600 });
+      fs.writeFileSync(
+        config,
+        agentConfigFile({ serverUrl: server.url, activationToken: activation, workerName: 'image-1' }),
+        { mode: 0o600 },
+      );
       fs.chownSync(config, 0, 0);
 
       agent = startService(tree, IMAGE_PATHS.unit);
@@ -233,11 +283,18 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       const state = fs.statSync(path.join(tree, IMAGE_PATHS.stateFile));
       expect(state.mode & 0o077).toBe(0);
       expect(fs.statSync(path.dirname(path.join(tree, IMAGE_PATHS.stateFile))).mode & 0o077).toBe(0);
-      expect(agentLog.find((l) => l.msg === 'handlers are kept from the worker token')).toMatchObject({ isolation: 'user', handlerUser: 'tagsched-worker' });
+      expect(agentLog.find((l) => l.msg === 'handlers are kept from the worker token')).toMatchObject({
+        isolation: 'user',
+        handlerUser: 'tagsched-worker',
+      });
 
-      const worker = (await gql(`{ worker(name: "image-1") { status pool { name } providedTags { tag provenance source } } }`)).worker;
+      const worker = (
+        await gql(`{ worker(name: "image-1") { status pool { name } providedTags { tag provenance source } } }`)
+      ).worker;
       expect(worker.pool.name).toBe('image-pool');
-      const reported = worker.providedTags.filter((t: { provenance: string }) => t.provenance === 'WORKER').map((t: { tag: string }) => t.tag);
+      const reported = worker.providedTags
+        .filter((t: { provenance: string }) => t.provenance === 'WORKER')
+        .map((t: { tag: string }) => t.tag);
       for (const { tag } of manifest.tags) expect(reported, `the manifest promised ${tag}`).toContain(tag);
 
       const created = await gql(
@@ -247,7 +304,8 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       const done = await until(
         () => `noop ${id} to complete: ${context()}`,
         async () => {
-          const r = (await gql(`query($id: ID!) { workRequest(id: $id) { status result worker { name } } }`, { id })).workRequest;
+          const r = (await gql(`query($id: ID!) { workRequest(id: $id) { status result worker { name } } }`, { id }))
+            .workRequest;
           return r.status === 'COMPLETED' && r;
         },
         WAIT_MS,
@@ -260,7 +318,10 @@ describe.runIf(enabled)('a worker image built with mmdebstrap', () => {
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
       agent.signal('SIGTERM');
       expect(await exited).toBe(0);
-      expect(agentLog.filter((l) => l.msg === 'draining' || l.msg === 'exited').map((l) => l.msg)).toEqual(['draining', 'exited']);
+      expect(agentLog.filter((l) => l.msg === 'draining' || l.msg === 'exited').map((l) => l.msg)).toEqual([
+        'draining',
+        'exited',
+      ]);
     },
     4 * WAIT_MS,
   );

@@ -52,12 +52,14 @@ export function serviceSettings(unitText: string): ServiceSettings {
     return v[0];
   };
   const execStart = one('ExecStart').split(/\s+/);
-  if (!execStart[0].startsWith('/')) throw new Error(`ExecStart= must start with an absolute path, got ${execStart[0]}`);
+  if (!execStart[0].startsWith('/'))
+    throw new Error(`ExecStart= must start with an absolute path, got ${execStart[0]}`);
   const optional = (key: string) => (s.has(key) ? one(key) : null);
   const environment: Record<string, string> = {};
   for (const assignment of s.get('Environment') ?? []) {
     const eq = assignment.indexOf('=');
-    if (eq < 1 || /\s/.test(assignment)) throw new Error(`Environment=${assignment}: only one unquoted KEY=VALUE per line is understood here`);
+    if (eq < 1 || /\s/.test(assignment))
+      throw new Error(`Environment=${assignment}: only one unquoted KEY=VALUE per line is understood here`);
     environment[assignment.slice(0, eq)] = assignment.slice(eq + 1);
   }
   const stateDirectory = optional('StateDirectory');
@@ -68,7 +70,9 @@ export function serviceSettings(unitText: string): ServiceSettings {
     environment,
     environmentFiles: s.get('EnvironmentFile') ?? [],
     workingDirectory: one('WorkingDirectory'),
-    stateDirectory: stateDirectory ? { name: stateDirectory, mode: parseInt(optional('StateDirectoryMode') ?? '0755', 8) } : null,
+    stateDirectory: stateDirectory
+      ? { name: stateDirectory, mode: parseInt(optional('StateDirectoryMode') ?? '0755', 8) }
+      : null,
   };
 }
 
@@ -111,7 +115,11 @@ export interface StartedService {
 /** The pid, in this pid namespace, of the process unshare forked (the service itself, once chroot and env exec'd). */
 function forkedChild(unsharePid: number): number | null {
   try {
-    const children = fs.readFileSync(`/proc/${unsharePid}/task/${unsharePid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    const children = fs
+      .readFileSync(`/proc/${unsharePid}/task/${unsharePid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean);
     return children.length ? Number(children[0]) : null;
   } catch {
     return null;

@@ -25,12 +25,18 @@ describe('bundle contents', () => {
   });
 
   it('finds the server-only packages', () => {
-    expect(serverOnlyAmong(['zod', 'pg', 'pg-protocol', '@mikro-orm/core', 'graphql-yoga', 'graphql-ws', '@pothos/core', 'pino'])).toEqual([
-      'pg',
-      '@mikro-orm/core',
-      'graphql-yoga',
-      '@pothos/core',
-    ]);
+    expect(
+      serverOnlyAmong([
+        'zod',
+        'pg',
+        'pg-protocol',
+        '@mikro-orm/core',
+        'graphql-yoga',
+        'graphql-ws',
+        '@pothos/core',
+        'pino',
+      ]),
+    ).toEqual(['pg', '@mikro-orm/core', 'graphql-yoga', '@pothos/core']);
   });
 });
 
@@ -60,7 +66,8 @@ describe('the bundled agent, alone in a directory', () => {
       handler: { ...built.handler, file: path.join(alone, path.basename(built.handler.file)) },
       admin: { ...built.admin, file: path.join(alone, path.basename(built.admin.file)) },
     };
-    for (let d = alone; d !== path.dirname(d); d = path.dirname(d)) expect(fs.existsSync(path.join(d, 'node_modules')), d).toBe(false);
+    for (let d = alone; d !== path.dirname(d); d = path.dirname(d))
+      expect(fs.existsSync(path.join(d, 'node_modules')), d).toBe(false);
 
     db = await createTestDatabase();
     server = await startServerProcess({
@@ -91,30 +98,58 @@ describe('the bundled agent, alone in a directory', () => {
     expect(bundles.admin.packages).toEqual(expect.arrayContaining(['commander', 'graphql-ws', 'ws']));
     // Their licenses travel with them (MIT asks for its notice to come with every copy).
     const notices = fs.readFileSync(`${path.join(dir, 'build', path.basename(bundles.agent.file))}.LICENSES`, 'utf8');
-    for (const name of bundles.agent.packages) expect(notices).toMatch(new RegExp(`^----- ${name.replace('/', '\\/')} \\S+ \\(MIT\\) -----$`, 'm'));
+    for (const name of bundles.agent.packages)
+      expect(notices).toMatch(new RegExp(`^----- ${name.replace('/', '\\/')} \\S+ \\(MIT\\) -----$`, 'm'));
   });
 
   it('prints --help and --version with no node_modules', () => {
-    const help = spawnSync(process.execPath, [bundles.agent.file, '--help'], { cwd: path.dirname(bundles.agent.file), encoding: 'utf8' });
+    const help = spawnSync(process.execPath, [bundles.agent.file, '--help'], {
+      cwd: path.dirname(bundles.agent.file),
+      encoding: 'utf8',
+    });
     expect(help.status).toBe(0);
     expect(help.stdout).toMatch(/^Usage: tagsched-worker \[options\]/);
     expect(help.stdout).toContain('--activation-token <token>');
     const version = spawnSync(process.execPath, [bundles.agent.file, '--version'], { encoding: 'utf8' });
-    expect(version.stdout.trim()).toBe((JSON.parse(fs.readFileSync('package.json', 'utf8')) as { version: string }).version);
+    expect(version.stdout.trim()).toBe(
+      (JSON.parse(fs.readFileSync('package.json', 'utf8')) as { version: string }).version,
+    );
     const bad = spawnSync(process.execPath, [bundles.agent.file, '--heartbeat-interval', 'soon'], { encoding: 'utf8' });
     expect(bad.status).toBe(64);
-    expect(bad.stderr).toContain('--heartbeat-interval (or TAGSCHED_HEARTBEAT_INTERVAL) must be a positive number of seconds');
+    expect(bad.stderr).toContain(
+      '--heartbeat-interval (or TAGSCHED_HEARTBEAT_INTERVAL) must be a positive number of seconds',
+    );
   });
 
   it('connects to a real server and runs work through the bundled handler', async () => {
     await gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    const token = (await gql(`mutation { registerWorker(input: { name: "bundled-1" }) { ... on WorkerTokenPayload { token } } }`)).registerWorker.token as string;
+    const token = (
+      await gql(`mutation { registerWorker(input: { name: "bundled-1" }) { ... on WorkerTokenPayload { token } } }`)
+    ).registerWorker.token as string;
     const handler = `${process.execPath} ${bundles.handler.file} noop`;
-    agent = spawn(process.execPath, [bundles.agent.file, '--server', server.url, '--work-dir', path.join(dir, 'work'), '--handler', `noop=${handler}`], {
-      cwd: path.dirname(bundles.agent.file),
-      env: { PATH: process.env.PATH, TAGSCHED_WORKER_TOKEN: token, TAGSCHED_IMAGE_SUITE: 'trixie', TAGSCHED_IMAGE_ARCHITECTURE: 'amd64', TAGSCHED_HEARTBEAT_INTERVAL: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    agent = spawn(
+      process.execPath,
+      [
+        bundles.agent.file,
+        '--server',
+        server.url,
+        '--work-dir',
+        path.join(dir, 'work'),
+        '--handler',
+        `noop=${handler}`,
+      ],
+      {
+        cwd: path.dirname(bundles.agent.file),
+        env: {
+          PATH: process.env.PATH,
+          TAGSCHED_WORKER_TOKEN: token,
+          TAGSCHED_IMAGE_SUITE: 'trixie',
+          TAGSCHED_IMAGE_ARCHITECTURE: 'amd64',
+          TAGSCHED_HEARTBEAT_INTERVAL: '1',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let rest = '';
     agent.stdout!.on('data', (d: Buffer) => {
       const lines = (rest + d.toString()).split('\n');
@@ -140,13 +175,22 @@ describe('the bundled agent, alone in a directory', () => {
       until(
         () => `request ${id} to complete: ${context()}`,
         async () => {
-          const r = (await gql(`query($id: ID!) { workRequest(id: $id) { status result worker { name } } }`, { id })).workRequest;
+          const r = (await gql(`query($id: ID!) { workRequest(id: $id) { status result worker { name } } }`, { id }))
+            .workRequest;
           return r.status === 'COMPLETED' && r;
         },
         WAIT_MS,
       );
-    expect(await finished(await submit({}))).toEqual({ status: 'COMPLETED', result: 'SUCCESS', worker: { name: 'bundled-1' } });
-    expect(await finished(await submit({ result: false }))).toEqual({ status: 'COMPLETED', result: 'FAILURE', worker: { name: 'bundled-1' } });
+    expect(await finished(await submit({}))).toEqual({
+      status: 'COMPLETED',
+      result: 'SUCCESS',
+      worker: { name: 'bundled-1' },
+    });
+    expect(await finished(await submit({ result: false }))).toEqual({
+      status: 'COMPLETED',
+      result: 'FAILURE',
+      worker: { name: 'bundled-1' },
+    });
 
     const exited = new Promise<number | null>((r) => agent!.once('exit', (code) => r(code)));
     agent.kill('SIGTERM');
@@ -155,10 +199,18 @@ describe('the bundled agent, alone in a directory', () => {
 
   it('tagsched-admin, bundled, talks to the server with no node_modules', () => {
     const env = { PATH: process.env.PATH, HOME: dir, TAGSCHED_SERVER_URL: server.url, TAGSCHED_TOKEN: ADMIN };
-    const whoami = spawnSync(process.execPath, [bundles.admin.file, 'whoami', '--json'], { cwd: path.dirname(bundles.admin.file), env, encoding: 'utf8' });
+    const whoami = spawnSync(process.execPath, [bundles.admin.file, 'whoami', '--json'], {
+      cwd: path.dirname(bundles.admin.file),
+      env,
+      encoding: 'utf8',
+    });
     expect(whoami.stderr).toBe('');
     expect(JSON.parse(whoami.stdout)).toEqual({ me: { username: 'admin', isAdmin: true } });
-    const workers = spawnSync(process.execPath, [bundles.admin.file, 'worker', 'list'], { cwd: path.dirname(bundles.admin.file), env, encoding: 'utf8' });
+    const workers = spawnSync(process.execPath, [bundles.admin.file, 'worker', 'list'], {
+      cwd: path.dirname(bundles.admin.file),
+      env,
+      encoding: 'utf8',
+    });
     expect(workers.status).toBe(0);
     expect(workers.stdout).toMatch(/^NAME\s+TYPE\s+POOL\s+STATUS/);
     const refused = spawnSync(process.execPath, [bundles.admin.file, 'worker', 'list'], {

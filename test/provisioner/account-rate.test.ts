@@ -10,7 +10,10 @@ import { registerFakeCloud } from './fake-cloud.js';
 
 const cloud = registerFakeCloud('fake-rate');
 afterAll(() => cloud.unregister());
-const t = useTestApp({ provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', accountLaunchesPerMinute: 2 }, providers: { callTimeoutMs: 300 } });
+const t = useTestApp({
+  provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', accountLaunchesPerMinute: 2 },
+  providers: { callTimeoutMs: 300 },
+});
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
@@ -33,7 +36,14 @@ describe('the launch rate of a provider account', () => {
         providedTags: [`worker:class:${name}`],
         specifications: { enableTasks: ['noop'] },
       });
-      for (let i = 0; i < 3; i++) await submitOk(t, { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {}, requiredTags: [`worker:class:${name}`] });
+      for (let i = 0; i < 3; i++)
+        await submitOk(t, {
+          workspace: 'debian/main',
+          taskType: 'worker',
+          taskName: 'noop',
+          taskData: {},
+          requiredTags: [`worker:class:${name}`],
+        });
     }
     const report = (await t.app.provisioner.runCycle({ reconcile: false }))!;
     const byPool = (pool: string) => cloud.launches.filter((l) => l.spec.pool === pool).length;

@@ -23,12 +23,16 @@ const LAUNCHER = path.join(dir, 'launch.sh');
 fs.writeFileSync(LAUNCHER, '#!/bin/sh\ncat >/dev/null\necho "{\\"id\\":\\"ex-$$\\"}"\n', { mode: 0o755 });
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [] }, { providers: { execCommands: [LAUNCHER] } });
+const { clouds, t } = useCloudTestApp(
+  { hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [] },
+  { providers: { execCommands: [LAUNCHER] } },
+);
 
 const noop = { workspace: 'budget/ws', taskType: 'worker', taskName: 'noop', taskData: {} };
 const cycle = async () => (await t.app.provisioner.runCycle({ reconcile: false }))!;
 const DEMAND = `{ provisioningDemand { pools { pool { name } launch limitedBy monthCost } } }`;
-const demandOf = async (pool: string) => (await ok(t, DEMAND)).provisioningDemand.pools.find((p: { pool: { name: string } }) => p.pool.name === pool);
+const demandOf = async (pool: string) =>
+  (await ok(t, DEMAND)).provisioningDemand.pools.find((p: { pool: { name: string } }) => p.pool.name === pool);
 const instancesOf = (pool: string) =>
   t.sql<{ state: string; price_per_hour: number | null }>(
     `select i.state, i.price_per_hour from instance i join worker_pool p on p.id = i.pool_id where p.name = ? order by i.id`,
@@ -75,7 +79,11 @@ describe('the monthly cost budget, per launch', () => {
       pricePerHour: 0.001,
       monthlyCostBudget: 1,
       maxActiveInstances: 10,
-      specifications: { providerImage: 'debian-12', offerings: [{ instanceType: 'cx22', location: 'nbg1' }], enableTasks: ['noop'] },
+      specifications: {
+        providerImage: 'debian-12',
+        offerings: [{ instanceType: 'cx22', location: 'nbg1' }],
+        enableTasks: ['noop'],
+      },
     });
     clouds.hetzner.prices.set('cx22@nbg1', '1000.0000000000000000');
     for (let i = 0; i < 3; i++) await submitOk(t, noop);

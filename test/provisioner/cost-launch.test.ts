@@ -13,11 +13,19 @@ const HZ_TOKEN = 'hz-token-cost-7Qp2';
 const KEY_ID = 'AKIAZ7TAGSCHEDCOST01';
 const SECRET = 'cost-secret-access-key-000000000001';
 const AMI = 'ami-0123456789abcdef0';
-const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] });
+const { clouds, t } = useCloudTestApp({
+  hetznerToken: HZ_TOKEN,
+  keyId: KEY_ID,
+  secretAccessKey: SECRET,
+  images: [AMI],
+});
 
 const SPECS = { enableTasks: ['sbuild'], enableBackends: ['unshare'], architectures: ['amd64'] };
 const setEnabled = (name: string, enabled: boolean) =>
-  ok(t, `mutation($n: String!, $e: Boolean) { updateWorkerPool(input: { name: $n, enabled: $e }) { __typename } }`, { n: name, e: enabled });
+  ok(t, `mutation($n: String!, $e: Boolean) { updateWorkerPool(input: { name: $n, enabled: $e }) { __typename } }`, {
+    n: name,
+    e: enabled,
+  });
 const pricesOf = (pool: string) =>
   t.sql<{ price_per_hour: number | null; provider_id: string | null }>(
     `select i.price_per_hour, i.provider_id from instance i join worker_pool p on p.id = i.pool_id where p.name = ? and i.state <> 'FAILED' order by i.id`,
@@ -67,7 +75,10 @@ describe('the price an instance is launched at', () => {
     const [instance] = await pricesOf('cost-hz');
     expect(instance!.provider_id).not.toBeNull();
     expect(instance!.price_per_hour).toBe(0.015);
-    const { workerPool } = await ok(t, `{ workerPool(name: "cost-hz") { instances { edges { node { pricePerHour cost } } } } }`);
+    const { workerPool } = await ok(
+      t,
+      `{ workerPool(name: "cost-hz") { instances { edges { node { pricePerHour cost } } } } }`,
+    );
     expect(workerPool.instances.edges[0].node.pricePerHour).toBe(0.015);
     expect(workerPool.instances.edges[0].node.cost).toBeGreaterThanOrEqual(0);
     await setEnabled('cost-hz', false);
@@ -102,11 +113,28 @@ describe('the price an instance is launched at', () => {
   it.each([
     [
       'its location\u2019s gross price',
-      { server_type: { prices: [{ location: 'fsn1', price_hourly: { net: '1', gross: '1.19' } }] }, datacenter: { location: { name: 'fsn1' } } },
+      {
+        server_type: { prices: [{ location: 'fsn1', price_hourly: { net: '1', gross: '1.19' } }] },
+        datacenter: { location: { name: 'fsn1' } },
+      },
       1.19,
     ],
-    ['no entry for its location', { server_type: { prices: [{ location: 'hel1', price_hourly: { gross: '1.19' } }] }, datacenter: { location: { name: 'fsn1' } } }, null],
-    ['not a number', { server_type: { prices: [{ location: 'fsn1', price_hourly: { gross: 'lots' } }] }, datacenter: { location: { name: 'fsn1' } } }, null],
+    [
+      'no entry for its location',
+      {
+        server_type: { prices: [{ location: 'hel1', price_hourly: { gross: '1.19' } }] },
+        datacenter: { location: { name: 'fsn1' } },
+      },
+      null,
+    ],
+    [
+      'not a number',
+      {
+        server_type: { prices: [{ location: 'fsn1', price_hourly: { gross: 'lots' } }] },
+        datacenter: { location: { name: 'fsn1' } },
+      },
+      null,
+    ],
     ['no prices at all', { server_type: { name: 'cx22' }, datacenter: { location: { name: 'fsn1' } } }, null],
     ['not an object', 'garbage', null],
   ])('hetznerHourlyPrice: %s', (_name, server, expected) => {

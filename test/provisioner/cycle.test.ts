@@ -38,7 +38,13 @@ const queue = async (n: number) => {
 const cycle = async (reconcile = false) => (await t.app.provisioner.runCycle({ reconcile }))!;
 // Its image is built for noop: its template runs the requests of these tests.
 const fakePool = (name: string, extra: { specifications?: Record<string, unknown>; [key: string]: unknown } = {}) =>
-  createPool(t, { name, providerType: 'fake', providerAccount: { apiKey: SECRET }, ...extra, specifications: { enableTasks: ['noop'], ...extra.specifications } });
+  createPool(t, {
+    name,
+    providerType: 'fake',
+    providerAccount: { apiKey: SECRET },
+    ...extra,
+    specifications: { enableTasks: ['noop'], ...extra.specifications },
+  });
 
 interface InstanceRow {
   name: string;
@@ -56,12 +62,15 @@ const instances = () =>
   );
 const poolRow = async (name: string) =>
   (
-    await t.sql<{ launch_failures: number; launch_retry_at: Date | null; last_error: string | null; last_error_kind: string | null }>(
-      `select launch_failures, launch_retry_at, last_error, last_error_kind from worker_pool where name = ?`,
-      [name],
-    )
+    await t.sql<{
+      launch_failures: number;
+      launch_retry_at: Date | null;
+      last_error: string | null;
+      last_error_kind: string | null;
+    }>(`select launch_failures, launch_retry_at, last_error, last_error_kind from worker_pool where name = ?`, [name])
   )[0];
-const retryNow = (name: string) => t.sql(`update worker_pool set launch_retry_at = now() - interval '1 second' where name = ?`, [name]);
+const retryNow = (name: string) =>
+  t.sql(`update worker_pool set launch_retry_at = now() - interval '1 second' where name = ?`, [name]);
 const DEMAND = `{ provisioningDemand { pools { pool { name degraded lastError } launch limitedBy degraded lastError } } }`;
 
 const boot = (index: number) => bootLaunched(t, cloud, index);
@@ -72,7 +81,12 @@ async function runningOnFirstInstance(pool: string): Promise<{ id: string; token
   const [id] = await queue(1);
   await cycle();
   const token = await boot(0);
-  const pulled = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+  const pulled = await ok(
+    t,
+    `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`,
+    {},
+    token,
+  );
   expect(pulled.requestWork.workRequest.id).toBe(id);
   await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
   return { id, token };
@@ -95,7 +109,11 @@ describe('the provisioner cycle', () => {
     for (const { spec, account } of cloud.launches) {
       expect(spec.pool).toBe('fake-a');
       expect(spec.name).toMatch(/^fake-a-[0-9a-f]{8}$/);
-      expect(spec.agent).toEqual({ serverUrl: 'http://tagsched.test/graphql', workerName: spec.name, activationToken: expect.stringMatching(/^tsk_activation_/) });
+      expect(spec.agent).toEqual({
+        serverUrl: 'http://tagsched.test/graphql',
+        workerName: spec.name,
+        activationToken: expect.stringMatching(/^tsk_activation_/),
+      });
       expect(spec.userData).toContain(`TAGSCHED_WORKER_NAME=${spec.name}`);
       expect(spec.userData).toContain(`TAGSCHED_ACTIVATION_TOKEN=${spec.agent.activationToken}`);
       expect(spec.specifications).toMatchObject({ concurrency: 1, cpuCount: 2 });
@@ -113,7 +131,11 @@ describe('the provisioner cycle', () => {
       })),
     );
     // Each activation token is bound to its worker.
-    expect(await t.sql(`select count(*)::int as n from token t join worker w on w.id = t.worker_id where t.kind = 'activation' and w.name like 'fake-a-%'`)).toEqual([{ n: 3 }]);
+    expect(
+      await t.sql(
+        `select count(*)::int as n from token t join worker w on w.id = t.worker_id where t.kind = 'activation' and w.name like 'fake-a-%'`,
+      ),
+    ).toEqual([{ n: 3 }]);
     // The starting instances count: nothing more is launched, reconciling or not.
     expect(await cycle()).toMatchObject({ launched: 0 });
     expect(await cycle(true)).toMatchObject({ launched: 0, lost: 0, strays: 0, failed: 0 });
@@ -137,11 +159,28 @@ describe('the provisioner cycle', () => {
     cloud.behaviour = { kind: 'fail', error: 'quota', message: `quota exceeded for account ${SECRET}` };
     expect(await cycle()).toMatchObject({ launched: 0, launchFailures: 1 });
     const [failed] = await instances();
-    expect(failed).toMatchObject({ state: 'FAILED', provider_id: null, error: 'quota exceeded for account [redacted]', terminated: true });
-    expect(await poolRow('fake-q')).toMatchObject({ launch_failures: 1, last_error: 'quota exceeded for account [redacted]', last_error_kind: 'quota' });
+    expect(failed).toMatchObject({
+      state: 'FAILED',
+      provider_id: null,
+      error: 'quota exceeded for account [redacted]',
+      terminated: true,
+    });
+    expect(await poolRow('fake-q')).toMatchObject({
+      launch_failures: 1,
+      last_error: 'quota exceeded for account [redacted]',
+      last_error_kind: 'quota',
+    });
     expect(new Date((await poolRow('fake-q')).launch_retry_at!).getTime()).toBeGreaterThan(Date.now() + 3_000_000);
     // Its activation token is dead with its worker.
-    expect((await t.gql(`mutation { activateWorker(input: {}) { __typename } }`, {}, cloud.launches[0].spec.agent.activationToken)).status).toBe(401);
+    expect(
+      (
+        await t.gql(
+          `mutation { activateWorker(input: {}) { __typename } }`,
+          {},
+          cloud.launches[0].spec.agent.activationToken,
+        )
+      ).status,
+    ).toBe(401);
 
     // During the backoff: no launch, and the demand says why.
     expect(await cycle()).toMatchObject({ launched: 0, launchFailures: 0 });
@@ -170,11 +209,17 @@ describe('the provisioner cycle', () => {
     cloud.behaviour = { kind: 'ok' };
     await retryNow('fake-q');
     expect(await cycle()).toMatchObject({ launched: 2, launchFailures: 0 });
-    expect(await poolRow('fake-q')).toMatchObject({ launch_failures: 0, launch_retry_at: null, last_error_kind: 'quota' });
+    expect(await poolRow('fake-q')).toMatchObject({
+      launch_failures: 0,
+      launch_retry_at: null,
+      last_error_kind: 'quota',
+    });
     ({ provisioningDemand: d } = await ok(t, DEMAND));
     expect(d.pools[0]).toMatchObject({ degraded: false, launch: 0, limitedBy: [] });
     // The provider account never came out.
-    expect(JSON.stringify([d, await instances(), await t.sql(`select last_error from worker_pool`)])).not.toContain(SECRET);
+    expect(JSON.stringify([d, await instances(), await t.sql(`select last_error from worker_pool`)])).not.toContain(
+      SECRET,
+    );
   });
 
   it('counts a launch that does not answer in time as a timeout', async () => {
@@ -182,7 +227,11 @@ describe('the provisioner cycle', () => {
     await queue(1);
     cloud.behaviour = { kind: 'hang' };
     expect(await cycle()).toMatchObject({ launched: 0, launchFailures: 1 });
-    expect((await instances())[0]).toMatchObject({ state: 'FAILED', error: 'pool fake-t: launch took longer than 0.3 s', terminated: true });
+    expect((await instances())[0]).toMatchObject({
+      state: 'FAILED',
+      error: 'pool fake-t: launch took longer than 0.3 s',
+      terminated: true,
+    });
     expect(await poolRow('fake-t')).toMatchObject({ launch_failures: 1, last_error_kind: 'timeout' });
   });
 
@@ -192,10 +241,20 @@ describe('the provisioner cycle', () => {
     cloud.lose('fake-1');
     expect(await cycle(true)).toMatchObject({ lost: 1, launched: 1 });
     const [lost, replacement] = await instances();
-    expect(lost).toMatchObject({ state: 'TERMINATED', error: 'the provider no longer has its instance', terminated: true });
+    expect(lost).toMatchObject({
+      state: 'TERMINATED',
+      error: 'the provider no longer has its instance',
+      terminated: true,
+    });
     expect(replacement).toMatchObject({ state: 'LAUNCHING', provider_id: 'fake-2', terminated: false });
-    expect(await t.sql(`select status, retry_count, status_reason from work_request where id = ?`, [Number(id)])).toEqual([
-      { status: 'PENDING', retry_count: 1, status_reason: `worker ${lost.name} was terminated (the provider no longer has its instance); re-queued (retry 1 of 3)` },
+    expect(
+      await t.sql(`select status, retry_count, status_reason from work_request where id = ?`, [Number(id)]),
+    ).toEqual([
+      {
+        status: 'PENDING',
+        retry_count: 1,
+        status_reason: `worker ${lost.name} was terminated (the provider no longer has its instance); re-queued (retry 1 of 3)`,
+      },
     ]);
     expect((await t.gql(`mutation { heartbeat(input: {}) { __typename } }`, {}, token)).status).toBe(401);
   });
@@ -208,11 +267,16 @@ describe('the provisioner cycle', () => {
     expect(await cycle(true)).toMatchObject({ lost: 1 });
     const [ended] = await instances();
     expect(ended).toMatchObject({ state: 'TERMINATED', error: 'its instance ended by itself', terminated: true });
-    const [{ ms }] = await t.sql<{ ms: string }>(`select extract(epoch from terminated_at) * 1000 as ms from instance where provider_id = 'fake-1'`);
+    const [{ ms }] = await t.sql<{ ms: string }>(
+      `select extract(epoch from terminated_at) * 1000 as ms from instance where provider_id = 'fake-1'`,
+    );
     expect(Number(ms)).toBeLessThanOrEqual(Date.now());
     expect(Number(ms)).toBeGreaterThanOrEqual(before - 1000);
     expect(await t.sql(`select status, status_reason from work_request where id = ?`, [Number(id)])).toEqual([
-      { status: 'PENDING', status_reason: `worker ${ended.name} was terminated (its instance ended by itself); re-queued (retry 1 of 3)` },
+      {
+        status: 'PENDING',
+        status_reason: `worker ${ended.name} was terminated (its instance ended by itself); re-queued (retry 1 of 3)`,
+      },
     ]);
   });
 
@@ -241,7 +305,15 @@ describe('the provisioner cycle', () => {
     cloud.plant('fake-i', 'fake-77', reached.instance.name);
     expect(await cycle(true)).toMatchObject({ adopted: 1, failed: 1, launched: 0 });
     expect(await instances()).toEqual([
-      { name: reached.instance.name, state: 'LAUNCHING', provider_id: 'fake-77', error: null, worker: reached.worker.name, terminated: false, terminate_requested: false },
+      {
+        name: reached.instance.name,
+        state: 'LAUNCHING',
+        provider_id: 'fake-77',
+        error: null,
+        worker: reached.worker.name,
+        terminated: false,
+        terminate_requested: false,
+      },
       {
         name: lostOnTheWay.instance.name,
         state: 'FAILED',
@@ -262,7 +334,11 @@ describe('the provisioner cycle', () => {
     await t.sql(`update instance set requested_at = now() - interval '2 minutes'`);
     await t.sql(`update work_request set status = 'ABORTED'`); // nothing to replace it for
     expect(await cycle(true)).toMatchObject({ failed: 1, launched: 0 });
-    expect((await instances())[0]).toMatchObject({ state: 'FAILED', error: 'its worker did not connect within 60 s of its launch', terminated: true });
+    expect((await instances())[0]).toMatchObject({
+      state: 'FAILED',
+      error: 'its worker did not connect within 60 s of its launch',
+      terminated: true,
+    });
     expect(cloud.terminated).toEqual(['fake-1']);
   });
 
@@ -272,11 +348,17 @@ describe('the provisioner cycle', () => {
     await cycle();
     const tokens = [await boot(0), await boot(1)];
     const pull = async (token: string) =>
-      (await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token)).requestWork.workRequest.id as string;
+      (await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token))
+        .requestWork.workRequest.id as string;
     const a = await pull(tokens[0]);
     const b = await pull(tokens[1]);
     expect([a, b].sort()).toEqual([first, second].sort());
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: b }, tokens[1]);
+    await ok(
+      t,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id: b },
+      tokens[1],
+    );
 
     // The idle one is stopped; the one holding work is not.
     expect(await cycle()).toMatchObject({ stopped: 1 });
@@ -291,11 +373,19 @@ describe('the provisioner cycle', () => {
     rows = await instances();
     expect(rows[1]).toMatchObject({ state: 'TERMINATED', error: null });
 
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: a }, tokens[0]);
+    await ok(
+      t,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id: a },
+      tokens[0],
+    );
     expect(await cycle()).toMatchObject({ stopped: 1 });
     await cycle(true);
     expect((await instances()).map((r) => r.state)).toEqual(['TERMINATED', 'TERMINATED']);
-    const { workerPool } = await ok(t, `{ workerPool(name: "fake-s") { monthRuntimeSeconds instances { edges { node { runtimeSeconds terminatedAt } } } } }`);
+    const { workerPool } = await ok(
+      t,
+      `{ workerPool(name: "fake-s") { monthRuntimeSeconds instances { edges { node { runtimeSeconds terminatedAt } } } } }`,
+    );
     const runtimes = workerPool.instances.edges.map((e: { node: { runtimeSeconds: number } }) => e.node.runtimeSeconds);
     expect(runtimes.every((s: number) => s > 0)).toBe(true);
     expect(workerPool.monthRuntimeSeconds).toBeCloseTo(
@@ -309,7 +399,12 @@ describe('the provisioner cycle', () => {
     await queue(1);
     await cycle();
     const name = cloud.launches[0].spec.name;
-    await expectResult(t, 'Worker', `mutation($n: String!) { terminateWorker(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`, { n: name });
+    await expectResult(
+      t,
+      'Worker',
+      `mutation($n: String!) { terminateWorker(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`,
+      { n: name },
+    );
     expect((await instances())[0]).toMatchObject({ state: 'STOPPING', terminate_requested: false });
     await t.sql(`update work_request set status = 'ABORTED'`);
     await cycle();

@@ -8,7 +8,13 @@
 import { registerProvider } from '../../src/providers/registry.js';
 import type { TestApp } from '../helpers/app.js';
 import { ERROR_FIELDS, expectResult, reportMetadata } from '../helpers/fixtures.js';
-import { ProviderError, type LaunchSpec, type Provider, type ProviderErrorKind, type ProviderInstance } from '../../src/providers/provider.js';
+import {
+  ProviderError,
+  type LaunchSpec,
+  type Provider,
+  type ProviderErrorKind,
+  type ProviderInstance,
+} from '../../src/providers/provider.js';
 
 export interface FakeCloud {
   readonly type: string;

@@ -8,7 +8,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { alive, expectExactlyOnce, settled, until, useFleet, type Server } from '../faults/harness.js';
-import { killLocalAgentsAfterEach, localAgentPids, poolHandler, poolInstances, PROVISIONER_ENV, runLeft } from './local-fleet.js';
+import {
+  killLocalAgentsAfterEach,
+  localAgentPids,
+  poolHandler,
+  poolInstances,
+  PROVISIONER_ENV,
+  runLeft,
+} from './local-fleet.js';
 
 const f = useFleet();
 killLocalAgentsAfterEach(f);
@@ -16,9 +23,13 @@ killLocalAgentsAfterEach(f);
 const PRELOAD = ['test/provisioner/process-providers.ts'];
 
 async function createPool(server: Server, name: string, providerType: string, handlers: unknown): Promise<void> {
-  const r = await f.gql(server.url, `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { code message } } }`, {
-    i: { name, providerType, maxActiveInstances: 1, idleTimeoutSeconds: 2, specifications: { handlers } },
-  });
+  const r = await f.gql(
+    server.url,
+    `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { code message } } }`,
+    {
+      i: { name, providerType, maxActiveInstances: 1, idleTimeoutSeconds: 2, specifications: { handlers } },
+    },
+  );
   expect(r.data?.createWorkerPool.__typename, JSON.stringify(r)).toBe('WorkerPool');
 }
 
@@ -46,7 +57,9 @@ describe.sequential('pools under faults', () => {
     expectExactlyOnce(f, [s], { killed: [run.agent] });
     expect(s.worker).not.toBe(run.agent);
     expect(s.retryCount).toBe(1);
-    expect(s.statusReason).toBe(`worker ${run.agent} was terminated (its instance ended by itself); re-queued (retry 1 of 3)`);
+    expect(s.statusReason).toBe(
+      `worker ${run.agent} was terminated (its instance ended by itself); re-queued (retry 1 of 3)`,
+    );
     const [first, second] = await poolInstances(f, 'kill');
     expect(first).toMatchObject({ name: run.agent, state: 'TERMINATED', error: 'its instance ended by itself' });
     expect(second.name).toBe(s.worker);
@@ -58,7 +71,10 @@ describe.sequential('pools under faults', () => {
     const crashing = await f.server({ ...PROVISIONER_ENV, FAULT_CRASH_AFTER_LAUNCH: '1' }, 'crashing', PRELOAD);
     await createPool(crashing, 'crash', 'local-crash', handlers);
     const id = await f.createNoop(crashing.url);
-    await until('the server to kill itself after the launch', () => crashing.child.exitCode !== null || crashing.child.signalCode !== null);
+    await until(
+      'the server to kill itself after the launch',
+      () => crashing.child.exitCode !== null || crashing.child.signalCode !== null,
+    );
     const [instance] = await poolInstances(f, 'crash');
     expect(instance).toMatchObject({ state: 'LAUNCHING', provider_id: null });
     expect(
@@ -75,7 +91,9 @@ describe.sequential('pools under faults', () => {
     const instances = await poolInstances(f, 'crash');
     expect(instances).toHaveLength(1); // launched once, never again
     expect(instances[0].provider_id).toBe(instance.name);
-    expect(next.logs.filter((l) => l.msg === 'found the instance of an interrupted launch').map((l) => l.instance)).toEqual([instance.name]);
+    expect(
+      next.logs.filter((l) => l.msg === 'found the instance of an interrupted launch').map((l) => l.instance),
+    ).toEqual([instance.name]);
   }, 240_000);
 
   it('a provider that lost an instance whose agent still runs: the worker is terminated, its agent refused, its work re-queued and run once elsewhere', async () => {
@@ -101,8 +119,15 @@ describe.sequential('pools under faults', () => {
     expectExactlyOnce(f, [s], { killed: [agent.name] });
     expect(s.worker).not.toBe(agent.name);
     const [lost] = await poolInstances(f, 'lost');
-    expect(lost).toMatchObject({ name: agent.name, state: 'TERMINATED', error: 'the provider no longer has its instance' });
-    const [w] = await f.sql<{ terminated: boolean }>(`select terminated_at is not null as terminated from worker where name = $1`, [agent.name]);
+    expect(lost).toMatchObject({
+      name: agent.name,
+      state: 'TERMINATED',
+      error: 'the provider no longer has its instance',
+    });
+    const [w] = await f.sql<{ terminated: boolean }>(
+      `select terminated_at is not null as terminated from worker where name = $1`,
+      [agent.name],
+    );
     expect(w.terminated).toBe(true);
   }, 240_000);
 });

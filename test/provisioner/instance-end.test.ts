@@ -6,7 +6,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ADMIN, alive, until, useFleet } from '../faults/harness.js';
-import { killLocalAgentsAfterEach, localAgentPids, poolHandler, poolInstances, PROVISIONER_ENV } from './local-fleet.js';
+import {
+  killLocalAgentsAfterEach,
+  localAgentPids,
+  poolHandler,
+  poolInstances,
+  PROVISIONER_ENV,
+} from './local-fleet.js';
 
 const f = useFleet();
 killLocalAgentsAfterEach(f);
@@ -18,7 +24,15 @@ describe('the end of a local instance', () => {
     const created = await f.gql(
       server.url,
       `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { code message } } }`,
-      { i: { name: 'ends', providerType: 'local', minIdleInstances: 1, maxActiveInstances: 1, specifications: { enableTasks: ['noop'], handlers } } },
+      {
+        i: {
+          name: 'ends',
+          providerType: 'local',
+          minIdleInstances: 1,
+          maxActiveInstances: 1,
+          specifications: { enableTasks: ['noop'], handlers },
+        },
+      },
       ADMIN,
     );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');

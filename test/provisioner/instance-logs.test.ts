@@ -26,7 +26,11 @@ describe('instance logs', () => {
     );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');
     await f.createNoop(server.url);
-    const instance = await until('the instance to be TERMINATED', async () => (await poolInstances(f, 'logged')).find((i) => i.state === 'TERMINATED'), 120_000);
+    const instance = await until(
+      'the instance to be TERMINATED',
+      async () => (await poolInstances(f, 'logged')).find((i) => i.state === 'TERMINATED'),
+      120_000,
+    );
     const instanceDir = path.join(f.dir, 'data', 'local-workers', 'logged', instance.name);
     await until('its directory to be deleted', () => !fs.existsSync(instanceDir), 30_000);
 
@@ -48,7 +52,10 @@ describe('instance logs', () => {
     const anonymous = await f.gql(server.url, LOG, { n: instance.name }, '');
     expect(anonymous.status).toBe(200);
     expect(anonymous.data!.instance).toMatchObject({ name: instance.name, log: null });
-    const user = await f.gql(server.url, `mutation { createUser(input: { username: "log-reader" }) { ... on UserTokenPayload { token } } }`);
+    const user = await f.gql(
+      server.url,
+      `mutation { createUser(input: { username: "log-reader" }) { ... on UserTokenPayload { token } } }`,
+    );
     const token = user.data!.createUser.token as string;
     expect((await f.gql(server.url, LOG, { n: instance.name }, token)).data!.instance).toMatchObject({ log: null });
     const revoked = await f.gql(server.url, `mutation { revokeToken(input: {}) { __typename } }`, {}, token);
@@ -73,7 +80,9 @@ describe('instance logs', () => {
 
     // The pool's status page links and shows it to admins only.
     const page = (who: string | null, query = '') =>
-      fetch(`${server.url.replace('/graphql', '')}/-/status/pools/logged/${query}`, { headers: who ? { authorization: `Bearer ${who}` } : {} });
+      fetch(`${server.url.replace('/graphql', '')}/-/status/pools/logged/${query}`, {
+        headers: who ? { authorization: `Bearer ${who}` } : {},
+      });
     const adminPage = await (await page(ADMIN, `?log=${instance.name}`)).text();
     expect(adminPage).toContain(`Log of ${instance.name}`);
     expect(adminPage).toMatch(/starting/i);

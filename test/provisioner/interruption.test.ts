@@ -25,7 +25,14 @@ describe('a spot interruption', () => {
     const created = await f.gql(
       server.url,
       `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { code message } } }`,
-      { i: { name: 'spotty', providerType: 'local', maxActiveInstances: 1, specifications: { enableTasks: ['noop'], handlers } } },
+      {
+        i: {
+          name: 'spotty',
+          providerType: 'local',
+          maxActiveInstances: 1,
+          specifications: { enableTasks: ['noop'], handlers },
+        },
+      },
       ADMIN,
     );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');
@@ -38,13 +45,18 @@ describe('a spot interruption', () => {
       env: { TAGSCHED_INTERRUPTION_NOTICE: 'ec2', TAGSCHED_METADATA_URL: imds.url, TAGSCHED_INTERRUPTION_POLL: '0.2' },
     });
     const id = await f.createNoop(server.url);
-    await until('the work to run on the spot worker', () => f.executions().some((e) => e.id === id && e.agent === 'spot-1'));
+    await until('the work to run on the spot worker', () =>
+      f.executions().some((e) => e.id === id && e.agent === 'spot-1'),
+    );
     expect(await poolInstances(f, 'spotty')).toEqual([]); // the pool is at its one instance: spot-1
 
     imds.interrupt({ action: 'terminate', time: new Date(Date.now() + 120_000).toISOString() });
     expect(await spot.exited).toBe(3);
     // Back in the queue at once, with why, and no retry counted (the replacement needs seconds to start).
-    const [back] = await f.sql<{ retry_count: number; status_reason: string | null }>(`select retry_count, status_reason from work_request where id = $1`, [Number(id)]);
+    const [back] = await f.sql<{ retry_count: number; status_reason: string | null }>(
+      `select retry_count, status_reason from work_request where id = $1`,
+      [Number(id)],
+    );
     expect(back.retry_count).toBe(0);
     expect(back.status_reason).toMatch(
       /^worker spot-1 was terminated \(its instance is being interrupted by its provider \(terminate at .*\)\); re-queued, not counted as a retry$/,
@@ -56,7 +68,9 @@ describe('a spot interruption', () => {
     expectExactlyOnce(f, [s], { killed: ['spot-1'] });
     const [replacement] = await poolInstances(f, 'spotty');
     expect(replacement.name).toBe(s.worker);
-    const [worker] = await f.sql<{ terminated: boolean }>(`select terminated_at is not null as terminated from worker where name = 'spot-1'`);
+    const [worker] = await f.sql<{ terminated: boolean }>(
+      `select terminated_at is not null as terminated from worker where name = 'spot-1'`,
+    );
     expect(worker.terminated).toBe(true);
     expect(spot.logged('the provider is taking this machine away: its work goes back to the queue')).toHaveLength(1);
   }, 300_000);

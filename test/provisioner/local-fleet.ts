@@ -25,7 +25,11 @@ export const PROVISIONER_ENV = {
 } as const;
 
 /** Writes the handler; returns the pool specifications that run it for `task`, and the file its sleep is read from. */
-export function poolHandler(fleet: Fleet, task = 'sbuild', seconds = '0.2'): { handlers: { task: string; command: string }[]; sleepFile: string } {
+export function poolHandler(
+  fleet: Fleet,
+  task = 'sbuild',
+  seconds = '0.2',
+): { handlers: { task: string; command: string }[]; sleepFile: string } {
   const script = path.join(fleet.dir, 'pool-handler.sh');
   const sleepFile = path.join(fleet.dir, 'sleep');
   fs.writeFileSync(
@@ -41,7 +45,10 @@ export function poolHandler(fleet: Fleet, task = 'sbuild', seconds = '0.2'): { h
     ].join('\n'),
   );
   fs.writeFileSync(sleepFile, seconds);
-  return { handlers: [{ task, command: `RUNS=${path.join(fleet.dir, 'runs.log')} SLEEP_FILE=${sleepFile} sh ${script}` }], sleepFile };
+  return {
+    handlers: [{ task, command: `RUNS=${path.join(fleet.dir, 'runs.log')} SLEEP_FILE=${sleepFile} sh ${script}` }],
+    sleepFile,
+  };
 }
 
 /** An instance row, as the tests read it. */
@@ -73,7 +80,9 @@ export function localAgentPids(fleet: Fleet): { name: string; pid: number }[] {
   for (const pool of fs.existsSync(root) ? fs.readdirSync(root) : []) {
     for (const name of fs.readdirSync(path.join(root, pool))) {
       try {
-        const record = JSON.parse(fs.readFileSync(path.join(root, pool, name, 'instance.json'), 'utf8')) as { pid: number };
+        const record = JSON.parse(fs.readFileSync(path.join(root, pool, name, 'instance.json'), 'utf8')) as {
+          pid: number;
+        };
         out.push({ name, pid: record.pid });
       } catch {
         // not written yet, or removed

@@ -46,18 +46,26 @@ describe('a local pool’s handler that tries to read a worker token', () => {
     const probe = path.join(f.dir, 'token-probe.sh');
     const out = path.join(f.dir, 'token-probe.out');
     fs.writeFileSync(probe, PROBE, { mode: 0o755 });
-    const created = await f.gql(server.url, `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { message } } }`, {
-      i: {
-        name: 'probe',
-        providerType: 'local',
-        maxActiveInstances: 2,
-        minIdleInstances: 2,
-        idleTimeoutSeconds: 600,
-        specifications: { enableTasks: ['noop'], handlers: [{ task: 'noop', command: `OUT=${out} sh ${probe}` }] },
+    const created = await f.gql(
+      server.url,
+      `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { message } } }`,
+      {
+        i: {
+          name: 'probe',
+          providerType: 'local',
+          maxActiveInstances: 2,
+          minIdleInstances: 2,
+          idleTimeoutSeconds: 600,
+          specifications: { enableTasks: ['noop'], handlers: [{ task: 'noop', command: `OUT=${out} sh ${probe}` }] },
+        },
       },
-    });
+    );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');
-    await until('two RUNNING instances', async () => (await poolInstances(f, 'probe')).filter((i) => i.state === 'RUNNING').length === 2, 120_000);
+    await until(
+      'two RUNNING instances',
+      async () => (await poolInstances(f, 'probe')).filter((i) => i.state === 'RUNNING').length === 2,
+      120_000,
+    );
 
     const id = await f.createNoop(server.url);
     const [state] = await settled(f, [id], 120_000);
@@ -66,8 +74,13 @@ describe('a local pool’s handler that tries to read a worker token', () => {
 
     // Both agents' tokens, read from outside, and live.
     const root = path.join(f.dir, 'data', 'local-workers', 'probe');
-    const stateOf = (name: string) => [path.join(root, name, 'state.json'), path.join(root, name, 'work', 'state.json')].find((file) => fs.existsSync(file))!;
-    const tokens = fs.readdirSync(root).map((name) => (JSON.parse(fs.readFileSync(stateOf(name), 'utf8')) as { workerToken: string }).workerToken);
+    const stateOf = (name: string) =>
+      [path.join(root, name, 'state.json'), path.join(root, name, 'work', 'state.json')].find((file) =>
+        fs.existsSync(file),
+      )!;
+    const tokens = fs
+      .readdirSync(root)
+      .map((name) => (JSON.parse(fs.readFileSync(stateOf(name), 'utf8')) as { workerToken: string }).workerToken);
     expect(tokens).toHaveLength(2);
     for (const token of tokens) {
       const beat = await f.gql(server.url, `mutation { heartbeat(input: {}) { __typename } }`, {}, token);

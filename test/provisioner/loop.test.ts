@@ -7,7 +7,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ADMIN, alive, expectExactlyOnce, settled, until, useFleet } from '../faults/harness.js';
-import { killLocalAgentsAfterEach, localAgentPids, poolHandler, poolInstances, PROVISIONER_ENV } from './local-fleet.js';
+import {
+  killLocalAgentsAfterEach,
+  localAgentPids,
+  poolHandler,
+  poolInstances,
+  PROVISIONER_ENV,
+} from './local-fleet.js';
 
 const f = useFleet();
 killLocalAgentsAfterEach(f);
@@ -46,7 +52,10 @@ describe('pools with the local provider, end to end', () => {
 
     // The workers appear on the status page while they run.
     const page = () => fetch(`${one.url.replace('/graphql', '')}/-/status/workers/`).then((r) => r.text());
-    const shown = await until('a pool worker on /-/status/workers/', async () => /farm-[0-9a-f]{8}/.exec(await page())?.[0]);
+    const shown = await until(
+      'a pool worker on /-/status/workers/',
+      async () => /farm-[0-9a-f]{8}/.exec(await page())?.[0],
+    );
     // Its own page shows its pool, but not the command its handler runs on this machine.
     const own = await fetch(`${one.url.replace('/graphql', '')}/-/status/workers/${shown}/`).then((r) => r.text());
     expect(own).toContain('Pool farm');
@@ -59,7 +68,11 @@ describe('pools with the local provider, end to end', () => {
     expect(workers.size).toBeLessThanOrEqual(MAX);
 
     // Idle, they are stopped; their processes end and their instances are TERMINATED.
-    await until('every instance to be TERMINATED', async () => (await poolInstances(f, 'farm')).every((i) => i.state === 'TERMINATED'), 120_000);
+    await until(
+      'every instance to be TERMINATED',
+      async () => (await poolInstances(f, 'farm')).every((i) => i.state === 'TERMINATED'),
+      120_000,
+    );
     const instances = await poolInstances(f, 'farm');
     expect(instances).toHaveLength(MAX);
     expect(instances.map((i) => i.name).sort()).toEqual([...workers].sort());
@@ -77,7 +90,9 @@ describe('pools with the local provider, end to end', () => {
     for (const e of events.sort((a, b) => a.t - b.t || a.d - b.d)) most = Math.max(most, (live += e.d));
     expect(most).toBeLessThanOrEqual(MAX);
     // Each instance was started once, by one of the two servers.
-    const started = [...one.logs, ...two.logs].filter((l) => l.msg === 'local agent started').map((l) => l.instance as string);
+    const started = [...one.logs, ...two.logs]
+      .filter((l) => l.msg === 'local agent started')
+      .map((l) => l.instance as string);
     expect(started.sort()).toEqual(instances.map((i) => i.name).sort());
     await until('the agents’ processes to end', () => localAgentPids(f).every((a) => !alive(a.pid)));
 
@@ -89,17 +104,25 @@ describe('pools with the local provider, end to end', () => {
       ADMIN,
     );
     expect(list.data!.workers.edges).toEqual([]);
-    expect(list.data!.all.edges.map((e: { node: { status: string } }) => e.node.status)).toEqual(Array(MAX).fill('INACTIVE'));
+    expect(list.data!.all.edges.map((e: { node: { status: string } }) => e.node.status)).toEqual(
+      Array(MAX).fill('INACTIVE'),
+    );
     expect(await page()).not.toMatch(/farm-[0-9a-f]{8}/);
 
     // The month's runtime adds up.
-    const pool = await f.gql(one.url, `{ workerPool(name: "farm") { monthRuntimeSeconds instances { edges { node { runtimeSeconds } } } } }`);
-    const runtimes = pool.data!.workerPool.instances.edges.map((e: { node: { runtimeSeconds: number } }) => e.node.runtimeSeconds);
+    const pool = await f.gql(
+      one.url,
+      `{ workerPool(name: "farm") { monthRuntimeSeconds instances { edges { node { runtimeSeconds } } } } }`,
+    );
+    const runtimes = pool.data!.workerPool.instances.edges.map(
+      (e: { node: { runtimeSeconds: number } }) => e.node.runtimeSeconds,
+    );
     expect(runtimes.every((s: number) => s > 0)).toBe(true);
     expect(pool.data!.workerPool.monthRuntimeSeconds).toBeCloseTo(
       runtimes.reduce((a: number, b: number) => a + b, 0),
       2,
     );
-    for (const [i, s] of instances.map((x, k) => [x, runtimes[runtimes.length - 1 - k]] as const)) expect(s).toBeCloseTo(i.runtime, 2);
+    for (const [i, s] of instances.map((x, k) => [x, runtimes[runtimes.length - 1 - k]] as const))
+      expect(s).toBeCloseTo(i.runtime, 2);
   }, 300_000);
 });

@@ -16,7 +16,17 @@ describe('the provisioner on a site without pools', () => {
     const snapshot = t.app.scheduler.workers;
     const before = snapshot.shapesRead;
     const report = await t.app.provisioner.runCycle({ reconcile: true });
-    expect(report).toEqual({ reconciled: true, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 });
+    expect(report).toEqual({
+      reconciled: true,
+      lost: 0,
+      adopted: 0,
+      strays: 0,
+      failed: 0,
+      stopsPursued: 0,
+      launched: 0,
+      launchFailures: 0,
+      stopped: 0,
+    });
     expect(snapshot.shapesRead).toBe(before);
     // With a pool, the same cycle reads the workers for its demand (so the count above could move).
     await createPool(t, { name: 'idle-local', maxActiveInstances: 0, specifications: { enableTasks: ['noop'] } });

@@ -13,17 +13,28 @@ const HZ_TOKEN = 'hz-token-offerings-4Jd8';
 const KEY_ID = 'AKIAZ7TAGSCHEDOFF001';
 const SECRET = 'offerings-secret-access-key-00001';
 const AMI = 'ami-0123456789abcdef0';
-const { clouds, t } = useCloudTestApp({ hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] }, { provisioner: { offeringUnavailableMs: 180_000 } });
+const { clouds, t } = useCloudTestApp(
+  { hetznerToken: HZ_TOKEN, keyId: KEY_ID, secretAccessKey: SECRET, images: [AMI] },
+  { provisioner: { offeringUnavailableMs: 180_000 } },
+);
 
 const PROBLEMS = `... on InputError { problems { message path } }`;
 const CREATE_POOL = `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { name } ${ERROR_FIELDS} ${PROBLEMS} } }`;
 const createPool = async (input: Record<string, unknown>) => (await ok(t, CREATE_POOL, { i: input })).createWorkerPool;
 const OFFERINGS = `offerings { instanceType location market maxPricePerHour key unavailableUntil unavailableReason }`;
 const poolOfferings = async (name: string) =>
-  (await ok(t, `query($n: String!) { workerPool(name: $n) { specifications { offerings { instanceType location market maxPricePerHour } } ${OFFERINGS} } }`, { n: name }))
-    .workerPool;
+  (
+    await ok(
+      t,
+      `query($n: String!) { workerPool(name: $n) { specifications { offerings { instanceType location market maxPricePerHour } } ${OFFERINGS} } }`,
+      { n: name },
+    )
+  ).workerPool;
 const setEnabled = (name: string, enabled: boolean) =>
-  ok(t, `mutation($n: String!, $e: Boolean) { updateWorkerPool(input: { name: $n, enabled: $e }) { __typename } }`, { n: name, e: enabled });
+  ok(t, `mutation($n: String!, $e: Boolean) { updateWorkerPool(input: { name: $n, enabled: $e }) { __typename } }`, {
+    n: name,
+    e: enabled,
+  });
 
 const ec2Offerings = [
   { instanceType: 'c6i.large', location: 'eu-central-1a', market: 'spot', maxPricePerHour: 0.05 },
@@ -42,7 +53,13 @@ beforeAll(async () => {
       name: 'off-ec2',
       providerType: 'ec2',
       providerAccount: { accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'eu-central-1' },
-      specifications: { providerImage: AMI, offerings: ec2Offerings, enableTasks: ['sbuild'], enableBackends: ['unshare'], architectures: ['amd64'] },
+      specifications: {
+        providerImage: AMI,
+        offerings: ec2Offerings,
+        enableTasks: ['sbuild'],
+        enableBackends: ['unshare'],
+        architectures: ['amd64'],
+      },
       enabled: false,
     }),
   ).toEqual({ __typename: 'WorkerPool', name: 'off-ec2' });
@@ -51,7 +68,13 @@ beforeAll(async () => {
       name: 'off-hz',
       providerType: 'hetzner',
       providerAccount: { token: HZ_TOKEN },
-      specifications: { providerImage: 'debian-12', offerings: hzOfferings, enableTasks: ['sbuild'], enableBackends: ['unshare'], architectures: ['amd64'] },
+      specifications: {
+        providerImage: 'debian-12',
+        offerings: hzOfferings,
+        enableTasks: ['sbuild'],
+        enableBackends: ['unshare'],
+        architectures: ['amd64'],
+      },
       enabled: false,
     }),
   ).toEqual({ __typename: 'WorkerPool', name: 'off-hz' });
@@ -87,7 +110,10 @@ describe('offerings through the provisioner', () => {
     expect(await t.app.provisioner.runCycle({ reconcile: false })).toMatchObject({ launched: 1, launchFailures: 0 });
 
     const fleets = clouds.ec2.requests.filter((r) => r.action === 'CreateFleet');
-    expect(fleets.map((f) => f.params['TargetCapacitySpecification.DefaultTargetCapacityType'])).toEqual(['spot', 'on-demand']);
+    expect(fleets.map((f) => f.params['TargetCapacitySpecification.DefaultTargetCapacityType'])).toEqual([
+      'spot',
+      'on-demand',
+    ]);
     expect(fleets[1]!.params).toMatchObject({
       'LaunchTemplateConfigs.1.Overrides.1.InstanceType': 'c6i.large',
       'LaunchTemplateConfigs.1.Overrides.1.AvailabilityZone': 'eu-central-1b',
@@ -101,18 +127,35 @@ describe('offerings through the provisioner', () => {
     expect(instances).toEqual([{ state: 'LAUNCHING', provider_id: started!.id }]);
 
     // The mark is in the database, for every server process; GraphQL and the demand show it.
-    const marks = await t.sql<{ offering_key: string; reason: string }>(`select offering_key, reason from pool_offering_unavailable`);
-    expect(marks).toEqual([{ offering_key: 'spot:c6i.large@eu-central-1a<=0.05', reason: expect.stringContaining('InsufficientInstanceCapacity') }]);
+    const marks = await t.sql<{ offering_key: string; reason: string }>(
+      `select offering_key, reason from pool_offering_unavailable`,
+    );
+    expect(marks).toEqual([
+      {
+        offering_key: 'spot:c6i.large@eu-central-1a<=0.05',
+        reason: expect.stringContaining('InsufficientInstanceCapacity'),
+      },
+    ]);
     const pool = await poolOfferings('off-ec2');
-    expect(pool.offerings[0]).toMatchObject({ key: 'spot:c6i.large@eu-central-1a<=0.05', unavailableReason: expect.stringContaining('InsufficientInstanceCapacity') });
+    expect(pool.offerings[0]).toMatchObject({
+      key: 'spot:c6i.large@eu-central-1a<=0.05',
+      unavailableReason: expect.stringContaining('InsufficientInstanceCapacity'),
+    });
     const until = new Date(pool.offerings[0].unavailableUntil).getTime();
     expect(until).toBeGreaterThan(Date.now() + 170_000);
     expect(until).toBeLessThanOrEqual(Date.now() + 180_000);
     expect(pool.offerings[1].unavailableUntil).toBeNull();
-    const demand = await ok(t, `{ provisioningDemand { pools { pool { name } unavailableOfferings { key unavailableUntil unavailableReason } } } }`);
+    const demand = await ok(
+      t,
+      `{ provisioningDemand { pools { pool { name } unavailableOfferings { key unavailableUntil unavailableReason } } } }`,
+    );
     const mine = demand.provisioningDemand.pools.find((p: { pool: { name: string } }) => p.pool.name === 'off-ec2');
     expect(mine.unavailableOfferings).toEqual([
-      { key: 'spot:c6i.large@eu-central-1a<=0.05', unavailableUntil: pool.offerings[0].unavailableUntil, unavailableReason: expect.any(String) },
+      {
+        key: 'spot:c6i.large@eu-central-1a<=0.05',
+        unavailableUntil: pool.offerings[0].unavailableUntil,
+        unavailableReason: expect.any(String),
+      },
     ]);
     expect(JSON.stringify(demand)).not.toContain(SECRET);
 
@@ -128,11 +171,17 @@ describe('offerings through the provisioner', () => {
     const report = (await t.app.provisioner.runCycle({ reconcile: false }))!;
     expect(report).toMatchObject({ launchFailures: 0 });
     expect(report.launched).toBeGreaterThanOrEqual(1);
-    const posts = clouds.hetzner.requests.filter((r) => r.method === 'POST' && r.path === '/v1/servers').map((r) => (r.body as { location: string }).location);
+    const posts = clouds.hetzner.requests
+      .filter((r) => r.method === 'POST' && r.path === '/v1/servers')
+      .map((r) => (r.body as { location: string }).location);
     // The first launch tried nbg1, then fsn1; a later launch of the same cycle skips the marked nbg1.
     expect(posts).toEqual(['nbg1', ...Array<string>(report.launched).fill('fsn1')]);
-    const marks = await t.sql<{ offering_key: string; reason: string }>(`select offering_key, reason from pool_offering_unavailable`);
-    expect(marks).toEqual([{ offering_key: 'on-demand:cpx31@nbg1', reason: expect.stringContaining('resource_unavailable') }]);
+    const marks = await t.sql<{ offering_key: string; reason: string }>(
+      `select offering_key, reason from pool_offering_unavailable`,
+    );
+    expect(marks).toEqual([
+      { offering_key: 'on-demand:cpx31@nbg1', reason: expect.stringContaining('resource_unavailable') },
+    ]);
     expect(JSON.stringify(marks)).not.toContain(HZ_TOKEN);
     await setEnabled('off-hz', false);
   });
@@ -143,10 +192,14 @@ describe('offerings through the provisioner', () => {
     clouds.hetzner.unavailable.add('cpx31@fsn1');
     await submitOk(t, sbuild('debian/main', 'world'));
     expect(await t.app.provisioner.runCycle({ reconcile: false })).toMatchObject({ launched: 0, launchFailures: 1 });
-    const [failed] = await t.sql<{ error: string }>(`select error from instance i join worker_pool p on p.id = i.pool_id where p.name = 'off-hz' and i.state = 'FAILED'`);
+    const [failed] = await t.sql<{ error: string }>(
+      `select error from instance i join worker_pool p on p.id = i.pool_id where p.name = 'off-hz' and i.state = 'FAILED'`,
+    );
     expect(failed!.error).toContain('cpx31 in nbg1 (on-demand)');
     expect(failed!.error).toContain('cpx31 in fsn1 (on-demand)');
-    const marked = await t.sql<{ offering_key: string }>(`select offering_key from pool_offering_unavailable order by offering_key`);
+    const marked = await t.sql<{ offering_key: string }>(
+      `select offering_key from pool_offering_unavailable order by offering_key`,
+    );
     expect(marked.map((m) => m.offering_key)).toEqual(['on-demand:cpx31@fsn1', 'on-demand:cpx31@nbg1']);
 
     // Its backoff over, the next cycle finds every offering still marked: no instance, no request, a reason naming each.
@@ -156,7 +209,9 @@ describe('offerings through the provisioner', () => {
     expect(clouds.hetzner.requests.filter((r) => r.method === 'POST')).toEqual([]);
     const pool = (await ok(t, `{ workerPool(name: "off-hz") { lastError lastErrorKind ${OFFERINGS} } }`)).workerPool;
     expect(pool.lastErrorKind).toBe('capacity');
-    expect(pool.lastError).toMatch(/every offering is unavailable: cpx31 in nbg1 \(on-demand\) until \S+ \(.*resource_unavailable.*\); cpx31 in fsn1 \(on-demand\) until/);
+    expect(pool.lastError).toMatch(
+      /every offering is unavailable: cpx31 in nbg1 \(on-demand\) until \S+ \(.*resource_unavailable.*\); cpx31 in fsn1 \(on-demand\) until/,
+    );
     expect(pool.offerings.every((o: { unavailableUntil: string | null }) => o.unavailableUntil !== null)).toBe(true);
 
     // Marks expire: once they have, the pool's offerings are tried again.
@@ -169,7 +224,8 @@ describe('offerings through the provisioner', () => {
 });
 
 describe('offerings as input', () => {
-  const hz = (specifications: Record<string, unknown>) => createPool({ name: 'off-bad', providerType: 'hetzner', providerAccount: { token: HZ_TOKEN }, specifications });
+  const hz = (specifications: Record<string, unknown>) =>
+    createPool({ name: 'off-bad', providerType: 'hetzner', providerAccount: { token: HZ_TOKEN }, specifications });
 
   it('names every bad value with its path', async () => {
     const bad = await hz({
@@ -183,25 +239,54 @@ describe('offerings as input', () => {
     });
     expect(bad.__typename).toBe('InputError');
     expect(bad.problems.map((p: { path: string }) => p.path)).toEqual(
-      expect.arrayContaining(['input.specifications.offerings[1].market', 'input.specifications.offerings[2].maxPricePerHour']),
+      expect.arrayContaining([
+        'input.specifications.offerings[1].market',
+        'input.specifications.offerings[2].maxPricePerHour',
+      ]),
     );
     // A spot maximum nearer 0 than a real price: EC2 would get "1e-320", and the month's cost sum would underflow.
     const tiny = await createPool({
       name: 'off-tiny',
       providerType: 'ec2',
       providerAccount: { accessKeyId: KEY_ID, secretAccessKey: SECRET, region: 'eu-central-1' },
-      specifications: { providerImage: AMI, offerings: [{ instanceType: 'c6i.large', market: 'spot', maxPricePerHour: 1e-320 }] },
+      specifications: {
+        providerImage: AMI,
+        offerings: [{ instanceType: 'c6i.large', market: 'spot', maxPricePerHour: 1e-320 }],
+      },
     });
-    expect(tiny.problems).toEqual([{ path: 'input.specifications.offerings[0].maxPricePerHour', message: expect.stringContaining('at least 0.0001') }]);
-    const spot = await hz({ providerImage: 'debian-12', offerings: [{ instanceType: 'cpx31' }, { instanceType: 'cx22', market: 'spot' }] });
-    expect(spot.problems).toEqual([{ path: 'input.specifications.offerings[1].market', message: expect.stringContaining('no spot market') }]);
+    expect(tiny.problems).toEqual([
+      {
+        path: 'input.specifications.offerings[0].maxPricePerHour',
+        message: expect.stringContaining('at least 0.0001'),
+      },
+    ]);
+    const spot = await hz({
+      providerImage: 'debian-12',
+      offerings: [{ instanceType: 'cpx31' }, { instanceType: 'cx22', market: 'spot' }],
+    });
+    expect(spot.problems).toEqual([
+      { path: 'input.specifications.offerings[1].market', message: expect.stringContaining('no spot market') },
+    ]);
   });
 
   it('refuses offerings beside instanceType and location, too many, twice the same, and none', async () => {
-    const both = await hz({ providerImage: 'debian-12', instanceType: 'cx22', location: 'nbg1', offerings: [{ instanceType: 'cpx31' }] });
-    expect(both.problems.map((p: { path: string }) => p.path)).toEqual(['input.specifications.instanceType', 'input.specifications.location']);
-    const many = await hz({ providerImage: 'debian-12', offerings: Array.from({ length: 21 }, (_, i) => ({ instanceType: `cx${i}` })) });
-    expect(many.problems).toEqual([{ path: 'input.specifications.offerings', message: expect.stringContaining('at most 20') }]);
+    const both = await hz({
+      providerImage: 'debian-12',
+      instanceType: 'cx22',
+      location: 'nbg1',
+      offerings: [{ instanceType: 'cpx31' }],
+    });
+    expect(both.problems.map((p: { path: string }) => p.path)).toEqual([
+      'input.specifications.instanceType',
+      'input.specifications.location',
+    ]);
+    const many = await hz({
+      providerImage: 'debian-12',
+      offerings: Array.from({ length: 21 }, (_, i) => ({ instanceType: `cx${i}` })),
+    });
+    expect(many.problems).toEqual([
+      { path: 'input.specifications.offerings', message: expect.stringContaining('at most 20') },
+    ]);
     const twice = await hz({
       providerImage: 'debian-12',
       offerings: [
@@ -209,12 +294,19 @@ describe('offerings as input', () => {
         { instanceType: 'cx22', location: 'nbg1', market: 'on-demand' },
       ],
     });
-    expect(twice.problems).toEqual([{ path: 'input.specifications.offerings[1]', message: expect.stringContaining('given twice') }]);
+    expect(twice.problems).toEqual([
+      { path: 'input.specifications.offerings[1]', message: expect.stringContaining('given twice') },
+    ]);
     const none = await hz({ providerImage: 'debian-12', offerings: [] });
     expect(none.problems.map((p: { path: string }) => p.path)).toEqual(['input.specifications.offerings']);
     const nul = await hz({ providerImage: 'debian-12', offerings: [{ instanceType: 'cx\u000022' }] });
-    expect(nul.problems.map((p: { path: string }) => p.path)).toContain('input.specifications.offerings[0].instanceType');
-    const huge = await hz({ providerImage: 'debian-12', offerings: [{ instanceType: 'cx22', market: 'spot', maxPricePerHour: 1e308 }] });
+    expect(nul.problems.map((p: { path: string }) => p.path)).toContain(
+      'input.specifications.offerings[0].instanceType',
+    );
+    const huge = await hz({
+      providerImage: 'debian-12',
+      offerings: [{ instanceType: 'cx22', market: 'spot', maxPricePerHour: 1e308 }],
+    });
     expect(huge.__typename).toBe('InputError');
   });
 
@@ -230,7 +322,15 @@ describe('offerings as input', () => {
     const pool = await poolOfferings('off-single');
     expect(pool.specifications.offerings).toEqual([]);
     expect(pool.offerings).toEqual([
-      { instanceType: 'cx22', location: 'nbg1', market: 'on-demand', maxPricePerHour: null, key: 'on-demand:cx22@nbg1', unavailableUntil: null, unavailableReason: null },
+      {
+        instanceType: 'cx22',
+        location: 'nbg1',
+        market: 'on-demand',
+        maxPricePerHour: null,
+        key: 'on-demand:cx22@nbg1',
+        unavailableUntil: null,
+        unavailableReason: null,
+      },
     ]);
   });
 });

@@ -1,14 +1,32 @@
 /** The offerings rule (src/providers/offerings.ts), pure: order, marks and their expiry, all unavailable. */
 import { describe, expect, it } from 'vitest';
-import { describeOffering, launchChoice, marksFor, marksOffering, offeringKey, offeringsOf, offeringStates, type Offering } from '../../src/providers/offerings.js';
+import {
+  describeOffering,
+  launchChoice,
+  marksFor,
+  marksOffering,
+  offeringKey,
+  offeringsOf,
+  offeringStates,
+  type Offering,
+} from '../../src/providers/offerings.js';
 import { PROVIDER_ERROR_KINDS } from '../../src/providers/provider.js';
 
 const NOW = new Date('2026-11-28T10:00:00Z');
 const at = (seconds: number) => new Date(NOW.getTime() + seconds * 1000);
 const A: Offering = { instanceType: 'c6i.large', location: 'eu-central-1a', market: 'spot', maxPricePerHour: 0.05 };
-const B: Offering = { instanceType: 'c6i.large', location: 'eu-central-1b', market: 'on-demand', maxPricePerHour: null };
+const B: Offering = {
+  instanceType: 'c6i.large',
+  location: 'eu-central-1b',
+  market: 'on-demand',
+  maxPricePerHour: null,
+};
 const C: Offering = { instanceType: 'm6i.large', location: null, market: 'on-demand', maxPricePerHour: null };
-const mark = (o: Offering, untilSeconds: number, reason = 'InsufficientInstanceCapacity') => ({ key: offeringKey(o), until: at(untilSeconds), reason });
+const mark = (o: Offering, untilSeconds: number, reason = 'InsufficientInstanceCapacity') => ({
+  key: offeringKey(o),
+  until: at(untilSeconds),
+  reason,
+});
 
 describe('offeringsOf', () => {
   it.each([
@@ -22,10 +40,18 @@ describe('offeringsOf', () => {
       },
       [A, C],
     ],
-    ['one on-demand offering for a pool with instanceType and location', { instanceType: 'c6i.large', location: 'eu-central-1b' }, [B]],
+    [
+      'one on-demand offering for a pool with instanceType and location',
+      { instanceType: 'c6i.large', location: 'eu-central-1b' },
+      [B],
+    ],
     ['one on-demand offering anywhere for a pool with instanceType only', { instanceType: 'm6i.large' }, [C]],
     ['none for a pool without either (local, exec, qemu)', { cpuCount: 2 }, []],
-    ['on-demand when the market is left out, and no price for on-demand', { offerings: [{ instanceType: 'm6i.large', maxPricePerHour: 3 }] }, [C]],
+    [
+      'on-demand when the market is left out, and no price for on-demand',
+      { offerings: [{ instanceType: 'm6i.large', maxPricePerHour: 3 }] },
+      [C],
+    ],
   ])('%s', (_what, specifications, expected) => {
     expect(offeringsOf(specifications)).toEqual(expected);
   });
@@ -49,14 +75,26 @@ describe('launchChoice', () => {
     ['a middle one marked: order kept', [mark(B, 60)], [A, C]],
     ['a mark that has expired is no mark', [mark(A, -1)], [A, B, C]],
     ['a mark that ends right now is no mark', [mark(A, 0)], [A, B, C]],
-    ['a mark of an offering the pool no longer has changes nothing', [{ key: 'spot:x1.large@*', until: at(60), reason: 'x' }], [A, B, C]],
-    ['a mark of another price is another offering', [{ key: 'spot:c6i.large@eu-central-1a<=0.09', until: at(60), reason: 'x' }], [A, B, C]],
+    [
+      'a mark of an offering the pool no longer has changes nothing',
+      [{ key: 'spot:x1.large@*', until: at(60), reason: 'x' }],
+      [A, B, C],
+    ],
+    [
+      'a mark of another price is another offering',
+      [{ key: 'spot:c6i.large@eu-central-1a<=0.09', until: at(60), reason: 'x' }],
+      [A, B, C],
+    ],
   ])('%s', (_what, marks, usable) => {
     expect(launchChoice([A, B, C], marks, NOW)).toEqual({ usable, failure: null, nextUsableAt: null });
   });
 
   it('all unavailable: the launch fails with a reason naming each, until when and why, and says when the first is back', () => {
-    const choice = launchChoice([A, B, C], [mark(A, 120, 'SpotMaxPriceTooLow'), mark(B, 60), mark(C, 180, 'VcpuLimitExceeded')], NOW);
+    const choice = launchChoice(
+      [A, B, C],
+      [mark(A, 120, 'SpotMaxPriceTooLow'), mark(B, 60), mark(C, 180, 'VcpuLimitExceeded')],
+      NOW,
+    );
     expect(choice.usable).toEqual([]);
     expect(choice.failure).toBe(
       'every offering is unavailable: ' +
@@ -90,7 +128,12 @@ describe('what marks an offering', () => {
 
   it('marks the capacity and quota failures for the setting, not the others', () => {
     const failures = [
-      { key: offeringKey(A), kind: 'capacity' as const, code: 'InsufficientInstanceCapacity', reason: 'no room (InsufficientInstanceCapacity)' },
+      {
+        key: offeringKey(A),
+        kind: 'capacity' as const,
+        code: 'InsufficientInstanceCapacity',
+        reason: 'no room (InsufficientInstanceCapacity)',
+      },
       { key: offeringKey(B), kind: 'quota' as const, code: 'VcpuLimitExceeded', reason: 'limit (VcpuLimitExceeded)' },
       { key: offeringKey(C), kind: 'invalid' as const, code: 'InvalidParameterValue', reason: 'bad' },
     ];

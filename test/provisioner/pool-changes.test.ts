@@ -34,12 +34,23 @@ beforeAll(async () => {
 
 describe('pool changes start a provisioner cycle', () => {
   it('a new pool with a minimum of idle instances gets them at once', async () => {
-    await createPool(t, { name: 'warm', providerType: 'fake-changes', minIdleInstances: 1, specifications: { enableTasks: ['noop'] } });
+    await createPool(t, {
+      name: 'warm',
+      providerType: 'fake-changes',
+      minIdleInstances: 1,
+      specifications: { enableTasks: ['noop'] },
+    });
     await until('the new pool launched its idle instance', () => launchedFor('warm') === 1 || null, 15_000, 50);
   });
 
   it('a disabled pool enabled, and a pool whose minimum was raised, launch at once', async () => {
-    await createPool(t, { name: 'later', providerType: 'fake-changes', enabled: false, minIdleInstances: 1, specifications: { enableTasks: ['noop'] } });
+    await createPool(t, {
+      name: 'later',
+      providerType: 'fake-changes',
+      enabled: false,
+      minIdleInstances: 1,
+      specifications: { enableTasks: ['noop'] },
+    });
     // Give a trigger time to act: a disabled pool launches nothing.
     await new Promise((r) => setTimeout(r, 500));
     expect(launchedFor('later')).toBe(0);

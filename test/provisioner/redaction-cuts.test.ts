@@ -31,13 +31,15 @@ const KEY_LINES = [
 ];
 const KEY = ['-----BEGIN TEST KEY-----', ...KEY_LINES, '-----END TEST KEY-----'].join('\n');
 /** An account value twelve levels down. */
-const deep = (value: string, levels = 12): unknown => (levels === 0 ? value : { [`level${levels}`]: [deep(value, levels - 1)] });
+const deep = (value: string, levels = 12): unknown =>
+  levels === 0 ? value : { [`level${levels}`]: [deep(value, levels - 1)] };
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-redaction-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 const scriptPath = (name: string) => path.join(dir, name);
 /** Writes a shell script that reads its request and writes `body` (shell) on stderr or stdout. */
-const script = (name: string, body: string) => fs.writeFileSync(scriptPath(name), `#!/bin/sh\ncat >/dev/null\n${body}\n`, { mode: 0o755 });
+const script = (name: string, body: string) =>
+  fs.writeFileSync(scriptPath(name), `#!/bin/sh\ncat >/dev/null\n${body}\n`, { mode: 0o755 });
 const dots = (n: number) => `head -c ${n} /dev/zero | tr '\\0' .`;
 
 const SCRIPTS = ['stderr-tail.sh', 'lines.sh', 'numeric.sh', 'deep.sh'];
@@ -53,7 +55,10 @@ const t = useTestApp(
 
 beforeAll(async () => {
   // The issue's script: 200 bytes, a line with the token, 4,065 bytes, exit 1: the 4 KiB cut falls in the token.
-  script('stderr-tail.sh', `{ ${dots(200)}; printf '\\nrefused token %s\\n' '${EXEC_TOKEN}'; ${dots(4065)}; } >&2\nexit 1`);
+  script(
+    'stderr-tail.sh',
+    `{ ${dots(200)}; printf '\\nrefused token %s\\n' '${EXEC_TOKEN}'; ${dots(4065)}; } >&2\nexit 1`,
+  );
   // A key of several lines (a nested value), its last lines the last lines of stderr, across the message's 500 characters.
   fs.writeFileSync(path.join(dir, 'key.txt'), `${KEY}\n`);
   script('lines.sh', `{ ${dots(470)}; printf ' key '; cat '${path.join(dir, 'key.txt')}'; } >&2\nexit 1`);
@@ -70,24 +75,36 @@ beforeAll(async () => {
 
 /** Whether `text` holds `min` characters in a row of `secret`. */
 function holdsPart(text: string, secret: string, min = 8): string | null {
-  for (let i = 0; i + min <= secret.length; i++) if (text.includes(secret.slice(i, i + min))) return secret.slice(i, i + min);
+  for (let i = 0; i + min <= secret.length; i++)
+    if (text.includes(secret.slice(i, i + min))) return secret.slice(i, i + min);
   return null;
 }
 
 const SECRETS = [HZ_TOKEN, AWS_SECRET, EXEC_TOKEN, String(NUMBER), DEEP, ...KEY_LINES];
 
 /** Every surface of a pool after its launch failed: none holds a part of any secret. */
-async function expectNothingShown(pool: string, logFrom: number): Promise<{ lastError: string; instanceError: string | null; logText: string }> {
+async function expectNothingShown(
+  pool: string,
+  logFrom: number,
+): Promise<{ lastError: string; instanceError: string | null; logText: string }> {
   const anonymous = await ok(t, `query($n: String!) { workerPool(name: $n) { lastError } }`, { n: pool }, null);
-  const admin = await ok(t, `query($n: String!) { workerPool(name: $n) { lastError offerings { unavailableReason } instances { edges { node { state error } } } } }`, { n: pool });
+  const admin = await ok(
+    t,
+    `query($n: String!) { workerPool(name: $n) { lastError offerings { unavailableReason } instances { edges { node { state error } } } } }`,
+    { n: pool },
+  );
   const lastError = anonymous.workerPool.lastError as string;
   expect(lastError, 'the launch failed').toBeTruthy();
   const instanceError = admin.workerPool.instances.edges[0]?.node.error ?? null;
-  const marks = await t.sql<{ reason: string }>(`select m.reason from pool_offering_unavailable m join worker_pool p on p.id = m.pool_id where p.name = ?`, [pool]);
+  const marks = await t.sql<{ reason: string }>(
+    `select m.reason from pool_offering_unavailable m join worker_pool p on p.id = m.pool_id where p.name = ?`,
+    [pool],
+  );
   const logText = log.lines.slice(logFrom).join('');
   const surfaces = { lastError, admin: JSON.stringify(admin), marks: JSON.stringify(marks), log: logText };
   for (const [where, text] of Object.entries(surfaces)) {
-    for (const secret of SECRETS) expect(holdsPart(text, secret), `${where} holds part of ${secret}:\n${text.slice(0, 3000)}`).toBeNull();
+    for (const secret of SECRETS)
+      expect(holdsPart(text, secret), `${where} holds part of ${secret}:\n${text.slice(0, 3000)}`).toBeNull();
   }
   return { lastError, instanceError, logText };
 }
@@ -104,7 +121,9 @@ async function failedExecLaunch(pool: string, scriptName: string, account: Recor
   });
   await submitOk(t, { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} });
   expect(await t.app.provisioner.runCycle({ reconcile: false })).toMatchObject({ launchFailures: 1 });
-  await ok(t, `mutation($n: String!) { updateWorkerPool(input: { name: $n, enabled: false }) { __typename } }`, { n: pool });
+  await ok(t, `mutation($n: String!) { updateWorkerPool(input: { name: $n, enabled: false }) { __typename } }`, {
+    n: pool,
+  });
   return from;
 }
 
@@ -144,7 +163,9 @@ describe('a secret across a cut is not shown in part', () => {
     fs.writeFileSync(path.join(dir, 'numeric-answer'), '');
     const again = await failedExecLaunch('cut-number-2', 'numeric.sh', { token: EXEC_TOKEN, project: NUMBER });
     const second = await expectNothingShown('cut-number-2', again);
-    expect(second.lastError).toBe(`${`exec launch: ${'.'.repeat(969)} project [redacted] is over its quota`.slice(0, 1000)}…`);
+    expect(second.lastError).toBe(
+      `${`exec launch: ${'.'.repeat(969)} project [redacted] is over its quota`.slice(0, 1000)}…`,
+    );
   });
 
   it('exec: a value nested twelve levels down, in the log and the message', async () => {

@@ -26,7 +26,10 @@ import { bootLaunched, registerFakeCloud } from './fake-cloud.js';
 const cloud = registerFakeCloud('fake-retire');
 afterAll(() => cloud.unregister());
 
-const t = useTestApp({ provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', bootTimeoutMs: 600_000 }, providers: { callTimeoutMs: 300 } });
+const t = useTestApp({
+  provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql', bootTimeoutMs: 600_000 },
+  providers: { callTimeoutMs: 300 },
+});
 
 const noop = { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} };
 const cycle = async () => (await t.app.provisioner.runCycle({ reconcile: false }))!;
@@ -38,7 +41,12 @@ async function runOne(token: string): Promise<string | null> {
   const got = (await ok(t, REQUEST_WORK, {}, token)).requestWork.workRequest as { id: string } | null;
   if (!got) return null;
   await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: got.id }, token);
-  await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: got.id }, token);
+  await ok(
+    t,
+    `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+    { id: got.id },
+    token,
+  );
   return got.id;
 }
 
@@ -60,7 +68,13 @@ beforeEach(async () => {
 
 describe('retiring pool workers', () => {
   it('maxWorkRequestsPerInstance 2: drained by the assignment that reaches it, stopped once idle, replaced', async () => {
-    await createPool(t, { name: 'two-each', providerType: 'fake-retire', maxActiveInstances: 1, maxWorkRequestsPerInstance: 2, specifications: { enableTasks: ['noop'] } });
+    await createPool(t, {
+      name: 'two-each',
+      providerType: 'fake-retire',
+      maxActiveInstances: 1,
+      maxWorkRequestsPerInstance: 2,
+      specifications: { enableTasks: ['noop'] },
+    });
     for (let i = 0; i < 3; i++) await submitOk(t, noop);
     await cycle();
     expect(cloud.launches).toHaveLength(1);
@@ -81,7 +95,13 @@ describe('retiring pool workers', () => {
   });
 
   it('maxInstanceLifetimeSeconds: an instance past it retires, is never stopped while it runs work, and is replaced', async () => {
-    await createPool(t, { name: 'aging', providerType: 'fake-retire', maxActiveInstances: 1, maxInstanceLifetimeSeconds: 3600, specifications: { enableTasks: ['noop'] } });
+    await createPool(t, {
+      name: 'aging',
+      providerType: 'fake-retire',
+      maxActiveInstances: 1,
+      maxInstanceLifetimeSeconds: 3600,
+      specifications: { enableTasks: ['noop'] },
+    });
     const id = (await submitOk(t, noop)).id as string;
     await cycle();
     const name = cloud.launches[0].spec.agent.workerName;
@@ -96,7 +116,12 @@ describe('retiring pool workers', () => {
     await submitOk(t, noop);
     // Its own work runs to the end; the new request is not given to it.
     await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
-    await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id }, token);
+    await ok(
+      t,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id },
+      token,
+    );
     expect((await ok(t, REQUEST_WORK, {}, token)).requestWork.workRequest).toBeNull();
 
     const idle = await cycle();
@@ -119,7 +144,10 @@ describe('retiring pool workers', () => {
             `select ${reachedWorkRequestLimitSql('?::int', '?::int')} as reached, ${outlivedSql('?::timestamptz', '?::int', '?::timestamptz')} as outlived`,
             [limit, assigned, limit, created, lifetime, now, created, lifetime],
           );
-          expect(row).toEqual({ reached: reachedWorkRequestLimit(assigned, limit), outlived: outlived(created, lifetime, now) });
+          expect(row).toEqual({
+            reached: reachedWorkRequestLimit(assigned, limit),
+            outlived: outlived(created, lifetime, now),
+          });
         },
       ),
       { numRuns: 100 },
@@ -129,15 +157,27 @@ describe('retiring pool workers', () => {
     const installed = await t.sql<{ proname: string; prosrc: string }>(
       `select proname, prosrc from pg_proc where proname in ('worker_assignment_count_insert', 'worker_assignment_count_update') order by proname`,
     );
-    expect(installed.map((f) => `create or replace function "${f.proname}"() returns trigger language plpgsql as $$${f.prosrc}$$;`)).toEqual(
+    expect(
+      installed.map(
+        (f) => `create or replace function "${f.proname}"() returns trigger language plpgsql as $$${f.prosrc}$$;`,
+      ),
+    ).toEqual(
       assignmentCountFunctionsSql()
         .sort((a, b) => a.name.localeCompare(b.name))
         .map((f) => f.sql),
     );
     // Outdated: an instance's kept fingerprint against its pool's now (none kept: not outdated in SQL, null in TypeScript).
     const pool = { providerType: 'hetzner', specifications: { image: 'sbuild-2', instanceType: 'cx22' } };
-    for (const kept of [null, templateFingerprint(pool), templateFingerprint({ ...pool, specifications: { image: 'sbuild-1', instanceType: 'cx22' } })]) {
-      const [row] = await t.sql<{ outdated: boolean }>(`select ${outdatedSql('?::text')} as outdated`, [kept, kept, templateFingerprint(pool)]);
+    for (const kept of [
+      null,
+      templateFingerprint(pool),
+      templateFingerprint({ ...pool, specifications: { image: 'sbuild-1', instanceType: 'cx22' } }),
+    ]) {
+      const [row] = await t.sql<{ outdated: boolean }>(`select ${outdatedSql('?::text')} as outdated`, [
+        kept,
+        kept,
+        templateFingerprint(pool),
+      ]);
       expect(row.outdated).toBe(isOutdated(kept, pool) ?? false);
     }
   });

@@ -9,7 +9,16 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { createPool, createWorkspace, ERROR_FIELDS, expectResult, NOOP_METADATA, ok, reportMetadata, submitOk } from '../helpers/fixtures.js';
+import {
+  createPool,
+  createWorkspace,
+  ERROR_FIELDS,
+  expectResult,
+  NOOP_METADATA,
+  ok,
+  reportMetadata,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 // The provisioner's turns come on events, debounced by this much; none comes by the clock in a test.
 const DEBOUNCE_MS = 2000;
@@ -40,9 +49,17 @@ async function scriptLaunches(pool: string, name: string): Promise<string> {
 }
 
 const REQUEST_WORK = `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`;
-const take = async (token: string) => (await ok(t, REQUEST_WORK, {}, token)).requestWork.workRequest as { id: string } | null;
-const start = (id: string, token: string) => ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
-const complete = (id: string, token: string) => ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id }, token);
+const take = async (token: string) =>
+  (await ok(t, REQUEST_WORK, {}, token)).requestWork.workRequest as { id: string } | null;
+const start = (id: string, token: string) =>
+  ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+const complete = (id: string, token: string) =>
+  ok(
+    t,
+    `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+    { id },
+    token,
+  );
 
 /** What the script reads: its pool's demand (launches, workers to stop) and its instances to stop. */
 async function scriptReads(pool: string) {
@@ -63,7 +80,9 @@ async function scriptReads(pool: string) {
 }
 
 const workerOf = async (name: string) =>
-  (await ok(t, `query($n: String!) { worker(name: $n) { status retiringReason } instance(name: $n) { state } }`, { n: name })) as {
+  (await ok(t, `query($n: String!) { worker(name: $n) { status retiringReason } instance(name: $n) { state } }`, {
+    n: name,
+  })) as {
     worker: { status: string; retiringReason: string | null };
     instance: { state: string };
   };
@@ -79,7 +98,12 @@ async function until(what: string, check: () => Promise<boolean>, ms = 20_000): 
 /** The script stops the machine and records it; its worker is gone for good. */
 async function scriptStops(name: string): Promise<void> {
   expect(
-    await expectResult(t, 'Instance', `mutation($n: String!) { recordInstanceStopped(input: { name: $n }) { __typename ... on Instance { state } ${ERROR_FIELDS} } }`, { n: name }),
+    await expectResult(
+      t,
+      'Instance',
+      `mutation($n: String!) { recordInstanceStopped(input: { name: $n }) { __typename ... on Instance { state } ${ERROR_FIELDS} } }`,
+      { n: name },
+    ),
   ).toMatchObject({ state: 'TERMINATED' });
 }
 
@@ -89,12 +113,19 @@ beforeAll(async () => {
 
 describe('retirements a site’s own script sees, with the provisioner off', () => {
   it('maxWorkRequestsPerInstance 1: drained by its one assignment, a replacement asked for, in stopWorkers once idle, then STOPPING', async () => {
-    await createPool(t, { name: 'fresh', maxActiveInstances: 3, maxWorkRequestsPerInstance: 1, specifications: { enableTasks: ['noop'] } });
+    await createPool(t, {
+      name: 'fresh',
+      maxActiveInstances: 3,
+      maxWorkRequestsPerInstance: 1,
+      specifications: { enableTasks: ['noop'] },
+    });
     const token = await scriptLaunches('fresh', 'fresh-1');
     await submitOk(t, noop);
     await submitOk(t, noop);
     const got = (await take(token))!;
-    expect(await workerOf('fresh-1')).toMatchObject({ worker: { status: 'DRAINING', retiringReason: 'WORK_REQUESTS' } });
+    expect(await workerOf('fresh-1')).toMatchObject({
+      worker: { status: 'DRAINING', retiringReason: 'WORK_REQUESTS' },
+    });
     expect(await take(token)).toBeNull(); // the second is not its
     expect(await scriptReads('fresh')).toEqual({ launch: 1, stopWorkers: [], stopping: [] }); // a replacement, for the second
     await start(got.id, token);
@@ -105,14 +136,22 @@ describe('retirements a site’s own script sees, with the provisioner off', () 
     // The server's turns run as a server does (app.start); the first one stops it.
     await t.app.start();
     await until('fresh-1 to be STOPPING', async () => (await workerOf('fresh-1')).instance.state === 'STOPPING');
-    expect(await workerOf('fresh-1')).toEqual({ worker: { status: 'INACTIVE', retiringReason: 'WORK_REQUESTS' }, instance: { state: 'STOPPING' } });
+    expect(await workerOf('fresh-1')).toEqual({
+      worker: { status: 'INACTIVE', retiringReason: 'WORK_REQUESTS' },
+      instance: { state: 'STOPPING' },
+    });
     expect(await scriptReads('fresh')).toMatchObject({ stopping: ['fresh-1'] });
     await scriptStops('fresh-1');
     expect(await scriptReads('fresh')).toMatchObject({ stopWorkers: [], stopping: [] });
   });
 
   it('maxInstanceLifetimeSeconds: drained while it runs work, in stopWorkers once idle, then STOPPING', async () => {
-    await createPool(t, { name: 'aging', maxActiveInstances: 3, maxInstanceLifetimeSeconds: 3600, specifications: { enableTasks: ['noop'] } });
+    await createPool(t, {
+      name: 'aging',
+      maxActiveInstances: 3,
+      maxInstanceLifetimeSeconds: 3600,
+      specifications: { enableTasks: ['noop'] },
+    });
     const token = await scriptLaunches('aging', 'aging-1');
     await submitOk(t, noop);
     const got = (await take(token))!;
@@ -120,7 +159,10 @@ describe('retirements a site’s own script sees, with the provisioner off', () 
     await t.sql(`update worker set instance_created_at = now() - interval '2 hours' where name = 'aging-1'`);
     await submitOk(t, noop); // an event: the server's next turn
     await until('aging-1 to retire', async () => (await workerOf('aging-1')).worker.retiringReason === 'LIFETIME');
-    expect(await workerOf('aging-1')).toEqual({ worker: { status: 'DRAINING', retiringReason: 'LIFETIME' }, instance: { state: 'RUNNING' } });
+    expect(await workerOf('aging-1')).toEqual({
+      worker: { status: 'DRAINING', retiringReason: 'LIFETIME' },
+      instance: { state: 'RUNNING' },
+    });
     await quiet();
     expect(await scriptReads('aging')).toMatchObject({ stopWorkers: [], stopping: [] }); // it runs work
     expect(await workerOf('aging-1')).toMatchObject({ instance: { state: 'RUNNING' } });
@@ -128,7 +170,10 @@ describe('retirements a site’s own script sees, with the provisioner off', () 
     await complete(got.id, token);
     expect(await scriptReads('aging')).toMatchObject({ stopWorkers: ['aging-1'] });
     await until('aging-1 to be STOPPING', async () => (await workerOf('aging-1')).instance.state === 'STOPPING');
-    expect(await workerOf('aging-1')).toEqual({ worker: { status: 'INACTIVE', retiringReason: 'LIFETIME' }, instance: { state: 'STOPPING' } });
+    expect(await workerOf('aging-1')).toEqual({
+      worker: { status: 'INACTIVE', retiringReason: 'LIFETIME' },
+      instance: { state: 'STOPPING' },
+    });
     expect(await scriptReads('aging')).toMatchObject({ stopping: ['aging-1'] });
     await scriptStops('aging-1');
   });
@@ -137,12 +182,23 @@ describe('retirements a site’s own script sees, with the provisioner off', () 
     await createPool(t, { name: 'rolling', maxActiveInstances: 3, specifications: { enableTasks: ['noop'] } });
     await scriptLaunches('rolling', 'rolling-1');
     await quiet();
-    expect(await workerOf('rolling-1')).toEqual({ worker: { status: 'IDLE', retiringReason: null }, instance: { state: 'RUNNING' } });
-    await expectResult(t, 'WorkerPool', `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { __typename ${ERROR_FIELDS} } }`, {
-      i: { name: 'rolling', minIdleInstances: 1, specifications: { enableTasks: ['noop'], concurrency: 2 } },
+    expect(await workerOf('rolling-1')).toEqual({
+      worker: { status: 'IDLE', retiringReason: null },
+      instance: { state: 'RUNNING' },
     });
+    await expectResult(
+      t,
+      'WorkerPool',
+      `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { __typename ${ERROR_FIELDS} } }`,
+      {
+        i: { name: 'rolling', minIdleInstances: 1, specifications: { enableTasks: ['noop'], concurrency: 2 } },
+      },
+    );
     await until('rolling-1 to be STOPPING', async () => (await workerOf('rolling-1')).instance.state === 'STOPPING');
-    expect(await workerOf('rolling-1')).toEqual({ worker: { status: 'INACTIVE', retiringReason: 'OUTDATED' }, instance: { state: 'STOPPING' } });
+    expect(await workerOf('rolling-1')).toEqual({
+      worker: { status: 'INACTIVE', retiringReason: 'OUTDATED' },
+      instance: { state: 'STOPPING' },
+    });
     expect(await scriptReads('rolling')).toEqual({ launch: 1, stopWorkers: [], stopping: ['rolling-1'] });
     await scriptStops('rolling-1');
   });

@@ -17,10 +17,21 @@ describe('retiring instances', () => {
     const created = await f.gql(
       server.url,
       `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on WorkerPool { maxWorkRequestsPerInstance } ... on Error { code message } } }`,
-      { i: { name: 'fresh', providerType: 'local', maxActiveInstances: 2, maxWorkRequestsPerInstance: 1, specifications: { enableTasks: ['noop'], handlers } } },
+      {
+        i: {
+          name: 'fresh',
+          providerType: 'local',
+          maxActiveInstances: 2,
+          maxWorkRequestsPerInstance: 1,
+          specifications: { enableTasks: ['noop'], handlers },
+        },
+      },
       ADMIN,
     );
-    expect(created.data?.createWorkerPool, JSON.stringify(created)).toEqual({ __typename: 'WorkerPool', maxWorkRequestsPerInstance: 1 });
+    expect(created.data?.createWorkerPool, JSON.stringify(created)).toEqual({
+      __typename: 'WorkerPool',
+      maxWorkRequestsPerInstance: 1,
+    });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push(await f.createNoop(server.url));
 
@@ -40,7 +51,9 @@ describe('retiring instances', () => {
       const instances = (await poolInstances(f, 'fresh')).filter((x) => workers.includes(x.name));
       return instances.length === 5 && instances.every((i) => i.state === 'STOPPING' || i.state === 'TERMINATED');
     });
-    const stops = server.logs.filter((l) => l.msg === 'stopping an idle instance' && String(l.why).startsWith('retired:'));
+    const stops = server.logs.filter(
+      (l) => l.msg === 'stopping an idle instance' && String(l.why).startsWith('retired:'),
+    );
     expect(stops.map((l) => l.worker).sort()).toEqual([...workers].sort());
     expect(stops[0].why).toBe('retired: it ran the 1 work request pool fresh gives an instance');
   }, 360_000);

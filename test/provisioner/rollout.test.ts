@@ -22,16 +22,34 @@ describe('a rollout', () => {
     const server = await f.server(PROVISIONER_ENV, 'roll');
     const { handlers } = poolHandler(f, 'noop', '2');
     const pool = (i: Record<string, unknown>) =>
-      f.gql(server.url, `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { __typename ... on Error { code message } } }`, { i }, ADMIN);
+      f.gql(
+        server.url,
+        `mutation($i: WorkerPoolInput!) { updateWorkerPool(input: $i) { __typename ... on Error { code message } } }`,
+        { i },
+        ADMIN,
+      );
     const created = await f.gql(
       server.url,
       `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ... on Error { code message } } }`,
-      { i: { name: 'roll', providerType: 'local', minIdleInstances: 3, maxActiveInstances: 3, specifications: { enableTasks: ['noop'], handlers } } },
+      {
+        i: {
+          name: 'roll',
+          providerType: 'local',
+          minIdleInstances: 3,
+          maxActiveInstances: 3,
+          specifications: { enableTasks: ['noop'], handlers },
+        },
+      },
       ADMIN,
     );
     expect(created.data?.createWorkerPool.__typename, JSON.stringify(created)).toBe('WorkerPool');
     const instances = async (): Promise<Node[]> => {
-      const r = await f.gql(server.url, `{ workerPool(name: "roll") { instances(first: 100) { edges { node { name state outdated worker { retiringReason } } } } } }`, {}, ADMIN);
+      const r = await f.gql(
+        server.url,
+        `{ workerPool(name: "roll") { instances(first: 100) { edges { node { name state outdated worker { retiringReason } } } } } }`,
+        {},
+        ADMIN,
+      );
       return (r.data?.workerPool.instances.edges as { node: Node }[]).map((e) => e.node);
     };
     const first = await until('three instances running', async () => {
@@ -43,7 +61,13 @@ describe('a rollout', () => {
     // Work in flight while the rollout runs; then new specifications (the handler's command changes).
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) ids.push(await f.createNoop(server.url));
-    const changed = await pool({ name: 'roll', specifications: { enableTasks: ['noop'], handlers: handlers.map((h) => ({ ...h, command: `ROLLOUT=2 ${h.command}` })) } });
+    const changed = await pool({
+      name: 'roll',
+      specifications: {
+        enableTasks: ['noop'],
+        handlers: handlers.map((h) => ({ ...h, command: `ROLLOUT=2 ${h.command}` })),
+      },
+    });
     expect(changed.data?.updateWorkerPool.__typename, JSON.stringify(changed)).toBe('WorkerPool');
 
     // Until every live instance is new: never more than one taken away at a time (at least two old or new serving).

@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { agentConfigFile, AGENT_CONFIG_PATH, cloudInitUserData, parseAgentConfigFile } from '../../src/providers/user-data.js';
+import {
+  agentConfigFile,
+  AGENT_CONFIG_PATH,
+  cloudInitUserData,
+  parseAgentConfigFile,
+} from '../../src/providers/user-data.js';
 
-const agent = { serverUrl: 'https://ci.example.org:4000/graphql', activationToken: 'tsk_activation_AbC-d_9', workerName: 'amd64-large-0001' };
+const agent = {
+  serverUrl: 'https://ci.example.org:4000/graphql',
+  activationToken: 'tsk_activation_AbC-d_9',
+  workerName: 'amd64-large-0001',
+};
 
 describe('agent bootstrap files', () => {
   it('writes the three variables the agent reads, and reads them back', () => {

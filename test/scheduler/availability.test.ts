@@ -56,7 +56,8 @@ describe('availability in SQL and in TypeScript', () => {
       fc.asyncProperty(fc.array(factsArb, { minLength: 50, maxLength: 200 }), async (workers) => {
         const values = workers
           .map(
-            () => `(?, ?::boolean, ?::boolean, ?::boolean, ?::timestamptz, ?::timestamptz, 'epoch'::timestamptz + (?::bigint * interval '1 microsecond'), ?::timestamptz, ?::int)`,
+            () =>
+              `(?, ?::boolean, ?::boolean, ?::boolean, ?::timestamptz, ?::timestamptz, 'epoch'::timestamptz + (?::bigint * interval '1 microsecond'), ?::timestamptz, ?::int)`,
           )
           .join(', ');
         const params = workers.flatMap((w, i) => [
@@ -77,14 +78,17 @@ describe('availability in SQL and in TypeScript', () => {
           [...availableParams(NOW, FRESH_MS), ...availableParams(NOW, FRESH_MS), ...params], // in the order of their places: the select list comes first
         );
         // The boolean SQL computes, and what the predicate says of the same row: equal, row by row.
-        expect(rows.map((r) => r.available)).toEqual(rows.map((r) => unavailableReason(factsOfRow(r), NOW, FRESH_MS) === null));
+        expect(rows.map((r) => r.available)).toEqual(
+          rows.map((r) => unavailableReason(factsOfRow(r), NOW, FRESH_MS) === null),
+        );
         // A quarantine probe: the same in both forms, only for quarantined workers, never for an available one.
         expect(rows.map((r) => r.probeable)).toEqual(rows.map((r) => mayBeProbed(factsOfRow(r), NOW, FRESH_MS)));
         for (const r of rows) if (r.probeable) expect([r.quarantined, r.available]).toEqual([true, false]);
         // And the status shown in the API says IDLE or BUSY for an available worker, never for an unavailable one (not-assignable aside).
         for (const r of rows) {
           const status = workerStatus(factsOfRow(r), workers[r.n].active, NOW, FRESH_MS);
-          if (r.type !== 'not-assignable') expect(status === 'IDLE' || status === 'BUSY', `${JSON.stringify(r)} is ${status}`).toBe(r.available);
+          if (r.type !== 'not-assignable')
+            expect(status === 'IDLE' || status === 'BUSY', `${JSON.stringify(r)} is ${status}`).toBe(r.available);
         }
       }),
       { numRuns: 50 },

@@ -20,9 +20,16 @@ const META = (arch: string) => ({
 });
 
 async function worker(name: string, arch: string): Promise<string> {
-  const reg = await t.gql(`mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name });
+  const reg = await t.gql(
+    `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`,
+    { n: name },
+  );
   const token = reg.data!.registerWorker.token as string;
-  const rep = await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META(arch) }, token);
+  const rep = await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: META(arch) },
+    token,
+  );
   expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
   return token;
 }
@@ -39,7 +46,11 @@ async function sbuild(arch: string, dependsOn: string[] = []): Promise<string> {
 async function run(token: string): Promise<string> {
   const got = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
   const id = got.data!.requestWork.workRequest.id as string;
-  const started = await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { ... on WorkRequest { status } } }`, { id }, token);
+  const started = await t.gql(
+    `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { ... on WorkRequest { status } } }`,
+    { id },
+    token,
+  );
   expect(started.data!.startWorkRequest.status).toBe('RUNNING');
   return id;
 }
@@ -47,18 +58,21 @@ async function run(token: string): Promise<string> {
 const DEMAND = `{ provisioningDemand { pendingTotal comingTotal pools { pool { name } pendingRunnable pendingAssigned comingRunnable comingAssigned launch } unschedulable { count } } }`;
 
 const pool = (name: string, arch: string) =>
-  t.gql(`mutation($n: String!, $tags: [String!]!) { createWorkerPool(input: { name: $n, providerType: "local", providedTags: $tags, maxActiveInstances: 3 }) { __typename } }`, {
-    n: name,
-    tags: [
-      `worker:build-arch:${arch}`,
-      'worker:executor:unshare',
-      'worker:cap:sbuild',
-      'worker:cap:lintian',
-      'worker:cap:autopkgtest',
-      'worker:cap:piuparts',
-      ...['sbuild', 'lintian', 'autopkgtest', 'piuparts'].map((n) => `worker:task:worker:${n}:version:1`),
-    ],
-  });
+  t.gql(
+    `mutation($n: String!, $tags: [String!]!) { createWorkerPool(input: { name: $n, providerType: "local", providedTags: $tags, maxActiveInstances: 3 }) { __typename } }`,
+    {
+      n: name,
+      tags: [
+        `worker:build-arch:${arch}`,
+        'worker:executor:unshare',
+        'worker:cap:sbuild',
+        'worker:cap:lintian',
+        'worker:cap:autopkgtest',
+        'worker:cap:piuparts',
+        ...['sbuild', 'lintian', 'autopkgtest', 'piuparts'].map((n) => `worker:task:worker:${n}:version:1`),
+      ],
+    },
+  );
 
 describe('coming work in demand', () => {
   it('counts what waits only on running work, apart from pending; not what waits on pending work or what nothing runs', async () => {
@@ -77,12 +91,25 @@ describe('coming work in demand', () => {
     expect(before.data!.provisioningDemand).toEqual({
       pendingTotal: 1,
       comingTotal: 1,
-      pools: [{ pool: { name: 'cloud-riscv' }, pendingRunnable: 0, pendingAssigned: 0, comingRunnable: 1, comingAssigned: 1, launch: 1 }],
+      pools: [
+        {
+          pool: { name: 'cloud-riscv' },
+          pendingRunnable: 0,
+          pendingAssigned: 0,
+          comingRunnable: 1,
+          comingAssigned: 1,
+          launch: 1,
+        },
+      ],
       unschedulable: [{ count: 1 }],
     });
 
     // Its dependency done, the riscv64 request is pending: no longer coming.
-    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status } } }`, { id: running }, amd);
+    const done = await t.gql(
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status } } }`,
+      { id: running },
+      amd,
+    );
     expect(done.data!.completeWorkRequest.status).toBe('COMPLETED');
     const after = await t.gql(DEMAND);
     expect(after.data!.provisioningDemand).toMatchObject({
@@ -93,7 +120,9 @@ describe('coming work in demand', () => {
   });
 
   it("a workflow's checks are coming work while its sbuild runs", async () => {
-    const r = await t.gql(`mutation { createEnvironment(input: { codename: "trixie", architecture: "amd64" }) { __typename } }`);
+    const r = await t.gql(
+      `mutation { createEnvironment(input: { codename: "trixie", architecture: "amd64" }) { __typename } }`,
+    );
     expect(r.data!.createEnvironment.__typename).toBe('Environment');
     const amd = await worker('amd-2', 'amd64');
     expect((await pool('cloud-amd64', 'amd64')).data!.createWorkerPool.__typename).toBe('WorkerPool');
@@ -109,7 +138,10 @@ describe('coming work in demand', () => {
     const demand = await t.gql(DEMAND);
     const checks = demand.data!.provisioningDemand.comingTotal as number;
     expect(checks).toBeGreaterThanOrEqual(2); // lintian, autopkgtest (and piuparts where the pipeline has it)
-    expect(demand.data!.provisioningDemand.pools[0]).toMatchObject({ comingRunnable: checks, comingAssigned: checks - 1 }); // amd-1, idle since the first test, will take one
+    expect(demand.data!.provisioningDemand.pools[0]).toMatchObject({
+      comingRunnable: checks,
+      comingAssigned: checks - 1,
+    }); // amd-1, idle since the first test, will take one
     expect(demand.data!.provisioningDemand.pools[0].launch).toBeGreaterThan(0);
   });
 });

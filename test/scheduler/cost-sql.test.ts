@@ -27,8 +27,16 @@ describe('costInMonthSql', () => {
   it('agrees with costInMonth', async () => {
     const cases = fc.sample(
       fc.record({
-        price: fc.oneof(fc.constant(null), fc.constant(0), fc.double({ min: MIN_PRICE_PER_HOUR, max: MAX_PRICE_PER_HOUR, noNaN: true })),
-        period: fc.oneof(fc.constant(null), fc.constantFrom(60, 600, 3600, 86_400), fc.integer({ min: 60, max: 31 * 86_400 })),
+        price: fc.oneof(
+          fc.constant(null),
+          fc.constant(0),
+          fc.double({ min: MIN_PRICE_PER_HOUR, max: MAX_PRICE_PER_HOUR, noNaN: true }),
+        ),
+        period: fc.oneof(
+          fc.constant(null),
+          fc.constantFrom(60, 600, 3600, 86_400),
+          fc.integer({ min: 60, max: 31 * 86_400 }),
+        ),
         requested: fc.integer({ min: MONTH - 40 * DAY, max: MONTH + 20 * DAY }),
         length: fc.oneof(fc.integer({ min: 0, max: 3_600_000 }), fc.integer({ min: 0, max: 60 * DAY })),
       }),
@@ -42,7 +50,13 @@ describe('costInMonthSql', () => {
       const requested = new Date(c.requested);
       const end = new Date(c.requested + c.length);
       const month = new Date(MONTH);
-      const [row] = await t.sql<{ cost: number }>(sql, [end.toISOString(), month.toISOString(), c.price, requested.toISOString(), c.period]);
+      const [row] = await t.sql<{ cost: number }>(sql, [
+        end.toISOString(),
+        month.toISOString(),
+        c.price,
+        requested.toISOString(),
+        c.period,
+      ]);
       const expected = costInMonth(c.price, requested, end, month, c.period);
       // Relative to what the instance cost in all: floating point, not a rule, may differ.
       const scale = Math.max(1, instanceCost(c.price, requested, end, c.period) ?? 0);
@@ -55,7 +69,11 @@ describe('committedCostInMonthSql', () => {
   it('agrees with committedCostInMonth: a live instance launched this month counts at least its first charge, an ended one what it cost', async () => {
     const cases = fc.sample(
       fc.record({
-        price: fc.oneof(fc.constant(null), fc.constant(0), fc.double({ min: MIN_PRICE_PER_HOUR, max: MAX_PRICE_PER_HOUR, noNaN: true })),
+        price: fc.oneof(
+          fc.constant(null),
+          fc.constant(0),
+          fc.double({ min: MIN_PRICE_PER_HOUR, max: MAX_PRICE_PER_HOUR, noNaN: true }),
+        ),
         period: fc.oneof(fc.constant(null), fc.constantFrom(60, 3600), fc.integer({ min: 60, max: 31 * 86_400 })),
         requested: fc.integer({ min: MONTH - 2 * DAY, max: MONTH + 20 * DAY }),
         length: fc.oneof(fc.integer({ min: 0, max: 7_200_000 }), fc.integer({ min: 0, max: 10 * DAY })),
@@ -71,7 +89,14 @@ describe('committedCostInMonthSql', () => {
       const requested = new Date(c.requested);
       const end = new Date(c.requested + c.length);
       const month = new Date(MONTH);
-      const [row] = await t.sql<{ cost: number }>(sql, [end.toISOString(), month.toISOString(), c.price, requested.toISOString(), c.live ? null : end.toISOString(), c.period]);
+      const [row] = await t.sql<{ cost: number }>(sql, [
+        end.toISOString(),
+        month.toISOString(),
+        c.price,
+        requested.toISOString(),
+        c.live ? null : end.toISOString(),
+        c.period,
+      ]);
       const expected = committedCostInMonth(c.price, requested, end, month, c.period, c.live);
       const scale = Math.max(1, instanceCost(c.price, requested, end, c.period) ?? 0, firstCharge(c.price, c.period));
       expect(Math.abs(row!.cost - expected) / scale, JSON.stringify(c)).toBeLessThan(1e-9);
@@ -85,7 +110,10 @@ describe('committedCostInMonthSql', () => {
     expect(committedCostInMonth(1000, at, at, month, 600, true)).toBeCloseTo(1000 / 6, 9);
     expect(committedCostInMonth(1000, at, new Date(at.getTime() + 3600), month, null, false)).toBeCloseTo(1, 9);
     // Launched last month: only its part in this one.
-    expect(committedCostInMonth(1000, new Date(MONTH - 1000), new Date(MONTH + 1000), month, null, true)).toBeCloseTo(1000 / 3600, 9);
+    expect(committedCostInMonth(1000, new Date(MONTH - 1000), new Date(MONTH + 1000), month, null, true)).toBeCloseTo(
+      1000 / 3600,
+      9,
+    );
     expect(committedCostInMonth(null, at, at, month, null, true)).toBe(0);
   });
 });

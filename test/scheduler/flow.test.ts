@@ -18,12 +18,19 @@ const META = (arch: string, extra: Record<string, unknown> = {}) => ({
 });
 
 async function worker(name: string, arch: string, concurrency = 1) {
-  const reg = await t.gql(`mutation($n: String!, $c: Int) { registerWorker(input: { name: $n, concurrency: $c }) { ... on WorkerTokenPayload { token } } }`, {
-    n: name,
-    c: concurrency,
-  });
+  const reg = await t.gql(
+    `mutation($n: String!, $c: Int) { registerWorker(input: { name: $n, concurrency: $c }) { ... on WorkerTokenPayload { token } } }`,
+    {
+      n: name,
+      c: concurrency,
+    },
+  );
   const token = reg.data!.registerWorker.token as string;
-  const rep = await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META(arch) }, token);
+  const rep = await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: META(arch) },
+    token,
+  );
   expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
   return token;
 }
@@ -49,43 +56,76 @@ describe('scheduling through the API', () => {
     const amdJob = await sbuild('amd64', 0);
     const riscv = await sbuild('riscv64', 0);
 
-    const cands = await t.gql(`query($ids: [ID!]!) { candidateWorkers(workRequestIds: $ids) { workRequestId count workerNames } }`, { ids: [low, amdJob, riscv] });
+    const cands = await t.gql(
+      `query($ids: [ID!]!) { candidateWorkers(workRequestIds: $ids) { workRequestId count workerNames } }`,
+      { ids: [low, amdJob, riscv] },
+    );
     expect(cands.data!.candidateWorkers).toEqual([
       { workRequestId: low, count: 1, workerNames: ['arm-1'] },
       { workRequestId: amdJob, count: 1, workerNames: ['amd-1'] },
       { workRequestId: riscv, count: 0, workerNames: [] },
     ]);
 
-    const diag = await t.gql(`query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingWorkers mismatches { workerNames missingOnWorker missingOnTask } } } }`, {
-      id: riscv,
-    });
+    const diag = await t.gql(
+      `query($id: ID!) { workRequest(id: $id) { diagnosis { state matchingWorkers mismatches { workerNames missingOnWorker missingOnTask } } } }`,
+      {
+        id: riscv,
+      },
+    );
     expect(diag.data!.workRequest.diagnosis.state).toBe('UNSCHEDULABLE');
     expect(diag.data!.workRequest.diagnosis.mismatches).toEqual(
-      expect.arrayContaining([{ workerNames: ['amd-1'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }]),
+      expect.arrayContaining([
+        { workerNames: ['amd-1'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] },
+      ]),
     );
 
     // The arm worker gets the higher priority arm64 request first, then the other one; never the amd64 one.
     const first = await t.gql(REQUEST_WORK, {}, arm);
-    expect(first.data!.requestWork.workRequest).toMatchObject({ id: high, status: 'ASSIGNED', worker: { name: 'arm-1' } });
+    expect(first.data!.requestWork.workRequest).toMatchObject({
+      id: high,
+      status: 'ASSIGNED',
+      worker: { name: 'arm-1' },
+    });
     const full = await t.gql(REQUEST_WORK, {}, arm);
     expect(full.data!.requestWork.workRequest).toBeNull(); // concurrency 1
-    const started = await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { ... on WorkRequest { status } } }`, { id: high }, arm);
+    const started = await t.gql(
+      `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { ... on WorkRequest { status } } }`,
+      { id: high },
+      arm,
+    );
     expect(started.data!.startWorkRequest.status).toBe('RUNNING');
-    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status result } } }`, { id: high }, arm);
+    const done = await t.gql(
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status result } } }`,
+      { id: high },
+      arm,
+    );
     expect(done.data!.completeWorkRequest).toEqual({ status: 'COMPLETED', result: 'SUCCESS' });
     const second = await t.gql(REQUEST_WORK, {}, arm);
     expect(second.data!.requestWork.workRequest).toMatchObject({ id: low });
 
     // A full pass gives the amd64 request to the amd64 worker; the riscv64 one stays pending.
     const assigned = await t.app.scheduler.runPass();
-    expect(assigned).toEqual([{ workRequestId: Number(amdJob), workerId: expect.any(Number), workspaceId: expect.any(Number), pendingAt: expect.any(Date) }]);
-    const other = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code } } }`, { id: amdJob }, arm);
+    expect(assigned).toEqual([
+      {
+        workRequestId: Number(amdJob),
+        workerId: expect.any(Number),
+        workspaceId: expect.any(Number),
+        pendingAt: expect.any(Date),
+      },
+    ]);
+    const other = await t.gql(
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ... on Error { code } } }`,
+      { id: amdJob },
+      arm,
+    );
     expect(other.data!.completeWorkRequest).toEqual({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
 
     await t.gql(
       `mutation { createWorkerPool(input: { name: "cloud-riscv", providerType: "local", providedTags: ["worker:build-arch:riscv64", "worker:executor:unshare", "worker:cap:sbuild", "worker:task:worker:sbuild:version:1"], maxActiveInstances: 3 }) { __typename } }`,
     );
-    const demand = await t.gql(`{ provisioningDemand { pendingTotal pools { pool { name } pendingRunnable launch workersRequired } unschedulable { count } } }`);
+    const demand = await t.gql(
+      `{ provisioningDemand { pendingTotal pools { pool { name } pendingRunnable launch workersRequired } unschedulable { count } } }`,
+    );
     expect(demand.data!.provisioningDemand).toEqual({
       pendingTotal: 1,
       pools: [{ pool: { name: 'cloud-riscv' }, pendingRunnable: 1, launch: 1, workersRequired: 1 }],
@@ -106,7 +146,11 @@ describe('the pull answer', () => {
     const id = created.data!.createWorkRequest.id as string;
     const FIELDS =
       'id status taskType taskName taskData priority retryCount workspace { name } createdBy { username } worker { name } assignedAt pendingAt startedAt requiredTags { tag }';
-    const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { ${FIELDS} } } ... on Error { code message } } }`, {}, token);
+    const pulled = await t.gql(
+      `mutation { requestWork { ... on RequestWorkPayload { workRequest { ${FIELDS} } } ... on Error { code message } } }`,
+      {},
+      token,
+    );
     const answer = pulled.data!.requestWork.workRequest;
     expect(answer).toMatchObject({
       id,

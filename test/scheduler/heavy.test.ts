@@ -42,22 +42,34 @@ async function machine(name: string, cpuCount: number, memoryGib: number): Promi
 
 /** The task ran `seconds` on average, `daysAgo` days ago (the totals completions keep per task and day). */
 async function ran(taskName: string, seconds: number, daysAgo = 1): Promise<void> {
-  await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - ?::int, 2, ?)`, [taskName, daysAgo, 2 * seconds]);
+  await t.sql(
+    `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - ?::int, 2, ?)`,
+    [taskName, daysAgo, 2 * seconds],
+  );
 }
 
-const SBUILD = { workspace: 'heavy/main', taskType: 'worker', taskName: 'sbuild', taskData: { source_package: 'hello', host_architecture: 'amd64' } };
+const SBUILD = {
+  workspace: 'heavy/main',
+  taskType: 'worker',
+  taskName: 'sbuild',
+  taskData: { source_package: 'hello', host_architecture: 'amd64' },
+};
 const NOOP = { workspace: 'heavy/main', taskType: 'worker', taskName: 'noop', taskData: {} };
 
 const submitted = async (input: Record<string, unknown>) => (await submitOk(t, input)).id as string;
 
 /** The worker holding a request, or null while it is pending. */
 async function holder(id: string): Promise<string | null> {
-  const [row] = await t.sql<{ name: string | null }>(`select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`, [Number(id)]);
+  const [row] = await t.sql<{ name: string | null }>(
+    `select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
+    [Number(id)],
+  );
   return row.name;
 }
 
 /** Puts every request aside, so that every worker is free again. */
-const freeAll = () => t.sql(`update work_request set status = 'ABORTED' where status in ('PENDING', 'ASSIGNED', 'RUNNING')`);
+const freeAll = () =>
+  t.sql(`update work_request set status = 'ABORTED' where status in ('PENDING', 'ASSIGNED', 'RUNNING')`);
 
 beforeEach(async () => {
   await resetScheduling(t);
@@ -91,7 +103,9 @@ describe('heavy work by the task history (docs/design.md: placement quality)', (
 
   it('the threshold, TAGSCHED_HEAVY_TASK_SECONDS (default an hour): below it light work, at it heavy; the averages are kept a minute', async () => {
     expect(t.app.config.statistics.heavyTaskSeconds).toBe(3600);
-    await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 1, 3599)`);
+    await t.sql(
+      `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 1, 3599)`,
+    );
     expect(await holder(await submitted(NOOP))).toBe('small');
     await freeAll();
     await t.sql(`update task_duration set seconds = 3600`);
@@ -111,7 +125,9 @@ describe('heavy work by the task history (docs/design.md: placement quality)', (
     const id = await submitted(NOOP);
     await t.sql(`update worker set enabled = true`);
     const pass = (thresholdSeconds: number) =>
-      inRollback(t, (tx) => runPass(tx, t.app.scheduler.classes, new TaskHistoryCache(thresholdSeconds), t.app.config.workers, new Date()));
+      inRollback(t, (tx) =>
+        runPass(tx, t.app.scheduler.classes, new TaskHistoryCache(thresholdSeconds), t.app.config.workers, new Date()),
+      );
     const [{ id: largeId }, { id: smallId }] = await t.sql<{ id: number }>(`select id from worker order by name`);
     expect((await pass(3600)).map((a) => [String(a.workRequestId), a.workerId])).toEqual([[id, largeId]]);
     expect((await pass(0)).map((a) => [String(a.workRequestId), a.workerId])).toEqual([[id, smallId]]);

@@ -9,7 +9,16 @@ import { describe, expect, it } from 'vitest';
 import { registerSignificantTags } from '../../src/scheduler/storage/classes.js';
 import { compactPendingCounts, pendingByClass } from '../../src/scheduler/storage/pending-counts.js';
 import { useTestApp } from '../helpers/app.js';
-import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
+import {
+  classifyPending,
+  CONTENDED,
+  contendedWorkers,
+  insertPending,
+  resetScheduling,
+  seedScheduling,
+  type RequestRow,
+  type WorkerRow,
+} from '../helpers/scheduler-fixtures.js';
 
 const t = useTestApp();
 
@@ -66,7 +75,10 @@ describe('counts kept by PostgreSQL', () => {
     const seeded = await seedScheduling(t, { workers, requests: batch(200) });
     await expectExact('seeded');
     const token = (workerId: number) => seeded.tokens.get([...seeded.workerIds].find(([, id]) => id === workerId)![0])!;
-    const held = (status: string) => t.sql<{ id: number; worker_id: number }>(`select id, worker_id from work_request where status = ? order by id`, [status]);
+    const held = (status: string) =>
+      t.sql<{ id: number; worker_id: number }>(`select id, worker_id from work_request where status = ? order by id`, [
+        status,
+      ]);
     const fold = () => compactPendingCounts(t.app.orm.em.fork());
     const create = (n: number) =>
       t.app.orm.em.fork().transactional(async (tx) => {
@@ -80,7 +92,14 @@ describe('counts kept by PostgreSQL', () => {
 
     for (let round = 0; round < 4; round++) {
       // Pulls of every worker, a pass, creations and folds, all at once.
-      await Promise.all([...workers.map((w) => t.gql(REQUEST_WORK, {}, seeded.tokens.get(w.name)!)), t.app.scheduler.runPass(), create(30), create(1), fold(), fold()]);
+      await Promise.all([
+        ...workers.map((w) => t.gql(REQUEST_WORK, {}, seeded.tokens.get(w.name)!)),
+        t.app.scheduler.runPass(),
+        create(30),
+        create(1),
+        fold(),
+        fold(),
+      ]);
       await expectExact(`round ${round}: pulls, a pass, creations`);
 
       // Releases, completions and aborts of what is held, with more pulls, creations and folds among them.
@@ -88,7 +107,11 @@ describe('counts kept by PostgreSQL', () => {
       const pending = await held('PENDING');
       await Promise.all([
         ...assigned.map((a, i) =>
-          i % 3 === 0 ? gqlOk(RELEASE, a.id, token(a.worker_id)) : i % 3 === 1 ? gqlOk(COMPLETE, a.id, token(a.worker_id)) : gqlOk(ABORT, a.id, t.adminToken),
+          i % 3 === 0
+            ? gqlOk(RELEASE, a.id, token(a.worker_id))
+            : i % 3 === 1
+              ? gqlOk(COMPLETE, a.id, token(a.worker_id))
+              : gqlOk(ABORT, a.id, t.adminToken),
         ),
         ...pending.slice(0, 5).map((p) => gqlOk(ABORT, p.id, t.adminToken)),
         ...workers.slice(0, 8).map((w) => t.gql(REQUEST_WORK, {}, seeded.tokens.get(w.name)!)),
@@ -104,7 +127,11 @@ describe('counts kept by PostgreSQL', () => {
     }
 
     // A worker comes to require lane:fast: the pending requests providing it move to new classes.
-    await Promise.all([t.app.orm.em.fork().transactional((tx) => registerSignificantTags(tx, ['lane:fast'])), create(5), fold()]);
+    await Promise.all([
+      t.app.orm.em.fork().transactional((tx) => registerSignificantTags(tx, ['lane:fast'])),
+      create(5),
+      fold(),
+    ]);
     await expectExact('re-classification');
 
     // A change rolled back leaves the counts as they were; deletions count down.
@@ -112,7 +139,9 @@ describe('counts kept by PostgreSQL', () => {
     await rolledBack.begin();
     await rolledBack.execute(`update work_request set status = 'ABORTED' where status = 'PENDING'`);
     await rolledBack.rollback();
-    await t.sql(`delete from work_request where id in (select id from work_request where status = 'PENDING' order by id limit 7)`);
+    await t.sql(
+      `delete from work_request where id in (select id from work_request where status = 'PENDING' order by id limit 7)`,
+    );
     await expectExact('rollback and deletions');
 
     // Worker changes: drained, disconnected, quarantined, terminated, removed.
@@ -129,7 +158,9 @@ describe('counts kept by PostgreSQL', () => {
 
     await fold();
     const [{ rows }] = await t.sql<{ rows: number }>(`select count(*)::int as rows from class_pending_count`);
-    const [{ classes }] = await t.sql<{ classes: number }>(`select count(distinct class_id)::int as classes from work_request where status = 'PENDING'`);
+    const [{ classes }] = await t.sql<{ classes: number }>(
+      `select count(distinct class_id)::int as classes from work_request where status = 'PENDING'`,
+    );
     expect(rows).toBeLessThanOrEqual(classes + 1); // one row per class once folded (and one for requests without a class)
     await expectExact('folded');
     await resetScheduling(t);

@@ -20,9 +20,15 @@ const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)
 describe("placing a new request walks the workers in the placement order and stops, whatever the planner's costs say", () => {
   it('reads the index worker_placement_order without a sort or compiling even when the planner would rather sort every available worker', async () => {
     await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    const reg = await t.gql(`mutation { registerWorker(input: { name: "plan-0" }) { ... on WorkerTokenPayload { token } } }`);
+    const reg = await t.gql(
+      `mutation { registerWorker(input: { name: "plan-0" }) { ... on WorkerTokenPayload { token } } }`,
+    );
     const token = reg.data!.registerWorker.token as string;
-    await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: AMD64_METADATA }, token);
+    await t.gql(
+      `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+      { m: AMD64_METADATA },
+      token,
+    );
     const created = await t.gql(
       `mutation { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "sbuild", taskData: { source_package: "hello", host_architecture: "amd64" } }) { ... on WorkRequest { id } ... on Error { message } } }`,
     );
@@ -47,10 +53,16 @@ describe("placing a new request walks the workers in the placement order and sto
        select 1000 + g, 'plan-' || g, 'worker', now(), now(), now(), now(), '{}', '{}' from generate_series(1, 5000) g order by random()`,
     );
     await t.sql(`analyze worker`);
-    await t.sql(`update worker set provided_tags = (select provided_tags from worker where name = 'plan-0') where name <> 'plan-0'`);
+    await t.sql(
+      `update worker set provided_tags = (select provided_tags from worker where name = 'plan-0') where name <> 'plan-0'`,
+    );
     const params = [
       ...availableParams(new Date(), t.app.config.workers.metadataFreshMs),
-      ...mayFitParams({ id: cls.id, requiredTags: cls.required_tags, significantProvidedTags: cls.significant_provided_tags }),
+      ...mayFitParams({
+        id: cls.id,
+        requiredTags: cls.required_tags,
+        significantProvidedTags: cls.significant_provided_tags,
+      }),
     ];
     await t.app.orm.em.fork().transactional(async (tx) => {
       const planOf = (rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[]) => nodes(rows[0]['QUERY PLAN'][0].Plan);
@@ -59,7 +71,10 @@ describe("placing a new request walks the workers in the placement order and sto
       await tx.execute(`select set_config('random_page_cost', '100', true), set_config('enable_sort', 'on', true)`);
       expect(planOf(await tx.execute(explainSql, params)).map((n) => n['Node Type'])).toContain('Sort');
       // The placement's trip, its walk explained: no sort, the index read in order.
-      const [, explained] = await executeInOneTrip<[unknown[], { 'QUERY PLAN': { Plan: PlanNode }[] }[], unknown[]]>(tx, freeForClassTrip(params, explainSql));
+      const [, explained] = await executeInOneTrip<[unknown[], { 'QUERY PLAN': { Plan: PlanNode }[] }[], unknown[]]>(
+        tx,
+        freeForClassTrip(params, explainSql),
+      );
       const plan = planOf(explained);
       expect(plan.map((n) => n['Node Type'])).not.toContain('Sort');
       expect(plan.find((n) => n['Node Type'] === 'Index Scan')?.['Index Name']).toBe('worker_placement_order');
@@ -67,7 +82,10 @@ describe("placing a new request walks the workers in the placement order and sto
       const settings = `select current_setting('enable_sort') as sort, current_setting('jit') as jit`;
       for (const was of ['on', 'off']) {
         await tx.execute(`select set_config('enable_sort', ?, true), set_config('jit', ?, true)`, [was, was]);
-        const [, during] = await executeInOneTrip<[unknown[], { sort: string; jit: string }[], unknown[]]>(tx, freeForClassTrip([], settings));
+        const [, during] = await executeInOneTrip<[unknown[], { sort: string; jit: string }[], unknown[]]>(
+          tx,
+          freeForClassTrip([], settings),
+        );
         expect(during).toEqual([{ sort: 'off', jit: 'off' }]);
         expect(await tx.execute(settings)).toEqual([{ sort: was, jit: was }]);
       }

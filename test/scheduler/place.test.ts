@@ -6,25 +6,42 @@ import { AMD64_METADATA } from '../helpers/fixtures.js';
 // hour, and app.start() is never called): whatever is assigned here was placed by createWorkRequest.
 const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 3_600_000, passIntervalMs: 3_600_000 } });
 
-const META = (arch: string, memoryGib = 8) => ({ ...AMD64_METADATA, architectures: [arch], totalPhysicalMemory: memoryGib * 1024 ** 3 });
+const META = (arch: string, memoryGib = 8) => ({
+  ...AMD64_METADATA,
+  architectures: [arch],
+  totalPhysicalMemory: memoryGib * 1024 ** 3,
+});
 
 async function worker(
   name: string,
   arch: string,
-  opts: { concurrency?: number; memoryGib?: number; requiredTags?: string[]; providedTags?: string[]; pool?: string } = {},
+  opts: {
+    concurrency?: number;
+    memoryGib?: number;
+    requiredTags?: string[];
+    providedTags?: string[];
+    pool?: string;
+  } = {},
 ): Promise<string> {
   const reg = await t.gql(
     `mutation($n: String!, $c: Int, $s: WorkerMetadataInput, $p: String) { registerWorker(input: { name: $n, concurrency: $c, staticMetadata: $s, pool: $p }) { ... on WorkerTokenPayload { token } ... on Error { message } } }`,
     {
       n: name,
       c: opts.concurrency ?? 1,
-      s: opts.requiredTags || opts.providedTags ? { requiredTags: opts.requiredTags, providedTags: opts.providedTags } : null,
+      s:
+        opts.requiredTags || opts.providedTags
+          ? { requiredTags: opts.requiredTags, providedTags: opts.providedTags }
+          : null,
       p: opts.pool ?? null,
     },
   );
   const token = reg.data!.registerWorker.token as string;
   expect(token, JSON.stringify(reg)).toBeDefined();
-  const rep = await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META(arch, opts.memoryGib) }, token);
+  const rep = await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: META(arch, opts.memoryGib) },
+    token,
+  );
   expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
   return token;
 }
@@ -32,7 +49,11 @@ async function worker(
 async function sbuild(arch: string, extra: { requiredTags?: string[]; workspace?: string } = {}): Promise<string> {
   const r = await t.gql(
     `mutation($w: String!, $d: JSON!, $r: [String!]) { createWorkRequest(input: { workspace: $w, taskType: "worker", taskName: "sbuild", taskData: $d, requiredTags: $r }) { ... on WorkRequest { id } ... on Error { code message } } }`,
-    { w: extra.workspace ?? 'debian/main', d: { source_package: 'hello', host_architecture: arch }, r: extra.requiredTags ?? null },
+    {
+      w: extra.workspace ?? 'debian/main',
+      d: { source_package: 'hello', host_architecture: arch },
+      r: extra.requiredTags ?? null,
+    },
   );
   expect(r.data!.createWorkRequest.id, JSON.stringify(r)).toBeDefined();
   return r.data!.createWorkRequest.id as string;
@@ -88,7 +109,9 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
     await worker('place-s390x-pooled', 's390x', { pool: 'place-pool' });
     await worker('place-s390x-static', 's390x');
     // The first test's s390x request still waits (no pass runs here): put it aside, or a worker would pull it first.
-    await t.sql(`update work_request set status = 'ABORTED' where status = 'PENDING' and required_tags @> '{worker:build-arch:s390x}'`);
+    await t.sql(
+      `update work_request set status = 'ABORTED' where status = 'PENDING' and required_tags @> '{worker:build-arch:s390x}'`,
+    );
     const first = await sbuild('s390x');
     expect(await stateOf(first)).toEqual({ status: 'ASSIGNED', worker: 'place-s390x-static' });
     const second = await sbuild('s390x');
@@ -129,7 +152,8 @@ describe('a new request is placed at once on a free worker (no pass)', () => {
     seen.push({ topic: 'workAssigned', id: a.value.workRequestId });
     // Published once, as ASSIGNED: the next change heard is of the next request (events keep their order).
     const next = await sbuild('sparc64');
-    for (const c of [await firstChanged, await changed.next()]) seen.push({ topic: 'workRequestChanged', id: c.value.id, status: c.value.status });
+    for (const c of [await firstChanged, await changed.next()])
+      seen.push({ topic: 'workRequestChanged', id: c.value.id, status: c.value.status });
     await assigned.return?.();
     await changed.return?.();
     expect(seen).toEqual([

@@ -30,7 +30,11 @@ async function register(name: string): Promise<string> {
 }
 
 async function report(token: string): Promise<void> {
-  const rep = await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, token);
+  const rep = await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: NOOP_METADATA },
+    token,
+  );
   expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
 }
 
@@ -49,7 +53,8 @@ async function noop(workspace: string): Promise<string> {
   return r.data!.createWorkRequest.id as string;
 }
 
-const statusOf = async (name: string) => (await t.gql(`query($n: String!) { worker(name: $n) { status } }`, { n: name })).data!.worker.status as string;
+const statusOf = async (name: string) =>
+  (await t.gql(`query($n: String!) { worker(name: $n) { status } }`, { n: name })).data!.worker.status as string;
 const diagnosisOf = async (id: string) => (await t.gql(DIAGNOSIS, { id })).data!.workRequest;
 
 describe('metadata freshness (docs/design.md: workers)', () => {
@@ -61,7 +66,11 @@ describe('metadata freshness (docs/design.md: workers)', () => {
     expect(await pull(token)).toBeNull();
     expect(await t.app.scheduler.runPass()).toEqual([]);
     expect(await statusOf('fresh-1')).toBe('STALE');
-    expect((await diagnosisOf(id)).diagnosis).toMatchObject({ state: 'WAITING_FOR_WORKERS', availableWorkers: 0, unavailableWorkers: [{ reason: 'STALE', count: 1 }] });
+    expect((await diagnosisOf(id)).diagnosis).toMatchObject({
+      state: 'WAITING_FOR_WORKERS',
+      availableWorkers: 0,
+      unavailableWorkers: [{ reason: 'STALE', count: 1 }],
+    });
     await report(token);
     expect(await statusOf('fresh-1')).toBe('IDLE');
     expect(await pull(token)).toBe(id);
@@ -70,7 +79,9 @@ describe('metadata freshness (docs/design.md: workers)', () => {
   it('a report older than the freshness setting makes it STALE again, heartbeats or not', async () => {
     const token = await register('fresh-2');
     await report(token);
-    await t.sql(`update worker set metadata_reported_at = now() - make_interval(secs => ?) where name = 'fresh-2'`, [t.app.config.workers.metadataFreshMs / 1000 + 60]);
+    await t.sql(`update worker set metadata_reported_at = now() - make_interval(secs => ?) where name = 'fresh-2'`, [
+      t.app.config.workers.metadataFreshMs / 1000 + 60,
+    ]);
     const id = await noop('fresh/main');
     expect(await pull(token)).toBeNull();
     expect(await statusOf('fresh-2')).toBe('STALE');
@@ -86,13 +97,21 @@ describe('release backoff (docs/design.md: placement quality)', () => {
     await report(a);
     const id = await noop('release/main');
     expect(await pull(a)).toBe(id);
-    const released = await t.gql(`mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler for noop" }) { ... on WorkRequest { status } } }`, { id }, a);
+    const released = await t.gql(
+      `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler for noop" }) { ... on WorkRequest { status } } }`,
+      { id },
+      a,
+    );
     expect(released.data!.releaseWorkRequest).toEqual({ status: 'PENDING' });
     // The loop the issue found: the same worker asking again at once. It gets nothing now.
     expect(await pull(a)).toBeNull();
     expect(await t.app.scheduler.runPass()).toEqual([]);
     const d = await diagnosisOf(id);
-    expect(d.diagnosis).toMatchObject({ state: 'WAITING_FOR_BACKOFF', availableWorkers: 0, releaseBackoffs: [{ workerName: 'rel-a' }] });
+    expect(d.diagnosis).toMatchObject({
+      state: 'WAITING_FOR_BACKOFF',
+      availableWorkers: 0,
+      releaseBackoffs: [{ workerName: 'rel-a' }],
+    });
     const until = new Date(d.diagnosis.releaseBackoffs[0].until).getTime();
     expect(Math.abs(until - (Date.now() + t.app.config.scheduler.releaseBackoffMs))).toBeLessThan(60_000);
     // Another worker that may run it gets it from a pass.
@@ -109,9 +128,15 @@ describe('release backoff (docs/design.md: placement quality)', () => {
     await t.sql(`update worker set enabled = false where name in ('rel-a', 'rel-b')`);
     const id = await noop('release/main');
     expect(await pull(c)).toBe(id);
-    await t.gql(`mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler" }) { __typename } }`, { id }, c);
+    await t.gql(
+      `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler" }) { __typename } }`,
+      { id },
+      c,
+    );
     expect(await pull(c)).toBeNull();
-    await t.sql(`update release_backoff set until = now() - interval '1 second' where work_request_id = ?`, [Number(id)]);
+    await t.sql(`update release_backoff set until = now() - interval '1 second' where work_request_id = ?`, [
+      Number(id),
+    ]);
     expect(await pull(c)).toBe(id);
   });
 });
@@ -128,9 +153,13 @@ async function run(token: string, expectedId: string, result: 'SUCCESS' | 'ERROR
   expect(done.data!.completeWorkRequest, JSON.stringify(done)).toEqual({ result });
 }
 
-const only = (names: string[]) => t.sql(`update worker set enabled = (name = any(?::text[])) where name like 'q-%'`, [`{${names.join(',')}}`]);
+const only = (names: string[]) =>
+  t.sql(`update worker set enabled = (name = any(?::text[])) where name like 'q-%'`, [`{${names.join(',')}}`]);
 const quarantineOf = async (name: string) =>
-  (await t.gql(`query($n: String!) { worker(name: $n) { status quarantineReason } }`, { n: name })).data!.worker as { status: string; quarantineReason: string | null };
+  (await t.gql(`query($n: String!) { worker(name: $n) { status quarantineReason } }`, { n: name })).data!.worker as {
+    status: string;
+    quarantineReason: string | null;
+  };
 
 describe('quarantine (docs/design.md: placement quality)', () => {
   let a = '';
@@ -155,10 +184,18 @@ describe('quarantine (docs/design.md: placement quality)', () => {
     expect(await t.app.scheduler.runPass()).toEqual([]);
     expect((await diagnosisOf(id)).diagnosis.unavailableWorkers).toContainEqual({ reason: 'QUARANTINED', count: 1 });
     // Only an admin lifts it by hand.
-    const refused = await t.gql(`mutation { unquarantineWorker(input: { name: "q-a" }) { __typename ... on Error { code } } }`, {}, a);
-    expect(refused.data?.unquarantineWorker ?? refused.errors?.[0]?.extensions?.code).not.toMatchObject({ __typename: 'Worker' });
+    const refused = await t.gql(
+      `mutation { unquarantineWorker(input: { name: "q-a" }) { __typename ... on Error { code } } }`,
+      {},
+      a,
+    );
+    expect(refused.data?.unquarantineWorker ?? refused.errors?.[0]?.extensions?.code).not.toMatchObject({
+      __typename: 'Worker',
+    });
     expect((await quarantineOf('q-a')).status).toBe('QUARANTINED');
-    const lifted = await t.gql(`mutation { unquarantineWorker(input: { name: "q-a" }) { ... on Worker { status quarantineReason } } }`);
+    const lifted = await t.gql(
+      `mutation { unquarantineWorker(input: { name: "q-a" }) { ... on Worker { status quarantineReason } } }`,
+    );
     expect(lifted.data!.unquarantineWorker).toEqual({ status: 'IDLE', quarantineReason: null });
     expect(await pull(a)).toBe(id);
   });
@@ -166,9 +203,15 @@ describe('quarantine (docs/design.md: placement quality)', () => {
   it('is lifted by a SUCCESS of the worker itself', async () => {
     await t.sql(`update worker set quarantined_at = now(), quarantine_reason = 'test' where name = 'q-a'`);
     // Work it still held when quarantined, completed with SUCCESS.
-    const [{ id }] = await t.sql<{ id: number }>(`select id from work_request where worker_id = (select id from worker where name = 'q-a') and status = 'ASSIGNED'`);
+    const [{ id }] = await t.sql<{ id: number }>(
+      `select id from work_request where worker_id = (select id from worker where name = 'q-a') and status = 'ASSIGNED'`,
+    );
     expect((await quarantineOf('q-a')).status).toBe('QUARANTINED');
-    const done = await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: String(id) }, a);
+    const done = await t.gql(
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id: String(id) },
+      a,
+    );
     expect(done.data!.completeWorkRequest).toEqual({ __typename: 'WorkRequest' });
     expect(await quarantineOf('q-a')).toEqual({ status: 'IDLE', quarantineReason: null });
   });

@@ -29,7 +29,14 @@ import { matchTags } from '../../src/core/tags/match.js';
 import { DEFAULT_SIZE_THRESHOLDS } from '../../src/core/tags/size-class.js';
 import { computePoolTemplateTags } from '../../src/core/tags/worker-tags.js';
 import { useTestApp } from '../helpers/app.js';
-import { inRollback, resetScheduling, seedScheduling, type PoolRow, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
+import {
+  inRollback,
+  resetScheduling,
+  seedScheduling,
+  type PoolRow,
+  type RequestRow,
+  type WorkerRow,
+} from '../helpers/scheduler-fixtures.js';
 
 const PURE_RUNS = 2000;
 const DB_RUNS = 200;
@@ -60,35 +67,65 @@ interface Universe {
 
 const universeArb: fc.Arbitrary<Universe> = fc
   .record({
-    plain: fc.uniqueArray(fc.oneof(fc.constantFrom(...DOMAIN_TAGS), fc.stringMatching(/^[a-z]{1,2}:[a-z0-9]{1,2}$/)), { minLength: 1, maxLength: 6 }),
-    valued: fc.uniqueArray(fc.oneof(fc.constantFrom(...VALUED_NAMES), fc.stringMatching(/^v:[a-z]{1,2}$/)), { minLength: 1, maxLength: 3 }),
+    plain: fc.uniqueArray(fc.oneof(fc.constantFrom(...DOMAIN_TAGS), fc.stringMatching(/^[a-z]{1,2}:[a-z0-9]{1,2}$/)), {
+      minLength: 1,
+      maxLength: 6,
+    }),
+    valued: fc.uniqueArray(fc.oneof(fc.constantFrom(...VALUED_NAMES), fc.stringMatching(/^v:[a-z]{1,2}$/)), {
+      minLength: 1,
+      maxLength: 3,
+    }),
     // A plain tag spelled like a valued name: `NAME` never matches `NAME=V` (src/core/tags/match.ts).
     bareValued: fc.boolean(),
   })
   .map(({ plain, valued, bareValued }) => ({ plain: bareValued ? uniq([...plain, valued[0]]) : plain, valued }));
 
 const valuesArb = (u: Universe, suffix: '=' | '>=', maxLength: number) =>
-  fc.array(fc.tuple(fc.constantFrom(...u.valued), fc.constantFrom(...NUMBERS)), { maxLength }).map((pairs) => pairs.map(([n, v]) => `${n}${suffix}${v}`));
+  fc
+    .array(fc.tuple(fc.constantFrom(...u.valued), fc.constantFrom(...NUMBERS)), { maxLength })
+    .map((pairs) => pairs.map(([n, v]) => `${n}${suffix}${v}`));
 
 const providedArb = (u: Universe, maxPlain: number, maxValues: number) =>
-  fc.tuple(fc.subarray(u.plain, { maxLength: Math.min(maxPlain, u.plain.length) }), valuesArb(u, '=', maxValues)).map(([plain, values]) => uniq([...plain, ...values]));
+  fc
+    .tuple(fc.subarray(u.plain, { maxLength: Math.min(maxPlain, u.plain.length) }), valuesArb(u, '=', maxValues))
+    .map(([plain, values]) => uniq([...plain, ...values]));
 
 const requiredArb = (u: Universe, maxPlain: number) =>
-  fc.tuple(fc.subarray(u.plain, { maxLength: Math.min(maxPlain, u.plain.length) }), valuesArb(u, '>=', 1)).map(([plain, minima]) => uniq([...plain, ...minima]));
+  fc
+    .tuple(fc.subarray(u.plain, { maxLength: Math.min(maxPlain, u.plain.length) }), valuesArb(u, '>=', 1))
+    .map(([plain, minima]) => uniq([...plain, ...minima]));
 
 const typeArb = <T extends string | null>(extra: readonly T[]) =>
-  fc.oneof({ weight: 6, arbitrary: fc.constant('worker' as const) }, { weight: 1, arbitrary: fc.constantFrom(...WORKER_TYPES.slice(1), ...extra) });
+  fc.oneof(
+    { weight: 6, arbitrary: fc.constant('worker' as const) },
+    { weight: 1, arbitrary: fc.constantFrom(...WORKER_TYPES.slice(1), ...extra) },
+  );
 
 const workerArb = (u: Universe) =>
   fc.record({
     type: typeArb([]),
     providedTags: providedArb(u, u.plain.length, 3),
-    requiredTags: fc.oneof({ weight: 3, arbitrary: fc.constant<string[]>([]) }, { weight: 1, arbitrary: requiredArb(u, 2) }),
+    requiredTags: fc.oneof(
+      { weight: 3, arbitrary: fc.constant<string[]>([]) },
+      { weight: 1, arbitrary: requiredArb(u, 2) },
+    ),
     concurrency: fc.integer({ min: 1, max: 3 }),
-    active: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 3 }) }),
+    active: fc.oneof(
+      { weight: 3, arbitrary: fc.constant(0) },
+      { weight: 2, arbitrary: fc.integer({ min: 1, max: 3 }) },
+    ),
     enabled: weighted(0.85),
     draining: weighted(0.15),
-    connection: fc.constantFrom('connected', 'connected', 'connected', 'connected', 'connected', 'disconnected', 'stale', 'unreported'),
+    connection: fc.constantFrom(
+      'connected',
+      'connected',
+      'connected',
+      'connected',
+      'connected',
+      'disconnected',
+      'stale',
+      'unreported',
+    ),
     terminated: weighted(0.08),
     quarantined: weighted(0.08),
     // A worker of the world's first pool, when it has one (its tags are its own here, not the pool's).
@@ -122,7 +159,10 @@ const requestArb = (u: Universe) =>
 const poolArb = (u: Universe) =>
   fc.record({
     providedTags: providedArb(u, u.plain.length, 2),
-    requiredTags: fc.oneof({ weight: 3, arbitrary: fc.constant<string[]>([]) }, { weight: 1, arbitrary: requiredArb(u, 1) }),
+    requiredTags: fc.oneof(
+      { weight: 3, arbitrary: fc.constant<string[]>([]) },
+      { weight: 1, arbitrary: requiredArb(u, 1) },
+    ),
     memoryGib: fc.constantFrom(undefined, 4, 16),
     enabled: weighted(0.8),
   });
@@ -158,7 +198,11 @@ function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; p
     requests: world.requests.map(({ heavy, historySeconds: _h, oldHistory: _o, ...r }, i) => ({
       ...r,
       key: `r${String(i).padStart(2, '0')}`,
-      requiredTags: uniq([...r.requiredTags, ...(r.type ? [`worker:type:${r.type}`] : []), ...(heavy ? ['worker:class:large'] : [])]),
+      requiredTags: uniq([
+        ...r.requiredTags,
+        ...(r.type ? [`worker:type:${r.type}`] : []),
+        ...(heavy ? ['worker:class:large'] : []),
+      ]),
     })),
     pools: world.pools.map((p, i) => ({
       name: `p${i}`,
@@ -175,7 +219,11 @@ function rowsOf(world: World): { workers: WorkerRow[]; requests: RequestRow[]; p
 type Tagged = { readonly providedTags: readonly string[]; readonly requiredTags: readonly string[] };
 
 const matches = (task: Tagged, worker: Tagged & { readonly type: string }) =>
-  worker.type !== 'not-assignable' && matchTags({ provided: task.providedTags, required: task.requiredTags }, { provided: worker.providedTags, required: worker.requiredTags }).ok;
+  worker.type !== 'not-assignable' &&
+  matchTags(
+    { provided: task.providedTags, required: task.requiredTags },
+    { provided: worker.providedTags, required: worker.requiredTags },
+  ).ok;
 
 function refUnavailable(w: WorkerRow, heartbeat = false): UnavailableReason | null {
   if (w.terminated) return UNAVAILABLE.INACTIVE;
@@ -188,7 +236,8 @@ function refUnavailable(w: WorkerRow, heartbeat = false): UnavailableReason | nu
   if (w.type === 'not-assignable') return UNAVAILABLE.NOT_ASSIGNABLE;
   return null;
 }
-const refFree = (w: WorkerRow, heartbeat = false) => (refUnavailable(w, heartbeat) ? 0 : Math.max(0, w.concurrency - w.active));
+const refFree = (w: WorkerRow, heartbeat = false) =>
+  refUnavailable(w, heartbeat) ? 0 : Math.max(0, w.concurrency - w.active);
 
 interface QueuedRequest extends RequestRow {
   readonly id: number;
@@ -205,16 +254,22 @@ const HEAVY_SECONDS = 3600;
 const historyOf = (world: World): TaskHistory => ({
   thresholdSeconds: HEAVY_SECONDS,
   averageSeconds: new Map(
-    world.requests.flatMap((r, i) => (r.historySeconds === undefined ? [] : [[taskKey('worker', `r${String(i).padStart(2, '0')}`), r.historySeconds] as const])),
+    world.requests.flatMap((r, i) =>
+      r.historySeconds === undefined
+        ? []
+        : [[taskKey('worker', `r${String(i).padStart(2, '0')}`), r.historySeconds] as const],
+    ),
   ),
 });
 /** docs/design.md: placement quality: heavy work requires worker:class:large, or its task's recent average run reaches the threshold. */
 const refHeavy = (r: RequestRow, history: TaskHistory) =>
-  r.requiredTags.includes('worker:class:large') || (history.averageSeconds.get(taskKey('worker', r.key)) ?? 0) >= history.thresholdSeconds;
+  r.requiredTags.includes('worker:class:large') ||
+  (history.averageSeconds.get(taskKey('worker', r.key)) ?? 0) >= history.thresholdSeconds;
 
 /** A worker's CPUs and memory, from its provided tags (0 when absent). */
 const refSize = (w: { readonly providedTags: readonly string[] }) => {
-  const value = (name: string) => Number(w.providedTags.find((t) => t.startsWith(`${name}=`))?.slice(name.length + 1) ?? 0);
+  const value = (name: string) =>
+    Number(w.providedTags.find((t) => t.startsWith(`${name}=`))?.slice(name.length + 1) ?? 0);
   return [value('worker:cpu-count'), value('worker:memory-gib')];
 };
 /** A worker as the preference reference sees it. */
@@ -238,15 +293,24 @@ function refPrefers(heavy: boolean, x: Placed, w: Placed): boolean {
 
 /** Pairs "request id:worker name" that a release backoff keeps apart (docs/design.md: placement quality). */
 type BackedOffPairs = ReadonlySet<string>;
-const offered = (r: QueuedRequest, w: WorkerRow, backedOff: BackedOffPairs) => matches(r, w) && !backedOff.has(`${r.id}:${w.name}`);
+const offered = (r: QueuedRequest, w: WorkerRow, backedOff: BackedOffPairs) =>
+  matches(r, w) && !backedOff.has(`${r.id}:${w.name}`);
 
 /** The next request of a worker: the first pending one it matches and is not backed off from, in queue order, if it may take one now. */
-function refNext(w: WorkerRow, pending: readonly QueuedRequest[], backedOff: BackedOffPairs, heartbeat = false): QueuedRequest | null {
+function refNext(
+  w: WorkerRow,
+  pending: readonly QueuedRequest[],
+  backedOff: BackedOffPairs,
+  heartbeat = false,
+): QueuedRequest | null {
   if (refFree(w, heartbeat) === 0) return null;
   return [...pending].sort(queueOrder).find((r) => offered(r, w, backedOff)) ?? null;
 }
 
-const templateOf = (p: PoolRow) => ({ type: 'worker', ...computePoolTemplateTags(poolTagInput(p), DEFAULT_SIZE_THRESHOLDS) });
+const templateOf = (p: PoolRow) => ({
+  type: 'worker',
+  ...computePoolTemplateTags(poolTagInput(p), DEFAULT_SIZE_THRESHOLDS),
+});
 const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
 /** The state of a worker as the bulk functions see it, built from the reference availability. */
@@ -272,17 +336,30 @@ function stateOf(w: WorkerRow, id: number): WorkerState {
 describe('the bulk matcher against matchTags, in memory', () => {
   it('classFits on a class of significant provided tags decides exactly as matchTags on the full tags', () => {
     fc.assert(
-      fc.property(worldArb, fc.array(fc.stringMatching(/^[a-z]{1,2}:[a-z0-9]{1,2}$/), { maxLength: 3 }), (world, extraSignificant) => {
-        const { workers, requests, pools } = rowsOf(world);
-        const templates = pools.map(templateOf);
-        // Significant: every name a worker or a pool requires (as registerSignificantTags records), plus unrelated names.
-        const significant = new Set([...workers, ...templates].flatMap((w) => w.requiredTags.map(tagName)).concat(extraSignificant));
-        const pairs = requests.flatMap((r) => [...workers, ...templates].map((w) => ({ r, w })));
-        const decided = pairs.map(({ r, w }) =>
-          classFits({ id: 1, requiredTags: r.requiredTags, significantProvidedTags: r.providedTags.filter((tag) => significant.has(tagName(tag))) }, w),
-        );
-        expect(decided).toEqual(pairs.map(({ r, w }) => matches(r, w)));
-      }),
+      fc.property(
+        worldArb,
+        fc.array(fc.stringMatching(/^[a-z]{1,2}:[a-z0-9]{1,2}$/), { maxLength: 3 }),
+        (world, extraSignificant) => {
+          const { workers, requests, pools } = rowsOf(world);
+          const templates = pools.map(templateOf);
+          // Significant: every name a worker or a pool requires (as registerSignificantTags records), plus unrelated names.
+          const significant = new Set(
+            [...workers, ...templates].flatMap((w) => w.requiredTags.map(tagName)).concat(extraSignificant),
+          );
+          const pairs = requests.flatMap((r) => [...workers, ...templates].map((w) => ({ r, w })));
+          const decided = pairs.map(({ r, w }) =>
+            classFits(
+              {
+                id: 1,
+                requiredTags: r.requiredTags,
+                significantProvidedTags: r.providedTags.filter((tag) => significant.has(tagName(tag))),
+              },
+              w,
+            ),
+          );
+          expect(decided).toEqual(pairs.map(({ r, w }) => matches(r, w)));
+        },
+      ),
       { numRuns: PURE_RUNS },
     );
   });
@@ -294,7 +371,11 @@ describe('the bulk matcher against matchTags, in memory', () => {
       fc.property(worldArb, fc.boolean(), (world, availableOnly) => {
         const { workers, requests } = rowsOf(world);
         const states = workers.filter((w) => !w.terminated).map((w, i) => stateOf(w, i + 1));
-        const tasks = requests.map((r, i) => ({ id: i + 1, providedTags: r.providedTags, requiredTags: r.requiredTags }));
+        const tasks = requests.map((r, i) => ({
+          id: i + 1,
+          providedTags: r.providedTags,
+          requiredTags: r.requiredTags,
+        }));
         const expected = tasks.map((task) =>
           states
             .filter((s) => matches(task, s) && (!availableOnly || s.free > 0))
@@ -319,15 +400,32 @@ describe('the bulk matcher against matchTags, in memory', () => {
         const states = workers.filter((w) => !w.terminated).map((w, i) => stateOf(w, i + 1));
         const templates: PoolTemplate[] = pools
           .filter((p) => p.enabled)
-          .map((p) => ({ ...templateOf(p), type: 'worker', pool: { name: p.name } as Pick<WorkerPool, 'name'> as WorkerPool }));
+          .map((p) => ({
+            ...templateOf(p),
+            type: 'worker',
+            pool: { name: p.name } as Pick<WorkerPool, 'name'> as WorkerPool,
+          }));
         const actual = [];
         const expected = [];
         for (const [i, r] of requests.entries()) {
           const taskType = world.requests[i].taskType;
-          const d = diagnose({ id: i + 1, status: 'PENDING', taskType, taskName: r.key, providedTags: r.providedTags, requiredTags: r.requiredTags }, states, templates, [], {
-            history,
-            eligibleCount: () => 0,
-          });
+          const d = diagnose(
+            {
+              id: i + 1,
+              status: 'PENDING',
+              taskType,
+              taskName: r.key,
+              providedTags: r.providedTags,
+              requiredTags: r.requiredTags,
+            },
+            states,
+            templates,
+            [],
+            {
+              history,
+              eligibleCount: () => 0,
+            },
+          );
           // An orchestrated task (internal, workflow) is never matched: no worker or pool is meant to run it.
           const orchestrated = taskType !== 'worker';
           const matching = orchestrated ? [] : states.filter((s) => matches(r, s));
@@ -344,8 +442,12 @@ describe('the bulk matcher against matchTags, in memory', () => {
             });
             expect(named.every(Boolean), 'only free matching workers are named').toBe(true);
             expect(named.length).toBe(Math.min(PREFERRED_SHOWN, free.length));
-            if (named.length) expect(free.filter((x) => refPrefers(heavy, placedState(x), placedState(named[0]))).map((x) => x.name)).toEqual([]);
-            for (let k = 1; k < named.length; k++) expect(refPrefers(heavy, placedState(named[k]), placedState(named[k - 1]))).toBe(false);
+            if (named.length)
+              expect(
+                free.filter((x) => refPrefers(heavy, placedState(x), placedState(named[0]))).map((x) => x.name),
+              ).toEqual([]);
+            for (let k = 1; k < named.length; k++)
+              expect(refPrefers(heavy, placedState(named[k]), placedState(named[k - 1]))).toBe(false);
             expect(d.placement!.decidedBy === null).toBe(free.length < 2);
           }
           const matchingPools = orchestrated ? [] : templates.filter((p) => matches(r, p)).map((p) => p.pool.name);
@@ -368,8 +470,15 @@ describe('the bulk matcher against matchTags, in memory', () => {
             mismatches: d.mismatches.map((m) => [m.missingOnWorker, m.missingOnTask]),
           });
           // Every group that does not match says why, in matchTags' own words.
-          const mismatched = d.mismatches.map((m) => (m.pool ? templates.find((p) => p.pool.name === m.pool)! : states.find((s) => s.name === m.workerNames[0])!));
-          const why = mismatched.map((o) => matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: o.providedTags, required: o.requiredTags }));
+          const mismatched = d.mismatches.map((m) =>
+            m.pool ? templates.find((p) => p.pool.name === m.pool)! : states.find((s) => s.name === m.workerNames[0])!,
+          );
+          const why = mismatched.map((o) =>
+            matchTags(
+              { provided: r.providedTags, required: r.requiredTags },
+              { provided: o.providedTags, required: o.requiredTags },
+            ),
+          );
           expected.push({
             state,
             matchingWorkers: matching.length,
@@ -382,8 +491,13 @@ describe('the bulk matcher against matchTags, in memory', () => {
           expected.push(
             orchestrated
               ? 0
-              : states.filter((s) => !matchTags({ provided: r.providedTags, required: r.requiredTags }, { provided: s.providedTags, required: s.requiredTags }).ok).length +
-                  templates.filter((p) => !matches(r, p)).length,
+              : states.filter(
+                  (s) =>
+                    !matchTags(
+                      { provided: r.providedTags, required: r.requiredTags },
+                      { provided: s.providedTags, required: s.requiredTags },
+                    ).ok,
+                ).length + templates.filter((p) => !matches(r, p)).length,
           );
         }
         expect(actual).toEqual(expected);
@@ -416,7 +530,10 @@ async function checkWorld(world: World): Promise<void> {
       const r = pending[ri % pending.length];
       const w = workers[wi % workers.length];
       backedOff.add(`${r.id}:${w.name}`);
-      await t.sql(`insert into release_backoff (work_request_id, worker_id, until) values (?, ?, now() + interval '1 hour') on conflict do nothing`, [r.id, w.id]);
+      await t.sql(
+        `insert into release_backoff (work_request_id, worker_id, until) values (?, ?, now() + interval '1 hour') on conflict do nothing`,
+        [r.id, w.id],
+      );
     }
   }
   // The history of each request's task: its recent average as two runs yesterday, and maybe a long run 40 days ago.
@@ -424,8 +541,15 @@ async function checkWorld(world: World): Promise<void> {
   for (const [i, r] of world.requests.entries()) {
     const name = rows.requests[i].key;
     if (r.historySeconds !== undefined)
-      await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 1, 2, ?)`, [name, 2 * r.historySeconds]);
-    if (r.oldHistory) await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 40, 1, 1000000)`, [name]);
+      await t.sql(
+        `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 1, 2, ?)`,
+        [name, 2 * r.historySeconds],
+      );
+    if (r.oldHistory)
+      await t.sql(
+        `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 40, 1, 1000000)`,
+        [name],
+      );
   }
   const { config } = t.app;
   const cache = t.app.scheduler.classes;
@@ -437,7 +561,9 @@ async function checkWorld(world: World): Promise<void> {
     em,
     pending.map((r) => r.id),
   );
-  const res = await t.gql<Record<'available' | 'all', { workRequestId: string; workerNames: string[] }[]>>(CANDIDATES, { ids: pending.map((r) => String(r.id)) });
+  const res = await t.gql<Record<'available' | 'all', { workRequestId: string; workerNames: string[] }[]>>(CANDIDATES, {
+    ids: pending.map((r) => String(r.id)),
+  });
   expect(res.errors).toBeUndefined();
   for (const availableOnly of [true, false]) {
     const expected = new Map(
@@ -459,10 +585,15 @@ async function checkWorld(world: World): Promise<void> {
   const demand = await computeDemand(em, cache, config, new Date());
   const enabledPools = rows.pools.filter((p) => p.enabled).sort(byName);
   const unschedulable = pending.filter(
-    (r) => !r.requiredTags.includes('worker:type:not-assignable') && !live.some((w) => matches(r, w)) && !enabledPools.some((p) => matches(r, templateOf(p))),
+    (r) =>
+      !r.requiredTags.includes('worker:type:not-assignable') &&
+      !live.some((w) => matches(r, w)) &&
+      !enabledPools.some((p) => matches(r, templateOf(p))),
   );
   expect(demand.pendingTotal).toBe(pending.length);
-  expect(demand.pools.map((d) => ({ pool: d.pool.name, runnable: d.pendingRunnable, idleSlots: d.idleCompatibleSlots }))).toEqual(
+  expect(
+    demand.pools.map((d) => ({ pool: d.pool.name, runnable: d.pendingRunnable, idleSlots: d.idleCompatibleSlots })),
+  ).toEqual(
     enabledPools.map((p) => {
       const runnable = pending.filter((r) => matches(r, templateOf(p)));
       const idle = live.filter((w) => refFree(w) > 0 && runnable.some((r) => matches(r, w)));
@@ -470,7 +601,9 @@ async function checkWorld(world: World): Promise<void> {
     }),
   );
   expect(demand.unschedulable.reduce((s, g) => s + g.count, 0)).toBe(unschedulable.length);
-  expect(demand.unschedulable.flatMap((g) => g.sampleIds).sort((a, b) => a - b)).toEqual(unschedulable.map((r) => r.id).sort((a, b) => a - b));
+  expect(demand.unschedulable.flatMap((g) => g.sampleIds).sort((a, b) => a - b)).toEqual(
+    unschedulable.map((r) => r.id).sort((a, b) => a - b),
+  );
 
   // Next work, worker by worker, each asked alone (rolled back): the first matching request in queue order.
   for (const w of workers) {
@@ -480,14 +613,22 @@ async function checkWorld(world: World): Promise<void> {
 
   // A full pass (rolled back): matching, available, within capacity, maximal, never overtaking, and
   // static workers first: what went to a pool worker, no static worker that could run it had room for.
-  const assigned = await inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config.workers, new Date()));
+  const assigned = await inRollback(t, (tx) =>
+    runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config.workers, new Date()),
+  );
   // Exactly the full read's assignments, whatever the first number of heads per class and the bound.
   const passWith = (maxAssignments: number | undefined, options: PassOptions) =>
-    inRollback(t, (tx) => runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config.workers, new Date(), maxAssignments, options));
+    inRollback(t, (tx) =>
+      runPass(tx, cache, new TaskHistoryCache(HEAVY_SECONDS), config.workers, new Date(), maxAssignments, options),
+    );
   const fullRead = await passWith(undefined, { firstHeads: Infinity, readAll: true });
   expect(assigned).toEqual(fullRead);
-  for (const firstHeads of [1, 2]) expect(await passWith(undefined, { firstHeads }), `first heads ${firstHeads}`).toEqual(fullRead);
-  for (const max of [1, 2]) expect(await passWith(max, { firstHeads: 1 }), `at most ${max}`).toEqual(await passWith(max, { firstHeads: Infinity, readAll: true }));
+  for (const firstHeads of [1, 2])
+    expect(await passWith(undefined, { firstHeads }), `first heads ${firstHeads}`).toEqual(fullRead);
+  for (const max of [1, 2])
+    expect(await passWith(max, { firstHeads: 1 }), `at most ${max}`).toEqual(
+      await passWith(max, { firstHeads: Infinity, readAll: true }),
+    );
   const taken = new Map(assigned.map((a) => [a.workRequestId, workers.find((w) => w.id === a.workerId)!]));
   expect(taken.size).toBe(assigned.length);
   const left = new Map(workers.map((w) => [w.id, refFree(w)]));
@@ -499,7 +640,9 @@ async function checkWorld(world: World): Promise<void> {
   expect([...left.values()].every((n) => n >= 0)).toBe(true);
   for (const [rid, w] of taken) {
     const r = pending.find((p) => p.id === rid)!;
-    for (const x of workers.filter((x) => offered(r, x, backedOff) && refPrefers(refHeavy(r, history), placed(x), placed(w))))
+    for (const x of workers.filter(
+      (x) => offered(r, x, backedOff) && refPrefers(refHeavy(r, history), placed(x), placed(w)),
+    ))
       expect(left.get(x.id), `${r.key} went to ${w.name} while preferred ${x.name} had room`).toBe(0);
   }
   for (const r of pending.filter((p) => !taken.has(p.id))) {
@@ -523,14 +666,20 @@ async function checkWorld(world: World): Promise<void> {
   for (const n of world.calls) {
     if (!workers.length) break;
     const w = workers[n % workers.length];
-    const res = await t.gql<{ requestWork: { __typename: string; workRequest: { id: string } | null } }>(REQUEST_WORK, {}, seeded.tokens.get(w.name)!);
+    const res = await t.gql<{ requestWork: { __typename: string; workRequest: { id: string } | null } }>(
+      REQUEST_WORK,
+      {},
+      seeded.tokens.get(w.name)!,
+    );
     if (w.terminated) {
       expect(res.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
       continue;
     }
     expect(res.errors).toBeUndefined();
     const expected = refNext(w, queue, backedOff, true);
-    expect(res.data!.requestWork.workRequest?.id ?? null, `requestWork of ${w.name}`).toBe(expected ? String(expected.id) : null);
+    expect(res.data!.requestWork.workRequest?.id ?? null, `requestWork of ${w.name}`).toBe(
+      expected ? String(expected.id) : null,
+    );
     if (expected) {
       queue = queue.filter((r) => r.id !== expected.id);
       workers[workers.indexOf(w)] = { ...w, active: w.active + 1 };

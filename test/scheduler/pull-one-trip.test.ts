@@ -8,7 +8,14 @@ import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { assignNextWork, assignNextWorkInOneTrip, PullShapes } from '../../src/scheduler/storage/next-work.js';
 import { useTestApp } from '../helpers/app.js';
-import { AMD64_METADATA, connectedWorker, createWorkspace, reportMetadata, sbuild, submitOk } from '../helpers/fixtures.js';
+import {
+  AMD64_METADATA,
+  connectedWorker,
+  createWorkspace,
+  reportMetadata,
+  sbuild,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp();
 let workerId: number;
@@ -17,13 +24,35 @@ let workerToken: string;
 /** As the scheduler's requestWork does it: in one trip when the worker's shape is known (undefined when not, or when the trip cannot decide). */
 const oneTrip = async (shapes: PullShapes, options: { skipLocked?: boolean } = {}) => {
   const shape = shapes.get(workerId);
-  return shape ? assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config.workers, workerId, shape, new Date(), options) : undefined;
+  return shape
+    ? assignNextWorkInOneTrip(
+        t.app.orm.em.fork(),
+        t.app.scheduler.classes,
+        t.app.config.workers,
+        workerId,
+        shape,
+        new Date(),
+        options,
+      )
+    : undefined;
 };
 const inTransaction = (shapes: PullShapes) =>
-  t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), { shapes }));
+  t.app.orm.em
+    .fork()
+    .transactional((tx) =>
+      assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), { shapes }),
+    );
 const held = async () =>
-  (await t.sql<{ id: number }>(`select id from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING') order by id`, [workerId])).map((r) => r.id);
-const complete = (ids: readonly number[]) => t.sql(`update work_request set status = 'COMPLETED', completed_at = now() where id = any(?::int[])`, [`{${ids.join(',')}}`]);
+  (
+    await t.sql<{ id: number }>(
+      `select id from work_request where worker_id = ? and status in ('ASSIGNED', 'RUNNING') order by id`,
+      [workerId],
+    )
+  ).map((r) => r.id);
+const complete = (ids: readonly number[]) =>
+  t.sql(`update work_request set status = 'COMPLETED', completed_at = now() where id = any(?::int[])`, [
+    `{${ids.join(',')}}`,
+  ]);
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/trip');
@@ -42,7 +71,11 @@ describe('a pull in one round trip', () => {
     expect((await inTransaction(shapes))?.workRequestId).toBe(first);
     expect(shapes.get(workerId)).toMatchObject({ type: 'worker' });
     const assigned = await oneTrip(shapes);
-    expect(assigned).toMatchObject({ workRequestId: second, workerId, row: { id: second, status: 'ASSIGNED', worker_id: workerId } });
+    expect(assigned).toMatchObject({
+      workRequestId: second,
+      workerId,
+      row: { id: second, status: 'ASSIGNED', worker_id: workerId },
+    });
     expect(await oneTrip(shapes)).toBeNull(); // its two slots are held
     expect(await held()).toEqual([first, second]);
     await complete([first, second]);
@@ -100,10 +133,25 @@ describe('a pull in one round trip', () => {
     const seen = { set: 'last_seen_at = now()', params: [] };
     const shape = { version: '0', type: 'worker', providedTags: [], requiredTags: [] };
     await expect(
-      assignNextWorkInOneTrip(t.app.orm.em.fork(), t.app.scheduler.classes, t.app.config.workers, workerId, shape, new Date(), { seen, skipLocked: true }),
+      assignNextWorkInOneTrip(
+        t.app.orm.em.fork(),
+        t.app.scheduler.classes,
+        t.app.config.workers,
+        workerId,
+        shape,
+        new Date(),
+        { seen, skipLocked: true },
+      ),
     ).rejects.toThrow(/cannot skip/);
     await expect(
-      t.app.orm.em.fork().transactional((tx) => assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), { seen, skipLocked: true })),
+      t.app.orm.em
+        .fork()
+        .transactional((tx) =>
+          assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), {
+            seen,
+            skipLocked: true,
+          }),
+        ),
     ).rejects.toThrow(/cannot skip/);
   });
 

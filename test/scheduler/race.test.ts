@@ -8,7 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/server/app.js';
 import { createLogger } from '../../src/core/log.js';
 import { secondAppConfig, useTestApp } from '../helpers/app.js';
-import { classifyPending, CONTENDED, contendedWorkers, insertPending, resetScheduling, seedScheduling, type RequestRow, type WorkerRow } from '../helpers/scheduler-fixtures.js';
+import {
+  classifyPending,
+  CONTENDED,
+  contendedWorkers,
+  insertPending,
+  resetScheduling,
+  seedScheduling,
+  type RequestRow,
+  type WorkerRow,
+} from '../helpers/scheduler-fixtures.js';
 
 const WORKERS = 100;
 const CONCURRENCY = 2;
@@ -19,14 +28,21 @@ let other: App;
 
 beforeAll(async () => {
   // A second process: its own ORM, connection pool, class cache and scheduler, on the same database.
-  other = await buildApp(secondAppConfig(t, { scheduler: { automatic: false } }), { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent') });
+  other = await buildApp(secondAppConfig(t, { scheduler: { automatic: false } }), {
+    log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+  });
 });
 
 afterAll(async () => {
   await other?.stop();
 });
 
-async function gql(app: App, query: string, variables: Record<string, unknown>, token: string): Promise<Record<string, any>> {
+async function gql(
+  app: App,
+  query: string,
+  variables: Record<string, unknown>,
+  token: string,
+): Promise<Record<string, any>> {
   const res = await app.yoga.fetch('http://test/graphql', {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
@@ -68,7 +84,11 @@ describe('two processes, 100 workers pulling at once', () => {
     async function round(withPasses: boolean): Promise<number> {
       // The passes start with the pulls: they lock the worker rows they fill, and pulls for those workers
       // wait for the pass to commit, then find them full.
-      const passes = withPasses ? apps.map(async (app) => (await app.scheduler.runPass()).map((a) => ({ id: a.workRequestId, worker: nameOf.get(a.workerId)! }))) : [];
+      const passes = withPasses
+        ? apps.map(async (app) =>
+            (await app.scheduler.runPass()).map((a) => ({ id: a.workRequestId, worker: nameOf.get(a.workerId)! })),
+          )
+        : [];
       const calls = workers.flatMap((w, i) =>
         [0, 1].map(async (k) => {
           const data = await gql(apps[(i + k) % 2], REQUEST_WORK, {}, seeded.tokens.get(w.name)!);
@@ -94,7 +114,9 @@ describe('two processes, 100 workers pulling at once', () => {
       );
       expect(totals).toEqual({ total: REQUESTS, distinct_ids: REQUESTS, unowned: 0 });
       // What the table says agrees with what the callers were told.
-      const held = await t.sql<{ id: number; name: string }>(`select r.id, w.name from work_request r join worker w on w.id = r.worker_id`);
+      const held = await t.sql<{ id: number; name: string }>(
+        `select r.id, w.name from work_request r join worker w on w.id = r.worker_id`,
+      );
       expect(new Map(held.map((h) => [h.id, h.name]))).toEqual(given);
     }
 
@@ -105,7 +127,13 @@ describe('two processes, 100 workers pulling at once', () => {
     }
 
     const byStatus = async () =>
-      Object.fromEntries((await t.sql<{ status: string; n: number }>(`select status, count(*)::int as n from work_request group by status`)).map((r) => [r.status, r.n]));
+      Object.fromEntries(
+        (
+          await t.sql<{ status: string; n: number }>(
+            `select status, count(*)::int as n from work_request group by status`,
+          )
+        ).map((r) => [r.status, r.n]),
+      );
     const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
     const nonZero = (o: Record<string, number>) => Object.fromEntries(Object.entries(o).filter(([, n]) => n > 0));
 
@@ -126,10 +154,14 @@ describe('two processes, 100 workers pulling at once', () => {
     /** Fills the free slots, and checks that exactly as many requests were assigned as there were free slots and pending requests. */
     async function fillAndCheck(freeSlots: number, withPasses: boolean): Promise<void> {
       const pendingBefore = REQUESTS - given.size;
-      const [done] = await t.sql<{ n: number }>(`select count(*)::int as n from work_request where status = 'COMPLETED'`);
+      const [done] = await t.sql<{ n: number }>(
+        `select count(*)::int as n from work_request where status = 'COMPLETED'`,
+      );
       const assigned = sum(await fillUp(withPasses));
       expect(assigned).toBe(Math.min(freeSlots, pendingBefore));
-      expect(await byStatus()).toEqual(nonZero({ COMPLETED: done.n, ASSIGNED: given.size - done.n, PENDING: REQUESTS - given.size }));
+      expect(await byStatus()).toEqual(
+        nonZero({ COMPLETED: done.n, ASSIGNED: given.size - done.n, PENDING: REQUESTS - given.size }),
+      );
     }
 
     // First: nothing completes, so the workers end full: 200 assigned, 800 still pending.
@@ -139,7 +171,9 @@ describe('two processes, 100 workers pulling at once', () => {
     // Each worker finishes one of its two: its two calls at once must get it exactly one more (the worker row lock).
     await completeHeld(true);
     await fillAndCheck(WORKERS, false);
-    const perWorker = await t.sql<{ n: number }>(`select count(*)::int as n from work_request where status = 'ASSIGNED' group by worker_id`);
+    const perWorker = await t.sql<{ n: number }>(
+      `select count(*)::int as n from work_request where status = 'ASSIGNED' group by worker_id`,
+    );
     expect(perWorker.map((r) => r.n)).toEqual(Array(WORKERS).fill(CONCURRENCY));
 
     // Then: complete everything held and fill up again, until all ran. In the first of these cycles,
@@ -157,10 +191,23 @@ describe('two processes, 100 workers pulling at once', () => {
 describe('task classes created by concurrent submissions', () => {
   it('a class committed after a newer one is still found by a process that saw the newer one first', async () => {
     await resetScheduling(t);
-    const runner = (name: string, tag: string): WorkerRow => ({ ...workers[0], name, providedTags: ['worker:type:worker', tag] });
-    const job = (key: string, tag: string): RequestRow => ({ ...requests[0], key, providedTags: [], requiredTags: ['worker:type:worker', tag] });
-    const seeded = await seedScheduling(t, { workers: [runner('slow-runner', 'gap:slow'), runner('fast-runner', 'gap:fast')], requests: [] });
-    const pull = async (name: string): Promise<string | null> => (await gql(other, REQUEST_WORK, {}, seeded.tokens.get(name)!)).requestWork.workRequest?.id ?? null;
+    const runner = (name: string, tag: string): WorkerRow => ({
+      ...workers[0],
+      name,
+      providedTags: ['worker:type:worker', tag],
+    });
+    const job = (key: string, tag: string): RequestRow => ({
+      ...requests[0],
+      key,
+      providedTags: [],
+      requiredTags: ['worker:type:worker', tag],
+    });
+    const seeded = await seedScheduling(t, {
+      workers: [runner('slow-runner', 'gap:slow'), runner('fast-runner', 'gap:fast')],
+      requests: [],
+    });
+    const pull = async (name: string): Promise<string | null> =>
+      (await gql(other, REQUEST_WORK, {}, seeded.tokens.get(name)!)).requestWork.workRequest?.id ?? null;
 
     // A submission creates a new task class and is slow to commit...
     const slow = t.app.orm.em.fork();

@@ -5,7 +5,18 @@
  */
 import { beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { createPool, createUser, createWorkspace, ERROR_FIELDS, expectResult, ok, registerWorker, reportMetadata, submit, submitOk } from '../helpers/fixtures.js';
+import {
+  createPool,
+  createUser,
+  createWorkspace,
+  ERROR_FIELDS,
+  expectResult,
+  ok,
+  registerWorker,
+  reportMetadata,
+  submit,
+  submitOk,
+} from '../helpers/fixtures.js';
 import { resetScheduling } from '../helpers/scheduler-fixtures.js';
 import { FAIR_QUANTUM_MS } from '../../src/scheduler/rules/queue-order.js';
 import { intArray } from '../../src/storage/db/arrays.js';
@@ -32,7 +43,17 @@ const metadata = (arch = 'amd64', extra: Json = {}): Json => ({
 });
 
 /** Registers a worker, reports its metadata (so it is connected) and returns its token. */
-async function worker(name: string, opts: { arch?: string; concurrency?: number; type?: string; pool?: string; requiredTags?: string[]; meta?: Json } = {}): Promise<string> {
+async function worker(
+  name: string,
+  opts: {
+    arch?: string;
+    concurrency?: number;
+    type?: string;
+    pool?: string;
+    requiredTags?: string[];
+    meta?: Json;
+  } = {},
+): Promise<string> {
   const token = await registerWorker(t, name, {
     concurrency: opts.concurrency,
     type: opts.type,
@@ -50,7 +71,13 @@ const sbuildOf = (arch: string, extra: Json = {}): Json => ({
   taskData: { source_package: 'hello', host_architecture: arch },
   ...extra,
 });
-const noop = (extra: Json = {}): Json => ({ workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {}, ...extra });
+const noop = (extra: Json = {}): Json => ({
+  workspace: 'debian/main',
+  taskType: 'worker',
+  taskName: 'noop',
+  taskData: {},
+  ...extra,
+});
 
 /** Submits as admin and returns the id. */
 async function queue(input: Json): Promise<string> {
@@ -67,19 +94,30 @@ async function pull(token: string): Promise<string | null> {
 }
 
 async function complete(id: string, token: string): Promise<void> {
-  const data = await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ${ERROR_FIELDS} } }`, { id }, token);
+  const data = await ok(
+    t,
+    `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ${ERROR_FIELDS} } }`,
+    { id },
+    token,
+  );
   expect(data.completeWorkRequest.__typename).toBe('WorkRequest');
 }
 
 /** The worker names that could run a request (all that match, or the available ones). */
 async function candidates(id: string, availableOnly = false): Promise<string[]> {
-  const data = await ok(t, `query($ids: [ID!]!, $a: Boolean) { candidateWorkers(workRequestIds: $ids, availableOnly: $a) { workerNames } }`, { ids: [id], a: availableOnly });
+  const data = await ok(
+    t,
+    `query($ids: [ID!]!, $a: Boolean) { candidateWorkers(workRequestIds: $ids, availableOnly: $a) { workerNames } }`,
+    { ids: [id], a: availableOnly },
+  );
   return data.candidateWorkers[0].workerNames as string[];
 }
 
 /** Who holds which request now, from the table itself. */
 async function holders(): Promise<Record<string, string>> {
-  const rows = await t.sql<{ id: number; name: string }>(`select r.id, w.name from work_request r join worker w on w.id = r.worker_id where r.status in ('ASSIGNED', 'RUNNING')`);
+  const rows = await t.sql<{ id: number; name: string }>(
+    `select r.id, w.name from work_request r join worker w on w.id = r.worker_id where r.status in ('ASSIGNED', 'RUNNING')`,
+  );
   return Object.fromEntries(rows.map((r) => [String(r.id), r.name]));
 }
 
@@ -89,7 +127,12 @@ async function statusOf(id: string): Promise<string> {
 }
 
 const adminSwitch = (mutation: 'drainWorker' | 'undrainWorker' | 'disableWorker' | 'enableWorker', name: string) =>
-  expectResult(t, 'Worker', `mutation($n: String!) { ${mutation}(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`, { n: name });
+  expectResult(
+    t,
+    'Worker',
+    `mutation($n: String!) { ${mutation}(input: { name: $n }) { __typename ${ERROR_FIELDS} } }`,
+    { n: name },
+  );
 
 beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
@@ -156,7 +199,8 @@ describe('order: effective priority, then fair key, then oldest, then id', () =>
     it.each(cases)(`${via}: $name`, async ({ requests, order }) => {
       const token = await worker('solo');
       const ids: string[] = [];
-      for (const [priorityBase, priorityAdjustment] of requests) ids.push(await queue(noop({ priorityBase, priorityAdjustment })));
+      for (const [priorityBase, priorityAdjustment] of requests)
+        ids.push(await queue(noop({ priorityBase, priorityAdjustment })));
       for (const [i, [, , seconds]] of requests.entries()) {
         await t.sql(
           `update work_request set created_at = '2026-01-01T00:00:00Z'::timestamptz + make_interval(secs => ?),
@@ -166,7 +210,10 @@ describe('order: effective priority, then fair key, then oldest, then id', () =>
       }
       const got: string[] = [];
       for (let i = 0; i < requests.length; i++) {
-        const id = via === 'requestWork' ? await pull(token) : String((await t.app.scheduler.runPass())[0]?.workRequestId ?? null);
+        const id =
+          via === 'requestWork'
+            ? await pull(token)
+            : String((await t.app.scheduler.runPass())[0]?.workRequestId ?? null);
         got.push(id!);
         await complete(id!, token);
       }
@@ -258,9 +305,12 @@ describe('fair share: a workspace submitting later is served interleaved with an
       return { ids: [backlog, ...(await Promise.all(Array.from({ length: 12 }, () => queue(noop()))))], refused };
     });
     expect(refused).toBe('refused');
-    const keys = (await t.sql<{ fair_key: string }>(`select fair_key::text from work_request where id = any(?::int[]) order by fair_key`, [intArray(ids.map(Number))])).map((r) =>
-      Number(r.fair_key),
-    );
+    const keys = (
+      await t.sql<{ fair_key: string }>(
+        `select fair_key::text from work_request where id = any(?::int[]) order by fair_key`,
+        [intArray(ids.map(Number))],
+      )
+    ).map((r) => Number(r.fair_key));
     expect(new Set(keys).size).toBe(13);
     for (let i = 1; i < keys.length; i++) expect(keys[i] - keys[i - 1]).toBe(FAIR_QUANTUM_MS); // no gap: the refused one took no key
   });
@@ -275,14 +325,18 @@ describe('fair share: a workspace submitting later is served interleaved with an
 });
 
 describe('skipping: a request nobody can run does not block the ones behind it', () => {
-  it.each(['requestWork', 'runPass'] as const)('%s: an arm64 request of priority 100 does not stop amd64 work', async (via) => {
-    const token = await worker('amd');
-    const blocked = await queue(sbuildOf('arm64', { priorityBase: 100 }));
-    const low = await queue(sbuildOf('amd64', { priorityBase: -5 }));
-    const got = via === 'requestWork' ? await pull(token) : String((await t.app.scheduler.runPass())[0]?.workRequestId);
-    expect(got).toBe(low);
-    expect(await statusOf(blocked)).toBe('PENDING');
-  });
+  it.each(['requestWork', 'runPass'] as const)(
+    '%s: an arm64 request of priority 100 does not stop amd64 work',
+    async (via) => {
+      const token = await worker('amd');
+      const blocked = await queue(sbuildOf('arm64', { priorityBase: 100 }));
+      const low = await queue(sbuildOf('amd64', { priorityBase: -5 }));
+      const got =
+        via === 'requestWork' ? await pull(token) : String((await t.app.scheduler.runPass())[0]?.workRequestId);
+      expect(got).toBe(low);
+      expect(await statusOf(blocked)).toBe('PENDING');
+    },
+  );
 
   it('a request only a busy worker can run does not stop another worker from taking the next one', async () => {
     const arm = await worker('arm', { arch: 'arm64' });
@@ -346,9 +400,21 @@ describe('drain: a draining worker finishes what it runs and receives nothing ne
     expect(await pull(token)).toBeNull();
     expect(await t.app.scheduler.runPass()).toEqual([]);
     expect(await candidates(second, true)).toEqual([]);
-    const diagnosis = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason count } } } }`, { id: second });
-    expect(diagnosis.workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_WORKERS', unavailableWorkers: [{ reason: 'DRAINING', count: 1 }] });
-    const started = await ok(t, `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: first }, token);
+    const diagnosis = await ok(
+      t,
+      `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason count } } } }`,
+      { id: second },
+    );
+    expect(diagnosis.workRequest.diagnosis).toEqual({
+      state: 'WAITING_FOR_WORKERS',
+      unavailableWorkers: [{ reason: 'DRAINING', count: 1 }],
+    });
+    const started = await ok(
+      t,
+      `mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`,
+      { id: first },
+      token,
+    );
     expect(started.startWorkRequest.__typename).toBe('WorkRequest');
     await complete(first, token);
     expect(await pull(token)).toBeNull();
@@ -364,7 +430,11 @@ describe('drain: a draining worker finishes what it runs and receives nothing ne
     const id = await queue(noop());
     await adminSwitch(mutation, 'w');
     expect(await t.app.scheduler.runPass()).toEqual([]);
-    const data = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason } } } }`, { id });
+    const data = await ok(
+      t,
+      `query($id: ID!) { workRequest(id: $id) { diagnosis { state unavailableWorkers { reason } } } }`,
+      { id },
+    );
     expect(data.workRequest.diagnosis).toEqual({ state: 'WAITING_FOR_WORKERS', unavailableWorkers: [{ reason }] });
   });
 });
@@ -373,21 +443,32 @@ describe('exclusivity: a worker that requires task:workspace:debian:security run
   const SECURITY = 'task:workspace:debian:security';
   const makeExclusive = {
     'registered before the tasks are queued': { before: true, after: async () => {} },
-    'registered after the tasks are queued (they are re-classified)': { before: false, after: async () => void (await worker('sec', { requiredTags: [SECURITY] })) },
+    'registered after the tasks are queued (they are re-classified)': {
+      before: false,
+      after: async () => void (await worker('sec', { requiredTags: [SECURITY] })),
+    },
     'made exclusive after the tasks are queued (static metadata)': {
       before: false,
       after: async () => {
         await worker('sec');
-        await expectResult(t, 'Worker', `mutation($i: SetWorkerStaticMetadataInput!) { setWorkerStaticMetadata(input: $i) { __typename ${ERROR_FIELDS} } }`, {
-          i: { name: 'sec', metadata: { requiredTags: [SECURITY] } },
-        });
+        await expectResult(
+          t,
+          'Worker',
+          `mutation($i: SetWorkerStaticMetadataInput!) { setWorkerStaticMetadata(input: $i) { __typename ${ERROR_FIELDS} } }`,
+          {
+            i: { name: 'sec', metadata: { requiredTags: [SECURITY] } },
+          },
+        );
       },
     },
   };
   it.each(Object.entries(makeExclusive))('%s', async (_name, { before, after }) => {
     if (before) await worker('sec', { requiredTags: [SECURITY] });
     const main = [await queue(noop({ priorityBase: 10 })), await queue(noop({ priorityBase: 10 }))];
-    const security = [await queue(noop({ workspace: 'debian/security' })), await queue(noop({ workspace: 'debian/security' }))];
+    const security = [
+      await queue(noop({ workspace: 'debian/security' })),
+      await queue(noop({ workspace: 'debian/security' })),
+    ];
     await after();
     expect(await candidates(main[0])).toEqual([]);
     expect(await candidates(security[0])).toEqual(['sec']);
@@ -411,7 +492,12 @@ describe('exclusivity: a worker that requires task:workspace:debian:security run
     const id = await queue(noop({ workspace: 'debian/security' }));
     expect(await pull(general)).toBe(id);
     const token = await worker('sec', { requiredTags: [SECURITY] });
-    const released = await ok(t, `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler" }) { __typename ${ERROR_FIELDS} } }`, { id }, general);
+    const released = await ok(
+      t,
+      `mutation($id: ID!) { releaseWorkRequest(input: { id: $id, reason: "no handler" }) { __typename ${ERROR_FIELDS} } }`,
+      { id },
+      general,
+    );
     expect(released.releaseWorkRequest.__typename).toBe('WorkRequest');
     await adminSwitch('drainWorker', 'general');
     expect(await candidates(id, true)).toEqual(['sec']);
@@ -436,18 +522,36 @@ describe('orchestrated tasks: internal and workflow tasks are run by the server,
   const QUESTIONS = `query($id: ID!) { workRequest(id: $id) { status result diagnosis { state matchingWorkers mismatches { workerNames } } children { edges { node { id taskName status } } } } provisioningDemand { pendingTotal unschedulable { count } } }`;
 
   it('internal: a synchronization point with nothing to wait for is COMPLETED at once; no worker of any type gets it', async () => {
-    const tokens = [await worker('plain'), await worker('server', { type: 'SERVER' }), await worker('na', { type: 'NOT_ASSIGNABLE' })];
-    const id = await queue({ workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'done' } });
+    const tokens = [
+      await worker('plain'),
+      await worker('server', { type: 'SERVER' }),
+      await worker('na', { type: 'NOT_ASSIGNABLE' }),
+    ];
+    const id = await queue({
+      workspace: 'debian/main',
+      taskType: 'internal',
+      taskName: 'synchronization_point',
+      taskData: { step: 'done' },
+    });
     for (const token of tokens) expect(await pull(token)).toBeNull();
     expect(await t.app.scheduler.runPass()).toEqual([]);
     expect(await candidates(id)).toEqual([]);
     const data = await ok(t, QUESTIONS, { id });
-    expect(data.workRequest).toEqual({ status: 'COMPLETED', result: 'SUCCESS', diagnosis: { state: 'ORCHESTRATED', matchingWorkers: 0, mismatches: [] }, children: { edges: [] } });
+    expect(data.workRequest).toEqual({
+      status: 'COMPLETED',
+      result: 'SUCCESS',
+      diagnosis: { state: 'ORCHESTRATED', matchingWorkers: 0, mismatches: [] },
+      children: { edges: [] },
+    });
     expect(data.provisioningDemand).toEqual({ pendingTotal: 0, unschedulable: [] });
   });
 
   it('workflow: it is RUNNING through its children, which workers get; no worker of any type gets the workflow itself', async () => {
-    const tokens = { plain: await worker('plain'), server: await worker('server', { type: 'SERVER' }), na: await worker('na', { type: 'NOT_ASSIGNABLE' }) };
+    const tokens = {
+      plain: await worker('plain'),
+      server: await worker('server', { type: 'SERVER' }),
+      na: await worker('na', { type: 'NOT_ASSIGNABLE' }),
+    };
     const id = await queue({
       workspace: 'debian/main',
       taskType: 'workflow',
@@ -456,7 +560,11 @@ describe('orchestrated tasks: internal and workflow tasks are run by the server,
     });
     const data = await ok(t, QUESTIONS, { id });
     const [child] = data.workRequest.children.edges.map((e: Json) => e.node);
-    expect(data.workRequest).toMatchObject({ status: 'RUNNING', result: null, diagnosis: { state: 'ORCHESTRATED', matchingWorkers: 0, mismatches: [] } });
+    expect(data.workRequest).toMatchObject({
+      status: 'RUNNING',
+      result: null,
+      diagnosis: { state: 'ORCHESTRATED', matchingWorkers: 0, mismatches: [] },
+    });
     expect(child).toMatchObject({ taskName: 'sbuild', status: 'PENDING' });
     expect(data.provisioningDemand).toEqual({ pendingTotal: 1, unschedulable: [] }); // the child, not the workflow
     expect(await candidates(id)).toEqual([]);
@@ -471,8 +579,21 @@ describe('orchestrated tasks: internal and workflow tasks are run by the server,
 describe('server and signing tasks go only to server and signing workers', () => {
   const FINGERPRINT = 'A'.repeat(40);
   const cases = [
-    { name: 'servernoop', input: { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: {} }, runsOn: 'server' },
-    { name: 'debsign', input: { workspace: 'debian/main', taskType: 'signing', taskName: 'debsign', taskData: { unsigned: 1, key: FINGERPRINT } }, runsOn: 'signing' },
+    {
+      name: 'servernoop',
+      input: { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: {} },
+      runsOn: 'server',
+    },
+    {
+      name: 'debsign',
+      input: {
+        workspace: 'debian/main',
+        taskType: 'signing',
+        taskName: 'debsign',
+        taskData: { unsigned: 1, key: FINGERPRINT },
+      },
+      runsOn: 'signing',
+    },
     { name: 'noop (a worker task)', input: noop(), runsOn: 'plain' },
   ];
   it.each(cases)('$name runs on the $runsOn worker only', async ({ input, runsOn }) => {
@@ -516,13 +637,21 @@ describe('valued tags: worker:memory-gib>=8', () => {
     expect(await candidates(id)).toEqual(runs ? ['w'] : []);
     expect(await pull(token)).toBe(runs ? id : null);
     if (!runs) {
-      const data = await ok(t, `query($id: ID!) { workRequest(id: $id) { diagnosis { state mismatches { workerNames missingOnWorker missingOnTask } } } }`, { id });
-      expect(data.workRequest.diagnosis).toEqual({ state: 'UNSCHEDULABLE', mismatches: [{ workerNames: ['w'], missingOnWorker: ['worker:memory-gib>=8'], missingOnTask: [] }] });
+      const data = await ok(
+        t,
+        `query($id: ID!) { workRequest(id: $id) { diagnosis { state mismatches { workerNames missingOnWorker missingOnTask } } } }`,
+        { id },
+      );
+      expect(data.workRequest.diagnosis).toEqual({
+        state: 'UNSCHEDULABLE',
+        mismatches: [{ workerNames: ['w'], missingOnWorker: ['worker:memory-gib>=8'], missingOnTask: [] }],
+      });
     }
   });
 
   it('among several workers, exactly those at or above the minimum', async () => {
-    for (const gib of [2, 7, 8, 9, 64]) await worker(`mem-${String(gib).padStart(2, '0')}`, { meta: { totalPhysicalMemory: gib * GIB } });
+    for (const gib of [2, 7, 8, 9, 64])
+      await worker(`mem-${String(gib).padStart(2, '0')}`, { meta: { totalPhysicalMemory: gib * GIB } });
     const id = await queue(noop({ requiredTags: ['worker:memory-gib>=8'] }));
     expect(await candidates(id)).toEqual(['mem-08', 'mem-09', 'mem-64']);
   });
@@ -534,7 +663,12 @@ const DEMAND = `{ provisioningDemand { pendingTotal
 
 const RISCV_POOL = {
   name: 'cloud-riscv',
-  providedTags: ['worker:build-arch:riscv64', 'worker:executor:unshare', 'worker:cap:sbuild', 'worker:task:worker:sbuild:version:1'],
+  providedTags: [
+    'worker:build-arch:riscv64',
+    'worker:executor:unshare',
+    'worker:cap:sbuild',
+    'worker:task:worker:sbuild:version:1',
+  ],
 };
 
 describe('pools: demand scales from zero, within the limits, and stops idle instances', () => {
@@ -542,28 +676,31 @@ describe('pools: demand scales from zero, within the limits, and stops idle inst
     { pending: 2, maxActiveInstances: 3, launch: 2, limitedBy: [] },
     { pending: 3, maxActiveInstances: 3, launch: 3, limitedBy: [] },
     { pending: 10, maxActiveInstances: 3, launch: 3, limitedBy: ['MAX_ACTIVE_INSTANCES'] },
-  ])('a pool with no instance and $pending requests only it can run: launch $launch', async ({ pending, maxActiveInstances, launch, limitedBy }) => {
-    await createPool(t, { ...RISCV_POOL, maxActiveInstances });
-    await worker('amd'); // can run none of them
-    for (let i = 0; i < pending; i++) await queue(sbuildOf('riscv64'));
-    await queue(sbuildOf('amd64')); // the static worker's, not the pool's
-    const { provisioningDemand: d } = await ok(t, DEMAND);
-    expect(d.pendingTotal).toBe(pending + 1);
-    expect(d.pools).toEqual([
-      {
-        pool: { name: 'cloud-riscv' },
-        pendingRunnable: pending,
-        pendingAssigned: pending,
-        idleCompatibleSlots: 0,
-        workersRequired: pending,
-        activeInstances: 0,
-        launch,
-        limitedBy,
-        stopWorkers: [],
-      },
-    ]);
-    expect(d.unschedulable).toEqual([]);
-  });
+  ])(
+    'a pool with no instance and $pending requests only it can run: launch $launch',
+    async ({ pending, maxActiveInstances, launch, limitedBy }) => {
+      await createPool(t, { ...RISCV_POOL, maxActiveInstances });
+      await worker('amd'); // can run none of them
+      for (let i = 0; i < pending; i++) await queue(sbuildOf('riscv64'));
+      await queue(sbuildOf('amd64')); // the static worker's, not the pool's
+      const { provisioningDemand: d } = await ok(t, DEMAND);
+      expect(d.pendingTotal).toBe(pending + 1);
+      expect(d.pools).toEqual([
+        {
+          pool: { name: 'cloud-riscv' },
+          pendingRunnable: pending,
+          pendingAssigned: pending,
+          idleCompatibleSlots: 0,
+          workersRequired: pending,
+          activeInstances: 0,
+          launch,
+          limitedBy,
+          stopWorkers: [],
+        },
+      ]);
+      expect(d.unschedulable).toEqual([]);
+    },
+  );
 
   it('a pool whose instances are busy launches for what is left, counting them against the maximum', async () => {
     await createPool(t, { ...RISCV_POOL, maxActiveInstances: 3 });
@@ -571,22 +708,39 @@ describe('pools: demand scales from zero, within the limits, and stops idle inst
     for (let i = 0; i < 5; i++) await queue(sbuildOf('riscv64'));
     expect(await pull(token)).not.toBeNull();
     const { provisioningDemand: d } = await ok(t, DEMAND);
-    expect(d.pools[0]).toMatchObject({ pendingRunnable: 4, pendingAssigned: 4, activeInstances: 1, workersRequired: 4, launch: 2, limitedBy: ['MAX_ACTIVE_INSTANCES'] });
+    expect(d.pools[0]).toMatchObject({
+      pendingRunnable: 4,
+      pendingAssigned: 4,
+      activeInstances: 1,
+      workersRequired: 4,
+      launch: 2,
+      limitedBy: ['MAX_ACTIVE_INSTANCES'],
+    });
   });
 
   it('idle pool instances past idleTimeoutSeconds are to stop; recent ones, and ones pending work needs, are kept', async () => {
     await createPool(t, { ...RISCV_POOL, idleTimeoutSeconds: 60 });
     await worker('riscv-old', { pool: 'cloud-riscv', arch: 'riscv64' });
     await worker('riscv-new', { pool: 'cloud-riscv', arch: 'riscv64' });
-    await t.sql(`update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour' where name = 'riscv-old'`);
+    await t.sql(
+      `update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour' where name = 'riscv-old'`,
+    );
     let { provisioningDemand: d } = await ok(t, DEMAND);
     expect(d.pools[0]).toMatchObject({ launch: 0, activeInstances: 2, stopWorkers: [{ name: 'riscv-old' }] });
 
     // minIdleInstances keeps that many idle, the oldest are stopped first.
-    await expectResult(t, 'WorkerPool', `mutation { updateWorkerPool(input: { name: "cloud-riscv", minIdleInstances: 2 }) { __typename ${ERROR_FIELDS} } }`);
+    await expectResult(
+      t,
+      'WorkerPool',
+      `mutation { updateWorkerPool(input: { name: "cloud-riscv", minIdleInstances: 2 }) { __typename ${ERROR_FIELDS} } }`,
+    );
     ({ provisioningDemand: d } = await ok(t, DEMAND));
     expect(d.pools[0].stopWorkers).toEqual([]);
-    await expectResult(t, 'WorkerPool', `mutation { updateWorkerPool(input: { name: "cloud-riscv", minIdleInstances: 0 }) { __typename ${ERROR_FIELDS} } }`);
+    await expectResult(
+      t,
+      'WorkerPool',
+      `mutation { updateWorkerPool(input: { name: "cloud-riscv", minIdleInstances: 0 }) { __typename ${ERROR_FIELDS} } }`,
+    );
 
     // Pending work for both instances: the old one is idle capacity that serves it, not one to stop.
     await queue(sbuildOf('riscv64'));
@@ -627,7 +781,13 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
       pending: 10,
       expected: { a: [3, 3, 3, ['MAX_ACTIVE_INSTANCES']], b: [7, 7, 7, []] },
     },
-    { label: 'A has room for all: B gets none', a: {}, b: {}, pending: 4, expected: { a: [4, 4, 4, []], b: [0, 0, 0, []] } },
+    {
+      label: 'A has room for all: B gets none',
+      a: {},
+      b: {},
+      pending: 4,
+      expected: { a: [4, 4, 4, []], b: [0, 0, 0, []] },
+    },
     {
       label: 'neither has room for all: what is left stays with the first',
       a: { maxActiveInstances: 3 },
@@ -635,7 +795,13 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
       pending: 10,
       expected: { a: [5, 5, 3, ['MAX_ACTIVE_INSTANCES']], b: [5, 5, 5, ['MAX_ACTIVE_INSTANCES']] },
     },
-    { label: 'A disabled: B takes everything', a: { enabled: false }, b: {}, pending: 6, expected: { b: [6, 6, 6, []] } },
+    {
+      label: 'A disabled: B takes everything',
+      a: { enabled: false },
+      b: {},
+      pending: 6,
+      expected: { b: [6, 6, 6, []] },
+    },
     {
       label: 'A over its monthly budget: B takes everything',
       a: { monthlyRuntimeBudgetSeconds: 0 },
@@ -650,13 +816,24 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
       pending: 10,
       expected: { a: [8, 2, 2, ['MAX_ACTIVE_INSTANCES']], b: [2, 2, 2, []] },
     },
-    { label: 'concurrency 4: a third of the instances', a: { specifications: { concurrency: 4 } }, b: {}, pending: 10, expected: { a: [10, 3, 3, []], b: [0, 0, 0, []] } },
+    {
+      label: 'concurrency 4: a third of the instances',
+      a: { specifications: { concurrency: 4 } },
+      b: {},
+      pending: 10,
+      expected: { a: [10, 3, 3, []], b: [0, 0, 0, []] },
+    },
   ])('$label', async ({ a, b, pending, expected }) => {
     await riscvPool('a-riscv', a);
     await riscvPool('b-riscv', b);
     await queueRiscv(pending);
     const got = await shares();
-    const want = Object.fromEntries(Object.entries(expected).map(([k, [assigned, required, launch, limitedBy]]) => [`${k}-riscv`, { assigned, required, launch, limitedBy }]));
+    const want = Object.fromEntries(
+      Object.entries(expected).map(([k, [assigned, required, launch, limitedBy]]) => [
+        `${k}-riscv`,
+        { assigned, required, launch, limitedBy },
+      ]),
+    );
     expect(got).toEqual(want);
   });
 
@@ -671,7 +848,8 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
       'a-riscv': { assigned: 0, required: 0, launch: 0, limitedBy: ['BACKOFF'] },
       'b-riscv': { assigned: 5, required: 5, launch: 5, limitedBy: [] },
     });
-    const degraded = async () => ((await ok(t, SHARE)).provisioningDemand.pools as Json[]).map((p) => [p.pool.name, p.degraded, p.lastError]);
+    const degraded = async () =>
+      ((await ok(t, SHARE)).provisioningDemand.pools as Json[]).map((p) => [p.pool.name, p.degraded, p.lastError]);
     expect(await degraded()).toEqual([
       ['a-riscv', false, 'quota exceeded'],
       ['b-riscv', false, null],
@@ -694,7 +872,9 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
     // The pool worker sorts first by name: only the rule puts the static one first.
     await worker('a-pooled', { pool: 'a-riscv', arch: 'riscv64' });
     await worker('z-static', { arch: 'riscv64' });
-    await t.sql(`update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour'`);
+    await t.sql(
+      `update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour'`,
+    );
     await queueRiscv(1);
     const { provisioningDemand: d } = await ok(t, SHARE);
     expect(d.pools[0]).toMatchObject({ pendingAssigned: 0, launch: 0, stopWorkers: [{ name: 'a-pooled' }] });
@@ -714,13 +894,19 @@ describe('pools: what one pool cannot take goes to the next; static workers serv
          ('a-riscv-old', ?, 'TERMINATED', ${monthStart} - interval '3 days', ${monthStart} - interval '2 days')`,
       [id, id],
     );
-    const [{ expected }] = await t.sql<{ expected: number }>(`select extract(epoch from now() - greatest(now() - interval '20 minutes', ${monthStart}))::float as expected`);
+    const [{ expected }] = await t.sql<{ expected: number }>(
+      `select extract(epoch from now() - greatest(now() - interval '20 minutes', ${monthStart}))::float as expected`,
+    );
     await queueRiscv(1);
     let pool = (await ok(t, SHARE)).provisioningDemand.pools[0];
     expect(pool.monthRuntimeSeconds).toBeGreaterThanOrEqual(expected);
     expect(pool.monthRuntimeSeconds).toBeLessThan(expected + 60);
     expect(pool).toMatchObject({ launch: 1, limitedBy: [] });
-    await expectResult(t, 'WorkerPool', `mutation { updateWorkerPool(input: { name: "a-riscv", monthlyRuntimeBudgetSeconds: 60 }) { __typename ${ERROR_FIELDS} } }`);
+    await expectResult(
+      t,
+      'WorkerPool',
+      `mutation { updateWorkerPool(input: { name: "a-riscv", monthlyRuntimeBudgetSeconds: 60 }) { __typename ${ERROR_FIELDS} } }`,
+    );
     pool = (await ok(t, SHARE)).provisioningDemand.pools[0];
     expect(pool).toMatchObject({ launch: 0, limitedBy: ['MONTHLY_BUDGET'] });
     const { workerPool } = await ok(t, `{ workerPool(name: "a-riscv") { monthRuntimeSeconds } }`);
@@ -735,7 +921,14 @@ describe('diagnosis: why a pending request waits', () => {
     {
       state: 'READY',
       setup: async () => (await worker('amd'), queue(sbuildOf('amd64'))),
-      expected: { matchingWorkers: 1, availableWorkers: 1, busyWorkers: 0, unavailableWorkers: [], matchingPools: [], mismatches: [] },
+      expected: {
+        matchingWorkers: 1,
+        availableWorkers: 1,
+        busyWorkers: 0,
+        unavailableWorkers: [],
+        matchingPools: [],
+        mismatches: [],
+      },
     },
     {
       state: 'WAITING_FOR_CAPACITY',
@@ -754,7 +947,12 @@ describe('diagnosis: why a pending request waits', () => {
         await t.sql(`update worker set connected_at = null where name = 'amd'`);
         return queue(sbuildOf('amd64'));
       },
-      expected: { matchingWorkers: 1, availableWorkers: 0, busyWorkers: 0, unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }] },
+      expected: {
+        matchingWorkers: 1,
+        availableWorkers: 0,
+        busyWorkers: 0,
+        unavailableWorkers: [{ reason: 'DISCONNECTED', count: 1 }],
+      },
     },
     {
       state: 'WAITING_FOR_PROVISIONING',
@@ -766,7 +964,9 @@ describe('diagnosis: why a pending request waits', () => {
       expected: {
         matchingWorkers: 0,
         matchingPools: ['cloud-riscv'],
-        mismatches: [{ pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }],
+        mismatches: [
+          { pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] },
+        ],
       },
     },
     {
@@ -787,7 +987,15 @@ describe('diagnosis: why a pending request waits', () => {
     },
     {
       state: 'ORCHESTRATED',
-      setup: async () => (await worker('amd'), queue({ workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 's' } })),
+      setup: async () => (
+        await worker('amd'),
+        queue({
+          workspace: 'debian/main',
+          taskType: 'internal',
+          taskName: 'synchronization_point',
+          taskData: { step: 's' },
+        })
+      ),
       expected: { matchingWorkers: 0, matchingPools: [], mismatches: [] },
     },
   ];
@@ -806,7 +1014,9 @@ describe('diagnosis: why a pending request waits', () => {
         count: 1,
         sampleWorkRequestIds: [id],
         requiredTags: expect.arrayContaining(['worker:build-arch:riscv64']),
-        nearest: [{ pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] }],
+        nearest: [
+          { pool: null, workerNames: ['amd'], missingOnWorker: ['worker:build-arch:riscv64'], missingOnTask: [] },
+        ],
       },
     ]);
   });
@@ -833,7 +1043,10 @@ describe('priorityAdjustment: raising a priority needs an admin', () => {
     const res = await submit(t, noop({ priorityBase: 1, priorityAdjustment: adjustment }), token);
     if (allowed) {
       expect(res.__typename).toBe('WorkRequest');
-      const [row] = await t.sql<{ p: number }>('select priority_base + priority_adjustment as p from work_request where id = ?', [Number(res.id)]);
+      const [row] = await t.sql<{ p: number }>(
+        'select priority_base + priority_adjustment as p from work_request where id = ?',
+        [Number(res.id)],
+      );
       expect(row.p).toBe(1 + adjustment);
     } else {
       expect(res).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
@@ -858,7 +1071,10 @@ describe('history is kept as requests complete, not read back from all of it', (
     for (const seconds of durations) {
       const id = await queue(sbuildOf('riscv64'));
       expect(await pull(token)).toBe(id);
-      await t.sql(`update work_request set started_at = now() - make_interval(secs => ?) where id = ?`, [seconds, Number(id)]);
+      await t.sql(`update work_request set started_at = now() - make_interval(secs => ?) where id = ?`, [
+        seconds,
+        Number(id),
+      ]);
       await complete(id, token);
     }
     return token;
@@ -867,13 +1083,17 @@ describe('history is kept as requests complete, not read back from all of it', (
   it('demand estimates work from the last 30 days of durations of the same task', async () => {
     await createPool(t, { ...RISCV_POOL, maxActiveInstances: 20, targetLatencySeconds: 900 });
     await instanceThatRan('riscv-ran', [30, 90]);
-    const rows = await t.sql<{ task_name: string; runs: number; seconds: number }>(`select task_name, runs, seconds from task_duration`);
+    const rows = await t.sql<{ task_name: string; runs: number; seconds: number }>(
+      `select task_name, runs, seconds from task_duration`,
+    );
     // 30 + 90 seconds, plus the time between the test's update and each completion (a loaded machine takes some).
     expect(rows.map((r) => ({ task_name: r.task_name, runs: r.runs }))).toEqual([{ task_name: 'sbuild', runs: 2 }]);
     expect(rows[0].seconds).toBeGreaterThanOrEqual(120);
     expect(rows[0].seconds).toBeLessThan(130);
     // Older than 30 days: not counted, however long.
-    await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'sbuild', current_date - 40, 5, 1000000)`);
+    await t.sql(
+      `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'sbuild', current_date - 40, 5, 1000000)`,
+    );
     await adminSwitch('drainWorker', 'riscv-ran'); // no idle capacity: the pool must start instances
     for (let i = 0; i < 10; i++) await queue(sbuildOf('riscv64'));
     const { provisioningDemand: d } = await ok(t, DEMAND);
@@ -885,12 +1105,18 @@ describe('history is kept as requests complete, not read back from all of it', (
   it('a pool instance is idle since its last completion', async () => {
     await createPool(t, { ...RISCV_POOL, idleTimeoutSeconds: 60 });
     await instanceThatRan('riscv-busy-until-now', [5]);
-    await t.sql(`update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour' where name = 'riscv-busy-until-now'`);
+    await t.sql(
+      `update worker set instance_created_at = now() - interval '1 hour', registered_at = now() - interval '1 hour' where name = 'riscv-busy-until-now'`,
+    );
     let { provisioningDemand: d } = await ok(t, DEMAND);
     expect(d.pools[0].stopWorkers).toEqual([]); // registered an hour ago, but it just finished work
-    const [{ last }] = await t.sql<{ last: string | null }>(`select last_completed_at as last from worker where name = 'riscv-busy-until-now'`);
+    const [{ last }] = await t.sql<{ last: string | null }>(
+      `select last_completed_at as last from worker where name = 'riscv-busy-until-now'`,
+    );
     expect(last).not.toBeNull();
-    await t.sql(`update worker set last_completed_at = now() - interval '2 minutes' where name = 'riscv-busy-until-now'`);
+    await t.sql(
+      `update worker set last_completed_at = now() - interval '2 minutes' where name = 'riscv-busy-until-now'`,
+    );
     ({ provisioningDemand: d } = await ok(t, DEMAND));
     expect(d.pools[0].stopWorkers).toEqual([{ name: 'riscv-busy-until-now' }]);
   });

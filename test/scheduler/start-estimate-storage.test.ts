@@ -35,11 +35,15 @@ describe('aheadRuns', () => {
       ]);
       await classifyPending(tx);
       const rename = async (keys: string[], name: string) =>
-        tx.execute(`update work_request set task_name = ? where id = any(?::int[])`, [name, `{${keys.map((k) => ids.get(k)).join(',')}}`]);
+        tx.execute(`update work_request set task_name = ? where id = any(?::int[])`, [
+          name,
+          `{${keys.map((k) => ids.get(k)).join(',')}}`,
+        ]);
       await rename(['r1', 'r2', 'r4', 'r5'], 'a');
       await rename(['r3', 'r6'], 'b');
       const r7 = ids.get('r7')!;
-      const runs = (m: Map<number, { taskName: string; count: number }[]>) => (m.get(r7) ?? []).map((r) => `${r.taskName}×${r.count}`);
+      const runs = (m: Map<number, { taskName: string; count: number }[]>) =>
+        (m.get(r7) ?? []).map((r) => `${r.taskName}×${r.count}`);
       expect(runs(await aheadRuns(tx, [r7]))).toEqual(['a×2', 'b×1', 'a×2', 'b×1']);
       await tx.execute(`update work_request set priority_base = 1 where id = ?`, [ids.get('r6')]);
       expect(runs(await aheadRuns(tx, [r7, ids.get('r1')!]))).toEqual(['b×1', 'a×2', 'b×1', 'a×2']);

@@ -5,21 +5,35 @@ import { AMD64_METADATA, ok } from '../helpers/fixtures.js';
 
 const t = useTestApp();
 
-const META = (arch: string, extra: Record<string, unknown> = {}) => ({ ...AMD64_METADATA, architectures: [arch], ...extra });
+const META = (arch: string, extra: Record<string, unknown> = {}) => ({
+  ...AMD64_METADATA,
+  architectures: [arch],
+  ...extra,
+});
 
 async function register(name: string, arch: string): Promise<string> {
-  const data = await ok(t, `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name });
+  const data = await ok(
+    t,
+    `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`,
+    { n: name },
+  );
   const token = data.registerWorker.token as string;
   await report(token, META(arch));
   return token;
 }
 
 async function report(token: string, metadata: Record<string, unknown>): Promise<void> {
-  const data = await ok(t, `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: metadata }, token);
+  const data = await ok(
+    t,
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: metadata },
+    token,
+  );
   expect(data.reportWorkerMetadata.__typename).toBe('Worker');
 }
 
-const versionOf = async (name: string) => (await t.sql<{ v: string }>(`select shape_version::text as v from worker where name = ?`, [name]))[0].v;
+const versionOf = async (name: string) =>
+  (await t.sql<{ v: string }>(`select shape_version::text as v from worker where name = ?`, [name]))[0].v;
 
 /** The snapshot's answer must always be the one a full read gives. */
 async function expectSameAsFullRead(snapshot: WorkerSnapshot): Promise<Awaited<ReturnType<typeof loadWorkerStates>>> {

@@ -33,7 +33,8 @@ const STATE_COLUMNS = ['worker_id', ...WORKER_STATE_COPIED_COLUMNS, ...Object.ke
 const sorted = (names: Iterable<string>) => [...names].sort();
 const unquoted = (name: string) => name.trim().replace(/^"(.*)"$/, '$1');
 /** A space for every run of white space, none inside parentheses. */
-const normalized = (expression: string) => expression.replace(/\s+/g, ' ').replace(/\( /g, '(').replace(/ \)/g, ')').trim();
+const normalized = (expression: string) =>
+  expression.replace(/\s+/g, ' ').replace(/\( /g, '(').replace(/ \)/g, ')').trim();
 
 /** The items of a comma-separated list, split at its top level only (not inside parentheses). */
 function topLevelItems(list: string): string[] {
@@ -68,12 +69,15 @@ function parenthesized(text: string, open: RegExp): string {
 describe('worker_state holds what the availability facts list', () => {
   it('the lists are made from the facts: each fact column copied, each time of kind ms kept in milliseconds', () => {
     for (const f of AVAILABILITY_FACTS) expect(WORKER_STATE_COPIED_COLUMNS).toContain(f.column);
-    for (const f of AVAILABILITY_FACTS.filter((x) => x.kind === 'ms')) expect(WORKER_STATE_MS_COLUMNS[f.row]).toBe(f.column);
+    for (const f of AVAILABILITY_FACTS.filter((x) => x.kind === 'ms'))
+      expect(WORKER_STATE_MS_COLUMNS[f.row]).toBe(f.column);
     expect(new Set(STATE_COLUMNS).size).toBe(STATE_COLUMNS.length);
   });
 
   it('its table has exactly those columns, and so has its entity', async () => {
-    const rows = await sql<{ column_name: string }>(`select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'worker_state'`);
+    const rows = await sql<{ column_name: string }>(
+      `select column_name from information_schema.columns where table_schema = current_schema() and table_name = 'worker_state'`,
+    );
     expect(sorted(rows.map((r) => r.column_name))).toEqual(sorted(STATE_COLUMNS));
     const meta = orm.getMetadata().get('WorkerState');
     expect(meta.tableName).toBe('worker_state');
@@ -81,14 +85,20 @@ describe('worker_state holds what the availability facts list', () => {
   });
 
   it('the update trigger fires on a change of exactly the copied columns (and the id)', async () => {
-    const [changed] = await sql<{ def: string }>(`select pg_get_triggerdef(oid) as def from pg_trigger where tgname = 'worker_state_changed' and tgrelid = 'worker'::regclass`);
-    expect(changed.def).toMatch(/AFTER UPDATE ON \S*worker FOR EACH ROW WHEN .* EXECUTE FUNCTION \S*worker_state_copy\(\)$/);
+    const [changed] = await sql<{ def: string }>(
+      `select pg_get_triggerdef(oid) as def from pg_trigger where tgname = 'worker_state_changed' and tgrelid = 'worker'::regclass`,
+    );
+    expect(changed.def).toMatch(
+      /AFTER UPDATE ON \S*worker FOR EACH ROW WHEN .* EXECUTE FUNCTION \S*worker_state_copy\(\)$/,
+    );
     const compared = [...changed.def.matchAll(/old\.("?\w+"?) IS DISTINCT FROM new\.("?\w+"?)/g)].map((m) => {
       expect(m[1]).toBe(m[2]);
       return unquoted(m[1]!);
     });
     expect(sorted(compared)).toEqual(sorted(['id', ...WORKER_STATE_COPIED_COLUMNS]));
-    const [created] = await sql<{ def: string }>(`select pg_get_triggerdef(oid) as def from pg_trigger where tgname = 'worker_state_new' and tgrelid = 'worker'::regclass`);
+    const [created] = await sql<{ def: string }>(
+      `select pg_get_triggerdef(oid) as def from pg_trigger where tgname = 'worker_state_new' and tgrelid = 'worker'::regclass`,
+    );
     expect(created.def).toMatch(/AFTER INSERT ON \S*worker FOR EACH ROW EXECUTE FUNCTION \S*worker_state_copy\(\)$/);
   });
 
@@ -99,9 +109,17 @@ describe('worker_state holds what the availability facts list', () => {
     expect(sorted(columns)).toEqual(sorted(STATE_COLUMNS));
     expect(values).toHaveLength(columns.length);
     const expected = (column: string) =>
-      column === 'worker_id' ? 'new."id"' : column in WORKER_STATE_MS_COLUMNS ? normalized(epochMsSql(`new."${WORKER_STATE_MS_COLUMNS[column]}"`)) : `new."${column}"`;
+      column === 'worker_id'
+        ? 'new."id"'
+        : column in WORKER_STATE_MS_COLUMNS
+          ? normalized(epochMsSql(`new."${WORKER_STATE_MS_COLUMNS[column]}"`))
+          : `new."${column}"`;
     expect(values).toEqual(columns.map(expected));
-    const updated = topLevelItems(fn.src.slice(fn.src.search(/do update set/) + 'do update set'.length, fn.src.search(/;\s*return null/))).map(normalized);
-    expect(sorted(updated)).toEqual(sorted(STATE_COLUMNS.filter((c) => c !== 'worker_id').map((c) => `"${c}" = excluded."${c}"`)));
+    const updated = topLevelItems(
+      fn.src.slice(fn.src.search(/do update set/) + 'do update set'.length, fn.src.search(/;\s*return null/)),
+    ).map(normalized);
+    expect(sorted(updated)).toEqual(
+      sorted(STATE_COLUMNS.filter((c) => c !== 'worker_id').map((c) => `"${c}" = excluded."${c}"`)),
+    );
   });
 });

@@ -60,7 +60,10 @@ describe('pool-wide activation tokens', () => {
 
   it('a revoked token is refused', async () => {
     const made = await newToken();
-    const revoked = await t.gql(`mutation($id: ID!) { revokeToken(input: { id: $id }) { __typename ... on Token { id revokedAt } } }`, { id: made.id });
+    const revoked = await t.gql(
+      `mutation($id: ID!) { revokeToken(input: { id: $id }) { __typename ... on Token { id revokedAt } } }`,
+      { id: made.id },
+    );
     expect(revoked.data!.revokeToken.revokedAt).not.toBeNull();
     const r = await t.gql(ACTIVATE, { n: 'hand-revoked' }, made.token);
     expect(r.status).toBe(401);
@@ -69,7 +72,9 @@ describe('pool-wide activation tokens', () => {
 
   it("a disabled pool's token is refused, and none is made for it; enabled again, the token works", async () => {
     const made = await newToken();
-    expect((await t.gql(UPDATE, { i: { name: 'hand', enabled: false } })).data!.updateWorkerPool.__typename).toBe('WorkerPool');
+    expect((await t.gql(UPDATE, { i: { name: 'hand', enabled: false } })).data!.updateWorkerPool.__typename).toBe(
+      'WorkerPool',
+    );
     const refused = await t.gql(ACTIVATE, { n: 'hand-disabled' }, made.token);
     expect(refused.data!.activateWorker).toMatchObject({ __typename: 'ForbiddenError', code: 'FORBIDDEN' });
     expect(refused.data!.activateWorker.message).toMatch(/disabled/);
@@ -79,6 +84,9 @@ describe('pool-wide activation tokens', () => {
 
     await t.gql(UPDATE, { i: { name: 'hand', enabled: true } });
     const activated = await t.gql(ACTIVATE, { n: 'hand-enabled' }, made.token);
-    expect(activated.data!.activateWorker).toMatchObject({ __typename: 'WorkerTokenPayload', worker: { name: 'hand-enabled', pool: { name: 'hand' } } });
+    expect(activated.data!.activateWorker).toMatchObject({
+      __typename: 'WorkerTokenPayload',
+      worker: { name: 'hand-enabled', pool: { name: 'hand' } },
+    });
   });
 });

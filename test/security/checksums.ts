@@ -9,7 +9,9 @@ import type { TestApp } from '../helpers/app.js';
 
 /** Per table: its row count and an md5 of all its rows as text, in a stable order. */
 export async function tableChecksums(t: TestApp): Promise<Record<string, string>> {
-  const tables = await t.sql<{ name: string }>(`select tablename as name from pg_tables where schemaname = 'public' and tablename <> 'mikro_orm_migrations' order by tablename`);
+  const tables = await t.sql<{ name: string }>(
+    `select tablename as name from pg_tables where schemaname = 'public' and tablename <> 'mikro_orm_migrations' order by tablename`,
+  );
   const out: Record<string, string> = {};
   for (const { name } of tables) {
     const [row] = await t.sql<{ n: number; sum: string | null }>(

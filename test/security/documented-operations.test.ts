@@ -18,7 +18,9 @@ import { schema } from '../../src/api/schema.js';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const config = loadConfig({});
 const settings = { maxBatchRequests: config.input.maxBatchRequests };
-const getEnveloped = envelop({ plugins: [useEngine(graphql), useSchema(schema), ...graphqlLimitPlugins(config, createLogger('silent'))] });
+const getEnveloped = envelop({
+  plugins: [useEngine(graphql), useSchema(schema), ...graphqlLimitPlugins(config, createLogger('silent'))],
+});
 
 /** The refusals of the default limits for one document (empty: it passes), and its cost. */
 function check(source: string, variables: Record<string, unknown> = {}): { refusals: string[]; cost: number } {
@@ -33,9 +35,16 @@ function check(source: string, variables: Record<string, unknown> = {}): { refus
   let cost = 0;
   for (const op of document.definitions) {
     if (op.kind !== graphql.Kind.OPERATION_DEFINITION) continue;
-    const c = operationCost(s, document, { ...variablesFor(document, op.name?.value), ...variables }, op.name?.value, settings);
+    const c = operationCost(
+      s,
+      document,
+      { ...variablesFor(document, op.name?.value), ...variables },
+      op.name?.value,
+      settings,
+    );
     cost = Math.max(cost, c);
-    if (c > config.limits.maxCost) refusals.push(`${op.name?.value ?? 'anonymous'} costs ${c} > ${config.limits.maxCost}`);
+    if (c > config.limits.maxCost)
+      refusals.push(`${op.name?.value ?? 'anonymous'} costs ${c} > ${config.limits.maxCost}`);
   }
   return { refusals, cost };
 }
@@ -76,12 +85,18 @@ function variablesFor(document: graphql.DocumentNode, operationName: string | un
     if (graphql.isEnumType(type)) return type.getValues()[0]!.value;
     if (graphql.isInputObjectType(type)) {
       const out: Record<string, unknown> = {};
-      for (const f of Object.values(type.getFields())) if (graphql.isNonNullType(f.type) && f.defaultValue === undefined) out[f.name] = value(f.type);
+      for (const f of Object.values(type.getFields()))
+        if (graphql.isNonNullType(f.type) && f.defaultValue === undefined) out[f.name] = value(f.type);
       return out;
     }
-    return { ID: '1', String: 'x', Int: 1, Float: 1, Boolean: true, DateTime: new Date(0).toISOString() }[type.name] ?? {};
+    return (
+      { ID: '1', String: 'x', Int: 1, Float: 1, Boolean: true, DateTime: new Date(0).toISOString() }[type.name] ?? {}
+    );
   };
-  const op = document.definitions.find((d): d is graphql.OperationDefinitionNode => d.kind === graphql.Kind.OPERATION_DEFINITION && d.name?.value === operationName);
+  const op = document.definitions.find(
+    (d): d is graphql.OperationDefinitionNode =>
+      d.kind === graphql.Kind.OPERATION_DEFINITION && d.name?.value === operationName,
+  );
   const out: Record<string, unknown> = {};
   for (const v of op?.variableDefinitions ?? []) {
     if (v.type.kind !== graphql.Kind.NON_NULL_TYPE) continue;
@@ -99,7 +114,9 @@ function cliOperations(): [string, string][] {
     .map((f) => path.join(dir, f));
   const ops: [string, string][] = [];
   // workers.ts builds one mutation per switch (enable, disable, drain, …) from the field's name.
-  const switches = [...readFileSync(path.join(dir, 'workers.ts'), 'utf8').matchAll(/field: '([A-Za-z]+)'/g)].map((m) => m[1]!);
+  const switches = [...readFileSync(path.join(dir, 'workers.ts'), 'utf8').matchAll(/field: '([A-Za-z]+)'/g)].map(
+    (m) => m[1]!,
+  );
   for (const [key, text] of templates(files)) {
     if (!operationText.test(text)) continue;
     if (text.includes('${field}')) {
@@ -123,13 +140,20 @@ function docOperations(): [string, string][] {
     let i = 0;
     for (const m of text.matchAll(/```graphql\n([\s\S]*?)```/g)) {
       i++;
-      if (/^\s*(type|input|enum|union|interface|scalar|schema|extend|directive)\b/m.test(m[1]!) && !operationText.test(m[1]!)) continue; // SDL, not an operation
+      if (
+        /^\s*(type|input|enum|union|interface|scalar|schema|extend|directive)\b/m.test(m[1]!) &&
+        !operationText.test(m[1]!)
+      )
+        continue; // SDL, not an operation
       // A block may show several operations, each sent on its own.
       if (m[1]!.includes('…')) continue; // an illustration with elisions, not an operation to send
       const doc = graphql.parse(m[1]!);
       const fragments = doc.definitions.filter((d) => d.kind === graphql.Kind.FRAGMENT_DEFINITION);
       for (const op of doc.definitions.filter((d) => d.kind === graphql.Kind.OPERATION_DEFINITION)) {
-        ops.push([`${path.relative(ROOT, file)} block ${i}`, graphql.print({ kind: graphql.Kind.DOCUMENT, definitions: [op, ...fragments] })]);
+        ops.push([
+          `${path.relative(ROOT, file)} block ${i}`,
+          graphql.print({ kind: graphql.Kind.DOCUMENT, definitions: [op, ...fragments] }),
+        ]);
       }
     }
   }

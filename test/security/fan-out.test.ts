@@ -69,10 +69,14 @@ describe('workerChanged with many subscribers', () => {
     for (let i = 0; i < 18; i++) more.push(await createUser(t, `fan-m${i}`));
     const many = [...few, ...(await subscribers(36, more))];
     const withMany = await statementsOfOneEvent(many, 6);
-    console.info(`statements for one workerChanged event: ${withFew.length} with 4 subscribers, ${withMany.length} with 40`);
+    console.info(
+      `statements for one workerChanged event: ${withFew.length} with 4 subscribers, ${withMany.length} with 40`,
+    );
     expect(withMany.length).toBe(withFew.length);
     for (const s of many) {
-      expect(s.items.at(-1)).toMatchObject({ workerChanged: { name: 'fan-w', pool: { name: 'fan-pool' }, activeWorkCount: 0 } });
+      expect(s.items.at(-1)).toMatchObject({
+        workerChanged: { name: 'fan-w', pool: { name: 'fan-pool' }, activeWorkCount: 0 },
+      });
     }
   });
 
@@ -80,7 +84,9 @@ describe('workerChanged with many subscribers', () => {
     const users = [await createUser(t, 'fan-u3')];
     const subs = await subscribers(6, users);
     await statementsOfOneEvent(subs, 7);
-    await t.sql(`update token set revoked_at = now() where user_id = (select id from app_user where username = 'fan-u3')`);
+    await t.sql(
+      `update token set revoked_at = now() where user_id = (select id from app_user where username = 'fan-u3')`,
+    );
     const anonymous = subs.filter((_, i) => i % 2 === 0);
     const counts = subs.map((s) => s.items.length);
     await reportMetadata(t, workerToken, { ...AMD64_METADATA, cpuCount: 8 });

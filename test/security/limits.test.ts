@@ -31,18 +31,25 @@ let defaultsUrl: string;
 function fetchFrom(from: string, pathname: string) {
   return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
     const u = new URL(pathname, url);
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'GET', localAddress: from }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: u.pathname, method: 'GET', localAddress: from },
+      (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
 }
 
 /** A raw HTTP POST from a chosen local address (127.0.0.x are all this machine), without fetch's retries or limits. */
-function post(target: string, body: string, opts: { token?: string; from?: string; headers?: Record<string, string> } = {}) {
+function post(
+  target: string,
+  body: string,
+  opts: { token?: string; from?: string; headers?: Record<string, string> } = {},
+) {
   return new Promise<{ status: number; json: Record<string, any> }>((resolve, reject) => {
     const u = new URL(target);
     const req = http.request(
@@ -62,7 +69,9 @@ function post(target: string, body: string, opts: { token?: string; from?: strin
       (res) => {
         let text = '';
         res.on('data', (d: Buffer) => (text += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode!, json: text ? (JSON.parse(text) as Record<string, any>) : {} }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode!, json: text ? (JSON.parse(text) as Record<string, any>) : {} }),
+        );
       },
     );
     req.on('error', reject);
@@ -72,7 +81,9 @@ function post(target: string, body: string, opts: { token?: string; from?: strin
 const gql = (query: string, opts: Parameters<typeof post>[2] = {}, variables: Record<string, unknown> = {}) =>
   post(url, JSON.stringify({ query, variables }), { token: ADMIN_TOKEN, ...opts });
 const limitOf = (res: { json: Record<string, any> }) =>
-  (res.json.errors as { extensions?: { code?: string; limit?: string } }[] | undefined)?.map((e) => `${e.extensions?.code}:${e.extensions?.limit}`);
+  (res.json.errors as { extensions?: { code?: string; limit?: string } }[] | undefined)?.map(
+    (e) => `${e.extensions?.code}:${e.extensions?.limit}`,
+  );
 const plain = `{ workerPools { name } }`;
 
 beforeAll(async () => {
@@ -86,7 +97,8 @@ afterAll(async () => {
 
 describe('amplified queries are refused, a plain one still answers', () => {
   it('1,000 aliases of provisioningDemand, four times at once: refused, and another client still answers', async () => {
-    const aliases = (n: number) => `{ ${Array.from({ length: n }, (_, i) => `d${i}: provisioningDemand { pendingTotal }`).join(' ')} }`;
+    const aliases = (n: number) =>
+      `{ ${Array.from({ length: n }, (_, i) => `d${i}: provisioningDemand { pendingTotal }`).join(' ')} }`;
     const bombs = Array.from({ length: 4 }, () => gql(aliases(1000), { token: undefined }));
     const [other, ...refused] = await Promise.all([gql(plain, { from: '127.0.0.2' }), ...bombs]);
     for (const r of refused) {
@@ -116,7 +128,11 @@ describe('amplified queries are refused, a plain one still answers', () => {
     expect(big.json.errors[0].extensions.found).toBeGreaterThan(20_000);
     const page = await gql(`{ workRequests(first: 20) { edges { node { ${fields} } } } }`);
     expect(page.json.errors).toBeUndefined();
-    const candidates = await gql(`query($ids: [ID!]!) { candidateWorkers(workRequestIds: $ids) { count } }`, {}, { ids: Array.from({ length: 2000 }, (_, i) => String(i + 1)) });
+    const candidates = await gql(
+      `query($ids: [ID!]!) { candidateWorkers(workRequestIds: $ids) { count } }`,
+      {},
+      { ids: Array.from({ length: 2000 }, (_, i) => String(i + 1)) },
+    );
     expect(limitOf(candidates)).toEqual(['LIMIT_EXCEEDED:TAGSCHED_MAX_COST']);
   });
 
@@ -154,14 +170,24 @@ describe('amplified queries are refused, a plain one still answers', () => {
 
 describe('nested lists multiply (issue 21, item 1)', () => {
   it('a workspace owner adds 10 rules to a public workspace; the anonymous cycle rules → workspace → rules 6 deep is refused by the cost, and the 51st rule by its maximum', async () => {
-    const owner = (await t.gql(`mutation { createUser(input: { username: "rule-owner" }) { ... on UserTokenPayload { token } } }`)).data!.createUser.token as string;
-    expect((await t.gql(`mutation { createWorkspace(input: { name: "probe/open", isPublic: true }) { __typename } }`)).data!.createWorkspace.__typename).toBe('Workspace');
-    const member = await t.gql(`mutation { setWorkspaceMember(input: { workspace: "probe/open", username: "rule-owner", role: OWNER }) { __typename } }`);
+    const owner = (
+      await t.gql(`mutation { createUser(input: { username: "rule-owner" }) { ... on UserTokenPayload { token } } }`)
+    ).data!.createUser.token as string;
+    expect(
+      (await t.gql(`mutation { createWorkspace(input: { name: "probe/open", isPublic: true }) { __typename } }`)).data!
+        .createWorkspace.__typename,
+    ).toBe('Workspace');
+    const member = await t.gql(
+      `mutation { setWorkspaceMember(input: { workspace: "probe/open", username: "rule-owner", role: OWNER }) { __typename } }`,
+    );
     expect(member.data!.setWorkspaceMember.__typename).toBe('Workspace');
     const addRule = (i: number) =>
-      gql(`mutation { createTaskRule(input: { workspace: "probe/open", name: "r${i}", providedTags: ["task:team:r${i}"] }) { __typename ... on Error { code message } } }`, {
-        token: owner,
-      });
+      gql(
+        `mutation { createTaskRule(input: { workspace: "probe/open", name: "r${i}", providedTags: ["task:team:r${i}"] }) { __typename ... on Error { code message } } }`,
+        {
+          token: owner,
+        },
+      );
     for (let i = 0; i < 10; i++) expect((await addRule(i)).json.data.createTaskRule.__typename).toBe('TaskRule');
 
     const nest = (n: number): string => (n === 0 ? 'name' : `rules { name workspace { ${nest(n - 1)} } }`);
@@ -178,12 +204,19 @@ describe('nested lists multiply (issue 21, item 1)', () => {
     expect(limitOf(many)).toEqual(['LIMIT_EXCEEDED:TAGSCHED_MAX_COST']);
     expect(many.json.errors[0].extensions.found).toBeGreaterThan(20 * 100_000);
     // One level of the same lists answers.
-    const one = await gql(`{ workspace(name: "probe/open") { rules { name } } }`, { token: undefined, from: '127.0.0.5' });
+    const one = await gql(`{ workspace(name: "probe/open") { rules { name } } }`, {
+      token: undefined,
+      from: '127.0.0.5',
+    });
     expect(one.json.data.workspace.rules).toHaveLength(10);
 
     for (let i = 10; i < 50; i++) expect((await addRule(i)).json.data.createTaskRule.__typename).toBe('TaskRule');
     const past = await addRule(50);
-    expect(past.json.data.createTaskRule).toEqual({ __typename: 'InputError', code: 'INVALID_RULE', message: 'input: a workspace holds at most 50 rules' });
+    expect(past.json.data.createTaskRule).toEqual({
+      __typename: 'InputError',
+      code: 'INVALID_RULE',
+      message: 'input: a workspace holds at most 50 rules',
+    });
   });
 });
 
@@ -191,11 +224,20 @@ describe('the same limits over WebSocket', () => {
   it('refuses an alias bomb and a document nested 5,000 deep sent over graphql-ws', async () => {
     const { client } = wsClient(url, ADMIN_TOKEN);
     try {
-      const aliases = collect(client, `subscription { ${Array.from({ length: 100 }, (_, i) => `w${i}: workerChanged { name }`).join(' ')} }`);
+      const aliases = collect(
+        client,
+        `subscription { ${Array.from({ length: 100 }, (_, i) => `w${i}: workerChanged { name }`).join(' ')} }`,
+      );
       await expect(aliases.next(1, 5_000)).rejects.toThrow(/TAGSCHED_MAX_ALIASES|Aliases limit/);
-      const deep = collect(client, `query { ${'workers { edges { node { pool { '.repeat(1250)} name ${'} } } }'.repeat(1250)} }`);
+      const deep = collect(
+        client,
+        `query { ${'workers { edges { node { pool { '.repeat(1250)} name ${'} } } }'.repeat(1250)} }`,
+      );
       await expect(deep.next(1, 5_000)).rejects.toThrow(/Token limit|TAGSCHED_MAX_TOKENS/);
-      const costly = collect(client, `query { ${Array.from({ length: 5 }, (_, i) => `d${i}: provisioningDemand { pendingTotal }`).join(' ')} }`);
+      const costly = collect(
+        client,
+        `query { ${Array.from({ length: 5 }, (_, i) => `d${i}: provisioningDemand { pendingTotal }`).join(' ')} }`,
+      );
       await expect(costly.next(1, 5_000)).rejects.toThrow(/TAGSCHED_MAX_COST/);
       const ok = collect(client, plain);
       expect(await ok.next(1)).toEqual([{ workerPools: [] }]);
@@ -213,7 +255,9 @@ describe('the same limits over WebSocket', () => {
   });
 
   it('bounds the connections of one token (per process) and the operations of one connection', async () => {
-    const user = (await t.gql(`mutation { createUser(input: { username: "many" }) { ... on UserTokenPayload { token } } }`)).data!.createUser.token as string;
+    const user = (
+      await t.gql(`mutation { createUser(input: { username: "many" }) { ... on UserTokenPayload { token } } }`)
+    ).data!.createUser.token as string;
     const conns = [wsClient(url, user), wsClient(url, user), wsClient(url, user)];
     const subs = conns.map((c) => collect(c.client, `subscription { workerChanged { name } }`));
     await new Promise((r) => setTimeout(r, 300));
@@ -251,7 +295,9 @@ describe('failed authentications are rate limited per client address', () => {
     expect((await gql(plain, { from: '127.0.0.4' })).json.data).toEqual({ workerPools: [] });
     const socket = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
     await new Promise((r) => socket.once('open', r));
-    const closed = new Promise<{ code: number; reason: string }>((r) => socket.once('close', (code, reason) => r({ code, reason: reason.toString() })));
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      socket.once('close', (code, reason) => r({ code, reason: reason.toString() })),
+    );
     socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${ADMIN_TOKEN}` } }));
     const event = await closed;
     expect(event.code).toBe(4429);
@@ -269,9 +315,13 @@ describe('the failure throttle reserves each attempt before its lookup', () => {
     let answers: Awaited<ReturnType<typeof gql>>[];
     try {
       await holder.query('begin; lock table token in access exclusive mode');
-      const sent = Promise.all(Array.from({ length: 300 }, (_, i) => gql(plain, { from, token: `tsk_user_burst-${i}-000000000000000000000` })));
+      const sent = Promise.all(
+        Array.from({ length: 300 }, (_, i) => gql(plain, { from, token: `tsk_user_burst-${i}-000000000000000000000` })),
+      );
       await until('the first lookups to wait for the lock', async () => {
-        const { rows } = await holder.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+        const { rows } = await holder.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+        );
         return rows[0].n >= 1;
       });
       await new Promise((resolve) => setTimeout(resolve, 2_000));
@@ -295,7 +345,10 @@ describe('the failure throttle reserves each attempt before its lookup', () => {
 /** A raw graphql-ws connection from a chosen local address: initSocket's, and whether it was acknowledged. */
 async function rawSocket(from: string, token: string | null, base = url) {
   const raw = await initSocket(base, token, { localAddress: from });
-  const acked = await Promise.race([until('an ack', () => raw.messages.some((m) => m.type === 'connection_ack')), raw.closed.then(() => false)]);
+  const acked = await Promise.race([
+    until('an ack', () => raw.messages.some((m) => m.type === 'connection_ack')),
+    raw.closed.then(() => false),
+  ]);
   return { ...raw, acked };
 }
 
@@ -305,7 +358,10 @@ describe('callers without a token are bounded per address', () => {
     for (let i = 0; i < 20; i++) expect((await gql(plain, { from, token: undefined })).status).toBe(200);
     const refused = await gql(plain, { from, token: undefined });
     expect(refused.status).toBe(429);
-    expect(refused.json.errors[0].extensions).toEqual({ code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' });
+    expect(refused.json.errors[0].extensions).toEqual({
+      code: 'RATE_LIMITED',
+      limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE',
+    });
     const page = await fetchFrom(from, '/-/status/workers/');
     expect(page.status).toBe(429);
     expect(page.headers['retry-after']).toMatch(/^\d+$/);
@@ -341,7 +397,8 @@ describe('callers without a token are bounded per address', () => {
     expect(refused.acked).toBe(false);
     expect(await refused.closed).toEqual({
       code: 4429,
-      reason: 'Too many requests: 50 connections without a token open from this address (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)',
+      reason:
+        'Too many requests: 50 connections without a token open from this address (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)',
     });
     for (const c of open) c.socket.close();
   });
@@ -351,7 +408,9 @@ describe('callers without a token are bounded per address', () => {
     // One at a time: this app lets a connection run 2 operations at once.
     for (let i = 1; i <= 21; i++) {
       conn.socket.send(JSON.stringify({ id: String(i), type: 'subscribe', payload: { query: plain } }));
-      await until(`answer ${i}`, () => conn.messages.some((m) => m.id === String(i) && (m.type === 'complete' || m.type === 'error')));
+      await until(`answer ${i}`, () =>
+        conn.messages.some((m) => m.id === String(i) && (m.type === 'complete' || m.type === 'error')),
+      );
     }
     const answers = conn.messages;
     const errors = answers.filter((m) => m.type === 'error');

@@ -22,7 +22,8 @@ function outputFields(): { key: string; field: GraphQLField<unknown, unknown>; p
   const out: { key: string; field: GraphQLField<unknown, unknown>; parent: GraphQLObjectType }[] = [];
   for (const type of Object.values(schema.getTypeMap())) {
     if (type.name.startsWith('__') || !isObjectType(type)) continue;
-    for (const field of Object.values(type.getFields())) out.push({ key: `${type.name}.${field.name}`, field, parent: type });
+    for (const field of Object.values(type.getFields()))
+      out.push({ key: `${type.name}.${field.name}`, field, parent: type });
   }
   return out;
 }
@@ -61,9 +62,12 @@ describe('every list field is paged or bounded (src/api/limits/list-bounds.ts)',
         problems.push(`${key}: a list with neither a page argument nor a bound`);
         continue;
       }
-      if (bound.kind === 'page' && !field.args.some((a) => a.name === 'first')) problems.push(`${key}: a page without a first argument`);
-      if (bound.kind === 'page' && !(bound.max > 0 && bound.default <= bound.max)) problems.push(`${key}: a page without a maximum`);
-      if (bound.kind === 'perId' && !field.args.some((a) => a.name === bound.arg && isListType(unwrap(a.type)))) problems.push(`${key}: no list argument ${bound.arg}`);
+      if (bound.kind === 'page' && !field.args.some((a) => a.name === 'first'))
+        problems.push(`${key}: a page without a first argument`);
+      if (bound.kind === 'page' && !(bound.max > 0 && bound.default <= bound.max))
+        problems.push(`${key}: a page without a maximum`);
+      if (bound.kind === 'perId' && !field.args.some((a) => a.name === bound.arg && isListType(unwrap(a.type))))
+        problems.push(`${key}: no list argument ${bound.arg}`);
       if (bound.kind === 'held') {
         const why = holdsValuesOnly(getNamedType(field.type));
         if (why) problems.push(`${key}: held, but ${why}`);
@@ -72,7 +76,8 @@ describe('every list field is paged or bounded (src/api/limits/list-bounds.ts)',
         const connection = key.split('.')[0];
         const answering = fields.filter((f) => getNamedType(f.field.type).name === connection);
         if (!answering.length) problems.push(`${key}: no field answers ${connection}`);
-        for (const a of answering) if (LIST_BOUNDS[a.key]?.kind !== 'page') problems.push(`${a.key}: answers ${connection} but is not a page`);
+        for (const a of answering)
+          if (LIST_BOUNDS[a.key]?.kind !== 'page') problems.push(`${a.key}: answers ${connection} but is not a page`);
       }
     }
     expect(problems).toEqual([]);

@@ -15,7 +15,9 @@ describe('what the log keeps of client input', () => {
     const marker = 'HUGE-ARGUMENT-';
     const huge = `${marker.repeat(50_000)}\u0000`; // 700 kB with a NUL, which PostgreSQL refuses
     const from = capture.mark();
-    const res = await t.gql(`query($n: String!) { workRequests(filter: { taskName: $n }) { edges { node { id } } } }`, { n: huge });
+    const res = await t.gql(`query($n: String!) { workRequests(filter: { taskName: $n }) { edges { node { id } } } }`, {
+      n: huge,
+    });
     expect(res.status).toBeLessThan(500);
     const text = capture.textSince(from);
     expect(capture.bytesSince(from)).toBeLessThan(8 * 1024);
@@ -40,14 +42,20 @@ describe('what the log keeps of client input', () => {
 
 describe('errors as logged', () => {
   it('a connection lost during a statement is logged with its own words, not the statement and its parameters', () => {
-    const lost = new DriverException(new Error(`select t.* from token t where t.hash = 'c0ffee-TOKEN-HASH' - Connection terminated unexpectedly`));
+    const lost = new DriverException(
+      new Error(`select t.* from token t where t.hash = 'c0ffee-TOKEN-HASH' - Connection terminated unexpectedly`),
+    );
     const logged = serializeError(lost);
     expect(logged).toMatchObject({ type: 'DriverException', message: 'Connection terminated unexpectedly' });
     expect(JSON.stringify(logged)).not.toContain('c0ffee-TOKEN-HASH');
   });
 
   it('so is one lost during a statement of many lines, as the token lookup is', () => {
-    const lost = new DriverException(new Error(`\n  select t.*\n    from token t\n   where t.hash = 'c0ffee-TOKEN-HASH' - Connection terminated unexpectedly`));
+    const lost = new DriverException(
+      new Error(
+        `\n  select t.*\n    from token t\n   where t.hash = 'c0ffee-TOKEN-HASH' - Connection terminated unexpectedly`,
+      ),
+    );
     const logged = serializeError(lost);
     expect(logged).toMatchObject({ type: 'DriverException', message: 'Connection terminated unexpectedly' });
     expect(JSON.stringify(logged)).not.toContain('c0ffee-TOKEN-HASH');
@@ -55,17 +63,31 @@ describe('errors as logged', () => {
 
   it('keeps PostgreSQL’s words when its error has a hint and no detail', () => {
     const refused = new DriverException(
-      Object.assign(new Error(`select no_such('secret-arg') - function no_such(unknown) does not exist\n - hint: No function matches the given name and argument types.`), {
-        routine: 'ParseFuncOrColumn',
-        code: '42883',
-      }),
+      Object.assign(
+        new Error(
+          `select no_such('secret-arg') - function no_such(unknown) does not exist\n - hint: No function matches the given name and argument types.`,
+        ),
+        {
+          routine: 'ParseFuncOrColumn',
+          code: '42883',
+        },
+      ),
     );
-    expect(serializeError(refused)).toMatchObject({ message: 'function no_such(unknown) does not exist', code: '42883', routine: 'ParseFuncOrColumn' });
+    expect(serializeError(refused)).toMatchObject({
+      message: 'function no_such(unknown) does not exist',
+      code: '42883',
+      routine: 'ParseFuncOrColumn',
+    });
   });
 
   it('leaves another library’s exception whole', () => {
-    const other = Object.assign(new Error('snapshot snap-1 - not found in region eu-central-1'), { name: 'ResourceNotFoundException' });
-    expect(serializeError(other)).toMatchObject({ type: 'ResourceNotFoundException', message: 'snapshot snap-1 - not found in region eu-central-1' });
+    const other = Object.assign(new Error('snapshot snap-1 - not found in region eu-central-1'), {
+      name: 'ResourceNotFoundException',
+    });
+    expect(serializeError(other)).toMatchObject({
+      type: 'ResourceNotFoundException',
+      message: 'snapshot snap-1 - not found in region eu-central-1',
+    });
   });
 });
 
@@ -74,9 +96,15 @@ describe('client mistakes are not errors', () => {
     const from = capture.mark();
     const bad = await t.gql(`{ me { username } }`, {}, 'tsk_user_not-a-real-token-at-all-0000000000');
     expect(bad.status).toBe(401);
-    const user = await t.gql(`mutation { createUser(input: { username: "logs-user" }) { ... on UserTokenPayload { token } } }`);
+    const user = await t.gql(
+      `mutation { createUser(input: { username: "logs-user" }) { ... on UserTokenPayload { token } } }`,
+    );
     const token = user.data!.createUser.token as string;
-    const forbidden = await t.gql(`mutation { createUser(input: { username: "nope" }) { __typename ${ERROR_FIELDS} } }`, {}, token);
+    const forbidden = await t.gql(
+      `mutation { createUser(input: { username: "nope" }) { __typename ${ERROR_FIELDS} } }`,
+      {},
+      token,
+    );
     expect(forbidden.data!.createUser.code).toBe('FORBIDDEN');
     const cursor = await t.gql(`{ workRequests(after: "!!not-a-cursor!!") { edges { node { id } } } }`);
     expect(cursor.errors?.[0]?.extensions?.code).toBe('INVALID_INPUT');
@@ -93,7 +121,11 @@ describe('a stopped worker is no guesser', () => {
   it("its agent's calls after a scale-down are refused (401) without a warning, and do not count toward the failed-authentication throttle", async () => {
     await createPool(t, { name: 'logs-pool' });
     const token = await registerWorker(t, 'logs-pool-1', { pool: 'logs-pool' });
-    await expectResult(t, 'Worker', `mutation { terminateWorker(input: { name: "logs-pool-1" }) { __typename ${ERROR_FIELDS} } }`);
+    await expectResult(
+      t,
+      'Worker',
+      `mutation { terminateWorker(input: { name: "logs-pool-1" }) { __typename ${ERROR_FIELDS} } }`,
+    );
     const from = capture.mark();
     // More calls than the throttle's 5 failures a minute: an agent draining after its stop keeps calling.
     for (let i = 0; i < 8; i++) {
@@ -108,7 +140,8 @@ describe('a stopped worker is no guesser', () => {
     // Had the 8 counted, the first guess would be refused (429). Guesses are still cut at the limit of 5
     // (an earlier test of this file may have used one of them).
     const guesses: number[] = [];
-    for (let i = 0; i < 7; i++) guesses.push((await t.gql(`{ me { __typename } }`, {}, `tsk_user_guess-${i}-000000000000000000000000`)).status);
+    for (let i = 0; i < 7; i++)
+      guesses.push((await t.gql(`{ me { __typename } }`, {}, `tsk_user_guess-${i}-000000000000000000000000`)).status);
     expect(guesses[0]).toBe(401);
     expect(guesses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(4);
     expect(guesses.slice(5)).toEqual([429, 429]);

@@ -19,7 +19,10 @@ describe('a document too deep for the parser', () => {
         headers: { 'content-type': 'application/json', authorization: `Bearer ${t.adminToken}` },
         body: JSON.stringify({ query }),
       });
-      return { status: r.status, body: (await r.json()) as { errors?: { message: string; extensions?: { code?: string } }[] } };
+      return {
+        status: r.status,
+        body: (await r.json()) as { errors?: { message: string; extensions?: { code?: string } }[] },
+      };
     });
     expect(res.status, JSON.stringify(res.body)).toBeLessThan(500);
     expect(res.body.errors?.[0]?.extensions?.code).toBe('GRAPHQL_PARSE_FAILED');

@@ -16,7 +16,11 @@ beforeAll(async () => {
 });
 
 /** The result union member of each of `n` concurrent runs of one mutation. */
-async function concurrently(n: number, query: (i: number) => string, token: string | null = t.adminToken): Promise<Json[]> {
+async function concurrently(
+  n: number,
+  query: (i: number) => string,
+  token: string | null = t.adminToken,
+): Promise<Json[]> {
   const responses = await Promise.all(Array.from({ length: n }, (_, i) => t.gql(query(i), {}, token)));
   for (const r of responses) {
     expect(r.errors, JSON.stringify(r.errors)).toBeUndefined();
@@ -30,7 +34,8 @@ describe('setWorkspaceMember for one pair, 20 at once', () => {
     const roles = ['VIEWER', 'CONTRIBUTOR', 'OWNER'];
     const results = await concurrently(
       20,
-      (i) => `mutation { setWorkspaceMember(input: { workspace: "race/main", username: "pat", role: ${roles[i % 3]} }) { __typename ${ERROR_FIELDS} } }`,
+      (i) =>
+        `mutation { setWorkspaceMember(input: { workspace: "race/main", username: "pat", role: ${roles[i % 3]} }) { __typename ${ERROR_FIELDS} } }`,
     );
     expect(results.map((r) => r.__typename)).toEqual(Array(20).fill('Workspace'));
     const rows = await t.sql<{ role: string }>(
@@ -43,7 +48,11 @@ describe('setWorkspaceMember for one pair, 20 at once', () => {
 
 describe('createWorkspace in a scope that does not exist yet', () => {
   it('8 different workspaces at once: all are created, in one scope', async () => {
-    const results = await concurrently(8, (i) => `mutation { createWorkspace(input: { name: "fresh/ws-${i}" }) { __typename ... on Workspace { name } ${ERROR_FIELDS} } }`);
+    const results = await concurrently(
+      8,
+      (i) =>
+        `mutation { createWorkspace(input: { name: "fresh/ws-${i}" }) { __typename ... on Workspace { name } ${ERROR_FIELDS} } }`,
+    );
     expect(
       results.map((r) => r.__typename),
       JSON.stringify(results),
@@ -55,15 +64,25 @@ describe('createWorkspace in a scope that does not exist yet', () => {
   });
 
   it('8 times the same new workspace at once: one is created, the 7 others are told truthfully that it exists', async () => {
-    const results = await concurrently(8, () => `mutation { createWorkspace(input: { name: "newer/same" }) { __typename ${ERROR_FIELDS} } }`);
+    const results = await concurrently(
+      8,
+      () => `mutation { createWorkspace(input: { name: "newer/same" }) { __typename ${ERROR_FIELDS} } }`,
+    );
     const kinds = results.map((r) => r.__typename).sort();
     expect(kinds).toEqual([...Array(7).fill('AlreadyExistsError'), 'Workspace']);
     for (const r of results.filter((x) => x.__typename !== 'Workspace')) expect(r.message).toMatch(/newer\/same/);
-    expect(await t.sql(`select 1 from workspace w join scope s on s.id = w.scope_id where s.name = 'newer' and w.name = 'same'`)).toHaveLength(1);
+    expect(
+      await t.sql(
+        `select 1 from workspace w join scope s on s.id = w.scope_id where s.name = 'newer' and w.name = 'same'`,
+      ),
+    ).toHaveLength(1);
   });
 
   it('groups created at once in a new scope: all created', async () => {
-    const results = await concurrently(6, (i) => `mutation { createGroup(input: { scope: "gscope", name: "g${i}" }) { __typename ${ERROR_FIELDS} } }`);
+    const results = await concurrently(
+      6,
+      (i) => `mutation { createGroup(input: { scope: "gscope", name: "g${i}" }) { __typename ${ERROR_FIELDS} } }`,
+    );
     expect(
       results.map((r) => r.__typename),
       JSON.stringify(results),
@@ -72,7 +91,10 @@ describe('createWorkspace in a scope that does not exist yet', () => {
   });
 
   it('the same user created 6 times at once: one is created, the others ALREADY_EXISTS', async () => {
-    const results = await concurrently(6, () => `mutation { createUser(input: { username: "twin" }) { __typename ${ERROR_FIELDS} } }`);
+    const results = await concurrently(
+      6,
+      () => `mutation { createUser(input: { username: "twin" }) { __typename ${ERROR_FIELDS} } }`,
+    );
     expect(results.filter((r) => r.__typename === 'UserTokenPayload')).toHaveLength(1);
     expect(results.filter((r) => r.__typename === 'AlreadyExistsError')).toHaveLength(5);
     expect(await t.sql(`select 1 from app_user where username = 'twin'`)).toHaveLength(1);

@@ -17,13 +17,21 @@ import { collect, wsClient } from '../helpers/ws.js';
 const t = useTestApp();
 let url: string;
 let other: ServerProcess;
-const META = { architectures: ['amd64'], executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] };
+const META = {
+  architectures: ['amd64'],
+  executors: ['unshare'],
+  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
+};
 const TOKEN_FIELDS = 'id kind label username worker createdAt expiresAt revokedAt valid';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function newUser(name: string): Promise<string> {
-  return (await t.gql(`mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, { u: name })).data!.createUser.token as string;
+  return (
+    await t.gql(`mutation($u: String!) { createUser(input: { username: $u }) { ... on UserTokenPayload { token } } }`, {
+      u: name,
+    })
+  ).data!.createUser.token as string;
 }
 async function tokenIdOf(token: string): Promise<string> {
   return (await t.gql(`{ tokens { id } }`, {}, token)).data!.tokens[0].id as string;
@@ -41,7 +49,12 @@ const me = (token: string, at = t) => at.gql(`{ me { username } }`, {}, token);
 beforeAll(async () => {
   ({ url } = await t.app.start());
   await t.gql(`mutation { createWorkspace(input: { name: "sec/main" }) { __typename } }`);
-  other = await startServerProcess({ DATABASE_URL: t.dbUrl, TAGSCHED_ADMIN_TOKEN: ADMIN_TOKEN, TAGSCHED_SECRET_KEY: 'test-secret-key', TAGSCHED_SCHEDULER: 'manual' });
+  other = await startServerProcess({
+    DATABASE_URL: t.dbUrl,
+    TAGSCHED_ADMIN_TOKEN: ADMIN_TOKEN,
+    TAGSCHED_SECRET_KEY: 'test-secret-key',
+    TAGSCHED_SCHEDULER: 'manual',
+  });
 });
 afterAll(async () => {
   await other?.stop();
@@ -50,7 +63,9 @@ afterAll(async () => {
 describe('revokeToken', () => {
   it('refuses the token at once over HTTP, and closes its open sockets here and in the other process', async () => {
     const alice = await newUser('rev-alice');
-    await t.gql(`mutation { setWorkspaceMember(input: { workspace: "sec/main", username: "rev-alice" }) { __typename } }`);
+    await t.gql(
+      `mutation { setWorkspaceMember(input: { workspace: "sec/main", username: "rev-alice" }) { __typename } }`,
+    );
     const here = wsClient(url, alice);
     const there = wsClient(other.url, alice);
     const subHere = collect(here.client, `subscription { workRequestChanged(workspace: "sec/main") { id } }`);
@@ -61,7 +76,11 @@ describe('revokeToken', () => {
     await subThere.next(1);
 
     const id = await tokenIdOf(alice);
-    const revoked = await t.gql(`mutation($i: ID!) { revokeToken(input: { id: $i }) { __typename ... on Token { id revokedAt valid } ${ERROR_FIELDS} } }`, { i: id }, alice);
+    const revoked = await t.gql(
+      `mutation($i: ID!) { revokeToken(input: { id: $i }) { __typename ... on Token { id revokedAt valid } ${ERROR_FIELDS} } }`,
+      { i: id },
+      alice,
+    );
     expect(revoked.data!.revokeToken).toMatchObject({ __typename: 'Token', id, valid: false });
     const revokedAt = Date.now();
     const [closedHere, closedThere] = await Promise.all([here.closed, there.closed]);
@@ -81,13 +100,17 @@ describe('revokeToken', () => {
 
   it('sends no event to a socket whose token was disabled in the database behind the service’s back', async () => {
     const bob = await newUser('rev-bob');
-    await t.gql(`mutation { setWorkspaceMember(input: { workspace: "sec/main", username: "rev-bob" }) { __typename } }`);
+    await t.gql(
+      `mutation { setWorkspaceMember(input: { workspace: "sec/main", username: "rev-bob" }) { __typename } }`,
+    );
     const conn = wsClient(url, bob);
     const sub = collect(conn.client, `subscription { workRequestChanged(workspace: "sec/main") { id taskData } }`);
     await sleep(300);
     await noop(bob);
     await sub.next(1);
-    await t.sql(`update token set enabled = false where user_id = (select id from app_user where username = 'rev-bob')`);
+    await t.sql(
+      `update token set enabled = false where user_id = (select id from app_user where username = 'rev-bob')`,
+    );
     await noop(ADMIN_TOKEN);
     const closed = await conn.closed;
     expect(closed.code).toBe(4401);
@@ -95,12 +118,20 @@ describe('revokeToken', () => {
   });
 
   it('stops a revoked worker from being pushed work: its socket is closed and its assignments wait', async () => {
-    const token = (await t.gql(`mutation { registerWorker(input: { name: "rev-w" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
-    await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, token);
+    const token = (
+      await t.gql(`mutation { registerWorker(input: { name: "rev-w" }) { ... on WorkerTokenPayload { token } } }`)
+    ).data!.registerWorker.token as string;
+    await t.gql(
+      `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+      { m: META },
+      token,
+    );
     const conn = wsClient(url, token);
     const sub = collect(conn.client, `subscription { assignments { id taskData } }`);
     await sleep(300);
-    const [{ id }] = await t.sql<{ id: number }>(`select t.id from token t join worker w on w.id = t.worker_id where w.name = 'rev-w'`);
+    const [{ id }] = await t.sql<{ id: number }>(
+      `select t.id from token t join worker w on w.id = t.worker_id where w.name = 'rev-w'`,
+    );
     const res = await t.gql(`mutation($i: ID!) { revokeToken(input: { id: $i }) { __typename } }`, { i: String(id) });
     expect(res.data!.revokeToken.__typename).toBe('Token');
     expect((await conn.closed).code).toBe(4401);
@@ -114,7 +145,11 @@ describe('revokeToken', () => {
     const carol = await newUser('rev-carol');
     const dave = await newUser('rev-dave');
     const daveId = await tokenIdOf(dave);
-    const refused = await t.gql(`mutation($i: ID!) { revokeToken(input: { id: $i }) { __typename ${ERROR_FIELDS} } }`, { i: daveId }, carol);
+    const refused = await t.gql(
+      `mutation($i: ID!) { revokeToken(input: { id: $i }) { __typename ${ERROR_FIELDS} } }`,
+      { i: daveId },
+      carol,
+    );
     expect(refused.data!.revokeToken).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
     expect((await me(dave)).status).toBe(200);
     const anonymous = await t.gql(`mutation { revokeToken(input: {}) { __typename ${ERROR_FIELDS} } }`, {}, null);
@@ -127,7 +162,11 @@ describe('revokeToken', () => {
 describe('rotateToken', () => {
   it('gives a new value once and revokes the old one', async () => {
     const erin = await newUser('rot-erin');
-    const rotated = await t.gql(`mutation { rotateToken(input: {}) { __typename ... on TokenValuePayload { value token { ${TOKEN_FIELDS} } } ${ERROR_FIELDS} } }`, {}, erin);
+    const rotated = await t.gql(
+      `mutation { rotateToken(input: {}) { __typename ... on TokenValuePayload { value token { ${TOKEN_FIELDS} } } ${ERROR_FIELDS} } }`,
+      {},
+      erin,
+    );
     const payload = rotated.data!.rotateToken;
     expect(payload.__typename).toBe('TokenValuePayload');
     expect(payload.value).toMatch(/^tsk_user_/);
@@ -137,13 +176,23 @@ describe('rotateToken', () => {
     const listed = await t.gql(`{ tokens { ${TOKEN_FIELDS} } }`, {}, payload.value);
     expect(listed.data!.tokens.map((tk: { valid: boolean }) => tk.valid)).toEqual([true, false]);
     expect(JSON.stringify(listed.data)).not.toContain(payload.value);
-    const again = await t.gql(`mutation($i: ID!) { rotateToken(input: { id: $i }) { __typename ${ERROR_FIELDS} } }`, { i: listed.data!.tokens[1].id }, payload.value);
+    const again = await t.gql(
+      `mutation($i: ID!) { rotateToken(input: { id: $i }) { __typename ${ERROR_FIELDS} } }`,
+      { i: listed.data!.tokens[1].id },
+      payload.value,
+    );
     expect(again.data!.rotateToken.code).toBe('INVALID_STATE');
   });
 
   it('keeps a worker usable: the new value reconnects as the same worker and gets its unacknowledged work', async () => {
-    const old = (await t.gql(`mutation { registerWorker(input: { name: "rot-w" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
-    await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: META }, old);
+    const old = (
+      await t.gql(`mutation { registerWorker(input: { name: "rot-w" }) { ... on WorkerTokenPayload { token } } }`)
+    ).data!.registerWorker.token as string;
+    await t.gql(
+      `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+      { m: META },
+      old,
+    );
     const conn = wsClient(url, old);
     const sub = collect(conn.client, `subscription { assignments { id } }`);
     await sleep(300);
@@ -151,7 +200,11 @@ describe('rotateToken', () => {
     await t.app.scheduler.runPass();
     const [{ assignments }] = await sub.next(1);
     const id = assignments.id as string;
-    const rotated = await t.gql(`mutation { rotateToken(input: {}) { __typename ... on TokenValuePayload { value token { worker kind } } ${ERROR_FIELDS} } }`, {}, old);
+    const rotated = await t.gql(
+      `mutation { rotateToken(input: {}) { __typename ... on TokenValuePayload { value token { worker kind } } ${ERROR_FIELDS} } }`,
+      {},
+      old,
+    );
     const { value, token } = rotated.data!.rotateToken;
     expect(token).toEqual({ worker: 'rot-w', kind: 'WORKER' });
     expect((await conn.closed).code).toBe(4401);
@@ -159,7 +212,11 @@ describe('rotateToken', () => {
     const fresh = wsClient(url, value);
     const again = collect(fresh.client, `subscription { assignments { id } }`);
     expect(await again.next(1)).toEqual([{ assignments: { id } }]);
-    const started = await t.gql(`mutation($i: ID!) { startWorkRequest(input: { id: $i }) { __typename } }`, { i: id }, value);
+    const started = await t.gql(
+      `mutation($i: ID!) { startWorkRequest(input: { id: $i }) { __typename } }`,
+      { i: id },
+      value,
+    );
     expect(started.data!.startWorkRequest.__typename).toBe('WorkRequest');
     await fresh.client.dispose();
   });
@@ -187,7 +244,9 @@ describe('expiry', () => {
   });
 
   it('refuses an expiry in the past', async () => {
-    const past = await t.gql(`mutation { createToken(input: { expiresAt: "2001-01-01T00:00:00Z" }) { __typename ${ERROR_FIELDS} } }`);
+    const past = await t.gql(
+      `mutation { createToken(input: { expiresAt: "2001-01-01T00:00:00Z" }) { __typename ${ERROR_FIELDS} } }`,
+    );
     expect(past.data!.createToken).toMatchObject({ code: 'INVALID_INPUT', path: 'input.expiresAt' });
   });
 });
@@ -210,7 +269,14 @@ describe('TAGSCHED_ADMIN_TOKEN', () => {
       loadConfig(
         {},
         {
-          server: { databaseUrl: t.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: next, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' },
+          server: {
+            databaseUrl: t.dbUrl,
+            dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+            adminToken: next,
+            secretKey: 'test-secret-key',
+            port: 0,
+            host: '127.0.0.1',
+          },
           scheduler: { automatic: false },
         },
       ),
@@ -224,7 +290,10 @@ describe('TAGSCHED_ADMIN_TOKEN', () => {
     } finally {
       await second.stop();
       // Put the harness's token back for the other tests of this file.
-      await t.sql(`update token set revoked_at = null where label = 'TAGSCHED_ADMIN_TOKEN' and hash = encode(sha256(?::bytea), 'hex')`, [ADMIN_TOKEN]);
+      await t.sql(
+        `update token set revoked_at = null where label = 'TAGSCHED_ADMIN_TOKEN' and hash = encode(sha256(?::bytea), 'hex')`,
+        [ADMIN_TOKEN],
+      );
     }
   });
 });

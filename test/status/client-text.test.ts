@@ -7,7 +7,15 @@
 import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
-import { connectedWorker, createWorkspace, ERROR_FIELDS, expectResult, ok, sbuild, submitOk } from '../helpers/fixtures.js';
+import {
+  connectedWorker,
+  createWorkspace,
+  ERROR_FIELDS,
+  expectResult,
+  ok,
+  sbuild,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp({ scheduler: { releaseBackoffMs: 0 } });
 let base = '';
@@ -25,25 +33,50 @@ beforeAll(async () => {
 
   // A pool whose specifications hold C1 characters (the only ones they take), and whose instance a
   // site's script (the provisioner is off) records with a provider id and an error holding them.
-  await expectResult(t, 'WorkerPool', `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ${ERROR_FIELDS} } }`, {
-    i: { name: 'ctl-pool', providerType: 'local', specifications: { instanceType: 'type\u009b2J', location: 'loc\u0085' } },
-  });
-  const created = await ok(t, 'mutation { createInstance(input: { pool: "ctl-pool", name: "ctl-instance" }) { __typename } }');
+  await expectResult(
+    t,
+    'WorkerPool',
+    `mutation($i: WorkerPoolInput!) { createWorkerPool(input: $i) { __typename ${ERROR_FIELDS} } }`,
+    {
+      i: {
+        name: 'ctl-pool',
+        providerType: 'local',
+        specifications: { instanceType: 'type\u009b2J', location: 'loc\u0085' },
+      },
+    },
+  );
+  const created = await ok(
+    t,
+    'mutation { createInstance(input: { pool: "ctl-pool", name: "ctl-instance" }) { __typename } }',
+  );
   expect(created.createInstance.__typename).toBe('InstanceLaunchPayload');
-  const launched = await ok(t, `mutation($p: String!) { recordInstanceLaunched(input: { name: "ctl-instance", providerId: $p }) { __typename ${ERROR_FIELDS} } }`, {
-    p: 'id-\u009b-\u0085',
-  });
+  const launched = await ok(
+    t,
+    `mutation($p: String!) { recordInstanceLaunched(input: { name: "ctl-instance", providerId: $p }) { __typename ${ERROR_FIELDS} } }`,
+    {
+      p: 'id-\u009b-\u0085',
+    },
+  );
   expect(launched.recordInstanceLaunched.__typename).toBe('Instance');
-  const stopped = await ok(t, `mutation($e: String) { recordInstanceStopped(input: { name: "ctl-instance", error: $e }) { __typename ${ERROR_FIELDS} } }`, {
-    e: `boom ${HOSTILE}`,
-  });
+  const stopped = await ok(
+    t,
+    `mutation($e: String) { recordInstanceStopped(input: { name: "ctl-instance", error: $e }) { __typename ${ERROR_FIELDS} } }`,
+    {
+      e: `boom ${HOSTILE}`,
+    },
+  );
   expect(stopped.recordInstanceStopped.__typename).toBe('Instance');
 
   // A request whose worker writes them into its log and its failure's reason.
   const worker = await connectedWorker(t, 'ctl-worker');
   requestId = (await submitOk(t, sbuild('ctl/public', 'ctl-pkg'))).id;
   await t.app.scheduler.runPass();
-  const started = await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }', { id: requestId }, worker);
+  const started = await ok(
+    t,
+    'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }',
+    { id: requestId },
+    worker,
+  );
   expect(started.startWorkRequest.__typename).toBe('WorkRequest');
   const text = `log ${HOSTILE}\n\u001b]0;title\u0007after osc\n`;
   const appended = await ok(
@@ -80,22 +113,30 @@ describe('control characters clients wrote', () => {
       queue: await page('/-/status/queue/'),
       overview: await page('/'),
     };
-    for (const [name, html] of Object.entries(pages)) expect(RAW_CONTROLS.exec(html)?.[0].charCodeAt(0).toString(16), name).toBeUndefined();
+    for (const [name, html] of Object.entries(pages))
+      expect(RAW_CONTROLS.exec(html)?.[0].charCodeAt(0).toString(16), name).toBeUndefined();
 
     // What they hold, visibly: the instance's error and provider id, the pool's specifications (DEL and C1 are not escaped by JSON).
-    expect(pages.pool).toContain('boom red\\u001b[31mtext\\u001b\\u0007 del\\u007f csi\\u009b2J bell\\u0007 cr\\u000d!');
+    expect(pages.pool).toContain(
+      'boom red\\u001b[31mtext\\u001b\\u0007 del\\u007f csi\\u009b2J bell\\u0007 cr\\u000d!',
+    );
     expect(pages.pool).toContain('id-\\u009b-\\u0085');
     expect(pages.pool).toContain('&quot;instanceType&quot;:&quot;type\\u009b2J&quot;');
     expect(pages.pool).toContain('&quot;location&quot;:&quot;loc\\u0085&quot;');
     // The reason as it was given; the log as a console shows it: its escape sequences (the colour, the
     // one-character CSI, the title) removed, the lone ESC, BEL and DEL shown, the carriage return a line end.
     expect(pages.request).toContain('reason red\\u001b[31mtext');
-    expect(pages.request).toMatch(/<pre class="log" id="log">log redtext\\u001b\\u0007 del\\u007f csi bell\\u0007 cr\n!\nafter osc\n<\/pre>/);
+    expect(pages.request).toMatch(
+      /<pre class="log" id="log">log redtext\\u001b\\u0007 del\\u007f csi bell\\u0007 cr\n!\nafter osc\n<\/pre>/,
+    );
   });
 });
 
 /** POSTs a body with node's http client, as a browser would send a form; resolves with what came back, or the error. */
-function post(path: string, body: string): Promise<{ status?: number; text?: string; headers?: http.IncomingHttpHeaders; error?: string }> {
+function post(
+  path: string,
+  body: string,
+): Promise<{ status?: number; text?: string; headers?: http.IncomingHttpHeaders; error?: string }> {
   return new Promise((resolve) => {
     const u = new URL(base + path);
     const req = http.request(
@@ -124,13 +165,19 @@ describe('a sign-in form over the limit', () => {
 
   it('fetch gets a 413 page, not a reset', async () => {
     for (let i = 0; i < 3; i++) {
-      const res = await fetch(`${base}/-/status/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: big });
+      const res = await fetch(`${base}/-/status/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: big,
+      });
       expect(res.status).toBe(413);
       expect(res.headers.get('content-type')).toMatch(/^text\/html/);
       expect(res.headers.get('connection')).toBe('close');
       const html = await res.text();
       expect(html).toContain('<h1>Too large</h1>');
-      expect(html).toContain(`The sign-in form cannot be read: the request body of ${Buffer.byteLength(big)} bytes is over the limit of 8192.`);
+      expect(html).toContain(
+        `The sign-in form cannot be read: the request body of ${Buffer.byteLength(big)} bytes is over the limit of 8192.`,
+      );
     }
   });
 

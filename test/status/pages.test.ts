@@ -27,7 +27,12 @@ type Who = (typeof VIEWERS)[number];
 const token: Record<Who, string | null> = { anonymous: null, outsider: null, member: null, admin: null };
 const INSIDERS: readonly Who[] = ['member', 'admin'];
 const SECRET_TAG = 'site:embargo-cve-2026-0001';
-const wr: Record<'public' | 'private' | 'running' | 'privateRunning', string> = { public: '', private: '', running: '', privateRunning: '' };
+const wr: Record<'public' | 'private' | 'running' | 'privateRunning', string> = {
+  public: '',
+  private: '',
+  running: '',
+  privateRunning: '',
+};
 let base = '';
 
 beforeAll(async () => {
@@ -42,10 +47,18 @@ beforeAll(async () => {
   const busy = await connectedWorker(t, 'busy-worker', {}, { ...AMD64_METADATA, tools: ['sbuild', 'secret-tool'] });
   await registerWorker(t, 'quiet-worker');
   await createPool(t, { name: 'cloud', providedTags: ['site:pool-only'] });
-  wr.public = (await submitOk(t, sbuild('pages/public', 'pub-pkg', { requiredTags: ['site:nowhere'] }), token.member)).id;
-  wr.private = (await submitOk(t, { ...sbuild('pages/private', 'embargoed-pkg'), requiredTags: [SECRET_TAG] }, token.member)).id;
-  wr.running = (await submitOk(t, sbuild('pages/public', 'running-pkg', { requiredTags: ['site:nowhere'] }), token.member)).id;
-  wr.privateRunning = (await submitOk(t, sbuild('pages/private', 'hidden-run-pkg', { requiredTags: ['site:nowhere'] }), token.member)).id;
+  wr.public = (
+    await submitOk(t, sbuild('pages/public', 'pub-pkg', { requiredTags: ['site:nowhere'] }), token.member)
+  ).id;
+  wr.private = (
+    await submitOk(t, { ...sbuild('pages/private', 'embargoed-pkg'), requiredTags: [SECRET_TAG] }, token.member)
+  ).id;
+  wr.running = (
+    await submitOk(t, sbuild('pages/public', 'running-pkg', { requiredTags: ['site:nowhere'] }), token.member)
+  ).id;
+  wr.privateRunning = (
+    await submitOk(t, sbuild('pages/private', 'hidden-run-pkg', { requiredTags: ['site:nowhere'] }), token.member)
+  ).id;
   for (const id of [wr.running, wr.privateRunning]) {
     await t.sql(
       `update work_request set status = 'RUNNING', assigned_at = now(), started_at = now(), worker_id = (select id from worker where name = 'busy-worker') where id = ?`,
@@ -89,7 +102,13 @@ describe('every page, for every viewer', () => {
       expect(headers.get('content-type')).toMatch(/^text\/html/);
       expect(headers.get('content-security-policy')).toContain("default-src 'none'");
       expect(html).toContain('<link rel="stylesheet" href="/-/status/style.css">');
-      for (const link of ['href="/"', 'href="/-/status/workers/"', 'href="/-/status/pools/"', 'href="/-/status/queue/"']) expect(html, path).toContain(link);
+      for (const link of [
+        'href="/"',
+        'href="/-/status/workers/"',
+        'href="/-/status/pools/"',
+        'href="/-/status/queue/"',
+      ])
+        expect(html, path).toContain(link);
       expect(html).not.toContain('<script');
     }
   });
@@ -109,11 +128,14 @@ describe('every page, for every viewer', () => {
 });
 
 describe('what each viewer sees of a private workspace', () => {
-  it.each(VIEWERS)('%s: a private request’s page only to its workspace’s members and admins (others: not found)', async (who) => {
-    const { status, html } = await get(`/-/status/work-requests/${wr.private}/`, who);
-    expect(status).toBe(INSIDERS.includes(who) ? 200 : 404);
-    expect(html.includes(SECRET_TAG)).toBe(INSIDERS.includes(who));
-  });
+  it.each(VIEWERS)(
+    '%s: a private request’s page only to its workspace’s members and admins (others: not found)',
+    async (who) => {
+      const { status, html } = await get(`/-/status/work-requests/${wr.private}/`, who);
+      expect(status).toBe(INSIDERS.includes(who) ? 200 : 404);
+      expect(html.includes(SECRET_TAG)).toBe(INSIDERS.includes(who));
+    },
+  );
 
   it.each(VIEWERS)('%s: the queue counts private work for everybody and describes it only to insiders', async (who) => {
     const { html } = await get('/-/status/queue/', who);
@@ -124,12 +146,15 @@ describe('what each viewer sees of a private workspace', () => {
     if (!INSIDERS.includes(who)) expect(html).toContain('1 of them is in workspaces you cannot see');
   });
 
-  it.each(VIEWERS)('%s: a worker’s running work: private requests linked for insiders, counted for the others', async (who) => {
-    const { html } = await get('/-/status/workers/busy-worker/', who);
-    expect(html).toContain(`/-/status/work-requests/${wr.running}/`);
-    expect(html.includes(`/-/status/work-requests/${wr.privateRunning}/`)).toBe(INSIDERS.includes(who));
-    expect(html.includes('and 1 more in workspaces you cannot see')).toBe(!INSIDERS.includes(who));
-  });
+  it.each(VIEWERS)(
+    '%s: a worker’s running work: private requests linked for insiders, counted for the others',
+    async (who) => {
+      const { html } = await get('/-/status/workers/busy-worker/', who);
+      expect(html).toContain(`/-/status/work-requests/${wr.running}/`);
+      expect(html.includes(`/-/status/work-requests/${wr.privateRunning}/`)).toBe(INSIDERS.includes(who));
+      expect(html.includes('and 1 more in workspaces you cannot see')).toBe(!INSIDERS.includes(who));
+    },
+  );
 
   it.each(VIEWERS)('%s: a worker’s tags and metadata only to signed-in users', async (who) => {
     const { html } = await get('/-/status/workers/busy-worker/', who);
@@ -155,7 +180,9 @@ describe('what each viewer sees of a private workspace', () => {
   });
 
   it('a pool whose launches keep failing shows as degraded with its last error, on both pool pages', async () => {
-    await t.sql(`update worker_pool set launch_failures = 5, last_error = 'quota: <too many> servers', last_error_kind = 'quota', last_error_at = now() where name = 'cloud'`);
+    await t.sql(
+      `update worker_pool set launch_failures = 5, last_error = 'quota: <too many> servers', last_error_kind = 'quota', last_error_at = now() where name = 'cloud'`,
+    );
     try {
       for (const path of ['/-/status/pools/', '/-/status/pools/cloud/']) {
         const { html } = await get(path);
@@ -163,7 +190,9 @@ describe('what each viewer sees of a private workspace', () => {
         expect(html, path).toContain('quota: &lt;too many&gt; servers');
       }
     } finally {
-      await t.sql(`update worker_pool set launch_failures = 0, last_error = null, last_error_kind = null, last_error_at = null where name = 'cloud'`);
+      await t.sql(
+        `update worker_pool set launch_failures = 0, last_error = null, last_error_kind = null, last_error_at = null where name = 'cloud'`,
+      );
     }
   });
 
@@ -178,7 +207,11 @@ describe('what each viewer sees of a private workspace', () => {
 
 describe('signing in', () => {
   const form = (body: string, headers: Record<string, string> = {}) =>
-    get('/-/status/login', 'anonymous', { method: 'POST', body, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } });
+    get('/-/status/login', 'anonymous', {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    });
 
   it('a good token: a 303 back to where the visitor was, with an HttpOnly SameSite=Strict cookie that signs the pages in', async () => {
     const res = await form(`token=${encodeURIComponent(token.member!)}&next=${encodeURIComponent('/-/status/queue/')}`);
@@ -282,8 +315,20 @@ describe('hostile input: a 4xx page, never a 500', () => {
   });
 
   it('a revoked or unknown cookie on every page: the anonymous page (or its 4xx), never a 500', async () => {
-    for (const path of ['/', '/-/status/workers/', '/-/status/pools/', '/-/status/queue/', `/-/status/work-requests/${wr.private}/`, '/-/status/workers/%E0%A4%A/']) {
-      for (const cookie of ['tagsched_session=tsk_user_revoked', 'tagsched_session=%E0%A4%A', `tagsched_session=${'x'.repeat(5000)}`, 'tagsched_session=a%00b']) {
+    for (const path of [
+      '/',
+      '/-/status/workers/',
+      '/-/status/pools/',
+      '/-/status/queue/',
+      `/-/status/work-requests/${wr.private}/`,
+      '/-/status/workers/%E0%A4%A/',
+    ]) {
+      for (const cookie of [
+        'tagsched_session=tsk_user_revoked',
+        'tagsched_session=%E0%A4%A',
+        `tagsched_session=${'x'.repeat(5000)}`,
+        'tagsched_session=a%00b',
+      ]) {
         const res = await get(path, { cookie });
         expect(res.status, `${path} ${cookie.slice(0, 40)}`).toBeLessThan(500);
         expect(res.html).not.toContain('Signed in as');
@@ -294,16 +339,30 @@ describe('hostile input: a 4xx page, never a 500', () => {
   it('forms: wrong method, wrong content type, a body too large', async () => {
     expect((await get('/-/status/workers/', 'anonymous', { method: 'POST' })).status).toBe(405);
     expect((await get('/-/status/logout')).status).toBe(405);
-    expect((await get('/-/status/login', 'anonymous', { method: 'POST', body: '{"token":"x"}', headers: { 'content-type': 'application/json' } })).status).toBe(400);
+    expect(
+      (
+        await get('/-/status/login', 'anonymous', {
+          method: 'POST',
+          body: '{"token":"x"}',
+          headers: { 'content-type': 'application/json' },
+        })
+      ).status,
+    ).toBe(400);
     const big = await get('/-/status/login', 'anonymous', {
       method: 'POST',
       body: `token=${'a'.repeat(20_000)}`,
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     });
     expect(big.status).toBe(413);
-    expect((await get('/-/status/login', 'anonymous', { method: 'POST', body: 'token=%E0%A4%A', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).status).toBe(
-      400,
-    );
+    expect(
+      (
+        await get('/-/status/login', 'anonymous', {
+          method: 'POST',
+          body: 'token=%E0%A4%A',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        })
+      ).status,
+    ).toBe(400);
   });
 
   it('the sign-in page never sends a visitor to another site', async () => {
@@ -319,7 +378,8 @@ describe('hostile input: a 4xx page, never a 500', () => {
 
 describe('one task class of the queue', () => {
   it('lists the oldest few per class, and all of a class, paged, behind its link', async () => {
-    for (let i = 0; i < 6; i++) await submitOk(t, sbuild('pages/public', `more-${i}`, { requiredTags: ['site:nowhere'] }), token.member);
+    for (let i = 0; i < 6; i++)
+      await submitOk(t, sbuild('pages/public', `more-${i}`, { requiredTags: ['site:nowhere'] }), token.member);
     const list = await get('/-/status/queue/');
     const link = /href="(\/-\/status\/queue\/\?class=(\d+))"/.exec(list.html)!;
     expect(list.html).toContain('All 7 in this class');
@@ -344,6 +404,8 @@ describe('the start estimate on the pages', () => {
     const page = (await get(`/-/status/work-requests/${wr.public}/`)).html;
     expect(page).toContain('<dt>Expected start</dt>');
     expect(page).toContain('none: nothing can ever run it');
-    expect((await get('/-/status/queue/')).html).toContain('Estimated wait: <span class="muted">none (nothing can ever run it');
+    expect((await get('/-/status/queue/')).html).toContain(
+      'Estimated wait: <span class="muted">none (nothing can ever run it',
+    );
   });
 });

@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_EXPRESSION_DEPTH, evaluateExpression, formatExpression, parseExpression } from '../../src/core/tags/expression.js';
+import {
+  MAX_EXPRESSION_DEPTH,
+  evaluateExpression,
+  formatExpression,
+  parseExpression,
+} from '../../src/core/tags/expression.js';
 import type { TagExpression } from '../../src/core/tags/expression.js';
 
 const tag = (t: string): TagExpression => ({ kind: 'tag', tag: t });
@@ -39,7 +44,10 @@ describe('parseExpression', () => {
     ['  a\tand\n b  ', and(tag('a'), tag('b'))],
     ['AND and Or', and(tag('AND'), tag('Or'))],
     ['nota and andy', and(tag('nota'), tag('andy'))],
-    ['task:source-package:linux or task:source-package:libreoffice', or(tag('task:source-package:linux'), tag('task:source-package:libreoffice'))],
+    [
+      'task:source-package:linux or task:source-package:libreoffice',
+      or(tag('task:source-package:linux'), tag('task:source-package:libreoffice')),
+    ],
   ])('%j', (src, expected) => {
     expect(parseExpression(src)).toEqual({ ok: true, expression: expected });
   });
@@ -96,7 +104,13 @@ describe('parseExpression', () => {
 });
 
 describe('evaluateExpression', () => {
-  const tags = ['task:source-package:linux', 'worker:memory-gib=64', 'worker:cpu-count=4', 'Site:Gpu', 'task:scope:debian'];
+  const tags = [
+    'task:source-package:linux',
+    'worker:memory-gib=64',
+    'worker:cpu-count=4',
+    'Site:Gpu',
+    'task:scope:debian',
+  ];
   it.each<[string, boolean]>([
     ['task:source-package:linux', true],
     ['task:source-package:libreoffice', false],
@@ -209,7 +223,9 @@ describe('expression properties', () => {
   });
 
   it('not negates, and evaluation agrees with the formatted form', () => {
-    const tagSets = fc.array(fc.constantFrom('a', 'b', 'AND', 'x=5', 'x>=3', 'worker:cpu-count=8', 'worker:memory-gib'));
+    const tagSets = fc.array(
+      fc.constantFrom('a', 'b', 'AND', 'x=5', 'x>=3', 'worker:cpu-count=8', 'worker:memory-gib'),
+    );
     fc.assert(
       fc.property(expression, tagSets, (e, tags) => {
         expect(evaluateExpression(not(e), tags)).toBe(!evaluateExpression(e, tags));

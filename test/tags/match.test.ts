@@ -11,10 +11,25 @@ describe('missingTags', () => {
     ['required is a subset', ['a'], ['a', 'b', 'c'], []],
     ['required is a superset', ['a', 'b', 'c'], ['b'], ['a', 'c']],
     ['disjoint', ['a', 'b'], ['c'], ['a', 'b']],
-    ['case matters', ['worker:build-arch:amd64'], ['Worker:build-arch:amd64', 'worker:build-arch:AMD64'], ['worker:build-arch:amd64']],
+    [
+      'case matters',
+      ['worker:build-arch:amd64'],
+      ['Worker:build-arch:amd64', 'worker:build-arch:AMD64'],
+      ['worker:build-arch:amd64'],
+    ],
     ['another architecture', ['worker:build-arch:amd64'], ['worker:build-arch:i386'], ['worker:build-arch:amd64']],
-    ['a provided prefix does not match', ['worker:build-arch:amd64'], ['worker:build-arch:amd'], ['worker:build-arch:amd64']],
-    ['a provided extension does not match', ['worker:build-arch:amd'], ['worker:build-arch:amd64'], ['worker:build-arch:amd']],
+    [
+      'a provided prefix does not match',
+      ['worker:build-arch:amd64'],
+      ['worker:build-arch:amd'],
+      ['worker:build-arch:amd64'],
+    ],
+    [
+      'a provided extension does not match',
+      ['worker:build-arch:amd'],
+      ['worker:build-arch:amd64'],
+      ['worker:build-arch:amd'],
+    ],
     ['a namespace does not match its members', ['worker:cap:'], ['worker:cap:sbuild'], ['worker:cap:']],
     ['a minimum at the value', ['worker:memory-gib>=32'], ['worker:memory-gib=32'], []],
     ['a minimum above the value', ['worker:memory-gib>=32'], ['worker:memory-gib=31.5'], ['worker:memory-gib>=32']],
@@ -22,9 +37,24 @@ describe('missingTags', () => {
     ['a fractional minimum', ['x>=2.5'], ['x=2.5'], []],
     ['a zero minimum needs the name', ['x>=0'], [], ['x>=0']],
     ['a zero minimum with a zero value', ['x>=0'], ['x=0'], []],
-    ['a minimum is not met by the plain name', ['worker:memory-gib>=32'], ['worker:memory-gib'], ['worker:memory-gib>=32']],
-    ['a minimum is not met by another name', ['worker:memory-gib>=32'], ['worker:disk-gib=64'], ['worker:memory-gib>=32']],
-    ['a minimum is not met by a prefix name', ['worker:memory-gib>=32'], ['worker:memory-gi=64'], ['worker:memory-gib>=32']],
+    [
+      'a minimum is not met by the plain name',
+      ['worker:memory-gib>=32'],
+      ['worker:memory-gib'],
+      ['worker:memory-gib>=32'],
+    ],
+    [
+      'a minimum is not met by another name',
+      ['worker:memory-gib>=32'],
+      ['worker:disk-gib=64'],
+      ['worker:memory-gib>=32'],
+    ],
+    [
+      'a minimum is not met by a prefix name',
+      ['worker:memory-gib>=32'],
+      ['worker:memory-gi=64'],
+      ['worker:memory-gib>=32'],
+    ],
     ['a plain name is not met by a value', ['worker:memory-gib'], ['worker:memory-gib=64'], ['worker:memory-gib']],
     ['a valued string is met by the identical string', ['x=4'], ['x=4'], []],
     ['a valued string is not met by another value', ['x=4'], ['x=5'], ['x=4']],
@@ -48,17 +78,28 @@ describe('matchTags', () => {
     required: [],
   };
 
-  it.each<[string, { provided: string[]; required: string[] }, { provided: string[]; required: string[] }, string[], string[]]>([
+  it.each<
+    [string, { provided: string[]; required: string[] }, { provided: string[]; required: string[] }, string[], string[]]
+  >([
     ['empty sets match', { provided: [], required: [] }, { provided: [], required: [] }, [], []],
     ['a fitting worker', sbuild, amd64, [], []],
     [
       'a worker short of memory and of the architecture',
       sbuild,
-      { ...amd64, provided: ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:i386', 'worker:memory-gib=4'] },
+      {
+        ...amd64,
+        provided: ['worker:type:worker', 'worker:cap:sbuild', 'worker:build-arch:i386', 'worker:memory-gib=4'],
+      },
       ['worker:build-arch:amd64', 'worker:memory-gib>=8'],
       [],
     ],
-    ['an exclusive worker refuses a task from another workspace', sbuild, { ...amd64, required: ['task:workspace:debian:security'] }, [], ['task:workspace:debian:security']],
+    [
+      'an exclusive worker refuses a task from another workspace',
+      sbuild,
+      { ...amd64, required: ['task:workspace:debian:security'] },
+      [],
+      ['task:workspace:debian:security'],
+    ],
     [
       'an exclusive worker takes a task from its workspace',
       { ...sbuild, provided: [...sbuild.provided, 'task:workspace:debian:security'] },
@@ -66,7 +107,13 @@ describe('matchTags', () => {
       [],
       [],
     ],
-    ['both sides can miss at once', { provided: [], required: ['worker:cap:kvm'] }, { provided: [], required: ['site:gpu'] }, ['worker:cap:kvm'], ['site:gpu']],
+    [
+      'both sides can miss at once',
+      { provided: [], required: ['worker:cap:kvm'] },
+      { provided: [], required: ['site:gpu'] },
+      ['worker:cap:kvm'],
+      ['site:gpu'],
+    ],
   ])('%s', (_label, task, worker, missingOnWorker, missingOnTask) => {
     expect(matchTags(task, worker)).toEqual({
       ok: missingOnWorker.length === 0 && missingOnTask.length === 0,
@@ -87,7 +134,10 @@ describe('match properties', () => {
     name,
     fc.tuple(name, value).map(([n, v]) => `${n}>=${v}`),
   );
-  const side = fc.record({ provided: fc.array(providedTag, { maxLength: 6 }), required: fc.array(requiredTag, { maxLength: 6 }) });
+  const side = fc.record({
+    provided: fc.array(providedTag, { maxLength: 6 }),
+    required: fc.array(requiredTag, { maxLength: 6 }),
+  });
   const runs = { numRuns: 300 };
 
   it('is symmetric: swapping task and worker swaps the missing lists', () => {
@@ -95,7 +145,11 @@ describe('match properties', () => {
       fc.property(side, side, (task, worker) => {
         const forward = matchTags(task, worker);
         const backward = matchTags(worker, task);
-        expect(backward).toEqual({ ok: forward.ok, missingOnWorker: forward.missingOnTask, missingOnTask: forward.missingOnWorker });
+        expect(backward).toEqual({
+          ok: forward.ok,
+          missingOnWorker: forward.missingOnTask,
+          missingOnTask: forward.missingOnWorker,
+        });
       }),
       runs,
     );

@@ -7,7 +7,11 @@ import type { ParsedTag } from '../../src/core/tags/syntax.js';
 import { PROVENANCES, REFUSAL_CODES, TAG_SET_KINDS } from '../../src/core/tags/types.js';
 import type { Provenance, RefusalCode, TagSetKind } from '../../src/core/tags/types.js';
 
-const { PROVENANCE_NOT_ALLOWED_FOR_SET: SET, PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY: ONTOLOGY, PREFIX_NOT_GRANTED_BY_WORKSPACE: PREFIX } = REFUSAL_CODES;
+const {
+  PROVENANCE_NOT_ALLOWED_FOR_SET: SET,
+  PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY: ONTOLOGY,
+  PREFIX_NOT_GRANTED_BY_WORKSPACE: PREFIX,
+} = REFUSAL_CODES;
 
 function parsed(raw: string, set: TagSetKind): ParsedTag {
   const result = parseTag(raw, sideOfSet(set));
@@ -101,9 +105,12 @@ describe('the set table of docs/design.md: tags and provenance', () => {
     expect(ranked).toEqual(['system', 'admin', 'workspace', 'user', 'worker']);
   });
 
-  it.each(TAG_SET_KINDS.map((kind) => [kind, kind.endsWith('-provided') ? 'provided' : 'required']))('%s is on the %s side', (kind, side) => {
-    expect(sideOfSet(kind)).toBe(side);
-  });
+  it.each(TAG_SET_KINDS.map((kind) => [kind, kind.endsWith('-provided') ? 'provided' : 'required']))(
+    '%s is on the %s side',
+    (kind, side) => {
+      expect(sideOfSet(kind)).toBe(side);
+    },
+  );
 });
 
 type Case = [TagSetKind, string, Provenance, RefusalCode | null];
@@ -191,21 +198,61 @@ describe('checkContribution', () => {
 
   it('grants prefixes to users only, not to other provenances', () => {
     const opts = { userProvidablePrefixes: ['task:'] };
-    expect(checkContribution('task-provided', parsed('task:scope:x', 'task-provided'), 'workspace', opts)?.code).toBe(ONTOLOGY);
+    expect(checkContribution('task-provided', parsed('task:scope:x', 'task-provided'), 'workspace', opts)?.code).toBe(
+      ONTOLOGY,
+    );
   });
 
   it('lets a user require anything without a grant', () => {
-    expect(checkContribution('task-required', parsed('site:gpu', 'task-required'), 'user', { userProvidablePrefixes: [] })).toBeNull();
+    expect(
+      checkContribution('task-required', parsed('site:gpu', 'task-required'), 'user', { userProvidablePrefixes: [] }),
+    ).toBeNull();
   });
 
   it.each<[TagSetKind, string, Provenance, object, string]>([
-    ['task-provided', 'task:workspace:debian:security', 'user', {}, 'tag "task:workspace:debian:security" may only be provided by system, not user'],
-    ['worker-provided', 'worker:class:trusted', 'worker', {}, 'may only be provided by admin, not worker (ontology "worker:class:")'],
+    [
+      'task-provided',
+      'task:workspace:debian:security',
+      'user',
+      {},
+      'tag "task:workspace:debian:security" may only be provided by system, not user',
+    ],
+    [
+      'worker-provided',
+      'worker:class:trusted',
+      'worker',
+      {},
+      'may only be provided by admin, not worker (ontology "worker:class:")',
+    ],
     ['worker-provided', 'site:x', 'worker', {}, 'a worker may not invent custom tags'],
-    ['worker-provided', 'worker:executor:auto', 'worker', {}, 'tag "worker:executor:auto" is never valid, whoever adds it (here worker): "auto" is not an executor'],
-    ['worker-required', 'site:x', 'worker', {}, 'cannot be added to the worker-required set by worker: only admin may add to it'],
-    ['task-provided', 'site:x', 'user', {}, 'may not be provided by user: the workspace grants its members no tag prefixes'],
-    ['task-provided', 'site:x', 'user', { userProvidablePrefixes: ['a:', 'b:'] }, 'the workspace grants its members only "a:" or "b:"'],
+    [
+      'worker-provided',
+      'worker:executor:auto',
+      'worker',
+      {},
+      'tag "worker:executor:auto" is never valid, whoever adds it (here worker): "auto" is not an executor',
+    ],
+    [
+      'worker-required',
+      'site:x',
+      'worker',
+      {},
+      'cannot be added to the worker-required set by worker: only admin may add to it',
+    ],
+    [
+      'task-provided',
+      'site:x',
+      'user',
+      {},
+      'may not be provided by user: the workspace grants its members no tag prefixes',
+    ],
+    [
+      'task-provided',
+      'site:x',
+      'user',
+      { userProvidablePrefixes: ['a:', 'b:'] },
+      'the workspace grants its members only "a:" or "b:"',
+    ],
   ])('explains %s: %s from %s', (set, tag, provenance, opts, phrase) => {
     expect(checkContribution(set, parsed(tag, set), provenance, opts)?.message).toContain(phrase);
   });

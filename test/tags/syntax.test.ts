@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_NUMBER_LENGTH, MAX_TAG_LENGTH, TAG_SYNTAX_RULES, parseTag, quoteTag, validateTagList } from '../../src/core/tags/syntax.js';
+import {
+  MAX_NUMBER_LENGTH,
+  MAX_TAG_LENGTH,
+  TAG_SYNTAX_RULES,
+  parseTag,
+  quoteTag,
+  validateTagList,
+} from '../../src/core/tags/syntax.js';
 import type { ParsedTag } from '../../src/core/tags/syntax.js';
 import type { TagSide } from '../../src/core/tags/types.js';
 
@@ -7,20 +14,61 @@ const longest = 'a'.repeat(MAX_TAG_LENGTH);
 
 describe('parseTag accepts', () => {
   it.each<[string, TagSide, ParsedTag]>([
-    ['worker:build-arch:amd64', 'provided', { raw: 'worker:build-arch:amd64', name: 'worker:build-arch:amd64', kind: 'plain' }],
-    ['worker:build-arch:amd64', 'required', { raw: 'worker:build-arch:amd64', name: 'worker:build-arch:amd64', kind: 'plain' }],
+    [
+      'worker:build-arch:amd64',
+      'provided',
+      { raw: 'worker:build-arch:amd64', name: 'worker:build-arch:amd64', kind: 'plain' },
+    ],
+    [
+      'worker:build-arch:amd64',
+      'required',
+      { raw: 'worker:build-arch:amd64', name: 'worker:build-arch:amd64', kind: 'plain' },
+    ],
     ['Az09:._+~-', 'provided', { raw: 'Az09:._+~-', name: 'Az09:._+~-', kind: 'plain' }],
-    ['task:group:debian::Debian', 'provided', { raw: 'task:group:debian::Debian', name: 'task:group:debian::Debian', kind: 'plain' }],
+    [
+      'task:group:debian::Debian',
+      'provided',
+      { raw: 'task:group:debian::Debian', name: 'task:group:debian::Debian', kind: 'plain' },
+    ],
     ['x', 'required', { raw: 'x', name: 'x', kind: 'plain' }],
     [longest, 'provided', { raw: longest, name: longest, kind: 'plain' }],
     [`${longest}=1`, 'provided', { raw: `${longest}=1`, name: longest, kind: 'value', value: 1 }],
-    ['worker:memory-gib=64', 'provided', { raw: 'worker:memory-gib=64', name: 'worker:memory-gib', kind: 'value', value: 64 }],
-    ['worker:memory-gib=0', 'provided', { raw: 'worker:memory-gib=0', name: 'worker:memory-gib', kind: 'value', value: 0 }],
-    ['worker:bogomips=2.5', 'provided', { raw: 'worker:bogomips=2.5', name: 'worker:bogomips', kind: 'value', value: 2.5 }],
+    [
+      'worker:memory-gib=64',
+      'provided',
+      { raw: 'worker:memory-gib=64', name: 'worker:memory-gib', kind: 'value', value: 64 },
+    ],
+    [
+      'worker:memory-gib=0',
+      'provided',
+      { raw: 'worker:memory-gib=0', name: 'worker:memory-gib', kind: 'value', value: 0 },
+    ],
+    [
+      'worker:bogomips=2.5',
+      'provided',
+      { raw: 'worker:bogomips=2.5', name: 'worker:bogomips', kind: 'value', value: 2.5 },
+    ],
     ['x=0.05', 'provided', { raw: 'x=0.05', name: 'x', kind: 'value', value: 0.05 }],
-    [`x=1${'0'.repeat(MAX_NUMBER_LENGTH - 1)}`, 'provided', { raw: `x=1${'0'.repeat(MAX_NUMBER_LENGTH - 1)}`, name: 'x', kind: 'value', value: 10 ** (MAX_NUMBER_LENGTH - 1) }],
-    ['worker:memory-gib>=32', 'required', { raw: 'worker:memory-gib>=32', name: 'worker:memory-gib', kind: 'minimum', minimum: 32 }],
-    ['worker:cpu-count>=0', 'required', { raw: 'worker:cpu-count>=0', name: 'worker:cpu-count', kind: 'minimum', minimum: 0 }],
+    [
+      `x=1${'0'.repeat(MAX_NUMBER_LENGTH - 1)}`,
+      'provided',
+      {
+        raw: `x=1${'0'.repeat(MAX_NUMBER_LENGTH - 1)}`,
+        name: 'x',
+        kind: 'value',
+        value: 10 ** (MAX_NUMBER_LENGTH - 1),
+      },
+    ],
+    [
+      'worker:memory-gib>=32',
+      'required',
+      { raw: 'worker:memory-gib>=32', name: 'worker:memory-gib', kind: 'minimum', minimum: 32 },
+    ],
+    [
+      'worker:cpu-count>=0',
+      'required',
+      { raw: 'worker:cpu-count>=0', name: 'worker:cpu-count', kind: 'minimum', minimum: 0 },
+    ],
     ['x>=1.5', 'required', { raw: 'x>=1.5', name: 'x', kind: 'minimum', minimum: 1.5 }],
   ])('%s on the %s side', (raw, side, expected) => {
     expect(parseTag(raw, side)).toEqual({ ok: true, tag: expected });
@@ -59,8 +107,18 @@ describe('parseTag refuses', () => {
     ['a missing minimum', 'x>=', 'required', TAG_SYNTAX_RULES.BAD_NUMBER],
     ['a word', 'x=abc', 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
     ['two values', 'x=1=2', 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
-    ['a number of 401 characters (too large for a double, and over the cap)', `x=1${'0'.repeat(400)}`, 'provided', TAG_SYNTAX_RULES.NUMBER_TOO_LONG],
-    ['a number one character over the cap', `x>=1${'0'.repeat(MAX_NUMBER_LENGTH)}`, 'required', TAG_SYNTAX_RULES.NUMBER_TOO_LONG],
+    [
+      'a number of 401 characters (too large for a double, and over the cap)',
+      `x=1${'0'.repeat(400)}`,
+      'provided',
+      TAG_SYNTAX_RULES.NUMBER_TOO_LONG,
+    ],
+    [
+      'a number one character over the cap',
+      `x>=1${'0'.repeat(MAX_NUMBER_LENGTH)}`,
+      'required',
+      TAG_SYNTAX_RULES.NUMBER_TOO_LONG,
+    ],
     ['a fraction over the cap', `x=0.${'0'.repeat(MAX_NUMBER_LENGTH)}1`, 'provided', TAG_SYNTAX_RULES.NUMBER_TOO_LONG],
     ['a space after the value', 'x=1 ', 'provided', TAG_SYNTAX_RULES.BAD_NUMBER],
   ])('%s: %j on the %s side', (_label, raw, side, rule) => {
@@ -79,7 +137,8 @@ describe('parseTag refuses', () => {
       error: {
         tag: 'foo bar',
         rule: 'bad-characters',
-        message: 'tag "foo bar" is invalid: only A-Z a-z 0-9 and : . _ + ~ - are allowed (no whitespace); found " " at position 3',
+        message:
+          'tag "foo bar" is invalid: only A-Z a-z 0-9 and : . _ + ~ - are allowed (no whitespace); found " " at position 3',
       },
     });
   });

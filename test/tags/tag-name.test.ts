@@ -42,7 +42,10 @@ afterAll(async () => {
 
 /** PostgreSQL's tagNameSql of each tag, in order. */
 async function namesInSql(tags: readonly string[]): Promise<string[]> {
-  const { rows } = await client.query<{ name: string }>(`select ${tagNameSql('t')} as name from unnest($1::text[]) with ordinality as s(t, i) order by i`, [tags]);
+  const { rows } = await client.query<{ name: string }>(
+    `select ${tagNameSql('t')} as name from unnest($1::text[]) with ordinality as s(t, i) order by i`,
+    [tags],
+  );
   return rows.map((r) => r.name);
 }
 
@@ -75,7 +78,9 @@ describe('tagNameSql', () => {
   });
 
   it('agrees with tagName on generated strings, in PostgreSQL', async () => {
-    const tagArb = fc.array(fc.constantFrom('a', 'b', ':', '-', '.', '=', '>', '1', '\n'), { maxLength: 12 }).map((cs) => cs.join(''));
+    const tagArb = fc
+      .array(fc.constantFrom('a', 'b', ':', '-', '.', '=', '>', '1', '\n'), { maxLength: 12 })
+      .map((cs) => cs.join(''));
     await fc.assert(
       fc.asyncProperty(fc.array(tagArb, { minLength: 1, maxLength: 50 }), async (tags) => {
         expect(await namesInSql(tags)).toEqual(tags.map(tagName));

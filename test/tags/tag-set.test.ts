@@ -223,7 +223,10 @@ describe('valued tags on a required set', () => {
 describe('isRefusal', () => {
   it.each<[TagEntry | TagRefusal, boolean]>([
     [{ tag: 'a', provenance: 'admin', source: 's' }, false],
-    [{ tag: 'a', provenance: 'admin', source: 's', set: 'worker-provided', code: 'INVALID_SYNTAX', message: 'm' }, true],
+    [
+      { tag: 'a', provenance: 'admin', source: 's', set: 'worker-provided', code: 'INVALID_SYNTAX', message: 'm' },
+      true,
+    ],
   ])('%o → %s', (x, expected) => {
     expect(isRefusal(x)).toBe(expected);
   });

@@ -42,16 +42,19 @@ afterAll(async () => {
 });
 
 describe('valuedTagRegex', () => {
-  it.each(['worker:memory-gib', 'a.b+c'])('matches what parseTag reads as %s=N, in JavaScript and in PostgreSQL, and holds no ? (an ORM parameter)', async (name) => {
-    const pattern = valuedTagRegex(name);
-    expect(pattern).not.toContain('?');
-    const expected = SAMPLES.map((tag) => valueOf(tag, name));
-    expect(SAMPLES.map((tag) => new RegExp(pattern).exec(tag)?.[1] ?? null)).toEqual(expected);
-    const { rows } = await client.query<{ n: string | null }>(
-      `select case when t ~ $1 then substring(t from $1) end as n from unnest($2::text[]) with ordinality as s(t, i) order by i`,
-      [pattern, SAMPLES],
-    );
-    expect(rows.map((r) => r.n)).toEqual(expected);
-    expect(expected.filter((v) => v !== null).length).toBeGreaterThan(0);
-  });
+  it.each(['worker:memory-gib', 'a.b+c'])(
+    'matches what parseTag reads as %s=N, in JavaScript and in PostgreSQL, and holds no ? (an ORM parameter)',
+    async (name) => {
+      const pattern = valuedTagRegex(name);
+      expect(pattern).not.toContain('?');
+      const expected = SAMPLES.map((tag) => valueOf(tag, name));
+      expect(SAMPLES.map((tag) => new RegExp(pattern).exec(tag)?.[1] ?? null)).toEqual(expected);
+      const { rows } = await client.query<{ n: string | null }>(
+        `select case when t ~ $1 then substring(t from $1) end as n from unnest($2::text[]) with ordinality as s(t, i) order by i`,
+        [pattern, SAMPLES],
+      );
+      expect(rows.map((r) => r.n)).toEqual(expected);
+      expect(expected.filter((v) => v !== null).length).toBeGreaterThan(0);
+    },
+  );
 });

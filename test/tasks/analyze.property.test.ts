@@ -9,8 +9,12 @@ const sbuildInput = fc.record({
   packageName: fc.stringMatching(/^[a-z0-9][a-z0-9+.-]{1,40}$/),
   hostArchitecture: arch,
   backend: fc.option(fc.constantFrom(...EXECUTOR_BACKENDS), { nil: undefined }),
-  environment: fc.option(fc.record({ id: fc.integer({ min: 1, max: 1_000_000 }), architecture: arch }), { nil: undefined }),
-  buildComponents: fc.option(fc.uniqueArray(fc.constantFrom('any', 'all', 'source'), { minLength: 1 }), { nil: undefined }),
+  environment: fc.option(fc.record({ id: fc.integer({ min: 1, max: 1_000_000 }), architecture: arch }), {
+    nil: undefined,
+  }),
+  buildComponents: fc.option(fc.uniqueArray(fc.constantFrom('any', 'all', 'source'), { minLength: 1 }), {
+    nil: undefined,
+  }),
 });
 
 describe('sbuild analysis properties', () => {
@@ -27,7 +31,13 @@ describe('sbuild analysis properties', () => {
         const environment =
           generated.environment === undefined
             ? null
-            : { id: generated.environment.id, codename: 'trixie', architecture: generated.environment.architecture, variant: null, backend: null };
+            : {
+                id: generated.environment.id,
+                codename: 'trixie',
+                architecture: generated.environment.architecture,
+                variant: null,
+                backend: null,
+              };
         const input = request({ taskName: 'sbuild', taskData, environment });
         const first = analyzeWorkRequest(input);
         expect(analyzeWorkRequest(structuredClone(input))).toEqual(first);
@@ -35,10 +45,13 @@ describe('sbuild analysis properties', () => {
 
         const buildArchs = first.requiredTags.filter((t) => t.startsWith('worker:build-arch:'));
         const executors = first.requiredTags.filter((t) => t.startsWith('worker:executor:'));
-        expect(buildArchs).toEqual([`worker:build-arch:${generated.environment?.architecture ?? generated.hostArchitecture}`]);
+        expect(buildArchs).toEqual([
+          `worker:build-arch:${generated.environment?.architecture ?? generated.hostArchitecture}`,
+        ]);
         expect(executors).toHaveLength(1);
         expect(executors).not.toContain('worker:executor:auto');
-        const cross = generated.environment !== undefined && generated.environment.architecture !== generated.hostArchitecture;
+        const cross =
+          generated.environment !== undefined && generated.environment.architecture !== generated.hostArchitecture;
         expect(first.providedTags.includes(`task:cross-target:${generated.hostArchitecture}`)).toBe(cross);
         expect(first.providedTags).toContain(`task:source-package:${generated.packageName}`);
       }),

@@ -37,7 +37,12 @@ describe('system tags of every request', () => {
   });
 
   it.each([
-    ['signing', 'generatekey', { purpose: 'openpgp', description: 'archive key' }, ['worker:task:signing:generatekey:version:1', 'worker:type:signing']],
+    [
+      'signing',
+      'generatekey',
+      { purpose: 'openpgp', description: 'archive key' },
+      ['worker:task:signing:generatekey:version:1', 'worker:type:signing'],
+    ],
     ['server', 'servernoop', {}, ['worker:task:server:servernoop:version:1', 'worker:type:server']],
     ['internal', 'synchronization_point', { step: 's' }, ['worker:type:not-assignable']],
   ])('requires the worker type of a %s task', (taskType, taskName, taskData, required) => {
@@ -45,15 +50,20 @@ describe('system tags of every request', () => {
   });
 
   it('fails when a group name cannot be a tag, rather than dropping the group', () => {
-    const result = analyzeWorkRequest(request({ creatorGroups: [{ scope: 'debian', workspace: null, name: 'Debian Developers' }] }));
+    const result = analyzeWorkRequest(
+      request({ creatorGroups: [{ scope: 'debian', workspace: null, name: 'Debian Developers' }] }),
+    );
     expect(result.ok).toBe(false);
-    if (!result.ok) expect(result.errors).toMatchObject([{ code: 'INVALID_TAG', tag: 'task:group:debian::Debian Developers' }]);
+    if (!result.ok)
+      expect(result.errors).toMatchObject([{ code: 'INVALID_TAG', tag: 'task:group:debian::Debian Developers' }]);
   });
 });
 
 describe('user tags', () => {
   it('accepts required tags freely, with provenance user', () => {
-    const result = success(analyzeWorkRequest(sbuildRequest({ userRequiredTags: ['worker:class:large', 'worker:memory-gib>=32'] })));
+    const result = success(
+      analyzeWorkRequest(sbuildRequest({ userRequiredTags: ['worker:class:large', 'worker:memory-gib>=32'] })),
+    );
     expect(triples(result.required).filter(([, provenance]) => provenance === 'user')).toEqual([
       ['worker:class:large', 'user', 'user-input'],
       ['worker:memory-gib>=32', 'user', 'user-input'],
@@ -62,9 +72,24 @@ describe('user tags', () => {
 
   it.each([
     { label: 'a custom tag without a grant', tags: ['debian:flavour:fast'], prefixes: [], codes: ['TAG_NOT_ALLOWED'] },
-    { label: 'a system-only ontology even with a granted prefix', tags: ['task:scope:other'], prefixes: ['task:'], codes: ['TAG_NOT_ALLOWED'] },
-    { label: 'another workspace even with a granted prefix', tags: ['task:workspace:debian:security'], prefixes: ['task:workspace:'], codes: ['TAG_NOT_ALLOWED'] },
-    { label: 'every bad tag at once', tags: ['debian:a', 'task:source-package:linux', 'bad tag'], prefixes: [], codes: ['TAG_NOT_ALLOWED', 'TAG_NOT_ALLOWED', 'INVALID_TAG'] },
+    {
+      label: 'a system-only ontology even with a granted prefix',
+      tags: ['task:scope:other'],
+      prefixes: ['task:'],
+      codes: ['TAG_NOT_ALLOWED'],
+    },
+    {
+      label: 'another workspace even with a granted prefix',
+      tags: ['task:workspace:debian:security'],
+      prefixes: ['task:workspace:'],
+      codes: ['TAG_NOT_ALLOWED'],
+    },
+    {
+      label: 'every bad tag at once',
+      tags: ['debian:a', 'task:source-package:linux', 'bad tag'],
+      prefixes: [],
+      codes: ['TAG_NOT_ALLOWED', 'TAG_NOT_ALLOWED', 'INVALID_TAG'],
+    },
   ])('refuses provided $label and fails the whole analysis', ({ tags, prefixes, codes }) => {
     const result = analyzeWorkRequest(sbuildRequest({ userProvidedTags: tags, userProvidablePrefixes: prefixes }));
     expect(result.ok).toBe(false);
@@ -86,7 +111,11 @@ describe('user tags', () => {
   });
 
   it('accepts a provided tag under a prefix the workspace grants', () => {
-    const result = success(analyzeWorkRequest(sbuildRequest({ userProvidedTags: ['debian:flavour:fast'], userProvidablePrefixes: ['debian:flavour:'] })));
+    const result = success(
+      analyzeWorkRequest(
+        sbuildRequest({ userProvidedTags: ['debian:flavour:fast'], userProvidablePrefixes: ['debian:flavour:'] }),
+      ),
+    );
     expect(triples(result.provided)).toContainEqual(['debian:flavour:fast', 'user', 'user-input']);
   });
 });
@@ -99,25 +128,68 @@ describe('task rules', () => {
   });
 
   it.each([
-    { label: 'by task name', rules: [rule({ name: 'r', taskName: 'sbuild', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: true },
-    { label: 'by task name, other task', rules: [rule({ name: 'r', taskName: 'autopkgtest', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: false },
-    { label: 'by expression, true', rules: [rule({ name: 'r', expression: 'task:source-package:linux', requiredTags: ['worker:class:x'] })], pkg: 'linux', applies: true },
-    { label: 'by expression, false', rules: [rule({ name: 'r', expression: 'task:source-package:linux', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: false },
+    {
+      label: 'by task name',
+      rules: [rule({ name: 'r', taskName: 'sbuild', requiredTags: ['worker:class:x'] })],
+      pkg: 'hello',
+      applies: true,
+    },
+    {
+      label: 'by task name, other task',
+      rules: [rule({ name: 'r', taskName: 'autopkgtest', requiredTags: ['worker:class:x'] })],
+      pkg: 'hello',
+      applies: false,
+    },
+    {
+      label: 'by expression, true',
+      rules: [rule({ name: 'r', expression: 'task:source-package:linux', requiredTags: ['worker:class:x'] })],
+      pkg: 'linux',
+      applies: true,
+    },
+    {
+      label: 'by expression, false',
+      rules: [rule({ name: 'r', expression: 'task:source-package:linux', requiredTags: ['worker:class:x'] })],
+      pkg: 'hello',
+      applies: false,
+    },
     {
       label: 'by both',
-      rules: [rule({ name: 'r', taskName: 'sbuild', expression: 'worker:build-arch:amd64 and not task:cross-target:arm64', requiredTags: ['worker:class:x'] })],
+      rules: [
+        rule({
+          name: 'r',
+          taskName: 'sbuild',
+          expression: 'worker:build-arch:amd64 and not task:cross-target:arm64',
+          requiredTags: ['worker:class:x'],
+        }),
+      ],
       pkg: 'hello',
       applies: true,
     },
     {
       label: 'by both, name mismatch',
-      rules: [rule({ name: 'r', taskName: 'lintian', expression: 'worker:build-arch:amd64', requiredTags: ['worker:class:x'] })],
+      rules: [
+        rule({
+          name: 'r',
+          taskName: 'lintian',
+          expression: 'worker:build-arch:amd64',
+          requiredTags: ['worker:class:x'],
+        }),
+      ],
       pkg: 'hello',
       applies: false,
     },
-    { label: 'unconditionally', rules: [rule({ name: 'r', requiredTags: ['worker:class:x'] })], pkg: 'hello', applies: true },
+    {
+      label: 'unconditionally',
+      rules: [rule({ name: 'r', requiredTags: ['worker:class:x'] })],
+      pkg: 'hello',
+      applies: true,
+    },
   ])('applies a workspace rule $label: $applies', ({ rules, pkg, applies }) => {
-    const result = success(analyzeWorkRequest(sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, workspaceRules: rules })));
+    const result = success(
+      analyzeWorkRequest(
+        sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, workspaceRules: rules }),
+      ),
+    );
     const entry = ['worker:class:x', 'workspace', 'workspace-rule:r'];
     if (applies) expect(triples(result.required)).toContainEqual(entry);
     else expect(result.requiredTags).not.toContain('worker:class:x');
@@ -128,8 +200,14 @@ describe('task rules', () => {
     ['libreoffice', true],
     ['hello', false],
   ])('site rule for big packages on %s applies: %s', (pkg, applies) => {
-    const result = success(analyzeWorkRequest(sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, siteRules: [large] })));
-    expect(triples(result.required).some((t) => t.join() === 'worker:class:large,system,site-rule:big-packages')).toBe(applies);
+    const result = success(
+      analyzeWorkRequest(
+        sbuildRequest({ taskData: { source_package: pkg, host_architecture: 'amd64' }, siteRules: [large] }),
+      ),
+    );
+    expect(triples(result.required).some((t) => t.join() === 'worker:class:large,system,site-rule:big-packages')).toBe(
+      applies,
+    );
   });
 
   it('evaluates every rule over the pre-rule set, so rules do not chain', () => {
@@ -153,12 +231,18 @@ describe('task rules', () => {
   });
 
   it('drops and lists a system-only provided tag from a workspace rule, and keeps its required tag', () => {
-    const sneaky = rule({ name: 'sneaky', providedTags: ['task:scope:other', 'debian:ok'], requiredTags: ['worker:type:server'] });
+    const sneaky = rule({
+      name: 'sneaky',
+      providedTags: ['task:scope:other', 'debian:ok'],
+      requiredTags: ['worker:type:server'],
+    });
     const result = success(analyzeWorkRequest(sbuildRequest({ workspaceRules: [sneaky] })));
     expect(result.providedTags).not.toContain('task:scope:other');
     expect(triples(result.provided)).toContainEqual(['debian:ok', 'workspace', 'workspace-rule:sneaky']);
     expect(triples(result.required)).toContainEqual(['worker:type:server', 'workspace', 'workspace-rule:sneaky']);
-    expect(result.dropped).toMatchObject([{ tag: 'task:scope:other', provenance: 'workspace', source: 'workspace-rule:sneaky', set: 'task-provided' }]);
+    expect(result.dropped).toMatchObject([
+      { tag: 'task:scope:other', provenance: 'workspace', source: 'workspace-rule:sneaky', set: 'task-provided' },
+    ]);
   });
 
   it('lets a site rule provide a system-only tag', () => {
@@ -169,9 +253,21 @@ describe('task rules', () => {
   });
 
   it.each([
-    { label: 'an expression that does not parse', bad: rule({ name: 'broken', expression: 'task:source-package:linux or (' }), tag: undefined },
-    { label: 'a provided tag with bad syntax', bad: rule({ name: 'broken', providedTags: ['no spaces allowed'] }), tag: 'no spaces allowed' },
-    { label: 'a required tag with bad syntax', bad: rule({ name: 'broken', requiredTags: ['worker:memory-gib=32'] }), tag: 'worker:memory-gib=32' },
+    {
+      label: 'an expression that does not parse',
+      bad: rule({ name: 'broken', expression: 'task:source-package:linux or (' }),
+      tag: undefined,
+    },
+    {
+      label: 'a provided tag with bad syntax',
+      bad: rule({ name: 'broken', providedTags: ['no spaces allowed'] }),
+      tag: 'no spaces allowed',
+    },
+    {
+      label: 'a required tag with bad syntax',
+      bad: rule({ name: 'broken', requiredTags: ['worker:memory-gib=32'] }),
+      tag: 'worker:memory-gib=32',
+    },
   ])('fails on a rule with $label, naming the rule', ({ bad, tag }) => {
     const result = analyzeWorkRequest(sbuildRequest({ workspaceRules: [large, bad] }));
     expect(result.ok).toBe(false);
@@ -195,10 +291,21 @@ describe('determinism', () => {
       { scope: 'debian', workspace: null, name: 'Debian' },
       { scope: 'debian', workspace: 'developers', name: 'uploaders' },
     ];
-    const rules = [rule({ name: 'a', requiredTags: ['worker:class:a'] }), rule({ name: 'b', providedTags: ['task:scope:x', 'debian:b'] })];
+    const rules = [
+      rule({ name: 'a', requiredTags: ['worker:class:a'] }),
+      rule({ name: 'b', providedTags: ['task:scope:x', 'debian:b'] }),
+    ];
     const tags = ['worker:class:large', 'worker:cap:kvm'];
-    const one = analyzeWorkRequest(sbuildRequest({ creatorGroups: groups, workspaceRules: rules, userRequiredTags: tags }));
-    const two = analyzeWorkRequest(sbuildRequest({ creatorGroups: [...groups].reverse(), workspaceRules: [...rules].reverse(), userRequiredTags: [...tags].reverse() }));
+    const one = analyzeWorkRequest(
+      sbuildRequest({ creatorGroups: groups, workspaceRules: rules, userRequiredTags: tags }),
+    );
+    const two = analyzeWorkRequest(
+      sbuildRequest({
+        creatorGroups: [...groups].reverse(),
+        workspaceRules: [...rules].reverse(),
+        userRequiredTags: [...tags].reverse(),
+      }),
+    );
     expect(two).toEqual(one);
   });
 

@@ -51,10 +51,18 @@ describe('learned minimums', () => {
     );
     expect(learned.dropped).toEqual([]);
     // The history of another architecture adds nothing to this request.
-    const other = analyzeWorkRequest({ ...input, learned: history(10 * GIB, 30 * GIB, 5, { ...HELLO, architecture: 'arm64' }) });
+    const other = analyzeWorkRequest({
+      ...input,
+      learned: history(10 * GIB, 30 * GIB, 5, { ...HELLO, architecture: 'arm64' }),
+    });
     expect(other).toEqual(plain);
     // With an environment, the architecture is the environment's (a cross build for arm64 runs on amd64).
-    const env = analyzeWorkRequest(sbuildRequest({ taskData: { source_package: 'hello', host_architecture: 'arm64', environment_id: AMD64_ENV.id }, environment: AMD64_ENV }));
+    const env = analyzeWorkRequest(
+      sbuildRequest({
+        taskData: { source_package: 'hello', host_architecture: 'arm64', environment_id: AMD64_ENV.id },
+        environment: AMD64_ENV,
+      }),
+    );
     if (!env.ok) throw new Error(JSON.stringify(env.errors));
     expect(statisticsKeyOf('worker', 'sbuild', env.provided, env.required)).toEqual(HELLO);
   });

@@ -41,7 +41,14 @@ describe('the tools a task declares', () => {
   const examples: [string, string, Record<string, unknown>][] = [
     ['worker', 'sbuild', { source_package: 'hello', host_architecture: 'arm64', backend: 'qemu' }],
     ['worker', 'autopkgtest', { source_package: 'hello', host_architecture: 'amd64' }],
-    ['worker', 'mmdebstrap', { bootstrap_options: { architecture: 'riscv64' }, bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }] }],
+    [
+      'worker',
+      'mmdebstrap',
+      {
+        bootstrap_options: { architecture: 'riscv64' },
+        bootstrap_repositories: [{ mirror: 'http://deb.debian.org/debian', suite: 'trixie' }],
+      },
+    ],
     [
       'worker',
       'simplesystemimagebuild',
@@ -57,18 +64,26 @@ describe('the tools a task declares', () => {
     ['signing', 'sign', { purpose: 'openpgp', unsigned: [1], key: 'k' }],
   ];
 
-  it.each(examples)('%s/%s: its analysis requires no tool it does not declare, and an image built for it provides what it requires', (type, name, data) => {
-    const task = findTask(type, name)!;
-    const parsed = task.schema.safeParse(data);
-    expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
-    const required = task.analyze(parsed.data, ctx).required.map((t) => t.tag);
-    const tools = required.filter((t) => t.startsWith('worker:cap:')).map((t) => t.slice('worker:cap:'.length));
-    expect(task.tools ?? []).toEqual(expect.arrayContaining(tools));
-    // What the analysis requires of a worker's tools and tasks, an image that enables this task provides.
-    const catalog = WORKER_TASK_CATALOG.find((t) => t.type === type && t.name === name)!;
-    const image = imageTags({ enableTasks: [name] }, WORKER_TASK_CATALOG).map((t) => t.tag);
-    expect(image).toEqual(expect.arrayContaining([...tools.map((tool) => `worker:cap:${tool}`), `worker:task:${type}:${name}:version:${catalog.version}`]));
-  });
+  it.each(examples)(
+    '%s/%s: its analysis requires no tool it does not declare, and an image built for it provides what it requires',
+    (type, name, data) => {
+      const task = findTask(type, name)!;
+      const parsed = task.schema.safeParse(data);
+      expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
+      const required = task.analyze(parsed.data, ctx).required.map((t) => t.tag);
+      const tools = required.filter((t) => t.startsWith('worker:cap:')).map((t) => t.slice('worker:cap:'.length));
+      expect(task.tools ?? []).toEqual(expect.arrayContaining(tools));
+      // What the analysis requires of a worker's tools and tasks, an image that enables this task provides.
+      const catalog = WORKER_TASK_CATALOG.find((t) => t.type === type && t.name === name)!;
+      const image = imageTags({ enableTasks: [name] }, WORKER_TASK_CATALOG).map((t) => t.tag);
+      expect(image).toEqual(
+        expect.arrayContaining([
+          ...tools.map((tool) => `worker:cap:${tool}`),
+          `worker:task:${type}:${name}:version:${catalog.version}`,
+        ]),
+      );
+    },
+  );
 
   it('the catalog lists every worker and signing task, with its tools', () => {
     expect(WORKER_TASK_CATALOG.map((t) => `${t.type}/${t.name}`).sort()).toEqual(
@@ -76,6 +91,11 @@ describe('the tools a task declares', () => {
         .map((t) => `${t.type}/${t.name}`)
         .sort(),
     );
-    expect(WORKER_TASK_CATALOG.find((t) => t.name === 'sbuild')).toEqual({ type: 'worker', name: 'sbuild', version: 1, tools: ['sbuild'] });
+    expect(WORKER_TASK_CATALOG.find((t) => t.name === 'sbuild')).toEqual({
+      type: 'worker',
+      name: 'sbuild',
+      version: 1,
+      tools: ['sbuild'],
+    });
   });
 });

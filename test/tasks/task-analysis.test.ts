@@ -35,7 +35,13 @@ const ROWS: Row[] = [
     label: 'sbuild in a native environment with an explicit backend',
     type: 'worker',
     name: 'sbuild',
-    data: { source_package: 'linux', host_architecture: 'arm64', environment_id: 7, backend: 'incus-lxc', build_components: ['any', 'all'] },
+    data: {
+      source_package: 'linux',
+      host_architecture: 'arm64',
+      environment_id: 7,
+      backend: 'incus-lxc',
+      build_components: ['any', 'all'],
+    },
     environment: ARM64_ENV,
     provided: [['task:source-package:linux', 'task-data:source_package']],
     required: [
@@ -163,7 +169,9 @@ const ROWS: Row[] = [
     name: 'mmdebstrap',
     data: {
       bootstrap_options: { architecture: 'arm64', variant: 'minbase' },
-      bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian', suite: 'trixie', components: ['main', 'contrib'] }],
+      bootstrap_repositories: [
+        { mirror: 'https://deb.debian.org/debian', suite: 'trixie', components: ['main', 'contrib'] },
+      ],
     },
     provided: [],
     required: [
@@ -212,13 +220,32 @@ const ROWS: Row[] = [
     provided: [],
     required: [],
   },
-  { label: 'generatekey', type: 'signing', name: 'generatekey', data: { purpose: 'uefi', description: 'Secure Boot 2025' }, provided: [], required: [] },
-  { label: 'synchronization_point', type: 'internal', name: 'synchronization_point', data: { step: 'tests-done', display_name: 'Tests done' }, provided: [], required: [] },
+  {
+    label: 'generatekey',
+    type: 'signing',
+    name: 'generatekey',
+    data: { purpose: 'uefi', description: 'Secure Boot 2025' },
+    provided: [],
+    required: [],
+  },
+  {
+    label: 'synchronization_point',
+    type: 'internal',
+    name: 'synchronization_point',
+    data: { step: 'tests-done', display_name: 'Tests done' },
+    provided: [],
+    required: [],
+  },
   {
     label: 'sbuild workflow',
     type: 'workflow',
     name: 'sbuild',
-    data: { input: { source_package: 'hello', source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'], arch_all_host_architecture: 'amd64' },
+    data: {
+      input: { source_package: 'hello', source_artifact: 1 },
+      target_distribution: 'debian:trixie',
+      architectures: ['amd64', 'arm64'],
+      arch_all_host_architecture: 'amd64',
+    },
     provided: [],
     required: [],
   },
@@ -271,12 +298,17 @@ describe('task analysis of every registered task', () => {
     expect(result.dropped).toEqual([]);
   });
 
-  it.each(ROWS)('$label: analysis never asks for the auto executor nor its own worker type when unassignable', (row) => {
-    const result = analyzeWorkRequest(request({ taskType: row.type, taskName: row.name, taskData: row.data, environment: row.environment ?? null }));
-    if (!result.ok) throw new Error(JSON.stringify(result.errors));
-    expect(result.requiredTags).not.toContain('worker:executor:auto');
-    if (row.type === 'internal' || row.type === 'workflow') {
-      expect(result.requiredTags).toEqual(['worker:type:not-assignable']);
-    }
-  });
+  it.each(ROWS)(
+    '$label: analysis never asks for the auto executor nor its own worker type when unassignable',
+    (row) => {
+      const result = analyzeWorkRequest(
+        request({ taskType: row.type, taskName: row.name, taskData: row.data, environment: row.environment ?? null }),
+      );
+      if (!result.ok) throw new Error(JSON.stringify(result.errors));
+      expect(result.requiredTags).not.toContain('worker:executor:auto');
+      if (row.type === 'internal' || row.type === 'workflow') {
+        expect(result.requiredTags).toEqual(['worker:type:not-assignable']);
+      }
+    },
+  );
 });

@@ -56,7 +56,10 @@ describe('validateTaskInput', () => {
     {
       label: 'nested path into an array',
       name: 'mmdebstrap',
-      data: { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian' }] },
+      data: {
+        bootstrap_options: { architecture: 'amd64' },
+        bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian' }],
+      },
       path: 'taskData.bootstrap_repositories[0].suite',
       message: 'taskData.bootstrap_repositories[0].suite: expected string, received undefined',
     },
@@ -100,14 +103,48 @@ describe('validateTaskInput', () => {
     [
       'worker',
       'simplesystemimagebuild',
-      { bootstrap_options: { architecture: 'amd64' }, bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian', suite: 'sid' }], disk_image: { format: 'vmdk' } },
+      {
+        bootstrap_options: { architecture: 'amd64' },
+        bootstrap_repositories: [{ mirror: 'https://deb.debian.org/debian', suite: 'sid' }],
+        disk_image: { format: 'vmdk' },
+      },
       'taskData.disk_image.format',
     ],
-    ['workflow', 'sbuild', { input: { source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64'] }, 'taskData.input.source_package'],
-    ['workflow', 'sbuild', { input: { source_package: 'hello' }, target_distribution: 'trixie', architectures: ['amd64'] }, 'taskData.target_distribution'],
-    ['workflow', 'sbuild', { input: { source_package: 'hello' }, target_distribution: 'debian:trixie', architectures: ['amd64'], enable_upload: true }, 'taskData.enable_upload'],
-    ['workflow', 'debian_pipeline', { source_package: 'hello', source_artifact: 1, vendor: 'debian' }, 'taskData.codename'],
-    ['workflow', 'debian_pipeline', { source_package: 'hello', vendor: 'debian', codename: 'trixie', enable_lintian: 'yes' }, 'taskData.enable_lintian'],
+    [
+      'workflow',
+      'sbuild',
+      { input: { source_artifact: 1 }, target_distribution: 'debian:trixie', architectures: ['amd64'] },
+      'taskData.input.source_package',
+    ],
+    [
+      'workflow',
+      'sbuild',
+      { input: { source_package: 'hello' }, target_distribution: 'trixie', architectures: ['amd64'] },
+      'taskData.target_distribution',
+    ],
+    [
+      'workflow',
+      'sbuild',
+      {
+        input: { source_package: 'hello' },
+        target_distribution: 'debian:trixie',
+        architectures: ['amd64'],
+        enable_upload: true,
+      },
+      'taskData.enable_upload',
+    ],
+    [
+      'workflow',
+      'debian_pipeline',
+      { source_package: 'hello', source_artifact: 1, vendor: 'debian' },
+      'taskData.codename',
+    ],
+    [
+      'workflow',
+      'debian_pipeline',
+      { source_package: 'hello', vendor: 'debian', codename: 'trixie', enable_lintian: 'yes' },
+      'taskData.enable_lintian',
+    ],
   ])('refuses %s/%s data at %s', (type, name, data, path) => {
     const result = validateTaskInput(type, name, data);
     expect(result.ok).toBe(false);
@@ -115,17 +152,36 @@ describe('validateTaskInput', () => {
   });
 
   it('fills defaults and reports the environment id', () => {
-    const result = validateTaskInput('worker', 'sbuild', { source_package: 'hello', host_architecture: 'amd64', environment_id: 8 });
+    const result = validateTaskInput('worker', 'sbuild', {
+      source_package: 'hello',
+      host_architecture: 'amd64',
+      environment_id: 8,
+    });
     if (!result.ok) throw new Error(result.error.message);
-    expect(result.data).toEqual({ source_package: 'hello', host_architecture: 'amd64', environment_id: 8, backend: 'auto' });
+    expect(result.data).toEqual({
+      source_package: 'hello',
+      host_architecture: 'amd64',
+      environment_id: 8,
+      backend: 'auto',
+    });
     expect(result.environmentId).toBe(8);
     expect(result.task.type).toBe('worker');
   });
 
   it.each([
-    ['worker', 'nosuch', 'taskName', 'unknown worker task "nosuch"; known worker tasks: autopkgtest, blhc, lintian, mmdebstrap, noop, piuparts, sbuild, simplesystemimagebuild'],
+    [
+      'worker',
+      'nosuch',
+      'taskName',
+      'unknown worker task "nosuch"; known worker tasks: autopkgtest, blhc, lintian, mmdebstrap, noop, piuparts, sbuild, simplesystemimagebuild',
+    ],
     ['signing', 'sbuild', 'taskName', 'unknown signing task "sbuild"; known signing tasks: debsign, generatekey, sign'],
-    ['batch', 'noop', 'taskType', 'unknown task type "batch"; known types: worker, server, signing, internal, workflow'],
+    [
+      'batch',
+      'noop',
+      'taskType',
+      'unknown task type "batch"; known types: worker, server, signing, internal, workflow',
+    ],
   ])('refuses unknown task %s/%s', (type, name, path, message) => {
     expect(validateTaskInput(type, name, {})).toEqual({ ok: false, error: { code: 'UNKNOWN_TASK', path, message } });
   });
@@ -136,7 +192,13 @@ describe('analyzeWorkRequest input errors', () => {
     const result = analyzeWorkRequest(request({ taskName: 'sbuild', taskData: { source_package: 'hello' } }));
     expect(result).toEqual({
       ok: false,
-      errors: [{ code: 'INVALID_TASK_DATA', path: 'taskData.host_architecture', message: 'taskData.host_architecture: expected string, received undefined' }],
+      errors: [
+        {
+          code: 'INVALID_TASK_DATA',
+          path: 'taskData.host_architecture',
+          message: 'taskData.host_architecture: expected string, received undefined',
+        },
+      ],
     });
   });
 
@@ -153,17 +215,23 @@ describe('analyzeWorkRequest input errors', () => {
     const result = analyzeWorkRequest(request({ taskName: 'lintian', taskData: { environment_id: 99 }, environment }));
     expect(result).toEqual({
       ok: false,
-      errors: [{ code: 'UNKNOWN_ENVIRONMENT', path: 'taskData.environment_id', message: 'environment 99 does not exist' }],
+      errors: [
+        { code: 'UNKNOWN_ENVIRONMENT', path: 'taskData.environment_id', message: 'environment 99 does not exist' },
+      ],
     });
   });
 
   it('ignores an environment the task data does not name', () => {
-    const result = analyzeWorkRequest(request({ taskName: 'lintian', taskData: {}, environment: { ...AMD64_ENV, architecture: 's390x' } }));
+    const result = analyzeWorkRequest(
+      request({ taskName: 'lintian', taskData: {}, environment: { ...AMD64_ENV, architecture: 's390x' } }),
+    );
     expect(result.ok && result.requiredTags).toContain('worker:build-arch:amd64');
   });
 
   it('reports bad task data and bad user tags together', () => {
-    const result = analyzeWorkRequest(request({ taskName: 'sbuild', taskData: {}, userRequiredTags: ['has space'], userProvidedTags: [''] }));
+    const result = analyzeWorkRequest(
+      request({ taskName: 'sbuild', taskData: {}, userRequiredTags: ['has space'], userProvidedTags: [''] }),
+    );
     expect(result.ok).toBe(false);
     if (!result.ok) {
       expect(result.errors.map((e) => [e.code, e.path])).toEqual([

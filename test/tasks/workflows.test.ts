@@ -9,9 +9,20 @@ import type { ChildPlan, EnvironmentFacts } from '../../src/core/tasks/types.js'
 import { workflowContext } from '../../src/core/tasks/workflow-context.js';
 import { combineChildResults, type FinishedChild } from '../../src/core/tasks/workflow-result.js';
 
-const env = (id: number, architecture: string, codename = 'trixie', variant: string | null = null): EnvironmentFacts => ({ id, codename, architecture, variant, backend: null });
+const env = (
+  id: number,
+  architecture: string,
+  codename = 'trixie',
+  variant: string | null = null,
+): EnvironmentFacts => ({ id, codename, architecture, variant, backend: null });
 
-const ENVIRONMENTS = [env(1, 'amd64'), env(2, 'arm64'), env(3, 'amd64', 'bookworm'), env(4, 'amd64', 'trixie', 'buildd'), env(5, 'riscv64', 'sid')];
+const ENVIRONMENTS = [
+  env(1, 'amd64'),
+  env(2, 'arm64'),
+  env(3, 'amd64', 'bookworm'),
+  env(4, 'amd64', 'trixie', 'buildd'),
+  env(5, 'riscv64', 'sid'),
+];
 
 function expand(name: string, data: unknown, environments = ENVIRONMENTS) {
   const validation = validateTaskInput('workflow', name, data);
@@ -20,7 +31,8 @@ function expand(name: string, data: unknown, environments = ENVIRONMENTS) {
 }
 
 /** A plan in one line per child: key, task, the data that matters, and what it waits for. */
-const summary = (children: ChildPlan[]) => children.map((c) => ({ key: c.key, task: `${c.taskType}/${c.taskName}`, data: c.taskData, dependsOn: c.dependsOn }));
+const summary = (children: ChildPlan[]) =>
+  children.map((c) => ({ key: c.key, task: `${c.taskType}/${c.taskName}`, data: c.taskData, dependsOn: c.dependsOn }));
 
 describe('every workflow expands, and only workflows do', () => {
   it.each(TASKS.map((t) => [`${t.type}/${t.name}`, t] as const))('%s', (_label, task) => {
@@ -32,27 +44,56 @@ describe('the sbuild workflow', () => {
   const base = { input: { source_package: 'hello', source_artifact: 7 }, target_distribution: 'debian:trixie' };
 
   it('makes one sbuild per architecture, in the environment of the codename and architecture (the newest one)', () => {
-    const plan = expand('sbuild', { ...base, architectures: ['amd64', 'arm64', 'amd64'], backend: 'unshare', build_profiles: ['nocheck'] });
+    const plan = expand('sbuild', {
+      ...base,
+      architectures: ['amd64', 'arm64', 'amd64'],
+      backend: 'unshare',
+      build_profiles: ['nocheck'],
+    });
     expect(plan.ok && summary(plan.children)).toEqual([
       {
         key: 'sbuild:amd64',
         task: 'worker/sbuild',
-        data: { source_package: 'hello', host_architecture: 'amd64', environment_id: 4, build_components: ['any'], backend: 'unshare', build_profiles: ['nocheck'] },
+        data: {
+          source_package: 'hello',
+          host_architecture: 'amd64',
+          environment_id: 4,
+          build_components: ['any'],
+          backend: 'unshare',
+          build_profiles: ['nocheck'],
+        },
         dependsOn: [],
       },
       {
         key: 'sbuild:arm64',
         task: 'worker/sbuild',
-        data: { source_package: 'hello', host_architecture: 'arm64', environment_id: 2, build_components: ['any'], backend: 'unshare', build_profiles: ['nocheck'] },
+        data: {
+          source_package: 'hello',
+          host_architecture: 'arm64',
+          environment_id: 2,
+          build_components: ['any'],
+          backend: 'unshare',
+          build_profiles: ['nocheck'],
+        },
         dependsOn: [],
       },
     ]);
   });
 
   it('builds `all` on arch_all_host_architecture, and picks the variant asked for', () => {
-    const plan = expand('sbuild', { ...base, architectures: ['all'], arch_all_host_architecture: 'amd64', environment_variant: 'buildd' });
+    const plan = expand('sbuild', {
+      ...base,
+      architectures: ['all'],
+      arch_all_host_architecture: 'amd64',
+      environment_variant: 'buildd',
+    });
     expect(plan.ok && summary(plan.children)).toEqual([
-      { key: 'sbuild:all', task: 'worker/sbuild', data: { source_package: 'hello', host_architecture: 'amd64', environment_id: 4, build_components: ['all'] }, dependsOn: [] },
+      {
+        key: 'sbuild:all',
+        task: 'worker/sbuild',
+        data: { source_package: 'hello', host_architecture: 'amd64', environment_id: 4, build_components: ['all'] },
+        dependsOn: [],
+      },
     ]);
   });
 
@@ -63,19 +104,25 @@ describe('the sbuild workflow', () => {
   });
 
   it('names every architecture without an environment, on target_distribution', () => {
-    const plan = expand('sbuild', { ...base, architectures: ['amd64', 's390x', 'ppc64el'], environment_variant: 'buildd' });
+    const plan = expand('sbuild', {
+      ...base,
+      architectures: ['amd64', 's390x', 'ppc64el'],
+      environment_variant: 'buildd',
+    });
     expect(plan).toEqual({
       ok: false,
       errors: [
         {
           code: 'UNKNOWN_ENVIRONMENT',
           path: 'taskData.target_distribution',
-          message: 'no environment of codename trixie for architecture s390x and variant buildd: an admin registers one with createEnvironment',
+          message:
+            'no environment of codename trixie for architecture s390x and variant buildd: an admin registers one with createEnvironment',
         },
         {
           code: 'UNKNOWN_ENVIRONMENT',
           path: 'taskData.target_distribution',
-          message: 'no environment of codename trixie for architecture ppc64el and variant buildd: an admin registers one with createEnvironment',
+          message:
+            'no environment of codename trixie for architecture ppc64el and variant buildd: an admin registers one with createEnvironment',
         },
       ],
     });
@@ -93,7 +140,13 @@ describe('the debian_pipeline workflow', () => {
   const build = (arch: string, environmentId: number, extra: Record<string, unknown> = {}) => ({
     key: `sbuild:${arch}`,
     task: 'worker/sbuild',
-    data: { source_package: 'hello', host_architecture: arch, environment_id: environmentId, build_components: ['any'], ...extra },
+    data: {
+      source_package: 'hello',
+      host_architecture: arch,
+      environment_id: environmentId,
+      build_components: ['any'],
+      ...extra,
+    },
     dependsOn: [],
   });
 
@@ -123,11 +176,20 @@ describe('the debian_pipeline workflow', () => {
         lintian_backend: 'unshare',
         lintian_fail_on_severity: 'warning',
       },
-      children: [build('arm64', 2, { backend: 'incus-lxc' }), check('lintian', 'arm64', 2, { backend: 'unshare', fail_on_severity: 'warning' })],
+      children: [
+        build('arm64', 2, { backend: 'incus-lxc' }),
+        check('lintian', 'arm64', 2, { backend: 'unshare', fail_on_severity: 'warning' }),
+      ],
     },
     {
       name: 'only the builds when every check is off',
-      data: { ...base, architectures: ['amd64'], enable_lintian: false, enable_autopkgtest: false, enable_piuparts: false },
+      data: {
+        ...base,
+        architectures: ['amd64'],
+        enable_lintian: false,
+        enable_autopkgtest: false,
+        enable_piuparts: false,
+      },
       children: [build('amd64', 4)],
     },
     {
@@ -138,11 +200,17 @@ describe('the debian_pipeline workflow', () => {
   ])('$name', ({ data, children }) => {
     const plan = expand('debian_pipeline', data);
     expect(plan.ok && summary(plan.children)).toEqual(children);
-    if (plan.ok) for (const c of plan.children) expect(validateTaskInput(c.taskType, c.taskName, c.taskData).ok, c.key).toBe(true);
+    if (plan.ok)
+      for (const c of plan.children) expect(validateTaskInput(c.taskType, c.taskName, c.taskData).ok, c.key).toBe(true);
   });
 
   it.each([
-    { name: 'a codename with no environment at all', data: { ...base, codename: 'forky' }, path: 'taskData.codename', message: /no environment of codename forky is registered/ },
+    {
+      name: 'a codename with no environment at all',
+      data: { ...base, codename: 'forky' },
+      path: 'taskData.codename',
+      message: /no environment of codename forky is registered/,
+    },
     {
       name: 'an architecture without one',
       data: { ...base, architectures: ['amd64', 'mips64el'] },
@@ -152,16 +220,32 @@ describe('the debian_pipeline workflow', () => {
   ])('refuses $name', ({ data, path, message }) => {
     const plan = expand('debian_pipeline', data);
     expect(plan.ok).toBe(false);
-    if (!plan.ok) expect(plan.errors).toEqual([{ code: 'UNKNOWN_ENVIRONMENT', path, message: expect.stringMatching(message) }]);
+    if (!plan.ok)
+      expect(plan.errors).toEqual([{ code: 'UNKNOWN_ENVIRONMENT', path, message: expect.stringMatching(message) }]);
   });
 });
 
 describe('a workflow combines its children results: ERROR over FAILURE over SUCCESS (SKIPPED counts as success)', () => {
-  const child = (id: number, status: FinishedChild['status'], result: FinishedChild['result'], taskName = 'sbuild'): FinishedChild => ({ id, taskName, status, result });
+  const child = (
+    id: number,
+    status: FinishedChild['status'],
+    result: FinishedChild['result'],
+    taskName = 'sbuild',
+  ): FinishedChild => ({ id, taskName, status, result });
   it.each([
     { name: 'no children', children: [], result: 'SUCCESS', reason: null },
-    { name: 'all succeeded', children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'SUCCESS')], result: 'SUCCESS', reason: null },
-    { name: 'skipped counts as success', children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'SKIPPED')], result: 'SUCCESS', reason: null },
+    {
+      name: 'all succeeded',
+      children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'SUCCESS')],
+      result: 'SUCCESS',
+      reason: null,
+    },
+    {
+      name: 'skipped counts as success',
+      children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'SKIPPED')],
+      result: 'SUCCESS',
+      reason: null,
+    },
     {
       name: 'one failed',
       children: [child(1, 'COMPLETED', 'SUCCESS'), child(2, 'COMPLETED', 'FAILURE', 'lintian')],

@@ -8,7 +8,16 @@ import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { resumeOrchestration } from '../../src/services/workflows/resume-orchestration.js';
 import { settleDependents } from '../../src/services/workflows/settle-dependents.js';
 import { useTestApp } from '../helpers/app.js';
-import { connectedWorker, createWorkspace, ERROR_FIELDS, memberOf, ok, snapshot, submit, submitOk } from '../helpers/fixtures.js';
+import {
+  connectedWorker,
+  createWorkspace,
+  ERROR_FIELDS,
+  memberOf,
+  ok,
+  snapshot,
+  submit,
+  submitOk,
+} from '../helpers/fixtures.js';
 
 const t = useTestApp();
 type Json = Record<string, any>;
@@ -29,36 +38,80 @@ async function request(id: string): Promise<Json> {
   return (await ok(t, REQUEST, { id })).workRequest;
 }
 const childrenOf = (wr: Json): Json[] => wr.children.edges.map((e: Json) => e.node);
-const byKey = (children: Json[]) => Object.fromEntries(children.map((c) => [`${c.taskName}:${c.taskData.host_architecture}`, c]));
+const byKey = (children: Json[]) =>
+  Object.fromEntries(children.map((c) => [`${c.taskName}:${c.taskData.host_architecture}`, c]));
 
 async function pull(token: string): Promise<string | null> {
-  const data = await ok(t, `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } ... on Error { code message path } } }`, {}, token);
+  const data = await ok(
+    t,
+    `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } ... on Error { code message path } } }`,
+    {},
+    token,
+  );
   return data.requestWork.workRequest?.id ?? null;
 }
-async function lifecycle(op: 'startWorkRequest' | 'completeWorkRequest', id: string, token: string, result = 'SUCCESS'): Promise<Json> {
+async function lifecycle(
+  op: 'startWorkRequest' | 'completeWorkRequest',
+  id: string,
+  token: string,
+  result = 'SUCCESS',
+): Promise<Json> {
   const args = op === 'completeWorkRequest' ? `id: $id, result: ${result}` : 'id: $id';
-  return (await ok(t, `mutation($id: ID!) { ${op}(input: { ${args} }) { __typename ... on WorkRequest { status } ${ERROR_FIELDS} } }`, { id }, token))[op];
+  return (
+    await ok(
+      t,
+      `mutation($id: ID!) { ${op}(input: { ${args} }) { __typename ... on WorkRequest { status } ${ERROR_FIELDS} } }`,
+      { id },
+      token,
+    )
+  )[op];
 }
 /** The worker pulls, starts and completes one request (with the given result); returns its id. */
 async function runOne(token: string, result = 'SUCCESS'): Promise<string> {
   const id = await pull(token);
   if (!id) throw new Error('nothing to pull');
   expect(await lifecycle('startWorkRequest', id, token)).toEqual({ __typename: 'WorkRequest', status: 'RUNNING' });
-  expect(await lifecycle('completeWorkRequest', id, token, result)).toEqual({ __typename: 'WorkRequest', status: 'COMPLETED' });
+  expect(await lifecycle('completeWorkRequest', id, token, result)).toEqual({
+    __typename: 'WorkRequest',
+    status: 'COMPLETED',
+  });
   return id;
 }
-const noop = (extra: Json = {}) => ({ workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {}, ...extra });
-const syncPoint = (dependsOn: string[] = []) => ({ workspace: 'debian/main', taskType: 'internal', taskName: 'synchronization_point', taskData: { step: 'checked' }, dependsOn });
+const noop = (extra: Json = {}) => ({
+  workspace: 'debian/main',
+  taskType: 'worker',
+  taskName: 'noop',
+  taskData: {},
+  ...extra,
+});
+const syncPoint = (dependsOn: string[] = []) => ({
+  workspace: 'debian/main',
+  taskType: 'internal',
+  taskName: 'synchronization_point',
+  taskData: { step: 'checked' },
+  dependsOn,
+});
 const pipeline = (extra: Json = {}, data: Json = {}) => ({
   workspace: 'debian/main',
   taskType: 'workflow',
   taskName: 'debian_pipeline',
-  taskData: { source_package: 'hello', vendor: 'debian', codename: 'trixie', architectures: ['amd64', 'arm64'], ...data },
+  taskData: {
+    source_package: 'hello',
+    vendor: 'debian',
+    codename: 'trixie',
+    architectures: ['amd64', 'arm64'],
+    ...data,
+  },
   ...extra,
 });
 async function statuses(ids: string[]): Promise<string[]> {
-  const rows = await t.sql<{ id: number; status: string; result: string | null }>(`select id, status, result from work_request where id = any(?::int[])`, [`{${ids.join(',')}}`]);
-  return ids.map((id) => rows.find((r) => String(r.id) === id)).map((r) => `${r!.status}${r!.result ? `/${r!.result}` : ''}`);
+  const rows = await t.sql<{ id: number; status: string; result: string | null }>(
+    `select id, status, result from work_request where id = any(?::int[])`,
+    [`{${ids.join(',')}}`],
+  );
+  return ids
+    .map((id) => rows.find((r) => String(r.id) === id))
+    .map((r) => `${r!.status}${r!.result ? `/${r!.result}` : ''}`);
 }
 
 let alice: string;
@@ -70,14 +123,24 @@ beforeAll(async () => {
   await createWorkspace(t, 'debian/main');
   alice = await memberOf(t, 'debian/main', 'alice');
   for (const arch of ['amd64', 'arm64']) {
-    const r = await ok(t, `mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { ... on Environment { id } } }`, { a: arch });
+    const r = await ok(
+      t,
+      `mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { ... on Environment { id } } }`,
+      { a: arch },
+    );
     environments[arch] = r.createEnvironment.id;
   }
 });
 
 beforeEach(async () => {
   // A clean queue and two fresh workers (users, their tokens and the environments stay).
-  for (const sql of ['delete from work_request_dependency', 'delete from work_request', 'delete from token where worker_id is not null', 'delete from worker']) await t.sql(sql);
+  for (const sql of [
+    'delete from work_request_dependency',
+    'delete from work_request',
+    'delete from token where worker_id is not null',
+    'delete from worker',
+  ])
+    await t.sql(sql);
   amd = await connectedWorker(t, 'amd', {}, META('amd64'));
   arm = await connectedWorker(t, 'arm', {}, META('arm64'));
 });
@@ -91,31 +154,37 @@ describe('synchronization points complete as soon as their dependencies have com
 
   it.each([
     { name: 'a dependency that succeeded', result: 'SUCCESS' },
-    { name: 'a dependency that failed (a completed dependency releases its dependents, whatever its result)', result: 'FAILURE' },
-  ])('after $name: in the transaction that completes it, and its own dependents are released; published after the commit', async ({ result }) => {
-    const a = (await submitOk(t, noop(), alice)).id;
-    const s = (await submitOk(t, syncPoint([a]), alice)).id;
-    const b = (await submitOk(t, noop({ dependsOn: [s] }), alice)).id;
-    expect(await statuses([s, b])).toEqual(['BLOCKED', 'BLOCKED']);
+    {
+      name: 'a dependency that failed (a completed dependency releases its dependents, whatever its result)',
+      result: 'FAILURE',
+    },
+  ])(
+    'after $name: in the transaction that completes it, and its own dependents are released; published after the commit',
+    async ({ result }) => {
+      const a = (await submitOk(t, noop(), alice)).id;
+      const s = (await submitOk(t, syncPoint([a]), alice)).id;
+      const b = (await submitOk(t, noop({ dependsOn: [s] }), alice)).id;
+      expect(await statuses([s, b])).toEqual(['BLOCKED', 'BLOCKED']);
 
-    // Every event about them, with the status a fresh read finds when it arrives.
-    const events = t.app.events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
-    const seen: string[] = [];
-    const reading = (async () => {
-      for (let next = await events.next(); !next.done; next = await events.next()) {
-        const id = String(next.value.id);
-        if (id === s || id === b) seen.push(`${id}:${(await statuses([id]))[0]}`);
-        if (seen.length === 2) return;
-      }
-    })();
-    expect(await pull(amd)).toBe(a);
-    await lifecycle('startWorkRequest', a, amd);
-    await lifecycle('completeWorkRequest', a, amd, result);
-    expect(await statuses([a, s, b])).toEqual([`COMPLETED/${result}`, 'COMPLETED/SUCCESS', 'PENDING']);
-    await reading;
-    await events.return?.();
-    expect(seen.sort()).toEqual([`${s}:COMPLETED/SUCCESS`, `${b}:PENDING`].sort());
-  });
+      // Every event about them, with the status a fresh read finds when it arrives.
+      const events = t.app.events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
+      const seen: string[] = [];
+      const reading = (async () => {
+        for (let next = await events.next(); !next.done; next = await events.next()) {
+          const id = String(next.value.id);
+          if (id === s || id === b) seen.push(`${id}:${(await statuses([id]))[0]}`);
+          if (seen.length === 2) return;
+        }
+      })();
+      expect(await pull(amd)).toBe(a);
+      await lifecycle('startWorkRequest', a, amd);
+      await lifecycle('completeWorkRequest', a, amd, result);
+      expect(await statuses([a, s, b])).toEqual([`COMPLETED/${result}`, 'COMPLETED/SUCCESS', 'PENDING']);
+      await reading;
+      await events.return?.();
+      expect(seen.sort()).toEqual([`${s}:COMPLETED/SUCCESS`, `${b}:PENDING`].sort());
+    },
+  );
 
   it('after an aborted dependency: ABORTED, as any dependent, and so are its dependents', async () => {
     const a = (await submitOk(t, noop(), alice)).id;
@@ -137,12 +206,20 @@ describe('workflows', () => {
       message: expect.stringContaining('architecture s390x'),
     });
     const unknownKey = await submit(t, pipeline({}, { enable_upload: true }), alice);
-    expect(unknownKey).toMatchObject({ __typename: 'InputError', code: 'INVALID_TASK_DATA', path: 'input.taskData.enable_upload' });
+    expect(unknownKey).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_TASK_DATA',
+      path: 'input.taskData.enable_upload',
+    });
     expect(await snapshot(t, ['work_request', 'work_request_dependency'])).toEqual(before);
   });
 
   it('debian_pipeline: RUNNING at once, with its children, which inherit workspace, creator, priority and user tags, and are tagged by the normal analysis with the workflow as source', async () => {
-    const created = await submitOk(t, pipeline({ priorityBase: 5, priorityAdjustment: 3, requiredTags: ['worker:memory-gib>=1'] }), undefined); // admin: a positive adjustment
+    const created = await submitOk(
+      t,
+      pipeline({ priorityBase: 5, priorityAdjustment: 3, requiredTags: ['worker:memory-gib>=1'] }),
+      undefined,
+    ); // admin: a positive adjustment
     const wf = await request(created.id);
     expect(wf).toMatchObject({ status: 'RUNNING', parent: null, diagnosis: { state: 'ORCHESTRATED' } });
     const children = childrenOf(wf);
@@ -168,7 +245,12 @@ describe('workflows', () => {
         userRequiredTags: ['worker:memory-gib>=1'],
       });
       // Frozen when it becomes PENDING: the builds now, the checks when their build completes.
-      if (c.status === 'PENDING') expect(c.requiredTags).toContainEqual({ tag: 'worker:memory-gib>=1', provenance: 'USER', source: 'user-input' });
+      if (c.status === 'PENDING')
+        expect(c.requiredTags).toContainEqual({
+          tag: 'worker:memory-gib>=1',
+          provenance: 'USER',
+          source: 'user-input',
+        });
       else expect(c.requiredTags).toEqual([]);
     }
     expect(k['lintian:arm64'].dependsOn).toEqual([k['sbuild:arm64'].id]);
@@ -190,7 +272,11 @@ describe('workflows', () => {
         { tag: 'worker:type:worker', provenance: 'SYSTEM', source: 'task-registry' },
       ]),
     );
-    expect(k['sbuild:arm64'].providedTags).toContainEqual({ tag: 'task:source-package:hello', provenance: 'SYSTEM', source });
+    expect(k['sbuild:arm64'].providedTags).toContainEqual({
+      tag: 'task:source-package:hello',
+      provenance: 'SYSTEM',
+      source,
+    });
     // The BLOCKED ones get theirs when their build completes, the same way.
     await runOne(arm);
     const lintian = await request(k['lintian:arm64'].id);
@@ -209,16 +295,33 @@ describe('workflows', () => {
   });
 
   it('ends FAILURE when a child fails; the failed build still releases its checks, as any completed dependency', async () => {
-    const wf = (await submitOk(t, pipeline({}, { architectures: ['amd64'], enable_autopkgtest: false, enable_piuparts: false }), alice)).id;
+    const wf = (
+      await submitOk(
+        t,
+        pipeline({}, { architectures: ['amd64'], enable_autopkgtest: false, enable_piuparts: false }),
+        alice,
+      )
+    ).id;
     const after = (await submitOk(t, noop({ dependsOn: [wf] }), alice)).id;
     const build = await runOne(amd, 'FAILURE');
     const lintian = await runOne(amd);
-    expect(await statuses([build, lintian, wf, after])).toEqual(['COMPLETED/FAILURE', 'COMPLETED/SUCCESS', 'COMPLETED/FAILURE', 'PENDING']);
+    expect(await statuses([build, lintian, wf, after])).toEqual([
+      'COMPLETED/FAILURE',
+      'COMPLETED/SUCCESS',
+      'COMPLETED/FAILURE',
+      'PENDING',
+    ]);
     expect((await request(wf)).statusReason).toBe(`1 of 2 children did not succeed: ${build} (sbuild) FAILURE`);
   });
 
   it('ends ERROR when a child errs or is aborted, even if another failed', async () => {
-    const wf = (await submitOk(t, pipeline({}, { enable_lintian: false, enable_autopkgtest: false, enable_piuparts: false }), alice)).id;
+    const wf = (
+      await submitOk(
+        t,
+        pipeline({}, { enable_lintian: false, enable_autopkgtest: false, enable_piuparts: false }),
+        alice,
+      )
+    ).id;
     const [amdBuild, armBuild] = childrenOf(await request(wf)).map((c) => c.id);
     await runOne(amd, 'FAILURE');
     await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }`, { id: armBuild }, alice);
@@ -230,19 +333,37 @@ describe('workflows', () => {
     const after = (await submitOk(t, noop({ dependsOn: [wf] }), alice)).id;
     const done = await runOne(amd); // the amd64 build
     const held = await pull(arm); // the arm64 build, assigned
-    const r = await ok(t, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status statusReason } } }`, { id: wf }, alice);
-    expect(r.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED', statusReason: 'aborted by alice' });
+    const r = await ok(
+      t,
+      `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status statusReason } } }`,
+      { id: wf },
+      alice,
+    );
+    expect(r.abortWorkRequest).toEqual({
+      __typename: 'WorkRequest',
+      status: 'ABORTED',
+      statusReason: 'aborted by alice',
+    });
     const children = childrenOf(await request(wf));
-    expect(children.filter((c) => c.id !== done).map((c) => [c.status, c.statusReason])).toEqual(children.slice(1).map(() => ['ABORTED', `workflow ${wf} was aborted by alice`]));
+    expect(children.filter((c) => c.id !== done).map((c) => [c.status, c.statusReason])).toEqual(
+      children.slice(1).map(() => ['ABORTED', `workflow ${wf} was aborted by alice`]),
+    );
     expect(await statuses([done, after])).toEqual(['COMPLETED/SUCCESS', 'ABORTED']);
-    expect(await lifecycle('startWorkRequest', held!, arm)).toMatchObject({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
+    expect(await lifecycle('startWorkRequest', held!, arm)).toMatchObject({
+      __typename: 'InvalidStateError',
+      code: 'INVALID_STATE',
+    });
     expect(await pull(amd)).toBeNull();
     expect(await pull(arm)).toBeNull();
   });
 
   it('is completed by the server only: an admin cannot complete it by hand', async () => {
     const wf = (await submitOk(t, pipeline(), alice)).id;
-    const r = await ok(t, `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ${ERROR_FIELDS} } }`, { id: wf });
+    const r = await ok(
+      t,
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename ${ERROR_FIELDS} } }`,
+      { id: wf },
+    );
     expect(r.completeWorkRequest).toMatchObject({ __typename: 'InvalidStateError', code: 'INVALID_STATE' });
     expect(await statuses([wf])).toEqual(['RUNNING']);
   });
@@ -264,19 +385,16 @@ describe('workflows', () => {
       const wr = await request(broken);
       expect(wr).toMatchObject({
         status: 'ABORTED',
-        statusReason: expect.stringMatching(/^could not expand the workflow: no environment of codename trixie for architecture arm64/),
+        statusReason: expect.stringMatching(
+          /^could not expand the workflow: no environment of codename trixie for architecture arm64/,
+        ),
       });
       expect(childrenOf(wr)).toEqual([]);
     } finally {
-      await t.sql(`insert into environment (id, codename, architecture, variant, backend, image_format, created_at) values (?, ?, ?, ?, ?, ?, ?)`, [
-        env.id,
-        env.codename,
-        env.architecture,
-        env.variant,
-        env.backend,
-        env.image_format,
-        env.created_at,
-      ]);
+      await t.sql(
+        `insert into environment (id, codename, architecture, variant, backend, image_format, created_at) values (?, ?, ?, ?, ?, ?, ?)`,
+        [env.id, env.codename, env.architecture, env.variant, env.backend, env.image_format, env.created_at],
+      );
     }
   });
 
@@ -284,7 +402,9 @@ describe('workflows', () => {
     const a = (await submitOk(t, noop(), alice)).id;
     const wf = (await submitOk(t, pipeline({ dependsOn: [a] }, { architectures: ['amd64'] }), alice)).id;
     // a completes; its dependents are not settled yet (as if the completion's settling were still to run).
-    await t.sql(`update work_request set status = 'COMPLETED', result = 'SUCCESS', completed_at = now() where id = ?`, [Number(a)]);
+    await t.sql(`update work_request set status = 'COMPLETED', result = 'SUCCESS', completed_at = now() where id = ?`, [
+      Number(a),
+    ]);
     const first = t.app.orm.em.fork();
     await first.begin();
     await settleDependents(first, t.app.config, [Number(a)]); // expands, and holds the workflow's row
@@ -292,7 +412,10 @@ describe('workflows', () => {
     const racing = second.transactional((tx) => settleDependents(tx, t.app.config, [Number(a)]));
     const [{ datname }] = await t.sql<{ datname: string }>(`select current_database() as datname`);
     for (let waiting = 0; waiting === 0;) {
-      [{ waiting }] = await t.sql<{ waiting: number }>(`select count(*)::int as waiting from pg_stat_activity where datname = ? and wait_event_type = 'Lock'`, [datname]);
+      [{ waiting }] = await t.sql<{ waiting: number }>(
+        `select count(*)::int as waiting from pg_stat_activity where datname = ? and wait_event_type = 'Lock'`,
+        [datname],
+      );
     }
     await first.commit();
     expect(await racing).toEqual([]); // it found the workflow expanded already, and changed nothing
@@ -309,16 +432,23 @@ describe('workflows', () => {
     expect(lists[one].pageInfo.hasNextPage).toBe(true);
     expect(lists[two].edges).toHaveLength(3);
     expect(lists[two].pageInfo.hasNextPage).toBe(true);
-    for (const [id, list] of Object.entries(lists) as [string, Json][]) for (const e of list.edges) expect(e.node.parent).toEqual({ id });
+    for (const [id, list] of Object.entries(lists) as [string, Json][])
+      for (const e of list.edges) expect(e.node.parent).toEqual({ id });
     // The rest of the first one, after its cursor.
     const rest = (
-      await ok(t, `query($id: ID!, $after: String) { workRequest(id: $id) { children(first: 50, after: $after) { edges { node { id } } pageInfo { hasNextPage } } } }`, {
-        id: one,
-        after: lists[one].pageInfo.endCursor,
-      })
+      await ok(
+        t,
+        `query($id: ID!, $after: String) { workRequest(id: $id) { children(first: 50, after: $after) { edges { node { id } } pageInfo { hasNextPage } } } }`,
+        {
+          id: one,
+          after: lists[one].pageInfo.endCursor,
+        },
+      )
     ).workRequest.children;
     expect(rest.pageInfo.hasNextPage).toBe(false);
-    expect([...lists[one].edges, ...rest.edges].map((e: Json) => e.node.id)).toEqual(childrenOf(await request(one)).map((c) => c.id));
+    expect([...lists[one].edges, ...rest.edges].map((e: Json) => e.node.id)).toEqual(
+      childrenOf(await request(one)).map((c) => c.id),
+    );
   });
 
   it('a workflow or synchronization point an older version left PENDING is run at start-up', async () => {
@@ -327,7 +457,9 @@ describe('workflows', () => {
     const s = (await submitOk(t, syncPoint([a]), alice)).id;
     // What tagsched did before: the dependency completed, the orchestrated requests became PENDING and stayed.
     await t.sql(`update work_request set status = 'COMPLETED', result = 'SUCCESS' where id = ?`, [Number(a)]);
-    await t.sql(`update work_request set status = 'PENDING', pending_at = now() where id = any(?::int[])`, [`{${wf},${s}}`]);
+    await t.sql(`update work_request set status = 'PENDING', pending_at = now() where id = any(?::int[])`, [
+      `{${wf},${s}}`,
+    ]);
     const changed = await resumeOrchestration(t.app.orm.em.fork(), t.app.config);
     expect(changed.map((c) => String(c.id))).toEqual(expect.arrayContaining([wf, s]));
     expect(await statuses([wf, s])).toEqual(['RUNNING', 'COMPLETED/SUCCESS']);

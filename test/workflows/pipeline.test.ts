@@ -23,7 +23,11 @@ let environmentsMade: Promise<void> | null = null;
 function environments(server: Server): Promise<void> {
   environmentsMade ??= (async () => {
     for (const arch of ['amd64', 'arm64']) {
-      const r = await f.gql(server.url, `mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { __typename } }`, { a: arch });
+      const r = await f.gql(
+        server.url,
+        `mutation($a: String!) { createEnvironment(input: { codename: "trixie", architecture: $a }) { __typename } }`,
+        { a: arch },
+      );
       expect(r.data?.createEnvironment).toEqual({ __typename: 'Environment' });
     }
   })();
@@ -31,7 +35,11 @@ function environments(server: Server): Promise<void> {
 }
 
 /** One build machine per architecture (the admin's static metadata says which), running every task of the pipeline; named `PREFIX-ARCH`. */
-async function buildMachines(server: Server, prefix: string, env: Record<string, string> = {}): Promise<Record<'amd64' | 'arm64', Agent>> {
+async function buildMachines(
+  server: Server,
+  prefix: string,
+  env: Record<string, string> = {},
+): Promise<Record<'amd64' | 'arm64', Agent>> {
   const machine = (arch: string) =>
     f.agent({
       name: `${prefix}-${arch}`,
@@ -73,7 +81,10 @@ interface Child {
   worker: { name: string } | null;
 }
 
-async function workflow(server: Server, id: string): Promise<{ status: string; result: string | null; statusReason: string | null; children: Child[] }> {
+async function workflow(
+  server: Server,
+  id: string,
+): Promise<{ status: string; result: string | null; statusReason: string | null; children: Child[] }> {
   const r = await f.gql(
     server.url,
     `query($id: ID!) { workRequest(id: $id) { status result statusReason children(first: 50) { edges { node { id taskName status result statusReason taskData worker { name } } } } } }`,
@@ -106,10 +117,17 @@ describe('a debian_pipeline with real agents', () => {
     );
     expect(expectExactlyOnce(f, children)).toEqual({ completed: 8, aborted: 0 });
     for (const c of wf.children) {
-      expect(c.worker?.name, `${c.taskName} ${c.taskData.host_architecture}`).toBe(`ok-${c.taskData.host_architecture}`);
+      expect(c.worker?.name, `${c.taskName} ${c.taskData.host_architecture}`).toBe(
+        `ok-${c.taskData.host_architecture}`,
+      );
       if (c.taskName === 'sbuild') continue;
-      const build = wf.children.find((b) => b.taskName === 'sbuild' && b.taskData.host_architecture === c.taskData.host_architecture)!;
-      expect(lineOf('start', c.id), `${c.taskName} ${c.taskData.host_architecture} started after its build finished`).toBeGreaterThan(lineOf('done', build.id));
+      const build = wf.children.find(
+        (b) => b.taskName === 'sbuild' && b.taskData.host_architecture === c.taskData.host_architecture,
+      )!;
+      expect(
+        lineOf('start', c.id),
+        `${c.taskName} ${c.taskData.host_architecture} started after its build finished`,
+      ).toBeGreaterThan(lineOf('done', build.id));
     }
     for (const a of Object.values(agents)) expect(a.logged('result dropped'), a.name).toEqual([]);
   }, 120_000);
@@ -119,7 +137,13 @@ describe('a debian_pipeline with real agents', () => {
     await environments(server);
     await buildMachines(server, 'failing', { FAULT_FAIL_MATCH: 'sbuild:*"host_architecture":"arm64"*' });
     const id = await create(server, pipeline);
-    const after = await create(server, { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {}, dependsOn: [id] });
+    const after = await create(server, {
+      workspace: 'debian/main',
+      taskType: 'worker',
+      taskName: 'noop',
+      taskData: {},
+      dependsOn: [id],
+    });
     const [wf, dependent] = await settled(f, [id, after]);
     expect(wf).toMatchObject({ status: 'COMPLETED', result: 'FAILURE' });
     expect(dependent).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS' });
@@ -128,7 +152,12 @@ describe('a debian_pipeline with real agents', () => {
     const failed = children.find((c) => c.taskName === 'sbuild' && c.taskData.host_architecture === 'arm64')!;
     expect(statusReason).toBe(`1 of 8 children did not succeed: ${failed.id} (sbuild) FAILURE`);
     expect(children.map((c) => [c.taskName, c.taskData.host_architecture, c.status, c.result])).toEqual(
-      children.map((c) => [c.taskName, c.taskData.host_architecture, 'COMPLETED', c.id === failed.id ? 'FAILURE' : 'SUCCESS']),
+      children.map((c) => [
+        c.taskName,
+        c.taskData.host_architecture,
+        'COMPLETED',
+        c.id === failed.id ? 'FAILURE' : 'SUCCESS',
+      ]),
     );
     // Each child ran once, the failed build too, and its checks after it.
     const runs = f.executions();
@@ -146,20 +175,35 @@ describe('a debian_pipeline with real agents', () => {
     await environments(server);
     const agents = await buildMachines(server, 'aborted', { FAULT_SLEEP: '3' });
     const id = await create(server, pipeline);
-    const after = await create(server, { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {}, dependsOn: [id] });
+    const after = await create(server, {
+      workspace: 'debian/main',
+      taskType: 'worker',
+      taskName: 'noop',
+      taskData: {},
+      dependsOn: [id],
+    });
     const builds = await until('both builds to be running', async () => {
       const { children } = await workflow(server, id);
       const running = children.filter((c) => c.taskName === 'sbuild' && c.status === 'RUNNING');
       return running.length === 2 && running.map((c) => c.id);
     });
-    const r = await f.gql(server.url, `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } ... on Error { code message } } }`, {
-      id,
-    });
+    const r = await f.gql(
+      server.url,
+      `mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } ... on Error { code message } } }`,
+      {
+        id,
+      },
+    );
     expect(r.data!.abortWorkRequest).toEqual({ __typename: 'WorkRequest', status: 'ABORTED' });
 
     const { children } = await workflow(server, id);
-    expect(children.map((c) => [c.status, c.statusReason])).toEqual(children.map(() => ['ABORTED', `workflow ${id} was aborted by admin`]));
-    expect((await states(f, [after]))[0]).toMatchObject({ status: 'ABORTED', statusReason: `dependency ${id} was aborted` });
+    expect(children.map((c) => [c.status, c.statusReason])).toEqual(
+      children.map(() => ['ABORTED', `workflow ${id} was aborted by admin`]),
+    );
+    expect((await states(f, [after]))[0]).toMatchObject({
+      status: 'ABORTED',
+      statusReason: `dependency ${id} was aborted`,
+    });
     // The builds that were running end on their machines; their results are refused, and nothing else starts.
     for (const [arch, agent] of Object.entries(agents)) {
       const build = children.find((c) => c.taskName === 'sbuild' && c.taskData.host_architecture === arch)!;
@@ -172,7 +216,9 @@ describe('a debian_pipeline with real agents', () => {
         .map((e) => e.id)
         .sort(),
     ).toEqual([...builds].sort());
-    expect(await f.sql(`select id from work_request where status in ('PENDING', 'ASSIGNED', 'RUNNING', 'BLOCKED')`)).toEqual([]);
+    expect(
+      await f.sql(`select id from work_request where status in ('PENDING', 'ASSIGNED', 'RUNNING', 'BLOCKED')`),
+    ).toEqual([]);
   }, 120_000);
 });
 
@@ -183,15 +229,41 @@ describe('signing work', () => {
     const tags = ['worker:cap:debsign', 'worker:cap:sbsign'];
     // Both offer the same tasks and tools: only the type differs.
     const [signer, plain] = await Promise.all([
-      f.agent({ name: 'signer', url: server.url, handlers: tasks, providedTags: tags, registration: { type: 'SIGNING' } }),
+      f.agent({
+        name: 'signer',
+        url: server.url,
+        handlers: tasks,
+        providedTags: tags,
+        registration: { type: 'SIGNING' },
+      }),
       f.agent({ name: 'plain', url: server.url, handlers: tasks, providedTags: tags }),
     ]);
     const fingerprint = 'A'.repeat(40);
     const signing = [
-      await create(server, { workspace: 'debian/main', taskType: 'signing', taskName: 'debsign', taskData: { unsigned: 1, key: fingerprint } }),
-      await create(server, { workspace: 'debian/main', taskType: 'signing', taskName: 'sign', taskData: { purpose: 'uefi', unsigned: [1], key: fingerprint } }),
-      await create(server, { workspace: 'debian/main', taskType: 'signing', taskName: 'sign', taskData: { purpose: 'openpgp', unsigned: [2], key: fingerprint } }),
-      await create(server, { workspace: 'debian/main', taskType: 'signing', taskName: 'generatekey', taskData: { purpose: 'openpgp', description: 'test key' } }),
+      await create(server, {
+        workspace: 'debian/main',
+        taskType: 'signing',
+        taskName: 'debsign',
+        taskData: { unsigned: 1, key: fingerprint },
+      }),
+      await create(server, {
+        workspace: 'debian/main',
+        taskType: 'signing',
+        taskName: 'sign',
+        taskData: { purpose: 'uefi', unsigned: [1], key: fingerprint },
+      }),
+      await create(server, {
+        workspace: 'debian/main',
+        taskType: 'signing',
+        taskName: 'sign',
+        taskData: { purpose: 'openpgp', unsigned: [2], key: fingerprint },
+      }),
+      await create(server, {
+        workspace: 'debian/main',
+        taskType: 'signing',
+        taskName: 'generatekey',
+        taskData: { purpose: 'openpgp', description: 'test key' },
+      }),
     ];
     const ordinary = [await f.createNoop(server.url), await f.createNoop(server.url), await f.createNoop(server.url)];
     const final = await settled(f, [...signing, ...ordinary]);
@@ -219,8 +291,18 @@ const WITH_SERVER_WORKER = { TAGSCHED_SERVER_WORKERS: '1' };
 describe('server tasks on the built-in server workers', () => {
   it('servernoop runs on a server worker of the service, with no agent at all', async () => {
     const server = await f.server(WITH_SERVER_WORKER);
-    const ok = await create(server, { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: {} });
-    const failing = await create(server, { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: { result: false } });
+    const ok = await create(server, {
+      workspace: 'debian/main',
+      taskType: 'server',
+      taskName: 'servernoop',
+      taskData: {},
+    });
+    const failing = await create(server, {
+      workspace: 'debian/main',
+      taskType: 'server',
+      taskName: 'servernoop',
+      taskData: { result: false },
+    });
     const final = await settled(f, [ok, failing]);
     expect(final.map((s) => [s.status, s.result, s.retryCount])).toEqual([
       ['COMPLETED', 'SUCCESS', 0],
@@ -235,17 +317,28 @@ describe('server tasks on the built-in server workers', () => {
   it('one held by a killed server process is taken back by the lease rules and run by another process', async () => {
     const dead = await f.server(WITH_SERVER_WORKER, 'dead');
     const deadWorker = serverWorkerName(os.hostname(), dead.port, 1, 1);
-    expect(await f.sql(`select type, connected_at is not null as connected from worker where name = $1`, [deadWorker])).toEqual([{ type: 'server', connected: true }]);
+    expect(
+      await f.sql(`select type, connected_at is not null as connected from worker where name = $1`, [deadWorker]),
+    ).toEqual([{ type: 'server', connected: true }]);
     await dead.kill(); // its server worker is left "connected", as after any crash
     // Another process, without server workers of its own: the request is assigned to the dead one's.
     const other = await f.server({}, 'other');
-    const id = await create(other, { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: {} });
+    const id = await create(other, {
+      workspace: 'debian/main',
+      taskType: 'server',
+      taskName: 'servernoop',
+      taskData: {},
+    });
     const requeued = await until('the lease to expire', async () => {
       const [s] = await states(f, [id]);
       return s.retryCount === 1 && s.status === 'PENDING' && s;
     });
-    expect(requeued.statusReason).toBe(`worker ${deadWorker} did not acknowledge the assignment in time; re-queued (retry 1 of 3)`);
-    expect(await f.sql(`select connected_at from worker where name = $1`, [deadWorker])).toEqual([{ connected_at: null }]);
+    expect(requeued.statusReason).toBe(
+      `worker ${deadWorker} did not acknowledge the assignment in time; re-queued (retry 1 of 3)`,
+    );
+    expect(await f.sql(`select connected_at from worker where name = $1`, [deadWorker])).toEqual([
+      { connected_at: null },
+    ]);
     // A process with a server worker comes: it runs it, once.
     const fresh = await f.server(WITH_SERVER_WORKER, 'fresh');
     const [done] = await settled(f, [id]);

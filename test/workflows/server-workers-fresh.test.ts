@@ -14,7 +14,11 @@ import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 
 const FRESH_MS = 1_000;
 const TWO_WINDOWS_MS = 2 * FRESH_MS + 500;
-const SERVER_WORKERS: ConfigOverrides = { serverWorkers: { count: 1, concurrency: 1 }, scheduler: { automatic: true }, workers: { metadataFreshMs: FRESH_MS } };
+const SERVER_WORKERS: ConfigOverrides = {
+  serverWorkers: { count: 1, concurrency: 1 },
+  scheduler: { automatic: true },
+  workers: { metadataFreshMs: FRESH_MS },
+};
 const a = useTestApp(SERVER_WORKERS);
 const B_PORT = 4771;
 let b: App | null = null;
@@ -34,7 +38,12 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Submits a servernoop and waits for it to end; returns its status, result and the worker that ran it. */
 async function runServernoop(): Promise<{ status: string; result: string | null; worker: string | null }> {
-  const { id } = await submitOk(a, { workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: {} });
+  const { id } = await submitOk(a, {
+    workspace: 'debian/main',
+    taskType: 'server',
+    taskName: 'servernoop',
+    taskData: {},
+  });
   return until(`servernoop ${id} to finish`, async () => {
     const [row] = await a.sql<{ status: string; result: string | null; worker: string | null }>(
       `select r.status, r.result, w.name as worker from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
@@ -52,18 +61,22 @@ async function statusOf(name: string): Promise<string> {
 /** Only `name` may take server work while fn runs: every other server worker is disabled meanwhile. */
 async function onlyOn<T>(name: string, fn: () => Promise<T>): Promise<T> {
   const others = [...a.app.serverWorkers.names, ...(b?.serverWorkers.names ?? [])].filter((n) => n !== name);
-  for (const n of others) await ok(a, `mutation($n: String!) { disableWorker(input: { name: $n }) { __typename } }`, { n });
+  for (const n of others)
+    await ok(a, `mutation($n: String!) { disableWorker(input: { name: $n }) { __typename } }`, { n });
   try {
     return await fn();
   } finally {
-    for (const n of others) await ok(a, `mutation($n: String!) { enableWorker(input: { name: $n }) { __typename } }`, { n });
+    for (const n of others)
+      await ok(a, `mutation($n: String!) { enableWorker(input: { name: $n }) { __typename } }`, { n });
   }
 }
 
 describe('server workers outlive the metadata freshness window', () => {
   it('report their metadata well within the window', () => {
     const leases = { ackTimeoutMs: 60_000, heartbeatTimeoutMs: 120_000 };
-    expect(tickMsOf(loadConfig({}, { leases, workers: { metadataFreshMs: FRESH_MS } }))).toBeLessThanOrEqual(FRESH_MS / 2);
+    expect(tickMsOf(loadConfig({}, { leases, workers: { metadataFreshMs: FRESH_MS } }))).toBeLessThanOrEqual(
+      FRESH_MS / 2,
+    );
     expect(tickMsOf(loadConfig({}, { leases, workers: { metadataFreshMs: 65 * 60_000 } }))).toBe(15_000);
   });
 

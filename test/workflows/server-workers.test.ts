@@ -37,12 +37,25 @@ afterAll(async () => {
   await b?.stop();
 });
 
-const servernoop = (data: Record<string, unknown> = {}) => ({ workspace: 'debian/main', taskType: 'server', taskName: 'servernoop', taskData: data });
-const started = (id: string) => [...logA.lines(), ...logB.lines()].filter((l) => l.msg === 'server task started' && String(l.id) === id);
+const servernoop = (data: Record<string, unknown> = {}) => ({
+  workspace: 'debian/main',
+  taskType: 'server',
+  taskName: 'servernoop',
+  taskData: data,
+});
+const started = (id: string) =>
+  [...logA.lines(), ...logB.lines()].filter((l) => l.msg === 'server task started' && String(l.id) === id);
 
 async function finished(ids: string[]) {
   return until(`requests ${ids.join(', ')} to finish`, async () => {
-    const rows = await a.sql<{ id: number; status: string; result: string | null; retry_count: number; worker: string; type: string }>(
+    const rows = await a.sql<{
+      id: number;
+      status: string;
+      result: string | null;
+      retry_count: number;
+      worker: string;
+      type: string;
+    }>(
       `select r.id, r.status, r.result, r.retry_count, w.name as worker, w.type from work_request r left join worker w on w.id = r.worker_id where r.id = any(?::int[]) order by r.id`,
       [`{${ids.join(',')}}`],
     );
@@ -54,7 +67,10 @@ describe('built-in server workers', () => {
   it('each process has one, named after its host and port, connected, of type server, offering its server tasks', async () => {
     const names = [a.app.serverWorkers.names, b!.serverWorkers.names];
     expect(names[1]).toEqual([serverWorkerName(os.hostname(), B_PORT, 1, 1)]);
-    const data = await ok(a, `{ workers(first: 10) { edges { node { name type status concurrency providedTags { tag provenance source } } } } }`);
+    const data = await ok(
+      a,
+      `{ workers(first: 10) { edges { node { name type status concurrency providedTags { tag provenance source } } } } }`,
+    );
     const servers = data.workers.edges.map((e: any) => e.node).filter((w: any) => w.type === 'SERVER');
     expect(servers.map((w: any) => w.name).sort()).toEqual(names.flat().sort());
     for (const w of servers) {
@@ -79,8 +95,13 @@ describe('built-in server workers', () => {
   });
 
   it('two processes never run a server task twice: many created through both at once each run exactly once', async () => {
-    const through = { ...a, gql: (q: string, v?: Record<string, unknown>, token?: string | null) => gqlOn(b!, q, v, token) } as typeof a;
-    const ids = (await Promise.all(Array.from({ length: 40 }, (_, i) => submitOk(i % 2 ? a : through, servernoop())))).map((r) => r.id as string);
+    const through = {
+      ...a,
+      gql: (q: string, v?: Record<string, unknown>, token?: string | null) => gqlOn(b!, q, v, token),
+    } as typeof a;
+    const ids = (
+      await Promise.all(Array.from({ length: 40 }, (_, i) => submitOk(i % 2 ? a : through, servernoop())))
+    ).map((r) => r.id as string);
 
     const rows = await finished(ids);
     expect(rows.every((r) => r.status === 'COMPLETED' && r.result === 'SUCCESS' && r.retry_count === 0)).toBe(true);
@@ -93,7 +114,10 @@ describe('built-in server workers', () => {
     const [nameB] = b!.serverWorkers.names;
     await b!.stop();
     b = null;
-    const [row] = await a.sql<{ id: number; connected_at: Date | null }>(`select id, connected_at from worker where name = ?`, [nameB]);
+    const [row] = await a.sql<{ id: number; connected_at: Date | null }>(
+      `select id, connected_at from worker where name = ?`,
+      [nameB],
+    );
     expect(row.connected_at).toBeNull();
 
     // A run B held when it died: the other server worker is disabled so that only B can take it again.
@@ -101,11 +125,16 @@ describe('built-in server workers', () => {
     await ok(a, `mutation($n: String!) { disableWorker(input: { name: $n }) { __typename } }`, { n: nameA });
     try {
       const id = (await submitOk(a, servernoop())).id as string;
-      await a.sql(`update work_request set status = 'RUNNING', worker_id = ?, assigned_at = now(), started_at = now() where id = ?`, [row.id, Number(id)]);
+      await a.sql(
+        `update work_request set status = 'RUNNING', worker_id = ?, assigned_at = now(), started_at = now() where id = ?`,
+        [row.id, Number(id)],
+      );
       b = await startB();
       const [done] = await finished([id]);
       expect(done).toMatchObject({ status: 'COMPLETED', result: 'SUCCESS', retry_count: 1, worker: nameB });
-      expect(logB.lines().filter((l) => l.msg === 'took back the work its previous process held')).toEqual([expect.objectContaining({ worker: nameB, taken: [Number(id)] })]);
+      expect(logB.lines().filter((l) => l.msg === 'took back the work its previous process held')).toEqual([
+        expect.objectContaining({ worker: nameB, taken: [Number(id)] }),
+      ]);
       expect(started(id)).toHaveLength(1);
     } finally {
       await ok(a, `mutation($n: String!) { enableWorker(input: { name: $n }) { __typename } }`, { n: nameA });
@@ -117,6 +146,10 @@ describe('built-in server workers', () => {
 async function gqlOn(app: App, query: string, variables?: Record<string, unknown>, token: string | null = ADMIN_TOKEN) {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
-  const res = await app.yoga.fetch('http://test/graphql', { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
+  const res = await app.yoga.fetch('http://test/graphql', {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ query, variables }),
+  });
   return { ...((await res.json()) as Record<string, any>), status: res.status };
 }

@@ -20,7 +20,9 @@ describe('closeReason', () => {
     const { port } = server.address() as { port: number };
     server.on('connection', (socket) => closeSocket(socket, 4429, `Too many requests: ${'a'.repeat(200)}`));
     const client = new WebSocket(`ws://127.0.0.1:${port}`);
-    const closed = await new Promise<{ code: number; reason: string }>((resolve) => client.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    const closed = await new Promise<{ code: number; reason: string }>((resolve) =>
+      client.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
     server.close();
     expect(closed.code).toBe(4429);
     expect(closed.reason).toBe(closeReason(`Too many requests: ${'a'.repeat(200)}`));

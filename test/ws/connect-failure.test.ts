@@ -18,13 +18,22 @@ const t = useTestApp({ limits: { authFailuresPerMinute: 0, maxConnectionsPerToke
 let url: string;
 beforeAll(async () => {
   ({ url } = await t.app.start());
-  await t.sql(`create function refuse_connected() returns trigger language plpgsql as $$ begin raise exception 'refused by the test'; end $$`);
-  await t.sql(`create function slow_connected() returns trigger language plpgsql as $$ begin perform pg_sleep(1.5); return new; end $$`);
+  await t.sql(
+    `create function refuse_connected() returns trigger language plpgsql as $$ begin raise exception 'refused by the test'; end $$`,
+  );
+  await t.sql(
+    `create function slow_connected() returns trigger language plpgsql as $$ begin perform pg_sleep(1.5); return new; end $$`,
+  );
 });
 afterEach(() => vi.restoreAllMocks());
 
 const presence = async (name: string) =>
-  (await t.sql<{ connected: boolean; seen: boolean }>(`select connected_at is not null as connected, last_seen_at is not null as seen from worker where name = ?`, [name]))[0];
+  (
+    await t.sql<{ connected: boolean; seen: boolean }>(
+      `select connected_at is not null as connected, last_seen_at is not null as seen from worker where name = ?`,
+      [name],
+    )
+  )[0];
 
 /**
  * The worker connects and goes away: connected, then disconnected. The disconnection is recorded only
@@ -47,7 +56,10 @@ describe('a worker connection that is not acknowledged', () => {
     );
 
     const refused = wsClient(url, token);
-    expect(await refused.closed).toEqual({ code: 1013, reason: 'Try again later: the server could not reach its database' });
+    expect(await refused.closed).toEqual({
+      code: 1013,
+      reason: 'Try again later: the server could not reach its database',
+    });
     expect(printed).not.toHaveBeenCalled();
     expect((await presence('unrecorded')).connected).toBe(false);
 
@@ -66,7 +78,12 @@ describe('a worker connection that is not acknowledged', () => {
       const { socket } = await initSocket(url, token);
       await until(
         'the token lookup to wait for the lock',
-        async () => (await locker.query(`select count(*)::int as n from pg_locks where not granted and relation = 'token'::regclass`)).rows[0].n > 0,
+        async () =>
+          (
+            await locker.query(
+              `select count(*)::int as n from pg_locks where not granted and relation = 'token'::regclass`,
+            )
+          ).rows[0].n > 0,
         30_000,
         20,
       );

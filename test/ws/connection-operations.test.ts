@@ -7,7 +7,13 @@
 import { parse } from 'graphql';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_UNAUTHORIZED } from '../../src/server/app.js';
-import { AuthError, connectionRequests, openAssignmentStream, preferConnection, type AssignmentStream } from '../../src/agent/client.js';
+import {
+  AuthError,
+  connectionRequests,
+  openAssignmentStream,
+  preferConnection,
+  type AssignmentStream,
+} from '../../src/agent/client.js';
 import { createLogger } from '../../src/agent/log.js';
 import { DOCUMENTS, OVER_CONNECTION, createApi } from '../../src/agent/operations.js';
 import { runsOnConnectionIdentity } from '../../src/api/ws/connection-identity.js';
@@ -24,9 +30,17 @@ const disposers: (() => unknown)[] = [];
 const registered: string[] = [];
 
 async function registerWorker(name: string): Promise<string> {
-  const token = (await t.gql(`mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`, { n: name })).data!.registerWorker
-    .token as string;
-  await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, token);
+  const token = (
+    await t.gql(
+      `mutation($n: String!) { registerWorker(input: { name: $n }) { ... on WorkerTokenPayload { token } } }`,
+      { n: name },
+    )
+  ).data!.registerWorker.token as string;
+  await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: NOOP_METADATA },
+    token,
+  );
   registered.push(name);
   return token;
 }
@@ -75,11 +89,14 @@ async function openStream(httpUrl: string, token: string, pushed: string[]): Pro
 beforeAll(async () => {
   ({ url } = await t.app.start());
   await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-  aliceToken = (await t.gql(`mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`)).data!.createUser.token;
+  aliceToken = (
+    await t.gql(`mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`)
+  ).data!.createUser.token;
   await t.gql(`mutation { setWorkspaceMember(input: { workspace: "debian/main", username: "alice" }) { __typename } }`);
 });
 afterEach(async () => {
-  for (const name of registered.splice(0)) await t.gql(`mutation($n: String!) { disableWorker(input: { name: $n }) { __typename } }`, { n: name });
+  for (const name of registered.splice(0))
+    await t.gql(`mutation($n: String!) { disableWorker(input: { name: $n }) { __typename } }`, { n: name });
 });
 afterAll(async () => {
   for (const d of disposers) await d();
@@ -90,18 +107,36 @@ describe('which operations run as the connection’s worker', () => {
   it('the acknowledgement and the report, alone or together, with __typename', () => {
     expect(on(DOCUMENTS.startWorkRequest)).toBe(true);
     expect(on(DOCUMENTS.completeWorkRequest)).toBe(true);
-    expect(on(`mutation { __typename a: startWorkRequest(input: { id: 1 }) { __typename } completeWorkRequest(input: { id: 1, result: SUCCESS }) { __typename } }`)).toBe(true);
+    expect(
+      on(
+        `mutation { __typename a: startWorkRequest(input: { id: 1 }) { __typename } completeWorkRequest(input: { id: 1, result: SUCCESS }) { __typename } }`,
+      ),
+    ).toBe(true);
   });
   it('nothing else: another mutation beside them, a query, a subscription, a fragment at the root, __typename alone', () => {
-    expect(on(`mutation { startWorkRequest(input: { id: 1 }) { __typename } heartbeat(input: {}) { __typename } }`)).toBe(false);
+    expect(
+      on(`mutation { startWorkRequest(input: { id: 1 }) { __typename } heartbeat(input: {}) { __typename } }`),
+    ).toBe(false);
     expect(on(DOCUMENTS.heartbeat)).toBe(false);
     expect(on(`{ me { __typename } }`)).toBe(false);
     expect(on(DOCUMENTS.assignments)).toBe(false);
-    expect(on(`mutation { ...F } fragment F on Mutation { startWorkRequest(input: { id: 1 }) { __typename } }`)).toBe(false);
+    expect(on(`mutation { ...F } fragment F on Mutation { startWorkRequest(input: { id: 1 }) { __typename } }`)).toBe(
+      false,
+    );
     expect(on(`mutation { __typename }`)).toBe(false);
     // The operation named is the one judged.
-    expect(on(`mutation A { startWorkRequest(input: { id: 1 }) { __typename } } mutation B { heartbeat(input: {}) { __typename } }`, 'B')).toBe(false);
-    expect(on(`mutation A { startWorkRequest(input: { id: 1 }) { __typename } } mutation B { heartbeat(input: {}) { __typename } }`, 'A')).toBe(true);
+    expect(
+      on(
+        `mutation A { startWorkRequest(input: { id: 1 }) { __typename } } mutation B { heartbeat(input: {}) { __typename } }`,
+        'B',
+      ),
+    ).toBe(false);
+    expect(
+      on(
+        `mutation A { startWorkRequest(input: { id: 1 }) { __typename } } mutation B { heartbeat(input: {}) { __typename } }`,
+        'A',
+      ),
+    ).toBe(true);
   });
 });
 
@@ -124,9 +159,18 @@ describe('start and complete over the worker’s connection', () => {
     const refused = await other.send(DOCUMENTS.completeWorkRequest, { id, r: 'SUCCESS', exitCode: 0 });
     expect(refused.completeWorkRequest).toMatchObject({ __typename: 'NotFoundError', code: 'NOT_FOUND' });
 
-    const done = await c.send(DOCUMENTS.completeWorkRequest, { id, r: 'SUCCESS', exitCode: 0, reason: null, statistics: null });
+    const done = await c.send(DOCUMENTS.completeWorkRequest, {
+      id,
+      r: 'SUCCESS',
+      exitCode: 0,
+      reason: null,
+      statistics: null,
+    });
     expect(done.completeWorkRequest).toEqual({ __typename: 'WorkRequest', id, status: 'COMPLETED' });
-    const [row] = await t.sql(`select status, result, exit_code, w.name from work_request r join worker w on w.id = r.worker_id where r.id = ?`, [Number(id)]);
+    const [row] = await t.sql(
+      `select status, result, exit_code, w.name from work_request r join worker w on w.id = r.worker_id where r.id = ?`,
+      [Number(id)],
+    );
     expect(row).toEqual({ status: 'COMPLETED', result: 'SUCCESS', exit_code: 0, name: 'c1' });
     // A repeated report is answered as recorded, as over HTTP.
     const again = await c.send(DOCUMENTS.completeWorkRequest, { id, r: 'SUCCESS', exitCode: 0 });
@@ -134,9 +178,21 @@ describe('start and complete over the worker’s connection', () => {
   });
 
   it.each([
-    ['revoked in the database, with no event heard', (tokenId: number) => t.sql(`update token set revoked_at = now() where id = ?`, [tokenId])],
-    ['its worker terminated', (tokenId: number) => t.sql(`update worker set terminated_at = now() where id = (select worker_id from token where id = ?)`, [tokenId])],
-    ['expired', (tokenId: number) => t.sql(`update token set expires_at = now() - interval '1 second' where id = ?`, [tokenId])],
+    [
+      'revoked in the database, with no event heard',
+      (tokenId: number) => t.sql(`update token set revoked_at = now() where id = ?`, [tokenId]),
+    ],
+    [
+      'its worker terminated',
+      (tokenId: number) =>
+        t.sql(`update worker set terminated_at = now() where id = (select worker_id from token where id = ?)`, [
+          tokenId,
+        ]),
+    ],
+    [
+      'expired',
+      (tokenId: number) => t.sql(`update token set expires_at = now() - interval '1 second' where id = ?`, [tokenId]),
+    ],
   ])('refuses a token %s, and closes the connection with 4401', async (name, end) => {
     const worker = `gone-${name.length}`;
     const token = await registerWorker(worker);
@@ -145,7 +201,10 @@ describe('start and complete over the worker’s connection', () => {
     const id = await noop();
     await t.app.scheduler.runPass();
     await c.assignments.next(1);
-    const [{ token_id: tokenId }] = await t.sql(`select t.id as token_id from token t join worker w on w.id = t.worker_id where w.name = ? and t.kind = 'worker'`, [worker]);
+    const [{ token_id: tokenId }] = await t.sql(
+      `select t.id as token_id from token t join worker w on w.id = t.worker_id where w.name = ? and t.kind = 'worker'`,
+      [worker],
+    );
     await end(tokenId);
     const refused = c.send(DOCUMENTS.startWorkRequest, { id });
     await expect(refused).rejects.toBeInstanceOf(AuthError);
@@ -169,7 +228,11 @@ describe('the agent’s choice of way', () => {
     const pushed: string[] = [];
     const id = await noop();
     // No stream yet: the worker pulls its work, and acknowledges it over HTTP.
-    const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+    const pulled = await t.gql(
+      `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`,
+      {},
+      token,
+    );
     expect(pulled.data!.requestWork.workRequest).toEqual({ id });
     const first = await api.startWorkRequest(id);
     expect(first).toEqual({ ok: true, value: { id, status: 'RUNNING' } });
@@ -186,7 +249,11 @@ describe('the agent’s choice of way', () => {
     // Closed: over HTTP again.
     await stream.close();
     const next = await noop();
-    const again = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, token);
+    const again = await t.gql(
+      `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`,
+      {},
+      token,
+    );
     expect(again.data!.requestWork.workRequest).toEqual({ id: next });
     expect(await api.startWorkRequest(next)).toEqual({ ok: true, value: { id: next, status: 'RUNNING' } });
     expect(viaHttp.at(-1)).toBe('mutation StartWorkRequest');
@@ -199,9 +266,16 @@ describe('a connection at its limit of operations', () => {
   it('sends what the server refuses for the limit over HTTP at once, and every acknowledgement lands', async () => {
     const { url: smallUrl } = await small.app.start();
     await small.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    const token = (await small.gql(`mutation { registerWorker(input: { name: "busy", concurrency: 8 }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker
-      .token as string;
-    await small.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, token);
+    const token = (
+      await small.gql(
+        `mutation { registerWorker(input: { name: "busy", concurrency: 8 }) { ... on WorkerTokenPayload { token } } }`,
+      )
+    ).data!.registerWorker.token as string;
+    await small.gql(
+      `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+      { m: NOOP_METADATA },
+      token,
+    );
     let viaHttp = 0;
     const http = async (query: string, variables?: Record<string, unknown>) => {
       viaHttp++;

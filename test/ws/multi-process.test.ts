@@ -16,7 +16,16 @@ beforeAll(async () => {
   b = await buildApp(
     loadConfig(
       {},
-      { server: { databaseUrl: a.dbUrl, dataDir: path.join(os.tmpdir(), 'tagsched-test'), adminToken: ADMIN_TOKEN, secretKey: 'test-secret-key', port: 0, host: '127.0.0.1' } },
+      {
+        server: {
+          databaseUrl: a.dbUrl,
+          dataDir: path.join(os.tmpdir(), 'tagsched-test'),
+          adminToken: ADMIN_TOKEN,
+          secretKey: 'test-secret-key',
+          port: 0,
+          host: '127.0.0.1',
+        },
+      },
     ),
     { log: createLogger('silent') },
   );
@@ -29,12 +38,20 @@ afterAll(async () => {
 describe('two server processes on one database', () => {
   it('delivers a request created through A to a worker subscribed on B', async () => {
     await a.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
-    const token = (await a.gql(`mutation { registerWorker(input: { name: "far" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
+    const token = (
+      await a.gql(`mutation { registerWorker(input: { name: "far" }) { ... on WorkerTokenPayload { token } } }`)
+    ).data!.registerWorker.token as string;
     const { client } = wsClient(bUrl, token);
     try {
       await a.gql(
         `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
-        { m: { architectures: ['amd64'], executors: ['unshare'], tasks: [{ type: 'worker', name: 'noop', version: 1 }] } },
+        {
+          m: {
+            architectures: ['amd64'],
+            executors: ['unshare'],
+            tasks: [{ type: 'worker', name: 'noop', version: 1 }],
+          },
+        },
         token,
       );
       const sub = collect(client, `subscription { assignments { id taskName } }`);

@@ -18,7 +18,8 @@ beforeAll(async () => {
   token = await registerWorker(t, 'reconnecting');
 });
 
-const connectedAt = async () => (await t.gql(`{ worker(name: "reconnecting") { connectedAt } }`)).data!.worker.connectedAt as string | null;
+const connectedAt = async () =>
+  (await t.gql(`{ worker(name: "reconnecting") { connectedAt } }`)).data!.worker.connectedAt as string | null;
 
 describe('presence in the order of connections', () => {
   it('a connection closed as the next one opens leaves the worker connected, every time', async () => {

@@ -27,7 +27,10 @@ describe('the presence writer batches connections and disconnections', () => {
     await r.tick();
     expect(r.batches).toEqual([{ connected: [1, 2], disconnected: [] }]); // held in its connected write
     // While the first batch is written, 200 more arrive: they wait and go together.
-    const second = [...Array.from({ length: 100 }, (_, i) => r.writer.connected(100 + i)), ...Array.from({ length: 100 }, (_, i) => r.writer.disconnected(200 + i))];
+    const second = [
+      ...Array.from({ length: 100 }, (_, i) => r.writer.connected(100 + i)),
+      ...Array.from({ length: 100 }, (_, i) => r.writer.disconnected(200 + i)),
+    ];
     let firstDone = false;
     void Promise.all(first).then(() => (firstDone = true));
     await r.tick();

@@ -64,9 +64,16 @@ describe('a stopping server', () => {
         return body.data!;
       };
       await new Promise((r) => setTimeout(r, 5)); // last_seen_at moves on
-      expect((await call(`mutation { heartbeat(input: {}) { __typename } }`)).heartbeat.__typename).toBe('HeartbeatPayload');
+      expect((await call(`mutation { heartbeat(input: {}) { __typename } }`)).heartbeat.__typename).toBe(
+        'HeartbeatPayload',
+      );
       expect(
-        (await call(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: AMD64_METADATA })).reportWorkerMetadata.__typename,
+        (
+          await call(
+            `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+            { m: AMD64_METADATA },
+          )
+        ).reportWorkerMetadata.__typename,
       ).toBe('Worker');
       expect((await call(`mutation { requestWork { __typename } }`)).requestWork.__typename).toBe('RequestWorkPayload');
 

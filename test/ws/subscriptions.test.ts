@@ -23,10 +23,18 @@ beforeAll(async () => {
   ({ url } = await t.app.start());
   await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
   await t.gql(`mutation { createWorkspace(input: { name: "debian/private", isPublic: false }) { __typename } }`);
-  aliceToken = (await t.gql(`mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`)).data!.createUser.token;
+  aliceToken = (
+    await t.gql(`mutation { createUser(input: { username: "alice" }) { ... on UserTokenPayload { token } } }`)
+  ).data!.createUser.token;
   await t.gql(`mutation { setWorkspaceMember(input: { workspace: "debian/main", username: "alice" }) { __typename } }`);
-  workerToken = (await t.gql(`mutation { registerWorker(input: { name: "w1" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token;
-  await t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, workerToken);
+  workerToken = (
+    await t.gql(`mutation { registerWorker(input: { name: "w1" }) { ... on WorkerTokenPayload { token } } }`)
+  ).data!.registerWorker.token;
+  await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: NOOP_METADATA },
+    workerToken,
+  );
 });
 afterAll(async () => {
   for (const c of clients) await c.dispose();
@@ -70,7 +78,11 @@ describe('graphql-ws on the GraphQL port', () => {
     expect(await again.next(1)).toEqual([{ assignments: { id: a } }]);
     // Acknowledged and completed: it is not delivered again.
     await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id: a }, workerToken);
-    await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id: a }, workerToken);
+    await t.gql(
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id: a },
+      workerToken,
+    );
     const b = await noop(aliceToken);
     await t.app.scheduler.runPass();
     expect(await again.next(2)).toEqual([{ assignments: { id: a } }, { assignments: { id: b } }]);
@@ -98,16 +110,31 @@ describe('graphql-ws on the GraphQL port', () => {
 
   it('shows each event as it is now: one long-lived subscription, the worker IDLE then BUSY then IDLE', async () => {
     const name = 'w-fresh';
-    const freshToken = (await t.gql(`mutation { registerWorker(input: { name: "w-fresh" }) { ... on WorkerTokenPayload { token } } }`)).data!.registerWorker.token as string;
+    const freshToken = (
+      await t.gql(`mutation { registerWorker(input: { name: "w-fresh" }) { ... on WorkerTokenPayload { token } } }`)
+    ).data!.registerWorker.token as string;
     const admin = wsClient(url, t.adminToken);
     clients.push(admin.client);
-    const seen = collect(admin.client, `subscription($n: String) { workerChanged(name: $n) { name status activeWorkCount } }`, { n: name });
+    const seen = collect(
+      admin.client,
+      `subscription($n: String) { workerChanged(name: $n) { name status activeWorkCount } }`,
+      { n: name },
+    );
     await new Promise((r) => setTimeout(r, 200));
-    const report = () => t.gql(`mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`, { m: NOOP_METADATA }, freshToken);
+    const report = () =>
+      t.gql(
+        `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+        { m: NOOP_METADATA },
+        freshToken,
+      );
     await report();
     expect(await seen.next(1)).toEqual([{ workerChanged: { name, status: 'IDLE', activeWorkCount: 0 } }]);
     await noop(aliceToken);
-    const pulled = await t.gql(`mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`, {}, freshToken);
+    const pulled = await t.gql(
+      `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } } }`,
+      {},
+      freshToken,
+    );
     const id = pulled.data!.requestWork.workRequest.id as string; // the oldest pending request: earlier tests may have left one
     await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, freshToken);
     // Each report is an event; the last one seen must show the worker as it is after that report.
@@ -117,7 +144,11 @@ describe('graphql-ws on the GraphQL port', () => {
       return (await seen.next(before + 1)).at(-1);
     };
     expect(await afterReport()).toEqual({ workerChanged: { name, status: 'BUSY', activeWorkCount: 1 } });
-    await t.gql(`mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`, { id }, freshToken);
+    await t.gql(
+      `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { __typename } }`,
+      { id },
+      freshToken,
+    );
     expect(await afterReport()).toEqual({ workerChanged: { name, status: 'IDLE', activeWorkCount: 0 } });
   });
 });

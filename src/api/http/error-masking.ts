@@ -12,14 +12,23 @@ export function createErrorMasking(log: Logger): (error: unknown, message: strin
     // Unwrap: graphql-js wraps what a resolver throws in a located GraphQLError (compare by name,
     // not instanceof: test runners may load two copies of graphql).
     let inner: unknown = error;
-    while (inner instanceof Error && inner.name === 'GraphQLError' && (inner as GraphQLError).originalError) inner = (inner as GraphQLError).originalError;
+    while (inner instanceof Error && inner.name === 'GraphQLError' && (inner as GraphQLError).originalError)
+      inner = (inner as GraphQLError).originalError;
     const located = error as GraphQLError;
     if (inner instanceof AppError) {
-      return new GraphQLError(inner.message, { nodes: located.nodes, path: located.path, extensions: { code: inner.code } });
+      return new GraphQLError(inner.message, {
+        nodes: located.nodes,
+        path: located.path,
+        extensions: { code: inner.code },
+      });
     }
     if (inner instanceof Error && inner.name === 'GraphQLError') return inner as GraphQLError; // meant for the client
     log.error({ err: inner }, 'unexpected error');
-    return new GraphQLError(message, { nodes: located.nodes, path: located.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+    return new GraphQLError(message, {
+      nodes: located.nodes,
+      path: located.path,
+      extensions: { code: 'INTERNAL_SERVER_ERROR' },
+    });
   };
 }
 
@@ -32,7 +41,11 @@ function variableError(error: GraphQLError): GraphQLError {
   const variable = node?.kind === Kind.VARIABLE_DEFINITION ? node.variable.name.value : undefined;
   return new GraphQLError(error.message, {
     nodes: error.nodes,
-    extensions: { ...error.extensions, code: ERROR_CODES.INVALID_INPUT, ...(variable === undefined ? {} : { variable }) },
+    extensions: {
+      ...error.extensions,
+      code: ERROR_CODES.INVALID_INPUT,
+      ...(variable === undefined ? {} : { variable }),
+    },
   });
 }
 
@@ -40,7 +53,9 @@ function variableError(error: GraphQLError): GraphQLError {
 function variableErrors(args: ExecutionArgs): GraphQLError[] | null {
   const operation = getOperationAST(args.document, args.operationName);
   if (!operation?.variableDefinitions?.length) return null; // an unknown operation name: execute says so
-  const { errors } = getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}, { maxErrors: MAX_VARIABLE_ERRORS });
+  const { errors } = getVariableValues(args.schema, operation.variableDefinitions, args.variableValues ?? {}, {
+    maxErrors: MAX_VARIABLE_ERRORS,
+  });
   return errors?.length ? errors.map(variableError) : null;
 }
 

@@ -16,7 +16,9 @@ export function createHttpContext(orm: MikroORM, contexts: ContextFactory, authe
       return contexts.forOperation((await authenticateClient(em, authorization, address)).viewer, em);
     } catch (err) {
       if (err instanceof ClientRefusal) {
-        throw new GraphQLError(err.message, { extensions: { code: err.status === 429 ? 'RATE_LIMITED' : 'UNAUTHENTICATED', http: { status: err.status } } });
+        throw new GraphQLError(err.message, {
+          extensions: { code: err.status === 429 ? 'RATE_LIMITED' : 'UNAUTHENTICATED', http: { status: err.status } },
+        });
       }
       throw err;
     }

@@ -45,11 +45,13 @@ export function createHttpRouter(routes: HttpRoutes): (req: IncomingMessage, res
       return;
     }
     if (isStatusPath(pathname)) {
-      handleStatusPage({ em: orm.em.fork(), config, scheduler, authenticate: routes.authenticate }, req, res).catch((err: unknown) => {
-        log.error({ err }, 'status page failed');
-        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
-        res.end('internal error');
-      });
+      handleStatusPage({ em: orm.em.fork(), config, scheduler, authenticate: routes.authenticate }, req, res).catch(
+        (err: unknown) => {
+          log.error({ err }, 'status page failed');
+          if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+          res.end('internal error');
+        },
+      );
       return;
     }
     if (refuseLargeBody(req, res, config.limits.maxBodyBytes)) return;
@@ -64,12 +66,24 @@ export function createHttpRouter(routes: HttpRoutes): (req: IncomingMessage, res
       .then((waitMs) => {
         if (!waitMs) return route(req, res, pathname);
         const message = anonymousRateMessage(waitMs);
-        log.info({ address: req.socket.remoteAddress, limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' }, 'anonymous request refused: over the limit');
+        log.info(
+          { address: req.socket.remoteAddress, limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' },
+          'anonymous request refused: over the limit',
+        );
         const retryAfter = String(Math.ceil(waitMs / 1000));
-        if (isStatusPath(pathname)) res.writeHead(429, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': retryAfter }).end(`${message}\n`);
+        if (isStatusPath(pathname))
+          res
+            .writeHead(429, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': retryAfter })
+            .end(`${message}\n`);
         else {
           res.writeHead(429, { 'content-type': 'application/json', 'retry-after': retryAfter });
-          res.end(JSON.stringify({ errors: [{ message, extensions: { code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' } }] }));
+          res.end(
+            JSON.stringify({
+              errors: [
+                { message, extensions: { code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' } },
+              ],
+            }),
+          );
         }
         req.resume();
       })

@@ -41,7 +41,8 @@ export function createAuthThrottle(failuresPerMinute: number, now: () => number 
     const t = now();
     if (t - lastSweep >= SWEEP_EVERY_MS) {
       lastSweep = t;
-      for (const [a, s] of states) if (t - s.windowStart >= WINDOW_MS && s.inFlight === 0 && s.waiters.length === 0) states.delete(a);
+      for (const [a, s] of states)
+        if (t - s.windowStart >= WINDOW_MS && s.inFlight === 0 && s.waiters.length === 0) states.delete(a);
     }
     let s = states.get(address);
     if (!s) states.set(address, (s = { windowStart: t, failures: 0, inFlight: 0, waiters: [] }));

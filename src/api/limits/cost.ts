@@ -1,6 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { GraphQLError, TypeInfo, visit, visitWithTypeInfo, type DocumentNode, type GraphQLSchema } from 'graphql';
-import { fieldExtensionsEstimator, getComplexity, simpleEstimator, type ComplexityEstimator, type ComplexityEstimatorArgs } from 'graphql-query-complexity';
+import {
+  fieldExtensionsEstimator,
+  getComplexity,
+  simpleEstimator,
+  type ComplexityEstimator,
+  type ComplexityEstimatorArgs,
+} from 'graphql-query-complexity';
 import { itemsCounted, LIST_BOUNDS, type ListBound, type ListSettings } from './list-bounds.js';
 import { countLists as countListsNow } from '../../services/input/list-counts.js';
 
@@ -46,12 +52,21 @@ const VALUES_PER_UNIT = 10;
  * items its bound counts, plus the work of LIST_WORK; a page of values costs one per ten values, and what
  * held values select is counted once.
  */
-function listCost(bound: ListBound, key: string, { args, childComplexity }: CostArgs, settings: ListSettings, counted: number | undefined): number {
+function listCost(
+  bound: ListBound,
+  key: string,
+  { args, childComplexity }: CostArgs,
+  settings: ListSettings,
+  counted: number | undefined,
+): number {
   if (bound.kind === 'edges') return childComplexity;
   if (bound.kind === 'held') return 1 + childComplexity;
   const items = itemsCounted(bound, args, settings, counted);
   const work = LIST_WORK[key] ?? { once: 0, each: 0 };
-  const each = bound.kind === 'page' && bound.values ? Math.max(1, childComplexity) / VALUES_PER_UNIT : Math.max(1, childComplexity);
+  const each =
+    bound.kind === 'page' && bound.values
+      ? Math.max(1, childComplexity) / VALUES_PER_UNIT
+      : Math.max(1, childComplexity);
   return 1 + work.once + Math.ceil(items * (work.each + each));
 }
 
@@ -85,7 +100,11 @@ export function operationCost(
     query: document,
     variables: variables ?? {},
     operationName: operationName ?? undefined,
-    estimators: [listBoundEstimator(settings, counts), fieldExtensionsEstimator(), simpleEstimator({ defaultComplexity: 1 })],
+    estimators: [
+      listBoundEstimator(settings, counts),
+      fieldExtensionsEstimator(),
+      simpleEstimator({ defaultComplexity: 1 }),
+    ],
   });
 }
 
@@ -114,7 +133,9 @@ export function countedFields(schema: GraphQLSchema, document: DocumentNode): st
 export async function countLists(em: EntityManager, keys: string[]): Promise<ListCounts> {
   const counted = keys.flatMap((key) => {
     const bound = LIST_BOUNDS[key];
-    return bound && (bound.kind === 'page' || bound.kind === 'rows') && bound.count ? [{ key, count: bound.count }] : [];
+    return bound && (bound.kind === 'page' || bound.kind === 'rows') && bound.count
+      ? [{ key, count: bound.count }]
+      : [];
   });
   if (!counted.length) return {};
   const found = await countListsNow(
@@ -126,7 +147,10 @@ export async function countLists(em: EntityManager, keys: string[]): Promise<Lis
 
 /** The refusal of an operation that costs too much. */
 export function costError(cost: number, max: number): GraphQLError {
-  return new GraphQLError(`Query cost limit of ${max} exceeded, found ${cost} (TAGSCHED_MAX_COST; nested lists multiply: ask for smaller pages, fewer lists or fewer fields)`, {
-    extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_COST', max, found: cost },
-  });
+  return new GraphQLError(
+    `Query cost limit of ${max} exceeded, found ${cost} (TAGSCHED_MAX_COST; nested lists multiply: ask for smaller pages, fewer lists or fewer fields)`,
+    {
+      extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_COST', max, found: cost },
+    },
+  );
 }

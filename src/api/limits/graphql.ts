@@ -34,7 +34,12 @@ export function graphqlLimitPlugins(config: Pick<Config, 'limits' | 'api' | 'inp
   const plugins: Plugin[] = [
     maxTokensPlugin({ n: limits.maxTokens, onReject: naming('TAGSCHED_MAX_TOKENS', log) }),
     // Introspection counts too: a query nesting __schema { types { fields { type { fields … is deep.
-    maxDepthPlugin({ n: limits.maxDepth, ignoreIntrospection: false, flattenFragments: true, onReject: naming('TAGSCHED_MAX_DEPTH', log) }),
+    maxDepthPlugin({
+      n: limits.maxDepth,
+      ignoreIntrospection: false,
+      flattenFragments: true,
+      onReject: naming('TAGSCHED_MAX_DEPTH', log),
+    }),
     maxAliasesPlugin({ n: limits.maxAliases, onReject: naming('TAGSCHED_MAX_ALIASES', log) }),
     maxDirectivesPlugin({ n: limits.maxDirectives, onReject: naming('TAGSCHED_MAX_DIRECTIVES', log) }),
     useCostLimit(limits.maxCost, { maxBatchRequests: config.input.maxBatchRequests }, log),

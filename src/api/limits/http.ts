@@ -18,7 +18,11 @@ export function bodyRefusal(req: IncomingMessage, maxBytes: number, setting?: st
     if (req.headers['transfer-encoding'] === undefined) return null; // no body at all
     return { status: 411, message: 'a request body needs a Content-Length header' };
   }
-  if (Number(declared) > maxBytes) return { status: 413, message: `the request body of ${declared} bytes is over the limit of ${maxBytes}${setting ? ` (${setting})` : ''}` };
+  if (Number(declared) > maxBytes)
+    return {
+      status: 413,
+      message: `the request body of ${declared} bytes is over the limit of ${maxBytes}${setting ? ` (${setting})` : ''}`,
+    };
   return null;
 }
 
@@ -32,7 +36,13 @@ const DRAIN = { bytes: 16 * 1024 * 1024, ms: 10_000 } as const;
  * while the client still sends would make its system answer with a reset, which most clients report
  * instead of the answer.
  */
-export function answerAndClose(req: IncomingMessage, res: ServerResponse, status: number, headers: OutgoingHttpHeaders, body: string): void {
+export function answerAndClose(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  body: string,
+): void {
   res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body), connection: 'close' });
   res.write(body);
   let drained = 0;
@@ -67,7 +77,9 @@ export function answerAndClose(req: IncomingMessage, res: ServerResponse, status
 export function refuseLargeBody(req: IncomingMessage, res: ServerResponse, maxBytes: number): boolean {
   const refusal = bodyRefusal(req, maxBytes, 'TAGSCHED_MAX_BODY_BYTES');
   if (!refusal) return false;
-  const body = JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_BODY_BYTES' } }] });
+  const body = JSON.stringify({
+    errors: [{ message: refusal.message, extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_BODY_BYTES' } }],
+  });
   answerAndClose(req, res, refusal.status, { 'content-type': 'application/json' }, body);
   return true;
 }

@@ -37,8 +37,18 @@ export type ListBound =
   | { kind: 'held'; why: string }
   | { kind: 'perId'; arg: string };
 
-const page = (defaultSize: number = PAGE.default, max: number = PAGE.max, count?: ListCount): ListBound => ({ kind: 'page', default: defaultSize, max, count });
-const rows = (max: number | ((s: ListSettings) => number), why: string, count?: ListCount): ListBound => ({ kind: 'rows', max, why, count });
+const page = (defaultSize: number = PAGE.default, max: number = PAGE.max, count?: ListCount): ListBound => ({
+  kind: 'page',
+  default: defaultSize,
+  max,
+  count,
+});
+const rows = (max: number | ((s: ListSettings) => number), why: string, count?: ListCount): ListBound => ({
+  kind: 'rows',
+  max,
+  why,
+  count,
+});
 const held = (why: string): ListBound => ({ kind: 'held', why });
 const EDGES: ListBound = { kind: 'edges' };
 
@@ -68,15 +78,42 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Query.candidateWorkers': { kind: 'perId', arg: 'workRequestIds' },
 
   // Rows, bounded by a maximum enforced when written.
-  'Workspace.rules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a rule past the maximum', 'rulesPerWorkspace'),
-  'Query.siteRules': rows(LIST_MAXIMA.rulesPerWorkspace, 'createTaskRule refuses a site rule past the maximum', 'siteRules'),
-  'Workspace.members': rows(LIST_MAXIMA.membersPerWorkspace, 'setWorkspaceMember refuses a member past the maximum', 'membersPerWorkspace'),
-  'Group.members': rows(LIST_MAXIMA.membersPerGroup, 'addGroupMembers refuses members past the maximum', 'membersPerGroup'),
+  'Workspace.rules': rows(
+    LIST_MAXIMA.rulesPerWorkspace,
+    'createTaskRule refuses a rule past the maximum',
+    'rulesPerWorkspace',
+  ),
+  'Query.siteRules': rows(
+    LIST_MAXIMA.rulesPerWorkspace,
+    'createTaskRule refuses a site rule past the maximum',
+    'siteRules',
+  ),
+  'Workspace.members': rows(
+    LIST_MAXIMA.membersPerWorkspace,
+    'setWorkspaceMember refuses a member past the maximum',
+    'membersPerWorkspace',
+  ),
+  'Group.members': rows(
+    LIST_MAXIMA.membersPerGroup,
+    'addGroupMembers refuses members past the maximum',
+    'membersPerGroup',
+  ),
   'Query.workerPools': page(LIST_MAXIMA.poolsShown, LIST_MAXIMA.poolsShown, 'pools'),
-  'ProvisioningDemand.pools': rows(LIST_MAXIMA.poolsShown, 'one per enabled pool, the answer cut at the maximum', 'pools'),
+  'ProvisioningDemand.pools': rows(
+    LIST_MAXIMA.poolsShown,
+    'one per enabled pool, the answer cut at the maximum',
+    'pools',
+  ),
   'PoolDemand.stopWorkers': rows(LIST_MAXIMA.stopWorkersShown, 'the answer is cut at the maximum'),
-  'WorkerImage.publications': rows(LIST_MAXIMA.publicationsShown, 'one per provider and region, the answer cut at the maximum', 'publicationsPerImage'),
-  'CreateWorkRequestsPayload.requests': rows((s) => s.maxBatchRequests, 'createWorkRequests refuses more (TAGSCHED_MAX_BATCH_REQUESTS)'),
+  'WorkerImage.publications': rows(
+    LIST_MAXIMA.publicationsShown,
+    'one per provider and region, the answer cut at the maximum',
+    'publicationsPerImage',
+  ),
+  'CreateWorkRequestsPayload.requests': rows(
+    (s) => s.maxBatchRequests,
+    'createWorkRequests refuses more (TAGSCHED_MAX_BATCH_REQUESTS)',
+  ),
   'HeartbeatPayload.assignedWorkRequests': rows(LIST_MAXIMA.workerConcurrency, "at most the worker's concurrency"),
 
   // Values held by the parent.
@@ -124,7 +161,10 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Placement.rules': held('part of the diagnosis'),
   'QueuePosition.aheadBy': held('part of the diagnosis'),
   'PoolDemand.limitedBy': held('part of the demand'),
-  'PoolDemand.unavailableOfferings': rows(MAX_OFFERINGS, 'a pool has at most MAX_OFFERINGS offerings (pool-specifications.ts)'),
+  'PoolDemand.unavailableOfferings': rows(
+    MAX_OFFERINGS,
+    'a pool has at most MAX_OFFERINGS offerings (pool-specifications.ts)',
+  ),
   'WorkerPool.offerings': rows(MAX_OFFERINGS, 'a pool has at most MAX_OFFERINGS offerings (pool-specifications.ts)'),
   'PoolSpecifications.offerings': held(SPEC),
   'ProvisioningDemand.unschedulable': held('part of the demand'),
@@ -141,7 +181,12 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
  * How many items a bound counts for these arguments (a `first` past the maximum counts as the maximum: the
  * field refuses it), and no more than `counted`, the items its `count` found, when it was counted.
  */
-export function itemsCounted(bound: ListBound, args: Record<string, unknown>, settings: ListSettings, counted?: number): number {
+export function itemsCounted(
+  bound: ListBound,
+  args: Record<string, unknown>,
+  settings: ListSettings,
+  counted?: number,
+): number {
   const now = counted ?? Infinity;
   switch (bound.kind) {
     case 'page':

@@ -45,10 +45,14 @@ interface Deps {
 export function classLabels(requiredTags: readonly string[]): { task: string; architecture: string } {
   const task = requiredTags.find((t) => t.startsWith('worker:task:'));
   const arch = requiredTags.find((t) => t.startsWith('worker:build-arch:'));
-  return { task: task ? task.split(':').slice(2, 4).join(':') : '', architecture: arch ? arch.slice('worker:build-arch:'.length) : '' };
+  return {
+    task: task ? task.split(':').slice(2, 4).join(':') : '',
+    architecture: arch ? arch.slice('worker:build-arch:'.length) : '',
+  };
 }
 
-const gauge = (registry: Registry, name: string, help: string, labelNames: readonly string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
+const gauge = (registry: Registry, name: string, help: string, labelNames: readonly string[] = []) =>
+  new Gauge({ name, help, labelNames, registers: [registry] });
 
 /** Reads the database gauges into a new registry. */
 export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNames: boolean }): Promise<Registry> {
@@ -62,8 +66,15 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   const byStatus = await unfinishedByWorkspace(em);
   const pendingByClass = await countPendingByClass(em, { classified: true });
   const workspaces = await workspaceNames(em);
-  const workspaceLabel = new Map(workspaces.map((w) => [w.id, w.is_public || options.workspaceNames ? w.name : PRIVATE_WORKSPACE]));
-  const requests = gauge(registry, 'tagsched_work_requests', 'Unfinished work requests (BLOCKED, PENDING, ASSIGNED, RUNNING) by workspace and status', ['workspace', 'status']);
+  const workspaceLabel = new Map(
+    workspaces.map((w) => [w.id, w.is_public || options.workspaceNames ? w.name : PRIVATE_WORKSPACE]),
+  );
+  const requests = gauge(
+    registry,
+    'tagsched_work_requests',
+    'Unfinished work requests (BLOCKED, PENDING, ASSIGNED, RUNNING) by workspace and status',
+    ['workspace', 'status'],
+  );
   const byWorkspace = new Map<string, number>();
   for (const g of byStatus) {
     const key = JSON.stringify([workspaceLabel.get(g.workspace_id) ?? PRIVATE_WORKSPACE, g.status]);
@@ -80,7 +91,11 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     ['class', 'task', 'architecture'],
   );
   await deps.scheduler.classes.refresh(em);
-  for (const c of pendingByClass) pending.set({ class: String(c.class_id), ...classLabels(deps.scheduler.classes.get(c.class_id)?.requiredTags ?? []) }, c.n);
+  for (const c of pendingByClass)
+    pending.set(
+      { class: String(c.class_id), ...classLabels(deps.scheduler.classes.get(c.class_id)?.requiredTags ?? []) },
+      c.n,
+    );
   // The wait of each class's next request (its queue's head), for the classes with the most pending
   // (ESTIMATED_CLASSES at most): services/work/start-estimate.ts, in its bounded number of statements.
   const estimates = await estimateClassHeads(
@@ -106,12 +121,19 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
     if (e.medianAbsoluteErrorSeconds !== null) estimateError.set(labels, e.medianAbsoluteErrorSeconds);
   }
   const oldest = await oldestPendingSince(em);
-  gauge(registry, 'tagsched_oldest_pending_seconds', 'How long the oldest PENDING work request has been waiting (since it last became PENDING); 0 with none').set(
-    oldest ? Math.max(0, (now.getTime() - oldest.getTime()) / 1000) : 0,
-  );
+  gauge(
+    registry,
+    'tagsched_oldest_pending_seconds',
+    'How long the oldest PENDING work request has been waiting (since it last became PENDING); 0 with none',
+  ).set(oldest ? Math.max(0, (now.getTime() - oldest.getTime()) / 1000) : 0);
 
   const workers = await activeWorkerRows(em, deps.config.workers.metadataFreshMs);
-  const workerGauge = gauge(registry, 'tagsched_workers', 'Active workers (terminated pool workers left out) by status and pool ("" for no pool)', ['status', 'pool']);
+  const workerGauge = gauge(
+    registry,
+    'tagsched_workers',
+    'Active workers (terminated pool workers left out) by status and pool ("" for no pool)',
+    ['status', 'pool'],
+  );
   const workerCounts = new Map<string, number>();
   for (const w of workers) {
     const key = JSON.stringify([w.status, w.pool ?? NO_POOL]);
@@ -125,38 +147,98 @@ export async function collectDatabaseMetrics(deps: Deps, options: { workspaceNam
   // Live instances only (terminated and failed ones grow with history), with a zero for every pool
   // and live state so that a series does not vanish when a pool stops its last instance.
   const instances = await liveInstancesByPool(em);
-  const instanceGauge = gauge(registry, 'tagsched_instances', `Instances by pool and state, live states only (${LIVE_INSTANCE_STATES.join(', ')})`, ['pool', 'state']);
+  const instanceGauge = gauge(
+    registry,
+    'tagsched_instances',
+    `Instances by pool and state, live states only (${LIVE_INSTANCE_STATES.join(', ')})`,
+    ['pool', 'state'],
+  );
   for (const { pool } of instances) for (const state of LIVE_INSTANCE_STATES) instanceGauge.set({ pool, state }, 0);
   for (const i of instances) if (i.state !== null) instanceGauge.set({ pool: i.pool, state: i.state }, i.n);
 
-  const demand = await computeDemand(em, deps.scheduler.classes, deps.config, now, deps.scheduler.workers, undefined, pendingByClass);
-  const launch = gauge(registry, 'tagsched_pool_launch', 'Instances each enabled pool should launch now (provisioning demand)', ['pool']);
-  const required = gauge(registry, 'tagsched_pool_workers_required', 'Workers each enabled pool needs for the pending work left to it (provisioning demand)', ['pool']);
-  const runnable = gauge(registry, 'tagsched_pool_pending_runnable', 'Pending work requests each enabled pool could run', ['pool']);
-  const degraded = gauge(registry, 'tagsched_pool_degraded', 'Whether each enabled pool is degraded (1): its launches keep failing, or failed in a way only an admin can cure', [
-    'pool',
-  ]);
-  const limited = gauge(registry, 'tagsched_pool_launch_limited', 'Whether a limit keeps each enabled pool from launching what its demand asks (1), by limit', ['pool', 'limit']);
-  const runtime = gauge(registry, 'tagsched_pool_month_runtime_seconds', "Each enabled pool's instances' runtime this calendar month (UTC)", ['pool']);
-  const budget = gauge(registry, 'tagsched_pool_month_runtime_budget_seconds', "Each enabled pool's monthly runtime budget (pools with one)", ['pool']);
-  const cost = gauge(registry, 'tagsched_pool_month_cost', "Each enabled pool's instances' cost this calendar month (UTC), in the currency of its prices (0 without prices)", [
-    'pool',
-  ]);
-  const costBudget = gauge(registry, 'tagsched_pool_month_cost_budget', "Each enabled pool's monthly cost budget (pools with one)", ['pool']);
+  const demand = await computeDemand(
+    em,
+    deps.scheduler.classes,
+    deps.config,
+    now,
+    deps.scheduler.workers,
+    undefined,
+    pendingByClass,
+  );
+  const launch = gauge(
+    registry,
+    'tagsched_pool_launch',
+    'Instances each enabled pool should launch now (provisioning demand)',
+    ['pool'],
+  );
+  const required = gauge(
+    registry,
+    'tagsched_pool_workers_required',
+    'Workers each enabled pool needs for the pending work left to it (provisioning demand)',
+    ['pool'],
+  );
+  const runnable = gauge(
+    registry,
+    'tagsched_pool_pending_runnable',
+    'Pending work requests each enabled pool could run',
+    ['pool'],
+  );
+  const degraded = gauge(
+    registry,
+    'tagsched_pool_degraded',
+    'Whether each enabled pool is degraded (1): its launches keep failing, or failed in a way only an admin can cure',
+    ['pool'],
+  );
+  const limited = gauge(
+    registry,
+    'tagsched_pool_launch_limited',
+    'Whether a limit keeps each enabled pool from launching what its demand asks (1), by limit',
+    ['pool', 'limit'],
+  );
+  const runtime = gauge(
+    registry,
+    'tagsched_pool_month_runtime_seconds',
+    "Each enabled pool's instances' runtime this calendar month (UTC)",
+    ['pool'],
+  );
+  const budget = gauge(
+    registry,
+    'tagsched_pool_month_runtime_budget_seconds',
+    "Each enabled pool's monthly runtime budget (pools with one)",
+    ['pool'],
+  );
+  const cost = gauge(
+    registry,
+    'tagsched_pool_month_cost',
+    "Each enabled pool's instances' cost this calendar month (UTC), in the currency of its prices (0 without prices)",
+    ['pool'],
+  );
+  const costBudget = gauge(
+    registry,
+    'tagsched_pool_month_cost_budget',
+    "Each enabled pool's monthly cost budget (pools with one)",
+    ['pool'],
+  );
   for (const d of demand.pools) {
     launch.set({ pool: d.pool.name }, d.launch);
     required.set({ pool: d.pool.name }, d.workersRequired);
     runnable.set({ pool: d.pool.name }, d.pendingRunnable);
     degraded.set({ pool: d.pool.name }, d.degraded ? 1 : 0);
-    for (const limit of Object.values(LAUNCH_LIMITS)) limited.set({ pool: d.pool.name, limit }, d.limitedBy.includes(limit) ? 1 : 0);
+    for (const limit of Object.values(LAUNCH_LIMITS))
+      limited.set({ pool: d.pool.name, limit }, d.limitedBy.includes(limit) ? 1 : 0);
     runtime.set({ pool: d.pool.name }, d.monthRuntimeSeconds);
-    if (d.pool.monthlyRuntimeBudgetSeconds != null) budget.set({ pool: d.pool.name }, d.pool.monthlyRuntimeBudgetSeconds);
+    if (d.pool.monthlyRuntimeBudgetSeconds != null)
+      budget.set({ pool: d.pool.name }, d.pool.monthlyRuntimeBudgetSeconds);
     cost.set({ pool: d.pool.name }, d.monthCost);
     if (d.pool.monthlyCostBudget != null) costBudget.set({ pool: d.pool.name }, d.pool.monthlyCostBudget);
   }
-  gauge(registry, 'tagsched_unschedulable_work_requests', 'Pending work requests that no worker and no pool could ever run').set(
-    demand.unschedulable.reduce((sum, g) => sum + g.count, 0),
+  gauge(
+    registry,
+    'tagsched_unschedulable_work_requests',
+    'Pending work requests that no worker and no pool could ever run',
+  ).set(demand.unschedulable.reduce((sum, g) => sum + g.count, 0));
+  gauge(registry, 'tagsched_metrics_database_seconds', 'How long this scrape took to read the database gauges').set(
+    (performance.now() - started) / 1000,
   );
-  gauge(registry, 'tagsched_metrics_database_seconds', 'How long this scrape took to read the database gauges').set((performance.now() - started) / 1000);
   return registry;
 }

@@ -35,7 +35,13 @@ export function spellNaN(text: string): string {
 export async function serveMetrics(
   req: IncomingMessage,
   res: ServerResponse,
-  deps: { orm: MikroORM; config: Pick<Config, 'api' | 'workers' | 'tags' | 'provisioner'>; scheduler: Scheduler; metrics: ProcessMetrics; log: Logger },
+  deps: {
+    orm: MikroORM;
+    config: Pick<Config, 'api' | 'workers' | 'tags' | 'provisioner'>;
+    scheduler: Scheduler;
+    metrics: ProcessMetrics;
+    log: Logger;
+  },
 ): Promise<void> {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
@@ -57,5 +63,7 @@ export async function serveMetrics(
     return;
   }
   const text = spellNaN(await Registry.merge([deps.metrics.registry, database]).metrics());
-  res.writeHead(200, { 'content-type': deps.metrics.registry.contentType }).end(req.method === 'HEAD' ? undefined : text);
+  res
+    .writeHead(200, { 'content-type': deps.metrics.registry.contentType })
+    .end(req.method === 'HEAD' ? undefined : text);
 }

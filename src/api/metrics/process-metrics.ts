@@ -40,7 +40,8 @@ export interface ProcessMetrics extends SchedulerRecorder, LifecycleRecorder, Pr
   connectionClosed(kind: ConnectionKind): void;
 }
 
-const seconds = (from: Date | null | undefined, to: Date): number | null => (from ? Math.max(0, (to.getTime() - from.getTime()) / 1000) : null);
+const seconds = (from: Date | null | undefined, to: Date): number | null =>
+  from ? Math.max(0, (to.getTime() - from.getTime()) / 1000) : null;
 
 /** Creates the registry of this process (and starts Node's default metrics on it). */
 export function createProcessMetrics(): ProcessMetrics {
@@ -139,7 +140,8 @@ export function createProcessMetrics(): ProcessMetrics {
   const operationLabel = (name: string | undefined, anonymous: boolean): string => {
     if (!name) return ANONYMOUS_OPERATION;
     if (names.has(name)) return name;
-    if (anonymous || name.length > MAX_OPERATION_NAME_LENGTH || names.size >= MAX_OPERATION_NAMES) return OTHER_OPERATION;
+    if (anonymous || name.length > MAX_OPERATION_NAME_LENGTH || names.size >= MAX_OPERATION_NAMES)
+      return OTHER_OPERATION;
     names.add(name);
     return name;
   };
@@ -175,7 +177,10 @@ export function createProcessMetrics(): ProcessMetrics {
           const operation = getOperationAST(args.document as DocumentNode, args.operationName);
           if (!operation || operation.operation === 'subscription') return;
           const viewer = (args.contextValue as { viewer?: { kind?: string } } | undefined)?.viewer;
-          const labels = { operation: operationLabel(operation.name?.value, !viewer || viewer.kind === 'anonymous'), type: operation.operation };
+          const labels = {
+            operation: operationLabel(operation.name?.value, !viewer || viewer.kind === 'anonymous'),
+            type: operation.operation,
+          };
           const started = performance.now();
           return { onExecuteDone: () => graphql.observe(labels, (performance.now() - started) / 1000) };
         },

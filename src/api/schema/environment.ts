@@ -13,8 +13,14 @@ const EnvironmentRef = builder.objectRef<Environment>('Environment').implement({
     codename: t.exposeString('codename', { description: 'The Debian codename, e.g. bookworm' }),
     architecture: t.exposeString('architecture', { description: 'The Debian architecture, e.g. arm64' }),
     variant: t.exposeString('variant', { nullable: true, description: 'Its variant; null: none' }),
-    backend: t.exposeString('backend', { nullable: true, description: 'The executor backend it is for (unshare, incus-lxc, incus-vm, qemu); null: any' }),
-    imageFormat: t.exposeString('imageFormat', { nullable: true, description: 'The format of its image; null: unspecified' }),
+    backend: t.exposeString('backend', {
+      nullable: true,
+      description: 'The executor backend it is for (unshare, incus-lxc, incus-vm, qemu); null: any',
+    }),
+    imageFormat: t.exposeString('imageFormat', {
+      nullable: true,
+      description: 'The format of its image; null: unspecified',
+    }),
   }),
 });
 
@@ -23,7 +29,8 @@ builder.queryFields((t) => ({
     type: [EnvironmentRef],
     description: 'Every registered environment, oldest first',
     args: { first: t.arg.int({ description: firstDescription('Query.environments', 'environments') }) },
-    resolve: (_r, args, ctx) => ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' }, limit: firstOf('Query.environments', args.first) }),
+    resolve: (_r, args, ctx) =>
+      ctx.em.find(EnvironmentSchema, {}, { orderBy: { id: 'asc' }, limit: firstOf('Query.environments', args.first) }),
   }),
 }));
 

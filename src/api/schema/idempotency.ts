@@ -18,11 +18,17 @@ export function createOnce<T>(
   how: Replayable<T>,
   create: (tx: EntityManager) => Promise<T>,
 ): Promise<T> {
-  return idempotent({ em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.input.idempotencyKeyTtlMs }, operation, key, input, how, (record) =>
-    ctx.em.transactional(async (tx) => {
-      const result = await create(tx);
-      await record(tx, result);
-      return result;
-    }),
+  return idempotent(
+    { em: ctx.em, viewer: ctx.viewer, secrets: ctx.secrets, ttlMs: ctx.config.input.idempotencyKeyTtlMs },
+    operation,
+    key,
+    input,
+    how,
+    (record) =>
+      ctx.em.transactional(async (tx) => {
+        const result = await create(tx);
+        await record(tx, result);
+        return result;
+      }),
   );
 }

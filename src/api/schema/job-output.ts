@@ -1,9 +1,22 @@
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import type { Context } from '../context.js';
-import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import { costOf } from '../limits/cost.js';
-import { appendLog, isLogFinal, LOG_LIMITS, readLog, type AppendAnswer, type LogPage } from '../../services/work/job-output.js';
+import {
+  appendLog,
+  isLogFinal,
+  LOG_LIMITS,
+  readLog,
+  type AppendAnswer,
+  type LogPage,
+} from '../../services/work/job-output.js';
 import { viewerSeesWorkRequest } from '../../services/identity/visibility.js';
 import { findVisibleWorkRequest } from '../../services/work/work-requests.js';
 import { WorkRequestRef } from './work-request.js';
@@ -16,21 +29,37 @@ export const WorkRequestLogPageRef = builder.objectRef<LogPageOut>('WorkRequestL
   description:
     "A page of a work request's output (stdout and stderr in the order the handler wrote them). Offsets are byte offsets in the UTF-8 text of the whole output; NUL is shown as ␀ and bytes that are not UTF-8 as U+FFFD",
   fields: (t) => ({
-    text: t.exposeString('text', { description: 'The text of the page; where output was dropped (the log was over TAGSCHED_MAX_LOG_BYTES), a marker line says how much' }),
-    offset: t.exposeFloat('offset', { description: 'Where the page starts (after the dropped part, when the offset asked for fell in it)' }),
-    nextOffset: t.exposeFloat('nextOffset', { description: 'The offset to ask for next; equal to totalBytes when the reader has all there is so far' }),
+    text: t.exposeString('text', {
+      description:
+        'The text of the page; where output was dropped (the log was over TAGSCHED_MAX_LOG_BYTES), a marker line says how much',
+    }),
+    offset: t.exposeFloat('offset', {
+      description: 'Where the page starts (after the dropped part, when the offset asked for fell in it)',
+    }),
+    nextOffset: t.exposeFloat('nextOffset', {
+      description: 'The offset to ask for next; equal to totalBytes when the reader has all there is so far',
+    }),
     totalBytes: t.exposeFloat('totalBytes', { description: 'Bytes of output received so far, kept or not' }),
-    droppedBytes: t.exposeFloat('droppedBytes', { description: 'Bytes dropped between the kept head and the kept tail' }),
+    droppedBytes: t.exposeFloat('droppedBytes', {
+      description: 'Bytes dropped between the kept head and the kept tail',
+    }),
     truncated: t.boolean({ description: 'Whether some of the output was dropped', resolve: (p) => p.droppedBytes > 0 }),
-    complete: t.exposeBoolean('complete', { description: 'The request is finished and this page reaches the end: there will be no more' }),
+    complete: t.exposeBoolean('complete', {
+      description: 'The request is finished and this page reaches the end: there will be no more',
+    }),
   }),
 });
 
 const LogAckRef = builder.objectRef<AppendAnswer>('WorkRequestLogAck').implement({
   description: 'The answer to a chunk of output: where the next chunk must start',
   fields: (t) => ({
-    nextOffset: t.exposeFloat('nextOffset', { description: "The server's count of this run's output bytes: the next chunk starts here" }),
-    accepted: t.exposeBoolean('accepted', { description: 'Whether this chunk was added; false for a repeat already stored, or a chunk that did not start at nextOffset' }),
+    nextOffset: t.exposeFloat('nextOffset', {
+      description: "The server's count of this run's output bytes: the next chunk starts here",
+    }),
+    accepted: t.exposeBoolean('accepted', {
+      description:
+        'Whether this chunk was added; false for a repeat already stored, or a chunk that did not start at nextOffset',
+    }),
     totalBytes: t.exposeFloat('totalBytes', { description: 'Bytes of the whole log so far' }),
   }),
 });
@@ -42,34 +71,48 @@ export const LOG_PAGE_COST_PER_KIB = 1;
 function pageLimit(limit: number | null | undefined): number {
   const n = limit ?? LOG_LIMITS.defaultPageBytes;
   if (!Number.isSafeInteger(n) || n < 1 || n > LOG_LIMITS.maxPageBytes) {
-    throw new GraphQLError(`limit must be between 1 and ${LOG_LIMITS.maxPageBytes} bytes`, { extensions: { code: 'INVALID_INPUT' } });
+    throw new GraphQLError(`limit must be between 1 and ${LOG_LIMITS.maxPageBytes} bytes`, {
+      extensions: { code: 'INVALID_INPUT' },
+    });
   }
   return n;
 }
 
 function pageOffset(offset: number | null | undefined): number {
   const n = offset ?? 0;
-  if (!Number.isSafeInteger(n) || n < 0) throw new GraphQLError('offset must be a whole number of bytes ≥ 0', { extensions: { code: 'INVALID_INPUT' } });
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new GraphQLError('offset must be a whole number of bytes ≥ 0', { extensions: { code: 'INVALID_INPUT' } });
   return n;
 }
 
 builder.objectFields(WorkRequestRef, (t) => ({
-  exitCode: t.exposeInt('exitCode', { nullable: true, description: "The handler's exit code, as its agent reported it; null when it ended by a signal or nobody said" }),
+  exitCode: t.exposeInt('exitCode', {
+    nullable: true,
+    description: "The handler's exit code, as its agent reported it; null when it ended by a signal or nobody said",
+  }),
   log: t.field({
     type: WorkRequestLogPageRef,
-    description: 'Its output, a page at a time: ask again from nextOffset (or follow it with the workRequestLog subscription)',
+    description:
+      'Its output, a page at a time: ask again from nextOffset (or follow it with the workRequestLog subscription)',
     extensions: costOf(
-      ({ args, childComplexity }) => 1 + childComplexity + LOG_PAGE_COST_PER_KIB * Math.ceil(Math.max(0, Number(args.limit ?? LOG_LIMITS.defaultPageBytes) || 0) / 1024),
+      ({ args, childComplexity }) =>
+        1 +
+        childComplexity +
+        LOG_PAGE_COST_PER_KIB * Math.ceil(Math.max(0, Number(args.limit ?? LOG_LIMITS.defaultPageBytes) || 0) / 1024),
     ),
     args: {
       offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }),
-      limit: t.arg.int({ defaultValue: LOG_LIMITS.defaultPageBytes, description: `Bytes at most (1 to ${LOG_LIMITS.maxPageBytes})` }),
+      limit: t.arg.int({
+        defaultValue: LOG_LIMITS.defaultPageBytes,
+        description: `Bytes at most (1 to ${LOG_LIMITS.maxPageBytes})`,
+      }),
     },
     resolve: async (wr, args, ctx) => {
       const offset = pageOffset(args.offset);
       const limit = pageLimit(args.limit);
       // The request was reached through a query that checked it; the log checks again, as its own door.
-      if (!(await viewerSeesWorkRequest(ctx.em, ctx.viewer, wr))) throw new GraphQLError(`no work request ${wr.id}`, { extensions: { code: 'NOT_FOUND' } });
+      if (!(await viewerSeesWorkRequest(ctx.em, ctx.viewer, wr)))
+        throw new GraphQLError(`no work request ${wr.id}`, { extensions: { code: 'NOT_FOUND' } });
       const page = await readLog(ctx.em, wr.id, offset, limit);
       return { ...page, complete: isLogFinal(wr.status) && page.nextOffset >= page.totalBytes };
     },
@@ -80,8 +123,14 @@ const AppendWorkRequestLogInput = builder.inputType('AppendWorkRequestLogInput',
   description: "A chunk of a run's output, from the agent that runs it",
   fields: (t) => ({
     id: t.id({ required: true, description: 'The work request' }),
-    offset: t.float({ required: true, description: "Where the chunk starts, in bytes of this run's output as the agent read them" }),
-    bytes: t.float({ required: true, description: 'How many bytes of the output the chunk holds, as the agent read them' }),
+    offset: t.float({
+      required: true,
+      description: "Where the chunk starts, in bytes of this run's output as the agent read them",
+    }),
+    bytes: t.float({
+      required: true,
+      description: 'How many bytes of the output the chunk holds, as the agent read them',
+    }),
     text: t.string({
       required: true,
       description: `The chunk, decoded as UTF-8 (at most ${LOG_LIMITS.maxChunkBytes} bytes); a NUL character is refused, as in every input: the agent sends it as ␀ (U+2400)`,
@@ -95,9 +144,18 @@ builder.mutationFields((t) => ({
     description:
       "Worker token: adds a chunk of output to a request this worker holds (ASSIGNED or RUNNING). A chunk sent again is recognised by its offset and stored once; a chunk that does not start at the answer's nextOffset is not stored: send again from there",
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
-    args: { input: t.arg({ type: AppendWorkRequestLogInput, required: true, description: 'The chunk of output and where it goes' }) },
+    args: {
+      input: t.arg({
+        type: AppendWorkRequestLogInput,
+        required: true,
+        description: 'The chunk of output and where it goes',
+      }),
+    },
     resolve: (_r, { input }, ctx) =>
-      appendLog({ em: ctx.em, viewer: ctx.viewer, events: ctx.events, maxLogBytes: ctx.config.input.maxLogBytes }, { ...input, id: String(input.id) }),
+      appendLog(
+        { em: ctx.em, viewer: ctx.viewer, events: ctx.events, maxLogBytes: ctx.config.input.maxLogBytes },
+        { ...input, id: String(input.id) },
+      ),
   }),
 }));
 
@@ -137,7 +195,10 @@ export async function* followLog(
     woken = true;
     wake();
   };
-  const streams = [ctx.events.subscribe('workRequestLogAppended', String(id))[Symbol.asyncIterator](), ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator]()] as const;
+  const streams = [
+    ctx.events.subscribe('workRequestLogAppended', String(id))[Symbol.asyncIterator](),
+    ctx.events.subscribe('workRequestChanged')[Symbol.asyncIterator](),
+  ] as const;
   const pump = async (stream: AsyncIterator<{ id: number }>) => {
     for (let next = await stream.next(); !next.done; next = await stream.next()) if (next.value.id === id) ping();
   };

@@ -22,7 +22,9 @@ export function decodeCursor<T>(cursor: string | null | undefined, check: (v: un
 /** The page size asked for, within limits; backward pagination is not offered. */
 export function pageSize(args: { first?: number | null; last?: number | null; before?: string | null }): number {
   if (args.last != null || args.before != null) {
-    throw new GraphQLError('only forward pagination (first/after) is supported', { extensions: { code: 'INVALID_INPUT' } });
+    throw new GraphQLError('only forward pagination (first/after) is supported', {
+      extensions: { code: 'INVALID_INPUT' },
+    });
   }
   const first = args.first ?? PAGE.default;
   if (first < 0 || first > PAGE.max) {
@@ -36,7 +38,8 @@ export function firstOf(key: string, first: number | null | undefined): number {
   const bound = LIST_BOUNDS[key];
   if (bound?.kind !== 'page') throw new Error(`${key} is not a page in LIST_BOUNDS`);
   const n = first ?? bound.default;
-  if (n < 0 || n > bound.max) throw new GraphQLError(`first must be between 0 and ${bound.max}`, { extensions: { code: 'INVALID_INPUT' } });
+  if (n < 0 || n > bound.max)
+    throw new GraphQLError(`first must be between 0 and ${bound.max}`, { extensions: { code: 'INVALID_INPUT' } });
   return n;
 }
 

@@ -7,7 +7,8 @@ builder.scalarType('DateTime', {
   serialize: (value) => (value instanceof Date ? value.toISOString() : new Date(String(value)).toISOString()),
   parseValue: (value) => {
     const d = new Date(String(value));
-    if (typeof value !== 'string' || Number.isNaN(d.getTime())) throw new GraphQLError('DateTime must be an ISO 8601 string');
+    if (typeof value !== 'string' || Number.isNaN(d.getTime()))
+      throw new GraphQLError('DateTime must be an ISO 8601 string');
     return d;
   },
 });
@@ -18,7 +19,10 @@ builder.scalarType('JSON', {
   parseValue: (value) => value,
   parseLiteral: function parse(ast, _variables, depth = 0): unknown {
     // Bounded here, before recursing: the arguments' check (input-guard.ts) sees the value only once parsed.
-    if (depth > MAX_INPUT_DEPTH) throw new GraphQLError(`JSON literals may be nested at most ${MAX_INPUT_DEPTH} levels deep`, { extensions: { code: 'INVALID_INPUT' } });
+    if (depth > MAX_INPUT_DEPTH)
+      throw new GraphQLError(`JSON literals may be nested at most ${MAX_INPUT_DEPTH} levels deep`, {
+        extensions: { code: 'INVALID_INPUT' },
+      });
     switch (ast.kind) {
       case Kind.STRING:
       case Kind.BOOLEAN:

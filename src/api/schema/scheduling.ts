@@ -8,8 +8,20 @@ import { canSeeWorkerGroupTags, principalOf } from '../../services/identity/visi
 import { diagnoseRequest } from '../../services/work/diagnose-request.js';
 import { visibleTaskTags } from '../../services/work/work-request-reads.js';
 import { demandSeenBy } from '../../services/pools/pool-reads.js';
-import { LAUNCH_LIMITS, type PoolDemand, type ProvisioningDemand, type UnschedulableGroup } from '../../scheduler/matching/demand-plan.js';
-import { DIAGNOSIS_STATES, type BackedOff, type Diagnosis, type DiagnosisUnavailableReason, type Mismatch, type PoolOutlook } from '../../scheduler/matching/diagnosis.js';
+import {
+  LAUNCH_LIMITS,
+  type PoolDemand,
+  type ProvisioningDemand,
+  type UnschedulableGroup,
+} from '../../scheduler/matching/demand-plan.js';
+import {
+  DIAGNOSIS_STATES,
+  type BackedOff,
+  type Diagnosis,
+  type DiagnosisUnavailableReason,
+  type Mismatch,
+  type PoolOutlook,
+} from '../../scheduler/matching/diagnosis.js';
 import type { WorkerState } from '../../scheduler/matching/worker-state.js';
 import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
@@ -22,11 +34,13 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
   values: describedValues<(typeof DIAGNOSIS_STATES)[keyof typeof DIAGNOSIS_STATES]>({
     NOT_PENDING: 'It is not PENDING: nothing to wait for (or it is BLOCKED on its dependencies)',
     READY: 'An available matching worker has a free slot: the next pass assigns it',
-    WAITING_FOR_BACKOFF: 'The matching workers with a free slot all released it recently: it waits for their release backoff to end',
+    WAITING_FOR_BACKOFF:
+      'The matching workers with a free slot all released it recently: it waits for their release backoff to end',
     WAITING_FOR_CAPACITY: 'Matching workers are available but all busy',
     WAITING_FOR_WORKERS: 'Matching workers exist but none is available (disconnected, draining, disabled)',
     WAITING_FOR_PROVISIONING: 'No worker matches, but a pool could start one',
-    WAITING_FOR_POOL_LIMIT: 'No worker matches, and every matching pool is held by a limit (see pools: atLimit): none may start one now',
+    WAITING_FOR_POOL_LIMIT:
+      'No worker matches, and every matching pool is held by a limit (see pools: atLimit): none may start one now',
     ORCHESTRATED: 'The server runs it (an internal or workflow task); no worker ever will',
     UNSCHEDULABLE: 'No worker and no pool could ever run it: see mismatches for the missing tags',
   }),
@@ -34,7 +48,8 @@ const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
 const UnavailableEnum = builder.enumType('UnavailableReason', {
   description: 'Why a matching worker gets no new work now',
   values: describedValues<DiagnosisUnavailableReason>({
-    LAUNCHING: 'The worker of a pool instance still booting: its agent has not connected yet (in a diagnosis; a worker status says DISCONNECTED)',
+    LAUNCHING:
+      'The worker of a pool instance still booting: its agent has not connected yet (in a diagnosis; a worker status says DISCONNECTED)',
     NOT_ASSIGNABLE: 'A worker of type not-assignable: the scheduler never gives it work',
     INACTIVE: 'Terminated',
     DISABLED: 'Disabled by an admin',
@@ -57,31 +72,56 @@ const LaunchLimitEnum = builder.enumType('LaunchLimit', {
 });
 
 /** A mismatch's missing tags, or null when they are tags of workers the viewer may not see the details of (services/identity/visibility.ts). */
-const missingTags = (side: 'missingOnWorker' | 'missingOnTask') => (m: Pick<Mismatch, 'workerIds' | typeof side>, _a: unknown, ctx: Context) =>
-  canSeeWorkerGroupTags(principalOf(ctx.viewer), m.workerIds) ? m[side] : null;
+const missingTags =
+  (side: 'missingOnWorker' | 'missingOnTask') =>
+  (m: Pick<Mismatch, 'workerIds' | typeof side>, _a: unknown, ctx: Context) =>
+    canSeeWorkerGroupTags(principalOf(ctx.viewer), m.workerIds) ? m[side] : null;
 
-const HIDDEN = " (null when the viewer may not see these workers' tags: anonymous callers and other workers; the count is always there)";
+const HIDDEN =
+  " (null when the viewer may not see these workers' tags: anonymous callers and other workers; the count is always there)";
 
 const MismatchRef = builder.objectRef<Mismatch>('TagMismatch').implement({
   description: 'A group of workers with the same tags, or a pool, that cannot run the request, and why',
   fields: (t) => ({
-    pool: t.exposeString('pool', { nullable: true, description: 'The pool, for a pool template; null for a group of workers' }),
+    pool: t.exposeString('pool', {
+      nullable: true,
+      description: 'The pool, for a pool template; null for a group of workers',
+    }),
     workerCount: t.exposeInt('workerCount', { description: 'How many workers the group holds (0 for a pool)' }),
     workerNames: t.exposeStringList('workerNames', { description: 'The first few workers of the group' }),
-    missingOnWorker: t.stringList({ nullable: true, description: `Tags the request requires that these workers do not provide${HIDDEN}`, resolve: missingTags('missingOnWorker') }),
-    missingOnTask: t.stringList({ nullable: true, description: `Tags these workers require that the request does not provide${HIDDEN}`, resolve: missingTags('missingOnTask') }),
-    missingOnWorkerCount: t.int({ description: 'How many tags the request requires that these workers do not provide', resolve: (m) => m.missingOnWorker.length }),
-    missingOnTaskCount: t.int({ description: 'How many tags these workers require that the request does not provide', resolve: (m) => m.missingOnTask.length }),
+    missingOnWorker: t.stringList({
+      nullable: true,
+      description: `Tags the request requires that these workers do not provide${HIDDEN}`,
+      resolve: missingTags('missingOnWorker'),
+    }),
+    missingOnTask: t.stringList({
+      nullable: true,
+      description: `Tags these workers require that the request does not provide${HIDDEN}`,
+      resolve: missingTags('missingOnTask'),
+    }),
+    missingOnWorkerCount: t.int({
+      description: 'How many tags the request requires that these workers do not provide',
+      resolve: (m) => m.missingOnWorker.length,
+    }),
+    missingOnTaskCount: t.int({
+      description: 'How many tags these workers require that the request does not provide',
+      resolve: (m) => m.missingOnTask.length,
+    }),
   }),
 });
 
 const PoolOutlookRef = builder.objectRef<PoolOutlook>('PoolOutlook').implement({
-  description: 'A pool that could run a pending request: its room to launch, as demand counts it, and what it is launching',
+  description:
+    'A pool that could run a pending request: its room to launch, as demand counts it, and what it is launching',
   fields: (t) => ({
     pool: t.exposeString('pool', { description: "The pool's name" }),
     instances: t.exposeInt('instances', { description: 'Its instances not yet terminated, launching ones included' }),
     maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'How many it may have at once' }),
-    atLimit: t.field({ type: [LaunchLimitEnum], description: 'What keeps it from starting another worker now; empty when it could', resolve: (o) => o.atLimit }),
+    atLimit: t.field({
+      type: [LaunchLimitEnum],
+      description: 'What keeps it from starting another worker now; empty when it could',
+      resolve: (o) => o.atLimit,
+    }),
     launching: t.field({
       type: [
         builder.objectRef<{ name: string; since: Date }>('LaunchingInstance').implement({
@@ -102,13 +142,28 @@ const StartEstimateRef = builder.objectRef<StartEstimate>('StartEstimate').imple
   description:
     'When a pending work request is expected to start: the requests of its class ahead of it, then itself, served in order by the slot that frees first (matching workers, launching workers, pools with room), each for its task\u2019s expected run; with how far off the last estimates of its class were',
   fields: (t) => ({
-    at: t.field({ type: 'DateTime', nullable: true, description: 'When it is expected to start; null when nothing could run it now (see basis)', resolve: (e) => e.at }),
-    waitSeconds: t.float({ nullable: true, description: 'Seconds from now until then; null with `at`', resolve: (e) => e.waitSeconds }),
-    basis: t.exposeString('basis', { description: 'How it was computed (the requests simulated, the slots, the launch times), or why there is no estimate' }),
-    extrapolated: t.exposeBoolean('extrapolated', { description: 'Whether the requests ahead beyond the first 1,000 were extrapolated rather than simulated' }),
+    at: t.field({
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it is expected to start; null when nothing could run it now (see basis)',
+      resolve: (e) => e.at,
+    }),
+    waitSeconds: t.float({
+      nullable: true,
+      description: 'Seconds from now until then; null with `at`',
+      resolve: (e) => e.waitSeconds,
+    }),
+    basis: t.exposeString('basis', {
+      description:
+        'How it was computed (the requests simulated, the slots, the launch times), or why there is no estimate',
+    }),
+    extrapolated: t.exposeBoolean('extrapolated', {
+      description: 'Whether the requests ahead beyond the first 1,000 were extrapolated rather than simulated',
+    }),
     medianAbsoluteErrorSeconds: t.float({
       nullable: true,
-      description: 'The median of |started \u2212 estimated| over the last estimates of its class (at most 100), in seconds; null before any of its class started',
+      description:
+        'The median of |started \u2212 estimated| over the last estimates of its class (at most 100), in seconds; null before any of its class started',
       resolve: (e) => e.medianAbsoluteErrorSeconds,
     }),
     samples: t.exposeInt('samples', { description: 'How many started requests of its class that median is of' }),
@@ -127,7 +182,11 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
         builder.objectRef<{ reason: string; count: number }>('UnavailableCount').implement({
           description: 'How many matching workers are unavailable for one reason',
           fields: (f) => ({
-            reason: f.field({ type: UnavailableEnum, description: 'Why they get no work now', resolve: (u) => u.reason as DiagnosisUnavailableReason }),
+            reason: f.field({
+              type: UnavailableEnum,
+              description: 'Why they get no work now',
+              resolve: (u) => u.reason as DiagnosisUnavailableReason,
+            }),
             count: f.exposeInt('count', { description: 'How many workers' }),
           }),
         }),
@@ -138,7 +197,8 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
     matchingPools: t.exposeStringList('matchingPools', { description: 'Pools whose template tags could run it' }),
     pools: t.field({
       type: [PoolOutlookRef],
-      description: 'The matching pools: whether each could start a worker for it now or which limit holds it, and the instances it is launching; empty unless it is PENDING',
+      description:
+        'The matching pools: whether each could start a worker for it now or which limit holds it, and the instances it is launching; empty unless it is PENDING',
       resolve: (d) => d.pools,
     }),
     mismatches: t.field({ type: [MismatchRef], description: 'Nearest first', resolve: (d) => d.mismatches }),
@@ -148,29 +208,37 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
           description: 'A matching worker that released the request: it is not offered to it again before `until`',
           fields: (f) => ({
             workerName: f.exposeString('workerName', { description: 'The worker' }),
-            until: f.field({ type: 'DateTime', description: 'When it may be offered the request again', resolve: (b) => b.until }),
+            until: f.field({
+              type: 'DateTime',
+              description: 'When it may be offered the request again',
+              resolve: (b) => b.until,
+            }),
           }),
         }),
       ],
-      description: 'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
+      description:
+        'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
       resolve: (d) => d.releaseBackoffs,
     }),
     placement: t.field({
       type: PlacementRef,
       nullable: true,
-      description: 'Which free worker it would go to and the rules that decide it, whether it is heavy work and why; null unless it is PENDING on workers',
+      description:
+        'Which free worker it would go to and the rules that decide it, whether it is heavy work and why; null unless it is PENDING on workers',
       resolve: (d) => d.placement,
     }),
     queue: t.field({
       type: QueuePositionRef,
       nullable: true,
-      description: 'Where it stands among the pending requests of its class, and why those ahead are; null unless it is PENDING on workers',
+      description:
+        'Where it stands among the pending requests of its class, and why those ahead are; null unless it is PENDING on workers',
       resolve: (d) => d.queue,
     }),
     startEstimate: t.field({
       type: StartEstimateRef,
       nullable: true,
-      description: 'When it is expected to start, and how far off such estimates of its class were; null unless it is PENDING (its first estimate is kept to measure that error)',
+      description:
+        'When it is expected to start, and how far off such estimates of its class were; null unless it is PENDING (its first estimate is kept to measure that error)',
       resolve: (d) => d.startEstimate,
     }),
   }),
@@ -183,7 +251,10 @@ builder.objectFields(WorkRequestRef, (t) => ({
     type: [WorkerRef],
     description: 'The workers that could run it (batched: a list of requests costs a bounded number of statements)',
     args: {
-      availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),
+      availableOnly: t.arg.boolean({
+        defaultValue: true,
+        description: 'Only workers that may take work now (connected, enabled, not draining)',
+      }),
       first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequest.candidateWorkers', 'workers') }),
     },
     resolve: async (wr, args, ctx) => {
@@ -211,13 +282,23 @@ const CandidatesRef = builder.objectRef<Candidates>('WorkRequestCandidates').imp
     count: t.int({ description: 'How many workers could run it', resolve: (c) => c.workers.length }),
     workerNames: t.stringList({
       description: 'Their names',
-      args: { first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequestCandidates.workerNames', 'names') }) },
+      args: {
+        first: t.arg.int({
+          defaultValue: 100,
+          description: firstDescription('WorkRequestCandidates.workerNames', 'names'),
+        }),
+      },
       resolve: (c, a) => c.workers.slice(0, firstOf('WorkRequestCandidates.workerNames', a.first)).map((w) => w.name),
     }),
     workers: t.field({
       type: [WorkerRef],
       description: 'The workers',
-      args: { first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequestCandidates.workers', 'workers') }) },
+      args: {
+        first: t.arg.int({
+          defaultValue: 100,
+          description: firstDescription('WorkRequestCandidates.workers', 'workers'),
+        }),
+      },
       resolve: (c, a) => workerIds(c.workers, firstOf('WorkRequestCandidates.workers', a.first)),
     }),
   }),
@@ -240,28 +321,55 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
   fields: (t) => ({
     pool: t.field({ type: WorkerPoolRef, description: 'The pool', resolve: (d) => d.pool }),
     pendingRunnable: t.exposeInt('pendingRunnable', { description: 'Pending requests its template tags can run' }),
-    pendingAssigned: t.exposeInt('pendingAssigned', { description: 'Of those, the ones left for this pool after idle capacity and earlier pools' }),
+    pendingAssigned: t.exposeInt('pendingAssigned', {
+      description: 'Of those, the ones left for this pool after idle capacity and earlier pools',
+    }),
     comingRunnable: t.exposeInt('comingRunnable', {
-      description: 'Coming work its template tags can run: BLOCKED requests whose dependencies are all running or completed, one at least still running',
+      description:
+        'Coming work its template tags can run: BLOCKED requests whose dependencies are all running or completed, one at least still running',
     }),
     comingAssigned: t.exposeInt('comingAssigned', {
-      description: 'Of those, the ones left for this pool after idle capacity, pending work and earlier pools; it launches for them too, to be ready when they are queued',
+      description:
+        'Of those, the ones left for this pool after idle capacity, pending work and earlier pools; it launches for them too, to be ready when they are queued',
     }),
-    idleCompatibleSlots: t.exposeInt('idleCompatibleSlots', { description: 'Free slots of available workers that can run what this pool can run' }),
-    averageTaskSeconds: t.exposeFloat('averageTaskSeconds', { description: 'How long its kind of work takes, on average (seconds)' }),
-    workersRequired: t.exposeInt('workersRequired', { description: 'Instances needed to serve its share within the target latency' }),
+    idleCompatibleSlots: t.exposeInt('idleCompatibleSlots', {
+      description: 'Free slots of available workers that can run what this pool can run',
+    }),
+    averageTaskSeconds: t.exposeFloat('averageTaskSeconds', {
+      description: 'How long its kind of work takes, on average (seconds)',
+    }),
+    workersRequired: t.exposeInt('workersRequired', {
+      description: 'Instances needed to serve its share within the target latency',
+    }),
     activeInstances: t.exposeInt('activeInstances', { description: 'Instances it runs now (launching or running)' }),
     startingInstances: t.exposeInt('startingInstances', { description: 'Instances created but not connected yet' }),
     launch: t.exposeInt('launch', { description: 'Instances to start now, within the limits' }),
-    limitedBy: t.field({ type: [LaunchLimitEnum], description: 'What keeps launch below what the demand asks; empty when nothing does', resolve: (d) => d.limitedBy }),
-    monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', { description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds' }),
-    monthCost: t.exposeFloat('monthCost', { description: 'Its instances’ cost this month (UTC), in the currency of its prices, against monthlyCostBudget; 0 without prices' }),
+    limitedBy: t.field({
+      type: [LaunchLimitEnum],
+      description: 'What keeps launch below what the demand asks; empty when nothing does',
+      resolve: (d) => d.limitedBy,
+    }),
+    monthRuntimeSeconds: t.exposeFloat('monthRuntimeSeconds', {
+      description: 'Its instances’ runtime this month (UTC), against monthlyRuntimeBudgetSeconds',
+    }),
+    monthCost: t.exposeFloat('monthCost', {
+      description:
+        'Its instances’ cost this month (UTC), in the currency of its prices, against monthlyCostBudget; 0 without prices',
+    }),
     degraded: t.exposeBoolean('degraded', { description: 'Its launches keep failing; lastError says why' }),
-    lastError: t.string({ nullable: true, description: 'The pool’s last provider error', resolve: (d) => d.pool.lastError ?? null }),
+    lastError: t.string({
+      nullable: true,
+      description: 'The pool’s last provider error',
+      resolve: (d) => d.pool.lastError ?? null,
+    }),
     unavailableOfferings: t.field({
       type: [PoolOfferingRef],
-      description: 'Its offerings that launches skip now (after a capacity or quota failure), with until when and why; when all are, its launches fail',
-      resolve: async (d, _a, ctx) => (await poolOfferingStates(d.pool, (id) => ctx.loaders.offeringMarks.load(id))).filter((o) => o.unavailableUntil !== null),
+      description:
+        'Its offerings that launches skip now (after a capacity or quota failure), with until when and why; when all are, its launches fail',
+      resolve: async (d, _a, ctx) =>
+        (await poolOfferingStates(d.pool, (id) => ctx.loaders.offeringMarks.load(id))).filter(
+          (o) => o.unavailableUntil !== null,
+        ),
     }),
     stopWorkers: t.field({
       type: [WorkerRef],
@@ -276,21 +384,45 @@ const NearestRef = builder.objectRef<UnschedulableGroup['nearest'][number]>('Nea
   fields: (t) => ({
     pool: t.exposeString('pool', { nullable: true, description: 'The pool; null for a group of workers' }),
     workerNames: t.exposeStringList('workerNames', { description: 'The first few workers of the group' }),
-    missingOnWorker: t.stringList({ nullable: true, description: `Tags the requests require that these workers do not provide${HIDDEN}`, resolve: missingTags('missingOnWorker') }),
-    missingOnTask: t.stringList({ nullable: true, description: `Tags these workers require that the requests do not provide${HIDDEN}`, resolve: missingTags('missingOnTask') }),
-    missingOnWorkerCount: t.int({ description: 'How many tags the requests require that these workers do not provide', resolve: (m) => m.missingOnWorker.length }),
-    missingOnTaskCount: t.int({ description: 'How many tags these workers require that the requests do not provide', resolve: (m) => m.missingOnTask.length }),
+    missingOnWorker: t.stringList({
+      nullable: true,
+      description: `Tags the requests require that these workers do not provide${HIDDEN}`,
+      resolve: missingTags('missingOnWorker'),
+    }),
+    missingOnTask: t.stringList({
+      nullable: true,
+      description: `Tags these workers require that the requests do not provide${HIDDEN}`,
+      resolve: missingTags('missingOnTask'),
+    }),
+    missingOnWorkerCount: t.int({
+      description: 'How many tags the requests require that these workers do not provide',
+      resolve: (m) => m.missingOnWorker.length,
+    }),
+    missingOnTaskCount: t.int({
+      description: 'How many tags these workers require that the requests do not provide',
+      resolve: (m) => m.missingOnTask.length,
+    }),
   }),
 });
 
 const UnschedulableRef = builder.objectRef<UnschedulableGroup>('UnschedulableGroup').implement({
-  description: 'Pending requests that no worker and no pool could ever run; listed only when the viewer may see one of them',
+  description:
+    'Pending requests that no worker and no pool could ever run; listed only when the viewer may see one of them',
   fields: (t) => ({
     count: t.exposeInt('count', { description: 'How many pending requests the group holds' }),
-    sampleWorkRequestIds: t.idList({ description: 'The first ones the viewer may see', resolve: (g) => g.sampleIds.map(String) }),
+    sampleWorkRequestIds: t.idList({
+      description: 'The first ones the viewer may see',
+      resolve: (g) => g.sampleIds.map(String),
+    }),
     requiredTags: t.exposeStringList('requiredTags', { description: 'The tags they require' }),
-    providedTags: t.exposeStringList('providedTags', { description: 'The significant provided tags (those some worker requires)' }),
-    nearest: t.field({ type: [NearestRef], description: 'The nearest workers or pools and what is missing', resolve: (g) => g.nearest }),
+    providedTags: t.exposeStringList('providedTags', {
+      description: 'The significant provided tags (those some worker requires)',
+    }),
+    nearest: t.field({
+      type: [NearestRef],
+      description: 'The nearest workers or pools and what is missing',
+      resolve: (g) => g.nearest,
+    }),
   }),
 });
 
@@ -299,27 +431,37 @@ const DemandRef = builder.objectRef<ProvisioningDemand>('ProvisioningDemand').im
   fields: (t) => ({
     pendingTotal: t.exposeInt('pendingTotal', { description: 'Pending work requests, all of them' }),
     comingTotal: t.exposeInt('comingTotal', {
-      description: 'Coming work requests: BLOCKED ones whose dependencies are all running or completed, that some worker or pool could run (counted apart from pending)',
+      description:
+        'Coming work requests: BLOCKED ones whose dependencies are all running or completed, that some worker or pool could run (counted apart from pending)',
     }),
     hiddenUnschedulableCount: t.exposeInt('hiddenUnschedulableCount', {
-      description: "Unschedulable requests in groups the viewer may see none of (other people's private work): counted only",
+      description:
+        "Unschedulable requests in groups the viewer may see none of (other people's private work): counted only",
     }),
     pools: t.field({
       type: [PoolDemandRef],
       description: `Per enabled pool, by name (the first ${LIST_MAXIMA.poolsShown})`,
       resolve: (d) => d.pools.slice(0, LIST_MAXIMA.poolsShown),
     }),
-    unschedulable: t.field({ type: [UnschedulableRef], description: 'Groups of pending requests that nothing could run', resolve: (d) => d.unschedulable }),
+    unschedulable: t.field({
+      type: [UnschedulableRef],
+      description: 'Groups of pending requests that nothing could run',
+      resolve: (d) => d.unschedulable,
+    }),
   }),
 });
 
 builder.queryFields((t) => ({
   candidateWorkers: t.field({
     type: [CandidatesRef],
-    description: 'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
+    description:
+      'The workers that could run each of these requests, in one batch (requests the viewer may not see are left out)',
     args: {
       workRequestIds: t.arg.idList({ required: true, description: 'The work requests' }),
-      availableOnly: t.arg.boolean({ defaultValue: true, description: 'Only workers that may take work now (connected, enabled, not draining)' }),
+      availableOnly: t.arg.boolean({
+        defaultValue: true,
+        description: 'Only workers that may take work now (connected, enabled, not draining)',
+      }),
     },
     resolve: async (_r, args, ctx) => {
       const ids = [...new Set(args.workRequestIds.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0))];
@@ -334,7 +476,8 @@ builder.queryFields((t) => ({
   }),
   provisioningDemand: t.field({
     type: DemandRef,
-    description: 'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
+    description:
+      'Per enabled pool, how many workers to start and which idle ones to stop; and the unschedulable requests apart',
     extensions: costOf(fixedCost(FIELD_COSTS.provisioningDemand)),
     resolve: (_r, _a, ctx) => demandSeenBy(ctx.em, ctx.scheduler, ctx.config, ctx.viewer),
   }),

@@ -57,7 +57,12 @@ async function* assignmentsOf(ctx: Context, closed: Promise<void>): AsyncGenerat
       // Reload: the assignment may have been taken back (lease) between the event and now. The same
       // statement checks the connection's token again (see tokenStillValid).
       ctx.renew();
-      const { workRequest: wr, tokenValid } = await stillAssigned(ctx.em, id, workerId, ctx.connection?.tokenId ?? null);
+      const { workRequest: wr, tokenValid } = await stillAssigned(
+        ctx.em,
+        id,
+        workerId,
+        ctx.connection?.tokenId ?? null,
+      );
       if (wr) {
         if (!tokenValid) {
           ctx.connection!.refuse(REVOKED_REASON);
@@ -106,7 +111,12 @@ async function* reloadedEvents<P extends object, T>(
   }
 }
 
-function workRequestChanges(ctx: Context, closed: Promise<void>, id: number | null, workspace: string | null): AsyncGenerator<WorkRequest> {
+function workRequestChanges(
+  ctx: Context,
+  closed: Promise<void>,
+  id: number | null,
+  workspace: string | null,
+): AsyncGenerator<WorkRequest> {
   const filter = workspace ? splitWorkspaceName(workspace, 'workspace') : null;
   return reloadedEvents(
     ctx,
@@ -161,7 +171,8 @@ function stoppable<T>(source: (closed: Promise<void>) => AsyncGenerator<T>): Asy
 }
 
 builder.subscriptionType({
-  description: 'Live changes over WebSocket (graphql-ws, the bearer token in connectionParams); each shows only what the caller may see',
+  description:
+    'Live changes over WebSocket (graphql-ws, the bearer token in connectionParams); each shows only what the caller may see',
   fields: (t) => ({
     assignments: t.field({
       type: WorkRequestRef,
@@ -176,7 +187,10 @@ builder.subscriptionType({
         id: t.arg.id({ description: 'Only this work request' }),
         workspace: t.arg.string({ description: 'Only the work of this workspace, written scope/name' }),
       },
-      subscribe: (_r, args, ctx) => stoppable((closed) => workRequestChanges(ctx, closed, args.id != null ? Number(args.id) : null, args.workspace ?? null)),
+      subscribe: (_r, args, ctx) =>
+        stoppable((closed) =>
+          workRequestChanges(ctx, closed, args.id != null ? Number(args.id) : null, args.workspace ?? null),
+        ),
       resolve: (wr: WorkRequest) => wr,
     }),
     workerChanged: t.field({
@@ -194,7 +208,8 @@ builder.subscriptionType({
         id: t.arg.id({ required: true, description: 'The work request' }),
         offset: t.arg.float({ defaultValue: 0, description: 'A byte offset: 0, or a nextOffset from a page before' }),
       },
-      subscribe: (_r, args, ctx) => stoppable((closed) => followLog(ctx, closed, String(args.id), args.offset, () => tokenStillValid(ctx))),
+      subscribe: (_r, args, ctx) =>
+        stoppable((closed) => followLog(ctx, closed, String(args.id), args.offset, () => tokenStillValid(ctx))),
       resolve: (page: LogPageOut) => page,
     }),
   }),

@@ -1,7 +1,13 @@
 import { builder } from '../builder.js';
 import { firstDescription, firstOf } from './pagination.js';
 import { describedValues, upperSnake } from './enum-values.js';
-import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import { TOKEN_KINDS, type Token } from '../../storage/entities/token.js';
 import { createToken, listTokens, revokeToken, rotateToken } from '../../services/identity/token-lifecycle.js';
 import { tokenRefusal } from '../../services/identity/tokens.js';
@@ -26,12 +32,32 @@ export const TokenRef = builder.objectRef<Token>('Token').implement({
     id: t.exposeID('id', { description: 'Its id, for rotateToken and revokeToken' }),
     kind: t.field({ type: TokenKindEnum, description: 'What it acts as', resolve: (tk) => tk.kind }),
     label: t.exposeString('label', { description: 'A note of what it is for (may be empty)' }),
-    username: t.string({ nullable: true, description: 'The user it acts for (admin and user tokens)', resolve: (tk) => tk.user?.username ?? null }),
-    worker: t.string({ nullable: true, description: 'The worker it acts for (worker tokens)', resolve: (tk) => tk.worker?.name ?? null }),
-    pool: t.string({ nullable: true, description: 'The pool it activates a worker of (activation tokens)', resolve: (tk) => tk.pool?.name ?? null }),
+    username: t.string({
+      nullable: true,
+      description: 'The user it acts for (admin and user tokens)',
+      resolve: (tk) => tk.user?.username ?? null,
+    }),
+    worker: t.string({
+      nullable: true,
+      description: 'The worker it acts for (worker tokens)',
+      resolve: (tk) => tk.worker?.name ?? null,
+    }),
+    pool: t.string({
+      nullable: true,
+      description: 'The pool it activates a worker of (activation tokens)',
+      resolve: (tk) => tk.pool?.name ?? null,
+    }),
     createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was issued' }),
-    expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true, description: 'When it stops being accepted; null: never' }),
-    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true, description: 'When it was revoked (or replaced by rotateToken); null: not revoked' }),
+    expiresAt: t.expose('expiresAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it stops being accepted; null: never',
+    }),
+    revokedAt: t.expose('revokedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it was revoked (or replaced by rotateToken); null: not revoked',
+    }),
     usedAt: t.expose('usedAt', { type: 'DateTime', nullable: true, description: 'When an activation token was used' }),
     valid: t.boolean({
       description: 'Whether it is accepted now (not revoked, disabled, expired or used up)',
@@ -56,7 +82,9 @@ builder.queryFields((t) => ({
     args: {
       username: t.arg.string({ description: 'The tokens of this user (default: the caller)' }),
       worker: t.arg.string({ description: 'The tokens of this worker' }),
-      pool: t.arg.string({ description: 'Admins: the activation tokens of this pool (pool-wide ones, and those made for its instances)' }),
+      pool: t.arg.string({
+        description: 'Admins: the activation tokens of this pool (pool-wide ones, and those made for its instances)',
+      }),
       first: t.arg.int({ description: firstDescription('Query.tokens', 'tokens') }),
     },
     resolve: (_r, args, ctx) => listTokens(ctx.em, ctx.viewer, { ...args, limit: firstOf('Query.tokens', args.first) }),
@@ -66,7 +94,8 @@ builder.queryFields((t) => ({
 builder.mutationFields((t) => ({
   createToken: t.field({
     type: TokenValuePayload,
-    description: 'A new user token (admins: for any user; users: for themselves), optionally expiring; its value is shown once',
+    description:
+      'A new user token (admins: for any user; users: for themselves), optionally expiring; its value is shown once',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({
@@ -86,11 +115,15 @@ builder.mutationFields((t) => ({
   }),
   revokeToken: t.field({
     type: TokenRef,
-    description: 'Revokes a token (admins: any; users: their own; workers: their own): refused from now on, its WebSockets closed',
+    description:
+      'Revokes a token (admins: any; users: their own; workers: their own): refused from now on, its WebSockets closed',
     errors: { types: [InputError, UnauthenticatedError, NotFoundError] },
     args: {
       input: t.arg({
-        type: builder.inputType('RevokeTokenInput', { description: 'The token to revoke', fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }) }),
+        type: builder.inputType('RevokeTokenInput', {
+          description: 'The token to revoke',
+          fields: (f) => ({ id: f.id({ description: 'Default: the token of this request' }) }),
+        }),
         required: true,
         description: 'The token to revoke (default: the caller’s own)',
       }),
@@ -107,7 +140,10 @@ builder.mutationFields((t) => ({
           description: 'The token to replace, and the expiry of its replacement',
           fields: (f) => ({
             id: f.id({ description: 'Default: the token of this request' }),
-            expiresAt: f.field({ type: 'DateTime', description: 'Default: the same lifetime as the old token (none if it had none)' }),
+            expiresAt: f.field({
+              type: 'DateTime',
+              description: 'Default: the same lifetime as the old token (none if it had none)',
+            }),
           }),
         }),
         required: true,

@@ -1,27 +1,49 @@
 import { builder } from '../builder.js';
-import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import { reportInstanceInterruption } from '../../services/pools/interruptions.js';
 import { heartbeat } from '../../services/workers/presence.js';
 import { RunStatisticsInput, runStatisticsOfInput } from './run-statistics.js';
-import { completeWorkRequest, releaseWorkRequest, requestWork, startWorkRequest } from '../../services/work/work-lifecycle.js';
+import {
+  completeWorkRequest,
+  releaseWorkRequest,
+  requestWork,
+  startWorkRequest,
+} from '../../services/work/work-lifecycle.js';
 import { ResultEnum, WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
 
-const RequestWorkPayload = builder.objectRef<{ workRequest: Awaited<ReturnType<typeof requestWork>> }>('RequestWorkPayload').implement({
-  description: 'The work assigned by requestWork, if any',
-  fields: (t) => ({
-    workRequest: t.field({ type: WorkRequestRef, nullable: true, description: 'Null when there is nothing this worker may run now', resolve: (p) => p.workRequest }),
-  }),
-});
+const RequestWorkPayload = builder
+  .objectRef<{ workRequest: Awaited<ReturnType<typeof requestWork>> }>('RequestWorkPayload')
+  .implement({
+    description: 'The work assigned by requestWork, if any',
+    fields: (t) => ({
+      workRequest: t.field({
+        type: WorkRequestRef,
+        nullable: true,
+        description: 'Null when there is nothing this worker may run now',
+        resolve: (p) => p.workRequest,
+      }),
+    }),
+  });
 
 const HeartbeatPayload = builder.objectRef<Awaited<ReturnType<typeof heartbeat>>>('HeartbeatPayload').implement({
   description: 'What the server knows of the calling worker',
   fields: (t) => ({
     worker: t.field({ type: WorkerRef, description: 'The calling worker', resolve: (p) => p.worker }),
-    draining: t.boolean({ description: 'Whether the worker takes no new work (admin drain, or its own shutdown)', resolve: (p) => p.worker.draining || p.worker.shuttingDown }),
+    draining: t.boolean({
+      description: 'Whether the worker takes no new work (admin drain, or its own shutdown)',
+      resolve: (p) => p.worker.draining || p.worker.shuttingDown,
+    }),
     assignedWorkRequests: t.field({
       type: [WorkRequestRef],
-      description: 'Work assigned to this worker and not acknowledged yet: the agent picks up anything a lost push missed',
+      description:
+        'Work assigned to this worker and not acknowledged yet: the agent picks up anything a lost push missed',
       resolve: (p) => p.assigned,
     }),
   }),
@@ -46,7 +68,9 @@ builder.mutationFields((t) => ({
         type: builder.inputType('ReportInstanceInterruptionInput', {
           description: 'What the provider’s notice said',
           fields: (f) => ({
-            action: f.string({ description: 'The provider’s action (EC2: terminate, stop or hibernate); at most 40 characters kept' }),
+            action: f.string({
+              description: 'The provider’s action (EC2: terminate, stop or hibernate); at most 40 characters kept',
+            }),
             time: f.field({ type: 'DateTime', description: 'When the machine goes, as the notice said' }),
           }),
         }),
@@ -54,7 +78,11 @@ builder.mutationFields((t) => ({
         description: 'The notice',
       }),
     },
-    resolve: (_r, { input }, ctx) => reportInstanceInterruption(ctx.em, ctx.viewer, ctx.config, ctx.events, { action: input.action ?? null, time: input.time ?? null }),
+    resolve: (_r, { input }, ctx) =>
+      reportInstanceInterruption(ctx.em, ctx.viewer, ctx.config, ctx.events, {
+        action: input.action ?? null,
+        time: input.time ?? null,
+      }),
   }),
   heartbeat: t.field({
     type: HeartbeatPayload,
@@ -73,7 +101,10 @@ builder.mutationFields((t) => ({
           description: 'The assignment to give back and why',
           fields: (f) => ({
             id: f.id({ required: true, description: 'The work request assigned to this worker' }),
-            reason: f.string({ required: true, description: 'Why it is given back (no handler for it, shutting down)' }),
+            reason: f.string({
+              required: true,
+              description: 'Why it is given back (no handler for it, shutting down)',
+            }),
           }),
         }),
         required: true,
@@ -117,8 +148,13 @@ builder.mutationFields((t) => ({
             id: f.id({ required: true, description: 'The work request (ASSIGNED or RUNNING)' }),
             result: f.field({ type: ResultEnum, required: true, description: 'How the work ended' }),
             exitCode: f.int({ description: "The handler's exit code; omitted when it ended by a signal" }),
-            statusReason: f.string({ description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept' }),
-            statistics: f.field({ type: RunStatisticsInput, description: 'What the run used, as the agent measured it (kept from a worker only, once per request)' }),
+            statusReason: f.string({
+              description: 'Why it failed (FAILURE and ERROR), at most 1000 characters are kept',
+            }),
+            statistics: f.field({
+              type: RunStatisticsInput,
+              description: 'What the run used, as the agent measured it (kept from a worker only, once per request)',
+            }),
           }),
         }),
         required: true,

@@ -2,16 +2,37 @@ import { wrap } from '@mikro-orm/core';
 import { GraphQLError } from 'graphql';
 import { builder } from '../builder.js';
 import { describedValues } from './enum-values.js';
-import { ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import { WORK_REQUEST_STATUSES } from '../../core/work-request-status.js';
-import { WORK_REQUEST_RESULTS, WorkRequestSchema, type WorkRequest, type WorkRequestRecord } from '../../storage/entities/work-request.js';
+import {
+  WORK_REQUEST_RESULTS,
+  WorkRequestSchema,
+  type WorkRequest,
+  type WorkRequestRecord,
+} from '../../storage/entities/work-request.js';
 import type { Context } from '../context.js';
 import { createWorkRequest, createWorkRequests } from '../../services/work/create-work-requests.js';
-import { abortWorkRequest, addWorkRequestDependencies, findVisibleWorkRequest } from '../../services/work/work-requests.js';
+import {
+  abortWorkRequest,
+  addWorkRequestDependencies,
+  findVisibleWorkRequest,
+} from '../../services/work/work-requests.js';
 import { splitWorkspaceName } from '../../services/input/validate.js';
 import { idempotent } from '../../services/work/idempotency.js';
 import { viewerSeesWorkRequest } from '../../services/identity/visibility.js';
-import { childrenOf, dependenciesOf, lastQuarantineProbes, listWorkRequests, visibleWorkRequests } from '../../services/work/work-request-reads.js';
+import {
+  childrenOf,
+  dependenciesOf,
+  lastQuarantineProbes,
+  listWorkRequests,
+  visibleWorkRequests,
+} from '../../services/work/work-request-reads.js';
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
@@ -45,19 +66,34 @@ export const ResultEnum = builder.enumType('WorkRequestResult', {
 /** A work request. */
 export const WorkRequestRef = builder.objectRef<WorkRequestRecord>('WorkRequest');
 WorkRequestRef.implement({
-  description: 'A task to run, with the tags that decide which worker may run it. Seen by the members of its workspace (everyone for a public one), admins and its worker',
+  description:
+    'A task to run, with the tags that decide which worker may run it. Seen by the members of its workspace (everyone for a public one), admins and its worker',
   fields: (t) => ({
     id: t.exposeID('id', { description: 'Its id' }),
     taskType: t.exposeString('taskType', { description: 'worker, server, signing, internal or workflow' }),
     taskName: t.exposeString('taskName', { description: 'The task, e.g. sbuild, autopkgtest, noop' }),
     taskData: t.field({ type: 'JSON', description: "The task's parameters, as submitted", resolve: (w) => w.taskData }),
     status: t.field({ type: StatusEnum, description: 'Where it is in its life', resolve: (w) => w.status }),
-    result: t.field({ type: ResultEnum, nullable: true, description: 'How it ended; null until COMPLETED', resolve: (w) => w.result ?? null }),
+    result: t.field({
+      type: ResultEnum,
+      nullable: true,
+      description: 'How it ended; null until COMPLETED',
+      resolve: (w) => w.result ?? null,
+    }),
     statusReason: t.exposeString('statusReason', { nullable: true, description: 'Why it was aborted or re-queued' }),
-    priority: t.int({ description: 'Effective priority: base + adjustment', resolve: (w) => w.priorityBase + w.priorityAdjustment }),
+    priority: t.int({
+      description: 'Effective priority: base + adjustment',
+      resolve: (w) => w.priorityBase + w.priorityAdjustment,
+    }),
     priorityBase: t.exposeInt('priorityBase', { description: 'The priority it was submitted with; higher runs first' }),
-    priorityAdjustment: t.exposeInt('priorityAdjustment', { description: 'Added to priorityBase (only admins raise it)' }),
-    workspace: t.field({ type: WorkspaceRef, description: 'The workspace it belongs to', resolve: (w) => w.workspace.id }),
+    priorityAdjustment: t.exposeInt('priorityAdjustment', {
+      description: 'Added to priorityBase (only admins raise it)',
+    }),
+    workspace: t.field({
+      type: WorkspaceRef,
+      description: 'The workspace it belongs to',
+      resolve: (w) => w.workspace.id,
+    }),
     createdBy: t.field({ type: UserRef, description: 'The user who submitted it', resolve: (w) => w.createdBy.id }),
     worker: t.field({
       type: WorkerRef,
@@ -68,7 +104,8 @@ WorkRequestRef.implement({
     dependsOn: t.loadableList({
       type: 'ID',
       description: 'The requests it depends on that the viewer may see',
-      load: async (ids: number[], ctx) => (await dependenciesOf(ctx.em, ctx.viewer, ids)).map((d) => d.visible.map(String)),
+      load: async (ids: number[], ctx) =>
+        (await dependenciesOf(ctx.em, ctx.viewer, ids)).map((d) => d.visible.map(String)),
       resolve: (w) => w.id,
     }),
     hiddenDependencyCount: t.loadable({
@@ -77,9 +114,21 @@ WorkRequestRef.implement({
       load: async (ids: number[], ctx) => (await dependenciesOf(ctx.em, ctx.viewer, ids)).map((d) => d.hidden),
       resolve: (w) => w.id,
     }),
-    providedTags: t.field({ type: [TagEntryRef], description: 'Frozen when the request became PENDING', resolve: (w) => w.providedEntries }),
-    requiredTags: t.field({ type: [TagEntryRef], description: 'Frozen when the request became PENDING', resolve: (w) => w.requiredEntries }),
-    droppedTags: t.field({ type: [TagRefusalRef], description: 'Rule tags refused for their provenance', resolve: (w) => w.droppedTags }),
+    providedTags: t.field({
+      type: [TagEntryRef],
+      description: 'Frozen when the request became PENDING',
+      resolve: (w) => w.providedEntries,
+    }),
+    requiredTags: t.field({
+      type: [TagEntryRef],
+      description: 'Frozen when the request became PENDING',
+      resolve: (w) => w.requiredEntries,
+    }),
+    droppedTags: t.field({
+      type: [TagRefusalRef],
+      description: 'Rule tags refused for their provenance',
+      resolve: (w) => w.droppedTags,
+    }),
     userProvidedTags: t.exposeStringList('userProvidedTags', { description: 'As submitted' }),
     userRequiredTags: t.exposeStringList('userRequiredTags', { description: 'As submitted' }),
     retryCount: t.exposeInt('retryCount', { description: 'How many times it was re-queued after its worker was lost' }),
@@ -88,10 +137,26 @@ WorkRequestRef.implement({
         'True for a quarantine probe: a noop the server gave a quarantined worker, for it alone, to see whether it runs work again (its SUCCESS lifts the quarantine; see TAGSCHED_QUARANTINE_PROBE_SECONDS)',
     }),
     createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was submitted' }),
-    pendingAt: t.expose('pendingAt', { type: 'DateTime', nullable: true, description: 'When it last became PENDING (a re-queued request is pending again from then)' }),
-    assignedAt: t.expose('assignedAt', { type: 'DateTime', nullable: true, description: 'When it was last assigned; null: not yet' }),
-    startedAt: t.expose('startedAt', { type: 'DateTime', nullable: true, description: 'When its worker last started it; null: not yet' }),
-    completedAt: t.expose('completedAt', { type: 'DateTime', nullable: true, description: 'When it completed or was aborted; null while it is not over' }),
+    pendingAt: t.expose('pendingAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it last became PENDING (a re-queued request is pending again from then)',
+    }),
+    assignedAt: t.expose('assignedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it was last assigned; null: not yet',
+    }),
+    startedAt: t.expose('startedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When its worker last started it; null: not yet',
+    }),
+    completedAt: t.expose('completedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it completed or was aborted; null while it is not over',
+    }),
   }),
 });
 
@@ -206,7 +271,11 @@ const CreateWorkRequestInput = builder.inputType('CreateWorkRequestInput', {
     workspace: t.string({ required: true, description: 'scope/name' }),
     taskType: t.string({ required: true, description: 'worker, server, signing, internal or workflow' }),
     taskName: t.string({ required: true, description: 'The task, e.g. noop, sbuild, autopkgtest' }),
-    taskData: t.field({ type: 'JSON', required: true, description: "The task's parameters, checked against its schema (e.g. {} for noop)" }),
+    taskData: t.field({
+      type: 'JSON',
+      required: true,
+      description: "The task's parameters, checked against its schema (e.g. {} for noop)",
+    }),
     providedTags: t.stringList({ description: 'Only under prefixes the workspace grants to its members' }),
     requiredTags: t.stringList({ description: 'Tags its worker must provide, beyond those the task and rules add' }),
     priorityBase: t.int({ description: 'Higher runs first, -1000000 to 1000000 (default 0)' }),
@@ -221,7 +290,8 @@ const CreateWorkRequestsInput = builder.inputType('CreateWorkRequestsInput', {
     requests: t.field({
       type: [CreateWorkRequestInput],
       required: true,
-      description: 'Each checked as createWorkRequest checks one; at most TAGSCHED_MAX_BATCH_REQUESTS (1,000 by default)',
+      description:
+        'Each checked as createWorkRequest checks one; at most TAGSCHED_MAX_BATCH_REQUESTS (1,000 by default)',
     }),
   }),
 });
@@ -229,7 +299,11 @@ const CreateWorkRequestsInput = builder.inputType('CreateWorkRequestsInput', {
 const CreateWorkRequestsPayload = builder.objectRef<WorkRequestRecord[]>('CreateWorkRequestsPayload').implement({
   description: 'The requests a createWorkRequests call created',
   fields: (t) => ({
-    requests: t.field({ type: [WorkRequestRef], description: 'In the order of the input', resolve: (created) => created }),
+    requests: t.field({
+      type: [WorkRequestRef],
+      description: 'In the order of the input',
+      resolve: (created) => created,
+    }),
   }),
 });
 
@@ -240,7 +314,8 @@ const CreateWorkRequestsPayload = builder.objectRef<WorkRequestRecord[]>('Create
  */
 function primeOwners(ctx: Context, wr: WorkRequest): WorkRequest {
   const ws = wr.workspace;
-  if (wrap(ws).isInitialized() && wrap(ws.scope).isInitialized()) ctx.loaders.byId<Workspace>(WorkspaceSchema, ['scope']).prime(ws.id, ws);
+  if (wrap(ws).isInitialized() && wrap(ws.scope).isInitialized())
+    ctx.loaders.byId<Workspace>(WorkspaceSchema, ['scope']).prime(ws.id, ws);
   if (wrap(wr.createdBy).isInitialized()) ctx.loaders.byId<User>(UserSchema).prime(wr.createdBy.id, wr.createdBy);
   return wr;
 }
@@ -266,10 +341,16 @@ builder.mutationFields((t) => ({
         {
           idOf: (created) => created.map((wr) => wr.id),
           replay: async (em, _id, _secret, ids) => {
-            const found = new Map((await em.find(WorkRequestSchema, { id: { $in: [...ids] } }, { populate: ['workspace'] })).map((wr) => [wr.id, wr]));
+            const found = new Map(
+              (await em.find(WorkRequestSchema, { id: { $in: [...ids] } }, { populate: ['workspace'] })).map((wr) => [
+                wr.id,
+                wr,
+              ]),
+            );
             return ids.flatMap((id) => found.get(id) ?? []);
           },
-          mayRead: async (em, viewer, created) => (await Promise.all(created.map((wr) => viewerSeesWorkRequest(em, viewer, wr)))).every(Boolean),
+          mayRead: async (em, viewer, created) =>
+            (await Promise.all(created.map((wr) => viewerSeesWorkRequest(em, viewer, wr)))).every(Boolean),
         },
         (record) => createWorkRequests(ctx, requests, { record }),
       );
@@ -277,7 +358,8 @@ builder.mutationFields((t) => ({
   }),
   createWorkRequest: t.field({
     type: WorkRequestRef,
-    description: 'Owners and contributors of the workspace (and admins): submits work; it is PENDING (or BLOCKED on its dependencies) and its tags are fixed now',
+    description:
+      'Owners and contributors of the workspace (and admins): submits work; it is PENDING (or BLOCKED on its dependencies) and its tags are fixed now',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: {
       input: t.arg({ type: CreateWorkRequestInput, required: true, description: 'The work to submit' }),
@@ -302,7 +384,8 @@ builder.mutationFields((t) => ({
   }),
   abortWorkRequest: t.field({
     type: WorkRequestRef,
-    description: 'Its creator, the workspace owners and admins: stops work that is not over (ABORTED); its dependents are aborted too',
+    description:
+      'Its creator, the workspace owners and admins: stops work that is not over (ABORTED); its dependents are aborted too',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError, InvalidStateError] },
     args: {
       input: t.arg({

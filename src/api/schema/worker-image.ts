@@ -5,7 +5,13 @@ import type { Manifest, ManifestFile } from '../../core/manifest-format.js';
 import { publicRecipe, registerWorkerImage } from '../../services/pools/worker-images.js';
 import { publicationsOf, recordWorkerImagePublication } from '../../services/pools/publications.js';
 import type { WorkerImagePublication } from '../../storage/entities/worker-image-publication.js';
-import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  ForbiddenError,
+  InputError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 
 type Recipe = Manifest['recipe'];
 type ImageTag = Manifest['tags'][number];
@@ -16,9 +22,15 @@ const ImageRecipeRef = builder.objectRef<Recipe>('ImageRecipe').implement({
   fields: (t) => ({
     suite: t.exposeString('suite', { description: 'The Debian suite, e.g. bookworm' }),
     architecture: t.exposeString('architecture', { description: 'The Debian architecture, e.g. arm64' }),
-    mirror: t.exposeString('mirror', { nullable: true, description: 'The APT mirror it was built from; null: the default' }),
+    mirror: t.exposeString('mirror', {
+      nullable: true,
+      description: 'The APT mirror it was built from; null: the default',
+    }),
     source: t.exposeString('source', { nullable: true, description: 'The deb822 APT source added to the image' }),
-    enableBackends: t.stringList({ description: 'The executor backends it installs (unshare, incus-lxc, incus-vm, qemu)', resolve: (r) => r.enable_backends }),
+    enableBackends: t.stringList({
+      description: 'The executor backends it installs (unshare, incus-lxc, incus-vm, qemu)',
+      resolve: (r) => r.enable_backends,
+    }),
     enableTasks: t.stringList({ description: 'The tasks it installs the tools of', resolve: (r) => r.enable_tasks }),
   }),
 });
@@ -27,8 +39,14 @@ const ImageTagRef = builder.objectRef<ImageTag>('ImageTag').implement({
   description: 'A tag a worker booted from the image provides, and what in the image gives it',
   fields: (t) => ({
     tag: t.exposeString('tag', { description: 'The tag' }),
-    source: t.exposeString('source', { description: 'recipe:architecture, backend:NAME, package:NAME or handler:TASK' }),
-    condition: t.string({ nullable: true, description: 'What the machine needs besides the image (e.g. /dev/kvm)', resolve: (x) => x.condition ?? null }),
+    source: t.exposeString('source', {
+      description: 'recipe:architecture, backend:NAME, package:NAME or handler:TASK',
+    }),
+    condition: t.string({
+      nullable: true,
+      description: 'What the machine needs besides the image (e.g. /dev/kvm)',
+      resolve: (x) => x.condition ?? null,
+    }),
   }),
 });
 
@@ -51,35 +69,63 @@ const ImageFileRef = builder.objectRef<ManifestFile>('ImageFile').implement({
 });
 
 const WorkerImagePublicationRef = builder.objectRef<WorkerImagePublication>('WorkerImagePublication').implement({
-  description: "Where an image is bootable on a cloud (tagsched-image publish): the provider's id of it in one provider and region",
+  description:
+    "Where an image is bootable on a cloud (tagsched-image publish): the provider's id of it in one provider and region",
   fields: (t) => ({
     provider: t.exposeString('provider', { description: 'The provider type: hetzner or ec2' }),
-    region: t.exposeString('region', { description: 'The EC2 region of the AMI; global for Hetzner (a snapshot boots in every location of its project)' }),
-    providerImageId: t.exposeString('providerImageId', { description: 'The id pools of that provider and region boot: a Hetzner image (snapshot) id, an AMI id' }),
+    region: t.exposeString('region', {
+      description: 'The EC2 region of the AMI; global for Hetzner (a snapshot boots in every location of its project)',
+    }),
+    providerImageId: t.exposeString('providerImageId', {
+      description: 'The id pools of that provider and region boot: a Hetzner image (snapshot) id, an AMI id',
+    }),
     publishedAt: t.expose('publishedAt', { type: 'DateTime', description: 'When it was published (recorded)' }),
   }),
 });
 
 /** A registered worker image (docs/design.md: images): its manifest, as `tagsched-image build` wrote it. */
 export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').implement({
-  description: 'A registered worker image: what tagsched-image build made, as its manifest says; pools name it in their specifications',
+  description:
+    'A registered worker image: what tagsched-image build made, as its manifest says; pools name it in their specifications',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its unique name' }),
-    recipe: t.field({ type: ImageRecipeRef, description: 'What it was built from', resolve: (i) => publicRecipe(i.manifest) }),
+    recipe: t.field({
+      type: ImageRecipeRef,
+      description: 'What it was built from',
+      resolve: (i) => publicRecipe(i.manifest),
+    }),
     packageCount: t.int({ description: 'How many packages it holds', resolve: (i) => i.manifest.packages.length }),
-    packages: t.field({ type: [ImagePackageRef], description: 'Every package installed, with its version', resolve: (i) => i.manifest.packages }),
+    packages: t.field({
+      type: [ImagePackageRef],
+      description: 'Every package installed, with its version',
+      resolve: (i) => i.manifest.packages,
+    }),
     tags: t.field({
       type: [ImageTagRef],
       description: 'What a pool naming the image gets as template tags (provenance ADMIN, source image:NAME)',
       resolve: (i) => i.manifest.tags,
     }),
-    rootfs: t.field({ type: ImageFileRef, description: 'Its root file system tarball', resolve: (i) => i.manifest.files.rootfs }),
-    diskImage: t.field({ type: ImageFileRef, nullable: true, description: 'Its bootable disk image; null when the build made none', resolve: (i) => i.manifest.files.diskImage }),
-    createdAt: t.field({ type: 'DateTime', description: 'When it was built', resolve: (i) => new Date(i.manifest.createdAt) }),
+    rootfs: t.field({
+      type: ImageFileRef,
+      description: 'Its root file system tarball',
+      resolve: (i) => i.manifest.files.rootfs,
+    }),
+    diskImage: t.field({
+      type: ImageFileRef,
+      nullable: true,
+      description: 'Its bootable disk image; null when the build made none',
+      resolve: (i) => i.manifest.files.diskImage,
+    }),
+    createdAt: t.field({
+      type: 'DateTime',
+      description: 'When it was built',
+      resolve: (i) => new Date(i.manifest.createdAt),
+    }),
     registeredAt: t.expose('registeredAt', { type: 'DateTime', description: 'When it was registered' }),
     publications: t.field({
       type: [WorkerImagePublicationRef],
-      description: 'Where it is published (tagsched-image publish), by provider and region: a hetzner or ec2 pool naming it with no providerImage boots these ids',
+      description:
+        'Where it is published (tagsched-image publish), by provider and region: a hetzner or ec2 pool naming it with no providerImage boots these ids',
       resolve: (i, _args, ctx) => publicationsOf(ctx.em, i),
     }),
   }),
@@ -88,7 +134,11 @@ export const WorkerImageRef = builder.objectRef<WorkerImage>('WorkerImage').impl
 const RegisterWorkerImageInput = builder.inputType('RegisterWorkerImageInput', {
   description: 'An image to register, by its manifest',
   fields: (t) => ({
-    manifest: t.field({ type: 'JSON', required: true, description: 'The NAME.manifest.json that tagsched-image build wrote' }),
+    manifest: t.field({
+      type: 'JSON',
+      required: true,
+      description: 'The NAME.manifest.json that tagsched-image build wrote',
+    }),
   }),
 });
 
@@ -107,7 +157,12 @@ builder.queryFields((t) => ({
     type: [WorkerImageRef],
     description: 'The registered worker images, by name',
     args: { first: t.arg.int({ description: firstDescription('Query.workerImages', 'images') }) },
-    resolve: (_root, args, ctx) => ctx.em.find(WorkerImageSchema, {}, { orderBy: { name: 'asc' }, limit: firstOf('Query.workerImages', args.first) }),
+    resolve: (_root, args, ctx) =>
+      ctx.em.find(
+        WorkerImageSchema,
+        {},
+        { orderBy: { name: 'asc' }, limit: firstOf('Query.workerImages', args.first) },
+      ),
   }),
   workerImage: t.field({
     type: WorkerImageRef,
@@ -121,14 +176,16 @@ builder.queryFields((t) => ({
 builder.mutationFields((t) => ({
   registerWorkerImage: t.field({
     type: WorkerImageRef,
-    description: 'Admin: registers an image from its manifest, so that pools can name it; a registered image never changes (a new build gets a new name)',
+    description:
+      'Admin: registers an image from its manifest, so that pools can name it; a registered image never changes (a new build gets a new name)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: { input: t.arg({ type: RegisterWorkerImageInput, required: true, description: 'The manifest to register' }) },
     resolve: (_root, { input }, ctx) => registerWorkerImage(ctx.em, ctx.viewer, ctx.config, input.manifest),
   }),
   recordWorkerImagePublication: t.field({
     type: WorkerImageRef,
-    description: 'Admin: records where an image is published (tagsched-image publish does this); it replaces the id of the same provider and region',
+    description:
+      'Admin: records where an image is published (tagsched-image publish does this); it replaces the id of the same provider and region',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
     args: { input: t.arg({ type: RecordWorkerImagePublicationInput, required: true, description: 'The publication' }) },
     resolve: (_root, { input }, ctx) => recordWorkerImagePublication(ctx.em, ctx.viewer, input),

@@ -3,7 +3,14 @@ import { WEEKDAYS, type WarmPeriod, type WarmSchedule } from '../../shared/warm-
 import { minIdleNow, WARM_PERIODS_MAX } from '../../scheduler/rules/scale-in.js';
 import { builder } from '../builder.js';
 import { firstDescription, firstOf } from './pagination.js';
-import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import type { Token } from '../../storage/entities/token.js';
 import { isAdmin } from '../../services/identity/auth.js';
 import { createActivationToken, createWorkerPool, updateWorkerPool } from '../../services/pools/pools.js';
@@ -17,15 +24,26 @@ import { computePoolTemplateTags, type PoolSpecifications } from '../../core/tag
 import { adminsOnly } from '../../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { TagEntryRef } from './tag-entry.js';
-import { MAX_OFFERINGS, offeringsOf, offeringStates, type Offering, type OfferingMark, type OfferingState } from '../../providers/offerings.js';
+import {
+  MAX_OFFERINGS,
+  offeringsOf,
+  offeringStates,
+  type Offering,
+  type OfferingMark,
+  type OfferingState,
+} from '../../providers/offerings.js';
 
 /** A worker pool as clients see it: everything but the provider account, which is write-only. */
 export const WorkerPoolRef = builder.loadableObjectRef<WorkerPool, number>('WorkerPool', {
-  load: async (ids, ctx) => (await ctx.loaders.byId<WorkerPool>(WorkerPoolSchema).loadMany(ids)).map((p, i) => p ?? new Error(`no pool ${ids[i]}`)),
+  load: async (ids, ctx) =>
+    (await ctx.loaders.byId<WorkerPool>(WorkerPoolSchema).loadMany(ids)).map(
+      (p, i) => p ?? new Error(`no pool ${ids[i]}`),
+    ),
 });
 
 // The configured size thresholds, as for the pool's workers: a template must classify its size like they do.
-const template = (pool: WorkerPool, sizeThresholds: SizeThresholds) => computePoolTemplateTags(poolTagInput(pool), sizeThresholds);
+const template = (pool: WorkerPool, sizeThresholds: SizeThresholds) =>
+  computePoolTemplateTags(poolTagInput(pool), sizeThresholds);
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
@@ -40,13 +58,22 @@ const PoolHandlerRef = builder.objectRef<{ task: string; command: string }>('Poo
 const OfferingRef = builder.objectRef<Offering>('Offering').implement({
   description: 'One way a pool may start a machine: an instance type in a location, on-demand or spot',
   fields: (t) => ({
-    instanceType: t.exposeString('instanceType', { description: 'The server or instance type (a Hetzner server type, an EC2 instance type)' }),
-    location: t.exposeString('location', { nullable: true, description: 'The EC2 availability zone or Hetzner location; null: wherever the provider chooses' }),
+    instanceType: t.exposeString('instanceType', {
+      description: 'The server or instance type (a Hetzner server type, an EC2 instance type)',
+    }),
+    location: t.exposeString('location', {
+      nullable: true,
+      description: 'The EC2 availability zone or Hetzner location; null: wherever the provider chooses',
+    }),
     market: t.exposeString('market', { description: 'on-demand or spot (spot: EC2 only)' }),
-    maxPricePerHour: t.exposeFloat('maxPricePerHour', { nullable: true, description: 'Spot: the most paid per hour (USD on EC2); null: the spot price' }),
+    maxPricePerHour: t.exposeFloat('maxPricePerHour', {
+      nullable: true,
+      description: 'Spot: the most paid per hour (USD on EC2); null: the spot price',
+    }),
     pricePerHour: t.float({
       nullable: true,
-      description: 'The price of one hour of it (cost), in the site\u2019s currency; it wins over the pool\u2019s pricePerHour; null: not given',
+      description:
+        'The price of one hour of it (cost), in the site\u2019s currency; it wins over the pool\u2019s pricePerHour; null: not given',
       resolve: (o) => o.pricePerHour ?? null,
     }),
   }),
@@ -59,9 +86,17 @@ export const PoolOfferingRef = builder.objectRef<PoolOfferingState>('PoolOfferin
   description: 'An offering of a pool, in the order launches try them, and whether a launch may use it now',
   fields: (t) => ({
     instanceType: t.string({ description: 'The server or instance type', resolve: (s) => s.offering.instanceType }),
-    location: t.string({ nullable: true, description: 'The EC2 availability zone or Hetzner location; null: wherever the provider chooses', resolve: (s) => s.offering.location }),
+    location: t.string({
+      nullable: true,
+      description: 'The EC2 availability zone or Hetzner location; null: wherever the provider chooses',
+      resolve: (s) => s.offering.location,
+    }),
     market: t.string({ description: 'on-demand or spot', resolve: (s) => s.offering.market }),
-    maxPricePerHour: t.float({ nullable: true, description: 'Spot: the most paid per hour; null: the spot price', resolve: (s) => s.offering.maxPricePerHour }),
+    maxPricePerHour: t.float({
+      nullable: true,
+      description: 'Spot: the most paid per hour; null: the spot price',
+      resolve: (s) => s.offering.maxPricePerHour,
+    }),
     pricePerHour: t.float({
       nullable: true,
       description:
@@ -72,47 +107,101 @@ export const PoolOfferingRef = builder.objectRef<PoolOfferingState>('PoolOfferin
     unavailableUntil: t.expose('unavailableUntil', {
       type: 'DateTime',
       nullable: true,
-      description: 'Launches skip it until then, after it failed for capacity or quota (TAGSCHED_OFFERING_UNAVAILABLE_SECONDS); null: usable now',
+      description:
+        'Launches skip it until then, after it failed for capacity or quota (TAGSCHED_OFFERING_UNAVAILABLE_SECONDS); null: usable now',
     }),
-    unavailableReason: t.exposeString('unavailableReason', { nullable: true, description: 'The provider error that marked it unavailable; null: usable now' }),
+    unavailableReason: t.exposeString('unavailableReason', {
+      nullable: true,
+      description: 'The provider error that marked it unavailable; null: usable now',
+    }),
   }),
 });
 
 /** Every offering of a pool (its offerings list, or its one instanceType) with its mark if one holds now. */
-export async function poolOfferingStates(pool: WorkerPool, marks: (id: number) => Promise<OfferingMark[]>): Promise<PoolOfferingState[]> {
+export async function poolOfferingStates(
+  pool: WorkerPool,
+  marks: (id: number) => Promise<OfferingMark[]>,
+): Promise<PoolOfferingState[]> {
   const offerings = offeringsOf(pool.specifications);
   const poolPricePerHour = pool.pricePerHour ?? null;
-  return offerings.length ? offeringStates(offerings, await marks(pool.id), new Date()).map((s) => ({ ...s, poolPricePerHour })) : [];
+  return offerings.length
+    ? offeringStates(offerings, await marks(pool.id), new Date()).map((s) => ({ ...s, poolPricePerHour }))
+    : [];
 }
 
 const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifications').implement({
   description: 'What a pool starts: instance size and concurrency, what its image holds, and what its provider needs',
   fields: (t) => ({
-    cpuCount: t.int({ nullable: true, description: 'CPUs per instance; null when unset', resolve: (s) => s.cpuCount ?? null }),
-    memoryGib: t.float({ nullable: true, description: 'Memory per instance, GiB; null when unset', resolve: (s) => s.memoryGib ?? null }),
-    diskGib: t.float({ nullable: true, description: 'Disk per instance, GiB; null when unset', resolve: (s) => s.diskGib ?? null }),
-    concurrency: t.int({ description: 'The concurrency of the pool\u2019s workers (1 when unset)', resolve: (s) => poolConcurrency(s) }),
-    architectures: t.stringList({ description: 'Debian architectures its machines run natively', resolve: (s) => s.architectures ?? [] }),
-    enableBackends: t.stringList({ description: 'Executor backends its image enables (unshare, incus-lxc, incus-vm, qemu)', resolve: (s) => s.enableBackends ?? [] }),
+    cpuCount: t.int({
+      nullable: true,
+      description: 'CPUs per instance; null when unset',
+      resolve: (s) => s.cpuCount ?? null,
+    }),
+    memoryGib: t.float({
+      nullable: true,
+      description: 'Memory per instance, GiB; null when unset',
+      resolve: (s) => s.memoryGib ?? null,
+    }),
+    diskGib: t.float({
+      nullable: true,
+      description: 'Disk per instance, GiB; null when unset',
+      resolve: (s) => s.diskGib ?? null,
+    }),
+    concurrency: t.int({
+      description: 'The concurrency of the pool\u2019s workers (1 when unset)',
+      resolve: (s) => poolConcurrency(s),
+    }),
+    architectures: t.stringList({
+      description: 'Debian architectures its machines run natively',
+      resolve: (s) => s.architectures ?? [],
+    }),
+    enableBackends: t.stringList({
+      description: 'Executor backends its image enables (unshare, incus-lxc, incus-vm, qemu)',
+      resolve: (s) => s.enableBackends ?? [],
+    }),
     enableTasks: t.stringList({ description: 'Tasks its image is built for', resolve: (s) => s.enableTasks ?? [] }),
-    image: t.string({ nullable: true, description: 'The tagsched worker image it boots; null when unset', resolve: (s) => str(s.image) }),
+    image: t.string({
+      nullable: true,
+      description: 'The tagsched worker image it boots; null when unset',
+      resolve: (s) => str(s.image),
+    }),
     handlers: t.field({
       type: [PoolHandlerRef],
       nullable: true,
-      description: 'Local pools: the commands their agents run on the server\u2019s machine (admins only; null for others)',
+      description:
+        'Local pools: the commands their agents run on the server\u2019s machine (admins only; null for others)',
       resolve: (s, _a, ctx) => (isAdmin(ctx.viewer) ? (s.handlers ?? []) : null),
     }),
-    instanceType: t.string({ nullable: true, description: 'Cloud: the server or instance type; null when unset', resolve: (s) => str(s.instanceType) }),
-    location: t.string({ nullable: true, description: 'Cloud: the location, region or availability zone; null when unset', resolve: (s) => str(s.location) }),
+    instanceType: t.string({
+      nullable: true,
+      description: 'Cloud: the server or instance type; null when unset',
+      resolve: (s) => str(s.instanceType),
+    }),
+    location: t.string({
+      nullable: true,
+      description: 'Cloud: the location, region or availability zone; null when unset',
+      resolve: (s) => str(s.location),
+    }),
     offerings: t.field({
       type: [OfferingRef],
       description:
         'Cloud: the offerings a launch tries in order, as given; empty when the pool names one instanceType instead (WorkerPool.offerings shows either, with their state)',
       resolve: (s) => (Array.isArray(s.offerings) ? offeringsOf(s) : []),
     }),
-    providerImage: t.string({ nullable: true, description: 'Cloud: the provider image (Hetzner image, EC2 AMI); null when unset', resolve: (s) => str(s.providerImage) }),
-    subnetId: t.string({ nullable: true, description: 'EC2: the subnet; null when unset', resolve: (s) => str(s.subnetId) }),
-    securityGroupIds: t.stringList({ description: 'EC2: security group ids', resolve: (s) => (Array.isArray(s.securityGroupIds) ? (s.securityGroupIds as string[]) : []) }),
+    providerImage: t.string({
+      nullable: true,
+      description: 'Cloud: the provider image (Hetzner image, EC2 AMI); null when unset',
+      resolve: (s) => str(s.providerImage),
+    }),
+    subnetId: t.string({
+      nullable: true,
+      description: 'EC2: the subnet; null when unset',
+      resolve: (s) => str(s.subnetId),
+    }),
+    securityGroupIds: t.stringList({
+      description: 'EC2: security group ids',
+      resolve: (s) => (Array.isArray(s.securityGroupIds) ? (s.securityGroupIds as string[]) : []),
+    }),
     command: t.stringList({
       nullable: true,
       description: 'Exec pools: the program and its arguments (admins only; null for others)',
@@ -122,7 +211,8 @@ const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifi
 });
 
 WorkerPoolRef.implement({
-  description: 'A set of workers the provisioner starts and stops on demand, all from one template; provider credentials are never shown',
+  description:
+    'A set of workers the provisioner starts and stops on demand, all from one template; provider credentials are never shown',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its unique name' }),
     providerType: t.exposeString('providerType', { description: 'local, exec, hetzner, ec2 or qemu' }),
@@ -130,12 +220,21 @@ WorkerPoolRef.implement({
       description: 'Whether provider credentials are set; they are never returned',
       resolve: (pool) => pool.providerAccountEncrypted != null,
     }),
-    specifications: t.field({ type: PoolSpecificationsRef, description: 'What it starts', resolve: (pool) => pool.specifications }),
-    providedTags: t.exposeStringList('providedTags', { description: 'The tags the admin gave the pool (provided side)' }),
-    requiredTags: t.exposeStringList('requiredTags', { description: 'The tags the admin gave the pool (required side: what its workers ask of tasks)' }),
+    specifications: t.field({
+      type: PoolSpecificationsRef,
+      description: 'What it starts',
+      resolve: (pool) => pool.specifications,
+    }),
+    providedTags: t.exposeStringList('providedTags', {
+      description: 'The tags the admin gave the pool (provided side)',
+    }),
+    requiredTags: t.exposeStringList('requiredTags', {
+      description: 'The tags the admin gave the pool (required side: what its workers ask of tasks)',
+    }),
     templateProvidedTags: t.field({
       type: [TagEntryRef],
-      description: 'What any worker this pool starts will provide: pool tags, specification values and what its image holds, worker:type:worker',
+      description:
+        'What any worker this pool starts will provide: pool tags, specification values and what its image holds, worker:type:worker',
       resolve: (pool, _args, ctx) => template(pool, ctx.config.tags.sizeThresholds).provided,
     }),
     templateRequiredTags: t.field({
@@ -145,15 +244,20 @@ WorkerPoolRef.implement({
     }),
     maxActiveInstances: t.exposeInt('maxActiveInstances', { description: 'At most this many instances at once' }),
     minIdleInstances: t.exposeInt('minIdleInstances', { description: 'Instances kept running idle, ready for work' }),
-    idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds', { description: 'An instance idle this long (seconds) is stopped, above minIdleInstances' }),
-    targetLatencySeconds: t.exposeInt('targetLatencySeconds', { description: 'How long (seconds) pending work may wait before another instance is started for it' }),
+    idleTimeoutSeconds: t.exposeInt('idleTimeoutSeconds', {
+      description: 'An instance idle this long (seconds) is stopped, above minIdleInstances',
+    }),
+    targetLatencySeconds: t.exposeInt('targetLatencySeconds', {
+      description: 'How long (seconds) pending work may wait before another instance is started for it',
+    }),
     monthlyRuntimeBudgetSeconds: t.exposeInt('monthlyRuntimeBudgetSeconds', {
       nullable: true,
       description: 'Instance runtime allowed per calendar month (seconds); null: no limit',
     }),
     maxInstanceLifetimeSeconds: t.exposeInt('maxInstanceLifetimeSeconds', {
       nullable: true,
-      description: 'An instance older than this (seconds) retires: it takes no new work, is stopped once idle, and replaced if work asks; null: no limit',
+      description:
+        'An instance older than this (seconds) retires: it takes no new work, is stopped once idle, and replaced if work asks; null: no limit',
     }),
     maxReplacingInstances: t.exposeInt('maxReplacingInstances', {
       description:
@@ -168,22 +272,32 @@ WorkerPoolRef.implement({
       description:
         'Its provider bills instances by this period (3600: by the started hour): an idle instance is stopped only near the end of its paid period; null: billed by the second',
     }),
-    scaleDownDelaySeconds: t.exposeInt('scaleDownDelaySeconds', { nullable: true, description: 'No idle instance is stopped this long after its last launch; null: none' }),
-    maxLaunchesPerMinute: t.exposeInt('maxLaunchesPerMinute', { nullable: true, description: 'At most this many launches a minute; null: no limit' }),
+    scaleDownDelaySeconds: t.exposeInt('scaleDownDelaySeconds', {
+      nullable: true,
+      description: 'No idle instance is stopped this long after its last launch; null: none',
+    }),
+    maxLaunchesPerMinute: t.exposeInt('maxLaunchesPerMinute', {
+      nullable: true,
+      description: 'At most this many launches a minute; null: no limit',
+    }),
     warmSchedule: t.field({
       type: WarmScheduleRef,
       nullable: true,
       description: 'More instances kept idle at some times of day; null: minIdleInstances always',
       resolve: (pool) => pool.warmSchedule ?? null,
     }),
-    minIdleInstancesNow: t.int({ description: 'The instances it keeps idle now: its warm schedule’s, else minIdleInstances', resolve: (pool) => minIdleNow(pool, new Date()) }),
+    minIdleInstancesNow: t.int({
+      description: 'The instances it keeps idle now: its warm schedule’s, else minIdleInstances',
+      resolve: (pool) => minIdleNow(pool, new Date()),
+    }),
     monthRuntimeSeconds: t.float({
       description: 'The runtime of its instances in this calendar month (UTC), what monthlyRuntimeBudgetSeconds limits',
       resolve: async (pool, _a, ctx) => (await ctx.loaders.monthRuntimes()).get(pool.id) ?? 0,
     }),
     pricePerHour: t.float({
       nullable: true,
-      description: 'The price of one instance-hour in the site\u2019s currency (docs/operating/pools.md, "Cost"); an offering\u2019s own price wins; null: not given',
+      description:
+        'The price of one instance-hour in the site\u2019s currency (docs/operating/pools.md, "Cost"); an offering\u2019s own price wins; null: not given',
       resolve: (pool) => pool.pricePerHour ?? null,
     }),
     monthlyCostBudget: t.float({
@@ -199,28 +313,56 @@ WorkerPoolRef.implement({
     }),
     enabled: t.exposeBoolean('enabled', { description: 'False: the provisioner starts nothing for it' }),
     degraded: t.boolean({
-      description: 'Its launches keep failing (TAGSCHED_DEGRADED_AFTER_FAILURES in a row, or one only an admin can cure); lastError says why',
+      description:
+        'Its launches keep failing (TAGSCHED_DEGRADED_AFTER_FAILURES in a row, or one only an admin can cure); lastError says why',
       resolve: (pool, _a, ctx) => poolHealth(pool, new Date(), ctx.config.provisioner.degradedAfterFailures).degraded,
     }),
-    launchFailures: t.exposeInt('launchFailures', { description: 'Launches that failed in a row since the last one that worked' }),
-    launchRetryAt: t.expose('launchRetryAt', { type: 'DateTime', nullable: true, description: 'After failed launches, no launch is tried before this' }),
+    launchFailures: t.exposeInt('launchFailures', {
+      description: 'Launches that failed in a row since the last one that worked',
+    }),
+    launchRetryAt: t.expose('launchRetryAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'After failed launches, no launch is tried before this',
+    }),
     offerings: t.field({
       type: [PoolOfferingRef],
       description:
         'Cloud: the offerings launches try, in order (its offerings, or its one instanceType and location, on-demand), each with until when and why it is unavailable; empty for local, exec and qemu pools',
       resolve: (pool, _a, ctx) => poolOfferingStates(pool, (id) => ctx.loaders.offeringMarks.load(id)),
     }),
-    lastError: t.exposeString('lastError', { nullable: true, description: 'The last provider error of the pool (launch, stop or list)' }),
-    lastErrorKind: t.exposeString('lastErrorKind', { nullable: true, description: 'quota, capacity, auth, timeout, invalid or unavailable' }),
-    lastErrorAt: t.expose('lastErrorAt', { type: 'DateTime', nullable: true, description: 'When lastError happened; null: never' }),
+    lastError: t.exposeString('lastError', {
+      nullable: true,
+      description: 'The last provider error of the pool (launch, stop or list)',
+    }),
+    lastErrorKind: t.exposeString('lastErrorKind', {
+      nullable: true,
+      description: 'quota, capacity, auth, timeout, invalid or unavailable',
+    }),
+    lastErrorAt: t.expose('lastErrorAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When lastError happened; null: never',
+    }),
     createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was created' }),
   }),
 });
 
-const DAY_NAMES: Record<(typeof WEEKDAYS)[number], string> = { MON: 'Monday', TUE: 'Tuesday', WED: 'Wednesday', THU: 'Thursday', FRI: 'Friday', SAT: 'Saturday', SUN: 'Sunday' };
+const DAY_NAMES: Record<(typeof WEEKDAYS)[number], string> = {
+  MON: 'Monday',
+  TUE: 'Tuesday',
+  WED: 'Wednesday',
+  THU: 'Thursday',
+  FRI: 'Friday',
+  SAT: 'Saturday',
+  SUN: 'Sunday',
+};
 const WeekdayEnum = builder.enumType('Weekday', {
   description: 'A day of the week',
-  values: Object.fromEntries(WEEKDAYS.map((d) => [d, { description: DAY_NAMES[d] }])) as Record<(typeof WEEKDAYS)[number], { description: string }>,
+  values: Object.fromEntries(WEEKDAYS.map((d) => [d, { description: DAY_NAMES[d] }])) as Record<
+    (typeof WEEKDAYS)[number],
+    { description: string }
+  >,
 });
 
 const WarmPeriodRef = builder.objectRef<WarmPeriod>('WarmPeriod').implement({
@@ -234,10 +376,15 @@ const WarmPeriodRef = builder.objectRef<WarmPeriod>('WarmPeriod').implement({
 });
 
 const WarmScheduleRef = builder.objectRef<WarmSchedule>('WarmSchedule').implement({
-  description: 'Warm capacity by schedule: more instances kept idle at some times of day, in a time zone (daylight saving time included)',
+  description:
+    'Warm capacity by schedule: more instances kept idle at some times of day, in a time zone (daylight saving time included)',
   fields: (t) => ({
     timeZone: t.exposeString('timeZone', { description: 'An IANA time zone, such as Europe/Berlin' }),
-    periods: t.field({ type: [WarmPeriodRef], description: `Its periods (at most ${WARM_PERIODS_MAX}); where several apply, the largest minimum`, resolve: (s) => [...s.periods] }),
+    periods: t.field({
+      type: [WarmPeriodRef],
+      description: `Its periods (at most ${WARM_PERIODS_MAX}); where several apply, the largest minimum`,
+      resolve: (s) => [...s.periods],
+    }),
   }),
 });
 
@@ -255,7 +402,11 @@ const WarmScheduleInput = builder.inputType('WarmScheduleInput', {
   description: 'Warm capacity by schedule',
   fields: (t) => ({
     timeZone: t.string({ required: true, description: 'An IANA time zone, such as Europe/Berlin or UTC' }),
-    periods: t.field({ type: [WarmPeriodInput], required: true, description: `Its periods, at most ${WARM_PERIODS_MAX}` }),
+    periods: t.field({
+      type: [WarmPeriodInput],
+      required: true,
+      description: `Its periods, at most ${WARM_PERIODS_MAX}`,
+    }),
   }),
 });
 
@@ -271,29 +422,43 @@ const OfferingInput = builder.inputType('OfferingInput', {
   description: 'One way a pool may start a machine; a launch tries the next when one has no capacity or quota',
   fields: (t) => ({
     instanceType: t.string({ required: true, description: 'A Hetzner server type or an EC2 instance type' }),
-    location: t.string({ description: 'An EC2 availability zone or a Hetzner location; omitted: wherever the provider chooses' }),
+    location: t.string({
+      description: 'An EC2 availability zone or a Hetzner location; omitted: wherever the provider chooses',
+    }),
     market: t.string({ description: 'on-demand (default) or spot (EC2 only)' }),
-    maxPricePerHour: t.float({ description: 'Spot only: the most paid per hour (USD on EC2); omitted: the spot price' }),
+    maxPricePerHour: t.float({
+      description: 'Spot only: the most paid per hour (USD on EC2); omitted: the spot price',
+    }),
     pricePerHour: t.float({
-      description: 'The price of one hour of it in the site\u2019s currency (0, or 1e-9 to 1e6), for cost; it wins over the pool\u2019s pricePerHour; omitted: the pool\u2019s',
+      description:
+        'The price of one hour of it in the site\u2019s currency (0, or 1e-9 to 1e6), for cost; it wins over the pool\u2019s pricePerHour; omitted: the pool\u2019s',
     }),
   }),
 });
 
 const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
-  description: 'Typed pool specifications; a bad value is refused with its path and what is allowed. Replaces the whole set on update.',
+  description:
+    'Typed pool specifications; a bad value is refused with its path and what is allowed. Replaces the whole set on update.',
   fields: (t) => ({
     cpuCount: t.int({ description: 'CPUs per instance (worker:cpu-count)' }),
     memoryGib: t.float({ description: 'Memory per instance, GiB (worker:memory-gib)' }),
     diskGib: t.float({ description: 'Disk per instance, GiB (worker:disk-gib)' }),
     concurrency: t.int({ description: 'Work requests each worker of the pool runs at once (1 to 1024; 1 when unset)' }),
-    architectures: t.stringList({ description: 'Debian architectures its machines run natively (worker:build-arch:*)' }),
-    enableBackends: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu (worker:executor:*)' }),
-    enableTasks: t.stringList({ description: 'Tasks its image is built for: their tools (worker:cap:*) and worker:task:* tags' }),
-    image: t.string({
-      description: 'A registered worker image (registerWorkerImage): its manifest\u2019s tags are the pool\u2019s architectures, backends and tasks (leave those three out)',
+    architectures: t.stringList({
+      description: 'Debian architectures its machines run natively (worker:build-arch:*)',
     }),
-    handlers: t.field({ type: [PoolHandlerInput], description: 'Local pools only: the commands their agents run (default noop=true)' }),
+    enableBackends: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu (worker:executor:*)' }),
+    enableTasks: t.stringList({
+      description: 'Tasks its image is built for: their tools (worker:cap:*) and worker:task:* tags',
+    }),
+    image: t.string({
+      description:
+        'A registered worker image (registerWorkerImage): its manifest\u2019s tags are the pool\u2019s architectures, backends and tasks (leave those three out)',
+    }),
+    handlers: t.field({
+      type: [PoolHandlerInput],
+      description: 'Local pools only: the commands their agents run (default noop=true)',
+    }),
     instanceType: t.string({ description: 'Cloud: a Hetzner server type or an EC2 instance type' }),
     location: t.string({ description: 'Cloud: a Hetzner location, or an EC2 region or availability zone' }),
     offerings: t.field({
@@ -312,7 +477,10 @@ const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
   fields: (t) => ({
     name: t.string({ required: true, description: 'Its unique name' }),
     providerType: t.string({ description: 'local, exec, hetzner, ec2 or qemu (docs/operating/pools.md, "Providers")' }),
-    providerAccount: t.field({ type: 'JSON', description: 'Provider credentials (a JSON object); write-only, encrypted at rest' }),
+    providerAccount: t.field({
+      type: 'JSON',
+      description: 'Provider credentials (a JSON object); write-only, encrypted at rest',
+    }),
     specifications: t.field({ type: PoolSpecificationsInput, description: 'What it starts' }),
     providedTags: t.stringList({ description: 'Tags every worker of the pool provides (admin provenance)' }),
     requiredTags: t.stringList({ description: 'Tags every worker of the pool requires of its tasks' }),
@@ -320,19 +488,36 @@ const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
     minIdleInstances: t.int({ description: 'Instances kept running idle' }),
     idleTimeoutSeconds: t.int({ description: 'Seconds an instance may stay idle before it is stopped' }),
     targetLatencySeconds: t.int({ description: 'Seconds pending work may wait before another instance is started' }),
-    monthlyRuntimeBudgetSeconds: t.int({ description: 'Instance runtime allowed per calendar month, seconds; omitted: no limit' }),
+    monthlyRuntimeBudgetSeconds: t.int({
+      description: 'Instance runtime allowed per calendar month, seconds; omitted: no limit',
+    }),
     maxInstanceLifetimeSeconds: t.int({
-      description: 'Seconds from its creation after which an instance retires (drained, stopped once idle, replaced); 60 at least; null: no limit',
+      description:
+        'Seconds from its creation after which an instance retires (drained, stopped once idle, replaced); 60 at least; null: no limit',
     }),
-    maxWorkRequestsPerInstance: t.int({ description: 'Work requests after which an instance retires (1: a fresh machine for each request); null: no limit' }),
-    maxReplacingInstances: t.int({ description: 'Outdated instances replaced at a time when its specifications change (default 1)' }),
+    maxWorkRequestsPerInstance: t.int({
+      description:
+        'Work requests after which an instance retires (1: a fresh machine for each request); null: no limit',
+    }),
+    maxReplacingInstances: t.int({
+      description: 'Outdated instances replaced at a time when its specifications change (default 1)',
+    }),
     billingPeriodSeconds: t.int({
-      description: 'Its provider’s billing period (3600 for Hetzner): idle instances are stopped near the end of their paid period; null: by the second',
+      description:
+        'Its provider’s billing period (3600 for Hetzner): idle instances are stopped near the end of their paid period; null: by the second',
     }),
-    scaleDownDelaySeconds: t.int({ description: 'No idle instance is stopped this long after a launch (at most a day); null: none' }),
+    scaleDownDelaySeconds: t.int({
+      description: 'No idle instance is stopped this long after a launch (at most a day); null: none',
+    }),
     maxLaunchesPerMinute: t.int({ description: 'At most this many launches a minute; null: no limit' }),
-    warmSchedule: t.field({ type: WarmScheduleInput, description: 'More instances kept idle at some times of day; null: none' }),
-    pricePerHour: t.float({ description: 'The price of one instance-hour in the site\u2019s currency, 0, or 1e-9 to 1e6, for cost; null: removes it' }),
+    warmSchedule: t.field({
+      type: WarmScheduleInput,
+      description: 'More instances kept idle at some times of day; null: none',
+    }),
+    pricePerHour: t.float({
+      description:
+        'The price of one instance-hour in the site\u2019s currency, 0, or 1e-9 to 1e6, for cost; null: removes it',
+    }),
     monthlyCostBudget: t.float({
       description:
         'Cost allowed per calendar month (UTC), in the currency of its prices: no launch once it is reached, each live instance counted at least at its first hour or billing period; null: no limit',
@@ -345,8 +530,15 @@ const ActivationTokenPayload = builder.objectRef<{ token: Token; value: string }
   description: 'A one-shot activation token of a pool',
   fields: (t) => ({
     token: t.string({ description: 'Shown once: give it to one new instance of the pool', resolve: (p) => p.value }),
-    id: t.id({ description: 'Its id: it is listed by tokens(pool:) and revoked by revokeToken', resolve: (p) => p.token.id }),
-    expiresAt: t.field({ type: 'DateTime', description: 'When it stops being accepted', resolve: (p) => p.token.expiresAt! }),
+    id: t.id({
+      description: 'Its id: it is listed by tokens(pool:) and revoked by revokeToken',
+      resolve: (p) => p.token.id,
+    }),
+    expiresAt: t.field({
+      type: 'DateTime',
+      description: 'When it stops being accepted',
+      resolve: (p) => p.token.expiresAt!,
+    }),
   }),
 });
 
@@ -381,7 +573,11 @@ builder.mutationFields((t) => ({
         'createWorkerPool',
         idempotencyKey,
         input,
-        { idOf: (pool) => pool.id, replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }), mayRead: adminsOnly },
+        {
+          idOf: (pool) => pool.id,
+          replay: (em, id) => em.findOneOrFail(WorkerPoolSchema, { id }),
+          mayRead: adminsOnly,
+        },
         (tx) => createWorkerPool(tx, ctx.viewer, ctx.config, ctx.secrets, input),
       );
       // Committed: the provisioner starts what the new pool needs now, not at its next periodic cycle.
@@ -393,8 +589,15 @@ builder.mutationFields((t) => ({
     type: WorkerPoolRef,
     description: 'Admin: changes a pool; fields omitted are unchanged',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: WorkerPoolInput, required: true, description: 'The pool (by name) and the fields to change; omitted fields are unchanged' }) },
-    resolve: (_root, { input }, ctx) => updateWorkerPool(ctx.em, ctx.viewer, ctx.config, ctx.secrets, ctx.events, input),
+    args: {
+      input: t.arg({
+        type: WorkerPoolInput,
+        required: true,
+        description: 'The pool (by name) and the fields to change; omitted fields are unchanged',
+      }),
+    },
+    resolve: (_root, { input }, ctx) =>
+      updateWorkerPool(ctx.em, ctx.viewer, ctx.config, ctx.secrets, ctx.events, input),
   }),
   createActivationToken: t.field({
     type: ActivationTokenPayload,
@@ -408,7 +611,10 @@ builder.mutationFields((t) => ({
           description: 'The pool the activation token is for',
           fields: (f) => ({
             pool: f.string({ required: true, description: "The pool's name" }),
-            expiresAt: f.field({ type: 'DateTime', description: 'Refused from this instant on; default: TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now' }),
+            expiresAt: f.field({
+              type: 'DateTime',
+              description: 'Refused from this instant on; default: TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now',
+            }),
           }),
         }),
         required: true,

@@ -1,10 +1,24 @@
 import { builder } from '../builder.js';
 import { describedValues, upperSnake } from './enum-values.js';
-import { AlreadyExistsError, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import type { Context } from '../context.js';
 import { canSeeWorkerDetails, principalOf } from '../../services/identity/visibility.js';
 import { WORKER_TYPES, WorkerSchema, type Worker } from '../../storage/entities/worker.js';
-import { activateWorker, registerWorker, reportWorkerMetadata, setWorkerStaticMetadata, switchWorker, type WORKER_SWITCHES } from '../../services/workers/workers.js';
+import {
+  activateWorker,
+  registerWorker,
+  reportWorkerMetadata,
+  setWorkerStaticMetadata,
+  switchWorker,
+  type WORKER_SWITCHES,
+} from '../../services/workers/workers.js';
 import { terminateWorker } from '../../services/workers/terminate.js';
 import { listWorkers } from '../../services/workers/worker-lists.js';
 import { adminsOnly } from '../../services/work/idempotency.js';
@@ -22,7 +36,8 @@ const WorkerStatusEnum = builder.enumType('WorkerStatus', {
   values: describedValues<WorkerStatus>({
     INACTIVE: 'Terminated (a pool worker whose instance is gone): its tokens are refused',
     DISABLED: 'An admin disabled it: it receives nothing',
-    QUARANTINED: 'Its recent results are errors while the same tasks succeed elsewhere (see quarantineReason): it receives nothing but quarantine probes (lastQuarantineProbe)',
+    QUARANTINED:
+      'Its recent results are errors while the same tasks succeed elsewhere (see quarantineReason): it receives nothing but quarantine probes (lastQuarantineProbe)',
     DISCONNECTED: 'Its agent is not connected: it receives nothing',
     STALE: 'Connected, but its metadata is missing or older than TAGSCHED_METADATA_FRESH_SECONDS: it receives nothing',
     DRAINING: 'It finishes what it runs and takes nothing new (an admin drained it, or its agent is shutting down)',
@@ -31,7 +46,8 @@ const WorkerStatusEnum = builder.enumType('WorkerStatus', {
   }),
 });
 const RetiringReasonEnum = builder.enumType('RetiringReason', {
-  description: 'Why a pool worker retires: it takes nothing new and is stopped as soon as it is idle (docs/operating/pools.md, "Instance lifetimes")',
+  description:
+    'Why a pool worker retires: it takes nothing new and is stopped as soon as it is idle (docs/operating/pools.md, "Instance lifetimes")',
   values: describedValues<RetiringReason>({
     WORK_REQUESTS: "It ran the most work requests its pool gives an instance (the pool's maxWorkRequestsPerInstance)",
     LIFETIME: "Its instance is older than its pool's maxInstanceLifetimeSeconds",
@@ -55,23 +71,37 @@ const WorkerTypeEnum = builder.enumType('WorkerType', {
 const DETAILS = 'Null for viewers who may not see worker details (anonymous callers, activation tokens, other workers)';
 
 /** A worker's detail, or null when the viewer may not see it (services/identity/visibility.ts). */
-const details = <T>(ctx: Context, worker: Worker, value: T): T | null => (canSeeWorkerDetails(principalOf(ctx.viewer), worker) ? value : null);
+const details = <T>(ctx: Context, worker: Worker, value: T): T | null =>
+  canSeeWorkerDetails(principalOf(ctx.viewer), worker) ? value : null;
 
 /** A worker. */
 export const WorkerRef = builder.loadableObjectRef<Worker, number>('Worker', {
-  load: async (ids, ctx) => (await ctx.loaders.byId<Worker>(WorkerSchema).loadMany(ids)).map((w, i) => w ?? new Error(`no worker ${ids[i]}`)),
+  load: async (ids, ctx) =>
+    (await ctx.loaders.byId<Worker>(WorkerSchema).loadMany(ids)).map((w, i) => w ?? new Error(`no worker ${ids[i]}`)),
 });
 
 WorkerRef.implement({
-  description: 'A machine (or process) that runs work: its state, its tags and what it runs. Tags and metadata are shown to admins, signed-in users and the worker itself',
+  description:
+    'A machine (or process) that runs work: its state, its tags and what it runs. Tags and metadata are shown to admins, signed-in users and the worker itself',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its unique name' }),
     type: t.field({ type: WorkerTypeEnum, description: 'What kind of work it takes', resolve: (w) => w.type }),
-    pool: t.field({ type: WorkerPoolRef, nullable: true, description: 'The pool that started it; null for a static worker', resolve: (w) => w.pool?.id ?? null }),
+    pool: t.field({
+      type: WorkerPoolRef,
+      nullable: true,
+      description: 'The pool that started it; null for a static worker',
+      resolve: (w) => w.pool?.id ?? null,
+    }),
     status: t.field({
       type: WorkerStatusEnum,
       description: 'What it is doing now',
-      resolve: async (w, _args, ctx) => workerStatus(factsOfWorker(w), await ctx.loaders.activeWorkCount.load(w.id), new Date(), ctx.config.workers.metadataFreshMs),
+      resolve: async (w, _args, ctx) =>
+        workerStatus(
+          factsOfWorker(w),
+          await ctx.loaders.activeWorkCount.load(w.id),
+          new Date(),
+          ctx.config.workers.metadataFreshMs,
+        ),
     }),
     activeWorkCount: t.int({
       description: 'Work requests assigned to or running on this worker',
@@ -79,35 +109,78 @@ WorkerRef.implement({
     }),
     concurrency: t.exposeInt('concurrency', { description: 'How many work requests it runs at once, at most' }),
     enabled: t.exposeBoolean('enabled', { description: 'False when an admin disabled it (disableWorker)' }),
-    draining: t.exposeBoolean('draining', { description: 'True when an admin drained it (drainWorker), or it retires (retiringReason): it takes nothing new' }),
+    draining: t.exposeBoolean('draining', {
+      description: 'True when an admin drained it (drainWorker), or it retires (retiringReason): it takes nothing new',
+    }),
     retiringReason: t.field({
       type: RetiringReasonEnum,
       nullable: true,
       description: 'Why this pool worker retires: it is drained and stopped once idle; null while it does not',
       resolve: (w) => (w.retiringReason as RetiringReason | null) ?? null,
     }),
-    quarantinedAt: t.expose('quarantinedAt', { type: 'DateTime', nullable: true, description: 'Set while it is quarantined (status QUARANTINED)' }),
-    quarantineReason: t.exposeString('quarantineReason', { nullable: true, description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded' }),
-    shuttingDown: t.exposeBoolean('shuttingDown', { description: 'Its agent is shutting down: it finishes its work and takes nothing new' }),
-    providedTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.providedEntries) }),
-    requiredTags: t.field({ type: [TagEntryRef], nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.requiredEntries) }),
+    quarantinedAt: t.expose('quarantinedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'Set while it is quarantined (status QUARANTINED)',
+    }),
+    quarantineReason: t.exposeString('quarantineReason', {
+      nullable: true,
+      description: 'Why it is quarantined: its recent ERROR results and where the same tasks succeeded',
+    }),
+    shuttingDown: t.exposeBoolean('shuttingDown', {
+      description: 'Its agent is shutting down: it finishes its work and takes nothing new',
+    }),
+    providedTags: t.field({
+      type: [TagEntryRef],
+      nullable: true,
+      description: DETAILS,
+      resolve: (w, _a, ctx) => details(ctx, w, w.providedEntries),
+    }),
+    requiredTags: t.field({
+      type: [TagEntryRef],
+      nullable: true,
+      description: DETAILS,
+      resolve: (w, _a, ctx) => details(ctx, w, w.requiredEntries),
+    }),
     rejectedTags: t.field({
       type: [TagRefusalRef],
       nullable: true,
       description: `Tags the worker or its admin tried to add and may not. ${DETAILS}`,
       resolve: (w, _a, ctx) => details(ctx, w, w.rejectedTags),
     }),
-    staticMetadata: t.field({ type: 'JSON', nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.staticMetadata) }),
-    dynamicMetadata: t.field({ type: 'JSON', nullable: true, description: DETAILS, resolve: (w, _a, ctx) => details(ctx, w, w.dynamicMetadata) }),
-    connectedAt: t.expose('connectedAt', { type: 'DateTime', nullable: true, description: 'When its agent connected; null while it is not connected' }),
-    lastSeenAt: t.expose('lastSeenAt', { type: 'DateTime', nullable: true, description: 'Its last report or heartbeat; null: never seen' }),
+    staticMetadata: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: DETAILS,
+      resolve: (w, _a, ctx) => details(ctx, w, w.staticMetadata),
+    }),
+    dynamicMetadata: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: DETAILS,
+      resolve: (w, _a, ctx) => details(ctx, w, w.dynamicMetadata),
+    }),
+    connectedAt: t.expose('connectedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When its agent connected; null while it is not connected',
+    }),
+    lastSeenAt: t.expose('lastSeenAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'Its last report or heartbeat; null: never seen',
+    }),
     registeredAt: t.expose('registeredAt', { type: 'DateTime', description: 'When it was registered' }),
     instanceCreatedAt: t.expose('instanceCreatedAt', {
       type: 'DateTime',
       nullable: true,
       description: 'For a pool worker, when its instance was created; null for a static worker',
     }),
-    terminatedAt: t.expose('terminatedAt', { type: 'DateTime', nullable: true, description: 'When it was terminated (INACTIVE); null while it may work' }),
+    terminatedAt: t.expose('terminatedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'When it was terminated (INACTIVE); null while it may work',
+    }),
   }),
 });
 
@@ -118,7 +191,10 @@ const WorkerFilter = builder.inputType('WorkerFilter', {
     type: t.field({ type: WorkerTypeEnum, description: 'Only workers of this type' }),
     providesTag: t.string({ description: 'Only workers providing this exact tag' }),
     requiresTag: t.string({ description: 'Only workers requiring this exact tag' }),
-    includeInactive: t.boolean({ description: 'Also list terminated dynamic workers (hidden by default)', defaultValue: false }),
+    includeInactive: t.boolean({
+      description: 'Also list terminated dynamic workers (hidden by default)',
+      defaultValue: false,
+    }),
   }),
 });
 
@@ -134,14 +210,18 @@ const TaskVersionInput = builder.inputType('TaskVersionInput', {
 const WorkerMetadataInput = builder.inputType('WorkerMetadataInput', {
   description: 'System facts and tags; the server derives tags from the facts (docs/design.md: workers)',
   fields: (t) => ({
-    architectures: t.stringList({ description: 'Debian architectures the machine runs natively (dpkg --print-architecture, arch-test)' }),
+    architectures: t.stringList({
+      description: 'Debian architectures the machine runs natively (dpkg --print-architecture, arch-test)',
+    }),
     cpuCount: t.int({ description: 'Processors the machine has' }),
     totalPhysicalMemory: t.float({ description: 'Bytes' }),
     diskFree: t.float({ description: 'Bytes free in the work directory' }),
     executors: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu' }),
     tools: t.stringList({ description: 'sbuild, autopkgtest, mmdebstrap, debsign, sbsign, …' }),
     tasks: t.field({ type: [TaskVersionInput], description: 'Tasks and versions the worker can run' }),
-    providedTags: t.stringList({ description: 'Tags to provide, beyond those derived from the facts (refused ones are recorded in rejectedTags)' }),
+    providedTags: t.stringList({
+      description: 'Tags to provide, beyond those derived from the facts (refused ones are recorded in rejectedTags)',
+    }),
     requiredTags: t.stringList({ description: 'Honoured in static (admin) metadata only' }),
   }),
 });
@@ -239,9 +319,14 @@ builder.mutationFields((t) => ({
           fields: (f) => ({
             name: f.string({ required: true, description: 'Its unique name' }),
             type: f.field({ type: WorkerTypeEnum, description: 'What kind of work it takes (default WORKER)' }),
-            concurrency: f.int({ description: "How many work requests it runs at once, 1 to 1024 (default: its pool's, else 1)" }),
+            concurrency: f.int({
+              description: "How many work requests it runs at once, 1 to 1024 (default: its pool's, else 1)",
+            }),
             pool: f.string({ description: 'The pool it belongs to; omitted for a static worker' }),
-            staticMetadata: f.field({ type: WorkerMetadataInput, description: 'Facts and tags the admin vouches for (admin provenance)' }),
+            staticMetadata: f.field({
+              type: WorkerMetadataInput,
+              description: 'Facts and tags the admin vouches for (admin provenance)',
+            }),
           }),
         }),
         required: true,
@@ -258,7 +343,10 @@ builder.mutationFields((t) => ({
         {
           idOf: (r) => r.worker.id,
           secretOf: (r) => r.token,
-          replay: async (em, id, token) => ({ worker: await em.findOneOrFail(WorkerSchema, { id }), token: token ?? '' }),
+          replay: async (em, id, token) => ({
+            worker: await em.findOneOrFail(WorkerSchema, { id }),
+            token: token ?? '',
+          }),
           mayRead: adminsOnly,
         },
         (tx) => registerWorker(tx, ctx.viewer, ctx.config, input),
@@ -266,14 +354,18 @@ builder.mutationFields((t) => ({
   }),
   activateWorker: t.field({
     type: WorkerTokenPayload,
-    description: 'With a pool activation token: creates this instance as a worker of the pool and returns its worker token',
+    description:
+      'With a pool activation token: creates this instance as a worker of the pool and returns its worker token',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError, AlreadyExistsError] },
     args: {
       input: t.arg({
         type: builder.inputType('ActivateWorkerInput', {
           description: 'The name of the new worker',
           fields: (f) => ({
-            name: f.string({ description: 'Its name (default: the pool’s name and a random suffix; must match when the token was issued for a named instance)' }),
+            name: f.string({
+              description:
+                'Its name (default: the pool’s name and a random suffix; must match when the token was issued for a named instance)',
+            }),
           }),
         }),
         required: true,
@@ -284,19 +376,27 @@ builder.mutationFields((t) => ({
   }),
   reportWorkerMetadata: t.field({
     type: WorkerRef,
-    description: 'Worker token: reports dynamic metadata; the worker tags are recomputed (refused tags are recorded, never fatal)',
+    description:
+      'Worker token: reports dynamic metadata; the worker tags are recomputed (refused tags are recorded, never fatal)',
     errors: { types: [InputError, UnauthenticatedError, ForbiddenError] },
     args: {
       input: t.arg({
         type: builder.inputType('ReportWorkerMetadataInput', {
           description: "The calling worker's facts",
-          fields: (f) => ({ metadata: f.field({ type: WorkerMetadataInput, required: true, description: 'Its facts now; they replace the previous report' }) }),
+          fields: (f) => ({
+            metadata: f.field({
+              type: WorkerMetadataInput,
+              required: true,
+              description: 'Its facts now; they replace the previous report',
+            }),
+          }),
         }),
         required: true,
         description: "The calling worker's facts",
       }),
     },
-    resolve: (_root, { input }, ctx) => reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config.tags, ctx.events, input, ctx.serverStopping()),
+    resolve: (_root, { input }, ctx) =>
+      reportWorkerMetadata(ctx.em, ctx.viewer, ctx.config.tags, ctx.events, input, ctx.serverStopping()),
   }),
   setWorkerStaticMetadata: t.field({
     type: WorkerRef,
@@ -308,7 +408,11 @@ builder.mutationFields((t) => ({
           description: "A worker and the admin's facts about it",
           fields: (f) => ({
             name: f.string({ required: true, description: "The worker's name" }),
-            metadata: f.field({ type: WorkerMetadataInput, required: true, description: 'The static metadata; it replaces the previous one' }),
+            metadata: f.field({
+              type: WorkerMetadataInput,
+              required: true,
+              description: 'The static metadata; it replaces the previous one',
+            }),
             concurrency: f.int({ description: 'A new concurrency, 1 to 1024; omitted: unchanged' }),
           }),
         }),

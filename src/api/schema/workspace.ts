@@ -1,6 +1,12 @@
 import { builder } from '../builder.js';
 import { describedValues, upperSnake } from './enum-values.js';
-import { AlreadyExistsError, ForbiddenError, InputError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  ForbiddenError,
+  InputError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import { GroupSchema, type Group } from '../../storage/entities/group.js';
 import type { TaskRule } from '../../storage/entities/task-rule.js';
 import { UserSchema, type User } from '../../storage/entities/user.js';
@@ -38,7 +44,8 @@ const WorkspaceRoleEnum = builder.enumType('WorkspaceRole', {
 
 /** A user, as others see it (a name; never its tokens). */
 export const UserRef = builder.loadableObjectRef<User, number>('User', {
-  load: async (ids, ctx) => (await ctx.loaders.byId<User>(UserSchema).loadMany(ids)).map((u, i) => u ?? new Error(`no user ${ids[i]}`)),
+  load: async (ids, ctx) =>
+    (await ctx.loaders.byId<User>(UserSchema).loadMany(ids)).map((u, i) => u ?? new Error(`no user ${ids[i]}`)),
 });
 UserRef.implement({
   description: 'A person or script account, as others see it: its name, never its tokens',
@@ -50,37 +57,59 @@ UserRef.implement({
 
 /** A workspace, written `scope/name`. */
 export const WorkspaceRef = builder.loadableObjectRef<Workspace, number>('Workspace', {
-  load: async (ids, ctx) => (await ctx.loaders.byId<Workspace>(WorkspaceSchema, ['scope']).loadMany(ids)).map((w, i) => w ?? new Error(`no workspace ${ids[i]}`)),
+  load: async (ids, ctx) =>
+    (await ctx.loaders.byId<Workspace>(WorkspaceSchema, ['scope']).loadMany(ids)).map(
+      (w, i) => w ?? new Error(`no workspace ${ids[i]}`),
+    ),
 });
 
-const MemberRef = builder.objectRef<{ user: User; role: (typeof WORKSPACE_ROLES)[number] }>('WorkspaceMember').implement({
-  description: 'A member of a workspace and its role',
-  fields: (t) => ({
-    user: t.field({ type: UserRef, description: 'The member', resolve: (m) => m.user }),
-    role: t.field({ type: WorkspaceRoleEnum, description: 'What it may do there', resolve: (m) => m.role }),
-  }),
-});
+const MemberRef = builder
+  .objectRef<{ user: User; role: (typeof WORKSPACE_ROLES)[number] }>('WorkspaceMember')
+  .implement({
+    description: 'A member of a workspace and its role',
+    fields: (t) => ({
+      user: t.field({ type: UserRef, description: 'The member', resolve: (m) => m.user }),
+      role: t.field({ type: WorkspaceRoleEnum, description: 'What it may do there', resolve: (m) => m.role }),
+    }),
+  });
 
 /** A task rule of a workspace or of the site. */
 export const TaskRuleRef = builder.objectRef<TaskRule>('TaskRule').implement({
-  description: 'Tags added to the work requests a rule matches (by task name and/or a tag expression) when they are created',
+  description:
+    'Tags added to the work requests a rule matches (by task name and/or a tag expression) when they are created',
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its name, unique in its workspace (or among site rules)' }),
-    workspace: t.field({ type: WorkspaceRef, nullable: true, description: 'Null for a site rule', resolve: (r) => r.workspace?.id ?? null }),
-    taskName: t.exposeString('taskName', { nullable: true, description: 'Only work requests of this task; null: any task' }),
-    expression: t.exposeString('expression', { nullable: true, description: "Only when the request's tags match this expression; null: always" }),
+    workspace: t.field({
+      type: WorkspaceRef,
+      nullable: true,
+      description: 'Null for a site rule',
+      resolve: (r) => r.workspace?.id ?? null,
+    }),
+    taskName: t.exposeString('taskName', {
+      nullable: true,
+      description: 'Only work requests of this task; null: any task',
+    }),
+    expression: t.exposeString('expression', {
+      nullable: true,
+      description: "Only when the request's tags match this expression; null: always",
+    }),
     providedTags: t.exposeStringList('providedTags', { description: 'Tags it adds to the provided side' }),
     requiredTags: t.exposeStringList('requiredTags', { description: 'Tags it adds to the required side' }),
   }),
 });
 
 WorkspaceRef.implement({
-  description: 'Where work is submitted, written scope/name; public ones are seen by everyone, private ones by their members and admins',
+  description:
+    'Where work is submitted, written scope/name; public ones are seen by everyone, private ones by their members and admins',
   fields: (t) => ({
     name: t.string({ description: 'scope/name', resolve: (w) => `${w.scope.name}/${w.name}` }),
     scope: t.string({ description: 'The scope part of its name', resolve: (w) => w.scope.name }),
-    isPublic: t.exposeBoolean('isPublic', { description: 'Whether everyone (anonymous callers too) sees it and its work' }),
-    providableTagPrefixes: t.exposeStringList('providableTagPrefixes', { description: 'Task-provided tag prefixes members may set' }),
+    isPublic: t.exposeBoolean('isPublic', {
+      description: 'Whether everyone (anonymous callers too) sees it and its work',
+    }),
+    providableTagPrefixes: t.exposeStringList('providableTagPrefixes', {
+      description: 'Task-provided tag prefixes members may set',
+    }),
     // Lists of workspaces batch these three per operation: one query each, whatever the length.
     viewerRole: t.loadable({
       type: WorkspaceRoleEnum,
@@ -99,14 +128,23 @@ WorkspaceRef.implement({
       load: async (ids: number[], ctx) => {
         const audience = await audienceOf(ctx.em, ctx.viewer);
         const shown = ids.filter((id) => canSeeWorkspaceMembers(audience, { id, isPublic: false }));
-        const members = shown.length ? await ctx.em.find(WorkspaceMemberSchema, { workspace: { $in: shown } }, { populate: ['user'], orderBy: { user: { username: 'asc' } } }) : [];
-        return ids.map((id) => members.filter((m) => m.workspace.id === id).map((m) => ({ user: m.user, role: m.role })));
+        const members = shown.length
+          ? await ctx.em.find(
+              WorkspaceMemberSchema,
+              { workspace: { $in: shown } },
+              { populate: ['user'], orderBy: { user: { username: 'asc' } } },
+            )
+          : [];
+        return ids.map((id) =>
+          members.filter((m) => m.workspace.id === id).map((m) => ({ user: m.user, role: m.role })),
+        );
       },
       resolve: (w) => w.id,
     }),
     rules: t.loadableGroup({
       type: TaskRuleRef,
-      description: 'Visible with the workspace (a worker reaching a private workspace through its assignment sees none)',
+      description:
+        'Visible with the workspace (a worker reaching a private workspace through its assignment sees none)',
       load: (ids: number[], ctx) => workspaceRules(ctx.em, ctx.viewer, ids),
       group: (rule) => rule.workspace!.id,
       resolve: (w) => w.id,
@@ -120,14 +158,21 @@ const GroupRef = builder.objectRef<Group>('Group').implement({
     id: t.exposeID('id', { description: 'Its id, for addGroupMembers' }),
     name: t.exposeString('name', { description: 'Its name, unique in its scope (or workspace)' }),
     scope: t.string({ description: 'The scope it belongs to', resolve: (g) => g.scope.name }),
-    workspace: t.field({ type: WorkspaceRef, nullable: true, description: 'The workspace it is tied to; null for a scope-wide group', resolve: (g) => g.workspace?.id ?? null }),
+    workspace: t.field({
+      type: WorkspaceRef,
+      nullable: true,
+      description: 'The workspace it is tied to; null for a scope-wide group',
+      resolve: (g) => g.workspace?.id ?? null,
+    }),
     members: t.loadableList({
       type: UserRef,
       description: 'Visible to admins and the group members',
       load: async (ids: number[], ctx) => {
         const audience = await audienceOf(ctx.em, ctx.viewer);
         const shown = ids.filter((id) => canSeeGroupMembers(audience, { id }));
-        const groups = shown.length ? await ctx.em.find(GroupSchema, { id: { $in: shown } }, { populate: ['members'] }) : [];
+        const groups = shown.length
+          ? await ctx.em.find(GroupSchema, { id: { $in: shown } }, { populate: ['members'] })
+          : [];
         return ids.map((id) => {
           const members = groups.find((g) => g.id === id)?.members.getItems() ?? [];
           return members.slice().sort((a, b) => a.username.localeCompare(b.username));
@@ -146,7 +191,10 @@ const UserTokenPayload = builder.objectRef<{ user: User; token: string }>('UserT
   }),
 });
 
-const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection', description: 'A page of users, by name' }, { description: 'A user of the page' });
+const UserConnection = builder.connectionObject(
+  { type: UserRef, name: 'UserConnection', description: 'A page of users, by name' },
+  { description: 'A user of the page' },
+);
 
 builder.queryFields((t) => ({
   users: t.field({
@@ -187,7 +235,8 @@ builder.queryFields((t) => ({
   }),
   groups: t.field({
     type: [GroupRef],
-    description: 'The groups of a scope the viewer may see: with their workspace, or with some workspace of the scope for scope-wide groups',
+    description:
+      'The groups of a scope the viewer may see: with their workspace, or with some workspace of the scope for scope-wide groups',
     args: {
       scope: t.arg.string({ required: true, description: 'The scope, e.g. debian' }),
       first: t.arg.int({ description: firstDescription('Query.groups', 'groups') }),
@@ -207,7 +256,9 @@ const WorkspaceInput = builder.inputType('WorkspaceInput', {
   fields: (t) => ({
     name: t.string({ required: true, description: 'scope/name' }),
     isPublic: t.boolean({ description: 'Whether everyone sees it and its work (default on create: true)' }),
-    providableTagPrefixes: t.stringList({ description: 'Task-provided tag prefixes its members may set, e.g. task:team:' }),
+    providableTagPrefixes: t.stringList({
+      description: 'Task-provided tag prefixes its members may set, e.g. task:team:',
+    }),
   }),
 });
 
@@ -259,7 +310,11 @@ builder.mutationFields((t) => ({
         'createWorkspace',
         idempotencyKey,
         input,
-        { idOf: (w) => w.id, replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }), mayRead: adminsOnly },
+        {
+          idOf: (w) => w.id,
+          replay: (em, id) => em.findOneOrFail(WorkspaceSchema, { id }, { populate: ['scope'] }),
+          mayRead: adminsOnly,
+        },
         (tx) => createWorkspace(tx, ctx.viewer, input),
       ),
   }),
@@ -267,7 +322,13 @@ builder.mutationFields((t) => ({
     type: WorkspaceRef,
     description: 'Admins and owners: visibility and the tag prefixes members may provide',
     errors: { types: [InputError, ForbiddenError, NotFoundError] },
-    args: { input: t.arg({ type: WorkspaceInput, required: true, description: 'The workspace (by name) and the fields to change; omitted fields are unchanged' }) },
+    args: {
+      input: t.arg({
+        type: WorkspaceInput,
+        required: true,
+        description: 'The workspace (by name) and the fields to change; omitted fields are unchanged',
+      }),
+    },
     resolve: (_r, { input }, ctx) => updateWorkspace(ctx.em, ctx.viewer, input),
   }),
   setWorkspaceMember: t.field({
@@ -320,7 +381,9 @@ builder.mutationFields((t) => ({
           fields: (f) => ({
             scope: f.string({ required: true, description: 'The scope it belongs to' }),
             name: f.string({ required: true, description: 'Its name' }),
-            workspace: f.string({ description: 'The workspace (scope/name, in that scope) it is tied to; omitted: scope-wide' }),
+            workspace: f.string({
+              description: 'The workspace (scope/name, in that scope) it is tied to; omitted: scope-wide',
+            }),
           }),
         }),
         required: true,
@@ -346,7 +409,8 @@ builder.mutationFields((t) => ({
         description: 'The group and the users to add',
       }),
     },
-    resolve: (_r, { input }, ctx) => addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(input.group), usernames: input.usernames }),
+    resolve: (_r, { input }, ctx) =>
+      addGroupMembers(ctx.em, ctx.viewer, { groupId: Number(input.group), usernames: input.usernames }),
   }),
   createTaskRule: t.field({
     type: TaskRuleRef,
@@ -360,7 +424,9 @@ builder.mutationFields((t) => ({
             workspace: f.string({ description: 'The workspace (scope/name) of the rule; omitted for a site rule' }),
             name: f.string({ required: true, description: 'Its name, unique in its workspace (or among site rules)' }),
             taskName: f.string({ description: 'Only work requests of this task; omitted: any task' }),
-            expression: f.string({ description: 'e.g. "task:source-package:linux or task:source-package:libreoffice"' }),
+            expression: f.string({
+              description: 'e.g. "task:source-package:linux or task:source-package:libreoffice"',
+            }),
             providedTags: f.stringList({ description: 'Tags to add to the provided side' }),
             requiredTags: f.stringList({ description: 'Tags to add to the required side' }),
           }),
@@ -381,7 +447,9 @@ builder.mutationFields((t) => ({
         type: builder.inputType('DeleteTaskRuleInput', {
           description: 'The rule to delete: its workspace (none for a site rule) and its name',
           fields: (f) => ({
-            workspace: f.string({ description: 'The workspace of the rule, written scope/name; omitted for a site rule' }),
+            workspace: f.string({
+              description: 'The workspace of the rule, written scope/name; omitted for a site rule',
+            }),
             name: f.string({ required: true, description: 'The name of the rule' }),
           }),
         }),

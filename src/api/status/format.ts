@@ -20,7 +20,14 @@ export function utc(date: Date): string {
 export function relative(date: Date, now: Date): string {
   const ms = now.getTime() - date.getTime();
   const s = Math.round(Math.abs(ms) / 1000);
-  const text = s < 60 ? `${s} s` : s < 3600 ? `${Math.floor(s / 60)} min` : s < 86400 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86400)} d`;
+  const text =
+    s < 60
+      ? `${s} s`
+      : s < 3600
+        ? `${Math.floor(s / 60)} min`
+        : s < 86400
+          ? `${Math.floor(s / 3600)} h`
+          : `${Math.floor(s / 86400)} d`;
   return ms >= 0 ? `${text} ago` : `in ${text}`;
 }
 
@@ -36,7 +43,8 @@ export function duration(seconds: number | null | undefined): string {
   const s = Math.round(seconds);
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ''}`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ''}`;
+  if (s < 86400)
+    return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ''}`;
   return `${Math.floor(s / 86400)} d${Math.floor((s % 86400) / 3600) ? ` ${Math.floor((s % 86400) / 3600)} h` : ''}`;
 }
 

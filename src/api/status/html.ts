@@ -29,7 +29,8 @@ export function visibleControls(text: string): string {
 
 // A console's escape sequences: CSI (ESC [ or U+009B, parameters, a final byte: colours, cursor
 // moves), OSC (ESC ] … BEL or ESC \: titles, hyperlinks), and any other two-character ESC sequence.
-const CONSOLE_SEQUENCES = /(?:\u001b\[|\u009b)[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-_]/g;
+const CONSOLE_SEQUENCES =
+  /(?:\u001b\[|\u009b)[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)?|\u001b[@-_]/g;
 
 /**
  * A console's output (a job's log, an instance's console) for a page: line ends as newlines, its
@@ -63,7 +64,10 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): Html 
 export const raw = (markup: string): Html => new Html(markup);
 
 /** A path under /-/status/ with its query: each segment and value percent-encoded. */
-export function href(segments: readonly (string | number)[], query: Record<string, string | number | null | undefined> = {}): string {
+export function href(
+  segments: readonly (string | number)[],
+  query: Record<string, string | number | null | undefined> = {},
+): string {
   const path = `/-/status/${segments.map((s) => encodeURIComponent(String(s))).join('/')}${segments.length ? '/' : ''}`;
   const params = new URLSearchParams();
   for (const [k, v] of Object.entries(query)) if (v !== null && v !== undefined && v !== '') params.set(k, String(v));

@@ -37,9 +37,15 @@ const NAV: { section: Exclude<Section, null | 'signin'>; path: string; label: st
 ];
 
 /** A whole page. `refreshSeconds` adds a meta refresh (a running job's log follows without JavaScript). */
-export function layout(ctx: PageContext, page: { title: string; section: Section; refreshSeconds?: number }, body: Html): string {
+export function layout(
+  ctx: PageContext,
+  page: { title: string; section: Section; refreshSeconds?: number },
+  body: Html,
+): string {
   const who = viewerLabel(ctx.viewer);
-  const nav = NAV.map((n) => html`<a href="${n.path}"${n.section === page.section ? raw(' aria-current="page"') : ''}>${n.label}</a>`);
+  const nav = NAV.map(
+    (n) => html`<a href="${n.path}"${n.section === page.section ? raw(' aria-current="page"') : ''}>${n.label}</a>`,
+  );
   const graphiql = ctx.graphiql ? html`<a href="/graphql">GraphiQL</a>` : '';
   const session = who
     ? html`<span>Signed in as <strong>${who}</strong></span><form method="post" action="/-/status/logout"><button type="submit">Sign out</button></form>`

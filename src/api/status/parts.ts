@@ -8,7 +8,8 @@ import type { TagEntry, TagRefusal } from '../../core/tags/types.js';
 import { html, type Html } from './html.js';
 
 /** A status, result or state as a coloured word. */
-export const badge = (value: string, label: string = value): Html => html`<span class="badge s-${value.replace(/[^A-Za-z_-]/g, '')}">${label}</span>`;
+export const badge = (value: string, label: string = value): Html =>
+  html`<span class="badge s-${value.replace(/[^A-Za-z_-]/g, '')}">${label}</span>`;
 
 /** A column of a table: its heading, and whether a phone leaves it out. */
 export type Column = string | { readonly label: string; readonly hideNarrow: true };
@@ -18,17 +19,24 @@ export type Column = string | { readonly label: string; readonly hideNarrow: tru
  * with `stack` shows each row as a block of "label value" lines (the labels come from the
  * columns); any other table scrolls sideways inside its frame rather than widening the page.
  */
-export function table(columns: readonly Column[], rows: readonly (readonly unknown[])[], empty: string, options: { stack?: boolean } = {}): Html {
+export function table(
+  columns: readonly Column[],
+  rows: readonly (readonly unknown[])[],
+  empty: string,
+  options: { stack?: boolean } = {},
+): Html {
   if (!rows.length) return html`<p class="muted">${empty}</p>`;
   const cols = columns.map((c) => (typeof c === 'string' ? { label: c, hideNarrow: false } : c));
   const cls = (i: number) => (cols[i]?.hideNarrow ? html` class="hide-narrow"` : '');
   return html`<div class="scroll"><table${options.stack ? html` class="stack"` : ''}><thead><tr>${cols.map((c, i) => html`<th${cls(i)}>${c.label}</th>`)}</tr></thead><tbody>${rows.map(
-    (cells) => html`<tr>${cells.map((cell, i) => html`<td data-label="${cols[i]?.label ?? ''}"${cls(i)}><div>${cell}</div></td>`)}</tr>`,
+    (cells) =>
+      html`<tr>${cells.map((cell, i) => html`<td data-label="${cols[i]?.label ?? ''}"${cls(i)}><div>${cell}</div></td>`)}</tr>`,
   )}</tbody></table></div>`;
 }
 
 /** Tags in a line, each kept whole where the line can break between them. */
-export const tagList = (tags: readonly string[]): Html => (tags.length ? html`${tags.map((t) => html`<code class="tag">${t}</code> `)}` : html`<span class="muted">none</span>`);
+export const tagList = (tags: readonly string[]): Html =>
+  tags.length ? html`${tags.map((t) => html`<code class="tag">${t}</code> `)}` : html`<span class="muted">none</span>`;
 
 /** Tags with their provenance and source. */
 export function tagTable(entries: readonly TagEntry[]): Html {
@@ -62,11 +70,14 @@ export function pager(page: number, pages: number, link: (page: number) => strin
 export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
   NOT_PENDING: 'Not pending: nothing to wait for.',
   READY: 'A matching worker has a free slot: the next pass assigns it.',
-  WAITING_FOR_BACKOFF: 'The matching workers with a free slot released it recently: it is not offered to them again until the release backoff ends.',
+  WAITING_FOR_BACKOFF:
+    'The matching workers with a free slot released it recently: it is not offered to them again until the release backoff ends.',
   WAITING_FOR_CAPACITY: 'Matching workers are all busy: it waits for a free slot.',
-  WAITING_FOR_WORKERS: 'Matching workers exist, but none is available (disconnected, without a fresh metadata report, quarantined, draining or disabled).',
+  WAITING_FOR_WORKERS:
+    'Matching workers exist, but none is available (disconnected, without a fresh metadata report, quarantined, draining or disabled).',
   WAITING_FOR_PROVISIONING: 'No worker matches, but a pool can start one.',
-  WAITING_FOR_POOL_LIMIT: 'No worker matches, and every pool that could run it is held by a limit: none may start one now.',
+  WAITING_FOR_POOL_LIMIT:
+    'No worker matches, and every pool that could run it is held by a limit: none may start one now.',
   ORCHESTRATED: 'Run by the server itself (an internal or workflow task): no worker will.',
   UNSCHEDULABLE: 'No worker and no pool could ever run it.',
 };
@@ -89,13 +100,16 @@ export const QUEUE_RULE_WORDS: Record<QueueRule, string> = {
 
 const HEAVY_WORDS: Record<HeavyReason, (p: PlacementView) => string> = {
   REQUIRES_LARGE: () => 'it requires worker:class:large',
-  HISTORY: (p) => `its task ran ${duration(p.averageSeconds)} on average over 30 days (heavy from ${duration(p.thresholdSeconds)})`,
+  HISTORY: (p) =>
+    `its task ran ${duration(p.averageSeconds)} on average over 30 days (heavy from ${duration(p.thresholdSeconds)})`,
 };
 
 /** A placement in one line: heavy or not and why, the preferred free workers, and the rule that chose the first. */
 function placementLine(p: PlacementView): Html {
   const kind = p.heavyReason ? `Heavy work: ${HEAVY_WORDS[p.heavyReason](p)}.` : 'Not heavy work.';
-  const workers = p.preferredWorkers.map((n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`);
+  const workers = p.preferredWorkers.map(
+    (n, i) => html`${i ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(n)}/">${n}</a>`,
+  );
   return html`${kind} ${p.preferredWorkers.length ? html`Free workers in order of preference: ${workers}${p.decidedBy ? ` (first by ${PLACEMENT_RULE_WORDS[p.decidedBy]})` : ''}.` : 'No free worker may take it now.'}`;
 }
 
@@ -108,7 +122,8 @@ function queueLine(q: QueuePosition): string {
 
 /** What keeps a pool from starting another worker, in words. */
 const LAUNCH_LIMIT_WORDS: Record<PoolOutlook['atLimit'][number], (p: PoolOutlook) => string> = {
-  MAX_ACTIVE_INSTANCES: (p) => `at its limit of ${p.maxActiveInstances} instance${p.maxActiveInstances === 1 ? '' : 's'}`,
+  MAX_ACTIVE_INSTANCES: (p) =>
+    `at its limit of ${p.maxActiveInstances} instance${p.maxActiveInstances === 1 ? '' : 's'}`,
   MONTHLY_BUDGET: () => 'out of its monthly runtime budget',
   COST_BUDGET: () => 'out of its monthly cost budget',
   BACKOFF: () => 'waiting after failed launches',
@@ -118,7 +133,8 @@ const LAUNCH_LIMIT_WORDS: Record<PoolOutlook['atLimit'][number], (p: PoolOutlook
 /** A matching pool: its link, what it is launching, and what holds it or that it could start a worker. */
 function poolOutlookView(p: PoolOutlook, now: Date): Html {
   const launching = p.launching.map(
-    (i, n) => html`${n ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(i.name)}/">${i.name}</a> for ${relative(i.since, now).replace(/ ago$/, '')}`,
+    (i, n) =>
+      html`${n ? ', ' : ''}<a href="/-/status/workers/${encodeURIComponent(i.name)}/">${i.name}</a> for ${relative(i.since, now).replace(/ ago$/, '')}`,
   );
   const limits = p.atLimit.map((l) => LAUNCH_LIMIT_WORDS[l](p));
   const state = [...(launching.length ? [html`launching ${launching}`] : []), ...limits];
@@ -130,10 +146,19 @@ function poolOutlookView(p: PoolOutlook, now: Date): Html {
  * mismatch against a group of workers are those workers' details: where `showsTags` says the viewer
  * may not see them (services/identity/visibility.ts, canSeeWorkerGroupTags), only their counts are shown.
  */
-export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean, mismatchLimit = 5, now = new Date()): Html {
+export function diagnosisView(
+  d: Diagnosis,
+  showsTags: (m: Mismatch) => boolean,
+  mismatchLimit = 5,
+  now = new Date(),
+): Html {
   const missing = (m: Mismatch, tags: readonly string[]) =>
-    showsTags(m) ? tagList(tags) : html`<span class="muted">${tags.length} tag${tags.length === 1 ? '' : 's'} (shown to signed-in users)</span>`;
-  const unavailable = d.unavailableWorkers.map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`).join(', ');
+    showsTags(m)
+      ? tagList(tags)
+      : html`<span class="muted">${tags.length} tag${tags.length === 1 ? '' : 's'} (shown to signed-in users)</span>`;
+  const unavailable = d.unavailableWorkers
+    .map((u) => `${u.count} ${u.reason.toLowerCase().replace(/_/g, ' ')}`)
+    .join(', ');
   const mismatches = d.mismatches
     .slice(0, mismatchLimit)
     .map((m) => [
@@ -149,7 +174,9 @@ export function diagnosisView(d: Diagnosis, showsTags: (m: Mismatch) => boolean,
     d.pools.length
       ? d.pools.map((p, i) => html`${i ? ', ' : ''}${poolOutlookView(p, now)}`)
       : d.matchingPools.length
-        ? d.matchingPools.map((p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`)
+        ? d.matchingPools.map(
+            (p, i) => html`${i ? ', ' : ''}<a href="/-/status/pools/${encodeURIComponent(p)}/">${p}</a>`,
+          )
         : 'none'
   }</dd>
 ${d.placement ? html`<dt>Placement</dt><dd>${placementLine(d.placement)}</dd>` : ''}

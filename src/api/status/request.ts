@@ -75,7 +75,12 @@ export function wholeNumber(params: Map<string, string>, name: string, fallback:
  */
 export function nameParam(value: string, what: string, status: 400 | 404 = 400): string {
   if (!nameSchema.safeParse(value).success) {
-    throw new StatusError(status, status === 404 ? `There is no ${what} “${value.slice(0, 100)}”.` : `“${value.slice(0, 100)}” is not a valid ${what} name.`);
+    throw new StatusError(
+      status,
+      status === 404
+        ? `There is no ${what} “${value.slice(0, 100)}”.`
+        : `“${value.slice(0, 100)}” is not a valid ${what} name.`,
+    );
   }
   return value;
 }
@@ -89,12 +94,14 @@ export function tagParam(value: string): string {
 
 /** One of the allowed values, or a 400 listing them. */
 export function oneOfParam<const T extends string>(value: string, allowed: readonly T[], what: string): T {
-  if (!(allowed as readonly string[]).includes(value)) throw new StatusError(400, `The ${what} must be one of ${allowed.join(', ')}.`);
+  if (!(allowed as readonly string[]).includes(value))
+    throw new StatusError(400, `The ${what} must be one of ${allowed.join(', ')}.`);
   return value as T;
 }
 
 /** An id of a row (a positive whole number), or a 404: no row has any other id. */
 export function idSegment(value: string, what: string): number {
-  if (!/^[0-9]{1,10}$/.test(value) || Number(value) < 1 || Number(value) > 2147483647) throw new StatusError(404, `There is no ${what} ${value.slice(0, 40)}.`);
+  if (!/^[0-9]{1,10}$/.test(value) || Number(value) < 1 || Number(value) > 2147483647)
+    throw new StatusError(404, `There is no ${what} ${value.slice(0, 40)}.`);
   return Number(value);
 }

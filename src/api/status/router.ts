@@ -44,10 +44,17 @@ const HEADERS = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
   // No script runs on these pages, and no other site may frame them.
-  'content-security-policy': "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 
-function send(req: IncomingMessage, res: ServerResponse, status: number, body: string, extra: Record<string, string | string[]> = {}): void {
+function send(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  body: string,
+  extra: Record<string, string | string[]> = {},
+): void {
   res.writeHead(status, { ...HEADERS, ...extra });
   res.end(req.method === 'HEAD' ? undefined : body);
 }
@@ -64,7 +71,11 @@ const TITLES: Record<number, string> = {
 };
 
 function errorPage(ctx: PageContext, err: StatusError): string {
-  return layout(ctx, { title: TITLES[err.status], section: null }, html`<h1>${TITLES[err.status]}</h1><p class="error">${err.message}</p><p><a href="/">Overview</a></p>`);
+  return layout(
+    ctx,
+    { title: TITLES[err.status], section: null },
+    html`<h1>${TITLES[err.status]}</h1><p class="error">${err.message}</p><p><a href="/">Overview</a></p>`,
+  );
 }
 
 /**
@@ -83,7 +94,8 @@ function readForm(req: IncomingMessage): Promise<Map<string, string>> {
       if (size <= MAX_FORM_BYTES) chunks.push(chunk);
     });
     req.on('end', () => {
-      if (size > MAX_FORM_BYTES) return reject(new StatusError(413, `The form is too large: at most ${MAX_FORM_BYTES} bytes.`));
+      if (size > MAX_FORM_BYTES)
+        return reject(new StatusError(413, `The form is too large: at most ${MAX_FORM_BYTES} bytes.`));
       try {
         resolve(parseParams(Buffer.concat(chunks).toString('utf8')));
       } catch (err) {
@@ -105,10 +117,13 @@ function checkSameOrigin(req: IncomingMessage): void {
       sameHost = false; // "null" (a sandboxed or privacy-sensitive context) or something malformed
     }
   }
-  if (!sameHost || req.headers['sec-fetch-site'] === 'cross-site') throw new StatusError(403, 'This form must be sent from the status pages themselves.');
+  if (!sameHost || req.headers['sec-fetch-site'] === 'cross-site')
+    throw new StatusError(403, 'This form must be sent from the status pages themselves.');
 }
 
-type Route = { page: 'landing' | 'login' | 'logout' | 'workers' | 'pools' | 'queue' } | { page: 'worker' | 'pool' | 'work-request'; name: string };
+type Route =
+  | { page: 'landing' | 'login' | 'logout' | 'workers' | 'pools' | 'queue' }
+  | { page: 'worker' | 'pool' | 'work-request'; name: string };
 
 function route(pathname: string): Route | null {
   if (pathname === '/' || pathname === '/-/status' || pathname === '/-/status/') return { page: 'landing' };
@@ -116,8 +131,13 @@ function route(pathname: string): Route | null {
   if (!m) return null;
   const [, section, segment] = m;
   const one = segment !== undefined && segment !== '';
-  if (!one && (section === 'login' || section === 'logout' || section === 'workers' || section === 'pools' || section === 'queue')) return { page: section };
-  if (one && (section === 'workers' || section === 'pools')) return { page: section === 'workers' ? 'worker' : 'pool', name: pathSegment(segment) };
+  if (
+    !one &&
+    (section === 'login' || section === 'logout' || section === 'workers' || section === 'pools' || section === 'queue')
+  )
+    return { page: section };
+  if (one && (section === 'workers' || section === 'pools'))
+    return { page: section === 'workers' ? 'worker' : 'pool', name: pathSegment(segment) };
   if (one && section === 'work-requests') return { page: 'work-request', name: pathSegment(segment) };
   return null;
 }
@@ -129,7 +149,11 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
   const pathname = q < 0 ? url : url.slice(0, q);
   const query = q < 0 ? '' : url.slice(q + 1);
   if (pathname === STYLESHEET_PATH) {
-    res.writeHead(200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'public, max-age=300', 'x-content-type-options': 'nosniff' });
+    res.writeHead(200, {
+      'content-type': 'text/css; charset=utf-8',
+      'cache-control': 'public, max-age=300',
+      'x-content-type-options': 'nosniff',
+    });
     res.end(req.method === 'HEAD' ? undefined : STYLESHEET);
     return;
   }
@@ -138,7 +162,11 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
   try {
     const { viewer, setCookie } = await pageViewer(deps.em, deps.authenticate, req);
     if (setCookie) extra['set-cookie'] = setCookie;
-    ctx = { viewer, here: pathname.length + query.length < 1500 ? url : pathname.slice(0, 1500), graphiql: deps.config.api.graphiql };
+    ctx = {
+      viewer,
+      here: pathname.length + query.length < 1500 ? url : pathname.slice(0, 1500),
+      graphiql: deps.config.api.graphiql,
+    };
     const params = parseParams(query);
     const r = route(pathname);
     if (!r) throw new StatusError(404, 'There is no such page.');
@@ -151,7 +179,10 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
         // the connection closed once the client has sent it (api/limits/http.ts), not reset.
         const refusal = bodyRefusal(req, MAX_FORM_BYTES);
         if (refusal) {
-          const page = errorPage(ctx, new StatusError(refusal.status, `The sign-in form cannot be read: ${refusal.message}.`));
+          const page = errorPage(
+            ctx,
+            new StatusError(refusal.status, `The sign-in form cannot be read: ${refusal.message}.`),
+          );
           return answerAndClose(req, res, refusal.status, { ...HEADERS, ...extra }, page);
         }
         const form = await readForm(req);

@@ -44,7 +44,11 @@ function overHttps(req: IncomingMessage): boolean {
 export const CLEARED_COOKIE = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;
 
 /** The viewer of a page request, and a Set-Cookie header to send when its cookie must go. */
-export async function pageViewer(em: EntityManager, authenticate: ClientAuth, req: IncomingMessage): Promise<{ viewer: Viewer; setCookie: string | null }> {
+export async function pageViewer(
+  em: EntityManager,
+  authenticate: ClientAuth,
+  req: IncomingMessage,
+): Promise<{ viewer: Viewer; setCookie: string | null }> {
   const address = req.socket.remoteAddress ?? 'unknown';
   const header = req.headers.authorization;
   if (header) {
@@ -63,7 +67,8 @@ export async function pageViewer(em: EntityManager, authenticate: ClientAuth, re
   } catch {
     return { viewer: { kind: 'anonymous' }, setCookie: CLEARED_COOKIE };
   }
-  if (!token || token.length > MAX_TOKEN_LENGTH || token.includes('\0')) return { viewer: { kind: 'anonymous' }, setCookie: CLEARED_COOKIE };
+  if (!token || token.length > MAX_TOKEN_LENGTH || token.includes('\0'))
+    return { viewer: { kind: 'anonymous' }, setCookie: CLEARED_COOKIE };
   try {
     return { viewer: (await authenticate(em, token, address)).viewer, setCookie: null };
   } catch (err) {
@@ -74,16 +79,23 @@ export async function pageViewer(em: EntityManager, authenticate: ClientAuth, re
 }
 
 /** Checks a token given to the sign-in form, as the API would; throws a StatusError for a refused one. */
-export async function signIn(em: EntityManager, authenticate: ClientAuth, req: IncomingMessage, token: string): Promise<{ viewer: Viewer; cookie: string }> {
+export async function signIn(
+  em: EntityManager,
+  authenticate: ClientAuth,
+  req: IncomingMessage,
+  token: string,
+): Promise<{ viewer: Viewer; cookie: string }> {
   const value = token.trim();
   if (!value || value.length > MAX_TOKEN_LENGTH) throw new StatusError(401, 'That is not a valid token.');
   try {
     const { viewer, expiresAt } = await authenticate(em, value, req.socket.remoteAddress ?? 'unknown');
     if (viewer.kind === 'anonymous') throw new StatusError(401, 'That is not a valid token.');
-    if (viewer.kind === 'activation') throw new StatusError(400, 'An activation token is for a new worker: it cannot sign in.');
+    if (viewer.kind === 'activation')
+      throw new StatusError(400, 'An activation token is for a new worker: it cannot sign in.');
     return { viewer, cookie: sessionCookie(value, expiresAt, overHttps(req)) };
   } catch (err) {
-    if (err instanceof ClientRefusal) throw new StatusError(err.status, err.status === 401 ? `That token is refused: ${err.message}.` : err.message);
+    if (err instanceof ClientRefusal)
+      throw new StatusError(err.status, err.status === 401 ? `That token is refused: ${err.message}.` : err.message);
     throw err;
   }
 }
@@ -94,6 +106,13 @@ export async function signIn(em: EntityManager, authenticate: ClientAuth, req: I
  * (a page's own address comes percent-encoded).
  */
 export function safeNext(next: string | undefined): string {
-  if (!next || !next.startsWith('/') || next.startsWith('//') || /[^\x21-\x5b\x5d-\x7e]/.test(next) || next.length > 2000) return '/';
+  if (
+    !next ||
+    !next.startsWith('/') ||
+    next.startsWith('//') ||
+    /[^\x21-\x5b\x5d-\x7e]/.test(next) ||
+    next.length > 2000
+  )
+    return '/';
   return next;
 }

@@ -22,7 +22,10 @@ export function runsOnConnectionIdentity(document: DocumentNode, operationName: 
   const selections = operation.selectionSet.selections;
   return (
     selections.length > 0 &&
-    selections.every((s) => s.kind === Kind.FIELD && (s.name.value === '__typename' || CONNECTION_IDENTITY_MUTATIONS.has(s.name.value))) &&
+    selections.every(
+      (s) =>
+        s.kind === Kind.FIELD && (s.name.value === '__typename' || CONNECTION_IDENTITY_MUTATIONS.has(s.name.value)),
+    ) &&
     selections.some((s) => s.kind === Kind.FIELD && s.name.value !== '__typename')
   );
 }

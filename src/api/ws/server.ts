@@ -34,7 +34,9 @@ export interface ConnectionRecorder {
 
 /** The address a socket's client connects from. */
 const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: string } }) =>
-  request.socket?.remoteAddress ?? (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ?? 'unknown';
+  request.socket?.remoteAddress ??
+  (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ??
+  'unknown';
 
 /**
  * The graphql-ws server on the HTTP server's GraphQL path (docs/design.md: interfaces and limits and tokens): a connection
@@ -86,7 +88,8 @@ export function startWsServer(deps: {
   void (async () => {
     for (let r = await revocations.next(); !r.done; r = await revocations.next()) {
       const closed = registry.closeTokens(r.value.tokenIds, 'the bearer token was revoked');
-      if (closed) log.info({ tokens: r.value.tokenIds, connections: closed }, 'closed the connections of revoked tokens');
+      if (closed)
+        log.info({ tokens: r.value.tokenIds, connections: closed }, 'closed the connections of revoked tokens');
     }
   })().catch((err: unknown) => log.error({ err }, 'revocation listener failed'));
 
@@ -110,7 +113,11 @@ export function startWsServer(deps: {
     } catch (err) {
       if (!(err instanceof ClientRefusal)) throw err;
       // 4401: the agent must not retry with the same token; 4429: it may, later.
-      closeSocket(socket, err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized, `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`);
+      closeSocket(
+        socket,
+        err.status === 429 ? CLOSE_CODES.tooMany : CLOSE_CODES.unauthorized,
+        `${err.status === 429 ? 'Too many requests' : 'Unauthorized'}: ${err.message}`,
+      );
       return false;
     }
     // Closed while its token was looked up (onClose found nothing to undo): nothing is counted for it.
@@ -123,13 +130,27 @@ export function startWsServer(deps: {
     };
     if (viewer.kind === 'anonymous' && !deps.anonymous.openConnection(address)) {
       const limit = deps.anonymous.settings.connectionsPerAddress;
-      log.info({ address, limit: 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS' }, 'connection refused: too many anonymous ones from its address');
-      closeSocket(socket, CLOSE_CODES.tooMany, `Too many requests: ${limit} connections without a token open from this address (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`);
+      log.info(
+        { address, limit: 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS' },
+        'connection refused: too many anonymous ones from its address',
+      );
+      closeSocket(
+        socket,
+        CLOSE_CODES.tooMany,
+        `Too many requests: ${limit} connections without a token open from this address (TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS)`,
+      );
       return false;
     }
     if (tokenId !== null && !registry.add(tokenId, socket, expiresAt)) {
-      log.warn({ tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' }, 'connection refused: too many for its token');
-      closeSocket(socket, CLOSE_CODES.tooMany, `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`);
+      log.warn(
+        { tokenId, address, limit: 'TAGSCHED_MAX_CONNECTIONS_PER_TOKEN' },
+        'connection refused: too many for its token',
+      );
+      closeSocket(
+        socket,
+        CLOSE_CODES.tooMany,
+        `Too many requests: this token has ${limits.maxConnectionsPerToken} open connections already (TAGSCHED_MAX_CONNECTIONS_PER_TOKEN)`,
+      );
       return false;
     }
     states.set(ctx, { identity: identityOf(viewer), handle, address });
@@ -165,8 +186,16 @@ export function startWsServer(deps: {
           // later (1013, which graphql-ws clients retry), rather than graphql-ws's 4500 and its stack on
           // stderr. Anything else is a fault of the server's own, for graphql-ws to answer with 4500.
           if (!(err instanceof DriverException)) throw err;
-          if (!stopping) log.warn({ err, address: addressOf(ctx.extra.socket, ctx.extra.request) }, 'could not accept a connection: its database failed');
-          closeSocket(ctx.extra.socket, CLOSE_CODES.tryAgainLater, 'Try again later: the server could not reach its database');
+          if (!stopping)
+            log.warn(
+              { err, address: addressOf(ctx.extra.socket, ctx.extra.request) },
+              'could not accept a connection: its database failed',
+            );
+          closeSocket(
+            ctx.extra.socket,
+            CLOSE_CODES.tryAgainLater,
+            'Try again later: the server could not reach its database',
+          );
           return false;
         }
       },
@@ -186,12 +215,20 @@ export function startWsServer(deps: {
       onSubscribe: async (ctx, _id, params) => {
         if (Object.keys(ctx.subscriptions).length > limits.maxSubscriptionsPerConnection) {
           return [
-            new GraphQLError(`this connection runs ${limits.maxSubscriptionsPerConnection} operations already (TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION): complete one first`, {
-              extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION' },
-            }),
+            new GraphQLError(
+              `this connection runs ${limits.maxSubscriptionsPerConnection} operations already (TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION): complete one first`,
+              {
+                extensions: { code: 'LIMIT_EXCEEDED', limit: 'TAGSCHED_MAX_SUBSCRIPTIONS_PER_CONNECTION' },
+              },
+            ),
           ];
         }
-        const { schema, execute, subscribe, parse, validate } = yoga.getEnveloped({ ...ctx, req: ctx.extra.request, socket: ctx.extra.socket, params });
+        const { schema, execute, subscribe, parse, validate } = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          socket: ctx.extra.socket,
+          params,
+        });
         // The document limits throw (the token limit while parsing, the others from validation rules):
         // the client gets them as the operation's errors, as over HTTP.
         let document;
@@ -205,10 +242,16 @@ export function startWsServer(deps: {
         }
         if (errors.length) return [...errors];
         const state = states.get(ctx);
-        if (!state) return [new GraphQLError('the connection is not initialised', { extensions: { code: 'UNAUTHENTICATED' } })];
+        if (!state)
+          return [new GraphQLError('the connection is not initialised', { extensions: { code: 'UNAUTHENTICATED' } })];
         if (state.identity.kind === 'anonymous') {
           const waitMs = await deps.anonymous.request(state.address);
-          if (waitMs) return [new GraphQLError(anonymousRateMessage(waitMs), { extensions: { code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' } })];
+          if (waitMs)
+            return [
+              new GraphQLError(anonymousRateMessage(waitMs), {
+                extensions: { code: 'RATE_LIMITED', limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' },
+              }),
+            ];
         }
         // A subscription lives as long as the connection: it uses the connection's viewer and opens a
         // database session only per event. A query or mutation looks the token up again, as over HTTP,
@@ -216,12 +259,20 @@ export function startWsServer(deps: {
         const isSubscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
         let contextValue: Context;
         if (isSubscription) contextValue = contexts.forSubscription(state.identity, state.handle);
-        else if (state.identity.kind === 'worker' && state.handle.tokenId !== null && runsOnConnectionIdentity(document, params.operationName)) {
+        else if (
+          state.identity.kind === 'worker' &&
+          state.handle.tokenId !== null &&
+          runsOnConnectionIdentity(document, params.operationName)
+        ) {
           // The agent's acknowledgement and report: the worker the connection authenticated as, its
           // token checked again (api/ws/connection-identity.ts).
           if (!(await tokenGuard.isValid(state.handle.tokenId))) {
-            const reason = 'the bearer token is no longer valid (revoked, disabled or expired, or its worker terminated)';
-            log.info({ tokenId: state.handle.tokenId, workerId: state.identity.workerId }, 'a worker connection’s token is no longer valid: closed');
+            const reason =
+              'the bearer token is no longer valid (revoked, disabled or expired, or its worker terminated)';
+            log.info(
+              { tokenId: state.handle.tokenId, workerId: state.identity.workerId },
+              'a worker connection’s token is no longer valid: closed',
+            );
             state.handle.refuse(reason);
             return [new GraphQLError(reason, { extensions: { code: 'UNAUTHENTICATED' } })];
           }
@@ -230,7 +281,11 @@ export function startWsServer(deps: {
         } else {
           const em = orm.em.fork();
           try {
-            const { viewer } = await authenticateClient(em, authorizationOf(ctx.connectionParams), addressOf(ctx.extra.socket, ctx.extra.request));
+            const { viewer } = await authenticateClient(
+              em,
+              authorizationOf(ctx.connectionParams),
+              addressOf(ctx.extra.socket, ctx.extra.request),
+            );
             contextValue = contexts.forOperation(viewer, em, state.handle);
           } catch (err) {
             if (!(err instanceof ClientRefusal)) throw err;
@@ -238,7 +293,14 @@ export function startWsServer(deps: {
             return [new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED' } })];
           }
         }
-        return { schema, operationName: params.operationName, document, variableValues: params.variables, contextValue, rootValue: { execute, subscribe } };
+        return {
+          schema,
+          operationName: params.operationName,
+          document,
+          variableValues: params.variables,
+          contextValue,
+          rootValue: { execute, subscribe },
+        };
       },
     },
     wss,

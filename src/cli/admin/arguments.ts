@@ -20,7 +20,8 @@ export function integer(flag: string, raw: string, min = 0, max = Number.MAX_SAF
 /** Parses a number flag (decimals allowed), at least `min`. */
 export function decimal(flag: string, raw: string, min = 0): number {
   const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n) || n < min) throw usageError(`${flag} must be a number of at least ${min}, got ${JSON.stringify(raw)}`);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < min)
+    throw usageError(`${flag} must be a number of at least ${min}, got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -29,7 +30,10 @@ const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_
 /** Parses a lifetime such as `90d`, `12h`, `30m`, `3600s` or `2w` into seconds. */
 export function lifetimeSeconds(flag: string, raw: string): number {
   const m = /^(\d+)([smhdw])$/.exec(raw.trim());
-  if (!m || Number(m[1]) <= 0) throw usageError(`${flag} must be a positive count with a unit (s, m, h, d, w), e.g. 90d; got ${JSON.stringify(raw)}`);
+  if (!m || Number(m[1]) <= 0)
+    throw usageError(
+      `${flag} must be a positive count with a unit (s, m, h, d, w), e.g. 90d; got ${JSON.stringify(raw)}`,
+    );
   return Number(m[1]) * UNITS[m[2]];
 }
 
@@ -39,7 +43,9 @@ export function instantArg(flag: string, raw: string): string {
   const hasZone = /(Z|[+-]\d{2}:?\d{2})$/i.test(text);
   const t = Date.parse(text);
   if (!hasZone || Number.isNaN(t))
-    throw usageError(`${flag} must be a date (2027-01-01) or an ISO 8601 instant with a time zone (2027-01-01T12:00:00Z), got ${JSON.stringify(raw)}`);
+    throw usageError(
+      `${flag} must be a date (2027-01-01) or an ISO 8601 instant with a time zone (2027-01-01T12:00:00Z), got ${JSON.stringify(raw)}`,
+    );
   return new Date(t).toISOString();
 }
 
@@ -76,9 +82,14 @@ export async function jsonArg(flag: string, raw: string, stdin: NodeJS.ReadableS
 }
 
 /** Reads a JSON object from a file (`-` for stdin). */
-export async function jsonObjectFile(flag: string, file: string, stdin: NodeJS.ReadableStream): Promise<Record<string, unknown>> {
+export async function jsonObjectFile(
+  flag: string,
+  file: string,
+  stdin: NodeJS.ReadableStream,
+): Promise<Record<string, unknown>> {
   const value = await jsonArg(flag, file === '-' ? '-' : `@${file}`, stdin);
-  if (!value || typeof value !== 'object' || Array.isArray(value)) throw usageError(`${flag}: ${file} must hold a JSON object`);
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    throw usageError(`${flag}: ${file} must hold a JSON object`);
   return value as Record<string, unknown>;
 }
 
@@ -100,6 +111,7 @@ export function items(values: readonly string[] | undefined): string[] {
 /** An uppercase enum value from a flag, checked against the allowed ones. */
 export function enumArg<T extends string>(flag: string, raw: string, allowed: readonly T[]): T {
   const value = raw.trim().toUpperCase().replace(/-/g, '_') as T;
-  if (!allowed.includes(value)) throw usageError(`${flag} must be one of ${allowed.join(', ')} (any case), got ${JSON.stringify(raw)}`);
+  if (!allowed.includes(value))
+    throw usageError(`${flag} must be one of ${allowed.join(', ')} (any case), got ${JSON.stringify(raw)}`);
   return value;
 }

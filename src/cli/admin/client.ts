@@ -19,7 +19,8 @@ interface GraphqlError {
 }
 
 /** The selection every mutation's result union gets: enough to report any typed error. */
-export const ERROR_SELECTION = '__typename ... on Error { code message } ... on InputError { path problems { code message path } }';
+export const ERROR_SELECTION =
+  '__typename ... on Error { code message } ... on InputError { path problems { code message path } }';
 
 /** A typed error of a result union, as selected by ERROR_SELECTION. */
 interface TypedError {
@@ -51,11 +52,17 @@ export class TypedErrorResult extends AdminError {
     readonly data: Json,
   ) {
     const problems = error.problems ?? [];
-    const withPath = (message: string, path: string | null | undefined) => (path && !message.includes(path) ? `${path}: ${message}` : message);
+    const withPath = (message: string, path: string | null | undefined) =>
+      path && !message.includes(path) ? `${path}: ${message}` : message;
     // Several problems: one line each, under a line that counts them.
     const many = problems.length > 1;
     const details = many ? problems.map((p) => `${withPath(p.message, p.path)} (${p.code})`) : [];
-    super(many ? `the input was refused, ${problems.length} problems:` : withPath(error.message, error.path), exitCodeOf(error.code), error.code, details);
+    super(
+      many ? `the input was refused, ${problems.length} problems:` : withPath(error.message, error.path),
+      exitCodeOf(error.code),
+      error.code,
+      details,
+    );
   }
 }
 
@@ -74,15 +81,23 @@ export function errorOfAnswer(connection: Connection, status: number, body: unkn
     const code = first.extensions?.code ?? (status === 401 ? 'UNAUTHENTICATED' : null);
     const message = errors.map((e) => e.message ?? '(no message)').join('; ');
     if (code === 'GRAPHQL_VALIDATION_FAILED' || code === 'GRAPHQL_PARSE_FAILED') {
-      return new AdminError(`the server does not know this operation (is it an older or newer tagsched?): ${message}`, EXIT.generic, code);
+      return new AdminError(
+        `the server does not know this operation (is it an older or newer tagsched?): ${message}`,
+        EXIT.generic,
+        code,
+      );
     }
     const exit = code ? exitCodeOf(code) : status >= 500 ? EXIT.generic : EXIT.invalidInput;
     return new AdminError(message, exit, code, exit === EXIT.auth ? [authHint(connection)] : []);
   }
-  if (status === 401) return new AdminError('the server refused the token', EXIT.auth, 'UNAUTHENTICATED', [authHint(connection)]);
+  if (status === 401)
+    return new AdminError('the server refused the token', EXIT.auth, 'UNAUTHENTICATED', [authHint(connection)]);
   const data = (body as { data?: unknown } | null)?.data;
   if (status < 200 || status >= 300 || !data || typeof data !== 'object') {
-    return new AdminError(`${connection.serverUrl} answered HTTP ${status} without GraphQL data: is it a tagsched server's /graphql?`, EXIT.unreachable);
+    return new AdminError(
+      `${connection.serverUrl} answered HTTP ${status} without GraphQL data: is it a tagsched server's /graphql?`,
+      EXIT.unreachable,
+    );
   }
   return null;
 }
@@ -90,7 +105,10 @@ export function errorOfAnswer(connection: Connection, status: number, body: unkn
 /** Why a request did not reach the server, from fetch's rejection. */
 function unreachable(connection: Connection, err: unknown, timeoutMs: number): AdminError {
   const e = err as { name?: string; cause?: { code?: string; message?: string }; message?: string };
-  const reason = e.name === 'TimeoutError' ? `no answer within ${timeoutMs / 1000} s` : (e.cause?.code ?? e.cause?.message ?? e.message ?? String(err));
+  const reason =
+    e.name === 'TimeoutError'
+      ? `no answer within ${timeoutMs / 1000} s`
+      : (e.cause?.code ?? e.cause?.message ?? e.message ?? String(err));
   return new AdminError(`cannot reach the server at ${connection.serverUrl}: ${reason}`, EXIT.unreachable, null, [
     'is it running? (the address comes from --server, TAGSCHED_SERVER_URL or the config file)',
   ]);
@@ -103,7 +121,14 @@ export function createApi(connection: Connection, options: { timeoutMs: number; 
   async function request(document: string, variables: Json): Promise<Json> {
     let answer: { status: number; body: unknown };
     try {
-      answer = await postGraphql({ url: connection.serverUrl, token: connection.token, query: document, variables, timeoutMs: options.timeoutMs, fetch: doFetch });
+      answer = await postGraphql({
+        url: connection.serverUrl,
+        token: connection.token,
+        query: document,
+        variables,
+        timeoutMs: options.timeoutMs,
+        fetch: doFetch,
+      });
     } catch (err) {
       throw unreachable(connection, err, options.timeoutMs);
     }
@@ -121,7 +146,8 @@ export function createApi(connection: Connection, options: { timeoutMs: number; 
       const result = data[field] as Partial<TypedError> | undefined;
       if (result && typeof result.code === 'string' && typeof result.message === 'string') {
         const error = new TypedErrorResult(result as TypedError, data);
-        if (error.exitCode === EXIT.auth) throw new AdminError(error.message, error.exitCode, error.code, [authHint(connection)]);
+        if (error.exitCode === EXIT.auth)
+          throw new AdminError(error.message, error.exitCode, error.code, [authHint(connection)]);
         throw error;
       }
       return data as any;
@@ -168,13 +194,27 @@ export function createApi(connection: Connection, options: { timeoutMs: number; 
 
 /** The AdminError of a subscription's failure: GraphQL errors, a close code, or a socket error. */
 function subscriptionError(connection: Connection, err: unknown): AdminError {
-  if (Array.isArray(err)) return errorOfAnswer(connection, 200, { errors: err }) ?? new AdminError('the subscription failed', EXIT.generic);
+  if (Array.isArray(err))
+    return errorOfAnswer(connection, 200, { errors: err }) ?? new AdminError('the subscription failed', EXIT.generic);
   const close = err as { code?: unknown; reason?: unknown };
   if (close && typeof close.code === 'number') {
     if (close.code === 4401 || close.code === 4403)
-      return new AdminError(`the server refused the token (${String(close.reason || close.code)})`, EXIT.auth, 'UNAUTHENTICATED', [authHint(connection)]);
-    if (close.code === 4429) return new AdminError(`the server refused the connection: ${String(close.reason || 'too many')}`, EXIT.auth, 'RATE_LIMITED');
-    return new AdminError(`the WebSocket to ${connection.serverUrl} closed (${close.code}${close.reason ? `: ${String(close.reason)}` : ''})`, EXIT.unreachable);
+      return new AdminError(
+        `the server refused the token (${String(close.reason || close.code)})`,
+        EXIT.auth,
+        'UNAUTHENTICATED',
+        [authHint(connection)],
+      );
+    if (close.code === 4429)
+      return new AdminError(
+        `the server refused the connection: ${String(close.reason || 'too many')}`,
+        EXIT.auth,
+        'RATE_LIMITED',
+      );
+    return new AdminError(
+      `the WebSocket to ${connection.serverUrl} closed (${close.code}${close.reason ? `: ${String(close.reason)}` : ''})`,
+      EXIT.unreachable,
+    );
   }
   return unreachable(connection, err, 0);
 }

@@ -58,15 +58,26 @@ interface UnschedulableRow {
 }
 
 interface DemandData {
-  provisioningDemand: { pendingTotal: number; comingTotal: number; hiddenUnschedulableCount: number; pools: PoolDemandRow[]; unschedulable: UnschedulableRow[] };
+  provisioningDemand: {
+    pendingTotal: number;
+    comingTotal: number;
+    hiddenUnschedulableCount: number;
+    pools: PoolDemandRow[];
+    unschedulable: UnschedulableRow[];
+  };
 }
 
 /** What is missing for the nearest match of an unschedulable group, in words. */
 function nearestText(group: UnschedulableRow): string {
   const n = group.nearest[0];
   if (!n) return 'no worker or pool at all';
-  const who = n.pool ? `pool ${n.pool}` : n.workerNames.length ? n.workerNames.slice(0, 3).join(', ') + (n.workerNames.length > 3 ? ', …' : '') : 'workers';
-  const tags = (list: string[] | null, count: number) => list?.join(', ') ?? `${count} tag${count === 1 ? '' : 's'} you may not see`;
+  const who = n.pool
+    ? `pool ${n.pool}`
+    : n.workerNames.length
+      ? n.workerNames.slice(0, 3).join(', ') + (n.workerNames.length > 3 ? ', …' : '')
+      : 'workers';
+  const tags = (list: string[] | null, count: number) =>
+    list?.join(', ') ?? `${count} tag${count === 1 ? '' : 's'} you may not see`;
   const missing = [
     n.missingOnWorkerCount ? `lacks ${tags(n.missingOnWorker, n.missingOnWorkerCount)}` : '',
     n.missingOnTaskCount ? `requires ${tags(n.missingOnTask, n.missingOnTaskCount)}` : '',
@@ -83,7 +94,11 @@ export function renderDemand(out: Output, data: DemandData): string {
   const parts = [`Pending work requests: ${d.pendingTotal}${coming}\n`, heading(out, 'Pools')];
   parts.push(
     renderTable(out, d.pools, [
-      { header: 'POOL', value: (p) => `${p.pool.name}${p.degraded ? ' (!)' : ''}`, style: (t, p) => (p.degraded ? out.color.red(t) : t) },
+      {
+        header: 'POOL',
+        value: (p) => `${p.pool.name}${p.degraded ? ' (!)' : ''}`,
+        style: (t, p) => (p.degraded ? out.color.red(t) : t),
+      },
       { header: 'RUNNABLE', value: (p) => p.pendingRunnable, align: 'right' },
       { header: 'SHARE', value: (p) => p.pendingAssigned, align: 'right' },
       { header: 'COMING', value: (p) => p.comingAssigned, align: 'right' },
@@ -91,7 +106,12 @@ export function renderDemand(out: Output, data: DemandData): string {
       { header: 'ACTIVE', value: (p) => `${p.activeInstances}/${p.pool.maxActiveInstances}`, align: 'right' },
       { header: 'STARTING', value: (p) => p.startingInstances, align: 'right' },
       { header: 'NEEDED', value: (p) => p.workersRequired, align: 'right' },
-      { header: 'LAUNCH', value: (p) => p.launch, align: 'right', style: (s, p) => (p.launch > 0 ? out.color.green(s) : s) },
+      {
+        header: 'LAUNCH',
+        value: (p) => p.launch,
+        align: 'right',
+        style: (s, p) => (p.launch > 0 ? out.color.green(s) : s),
+      },
       { header: 'STOP', value: (p) => list(p.stopWorkers.map((w) => w.name)), shrink: true },
       {
         header: 'LIMITED BY',
@@ -103,7 +123,11 @@ export function renderDemand(out: Output, data: DemandData): string {
     ]),
   );
   for (const p of d.pools.filter((x) => x.degraded))
-    parts.push(out.color.red(`pool ${p.pool.name} is degraded: its launches keep failing${p.lastError ? ` (${p.lastError})` : ''}\n`));
+    parts.push(
+      out.color.red(
+        `pool ${p.pool.name} is degraded: its launches keep failing${p.lastError ? ` (${p.lastError})` : ''}\n`,
+      ),
+    );
   const hidden = d.hiddenUnschedulableCount ? ` (and ${d.hiddenUnschedulableCount} you may not see)` : '';
   parts.push(heading(out, `Unschedulable: no worker and no pool could run these${hidden}`));
   parts.push(
@@ -154,7 +178,9 @@ export const registerDemandCommands: Register = (program: Command, action) => {
   action(
     program
       .command('demand')
-      .description('Shows the provisioning demand: per pool, what it could run and how many instances to launch or stop; and the unschedulable work')
+      .description(
+        'Shows the provisioning demand: per pool, what it could run and how many instances to launch or stop; and the unschedulable work',
+      )
       .option('--watch [seconds]', 'refresh every N seconds (default 5) until Ctrl-C')
       .addHelpText(
         'after',

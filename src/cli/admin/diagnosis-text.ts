@@ -13,7 +13,13 @@ export interface DiagnosisData {
   unavailableWorkers: { reason: string; count: number }[];
   matchingPools: string[];
   /** The matching pools' room to launch and launching instances (absent from older answers: then only `matchingPools` is used). */
-  pools?: { pool: string; instances: number; maxActiveInstances: number; atLimit: string[]; launching: { name: string; since: string }[] }[];
+  pools?: {
+    pool: string;
+    instances: number;
+    maxActiveInstances: number;
+    atLimit: string[];
+    launching: { name: string; since: string }[];
+  }[];
   /** When it is expected to start (absent from older answers; null unless it is PENDING). */
   startEstimate?: StartEstimateData | null;
   /** The tag lists are null for workers whose tags the caller may not see; the counts are always there. */
@@ -59,7 +65,8 @@ export const WHY_FIELDS = `id status result statusReason dependsOn hiddenDepende
     mismatches { pool workerCount workerNames missingOnWorker missingOnTask missingOnWorkerCount missingOnTaskCount } }`;
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
-const names = (list: readonly string[], max = 3) => (list.length > max ? `${list.slice(0, max).join(', ')}, …` : list.join(', '));
+const names = (list: readonly string[], max = 3) =>
+  list.length > max ? `${list.slice(0, max).join(', ')}, …` : list.join(', ');
 
 /** Seconds as "45s", "4m 20s", "2h 5m". */
 function span(seconds: number): string {
@@ -79,7 +86,10 @@ export function startEstimateText(e: StartEstimateData): string[] {
     e.samples > 0 && e.medianAbsoluteErrorSeconds !== null
       ? `estimates of its class were off by ${span(e.medianAbsoluteErrorSeconds)} (median of the last ${e.samples})`
       : 'no estimate of its class has been checked yet';
-  return [`expected to start ${e.waitSeconds < 1 ? 'now' : `in ${span(e.waitSeconds)}`} (${e.at}); ${trust}`, `estimated from: ${e.basis}`];
+  return [
+    `expected to start ${e.waitSeconds < 1 ? 'now' : `in ${span(e.waitSeconds)}`} (${e.at}); ${trust}`,
+    `estimated from: ${e.basis}`,
+  ];
 }
 
 /** "worker build-1", "workers build-1, build-2 (5 in all)", "pool cloud". */
@@ -94,9 +104,14 @@ function who(m: DiagnosisData['mismatches'][number]): string {
 function lacks(m: DiagnosisData['mismatches'][number]): string {
   const parts: string[] = [];
   const tags = (list: string[] | null, count: number) => list?.join(', ') ?? `${plural(count, 'tag')} you may not see`;
-  if (m.missingOnWorkerCount) parts.push(`${m.pool || m.workerCount !== 1 ? 'lack' : 'lacks'} ${tags(m.missingOnWorker, m.missingOnWorkerCount)}`);
+  if (m.missingOnWorkerCount)
+    parts.push(
+      `${m.pool || m.workerCount !== 1 ? 'lack' : 'lacks'} ${tags(m.missingOnWorker, m.missingOnWorkerCount)}`,
+    );
   if (m.missingOnTaskCount)
-    parts.push(`${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${tags(m.missingOnTask, m.missingOnTaskCount)}, which the request does not provide`);
+    parts.push(
+      `${m.pool || m.workerCount !== 1 ? 'require' : 'requires'} ${tags(m.missingOnTask, m.missingOnTaskCount)}, which the request does not provide`,
+    );
   return parts.join('; ');
 }
 
@@ -108,7 +123,9 @@ function unavailableText(d: DiagnosisData): string {
 /** Tags every worker group and pool lacks: then "no worker provides X" is true. */
 function missingEverywhere(d: DiagnosisData): string[] {
   if (d.mismatches.length === 0) return [];
-  return d.mismatches.map((m) => m.missingOnWorker ?? []).reduce((common, tags) => common.filter((t) => tags.includes(t)));
+  return d.mismatches
+    .map((m) => m.missingOnWorker ?? [])
+    .reduce((common, tags) => common.filter((t) => tags.includes(t)));
 }
 
 /** How long ago, in whole seconds (minutes past two), for "launching for 12 s". */
@@ -145,14 +162,18 @@ function poolOutlook(p: NonNullable<DiagnosisData['pools']>[number], now: Date):
 /** The matching pools in words: each pool's outlook when the answer has it, else "pools a, b could start one". */
 function poolsText(d: DiagnosisData, now: Date): string {
   if (d.pools?.length) return d.pools.map((p) => poolOutlook(p, now)).join('; ');
-  return d.matchingPools.length ? `${d.matchingPools.length === 1 ? 'pool' : 'pools'} ${d.matchingPools.join(', ')} could start one` : '';
+  return d.matchingPools.length
+    ? `${d.matchingPools.length === 1 ? 'pool' : 'pools'} ${d.matchingPools.join(', ')} could start one`
+    : '';
 }
 
 /** Why the request is not waiting, for a request that is not PENDING. */
 function notPending(w: WhyData): string {
   switch (w.status) {
     case 'BLOCKED': {
-      const hidden = w.hiddenDependencyCount ? `${w.dependsOn.length ? ' and ' : ''}${plural(w.hiddenDependencyCount, 'request')} you may not see` : '';
+      const hidden = w.hiddenDependencyCount
+        ? `${w.dependsOn.length ? ' and ' : ''}${plural(w.hiddenDependencyCount, 'request')} you may not see`
+        : '';
       return `blocked: waiting for its dependencies to complete (${names(w.dependsOn, 10)}${hidden})`;
     }
     case 'ASSIGNED':
@@ -200,7 +221,8 @@ export function explain(w: WhyData, now = new Date()): { summary: string; detail
       const everywhere = missingEverywhere(d);
       const nearest = d.mismatches[0];
       if (!nearest) summary = 'unschedulable: there is no worker and no enabled pool';
-      else if (everywhere.length) summary = `unschedulable: no worker or pool provides ${everywhere.join(', ')} (nearest: ${who(nearest)})`;
+      else if (everywhere.length)
+        summary = `unschedulable: no worker or pool provides ${everywhere.join(', ')} (nearest: ${who(nearest)})`;
       else summary = `unschedulable: no worker or pool matches (nearest: ${who(nearest)}, which ${lacks(nearest)})`;
       break;
     }
@@ -209,13 +231,18 @@ export function explain(w: WhyData, now = new Date()): { summary: string; detail
   }
   if (d.state !== 'NOT_PENDING' && d.state !== 'ORCHESTRATED') {
     if (d.startEstimate) details.push(...startEstimateText(d.startEstimate));
-    if (d.unavailableWorkers.length && d.state !== 'WAITING_FOR_WORKERS') details.push(`matching but unavailable: ${unavailableText(d)}`);
+    if (d.unavailableWorkers.length && d.state !== 'WAITING_FOR_WORKERS')
+      details.push(`matching but unavailable: ${unavailableText(d)}`);
     const shown = d.mismatches.slice(0, 8);
     for (const m of shown) details.push(`${who(m)}: ${lacks(m)}`);
-    if (d.mismatches.length > shown.length) details.push(`… and ${plural(d.mismatches.length - shown.length, 'more group')} of workers or pools that do not match`);
+    if (d.mismatches.length > shown.length)
+      details.push(
+        `… and ${plural(d.mismatches.length - shown.length, 'more group')} of workers or pools that do not match`,
+      );
     // Minimums learned from the history of its task, package and architecture (docs/reference/statistics.md).
     const learned = (w.requiredTags ?? []).filter((t) => t.source.startsWith('history:'));
-    if (learned.length) details.push(`learned from its task's history: ${learned.map((t) => `${t.tag} (${t.source})`).join(', ')}`);
+    if (learned.length)
+      details.push(`learned from its task's history: ${learned.map((t) => `${t.tag} (${t.source})`).join(', ')}`);
   }
   return { summary, details };
 }

@@ -19,8 +19,19 @@ const CREATE = `mutation CreateEnvironment($input: CreateEnvironmentInput!, $key
   createEnvironment(input: $input, idempotencyKey: $key) { ${ERROR_SELECTION} ... on Environment { ${FIELDS} } }
 }`;
 
-async function create(ctx: Ctx, codename: string, architecture: string, opts: { variant?: string; backend?: string; imageFormat?: string; idempotencyKey?: string }) {
-  const input = { codename, architecture, variant: opts.variant ?? null, backend: opts.backend ?? null, imageFormat: opts.imageFormat ?? null };
+async function create(
+  ctx: Ctx,
+  codename: string,
+  architecture: string,
+  opts: { variant?: string; backend?: string; imageFormat?: string; idempotencyKey?: string },
+) {
+  const input = {
+    codename,
+    architecture,
+    variant: opts.variant ?? null,
+    backend: opts.backend ?? null,
+    imageFormat: opts.imageFormat ?? null,
+  };
   const data = await ctx.api().mutate(CREATE, { input, key: opts.idempotencyKey ?? null }, 'createEnvironment');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const e = data.createEnvironment as EnvironmentRow;
@@ -52,8 +63,17 @@ export const registerEnvironmentCommands: Register = (program: Command, action) 
       .option('--backend <backend>', 'unshare, incus-lxc, incus-vm or qemu')
       .option('--image-format <format>', 'e.g. tarball, qcow2')
       .option('--idempotency-key <key>', 'a retry with the same key answers the first create')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin environment create trixie arm64 --variant sbuild --backend unshare'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin environment create trixie arm64 --variant sbuild --backend unshare',
+      ),
     (ctx, [codename, architecture], opts) => create(ctx, codename, architecture, opts),
   );
-  action(env.command('list').description('Lists the environments').addHelpText('after', '\nExamples:\n  tagsched-admin environment list'), (ctx) => listEnvironments(ctx));
+  action(
+    env
+      .command('list')
+      .description('Lists the environments')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin environment list'),
+    (ctx) => listEnvironments(ctx),
+  );
 };

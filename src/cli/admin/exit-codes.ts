@@ -56,7 +56,11 @@ const CODES_BY_EXIT: Record<Exclude<ExitCode, 0>, readonly string[]> = {
   [EXIT.config]: [],
 };
 
-const EXIT_BY_CODE = new Map<string, ExitCode>(Object.entries(CODES_BY_EXIT).flatMap(([exit, codes]) => codes.map((code) => [code, Number(exit) as ExitCode] as const)));
+const EXIT_BY_CODE = new Map<string, ExitCode>(
+  Object.entries(CODES_BY_EXIT).flatMap(([exit, codes]) =>
+    codes.map((code) => [code, Number(exit) as ExitCode] as const),
+  ),
+);
 
 /** The exit code of a server error code; codes this table does not know (newer servers) give 1. */
 export function exitCodeOf(code: string | null | undefined): ExitCode {

@@ -23,14 +23,24 @@ const ADD_MEMBERS = `mutation AddGroupMembers($group: ID!, $usernames: [String!]
 /** The group of that name in the scope (and workspace, when given), among those the viewer may see. */
 async function findGroup(ctx: Ctx, scope: string, name: string, workspace: string | undefined): Promise<GroupRow> {
   const data = await ctx.api().query<{ groups: GroupRow[] }>(GROUPS, { scope });
-  const found = data.groups.filter((g) => g.name === name && (workspace === undefined || g.workspace?.name === workspace));
-  if (found.length === 0) throw new AdminError(`no group ${JSON.stringify(name)} in scope ${JSON.stringify(scope)} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
-  if (found.length > 1) throw new AdminError(`several groups are named ${JSON.stringify(name)} in ${scope}: give --workspace`, EXIT.usage);
+  const found = data.groups.filter(
+    (g) => g.name === name && (workspace === undefined || g.workspace?.name === workspace),
+  );
+  if (found.length === 0)
+    throw new AdminError(
+      `no group ${JSON.stringify(name)} in scope ${JSON.stringify(scope)} (or you may not see it)`,
+      EXIT.notFound,
+      'NOT_FOUND',
+    );
+  if (found.length > 1)
+    throw new AdminError(`several groups are named ${JSON.stringify(name)} in ${scope}: give --workspace`, EXIT.usage);
   return found[0];
 }
 
 async function create(ctx: Ctx, scope: string, name: string, opts: { workspace?: string }) {
-  const data = await ctx.api().mutate(CREATE, { input: { scope, name, workspace: opts.workspace ?? null } }, 'createGroup');
+  const data = await ctx
+    .api()
+    .mutate(CREATE, { input: { scope, name, workspace: opts.workspace ?? null } }, 'createGroup');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const g = data.createGroup as GroupRow;
   ctx.out.line(
@@ -65,11 +75,17 @@ export const registerGroupCommands: Register = (program: Command, action) => {
       .command('create <scope> <name>')
       .description('Creates a group in a scope, optionally tied to a workspace (admins)')
       .option('--workspace <scope/name>', 'tie it to this workspace')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin group create debian Debian\n  tagsched-admin group create debian security-team --workspace debian/security'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin group create debian Debian\n  tagsched-admin group create debian security-team --workspace debian/security',
+      ),
     (ctx, [scope, name], opts) => create(ctx, scope, name, opts),
   );
   action(
-    group.command('list <scope>').description('Lists the groups of a scope you may see').addHelpText('after', '\nExamples:\n  tagsched-admin group list debian'),
+    group
+      .command('list <scope>')
+      .description('Lists the groups of a scope you may see')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin group list debian'),
     (ctx, [scope]) => listGroups(ctx, scope),
   );
   action(

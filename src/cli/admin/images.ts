@@ -11,7 +11,14 @@ import type { Ctx, Register } from './command-context.js';
 
 interface ImageRow {
   name: string;
-  recipe: { suite: string; architecture: string; mirror: string | null; source: string | null; enableBackends: string[]; enableTasks: string[] };
+  recipe: {
+    suite: string;
+    architecture: string;
+    mirror: string | null;
+    source: string | null;
+    enableBackends: string[];
+    enableTasks: string[];
+  };
   packageCount: number;
   tags: { tag: string; source: string; condition: string | null }[];
   rootfs: { path: string; bytes: number; sha256: string };
@@ -32,7 +39,8 @@ const REGISTER = `mutation RegisterWorkerImage($input: RegisterWorkerImageInput!
 
 const MIB = 1024 ** 2;
 const size = (bytes: number) => `${Math.round(bytes / MIB)} MiB`;
-const recipeText = (r: ImageRow['recipe']) => `${r.suite}/${r.architecture} backends=${r.enableBackends.join(',') || '-'} tasks=${r.enableTasks.join(',') || '-'}`;
+const recipeText = (r: ImageRow['recipe']) =>
+  `${r.suite}/${r.architecture} backends=${r.enableBackends.join(',') || '-'} tasks=${r.enableTasks.join(',') || '-'}`;
 
 function imageTagTable(out: Output, image: ImageRow): string {
   return renderTable(out, image.tags, [
@@ -47,8 +55,12 @@ async function register(ctx: Ctx, file: string) {
   const data = await ctx.api().mutate(REGISTER, { input: { manifest } }, 'registerWorkerImage');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const image = data.registerWorkerImage as ImageRow;
-  ctx.out.line(`Registered image ${image.name} (${recipeText(image.recipe)}, ${image.packageCount} packages); a pool names it with --image ${image.name}.`);
-  ctx.out.write(heading(ctx.out, `Template tags of the pools that name it (provenance admin, source image:${image.name})`));
+  ctx.out.line(
+    `Registered image ${image.name} (${recipeText(image.recipe)}, ${image.packageCount} packages); a pool names it with --image ${image.name}.`,
+  );
+  ctx.out.write(
+    heading(ctx.out, `Template tags of the pools that name it (provenance admin, source image:${image.name})`),
+  );
   ctx.out.write(imageTagTable(ctx.out, image));
 }
 
@@ -86,13 +98,18 @@ async function showImage(ctx: Ctx, name: string, opts: { packages?: boolean }) {
       ['Tasks', i.recipe.enableTasks.join(', ') || '-'],
       ['Packages', i.packageCount],
       ['Root file system', `${i.rootfs.path} (${size(i.rootfs.bytes)}, sha256 ${i.rootfs.sha256})`],
-      ['Disk image', i.diskImage ? `${i.diskImage.path} (${size(i.diskImage.bytes)}, sha256 ${i.diskImage.sha256})` : null],
+      [
+        'Disk image',
+        i.diskImage ? `${i.diskImage.path} (${size(i.diskImage.bytes)}, sha256 ${i.diskImage.sha256})` : null,
+      ],
       ['Built', instant(i.createdAt)],
       ['Registered', instant(i.registeredAt)],
       [
         'Published',
         i.publications?.length
-          ? i.publications.map((p) => `${p.provider} ${p.region} ${p.providerImageId} (${instant(p.publishedAt)})`).join('; ')
+          ? i.publications
+              .map((p) => `${p.provider} ${p.region} ${p.providerImageId} (${instant(p.publishedAt)})`)
+              .join('; ')
           : 'nowhere yet (tagsched-image publish)',
       ],
     ]),
@@ -112,22 +129,34 @@ async function showImage(ctx: Ctx, name: string, opts: { packages?: boolean }) {
 }
 
 export const registerImageCommands: Register = (program: Command, action) => {
-  const images = program.command('images').description('Worker images: the manifests of tagsched-image builds that pools name');
+  const images = program
+    .command('images')
+    .description('Worker images: the manifests of tagsched-image builds that pools name');
   action(
     images
       .command('register <file>')
-      .description('Registers an image from the NAME.manifest.json tagsched-image build wrote (- for stdin); a registered image never changes (admins)')
+      .description(
+        'Registers an image from the NAME.manifest.json tagsched-image build wrote (- for stdin); a registered image never changes (admins)',
+      )
       .addHelpText(
         'after',
         '\nExamples:\n  tagsched-admin images register out/trixie-sbuild.manifest.json\n  tagsched-admin pool create sbuilders --provider hetzner --image trixie-sbuild …',
       ),
     (ctx, [file]) => register(ctx, file),
   );
-  action(images.command('list').description('Lists the registered images').addHelpText('after', '\nExamples:\n  tagsched-admin images list'), (ctx) => listImages(ctx));
+  action(
+    images
+      .command('list')
+      .description('Lists the registered images')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin images list'),
+    (ctx) => listImages(ctx),
+  );
   action(
     images
       .command('show <name>')
-      .description('Shows an image: its recipe, files, the tags pools naming it get and (with --packages) every package')
+      .description(
+        'Shows an image: its recipe, files, the tags pools naming it get and (with --packages) every package',
+      )
       .option('--packages', 'also list every package with its version')
       .addHelpText('after', '\nExamples:\n  tagsched-admin images show trixie-sbuild --packages'),
     (ctx, [name], opts) => showImage(ctx, name, opts),

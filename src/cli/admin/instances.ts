@@ -14,7 +14,8 @@ import type { Ctx, Register } from './command-context.js';
 import { INSTANCE_STATES } from '../../core/instance-state.js';
 
 /** The fields of an instance shown in lists. */
-export const INSTANCE_FIELDS = 'name state providerId error requestedAt startedAt stoppingAt terminatedAt runtimeSeconds worker { name status } pool { name }';
+export const INSTANCE_FIELDS =
+  'name state providerId error requestedAt startedAt stoppingAt terminatedAt runtimeSeconds worker { name status } pool { name }';
 
 /** An instance as INSTANCE_FIELDS selects it. */
 export interface InstanceRow {
@@ -41,7 +42,11 @@ export function instanceTable(out: Output, rows: readonly InstanceRow[]): string
   return renderTable(out, rows, [
     { header: 'NAME', value: (i) => i.name },
     { header: 'STATE', value: (i) => i.state, style: (t, i) => statusStyle(out, i.state, t) },
-    { header: 'WORKER', value: (i) => i.worker?.status, style: (t, i) => (i.worker ? statusStyle(out, i.worker.status, t) : t) },
+    {
+      header: 'WORKER',
+      value: (i) => i.worker?.status,
+      style: (t, i) => (i.worker ? statusStyle(out, i.worker.status, t) : t),
+    },
     { header: 'PROVIDER ID', value: (i) => i.providerId, shrink: true },
     { header: 'REQUESTED', value: (i) => ago(i.requestedAt) },
     { header: 'RUNTIME', value: (i) => duration(i.runtimeSeconds), align: 'right' },
@@ -68,7 +73,12 @@ export async function listInstances(ctx: Ctx, pool: string, opts: { state?: stri
   const api = ctx.api();
   const instances = await readPages<InstanceRow>(
     async (first, after) => {
-      const data = await api.query<{ workerPool: { instances: Connection<InstanceRow> } | null }>(INSTANCES, { pool, states: states.length ? states : null, first, after });
+      const data = await api.query<{ workerPool: { instances: Connection<InstanceRow> } | null }>(INSTANCES, {
+        pool,
+        states: states.length ? states : null,
+        first,
+        after,
+      });
       if (!data.workerPool) throw new AdminError(`no pool named ${JSON.stringify(pool)}`, EXIT.notFound, 'NOT_FOUND');
       return data.workerPool.instances;
     },
@@ -97,7 +107,9 @@ async function create(ctx: Ctx, pool: string, opts: { name?: string }) {
 }
 
 async function launched(ctx: Ctx, name: string, opts: { providerId: string }) {
-  const data = await ctx.api().mutate(LAUNCHED, { input: { name, providerId: opts.providerId } }, 'recordInstanceLaunched');
+  const data = await ctx
+    .api()
+    .mutate(LAUNCHED, { input: { name, providerId: opts.providerId } }, 'recordInstanceLaunched');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const i = data.recordInstanceLaunched as InstanceRow;
   ctx.out.line(`Instance ${i.name} is ${statusStyle(ctx.out, i.state)}, provider id ${i.providerId}.`);
@@ -107,7 +119,9 @@ async function stopped(ctx: Ctx, name: string, opts: { error?: string }) {
   const data = await ctx.api().mutate(STOPPED, { input: { name, error: opts.error ?? null } }, 'recordInstanceStopped');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const i = data.recordInstanceStopped as InstanceRow;
-  ctx.out.line(`Instance ${i.name} is ${statusStyle(ctx.out, i.state)}${i.error ? ` (${i.error})` : ''}; its worker is terminated and its work re-queued.`);
+  ctx.out.line(
+    `Instance ${i.name} is ${statusStyle(ctx.out, i.state)}${i.error ? ` (${i.error})` : ''}; its worker is terminated and its work re-queued.`,
+  );
 }
 
 const LOG = `query InstanceLog($name: String!, $tailBytes: Int) {
@@ -118,16 +132,23 @@ const LOG = `query InstanceLog($name: String!, $tailBytes: Int) {
 async function log(ctx: Ctx, name: string, opts: { tail: string }) {
   const tailBytes = integer('--tail', opts.tail, 1, 1024 * 1024);
   const data = await ctx.api().query<{
-    instance: { name: string; state: string; log: { text: string; bytes: number; truncated: boolean; modifiedAt: string } | null } | null;
+    instance: {
+      name: string;
+      state: string;
+      log: { text: string; bytes: number; truncated: boolean; modifiedAt: string } | null;
+    } | null;
   }>(LOG, { name, tailBytes });
   if (!data.instance) throw new AdminError(`no instance named ${JSON.stringify(name)}`, EXIT.notFound, 'NOT_FOUND');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const entry = data.instance.log;
   if (!entry) {
-    ctx.io.stderr.write(`(instance ${data.instance.name} has no log: none was kept, it is past TAGSCHED_INSTANCE_LOG_RETENTION_DAYS, or you are not an admin)\n`);
+    ctx.io.stderr.write(
+      `(instance ${data.instance.name} has no log: none was kept, it is past TAGSCHED_INSTANCE_LOG_RETENTION_DAYS, or you are not an admin)\n`,
+    );
     return;
   }
-  if (entry.truncated) ctx.io.stderr.write(`(the last ${Buffer.byteLength(entry.text)} of ${entry.bytes} bytes; raise --tail for more)\n`);
+  if (entry.truncated)
+    ctx.io.stderr.write(`(the last ${Buffer.byteLength(entry.text)} of ${entry.bytes} bytes; raise --tail for more)\n`);
   ctx.out.write(entry.text.endsWith('\n') || !entry.text ? entry.text : `${entry.text}\n`);
 }
 
@@ -137,9 +158,16 @@ export function addInstancesCommand(pool: Command, action: Parameters<Register>[
     pool
       .command('instances <pool>')
       .description("Lists a pool's instances, newest first: state, worker, provider id, runtime, error")
-      .option('--state <state>', `only these states (repeatable, or comma-separated): ${INSTANCE_STATES.join(', ')}`, collect)
+      .option(
+        '--state <state>',
+        `only these states (repeatable, or comma-separated): ${INSTANCE_STATES.join(', ')}`,
+        collect,
+      )
       .option('--limit <n>', 'show at most this many', '100')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin pool instances cloud --state running,launching\n  tagsched-admin pool instances cloud --json'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin pool instances cloud --state running,launching\n  tagsched-admin pool instances cloud --json',
+      ),
     (ctx, [name], opts) => listInstances(ctx, name, opts as { state?: string[]; limit: string }),
   );
 }
@@ -147,11 +175,15 @@ export function addInstancesCommand(pool: Command, action: Parameters<Register>[
 export const registerInstanceCommands: Register = (program: Command, action) => {
   const instance = program
     .command('instance')
-    .description("Pool instances: their logs, and those started by the site's own script (TAGSCHED_PROVISIONER=off): record them as they start and stop");
+    .description(
+      "Pool instances: their logs, and those started by the site's own script (TAGSCHED_PROVISIONER=off): record them as they start and stop",
+    );
   action(
     instance
       .command('create <pool>')
-      .description('Records an instance about to start (its worker is made, LAUNCHING) and prints its activation token, once')
+      .description(
+        'Records an instance about to start (its worker is made, LAUNCHING) and prints its activation token, once',
+      )
       .option('--name <name>', "the instance's name, also its worker's (default: the pool's name and random hex)")
       .addHelpText(
         'after',
@@ -173,17 +205,27 @@ Examples:
   action(
     instance
       .command('log <name>')
-      .description("Prints the end of an instance's log (admins): a local agent's output, a virtual machine's serial console; kept after the instance is gone")
+      .description(
+        "Prints the end of an instance's log (admins): a local agent's output, a virtual machine's serial console; kept after the instance is gone",
+      )
       .option('--tail <bytes>', 'print at most this many bytes from its end (at most 1048576)', '65536')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin instance log vms-3f2a\n  tagsched-admin instance log vms-3f2a --tail 1048576 --json'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin instance log vms-3f2a\n  tagsched-admin instance log vms-3f2a --tail 1048576 --json',
+      ),
     (ctx, [name], opts) => log(ctx, name, opts as { tail: string }),
   );
   action(
     instance
       .command('stopped <name>')
-      .description('Records that an instance is gone (with --error: FAILED); its worker is terminated and its work re-queued')
+      .description(
+        'Records that an instance is gone (with --error: FAILED); its worker is terminated and its work re-queued',
+      )
       .option('--error <text>', 'what went wrong (the provider refused it, it crashed, …)')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin instance stopped cloud-3f2a\n  tagsched-admin instance stopped cloud-3f2a --error "quota exceeded"'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin instance stopped cloud-3f2a\n  tagsched-admin instance stopped cloud-3f2a --error "quota exceeded"',
+      ),
     (ctx, [name], opts) => stopped(ctx, name, opts),
   );
 };

@@ -29,7 +29,10 @@ export interface Sink {
 }
 
 /** The output for a sink: colour on a terminal without NO_COLOR (or --no-color), tables fit to `columns`. */
-export function createOutput(sink: Sink, options: { json: boolean; isTTY: boolean; columns: number | undefined; noColor: boolean }): Output {
+export function createOutput(
+  sink: Sink,
+  options: { json: boolean; isTTY: boolean; columns: number | undefined; noColor: boolean },
+): Output {
   const color = picocolors.createColors(options.isTTY && !options.noColor);
   return {
     json: options.json,
@@ -60,7 +63,12 @@ const MIN_SHRUNK = 8;
  * The widths of the columns: each its widest cell; when the row is wider than `width`, the widest
  * shrinkable column is cut down to the next widest, and so on (water-filling), never below its minimum.
  */
-export function fitWidths(natural: readonly number[], shrinkable: readonly boolean[], minimums: readonly number[], width: number | null): number[] {
+export function fitWidths(
+  natural: readonly number[],
+  shrinkable: readonly boolean[],
+  minimums: readonly number[],
+  width: number | null,
+): number[] {
   const widths = [...natural];
   if (width === null) return widths;
   const total = () => widths.reduce((a, b) => a + b, 0) + GAP * (widths.length - 1);
@@ -101,7 +109,11 @@ export function renderTable<R>(out: Output, rows: readonly R[], columns: readonl
     return i === columns.length - 1 ? shown : shown + room;
   };
   const lines = [columns.map((c, i) => pad(c.header, i, out.color.bold)).join(' '.repeat(GAP))];
-  rows.forEach((row, r) => lines.push(columns.map((c, i) => pad(cells[r][i], i, c.style ? (t) => c.style!(t, row) : undefined)).join(' '.repeat(GAP))));
+  rows.forEach((row, r) =>
+    lines.push(
+      columns.map((c, i) => pad(cells[r][i], i, c.style ? (t) => c.style!(t, row) : undefined)).join(' '.repeat(GAP)),
+    ),
+  );
   return `${lines.map((l) => l.trimEnd()).join('\n')}\n`;
 }
 
@@ -109,11 +121,16 @@ export function renderTable<R>(out: Output, rows: readonly R[], columns: readonl
  * Renders `label: value` lines with the values aligned; null values show as "-". A value of several
  * lines (a handler's reason) keeps its lines, each under the first, so the labels stay in their column.
  */
-export function renderFields(out: Output, fields: readonly (readonly [string, string | number | boolean | null | undefined])[]): string {
+export function renderFields(
+  out: Output,
+  fields: readonly (readonly [string, string | number | boolean | null | undefined])[],
+): string {
   const width = Math.max(...fields.map(([label]) => stringWidth(label))) + 1;
   const indent = `\n${' '.repeat(width + 1)}`;
   const shown = (value: string | number | boolean | null | undefined) =>
-    value === null || value === undefined || String(value).trim() === '' ? '-' : String(value).replace(/\s+$/, '').replace(/\t/g, '  ').split('\n').join(indent);
+    value === null || value === undefined || String(value).trim() === ''
+      ? '-'
+      : String(value).replace(/\s+$/, '').replace(/\t/g, '  ').split('\n').join(indent);
   return fields.map(([label, value]) => `${out.color.bold(`${label}:`.padEnd(width + 1))}${shown(value)}\n`).join('');
 }
 
@@ -127,7 +144,14 @@ export function ago(iso: string | null | undefined, now = Date.now()): string {
   if (!iso) return '-';
   const ms = now - Date.parse(iso);
   const s = Math.round(Math.abs(ms) / 1000);
-  const text = s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : s < 86_400 ? `${Math.floor(s / 3600)}h` : `${Math.floor(s / 86_400)}d`;
+  const text =
+    s < 60
+      ? `${s}s`
+      : s < 3600
+        ? `${Math.floor(s / 60)}m`
+        : s < 86_400
+          ? `${Math.floor(s / 3600)}h`
+          : `${Math.floor(s / 86_400)}d`;
   return ms >= 0 ? `${text} ago` : `in ${text}`;
 }
 

@@ -39,7 +39,10 @@ interface PoolRow {
   scaleDownDelaySeconds: number | null;
   maxLaunchesPerMinute: number | null;
   minIdleInstancesNow: number;
-  warmSchedule: { timeZone: string; periods: { days: string[]; from: string; to: string; minIdleInstances: number }[] } | null;
+  warmSchedule: {
+    timeZone: string;
+    periods: { days: string[]; from: string; to: string; minIdleInstances: number }[];
+  } | null;
   monthRuntimeSeconds: number;
   pricePerHour: number | null;
   monthlyCostBudget: number | null;
@@ -137,13 +140,16 @@ function specificationFlags(o: PoolOptions): Record<string, unknown> {
 /** `TASK=COMMAND` of --handler, as a PoolHandlerInput. */
 function handlerArg(raw: string): { task: string; command: string } {
   const eq = raw.indexOf('=');
-  if (eq <= 0 || eq === raw.length - 1) throw usageError(`--handler takes TASK=COMMAND, e.g. noop=true; got ${JSON.stringify(raw)}`);
+  if (eq <= 0 || eq === raw.length - 1)
+    throw usageError(`--handler takes TASK=COMMAND, e.g. noop=true; got ${JSON.stringify(raw)}`);
   return { task: raw.slice(0, eq), command: raw.slice(eq + 1) };
 }
 
 /** Specifications as read back, as an input again: the fields that are set (the API replaces the whole set on update). */
 function specificationsAsInput(spec: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(spec).filter(([, v]) => v !== null && v !== undefined && !(Array.isArray(v) && v.length === 0)));
+  return Object.fromEntries(
+    Object.entries(spec).filter(([, v]) => v !== null && v !== undefined && !(Array.isArray(v) && v.length === 0)),
+  );
 }
 
 /**
@@ -158,21 +164,36 @@ function specificationsAsInput(spec: Record<string, unknown>): Record<string, un
 function checkSpecifications(specifications: unknown, operation: 'createWorkerPool' | 'updateWorkerPool'): void {
   const { problems } = specificationProblems(specifications, 'input.specifications');
   if (!problems.length) return;
-  const error = { __typename: 'InputError', code: problems[0].code, message: problems[0].message, path: problems[0].path, problems };
+  const error = {
+    __typename: 'InputError',
+    code: problems[0].code,
+    message: problems[0].message,
+    path: problems[0].path,
+    problems,
+  };
   throw new TypedErrorResult(error, { [operation]: error });
 }
 
-async function poolInput(ctx: Ctx, name: string, o: PoolOptions, current: PoolRow | null, operation: 'createWorkerPool' | 'updateWorkerPool'): Promise<Record<string, unknown>> {
+async function poolInput(
+  ctx: Ctx,
+  name: string,
+  o: PoolOptions,
+  current: PoolRow | null,
+  operation: 'createWorkerPool' | 'updateWorkerPool',
+): Promise<Record<string, unknown>> {
   if (o.enable && o.disable) throw usageError('give --enable or --disable, not both');
   const input: Record<string, unknown> = { name };
   const flags = specificationFlags(o);
   if (o.specFile || Object.keys(flags).length) {
-    const base = o.specFile ? await jsonObjectFile('--spec-file', o.specFile, ctx.io.stdin) : specificationsAsInput(current?.specifications ?? {});
+    const base = o.specFile
+      ? await jsonObjectFile('--spec-file', o.specFile, ctx.io.stdin)
+      : specificationsAsInput(current?.specifications ?? {});
     input.specifications = { ...base, ...flags };
     checkSpecifications(input.specifications, operation);
   }
   if (o.providerAccountFile) {
-    if (o.providerAccountFile === '-' && o.specFile === '-') throw usageError('only one of --spec-file and --provider-account-file can be read from stdin');
+    if (o.providerAccountFile === '-' && o.specFile === '-')
+      throw usageError('only one of --spec-file and --provider-account-file can be read from stdin');
     input.providerAccount = await jsonObjectFile('--provider-account-file', o.providerAccountFile, ctx.io.stdin);
   }
   if (o.provider !== undefined) input.providerType = o.provider;
@@ -182,25 +203,37 @@ async function poolInput(ctx: Ctx, name: string, o: PoolOptions, current: PoolRo
   if (o.minIdle !== undefined) input.minIdleInstances = integer('--min-idle', o.minIdle, 0);
   if (o.idleTimeout !== undefined) input.idleTimeoutSeconds = integer('--idle-timeout', o.idleTimeout, 0);
   if (o.targetLatency !== undefined) input.targetLatencySeconds = integer('--target-latency', o.targetLatency, 1);
-  if (o.monthlyBudget !== undefined) input.monthlyRuntimeBudgetSeconds = integer('--monthly-budget', o.monthlyBudget, 0);
+  if (o.monthlyBudget !== undefined)
+    input.monthlyRuntimeBudgetSeconds = integer('--monthly-budget', o.monthlyBudget, 0);
   // Cost (docs/operating/pools.md, "Cost"); `none` removes them. The server checks the range.
-  if (o.pricePerHour !== undefined) input.pricePerHour = o.pricePerHour === 'none' ? null : decimal('--price-per-hour', o.pricePerHour, 0);
-  if (o.monthlyCostBudget !== undefined) input.monthlyCostBudget = o.monthlyCostBudget === 'none' ? null : decimal('--monthly-cost-budget', o.monthlyCostBudget, 0);
+  if (o.pricePerHour !== undefined)
+    input.pricePerHour = o.pricePerHour === 'none' ? null : decimal('--price-per-hour', o.pricePerHour, 0);
+  if (o.monthlyCostBudget !== undefined)
+    input.monthlyCostBudget =
+      o.monthlyCostBudget === 'none' ? null : decimal('--monthly-cost-budget', o.monthlyCostBudget, 0);
   // `none` removes the limit.
-  if (o.maxLifetime !== undefined) input.maxInstanceLifetimeSeconds = o.maxLifetime === 'none' ? null : integer('--max-lifetime', o.maxLifetime, 60);
-  if (o.billingPeriod !== undefined) input.billingPeriodSeconds = o.billingPeriod === 'none' ? null : integer('--billing-period', o.billingPeriod, 60);
-  if (o.scaleDownDelay !== undefined) input.scaleDownDelaySeconds = o.scaleDownDelay === 'none' ? null : integer('--scale-down-delay', o.scaleDownDelay, 0);
-  if (o.maxLaunchesPerMinute !== undefined) input.maxLaunchesPerMinute = o.maxLaunchesPerMinute === 'none' ? null : integer('--max-launches-per-minute', o.maxLaunchesPerMinute, 1);
+  if (o.maxLifetime !== undefined)
+    input.maxInstanceLifetimeSeconds = o.maxLifetime === 'none' ? null : integer('--max-lifetime', o.maxLifetime, 60);
+  if (o.billingPeriod !== undefined)
+    input.billingPeriodSeconds = o.billingPeriod === 'none' ? null : integer('--billing-period', o.billingPeriod, 60);
+  if (o.scaleDownDelay !== undefined)
+    input.scaleDownDelaySeconds =
+      o.scaleDownDelay === 'none' ? null : integer('--scale-down-delay', o.scaleDownDelay, 0);
+  if (o.maxLaunchesPerMinute !== undefined)
+    input.maxLaunchesPerMinute =
+      o.maxLaunchesPerMinute === 'none' ? null : integer('--max-launches-per-minute', o.maxLaunchesPerMinute, 1);
   if (o.warmScheduleFile !== undefined) {
     if (o.warmScheduleFile === 'none') input.warmSchedule = null;
     else {
-      if (o.warmScheduleFile === '-' && (o.specFile === '-' || o.providerAccountFile === '-')) throw usageError('only one option can be read from stdin');
+      if (o.warmScheduleFile === '-' && (o.specFile === '-' || o.providerAccountFile === '-'))
+        throw usageError('only one option can be read from stdin');
       input.warmSchedule = await jsonObjectFile('--warm-schedule-file', o.warmScheduleFile, ctx.io.stdin);
     }
   }
   if (o.maxReplacing !== undefined) input.maxReplacingInstances = integer('--max-replacing', o.maxReplacing, 1);
   if (o.maxRequestsPerInstance !== undefined)
-    input.maxWorkRequestsPerInstance = o.maxRequestsPerInstance === 'none' ? null : integer('--max-requests-per-instance', o.maxRequestsPerInstance, 1);
+    input.maxWorkRequestsPerInstance =
+      o.maxRequestsPerInstance === 'none' ? null : integer('--max-requests-per-instance', o.maxRequestsPerInstance, 1);
   if (o.enable) input.enabled = true;
   if (o.disable) input.enabled = false;
   return input;
@@ -215,7 +248,13 @@ function seconds(n: number | null): string {
 function specText(spec: Record<string, unknown>): string {
   const entries = Object.entries(specificationsAsInput(spec ?? {})).sort(([a], [b]) => a.localeCompare(b));
   const value = (v: unknown): string =>
-    Array.isArray(v) ? v.map((x) => (x && typeof x === 'object' && 'task' in x ? `${String(x.task)}=${String(x.command)}` : String(x))).join(',') : String(v);
+    Array.isArray(v)
+      ? v
+          .map((x) =>
+            x && typeof x === 'object' && 'task' in x ? `${String(x.task)}=${String(x.command)}` : String(x),
+          )
+          .join(',')
+      : String(v);
   return entries.length ? entries.map(([k, v]) => `${k}=${value(v)}`).join(' ') : '-';
 }
 
@@ -226,7 +265,11 @@ function poolTable(out: Output, pools: readonly PoolRow[]): string {
     { header: 'ENABLED', value: (p) => (p.enabled ? 'yes' : 'no') },
     { header: 'MAX', value: (p) => p.maxActiveInstances, align: 'right' },
     { header: 'MIN IDLE', value: (p) => p.minIdleInstances, align: 'right' },
-    { header: 'DEGRADED', value: (p) => (p.degraded ? 'yes' : 'no'), style: (t, p) => (p.degraded ? out.color.red(t) : t) },
+    {
+      header: 'DEGRADED',
+      value: (p) => (p.degraded ? 'yes' : 'no'),
+      style: (t, p) => (p.degraded ? out.color.red(t) : t),
+    },
     { header: 'SPECIFICATIONS', value: (p) => specText(p.specifications), shrink: true },
   ]);
 }
@@ -261,8 +304,18 @@ async function showPool(ctx: Ctx, name: string) {
       ['Idle timeout', seconds(p.idleTimeoutSeconds)],
       ['Target latency', seconds(p.targetLatencySeconds)],
       ['Monthly budget', seconds(p.monthlyRuntimeBudgetSeconds)],
-      ['Instance lifetime', p.maxInstanceLifetimeSeconds === null ? 'no limit' : `at most ${seconds(p.maxInstanceLifetimeSeconds)}, then retired`],
-      ['Billing period', p.billingPeriodSeconds === null ? 'by the second' : `${seconds(p.billingPeriodSeconds)}: idle instances stop near the end of their paid period`],
+      [
+        'Instance lifetime',
+        p.maxInstanceLifetimeSeconds === null
+          ? 'no limit'
+          : `at most ${seconds(p.maxInstanceLifetimeSeconds)}, then retired`,
+      ],
+      [
+        'Billing period',
+        p.billingPeriodSeconds === null
+          ? 'by the second'
+          : `${seconds(p.billingPeriodSeconds)}: idle instances stop near the end of their paid period`,
+      ],
       ['Scale-down delay', p.scaleDownDelaySeconds ? seconds(p.scaleDownDelaySeconds) : 'none'],
       ['Launch rate', p.maxLaunchesPerMinute === null ? 'no limit' : `at most ${p.maxLaunchesPerMinute} a minute`],
       [
@@ -271,7 +324,10 @@ async function showPool(ctx: Ctx, name: string) {
           ? `${p.warmSchedule.periods.map((w) => `${w.days.join(',')} ${w.from}-${w.to}: ${w.minIdleInstances} idle`).join('; ')} (${p.warmSchedule.timeZone}); now ${p.minIdleInstancesNow}`
           : 'none',
       ],
-      ['Rollouts', `at most ${p.maxReplacingInstances} outdated instance${p.maxReplacingInstances === 1 ? '' : 's'} replaced at a time`],
+      [
+        'Rollouts',
+        `at most ${p.maxReplacingInstances} outdated instance${p.maxReplacingInstances === 1 ? '' : 's'} replaced at a time`,
+      ],
       [
         'Requests per instance',
         p.maxWorkRequestsPerInstance === null
@@ -280,14 +336,27 @@ async function showPool(ctx: Ctx, name: string) {
       ],
       ['Price per hour', p.pricePerHour === null ? 'not set' : formatCost(p.pricePerHour)],
       ['Monthly cost budget', p.monthlyCostBudget === null ? 'no limit' : formatCost(p.monthlyCostBudget)],
-      ['Cost this month', `${formatCost(p.monthCost)}${p.monthlyCostBudget ? ` (${Math.round((100 * p.monthCost) / p.monthlyCostBudget)}% of the cost budget)` : ''}`],
+      [
+        'Cost this month',
+        `${formatCost(p.monthCost)}${p.monthlyCostBudget ? ` (${Math.round((100 * p.monthCost) / p.monthlyCostBudget)}% of the cost budget)` : ''}`,
+      ],
       [
         'Runtime this month',
         `${seconds(Math.round(p.monthRuntimeSeconds))}${p.monthlyRuntimeBudgetSeconds ? ` (${Math.round((100 * p.monthRuntimeSeconds) / p.monthlyRuntimeBudgetSeconds)}% of the budget)` : ''}`,
       ],
       ['Degraded', p.degraded ? out.color.red('yes: its launches keep failing') : 'no'],
-      ['Last provider error', p.lastError ? `${p.lastErrorKind ? `${p.lastErrorKind}: ` : ''}${p.lastError} (${instant(p.lastErrorAt)})` : null],
-      ['Failed launches', p.launchFailures ? `${p.launchFailures} in a row${p.launchRetryAt ? `; next try ${instant(p.launchRetryAt)}` : ''}` : null],
+      [
+        'Last provider error',
+        p.lastError
+          ? `${p.lastErrorKind ? `${p.lastErrorKind}: ` : ''}${p.lastError} (${instant(p.lastErrorAt)})`
+          : null,
+      ],
+      [
+        'Failed launches',
+        p.launchFailures
+          ? `${p.launchFailures} in a row${p.launchRetryAt ? `; next try ${instant(p.launchRetryAt)}` : ''}`
+          : null,
+      ],
       ['Created', instant(p.createdAt)],
     ]),
   );
@@ -305,7 +374,9 @@ async function createPool(ctx: Ctx, name: string, o: PoolOptions) {
   const data = await ctx.api().mutate(CREATE, { input, key: o.idempotencyKey ?? null }, 'createWorkerPool');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const p = data.createWorkerPool as PoolRow;
-  ctx.out.line(`Created pool ${p.name} (${p.providerType}, ${p.enabled ? 'enabled' : 'disabled'}): ${specText(p.specifications)}.`);
+  ctx.out.line(
+    `Created pool ${p.name} (${p.providerType}, ${p.enabled ? 'enabled' : 'disabled'}): ${specText(p.specifications)}.`,
+  );
 }
 
 async function updatePool(ctx: Ctx, name: string, o: PoolOptions) {
@@ -316,11 +387,15 @@ async function updatePool(ctx: Ctx, name: string, o: PoolOptions) {
   const data = await ctx.api().mutate(UPDATE, { input }, 'updateWorkerPool');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const p = data.updateWorkerPool as PoolRow;
-  ctx.out.line(`Updated pool ${p.name} (${p.providerType}, ${p.enabled ? 'enabled' : 'disabled'}): ${specText(p.specifications)}.`);
+  ctx.out.line(
+    `Updated pool ${p.name} (${p.providerType}, ${p.enabled ? 'enabled' : 'disabled'}): ${specText(p.specifications)}.`,
+  );
 }
 
 async function activationToken(ctx: Ctx, pool: string, opts: { expires?: string; expiresIn?: string }) {
-  const data = await ctx.api().mutate(ACTIVATION, { input: { pool, expiresAt: expiryOf(opts) ?? null } }, 'createActivationToken');
+  const data = await ctx
+    .api()
+    .mutate(ACTIVATION, { input: { pool, expiresAt: expiryOf(opts) ?? null } }, 'createActivationToken');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const { token, id, expiresAt } = data.createActivationToken;
   printSecretOnce(
@@ -335,21 +410,38 @@ async function activationToken(ctx: Ctx, pool: string, opts: { expires?: string;
 function poolOptions(command: Command): Command {
   return command
     .option('--provider <type>', 'the provider type, required to create one: local, exec, hetzner, ec2 or qemu')
-    .option('--provider-account-file <file>', 'provider credentials, a JSON object, from a file (- for stdin); never shown again')
-    .option('--spec-file <file>', 'specifications, a JSON object (PoolSpecificationsInput: e.g. the exec command), from a file (- for stdin); the flags below override its keys')
+    .option(
+      '--provider-account-file <file>',
+      'provider credentials, a JSON object, from a file (- for stdin); never shown again',
+    )
+    .option(
+      '--spec-file <file>',
+      'specifications, a JSON object (PoolSpecificationsInput: e.g. the exec command), from a file (- for stdin); the flags below override its keys',
+    )
     .option('--cpu-count <n>', 'CPUs per instance (worker:cpu-count)')
     .option('--memory-gib <n>', 'memory per instance, GiB (worker:memory-gib)')
     .option('--disk-gib <n>', 'disk per instance, GiB (worker:disk-gib)')
     .option('--concurrency <n>', 'work requests each of its workers runs at once')
-    .option('--image <name>', 'a registered worker image (tagsched-admin images list): its tags replace --architecture, --backend and --task')
+    .option(
+      '--image <name>',
+      'a registered worker image (tagsched-admin images list): its tags replace --architecture, --backend and --task',
+    )
     .option('--instance-type <type>', "the provider's instance type")
     .option('--location <place>', "the provider's location or region")
     .option('--provider-image <image>', "the provider's image: a Hetzner image, an EC2 AMI")
     .option('--subnet-id <id>', 'EC2: the subnet')
     .option('--security-group <id>', 'EC2: a security group id (repeatable)', collect)
-    .option('--handler <task=command>', 'local pools: a task its agents run and the command that runs it (repeatable)', collect)
+    .option(
+      '--handler <task=command>',
+      'local pools: a task its agents run and the command that runs it (repeatable)',
+      collect,
+    )
     .option('--architecture <arch>', 'an architecture its machines run (repeatable)', collect)
-    .option('--backend <name>', 'an executor backend of its image: unshare, incus-lxc, incus-vm, qemu (repeatable)', collect)
+    .option(
+      '--backend <name>',
+      'an executor backend of its image: unshare, incus-lxc, incus-vm, qemu (repeatable)',
+      collect,
+    )
     .option('--task <name>', 'a task its image is built for (repeatable)', collect)
     .option('--provide <tag>', 'a tag its workers provide (repeatable; replaces the list)', collect)
     .option('--require <tag>', 'a tag its workers require (repeatable; replaces the list)', collect)
@@ -358,22 +450,43 @@ function poolOptions(command: Command): Command {
     .option('--idle-timeout <seconds>', 'an idle instance past this is stopped')
     .option('--target-latency <seconds>', 'how long pending work may wait for capacity')
     .option('--monthly-budget <seconds>', "the instances' runtime allowed per month")
-    .option('--price-per-hour <price>', "the price of one instance-hour in your currency, for cost; an offering's pricePerHour wins (none: removes it)")
-    .option('--monthly-cost-budget <amount>', "the instances' cost allowed per calendar month: no launch once reached (none: no limit)")
-    .option('--max-lifetime <seconds>', 'an instance older than this retires: no new work, stopped once idle, replaced (none: no limit)')
-    .option('--billing-period <seconds>', "the provider's billing period, e.g. 3600: idle instances stop near the end of their paid period (none: by the second)")
+    .option(
+      '--price-per-hour <price>',
+      "the price of one instance-hour in your currency, for cost; an offering's pricePerHour wins (none: removes it)",
+    )
+    .option(
+      '--monthly-cost-budget <amount>',
+      "the instances' cost allowed per calendar month: no launch once reached (none: no limit)",
+    )
+    .option(
+      '--max-lifetime <seconds>',
+      'an instance older than this retires: no new work, stopped once idle, replaced (none: no limit)',
+    )
+    .option(
+      '--billing-period <seconds>',
+      "the provider's billing period, e.g. 3600: idle instances stop near the end of their paid period (none: by the second)",
+    )
     .option('--scale-down-delay <seconds>', 'no idle instance stops this long after a launch (none: no delay)')
     .option('--max-launches-per-minute <n>', 'at most this many launches a minute (none: no limit)')
-    .option('--warm-schedule-file <file>', 'more idle instances at times of day: JSON {"timeZone": ..., "periods": [...]} (- for stdin, none to remove)')
+    .option(
+      '--warm-schedule-file <file>',
+      'more idle instances at times of day: JSON {"timeZone": ..., "periods": [...]} (- for stdin, none to remove)',
+    )
     .option('--max-replacing <n>', 'when its specifications change, outdated instances replaced at a time (default 1)')
-    .option('--max-requests-per-instance <n>', 'an instance retires after this many work requests; 1: a fresh machine for each (none: no limit)')
+    .option(
+      '--max-requests-per-instance <n>',
+      'an instance retires after this many work requests; 1: a fresh machine for each (none: no limit)',
+    )
     .option('--enable', 'the provisioner may start its instances')
     .option('--disable', 'the provisioner starts none');
 }
 
 export const registerPoolCommands: Register = (program: Command, action) => {
   const pool = program.command('pool').description('Worker pools: templates for the workers a provider starts');
-  action(pool.command('list').description('Lists the pools').addHelpText('after', '\nExamples:\n  tagsched-admin pool list'), (ctx) => listPools(ctx));
+  action(
+    pool.command('list').description('Lists the pools').addHelpText('after', '\nExamples:\n  tagsched-admin pool list'),
+    (ctx) => listPools(ctx),
+  );
   action(
     pool
       .command('show <name>')
@@ -395,7 +508,9 @@ Examples:
     (ctx, [name], opts) => createPool(ctx, name, opts),
   );
   action(
-    poolOptions(pool.command('update <name>').description('Changes a pool (admins); only what is given changes')).addHelpText(
+    poolOptions(
+      pool.command('update <name>').description('Changes a pool (admins); only what is given changes'),
+    ).addHelpText(
       'after',
       `
 Specification flags change those keys of the current specifications; --spec-file replaces them
@@ -412,8 +527,13 @@ Examples:
   action(
     pool
       .command('activation-token <name>')
-      .description('Makes a pool-wide one-shot activation token for an instance started by hand, printed once (admins); it expires, and `token list --pool NAME` lists them')
-      .option('--expires <instant>', "refused from this instant on (ISO 8601); default: the server's TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now")
+      .description(
+        'Makes a pool-wide one-shot activation token for an instance started by hand, printed once (admins); it expires, and `token list --pool NAME` lists them',
+      )
+      .option(
+        '--expires <instant>',
+        "refused from this instant on (ISO 8601); default: the server's TAGSCHED_ACTIVATION_TOKEN_TTL_SECONDS from now",
+      )
       .option('--expires-in <duration>', 'refused after this long, e.g. 2h, 30m, 1d')
       .addHelpText(
         'after',

@@ -61,10 +61,19 @@ Examples:
  */
 export function buildProgram(io: AdminIo): { program: Command; token: () => string | null } {
   const program = new Command('tagsched-admin')
-    .description('Administers a tagsched server over its GraphQL API: users, tokens, workspaces, workers, pools, demand and work.')
+    .description(
+      'Administers a tagsched server over its GraphQL API: users, tokens, workspaces, workers, pools, demand and work.',
+    )
     .version(version, '-V, --version')
-    .addOption(new Option('--server <url>', `the GraphQL endpoint (default: ${ENV.server}, the config file, http://127.0.0.1:4000/graphql)`))
-    .addOption(new Option('--config <file>', `the config file (default: ${ENV.config}, $XDG_CONFIG_HOME/tagsched/admin.json)`))
+    .addOption(
+      new Option(
+        '--server <url>',
+        `the GraphQL endpoint (default: ${ENV.server}, the config file, http://127.0.0.1:4000/graphql)`,
+      ),
+    )
+    .addOption(
+      new Option('--config <file>', `the config file (default: ${ENV.config}, $XDG_CONFIG_HOME/tagsched/admin.json)`),
+    )
     .option('--json', 'print the GraphQL data as JSON, for scripts')
     .option('--no-color', 'no colour, even on a terminal')
     .option('--timeout <seconds>', 'give up on a request after this long', '30')
@@ -83,7 +92,12 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
   let connection: Connection | null = null;
   const ctxOf = (command: Command): Ctx => {
     const flags = command.optsWithGlobals<GlobalFlags>();
-    const out = createOutput(io.stdout, { json: flags.json === true, isTTY: io.stdout.isTTY === true, columns: io.stdout.columns, noColor: !flags.color || ENV.noColor in io.env });
+    const out = createOutput(io.stdout, {
+      json: flags.json === true,
+      isTTY: io.stdout.isTTY === true,
+      columns: io.stdout.columns,
+      noColor: !flags.color || ENV.noColor in io.env,
+    });
     const ctx: Ctx = {
       io,
       out,
@@ -91,7 +105,11 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
       connection: () => (connection ??= resolveConnection(flags, io.env)),
       api: (options = {}) => {
         const seconds = Number(flags.timeout);
-        if (!(seconds > 0)) throw new AdminError(`--timeout must be a positive number of seconds, got ${JSON.stringify(flags.timeout)}`, EXIT.usage);
+        if (!(seconds > 0))
+          throw new AdminError(
+            `--timeout must be a positive number of seconds, got ${JSON.stringify(flags.timeout)}`,
+            EXIT.usage,
+          );
         api ??= createApi(ctx.connection(), { timeoutMs: seconds * 1000, fetch: io.fetch });
         return out.json || options.raw ? api : terminalSafeApi(api);
       },
@@ -127,7 +145,8 @@ function terminalSafeApi(api: Api): Api {
     connection: api.connection,
     query: async (document, variables) => terminalSafeDeep(await api.query(document, variables)),
     mutate: async (document, variables, field) => terminalSafeDeep(await api.mutate(document, variables, field)),
-    subscribe: (document, variables, onData, signal) => api.subscribe(document, variables, (data) => onData(terminalSafeDeep(data)), signal),
+    subscribe: (document, variables, onData, signal) =>
+      api.subscribe(document, variables, (data) => onData(terminalSafeDeep(data)), signal),
   };
 }
 
@@ -145,16 +164,29 @@ export async function runAdmin(argv: readonly string[], io: AdminIo): Promise<nu
   } catch (err) {
     if (err instanceof CommanderError) {
       // commander has printed the help, the version or what is wrong with the command line.
-      return err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.ok : EXIT.usage;
+      return err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version'
+        ? EXIT.ok
+        : EXIT.usage;
     }
     const token = connectionToken() ?? io.env[ENV.token] ?? null;
     if (err instanceof AdminError) {
-      if (err instanceof TypedErrorResult && program.opts<GlobalFlags>().json) io.stdout.write(`${JSON.stringify(err.data, null, 2)}\n`);
+      if (err instanceof TypedErrorResult && program.opts<GlobalFlags>().json)
+        io.stdout.write(`${JSON.stringify(err.data, null, 2)}\n`);
       const code = err.code ? ` [${err.code}]` : '';
-      io.stderr.write(redact(terminalSafe(`tagsched-admin: ${err.message}${code}\n${err.details.map((d) => `  ${d}\n`).join('')}`), token));
+      io.stderr.write(
+        redact(
+          terminalSafe(`tagsched-admin: ${err.message}${code}\n${err.details.map((d) => `  ${d}\n`).join('')}`),
+          token,
+        ),
+      );
       return err.exitCode;
     }
-    io.stderr.write(redact(`tagsched-admin: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`, token));
+    io.stderr.write(
+      redact(
+        `tagsched-admin: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+        token,
+      ),
+    );
     return EXIT.generic;
   }
 }

@@ -38,11 +38,23 @@ const DELETE = `mutation DeleteTaskRule($input: DeleteTaskRuleInput!) { deleteTa
 const SITE_RULES = `query SiteRules { siteRules { ${RULE_FIELDS} } }`;
 const WORKSPACE_RULES = `query WorkspaceRules($name: String!) { workspace(name: $name) { name rules { ${RULE_FIELDS} } } }`;
 
-async function add(ctx: Ctx, name: string, opts: { workspace?: string; task?: string; when?: string; provide?: string[]; require?: string[] }) {
+async function add(
+  ctx: Ctx,
+  name: string,
+  opts: { workspace?: string; task?: string; when?: string; provide?: string[]; require?: string[] },
+) {
   const providedTags = items(opts.provide);
   const requiredTags = items(opts.require);
-  if (!providedTags.length && !requiredTags.length) throw usageError('a rule adds tags: give --provide and/or --require');
-  const input = { name, workspace: opts.workspace ?? null, taskName: opts.task ?? null, expression: opts.when ?? null, providedTags, requiredTags };
+  if (!providedTags.length && !requiredTags.length)
+    throw usageError('a rule adds tags: give --provide and/or --require');
+  const input = {
+    name,
+    workspace: opts.workspace ?? null,
+    taskName: opts.task ?? null,
+    expression: opts.when ?? null,
+    providedTags,
+    requiredTags,
+  };
   const data = await ctx.api().mutate(CREATE, { input }, 'createTaskRule');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const r = data.createTaskRule as RuleRow;
@@ -53,16 +65,25 @@ async function remove(ctx: Ctx, name: string, opts: { workspace?: string }) {
   const data = await ctx.api().mutate(DELETE, { input: { name, workspace: opts.workspace ?? null } }, 'deleteTaskRule');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const r = data.deleteTaskRule as RuleRow;
-  ctx.out.line(`Removed ${r.workspace ? `rule ${r.name} of ${r.workspace.name}` : `site rule ${r.name}`}; work requests created from now on no longer get its tags.`);
+  ctx.out.line(
+    `Removed ${r.workspace ? `rule ${r.name} of ${r.workspace.name}` : `site rule ${r.name}`}; work requests created from now on no longer get its tags.`,
+  );
 }
 
 async function listRules(ctx: Ctx, opts: { workspace?: string }) {
   let data: unknown;
   let rules: RuleRow[];
   if (opts.workspace) {
-    const answer = await ctx.api().query<{ workspace: { name: string; rules: RuleRow[] } | null }>(WORKSPACE_RULES, { name: opts.workspace });
+    const answer = await ctx
+      .api()
+      .query<{ workspace: { name: string; rules: RuleRow[] } | null }>(WORKSPACE_RULES, { name: opts.workspace });
     const ws = answer.workspace;
-    if (!ws) throw new AdminError(`no workspace named ${JSON.stringify(opts.workspace)} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
+    if (!ws)
+      throw new AdminError(
+        `no workspace named ${JSON.stringify(opts.workspace)} (or you may not see it)`,
+        EXIT.notFound,
+        'NOT_FOUND',
+      );
     data = { workspace: ws };
     rules = ws.rules;
   } else {
@@ -82,7 +103,10 @@ export const registerRuleCommands: Register = (program: Command, action) => {
       .description('Adds a rule: a workspace rule with --workspace (admins and owners), else a site rule (admins)')
       .option('--workspace <scope/name>', 'the workspace it applies to (default: the site)')
       .option('--task <name>', 'only work requests of this task')
-      .option('--when <expression>', 'only when the tags match, e.g. "task:source-package:linux or task:source-package:libreoffice"')
+      .option(
+        '--when <expression>',
+        'only when the tags match, e.g. "task:source-package:linux or task:source-package:libreoffice"',
+      )
       .option('--provide <tag>', 'a task-provided tag to add (repeatable)', collect)
       .option('--require <tag>', 'a task-required tag to add (repeatable)', collect)
       .addHelpText(
@@ -100,7 +124,10 @@ Examples:
       .command('remove <name>')
       .description('Removes a rule: a workspace rule with --workspace (admins and owners), else a site rule (admins)')
       .option('--workspace <scope/name>', 'the workspace of the rule (default: the site)')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin rule remove big-packages --workspace debian/main\n  tagsched-admin rule remove lintian-anywhere'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin rule remove big-packages --workspace debian/main\n  tagsched-admin rule remove lintian-anywhere',
+      ),
     (ctx, [name], opts) => remove(ctx, name, opts),
   );
   action(
@@ -108,7 +135,10 @@ Examples:
       .command('list')
       .description("Lists the site rules, or a workspace's rules")
       .option('--workspace <scope/name>', "the workspace's rules")
-      .addHelpText('after', '\nExamples:\n  tagsched-admin rule list\n  tagsched-admin rule list --workspace debian/main'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin rule list\n  tagsched-admin rule list --workspace debian/main',
+      ),
     (ctx, _a, opts) => listRules(ctx, opts),
   );
 };

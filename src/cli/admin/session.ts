@@ -9,7 +9,15 @@ import { createApi } from './client.js';
 import { AdminError, EXIT } from './exit-codes.js';
 import { renderFields } from './output.js';
 import type { AdminIo, Ctx, Register } from './command-context.js';
-import { checkServerUrl, configPathOf, DEFAULT_SERVER, ENV, readConfigFile, writeConfigFile, type ConfigFile } from './settings.js';
+import {
+  checkServerUrl,
+  configPathOf,
+  DEFAULT_SERVER,
+  ENV,
+  readConfigFile,
+  writeConfigFile,
+  type ConfigFile,
+} from './settings.js';
 
 const ME = 'query Me { me { username isAdmin } }';
 
@@ -57,14 +65,27 @@ async function login(ctx: Ctx): Promise<void> {
   const server = checkServerUrl(flags.server ?? io.env[ENV.server] ?? old.server ?? DEFAULT_SERVER, '--server');
   const raw = io.stdin.isTTY ? await readHidden(io, `Token for ${server} (not shown): `) : await readAll(io.stdin);
   const token = raw.trim();
-  if (!token) throw new AdminError('no token given: type it, or give it on stdin (tagsched-admin login < token-file)', EXIT.usage);
+  if (!token)
+    throw new AdminError(
+      'no token given: type it, or give it on stdin (tagsched-admin login < token-file)',
+      EXIT.usage,
+    );
   if (/\s/.test(token)) throw new AdminError('the token must be one word (stdin held more than a token)', EXIT.usage);
-  const api = createApi({ serverUrl: server, token, tokenSource: 'stdin', configPath: file }, { timeoutMs: Number(flags.timeout) * 1000, fetch: io.fetch });
+  const api = createApi(
+    { serverUrl: server, token, tokenSource: 'stdin', configPath: file },
+    { timeoutMs: Number(flags.timeout) * 1000, fetch: io.fetch },
+  );
   const data = await api.query<{ me: { username: string; isAdmin: boolean } | null }>(ME);
-  if (!data.me) throw new AdminError('this is not a user token (a worker or activation token): tagsched-admin acts as a user', EXIT.auth);
+  if (!data.me)
+    throw new AdminError(
+      'this is not a user token (a worker or activation token): tagsched-admin acts as a user',
+      EXIT.auth,
+    );
   writeConfigFile(file, { server, token });
   if (out.json) return out.writeJson(data);
-  out.line(`Logged in to ${server} as ${data.me.username}${data.me.isAdmin ? ' (admin)' : ''}; the token is kept in ${file} (mode 0600).`);
+  out.line(
+    `Logged in to ${server} as ${data.me.username}${data.me.isAdmin ? ' (admin)' : ''}; the token is kept in ${file} (mode 0600).`,
+  );
 }
 
 async function logout(ctx: Ctx, opts: { revoke?: boolean }): Promise<void> {
@@ -77,8 +98,16 @@ async function logout(ctx: Ctx, opts: { revoke?: boolean }): Promise<void> {
   }
   if (opts.revoke) {
     const api = ctx.api();
-    if (api.connection.tokenSource !== file) throw new AdminError(`--revoke revokes the token of ${file}, but ${ENV.token} is set: unset it first`, EXIT.usage);
-    await api.mutate('mutation Revoke { revokeToken(input: {}) { __typename ... on Error { code message } } }', {}, 'revokeToken');
+    if (api.connection.tokenSource !== file)
+      throw new AdminError(
+        `--revoke revokes the token of ${file}, but ${ENV.token} is set: unset it first`,
+        EXIT.usage,
+      );
+    await api.mutate(
+      'mutation Revoke { revokeToken(input: {}) { __typename ... on Error { code message } } }',
+      {},
+      'revokeToken',
+    );
   }
   writeConfigFile(file, { server: config.server });
   out.line(`Logged out: the token was removed from ${file}${opts.revoke ? ' and revoked on the server' : ''}.`);

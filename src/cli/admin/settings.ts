@@ -35,7 +35,10 @@ export interface Connection {
 
 /** The config file's default place: $XDG_CONFIG_HOME/tagsched/admin.json, else ~/.config/tagsched/admin.json. */
 export function defaultConfigPath(env: NodeJS.ProcessEnv): string {
-  const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(env.HOME || os.homedir(), '.config');
+  const base =
+    env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME)
+      ? env.XDG_CONFIG_HOME
+      : path.join(env.HOME || os.homedir(), '.config');
   return path.join(base, 'tagsched', 'admin.json');
 }
 
@@ -55,9 +58,12 @@ export function readConfigFile(file: string): ConfigFile | null {
   }
   if (!stat.isFile()) throw new AdminError(`the config file ${file} is not a file`, EXIT.config);
   if ((stat.mode & 0o077) !== 0) {
-    throw new AdminError(`the config file ${file} may be read or written by other users (mode ${(stat.mode & 0o777).toString(8)}): it holds a token`, EXIT.config, null, [
-      `run: chmod 600 ${file}`,
-    ]);
+    throw new AdminError(
+      `the config file ${file} may be read or written by other users (mode ${(stat.mode & 0o777).toString(8)}): it holds a token`,
+      EXIT.config,
+      null,
+      [`run: chmod 600 ${file}`],
+    );
   }
   const uid = process.getuid?.();
   if (uid !== undefined && stat.uid !== uid) {
@@ -69,10 +75,13 @@ export function readConfigFile(file: string): ConfigFile | null {
   } catch (err) {
     throw new AdminError(`the config file ${file} is not JSON: ${(err as Error).message}`, EXIT.config);
   }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new AdminError(`the config file ${file} must hold a JSON object`, EXIT.config);
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new AdminError(`the config file ${file} must hold a JSON object`, EXIT.config);
   const { server, token } = parsed as Record<string, unknown>;
-  if (server !== undefined && typeof server !== 'string') throw new AdminError(`the config file ${file}: "server" must be a string`, EXIT.config);
-  if (token !== undefined && typeof token !== 'string') throw new AdminError(`the config file ${file}: "token" must be a string`, EXIT.config);
+  if (server !== undefined && typeof server !== 'string')
+    throw new AdminError(`the config file ${file}: "server" must be a string`, EXIT.config);
+  if (token !== undefined && typeof token !== 'string')
+    throw new AdminError(`the config file ${file}: "token" must be a string`, EXIT.config);
   return { server, token };
 }
 
@@ -101,8 +110,10 @@ export function checkServerUrl(url: string, where: string): string {
   } catch {
     throw usageError(`${where} is not a URL: ${JSON.stringify(url)}`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw usageError(`${where} must be an http:// or https:// URL, got ${JSON.stringify(url)}`);
-  if (parsed.username || parsed.password) throw usageError(`${where} must not carry a user or password; the token goes in ${ENV.token} or the config file`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw usageError(`${where} must be an http:// or https:// URL, got ${JSON.stringify(url)}`);
+  if (parsed.username || parsed.password)
+    throw usageError(`${where} must not carry a user or password; the token goes in ${ENV.token} or the config file`);
   return parsed.toString();
 }
 

@@ -29,12 +29,14 @@ const STATS = `query TaskStatistics($type: String!, $name: String!, $package: St
   }
 }`;
 
-const seconds = (s: number) => (s < 120 ? `${s.toFixed(1)} s` : s < 7200 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(1)} h`);
+const seconds = (s: number) =>
+  s < 120 ? `${s.toFixed(1)} s` : s < 7200 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(1)} h`;
 const bytes = (b: number) => (b < 2 ** 30 ? `${(b / 2 ** 20).toFixed(1)} MiB` : `${(b / 2 ** 30).toFixed(2)} GiB`);
 
 async function stats(ctx: Ctx, task: string, opts: { type?: string; package?: string; arch?: string; days?: string }) {
   const days = opts.days === undefined ? null : integer('--days', opts.days, 1, 30);
-  if ((opts.package === undefined) !== (opts.arch === undefined)) throw usageError('--package and --arch go together: give both, or neither for the task as a whole');
+  if ((opts.package === undefined) !== (opts.arch === undefined))
+    throw usageError('--package and --arch go together: give both, or neither for the task as a whole');
   const data = await ctx.api().query<{ taskStatistics: TaskStatisticsRow }>(STATS, {
     type: opts.type ?? 'worker',
     name: task,
@@ -44,8 +46,12 @@ async function stats(ctx: Ctx, task: string, opts: { type?: string; package?: st
   });
   if (ctx.out.json) return ctx.out.writeJson(data);
   const s = data.taskStatistics;
-  const what = [s.package && `package ${s.package}`, s.architecture && `architecture ${s.architecture}`].filter(Boolean).join(', ');
-  ctx.out.line(`${s.taskType}/${s.taskName}${what ? ` (${what})` : ''}: ${s.count} run${s.count === 1 ? '' : 's'} in the last ${s.days} days.`);
+  const what = [s.package && `package ${s.package}`, s.architecture && `architecture ${s.architecture}`]
+    .filter(Boolean)
+    .join(', ');
+  ctx.out.line(
+    `${s.taskType}/${s.taskName}${what ? ` (${what})` : ''}: ${s.count} run${s.count === 1 ? '' : 's'} in the last ${s.days} days.`,
+  );
   if (!s.count) return;
   const rows = [
     { figure: 'run time', f: s.duration, show: seconds },
@@ -67,12 +73,17 @@ export const registerTaskCommands: Register = (program: Command, action) => {
   action(
     task
       .command('stats <task>')
-      .description("Count, median and 95th percentile of a task's run time, peak memory and peak disk (estimates at most 5% high)")
+      .description(
+        "Count, median and 95th percentile of a task's run time, peak memory and peak disk (estimates at most 5% high)",
+      )
       .option('--type <type>', 'the task type', 'worker')
       .option('--package <package>', 'one source package (with --arch; admins only)')
       .option('--arch <architecture>', 'one architecture (with --package)')
       .option('--days <n>', 'the window, 1 to 30 days (default 30)')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin task stats sbuild\n  tagsched-admin task stats sbuild --package hello --arch amd64 --days 7'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin task stats sbuild\n  tagsched-admin task stats sbuild --package hello --arch amd64 --days 7',
+      ),
     (ctx, [name], opts) => stats(ctx, name, opts),
   );
 };

@@ -18,7 +18,8 @@ export function terminalSafe(text: string): string {
 export function terminalSafeDeep<T>(value: T): T {
   if (typeof value === 'string') return terminalSafe(value) as T;
   if (Array.isArray(value)) return value.map((v: unknown) => terminalSafeDeep(v)) as T;
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, terminalSafeDeep(v)])) as T;
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, terminalSafeDeep(v)])) as T;
   return value;
 }
 

@@ -38,7 +38,11 @@ export function tokenTable(out: Output, tokens: readonly TokenRow[]): string {
     { header: 'CREATED', value: (t) => instant(t.createdAt) },
     { header: 'EXPIRES', value: (t) => instant(t.expiresAt) },
     { header: 'REVOKED', value: (t) => instant(t.revokedAt) },
-    { header: 'VALID', value: (t) => (t.valid ? 'yes' : 'no'), style: (s, t) => statusStyle(out, t.valid ? 'SUCCESS' : 'FAILURE', s) },
+    {
+      header: 'VALID',
+      value: (t) => (t.valid ? 'yes' : 'no'),
+      style: (s, t) => statusStyle(out, t.valid ? 'SUCCESS' : 'FAILURE', s),
+    },
   ]);
 }
 
@@ -57,16 +61,28 @@ export const ROTATE_TOKEN = `mutation RotateToken($input: RotateTokenInput!) {
 const REVOKE_TOKEN = `mutation RevokeToken($input: RevokeTokenInput!) { revokeToken(input: $input) { ${ERROR_SELECTION} ... on Token { ${TOKEN_FIELDS} } } }`;
 
 async function createUser(ctx: Ctx, username: string, opts: { admin?: boolean; idempotencyKey?: string }) {
-  const data = await ctx.api().mutate(CREATE_USER, { input: { username, isAdmin: opts.admin === true }, key: opts.idempotencyKey ?? null }, 'createUser');
+  const data = await ctx
+    .api()
+    .mutate(
+      CREATE_USER,
+      { input: { username, isAdmin: opts.admin === true }, key: opts.idempotencyKey ?? null },
+      'createUser',
+    );
   if (ctx.out.json) return ctx.out.writeJson(data);
   const { user, token } = data.createUser;
-  printSecretOnce(ctx.out, ctx.io.stderr, `Created ${user.isAdmin ? 'admin ' : ''}user ${user.username}. Its token`, token);
+  printSecretOnce(
+    ctx.out,
+    ctx.io.stderr,
+    `Created ${user.isAdmin ? 'admin ' : ''}user ${user.username}. Its token`,
+    token,
+  );
 }
 
 async function listUsers(ctx: Ctx, opts: { limit: string }) {
   const api = ctx.api();
   const users = await readPages<{ username: string; isAdmin: boolean }>(
-    async (first, after) => (await api.query<{ users: Connection<{ username: string; isAdmin: boolean }> }>(USERS, { first, after })).users,
+    async (first, after) =>
+      (await api.query<{ users: Connection<{ username: string; isAdmin: boolean }> }>(USERS, { first, after })).users,
     {
       limit: integer('--limit', opts.limit, 1),
     },
@@ -86,8 +102,15 @@ async function listUsers(ctx: Ctx, opts: { limit: string }) {
 }
 
 async function listTokens(ctx: Ctx, opts: { user?: string; worker?: string; pool?: string }) {
-  if ([opts.user, opts.worker, opts.pool].filter(Boolean).length > 1) throw usageError('give one of --user, --worker and --pool');
-  const data = await ctx.api().query<{ tokens: TokenRow[] }>(TOKENS, { username: opts.user ?? null, worker: opts.worker ?? null, pool: opts.pool ?? null });
+  if ([opts.user, opts.worker, opts.pool].filter(Boolean).length > 1)
+    throw usageError('give one of --user, --worker and --pool');
+  const data = await ctx
+    .api()
+    .query<{ tokens: TokenRow[] }>(TOKENS, {
+      username: opts.user ?? null,
+      worker: opts.worker ?? null,
+      pool: opts.pool ?? null,
+    });
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.write(tokenTable(ctx.out, data.tokens));
 }
@@ -102,10 +125,17 @@ async function createToken(ctx: Ctx, opts: { user?: string; label?: string; expi
 }
 
 async function rotateToken(ctx: Ctx, id: string, opts: { expires?: string; expiresIn?: string }) {
-  const data = await ctx.api().mutate(ROTATE_TOKEN, { input: { id, expiresAt: expiryOf(opts) ?? null } }, 'rotateToken');
+  const data = await ctx
+    .api()
+    .mutate(ROTATE_TOKEN, { input: { id, expiresAt: expiryOf(opts) ?? null } }, 'rotateToken');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const { value, token } = data.rotateToken;
-  printSecretOnce(ctx.out, ctx.io.stderr, `Rotated: token ${id} is revoked, its replacement is token ${token.id}. The new value`, value);
+  printSecretOnce(
+    ctx.out,
+    ctx.io.stderr,
+    `Rotated: token ${id} is revoked, its replacement is token ${token.id}. The new value`,
+    value,
+  );
 }
 
 async function revokeToken(ctx: Ctx, id: string) {
@@ -124,7 +154,10 @@ export const registerTokenCommands: Register = (program: Command, action) => {
       .description('Creates a user and prints its first token, once')
       .option('--admin', 'an admin user')
       .option('--idempotency-key <key>', 'a retry with the same key answers the first create')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin user create alice > alice.token\n  tagsched-admin user create root2 --admin'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin user create alice > alice.token\n  tagsched-admin user create root2 --admin',
+      ),
     (ctx, [username], opts) => createUser(ctx, username, opts),
   );
   action(
@@ -136,15 +169,22 @@ export const registerTokenCommands: Register = (program: Command, action) => {
     (ctx, _a, opts) => listUsers(ctx, opts as { limit: string }),
   );
 
-  const token = program.command('token').description("Tokens: list, create, rotate, revoke (admins: anyone's; users: their own)");
+  const token = program
+    .command('token')
+    .description("Tokens: list, create, rotate, revoke (admins: anyone's; users: their own)");
   action(
     token
       .command('list')
-      .description("Lists a user's, a worker's or a pool's tokens, newest first, without their values (default: your own)")
+      .description(
+        "Lists a user's, a worker's or a pool's tokens, newest first, without their values (default: your own)",
+      )
       .option('--user <username>', "a user's tokens")
       .option('--worker <name>', "a worker's tokens")
       .option('--pool <name>', "a pool's activation tokens (admins)")
-      .addHelpText('after', '\nExamples:\n  tagsched-admin token list --user alice\n  tagsched-admin token list --worker build-1 --json\n  tagsched-admin token list --pool cloud'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin token list --user alice\n  tagsched-admin token list --worker build-1 --json\n  tagsched-admin token list --pool cloud',
+      ),
     (ctx, _a, opts) => listTokens(ctx, opts),
   );
   action(
@@ -155,13 +195,18 @@ export const registerTokenCommands: Register = (program: Command, action) => {
       .option('--label <label>', 'what it is for')
       .option('--expires <instant>', 'refused from then on: 2027-01-01 or 2027-01-01T12:00:00Z')
       .option('--expires-in <lifetime>', 'refused after this long: 90d, 12h, 30m, 2w')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin token create --user alice --label ci --expires-in 90d > ci.token'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin token create --user alice --label ci --expires-in 90d > ci.token',
+      ),
     (ctx, _a, opts) => createToken(ctx, opts),
   );
   action(
     token
       .command('rotate <id>')
-      .description('Replaces a token with a new value (same owner, kind and label), printed once; the old value is revoked at once')
+      .description(
+        'Replaces a token with a new value (same owner, kind and label), printed once; the old value is revoked at once',
+      )
       .option('--expires <instant>', 'the new value expires then (default: the same lifetime as the old one)')
       .option('--expires-in <lifetime>', 'the new value expires after this long: 90d, 12h')
       .addHelpText('after', '\nExamples:\n  tagsched-admin token rotate 42 > new.token'),

@@ -58,15 +58,21 @@ async function log(ctx: Ctx, id: string, opts: { follow?: boolean; offset?: stri
   const api = ctx.api({ raw: true });
   const { out, io } = ctx;
   let offset = opts.offset === undefined ? 0 : integer('--offset', opts.offset, 0);
-  const first = (await fetchOne<WorkEnd & { log: LogPage }>(ctx, LOG_PAGE, id, { offset, limit: LOG_PAGE_BYTES }, true)).workRequest;
+  const first = (await fetchOne<WorkEnd & { log: LogPage }>(ctx, LOG_PAGE, id, { offset, limit: LOG_PAGE_BYTES }, true))
+    .workRequest;
   const onTerminal = out.width !== null;
-  const show = (page: LogPage, data: unknown) => (out.json ? out.line(JSON.stringify(data)) : out.write(onTerminal ? terminalSafeOutput(page.text) : page.text));
+  const show = (page: LogPage, data: unknown) =>
+    out.json ? out.line(JSON.stringify(data)) : out.write(onTerminal ? terminalSafeOutput(page.text) : page.text);
   if (!opts.follow) {
     let page = first.log;
     show(page, { workRequest: first });
     while (page.nextOffset < page.totalBytes && page.nextOffset > offset) {
       offset = page.nextOffset;
-      const data = await api.query<{ workRequest: (WorkEnd & { log: LogPage }) | null }>(LOG_PAGE, { id, offset, limit: LOG_PAGE_BYTES });
+      const data = await api.query<{ workRequest: (WorkEnd & { log: LogPage }) | null }>(LOG_PAGE, {
+        id,
+        offset,
+        limit: LOG_PAGE_BYTES,
+      });
       if (!data.workRequest) break;
       page = data.workRequest.log;
       show(page, data);
@@ -96,7 +102,9 @@ export function addLogCommand(work: Command, action: Parameters<Register>[1]): v
   action(
     work
       .command('log <id>')
-      .description("Prints a work request's output (stdout and stderr as its handler wrote them); --follow keeps printing until it is finished")
+      .description(
+        "Prints a work request's output (stdout and stderr as its handler wrote them); --follow keeps printing until it is finished",
+      )
       .option('-f, --follow', 'follow the output live until the request is finished (Ctrl-C stops following)')
       .option('--offset <bytes>', 'start at this byte offset (default 0)')
       .addHelpText(

@@ -12,8 +12,15 @@ export function checkId(id: string): string {
 }
 
 /** The work request, or NOT_FOUND (exit 3): unknown, or not visible to the token; `raw` as in Ctx.api. */
-export async function fetchOne<T>(ctx: Ctx, document: string, id: string, variables: Record<string, unknown> = {}, raw = false): Promise<{ workRequest: T }> {
+export async function fetchOne<T>(
+  ctx: Ctx,
+  document: string,
+  id: string,
+  variables: Record<string, unknown> = {},
+  raw = false,
+): Promise<{ workRequest: T }> {
   const data = await ctx.api({ raw }).query<{ workRequest: T | null }>(document, { ...variables, id: checkId(id) });
-  if (!data.workRequest) throw new AdminError(`no work request ${id} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
+  if (!data.workRequest)
+    throw new AdminError(`no work request ${id} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
   return data as { workRequest: T };
 }

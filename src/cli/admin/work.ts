@@ -16,7 +16,8 @@ import { tagTable } from './workers.js';
 import { MEMORY_METHOD_LABELS, type RunStatistics } from '../../shared/run-statistics.js';
 import { WORK_REQUEST_STATUSES } from '../../core/work-request-status.js';
 
-const ROW_FIELDS = 'id status result taskType taskName priority workspace { name } worker { name } createdBy { username } createdAt';
+const ROW_FIELDS =
+  'id status result taskType taskName priority workspace { name } worker { name } createdBy { username } createdAt';
 
 interface WorkRow {
   id: string;
@@ -89,7 +90,18 @@ function workTable(out: Output, rows: readonly WorkRow[]): string {
   ]);
 }
 
-async function listWork(ctx: Ctx, opts: { status?: string[]; workspace?: string; task?: string; worker?: string; requires?: string; provides?: string; limit: string }) {
+async function listWork(
+  ctx: Ctx,
+  opts: {
+    status?: string[];
+    workspace?: string;
+    task?: string;
+    worker?: string;
+    requires?: string;
+    provides?: string;
+    limit: string;
+  },
+) {
   const status = items(opts.status).map((s) => enumArg('--status', s, WORK_REQUEST_STATUSES));
   const filter = {
     status: status.length ? status : null,
@@ -101,7 +113,8 @@ async function listWork(ctx: Ctx, opts: { status?: string[]; workspace?: string;
   };
   const api = ctx.api();
   const workRequests = await readPages<WorkRow>(
-    async (first, after) => (await api.query<{ workRequests: Connection<WorkRow> }>(WORK_REQUESTS, { filter, first, after })).workRequests,
+    async (first, after) =>
+      (await api.query<{ workRequests: Connection<WorkRow> }>(WORK_REQUESTS, { filter, first, after })).workRequests,
     {
       limit: integer('--limit', opts.limit, 1),
     },
@@ -123,9 +136,17 @@ const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 function usedFields(s: WorkDetail['statistics']): [string, string][] {
   if (!s) return [];
   return [
-    ['Wall time', `run ${seconds(s.runSeconds)}, setup ${seconds(s.setupSeconds)}, teardown ${seconds(s.teardownSeconds)}`],
+    [
+      'Wall time',
+      `run ${seconds(s.runSeconds)}, setup ${seconds(s.setupSeconds)}, teardown ${seconds(s.teardownSeconds)}`,
+    ],
     ['CPU time', s.cpuSeconds === null ? 'unknown' : `${seconds(s.cpuSeconds)} (${s.cpuCount} CPUs on the worker)`],
-    ['Peak memory', s.peakMemoryBytes === null ? 'unknown' : `${mib(s.peakMemoryBytes)} (${MEMORY_METHOD_LABELS[s.memoryMethod] ?? s.memoryMethod})`],
+    [
+      'Peak memory',
+      s.peakMemoryBytes === null
+        ? 'unknown'
+        : `${mib(s.peakMemoryBytes)} (${MEMORY_METHOD_LABELS[s.memoryMethod] ?? s.memoryMethod})`,
+    ],
     ['Peak disk', s.peakDiskBytes === null ? 'unknown' : `${mib(s.peakDiskBytes)} in its run directory`],
   ];
 }
@@ -150,13 +171,23 @@ async function show(ctx: Ctx, id: string) {
       ['Priority', `${w.priority} (base ${w.priorityBase}, adjustment ${w.priorityAdjustment})`],
       ['Retries', w.retryCount],
       ['Part of', w.parent ? `${w.parent.id} (${w.parent.taskName})` : null],
-      ['Depends on', w.dependsOn.length || w.hiddenDependencyCount ? `${list(w.dependsOn)}${w.hiddenDependencyCount ? ` (+${w.hiddenDependencyCount} hidden)` : ''}` : null],
+      [
+        'Depends on',
+        w.dependsOn.length || w.hiddenDependencyCount
+          ? `${list(w.dependsOn)}${w.hiddenDependencyCount ? ` (+${w.hiddenDependencyCount} hidden)` : ''}`
+          : null,
+      ],
       ['Created', instant(w.createdAt)],
       ['Pending', instant(w.pendingAt)],
       ['Assigned', instant(w.assignedAt)],
       ['Started', instant(w.startedAt)],
       ['Completed', instant(w.completedAt)],
-      ['Cost', w.cost === null ? null : `${formatCost(w.cost)}${w.completedAt ? '' : ' so far'} (its share of its instance's cost)`],
+      [
+        'Cost',
+        w.cost === null
+          ? null
+          : `${formatCost(w.cost)}${w.completedAt ? '' : ' so far'} (its share of its instance's cost)`,
+      ],
       ...usedFields(w.statistics),
       ['Task data', JSON.stringify(w.taskData)],
     ]),
@@ -173,7 +204,8 @@ async function show(ctx: Ctx, id: string) {
         w.children.edges.map((e) => e.node),
       ),
     );
-    if (w.children.pageInfo.hasNextPage) out.line(out.color.dim('(and more children: tagsched-admin work list shows them all)'));
+    if (w.children.pageInfo.hasNextPage)
+      out.line(out.color.dim('(and more children: tagsched-admin work list shows them all)'));
   }
   if (w.droppedTags.length) {
     out.write(heading(out, 'Dropped rule tags'));
@@ -220,13 +252,20 @@ async function create(
     providedTags: items(opts.provide),
     requiredTags: items(opts.require),
     priorityBase: opts.priority !== undefined ? integer('--priority', opts.priority, -1_000_000, 1_000_000) : null,
-    priorityAdjustment: opts.priorityAdjustment !== undefined ? integer('--priority-adjustment', opts.priorityAdjustment, -1_000_000, 1_000_000) : null,
+    priorityAdjustment:
+      opts.priorityAdjustment !== undefined
+        ? integer('--priority-adjustment', opts.priorityAdjustment, -1_000_000, 1_000_000)
+        : null,
     dependsOn: items(opts.dependsOn).map(checkId),
   };
-  const data = await ctx.api().mutate(CREATE_WORK_REQUEST, { input, key: opts.idempotencyKey ?? null }, 'createWorkRequest');
+  const data = await ctx
+    .api()
+    .mutate(CREATE_WORK_REQUEST, { input, key: opts.idempotencyKey ?? null }, 'createWorkRequest');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const w = data.createWorkRequest as WorkRow;
-  ctx.out.line(`Created work request ${w.id} (${w.taskType}/${w.taskName} in ${w.workspace.name}): ${statusStyle(ctx.out, w.status)}${w.worker ? ` on ${w.worker.name}` : ''}.`);
+  ctx.out.line(
+    `Created work request ${w.id} (${w.taskType}/${w.taskName} in ${w.workspace.name}): ${statusStyle(ctx.out, w.status)}${w.worker ? ` on ${w.worker.name}` : ''}.`,
+  );
 }
 
 async function abort(ctx: Ctx, id: string) {
@@ -241,7 +280,11 @@ export const registerWorkCommands: Register = (program: Command, action) => {
     work
       .command('list')
       .description('Lists work requests, newest first (only those you may see)')
-      .option('--status <status>', `only these statuses (repeatable, or comma-separated): ${WORK_REQUEST_STATUSES.join(', ')}`, collect)
+      .option(
+        '--status <status>',
+        `only these statuses (repeatable, or comma-separated): ${WORK_REQUEST_STATUSES.join(', ')}`,
+        collect,
+      )
       .option('--workspace <scope/name>', 'only this workspace')
       .option('--task <name>', 'only this task name')
       .option('--worker <name>', 'only work assigned to this worker')
@@ -306,5 +349,11 @@ Examples:
     (ctx, _a, opts) => create(ctx, opts as Parameters<typeof create>[1]),
   );
   addLogCommand(work, action);
-  action(work.command('abort <id>').description('Aborts a work request').addHelpText('after', '\nExamples:\n  tagsched-admin work abort 42'), (ctx, [id]) => abort(ctx, id));
+  action(
+    work
+      .command('abort <id>')
+      .description('Aborts a work request')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin work abort 42'),
+    (ctx, [id]) => abort(ctx, id),
+  );
 };

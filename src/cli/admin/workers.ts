@@ -7,7 +7,16 @@ import type { Command } from 'commander';
 import { collect, enumArg, integer, items } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
 import { AdminError, EXIT, usageError } from './exit-codes.js';
-import { ago, heading, instant, printSecretOnce, renderFields, renderTable, statusStyle, type Output } from './output.js';
+import {
+  ago,
+  heading,
+  instant,
+  printSecretOnce,
+  renderFields,
+  renderTable,
+  statusStyle,
+  type Output,
+} from './output.js';
 import { readPages, type Connection } from './paging.js';
 import type { Ctx, Register } from './command-context.js';
 import { ROTATE_TOKEN, type TokenRow, TOKEN_FIELDS } from './tokens.js';
@@ -16,7 +25,8 @@ import { ACTIVE_STATUSES } from '../../core/work-request-status.js';
 const STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;
 const TYPES = ['WORKER', 'SERVER', 'SIGNING', 'NOT_ASSIGNABLE'] as const;
 
-const ROW_FIELDS = 'name type status pool { name } concurrency activeWorkCount enabled draining shuttingDown lastSeenAt';
+const ROW_FIELDS =
+  'name type status pool { name } concurrency activeWorkCount enabled draining shuttingDown lastSeenAt';
 
 interface WorkerRow {
   name: string;
@@ -97,7 +107,18 @@ export function tagTable(out: Output, tags: readonly TagEntry[] | null): string 
   ]);
 }
 
-async function listWorkers(ctx: Ctx, opts: { pool?: string; type?: string; provides?: string; requires?: string; status?: string[]; includeInactive?: boolean; limit: string }) {
+async function listWorkers(
+  ctx: Ctx,
+  opts: {
+    pool?: string;
+    type?: string;
+    provides?: string;
+    requires?: string;
+    status?: string[];
+    includeInactive?: boolean;
+    limit: string;
+  },
+) {
   const statuses = items(opts.status).map((s) => enumArg('--status', s, STATUSES));
   const filter = {
     pool: opts.pool ?? null,
@@ -107,10 +128,14 @@ async function listWorkers(ctx: Ctx, opts: { pool?: string; type?: string; provi
     includeInactive: opts.includeInactive === true || statuses.includes('INACTIVE'),
   };
   const api = ctx.api();
-  const workers = await readPages<WorkerRow>(async (first, after) => (await api.query<{ workers: Connection<WorkerRow> }>(WORKERS, { filter, first, after })).workers, {
-    limit: integer('--limit', opts.limit, 1),
-    keep: statuses.length ? (w) => statuses.includes(w.status as (typeof STATUSES)[number]) : undefined,
-  });
+  const workers = await readPages<WorkerRow>(
+    async (first, after) =>
+      (await api.query<{ workers: Connection<WorkerRow> }>(WORKERS, { filter, first, after })).workers,
+    {
+      limit: integer('--limit', opts.limit, 1),
+      keep: statuses.length ? (w) => statuses.includes(w.status as (typeof STATUSES)[number]) : undefined,
+    },
+  );
   if (ctx.out.json) return ctx.out.writeJson({ workers });
   ctx.out.write(
     workerTable(
@@ -124,13 +149,22 @@ async function listWorkers(ctx: Ctx, opts: { pool?: string; type?: string; provi
 async function showWorker(ctx: Ctx, name: string) {
   const data = await ctx.api().query<{
     worker: WorkerDetail | null;
-    workRequests: Connection<{ id: string; status: string; taskName: string; workspace: { name: string }; startedAt: string | null; assignedAt: string | null }>;
+    workRequests: Connection<{
+      id: string;
+      status: string;
+      taskName: string;
+      workspace: { name: string };
+      startedAt: string | null;
+      assignedAt: string | null;
+    }>;
   }>(WORKER, { name, active: { worker: name, status: [...ACTIVE_STATUSES] } });
   const w = data.worker;
   if (!w) throw new AdminError(`no worker named ${JSON.stringify(name)}`, EXIT.notFound, 'NOT_FOUND');
   if (ctx.out.json) return ctx.out.writeJson(data);
   const { out } = ctx;
-  const flags = [!w.enabled && 'disabled', w.draining && 'draining', w.shuttingDown && 'shutting down'].filter(Boolean).join(', ');
+  const flags = [!w.enabled && 'disabled', w.draining && 'draining', w.shuttingDown && 'shutting down']
+    .filter(Boolean)
+    .join(', ');
   out.write(
     renderFields(out, [
       ['Worker', w.name],
@@ -176,7 +210,18 @@ async function showWorker(ctx: Ctx, name: string) {
   );
 }
 
-async function register(ctx: Ctx, name: string, opts: { concurrency?: string; pool?: string; type?: string; provide?: string[]; require?: string[]; idempotencyKey?: string }) {
+async function register(
+  ctx: Ctx,
+  name: string,
+  opts: {
+    concurrency?: string;
+    pool?: string;
+    type?: string;
+    provide?: string[];
+    require?: string[];
+    idempotencyKey?: string;
+  },
+) {
   const providedTags = items(opts.provide);
   const requiredTags = items(opts.require);
   const input = {
@@ -214,7 +259,11 @@ async function terminate(ctx: Ctx, name: string) {
   );
 }
 
-async function setStatic(ctx: Ctx, name: string, opts: { provide?: string[]; require?: string[]; concurrency?: string }) {
+async function setStatic(
+  ctx: Ctx,
+  name: string,
+  opts: { provide?: string[]; require?: string[]; concurrency?: string },
+) {
   const input = {
     name,
     concurrency: opts.concurrency ? integer('--concurrency', opts.concurrency, 1) : null,
@@ -234,7 +283,8 @@ async function rotateWorkerToken(ctx: Ctx, name: string) {
   const api = ctx.api();
   const { tokens } = await api.query<{ tokens: TokenRow[] }>(TOKENS, { worker: name });
   const valid = tokens.filter((t) => t.kind === 'WORKER' && t.valid);
-  if (valid.length === 0) throw new AdminError(`worker ${JSON.stringify(name)} has no valid token to rotate`, EXIT.notFound, 'NOT_FOUND');
+  if (valid.length === 0)
+    throw new AdminError(`worker ${JSON.stringify(name)} has no valid token to rotate`, EXIT.notFound, 'NOT_FOUND');
   if (valid.length > 1) {
     throw usageError(
       `worker ${JSON.stringify(name)} has ${valid.length} valid tokens (ids ${valid.map((t) => t.id).join(', ')}): rotate one with \`tagsched-admin token rotate ID\``,
@@ -251,7 +301,9 @@ async function rotateWorkerToken(ctx: Ctx, name: string) {
 }
 
 export const registerWorkerCommands: Register = (program: Command, action) => {
-  const worker = program.command('worker').description('Workers: list, show, register, enable, disable, drain, terminate, tokens');
+  const worker = program
+    .command('worker')
+    .description('Workers: list, show, register, enable, disable, drain, terminate, tokens');
   action(
     worker
       .command('list')
@@ -260,7 +312,11 @@ export const registerWorkerCommands: Register = (program: Command, action) => {
       .option('--type <type>', 'worker, server, signing or not-assignable')
       .option('--provides <tag>', 'only workers providing this exact tag')
       .option('--requires <tag>', 'only workers requiring this exact tag')
-      .option('--status <status>', `only these statuses (repeatable, or comma-separated): ${STATUSES.join(', ')}`, collect)
+      .option(
+        '--status <status>',
+        `only these statuses (repeatable, or comma-separated): ${STATUSES.join(', ')}`,
+        collect,
+      )
       .option('--include-inactive', 'also terminated pool workers')
       .option('--limit <n>', 'show at most this many', '500')
       .addHelpText(
@@ -292,7 +348,10 @@ Examples:
       .option('--provide <tag>', 'a provided tag in its static metadata (repeatable)', collect)
       .option('--require <tag>', 'a required tag in its static metadata (repeatable)', collect)
       .option('--idempotency-key <key>', 'a retry with the same key answers the first registration, token included')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin worker register build-1 --concurrency 2 --provide worker:class:large > build-1.token'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin worker register build-1 --concurrency 2 --provide worker:class:large > build-1.token',
+      ),
     (ctx, [name], opts) => register(ctx, name, opts),
   );
   for (const [which, text] of [
@@ -301,8 +360,12 @@ Examples:
     ['drain', 'The worker finishes what it runs and receives nothing new (admins)'],
     ['undrain', 'The worker receives work again after a drain (admins)'],
   ] as const) {
-    action(worker.command(`${which} <name>`).description(text).addHelpText('after', `\nExamples:\n  tagsched-admin worker ${which} build-1`), (ctx, [name]) =>
-      setSwitch(ctx, which, name),
+    action(
+      worker
+        .command(`${which} <name>`)
+        .description(text)
+        .addHelpText('after', `\nExamples:\n  tagsched-admin worker ${which} build-1`),
+      (ctx, [name]) => setSwitch(ctx, which, name),
     );
   }
   action(

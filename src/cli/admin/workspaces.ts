@@ -38,12 +38,17 @@ const REMOVE_MEMBER = `mutation RemoveMember($input: RemoveWorkspaceMemberInput!
 }`;
 
 function checkName(name: string): string {
-  if (!/^[^/\s]+\/[^/\s]+$/.test(name)) throw usageError(`a workspace is named SCOPE/NAME, e.g. debian/main; got ${JSON.stringify(name)}`);
+  if (!/^[^/\s]+\/[^/\s]+$/.test(name))
+    throw usageError(`a workspace is named SCOPE/NAME, e.g. debian/main; got ${JSON.stringify(name)}`);
   return name;
 }
 
 /** The workspace of that name among those the viewer may see; NOT_FOUND (exit 3) otherwise. */
-async function findWorkspace(ctx: Ctx, name: string, full: boolean): Promise<{ data: { workspaces: WorkspaceRow[] }; workspace: WorkspaceRow }> {
+async function findWorkspace(
+  ctx: Ctx,
+  name: string,
+  full: boolean,
+): Promise<{ data: { workspaces: WorkspaceRow[] }; workspace: WorkspaceRow }> {
   const data = full
     ? await ctx
         .api()
@@ -51,7 +56,12 @@ async function findWorkspace(ctx: Ctx, name: string, full: boolean): Promise<{ d
         .then((d) => ({ workspaces: d.workspace ? [d.workspace] : [] }))
     : await ctx.api().query<{ workspaces: WorkspaceRow[] }>(WORKSPACES);
   const workspace = data.workspaces.find((w) => w.name === checkName(name));
-  if (!workspace) throw new AdminError(`no workspace named ${JSON.stringify(name)} (or you may not see it)`, EXIT.notFound, 'NOT_FOUND');
+  if (!workspace)
+    throw new AdminError(
+      `no workspace named ${JSON.stringify(name)} (or you may not see it)`,
+      EXIT.notFound,
+      'NOT_FOUND',
+    );
   return { data, workspace };
 }
 
@@ -104,20 +114,28 @@ async function show(ctx: Ctx, name: string) {
 
 async function update(ctx: Ctx, name: string, opts: { public?: boolean; private?: boolean }) {
   if (opts.public === opts.private) throw usageError('give --public or --private');
-  const data = await ctx.api().mutate(UPDATE, { input: { name: checkName(name), isPublic: opts.public === true } }, 'updateWorkspace');
+  const data = await ctx
+    .api()
+    .mutate(UPDATE, { input: { name: checkName(name), isPublic: opts.public === true } }, 'updateWorkspace');
   if (ctx.out.json) return ctx.out.writeJson(data);
-  ctx.out.line(`Workspace ${data.updateWorkspace.name} is now ${data.updateWorkspace.isPublic ? 'public' : 'private'}.`);
+  ctx.out.line(
+    `Workspace ${data.updateWorkspace.name} is now ${data.updateWorkspace.isPublic ? 'public' : 'private'}.`,
+  );
 }
 
 async function addMember(ctx: Ctx, workspace: string, username: string, opts: { role: string }) {
   const role = enumArg('--role', opts.role, ROLES);
-  const data = await ctx.api().mutate(SET_MEMBER, { input: { workspace: checkName(workspace), username, role } }, 'setWorkspaceMember');
+  const data = await ctx
+    .api()
+    .mutate(SET_MEMBER, { input: { workspace: checkName(workspace), username, role } }, 'setWorkspaceMember');
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.line(`${username} is ${role.toLowerCase()} of ${data.setWorkspaceMember.name}.`);
 }
 
 async function removeMember(ctx: Ctx, workspace: string, username: string) {
-  const data = await ctx.api().mutate(REMOVE_MEMBER, { input: { workspace: checkName(workspace), username } }, 'removeWorkspaceMember');
+  const data = await ctx
+    .api()
+    .mutate(REMOVE_MEMBER, { input: { workspace: checkName(workspace), username } }, 'removeWorkspaceMember');
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.line(`${username} is no longer a member of ${data.removeWorkspaceMember.name}.`);
 }
@@ -138,21 +156,31 @@ async function changeGrants(ctx: Ctx, name: string, prefixes: string[], change: 
   const { workspace } = await findWorkspace(ctx, name, false);
   const given = items(prefixes);
   const current = workspace.providableTagPrefixes;
-  const next = change === 'add' ? [...current, ...given.filter((p) => !current.includes(p))] : current.filter((p) => !given.includes(p));
-  const data = await ctx.api().mutate(UPDATE, { input: { name: workspace.name, providableTagPrefixes: next } }, 'updateWorkspace');
+  const next =
+    change === 'add'
+      ? [...current, ...given.filter((p) => !current.includes(p))]
+      : current.filter((p) => !given.includes(p));
+  const data = await ctx
+    .api()
+    .mutate(UPDATE, { input: { name: workspace.name, providableTagPrefixes: next } }, 'updateWorkspace');
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.line(`Members of ${workspace.name} may provide: ${list(data.updateWorkspace.providableTagPrefixes)}.`);
 }
 
 async function listGrants(ctx: Ctx, name: string) {
   const { workspace } = await findWorkspace(ctx, name, false);
-  if (ctx.out.json) return ctx.out.writeJson({ workspace: { name: workspace.name, providableTagPrefixes: workspace.providableTagPrefixes } });
+  if (ctx.out.json)
+    return ctx.out.writeJson({
+      workspace: { name: workspace.name, providableTagPrefixes: workspace.providableTagPrefixes },
+    });
   for (const p of workspace.providableTagPrefixes) ctx.out.line(p);
   if (!workspace.providableTagPrefixes.length) ctx.out.line(ctx.out.color.dim('(none: members may provide no tags)'));
 }
 
 export const registerWorkspaceCommands: Register = (program: Command, action) => {
-  const ws = program.command('workspace').description('Workspaces, their members and the tags their members may provide');
+  const ws = program
+    .command('workspace')
+    .description('Workspaces, their members and the tags their members may provide');
   action(
     ws
       .command('create <scope/name>')
@@ -160,11 +188,18 @@ export const registerWorkspaceCommands: Register = (program: Command, action) =>
       .option('--private', 'visible to its members only (default: public)')
       .option('--grant <prefix>', 'a task-provided tag prefix members may set (repeatable)', collect)
       .option('--idempotency-key <key>', 'a retry with the same key answers the first create')
-      .addHelpText('after', '\nExamples:\n  tagsched-admin workspace create debian/main\n  tagsched-admin workspace create debian/security --private --grant task:security:'),
+      .addHelpText(
+        'after',
+        '\nExamples:\n  tagsched-admin workspace create debian/main\n  tagsched-admin workspace create debian/security --private --grant task:security:',
+      ),
     (ctx, [name], opts) => create(ctx, name, opts),
   );
-  action(ws.command('list').description('Lists the workspaces you may see').addHelpText('after', '\nExamples:\n  tagsched-admin workspace list --json'), (ctx) =>
-    listWorkspaces(ctx),
+  action(
+    ws
+      .command('list')
+      .description('Lists the workspaces you may see')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin workspace list --json'),
+    (ctx) => listWorkspaces(ctx),
   );
   action(
     ws
@@ -207,7 +242,9 @@ export const registerWorkspaceCommands: Register = (program: Command, action) =>
     (ctx, [name]) => listMembers(ctx, name),
   );
 
-  const grant = ws.command('grant').description('Task-provided tag prefixes the members of a workspace may set on their work requests');
+  const grant = ws
+    .command('grant')
+    .description('Task-provided tag prefixes the members of a workspace may set on their work requests');
   action(
     grant
       .command('add <scope/name> <prefix...>')
@@ -223,7 +260,10 @@ export const registerWorkspaceCommands: Register = (program: Command, action) =>
     (ctx, [name, prefixes]) => changeGrants(ctx, name, prefixes as unknown as string[], 'remove'),
   );
   action(
-    grant.command('list <scope/name>').description('Lists the prefixes, one a line').addHelpText('after', '\nExamples:\n  tagsched-admin workspace grant list debian/main'),
+    grant
+      .command('list <scope/name>')
+      .description('Lists the prefixes, one a line')
+      .addHelpText('after', '\nExamples:\n  tagsched-admin workspace grant list debian/main'),
     (ctx, [name]) => listGrants(ctx, name),
   );
 };

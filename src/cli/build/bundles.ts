@@ -26,14 +26,24 @@ export const BUNDLES = {
 } as const satisfies Record<string, BundleSpec>;
 
 /** Packages of the server that must never be in a bundle (a prefix matches a scope). */
-export const SERVER_ONLY_PACKAGES = ['@mikro-orm/', '@pothos/', 'graphql-yoga', '@graphql-yoga/', 'pg', 'pg-pool', '@electric-sql/', 'knex'] as const;
+export const SERVER_ONLY_PACKAGES = [
+  '@mikro-orm/',
+  '@pothos/',
+  'graphql-yoga',
+  '@graphql-yoga/',
+  'pg',
+  'pg-pool',
+  '@electric-sql/',
+  'knex',
+] as const;
 
 /** The oldest Node.js the bundles run on: Debian trixie's nodejs. */
 export const BUNDLE_TARGET = 'node20.19';
 
 // esbuild's ESM output turns the `require` of CommonJS packages (pino, ws) into a shim that throws
 // for Node's built-in modules; a real `require` made from the bundle's own URL answers them.
-const BANNER = "import { createRequire as __tagschedCreateRequire } from 'node:module';\nconst require = __tagschedCreateRequire(import.meta.url);";
+const BANNER =
+  "import { createRequire as __tagschedCreateRequire } from 'node:module';\nconst require = __tagschedCreateRequire(import.meta.url);";
 
 /** A bundle that was written, with what it holds. */
 export interface BuiltBundle {
@@ -55,7 +65,9 @@ export function packageOfInput(input: string): string | null {
 
 /** The server-only packages among `packages`. */
 export function serverOnlyAmong(packages: readonly string[]): string[] {
-  return packages.filter((name) => SERVER_ONLY_PACKAGES.some((p) => (p.endsWith('/') ? name.startsWith(p) : name === p)));
+  return packages.filter((name) =>
+    SERVER_ONLY_PACKAGES.some((p) => (p.endsWith('/') ? name.startsWith(p) : name === p)),
+  );
 }
 
 /** Bundles one entry into `outDir`; throws when a server-only package got in. */
@@ -97,13 +109,20 @@ export async function buildBundle(spec: BundleSpec, outDir: string): Promise<Bui
 
 /** The notices file of a bundle: tagsched's license, then each bundled package's license file. */
 function licenseNotices(outFile: string, packages: readonly string[]): string {
-  const parts = [`${outFile} is tagsched (GPL-3.0-or-later, see LICENSE in its source) bundled with the packages below.\n`];
+  const parts = [
+    `${outFile} is tagsched (GPL-3.0-or-later, see LICENSE in its source) bundled with the packages below.\n`,
+  ];
   for (const name of packages) {
     const dir = path.join(root, 'node_modules', name);
-    const { version, license } = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string; license?: string };
+    const { version, license } = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
+      version: string;
+      license?: string;
+    };
     const file = fs.readdirSync(dir).find((f) => /^(licen[cs]e|copying)(\.(md|txt))?$/i.test(f));
     if (!file) throw new Error(`${name} ships no license file to go with ${outFile}`);
-    parts.push(`----- ${name} ${version} (${license ?? 'see below'}) -----\n\n${fs.readFileSync(path.join(dir, file), 'utf8').trim()}\n`);
+    parts.push(
+      `----- ${name} ${version} (${license ?? 'see below'}) -----\n\n${fs.readFileSync(path.join(dir, file), 'utf8').trim()}\n`,
+    );
   }
   return parts.join('\n');
 }

@@ -16,7 +16,11 @@ const dist = path.join(root, 'dist');
 fs.rmSync(dist, { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
-process.stdout.write(`compiled the service into ${path.relative(process.cwd(), dist) || '.'}/src (node dist/src/server.js)\n`);
+process.stdout.write(
+  `compiled the service into ${path.relative(process.cwd(), dist) || '.'}/src (node dist/src/server.js)\n`,
+);
 for (const bundle of Object.values(await buildBundles(dist))) {
-  process.stdout.write(`bundled ${path.relative(process.cwd(), bundle.file)}: ${(bundle.bytes / 1024).toFixed(0)} KiB (${bundle.packages.join(', ')})\n`);
+  process.stdout.write(
+    `bundled ${path.relative(process.cwd(), bundle.file)}: ${(bundle.bytes / 1024).toFixed(0)} KiB (${bundle.packages.join(', ')})\n`,
+  );
 }

@@ -58,7 +58,19 @@ const KNOWN_FIELDS = [
 const KNOWN = new Map(KNOWN_FIELDS.map((f) => [f.toLowerCase(), f]));
 
 /** URI schemes apt has methods for (with the mirror+ and tor+ wrappers). */
-const URI_SCHEMES = new Set(['http', 'https', 'file', 'copy', 'cdrom', 'mirror', 'mirror+http', 'mirror+https', 'mirror+file', 'tor+http', 'tor+https']);
+const URI_SCHEMES = new Set([
+  'http',
+  'https',
+  'file',
+  'copy',
+  'cdrom',
+  'mirror',
+  'mirror+http',
+  'mirror+https',
+  'mirror+file',
+  'tor+http',
+  'tor+https',
+]);
 
 const ARCH = /^[a-z0-9][a-z0-9-]*$/;
 const COMPONENT = /^[A-Za-z0-9][A-Za-z0-9/+._-]*$/;
@@ -77,16 +89,20 @@ export class AptSourceError extends Error {
 const words = (value: string | undefined): string[] => (value ?? '').split(/\s+/).filter(Boolean);
 
 function stanzaOf(p: Deb822Paragraph, problems: string[]): AptSourceStanza | null {
-  const at = (name: string) => `line ${p.fields.find((f) => f.name.toLowerCase() === name.toLowerCase())?.line ?? p.line}`;
+  const at = (name: string) =>
+    `line ${p.fields.find((f) => f.name.toLowerCase() === name.toLowerCase())?.line ?? p.line}`;
   const before = problems.length;
   for (const f of p.fields) {
     const lower = f.name.toLowerCase();
     if (lower.startsWith('x-') || KNOWN.has(lower)) continue;
-    problems.push(`line ${f.line}: unknown field ${f.name} (sources.list(5) has ${KNOWN_FIELDS.slice(0, 5).join(', ')}, Signed-By, …)`);
+    problems.push(
+      `line ${f.line}: unknown field ${f.name} (sources.list(5) has ${KNOWN_FIELDS.slice(0, 5).join(', ')}, Signed-By, …)`,
+    );
   }
   const types = words(fieldValue(p, 'Types'));
   if (types.length === 0) problems.push(`line ${p.line}: the stanza has no Types (deb and/or deb-src)`);
-  for (const t of types) if (t !== 'deb' && t !== 'deb-src') problems.push(`${at('Types')}: type ${t} is not deb or deb-src`);
+  for (const t of types)
+    if (t !== 'deb' && t !== 'deb-src') problems.push(`${at('Types')}: type ${t} is not deb or deb-src`);
 
   const uris = words(fieldValue(p, 'URIs'));
   if (uris.length === 0) problems.push(`line ${p.line}: the stanza has no URIs`);
@@ -103,7 +119,8 @@ function stanzaOf(p: Deb822Paragraph, problems: string[]): AptSourceStanza | nul
       problems.push(`${at('URIs')}: ${uri} is not a URI`);
       continue;
     }
-    if (!URI_SCHEMES.has(scheme)) problems.push(`${at('URIs')}: apt has no method for ${scheme}: (use http, https, file, …)`);
+    if (!URI_SCHEMES.has(scheme))
+      problems.push(`${at('URIs')}: apt has no method for ${scheme}: (use http, https, file, …)`);
   }
 
   const suites = words(fieldValue(p, 'Suites'));
@@ -111,21 +128,36 @@ function stanzaOf(p: Deb822Paragraph, problems: string[]): AptSourceStanza | nul
   for (const s of suites) if (!SUITE.test(s)) problems.push(`${at('Suites')}: ${s} is not a suite name`);
   const exactPath = suites.some((s) => s.endsWith('/'));
   const components = words(fieldValue(p, 'Components'));
-  if (exactPath && components.length) problems.push(`${at('Components')}: a suite that is an exact path (ending in /) takes no Components`);
-  if (!exactPath && suites.length && components.length === 0) problems.push(`line ${p.line}: the stanza has no Components (such as main)`);
-  for (const c of components) if (!COMPONENT.test(c)) problems.push(`${at('Components')}: ${c} is not a component name`);
+  if (exactPath && components.length)
+    problems.push(`${at('Components')}: a suite that is an exact path (ending in /) takes no Components`);
+  if (!exactPath && suites.length && components.length === 0)
+    problems.push(`line ${p.line}: the stanza has no Components (such as main)`);
+  for (const c of components)
+    if (!COMPONENT.test(c)) problems.push(`${at('Components')}: ${c} is not a component name`);
 
   for (const name of ['Architectures', 'Architectures-Add', 'Architectures-Remove']) {
-    for (const a of words(fieldValue(p, name))) if (!ARCH.test(a)) problems.push(`${at(name)}: ${a} is not a Debian architecture name`);
+    for (const a of words(fieldValue(p, name)))
+      if (!ARCH.test(a)) problems.push(`${at(name)}: ${a} is not a Debian architecture name`);
   }
-  for (const name of ['Enabled', 'PDiffs', 'By-Hash', 'Allow-Insecure', 'Allow-Weak', 'Allow-Downgrade-To-Insecure', 'Check-Valid-Until', 'Check-Date']) {
+  for (const name of [
+    'Enabled',
+    'PDiffs',
+    'By-Hash',
+    'Allow-Insecure',
+    'Allow-Weak',
+    'Allow-Downgrade-To-Insecure',
+    'Check-Valid-Until',
+    'Check-Date',
+  ]) {
     const v = fieldValue(p, name);
     if (v !== undefined && !YES_NO.has(v)) problems.push(`${at(name)}: ${name} must be yes or no, got ${v}`);
   }
   const trusted = fieldValue(p, 'Trusted');
-  if (trusted !== undefined) problems.push(`${at('Trusted')}: Trusted turns off signature checks; give the key in Signed-By instead`);
+  if (trusted !== undefined)
+    problems.push(`${at('Trusted')}: Trusted turns off signature checks; give the key in Signed-By instead`);
   for (const name of ['Allow-Insecure', 'Allow-Weak', 'Allow-Downgrade-To-Insecure']) {
-    if (fieldValue(p, name) === 'yes') problems.push(`${at(name)}: ${name}: yes accepts unsigned or weakly signed archives; a worker image does not`);
+    if (fieldValue(p, name) === 'yes')
+      problems.push(`${at(name)}: ${name}: yes accepts unsigned or weakly signed archives; a worker image does not`);
   }
 
   const signedBy = (fieldValue(p, 'Signed-By') ?? '').trim();
@@ -133,11 +165,15 @@ function stanzaOf(p: Deb822Paragraph, problems: string[]): AptSourceStanza | nul
   const keyFiles: string[] = [];
   if (signedBy.startsWith('-----BEGIN PGP PUBLIC KEY BLOCK-----')) {
     embeddedKey = true;
-    if (!signedBy.includes('-----END PGP PUBLIC KEY BLOCK-----')) problems.push(`${at('Signed-By')}: the key block has no END line`);
+    if (!signedBy.includes('-----END PGP PUBLIC KEY BLOCK-----'))
+      problems.push(`${at('Signed-By')}: the key block has no END line`);
   } else {
     for (const item of signedBy.split(/[\s,]+/).filter(Boolean)) {
       if (item.startsWith('/')) keyFiles.push(item);
-      else if (!FINGERPRINT.test(item)) problems.push(`${at('Signed-By')}: ${item} is neither an absolute key file path, a fingerprint nor a key block`);
+      else if (!FINGERPRINT.test(item))
+        problems.push(
+          `${at('Signed-By')}: ${item} is neither an absolute key file path, a fingerprint nor a key block`,
+        );
     }
   }
   if (problems.length > before) return null;
@@ -153,10 +189,14 @@ export function parseAptSource(text: string): AptSource {
     if (/^(deb|deb-src)(\s+\[[^\]]*\])?\s+\S+:\//.test(line)) oneLine.add(i + 1);
   });
   const problems = [
-    ...[...oneLine].map((line) => `line ${line}: this is the one-line format of sources.list; write the source as deb822 (Types:, URIs:, Suites:, Components:)`),
+    ...[...oneLine].map(
+      (line) =>
+        `line ${line}: this is the one-line format of sources.list; write the source as deb822 (Types:, URIs:, Suites:, Components:)`,
+    ),
     ...syntax.filter((p) => !oneLine.has(p.line)).map((p) => `line ${p.line}: ${p.message}`),
   ];
-  if (paragraphs.length === 0 && problems.length === 0) problems.push('the source has no stanza (Types:, URIs:, Suites:, Components:)');
+  if (paragraphs.length === 0 && problems.length === 0)
+    problems.push('the source has no stanza (Types:, URIs:, Suites:, Components:)');
   const stanzas: AptSourceStanza[] = [];
   for (const p of paragraphs) {
     const stanza = stanzaOf(p, problems);

@@ -58,14 +58,29 @@ export function architectureBoot(architecture: string): ArchitectureBoot | null 
  * configures, systemd-resolved its DNS, systemd-timesyncd the clock; dbus lets systemd-logind
  * run, which powers the machine off when its provider presses the (ACPI) power button.
  */
-export const BOOT_PACKAGES = ['cloud-guest-utils', 'cloud-init', 'dbus', 'e2fsprogs', 'initramfs-tools', 'systemd-resolved', 'systemd-timesyncd', 'udev'] as const;
+export const BOOT_PACKAGES = [
+  'cloud-guest-utils',
+  'cloud-init',
+  'dbus',
+  'e2fsprogs',
+  'initramfs-tools',
+  'systemd-resolved',
+  'systemd-timesyncd',
+  'udev',
+] as const;
 
 /** Added when the recipe gives ssh keys; without them the image has no ssh server at all. */
 export const SSH_PACKAGES = ['openssh-server'] as const;
 
 /** The packages a bootable image of this architecture adds, with or without ssh. */
 export function bootPackages(boot: ArchitectureBoot, ssh: boolean): string[] {
-  return [...BOOT_PACKAGES, boot.kernelPackage, ...(boot.bios ? [boot.bios.package] : []), boot.efi.package, ...(ssh ? SSH_PACKAGES : [])].sort();
+  return [
+    ...BOOT_PACKAGES,
+    boot.kernelPackage,
+    ...(boot.bios ? [boot.bios.package] : []),
+    boot.efi.package,
+    ...(ssh ? SSH_PACKAGES : []),
+  ].sort();
 }
 
 /** The cloud-init data sources an image looks for, in order; `None` lets a machine without one boot. */
@@ -101,17 +116,47 @@ export const BOOT_PATHS = {
  * partition access, ext4, the search for the root, the configuration's commands, the serial
  * console and the Linux loader.
  */
-const GRUB_MODULES = ['part_gpt', 'ext2', 'search', 'search_fs_uuid', 'normal', 'configfile', 'echo', 'test', 'linux', 'serial', 'terminal', 'all_video', 'gzio'];
+const GRUB_MODULES = [
+  'part_gpt',
+  'ext2',
+  'search',
+  'search_fs_uuid',
+  'normal',
+  'configfile',
+  'echo',
+  'test',
+  'linux',
+  'serial',
+  'terminal',
+  'all_video',
+  'gzio',
+];
 
 /** The grub-mkimage arguments of one platform's image, run inside the tree. */
 export function grubMkimageArgs(target: string, output: string): string[] {
   const platform = target === 'i386-pc' ? ['biosdisk'] : ['fat'];
-  return ['--format', target, '--output', output, '--config', BOOT_PATHS.grubEarlyConfig, '--prefix', '/boot/grub', ...platform, ...GRUB_MODULES];
+  return [
+    '--format',
+    target,
+    '--output',
+    output,
+    '--config',
+    BOOT_PATHS.grubEarlyConfig,
+    '--prefix',
+    '/boot/grub',
+    ...platform,
+    ...GRUB_MODULES,
+  ];
 }
 
 /** The configuration built into GRUB's images: find the root file system by its UUID, then read grub.cfg from it. */
 export function grubEarlyConfig(ids: DiskIds): string {
-  return [`search --no-floppy --fs-uuid --set=root ${ids.rootUuid}`, 'set prefix=($root)/boot/grub', 'configfile $prefix/grub.cfg', ''].join('\n');
+  return [
+    `search --no-floppy --fs-uuid --set=root ${ids.rootUuid}`,
+    'set prefix=($root)/boot/grub',
+    'configfile $prefix/grub.cfg',
+    '',
+  ].join('\n');
 }
 
 /**
@@ -164,7 +209,11 @@ export function cloudInitConfig(sshAuthorizedKeys: readonly string[]): string {
     'ssh_pwauth: false',
   ];
   if (sshAuthorizedKeys.length) {
-    lines.push('disable_root: false', 'ssh_authorized_keys:', ...sshAuthorizedKeys.map((key) => `  - ${JSON.stringify(key)}`));
+    lines.push(
+      'disable_root: false',
+      'ssh_authorized_keys:',
+      ...sshAuthorizedKeys.map((key) => `  - ${JSON.stringify(key)}`),
+    );
   }
   return `${lines.join('\n')}\n`;
 }

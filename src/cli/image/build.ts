@@ -48,7 +48,11 @@ export interface OutputOptions {
 /** The output files of a build. */
 export function outputPaths(options: OutputOptions) {
   const base = path.join(options.outputDir, options.name);
-  return { rootfs: `${base}.tar`, manifest: `${base}.manifest.json`, diskImage: options.diskFormat ? `${base}.${options.diskFormat}` : null };
+  return {
+    rootfs: `${base}.tar`,
+    manifest: `${base}.manifest.json`,
+    diskImage: options.diskFormat ? `${base}.${options.diskFormat}` : null,
+  };
 }
 
 /** The default image name: what it is for, and where it runs. */
@@ -85,10 +89,14 @@ export interface HostFacts {
  * flags that say what the build makes and with what: an architecture no disk is built for, an apt
  * auth file that cannot be read. Checked by a dry run as by a build.
  */
-export function planProblems(recipe: Recipe, options: Pick<OutputOptions, 'diskFormat' | 'aptAuth'>): { boot: ArchitectureBoot | null; problems: string[] } {
+export function planProblems(
+  recipe: Recipe,
+  options: Pick<OutputOptions, 'diskFormat' | 'aptAuth'>,
+): { boot: ArchitectureBoot | null; problems: string[] } {
   const problems: string[] = [];
   const boot = options.diskFormat ? architectureBoot(recipe.architecture) : null;
-  if (options.diskFormat && !boot) problems.push(`--disk-image: no bootable disk is built for ${recipe.architecture} (only amd64 and arm64)`);
+  if (options.diskFormat && !boot)
+    problems.push(`--disk-image: no bootable disk is built for ${recipe.architecture} (only amd64 and arm64)`);
   if (options.aptAuth) {
     try {
       if (!fs.statSync(options.aptAuth).isFile()) problems.push(`--apt-auth: ${options.aptAuth} is not a file`);
@@ -107,18 +115,24 @@ export async function checkHost(recipe: Recipe, options: OutputOptions): Promise
   if (!mmdebstrap) problems.unshift('mmdebstrap is not installed (apt-get install mmdebstrap uidmap arch-test)');
   if (recipe.source) {
     for (const stanza of parseAptSource(recipe.source).stanzas) {
-      for (const key of stanza.keyFiles) if (!fs.existsSync(key)) problems.push(`source: Signed-By names ${key}, which is not on this machine to copy into the image`);
+      for (const key of stanza.keyFiles)
+        if (!fs.existsSync(key))
+          problems.push(`source: Signed-By names ${key}, which is not on this machine to copy into the image`);
     }
   }
   if (options.diskFormat) {
     for (const [name, debianPackage] of DISK_COMMANDS[options.diskFormat]) {
       if (!findCommand(name)) problems.push(`--disk-image needs ${name} (apt-get install ${debianPackage})`);
     }
-    if (process.getuid?.() !== 0) problems.push('--disk-image needs root, to unpack the tree with its owners and run GRUB inside it');
+    if (process.getuid?.() !== 0)
+      problems.push('--disk-image needs root, to unpack the tree with its owners and run GRUB inside it');
   }
   if (options.bundlesDir) {
     for (const b of Object.values(BUNDLES)) {
-      for (const file of [path.join(options.bundlesDir, b.outFile), path.join(options.bundlesDir, `${b.outFile}.LICENSES`)]) {
+      for (const file of [
+        path.join(options.bundlesDir, b.outFile),
+        path.join(options.bundlesDir, `${b.outFile}.LICENSES`),
+      ]) {
         if (!fs.existsSync(file)) problems.push(`--bundles: ${file} is missing (npm run build makes it)`);
       }
     }
@@ -168,7 +182,12 @@ export interface BootBuild {
 }
 
 /** Where stageFiles writes each file in `dir`, and the apt auth file the hooks take from this host. Pure: a dry run prints the command line with these. */
-export function stagedPaths(recipe: Recipe, dir: string, bootBuild: BootBuild | null = null, aptAuth: string | null = null): StagedFiles {
+export function stagedPaths(
+  recipe: Recipe,
+  dir: string,
+  bootBuild: BootBuild | null = null,
+  aptAuth: string | null = null,
+): StagedFiles {
   const at = (name: string) => path.join(dir, name);
   return {
     dir,
@@ -180,18 +199,31 @@ export function stagedPaths(recipe: Recipe, dir: string, bootBuild: BootBuild | 
     source: recipe.source ? at('extra.sources') : null,
     aptAuth,
     dpkgStatus: at('dpkg-status'),
-    boot: bootBuild && { ...bootBuild, grubConfig: at('grub.cfg'), grubEarlyConfig: at('grub-early.cfg'), fstab: at('fstab'), cloudConfig: at('cloud.cfg') },
+    boot: bootBuild && {
+      ...bootBuild,
+      grubConfig: at('grub.cfg'),
+      grubEarlyConfig: at('grub-early.cfg'),
+      fstab: at('fstab'),
+      cloudConfig: at('cloud.cfg'),
+    },
   };
 }
 
 /** Writes the agent, the handler, the unit, image.env, the extra source and the boot files (for a disk) where stagedPaths says. */
-export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string | null, bootBuild: BootBuild | null = null, aptAuth: string | null = null): Promise<StagedFiles> {
+export async function stageFiles(
+  recipe: Recipe,
+  dir: string,
+  bundlesDir: string | null,
+  bootBuild: BootBuild | null = null,
+  aptAuth: string | null = null,
+): Promise<StagedFiles> {
   const staged = stagedPaths(recipe, dir, bootBuild, aptAuth);
   const bundles = path.dirname(staged.agent);
   fs.mkdirSync(bundles, { recursive: true });
   if (bundlesDir) {
     for (const b of Object.values(BUNDLES)) {
-      for (const name of [b.outFile, `${b.outFile}.LICENSES`]) fs.copyFileSync(path.join(bundlesDir, name), path.join(bundles, name));
+      for (const name of [b.outFile, `${b.outFile}.LICENSES`])
+        fs.copyFileSync(path.join(bundlesDir, name), path.join(bundles, name));
     }
   } else {
     await buildBundles(bundles);
@@ -201,7 +233,10 @@ export async function stageFiles(recipe: Recipe, dir: string, bundlesDir: string
     .join('\n');
   fs.writeFileSync(staged.licenses, licenses);
   fs.writeFileSync(staged.unit, agentUnit());
-  fs.writeFileSync(staged.imageEnv, imageEnvFile({ suite: recipe.suite, architecture: recipe.architecture, tasks: imageHandledTasks(recipe) }));
+  fs.writeFileSync(
+    staged.imageEnv,
+    imageEnvFile({ suite: recipe.suite, architecture: recipe.architecture, tasks: imageHandledTasks(recipe) }),
+  );
   if (staged.source && recipe.source) fs.writeFileSync(staged.source, recipe.source);
   if (staged.boot) {
     fs.writeFileSync(staged.boot.grubConfig, grubConfig(staged.boot.boot, staged.boot.ids));
@@ -217,7 +252,8 @@ export function plannedPackages(recipe: Recipe, boot: ArchitectureBoot | null): 
   const packages = imagePackages(recipe);
   if (!boot) return packages;
   const byName = new Map(packages.map((p) => [p.name, p]));
-  for (const name of bootPackages(boot, Boolean(recipe.ssh_authorized_keys))) byName.set(name, { name, neededBy: [...(byName.get(name)?.neededBy ?? []), 'boot'] });
+  for (const name of bootPackages(boot, Boolean(recipe.ssh_authorized_keys)))
+    byName.set(name, { name, neededBy: [...(byName.get(name)?.neededBy ?? []), 'boot'] });
   return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -306,7 +342,10 @@ function bootHooks(staged: StagedBootFiles, ssh: boolean): string[] {
     `--customize-hook=upload ${staged.fstab} ${BOOT_PATHS.fstab}`,
     `--customize-hook=upload ${staged.cloudConfig} ${BOOT_PATHS.cloudConfig}`,
   ];
-  if (bios) hooks.push(`--customize-hook=chroot "$1" grub-mkimage ${grubMkimageArgs(bios.target, BOOT_PATHS.biosCore).join(' ')}`);
+  if (bios)
+    hooks.push(
+      `--customize-hook=chroot "$1" grub-mkimage ${grubMkimageArgs(bios.target, BOOT_PATHS.biosCore).join(' ')}`,
+    );
   hooks.push(
     `--customize-hook=chroot "$1" grub-mkimage ${grubMkimageArgs(efi.target, path.posix.join(BOOT_PATHS.efiDir, efi.fileName)).join(' ')}`,
     '--customize-hook=chroot "$1" systemctl enable systemd-networkd.service',

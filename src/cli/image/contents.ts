@@ -70,7 +70,8 @@ export function imagePackages(recipe: Recipe): PackageNeed[] {
     for (const name of names) needs.set(name, [...(needs.get(name) ?? []), by]);
   };
   add(BASE_PACKAGES, 'base');
-  for (const backend of recipe.enable_backends) add(BACKEND_PACKAGES[backend](recipe.architecture), `backend:${backend}`);
+  for (const backend of recipe.enable_backends)
+    add(BACKEND_PACKAGES[backend](recipe.architecture), `backend:${backend}`);
   for (const task of recipe.enable_tasks) add(TASK_PACKAGES[task], `task:${task}`);
   return [...needs.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, neededBy]) => ({ name, neededBy }));
 }
@@ -100,7 +101,10 @@ export interface ImageTag {
  * dry run) the planned packages stand in for it. arch-test may add architectures the machine runs
  * natively (i386 on most amd64 kernels): those depend on the machine, not the image.
  */
-export function imageTags(recipe: Recipe, installed: ReadonlySet<string> = new Set(imagePackages(recipe).map((p) => p.name))): ImageTag[] {
+export function imageTags(
+  recipe: Recipe,
+  installed: ReadonlySet<string> = new Set(imagePackages(recipe).map((p) => p.name)),
+): ImageTag[] {
   const tags: ImageTag[] = [{ tag: `worker:build-arch:${recipe.architecture}`, source: 'recipe:architecture' }];
   for (const backend of recipe.enable_backends) {
     tags.push({
@@ -110,7 +114,8 @@ export function imageTags(recipe: Recipe, installed: ReadonlySet<string> = new S
     });
   }
   for (const tool of TOOLS) {
-    if (installed.has(TOOL_PACKAGES[tool])) tags.push({ tag: `worker:cap:${tool}`, source: `package:${TOOL_PACKAGES[tool]}` });
+    if (installed.has(TOOL_PACKAGES[tool]))
+      tags.push({ tag: `worker:cap:${tool}`, source: `package:${TOOL_PACKAGES[tool]}` });
   }
   for (const name of imageHandledTasks(recipe)) {
     const task = findTask('worker', name);

@@ -50,7 +50,10 @@ export function parseDeb822(text: string): { paragraphs: Deb822Paragraph[]; prob
       if (seen.has(lower)) problems.push({ line: f.line, message: `field ${f.name} appears twice in one paragraph` });
       seen.add(lower);
     }
-    paragraphs.push({ line: start, fields: fields.map((f) => ({ name: f.name, value: f.lines.join('\n'), line: f.line })) });
+    paragraphs.push({
+      line: start,
+      fields: fields.map((f) => ({ name: f.name, value: f.lines.join('\n'), line: f.line })),
+    });
     fields = [];
   };
 
@@ -80,7 +83,10 @@ export function parseDeb822(text: string): { paragraphs: Deb822Paragraph[]; prob
     }
     const name = raw.slice(0, colon);
     if (!FIELD_NAME.test(name) || name.startsWith('-')) {
-      problems.push({ line, message: `"${name.slice(0, 60)}" is not a field name (printable characters, no space or colon)` });
+      problems.push({
+        line,
+        message: `"${name.slice(0, 60)}" is not a field name (printable characters, no space or colon)`,
+      });
       return;
     }
     if (fields.length === 0) start = line;

@@ -11,7 +11,14 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { BOOT_PATHS, CLOUD_INIT_DATASOURCES, ESP_LABEL, ROOT_LABEL, type ArchitectureBoot, type DiskIds } from './boot-files.js';
+import {
+  BOOT_PATHS,
+  CLOUD_INIT_DATASOURCES,
+  ESP_LABEL,
+  ROOT_LABEL,
+  type ArchitectureBoot,
+  type DiskIds,
+} from './boot-files.js';
 import { findCommand, runStreaming } from './commands.js';
 import { biosBootCode, diskLayout, partition, SECTOR_BYTES, sfdiskScript, type DiskLayout } from './disk-layout.js';
 import type { ManifestBoot } from '../../core/manifest-format.js';
@@ -23,7 +30,9 @@ export const DISK_FORMATS = ['raw', 'qcow2'] as const;
 export type DiskFormat = (typeof DISK_FORMATS)[number];
 
 /** The host commands a disk image needs, with the Debian package of each. */
-export const DISK_COMMANDS: Readonly<Record<DiskFormat, readonly (readonly [command: string, debianPackage: string])[]>> = {
+export const DISK_COMMANDS: Readonly<
+  Record<DiskFormat, readonly (readonly [command: string, debianPackage: string])[]>
+> = {
   raw: [
     ['mkfs.ext4', 'e2fsprogs'],
     ['mkfs.vfat', 'dosfstools'],
@@ -74,7 +83,10 @@ export function treeKernel(tree: string): string {
     .readdirSync(path.join(tree, 'boot'))
     .filter((f) => f.startsWith('vmlinuz-'))
     .map((f) => f.slice('vmlinuz-'.length));
-  if (kernels.length !== 1) throw new Error(`the image's /boot holds ${kernels.length} kernels (${kernels.join(', ') || 'none'}); a bootable image has one`);
+  if (kernels.length !== 1)
+    throw new Error(
+      `the image's /boot holds ${kernels.length} kernels (${kernels.join(', ') || 'none'}); a bootable image has one`,
+    );
   return kernels[0];
 }
 
@@ -91,7 +103,11 @@ export function diskStages(job: DiskJob): DiskStage[] {
       run: async (facts, onLine) => {
         fs.rmSync(tree, { recursive: true, force: true });
         fs.mkdirSync(tree, { recursive: true });
-        await runStreaming('tar', ['--extract', '--numeric-owner', '--preserve-permissions', '--file', job.rootfs, '--directory', tree], onLine);
+        await runStreaming(
+          'tar',
+          ['--extract', '--numeric-owner', '--preserve-permissions', '--file', job.rootfs, '--directory', tree],
+          onLine,
+        );
         facts.kernel = treeKernel(tree);
       },
     },
@@ -101,7 +117,11 @@ export function diskStages(job: DiskJob): DiskStage[] {
         const { stdout } = await run('du', ['--summarize', '--block-size=1M', tree]);
         const sizeMib = Number(stdout.split(/\s+/)[0]) + ROOT_HEADROOM_MIB;
         fs.rmSync(rootFile, { force: true });
-        await runStreaming(command('mkfs.ext4'), ['-q', '-L', ROOT_LABEL, '-U', job.ids.rootUuid, '-d', tree, rootFile, `${sizeMib}M`], onLine);
+        await runStreaming(
+          command('mkfs.ext4'),
+          ['-q', '-L', ROOT_LABEL, '-U', job.ids.rootUuid, '-d', tree, rootFile, `${sizeMib}M`],
+          onLine,
+        );
         facts.layout = diskLayout(job.boot.bootModes, job.boot.rootPartitionType, fs.statSync(rootFile).size);
       },
     },
@@ -110,7 +130,11 @@ export function diskStages(job: DiskJob): DiskStage[] {
       run: async (facts, onLine) => {
         const esp = partition(facts.layout!, 'esp');
         fs.rmSync(espFile, { force: true });
-        await runStreaming(command('mkfs.vfat'), ['-F', '32', '-n', ESP_LABEL, '-C', espFile, String(esp.bytes / 1024)], onLine);
+        await runStreaming(
+          command('mkfs.vfat'),
+          ['-F', '32', '-n', ESP_LABEL, '-C', espFile, String(esp.bytes / 1024)],
+          onLine,
+        );
         const env = { ...process.env, MTOOLS_SKIP_CHECK: '1' };
         await run(command('mmd'), ['-i', espFile, '::/EFI', '::/EFI/BOOT'], { env });
         const efiApp = path.join(tree, BOOT_PATHS.efiDir, job.boot.efi.fileName);
@@ -124,17 +148,29 @@ export function diskStages(job: DiskJob): DiskStage[] {
         fs.rmSync(rawFile, { force: true });
         fs.writeFileSync(rawFile, '');
         fs.truncateSync(rawFile, layout.diskBytes);
-        await runWithInput(command('sfdisk'), ['--quiet', '--no-reread', '--no-tell-kernel', rawFile], sfdiskScript(layout));
+        await runWithInput(
+          command('sfdisk'),
+          ['--quiet', '--no-reread', '--no-tell-kernel', rawFile],
+          sfdiskScript(layout),
+        );
         const copies: [string, number][] = [
           [espFile, partition(layout, 'esp').offsetBytes],
           [rootFile, partition(layout, 'root').offsetBytes],
         ];
         for (const [file, offset] of copies) {
-          await runStreaming('dd', [`if=${file}`, `of=${rawFile}`, 'bs=1M', `seek=${offset / 2 ** 20}`, 'conv=notrunc,sparse', 'status=none'], onLine);
+          await runStreaming(
+            'dd',
+            [`if=${file}`, `of=${rawFile}`, 'bs=1M', `seek=${offset / 2 ** 20}`, 'conv=notrunc,sparse', 'status=none'],
+            onLine,
+          );
         }
         if (hasBios) {
           const coreSector = partition(layout, 'bios-boot').offsetBytes / SECTOR_BYTES;
-          const code = biosBootCode(fs.readFileSync(path.join(tree, BOOT_PATHS.biosBootSector)), fs.readFileSync(path.join(tree, BOOT_PATHS.biosCore)), coreSector);
+          const code = biosBootCode(
+            fs.readFileSync(path.join(tree, BOOT_PATHS.biosBootSector)),
+            fs.readFileSync(path.join(tree, BOOT_PATHS.biosCore)),
+            coreSector,
+          );
           const fd = fs.openSync(rawFile, 'r+');
           try {
             fs.writeSync(fd, code.mbrCode, 0, code.mbrCode.length, 0);
@@ -165,7 +201,9 @@ export function diskStages(job: DiskJob): DiskStage[] {
 /** Runs a command with `input` on its stdin; rejects with its stderr when it fails. */
 function runWithInput(file: string, args: readonly string[], input: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = execFile(file, [...args], (err, _stdout, stderr) => (err ? reject(new Error(`${path.basename(file)} failed: ${stderr || err.message}`)) : resolve()));
+    const child = execFile(file, [...args], (err, _stdout, stderr) =>
+      err ? reject(new Error(`${path.basename(file)} failed: ${stderr || err.message}`)) : resolve(),
+    );
     child.stdin!.end(input);
   });
 }

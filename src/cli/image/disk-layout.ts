@@ -66,7 +66,9 @@ export function partition(layout: DiskLayout, name: Partition['name']): Partitio
 export function sfdiskScript(layout: DiskLayout): string {
   const lines = ['label: gpt', 'unit: sectors', `first-lba: ${FIRST_PARTITION_OFFSET / SECTOR_BYTES}`, ''];
   for (const p of layout.partitions) {
-    lines.push(`start=${p.offsetBytes / SECTOR_BYTES}, size=${p.bytes / SECTOR_BYTES}, type=${p.type}, name="${p.name}"`);
+    lines.push(
+      `start=${p.offsetBytes / SECTOR_BYTES}, size=${p.bytes / SECTOR_BYTES}, type=${p.type}, name="${p.name}"`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -93,7 +95,8 @@ export interface BiosBootCode {
  * first sector), as grub-bios-setup does for a core image embedded in contiguous sectors.
  */
 export function biosBootCode(bootImg: Buffer, coreImg: Buffer, coreSector: number): BiosBootCode {
-  if (bootImg.length !== SECTOR_BYTES) throw new Error(`GRUB's boot.img is ${bootImg.length} bytes, not ${SECTOR_BYTES}`);
+  if (bootImg.length !== SECTOR_BYTES)
+    throw new Error(`GRUB's boot.img is ${bootImg.length} bytes, not ${SECTOR_BYTES}`);
   const sectors = Math.ceil(coreImg.length / SECTOR_BYTES);
   if (sectors < 2) throw new Error(`GRUB's core.img is ${coreImg.length} bytes: too small to be one`);
   const mbr = Buffer.from(bootImg);

@@ -20,7 +20,9 @@ async function main(): Promise<number> {
   const suite = process.env[HANDLER_ENV.suite];
   const architecture = process.env[HANDLER_ENV.architecture];
   if (!taskName || !suite || !architecture) {
-    process.stderr.write(`usage: ${HANDLER_ENV.suite}=SUITE ${HANDLER_ENV.architecture}=ARCH tagsched-handler TASK < task.json\n`);
+    process.stderr.write(
+      `usage: ${HANDLER_ENV.suite}=SUITE ${HANDLER_ENV.architecture}=ARCH tagsched-handler TASK < task.json\n`,
+    );
     return EXIT.error;
   }
   let taskData: unknown;

@@ -20,7 +20,9 @@ export interface HandlerContext {
 
 /** What a handler does with one task: run a command, finish with a result at once, or refuse. */
 export type HandlerPlan =
-  { readonly kind: 'run'; readonly argv: readonly string[] } | { readonly kind: 'finish'; readonly success: boolean } | { readonly kind: 'refuse'; readonly reason: string };
+  | { readonly kind: 'run'; readonly argv: readonly string[] }
+  | { readonly kind: 'finish'; readonly success: boolean }
+  | { readonly kind: 'refuse'; readonly reason: string };
 
 /** The environment variables of image.env that give a handler its context. */
 export const HANDLER_ENV = { suite: 'TAGSCHED_IMAGE_SUITE', architecture: 'TAGSCHED_IMAGE_ARCHITECTURE' } as const;
@@ -35,7 +37,9 @@ const refuse = (reason: string): HandlerPlan => ({ kind: 'refuse', reason });
 /** The backends the handlers run: the image's executor for builds and tests is unshare. */
 function backendRefusal(backend: unknown): HandlerPlan | null {
   if (backend === undefined || backend === 'auto' || backend === 'unshare') return null;
-  return refuse(`backend ${String(backend)}: this image's handlers run the unshare backend only; give the worker a handler of your own for it`);
+  return refuse(
+    `backend ${String(backend)}: this image's handlers run the unshare backend only; give the worker a handler of your own for it`,
+  );
 }
 
 /** The plan for one task, from its data as the server sent it (validated here with the registry's schema). */
@@ -45,7 +49,9 @@ export function planTask(taskName: string, taskData: unknown, ctx: HandlerContex
   if (!task) return refuse(`task ${taskName} is not in the task registry`);
   const parsed = task.schema.safeParse(taskData);
   if (!parsed.success) {
-    return refuse(`invalid taskData for ${taskName}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+    return refuse(
+      `invalid taskData for ${taskName}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
+    );
   }
   const data = parsed.data as Record<string, unknown>;
   switch (taskName) {
@@ -55,7 +61,14 @@ export function planTask(taskName: string, taskData: unknown, ctx: HandlerContex
       const refusal = backendRefusal(data.backend);
       if (refusal) return refusal;
       // --verbose: off a terminal sbuild writes its build log to a file only; this copies it to the run's log.
-      const argv = ['sbuild', '--verbose', '--chroot-mode=unshare', '--no-run-lintian', `--dist=${ctx.suite}`, `--arch=${String(data.host_architecture ?? ctx.architecture)}`];
+      const argv = [
+        'sbuild',
+        '--verbose',
+        '--chroot-mode=unshare',
+        '--no-run-lintian',
+        `--dist=${ctx.suite}`,
+        `--arch=${String(data.host_architecture ?? ctx.architecture)}`,
+      ];
       const components = data.build_components as string[] | undefined;
       if (components) {
         argv.push(components.includes('any') ? '--arch-any' : '--no-arch-any');
@@ -73,7 +86,15 @@ export function planTask(taskName: string, taskData: unknown, ctx: HandlerContex
       const argv = ['autopkgtest', '--output-dir=output'];
       for (const name of (data.include_tests as string[] | undefined) ?? []) argv.push(`--test-name=${name}`);
       for (const name of (data.exclude_tests as string[] | undefined) ?? []) argv.push(`--skip-test=${name}`);
-      argv.push(String(data.source_package), '--', 'unshare', '--release', ctx.suite, '--arch', String(data.host_architecture ?? ctx.architecture));
+      argv.push(
+        String(data.source_package),
+        '--',
+        'unshare',
+        '--release',
+        ctx.suite,
+        '--arch',
+        String(data.host_architecture ?? ctx.architecture),
+      );
       return { kind: 'run', argv };
     }
     case 'mmdebstrap': {

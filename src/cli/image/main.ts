@@ -61,7 +61,10 @@ const commaList = (value: string, previous: string[] | undefined) => [
 /** The machine's Debian architecture: dpkg's when there is one, else Node's mapped to Debian's name. */
 function hostArchitecture(): string {
   try {
-    return execFileSync('dpkg', ['--print-architecture'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync('dpkg', ['--print-architecture'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
   } catch {
     return debianArchitecture(process.arch, os.endianness()) ?? process.arch;
   }
@@ -100,7 +103,8 @@ function recipeFromFlags(flags: BuildFlags): Recipe {
     } catch (err) {
       throw new RecipeError([{ field: '--recipe', message: `${flags.recipe} is not JSON: ${(err as Error).message}` }]);
     }
-    if (typeof input !== 'object' || input === null || Array.isArray(input)) return parseRecipe(input, hostArchitecture());
+    if (typeof input !== 'object' || input === null || Array.isArray(input))
+      return parseRecipe(input, hostArchitecture());
   }
   const over: Record<string, unknown> = {};
   if (flags.suite !== undefined) over.suite = flags.suite;
@@ -119,7 +123,8 @@ function recipeFromFlags(flags: BuildFlags): Recipe {
 }
 
 /** A bootable build's boot and disk identities (a new root file system UUID per build). */
-const bootBuildOf = (boot: ArchitectureBoot | null, rootUuid: string): BootBuild | null => boot && { boot, ids: { rootUuid } };
+const bootBuildOf = (boot: ArchitectureBoot | null, rootUuid: string): BootBuild | null =>
+  boot && { boot, ids: { rootUuid } };
 
 /** Where a dry run's command line says the build stages its files: a directory of the build's own. */
 const DRY_RUN_STAGE = '$STAGE';
@@ -137,19 +142,37 @@ function printPlan(recipe: Recipe, output: OutputOptions, json: boolean): void {
   const tags = imageTags(recipe, new Set(packages.map((p) => p.name)));
   const handlers = imageHandledTasks(recipe);
   const withoutHandler = imageUnhandledTasks(recipe);
-  const staged = stagedPaths(recipe, DRY_RUN_STAGE, bootBuildOf(boot, '00000000-0000-0000-0000-000000000000'), output.aptAuth);
+  const staged = stagedPaths(
+    recipe,
+    DRY_RUN_STAGE,
+    bootBuildOf(boot, '00000000-0000-0000-0000-000000000000'),
+    output.aptAuth,
+  );
   const mmdebstrap = mmdebstrapArgs(recipe, staged, outputPaths(output).rootfs);
   if (json) {
-    process.stdout.write(`${JSON.stringify({ recipe, packages, handlers, tasksWithoutHandler: withoutHandler, tags, mmdebstrap }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ recipe, packages, handlers, tasksWithoutHandler: withoutHandler, tags, mmdebstrap }, null, 2)}\n`,
+    );
     return;
   }
-  const out: string[] = [`recipe: ${JSON.stringify(recipe)}`, '', `packages (${packages.length}, with their dependencies at build time):`];
+  const out: string[] = [
+    `recipe: ${JSON.stringify(recipe)}`,
+    '',
+    `packages (${packages.length}, with their dependencies at build time):`,
+  ];
   for (const p of packages) out.push(`  ${p.name.padEnd(24)} ${p.neededBy.join(', ')}`);
   out.push('', `handlers: ${handlers.join(', ')}`);
-  if (withoutHandler.length) out.push(`tasks with tools but no handler: ${withoutHandler.join(', ')} (they need artifacts tagsched cannot fetch yet)`);
+  if (withoutHandler.length)
+    out.push(
+      `tasks with tools but no handler: ${withoutHandler.join(', ')} (they need artifacts tagsched cannot fetch yet)`,
+    );
   out.push('', 'tags a worker booted from it reports:');
   for (const t of tags) out.push(`  ${t.tag.padEnd(44)} ${t.source}${t.condition ? ` (when ${t.condition})` : ''}`);
-  out.push('', `mmdebstrap command line (${DRY_RUN_STAGE}: the build's own directory of staged files):`, '  mmdebstrap');
+  out.push(
+    '',
+    `mmdebstrap command line (${DRY_RUN_STAGE}: the build's own directory of staged files):`,
+    '  mmdebstrap',
+  );
   for (const arg of mmdebstrap) out.push(`    ${arg}`);
   process.stdout.write(`${out.join('\n')}\n`);
 }
@@ -184,7 +207,13 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
         title: output.bundlesDir ? `Stage the agent from ${output.bundlesDir}` : 'Bundle the agent and its handler',
         task: async (ctx) => {
           const boot = ctx.host!.boot;
-          ctx.staged = await stageFiles(recipe, path.join(scratch, 'stage'), output.bundlesDir, bootBuildOf(boot, crypto.randomUUID()), output.aptAuth);
+          ctx.staged = await stageFiles(
+            recipe,
+            path.join(scratch, 'stage'),
+            output.bundlesDir,
+            bootBuildOf(boot, crypto.randomUUID()),
+            output.aptAuth,
+          );
         },
       },
       {
@@ -208,7 +237,14 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
         task: (ctx, parent) => {
           const staged = ctx.staged!.boot!;
           const facts: DiskFacts = {};
-          const job = { rootfs: files.rootfs, output: files.diskImage!, format: output.diskFormat!, boot: staged.boot, ids: staged.ids, scratchDir: path.join(scratch, 'disk') };
+          const job = {
+            rootfs: files.rootfs,
+            output: files.diskImage!,
+            format: output.diskFormat!,
+            boot: staged.boot,
+            ids: staged.ids,
+            scratchDir: path.join(scratch, 'disk'),
+          };
           return parent.newListr<Ctx>(
             [
               ...diskStages(job).map((stage) => ({
@@ -238,7 +274,12 @@ async function build(recipe: Recipe, output: OutputOptions): Promise<Manifest> {
             recipe,
             files: { rootfs: await describeFile(files.rootfs, output.outputDir), diskImage: ctx.diskImage ?? null },
             boot: ctx.boot ?? null,
-            agent: { path: IMAGE_PATHS.agent, sha256: agentSha, handlers: imageHandledTasks(recipe), tasksWithoutHandler: imageUnhandledTasks(recipe) },
+            agent: {
+              path: IMAGE_PATHS.agent,
+              sha256: agentSha,
+              handlers: imageHandledTasks(recipe),
+              tasksWithoutHandler: imageUnhandledTasks(recipe),
+            },
             packages: ctx.installed!,
             tags: imageTags(recipe, new Set(ctx.installed!.map((p) => p.name))),
           });
@@ -301,9 +342,12 @@ function accountFile(file: string): Record<string, unknown> {
   try {
     json = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new PublishError(`cannot read the account file ${file}: ${(err as NodeJS.ErrnoException).code ?? 'not JSON'}`);
+    throw new PublishError(
+      `cannot read the account file ${file}: ${(err as NodeJS.ErrnoException).code ?? 'not JSON'}`,
+    );
   }
-  if (!json || typeof json !== 'object' || Array.isArray(json)) throw new PublishError(`the account file ${file} must hold a JSON object, as a pool's providerAccount`);
+  if (!json || typeof json !== 'object' || Array.isArray(json))
+    throw new PublishError(`the account file ${file} must hold a JSON object, as a pool's providerAccount`);
   return json as Record<string, unknown>;
 }
 
@@ -330,7 +374,8 @@ function publishPlan(image: PublishImage, flags: PublishFlags): PublishPlan<unkn
     }) as PublishPlan<unknown>;
   }
   const port = Number(flags.rescueSshPort);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new PublishError('--rescue-ssh-port must be a port number');
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new PublishError('--rescue-ssh-port must be a port number');
   return hetznerPublishPlan(image, {
     token: hetznerTokenOf(account),
     apiUrl: urlEnv('TAGSCHED_HETZNER_API_URL') ?? 'https://api.hetzner.cloud/v1',
@@ -351,7 +396,9 @@ interface PublishCtx {
 
 /** Publishes an image: the server check first (unless --no-record), then the provider's stages, then the record. */
 async function publish(name: string, flags: PublishFlags): Promise<void> {
-  const connection = flags.record ? resolveConnection({ server: flags.server, config: flags.config }, process.env) : null;
+  const connection = flags.record
+    ? resolveConnection({ server: flags.server, config: flags.config }, process.env)
+    : null;
   const api = connection && createApi(connection, { timeoutMs: 30_000 });
   const started = Date.now();
   const ctx: PublishCtx = {};
@@ -361,11 +408,18 @@ async function publish(name: string, flags: PublishFlags): Promise<void> {
         title: `Check the image ${name} in ${flags.images}${connection ? `, and that ${connection.serverUrl} has it registered` : ''}`,
         task: async (c, task) => {
           if (api) {
-            const who = await api.query<{ me: { isAdmin: boolean } | null; workerImage: { name: string } | null }>(WHO, { name });
+            const who = await api.query<{ me: { isAdmin: boolean } | null; workerImage: { name: string } | null }>(
+              WHO,
+              { name },
+            );
             if (!who.me?.isAdmin)
-              throw new PublishError(`recording the publication needs an admin token (the token came from ${api.connection.tokenSource ?? 'nowhere'}); or give --no-record`);
+              throw new PublishError(
+                `recording the publication needs an admin token (the token came from ${api.connection.tokenSource ?? 'nowhere'}); or give --no-record`,
+              );
             if (!who.workerImage)
-              throw new PublishError(`${api.connection.serverUrl} has no worker image ${name}: register it first (tagsched-admin images register), or give --no-record`);
+              throw new PublishError(
+                `${api.connection.serverUrl} has no worker image ${name}: register it first (tagsched-admin images register), or give --no-record`,
+              );
           }
           c.image = await openPublishImage(path.resolve(flags.images), name, (line) => (task.output = line));
           c.plan = publishPlan(c.image, flags);
@@ -388,7 +442,11 @@ async function publish(name: string, flags: PublishFlags): Promise<void> {
           c.published = c.plan!.result(c.plan!.state);
           if (!api) return task.skip('not recorded (--no-record)');
           const { providerImageId, region } = c.published;
-          await api.mutate(RECORD, { input: { image: name, provider: flags.provider, region, providerImageId } }, 'recordWorkerImagePublication');
+          await api.mutate(
+            RECORD,
+            { input: { image: name, provider: flags.provider, region, providerImageId } },
+            'recordWorkerImagePublication',
+          );
         },
       },
     ],
@@ -425,29 +483,59 @@ async function publish(name: string, flags: PublishFlags): Promise<void> {
 /** The command line: `build` and `publish`. */
 function program(): Command {
   const cmd = new Command('tagsched-image')
-    .description('Builds tagsched worker images: a Debian root file system with the agent, booting as a worker with only a server URL and an activation token.')
+    .description(
+      'Builds tagsched worker images: a Debian root file system with the agent, booting as a worker with only a server URL and an activation token.',
+    )
     .version(packageJson.version, '-V, --version', 'print the version and exit')
     .exitOverride()
     .showHelpAfterError('(run with --help for the options)');
   cmd
     .command('build')
-    .description('Build an image (a root file system tarball, a manifest, and a bootable disk image with --disk-image).')
-    .option('--recipe <file>', 'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks", "ssh_authorized_keys"}; flags replace its keys')
+    .description(
+      'Build an image (a root file system tarball, a manifest, and a bootable disk image with --disk-image).',
+    )
+    .option(
+      '--recipe <file>',
+      'a JSON recipe: {"suite", "architecture", "mirror", "source", "enable_backends", "enable_tasks", "ssh_authorized_keys"}; flags replace its keys',
+    )
     .option('--suite <suite>', 'Debian suite or codename (default trixie, the stable release)')
     .option('--architecture <arch>', "Debian architecture (default the host's)")
-    .option('--mirror <url>', 'Debian archive to build from (default deb.debian.org, with updates and security for a stable release); no user or password in it: see --apt-auth')
+    .option(
+      '--mirror <url>',
+      'Debian archive to build from (default deb.debian.org, with updates and security for a stable release); no user or password in it: see --apt-auth',
+    )
     .option(
       '--apt-auth <file>',
       'an apt auth.conf file (apt_auth.conf(5): "machine HOST/PATH login USER password SECRET") for a mirror or source that needs a login; used during the build only, not in the image, the recipe or the manifest',
     )
     .option('--source <file>', 'a deb822 APT source to add to the image (Types, URIs, Suites, Components, Signed-By)')
-    .addOption(new Option('--enable-backends <list>', `comma-separated executor backends: ${IMAGE_BACKENDS.join(', ')} (default unshare)`).argParser(commaList))
-    .addOption(new Option('--enable-tasks <list>', `comma-separated tasks: ${IMAGE_TASKS.join(', ')} (default autopkgtest,sbuild)`).argParser(commaList))
+    .addOption(
+      new Option(
+        '--enable-backends <list>',
+        `comma-separated executor backends: ${IMAGE_BACKENDS.join(', ')} (default unshare)`,
+      ).argParser(commaList),
+    )
+    .addOption(
+      new Option(
+        '--enable-tasks <list>',
+        `comma-separated tasks: ${IMAGE_TASKS.join(', ')} (default autopkgtest,sbuild)`,
+      ).argParser(commaList),
+    )
     .option('--output <dir>', 'where the image and its manifest are written', './images')
     .option('--name <name>', 'file name of the image, without extension (default tagsched-worker-SUITE-ARCH)')
-    .option('--disk-image', 'also write a bootable disk image NAME.raw or NAME.qcow2 (BIOS and UEFI, cloud-init; needs root, mkfs.ext4, mkfs.vfat, mtools, sfdisk)')
-    .addOption(new Option('--disk-format <format>', 'the disk image format (qcow2 needs qemu-img)').choices(DISK_FORMATS).default('raw'))
-    .option('--bundles <dir>', 'use the prebuilt tagsched-worker.mjs and tagsched-handler.mjs of this directory (default: bundle them from src/)')
+    .option(
+      '--disk-image',
+      'also write a bootable disk image NAME.raw or NAME.qcow2 (BIOS and UEFI, cloud-init; needs root, mkfs.ext4, mkfs.vfat, mtools, sfdisk)',
+    )
+    .addOption(
+      new Option('--disk-format <format>', 'the disk image format (qcow2 needs qemu-img)')
+        .choices(DISK_FORMATS)
+        .default('raw'),
+    )
+    .option(
+      '--bundles <dir>',
+      'use the prebuilt tagsched-worker.mjs and tagsched-handler.mjs of this directory (default: bundle them from src/)',
+    )
     .option('--dry-run', 'print the packages, handlers, tags and the mmdebstrap command line, and build nothing')
     .option('--json', 'with --dry-run: print them as JSON')
     .action(async (flags: BuildFlags) => {
@@ -473,12 +561,26 @@ function program(): Command {
       'a JSON file with the account, as a pool\'s providerAccount: {"token"} for hetzner; {"accessKeyId", "secretAccessKey", "region", "sessionToken"?} for ec2',
     )
     .option('--images <dir>', "the build's output directory, holding NAME.manifest.json and the disk image", './images')
-    .option('--location <location>', 'hetzner: the location of the temporary server (the snapshot boots in every location)', 'fsn1')
+    .option(
+      '--location <location>',
+      'hetzner: the location of the temporary server (the snapshot boots in every location)',
+      'fsn1',
+    )
     .option('--server-type <type>', "hetzner: the temporary server's type (default cx22 for amd64, cax11 for arm64)")
-    .option('--rescue-ssh-port <port>', 'hetzner: the SSH port of the rescue system (22; a stand-in listens elsewhere)', '22')
+    .option(
+      '--rescue-ssh-port <port>',
+      'hetzner: the SSH port of the rescue system (22; a stand-in listens elsewhere)',
+      '22',
+    )
     .option('--no-record', 'only publish: do not record the publication on the server')
-    .option('--server <url>', "the tagsched server to record on (default: TAGSCHED_SERVER_URL or tagsched-admin's config), with an admin token from TAGSCHED_TOKEN or that config")
-    .option('--config <file>', "tagsched-admin's config file (default: TAGSCHED_ADMIN_CONFIG or ~/.config/tagsched/admin.json)")
+    .option(
+      '--server <url>',
+      "the tagsched server to record on (default: TAGSCHED_SERVER_URL or tagsched-admin's config), with an admin token from TAGSCHED_TOKEN or that config",
+    )
+    .option(
+      '--config <file>',
+      "tagsched-admin's config file (default: TAGSCHED_ADMIN_CONFIG or ~/.config/tagsched/admin.json)",
+    )
     .action(async (name: string, flags: PublishFlags) => publish(name, flags));
   return cmd;
 }
@@ -490,7 +592,9 @@ async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
     if (err instanceof AdminError) {
-      process.stderr.write(`tagsched-image: ${err.message}${err.details?.length ? `\n  ${err.details.join('\n  ')}` : ''}\n`);
+      process.stderr.write(
+        `tagsched-image: ${err.message}${err.details?.length ? `\n  ${err.details.join('\n  ')}` : ''}\n`,
+      );
       return EXIT.failed;
     }
     if (err instanceof PublishError) {

@@ -22,10 +22,15 @@ export interface InstalledPackage {
 /** The packages dpkg's status file says are installed (`Status: install ok installed`), sorted by name. */
 export function parseDpkgStatus(text: string): InstalledPackage[] {
   const { paragraphs, problems } = parseDeb822(text);
-  if (problems.length) throw new Error(`the image's dpkg status is not deb822: line ${problems[0].line}: ${problems[0].message}`);
+  if (problems.length)
+    throw new Error(`the image's dpkg status is not deb822: line ${problems[0].line}: ${problems[0].message}`);
   return paragraphs
     .filter((p) => fieldValue(p, 'Status') === 'install ok installed')
-    .map((p) => ({ name: fieldValue(p, 'Package') ?? '', version: fieldValue(p, 'Version') ?? '', architecture: fieldValue(p, 'Architecture') ?? '' }))
+    .map((p) => ({
+      name: fieldValue(p, 'Package') ?? '',
+      version: fieldValue(p, 'Version') ?? '',
+      architecture: fieldValue(p, 'Architecture') ?? '',
+    }))
     .sort((a, b) => a.name.localeCompare(b.name) || a.architecture.localeCompare(b.architecture));
 }
 
@@ -41,12 +46,16 @@ export function upstreamMajorMinor(version: string): { major: number; minor: num
  */
 export function installedProblems(planned: readonly PackageNeed[], installed: readonly InstalledPackage[]): string[] {
   const byName = new Map(installed.map((p) => [p.name, p]));
-  const problems = planned.filter((p) => !byName.has(p.name)).map((p) => `package ${p.name} (for ${p.neededBy.join(', ')}) is not installed`);
+  const problems = planned
+    .filter((p) => !byName.has(p.name))
+    .map((p) => `package ${p.name} (for ${p.neededBy.join(', ')}) is not installed`);
   const nodejs = byName.get('nodejs');
   if (nodejs) {
     const v = upstreamMajorMinor(nodejs.version);
     if (!v || v.major < MIN_NODEJS.major || (v.major === MIN_NODEJS.major && v.minor < MIN_NODEJS.minor)) {
-      problems.push(`nodejs ${nodejs.version} is older than the agent needs (${MIN_NODEJS.major}.${MIN_NODEJS.minor}): build from a newer suite`);
+      problems.push(
+        `nodejs ${nodejs.version} is older than the agent needs (${MIN_NODEJS.major}.${MIN_NODEJS.minor}): build from a newer suite`,
+      );
     }
   }
   return problems;
@@ -68,7 +77,12 @@ export interface ManifestInput {
 /** The recipe as the manifest writes it: mutable copies of its lists, and ssh_authorized_keys only when there are some. */
 function recipeJson(recipe: Recipe): Manifest['recipe'] {
   const { ssh_authorized_keys: keys, ...rest } = recipe;
-  return { ...rest, enable_backends: [...rest.enable_backends], enable_tasks: [...rest.enable_tasks], ...(keys ? { ssh_authorized_keys: [...keys] } : {}) };
+  return {
+    ...rest,
+    enable_backends: [...rest.enable_backends],
+    enable_tasks: [...rest.enable_tasks],
+    ...(keys ? { ssh_authorized_keys: [...keys] } : {}),
+  };
 }
 
 /** The manifest of a built image. */
@@ -81,7 +95,11 @@ export function buildManifest(input: ManifestInput): Manifest {
     recipe: recipeJson(input.recipe),
     files: input.files,
     boot: input.boot ?? null,
-    agent: { ...input.agent, handlers: [...input.agent.handlers], tasksWithoutHandler: [...input.agent.tasksWithoutHandler] },
+    agent: {
+      ...input.agent,
+      handlers: [...input.agent.handlers],
+      tasksWithoutHandler: [...input.agent.tasksWithoutHandler],
+    },
     packages: [...input.packages],
     tags: input.tags.map((t) => ({ ...t })),
   };

@@ -10,7 +10,14 @@
 import { randomUUID, createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import { CompleteSnapshotCommand, EBSClient, PutSnapshotBlockCommand, StartSnapshotCommand } from '@aws-sdk/client-ebs';
-import { DeleteSnapshotCommand, DeregisterImageCommand, DescribeSnapshotsCommand, EC2Client, RegisterImageCommand, type BootModeValues } from '@aws-sdk/client-ec2';
+import {
+  DeleteSnapshotCommand,
+  DeregisterImageCommand,
+  DescribeSnapshotsCommand,
+  EC2Client,
+  RegisterImageCommand,
+  type BootModeValues,
+} from '@aws-sdk/client-ec2';
 import { accountRedactor } from '../../providers/redact.js';
 import { PublishError, type PublishImage, type PublishPlan } from './publish.js';
 
@@ -62,10 +69,18 @@ export function ec2BootMode(modes: readonly string[]): BootModeValues {
 /** Reads an EC2 account file's object: accessKeyId, secretAccessKey, region, and sessionToken (optional). */
 export function ec2AccountOf(json: Record<string, unknown>): Ec2Account {
   const { accessKeyId, secretAccessKey, sessionToken, region } = json;
-  if (typeof accessKeyId !== 'string' || typeof secretAccessKey !== 'string' || typeof region !== 'string' || !/^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$/.test(region)) {
-    throw new PublishError('the ec2 account file needs {"accessKeyId", "secretAccessKey", "region"} (and "sessionToken" for temporary credentials), as a pool\'s account');
+  if (
+    typeof accessKeyId !== 'string' ||
+    typeof secretAccessKey !== 'string' ||
+    typeof region !== 'string' ||
+    !/^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$/.test(region)
+  ) {
+    throw new PublishError(
+      'the ec2 account file needs {"accessKeyId", "secretAccessKey", "region"} (and "sessionToken" for temporary credentials), as a pool\'s account',
+    );
   }
-  if (sessionToken !== undefined && typeof sessionToken !== 'string') throw new PublishError('the ec2 account file\'s "sessionToken" must be a string');
+  if (sessionToken !== undefined && typeof sessionToken !== 'string')
+    throw new PublishError('the ec2 account file\'s "sessionToken" must be a string');
   return { accessKeyId, secretAccessKey, region, ...(sessionToken ? { sessionToken } : {}) };
 }
 
@@ -75,10 +90,22 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions): PublishPlan<Ec2State> {
   const { account } = options;
   const redact = accountRedactor({ ...account }, { fields: ['accessKeyId', 'secretAccessKey', 'sessionToken'] });
-  const credentials = { accessKeyId: account.accessKeyId, secretAccessKey: account.secretAccessKey, ...(account.sessionToken ? { sessionToken: account.sessionToken } : {}) };
+  const credentials = {
+    accessKeyId: account.accessKeyId,
+    secretAccessKey: account.secretAccessKey,
+    ...(account.sessionToken ? { sessionToken: account.sessionToken } : {}),
+  };
   const common = { region: account.region, credentials, ignoreConfiguredEndpointUrls: true };
-  const ebs = new EBSClient({ ...common, ...(options.ebsEndpoint ? { endpoint: options.ebsEndpoint } : {}), maxAttempts: 4 });
-  const ec2 = new EC2Client({ ...common, ...(options.ec2Endpoint ? { endpoint: options.ec2Endpoint } : {}), maxAttempts: 3 });
+  const ebs = new EBSClient({
+    ...common,
+    ...(options.ebsEndpoint ? { endpoint: options.ebsEndpoint } : {}),
+    maxAttempts: 4,
+  });
+  const ec2 = new EC2Client({
+    ...common,
+    ...(options.ec2Endpoint ? { endpoint: options.ec2Endpoint } : {}),
+    maxAttempts: 3,
+  });
   const architecture = ARCHITECTURES[image.manifest.recipe.architecture];
   const sha = image.manifestSha256;
   const tags = [
@@ -91,7 +118,9 @@ export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions):
   /** An SDK failure as a message: the call, the service's error code and message, no secret. */
   const failure = (what: string, err: unknown) => {
     const e = err as { name?: string; message?: string; Reason?: string };
-    return new PublishError(redact(`${what} failed: ${e.name ?? 'Error'}: ${e.message ?? String(err)}${e.Reason ? ` (${e.Reason})` : ''}`));
+    return new PublishError(
+      redact(`${what} failed: ${e.name ?? 'Error'}: ${e.message ?? String(err)}${e.Reason ? ` (${e.Reason})` : ''}`),
+    );
   };
   const call = async <T>(what: string, run: () => Promise<T>): Promise<T> => {
     try {
@@ -105,14 +134,24 @@ export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions):
     {
       title: `Start an EBS snapshot of ${Math.ceil(image.rawBytes / GIB)} GiB in ${account.region} (StartSnapshot)`,
       async run(state) {
-        if (!architecture) throw new PublishError(`EC2 has no ${image.manifest.recipe.architecture} machines (amd64 and arm64 only)`);
+        if (!architecture)
+          throw new PublishError(`EC2 has no ${image.manifest.recipe.architecture} machines (amd64 and arm64 only)`);
         ec2BootMode(image.boot.bootModes);
         const answer = await call('StartSnapshot', () =>
-          ebs.send(new StartSnapshotCommand({ VolumeSize: Math.ceil(image.rawBytes / GIB), Description: description, Tags: tags, Timeout: 60, ClientToken: randomUUID() })),
+          ebs.send(
+            new StartSnapshotCommand({
+              VolumeSize: Math.ceil(image.rawBytes / GIB),
+              Description: description,
+              Tags: tags,
+              Timeout: 60,
+              ClientToken: randomUUID(),
+            }),
+          ),
         );
         if (!answer.SnapshotId) throw new PublishError('StartSnapshot named no snapshot');
         state.snapshotId = answer.SnapshotId;
-        if (answer.BlockSize !== undefined && answer.BlockSize !== EBS_BLOCK) throw new PublishError(`the snapshot's block size is ${answer.BlockSize}, not ${EBS_BLOCK}`);
+        if (answer.BlockSize !== undefined && answer.BlockSize !== EBS_BLOCK)
+          throw new PublishError(`the snapshot's block size is ${answer.BlockSize}, not ${EBS_BLOCK}`);
       },
     },
     {
@@ -156,7 +195,9 @@ export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions):
     {
       title: 'Complete the snapshot with the LINEAR checksum of its blocks (CompleteSnapshot)',
       async run(state) {
-        const ordered = [...state.checksums.entries()].sort(([a], [b]) => a - b).map(([, c]) => Buffer.from(c, 'base64'));
+        const ordered = [...state.checksums.entries()]
+          .sort(([a], [b]) => a - b)
+          .map(([, c]) => Buffer.from(c, 'base64'));
         const aggregated = createHash('sha256').update(Buffer.concat(ordered)).digest('base64');
         const answer = await call('CompleteSnapshot', () =>
           ebs.send(
@@ -177,10 +218,15 @@ export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions):
       async run(state, report) {
         const until = Date.now() + (options.waitMs ?? 3_600_000);
         for (;;) {
-          const answer = await call('DescribeSnapshots', () => ec2.send(new DescribeSnapshotsCommand({ SnapshotIds: [state.snapshotId!] })));
+          const answer = await call('DescribeSnapshots', () =>
+            ec2.send(new DescribeSnapshotsCommand({ SnapshotIds: [state.snapshotId!] })),
+          );
           const snapshot = answer.Snapshots?.[0];
           if (snapshot?.State === 'completed') return;
-          if (snapshot?.State === 'error') throw new PublishError(`the snapshot ${state.snapshotId} failed: ${snapshot.StateMessage ?? 'no reason given'}`);
+          if (snapshot?.State === 'error')
+            throw new PublishError(
+              `the snapshot ${state.snapshotId} failed: ${snapshot.StateMessage ?? 'no reason given'}`,
+            );
           report(`${snapshot?.State ?? 'unknown'} ${snapshot?.Progress ?? ''}`);
           if (Date.now() > until) throw new PublishError(`the snapshot ${state.snapshotId} was not completed in time`);
           await sleep(options.pollMs ?? 5000);
@@ -198,7 +244,12 @@ export function ec2PublishPlan(image: PublishImage, options: Ec2PublishOptions):
               Description: description,
               Architecture: architecture,
               RootDeviceName: '/dev/xvda',
-              BlockDeviceMappings: [{ DeviceName: '/dev/xvda', Ebs: { SnapshotId: state.snapshotId!, DeleteOnTermination: true, VolumeType: 'gp3' } }],
+              BlockDeviceMappings: [
+                {
+                  DeviceName: '/dev/xvda',
+                  Ebs: { SnapshotId: state.snapshotId!, DeleteOnTermination: true, VolumeType: 'gp3' },
+                },
+              ],
               VirtualizationType: 'hvm',
               EnaSupport: true,
               BootMode: ec2BootMode(image.boot.bootModes),

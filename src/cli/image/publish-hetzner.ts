@@ -51,14 +51,21 @@ interface HetznerState {
   privateKey: string | null;
 }
 
-const actionShape = z.object({ id: z.number(), status: z.string(), progress: z.number().nullish(), error: z.object({ code: z.string(), message: z.string() }).nullish() });
+const actionShape = z.object({
+  id: z.number(),
+  status: z.string(),
+  progress: z.number().nullish(),
+  error: z.object({ code: z.string(), message: z.string() }).nullish(),
+});
 const errorShape = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Reads a hetzner account file's object: {"token": …}, as a pool's account. */
 export function hetznerTokenOf(json: Record<string, unknown>): string {
   if (typeof json.token !== 'string' || !/^[\x21-\x7e]{1,256}$/.test(json.token))
-    throw new PublishError('the hetzner account file needs {"token": "<a Hetzner Cloud API token with read and write access>"}');
+    throw new PublishError(
+      'the hetzner account file needs {"token": "<a Hetzner Cloud API token with read and write access>"}',
+    );
   return json.token;
 }
 
@@ -78,7 +85,11 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
     try {
       const res = await fetch(`${options.apiUrl}${path}`, {
         method,
-        headers: { authorization: `Bearer ${options.token}`, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${options.token}`,
+          accept: 'application/json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(60_000),
       });
@@ -96,7 +107,13 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
     }
     if (status < 200 || status > 299) {
       const failed = errorShape.safeParse(document);
-      throw new PublishError(redact(failed.success ? `${what}: ${failed.data.error.message} (${failed.data.error.code})` : `${what}: HTTP ${status}`));
+      throw new PublishError(
+        redact(
+          failed.success
+            ? `${what}: ${failed.data.error.message} (${failed.data.error.code})`
+            : `${what}: HTTP ${status}`,
+        ),
+      );
     }
     const parsed = shape.safeParse(document);
     if (!parsed.success) throw new PublishError(`${what}: malformed answer (HTTP ${status})`);
@@ -109,7 +126,10 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
     for (;;) {
       const { action: a } = await api(what, 'GET', `/actions/${action.id}`, z.object({ action: actionShape }));
       if (a.status === 'success') return;
-      if (a.status === 'error') throw new PublishError(redact(`${what}: ${a.error?.message ?? 'the action failed'} (${a.error?.code ?? 'error'})`));
+      if (a.status === 'error')
+        throw new PublishError(
+          redact(`${what}: ${a.error?.message ?? 'the action failed'} (${a.error?.code ?? 'error'})`),
+        );
       report(`${what}: ${a.progress ?? 0}%`);
       if (Date.now() > until) throw new PublishError(`${what}: not finished within ${Math.round(waitMs / 1000)} s`);
       await sleep(poll);
@@ -140,7 +160,10 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
         return client;
       } catch (err) {
         client.end();
-        if (Date.now() > until) throw new PublishError(`cannot log in to the rescue system of server ${state.serverId} at ${state.ip}: ${(err as Error).message}`);
+        if (Date.now() > until)
+          throw new PublishError(
+            `cannot log in to the rescue system of server ${state.serverId} at ${state.ip}: ${(err as Error).message}`,
+          );
         report(`waiting for the rescue system's SSH (attempt ${attempt}: ${(err as Error).message})`);
         await sleep(poll);
       }
@@ -148,7 +171,12 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
   }
 
   /** Runs a command on the rescue system, `input` (a file) as its stdin; resolves to its stdout. */
-  function exec(client: ssh2.Client, command: string, input: string | null, report: (line: string) => void): Promise<string> {
+  function exec(
+    client: ssh2.Client,
+    command: string,
+    input: string | null,
+    report: (line: string) => void,
+  ): Promise<string> {
     return new Promise((resolve, reject) => {
       client.exec(command, (err, channel) => {
         if (err) return reject(new PublishError(`${command}: ${err.message}`));
@@ -160,7 +188,12 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
         channel.on('exit', (c: number | null) => (code = c));
         channel.on('close', () => {
           if (code === 0) resolve(out);
-          else reject(new PublishError(`${command.split(' ')[0]} on the rescue system failed (exit ${code ?? 'by a signal'}): ${errText.trim().slice(0, 500)}`));
+          else
+            reject(
+              new PublishError(
+                `${command.split(' ')[0]} on the rescue system failed (exit ${code ?? 'by a signal'}): ${errText.trim().slice(0, 500)}`,
+              ),
+            );
         });
         if (input === null) return void channel.end();
         let sent = 0;
@@ -183,26 +216,44 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
     {
       title: `Create a temporary SSH key and server (${serverType ?? '?'} in ${options.location})`,
       async run(state, report) {
-        if (!serverType) throw new PublishError(`Hetzner has no ${image.manifest.recipe.architecture} servers (amd64 and arm64 only); or give --server-type`);
-        if (!LABEL_VALUE.test(image.name)) throw new PublishError(`"${image.name}" cannot be a Hetzner label value: rebuild it with a name of letters, digits, ".", "-" and "_"`);
+        if (!serverType)
+          throw new PublishError(
+            `Hetzner has no ${image.manifest.recipe.architecture} servers (amd64 and arm64 only); or give --server-type`,
+          );
+        if (!LABEL_VALUE.test(image.name))
+          throw new PublishError(
+            `"${image.name}" cannot be a Hetzner label value: rebuild it with a name of letters, digits, ".", "-" and "_"`,
+          );
         const keys = ssh2.utils.generateKeyPairSync('ed25519', { comment: temporary });
         state.privateKey = keys.private;
         const labels = { [HETZNER_PUBLISH_LABELS.publishing]: image.name };
-        const { ssh_key } = await api('create the SSH key', 'POST', '/ssh_keys', z.object({ ssh_key: z.object({ id: z.number() }) }), {
-          name: temporary,
-          public_key: keys.public,
-          labels,
-        });
+        const { ssh_key } = await api(
+          'create the SSH key',
+          'POST',
+          '/ssh_keys',
+          z.object({ ssh_key: z.object({ id: z.number() }) }),
+          {
+            name: temporary,
+            public_key: keys.public,
+            labels,
+          },
+        );
         state.sshKeyId = ssh_key.id;
-        const created = await api('create the server', 'POST', '/servers', z.object({ server: z.object({ id: z.number() }), action: actionShape }), {
-          name: temporary,
-          server_type: serverType,
-          image: BASE_IMAGE,
-          location: options.location,
-          ssh_keys: [ssh_key.id],
-          labels,
-          start_after_create: false,
-        });
+        const created = await api(
+          'create the server',
+          'POST',
+          '/servers',
+          z.object({ server: z.object({ id: z.number() }), action: actionShape }),
+          {
+            name: temporary,
+            server_type: serverType,
+            image: BASE_IMAGE,
+            location: options.location,
+            ssh_keys: [ssh_key.id],
+            labels,
+            start_after_create: false,
+          },
+        );
         state.serverId = created.server.id;
         await waitFor('create the server', created.action, report);
       },
@@ -210,12 +261,24 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
     {
       title: 'Boot it into the rescue system (enable_rescue, poweron)',
       async run(state, report) {
-        const rescue = await api('enable rescue', 'POST', `/servers/${state.serverId}/actions/enable_rescue`, z.object({ action: actionShape }), {
-          type: 'linux64',
-          ssh_keys: [state.sshKeyId],
-        });
+        const rescue = await api(
+          'enable rescue',
+          'POST',
+          `/servers/${state.serverId}/actions/enable_rescue`,
+          z.object({ action: actionShape }),
+          {
+            type: 'linux64',
+            ssh_keys: [state.sshKeyId],
+          },
+        );
         await waitFor('enable rescue', rescue.action, report);
-        const on = await api('power on', 'POST', `/servers/${state.serverId}/actions/poweron`, z.object({ action: actionShape }), {});
+        const on = await api(
+          'power on',
+          'POST',
+          `/servers/${state.serverId}/actions/poweron`,
+          z.object({ action: actionShape }),
+          {},
+        );
         await waitFor('power on', on.action, report);
         const { server } = await api(
           'read the server',
@@ -223,7 +286,8 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
           `/servers/${state.serverId}`,
           z.object({ server: z.object({ public_net: z.object({ ipv4: z.object({ ip: z.string() }).nullish() }) }) }),
         );
-        if (!server.public_net.ipv4) throw new PublishError('the server has no public IPv4 address to reach its rescue system');
+        if (!server.public_net.ipv4)
+          throw new PublishError('the server has no public IPv4 address to reach its rescue system');
         state.ip = server.public_net.ipv4.ip;
       },
     },
@@ -237,7 +301,8 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
           const out = await exec(client, `head -c ${image.rawBytes} /dev/sda | sha256sum`, null, report);
           const written = out.trim().split(/\s+/)[0];
           const expected = await rawSha256(image.rawPath);
-          if (written !== expected) throw new PublishError(`the disk written reads back with sha256 ${written}, not the image's ${expected}`);
+          if (written !== expected)
+            throw new PublishError(`the disk written reads back with sha256 ${written}, not the image's ${expected}`);
         } finally {
           client.end();
         }
@@ -246,7 +311,13 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
     {
       title: 'Power off and snapshot the disk (create_image)',
       async run(state, report) {
-        const off = await api('power off', 'POST', `/servers/${state.serverId}/actions/poweroff`, z.object({ action: actionShape }), {});
+        const off = await api(
+          'power off',
+          'POST',
+          `/servers/${state.serverId}/actions/poweroff`,
+          z.object({ action: actionShape }),
+          {},
+        );
         await waitFor('power off', off.action, report);
         const made = await api(
           'create the snapshot',

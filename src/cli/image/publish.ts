@@ -42,13 +42,19 @@ async function fileSha256(file: string): Promise<string> {
  * Reads NAME.manifest.json from `dir`, checks its disk image (present, its size and sha256 as the
  * manifest says) and, for a qcow2 disk, converts it to a raw scratch file with `qemu-img convert`.
  */
-export async function openPublishImage(dir: string, name: string, report: (line: string) => void = () => {}): Promise<PublishImage> {
+export async function openPublishImage(
+  dir: string,
+  name: string,
+  report: (line: string) => void = () => {},
+): Promise<PublishImage> {
   const manifestPath = path.join(dir, `${name}.manifest.json`);
   let text: Buffer;
   try {
     text = fs.readFileSync(manifestPath);
   } catch (err) {
-    throw new PublishError(`cannot read ${manifestPath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message} (give the build's --output directory with --images)`);
+    throw new PublishError(
+      `cannot read ${manifestPath}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message} (give the build's --output directory with --images)`,
+    );
   }
   let manifest: Manifest;
   try {
@@ -57,7 +63,8 @@ export async function openPublishImage(dir: string, name: string, report: (line:
     throw new PublishError(`${manifestPath}: ${(err as Error).message}`);
   }
   const disk = manifest.files.diskImage;
-  if (!disk || !manifest.boot) throw new PublishError(`${name} has no bootable disk image: build it with tagsched-image build --disk-image`);
+  if (!disk || !manifest.boot)
+    throw new PublishError(`${name} has no bootable disk image: build it with tagsched-image build --disk-image`);
   const diskPath = path.resolve(dir, disk.path);
   let stat: fs.Stats;
   try {
@@ -65,13 +72,26 @@ export async function openPublishImage(dir: string, name: string, report: (line:
   } catch {
     throw new PublishError(`the disk image ${diskPath} named by the manifest is missing`);
   }
-  if (stat.size !== disk.bytes) throw new PublishError(`the disk image ${diskPath} is ${stat.size} bytes, the manifest says ${disk.bytes}: it is not the image that was built`);
+  if (stat.size !== disk.bytes)
+    throw new PublishError(
+      `the disk image ${diskPath} is ${stat.size} bytes, the manifest says ${disk.bytes}: it is not the image that was built`,
+    );
   report(`checking the sha256 of ${path.basename(diskPath)}`);
   if ((await fileSha256(diskPath)) !== disk.sha256)
-    throw new PublishError(`the disk image ${diskPath} does not have the sha256 the manifest says: it is not the image that was built`);
+    throw new PublishError(
+      `the disk image ${diskPath} does not have the sha256 the manifest says: it is not the image that was built`,
+    );
   const manifestSha256 = createHash('sha256').update(text).digest('hex');
   if (manifest.boot.format === 'raw') {
-    return { name: manifest.name, manifest, boot: manifest.boot, manifestSha256, rawPath: diskPath, rawBytes: stat.size, dispose: () => {} };
+    return {
+      name: manifest.name,
+      manifest,
+      boot: manifest.boot,
+      manifestSha256,
+      rawPath: diskPath,
+      rawBytes: stat.size,
+      dispose: () => {},
+    };
   }
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-publish-'));
   const rawPath = path.join(scratch, `${name}.raw`);
@@ -80,10 +100,20 @@ export async function openPublishImage(dir: string, name: string, report: (line:
     await promisify(execFile)('qemu-img', ['convert', '-f', 'qcow2', '-O', 'raw', diskPath, rawPath]);
   } catch (err) {
     fs.rmSync(scratch, { recursive: true, force: true });
-    throw new PublishError(`qemu-img convert of ${diskPath} failed: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`);
+    throw new PublishError(
+      `qemu-img convert of ${diskPath} failed: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`,
+    );
   }
   const rawBytes = fs.statSync(rawPath).size;
-  return { name: manifest.name, manifest, boot: manifest.boot, manifestSha256, rawPath, rawBytes, dispose: () => fs.rmSync(scratch, { recursive: true, force: true }) };
+  return {
+    name: manifest.name,
+    manifest,
+    boot: manifest.boot,
+    manifestSha256,
+    rawPath,
+    rawBytes,
+    dispose: () => fs.rmSync(scratch, { recursive: true, force: true }),
+  };
 }
 
 /** One stage of a publisher: its title (a progress line) and its work. */
@@ -108,7 +138,10 @@ export interface PublishPlan<S> {
  */
 export async function runPublishPlan<S>(
   plan: PublishPlan<S>,
-  runStage: (stage: PublishStage<S>, run: (report: (line: string) => void) => Promise<void>) => Promise<void> = (stage, run) => run(() => {}),
+  runStage: (stage: PublishStage<S>, run: (report: (line: string) => void) => Promise<void>) => Promise<void> = (
+    stage,
+    run,
+  ) => run(() => {}),
 ): Promise<{ providerImageId: string; region: string }> {
   try {
     for (const stage of plan.stages) await runStage(stage, (report) => stage.run(plan.state, report));

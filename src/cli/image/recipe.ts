@@ -15,7 +15,14 @@ export const IMAGE_BACKENDS = ['unshare', 'incus-lxc', 'incus-vm', 'qemu'] as co
 export type ImageBackend = (typeof IMAGE_BACKENDS)[number];
 
 /** The tasks an image can enable (docs/design.md: images). */
-export const IMAGE_TASKS = ['autopkgtest', 'sbuild', 'mmdebstrap', 'simplesystemimagebuild', 'debsign', 'sign'] as const;
+export const IMAGE_TASKS = [
+  'autopkgtest',
+  'sbuild',
+  'mmdebstrap',
+  'simplesystemimagebuild',
+  'debsign',
+  'sign',
+] as const;
 export type ImageTask = (typeof IMAGE_TASKS)[number];
 
 /** The stable release, the default suite: its nodejs (20.19) runs the agent. */
@@ -67,7 +74,8 @@ export class RecipeError extends Error {
 
 const SUITE = /^[a-z][a-z0-9.-]*$/;
 /** One OpenSSH public key line: its type, the key, and a comment if any; one line. */
-const SSH_PUBLIC_KEY = /^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$/;
+const SSH_PUBLIC_KEY =
+  /^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$/;
 const ARCHITECTURE = /^[a-z0-9][a-z0-9-]*$/;
 
 const list = <T extends string>(values: readonly [T, ...T[]], what: string) =>
@@ -75,7 +83,8 @@ const list = <T extends string>(values: readonly [T, ...T[]], what: string) =>
     .array(z.string())
     .superRefine((items, ctx) => {
       for (const item of items) {
-        if (!(values as readonly string[]).includes(item)) ctx.addIssue({ code: 'custom', message: `unknown ${what} "${item}" (known: ${values.join(', ')})` });
+        if (!(values as readonly string[]).includes(item))
+          ctx.addIssue({ code: 'custom', message: `unknown ${what} "${item}" (known: ${values.join(', ')})` });
       }
       if (new Set(items).size !== items.length) ctx.addIssue({ code: 'custom', message: `a ${what} is listed twice` });
     })
@@ -88,19 +97,39 @@ const recipeSchema = z
       .string()
       .regex(SUITE, 'expected a Debian suite or codename such as trixie, stable or sid')
       .superRefine((s, ctx) => {
-        if (s in SUITES_TOO_OLD) ctx.addIssue({ code: 'custom', message: `${s} ships ${SUITES_TOO_OLD[s]}; the agent needs nodejs 20.19 or later: use trixie or later` });
+        if (s in SUITES_TOO_OLD)
+          ctx.addIssue({
+            code: 'custom',
+            message: `${s} ships ${SUITES_TOO_OLD[s]}; the agent needs nodejs 20.19 or later: use trixie or later`,
+          });
       })
       .default(DEFAULT_SUITE),
-    architecture: z.string().regex(ARCHITECTURE, 'expected a Debian architecture name such as amd64 or arm64').optional(),
+    architecture: z
+      .string()
+      .regex(ARCHITECTURE, 'expected a Debian architecture name such as amd64 or arm64')
+      .optional(),
     mirror: z
       .url({ protocol: /^(https?|file)$/, error: 'expected an http://, https:// or file:// URL of a Debian archive' })
       .refine((url) => !hasUserInfo(url), `the URL ${USERINFO_ADVICE}`)
       .nullable()
       .optional(),
-    source: z.string().min(1, 'expected a deb822 APT source (Types:, URIs:, Suites:, Components:)').nullable().optional(),
+    source: z
+      .string()
+      .min(1, 'expected a deb822 APT source (Types:, URIs:, Suites:, Components:)')
+      .nullable()
+      .optional(),
     enable_backends: list(IMAGE_BACKENDS, 'backend').default([...DEFAULT_BACKENDS]),
     enable_tasks: list(IMAGE_TASKS, 'task').default([...DEFAULT_TASKS]),
-    ssh_authorized_keys: z.array(z.string().regex(SSH_PUBLIC_KEY, 'expected an OpenSSH public key line such as "ssh-ed25519 AAAAC3Nza… admin@example.org"')).optional(),
+    ssh_authorized_keys: z
+      .array(
+        z
+          .string()
+          .regex(
+            SSH_PUBLIC_KEY,
+            'expected an OpenSSH public key line such as "ssh-ed25519 AAAAC3Nza… admin@example.org"',
+          ),
+      )
+      .optional(),
   })
   .strict();
 
@@ -113,7 +142,9 @@ export type RecipeInput = Record<string, unknown>;
  */
 export function parseRecipe(input: unknown, hostArchitecture: string): Recipe {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    throw new RecipeError([{ field: '(recipe)', message: 'expected a JSON object such as {"suite": "trixie", "enable_tasks": ["sbuild"]}' }]);
+    throw new RecipeError([
+      { field: '(recipe)', message: 'expected a JSON object such as {"suite": "trixie", "enable_tasks": ["sbuild"]}' },
+    ]);
   }
   const parsed = recipeSchema.safeParse(input);
   const problems: RecipeProblem[] = parsed.success
@@ -126,7 +157,10 @@ export function parseRecipe(input: unknown, hostArchitecture: string): Recipe {
                 .map(String)
                 .join('.')
                 .replace(/\.(\d+)$/, '[$1]') || '(recipe)',
-        message: issue.code === 'unrecognized_keys' ? `not a recipe key (keys: ${Object.keys(recipeSchema.shape).join(', ')})` : issue.message,
+        message:
+          issue.code === 'unrecognized_keys'
+            ? `not a recipe key (keys: ${Object.keys(recipeSchema.shape).join(', ')})`
+            : issue.message,
       }));
   const source = (input as RecipeInput).source;
   if (typeof source === 'string' && source.length > 0) {

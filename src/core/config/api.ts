@@ -30,7 +30,9 @@ function metricsTokenVar(env: NodeJS.ProcessEnv): string | null {
   const raw = env.TAGSCHED_METRICS_TOKEN;
   if (!raw) return null;
   if (raw.length < MIN_METRICS_TOKEN_LENGTH || /\s/.test(raw)) {
-    throw new ConfigError(`TAGSCHED_METRICS_TOKEN must be at least ${MIN_METRICS_TOKEN_LENGTH} characters with no whitespace`);
+    throw new ConfigError(
+      `TAGSCHED_METRICS_TOKEN must be at least ${MIN_METRICS_TOKEN_LENGTH} characters with no whitespace`,
+    );
   }
   return raw;
 }

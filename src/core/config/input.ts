@@ -31,6 +31,8 @@ export function readInputConfig(env: NodeJS.ProcessEnv): InputConfig {
 function maxLogBytesVar(env: NodeJS.ProcessEnv): number {
   const n = intVar(env, 'TAGSCHED_MAX_LOG_BYTES', 16 * 1024 * 1024); // 16 MiB
   if (!Number.isSafeInteger(n) || n < MIN_LOG_BYTES)
-    throw new ConfigError(`TAGSCHED_MAX_LOG_BYTES must be a whole number of bytes, at least ${MIN_LOG_BYTES}, got "${env.TAGSCHED_MAX_LOG_BYTES}"`);
+    throw new ConfigError(
+      `TAGSCHED_MAX_LOG_BYTES must be a whole number of bytes, at least ${MIN_LOG_BYTES}, got "${env.TAGSCHED_MAX_LOG_BYTES}"`,
+    );
   return n;
 }

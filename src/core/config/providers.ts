@@ -70,7 +70,9 @@ function commandListVar(env: NodeJS.ProcessEnv, name: string): string[] {
     .filter(Boolean)
     .map((command) => {
       if (!path.isAbsolute(command) || path.normalize(command) !== command) {
-        throw new ConfigError(`${name}: "${command}" is not an absolute, normalised path (like /usr/local/bin/provider)`);
+        throw new ConfigError(
+          `${name}: "${command}" is not an absolute, normalised path (like /usr/local/bin/provider)`,
+        );
       }
       return command;
     });

@@ -36,7 +36,9 @@ function adminTokenVar(env: NodeJS.ProcessEnv): string | null {
   const raw = env.TAGSCHED_ADMIN_TOKEN;
   if (!raw) return null;
   if (raw.length < ADMIN_TOKEN_MIN_LENGTH) {
-    throw new ConfigError(`TAGSCHED_ADMIN_TOKEN is ${raw.length} characters long; it must have at least ${ADMIN_TOKEN_MIN_LENGTH} (e.g. openssl rand -base64 32)`);
+    throw new ConfigError(
+      `TAGSCHED_ADMIN_TOKEN is ${raw.length} characters long; it must have at least ${ADMIN_TOKEN_MIN_LENGTH} (e.g. openssl rand -base64 32)`,
+    );
   }
   return raw;
 }

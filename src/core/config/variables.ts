@@ -30,7 +30,8 @@ export function positiveIntVar(env: NodeJS.ProcessEnv, name: string, fallback: n
 /** A whole number from 0 to `max` (a port, a count of things to run). */
 export function countVar(env: NodeJS.ProcessEnv, name: string, fallback: number, max: number): number {
   const n = intVar(env, name, fallback);
-  if (!Number.isInteger(n) || n > max) throw new ConfigError(`${name} must be a whole number from 0 to ${max}, got "${env[name]}"`);
+  if (!Number.isInteger(n) || n > max)
+    throw new ConfigError(`${name} must be a whole number from 0 to ${max}, got "${env[name]}"`);
   return n;
 }
 
@@ -55,6 +56,7 @@ export function urlVar(env: NodeJS.ProcessEnv, name: string, fallback: string | 
   } catch {
     throw new ConfigError(`${name} must be a URL, got "${raw}"`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
   return raw.replace(/\/+$/, '');
 }

@@ -10,7 +10,10 @@ import { ProvidedTagIndex } from './match.js';
 import { parseTag } from './syntax.js';
 
 /** A parsed expression; a `tag` atom may carry `>=N` (a minimum) or `=N` (an exact valued tag). */
-export type TagExpression = { kind: 'tag'; tag: string } | { kind: 'not'; operand: TagExpression } | { kind: 'and' | 'or'; operands: TagExpression[] };
+export type TagExpression =
+  | { kind: 'tag'; tag: string }
+  | { kind: 'not'; operand: TagExpression }
+  | { kind: 'and' | 'or'; operands: TagExpression[] };
 
 /** Where and why an expression does not parse; `position` is a 0-based offset into the source. */
 export interface ExpressionError {
@@ -79,7 +82,10 @@ class Parser {
   }
 
   private failAfterOperand(token: Token, closer: string): never {
-    throw new ParseFailure(`expected "and", "or" or ${closer} at position ${token.position}, got ${describe(token)}`, token.position);
+    throw new ParseFailure(
+      `expected "and", "or" or ${closer} at position ${token.position}, got ${describe(token)}`,
+      token.position,
+    );
   }
 
   private parseOr(depth: number): TagExpression {
@@ -123,7 +129,10 @@ class Parser {
       return inner;
     }
     if (token.kind === 'word' && OPERATORS.has(token.text)) {
-      throw new ParseFailure(`unexpected "${token.text}" at position ${token.position}: expected a tag or "("`, token.position);
+      throw new ParseFailure(
+        `unexpected "${token.text}" at position ${token.position}: expected a tag or "("`,
+        token.position,
+      );
     }
     if (token.kind === 'word') {
       const parsed = parseTag(token.text, token.text.includes('>=') ? 'required' : 'provided');
@@ -133,12 +142,19 @@ class Parser {
       this.next += 1;
       return { kind: 'tag', tag: token.text };
     }
-    throw new ParseFailure(`expected a tag or "(" at position ${token.position}, got ${describe(token)}`, token.position);
+    throw new ParseFailure(
+      `expected a tag or "(" at position ${token.position}, got ${describe(token)}`,
+      token.position,
+    );
   }
 
   private checkDepth(depth: number, token: Token): void {
     if (depth >= MAX_EXPRESSION_DEPTH) {
-      throw new ParseFailure(`expression nested too deeply at position ${token.position}: ` + `at most ${MAX_EXPRESSION_DEPTH} levels of "(" and "not"`, token.position);
+      throw new ParseFailure(
+        `expression nested too deeply at position ${token.position}: ` +
+          `at most ${MAX_EXPRESSION_DEPTH} levels of "(" and "not"`,
+        token.position,
+      );
     }
   }
 }

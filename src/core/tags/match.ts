@@ -66,7 +66,10 @@ export interface MatchResult {
 }
 
 /** Matches a work request's tag sets with a worker's, both ways. */
-export function matchTags(task: { provided: readonly string[]; required: readonly string[] }, worker: { provided: readonly string[]; required: readonly string[] }): MatchResult {
+export function matchTags(
+  task: { provided: readonly string[]; required: readonly string[] },
+  worker: { provided: readonly string[]; required: readonly string[] },
+): MatchResult {
   const missingOnWorker = missingTags(task.required, worker.provided);
   const missingOnTask = missingTags(worker.required, task.provided);
   return { ok: missingOnWorker.length === 0 && missingOnTask.length === 0, missingOnWorker, missingOnTask };

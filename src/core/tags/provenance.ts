@@ -57,13 +57,20 @@ function ontologyLabel(ontology: Ontology): string {
  * Says whether a provenance may add a (syntactically valid) tag to a set: null when allowed,
  * otherwise the refusal code and a message naming the tag, the provenance and the rule.
  */
-export function checkContribution(set: TagSetKind, tag: ParsedTag, provenance: Provenance, opts?: ContributionOptions): ContributionRefusal | null {
+export function checkContribution(
+  set: TagSetKind,
+  tag: ParsedTag,
+  provenance: Provenance,
+  opts?: ContributionOptions,
+): ContributionRefusal | null {
   const quoted = quoteTag(tag.raw);
   const setAllows = SET_PROVENANCES[set];
   if (!setAllows.includes(provenance)) {
     return {
       code: REFUSAL_CODES.PROVENANCE_NOT_ALLOWED_FOR_SET,
-      message: `tag ${quoted} cannot be added to the ${set} set by ${provenance}: ` + `only ${listWords(setAllows)} may add to it`,
+      message:
+        `tag ${quoted} cannot be added to the ${set} set by ${provenance}: ` +
+        `only ${listWords(setAllows)} may add to it`,
     };
   }
 
@@ -83,7 +90,9 @@ export function checkContribution(set: TagSetKind, tag: ParsedTag, provenance: P
     const why = ontology === CUSTOM_ONTOLOGY && provenance === 'worker' ? '; a worker may not invent custom tags' : '';
     return {
       code: REFUSAL_CODES.PROVENANCE_NOT_ALLOWED_FOR_ONTOLOGY,
-      message: `tag ${quoted} may only be provided by ${listWords(allowed)}, not ${provenance} ` + `(${ontologyLabel(ontology)})${why}`,
+      message:
+        `tag ${quoted} may only be provided by ${listWords(allowed)}, not ${provenance} ` +
+        `(${ontologyLabel(ontology)})${why}`,
     };
   }
 
@@ -92,7 +101,9 @@ export function checkContribution(set: TagSetKind, tag: ParsedTag, provenance: P
     const granted = (opts?.userProvidablePrefixes ?? []).filter((p) => p !== '');
     if (!granted.some((prefix) => tag.name.startsWith(prefix))) {
       const grants =
-        granted.length === 0 ? 'the workspace grants its members no tag prefixes' : `the workspace grants its members only ${listWords(granted.map((p) => JSON.stringify(p)))}`;
+        granted.length === 0
+          ? 'the workspace grants its members no tag prefixes'
+          : `the workspace grants its members only ${listWords(granted.map((p) => JSON.stringify(p)))}`;
       return {
         code: REFUSAL_CODES.PREFIX_NOT_GRANTED_BY_WORKSPACE,
         message: `tag ${quoted} may not be provided by user: ${grants}`,

@@ -40,7 +40,10 @@ function known(value: number | undefined): value is number {
 }
 
 /** Classifies a worker by its resources, or returns null when any of the three is unknown. */
-export function sizeClass(facts: { cpuCount?: number; memoryGib?: number; diskGib?: number }, t: SizeThresholds): SizeClass | null {
+export function sizeClass(
+  facts: { cpuCount?: number; memoryGib?: number; diskGib?: number },
+  t: SizeThresholds,
+): SizeClass | null {
   const { cpuCount, memoryGib, diskGib } = facts;
   if (!known(cpuCount) || !known(memoryGib) || !known(diskGib)) return null;
   const resources = { cpuCount, memoryGib, diskGib };

@@ -56,7 +56,8 @@ const CANONICAL_NUMBER = new RegExp(`^${CANONICAL_NUMBER_SOURCE}$`);
  * A provided tag `NAME=N` of this name, as a regular expression (JavaScript's and PostgreSQL's) whose
  * first capturing group is N: what SQL uses to read a worker's value of a tag (`substring(t from …)`).
  */
-export const valuedTagRegex = (name: string): string => `^${name.replace(/[.+]/g, '\\$&')}=(${CANONICAL_NUMBER_SOURCE})$`;
+export const valuedTagRegex = (name: string): string =>
+  `^${name.replace(/[.+]/g, '\\$&')}=(${CANONICAL_NUMBER_SOURCE})$`;
 
 /**
  * The name of a tag: the tag without its `=N` or `>=N` suffix, the whole tag when it has none (of a tag
@@ -101,33 +102,56 @@ export function parseTag(raw: string, side: TagSide): ParseTagResult {
   const suffix = rest === '' ? null : rest.startsWith('>=') ? '>=' : rest.startsWith('=') ? '=' : undefined;
   if (suffix === undefined) {
     const found = String.fromCodePoint(raw.codePointAt(end) ?? 0);
-    return fail(raw, TAG_SYNTAX_RULES.BAD_CHARACTERS, `only A-Z a-z 0-9 and : . _ + ~ - are allowed (no whitespace); found ${JSON.stringify(found)} at position ${end}`);
+    return fail(
+      raw,
+      TAG_SYNTAX_RULES.BAD_CHARACTERS,
+      `only A-Z a-z 0-9 and : . _ + ~ - are allowed (no whitespace); found ${JSON.stringify(found)} at position ${end}`,
+    );
   }
   if (name.length === 0) return fail(raw, TAG_SYNTAX_RULES.EMPTY, `a tag needs a name before "${suffix}"`);
   if (name.length > MAX_TAG_LENGTH) {
-    return fail(raw, TAG_SYNTAX_RULES.TOO_LONG, `the name is ${name.length} characters long, at most ${MAX_TAG_LENGTH} are allowed`);
+    return fail(
+      raw,
+      TAG_SYNTAX_RULES.TOO_LONG,
+      `the name is ${name.length} characters long, at most ${MAX_TAG_LENGTH} are allowed`,
+    );
   }
   if (suffix === null) return { ok: true, tag: { raw, name, kind: 'plain' } };
 
   if (suffix === '=' && side === 'required') {
-    return fail(raw, TAG_SYNTAX_RULES.VALUE_ON_REQUIRED_SIDE, 'a value "=N" is only allowed on provided tags; a required tag states a minimum ">=N"');
+    return fail(
+      raw,
+      TAG_SYNTAX_RULES.VALUE_ON_REQUIRED_SIDE,
+      'a value "=N" is only allowed on provided tags; a required tag states a minimum ">=N"',
+    );
   }
   if (suffix === '>=' && side === 'provided') {
-    return fail(raw, TAG_SYNTAX_RULES.MINIMUM_ON_PROVIDED_SIDE, 'a minimum ">=N" is only allowed on required tags; a provided tag states a value "=N"');
+    return fail(
+      raw,
+      TAG_SYNTAX_RULES.MINIMUM_ON_PROVIDED_SIDE,
+      'a minimum ">=N" is only allowed on required tags; a provided tag states a value "=N"',
+    );
   }
   const text = rest.slice(suffix.length);
   if (text.length > MAX_NUMBER_LENGTH) {
-    return fail(raw, TAG_SYNTAX_RULES.NUMBER_TOO_LONG, `N in "${suffix}N" is ${text.length} characters long, at most ${MAX_NUMBER_LENGTH} characters are allowed`);
+    return fail(
+      raw,
+      TAG_SYNTAX_RULES.NUMBER_TOO_LONG,
+      `N in "${suffix}N" is ${text.length} characters long, at most ${MAX_NUMBER_LENGTH} characters are allowed`,
+    );
   }
   const number = Number(text);
   if (!CANONICAL_NUMBER.test(text) || !Number.isFinite(number)) {
     return fail(
       raw,
       TAG_SYNTAX_RULES.BAD_NUMBER,
-      `N in "${suffix}N" must be a non-negative decimal number such as 64, 0 or 2.5 ` + '(no sign, exponent, leading zeros or trailing fractional zeros)',
+      `N in "${suffix}N" must be a non-negative decimal number such as 64, 0 or 2.5 ` +
+        '(no sign, exponent, leading zeros or trailing fractional zeros)',
     );
   }
-  return suffix === '=' ? { ok: true, tag: { raw, name, kind: 'value', value: number } } : { ok: true, tag: { raw, name, kind: 'minimum', minimum: number } };
+  return suffix === '='
+    ? { ok: true, tag: { raw, name, kind: 'value', value: number } }
+    : { ok: true, tag: { raw, name, kind: 'minimum', minimum: number } };
 }
 
 /** Checks a list of tags for one side and returns every syntax error, in the order of the list. */

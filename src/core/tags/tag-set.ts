@@ -19,7 +19,9 @@ interface Valued {
   readonly value: number;
 }
 
-type Item = { readonly entry: TagEntry; readonly valued: Valued | null; readonly refusal?: undefined } | { readonly refusal: TagRefusal; readonly entry?: undefined };
+type Item =
+  | { readonly entry: TagEntry; readonly valued: Valued | null; readonly refusal?: undefined }
+  | { readonly refusal: TagRefusal; readonly entry?: undefined };
 
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

@@ -236,11 +236,18 @@ class WorkerSets {
     // in its specifications (architectures, enableBackends, enableTasks; pool-image.ts).
     if (pool.image) {
       const imageSource = `image:${pool.image.name}`;
-      const tags = this.strings(this.provided, pool.image.tags, { provenance: 'admin', source: imageSource, label: `image "${pool.image.name}"` }, 'tags');
+      const tags = this.strings(
+        this.provided,
+        pool.image.tags,
+        { provenance: 'admin', source: imageSource, label: `image "${pool.image.name}"` },
+        'tags',
+      );
       this.provided.addAll(tags, 'admin', imageSource);
     }
     const list = (key: string): string[] | undefined =>
-      !pool.image && hasValue(specs, key) ? this.strings(this.provided, specs[key], specOrigin, `specifications.${key}`) : undefined;
+      !pool.image && hasValue(specs, key)
+        ? this.strings(this.provided, specs[key], specOrigin, `specifications.${key}`)
+        : undefined;
     const image = {
       architectures: list('architectures'),
       enableBackends: list('enableBackends'),
@@ -347,7 +354,10 @@ export function computeWorkerTags(input: WorkerTagInput): ComputedWorkerTags {
  * source `image:NAME`; for a pool with no image, pool-image.ts from its specifications), and `worker:type:worker`;
  * scaling from zero matches on these.
  */
-export function computePoolTemplateTags(pool: PoolTagInput, sizeThresholds: SizeThresholds = DEFAULT_SIZE_THRESHOLDS): ComputedWorkerTags {
+export function computePoolTemplateTags(
+  pool: PoolTagInput,
+  sizeThresholds: SizeThresholds = DEFAULT_SIZE_THRESHOLDS,
+): ComputedWorkerTags {
   const sets = new WorkerSets();
   sets.provided.add('worker:type:worker', 'system', 'pool-template');
   sets.addPool(pool);

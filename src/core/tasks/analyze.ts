@@ -29,7 +29,14 @@ export interface TaskRule {
 }
 
 /** Stable codes of the errors that stop an analysis. */
-export const ANALYSIS_ERROR_CODES = ['UNKNOWN_TASK', 'INVALID_TASK_DATA', 'INVALID_TAG', 'TAG_NOT_ALLOWED', 'INVALID_RULE', 'UNKNOWN_ENVIRONMENT'] as const;
+export const ANALYSIS_ERROR_CODES = [
+  'UNKNOWN_TASK',
+  'INVALID_TASK_DATA',
+  'INVALID_TAG',
+  'TAG_NOT_ALLOWED',
+  'INVALID_RULE',
+  'UNKNOWN_ENVIRONMENT',
+] as const;
 /** One of {@link ANALYSIS_ERROR_CODES}. */
 export type AnalysisErrorCode = (typeof ANALYSIS_ERROR_CODES)[number];
 
@@ -72,10 +79,19 @@ export interface WorkRequestAnalysisInput {
 
 /** The two tag sets of a work request, or every error that prevented computing them. */
 export type WorkRequestAnalysis =
-  { ok: true; provided: TagEntry[]; required: TagEntry[]; providedTags: string[]; requiredTags: string[]; dropped: TagRefusal[] } | { ok: false; errors: AnalysisError[] };
+  | {
+      ok: true;
+      provided: TagEntry[];
+      required: TagEntry[];
+      providedTags: string[];
+      requiredTags: string[];
+      dropped: TagRefusal[];
+    }
+  | { ok: false; errors: AnalysisError[] };
 
 /** The result of {@link validateTaskInput}. */
-export type TaskInputValidation = { ok: true; task: TaskDefinition; data: unknown; environmentId: number | null } | { ok: false; error: AnalysisError };
+export type TaskInputValidation =
+  { ok: true; task: TaskDefinition; data: unknown; environmentId: number | null } | { ok: false; error: AnalysisError };
 
 /** Finds the task and validates its taskData, so a client learns every bad field in one answer. */
 export function validateTaskInput(taskType: string, taskName: string, taskData: unknown): TaskInputValidation {
@@ -110,7 +126,10 @@ export function analyzeWorkRequest(input: WorkRequestAnalysisInput): WorkRequest
   for (const t of taskTags?.required ?? []) addSystemTag(required, t, errors);
   input.userProvidedTags.forEach((tag, i) => addUserTag(provided, tag, `providedTags[${i}]`, errors));
   input.userRequiredTags.forEach((tag, i) => addUserTag(required, tag, `requiredTags[${i}]`, errors));
-  const rules = [...compileRules(input.workspaceRules, 'workspace', input.taskName, errors), ...compileRules(input.siteRules, 'site', input.taskName, errors)];
+  const rules = [
+    ...compileRules(input.workspaceRules, 'workspace', input.taskName, errors),
+    ...compileRules(input.siteRules, 'site', input.taskName, errors),
+  ];
   if (taskTags === null || errors.length > 0) return { ok: false, errors };
 
   // Every rule sees the same pre-rule set, so the result does not depend on the order of the rules.
@@ -160,7 +179,11 @@ function unknownTask(taskType: string, taskName: string): AnalysisError {
 }
 
 /** The task's own tags plus the registry's, or null (with the error) when its environment is unknown. */
-function analyzeTask(validation: Extract<TaskInputValidation, { ok: true }>, input: WorkRequestAnalysisInput, errors: AnalysisError[]): TaskTags | null {
+function analyzeTask(
+  validation: Extract<TaskInputValidation, { ok: true }>,
+  input: WorkRequestAnalysisInput,
+  errors: AnalysisError[],
+): TaskTags | null {
   const { task, data, environmentId } = validation;
   if (environmentId !== null && input.environment?.id !== environmentId) {
     errors.push({
@@ -173,7 +196,8 @@ function analyzeTask(validation: Extract<TaskInputValidation, { ok: true }>, inp
   // An environment the data does not name must not sway the analysis.
   const environment = environmentId === null ? null : input.environment;
   const own = task.analyze(data, { environment, defaultArchitecture: input.defaultArchitecture });
-  const attribute = (tags: TaskTag[]) => (input.dataSource ? tags.map((t) => (FROM_DATA.test(t.source) ? { ...t, source: input.dataSource! } : t)) : tags);
+  const attribute = (tags: TaskTag[]) =>
+    input.dataSource ? tags.map((t) => (FROM_DATA.test(t.source) ? { ...t, source: input.dataSource! } : t)) : tags;
   return { provided: attribute(own.provided), required: [...registryRequiredTags(task), ...attribute(own.required)] };
 }
 
@@ -192,7 +216,12 @@ interface CompiledRule {
  * Rules for other task names cannot apply, so only the rules that may apply to this task must be
  * valid; a broken one of those fails the request, since nobody can tell what it would have added.
  */
-function compileRules(rules: readonly TaskRule[], kind: 'workspace' | 'site', taskName: string, errors: AnalysisError[]): CompiledRule[] {
+function compileRules(
+  rules: readonly TaskRule[],
+  kind: 'workspace' | 'site',
+  taskName: string,
+  errors: AnalysisError[],
+): CompiledRule[] {
   const compiled: CompiledRule[] = [];
   for (const rule of rules) {
     if (rule.taskName !== null && rule.taskName !== taskName) continue;
@@ -276,7 +305,12 @@ function compareText(a: string, b: string): number {
 function sortEntries<T extends TagEntry>(entries: readonly T[]): T[] {
   const seen = new Set<string>();
   return [...entries]
-    .sort((a, b) => compareText(a.tag, b.tag) || PROVENANCES.indexOf(a.provenance) - PROVENANCES.indexOf(b.provenance) || compareText(a.source, b.source))
+    .sort(
+      (a, b) =>
+        compareText(a.tag, b.tag) ||
+        PROVENANCES.indexOf(a.provenance) - PROVENANCES.indexOf(b.provenance) ||
+        compareText(a.source, b.source),
+    )
     .filter((e) => {
       const key = JSON.stringify(Object.entries(e).sort(([k1], [k2]) => compareText(k1, k2)));
       if (seen.has(key)) return false;

@@ -59,7 +59,10 @@ export function learnedFigure(sources: FigureSources | null | undefined): Learne
 }
 
 /** The history of `key` from what its aggregates say of memory and disk. */
-export function learnedHistoryOf(key: StatisticsKey, figures: { readonly memory: FigureSources | null; readonly disk: FigureSources | null }): LearnedHistory {
+export function learnedHistoryOf(
+  key: StatisticsKey,
+  figures: { readonly memory: FigureSources | null; readonly disk: FigureSources | null },
+): LearnedHistory {
   return { key, memory: learnedFigure(figures.memory), disk: learnedFigure(figures.disk) };
 }
 

@@ -40,7 +40,9 @@ export const TASKS: readonly TaskDefinition[] = [
  * The tasks a worker (or signing worker) runs, as pool specifications name them (`enableTasks`,
  * `handlers`): what an image built for them provides (core/tags/pool-image.ts).
  */
-export const WORKER_TASK_CATALOG: readonly CatalogTask[] = TASKS.filter((t) => t.type === 'worker' || t.type === 'signing').map((t) => ({
+export const WORKER_TASK_CATALOG: readonly CatalogTask[] = TASKS.filter(
+  (t) => t.type === 'worker' || t.type === 'signing',
+).map((t) => ({
   type: t.type,
   name: t.name,
   version: t.version,

@@ -21,7 +21,9 @@ const ARCH_PREFIX = 'worker:build-arch:';
  * rule's tag), or ''.
  */
 function ownValue(entries: readonly TagEntry[], prefix: string): string {
-  const own = entries.find((e) => e.provenance === 'system' && !e.source.startsWith('site-rule:') && e.tag.startsWith(prefix));
+  const own = entries.find(
+    (e) => e.provenance === 'system' && !e.source.startsWith('site-rule:') && e.tag.startsWith(prefix),
+  );
   return own ? own.tag.slice(prefix.length) : '';
 }
 
@@ -30,11 +32,26 @@ function ownValue(entries: readonly TagEntry[], prefix: string): string {
  * `source_package`) and its architecture from its `worker:build-arch:A` tag (the environment's, the
  * taskData's `host_architecture`, or the site's default), as the analysis derived them.
  */
-export function statisticsKeyOf(taskType: string, taskName: string, provided: readonly TagEntry[], required: readonly TagEntry[]): StatisticsKey {
-  return { taskType, taskName, package: ownValue(provided, PACKAGE_PREFIX), architecture: ownValue(required, ARCH_PREFIX) };
+export function statisticsKeyOf(
+  taskType: string,
+  taskName: string,
+  provided: readonly TagEntry[],
+  required: readonly TagEntry[],
+): StatisticsKey {
+  return {
+    taskType,
+    taskName,
+    package: ownValue(provided, PACKAGE_PREFIX),
+    architecture: ownValue(required, ARCH_PREFIX),
+  };
 }
 
 /** Whether two keys name the same task, package and architecture. */
 export function sameStatisticsKey(a: StatisticsKey, b: StatisticsKey): boolean {
-  return a.taskType === b.taskType && a.taskName === b.taskName && a.package === b.package && a.architecture === b.architecture;
+  return (
+    a.taskType === b.taskType &&
+    a.taskName === b.taskName &&
+    a.package === b.package &&
+    a.architecture === b.architecture
+  );
 }

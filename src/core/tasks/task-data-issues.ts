@@ -28,5 +28,8 @@ function describeIssue(issue: core.$ZodIssue): TaskDataProblem[] {
 }
 
 function formatPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((acc, key) => (typeof key === 'number' ? `${acc}[${key}]` : `${acc}.${String(key)}`), 'taskData');
+  return path.reduce<string>(
+    (acc, key) => (typeof key === 'number' ? `${acc}[${key}]` : `${acc}.${String(key)}`),
+    'taskData',
+  );
 }

@@ -7,10 +7,14 @@ import { EXECUTOR_BACKENDS } from './types.js';
 import type { ExecutorBackend, TaskAnalysisContext, TaskTag, TaskTags } from './types.js';
 
 /** A Debian architecture name (`amd64`, `ppc64el`, ...), which also keeps derived tags valid. */
-export const debianArchitecture = z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'expected a Debian architecture name such as amd64');
+export const debianArchitecture = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]*$/, 'expected a Debian architecture name such as amd64');
 
 /** A Debian source package name, per Debian policy §5.6.1. */
-export const sourcePackageName = z.string().regex(/^[a-z0-9][a-z0-9+.-]+$/, 'expected a Debian source package name such as hello');
+export const sourcePackageName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9+.-]+$/, 'expected a Debian source package name such as hello');
 
 /** A Debian build profile (`nocheck`, `nodoc`, ...). */
 export const buildProfile = z.string().regex(/^[a-z0-9][a-z0-9.+-]*$/, 'expected a build profile such as nocheck');
@@ -93,7 +97,20 @@ export const bootstrapFields = {
   bootstrap_options: z
     .object({
       architecture: debianArchitecture,
-      variant: z.enum(['extract', 'custom', 'essential', 'apt', 'required', 'minbase', 'buildd', 'important', 'debootstrap', 'standard']).optional(),
+      variant: z
+        .enum([
+          'extract',
+          'custom',
+          'essential',
+          'apt',
+          'required',
+          'minbase',
+          'buildd',
+          'important',
+          'debootstrap',
+          'standard',
+        ])
+        .optional(),
     })
     .strict(),
   bootstrap_repositories: z
@@ -123,7 +140,10 @@ export function bootstrapTags(data: BootstrapTaskData): TaskTags {
     provided: [],
     required: [
       { tag: 'worker:cap:mmdebstrap', source: 'task-registry' },
-      { tag: `worker:build-arch:${data.bootstrap_options.architecture}`, source: 'task-data:bootstrap_options.architecture' },
+      {
+        tag: `worker:build-arch:${data.bootstrap_options.architecture}`,
+        source: 'task-data:bootstrap_options.architecture',
+      },
     ],
   };
 }

@@ -7,9 +7,12 @@ import type { EnvironmentFacts, WorkflowContext } from './types.js';
  */
 export function workflowContext(environments: readonly EnvironmentFacts[]): WorkflowContext {
   const newest = [...environments].sort((a, b) => b.id - a.id);
-  const fits = (e: EnvironmentFacts, codename: string, variant: string | null) => e.codename === codename && (variant === null || e.variant === variant);
+  const fits = (e: EnvironmentFacts, codename: string, variant: string | null) =>
+    e.codename === codename && (variant === null || e.variant === variant);
   return {
-    environment: (codename, architecture, variant) => newest.find((e) => fits(e, codename, variant) && e.architecture === architecture) ?? null,
-    architectures: (codename, variant) => [...new Set(newest.filter((e) => fits(e, codename, variant)).map((e) => e.architecture))].sort(),
+    environment: (codename, architecture, variant) =>
+      newest.find((e) => fits(e, codename, variant) && e.architecture === architecture) ?? null,
+    architectures: (codename, variant) =>
+      [...new Set(newest.filter((e) => fits(e, codename, variant)).map((e) => e.architecture))].sort(),
   };
 }

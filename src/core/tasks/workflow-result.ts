@@ -36,5 +36,8 @@ export function combineChildResults(children: readonly FinishedChild[]): Combine
   const result = failed.some((x) => x.outcome === 'ERROR' || x.outcome === 'ABORTED') ? 'ERROR' : 'FAILURE';
   const named = failed.slice(0, NAMED_AT_MOST).map((x) => `${x.c.id} (${x.c.taskName}) ${x.outcome}`);
   const more = failed.length > NAMED_AT_MOST ? `, and ${failed.length - NAMED_AT_MOST} more` : '';
-  return { result, reason: `${failed.length} of ${children.length} children did not succeed: ${named.join(', ')}${more}` };
+  return {
+    result,
+    reason: `${failed.length} of ${children.length} children did not succeed: ${named.join(', ')}${more}`,
+  };
 }

@@ -21,9 +21,16 @@ export function scrub(message: string, account: Readonly<Record<string, unknown>
 }
 
 /** A launch's offering failures with every account value replaced in their codes and reasons. */
-export function scrubFailures(failures: readonly OfferingFailure[], account: Readonly<Record<string, unknown>> | null): OfferingFailure[] {
+export function scrubFailures(
+  failures: readonly OfferingFailure[],
+  account: Readonly<Record<string, unknown>> | null,
+): OfferingFailure[] {
   const redact = accountRedactor(account);
-  return failures.map((f) => ({ ...f, code: f.code === null ? null : redact.head(f.code, MAX_CODE), reason: redact.head(f.reason, MAX_MESSAGE) }));
+  return failures.map((f) => ({
+    ...f,
+    code: f.code === null ? null : redact.head(f.code, MAX_CODE),
+    reason: redact.head(f.reason, MAX_MESSAGE),
+  }));
 }
 
 /**
@@ -31,7 +38,10 @@ export function scrubFailures(failures: readonly OfferingFailure[], account: Rea
  * account (pools that share an account share a key; pools without one, one key per provider type):
  * the key the account's launch rate limit counts by. Never the account itself.
  */
-export function accountKey(pool: Pick<WorkerPool, 'providerType' | 'providerAccountEncrypted'>, secrets: SecretBox): string {
+export function accountKey(
+  pool: Pick<WorkerPool, 'providerType' | 'providerAccountEncrypted'>,
+  secrets: SecretBox,
+): string {
   let account: unknown = null;
   try {
     account = openAccount(pool, secrets);
@@ -45,7 +55,10 @@ export function accountKey(pool: Pick<WorkerPool, 'providerType' | 'providerAcco
 }
 
 /** The pool's provider account, decrypted (null when it has none). */
-export function openAccount(pool: Pick<WorkerPool, 'providerAccountEncrypted'>, secrets: SecretBox): Record<string, unknown> | null {
+export function openAccount(
+  pool: Pick<WorkerPool, 'providerAccountEncrypted'>,
+  secrets: SecretBox,
+): Record<string, unknown> | null {
   if (!pool.providerAccountEncrypted) return null;
   return JSON.parse(secrets.open(pool.providerAccountEncrypted)) as Record<string, unknown>;
 }
@@ -65,7 +78,10 @@ export async function callProvider<T>(
   try {
     account = openAccount(pool, deps.secrets);
   } catch {
-    throw new ProviderError('auth', `pool ${pool.name}: its provider account cannot be decrypted (was TAGSCHED_SECRET_KEY changed?)`);
+    throw new ProviderError(
+      'auth',
+      `pool ${pool.name}: its provider account cannot be decrypted (was TAGSCHED_SECRET_KEY changed?)`,
+    );
   }
   const deadline = new AbortController();
   const signal = AbortSignal.any([deps.stopping, deadline.signal]);
@@ -77,17 +93,32 @@ export async function callProvider<T>(
     }, deps.timeoutMs);
   });
   try {
-    return await Promise.race([run({ pool: { name: pool.name, specifications: pool.specifications }, account, signal, timeoutMs: deps.timeoutMs }), late]);
+    return await Promise.race([
+      run({
+        pool: { name: pool.name, specifications: pool.specifications },
+        account,
+        signal,
+        timeoutMs: deps.timeoutMs,
+      }),
+      late,
+    ]);
   } catch (err) {
     if (err instanceof ProviderError) {
       const message = scrub(err.message, account);
       const code = err.providerCode === null ? null : accountRedactor(account).head(err.providerCode, MAX_CODE);
       const failures = scrubFailures(err.offeringFailures, account);
       const same =
-        message === err.message && code === err.providerCode && failures.every((f, i) => f.reason === err.offeringFailures[i]!.reason && f.code === err.offeringFailures[i]!.code);
+        message === err.message &&
+        code === err.providerCode &&
+        failures.every(
+          (f, i) => f.reason === err.offeringFailures[i]!.reason && f.code === err.offeringFailures[i]!.code,
+        );
       throw same ? err : new ProviderError(err.kind, message, code, failures);
     }
-    throw new ProviderError('unavailable', scrub(`pool ${pool.name}: ${what} failed: ${err instanceof Error ? err.message : String(err)}`, account));
+    throw new ProviderError(
+      'unavailable',
+      scrub(`pool ${pool.name}: ${what} failed: ${err instanceof Error ? err.message : String(err)}`, account),
+    );
   } finally {
     clearTimeout(timer);
   }

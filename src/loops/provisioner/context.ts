@@ -36,14 +36,27 @@ export interface CycleContext {
 
 /** A ProviderError for anything a step caught. */
 export function asProviderError(err: unknown): ProviderError {
-  return err instanceof ProviderError ? err : new ProviderError('unavailable', err instanceof Error ? err.message : String(err));
+  return err instanceof ProviderError
+    ? err
+    : new ProviderError('unavailable', err instanceof Error ? err.message : String(err));
 }
 
 /** Calls a pool's provider (calls.ts: its account, the timeout); throws a ProviderError. */
-export async function call<T>(ctx: CycleContext, pool: WorkerPool, what: string, run: (provider: Provider, call: ProviderCall) => Promise<T>): Promise<T> {
+export async function call<T>(
+  ctx: CycleContext,
+  pool: WorkerPool,
+  what: string,
+  run: (provider: Provider, call: ProviderCall) => Promise<T>,
+): Promise<T> {
   const provider = ctx.provider(pool.providerType);
-  if (!provider) throw new ProviderError('invalid', `pool ${pool.name}: this server has no provider "${pool.providerType}"`);
-  return callProvider(what, pool, { secrets: ctx.secrets, timeoutMs: ctx.config.providers.callTimeoutMs, stopping: ctx.stopping }, (c) => run(provider, c));
+  if (!provider)
+    throw new ProviderError('invalid', `pool ${pool.name}: this server has no provider "${pool.providerType}"`);
+  return callProvider(
+    what,
+    pool,
+    { secrets: ctx.secrets, timeoutMs: ctx.config.providers.callTimeoutMs, stopping: ctx.stopping },
+    (c) => run(provider, c),
+  );
 }
 
 /**
@@ -61,12 +74,21 @@ export async function recordPoolError(
   if (launch) {
     const failures = launch.failuresBefore + 1;
     fields.launchFailures = failures;
-    fields.launchRetryAt = new Date(now.getTime() + launchRetryDelayMs(failures, needsAnAdmin(err.kind), launch.config.launchBackoffMs, launch.config.launchBackoffMaxMs));
+    fields.launchRetryAt = new Date(
+      now.getTime() +
+        launchRetryDelayMs(
+          failures,
+          needsAnAdmin(err.kind),
+          launch.config.launchBackoffMs,
+          launch.config.launchBackoffMaxMs,
+        ),
+    );
   }
   await em.nativeUpdate(WorkerPoolSchema, { id: pool.id }, fields);
 }
 
 /** A launch worked: the pool's failures are over (its last error stays for the record). */
 export async function recordLaunchSuccess(em: EntityManager, pool: WorkerPool): Promise<void> {
-  if (pool.launchFailures || pool.launchRetryAt) await em.nativeUpdate(WorkerPoolSchema, { id: pool.id }, { launchFailures: 0, launchRetryAt: null });
+  if (pool.launchFailures || pool.launchRetryAt)
+    await em.nativeUpdate(WorkerPoolSchema, { id: pool.id }, { launchFailures: 0, launchRetryAt: null });
 }

@@ -42,7 +42,9 @@ export async function decide(ctx: CycleContext, now: Date) {
   const em = ctx.orm.em.fork();
   const [demand, rows] = await Promise.all([
     computeDemand(em, ctx.classes, ctx.config, now, ctx.workers),
-    em.execute<{ worker_id: number }[]>(`select worker_id from instance where state in (${LAUNCHING_OR_RUNNING_SQL}) and worker_id is not null`),
+    em.execute<{ worker_id: number }[]>(
+      `select worker_id from instance where state in (${LAUNCHING_OR_RUNNING_SQL}) and worker_id is not null`,
+    ),
   ]);
   return { demand, plan: planCycle(demand, new Set(rows.map((r) => r.worker_id))) };
 }
@@ -56,11 +58,17 @@ async function stopIdle(
   workerId: number,
   pool: WorkerPool,
   now: Date,
-  why: { text: string; reason: InstanceEndReason } = { text: `idle for longer than the idle timeout of pool ${pool.name}`, reason: INSTANCE_END_REASONS.IDLE },
+  why: { text: string; reason: InstanceEndReason } = {
+    text: `idle for longer than the idle timeout of pool ${pool.name}`,
+    reason: INSTANCE_END_REASONS.IDLE,
+  },
 ): Promise<boolean> {
   const done = await retryingDeadlocks(() =>
     ctx.orm.em.fork().transactional(async (tx) => {
-      const [w] = await tx.execute<{ id: number }[]>(`select id from worker where id = ? and terminated_at is null for update`, [workerId]);
+      const [w] = await tx.execute<{ id: number }[]>(
+        `select id from worker where id = ? and terminated_at is null for update`,
+        [workerId],
+      );
       if (!w) return null;
       // Counted after the lock: an assignment committed before it is seen, none can come after it.
       const [{ active }] = await tx.execute<{ active: number }[]>(`select ${activeWorkSql('?')} as active`, [workerId]);
@@ -78,7 +86,11 @@ async function stopIdle(
 /** Asks the providers to stop every STOPPING instance they were not asked about yet. */
 async function pursueStops(ctx: CycleContext, pools: readonly WorkerPool[], now: Date): Promise<void> {
   const em = ctx.orm.em.fork();
-  const stopping = await em.find(InstanceSchema, { state: 'STOPPING', terminateRequestedAt: null, providerId: { $ne: null } });
+  const stopping = await em.find(InstanceSchema, {
+    state: 'STOPPING',
+    terminateRequestedAt: null,
+    providerId: { $ne: null },
+  });
   for (const instance of stopping) {
     const pool = pools.find((p) => p.id === instance.pool.id);
     if (pool) await askToStop(ctx, em, pool, instance.providerId!, instance.id, now);
@@ -95,19 +107,33 @@ async function pursueStops(ctx: CycleContext, pools: readonly WorkerPool[], now:
  * FAILED with the error, its worker terminated, and the pool backs off (pool-health.ts). A pool
  * whose every offering is marked fails its launch without asking its provider, naming each.
  */
-async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report: CycleReport, now: Date, sameAccount: readonly number[] = [pool.id]): Promise<void> {
+async function launch(
+  ctx: CycleContext,
+  pool: WorkerPool,
+  count: number,
+  report: CycleReport,
+  now: Date,
+  sameAccount: readonly number[] = [pool.id],
+): Promise<void> {
   const em = ctx.orm.em.fork();
   const imageName = typeof pool.specifications.image === 'string' ? pool.specifications.image : null;
   const registered = imageName === null ? null : await em.findOne(WorkerImageSchema, { name: imageName });
   const image = registered ? { name: registered.name, manifest: registered.manifest } : null;
   const offerings = offeringsOf(pool.specifications);
-  const mark = (failures: readonly OfferingFailure[]) => recordOfferingMarks(em, pool.id, marksFor(failures, new Date(), ctx.config.provisioner.offeringUnavailableMs), new Date());
+  const mark = (failures: readonly OfferingFailure[]) =>
+    recordOfferingMarks(
+      em,
+      pool.id,
+      marksFor(failures, new Date(), ctx.config.provisioner.offeringUnavailableMs),
+      new Date(),
+    );
   for (let i = 0; i < count && !ctx.stopping.aborted; i++) {
     if (ctx.config.provisioner.accountLaunchesPerMinute > 0) {
       // The account's launch rate (TAGSCHED_ACCOUNT_LAUNCHES_PER_MINUTE), over every pool that shares it.
-      const [{ n }] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = any(?::int[]) and requested_at > now() - interval '1 minute'`, [
-        intArray(sameAccount),
-      ]);
+      const [{ n }] = await em.execute<{ n: number }[]>(
+        `select count(*)::int as n from instance where pool_id = any(?::int[]) and requested_at > now() - interval '1 minute'`,
+        [intArray(sameAccount)],
+      );
       if (rateRoom({ maxLaunchesPerMinute: ctx.config.provisioner.accountLaunchesPerMinute }, n) === 0) {
         ctx.log.info(
           { pool: pool.name, launched: n, limit: ctx.config.provisioner.accountLaunchesPerMinute },
@@ -129,17 +155,32 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
     // The cost budget, checked for each launch in the transaction that records it (every launch recorded before it counted).
     const record = await recordBudgetedLaunch(em.fork(), ctx.config.tags, pool, new Date());
     if (!record) {
-      ctx.log.info({ pool: pool.name, launched: i, wanted: count }, 'launches held back: the pool’s committed cost this month reached its monthly cost budget');
+      ctx.log.info(
+        { pool: pool.name, launched: i, wanted: count },
+        'launches held back: the pool’s committed cost this month reached its monthly cost budget',
+      );
       return;
     }
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
-    const agent: AgentBootstrap = { serverUrl: ctx.agentServerUrl, activationToken: record.activationToken, workerName: record.worker.name };
+    const agent: AgentBootstrap = {
+      serverUrl: ctx.agentServerUrl,
+      activationToken: record.activationToken,
+      workerName: record.worker.name,
+    };
     try {
       const { id, unavailable, offering, pricePerHour } = await call(ctx, pool, 'launch', async (p, c) => {
         // A pool naming a published image and no providerImage boots the image's id for its provider and region.
         const specifications = await launchSpecifications(em.fork(), pool.providerType, pool.specifications, c.account);
         const launched = await p.launch(
-          { pool: pool.name, name: record.instance.name, specifications, agent, userData: cloudInitUserData(agent), image, offerings: choice.usable },
+          {
+            pool: pool.name,
+            name: record.instance.name,
+            specifications,
+            agent,
+            userData: cloudInitUserData(agent),
+            image,
+            offerings: choice.usable,
+          },
           { ...c, pool: { ...c.pool, specifications } },
         );
         return { ...launched, unavailable: scrubFailures(launched.unavailable ?? [], c.account) };
@@ -148,11 +189,22 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       // Its price (scheduler/rules/pool-cost.ts), now that the offering that started it, and the provider's price, are known.
       const started = offering === undefined ? undefined : choice.usable.find((o) => offeringKey(o) === offering);
       const known = started !== undefined || pricePerHour != null;
-      const price = known ? { pricePerHour: launchPrice(started ?? offeringsOf(pool.specifications)[0], pool.pricePerHour ?? null, pricePerHour ?? null) } : {};
+      const price = known
+        ? {
+            pricePerHour: launchPrice(
+              started ?? offeringsOf(pool.specifications)[0],
+              pool.pricePerHour ?? null,
+              pricePerHour ?? null,
+            ),
+          }
+        : {};
       await em.nativeUpdate(InstanceSchema, { id: record.instance.id }, { providerId: id, ...price });
       // The offerings that failed before the one that started it; a failure to note them is logged, not a failed launch.
       await mark(unavailable).catch((err: unknown) =>
-        ctx.log.warn({ pool: pool.name, instance: record.instance.name, err: err instanceof Error ? err.message : String(err) }, 'could not mark unavailable offerings'),
+        ctx.log.warn(
+          { pool: pool.name, instance: record.instance.name, err: err instanceof Error ? err.message : String(err) },
+          'could not mark unavailable offerings',
+        ),
       );
       await recordLaunchSuccess(em, pool);
       pool.launchFailures = 0;
@@ -165,8 +217,19 @@ async function launch(ctx: CycleContext, pool: WorkerPool, count: number, report
       await mark(e.offeringFailures);
       report.launchFailures++;
       ctx.metrics.launchFailed(pool.name, e.kind);
-      ctx.log.warn({ pool: pool.name, instance: record.instance.name, kind: e.kind, code: e.providerCode, error: e.message }, 'launch failed');
-      await terminateWorkers(em, ctx.config, ctx.events, [record.worker.id], 'its launch failed', { state: 'FAILED', error: e.message }, new Date());
+      ctx.log.warn(
+        { pool: pool.name, instance: record.instance.name, kind: e.kind, code: e.providerCode, error: e.message },
+        'launch failed',
+      );
+      await terminateWorkers(
+        em,
+        ctx.config,
+        ctx.events,
+        [record.worker.id],
+        'its launch failed',
+        { state: 'FAILED', error: e.message },
+        new Date(),
+      );
       await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config.provisioner });
       return;
     }
@@ -193,9 +256,23 @@ async function retire(ctx: CycleContext, pools: readonly WorkerPool[], report: C
  * cycle is only the retirements, which call no provider: the script sees a retired worker DRAINING,
  * in its pool's `stopWorkers` once it holds nothing, and then its instance STOPPING.
  */
-export async function runCycleBody(ctx: CycleContext, options: { reconcile: boolean }, now = new Date()): Promise<CycleReport> {
+export async function runCycleBody(
+  ctx: CycleContext,
+  options: { reconcile: boolean },
+  now = new Date(),
+): Promise<CycleReport> {
   const on = ctx.config.provisioner.enabled;
-  const report: CycleReport = { reconciled: on && options.reconcile, lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0, launched: 0, launchFailures: 0, stopped: 0 };
+  const report: CycleReport = {
+    reconciled: on && options.reconcile,
+    lost: 0,
+    adopted: 0,
+    strays: 0,
+    failed: 0,
+    stopsPursued: 0,
+    launched: 0,
+    launchFailures: 0,
+    stopped: 0,
+  };
   const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
   // A site without pools has nothing to provision: every step below is about pools, their instances
   // and their workers, and the demand would read every worker's state for no pool to serve.
@@ -218,13 +295,20 @@ export async function runCycleBody(ctx: CycleContext, options: { reconcile: bool
     const { name, maxWorkRequestsPerInstance, maxInstanceLifetimeSeconds } = stop.pool;
     // One that retired since the retirements above were read: stopped for its retirement.
     const why = stop.retired
-      ? retiredWhy(stop.retired, { name, maxWorkRequestsPerInstance: maxWorkRequestsPerInstance ?? null, maxInstanceLifetimeSeconds: maxInstanceLifetimeSeconds ?? null })
+      ? retiredWhy(stop.retired, {
+          name,
+          maxWorkRequestsPerInstance: maxWorkRequestsPerInstance ?? null,
+          maxInstanceLifetimeSeconds: maxInstanceLifetimeSeconds ?? null,
+        })
       : undefined;
     if (await stopIdle(ctx, stop.workerId, stop.pool, now, why)) report.stopped++;
   }
   await pursueStops(ctx, pools, now);
   // Pools that launch on one provider account share its launch rate (TAGSCHED_ACCOUNT_LAUNCHES_PER_MINUTE).
-  const keys = ctx.config.provisioner.accountLaunchesPerMinute > 0 ? new Map(pools.map((p) => [p.id, accountKey(p, ctx.secrets)])) : null;
+  const keys =
+    ctx.config.provisioner.accountLaunchesPerMinute > 0
+      ? new Map(pools.map((p) => [p.id, accountKey(p, ctx.secrets)]))
+      : null;
   for (const { pool, count } of plan.launches) {
     const sameAccount = keys ? pools.filter((p) => keys.get(p.id) === keys.get(pool.id)).map((p) => p.id) : [pool.id];
     await launch(ctx, pools.find((p) => p.id === pool.id) ?? pool, count, report, now, sameAccount);

@@ -7,7 +7,12 @@ export interface CyclePlan {
   /** Instances to launch, per pool, in demand order. */
   readonly launches: { readonly pool: WorkerPool; readonly count: number }[];
   /** Workers to stop, each with a live instance the provisioner can stop at its provider; `retired` says why a retired one is stopped (else: its idle timeout). */
-  readonly stops: { readonly pool: WorkerPool; readonly workerId: number; readonly name: string; readonly retired: RetiringReason | null }[];
+  readonly stops: {
+    readonly pool: WorkerPool;
+    readonly workerId: number;
+    readonly name: string;
+    readonly retired: RetiringReason | null;
+  }[];
 }
 
 /**
@@ -20,7 +25,9 @@ export function planCycle(demand: ProvisioningDemand, workersWithInstances: Read
   return {
     launches: demand.pools.filter((d) => d.launch > 0).map((d) => ({ pool: d.pool, count: d.launch })),
     stops: demand.pools.flatMap((d) =>
-      d.stop.filter((w) => workersWithInstances.has(w.id)).map((w) => ({ pool: d.pool, workerId: w.id, name: w.name, retired: d.retired.get(w.id) ?? null })),
+      d.stop
+        .filter((w) => workersWithInstances.has(w.id))
+        .map((w) => ({ pool: d.pool, workerId: w.id, name: w.name, retired: d.retired.get(w.id) ?? null })),
     ),
   };
 }

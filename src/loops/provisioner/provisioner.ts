@@ -65,7 +65,10 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     if (!p) {
       const factory = providerFactory(type);
       if (!factory) return null;
-      providers.set(type, (p = factory({ config, log: log.child({ provider: type }), instanceEnded: () => soon(true) })));
+      providers.set(
+        type,
+        (p = factory({ config, log: log.child({ provider: type }), instanceEnded: () => soon(true) })),
+      );
     }
     return p;
   }
@@ -98,7 +101,16 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     const run = chain.then(() => locked({ reconcile: options.reconcile ?? false }));
     chain = run.catch(() => undefined);
     return run.then((report) => {
-      if (report && (report.launched || report.launchFailures || report.stopped || report.lost || report.adopted || report.strays || report.failed)) {
+      if (
+        report &&
+        (report.launched ||
+          report.launchFailures ||
+          report.stopped ||
+          report.lost ||
+          report.adopted ||
+          report.strays ||
+          report.failed)
+      ) {
         log.info({ ...report }, 'provisioner cycle');
       }
       return report;
@@ -148,8 +160,13 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
       timer = setInterval(() => soon(true), config.provisioner.cycleIntervalMs);
       timer.unref();
       soon(true); // at start: reconcile what a previous process left
-      if (config.provisioner.enabled) log.info({ agentServerUrl, intervalMs: config.provisioner.cycleIntervalMs }, 'provisioner started');
-      else log.info({ intervalMs: config.provisioner.cycleIntervalMs }, 'provisioner off: only retirements (a site’s own script launches and stops instances)');
+      if (config.provisioner.enabled)
+        log.info({ agentServerUrl, intervalMs: config.provisioner.cycleIntervalMs }, 'provisioner started');
+      else
+        log.info(
+          { intervalMs: config.provisioner.cycleIntervalMs },
+          'provisioner off: only retirements (a site’s own script launches and stops instances)',
+        );
     },
     async stop() {
       stopped = true;
@@ -158,7 +175,11 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
       await Promise.all(streams.map((it) => it.return?.()));
       stopping.abort();
       await chain;
-      await Promise.all([...providers.values()].map((p) => p.close?.().catch((err: unknown) => log.warn({ err }, 'a provider did not close cleanly'))));
+      await Promise.all(
+        [...providers.values()].map((p) =>
+          p.close?.().catch((err: unknown) => log.warn({ err }, 'a provider did not close cleanly')),
+        ),
+      );
     },
   };
 }

@@ -34,27 +34,46 @@ export interface ReconcileReport {
 const emptyReport = (): ReconcileReport => ({ lost: 0, adopted: 0, strays: 0, failed: 0, stopsPursued: 0 });
 
 /** Ends an instance (and terminates its worker, taking back its work), or only the instance when it has no worker. */
-async function end(ctx: CycleContext, em: EntityManager, instance: Instance, reason: string, how: InstanceEnd, now: Date): Promise<void> {
+async function end(
+  ctx: CycleContext,
+  em: EntityManager,
+  instance: Instance,
+  reason: string,
+  how: InstanceEnd,
+  now: Date,
+): Promise<void> {
   if (instance.worker) {
     await terminateWorkers(em, ctx.config, ctx.events, [instance.worker.id], reason, how, now);
   } else {
     await em.nativeUpdate(
       InstanceSchema,
       { id: instance.id, state: { $in: [...LIVE_INSTANCE_STATES] } },
-      how.state === 'STOPPING' ? { state: 'STOPPING', stoppingAt: now } : { state: how.state, error: how.error, terminatedAt: now },
+      how.state === 'STOPPING'
+        ? { state: 'STOPPING', stoppingAt: now }
+        : { state: how.state, error: how.error, terminatedAt: now },
     );
   }
 }
 
 /** Asks the provider to stop an instance; failures are recorded on the pool and left for the next cycle. */
-export async function askToStop(ctx: CycleContext, em: EntityManager, pool: WorkerPool, providerId: string, instanceId: number | null, now: Date): Promise<boolean> {
+export async function askToStop(
+  ctx: CycleContext,
+  em: EntityManager,
+  pool: WorkerPool,
+  providerId: string,
+  instanceId: number | null,
+  now: Date,
+): Promise<boolean> {
   try {
     await call(ctx, pool, 'terminate', (p, c) => p.terminate(providerId, c));
     if (instanceId !== null) await em.nativeUpdate(InstanceSchema, { id: instanceId }, { terminateRequestedAt: now });
     return true;
   } catch (err) {
     const e = asProviderError(err);
-    ctx.log.warn({ pool: pool.name, providerId, kind: e.kind, error: e.message }, 'the provider did not stop an instance; trying again later');
+    ctx.log.warn(
+      { pool: pool.name, providerId, kind: e.kind, error: e.message },
+      'the provider did not stop an instance; trying again later',
+    );
     await recordPoolError(em, pool, e, now, null);
     return false;
   }
@@ -71,11 +90,15 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   const endedAt = new Map<string, Date>();
   try {
     const all = await call(ctx, pool, 'list', (p, c) => p.list(pool.name, c));
-    for (const i of all) if (i.state === 'gone' && i.endedAt) endedAt.set(i.id, i.endedAt.getTime() <= now.getTime() ? i.endedAt : now);
+    for (const i of all)
+      if (i.state === 'gone' && i.endedAt) endedAt.set(i.id, i.endedAt.getTime() <= now.getTime() ? i.endedAt : now);
     listed = all.filter((i) => i.state !== 'gone');
   } catch (err) {
     const e = asProviderError(err);
-    ctx.log.warn({ pool: pool.name, kind: e.kind, error: e.message }, 'cannot list the instances of a pool; it is reconciled later');
+    ctx.log.warn(
+      { pool: pool.name, kind: e.kind, error: e.message },
+      'cannot list the instances of a pool; it is reconciled later',
+    );
     await recordPoolError(em, pool, e, now, null);
     return report;
   }
@@ -83,7 +106,11 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   const names = listed.flatMap((l) => (l.name ? [l.name] : []));
   const known = await em.find(InstanceSchema, {
     pool,
-    $or: [{ state: { $in: [...LIVE_INSTANCE_STATES] } }, { name: { $in: names } }, { providerId: { $in: listed.map((l) => l.id) } }],
+    $or: [
+      { state: { $in: [...LIVE_INSTANCE_STATES] } },
+      { name: { $in: names } },
+      { providerId: { $in: listed.map((l) => l.id) } },
+    ],
   });
   const byProviderId = new Map(known.filter((k) => k.providerId).map((k) => [k.providerId!, k]));
   const byName = new Map(known.map((k) => [k.name, k]));
@@ -92,19 +119,28 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
   for (const l of listed) {
     const instance = byProviderId.get(l.id) ?? (l.name ? byName.get(l.name) : undefined);
     if (!instance) {
-      ctx.log.warn({ pool: pool.name, providerId: l.id, name: l.name }, 'the provider has an instance tagsched does not know: terminating it');
+      ctx.log.warn(
+        { pool: pool.name, providerId: l.id, name: l.name },
+        'the provider has an instance tagsched does not know: terminating it',
+      );
       if (await askToStop(ctx, em, pool, l.id, null, now)) report.strays++;
       continue;
     }
     seen.add(instance.id);
     if (!isLiveInstance(instance.state)) {
-      ctx.log.warn({ pool: pool.name, instance: instance.name, providerId: l.id, state: instance.state }, 'the provider still has an instance that has ended: terminating it');
+      ctx.log.warn(
+        { pool: pool.name, instance: instance.name, providerId: l.id, state: instance.state },
+        'the provider still has an instance that has ended: terminating it',
+      );
       if (await askToStop(ctx, em, pool, l.id, null, now)) report.strays++;
       continue;
     }
     if (!instance.providerId) {
       // The server that launched it stopped before it recorded the provider's answer.
-      ctx.log.info({ pool: pool.name, instance: instance.name, providerId: l.id }, 'found the instance of an interrupted launch');
+      ctx.log.info(
+        { pool: pool.name, instance: instance.name, providerId: l.id },
+        'found the instance of an interrupted launch',
+      );
       await em.nativeUpdate(InstanceSchema, { id: instance.id }, { providerId: l.id });
       instance.providerId = l.id;
       report.adopted++;
@@ -114,7 +150,10 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
       if (askedAt === undefined || now.getTime() - askedAt >= ctx.config.providers.stopGraceMs) {
         if (await askToStop(ctx, em, pool, l.id, instance.id, now)) report.stopsPursued++;
       }
-    } else if (instance.state === 'LAUNCHING' && now.getTime() - instance.requestedAt.getTime() > ctx.config.provisioner.bootTimeoutMs) {
+    } else if (
+      instance.state === 'LAUNCHING' &&
+      now.getTime() - instance.requestedAt.getTime() > ctx.config.provisioner.bootTimeoutMs
+    ) {
       const why = `its worker did not connect within ${ctx.config.provisioner.bootTimeoutMs / 1000} s of its launch`;
       ctx.log.warn({ pool: pool.name, instance: instance.name }, why);
       await end(ctx, em, instance, why, { state: 'FAILED', error: why }, now);
@@ -137,13 +176,22 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
       ctx.metrics.instanceEnded(pool.name, INSTANCE_END_REASONS.INTERRUPTED_LAUNCH);
       report.failed++;
       continue;
-    } else if (instance.state === 'LAUNCHING' && !endedAt.has(instance.providerId) && now.getTime() - instance.requestedAt.getTime() < LIST_LAG_MS) {
+    } else if (
+      instance.state === 'LAUNCHING' &&
+      !endedAt.has(instance.providerId) &&
+      now.getTime() - instance.requestedAt.getTime() < LIST_LAG_MS
+    ) {
       continue; // not listed yet, perhaps
     } else {
-      const why = endedAt.has(instance.providerId) ? 'its instance ended by itself' : 'the provider no longer has its instance';
+      const why = endedAt.has(instance.providerId)
+        ? 'its instance ended by itself'
+        : 'the provider no longer has its instance';
       ctx.log.warn({ pool: pool.name, instance: instance.name, providerId: instance.providerId }, why);
       await end(ctx, em, instance, why, { state: 'TERMINATED', error: why }, ended);
-      ctx.metrics.instanceEnded(pool.name, endedAt.has(instance.providerId) ? INSTANCE_END_REASONS.ENDED : INSTANCE_END_REASONS.LOST);
+      ctx.metrics.instanceEnded(
+        pool.name,
+        endedAt.has(instance.providerId) ? INSTANCE_END_REASONS.ENDED : INSTANCE_END_REASONS.LOST,
+      );
       report.lost++;
     }
     // Whatever the provider keeps of an instance it no longer runs (the local provider: its directory).

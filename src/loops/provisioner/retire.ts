@@ -10,7 +10,15 @@
 import { LAUNCHING_OR_RUNNING_SQL } from '../../core/instance-state.js';
 import { isActiveSql } from '../../scheduler/rules/active-work.js';
 import type { WorkerPool } from '../../storage/entities/worker-pool.js';
-import { outdatedSql, outlivedSql, replacementRoom, RETIRING_REASONS, retiringText, templateFingerprint, type RetiringReason } from '../../scheduler/rules/instance-retirement.js';
+import {
+  outdatedSql,
+  outlivedSql,
+  replacementRoom,
+  RETIRING_REASONS,
+  retiringText,
+  templateFingerprint,
+  type RetiringReason,
+} from '../../scheduler/rules/instance-retirement.js';
 import { launchingOrRunningInstanceSql, retiringWorkers } from '../../scheduler/storage/retiring-workers.js';
 import type { CycleContext } from './context.js';
 import { INSTANCE_END_REASONS, type InstanceEndReason } from './provisioner-metrics.js';
@@ -36,7 +44,10 @@ export async function retireOutlived(ctx: CycleContext, now: Date): Promise<void
   );
   for (const r of rows) {
     ctx.events.publish('workerChanged', { id: r.id, name: r.name });
-    ctx.log.info({ pool: r.pool, worker: r.name }, 'an instance outlived its pool’s lifetime: it takes no new work and stops once idle');
+    ctx.log.info(
+      { pool: r.pool, worker: r.name },
+      'an instance outlived its pool’s lifetime: it takes no new work and stops once idle',
+    );
   }
 }
 
@@ -78,7 +89,10 @@ export async function retireOutdated(ctx: CycleContext, pools: readonly WorkerPo
 }
 
 /** Why a retired worker is stopped, in the worker's record, the log and the metrics. */
-export function retiredWhy(reason: RetiringReason, pool: Parameters<typeof retiringText>[1]): { text: string; reason: InstanceEndReason } {
+export function retiredWhy(
+  reason: RetiringReason,
+  pool: Parameters<typeof retiringText>[1],
+): { text: string; reason: InstanceEndReason } {
   return { text: `retired: ${retiringText(reason, pool)}`, reason: END_REASON[reason] };
 }
 
@@ -86,7 +100,11 @@ export function retiredWhy(reason: RetiringReason, pool: Parameters<typeof retir
  * The retired workers with a live instance that hold no work (scheduler/storage/retiring-workers.ts,
  * the rule retiredToStop): to stop now. A retiring worker an admin undrained is not among them while it is not draining.
  */
-export async function retiredIdle(ctx: CycleContext): Promise<{ workerId: number; poolId: number; why: { text: string; reason: InstanceEndReason } }[]> {
+export async function retiredIdle(
+  ctx: CycleContext,
+): Promise<{ workerId: number; poolId: number; why: { text: string; reason: InstanceEndReason } }[]> {
   const rows = await retiringWorkers(ctx.orm.em.fork());
-  return rows.filter((r) => r.toStop).map((r) => ({ workerId: r.workerId, poolId: r.poolId, why: retiredWhy(r.reason, r.pool) }));
+  return rows
+    .filter((r) => r.toStop)
+    .map((r) => ({ workerId: r.workerId, poolId: r.poolId, why: retiredWhy(r.reason, r.pool) }));
 }

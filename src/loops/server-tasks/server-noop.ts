@@ -4,5 +4,7 @@ import { serverTaskRunner } from './types.js';
 
 /** The runner of the servernoop server task. */
 export const servernoopRunner = serverTaskRunner(servernoopTask, async (data) =>
-  data.result === false ? { result: 'FAILURE', reason: 'servernoop was asked to fail (taskData.result is false)' } : { result: 'SUCCESS' },
+  data.result === false
+    ? { result: 'FAILURE', reason: 'servernoop was asked to fail (taskData.result is false)' }
+    : { result: 'SUCCESS' },
 );

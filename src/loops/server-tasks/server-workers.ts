@@ -57,7 +57,8 @@ const NAME_MAX = 100;
  */
 export function serverWorkerName(host: string, port: number, index: number, count: number): string {
   const suffix = `-${port}${count > 1 ? `-${index}` : ''}`;
-  const cleanHost = host.replace(/[^A-Za-z0-9._+-]/g, '-').slice(0, NAME_MAX - 'server-'.length - suffix.length) || 'host';
+  const cleanHost =
+    host.replace(/[^A-Za-z0-9._+-]/g, '-').slice(0, NAME_MAX - 'server-'.length - suffix.length) || 'host';
   return `server-${cleanHost}${suffix}`;
 }
 
@@ -66,7 +67,13 @@ export function serverWorkerName(host: string, port: number, index: number, coun
  * window, so a live server worker never loses a lease nor turns STALE.
  */
 export function tickMsOf(config: Pick<Config, 'leases' | 'workers'>): number {
-  return Math.min(30_000, Math.max(250, Math.min(config.leases.ackTimeoutMs, config.leases.heartbeatTimeoutMs, config.workers.metadataFreshMs) / 4));
+  return Math.min(
+    30_000,
+    Math.max(
+      250,
+      Math.min(config.leases.ackTimeoutMs, config.leases.heartbeatTimeoutMs, config.workers.metadataFreshMs) / 4,
+    ),
+  );
 }
 
 /** Creates the server workers of this process (nothing happens before start()). */
@@ -99,12 +106,22 @@ export function createServerWorkers(deps: {
       const now = new Date();
       // Its previous process is gone (this one holds its port): what it held is taken back before this
       // one heartbeats, which would otherwise keep a dead run's lease alive forever.
-      const changes = existing ? await expireLeases(tx, now, { ackTimeoutMs: 0, heartbeatTimeoutMs: 0, maxRetries: config.leases.maxRetries }, null, existing.id) : [];
+      const changes = existing
+        ? await expireLeases(
+            tx,
+            now,
+            { ackTimeoutMs: 0, heartbeatTimeoutMs: 0, maxRetries: config.leases.maxRetries },
+            null,
+            existing.id,
+          )
+        : [];
       const aborted = changes.filter((c) => c.status === 'ABORTED').map((c) => c.id);
       const settled = aborted.length ? await settleDependents(tx, config, aborted) : [];
       const worker = existing ?? tx.create(WorkerSchema, { name, type: 'server' });
       worker.concurrency = config.serverWorkers.concurrency;
-      worker.dynamicMetadata = { 'system:tasks': runners.map((r) => ({ type: 'server', name: r.name, version: r.version })) };
+      worker.dynamicMetadata = {
+        'system:tasks': runners.map((r) => ({ type: 'server', name: r.name, version: r.version })),
+      };
       worker.connectedAt = now;
       worker.lastSeenAt = now;
       worker.metadataReportedAt = now; // its metadata is what this process runs, set just above
@@ -118,8 +135,13 @@ export function createServerWorkers(deps: {
       return null;
     }
     events.publish('workerChanged', worker);
-    for (const c of [...changes, ...settled]) events.publish('workRequestChanged', { id: c.id, workspaceId: c.workspaceId });
-    if (changes.length) log.warn({ worker: worker.name, taken: changes.map((c) => c.id) }, 'took back the work its previous process held');
+    for (const c of [...changes, ...settled])
+      events.publish('workRequestChanged', { id: c.id, workspaceId: c.workspaceId });
+    if (changes.length)
+      log.warn(
+        { worker: worker.name, taken: changes.map((c) => c.id) },
+        'took back the work its previous process held',
+      );
     return worker;
   }
 
@@ -150,13 +172,18 @@ export function createServerWorkers(deps: {
         outcome = await runner.run(wr.taskData, { workRequestId: id, log, signal: stopping.signal });
       } catch (err) {
         log.warn({ id, taskName: wr.taskName, err }, 'server task failed');
-        outcome = { result: 'ERROR', reason: `the server task failed: ${err instanceof Error ? err.message : String(err)}` };
+        outcome = {
+          result: 'ERROR',
+          reason: `the server task failed: ${err instanceof Error ? err.message : String(err)}`,
+        };
       }
     }
     const em = orm.em.fork();
     const viewer: Viewer = { kind: 'worker', worker: em.getReference(WorkerSchema, worker.id), tokenId: NO_TOKEN };
     try {
-      await completeWorkRequest({ em, viewer, config, events, scheduler, metrics }, String(id), outcome.result, { statusReason: outcome.reason ?? null });
+      await completeWorkRequest({ em, viewer, config, events, scheduler, metrics }, String(id), outcome.result, {
+        statusReason: outcome.reason ?? null,
+      });
       log.info({ id, result: outcome.result, worker: worker.name }, 'server task finished');
     } catch (err) {
       if (!(err instanceof InvalidStateError)) throw err;
@@ -221,7 +248,8 @@ export function createServerWorkers(deps: {
     const stream = events.subscribe('workAssigned', String(worker.id))[Symbol.asyncIterator]();
     streams.push(stream);
     void (async () => {
-      for (let next = await stream.next(); !next.done && !stopping.signal.aborted; next = await stream.next()) handle(next.value.workRequestId, worker);
+      for (let next = await stream.next(); !next.done && !stopping.signal.aborted; next = await stream.next())
+        handle(next.value.workRequestId, worker);
     })().catch((err: unknown) => log.error({ worker: worker.name, err }, 'server worker stopped listening'));
   }
 
@@ -239,7 +267,14 @@ export function createServerWorkers(deps: {
         listen(worker);
       }
       if (!workers.length) return;
-      log.info({ workers: workers.map((w) => w.name), concurrency: config.serverWorkers.concurrency, tasks: runners.map((r) => r.name) }, 'server workers started');
+      log.info(
+        {
+          workers: workers.map((w) => w.name),
+          concurrency: config.serverWorkers.concurrency,
+          tasks: runners.map((r) => r.name),
+        },
+        'server workers started',
+      );
       timer = setInterval(() => {
         ticking = tick().catch((err: unknown) => log.warn({ err }, 'server worker heartbeat failed'));
       }, tickMsOf(config));
@@ -259,12 +294,17 @@ export function createServerWorkers(deps: {
         new Promise<boolean>((resolve) => (grace = setTimeout(() => resolve(false), STOP_GRACE_MS))),
       ]);
       clearTimeout(grace);
-      if (!waited) log.warn({ running: [...running.keys()] }, 'server tasks still running at stop: the lease rules take them back');
+      if (!waited)
+        log.warn(
+          { running: [...running.keys()] },
+          'server tasks still running at stop: the lease rules take them back',
+        );
       const gone = await orm.em
         .fork()
-        .execute<{ id: number; name: string }[]>(`update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`, [
-          intArray(workers.map((w) => w.id)),
-        ]);
+        .execute<{ id: number; name: string }[]>(
+          `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
+          [intArray(workers.map((w) => w.id))],
+        );
       for (const w of gone) events.publish('workerChanged', w);
     },
   };

@@ -28,7 +28,14 @@ export interface ServerTaskRunner {
 }
 
 /** A runner for a server task of the registry; its data is checked with that task's schema before `run` sees it. */
-export function serverTaskRunner<D>(task: TaskDefinition<D>, run: (data: D, ctx: ServerTaskContext) => Promise<ServerTaskOutcome>): ServerTaskRunner {
+export function serverTaskRunner<D>(
+  task: TaskDefinition<D>,
+  run: (data: D, ctx: ServerTaskContext) => Promise<ServerTaskOutcome>,
+): ServerTaskRunner {
   if (task.type !== 'server') throw new Error(`${task.type} task ${task.name} is not a server task`);
-  return { name: task.name, version: task.version, run: async (taskData, ctx) => run(task.schema.parse(taskData), ctx) };
+  return {
+    name: task.name,
+    version: task.version,
+    run: async (taskData, ctx) => run(task.schema.parse(taskData), ctx),
+  };
 }

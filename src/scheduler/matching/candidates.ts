@@ -50,7 +50,10 @@ export function candidatesOf(
   const taskGroups = groupBy(
     tasks.map((t) => {
       const sig = t.providedTags.filter((tag) => significant.has(tagName(tag)));
-      return { task: t, cls: { id: 0, requiredTags: t.requiredTags, significantProvidedTags: sig } satisfies TaskClassRow };
+      return {
+        task: t,
+        cls: { id: 0, requiredTags: t.requiredTags, significantProvidedTags: sig } satisfies TaskClassRow,
+      };
     }),
     (x) => classKey(x.cls.requiredTags, x.cls.significantProvidedTags),
   );
@@ -110,7 +113,11 @@ function inNameOrder(workers: readonly WorkerState[]): readonly WorkerState[] {
  * Loads the tags of many work requests in one statement; with `visible` (a condition on the alias
  * `wr`, services/identity/visibility.ts), only of those the viewer may see.
  */
-export async function loadTaskTags(em: EntityManager, ids: readonly number[], visible: SqlCondition = ALWAYS): Promise<TaskTagsRow[]> {
+export async function loadTaskTags(
+  em: EntityManager,
+  ids: readonly number[],
+  visible: SqlCondition = ALWAYS,
+): Promise<TaskTagsRow[]> {
   if (!ids.length) return [];
   const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
     // Arrays as JSON: the driver parses JSON natively, text[] several times slower.

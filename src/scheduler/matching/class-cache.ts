@@ -21,7 +21,10 @@ export class ClassCache {
    * worker until its shape changes, so keying 10,000 workers again (most of a demand call) is a
    * lookup each. A state with another array (a fresh read) is keyed afresh.
    */
-  private readonly keyOfTags = new WeakMap<readonly string[], { generation: number; type: string; requiredTags: readonly string[]; key: string }>();
+  private readonly keyOfTags = new WeakMap<
+    readonly string[],
+    { generation: number; type: string; requiredTags: readonly string[]; key: string }
+  >();
 
   /** Loads the classes created since the last refresh (one indexed query). */
   async refresh(em: EntityManager): Promise<void> {
@@ -29,7 +32,13 @@ export class ClassCache {
       'select id, required_tags, significant_provided_tags from task_class where id > ? order by id',
       [this.maxId],
     );
-    this.add(rows.map((r) => ({ id: r.id, requiredTags: r.required_tags, significantProvidedTags: r.significant_provided_tags })));
+    this.add(
+      rows.map((r) => ({
+        id: r.id,
+        requiredTags: r.required_tags,
+        significantProvidedTags: r.significant_provided_tags,
+      })),
+    );
   }
 
   /** Takes classes newer than every class it has, in id order (refresh; table tests build a cache so, without a database). */
@@ -69,9 +78,20 @@ export class ClassCache {
   /** The key under which workers get the same eligible classes (match-keys.ts). */
   keyOf(w: WorkerTags): string {
     const known = this.keyOfTags.get(w.providedTags);
-    if (known && known.generation === this.keysGeneration && known.type === w.type && known.requiredTags === w.requiredTags) return known.key;
+    if (
+      known &&
+      known.generation === this.keysGeneration &&
+      known.type === w.type &&
+      known.requiredTags === w.requiredTags
+    )
+      return known.key;
     const key = this.keys.keyOf(w);
-    this.keyOfTags.set(w.providedTags, { generation: this.keysGeneration, type: w.type, requiredTags: w.requiredTags, key });
+    this.keyOfTags.set(w.providedTags, {
+      generation: this.keysGeneration,
+      type: w.type,
+      requiredTags: w.requiredTags,
+      key,
+    });
     return key;
   }
 

@@ -61,7 +61,13 @@ export interface UnschedulableGroup {
   readonly requiredTags: readonly string[];
   readonly providedTags: readonly string[];
   /** The nearest workers or pool, with what is missing on each side. */
-  readonly nearest: { pool: string | null; workerNames: string[]; workerIds: number[]; missingOnWorker: string[]; missingOnTask: string[] }[];
+  readonly nearest: {
+    pool: string | null;
+    workerNames: string[];
+    workerIds: number[];
+    missingOnWorker: string[];
+    missingOnTask: string[];
+  }[];
 }
 
 /** The whole answer. */
@@ -176,16 +182,35 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   // `declined`: requests offered that its limits left no room for (they went to the next pool).
   const perPool = new Map<
     number,
-    { runnable: number; assigned: number; comingRunnable: number; comingAssigned: number; declined: number; workSeconds: number; idleGroups: Set<number> }
+    {
+      runnable: number;
+      assigned: number;
+      comingRunnable: number;
+      comingAssigned: number;
+      declined: number;
+      workSeconds: number;
+      idleGroups: Set<number>;
+    }
   >();
-  for (const p of pools) perPool.set(p.pool.id, { runnable: 0, assigned: 0, comingRunnable: 0, comingAssigned: 0, declined: 0, workSeconds: 0, idleGroups: new Set() });
+  for (const p of pools)
+    perPool.set(p.pool.id, {
+      runnable: 0,
+      assigned: 0,
+      comingRunnable: 0,
+      comingAssigned: 0,
+      declined: 0,
+      workSeconds: 0,
+      idleGroups: new Set(),
+    });
   // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
   const limitsOf = new Map(
     pools.map((p) => {
       const mine = workers.filter((w) => w.poolId === p.pool.id);
       // Not up yet: not connected, or connected without a fresh metadata report (an agent reports first
       // thing); a retiring worker never takes work again, whatever its connection.
-      const starting = mine.filter((w) => !retiring.has(w.id) && (w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE')).length;
+      const starting = mine.filter(
+        (w) => !retiring.has(w.id) && (w.unavailable === 'DISCONNECTED' || w.unavailable === 'STALE'),
+      ).length;
       const used = runtime.get(p.pool.id) ?? 0;
       const monthCost = input.cost?.get(p.pool.id) ?? 0;
       const launched = input.launches?.get(p.pool.id);
@@ -273,7 +298,20 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
 
   const poolDemands: PoolDemand[] = pools.map((p) => {
     const d = perPool.get(p.pool.id)!;
-    const { mine, starting, used, monthCost, overBudget, overCostBudget, budgetRoom, health, room, rate, lastLaunchAt, concurrency } = limitsOf.get(p.pool.id)!;
+    const {
+      mine,
+      starting,
+      used,
+      monthCost,
+      overBudget,
+      overCostBudget,
+      budgetRoom,
+      health,
+      room,
+      rate,
+      lastLaunchAt,
+      concurrency,
+    } = limitsOf.get(p.pool.id)!;
     const stopped = overBudget || overCostBudget || health.backingOff;
     const idle = mine.filter((w) => !w.unavailable && w.active === 0);
     const minIdle = minIdleNow(p.pool, now); // its warm capacity now (rules/scale-in.ts)
@@ -285,10 +323,15 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
     const limitedBy: LaunchLimit[] = [];
     let launch = Math.min(wanted, room, rate, budgetRoom);
     const cut = wanted > 0 || d.declined > 0;
-    if (room < wanted || (d.declined > 0 && !stopped && room <= rate && room <= budgetRoom)) limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
+    if (room < wanted || (d.declined > 0 && !stopped && room <= rate && room <= budgetRoom))
+      limitedBy.push(LAUNCH_LIMITS.MAX_ACTIVE_INSTANCES);
     if (rate < wanted && rate < room && !stopped) limitedBy.push(LAUNCH_LIMITS.RATE_LIMIT);
     // Under its cost budget, but with room for fewer launches than it needs (rules/pool-capacity.ts: costBudgetRoom).
-    if (!stopped && (budgetRoom < Math.min(wanted, room, rate) || (d.declined > 0 && budgetRoom < Math.min(room, rate)))) limitedBy.push(LAUNCH_LIMITS.COST_BUDGET);
+    if (
+      !stopped &&
+      (budgetRoom < Math.min(wanted, room, rate) || (d.declined > 0 && budgetRoom < Math.min(room, rate)))
+    )
+      limitedBy.push(LAUNCH_LIMITS.COST_BUDGET);
     if (overBudget && cut) {
       launch = 0;
       limitedBy.push(LAUNCH_LIMITS.MONTHLY_BUDGET);
@@ -312,7 +355,10 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
           stopHold(p.pool, w.instanceCreatedAt ?? null, lastLaunchAt, now) === null,
       )
       .sort((a, b) =>
-        stopOrder(p.pool, now)({ createdAt: a.instanceCreatedAt ?? null, idleSince: a.idleSince }, { createdAt: b.instanceCreatedAt ?? null, idleSince: b.idleSince }),
+        stopOrder(p.pool, now)(
+          { createdAt: a.instanceCreatedAt ?? null, idleSince: a.idleSince },
+          { createdAt: b.instanceCreatedAt ?? null, idleSince: b.idleSince },
+        ),
       );
     // Keep the minimum idle, and keep everything when this pool still has work waiting or coming for it;
     // but a retired worker that holds nothing is stopped at once (it will never take work again).
@@ -363,7 +409,13 @@ export function describeUnschedulable(
           index: providedIndexOf(g[0].providedTags),
           required: g[0].requiredTags,
         })),
-        ...pools.map((p) => ({ pool: p.pool.name, workerNames: [] as string[], workerIds: [] as number[], index: providedIndexOf(p.providedTags), required: p.requiredTags })),
+        ...pools.map((p) => ({
+          pool: p.pool.name,
+          workerNames: [] as string[],
+          workerIds: [] as number[],
+          index: providedIndexOf(p.providedTags),
+          required: p.requiredTags,
+        })),
       ]
     : [];
   const groups: UnschedulableGroup[] = shown.map(({ cls, count }) => ({
@@ -373,7 +425,9 @@ export function describeUnschedulable(
     providedTags: cls.significantProvidedTags,
     nearest: nearest(cls, options),
   }));
-  const hiddenUnschedulableCount = unschedulable.filter((u) => !sampleOf.has(String(u.cls.id))).reduce((sum, u) => sum + u.count, 0);
+  const hiddenUnschedulableCount = unschedulable
+    .filter((u) => !sampleOf.has(String(u.cls.id)))
+    .reduce((sum, u) => sum + u.count, 0);
   return { unschedulable: groups, hiddenUnschedulableCount };
 }
 
@@ -393,5 +447,11 @@ function nearest(cls: TaskClassRow, options: readonly NearestOption[]): Unschedu
   return missing
     .filter((m) => size(m) === best)
     .slice(0, 5)
-    .map((m) => ({ pool: m.o.pool, workerNames: m.o.workerNames, workerIds: m.o.workerIds, missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask }));
+    .map((m) => ({
+      pool: m.o.pool,
+      workerNames: m.o.workerNames,
+      workerIds: m.o.workerIds,
+      missingOnWorker: m.missingOnWorker,
+      missingOnTask: m.missingOnTask,
+    }));
 }

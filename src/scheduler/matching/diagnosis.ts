@@ -3,7 +3,14 @@ import { isOrchestrated } from '../../core/tasks/types.js';
 import type { UnavailableReason } from '../rules/availability.js';
 import type { TaskTagsRow } from './candidates.js';
 import { heaviness, type HeavyReason, type TaskHistory } from '../rules/heavy-work.js';
-import { decidingRule, placementRules, workerPreference, workerSize, type PlacementRule, type Preferable } from '../rules/placement-preference.js';
+import {
+  decidingRule,
+  placementRules,
+  workerPreference,
+  workerSize,
+  type PlacementRule,
+  type Preferable,
+} from '../rules/placement-preference.js';
 import type { QueuePosition } from '../rules/queue-order.js';
 import type { PoolTemplate } from './pool-template.js';
 import type { Backoff } from '../rules/release-backoff.js';
@@ -178,10 +185,20 @@ const ORCHESTRATED: Diagnosis = {
 };
 
 /** The free workers a request may go to (matching, not backed off), in order of preference, and the rules that ordered them. */
-function placementOf(task: { requiredTags: readonly string[]; taskType: string; taskName: string }, free: readonly WorkerState[], context: PlacementContext): PlacementView {
+function placementOf(
+  task: { requiredTags: readonly string[]; taskType: string; taskName: string },
+  free: readonly WorkerState[],
+  context: PlacementContext,
+): PlacementView {
   const h = heaviness(task.requiredTags, task.taskType, task.taskName, context.history);
   const ranked = free
-    .map((w): Preferable & { name: string } => ({ id: w.id, name: w.name, pooled: w.poolId !== null, size: workerSize(w.providedTags), eligible: context.eligibleCount(w) }))
+    .map((w): Preferable & { name: string } => ({
+      id: w.id,
+      name: w.name,
+      pooled: w.poolId !== null,
+      size: workerSize(w.providedTags),
+      eligible: context.eligibleCount(w),
+    }))
     .sort(workerPreference(h.heavy));
   return {
     heavy: h.heavy,
@@ -198,11 +215,15 @@ function placementOf(task: { requiredTags: readonly string[]; taskType: string; 
 const runsOn = (tagsMatch: boolean, w: Pick<WorkerState, 'type'>) => tagsMatch && w.type !== 'not-assignable';
 
 /** The workers that may run a request (the diagnosis's matching workers), decided once per group of workers with equal tags. */
-export function matchingWorkersOf(task: Pick<TaskTagsRow, 'providedTags' | 'requiredTags'>, workers: readonly WorkerState[]): WorkerState[] {
+export function matchingWorkersOf(
+  task: Pick<TaskTagsRow, 'providedTags' | 'requiredTags'>,
+  workers: readonly WorkerState[],
+): WorkerState[] {
   const taskSets = { provided: task.providedTags, required: task.requiredTags };
   const out: WorkerState[] = [];
   for (const group of groupBy(workers, workerSignature).values()) {
-    if (runsOn(matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags }).ok, group[0])) out.push(...group);
+    if (runsOn(matchTags(taskSets, { provided: group[0].providedTags, required: group[0].requiredTags }).ok, group[0]))
+      out.push(...group);
   }
   return out;
 }
@@ -246,17 +267,32 @@ export function diagnose(
   for (const p of pools) {
     const m = matchTags(taskSets, { provided: p.providedTags, required: p.requiredTags });
     if (m.ok) matchingPools.push(p.pool.name);
-    else mismatches.push({ pool: p.pool.name, workerCount: 0, workerNames: [], workerIds: [], missingOnWorker: m.missingOnWorker, missingOnTask: m.missingOnTask });
+    else
+      mismatches.push({
+        pool: p.pool.name,
+        workerCount: 0,
+        workerNames: [],
+        workerIds: [],
+        missingOnWorker: m.missingOnWorker,
+        missingOnTask: m.missingOnTask,
+      });
   }
-  mismatches.sort((a, b) => a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) || b.workerCount - a.workerCount);
+  mismatches.sort(
+    (a, b) =>
+      a.missingOnWorker.length + a.missingOnTask.length - (b.missingOnWorker.length + b.missingOnTask.length) ||
+      b.workerCount - a.workerCount,
+  );
   const untilOf = new Map(backoffs.map((b) => [b.workerId, b.until]));
-  const releaseBackoffs = matching.filter((w) => untilOf.has(w.id)).map((w) => ({ workerName: w.name, until: untilOf.get(w.id)! }));
+  const releaseBackoffs = matching
+    .filter((w) => untilOf.has(w.id))
+    .map((w) => ({ workerName: w.name, until: untilOf.get(w.id)! }));
   const free = matching.filter((w) => w.free > 0 && !untilOf.has(w.id));
   const available = free.length;
   const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
   const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
   const launchingWorkers = new Set((poolContext?.launching ?? []).map((i) => i.workerId));
-  const reasonOf = (w: WorkerState): DiagnosisUnavailableReason => (w.unavailable === 'DISCONNECTED' && launchingWorkers.has(w.id) ? 'LAUNCHING' : w.unavailable!);
+  const reasonOf = (w: WorkerState): DiagnosisUnavailableReason =>
+    w.unavailable === 'DISCONNECTED' && launchingWorkers.has(w.id) ? 'LAUNCHING' : w.unavailable!;
   const unavailable = [
     ...groupBy(
       matching.filter((w) => w.unavailable),
@@ -301,7 +337,11 @@ export function diagnose(
 }
 
 /** The matching pools' outlook: the same room-to-launch rule as demand's, and their launching instances. */
-function outlooks(pools: readonly PoolTemplate[], workers: readonly WorkerState[], context: PoolContext): PoolOutlook[] {
+function outlooks(
+  pools: readonly PoolTemplate[],
+  workers: readonly WorkerState[],
+  context: PoolContext,
+): PoolOutlook[] {
   return pools.map(({ pool }) => {
     const instances = workers.filter((w) => w.poolId === pool.id).length;
     const room = poolRoomNow(pool, workers, context);

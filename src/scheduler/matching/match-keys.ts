@@ -54,7 +54,11 @@ export class MatchKeys {
    * per key: workers report their exact disk, memory and cpu count, which would otherwise make
    * nearly every worker a group of its own.
    */
-  keyOf(w: { readonly type: string; readonly providedTags: readonly string[]; readonly requiredTags: readonly string[] }): string {
+  keyOf(w: {
+    readonly type: string;
+    readonly providedTags: readonly string[];
+    readonly requiredTags: readonly string[];
+  }): string {
     const seen: string[] = [];
     for (const tag of w.providedTags) {
       let part = this.part.get(tag);

@@ -96,7 +96,9 @@ export class PassMatching {
     private readonly maxAssignments: number,
     private readonly options: PassOptions = {},
   ) {
-    for (const w of workers) for (const c of w.eligible) this.slotsPerClass.set(c, Math.min(maxAssignments, (this.slotsPerClass.get(c) ?? 0) + w.free));
+    for (const w of workers)
+      for (const c of w.eligible)
+        this.slotsPerClass.set(c, Math.min(maxAssignments, (this.slotsPerClass.get(c) ?? 0) + w.free));
     this.classIds = [...this.slotsPerClass.keys()];
     const totalFree = workers.reduce((n, w) => n + w.free, 0);
     const first = options.firstHeads ?? Math.max(FIRST_HEADS_MIN, Math.ceil(totalFree / this.classIds.length));
@@ -115,7 +117,12 @@ export class PassMatching {
    * new ones and whether each is heavy work. A concurrent change of a queue can shift its heads between
    * two reads: a head seen twice is kept once. Returns the heads that were new.
    */
-  add(classes: readonly number[], read: readonly Head[], backoffs: ReadonlyMap<number, Backoff[]>, isHeavy: (head: Head) => boolean): Head[] {
+  add(
+    classes: readonly number[],
+    read: readonly Head[],
+    backoffs: ReadonlyMap<number, Backoff[]>,
+    isHeavy: (head: Head) => boolean,
+  ): Head[] {
     const fresh = read.filter((h) => !this.heavyHead.has(h.id));
     for (const c of classes) if (!this.headsOf.has(c)) this.headsOf.set(c, []);
     for (const h of fresh) this.headsOf.get(h.classId)!.push(h);
@@ -181,7 +188,10 @@ export class PassMatching {
       }
       const ofClass = this.headsOf.get(head.classId)!;
       if (ofClass[ofClass.length - 1] === head && !settled.has(head.classId)) {
-        const free = (this.byClass[0].get(head.classId) ?? this.byClass[1].get(head.classId)!).reduce((n, w) => n + Math.max(0, w.free), 0);
+        const free = (this.byClass[0].get(head.classId) ?? this.byClass[1].get(head.classId)!).reduce(
+          (n, w) => n + Math.max(0, w.free),
+          0,
+        );
         if (free) freeAfter.set(head.classId, free);
         else settled.add(head.classId);
       }
@@ -201,7 +211,13 @@ export class PassMatching {
       if (!this.options.readAll && result.settled.has(c)) continue;
       const needed = this.moreNeeded(c);
       const limit = this.limitOf.get(c)!;
-      if (needed !== undefined) grow.set(c, round < GROW_ROUNDS ? Math.min(needed, limit + Math.max(1, Math.min(result.freeAfter.get(c) ?? 0, (GROWTH - 1) * limit))) : needed);
+      if (needed !== undefined)
+        grow.set(
+          c,
+          round < GROW_ROUNDS
+            ? Math.min(needed, limit + Math.max(1, Math.min(result.freeAfter.get(c) ?? 0, (GROWTH - 1) * limit)))
+            : needed,
+        );
     }
     for (const [c, limit] of grow) this.limitOf.set(c, limit);
     return [...grow.keys()];
@@ -235,10 +251,14 @@ export class PassMatching {
   private buildLists(): void {
     for (const heavy of [false, true]) {
       const lists = this.byClass[Number(heavy)];
-      const wanted = new Set(this.heads.filter((h) => this.heavyHead.get(h.id) === heavy && !lists.has(h.classId)).map((h) => h.classId));
+      const wanted = new Set(
+        this.heads.filter((h) => this.heavyHead.get(h.id) === heavy && !lists.has(h.classId)).map((h) => h.classId),
+      );
       if (!wanted.size) continue;
       const cmp = workerPreference(heavy);
-      const order = (this.ordered[Number(heavy)] ??= [...this.workers].sort((a, b) => cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length })));
+      const order = (this.ordered[Number(heavy)] ??= [...this.workers].sort((a, b) =>
+        cmp({ ...a, eligible: a.eligible.length }, { ...b, eligible: b.eligible.length }),
+      ));
       for (const c of wanted) lists.set(c, []);
       for (const w of order) for (const c of w.eligible) if (wanted.has(c)) lists.get(c)!.push(w);
     }

@@ -140,7 +140,12 @@ export function simulateStart(input: StartEstimateInput): SimulatedStart {
     );
   }
   if (!initial.length) {
-    return { at: null, waitSeconds: null, basis: 'no matching worker is available or launching, and no matching pool may launch one now', extrapolated: false };
+    return {
+      at: null,
+      waitSeconds: null,
+      basis: 'no matching worker is available or launching, and no matching pool may launch one now',
+      extrapolated: false,
+    };
   }
   initial.sort((a, b) => a - b);
   const heap = new MinHeap();
@@ -149,15 +154,19 @@ export function simulateStart(input: StartEstimateInput): SimulatedStart {
   let start = heap.pop();
   const parts = [`${plural(simulated, 'request')} ahead simulated`];
   const slotParts: string[] = [];
-  if (workerSlots) slotParts.push(`${plural(workerSlots, 'slot')} of ${plural(input.workers.length, 'available matching worker')}`);
-  if (launchingSlots) slotParts.push(`${plural(launchingSlots, 'slot')} of ${plural(input.launching.length, 'launching worker')}`);
+  if (workerSlots)
+    slotParts.push(`${plural(workerSlots, 'slot')} of ${plural(input.workers.length, 'available matching worker')}`);
+  if (launchingSlots)
+    slotParts.push(`${plural(launchingSlots, 'slot')} of ${plural(input.launching.length, 'launching worker')}`);
   slotParts.push(...poolParts);
   parts[0] += ` on ${slotParts.join(', ')}`;
   const rest = input.ahead - simulated;
   if (rest > 0) {
     const mean = simulated ? input.aheadSeconds.slice(0, simulated).reduce((s, x) => s + x, 0) / simulated : 0;
     start += (rest * mean * 1000) / totalSlots;
-    parts.push(`${rest} more ahead extrapolated at their mean run of ${Math.round(mean)} s over ${plural(totalSlots, 'slot')}`);
+    parts.push(
+      `${rest} more ahead extrapolated at their mean run of ${Math.round(mean)} s over ${plural(totalSlots, 'slot')}`,
+    );
   }
   return { at: new Date(start), waitSeconds: (start - now) / 1000, basis: parts.join('; '), extrapolated: rest > 0 };
 }

@@ -20,7 +20,8 @@ export const isUnacknowledged = (status: string): boolean => status === 'ASSIGNE
 export const isUnacknowledgedSql = (alias: string) => `${alias}.status = 'ASSIGNED'`;
 
 /** The number of requests the worker whose id is the SQL expression `workerId` holds, as an int (a scalar subquery; one index probe). */
-export const activeWorkSql = (workerId: string) => `(select count(*)::int from work_request a where a.worker_id = ${workerId} and ${isActiveSql('a')})`;
+export const activeWorkSql = (workerId: string) =>
+  `(select count(*)::int from work_request a where a.worker_id = ${workerId} and ${isActiveSql('a')})`;
 
 /**
  * A relation of `worker_id, active` (an int): how many requests each worker holds, for the workers

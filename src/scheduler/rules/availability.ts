@@ -36,9 +36,21 @@ export const AVAILABILITY_FACTS = [
   { fact: 'terminated', column: 'terminated_at', property: 'terminatedAt', row: 'terminated', kind: 'set' },
   { fact: 'connected', column: 'connected_at', property: 'connectedAt', row: 'connected', kind: 'set' },
   // When it last reported its metadata; a heartbeat or a pull does not count (docs/design.md: workers).
-  { fact: 'reportedMs', column: 'metadata_reported_at', property: 'metadataReportedAt', row: 'reported_ms', kind: 'ms' },
+  {
+    fact: 'reportedMs',
+    column: 'metadata_reported_at',
+    property: 'metadataReportedAt',
+    row: 'reported_ms',
+    kind: 'ms',
+  },
   { fact: 'quarantined', column: 'quarantined_at', property: 'quarantinedAt', row: 'quarantined', kind: 'set' },
-] as const satisfies readonly { fact: string; column: string; property: string; row: string; kind: AvailabilityFactKind }[];
+] as const satisfies readonly {
+  fact: string;
+  column: string;
+  property: string;
+  row: string;
+  kind: AvailabilityFactKind;
+}[];
 
 /** One entry of {@link AVAILABILITY_FACTS}. */
 export type AvailabilityFact = (typeof AVAILABILITY_FACTS)[number];
@@ -92,7 +104,8 @@ const availableButForQuarantineSql = (alias: string) =>
  * The same rule as a SQL condition on the worker table under `alias`, true exactly when
  * unavailableReason is null (false, never null: a missing time is spelled out). It takes one parameter, availableParams(now, freshMs), in its place.
  */
-export const availableSql = (alias: string) => `(${alias}.quarantined_at is null and ${availableButForQuarantineSql(alias)})`;
+export const availableSql = (alias: string) =>
+  `(${alias}.quarantined_at is null and ${availableButForQuarantineSql(alias)})`;
 
 /**
  * Whether a quarantined worker may be given a quarantine probe (services/work/quarantine-probes.ts): it is
@@ -105,7 +118,8 @@ export function mayBeProbed(w: AvailabilityFacts, now: Date, freshMs: number): b
 }
 
 /** mayBeProbed as a SQL condition on the worker table under `alias` (one parameter, availableParams, in its place). */
-export const probeableSql = (alias: string) => `(${alias}.quarantined_at is not null and ${availableButForQuarantineSql(alias)})`;
+export const probeableSql = (alias: string) =>
+  `(${alias}.quarantined_at is not null and ${availableButForQuarantineSql(alias)})`;
 
 /** The parameter of availableSql: the oldest report that is still fresh. */
 export const availableParams = (now: Date, freshMs: number): unknown[] => [new Date(now.getTime() - freshMs)];
@@ -134,10 +148,13 @@ export const availabilityColumns = (alias: string) => AVAILABILITY_FACTS.map((f)
 export type AvailabilityRow = { readonly [F in AvailabilityFact as F['row']]: ValueOf<F['kind']> };
 
 /** The facts of a row read with availabilityColumns. */
-export const factsOfRow = (r: AvailabilityRow): AvailabilityFacts => Object.fromEntries(AVAILABILITY_FACTS.map((f) => [f.fact, r[f.row]])) as AvailabilityFacts;
+export const factsOfRow = (r: AvailabilityRow): AvailabilityFacts =>
+  Object.fromEntries(AVAILABILITY_FACTS.map((f) => [f.fact, r[f.row]])) as AvailabilityFacts;
 
 /** A loaded worker entity as factsOfWorker reads it: the facts' properties (its times may be left unloaded). */
-export type AvailabilityOfWorker = { readonly [F in AvailabilityFact as F['kind'] extends 'text' | 'flag' ? F['property'] : never]: ValueOf<F['kind']> } & {
+export type AvailabilityOfWorker = {
+  readonly [F in AvailabilityFact as F['kind'] extends 'text' | 'flag' ? F['property'] : never]: ValueOf<F['kind']>;
+} & {
   readonly [F in AvailabilityFact as F['kind'] extends 'set' | 'ms' ? F['property'] : never]?: Date | null;
 };
 
@@ -156,10 +173,21 @@ function factOfProperty(f: AvailabilityFact, value: unknown): unknown {
 
 /** The facts of a loaded worker entity (the API's objects). */
 export const factsOfWorker = (w: AvailabilityOfWorker): AvailabilityFacts =>
-  Object.fromEntries(AVAILABILITY_FACTS.map((f) => [f.fact, factOfProperty(f, (w as Record<string, unknown>)[f.property])])) as AvailabilityFacts;
+  Object.fromEntries(
+    AVAILABILITY_FACTS.map((f) => [f.fact, factOfProperty(f, (w as Record<string, unknown>)[f.property])]),
+  ) as AvailabilityFacts;
 
 /** What a worker is doing, as the API and the status page show it. */
-export const WORKER_STATUSES = ['IDLE', 'BUSY', 'DRAINING', 'DISCONNECTED', 'STALE', 'QUARANTINED', 'DISABLED', 'INACTIVE'] as const;
+export const WORKER_STATUSES = [
+  'IDLE',
+  'BUSY',
+  'DRAINING',
+  'DISCONNECTED',
+  'STALE',
+  'QUARANTINED',
+  'DISABLED',
+  'INACTIVE',
+] as const;
 export type WorkerStatus = (typeof WORKER_STATUSES)[number];
 
 const STATUS_OF_REASON: Record<UnavailableReason, WorkerStatus | null> = {

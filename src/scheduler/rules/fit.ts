@@ -30,7 +30,10 @@ export const NOT_ASSIGNABLE_TYPE = 'not-assignable';
 /** The docs/design.md: tags and provenance rule at class level: the class's requirements ⊆ worker's provided, and the worker's requirements ⊆ the class's significant provided tags. */
 export function classFits(c: TaskClassRow, w: WorkerTags): boolean {
   if (w.type === NOT_ASSIGNABLE_TYPE) return false;
-  return matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags }).ok;
+  return matchTags(
+    { provided: c.significantProvidedTags, required: c.requiredTags },
+    { provided: w.providedTags, required: w.requiredTags },
+  ).ok;
 }
 
 /**
@@ -50,7 +53,9 @@ export function providedIndexOf(providedTags: readonly string[]): ProvidedTagInd
 export function fitsOf(w: WorkerTags): (c: TaskClassRow) => boolean {
   if (w.type === NOT_ASSIGNABLE_TYPE) return () => false;
   const index = providedIndexOf(w.providedTags);
-  return (c) => c.requiredTags.every((t) => index.satisfies(t)) && missingTags(w.requiredTags, c.significantProvidedTags).length === 0;
+  return (c) =>
+    c.requiredTags.every((t) => index.satisfies(t)) &&
+    missingTags(w.requiredTags, c.significantProvidedTags).length === 0;
 }
 
 /** What keeps a class from a worker or a pool: the class's requirements it does not provide, and its requirements the class does not provide. */
@@ -60,8 +65,14 @@ export interface Mismatch {
 }
 
 /** As matchTags for a class and a worker (or pool template) whose provided tags are indexed: the unsatisfied requirements of each side, once each, in their order. */
-export function classMismatch(c: TaskClassRow, w: { readonly index: ProvidedTagIndex; readonly requiredTags: readonly string[] }): Mismatch {
-  return { missingOnWorker: [...new Set(c.requiredTags)].filter((t) => !w.index.satisfies(t)), missingOnTask: missingTags(w.requiredTags, c.significantProvidedTags) };
+export function classMismatch(
+  c: TaskClassRow,
+  w: { readonly index: ProvidedTagIndex; readonly requiredTags: readonly string[] },
+): Mismatch {
+  return {
+    missingOnWorker: [...new Set(c.requiredTags)].filter((t) => !w.index.satisfies(t)),
+    missingOnTask: missingTags(w.requiredTags, c.significantProvidedTags),
+  };
 }
 
 const isMinimum = (tag: string) => tag.includes('>=');
@@ -74,7 +85,10 @@ const isMinimum = (tag: string) => tag.includes('>=');
 export function mayFit(c: TaskClassRow, w: WorkerTags): boolean {
   const provided = new Set(w.providedTags);
   const significant = new Set(c.significantProvidedTags);
-  return c.requiredTags.filter((t) => !isMinimum(t)).every((t) => provided.has(t)) && (w.requiredTags.every((t) => significant.has(t)) || w.requiredTags.some(isMinimum));
+  return (
+    c.requiredTags.filter((t) => !isMinimum(t)).every((t) => provided.has(t)) &&
+    (w.requiredTags.every((t) => significant.has(t)) || w.requiredTags.some(isMinimum))
+  );
 }
 
 /**
@@ -86,4 +100,7 @@ export const mayFitSql = (alias: string) =>
     and (${alias}.required_tags <@ ?::text[] or exists (select 1 from unnest(${alias}.required_tags) t where strpos(t, '>=') > 0)))`;
 
 /** The parameters of mayFitSql for a class: its plain requirements and its significant provided tags. */
-export const mayFitParams = (c: TaskClassRow): unknown[] => [textArray(c.requiredTags.filter((t) => !isMinimum(t))), textArray(c.significantProvidedTags)];
+export const mayFitParams = (c: TaskClassRow): unknown[] => [
+  textArray(c.requiredTags.filter((t) => !isMinimum(t))),
+  textArray(c.significantProvidedTags),
+];

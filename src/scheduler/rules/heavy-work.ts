@@ -44,7 +44,12 @@ export interface Heaviness {
  * task's average run over the last 30 days reaches the threshold (its history). Without history
  * only the size class decides.
  */
-export function heaviness(requiredTags: readonly string[], taskType: string, taskName: string, history: TaskHistory): Heaviness {
+export function heaviness(
+  requiredTags: readonly string[],
+  taskType: string,
+  taskName: string,
+  history: TaskHistory,
+): Heaviness {
   const averageSeconds = history.averageSeconds.get(taskKey(taskType, taskName)) ?? null;
   if (requiredTags.includes(HEAVY_TAG)) return { heavy: true, reason: HEAVY_REASONS.REQUIRES_LARGE, averageSeconds };
   if (history.thresholdSeconds > 0 && averageSeconds !== null && averageSeconds >= history.thresholdSeconds) {

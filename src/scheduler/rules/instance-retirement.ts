@@ -54,7 +54,8 @@ export function reachedWorkRequestLimit(assigned: number, limit: number | null):
 }
 
 /** {@link reachedWorkRequestLimit} in SQL, over SQL expressions for the count and the limit. */
-export const reachedWorkRequestLimitSql = (assigned: string, limit: string) => `(${limit} is not null and ${assigned} >= ${limit})`;
+export const reachedWorkRequestLimitSql = (assigned: string, limit: string) =>
+  `(${limit} is not null and ${assigned} >= ${limit})`;
 
 /**
  * The request limit as PostgreSQL applies it: the functions of the statement triggers on work_request
@@ -122,7 +123,10 @@ function madeFrom(specifications: unknown): unknown {
   if (!specifications || typeof specifications !== 'object') return specifications;
   const { offerings } = specifications as { offerings?: unknown };
   if (!Array.isArray(offerings)) return specifications;
-  return { ...specifications, offerings: offerings.map((o: unknown) => (o && typeof o === 'object' ? { ...o, pricePerHour: undefined } : o)) };
+  return {
+    ...specifications,
+    offerings: offerings.map((o: unknown) => (o && typeof o === 'object' ? { ...o, pricePerHour: undefined } : o)),
+  };
 }
 
 /**
@@ -142,7 +146,10 @@ export function templateFingerprint(pool: { providerType: string; specifications
  * other specifications than the pool's; null when it kept none (launched before fingerprints were kept).
  * Which states count (live ones, RUNNING ones to retire) is the caller's.
  */
-export function isOutdated(instanceFingerprint: string | null | undefined, pool: { providerType: string; specifications: unknown }): boolean | null {
+export function isOutdated(
+  instanceFingerprint: string | null | undefined,
+  pool: { providerType: string; specifications: unknown },
+): boolean | null {
   return instanceFingerprint ? instanceFingerprint !== templateFingerprint(pool) : null;
 }
 
@@ -150,7 +157,8 @@ export function isOutdated(instanceFingerprint: string | null | undefined, pool:
  * {@link isOutdated} in SQL (false where it is null), over an instance's `template_fingerprint` column;
  * its one parameter is the pool's {@link templateFingerprint}.
  */
-export const outdatedSql = (fingerprintColumn: string) => `(${fingerprintColumn} is not null and ${fingerprintColumn} <> ?)`;
+export const outdatedSql = (fingerprintColumn: string) =>
+  `(${fingerprintColumn} is not null and ${fingerprintColumn} <> ?)`;
 
 /** How many more outdated instances a pool may retire now: its maximum at a time, less those retiring for it and the replacements still launching. */
 export function replacementRoom(maxReplacing: number, retiringOutdated: number, launching: number): number {
@@ -158,9 +166,13 @@ export function replacementRoom(maxReplacing: number, retiringOutdated: number, 
 }
 
 /** What a retiring worker's reason says, in words, for logs, the CLI and the pages. */
-export function retiringText(reason: RetiringReason, pool: { name: string; maxWorkRequestsPerInstance: number | null; maxInstanceLifetimeSeconds: number | null }): string {
+export function retiringText(
+  reason: RetiringReason,
+  pool: { name: string; maxWorkRequestsPerInstance: number | null; maxInstanceLifetimeSeconds: number | null },
+): string {
   if (reason === RETIRING_REASONS.WORK_REQUESTS)
     return `it ran the ${pool.maxWorkRequestsPerInstance} work request${pool.maxWorkRequestsPerInstance === 1 ? '' : 's'} pool ${pool.name} gives an instance`;
-  if (reason === RETIRING_REASONS.LIFETIME) return `its instance is older than the ${pool.maxInstanceLifetimeSeconds} s lifetime of pool ${pool.name}`;
+  if (reason === RETIRING_REASONS.LIFETIME)
+    return `its instance is older than the ${pool.maxInstanceLifetimeSeconds} s lifetime of pool ${pool.name}`;
   return `its instance was made from older specifications than pool ${pool.name} has now`;
 }

@@ -42,7 +42,8 @@ export interface Preferable {
 }
 
 const bySize = (a: Preferable, b: Preferable) => a.size[0] - b.size[0] || a.size[1] - b.size[1];
-const staticBeforePoolOrder = (a: Pick<Preferable, 'pooled'>, b: Pick<Preferable, 'pooled'>) => Number(a.pooled) - Number(b.pooled);
+const staticBeforePoolOrder = (a: Pick<Preferable, 'pooled'>, b: Pick<Preferable, 'pooled'>) =>
+  Number(a.pooled) - Number(b.pooled);
 const oldestOrder = (a: Pick<Preferable, 'id'>, b: Pick<Preferable, 'id'>) => a.id - b.id;
 /** Each rule as a comparison: negative when it puts `a` first. */
 const COMPARE: Record<PlacementRule, (a: Preferable, b: Preferable) => number> = {
@@ -53,7 +54,12 @@ const COMPARE: Record<PlacementRule, (a: Preferable, b: Preferable) => number> =
   OLDEST: oldestOrder,
 };
 const HEAVY_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'LARGEST_FOR_HEAVY', 'MOST_SPECIALISED', 'OLDEST'];
-const LIGHT_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'SMALLEST_FOR_LIGHT', 'MOST_SPECIALISED', 'OLDEST'];
+const LIGHT_RULES: readonly PlacementRule[] = [
+  'STATIC_BEFORE_POOL',
+  'SMALLEST_FOR_LIGHT',
+  'MOST_SPECIALISED',
+  'OLDEST',
+];
 
 /** The rules, in the order they apply, for heavy work or for other work. */
 export const placementRules = (heavy: boolean): readonly PlacementRule[] => (heavy ? HEAVY_RULES : LIGHT_RULES);
@@ -83,7 +89,8 @@ export const workerPreference = (heavy: boolean) => {
 export const staticFirstSql = (alias: string) => `${alias}.pool_id is not null, ${alias}.id`;
 
 /** The order of {@link staticFirstSql} in TypeScript: static before pool workers, then the oldest. */
-export const staticFirst = (a: Pick<Preferable, 'pooled' | 'id'>, b: Pick<Preferable, 'pooled' | 'id'>): number => staticBeforePoolOrder(a, b) || oldestOrder(a, b);
+export const staticFirst = (a: Pick<Preferable, 'pooled' | 'id'>, b: Pick<Preferable, 'pooled' | 'id'>): number =>
+  staticBeforePoolOrder(a, b) || oldestOrder(a, b);
 
 /** Static workers before pool workers, each kind in the order given (a stable sort by STATIC_BEFORE_POOL alone: demand serves idle slots so). */
 export const staticBeforePool = <T extends { readonly poolId: number | null }>(workers: readonly T[]): T[] =>

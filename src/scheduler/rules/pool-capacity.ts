@@ -71,8 +71,16 @@ export function costBudgetRoom(budget: number | null | undefined, committedCost:
  * month and `committedCost` their committed cost this month (storage/pool-runtime.ts, rules/pool-cost.ts).
  */
 export function launchRoom(
-  pool: Pick<WorkerPool, 'maxActiveInstances' | 'monthlyRuntimeBudgetSeconds' | 'launchFailures' | 'launchRetryAt' | 'lastErrorKind'> &
-    Partial<Pick<WorkerPool, 'maxLaunchesPerMinute' | 'monthlyCostBudget' | 'pricePerHour' | 'billingPeriodSeconds' | 'specifications'>>,
+  pool: Pick<
+    WorkerPool,
+    'maxActiveInstances' | 'monthlyRuntimeBudgetSeconds' | 'launchFailures' | 'launchRetryAt' | 'lastErrorKind'
+  > &
+    Partial<
+      Pick<
+        WorkerPool,
+        'maxLaunchesPerMinute' | 'monthlyCostBudget' | 'pricePerHour' | 'billingPeriodSeconds' | 'specifications'
+      >
+    >,
   instances: number,
   runtimeSeconds: number,
   now: Date,
@@ -85,7 +93,11 @@ export function launchRoom(
   const rate = rateRoom(pool, launchesLastMinute);
   const overBudget = pool.monthlyRuntimeBudgetSeconds != null && runtimeSeconds >= pool.monthlyRuntimeBudgetSeconds;
   const overCostBudget = !underCostBudget(pool.monthlyCostBudget, committedCost);
-  const budgetRoom = costBudgetRoom(pool.monthlyCostBudget, committedCost, firstCharge(nextLaunchPrice(pool), pool.billingPeriodSeconds));
+  const budgetRoom = costBudgetRoom(
+    pool.monthlyCostBudget,
+    committedCost,
+    firstCharge(nextLaunchPrice(pool), pool.billingPeriodSeconds),
+  );
   const health = poolHealth(pool, now, degradedAfterFailures);
   const launchable = overBudget || overCostBudget || health.backingOff ? 0 : Math.min(room, rate, budgetRoom);
   const atLimit: LaunchLimit[] = [];

@@ -18,7 +18,8 @@ export const MAX_PRICE_PER_HOUR = 1e6;
 export const MIN_PRICE_PER_HOUR = 1e-9;
 
 /** Whether a price per hour is in range: 0, or from MIN_PRICE_PER_HOUR to MAX_PRICE_PER_HOUR (the input schemas refine with it). */
-export const isPricePerHour = (v: number): boolean => Number.isFinite(v) && (v === 0 || (v >= MIN_PRICE_PER_HOUR && v <= MAX_PRICE_PER_HOUR));
+export const isPricePerHour = (v: number): boolean =>
+  Number.isFinite(v) && (v === 0 || (v >= MIN_PRICE_PER_HOUR && v <= MAX_PRICE_PER_HOUR));
 
 /** What {@link isPricePerHour} says to a bad price. */
 export const PRICE_PER_HOUR_RANGE = `must be 0 or from ${MIN_PRICE_PER_HOUR} to ${MAX_PRICE_PER_HOUR}`;
@@ -39,14 +40,18 @@ export const MAX_MONTHLY_COST_BUDGET = 1e12;
  * the spot price paid is at most that); else the pool's. Null when none is known.
  */
 export function launchPrice(
-  offering: { readonly market: string; readonly maxPricePerHour: number | null; readonly pricePerHour?: number | null } | null | undefined,
+  offering:
+    | { readonly market: string; readonly maxPricePerHour: number | null; readonly pricePerHour?: number | null }
+    | null
+    | undefined,
   poolPrice: number | null,
   providerPrice: number | null = null,
 ): number | null {
   if (offering?.pricePerHour != null) return offering.pricePerHour;
   // A provider's price out of the range the input accepts (none is, really) is not taken.
   if (providerPrice != null && isPricePerHour(providerPrice)) return providerPrice;
-  if (offering?.market === 'spot' && offering.maxPricePerHour != null && isPricePerHour(offering.maxPricePerHour)) return offering.maxPricePerHour;
+  if (offering?.market === 'spot' && offering.maxPricePerHour != null && isPricePerHour(offering.maxPricePerHour))
+    return offering.maxPricePerHour;
   return poolPrice ?? null;
 }
 
@@ -56,11 +61,21 @@ export function launchPrice(
  * offerings as they are stored (services/pools/pool-specifications.ts keeps them as
  * providers/offerings.ts reads them), else the pool's. Demand reckons the budget's room with it.
  */
-export function nextLaunchPrice(pool: { readonly specifications?: Readonly<Record<string, unknown>>; readonly pricePerHour?: number | null }): number | null {
+export function nextLaunchPrice(pool: {
+  readonly specifications?: Readonly<Record<string, unknown>>;
+  readonly pricePerHour?: number | null;
+}): number | null {
   const list = pool.specifications?.offerings;
-  const first = Array.isArray(list) && list[0] && typeof list[0] === 'object' ? (list[0] as Record<string, unknown>) : null;
+  const first =
+    Array.isArray(list) && list[0] && typeof list[0] === 'object' ? (list[0] as Record<string, unknown>) : null;
   const num = (v: unknown) => (typeof v === 'number' ? v : null);
-  const offering = first ? { market: first.market === 'spot' ? 'spot' : 'on-demand', maxPricePerHour: num(first.maxPricePerHour), pricePerHour: num(first.pricePerHour) } : null;
+  const offering = first
+    ? {
+        market: first.market === 'spot' ? 'spot' : 'on-demand',
+        maxPricePerHour: num(first.maxPricePerHour),
+        pricePerHour: num(first.pricePerHour),
+      }
+    : null;
   return launchPrice(offering, pool.pricePerHour ?? null);
 }
 
@@ -70,12 +85,18 @@ export function instancePrice(instancePricePerHour: number | null, poolPricePerH
 }
 
 /** {@link instancePrice} in SQL, of the instance's and the pool's table aliases. */
-export const instancePriceSql = (instance: string, pool: string): string => `coalesce(${instance}.price_per_hour, ${pool}.price_per_hour)`;
+export const instancePriceSql = (instance: string, pool: string): string =>
+  `coalesce(${instance}.price_per_hour, ${pool}.price_per_hour)`;
 
 const seconds = (from: Date, to: Date) => (to.getTime() - from.getTime()) / 1000;
 
 /** What an instance cost from its request to `end` (its termination, or now): price × billed hours; null without a price. */
-export function instanceCost(pricePerHour: number | null, requestedAt: Date, end: Date, billingPeriodSeconds: number | null | undefined): number | null {
+export function instanceCost(
+  pricePerHour: number | null,
+  requestedAt: Date,
+  end: Date,
+  billingPeriodSeconds: number | null | undefined,
+): number | null {
   if (pricePerHour == null) return null;
   return (pricePerHour * billedSeconds(seconds(requestedAt, end), billingPeriodSeconds)) / 3600;
 }
@@ -90,10 +111,21 @@ export function monthStartUtc(now: Date): Date {
  * `end` less what it cost up to the month's start; billed by period, a period counts in the month it
  * started in. 0 without a price or when it ended before the month.
  */
-export function costInMonth(pricePerHour: number | null, requestedAt: Date, end: Date, monthStart: Date, billingPeriodSeconds: number | null | undefined): number {
+export function costInMonth(
+  pricePerHour: number | null,
+  requestedAt: Date,
+  end: Date,
+  monthStart: Date,
+  billingPeriodSeconds: number | null | undefined,
+): number {
   if (pricePerHour == null || end.getTime() <= monthStart.getTime()) return 0;
   const from = requestedAt.getTime() > monthStart.getTime() ? requestedAt : monthStart;
-  return (pricePerHour * (billedSeconds(seconds(requestedAt, end), billingPeriodSeconds) - billedSeconds(seconds(requestedAt, from), billingPeriodSeconds))) / 3600;
+  return (
+    (pricePerHour *
+      (billedSeconds(seconds(requestedAt, end), billingPeriodSeconds) -
+        billedSeconds(seconds(requestedAt, from), billingPeriodSeconds))) /
+    3600
+  );
 }
 
 /**
@@ -133,7 +165,9 @@ export function committedCostInMonth(
   live: boolean,
 ): number {
   const cost = costInMonth(pricePerHour, requestedAt, end, monthStart, billingPeriodSeconds);
-  return live && requestedAt.getTime() >= monthStart.getTime() ? Math.max(cost, firstCharge(pricePerHour, billingPeriodSeconds)) : cost;
+  return live && requestedAt.getTime() >= monthStart.getTime()
+    ? Math.max(cost, firstCharge(pricePerHour, billingPeriodSeconds))
+    : cost;
 }
 
 /**
@@ -151,7 +185,12 @@ export function committedCostInMonthSql(i: string, p: string, end: string, month
  * (from its start to its completion, or now) ÷ the worker's concurrency (the requests it runs at once
  * share the machine). Billing periods are not shared out. Null without a price or before it started.
  */
-export function workRequestCost(pricePerHour: number | null, startedAt: Date | null, end: Date, concurrency: number): number | null {
+export function workRequestCost(
+  pricePerHour: number | null,
+  startedAt: Date | null,
+  end: Date,
+  concurrency: number,
+): number | null {
   if (pricePerHour == null || startedAt == null) return null;
   return (pricePerHour * Math.max(0, seconds(startedAt, end))) / 3600 / Math.max(1, concurrency);
 }

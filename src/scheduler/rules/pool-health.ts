@@ -12,7 +12,11 @@ export interface PoolHealth {
 const NEEDS_AN_ADMIN = new Set(['auth', 'invalid']);
 
 /** The one rule for a pool's launch health, shared by demand, the provisioner and GraphQL. */
-export function poolHealth(pool: Pick<WorkerPool, 'launchFailures' | 'launchRetryAt' | 'lastErrorKind'>, now: Date, degradedAfterFailures: number): PoolHealth {
+export function poolHealth(
+  pool: Pick<WorkerPool, 'launchFailures' | 'launchRetryAt' | 'lastErrorKind'>,
+  now: Date,
+  degradedAfterFailures: number,
+): PoolHealth {
   const failing = pool.launchFailures > 0;
   return {
     degraded: failing && (pool.launchFailures >= degradedAfterFailures || NEEDS_AN_ADMIN.has(pool.lastErrorKind ?? '')),

@@ -82,7 +82,9 @@ export type QueueRule = (typeof QUEUE_RULES)[keyof typeof QUEUE_RULES];
 export function queueRuleBetween(o: QueueKey, r: QueueKey): QueueRule | null {
   if (!queueBefore(o, r)) return null;
   if (o.prio > r.prio) return QUEUE_RULES.HIGHER_PRIORITY;
-  return o.createdUs > r.createdUs || (o.createdUs === r.createdUs && o.id > r.id) ? QUEUE_RULES.FAIR_SHARE : QUEUE_RULES.AGE;
+  return o.createdUs > r.createdUs || (o.createdUs === r.createdUs && o.id > r.id)
+    ? QUEUE_RULES.FAIR_SHARE
+    : QUEUE_RULES.AGE;
 }
 
 /**

@@ -56,7 +56,10 @@ export function billedSecondsSql(seconds: string, periodSeconds: string): string
  * 119 s: a window of 30 s or more, which one of two cycles 30 s apart falls in).
  */
 export function stopWindowSeconds(periodSeconds: number): number {
-  return Math.min(periodSeconds / 2, Math.max(MIN_STOP_WINDOW_SECONDS, Math.min(BILLING_STOP_WINDOW_SECONDS, periodSeconds / 10)));
+  return Math.min(
+    periodSeconds / 2,
+    Math.max(MIN_STOP_WINDOW_SECONDS, Math.min(BILLING_STOP_WINDOW_SECONDS, periodSeconds / 10)),
+  );
 }
 
 /** Minutes since midnight of "HH:MM" (24:00 allowed), or null when malformed. */
@@ -69,9 +72,18 @@ export function minutesOf(hhmm: string): number | null {
 
 /** The weekday and minute of day of `now` in `timeZone` (daylight saving time included, by Intl). */
 export function localTime(now: Date, timeZone: string): { day: Weekday; minute: number } {
-  const parts = new Intl.DateTimeFormat('en-GB', { timeZone, weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).formatToParts(now);
+  const parts = new Intl.DateTimeFormat('en-GB', {
+    timeZone,
+    weekday: 'short',
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+  }).formatToParts(now);
   const get = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
-  return { day: get('weekday').toUpperCase().slice(0, 3) as Weekday, minute: Number(get('hour')) * 60 + Number(get('minute')) };
+  return {
+    day: get('weekday').toUpperCase().slice(0, 3) as Weekday,
+    minute: Number(get('hour')) * 60 + Number(get('minute')),
+  };
 }
 
 /** Whether `timeZone` is one Intl knows (an IANA name such as Europe/Berlin, or UTC). */
@@ -89,7 +101,9 @@ export function minIdleNow(pool: Pick<ScaleInPolicy, 'minIdleInstances' | 'warmS
   const schedule = pool.warmSchedule;
   if (!schedule?.periods.length) return pool.minIdleInstances;
   const { day, minute } = localTime(now, schedule.timeZone);
-  const inPeriod = schedule.periods.filter((p) => p.days.includes(day) && minute >= (minutesOf(p.from) ?? 0) && minute < (minutesOf(p.to) ?? 0));
+  const inPeriod = schedule.periods.filter(
+    (p) => p.days.includes(day) && minute >= (minutesOf(p.from) ?? 0) && minute < (minutesOf(p.to) ?? 0),
+  );
   return inPeriod.length ? Math.max(...inPeriod.map((p) => p.minIdleInstances)) : pool.minIdleInstances;
 }
 
@@ -107,16 +121,31 @@ export function stopHold(
   lastLaunchAt: Date | null,
   now: Date,
 ): StopHold | null {
-  if (pool.scaleDownDelaySeconds && lastLaunchAt && now.getTime() - lastLaunchAt.getTime() < pool.scaleDownDelaySeconds * 1000) return 'SCALE_DOWN_DELAY';
-  if (pool.billingPeriodSeconds && createdAt && paidPeriodLeft(createdAt, pool.billingPeriodSeconds, now) > stopWindowSeconds(pool.billingPeriodSeconds)) return 'PAID_PERIOD';
+  if (
+    pool.scaleDownDelaySeconds &&
+    lastLaunchAt &&
+    now.getTime() - lastLaunchAt.getTime() < pool.scaleDownDelaySeconds * 1000
+  )
+    return 'SCALE_DOWN_DELAY';
+  if (
+    pool.billingPeriodSeconds &&
+    createdAt &&
+    paidPeriodLeft(createdAt, pool.billingPeriodSeconds, now) > stopWindowSeconds(pool.billingPeriodSeconds)
+  )
+    return 'PAID_PERIOD';
   return null;
 }
 
 /** The order idle instances are stopped in: nearest the end of its paid period first (when billed by period), else idle longest first. */
 export function stopOrder(pool: Pick<ScaleInPolicy, 'billingPeriodSeconds'>, now: Date) {
-  return (a: { createdAt: Date | null; idleSince: Date | null }, b: { createdAt: Date | null; idleSince: Date | null }): number => {
+  return (
+    a: { createdAt: Date | null; idleSince: Date | null },
+    b: { createdAt: Date | null; idleSince: Date | null },
+  ): number => {
     if (pool.billingPeriodSeconds && a.createdAt && b.createdAt) {
-      const d = paidPeriodLeft(a.createdAt, pool.billingPeriodSeconds, now) - paidPeriodLeft(b.createdAt, pool.billingPeriodSeconds, now);
+      const d =
+        paidPeriodLeft(a.createdAt, pool.billingPeriodSeconds, now) -
+        paidPeriodLeft(b.createdAt, pool.billingPeriodSeconds, now);
       if (d) return d;
     }
     return (a.idleSince?.getTime() ?? 0) - (b.idleSince?.getTime() ?? 0);

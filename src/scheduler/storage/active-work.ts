@@ -8,8 +8,9 @@ import { activeByWorkerSql } from '../rules/active-work.js';
  */
 export async function activeWorkCounts(em: EntityManager, workerIds: readonly number[]): Promise<Map<number, number>> {
   if (!workerIds.length) return new Map();
-  const rows = await em.execute<{ worker_id: number; n: number }[]>(`select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`, [
-    intArray(workerIds),
-  ]);
+  const rows = await em.execute<{ worker_id: number; n: number }[]>(
+    `select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`,
+    [intArray(workerIds)],
+  );
   return new Map(rows.map((r) => [r.worker_id, r.n]));
 }

@@ -34,12 +34,29 @@ export interface AssignedRow {
 }
 
 /** Assigns each request to its worker in one statement (assignSql); returns the assignments made, in the order asked. */
-export async function assignRequests(em: EntityManager, pairs: readonly { readonly workRequestId: number; readonly workerId: number }[], now: Date): Promise<Assignment[]> {
+export async function assignRequests(
+  em: EntityManager,
+  pairs: readonly { readonly workRequestId: number; readonly workerId: number }[],
+  now: Date,
+): Promise<Assignment[]> {
   if (!pairs.length) return [];
-  const rows = await em.execute<AssignedRow[]>(assignSql('unnest(?::int[], ?::int[])'), [now, intArray(pairs.map((a) => a.workRequestId)), intArray(pairs.map((a) => a.workerId))]);
+  const rows = await em.execute<AssignedRow[]>(assignSql('unnest(?::int[], ?::int[])'), [
+    now,
+    intArray(pairs.map((a) => a.workRequestId)),
+    intArray(pairs.map((a) => a.workerId)),
+  ]);
   const rowOf = new Map(rows.map((r) => [r.id, r]));
   return pairs.flatMap((a) => {
     const row = rowOf.get(a.workRequestId);
-    return row ? [{ workRequestId: a.workRequestId, workerId: a.workerId, workspaceId: row.workspace_id, pendingAt: toDate(row.pending_at) }] : [];
+    return row
+      ? [
+          {
+            workRequestId: a.workRequestId,
+            workerId: a.workerId,
+            workspaceId: row.workspace_id,
+            pendingAt: toDate(row.pending_at),
+          },
+        ]
+      : [];
   });
 }

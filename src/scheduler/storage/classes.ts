@@ -17,7 +17,11 @@ export interface ClassifiableTags {
  * tags take part only by the names some worker or pool requires, so per-package tags never split a
  * class. Runs inside the caller's transaction, which holds the classification lock until it commits.
  */
-export async function classIdsFor(em: EntityManager, items: readonly ClassifiableTags[], exclusive = false): Promise<number[]> {
+export async function classIdsFor(
+  em: EntityManager,
+  items: readonly ClassifiableTags[],
+  exclusive = false,
+): Promise<number[]> {
   if (!items.length) return [];
   // Items that hold the same lists (the requests of one analysis in a batch) are read once.
   const providedLists = new Set(items.map((r) => r.providedTags));
@@ -25,10 +29,15 @@ export async function classIdsFor(em: EntityManager, items: readonly Classifiabl
   // The lock (unless the caller holds it exclusively), then the significant tags read under it: one trip.
   const trip = await executeInOneTrip<{ tag: string }[][]>(em, [
     ...(exclusive ? [] : [lockForTransactionStatement('CLASSIFY', 'shared')]),
-    ...(names.length ? [{ sql: 'select tag from significant_tag where tag = any(?::text[])', params: [textArray(names)] }] : []),
+    ...(names.length
+      ? [{ sql: 'select tag from significant_tag where tag = any(?::text[])', params: [textArray(names)] }]
+      : []),
   ]);
   const significant = new Set(names.length ? trip[trip.length - 1].map((r) => r.tag) : []);
-  const byLists = new Map<readonly string[], Map<readonly string[], { key: string; required: string[]; sig: string[] }>>();
+  const byLists = new Map<
+    readonly string[],
+    Map<readonly string[], { key: string; required: string[]; sig: string[] }>
+  >();
   const keyed = items.map((r) => {
     let byRequired = byLists.get(r.providedTags);
     if (!byRequired) byLists.set(r.providedTags, (byRequired = new Map()));
@@ -43,7 +52,10 @@ export async function classIdsFor(em: EntityManager, items: readonly Classifiabl
   const distinct = [...new Map(keyed.map((k) => [k.key, k])).values()];
   const select = async (keys: string[]) => {
     const wanted = new Set(keys);
-    const rows = await em.execute<{ id: number; key: string }[]>('select id, key from task_class where key_hash = any(?::text[])', [textArray(keys.map(classKeyHash))]);
+    const rows = await em.execute<{ id: number; key: string }[]>(
+      'select id, key from task_class where key_hash = any(?::text[])',
+      [textArray(keys.map(classKeyHash))],
+    );
     return rows.filter((c) => wanted.has(c.key));
   };
   const idOf = new Map((await select(distinct.map((d) => d.key))).map((c) => [c.key, c.id]));
@@ -80,10 +92,10 @@ async function reclassify(em: EntityManager, ids: readonly number[]): Promise<vo
     rows.map((r) => ({ providedTags: r.provided_tags, requiredTags: r.required_tags })),
     true,
   );
-  await em.execute(`update work_request w set class_id = v.class_id from unnest(?::int[], ?::int[]) as v(id, class_id) where w.id = v.id`, [
-    intArray(rows.map((r) => r.id)),
-    intArray(classIds),
-  ]);
+  await em.execute(
+    `update work_request w set class_id = v.class_id from unnest(?::int[], ?::int[]) as v(id, class_id) where w.id = v.id`,
+    [intArray(rows.map((r) => r.id)), intArray(classIds)],
+  );
 }
 
 /**
@@ -93,11 +105,16 @@ async function reclassify(em: EntityManager, ids: readonly number[]): Promise<vo
 export async function registerSignificantTags(em: EntityManager, requiredTags: readonly string[]): Promise<void> {
   const names = [...new Set(requiredTags.map(tagName))];
   if (!names.length) return;
-  const known = await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [textArray(names)]);
+  const known = await em.execute<{ tag: string }[]>('select tag from significant_tag where tag = any(?::text[])', [
+    textArray(names),
+  ]);
   const fresh = names.filter((n) => !known.some((k) => k.tag === n));
   if (!fresh.length) return;
   await lockForTransaction(em, 'CLASSIFY');
-  await em.execute(`insert into significant_tag (tag, created_at) select unnest(?::text[]), now() on conflict do nothing`, [textArray(fresh)]);
+  await em.execute(
+    `insert into significant_tag (tag, created_at) select unnest(?::text[]), now() on conflict do nothing`,
+    [textArray(fresh)],
+  );
   // The affected requests are those providing a tag of one of these names (plain, or with a value);
   // assigned and running ones too, since a lease or a release can put them back in the queue.
   const affected = await em.execute<{ id: number }[]>(

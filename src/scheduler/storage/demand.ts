@@ -49,7 +49,10 @@ export async function computeDemand(
   // when two task types share a name).
   const expected = new Map<string, number>();
   for (const { taskType, taskName } of durations.tasks) {
-    expected.set(taskName, Math.max(expectedDurationSeconds(durations, taskType, taskName), expected.get(taskName) ?? 0));
+    expected.set(
+      taskName,
+      Math.max(expectedDurationSeconds(durations, taskType, taskName), expected.get(taskName) ?? 0),
+    );
   }
   const plan = planDemand(
     {
@@ -81,5 +84,10 @@ export async function computeDemand(
         [intArray(plan.unschedulable.map((u) => u.cls.id)), ...visible.params, SAMPLE_IDS],
       )
     : [];
-  return { pendingTotal: plan.pendingTotal, comingTotal: plan.comingTotal, pools: plan.pools, ...describeUnschedulable(plan, pools, samples) };
+  return {
+    pendingTotal: plan.pendingTotal,
+    comingTotal: plan.comingTotal,
+    pools: plan.pools,
+    ...describeUnschedulable(plan, pools, samples),
+  };
 }

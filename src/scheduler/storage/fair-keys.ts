@@ -7,7 +7,12 @@ import { FAIR_QUANTUM_MS } from '../rules/queue-order.js';
  * in submission order. One UPDATE of the workspace's clock; the row lock it takes is held until the
  * caller's transaction ends, so concurrent submissions to the same workspace get disjoint keys.
  */
-export async function reserveFairKeys(em: EntityManager, workspaceId: number, count: number, now: Date): Promise<number[]> {
+export async function reserveFairKeys(
+  em: EntityManager,
+  workspaceId: number,
+  count: number,
+  now: Date,
+): Promise<number[]> {
   return reserve(em, workspaceId, count, now, '');
 }
 
@@ -15,7 +20,13 @@ export async function reserveFairKeys(em: EntityManager, workspaceId: number, co
  * The clock's UPDATE. `from` may add a FROM item evaluated once with it (fairKeysFor's setting of
  * synchronous_commit for a reservation committed apart).
  */
-async function reserve(em: EntityManager, workspaceId: number, count: number, now: Date, from: string): Promise<number[]> {
+async function reserve(
+  em: EntityManager,
+  workspaceId: number,
+  count: number,
+  now: Date,
+  from: string,
+): Promise<number[]> {
   if (count <= 0) return [];
   const [row] = await em.execute<{ first: string }[]>(
     `update workspace s
@@ -48,7 +59,16 @@ export async function fairKeysFor(em: EntityManager, workspaceIds: readonly numb
   const apart = !em.isInTransaction();
   const keys = new Map<number, number[]>();
   for (const ws of [...counts.keys()].sort((a, b) => a - b)) {
-    keys.set(ws, await reserve(em, ws, counts.get(ws)!, now, apart ? `from (select set_config('synchronous_commit', 'off', true)) as commit_setting` : ''));
+    keys.set(
+      ws,
+      await reserve(
+        em,
+        ws,
+        counts.get(ws)!,
+        now,
+        apart ? `from (select set_config('synchronous_commit', 'off', true)) as commit_setting` : '',
+      ),
+    );
   }
   const next = new Map<number, number>();
   return workspaceIds.map((ws) => {

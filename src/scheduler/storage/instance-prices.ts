@@ -20,5 +20,10 @@ export async function workerPrices(em: EntityManager, workerIds: readonly number
       where w.id = any(?::int[])`,
     [intArray(workerIds)],
   );
-  return new Map(rows.map((r) => [r.worker_id, { pricePerHour: r.price == null ? null : Number(r.price), concurrency: r.concurrency }]));
+  return new Map(
+    rows.map((r) => [
+      r.worker_id,
+      { pricePerHour: r.price == null ? null : Number(r.price), concurrency: r.concurrency },
+    ]),
+  );
 }

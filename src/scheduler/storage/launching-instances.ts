@@ -7,8 +7,8 @@ import type { LaunchingInstance } from '../matching/diagnosis.js';
  * pools' maxActiveInstances.
  */
 export async function launchingInstances(em: EntityManager): Promise<LaunchingInstance[]> {
-  const rows = await em.execute<{ name: string; pool_id: number; worker_id: number | null; requested_at: Date | string }[]>(
-    `select name, pool_id, worker_id, requested_at from instance where state = 'LAUNCHING' order by requested_at, id`,
-  );
+  const rows = await em.execute<
+    { name: string; pool_id: number; worker_id: number | null; requested_at: Date | string }[]
+  >(`select name, pool_id, worker_id, requested_at from instance where state = 'LAUNCHING' order by requested_at, id`);
   return rows.map((r) => ({ name: r.name, poolId: r.pool_id, workerId: r.worker_id, since: new Date(r.requested_at) }));
 }

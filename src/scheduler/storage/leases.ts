@@ -142,6 +142,10 @@ export async function disconnectSilentWorkers(
       where k.id = v.id and k.connected_at is not null
         and (k.last_seen_at is null or k.last_seen_at <= v.assigned_at or k.last_seen_at < ?)
       returning k.id, k.name`,
-    [intArray(changes.map((c) => c.workerId)), textArray(changes.map((c) => (c.assignedAt instanceof Date ? c.assignedAt.toISOString() : String(c.assignedAt)))), seenBefore],
+    [
+      intArray(changes.map((c) => c.workerId)),
+      textArray(changes.map((c) => (c.assignedAt instanceof Date ? c.assignedAt.toISOString() : String(c.assignedAt)))),
+      seenBefore,
+    ],
   );
 }

@@ -70,7 +70,8 @@ export async function assignNextWorkInOneTrip(
   now: Date,
   options: { skipLocked?: boolean; seen?: CallSeen } = {},
 ): Promise<NextAssignment | null | undefined> {
-  if (options.seen && options.skipLocked) throw new Error('assignNextWorkInOneTrip: a recorded call (seen) waits for the worker; it cannot skip it');
+  if (options.seen && options.skipLocked)
+    throw new Error('assignNextWorkInOneTrip: a recorded call (seen) waits for the worker; it cannot skip it');
   if (em.isInTransaction()) return undefined;
   const eligible = cache.eligibleFor(shape);
   const guard = {
@@ -86,10 +87,22 @@ export async function assignNextWorkInOneTrip(
   // mark in the locking query's own select list would be computed before the lock is tried.
   const mark = `set_config('${LOCKED_SETTING}', w.id::text, true)`;
   const lock: TripStatement = options.seen
-    ? { sql: `update worker w set ${options.seen.set} where w.id = ? returning ${mark}`, params: [...options.seen.params, workerId] }
-    : { sql: `select ${mark} from (select id from worker where id = ? for update${options.skipLocked ? ' skip locked' : ''}) w`, params: [workerId] };
+    ? {
+        sql: `update worker w set ${options.seen.set} where w.id = ? returning ${mark}`,
+        params: [...options.seen.params, workerId],
+      }
+    : {
+        sql: `select ${mark} from (select id from worker where id = ? for update${options.skipLocked ? ' skip locked' : ''}) w`,
+        params: [workerId],
+      };
   const [, [{ locked_: locked, fit_: fit, free_: free, heads_: heads, ...row }]] = await executeInOneTrip<
-    [unknown[], ({ locked_: boolean | null; fit_: boolean | null; free_: boolean | null; heads_: number } & Record<string, unknown>)[]]
+    [
+      unknown[],
+      ({ locked_: boolean | null; fit_: boolean | null; free_: boolean | null; heads_: number } & Record<
+        string,
+        unknown
+      >)[],
+    ]
   >(em, [
     lock,
     {
@@ -142,14 +155,26 @@ export async function assignNextWork(
   now: Date,
   options: { skipLocked?: boolean; seen?: CallSeen; shapes?: PullShapes } = {},
 ): Promise<NextAssignment | null> {
-  if (options.seen && options.skipLocked) throw new Error('assignNextWork: a recorded call (seen) waits for the worker; it cannot skip it');
+  if (options.seen && options.skipLocked)
+    throw new Error('assignNextWork: a recorded call (seen) waits for the worker; it cannot skip it');
   // The worker, locked, and the newest class id (to refresh the cache only when behind); then its load,
   // in a statement of its own: one that started before the lock was granted would still see the
   // snapshot from before a concurrent call of the same worker committed its assignment. Both in one
   // trip: the second statement takes its snapshot after the first has its lock. The call's record, when
   // given, goes first: its UPDATE takes the same row lock.
-  type Locked = { id: number; type: string; version: string; available: boolean; concurrency: number; provided_tags: string[]; required_tags: string[]; latest_class: number };
-  const seen: TripStatement[] = options.seen ? [{ sql: `update worker set ${options.seen.set} where id = ?`, params: [...options.seen.params, workerId] }] : [];
+  type Locked = {
+    id: number;
+    type: string;
+    version: string;
+    available: boolean;
+    concurrency: number;
+    provided_tags: string[];
+    required_tags: string[];
+    latest_class: number;
+  };
+  const seen: TripStatement[] = options.seen
+    ? [{ sql: `update worker set ${options.seen.set} where id = ?`, params: [...options.seen.params, workerId] }]
+    : [];
   const results = await executeInOneTrip<unknown[][]>(em, [
     ...seen,
     {
@@ -162,7 +187,12 @@ export async function assignNextWork(
   ]);
   const [[w], [{ active }]] = results.slice(seen.length) as [Locked[], { active: number }[]];
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
-  options.shapes?.set(workerId, { version: w.version, type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });
+  options.shapes?.set(workerId, {
+    version: w.version,
+    type: w.type,
+    providedTags: w.provided_tags,
+    requiredTags: w.required_tags,
+  });
   if (!w.available) return null;
   if (freeSlots(w.concurrency, active) === 0) return null;
 
@@ -171,14 +201,10 @@ export async function assignNextWork(
   if (!eligible.length) return null;
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const [{ heads_: heads, ...row }] = await em.execute<({ heads_: number } & Record<string, unknown>)[]>(ASSIGN_FIRST_SQL, [
-      intArray(eligible),
-      perClass,
-      perClass,
-      ...notBackedOffParams(workerId, now),
-      now,
-      workerId,
-    ]);
+    const [{ heads_: heads, ...row }] = await em.execute<({ heads_: number } & Record<string, unknown>)[]>(
+      ASSIGN_FIRST_SQL,
+      [intArray(eligible), perClass, perClass, ...notBackedOffParams(workerId, now), now, workerId],
+    );
     if (row.id !== null) return assignmentOf(workerId, row);
     if (heads === 0) return null; // nothing this worker may run
     perClass *= 4; // every head was taken or locked by a concurrent caller: look deeper

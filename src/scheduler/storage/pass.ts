@@ -68,8 +68,22 @@ export async function runPass(
  * with a free slot are read and locked (a busy farm's pass reads none, not all of them); their
  * loads are then counted again under the lock, which is what the free slots are taken from.
  */
-async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: WorkersConfig, now: Date): Promise<FreeWorker[]> {
-  const rows = await em.execute<{ id: number; type: string; pool_id: number | null; concurrency: number; provided_tags: string[]; required_tags: string[] }[]>(
+async function readFreeWorkers(
+  em: EntityManager,
+  cache: ClassCache,
+  config: WorkersConfig,
+  now: Date,
+): Promise<FreeWorker[]> {
+  const rows = await em.execute<
+    {
+      id: number;
+      type: string;
+      pool_id: number | null;
+      concurrency: number;
+      provided_tags: string[];
+      required_tags: string[];
+    }[]
+  >(
     // Tag arrays as JSON: for thousands of workers the driver's text[] parser costs a few hundred ms.
     `select id, type, pool_id, concurrency, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags
        from worker w
@@ -80,9 +94,10 @@ async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: Wor
   );
   const loads = new Map(
     (
-      await em.execute<{ worker_id: number; n: number }[]>(`select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`, [
-        intArray(rows.map((r) => r.id)),
-      ])
+      await em.execute<{ worker_id: number; n: number }[]>(
+        `select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`,
+        [intArray(rows.map((r) => r.id))],
+      )
     ).map((r) => [r.worker_id, r.n]),
   );
   await cache.refresh(em);
@@ -91,7 +106,8 @@ async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: Wor
     const free = freeSlots(r.concurrency, loads.get(r.id) ?? 0);
     if (free <= 0) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (eligible.length) workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
+    if (eligible.length)
+      workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
   }
   return workers;
 }
@@ -102,15 +118,38 @@ async function readFreeWorkers(em: EntityManager, cache: ClassCache, config: Wor
  * task is read only when some task is heavy work by its history (rules/heavy-work.ts); otherwise the
  * heads come from the queue index alone.
  */
-function headsReader(em: EntityManager, cache: ClassCache, averages: TaskHistory, matching: PassMatching, now: Date): (classes: number[]) => Promise<void> {
+function headsReader(
+  em: EntityManager,
+  cache: ClassCache,
+  averages: TaskHistory,
+  matching: PassMatching,
+  now: Date,
+): (classes: number[]) => Promise<void> {
   const headsSql = classHeadsSql(anyHeavyByHistory(averages));
   const task = new Map<number, { type: string; name: string }>();
-  const isHeavy = (h: Head) => heaviness(cache.get(h.classId)?.requiredTags ?? [], task.get(h.id)?.type ?? '', task.get(h.id)?.name ?? '', averages).heavy;
+  const isHeavy = (h: Head) =>
+    heaviness(
+      cache.get(h.classId)?.requiredTags ?? [],
+      task.get(h.id)?.type ?? '',
+      task.get(h.id)?.name ?? '',
+      averages,
+    ).heavy;
   return async (classes) => {
     const next = matching.toRead(classes);
-    const rows = await em.execute<HeadRow[]>(headsSql, [intArray(next.classes), intArray(next.limits), intArray(next.skips)]);
-    const heads = rows.map((r): Head => ({ id: r.id, classId: r.class_id, prio: r.prio, fairKey: BigInt(r.fair_key), createdUs: BigInt(r.created_us) }));
-    for (const r of rows) if (r.task_type !== undefined && !task.has(r.id)) task.set(r.id, { type: r.task_type, name: r.task_name ?? '' });
+    const rows = await em.execute<HeadRow[]>(headsSql, [
+      intArray(next.classes),
+      intArray(next.limits),
+      intArray(next.skips),
+    ]);
+    const heads = rows.map((r): Head => ({
+      id: r.id,
+      classId: r.class_id,
+      prio: r.prio,
+      fairKey: BigInt(r.fair_key),
+      createdUs: BigInt(r.created_us),
+    }));
+    for (const r of rows)
+      if (r.task_type !== undefined && !task.has(r.id)) task.set(r.id, { type: r.task_type, name: r.task_name ?? '' });
     // Requests released recently are not offered again to the workers that released them.
     const backoffs = await backoffsOf(
       em,
@@ -127,7 +166,11 @@ function headsReader(em: EntityManager, cache: ClassCache, averages: TaskHistory
  * workers, so locking them all would lock rows for nothing. A chosen request that a concurrent
  * requestWork holds is skipped and the matching runs again. Returns the matches whose rows are held.
  */
-async function lockChosen(em: EntityManager, matching: PassMatching, read: (classes: number[]) => Promise<void>): Promise<Match[]> {
+async function lockChosen(
+  em: EntityManager,
+  matching: PassMatching,
+  read: (classes: number[]) => Promise<void>,
+): Promise<Match[]> {
   const matchAsFullRead = async (skipped: ReadonlySet<number>): Promise<Match[]> => {
     for (let round = 0; ; round++) {
       const result = matching.match(skipped);

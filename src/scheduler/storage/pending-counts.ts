@@ -14,7 +14,10 @@ const FOLD_ABOVE_ROWS = 5_000;
  * Classes without pending work are left out; in class id order (demand serves classes in this order).
  * `classified`: leave out the requests without a class.
  */
-export async function pendingByClass(em: EntityManager, options: { classified?: boolean } = {}): Promise<{ class_id: number; n: number }[]> {
+export async function pendingByClass(
+  em: EntityManager,
+  options: { classified?: boolean } = {},
+): Promise<{ class_id: number; n: number }[]> {
   const rows = await em.execute<{ class_id: number; n: number; rows: number }[]>(
     `select class_id, sum(n)::int as n, count(*)::int as rows from class_pending_count
       ${options.classified ? 'where class_id is not null' : ''} group by class_id order by class_id`,

@@ -50,7 +50,9 @@ export function freeForClassTrip(params: readonly unknown[], walk = FREE_FOR_CLA
                    set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
     },
     { sql: walk, params },
-    { sql: `select set_config('enable_sort', current_setting('tagsched.enable_sort_was'), true), set_config('jit', current_setting('tagsched.jit_was'), true)` },
+    {
+      sql: `select set_config('enable_sort', current_setting('tagsched.enable_sort_was'), true), set_config('jit', current_setting('tagsched.jit_was'), true)`,
+    },
   ];
 }
 
@@ -83,15 +85,42 @@ export async function placeRequest(
   const taskClass = cache.get(request.classId);
   if (!taskClass) return [];
   const [, rows] = await executeInOneTrip<
-    [unknown[], { id: number; type: string; version: string; pool_id: number | null; provided_tags: string[]; required_tags: string[] }[], unknown[]]
+    [
+      unknown[],
+      {
+        id: number;
+        type: string;
+        version: string;
+        pool_id: number | null;
+        provided_tags: string[];
+        required_tags: string[];
+      }[],
+      unknown[],
+    ]
   >(em, freeForClassTrip([...availableParams(now, config.metadataFreshMs), ...mayFitParams(taskClass)]));
   const candidates: { id: number; shape: PullShape; eligible: number; pooled: boolean; size: [number, number] }[] = [];
   for (const r of rows) {
-    const shape: PullShape = { version: r.version, type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags };
+    const shape: PullShape = {
+      version: r.version,
+      type: r.type,
+      providedTags: r.provided_tags,
+      requiredTags: r.required_tags,
+    };
     const eligible = cache.eligibleFor(shape);
-    if (eligible.includes(request.classId)) candidates.push({ id: r.id, shape, eligible: eligible.length, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
+    if (eligible.includes(request.classId))
+      candidates.push({
+        id: r.id,
+        shape,
+        eligible: eligible.length,
+        pooled: r.pool_id !== null,
+        size: workerSize(r.provided_tags),
+      });
   }
-  candidates.sort(workerPreference(heaviness(taskClass.requiredTags, request.taskType, request.taskName, await history.get(em, now)).heavy));
+  candidates.sort(
+    workerPreference(
+      heaviness(taskClass.requiredTags, request.taskType, request.taskName, await history.get(em, now)).heavy,
+    ),
+  );
 
   const assignments: NextAssignment[] = [];
   for (const c of candidates.slice(0, ATTEMPTS)) {

@@ -36,7 +36,8 @@ export interface MonthUse {
 
 /** The month's runtime, cost and committed cost of every pool that ran anything this month, by pool id, in one statement. */
 export async function monthUseByPool(em: EntityManager): Promise<MonthUse> {
-  const rows = await em.execute<{ pool_id: number; seconds: number; cost: number; committed: number }[]>(MONTH_RUNTIME_SQL);
+  const rows =
+    await em.execute<{ pool_id: number; seconds: number; cost: number; committed: number }[]>(MONTH_RUNTIME_SQL);
   return {
     runtime: new Map(rows.map((r) => [r.pool_id, Math.max(0, r.seconds)])),
     cost: new Map(rows.map((r) => [r.pool_id, Math.max(0, r.cost)])),

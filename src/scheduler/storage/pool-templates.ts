@@ -14,11 +14,22 @@ interface PoolRow extends Omit<PoolTagInput, 'taskCatalog' | 'image'> {
 export function poolTagInput(pool: PoolRow): PoolTagInput {
   const name = pool.specifications.image;
   const image = typeof name === 'string' && pool.imageTags ? { name, tags: pool.imageTags } : null;
-  return { name: pool.name, providedTags: pool.providedTags, requiredTags: pool.requiredTags, specifications: pool.specifications, image, taskCatalog: WORKER_TASK_CATALOG };
+  return {
+    name: pool.name,
+    providedTags: pool.providedTags,
+    requiredTags: pool.requiredTags,
+    specifications: pool.specifications,
+    image,
+    taskCatalog: WORKER_TASK_CATALOG,
+  };
 }
 
 /** The enabled pools in demand order (by name: documented in the README), with their template tags. */
-export async function loadPoolTemplates(em: EntityManager, config: TagsConfig, includeDisabled = false): Promise<PoolTemplate[]> {
+export async function loadPoolTemplates(
+  em: EntityManager,
+  config: TagsConfig,
+  includeDisabled = false,
+): Promise<PoolTemplate[]> {
   const pools = await em.find(WorkerPoolSchema, includeDisabled ? {} : { enabled: true }, { orderBy: { name: 'asc' } });
   return pools.map((pool) => {
     const t = computePoolTemplateTags(poolTagInput(pool), config.sizeThresholds);

@@ -20,7 +20,13 @@ export interface QuarantineChange {
  * SUCCESS, lifts its quarantine. Returns the worker when its quarantine changed. Runs in the
  * completion's transaction.
  */
-export async function judgeWorker(em: EntityManager, workerId: number, result: string, now: Date, afterErrors: number): Promise<QuarantineChange | null> {
+export async function judgeWorker(
+  em: EntityManager,
+  workerId: number,
+  result: string,
+  now: Date,
+  afterErrors: number,
+): Promise<QuarantineChange | null> {
   if (liftsQuarantine(result)) {
     const [lifted] = await em.execute<QuarantineChange[]>(
       `update worker set quarantined_at = null, quarantine_reason = null where id = ? and quarantined_at is not null returning id, name`,
@@ -49,10 +55,9 @@ export async function judgeWorker(em: EntityManager, workerId: number, result: s
   );
   if (!elsewhere) return null; // the tasks fail everywhere: the work is at fault, not this worker
   const reason = quarantineReason(afterErrors, tasks, { taskName: elsewhere.task_name, worker: elsewhere.worker });
-  const [entered] = await em.execute<QuarantineChange[]>(`update worker set quarantined_at = ?, quarantine_reason = ? where id = ? and quarantined_at is null returning id, name`, [
-    now,
-    reason,
-    workerId,
-  ]);
+  const [entered] = await em.execute<QuarantineChange[]>(
+    `update worker set quarantined_at = ?, quarantine_reason = ? where id = ? and quarantined_at is null returning id, name`,
+    [now, reason, workerId],
+  );
   return entered ?? null;
 }

@@ -6,7 +6,8 @@ import { retiredToStopSql, type RetiringReason } from '../rules/instance-retirem
  * Whether the worker under `w` has an instance that is LAUNCHING or RUNNING: only those retire and are
  * stopped (workers made by hand with a pool-wide token are left to whoever started them).
  */
-export const launchingOrRunningInstanceSql = (w: string) => `exists (select 1 from instance i where i.worker_id = ${w}.id and i.state in (${LAUNCHING_OR_RUNNING_SQL}))`;
+export const launchingOrRunningInstanceSql = (w: string) =>
+  `exists (select 1 from instance i where i.worker_id = ${w}.id and i.state in (${LAUNCHING_OR_RUNNING_SQL}))`;
 
 /** A retiring worker (rules/instance-retirement.ts) with a launching or running instance, as demand and the provisioner read it. */
 export interface RetiringWorker {
@@ -16,7 +17,11 @@ export interface RetiringWorker {
   /** It holds no work: to stop now (rules/instance-retirement.ts: retiredToStop). */
   readonly toStop: boolean;
   /** Its pool's name and limits, for the words of its reason (retiringText). */
-  readonly pool: { readonly name: string; readonly maxWorkRequestsPerInstance: number | null; readonly maxInstanceLifetimeSeconds: number | null };
+  readonly pool: {
+    readonly name: string;
+    readonly maxWorkRequestsPerInstance: number | null;
+    readonly maxInstanceLifetimeSeconds: number | null;
+  };
 }
 
 /**
@@ -49,6 +54,10 @@ export async function retiringWorkers(em: EntityManager): Promise<RetiringWorker
     poolId: r.pool_id,
     reason: r.reason,
     toStop: r.to_stop,
-    pool: { name: r.pool, maxWorkRequestsPerInstance: r.max_work_requests_per_instance, maxInstanceLifetimeSeconds: r.max_instance_lifetime_seconds },
+    pool: {
+      name: r.pool,
+      maxWorkRequestsPerInstance: r.max_work_requests_per_instance,
+      maxInstanceLifetimeSeconds: r.max_instance_lifetime_seconds,
+    },
   }));
 }

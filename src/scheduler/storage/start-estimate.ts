@@ -83,7 +83,10 @@ export async function activeRuns(em: EntityManager, workerIds: readonly number[]
  * Keeps each request's first estimate (`estimated_start_at`, set once, while it is PENDING), in one
  * statement; an estimate already kept is never changed.
  */
-export async function keepFirstEstimates(em: EntityManager, estimates: readonly { id: number; at: Date }[]): Promise<void> {
+export async function keepFirstEstimates(
+  em: EntityManager,
+  estimates: readonly { id: number; at: Date }[],
+): Promise<void> {
   if (!estimates.length) return;
   await em.execute(
     `update work_request w set estimated_start_at = s.at
@@ -135,7 +138,15 @@ export interface ClassHead {
 export async function classHeads(em: EntityManager, classIds: readonly number[]): Promise<ClassHead[]> {
   if (!classIds.length) return [];
   const rows = await em.execute<
-    { id: number; class_id: number; task_type: string; task_name: string; provided_tags: string[]; required_tags: string[]; estimated_start_at: Date | string | null }[]
+    {
+      id: number;
+      class_id: number;
+      task_type: string;
+      task_name: string;
+      provided_tags: string[];
+      required_tags: string[];
+      estimated_start_at: Date | string | null;
+    }[]
   >(
     `select h.id, c.id as class_id, h.task_type, h.task_name, h.provided_tags, h.required_tags, h.estimated_start_at
        from unnest(?::int[]) as c(id)

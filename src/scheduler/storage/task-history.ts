@@ -66,7 +66,9 @@ export function expectedDurationSeconds(history: DurationHistory, taskType: stri
 }
 
 /** Reads a {@link DurationHistory} and the tasks it knows: two statements over the daily rows, a few per task whatever the history. */
-export async function readDurationHistory(em: EntityManager): Promise<DurationHistory & { tasks: { taskType: string; taskName: string }[] }> {
+export async function readDurationHistory(
+  em: EntityManager,
+): Promise<DurationHistory & { tasks: { taskType: string; taskName: string }[] }> {
   const [totals, averages] = await Promise.all([
     readTaskTotals(em, HISTORY_DAYS, 'duration'),
     em.execute<{ task_type: string; task_name: string; seconds: number }[]>(
@@ -77,8 +79,10 @@ export async function readDurationHistory(em: EntityManager): Promise<DurationHi
     ),
   ]);
   const tasks = new Map<string, { taskType: string; taskName: string }>();
-  for (const t of totals) tasks.set(taskKey(t.key.taskType, t.key.taskName), { taskType: t.key.taskType, taskName: t.key.taskName });
-  for (const r of averages) tasks.set(taskKey(r.task_type, r.task_name), { taskType: r.task_type, taskName: r.task_name });
+  for (const t of totals)
+    tasks.set(taskKey(t.key.taskType, t.key.taskName), { taskType: t.key.taskType, taskName: t.key.taskName });
+  for (const r of averages)
+    tasks.set(taskKey(r.task_type, r.task_name), { taskType: r.task_type, taskName: r.task_name });
   return {
     tasks: [...tasks.values()],
     medianSeconds: medians(totals),
@@ -88,5 +92,7 @@ export async function readDurationHistory(em: EntityManager): Promise<DurationHi
 
 /** The median run time of each task as a whole, by {@link taskKey}. */
 function medians(totals: readonly TaskStatisticsSummary[]): Map<string, number> {
-  return new Map(totals.flatMap((t) => (t.duration ? [[taskKey(t.key.taskType, t.key.taskName), t.duration.median] as const] : [])));
+  return new Map(
+    totals.flatMap((t) => (t.duration ? [[taskKey(t.key.taskType, t.key.taskName), t.duration.median] as const] : [])),
+  );
 }

@@ -48,7 +48,8 @@ const workerValueSql = (name: string, workerId: string, scale = 1) =>
  * `value` no higher than `bound`, in SQL; null stays null. (PostgreSQL's least() skips a null: an
  * unknown figure given to it alone would come out as the bound.)
  */
-const boundedSql = (value: string, bound: string) => `case when ${value} is null then null else least(${value}, ${bound}) end`;
+const boundedSql = (value: string, bound: string) =>
+  `case when ${value} is null then null else least(${value}, ${bound}) end`;
 
 /**
  * Keeps the figures of one run (its parameters: {@link recordRunParams}) and counts
@@ -154,7 +155,16 @@ export interface TaskStatisticsSummary {
 /** `package` and `architecture` '' is the key of the task as a whole. */
 export const keyString = (k: StatisticsKey) => JSON.stringify([k.taskType, k.taskName, k.package, k.architecture]);
 
-type SummaryRow = { task_type: string; task_name: string; package: string; architecture: string; metric: StatisticsMetric; runs: string | number; median: number; p95: number };
+type SummaryRow = {
+  task_type: string;
+  task_name: string;
+  package: string;
+  architecture: string;
+  metric: StatisticsMetric;
+  runs: string | number;
+  median: number;
+  p95: number;
+};
 
 /**
  * The percentiles of each (key, metric) over the window, nearest rank: the first bucket whose
@@ -177,8 +187,21 @@ const SUMMARY_SQL = (filter: string) => `
          min(bucket) filter (where cum >= ceil(total * 0.95)) as p95
     from c group by task_type, task_name, package, architecture, metric`;
 
-function summarize(rows: SummaryRow[], keys: readonly StatisticsKey[], days: number): Map<string, TaskStatisticsSummary> {
-  const out = new Map<string, { key: StatisticsKey; days: number; duration: MetricSummary | null; memory: MetricSummary | null; disk: MetricSummary | null }>();
+function summarize(
+  rows: SummaryRow[],
+  keys: readonly StatisticsKey[],
+  days: number,
+): Map<string, TaskStatisticsSummary> {
+  const out = new Map<
+    string,
+    {
+      key: StatisticsKey;
+      days: number;
+      duration: MetricSummary | null;
+      memory: MetricSummary | null;
+      disk: MetricSummary | null;
+    }
+  >();
   for (const key of keys) out.set(keyString(key), { key, days, duration: null, memory: null, disk: null });
   for (const r of rows) {
     const key = { taskType: r.task_type, taskName: r.task_name, package: r.package, architecture: r.architecture };
@@ -186,28 +209,42 @@ function summarize(rows: SummaryRow[], keys: readonly StatisticsKey[], days: num
     let entry = out.get(k);
     if (!entry) out.set(k, (entry = { key, days, duration: null, memory: null, disk: null }));
     const scale = r.metric === 'duration' ? 1 / 1000 : 1;
-    entry[r.metric] = { count: Number(r.runs), median: bucketValue(Number(r.median)) * scale, p95: bucketValue(Number(r.p95)) * scale };
+    entry[r.metric] = {
+      count: Number(r.runs),
+      median: bucketValue(Number(r.median)) * scale,
+      p95: bucketValue(Number(r.p95)) * scale,
+    };
   }
   return out;
 }
 
 /** The aggregates of `keys` over the last `days` days (at most {@link STATISTICS_WINDOW_DAYS}), by {@link keyString}. */
-export async function readTaskStatistics(em: EntityManager, keys: readonly StatisticsKey[], days = STATISTICS_WINDOW_DAYS): Promise<Map<string, TaskStatisticsSummary>> {
+export async function readTaskStatistics(
+  em: EntityManager,
+  keys: readonly StatisticsKey[],
+  days = STATISTICS_WINDOW_DAYS,
+): Promise<Map<string, TaskStatisticsSummary>> {
   if (!keys.length) return new Map();
   const col = (f: (k: StatisticsKey) => string) => textArray(keys.map(f));
-  const rows = await em.execute<SummaryRow[]>(SUMMARY_SQL(`(task_type, task_name, package, architecture) in (select * from unnest(?::text[], ?::text[], ?::text[], ?::text[]))`), [
-    days,
-    col((k) => k.taskType),
-    col((k) => k.taskName),
-    col((k) => k.package),
-    col((k) => k.architecture),
-  ]);
+  const rows = await em.execute<SummaryRow[]>(
+    SUMMARY_SQL(
+      `(task_type, task_name, package, architecture) in (select * from unnest(?::text[], ?::text[], ?::text[], ?::text[]))`,
+    ),
+    [days, col((k) => k.taskType), col((k) => k.taskName), col((k) => k.package), col((k) => k.architecture)],
+  );
   return summarize(rows, keys, days);
 }
 
 /** The aggregates of every task as a whole (package and architecture ''), over the window; only `metric` when given. */
-export async function readTaskTotals(em: EntityManager, days = STATISTICS_WINDOW_DAYS, metric?: StatisticsMetric): Promise<TaskStatisticsSummary[]> {
-  const rows = await em.execute<SummaryRow[]>(SUMMARY_SQL(`package = '' and architecture = ''${metric ? ' and metric = ?' : ''}`), metric ? [days, metric] : [days]);
+export async function readTaskTotals(
+  em: EntityManager,
+  days = STATISTICS_WINDOW_DAYS,
+  metric?: StatisticsMetric,
+): Promise<TaskStatisticsSummary[]> {
+  const rows = await em.execute<SummaryRow[]>(
+    SUMMARY_SQL(`package = '' and architecture = ''${metric ? ' and metric = ?' : ''}`),
+    metric ? [days, metric] : [days],
+  );
   return [...summarize(rows, [], days).values()];
 }
 
@@ -247,7 +284,12 @@ export async function readLearnedSources(
     [STATISTICS_WINDOW_DAYS, ...keyParams, ...ws.params, STATISTICS_WINDOW_DAYS, ...keyParams, ...ws.params],
   );
   const out: { memory: FigureSources | null; disk: FigureSources | null } = { memory: null, disk: null };
-  for (const r of rows) out[r.metric] = { count: Number(r.runs), p95: bucketValue(Number(r.p95)), workerMaxima: r.worker_maxima.map((b) => bucketValue(Number(b))) };
+  for (const r of rows)
+    out[r.metric] = {
+      count: Number(r.runs),
+      p95: bucketValue(Number(r.p95)),
+      workerMaxima: r.worker_maxima.map((b) => bucketValue(Number(b))),
+    };
   return out;
 }
 

@@ -8,4 +8,6 @@ import { recordingEstimateErrorSql } from './start-estimate.js';
  * request is not that worker's ASSIGNED request. A request with a kept start estimate adds its error
  * to its class's in the same statement (start-estimate.ts: recordingEstimateErrorSql).
  */
-export const START_SQL = recordingEstimateErrorSql(`update work_request set status = 'RUNNING', started_at = ? where id = ? and worker_id = ? and status = 'ASSIGNED' returning *`);
+export const START_SQL = recordingEstimateErrorSql(
+  `update work_request set status = 'RUNNING', started_at = ? where id = ? and worker_id = ? and status = 'ASSIGNED' returning *`,
+);

@@ -1,7 +1,13 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, toDate } from '../../storage/db/arrays.js';
 import { activeByWorkerSql, freeSlots } from '../rules/active-work.js';
-import { AVAILABILITY_FACTS, AVAILABILITY_WORKER_COLUMNS, unavailableReason, type AvailabilityFact, type AvailabilityFacts } from '../rules/availability.js';
+import {
+  AVAILABILITY_FACTS,
+  AVAILABILITY_WORKER_COLUMNS,
+  unavailableReason,
+  type AvailabilityFact,
+  type AvailabilityFacts,
+} from '../rules/availability.js';
 import { MatchKeys } from '../matching/match-keys.js';
 import type { WorkerState } from '../matching/worker-state.js';
 
@@ -17,7 +23,11 @@ type WorkerShape = Pick<WorkerState, 'name' | 'type' | 'poolId' | 'providedTags'
  * of migration worker_state: the shape version, the columns of the availability facts and the last
  * completion, as test/scheduler/worker-state-columns.test.ts checks on the table, its trigger and its entity.
  */
-export const WORKER_STATE_COPIED_COLUMNS: readonly string[] = ['shape_version', ...AVAILABILITY_WORKER_COLUMNS, 'last_completed_at'];
+export const WORKER_STATE_COPIED_COLUMNS: readonly string[] = [
+  'shape_version',
+  ...AVAILABILITY_WORKER_COLUMNS,
+  'last_completed_at',
+];
 
 /**
  * The times worker_state also keeps as epoch milliseconds, computed by its trigger once per change
@@ -33,7 +43,8 @@ export const WORKER_STATE_MS_COLUMNS: Readonly<Record<string, string>> = {
 // one int, in the list's order; the others (its type, its report time in ms) as fields of their own.
 const FLAG_FACTS = AVAILABILITY_FACTS.filter((f) => f.kind === 'flag' || f.kind === 'set');
 const FIELD_FACTS = AVAILABILITY_FACTS.filter((f) => f.kind === 'text' || f.kind === 'ms');
-const flagSql = (f: AvailabilityFact, bit: number) => `(${f.kind === 'set' ? `(s.${f.column} is not null)` : `s.${f.column}`}::int << ${bit})`;
+const flagSql = (f: AvailabilityFact, bit: number) =>
+  `(${f.kind === 'set' ? `(s.${f.column} is not null)` : `s.${f.column}`}::int << ${bit})`;
 const fieldSql = (f: AvailabilityFact) => (f.kind === 'ms' ? `s.${f.row}` : `s.${f.column}`);
 // What decodeState reads back, in the same order: each field's fact and whether it is text; each flag's fact and its bit.
 const FIELDS = FIELD_FACTS.map((f) => [f.fact, f.kind === 'text'] as const);
@@ -59,7 +70,13 @@ const STATE_SQL = `
  * One worker's state as STATE_SQL packs it: id, shape version, the facts' fields (a time in ms, empty
  * when null), their flags, the last completion (ms, empty when null), load.
  */
-function decodeState(text: string): { id: number; version: string; facts: AvailabilityFacts; lastCompletedMs: number | null; active: number } {
+function decodeState(text: string): {
+  id: number;
+  version: string;
+  facts: AvailabilityFacts;
+  lastCompletedMs: number | null;
+  active: number;
+} {
   const parts = text.split(',');
   const facts: Record<string, unknown> = {};
   let i = 2;
@@ -144,9 +161,16 @@ export class WorkerSnapshot {
     return (w) => {
       const shape = this.shapes.get(w.id);
       // A state made from another read (or a shape replaced since): key it afresh.
-      if (!shape || shape.providedTags !== w.providedTags || shape.requiredTags !== w.requiredTags || shape.type !== w.type) return this.keys.keyOf(w);
+      if (
+        !shape ||
+        shape.providedTags !== w.providedTags ||
+        shape.requiredTags !== w.requiredTags ||
+        shape.type !== w.type
+      )
+        return this.keys.keyOf(w);
       let cached = this.keyOfShape.get(shape);
-      if (cached?.generation !== generation) this.keyOfShape.set(shape, (cached = { generation, key: this.keys.keyOf(w) }));
+      if (cached?.generation !== generation)
+        this.keyOfShape.set(shape, (cached = { generation, key: this.keys.keyOf(w) }));
       return cached.key;
     };
   }
@@ -192,6 +216,11 @@ export class WorkerSnapshot {
  * Every worker that is not terminated, with its load: with a process's `snapshot`, only what changed
  * since its last call is read in full; without one, everything.
  */
-export function loadWorkerStates(em: EntityManager, now: Date, freshMs: number, snapshot: WorkerSnapshot = new WorkerSnapshot()): Promise<WorkerState[]> {
+export function loadWorkerStates(
+  em: EntityManager,
+  now: Date,
+  freshMs: number,
+  snapshot: WorkerSnapshot = new WorkerSnapshot(),
+): Promise<WorkerState[]> {
   return snapshot.load(em, now, freshMs);
 }

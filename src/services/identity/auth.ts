@@ -12,7 +12,12 @@ export type Viewer =
   | { readonly kind: 'user'; readonly user: User; readonly isAdmin: boolean; readonly tokenId: number }
   | { readonly kind: 'worker'; readonly worker: Worker; readonly tokenId: number }
   /** A one-shot activation token: pool-wide (an admin made it), or bound to the worker the provisioner created for one instance. */
-  | { readonly kind: 'activation'; readonly pool: WorkerPool; readonly tokenId: number; readonly workerId: number | null };
+  | {
+      readonly kind: 'activation';
+      readonly pool: WorkerPool;
+      readonly tokenId: number;
+      readonly workerId: number | null;
+    };
 
 /**
  * A viewer reduced to ids, to keep for as long as a connection lives: entities would hold the
@@ -22,7 +27,12 @@ export type ViewerIdentity =
   | { readonly kind: 'anonymous' }
   | { readonly kind: 'user'; readonly userId: number; readonly isAdmin: boolean; readonly tokenId: number }
   | { readonly kind: 'worker'; readonly workerId: number; readonly tokenId: number }
-  | { readonly kind: 'activation'; readonly poolId: number; readonly tokenId: number; readonly workerId: number | null };
+  | {
+      readonly kind: 'activation';
+      readonly poolId: number;
+      readonly tokenId: number;
+      readonly workerId: number | null;
+    };
 
 /** The ids of a viewer. */
 export function identityOf(viewer: Viewer): ViewerIdentity {
@@ -44,11 +54,21 @@ export function viewerIn(em: EntityManager, identity: ViewerIdentity): Viewer {
     case 'anonymous':
       return identity;
     case 'user':
-      return { kind: 'user', user: em.getReference(UserSchema, identity.userId), isAdmin: identity.isAdmin, tokenId: identity.tokenId };
+      return {
+        kind: 'user',
+        user: em.getReference(UserSchema, identity.userId),
+        isAdmin: identity.isAdmin,
+        tokenId: identity.tokenId,
+      };
     case 'worker':
       return { kind: 'worker', worker: em.getReference(WorkerSchema, identity.workerId), tokenId: identity.tokenId };
     case 'activation':
-      return { kind: 'activation', pool: em.getReference(WorkerPoolSchema, identity.poolId), tokenId: identity.tokenId, workerId: identity.workerId };
+      return {
+        kind: 'activation',
+        pool: em.getReference(WorkerPoolSchema, identity.poolId),
+        tokenId: identity.tokenId,
+        workerId: identity.workerId,
+      };
   }
 }
 
@@ -89,11 +109,18 @@ const TOKEN_WITH_OWNER_SQL = `
  * Reads `Bearer <token>` (or a bare token) and returns the viewer; throws BadTokenError for a token
  * that is unknown, or refused by the rule of tokenRefusal (revoked, disabled, expired, …).
  */
-export async function authenticate(em: EntityManager, presented: string | null | undefined, now = new Date()): Promise<Authenticated> {
+export async function authenticate(
+  em: EntityManager,
+  presented: string | null | undefined,
+  now = new Date(),
+): Promise<Authenticated> {
   if (!presented) return { viewer: { kind: 'anonymous' }, expiresAt: null };
   const value = presented.replace(/^Bearer\s+/i, '').trim();
   if (!value) return { viewer: { kind: 'anonymous' }, expiresAt: null };
-  const [row] = await em.execute<{ t: object; u: object | null; w: object | null; p: object | null }[]>(TOKEN_WITH_OWNER_SQL, [hashToken(value)]);
+  const [row] = await em.execute<{ t: object; u: object | null; w: object | null; p: object | null }[]>(
+    TOKEN_WITH_OWNER_SQL,
+    [hashToken(value)],
+  );
   if (!row) throw new BadTokenError('the bearer token is not valid');
   // Its owners first, so that the token's references are these loaded entities.
   if (row.u) em.map(UserSchema, row.u);
@@ -107,13 +134,24 @@ export async function authenticate(em: EntityManager, presented: string | null |
     case 'admin':
     case 'user':
       if (!token.user) throw new BadTokenError('the bearer token has no user');
-      return { viewer: { kind: 'user', user: token.user, isAdmin: token.kind === 'admin' || token.user.isAdmin, tokenId: token.id }, expiresAt };
+      return {
+        viewer: {
+          kind: 'user',
+          user: token.user,
+          isAdmin: token.kind === 'admin' || token.user.isAdmin,
+          tokenId: token.id,
+        },
+        expiresAt,
+      };
     case 'worker':
       if (!token.worker) throw new BadTokenError('the bearer token has no worker');
       return { viewer: { kind: 'worker', worker: token.worker, tokenId: token.id }, expiresAt };
     case 'activation':
       if (!token.pool) throw new BadTokenError('the activation token has no pool');
-      return { viewer: { kind: 'activation', pool: token.pool, tokenId: token.id, workerId: token.worker?.id ?? null }, expiresAt };
+      return {
+        viewer: { kind: 'activation', pool: token.pool, tokenId: token.id, workerId: token.worker?.id ?? null },
+        expiresAt,
+      };
     default:
       throw new BadTokenError('the bearer token is of an unknown kind');
   }

@@ -33,7 +33,12 @@ export async function ensureAdminAccess(
       const existing = await tx.findOne(TokenSchema, { hash });
       if (!existing) issueToken(tx, { kind: 'admin', user: admin, label: ENVIRONMENT_TOKEN_LABEL }, configuredToken);
       else revokedConfigured = existing.revokedAt != null;
-      const previous = await tx.find(TokenSchema, { label: ENVIRONMENT_TOKEN_LABEL, kind: 'admin', revokedAt: null, hash: { $ne: hash } });
+      const previous = await tx.find(TokenSchema, {
+        label: ENVIRONMENT_TOKEN_LABEL,
+        kind: 'admin',
+        revokedAt: null,
+        hash: { $ne: hash },
+      });
       for (const token of previous) {
         token.revokedAt = new Date();
         revokedTokenIds.push(token.id);

@@ -18,9 +18,17 @@ export function visibleWorkspaces(em: EntityManager, viewer: Viewer, limit: numb
 }
 
 /** The workspace `scope/name` with its scope, when the viewer may see it; null otherwise (one statement). */
-export function visibleWorkspace(em: EntityManager, viewer: Viewer, scope: string, name: string): Promise<Workspace | null> {
+export function visibleWorkspace(
+  em: EntityManager,
+  viewer: Viewer,
+  scope: string,
+  name: string,
+): Promise<Workspace | null> {
   const principal = principalOf(viewer);
-  const where: FilterQuery<Workspace>[] = [{ scope: { name: scope }, name }, asFilter((alias) => workspaceSql(principal, alias))];
+  const where: FilterQuery<Workspace>[] = [
+    { scope: { name: scope }, name },
+    asFilter((alias) => workspaceSql(principal, alias)),
+  ];
   return em.findOne(WorkspaceSchema, { $and: where }, { populate: ['scope'] });
 }
 

@@ -31,7 +31,11 @@ export async function roleIn(em: EntityManager, viewer: Viewer, workspace: Works
 }
 
 /** Creates a user and returns a token for it (shown once). Admin only. */
-export async function createUser(em: EntityManager, viewer: Viewer, input: { username: string; isAdmin?: boolean | null }): Promise<{ user: User; token: string }> {
+export async function createUser(
+  em: EntityManager,
+  viewer: Viewer,
+  input: { username: string; isAdmin?: boolean | null },
+): Promise<{ user: User; token: string }> {
   requireAdmin(viewer);
   const username = parseInput(nameSchema, input.username, 'input.username');
   if (await em.count(UserSchema, { username })) throw new AlreadyExistsError(`a user "${username}" already exists`);
@@ -99,7 +103,11 @@ export async function updateWorkspace(
 }
 
 /** Adds a user to a workspace with a role, or changes the role. Admins and owners. */
-export async function setWorkspaceMember(em: EntityManager, viewer: Viewer, input: { workspace: string; username: string; role?: WorkspaceRole | null }): Promise<Workspace> {
+export async function setWorkspaceMember(
+  em: EntityManager,
+  viewer: Viewer,
+  input: { workspace: string; username: string; role?: WorkspaceRole | null },
+): Promise<Workspace> {
   const workspace = await findWorkspace(em, viewer, input.workspace, 'input.workspace');
   if (!isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner') {
     throw new ForbiddenError('only admins and workspace owners may change members');
@@ -137,7 +145,11 @@ export async function setWorkspaceMember(em: EntityManager, viewer: Viewer, inpu
  * a workspace the viewer may not see). An owner may remove any member, the last owner included: an
  * admin can still change the workspace then.
  */
-export async function removeWorkspaceMember(em: EntityManager, viewer: Viewer, input: { workspace: string; username: string }): Promise<Workspace> {
+export async function removeWorkspaceMember(
+  em: EntityManager,
+  viewer: Viewer,
+  input: { workspace: string; username: string },
+): Promise<Workspace> {
   requireUser(viewer);
   const workspace = await findWorkspace(em, viewer, input.workspace, 'input.workspace');
   if (!isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner') {
@@ -145,18 +157,33 @@ export async function removeWorkspaceMember(em: EntityManager, viewer: Viewer, i
   }
   const user = await em.findOne(UserSchema, { username: input.username });
   const removed = user ? await em.nativeDelete(WorkspaceMemberSchema, { workspace, user }) : 0;
-  if (!removed) throw new NotFoundError(`input.username: "${input.username}" is not a member of "${input.workspace}"`, 'input.username');
+  if (!removed)
+    throw new NotFoundError(
+      `input.username: "${input.username}" is not a member of "${input.workspace}"`,
+      'input.username',
+    );
   return workspace;
 }
 
 /** One page of users by name, after the name `after` (exclusive). Admin only: the list names every account. */
-export async function listUsers(em: EntityManager, viewer: Viewer, page: { after: string | null; limit: number }): Promise<User[]> {
+export async function listUsers(
+  em: EntityManager,
+  viewer: Viewer,
+  page: { after: string | null; limit: number },
+): Promise<User[]> {
   requireAdmin(viewer);
-  return em.find(UserSchema, page.after === null ? {} : { username: { $gt: page.after } }, { orderBy: { username: 'asc' }, limit: page.limit });
+  return em.find(UserSchema, page.after === null ? {} : { username: { $gt: page.after } }, {
+    orderBy: { username: 'asc' },
+    limit: page.limit,
+  });
 }
 
 /** Creates a group in a scope (optionally tied to a workspace `scope/name`). Admin only. */
-export async function createGroup(em: EntityManager, viewer: Viewer, input: { scope: string; name: string; workspace?: string | null }): Promise<Group> {
+export async function createGroup(
+  em: EntityManager,
+  viewer: Viewer,
+  input: { scope: string; name: string; workspace?: string | null },
+): Promise<Group> {
   requireAdmin(viewer);
   const scopeName = parseInput(nameSchema, input.scope, 'input.scope');
   const name = parseInput(nameSchema, input.name, 'input.name');
@@ -174,7 +201,11 @@ export async function createGroup(em: EntityManager, viewer: Viewer, input: { sc
 }
 
 /** Adds users to a group. Admin only. */
-export async function addGroupMembers(em: EntityManager, viewer: Viewer, input: { groupId: number; usernames: string[] }): Promise<Group> {
+export async function addGroupMembers(
+  em: EntityManager,
+  viewer: Viewer,
+  input: { groupId: number; usernames: string[] },
+): Promise<Group> {
   requireAdmin(viewer);
   // One transaction: the group's row orders concurrent additions, so that the count of members holds.
   return em.transactional(async (tx) => {
@@ -188,10 +219,15 @@ async function addLocked(em: EntityManager, input: { groupId: number; usernames:
   if (!group) throw new NotFoundError(`input.group: no group ${input.groupId}`, 'input.group');
   const users = await em.find(UserSchema, { username: { $in: input.usernames } });
   const missing = input.usernames.filter((u) => !users.some((x) => x.username === u));
-  if (missing.length) throw new NotFoundError(`input.usernames: no user ${missing.map((m) => `"${m}"`).join(', ')}`, 'input.usernames');
+  if (missing.length)
+    throw new NotFoundError(`input.usernames: no user ${missing.map((m) => `"${m}"`).join(', ')}`, 'input.usernames');
   const added = new Set([...group.members.getItems().map((u) => u.id), ...users.map((u) => u.id)]);
   if (added.size > LIST_MAXIMA.membersPerGroup) {
-    throw new InputError(ERROR_CODES.INVALID_INPUT, `input.usernames: a group holds at most ${LIST_MAXIMA.membersPerGroup} members`, 'input.usernames');
+    throw new InputError(
+      ERROR_CODES.INVALID_INPUT,
+      `input.usernames: a group holds at most ${LIST_MAXIMA.membersPerGroup} members`,
+      'input.usernames',
+    );
   }
   for (const user of users) group.members.add(user);
   await em.flush();

@@ -14,7 +14,9 @@ export function createSecretBox(passphrase: string): SecretBox {
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', key, iv);
       const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return ['v1', iv, cipher.getAuthTag(), body].map((x) => (typeof x === 'string' ? x : x.toString('base64url'))).join(':');
+      return ['v1', iv, cipher.getAuthTag(), body]
+        .map((x) => (typeof x === 'string' ? x : x.toString('base64url')))
+        .join(':');
     },
     open(sealed) {
       const [version, iv, tag, body] = sealed.split(':');

@@ -5,7 +5,14 @@ import { TokenSchema, type Token } from '../../storage/entities/token.js';
 import { UserSchema } from '../../storage/entities/user.js';
 import { WorkerPoolSchema } from '../../storage/entities/worker-pool.js';
 import { WorkerSchema } from '../../storage/entities/worker.js';
-import { ERROR_CODES, ForbiddenError, InputError, InvalidStateError, NotFoundError, UnauthenticatedError } from '../../core/errors.js';
+import {
+  ERROR_CODES,
+  ForbiddenError,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  UnauthenticatedError,
+} from '../../core/errors.js';
 import type { Events } from '../../storage/events.js';
 import { isAdmin, type Viewer } from './auth.js';
 import { issueToken } from './tokens.js';
@@ -18,7 +25,8 @@ import { parseInput } from '../input/validate.js';
  */
 function mayManage(viewer: Viewer, token: Token): boolean {
   if (isAdmin(viewer)) return true;
-  if (viewer.kind === 'user') return token.user?.id === viewer.user.id && (token.kind === 'user' || token.kind === 'admin');
+  if (viewer.kind === 'user')
+    return token.user?.id === viewer.user.id && (token.kind === 'user' || token.kind === 'admin');
   if (viewer.kind === 'worker') return token.id === viewer.tokenId;
   return false;
 }
@@ -29,11 +37,17 @@ function parseTokenId(raw: string | number | null | undefined, viewer: Viewer, p
     return viewer.tokenId; // the caller's own token
   }
   const id = Number(raw);
-  if (!Number.isSafeInteger(id) || id <= 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a token id`, path);
+  if (!Number.isSafeInteger(id) || id <= 0)
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a token id`, path);
   return id;
 }
 
-async function findManagedToken(em: EntityManager, viewer: Viewer, raw: string | number | null | undefined, path: string): Promise<Token> {
+async function findManagedToken(
+  em: EntityManager,
+  viewer: Viewer,
+  raw: string | number | null | undefined,
+  path: string,
+): Promise<Token> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   const id = parseTokenId(raw, viewer, path);
   const token = await em.findOne(TokenSchema, { id }, { populate: ['user', 'worker', 'pool'] });
@@ -57,7 +71,12 @@ export function announceRevoked(events: Events, tokenIds: readonly number[]): vo
 }
 
 /** Revokes a token: it is refused from now on, and its open WebSockets are closed in every process. */
-export async function revokeToken(em: EntityManager, viewer: Viewer, events: Events, input: { id?: string | number | null }): Promise<Token> {
+export async function revokeToken(
+  em: EntityManager,
+  viewer: Viewer,
+  events: Events,
+  input: { id?: string | number | null },
+): Promise<Token> {
   const token = await findManagedToken(em, viewer, input.id, 'input.id');
   if (!token.revokedAt) {
     token.revokedAt = new Date();
@@ -82,11 +101,16 @@ export async function rotateToken(
   const old = await findManagedToken(em, viewer, input.id, 'input.id');
   const now = new Date();
   const expiresAt = parseInput(expirySchema(now), input.expiresAt, 'input.expiresAt');
-  if (old.kind === 'activation') throw new InvalidStateError('an activation token is used once: revoke it and create another');
+  if (old.kind === 'activation')
+    throw new InvalidStateError('an activation token is used once: revoke it and create another');
   if (old.revokedAt) throw new InvalidStateError(`token ${old.id} is already revoked`);
   const lifetime = old.expiresAt ? old.expiresAt.getTime() - old.createdAt.getTime() : null;
   const issued = await em.transactional(async (tx) => {
-    const locked = await tx.findOneOrFail(TokenSchema, { id: old.id, revokedAt: null }, { failHandler: () => new InvalidStateError(`token ${old.id} is already revoked`) });
+    const locked = await tx.findOneOrFail(
+      TokenSchema,
+      { id: old.id, revokedAt: null },
+      { failHandler: () => new InvalidStateError(`token ${old.id} is already revoked`) },
+    );
     locked.revokedAt = now;
     const fresh = issueToken(tx, {
       kind: old.kind,
@@ -114,7 +138,8 @@ export async function createToken(
   if (viewer.kind !== 'user') throw new ForbiddenError('tokens are created for users: a worker rotates its own token');
   const username = input.username ?? viewer.user.username;
   const user = await em.findOne(UserSchema, { username });
-  if (!user || (!isAdmin(viewer) && user.id !== viewer.user.id)) throw new NotFoundError(`input.username: no user "${username}"`, 'input.username');
+  if (!user || (!isAdmin(viewer) && user.id !== viewer.user.id))
+    throw new NotFoundError(`input.username: no user "${username}"`, 'input.username');
   const label = parseInput(z.string().max(200).nullish(), input.label, 'input.label') ?? '';
   const expiresAt = parseInput(expirySchema(new Date()), input.expiresAt, 'input.expiresAt');
   const issued = issueToken(em, { kind: 'user', user, label, expiresAt });
@@ -133,7 +158,12 @@ export async function listTokens(
 ): Promise<Token[]> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   const given = [filter.username, filter.worker, filter.pool].filter((v) => v != null).length;
-  if (given > 1) throw new InputError(ERROR_CODES.INVALID_INPUT, 'give one of username, worker and pool', filter.pool != null ? 'pool' : 'worker');
+  if (given > 1)
+    throw new InputError(
+      ERROR_CODES.INVALID_INPUT,
+      'give one of username, worker and pool',
+      filter.pool != null ? 'pool' : 'worker',
+    );
   let where: FilterQuery<Token>;
   if (filter.pool != null) {
     // A pool's tokens are its pool-wide activation tokens and those the provisioner made for its instances: admins only.
@@ -148,12 +178,17 @@ export async function listTokens(
   } else if (viewer.kind === 'user') {
     const username = filter.username ?? viewer.user.username;
     const user = await em.findOne(UserSchema, { username });
-    if (!user || (!isAdmin(viewer) && user.id !== viewer.user.id)) throw new NotFoundError(`username: no user "${username}"`, 'username');
+    if (!user || (!isAdmin(viewer) && user.id !== viewer.user.id))
+      throw new NotFoundError(`username: no user "${username}"`, 'username');
     where = { user };
   } else if (viewer.kind === 'worker' && filter.username == null) {
     where = { worker: viewer.worker };
   } else {
     throw new ForbiddenError("a worker token lists only its own worker's tokens");
   }
-  return em.find(TokenSchema, where, { populate: ['user', 'worker', 'pool'], orderBy: { id: 'desc' }, limit: filter.limit ?? undefined });
+  return em.find(TokenSchema, where, {
+    populate: ['user', 'worker', 'pool'],
+    orderBy: { id: 'desc' },
+    limit: filter.limit ?? undefined,
+  });
 }

@@ -19,7 +19,14 @@ export function newTokenValue(kind: TokenKind): string {
 /** Persists (at the next flush) a token for the owner and returns its plain value, which is shown once. */
 export function issueToken(
   em: EntityManager,
-  owner: { kind: TokenKind; label?: string; user?: User | null; worker?: Worker | null; pool?: WorkerPool | null; expiresAt?: Date | null },
+  owner: {
+    kind: TokenKind;
+    label?: string;
+    user?: User | null;
+    worker?: Worker | null;
+    pool?: WorkerPool | null;
+    expiresAt?: Date | null;
+  },
   value: string = newTokenValue(owner.kind),
 ): { token: Token; value: string } {
   const token = em.create(TokenSchema, {
@@ -42,11 +49,18 @@ export const WORKER_TERMINATED = 'the worker of this token is terminated';
  * VALID_TOKEN_SQL is the same rule in SQL (a test checks that they agree). `workerTerminated` is the
  * token's worker's state (false when it has none).
  */
-export function tokenRefusal(token: Pick<Token, 'kind' | 'enabled' | 'revokedAt' | 'expiresAt' | 'usedAt'>, workerTerminated: boolean, now: Date): string | null {
+export function tokenRefusal(
+  token: Pick<Token, 'kind' | 'enabled' | 'revokedAt' | 'expiresAt' | 'usedAt'>,
+  workerTerminated: boolean,
+  now: Date,
+): string | null {
   if (token.revokedAt) return 'the bearer token was revoked';
   // Terminating a worker disables its tokens: say why, rather than only that it is disabled.
   if (workerTerminated && token.kind === 'worker') return WORKER_TERMINATED;
-  if (!token.enabled) return token.kind === 'activation' && token.usedAt ? 'the activation token was already used' : 'the bearer token is disabled';
+  if (!token.enabled)
+    return token.kind === 'activation' && token.usedAt
+      ? 'the activation token was already used'
+      : 'the bearer token is disabled';
   if (token.expiresAt && token.expiresAt.getTime() <= now.getTime()) return 'the bearer token has expired';
   if (token.kind === 'activation' && token.usedAt) return 'the activation token was already used';
   if (workerTerminated) return WORKER_TERMINATED;
@@ -61,6 +75,9 @@ export const VALID_TOKEN_SQL = `t.enabled and t.revoked_at is null and (t.expire
 /** Of these token ids, the ones that may still be used (one statement). */
 export async function stillValidTokenIds(em: EntityManager, ids: readonly number[]): Promise<Set<number>> {
   if (!ids.length) return new Set();
-  const rows = await em.execute<{ id: number }[]>(`select t.id from token t where t.id = any(?::int[]) and ${VALID_TOKEN_SQL}`, [intArray(ids)]);
+  const rows = await em.execute<{ id: number }[]>(
+    `select t.id from token t where t.id = any(?::int[]) and ${VALID_TOKEN_SQL}`,
+    [intArray(ids)],
+  );
   return new Set(rows.map((r) => r.id));
 }

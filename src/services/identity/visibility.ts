@@ -132,7 +132,10 @@ export function canSeeWorkspace(a: Audience, w: WorkspaceFacts): boolean {
 export function workspaceSql(p: Principal, alias: string): SqlCondition {
   if (p.kind === 'admin') return ALWAYS;
   if (p.kind === 'user') {
-    return { sql: `(${alias}.is_public or exists (select 1 from workspace_member vis_m where vis_m.workspace_id = ${alias}.id and vis_m.user_id = ?))`, params: [p.userId] };
+    return {
+      sql: `(${alias}.is_public or exists (select 1 from workspace_member vis_m where vis_m.workspace_id = ${alias}.id and vis_m.user_id = ?))`,
+      params: [p.userId],
+    };
   }
   return { sql: `${alias}.is_public`, params: [] };
 }
@@ -155,7 +158,10 @@ export function workRequestSql(p: Principal, alias: string): SqlCondition {
   if (p.kind === 'worker') return { sql: `${alias}.worker_id = ?`, params: [p.workerId] };
   if (p.kind === 'activation') return NEVER;
   const ws = workspaceSql(p, 'vis_w');
-  return { sql: `exists (select 1 from workspace vis_w where vis_w.id = ${alias}.workspace_id and ${ws.sql})`, params: ws.params };
+  return {
+    sql: `exists (select 1 from workspace vis_w where vis_w.id = ${alias}.workspace_id and ${ws.sql})`,
+    params: ws.params,
+  };
 }
 
 /** Admins and the group's members; others with its workspace, or for a scope-wide group with some workspace of its scope. */
@@ -168,7 +174,10 @@ export function canSeeGroup(a: Audience, g: GroupFacts): boolean {
 export function groupSql(p: Principal, alias: string): SqlCondition {
   if (p.kind === 'admin') return ALWAYS;
   const ws = workspaceSql(p, 'vis_w');
-  const member = p.kind === 'user' ? `exists (select 1 from user_group_member vis_g where vis_g.group_id = ${alias}.id and vis_g.user_id = ?) or ` : '';
+  const member =
+    p.kind === 'user'
+      ? `exists (select 1 from user_group_member vis_g where vis_g.group_id = ${alias}.id and vis_g.user_id = ?) or `
+      : '';
   return {
     sql: `(${member}exists (select 1 from workspace vis_w where ${ws.sql}
             and (vis_w.id = ${alias}.workspace_id or (${alias}.workspace_id is null and vis_w.scope_id = ${alias}.scope_id))))`,
@@ -189,7 +198,10 @@ export function canSeeRule(a: Audience, r: RuleFacts): boolean {
 /** SQL form of {@link canSeeRule}, over the `task_rule` row `alias`. */
 export function ruleSql(p: Principal, alias: string): SqlCondition {
   const ws = workspaceSql(p, 'vis_w');
-  return { sql: `(${alias}.workspace_id is null or exists (select 1 from workspace vis_w where vis_w.id = ${alias}.workspace_id and ${ws.sql}))`, params: ws.params };
+  return {
+    sql: `(${alias}.workspace_id is null or exists (select 1 from workspace vis_w where vis_w.id = ${alias}.workspace_id and ${ws.sql}))`,
+    params: ws.params,
+  };
 }
 
 /** A worker's metadata and tags: admins, signed-in users and the worker itself (name, type, pool and status are public). */
@@ -225,11 +237,19 @@ export function canSeeTaskStatistics(p: Principal, perPackage: boolean): boolean
 
 /** Whether the viewer may see a work request whose workspace is loaded (one check, for a row already read). */
 
-export async function viewerSeesWorkRequest(em: EntityManager, viewer: Viewer, wr: { workspace: WorkspaceFacts; worker?: { id: number } | null }): Promise<boolean> {
+export async function viewerSeesWorkRequest(
+  em: EntityManager,
+  viewer: Viewer,
+  wr: { workspace: WorkspaceFacts; worker?: { id: number } | null },
+): Promise<boolean> {
   return canSeeWorkRequest(await audienceOf(em, viewer), { workspace: wr.workspace, workerId: wr.worker?.id ?? null });
 }
 
 /** Whether the viewer may see a loaded workspace. */
-export async function viewerSeesWorkspace(em: EntityManager, viewer: Viewer, workspace: WorkspaceFacts): Promise<boolean> {
+export async function viewerSeesWorkspace(
+  em: EntityManager,
+  viewer: Viewer,
+  workspace: WorkspaceFacts,
+): Promise<boolean> {
   return canSeeWorkspace(await audienceOf(em, viewer), workspace);
 }

@@ -7,7 +7,12 @@
  */
 import type { Config } from '../../core/config/config.js';
 import { ERROR_CODES, type InputProblem } from '../../core/errors.js';
-import { computePoolTemplateTags, computeWorkerTags, type PoolSpecifications, type WorkerMetadata } from '../../core/tags/worker-tags.js';
+import {
+  computePoolTemplateTags,
+  computeWorkerTags,
+  type PoolSpecifications,
+  type WorkerMetadata,
+} from '../../core/tags/worker-tags.js';
 import { BYTES_PER_GIB } from '../../core/tags/size-class.js';
 import { REFUSAL_CODES, type TagRefusal } from '../../core/tags/types.js';
 import { poolTagInput } from '../../scheduler/storage/pool-templates.js';
@@ -32,26 +37,53 @@ function problemsOf(candidates: readonly Candidate[], refused: readonly TagRefus
   return problems;
 }
 
-const listed = (values: readonly unknown[] | undefined, path: string, set: TagRefusal['set'], toTag: (v: string) => string): Candidate[] =>
+const listed = (
+  values: readonly unknown[] | undefined,
+  path: string,
+  set: TagRefusal['set'],
+  toTag: (v: string) => string,
+): Candidate[] =>
   (values ?? []).flatMap((v, i) => (typeof v === 'string' ? [{ tag: toTag(v), path: `${path}[${i}]`, set }] : []));
 
 /** The valued tag a number becomes, written as the tag engine writes it (a huge one breaks the tag syntax). */
 const valued = (value: unknown, name: string, path: string): Candidate[] =>
-  typeof value === 'number' ? [{ tag: `${name}=${Object.is(value, -0) ? '0' : String(value)}`, path, set: 'worker-provided' }] : [];
+  typeof value === 'number'
+    ? [{ tag: `${name}=${Object.is(value, -0) ? '0' : String(value)}`, path, set: 'worker-provided' }]
+    : [];
 const gib = (bytes: unknown): unknown => (typeof bytes === 'number' ? Math.floor(bytes / BYTES_PER_GIB) : bytes);
 
 /** TOO_MANY_TAGS for an admin's tag list longer than the configured maximum. */
-function countProblems(list: readonly unknown[] | undefined, path: string, config: Pick<Config, 'input'>): InputProblem[] {
+function countProblems(
+  list: readonly unknown[] | undefined,
+  path: string,
+  config: Pick<Config, 'input'>,
+): InputProblem[] {
   if (!list || list.length <= config.input.maxTagsPerSet) return [];
-  return [{ code: ERROR_CODES.TOO_MANY_TAGS, message: `${path}: at most ${config.input.maxTagsPerSet} tags are accepted, got ${list.length}`, path, tag: null }];
+  return [
+    {
+      code: ERROR_CODES.TOO_MANY_TAGS,
+      message: `${path}: at most ${config.input.maxTagsPerSet} tags are accepted, got ${list.length}`,
+      path,
+      tag: null,
+    },
+  ];
 }
 
 /** Every problem of a worker's static metadata (already in its stored shape), `path` naming the GraphQL input. */
-export function staticMetadataProblems(metadata: WorkerMetadata, path: string, config: Pick<Config, 'input' | 'tags'>): InputProblem[] {
+export function staticMetadataProblems(
+  metadata: WorkerMetadata,
+  path: string,
+  config: Pick<Config, 'input' | 'tags'>,
+): InputProblem[] {
   const candidates: Candidate[] = [
     ...listed(metadata.provided_tags, `${path}.providedTags`, 'worker-provided', (t) => t),
     ...listed(metadata.required_tags, `${path}.requiredTags`, 'worker-required', (t) => t),
-    ...listed(metadata['system:architectures'], `${path}.architectures`, 'worker-provided', (a) => `worker:build-arch:${a}`),
+    ...listed(
+      metadata['system:architectures'],
+      `${path}.architectures`,
+      'worker-provided',
+      (a) => `worker:build-arch:${a}`,
+    ),
     ...listed(metadata['system:executors'], `${path}.executors`, 'worker-provided', (e) => `worker:executor:${e}`),
     ...listed(metadata['system:tools'], `${path}.tools`, 'worker-provided', (t) => `worker:cap:${t}`),
     ...(metadata['system:tasks'] ?? []).map((t, i) => ({
@@ -63,7 +95,13 @@ export function staticMetadataProblems(metadata: WorkerMetadata, path: string, c
     ...valued(gib(metadata['system:total_physical_memory']), 'worker:memory-gib', `${path}.totalPhysicalMemory`),
     ...valued(gib(metadata['system:disk_free']), 'worker:disk-gib', `${path}.diskFree`),
   ];
-  const computed = computeWorkerTags({ type: 'worker', pool: null, staticMetadata: metadata, dynamicMetadata: {}, sizeThresholds: config.tags.sizeThresholds });
+  const computed = computeWorkerTags({
+    type: 'worker',
+    pool: null,
+    staticMetadata: metadata,
+    dynamicMetadata: {},
+    sizeThresholds: config.tags.sizeThresholds,
+  });
   return [
     ...countProblems(metadata.provided_tags, `${path}.providedTags`, config),
     ...countProblems(metadata.required_tags, `${path}.requiredTags`, config),
@@ -73,7 +111,12 @@ export function staticMetadataProblems(metadata: WorkerMetadata, path: string, c
 
 /** Every problem of a pool's tags and specifications as given (omitted ones are not judged). */
 export function poolTagProblems(
-  input: { name: string; providedTags?: readonly string[] | null; requiredTags?: readonly string[] | null; specifications?: PoolSpecifications | null },
+  input: {
+    name: string;
+    providedTags?: readonly string[] | null;
+    requiredTags?: readonly string[] | null;
+    specifications?: PoolSpecifications | null;
+  },
   config: Pick<Config, 'input' | 'tags'>,
 ): InputProblem[] {
   const specs = input.specifications ?? {};
@@ -85,7 +128,12 @@ export function poolTagProblems(
     ...valued(specs.diskGib, 'worker:disk-gib', 'input.specifications.diskGib'),
   ];
   const computed = computePoolTemplateTags(
-    poolTagInput({ name: input.name, providedTags: input.providedTags ?? [], requiredTags: input.requiredTags ?? [], specifications: specs }),
+    poolTagInput({
+      name: input.name,
+      providedTags: input.providedTags ?? [],
+      requiredTags: input.requiredTags ?? [],
+      specifications: specs,
+    }),
     config.tags.sizeThresholds,
   );
   return [
@@ -99,7 +147,12 @@ export function poolTagProblems(
  * Every problem of an image's manifest tags, judged as the tags of a pool naming the image would be
  * (admin provenance, source `image:NAME`): a tag no admin may provide refuses the whole manifest.
  */
-export function imageTagProblems(name: string, tags: readonly string[], path: string, config: Pick<Config, 'input' | 'tags'>): InputProblem[] {
+export function imageTagProblems(
+  name: string,
+  tags: readonly string[],
+  path: string,
+  config: Pick<Config, 'input' | 'tags'>,
+): InputProblem[] {
   const computed = computePoolTemplateTags(
     { ...poolTagInput({ name, providedTags: [], requiredTags: [], specifications: {} }), image: { name, tags } },
     config.tags.sizeThresholds,

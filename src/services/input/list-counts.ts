@@ -32,6 +32,8 @@ export type ListCount = keyof typeof COUNTS;
 export async function countLists(em: EntityManager, names: readonly ListCount[]): Promise<Map<ListCount, number>> {
   const counted = [...new Set(names)];
   if (!counted.length) return new Map();
-  const [row] = await em.execute<Record<string, number>[]>(`select ${counted.map((name, i) => `(${COUNTS[name]}) as c${i}`).join(', ')}`);
+  const [row] = await em.execute<Record<string, number>[]>(
+    `select ${counted.map((name, i) => `(${COUNTS[name]}) as c${i}`).join(', ')}`,
+  );
   return new Map(counted.map((name, i) => [name, Number(row?.[`c${i}`] ?? 0)]));
 }

@@ -8,7 +8,10 @@ export const nameSchema = z
   .string()
   .min(1, 'must not be empty')
   .max(100, 'must be at most 100 characters')
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]*$/, 'may contain only letters, digits and . _ + - (and start with a letter or digit)');
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._+-]*$/,
+    'may contain only letters, digits and . _ + - (and start with a letter or digit)',
+  );
 
 /** Deepest nesting of objects and lists accepted in a client value (taskData, provider accounts, …). */
 export const MAX_INPUT_DEPTH = 32;
@@ -28,7 +31,9 @@ interface Visit {
 function pathOf(visit: Visit): string {
   if (visit.parent === null) return String(visit.key);
   const parent = pathOf(visit.parent);
-  return typeof visit.key === 'number' ? `${parent}[${visit.key}]` : `${parent}.${visit.key.replaceAll('\u0000', '\\0')}`;
+  return typeof visit.key === 'number'
+    ? `${parent}[${visit.key}]`
+    : `${parent}.${visit.key.replaceAll('\u0000', '\\0')}`;
 }
 
 /**
@@ -39,7 +44,8 @@ function pathOf(visit: Visit): string {
  */
 export function clientInputProblems(value: unknown, path: string): InputProblem[] {
   const problems: InputProblem[] = [];
-  const problem = (where: string, message: string) => problems.push({ code: ERROR_CODES.INVALID_INPUT, message: `${where}: ${message}`, path: where, tag: null });
+  const problem = (where: string, message: string) =>
+    problems.push({ code: ERROR_CODES.INVALID_INPUT, message: `${where}: ${message}`, path: where, tag: null });
   const nul = 'contains a NUL character (U+0000), which is not accepted';
   const stack: Visit[] = [{ value, depth: 0, parent: null, key: path }];
   while (stack.length && problems.length < MAX_LISTED_PROBLEMS) {
@@ -56,11 +62,19 @@ export function clientInputProblems(value: unknown, path: string): InputProblem[
     }
     // Children go on the stack last first, so that they are met in order.
     if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i] as unknown, depth: item.depth + 1, parent: item, key: i });
+      for (let i = v.length - 1; i >= 0; i--)
+        stack.push({ value: v[i] as unknown, depth: item.depth + 1, parent: item, key: i });
     } else {
       const keys = Object.keys(v);
-      for (const k of keys) if (k.includes('\u0000')) problem(`${pathOf(item)}.${JSON.stringify(k.slice(0, 40))}`, `a key ${nul}`);
-      for (let i = keys.length - 1; i >= 0; i--) stack.push({ value: (v as Record<string, unknown>)[keys[i]], depth: item.depth + 1, parent: item, key: keys[i] });
+      for (const k of keys)
+        if (k.includes('\u0000')) problem(`${pathOf(item)}.${JSON.stringify(k.slice(0, 40))}`, `a key ${nul}`);
+      for (let i = keys.length - 1; i >= 0; i--)
+        stack.push({
+          value: (v as Record<string, unknown>)[keys[i]],
+          depth: item.depth + 1,
+          parent: item,
+          key: keys[i],
+        });
     }
   }
   return problems;
@@ -73,14 +87,21 @@ export function checkClientInput(value: unknown, path: string): void {
 }
 
 /** Every problem zod finds, as input problems (INVALID_INPUT) naming their paths. */
-export function zodProblems<T>(schema: z.ZodType<T>, value: unknown, path: string): { data: T; problems: [] } | { data: null; problems: InputProblem[] } {
+export function zodProblems<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  path: string,
+): { data: T; problems: [] } | { data: null; problems: InputProblem[] } {
   const result = schema.safeParse(value);
   if (result.success) return { data: result.data, problems: [] };
   return {
     data: null,
     problems: result.error.issues.map((issue) => {
       // `input.specifications.enableBackends[1]`: list indexes as a client writes them.
-      const where = issue.path.reduce<string>((at, key) => (typeof key === 'number' ? `${at}[${key}]` : `${at}.${String(key)}`), path);
+      const where = issue.path.reduce<string>(
+        (at, key) => (typeof key === 'number' ? `${at}[${key}]` : `${at}.${String(key)}`),
+        path,
+      );
       return { code: ERROR_CODES.INVALID_INPUT, message: `${where}: ${issue.message}`, path: where, tag: null };
     }),
   };
@@ -107,16 +128,32 @@ export function checkTags(...sets: [tags: readonly string[], side: TagSide, path
 /** What is wrong with one list of tags: too many of them, or each tag that breaks the syntax. */
 function tagProblems(tags: readonly string[], side: TagSide, path: string, maxTags: number): InputProblem[] {
   if (tags.length > maxTags) {
-    return [{ code: ERROR_CODES.TOO_MANY_TAGS, message: `${path}: at most ${maxTags} tags are accepted, got ${tags.length}`, path, tag: null }];
+    return [
+      {
+        code: ERROR_CODES.TOO_MANY_TAGS,
+        message: `${path}: at most ${maxTags} tags are accepted, got ${tags.length}`,
+        path,
+        tag: null,
+      },
+    ];
   }
-  return validateTagList(tags, side).map((r) => ({ code: ERROR_CODES.INVALID_TAG, message: r.message, path: `${path}[${tags.indexOf(r.tag)}]`, tag: r.tag }));
+  return validateTagList(tags, side).map((r) => ({
+    code: ERROR_CODES.INVALID_TAG,
+    message: r.message,
+    path: `${path}[${tags.indexOf(r.tag)}]`,
+    tag: r.tag,
+  }));
 }
 
 /** Splits `scope/name` (the way workspaces are written in inputs). */
 export function splitWorkspaceName(full: string, path: string): { scope: string; name: string } {
   const parts = full.split('/');
   if (parts.length !== 2 || !parts[0] || !parts[1]) {
-    throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: a workspace is written "scope/name", got "${full}"`, path);
+    throw new InputError(
+      ERROR_CODES.INVALID_INPUT,
+      `${path}: a workspace is written "scope/name", got "${full}"`,
+      path,
+    );
   }
   return { scope: parts[0], name: parts[1] };
 }
@@ -145,7 +182,11 @@ export function jsonKey(value: unknown): string | null {
           for (let i = 0; i < original.length; i++) if (!(i in original)) exact = false;
         } else {
           const proto = Object.getPrototypeOf(original) as unknown;
-          if ((proto !== Object.prototype && proto !== null) || typeof (original as { toJSON?: unknown }).toJSON === 'function') exact = false;
+          if (
+            (proto !== Object.prototype && proto !== null) ||
+            typeof (original as { toJSON?: unknown }).toJSON === 'function'
+          )
+            exact = false;
         }
         break;
       default:

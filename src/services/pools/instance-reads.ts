@@ -21,15 +21,26 @@ export async function instancePages(
          from instance i
         where i.pool_id = any(?::int[]) and (?::text[] is null or i.state = any(?::text[])) and (?::int is null or i.id < ?::int)
      ) x where n <= ?`,
-    [intArray(poolIds), page.states && textArray(page.states), page.states && textArray(page.states), page.olderThan, page.olderThan, page.size],
+    [
+      intArray(poolIds),
+      page.states && textArray(page.states),
+      page.states && textArray(page.states),
+      page.olderThan,
+      page.olderThan,
+      page.size,
+    ],
   );
-  const found = rows.length ? await em.find(InstanceSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { id: 'desc' } }) : [];
+  const found = rows.length
+    ? await em.find(InstanceSchema, { id: { $in: rows.map((r) => r.id) } }, { orderBy: { id: 'desc' } })
+    : [];
   return new Map(poolIds.map((id) => [id, found.filter((i) => i.pool.id === id)]));
 }
 
 /** How many instances each pool has in each state, by pool id then state (one statement). */
 export async function instanceCountsByPool(em: EntityManager): Promise<Map<number, Map<string, number>>> {
-  const rows = await em.execute<{ pool_id: number; state: string; n: number }[]>(`select pool_id, state, count(*)::int as n from instance group by pool_id, state`);
+  const rows = await em.execute<{ pool_id: number; state: string; n: number }[]>(
+    `select pool_id, state, count(*)::int as n from instance group by pool_id, state`,
+  );
   const byPool = new Map<number, Map<string, number>>();
   for (const r of rows) {
     if (!byPool.has(r.pool_id)) byPool.set(r.pool_id, new Map());
@@ -49,13 +60,18 @@ export function liveInstancesByPool(em: EntityManager): Promise<{ pool: string; 
 
 /** Whether the pool has an instance of this name (one statement). */
 export async function poolHasInstance(em: EntityManager, poolId: number, name: string): Promise<boolean> {
-  const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ? and name = ?`, [poolId, name]);
+  const [row] = await em.execute<{ n: number }[]>(
+    `select count(*)::int as n from instance where pool_id = ? and name = ?`,
+    [poolId, name],
+  );
   return row.n > 0;
 }
 
 /** How many instances the pool has had, in any state (one statement). */
 export async function poolInstanceCount(em: EntityManager, poolId: number): Promise<number> {
-  const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ?`, [poolId]);
+  const [row] = await em.execute<{ n: number }[]>(`select count(*)::int as n from instance where pool_id = ?`, [
+    poolId,
+  ]);
   return row.n;
 }
 
@@ -80,7 +96,11 @@ export interface PoolInstanceRow {
 }
 
 /** A page of a pool's instances, newest first: `limit` from `offset` (one statement). */
-export async function poolInstanceRows(em: EntityManager, poolId: number, page: { limit: number; offset: number }): Promise<PoolInstanceRow[]> {
+export async function poolInstanceRows(
+  em: EntityManager,
+  poolId: number,
+  page: { limit: number; offset: number },
+): Promise<PoolInstanceRow[]> {
   const rows = await em.execute<Record<string, unknown>[]>(
     `select i.name, i.state, i.provider_id, i.error, i.requested_at, i.started_at, i.terminated_at, w.name as worker, w.terminated_at is null as worker_active,
             w.retiring_reason, w.assigned_total, i.template_fingerprint, i.price_per_hour
@@ -113,7 +133,10 @@ export interface RolloutCounts {
 }
 
 /** The pool's live instances counted by {@link RolloutCounts} (one statement; scheduler/rules/instance-retirement.ts). */
-export async function rolloutCounts(em: EntityManager, pool: Pick<WorkerPool, 'id' | 'providerType' | 'specifications'>): Promise<RolloutCounts> {
+export async function rolloutCounts(
+  em: EntityManager,
+  pool: Pick<WorkerPool, 'id' | 'providerType' | 'specifications'>,
+): Promise<RolloutCounts> {
   const [c] = await em.execute<{ outdated: number; current: number; unknown: number }[]>(
     `select count(*) filter (where ${outdatedSql('template_fingerprint')})::int as outdated, count(*) filter (where template_fingerprint = ?)::int as current,
             count(*) filter (where template_fingerprint is null)::int as unknown

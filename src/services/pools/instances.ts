@@ -43,8 +43,16 @@ export function newInstanceName(pool: string): string {
  * to that worker, and the instance LAUNCHING under the worker's name. One transaction: a server that
  * stops after this and before the provider answers leaves a record that reconciliation finds.
  */
-export async function recordLaunch(em: EntityManager, config: TagsConfig, pool: WorkerPool, now: Date, name: string = newInstanceName(pool.name)): Promise<LaunchRecord> {
-  return creating(`an instance or worker "${name}"`, () => em.transactional((tx) => recordIn(tx, config, pool, now, name)));
+export async function recordLaunch(
+  em: EntityManager,
+  config: TagsConfig,
+  pool: WorkerPool,
+  now: Date,
+  name: string = newInstanceName(pool.name),
+): Promise<LaunchRecord> {
+  return creating(`an instance or worker "${name}"`, () =>
+    em.transactional((tx) => recordIn(tx, config, pool, now, name)),
+  );
 }
 
 /**
@@ -63,7 +71,10 @@ export async function recordBudgetedLaunch(
 ): Promise<LaunchRecord | null> {
   return creating(`an instance or worker "${name}"`, () =>
     em.transactional(async (tx) => {
-      const [row] = await tx.execute<{ monthly_cost_budget: number | null }[]>(`select monthly_cost_budget from worker_pool where id = ? for no key update`, [pool.id]);
+      const [row] = await tx.execute<{ monthly_cost_budget: number | null }[]>(
+        `select monthly_cost_budget from worker_pool where id = ? for no key update`,
+        [pool.id],
+      );
       if (!row) return null;
       const budget = row.monthly_cost_budget == null ? null : Number(row.monthly_cost_budget);
       if (budget != null && !underCostBudget(budget, await committedCostOf(tx, pool.id))) return null;
@@ -72,10 +83,22 @@ export async function recordBudgetedLaunch(
   );
 }
 
-async function recordIn(tx: EntityManager, config: TagsConfig, pool: WorkerPool, now: Date, name: string): Promise<LaunchRecord> {
+async function recordIn(
+  tx: EntityManager,
+  config: TagsConfig,
+  pool: WorkerPool,
+  now: Date,
+  name: string,
+): Promise<LaunchRecord> {
   // The pool may have been read elsewhere (the provisioner's cycle): referred to by id here.
   const ref = tx.getReference(WorkerPoolSchema, pool.id);
-  const worker = tx.create(WorkerSchema, { name, type: 'worker', pool: ref, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: now });
+  const worker = tx.create(WorkerSchema, {
+    name,
+    type: 'worker',
+    pool: ref,
+    concurrency: poolConcurrency(pool.specifications),
+    instanceCreatedAt: now,
+  });
   refreshWorkerTags(worker, pool, config);
   const { value } = issueToken(tx, { kind: 'activation', pool: ref, worker, label: `activation of instance ${name}` });
   // Its price (scheduler/rules/pool-cost.ts): the first offering's a launch tries, else the pool's; the
@@ -97,7 +120,9 @@ async function recordIn(tx: EntityManager, config: TagsConfig, pool: WorkerPool,
 /** The hand-kept instance mutations are for sites that run their own provisioning script. */
 function requireManualProvisioning(config: ProvisionerConfig): void {
   if (config.enabled) {
-    throw new InvalidStateError('the provisioner of this service launches and stops instances itself; record instances by hand only with TAGSCHED_PROVISIONER=off');
+    throw new InvalidStateError(
+      'the provisioner of this service launches and stops instances itself; record instances by hand only with TAGSCHED_PROVISIONER=off',
+    );
   }
 }
 
@@ -127,7 +152,12 @@ export async function createInstance(
 }
 
 /** A site's script records the provider's id of an instance it started. Admin only. */
-export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, config: ProvisionerConfig, input: { name: string; providerId: string }): Promise<Instance> {
+export async function recordInstanceLaunched(
+  em: EntityManager,
+  viewer: Viewer,
+  config: ProvisionerConfig,
+  input: { name: string; providerId: string },
+): Promise<Instance> {
   requireAdmin(viewer);
   requireManualProvisioning(config);
   const providerId = parseInput(
@@ -140,7 +170,8 @@ export async function recordInstanceLaunched(em: EntityManager, viewer: Viewer, 
     'input.providerId',
   );
   const instance = await findInstance(em, input.name);
-  if (!isLaunchingOrRunning(instance.state)) throw new InvalidStateError(`instance "${instance.name}" is ${instance.state}`);
+  if (!isLaunchingOrRunning(instance.state))
+    throw new InvalidStateError(`instance "${instance.name}" is ${instance.state}`);
   instance.providerId = providerId;
   await em.flush();
   return instance;
@@ -176,7 +207,14 @@ export async function recordInstanceStopped(
   if (!isLiveInstance(instance.state)) return instance;
   const end = error ? ({ state: 'FAILED', error } as const) : ({ state: 'TERMINATED', error: null } as const);
   if (instance.worker) {
-    await terminateWorkers(em, config, events, [instance.worker.id], error ? 'its instance failed' : 'its instance was stopped', end);
+    await terminateWorkers(
+      em,
+      config,
+      events,
+      [instance.worker.id],
+      error ? 'its instance failed' : 'its instance was stopped',
+      end,
+    );
   } else {
     await em.nativeUpdate(InstanceSchema, { id: instance.id }, { state: end.state, error, terminatedAt: new Date() });
   }
@@ -184,7 +222,12 @@ export async function recordInstanceStopped(
 }
 
 /** An instance's log for an admin (instance-logs.ts); null for anyone else, and when there is none. */
-export function instanceLogFor(viewer: Viewer, config: Pick<ProvidersConfig, 'instanceLogDir'>, name: string, tailBytes: number): InstanceLogTail | null {
+export function instanceLogFor(
+  viewer: Viewer,
+  config: Pick<ProvidersConfig, 'instanceLogDir'>,
+  name: string,
+  tailBytes: number,
+): InstanceLogTail | null {
   if (!isAdmin(viewer)) return null;
   return readInstanceLog(config.instanceLogDir, name, tailBytes);
 }

@@ -33,15 +33,27 @@ export async function reportInstanceInterruption(
   notice: InterruptionNotice,
 ): Promise<Worker> {
   const me = requireWorker(viewer);
-  if (!me.pool) throw new InvalidStateError(`worker "${me.name}" is not a pool worker: only a pool's instances are interrupted by their provider`);
+  if (!me.pool)
+    throw new InvalidStateError(
+      `worker "${me.name}" is not a pool worker: only a pool's instances are interrupted by their provider`,
+    );
   const now = new Date();
   const action = (notice.action ?? 'terminate').slice(0, 40);
   const reason = `its instance is being interrupted by its provider (${action}${notice.time ? ` at ${notice.time.toISOString()}` : ''})`;
   const done = await em.fork().transactional(async (tx) => {
     const t = await terminateIn(tx, config, [me.id], reason, { state: 'STOPPING' }, now, false);
-    await tx.execute(`update instance set error = ? where worker_id = ? and error is null`, [`interrupted by its provider (${action})`, me.id]);
+    await tx.execute(`update instance set error = ? where worker_id = ? and error is null`, [
+      `interrupted by its provider (${action})`,
+      me.id,
+    ]);
     const pool = await tx.findOne(WorkerPoolSchema, { id: me.pool!.id });
-    if (pool) await recordOfferingMarks(tx, pool.id, interruptionMarks(offeringsOf(pool.specifications), now, config.provisioner.offeringUnavailableMs), now);
+    if (pool)
+      await recordOfferingMarks(
+        tx,
+        pool.id,
+        interruptionMarks(offeringsOf(pool.specifications), now, config.provisioner.offeringUnavailableMs),
+        now,
+      );
     return t;
   });
   publishTermination(events, done); // workerChanged: the provisioner's next cycle stops it and launches for its work

@@ -7,7 +7,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { OfferingMark } from '../../providers/offerings.js';
 
 /** The marks of these pools that still hold at `now`, by pool id. */
-export async function readOfferingMarks(em: EntityManager, poolIds: readonly number[], now: Date): Promise<Map<number, OfferingMark[]>> {
+export async function readOfferingMarks(
+  em: EntityManager,
+  poolIds: readonly number[],
+  now: Date,
+): Promise<Map<number, OfferingMark[]>> {
   const out = new Map<number, OfferingMark[]>();
   if (!poolIds.length) return out;
   const rows = await em.execute<{ pool_id: number; offering_key: string; until: Date | string; reason: string }[]>(
@@ -23,7 +27,12 @@ export async function readOfferingMarks(em: EntityManager, poolIds: readonly num
 }
 
 /** Records marks of a pool (a later mark of the same offering replaces the earlier one), and forgets the pool's marks that expired. */
-export async function recordOfferingMarks(em: EntityManager, poolId: number, marks: readonly OfferingMark[], now: Date): Promise<void> {
+export async function recordOfferingMarks(
+  em: EntityManager,
+  poolId: number,
+  marks: readonly OfferingMark[],
+  now: Date,
+): Promise<void> {
   if (!marks.length) return;
   await em.execute(`delete from pool_offering_unavailable where pool_id = ? and until <= ?`, [poolId, now]);
   for (const m of marks) {

@@ -10,12 +10,18 @@ import { principalOf, workRequestSql } from '../identity/visibility.js';
 
 /** The pools by name, `limit` of them at most when given (one statement). */
 export function listPools(em: EntityManager, options: { limit?: number } = {}): Promise<WorkerPool[]> {
-  return em.find(WorkerPoolSchema, {}, options.limit === undefined ? { orderBy: { name: 'asc' } } : { orderBy: { name: 'asc' }, limit: options.limit });
+  return em.find(
+    WorkerPoolSchema,
+    {},
+    options.limit === undefined ? { orderBy: { name: 'asc' } } : { orderBy: { name: 'asc' }, limit: options.limit },
+  );
 }
 
 /** How many pools there are, and how many of them are enabled (one statement). */
 export async function poolCounts(em: EntityManager): Promise<{ n: number; enabled: number }> {
-  const [pools] = await em.execute<{ n: number; enabled: number }[]>(`select count(*)::int as n, (count(*) filter (where enabled))::int as enabled from worker_pool`);
+  const [pools] = await em.execute<{ n: number; enabled: number }[]>(
+    `select count(*)::int as n, (count(*) filter (where enabled))::int as enabled from worker_pool`,
+  );
   return pools;
 }
 
@@ -30,5 +36,7 @@ export function demandSeenBy(
   viewer: Viewer,
 ): Promise<ProvisioningDemand> {
   const principal = principalOf(viewer);
-  return computeDemand(em, scheduler.classes, config, new Date(), scheduler.workers, (alias) => workRequestSql(principal, alias));
+  return computeDemand(em, scheduler.classes, config, new Date(), scheduler.workers, (alias) =>
+    workRequestSql(principal, alias),
+  );
 }

@@ -53,7 +53,8 @@ const offeringSchema = z
   })
   .strict()
   .superRefine((o, ctx) => {
-    if (o.maxPricePerHour != null && o.market !== 'spot') ctx.addIssue({ code: 'custom', path: ['maxPricePerHour'], message: 'is for spot offerings only (market: spot)' });
+    if (o.maxPricePerHour != null && o.market !== 'spot')
+      ctx.addIssue({ code: 'custom', path: ['maxPricePerHour'], message: 'is for spot offerings only (market: spot)' });
   });
 
 const specificationsSchema = z
@@ -109,15 +110,25 @@ const specificationsSchema = z
     if (s.offerings == null) return;
     for (const field of ['instanceType', 'location'] as const) {
       if (s[field] != null)
-        ctx.addIssue({ code: 'custom', path: [field], message: 'give it in each of offerings, not beside them (a pool names either offerings or one instanceType and location)' });
+        ctx.addIssue({
+          code: 'custom',
+          path: [field],
+          message:
+            'give it in each of offerings, not beside them (a pool names either offerings or one instanceType and location)',
+        });
     }
   });
 
 /** Checks a pool's specifications as a client gives them: every problem, or them with the fields left unset dropped. */
-export function specificationProblems(value: unknown, path: string): { data: PoolSpecifications; problems: [] } | { data: null; problems: InputProblem[] } {
+export function specificationProblems(
+  value: unknown,
+  path: string,
+): { data: PoolSpecifications; problems: [] } | { data: null; problems: InputProblem[] } {
   const parsed = zodProblems(specificationsSchema, value, path);
   if (!parsed.data) return parsed;
-  const data = Object.fromEntries(Object.entries(parsed.data).filter(([, v]) => v !== null && v !== undefined)) as PoolSpecifications;
+  const data = Object.fromEntries(
+    Object.entries(parsed.data).filter(([, v]) => v !== null && v !== undefined),
+  ) as PoolSpecifications;
   // Offerings are kept as offeringsOf reads them: market said, unset fields left out.
   if (data.offerings) {
     data.offerings = offeringsOf(data).map((o) => ({
@@ -131,25 +142,36 @@ export function specificationProblems(value: unknown, path: string): { data: Poo
   return { data, problems: [] };
 }
 
-const isDefaultHandlers = (handlers: PoolSpecifications['handlers']) => JSON.stringify(handlers ?? []) === JSON.stringify(DEFAULT_LOCAL_HANDLERS);
+const isDefaultHandlers = (handlers: PoolSpecifications['handlers']) =>
+  JSON.stringify(handlers ?? []) === JSON.stringify(DEFAULT_LOCAL_HANDLERS);
 
 /**
  * Handlers are for local pools only (providers/registry.ts: runsHandlers; the others start agents that are
  * not told any command): given to a pool of another provider, they are a problem, unless they are the
  * default a local pool got (withHandlerDefaults drops those when a pool changes provider).
  */
-export function handlerProblems(providerType: string, specifications: PoolSpecifications, path: string): InputProblem[] {
+export function handlerProblems(
+  providerType: string,
+  specifications: PoolSpecifications,
+  path: string,
+): InputProblem[] {
   const handlers = specifications.handlers ?? [];
   if (runsHandlers(providerType) || !handlers.length || isDefaultHandlers(handlers)) return [];
   return [
-    { code: ERROR_CODES.INVALID_INPUT, message: `${path}.handlers: only local pools run handlers (this pool's provider is ${providerType})`, path: `${path}.handlers`, tag: null },
+    {
+      code: ERROR_CODES.INVALID_INPUT,
+      message: `${path}.handlers: only local pools run handlers (this pool's provider is ${providerType})`,
+      path: `${path}.handlers`,
+      tag: null,
+    },
   ];
 }
 
 /** The specifications a pool of this provider keeps: a local pool with no handler gets the default (noop with `true`); another provider's pool none. */
 export function withHandlerDefaults(providerType: string, specifications: PoolSpecifications): PoolSpecifications {
   const handlers = specifications.handlers ?? [];
-  if (runsHandlers(providerType)) return handlers.length ? specifications : { ...specifications, handlers: [...DEFAULT_LOCAL_HANDLERS] };
+  if (runsHandlers(providerType))
+    return handlers.length ? specifications : { ...specifications, handlers: [...DEFAULT_LOCAL_HANDLERS] };
   if (!handlers.length) return specifications;
   const { handlers: _dropped, ...rest } = specifications;
   return rest;

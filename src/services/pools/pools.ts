@@ -6,7 +6,14 @@ import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker
 import { WEEKDAYS } from '../../shared/warm-schedule.js';
 import { isTimeZone, minutesOf, WARM_PERIODS_MAX } from '../../scheduler/rules/scale-in.js';
 import { WorkerSchema } from '../../storage/entities/worker.js';
-import { AlreadyExistsError, ERROR_CODES, InputError, InvalidStateError, NotFoundError, type InputProblem } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  ERROR_CODES,
+  InputError,
+  InvalidStateError,
+  NotFoundError,
+  type InputProblem,
+} from '../../core/errors.js';
 import type { Token } from '../../storage/entities/token.js';
 import { poolProviderProblems, providerTypes } from '../../providers/registry.js';
 import type { Events } from '../../storage/events.js';
@@ -89,11 +96,16 @@ const limitsSchema = z.object({
           z
             .object({
               days: z.array(z.enum(WEEKDAYS)).min(1, 'must name a day at least').max(7),
-              from: z.string().refine((v) => minutesOf(v) !== null && minutesOf(v)! < 24 * 60, 'must be a time of day, HH:MM'),
+              from: z
+                .string()
+                .refine((v) => minutesOf(v) !== null && minutesOf(v)! < 24 * 60, 'must be a time of day, HH:MM'),
               to: z.string().refine((v) => minutesOf(v) !== null, 'must be a time of day, HH:MM, up to 24:00'),
               minIdleInstances: z.number().int().min(0).max(100_000),
             })
-            .refine((p) => (minutesOf(p.to) ?? 0) > (minutesOf(p.from) ?? 0), { message: 'to must come after from (a period over midnight is two periods)', path: ['to'] }),
+            .refine((p) => (minutesOf(p.to) ?? 0) > (minutesOf(p.from) ?? 0), {
+              message: 'to must come after from (a period over midnight is two periods)',
+              path: ['to'],
+            }),
         )
         .max(WARM_PERIODS_MAX),
     })
@@ -118,9 +130,16 @@ function applyPoolInput(
   secrets: SecretBox,
   creating: boolean,
 ): void {
-  const providerType = input.providerType == null ? null : zodProblems(oneOf(providerTypes() as [string, ...string[]]), input.providerType, 'input.providerType');
-  const account = input.providerAccount == null ? null : zodProblems(providerAccountSchema, input.providerAccount, 'input.providerAccount');
-  const specifications = input.specifications == null ? null : specificationProblems(input.specifications, 'input.specifications');
+  const providerType =
+    input.providerType == null
+      ? null
+      : zodProblems(oneOf(providerTypes() as [string, ...string[]]), input.providerType, 'input.providerType');
+  const account =
+    input.providerAccount == null
+      ? null
+      : zodProblems(providerAccountSchema, input.providerAccount, 'input.providerAccount');
+  const specifications =
+    input.specifications == null ? null : specificationProblems(input.specifications, 'input.specifications');
   const limits = zodProblems(limitsSchema, input, 'input');
   // The pool as it would be: its provider, and its specifications (typed: pool-specifications.ts).
   const type = providerType?.data ?? pool.providerType;
@@ -144,7 +163,15 @@ function applyPoolInput(
     ...(specifications?.problems ?? []),
     ...handlerProblems(type, specifications?.data ?? {}, 'input.specifications'),
     ...(specifications?.data ? poolImageProblems(specifications.data, image, 'input.specifications') : []),
-    ...poolTagProblems({ name: pool.name, providedTags: input.providedTags, requiredTags: input.requiredTags, specifications: specifications?.data ?? null }, config),
+    ...poolTagProblems(
+      {
+        name: pool.name,
+        providedTags: input.providedTags,
+        requiredTags: input.requiredTags,
+        specifications: specifications?.data ?? null,
+      },
+      config,
+    ),
     ...limits.problems,
   ];
   // The provider judges the pool as it would be; the stored account again only when the pool changes
@@ -152,10 +179,18 @@ function applyPoolInput(
   if (!providerType?.problems.length && !account?.problems.length && !specifications?.problems.length) {
     const changedType = creating || type !== pool.providerType;
     const checkedAccount = account?.data ?? (changedType ? storedAccount(pool, secrets) : undefined);
-    const poolImage = image && imageNameOf(specs) === image.name ? { name: image.name, manifest: image.manifest } : null;
-    problems.push(...poolProviderProblems(type, { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage }, config.providers));
+    const poolImage =
+      image && imageNameOf(specs) === image.name ? { name: image.name, manifest: image.manifest } : null;
+    problems.push(
+      ...poolProviderProblems(
+        type,
+        { name: pool.name, specifications: specs, account: checkedAccount, image: poolImage },
+        config.providers,
+      ),
+    );
     // A pool that boots its image's published id: the image must be published where the pool launches.
-    const regionAccount = account?.data ?? (checkedAccount === undefined ? storedAccount(pool, secrets) : checkedAccount);
+    const regionAccount =
+      account?.data ?? (checkedAccount === undefined ? storedAccount(pool, secrets) : checkedAccount);
     problems.push(...poolPublicationProblems(type, specs, published, regionAccount, 'input.specifications'));
   }
   if (problems.length) throw InputError.of(problems);
@@ -171,28 +206,39 @@ function applyPoolInput(
   if (l.minIdleInstances != null) pool.minIdleInstances = l.minIdleInstances;
   if (l.idleTimeoutSeconds != null) pool.idleTimeoutSeconds = l.idleTimeoutSeconds;
   if (l.targetLatencySeconds != null) pool.targetLatencySeconds = l.targetLatencySeconds;
-  if (input.monthlyRuntimeBudgetSeconds !== undefined) pool.monthlyRuntimeBudgetSeconds = l.monthlyRuntimeBudgetSeconds ?? null;
+  if (input.monthlyRuntimeBudgetSeconds !== undefined)
+    pool.monthlyRuntimeBudgetSeconds = l.monthlyRuntimeBudgetSeconds ?? null;
   // null removes the limit; omitted keeps it.
-  if (input.maxInstanceLifetimeSeconds !== undefined) pool.maxInstanceLifetimeSeconds = l.maxInstanceLifetimeSeconds ?? null;
-  if (input.maxWorkRequestsPerInstance !== undefined) pool.maxWorkRequestsPerInstance = l.maxWorkRequestsPerInstance ?? null;
+  if (input.maxInstanceLifetimeSeconds !== undefined)
+    pool.maxInstanceLifetimeSeconds = l.maxInstanceLifetimeSeconds ?? null;
+  if (input.maxWorkRequestsPerInstance !== undefined)
+    pool.maxWorkRequestsPerInstance = l.maxWorkRequestsPerInstance ?? null;
   if (l.maxReplacingInstances != null) pool.maxReplacingInstances = l.maxReplacingInstances;
   if (input.billingPeriodSeconds !== undefined) pool.billingPeriodSeconds = l.billingPeriodSeconds ?? null;
   if (input.scaleDownDelaySeconds !== undefined) pool.scaleDownDelaySeconds = l.scaleDownDelaySeconds ?? null;
   if (input.maxLaunchesPerMinute !== undefined) pool.maxLaunchesPerMinute = l.maxLaunchesPerMinute ?? null;
-  if (input.warmSchedule !== undefined) pool.warmSchedule = l.warmSchedule ? { timeZone: l.warmSchedule.timeZone, periods: l.warmSchedule.periods } : null;
+  if (input.warmSchedule !== undefined)
+    pool.warmSchedule = l.warmSchedule ? { timeZone: l.warmSchedule.timeZone, periods: l.warmSchedule.periods } : null;
   if (input.pricePerHour !== undefined) pool.pricePerHour = l.pricePerHour ?? null;
   if (input.monthlyCostBudget !== undefined) pool.monthlyCostBudget = l.monthlyCostBudget ?? null;
   if (input.enabled != null) pool.enabled = input.enabled;
 }
 
 /** The registered image the pool will name (the input's specifications, else the pool's own), when it exists. */
-async function imageOf(em: EntityManager, input: WorkerPoolInput, pool: WorkerPool | null): Promise<WorkerImage | null> {
-  const name = input.specifications == null && pool ? imageNameOf(pool.specifications) : imageNameOf(input.specifications);
+async function imageOf(
+  em: EntityManager,
+  input: WorkerPoolInput,
+  pool: WorkerPool | null,
+): Promise<WorkerImage | null> {
+  const name =
+    input.specifications == null && pool ? imageNameOf(pool.specifications) : imageNameOf(input.specifications);
   return name === null ? null : findWorkerImage(em, name);
 }
 
 function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unknown> | null {
-  return pool.providerAccountEncrypted ? (JSON.parse(secrets.open(pool.providerAccountEncrypted)) as Record<string, unknown>) : null;
+  return pool.providerAccountEncrypted
+    ? (JSON.parse(secrets.open(pool.providerAccountEncrypted)) as Record<string, unknown>)
+    : null;
 }
 
 /** Creates a worker pool. Admin only. */
@@ -205,10 +251,19 @@ export async function createWorkerPool(
 ): Promise<WorkerPool> {
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
-  if (await em.count(WorkerPoolSchema, { name })) throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
+  if (await em.count(WorkerPoolSchema, { name }))
+    throw new AlreadyExistsError(`a worker pool "${name}" already exists`);
   const image = await imageOf(em, input, null);
   const pool = em.create(WorkerPoolSchema, { name, providerType: 'local' });
-  applyPoolInput(pool, input, image, await publishedPlaces(em, imageNameOf(input.specifications)), config, secrets, true);
+  applyPoolInput(
+    pool,
+    input,
+    image,
+    await publishedPlaces(em, imageNameOf(input.specifications)),
+    config,
+    secrets,
+    true,
+  );
   await creating(`a worker pool "${name}"`, () => em.flush());
   await noteRequiredTags(em, pool.requiredTags);
   return pool;
@@ -266,7 +321,10 @@ export async function createActivationToken(
   );
   const pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
   if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
-  if (!pool.enabled) throw new InvalidStateError(`the worker pool "${pool.name}" is disabled: enable it first (its activation tokens are refused while it is)`);
+  if (!pool.enabled)
+    throw new InvalidStateError(
+      `the worker pool "${pool.name}" is disabled: enable it first (its activation tokens are refused while it is)`,
+    );
   const issued = issueToken(em, {
     kind: 'activation',
     pool,

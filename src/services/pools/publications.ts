@@ -7,10 +7,20 @@
 import { LIST_MAXIMA } from '../input/list-maxima.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { WorkerImagePublicationSchema, type WorkerImagePublication } from '../../storage/entities/worker-image-publication.js';
+import {
+  WorkerImagePublicationSchema,
+  type WorkerImagePublication,
+} from '../../storage/entities/worker-image-publication.js';
 import { WorkerImageSchema, type WorkerImage } from '../../storage/entities/worker-image.js';
 import { ERROR_CODES, InputError, NotFoundError, type InputProblem } from '../../core/errors.js';
-import { isPublishProvider, PUBLICATION_REGION, publicationRegion, PUBLISH_PROVIDERS, PUBLISHED_IMAGE_ID, type PublishProvider } from '../../providers/publication.js';
+import {
+  isPublishProvider,
+  PUBLICATION_REGION,
+  publicationRegion,
+  PUBLISH_PROVIDERS,
+  PUBLISHED_IMAGE_ID,
+  type PublishProvider,
+} from '../../providers/publication.js';
 import { ProviderError } from '../../providers/provider.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import { nameSchema, oneOf, zodProblems } from '../input/validate.js';
@@ -27,7 +37,10 @@ const inputSchema = z
   .object({
     image: nameSchema,
     provider: oneOf(PUBLISH_PROVIDERS),
-    region: z.string().max(50).regex(PUBLICATION_REGION, 'must be a region such as eu-central-1 (ec2) or global (hetzner)'),
+    region: z
+      .string()
+      .max(50)
+      .regex(PUBLICATION_REGION, 'must be a region such as eu-central-1 (ec2) or global (hetzner)'),
     providerImageId: z.string().max(100),
   })
   .superRefine((input, ctx) => {
@@ -35,26 +48,46 @@ const inputSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['providerImageId'],
-        message: input.provider === 'ec2' ? 'must be an AMI id (ami- and 8 or 17 hex digits)' : 'must be a Hetzner image id (digits)',
+        message:
+          input.provider === 'ec2'
+            ? 'must be an AMI id (ami- and 8 or 17 hex digits)'
+            : 'must be a Hetzner image id (digits)',
       });
     }
     const expected = publicationRegion(input.provider, { region: input.region });
-    if (expected !== input.region) ctx.addIssue({ code: 'custom', path: ['region'], message: `a ${input.provider} publication's region is ${String(expected)}` });
+    if (expected !== input.region)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['region'],
+        message: `a ${input.provider} publication's region is ${String(expected)}`,
+      });
   });
 
 /** The publications of an image, by provider and region: the first LIST_MAXIMA.publicationsShown of them. */
 export function publicationsOf(em: EntityManager, image: WorkerImage): Promise<WorkerImagePublication[]> {
-  return em.find(WorkerImagePublicationSchema, { image }, { orderBy: { provider: 'asc', region: 'asc' }, limit: LIST_MAXIMA.publicationsShown });
+  return em.find(
+    WorkerImagePublicationSchema,
+    { image },
+    { orderBy: { provider: 'asc', region: 'asc' }, limit: LIST_MAXIMA.publicationsShown },
+  );
 }
 
 /** Records (or replaces) where an image is published. Admin only. */
-export async function recordWorkerImagePublication(em: EntityManager, viewer: Viewer, input: PublicationInput): Promise<WorkerImage> {
+export async function recordWorkerImagePublication(
+  em: EntityManager,
+  viewer: Viewer,
+  input: PublicationInput,
+): Promise<WorkerImage> {
   requireAdmin(viewer);
   const parsed = zodProblems(inputSchema, input, 'input');
   if (!parsed.data) throw InputError.of(parsed.problems);
   const { image: name, provider, region, providerImageId } = parsed.data;
   const image = await em.findOne(WorkerImageSchema, { name });
-  if (!image) throw new NotFoundError(`input.image: no worker image "${name}" is registered (tagsched-admin images register)`, 'input.image');
+  if (!image)
+    throw new NotFoundError(
+      `input.image: no worker image "${name}" is registered (tagsched-admin images register)`,
+      'input.image',
+    );
   if (!image.manifest.boot) {
     throw InputError.of([
       {
@@ -75,14 +108,24 @@ export async function recordWorkerImagePublication(em: EntityManager, viewer: Vi
 }
 
 /** The published id of an image for a provider and region, or null. */
-async function publishedId(em: EntityManager, image: string, provider: PublishProvider, region: string): Promise<string | null> {
+async function publishedId(
+  em: EntityManager,
+  image: string,
+  provider: PublishProvider,
+  region: string,
+): Promise<string | null> {
   const found = await em.findOne(WorkerImagePublicationSchema, { image: { name: image }, provider, region });
   return found?.providerImageId ?? null;
 }
 
 /** Whether a pool of this provider with these specifications boots a published image (it names an image and no providerImage). */
-function bootsPublished(providerType: string, specifications: Readonly<Record<string, unknown>>): providerType is PublishProvider {
-  return isPublishProvider(providerType) && typeof specifications.image === 'string' && specifications.providerImage == null;
+function bootsPublished(
+  providerType: string,
+  specifications: Readonly<Record<string, unknown>>,
+): providerType is PublishProvider {
+  return (
+    isPublishProvider(providerType) && typeof specifications.image === 'string' && specifications.providerImage == null
+  );
 }
 
 /** Where an image is published, as pool checks read it: provider and region. */

@@ -34,7 +34,12 @@ const registeredManifestSchema = manifestSchema.extend({
 });
 
 /** Registers a worker image from its manifest; every problem is named with its field, and nothing is written when there is one. Admin only. */
-export async function registerWorkerImage(em: EntityManager, viewer: Viewer, config: Pick<Config, 'input' | 'tags'>, manifest: unknown): Promise<WorkerImage> {
+export async function registerWorkerImage(
+  em: EntityManager,
+  viewer: Viewer,
+  config: Pick<Config, 'input' | 'tags'>,
+  manifest: unknown,
+): Promise<WorkerImage> {
   requireAdmin(viewer);
   const parsed = zodProblems(registeredManifestSchema, manifest, 'input.manifest');
   if (!parsed.data) throw InputError.of(parsed.problems);
@@ -48,7 +53,9 @@ export async function registerWorkerImage(em: EntityManager, viewer: Viewer, con
   if (problems.length) throw InputError.of(problems);
   const what = `a worker image "${name}"`;
   if (await em.count(WorkerImageSchema, { name })) {
-    throw new AlreadyExistsError(`${what} is already registered; images do not change once registered, so give a new build a new name (tagsched-image build --name)`);
+    throw new AlreadyExistsError(
+      `${what} is already registered; images do not change once registered, so give a new build a new name (tagsched-image build --name)`,
+    );
   }
   const image = em.create(WorkerImageSchema, { name, manifest: parsed.data });
   await creating(what, () => em.flush());
@@ -84,7 +91,11 @@ const FROM_IMAGE = ['architectures', 'enableBackends', 'enableTasks'] as const;
  * names one takes its architectures, backends and tasks from the image's manifest, not from its
  * specifications.
  */
-export function poolImageProblems(specifications: Record<string, unknown>, image: WorkerImage | null, path: string): InputProblem[] {
+export function poolImageProblems(
+  specifications: Record<string, unknown>,
+  image: WorkerImage | null,
+  path: string,
+): InputProblem[] {
   const name = imageNameOf(specifications);
   if (name === null) return [];
   const problems: InputProblem[] = [];

@@ -7,7 +7,12 @@ import type { Workspace } from '../../storage/entities/workspace.js';
 import { AppError, ERROR_CODES, ForbiddenError, InputError, type InputProblem } from '../../core/errors.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { executeBound } from '../../storage/db/bound.js';
-import { validateTaskInput, type AnalysisError, type TaskInputValidation, type WorkRequestAnalysis } from '../../core/tasks/analyze.js';
+import {
+  validateTaskInput,
+  type AnalysisError,
+  type TaskInputValidation,
+  type WorkRequestAnalysis,
+} from '../../core/tasks/analyze.js';
 import { isOrchestrated } from '../../core/tasks/types.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
@@ -70,12 +75,20 @@ const priority = z.number().int().min(-1_000_000).max(1_000_000);
 
 /** All the problems of an analysis, as one typed error (the first is its own code and message); paths under `base`. */
 function analysisErrorToInput(base: string, errors: AnalysisError[]): InputError {
-  return InputError.of(errors.map((e) => ({ code: ERROR_CODES[e.code], message: e.message, path: e.path ? `${base}.${e.path}` : base, tag: e.tag ?? null })));
+  return InputError.of(
+    errors.map((e) => ({
+      code: ERROR_CODES[e.code],
+      message: e.message,
+      path: e.path ? `${base}.${e.path}` : base,
+      tag: e.tag ?? null,
+    })),
+  );
 }
 
 function parseId(raw: string | number, path: string): number {
   const id = typeof raw === 'number' ? raw : Number(raw);
-  if (!Number.isSafeInteger(id) || id <= 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a work request id`, path);
+  if (!Number.isSafeInteger(id) || id <= 0)
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a work request id`, path);
   return id;
 }
 
@@ -84,20 +97,35 @@ function parseId(raw: string | number, path: string): number {
  * who may add them, the environment, the workspace and the viewer's right to submit there (a
  * workflow's children too). Throws the typed error of the first check that fails, paths under `path`.
  */
-async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, input: CreateWorkRequestInput, path: string): Promise<PreparedCreate> {
+async function prepareCreate(
+  deps: WorkRequestDeps,
+  lookups: CreateLookups,
+  input: CreateWorkRequestInput,
+  path: string,
+): Promise<PreparedCreate> {
   const { em, viewer, config } = deps;
   const { user } = requireUser(viewer);
   const dataKey = jsonKey(input.taskData ?? null);
   const dataSize = Buffer.byteLength(dataKey ?? JSON.stringify(input.taskData ?? null), 'utf8');
   if (dataSize > config.input.maxTaskDataBytes) {
-    throw new InputError(ERROR_CODES.TASK_DATA_TOO_LARGE, `${path}.taskData: ${dataSize} bytes of JSON is over the limit of ${config.input.maxTaskDataBytes}`, `${path}.taskData`);
+    throw new InputError(
+      ERROR_CODES.TASK_DATA_TOO_LARGE,
+      `${path}.taskData: ${dataSize} bytes of JSON is over the limit of ${config.input.maxTaskDataBytes}`,
+      `${path}.taskData`,
+    );
   }
   const providedTags = input.providedTags ?? [];
   const requiredTags = input.requiredTags ?? [];
-  checkTags([providedTags, 'provided', `${path}.providedTags`, config.input.maxTagsPerSet], [requiredTags, 'required', `${path}.requiredTags`, config.input.maxTagsPerSet]);
+  checkTags(
+    [providedTags, 'provided', `${path}.providedTags`, config.input.maxTagsPerSet],
+    [requiredTags, 'required', `${path}.requiredTags`, config.input.maxTagsPerSet],
+  );
   const priorityBase = parseInput(priority, input.priorityBase ?? 0, `${path}.priorityBase`);
   const priorityAdjustment = parseInput(priority, input.priorityAdjustment ?? 0, `${path}.priorityAdjustment`);
-  if (priorityAdjustment > 0 && !isAdmin(viewer)) throw new ForbiddenError(`${path}.priorityAdjustment: only admins may raise a priority (positive priorityAdjustment)`);
+  if (priorityAdjustment > 0 && !isAdmin(viewer))
+    throw new ForbiddenError(
+      `${path}.priorityAdjustment: only admins may raise a priority (positive priorityAdjustment)`,
+    );
   const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `${path}.dependsOn[${i}]`)))];
 
   let workspace = lookups.workspaces.get(input.workspace);
@@ -112,7 +140,10 @@ async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, inpu
     allowed = isAdmin(viewer) || role === 'owner' || role === 'contributor';
     lookups.allowed.set(workspace.id, allowed);
   }
-  if (!allowed) throw new ForbiddenError(`you may not submit work to workspace "${input.workspace}": only its owners and contributors may`);
+  if (!allowed)
+    throw new ForbiddenError(
+      `you may not submit work to workspace "${input.workspace}": only its owners and contributors may`,
+    );
 
   // The same task and data validate alike: checked once per batch (the check is pure).
   const validationKey = dataKey === null ? null : `${JSON.stringify([input.taskType, input.taskName])}${dataKey}`;
@@ -152,7 +183,18 @@ async function prepareCreate(deps: WorkRequestDeps, lookups: CreateLookups, inpu
     });
     if (!children.ok) throw analysisErrorToInput(path, children.errors);
   }
-  return { path, input, workspace, taskData: validation.data as Record<string, unknown>, priorityBase, priorityAdjustment, providedTags, requiredTags, dependencyIds, analysis };
+  return {
+    path,
+    input,
+    workspace,
+    taskData: validation.data as Record<string, unknown>,
+    priorityBase,
+    priorityAdjustment,
+    providedTags,
+    requiredTags,
+    dependencyIds,
+    analysis,
+  };
 }
 
 /** What a create writes of a new work request; the other columns take their defaults (writtenEntity). */
@@ -195,7 +237,11 @@ class Distinct {
 }
 
 /** A column a create writes: its name, its SQL type, and its value in a row. */
-type Column = readonly [name: string, type: 'int' | 'bigint' | 'text' | 'timestamptz' | 'text[]' | 'jsonb', value: (r: NewRow) => unknown];
+type Column = readonly [
+  name: string,
+  type: 'int' | 'bigint' | 'text' | 'timestamptz' | 'text[]' | 'jsonb',
+  value: (r: NewRow) => unknown,
+];
 
 /** The columns each row sends of its own, as the elements of a JSON array in this order. */
 const OWN_COLUMNS: readonly Column[] = [
@@ -252,7 +298,10 @@ const INSERT_ROWS_SQL = `insert into work_request (${[...OWN_COLUMNS, ...TAG_SET
  * sets (the same for the requests of one analysis) and their task data; each row sends its own
  * columns and the numbers of those.
  */
-async function insertRows(tx: EntityManager, rows: readonly NewRow[]): Promise<{ id: number; taskData: WorkRequest['taskData'] }[]> {
+async function insertRows(
+  tx: EntityManager,
+  rows: readonly NewRow[],
+): Promise<{ id: number; taskData: WorkRequest['taskData'] }[]> {
   const tagSets = new Distinct();
   const data = new Distinct();
   // The rows of one analysis hold the same frozen lists (the same arrays): their tag set is written
@@ -267,13 +316,19 @@ async function insertRows(tx: EntityManager, rows: readonly NewRow[]): Promise<{
   const own = rows.map((r) => {
     const lists = `${JSON.stringify([r.userProvidedTags, r.userRequiredTags])}${listNumber(r.providedTags)},${listNumber(r.requiredTags)},${listNumber(r.providedEntries)},${listNumber(r.requiredEntries)},${listNumber(r.droppedTags)}`;
     let tagSet = seen.get(lists);
-    if (tagSet === undefined) seen.set(lists, (tagSet = tagSets.number(JSON.stringify(TAG_SET_COLUMNS.map((c) => c[2](r))))));
+    if (tagSet === undefined)
+      seen.set(lists, (tagSet = tagSets.number(JSON.stringify(TAG_SET_COLUMNS.map((c) => c[2](r))))));
     const values = OWN_COLUMNS.map((c) => c[2](r));
     values.push(tagSet, data.number(JSON.stringify(r.taskData)));
     return values;
   });
-  const stored = await executeBound<{ id: number; task_data: WorkRequest['taskData'] }>(tx, INSERT_ROWS_SQL, [JSON.stringify(own), tagSets.json(), data.json()]);
-  if (stored.length !== rows.length) throw new Error(`inserted ${rows.length} work requests, got ${stored.length} rows back`);
+  const stored = await executeBound<{ id: number; task_data: WorkRequest['taskData'] }>(tx, INSERT_ROWS_SQL, [
+    JSON.stringify(own),
+    tagSets.json(),
+    data.json(),
+  ]);
+  if (stored.length !== rows.length)
+    throw new Error(`inserted ${rows.length} work requests, got ${stored.length} rows back`);
   // Ids are drawn in the order of the rows inserted, which is the input's (order by).
   return stored.map((s) => ({ id: Number(s.id), taskData: s.task_data })).sort((a, b) => a.id - b.id);
 }
@@ -286,7 +341,12 @@ async function insertRows(tx: EntityManager, rows: readonly NewRow[]): Promise<{
  * snapshots) costs a batch more than the rest of its writing. Every property is written out: V8
  * builds an object spread from another and then given more properties at some 25 µs a row.
  */
-function writtenRecord(r: NewRow, stored: { id: number; taskData: WorkRequest['taskData'] }, workspace: Workspace, createdBy: User): WorkRequestRecord {
+function writtenRecord(
+  r: NewRow,
+  stored: { id: number; taskData: WorkRequest['taskData'] },
+  workspace: Workspace,
+  createdBy: User,
+): WorkRequestRecord {
   return {
     id: stored.id,
     workspace,
@@ -338,7 +398,11 @@ async function visibleDependencies(
   lock: boolean,
 ): Promise<Map<number, WorkRequest>> {
   const found = dependencyIds.length
-    ? await em.find(WorkRequestSchema, { id: { $in: [...dependencyIds] } }, { ...(lock ? { lockMode: LockMode.PESSIMISTIC_READ } : {}), populate: ['workspace'], refresh: true })
+    ? await em.find(
+        WorkRequestSchema,
+        { id: { $in: [...dependencyIds] } },
+        { ...(lock ? { lockMode: LockMode.PESSIMISTIC_READ } : {}), populate: ['workspace'], refresh: true },
+      )
     : [];
   const visible = new Map<number, WorkRequest>();
   for (const dep of found) if (await viewerSeesWorkRequest(em, viewer, dep)) visible.set(dep.id, dep);
@@ -347,9 +411,20 @@ async function visibleDependencies(
     for (const id of p.dependencyIds) {
       const dep = visible.get(id);
       const path = `${p.path}.dependsOn`;
-      if (!dep) problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: no work request ${id}`, path, tag: null });
+      if (!dep)
+        problems.push({
+          code: ERROR_CODES.UNKNOWN_DEPENDENCY,
+          message: `${path}: no work request ${id}`,
+          path,
+          tag: null,
+        });
       else if (dep.status === 'ABORTED')
-        problems.push({ code: ERROR_CODES.UNKNOWN_DEPENDENCY, message: `${path}: work request ${id} was aborted and will never complete`, path, tag: null });
+        problems.push({
+          code: ERROR_CODES.UNKNOWN_DEPENDENCY,
+          message: `${path}: work request ${id} was aborted and will never complete`,
+          path,
+          tag: null,
+        });
     }
   }
   if (problems.length) throw InputError.of(problems);
@@ -425,7 +500,9 @@ async function writeCreates<T>(
     // A request that waits keeps the class its tags have now, for demand's coming work (scheduler/rules/look-ahead.ts).
     const waiting = rows.flatMap((r, i) => {
       const a = prepared[i].analysis;
-      return r.status === 'BLOCKED' && a.ok && !isOrchestrated(r.taskType) ? [{ r, tags: { providedTags: a.providedTags, requiredTags: a.requiredTags } }] : [];
+      return r.status === 'BLOCKED' && a.ok && !isOrchestrated(r.taskType)
+        ? [{ r, tags: { providedTags: a.providedTags, requiredTags: a.requiredTags } }]
+        : [];
     });
     const expected = await classIdsFor(
       tx,
@@ -436,17 +513,23 @@ async function writeCreates<T>(
     const ids = inserted.map((r) => r.id);
     const links = prepared.flatMap((p, i) => p.dependencyIds.map((dep) => [ids[i], dep] as const));
     if (links.length) {
-      await tx.execute(`insert into work_request_dependency (work_request_id, depends_on_id) select * from unnest(?::int[], ?::int[])`, [
-        intArray(links.map((l) => l[0])),
-        intArray(links.map((l) => l[1])),
-      ]);
+      await tx.execute(
+        `insert into work_request_dependency (work_request_id, depends_on_id) select * from unnest(?::int[], ?::int[])`,
+        [intArray(links.map((l) => l[0])), intArray(links.map((l) => l[1]))],
+      );
     }
     // The requests as written, not read back; those the server runs itself are loaded, as entities,
     // since what it runs changes them.
     const written = rows.map((r, i) => writtenRecord(r, inserted[i], prepared[i].workspace, user));
-    const orchestratedIds = written.filter((wr) => wr.status === 'PENDING' && isOrchestrated(wr.taskType)).map((wr) => wr.id);
+    const orchestratedIds = written
+      .filter((wr) => wr.status === 'PENDING' && isOrchestrated(wr.taskType))
+      .map((wr) => wr.id);
     const orchestrated = orchestratedIds.length
-      ? await tx.find(WorkRequestSchema, { id: { $in: orchestratedIds } }, { populate: ['workspace.scope', 'createdBy'], orderBy: { id: 'asc' } })
+      ? await tx.find(
+          WorkRequestSchema,
+          { id: { $in: orchestratedIds } },
+          { populate: ['workspace.scope', 'createdBy'], orderBy: { id: 'asc' } },
+        )
       : [];
     if (orchestrated.length) {
       const position = new Map(ids.map((id, i) => [id, i]));
@@ -473,13 +556,19 @@ async function writeCreates<T>(
  * the dependencies. With all dependencies completed it becomes PENDING at once, its tag sets
  * computed and frozen, and is placed on a free worker if there is one; otherwise it waits BLOCKED.
  */
-export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWorkRequestInput, options: { record?: RecordCreated<WorkRequest> } = {}): Promise<WorkRequest> {
+export async function createWorkRequest(
+  deps: WorkRequestDeps,
+  input: CreateWorkRequestInput,
+  options: { record?: RecordCreated<WorkRequest> } = {},
+): Promise<WorkRequest> {
   const lookups = newLookups(deps.em);
   const prepared = await prepareCreate(deps, lookups, input, 'input');
   const record = options.record;
   // Its answer is an entity, as every request the API answers with but a batch's (createWorkRequests).
   const asEntity = (tx: EntityManager, written: WorkRequestRecord): WorkRequest =>
-    Utils.isEntity<WorkRequest>(written) ? written : tx.getEntityFactory().create(WorkRequestSchema, written, { initialized: true, newEntity: false, merge: false });
+    Utils.isEntity<WorkRequest>(written)
+      ? written
+      : tx.getEntityFactory().create(WorkRequestSchema, written, { initialized: true, newEntity: false, merge: false });
   const {
     created: [wr],
     changed,
@@ -488,9 +577,17 @@ export async function createWorkRequest(deps: WorkRequestDeps, input: CreateWork
   // placement, as ASSIGNED, and that asks no pass of any process (changeMayAllowAssignments).
   const placement =
     wr.status === 'PENDING' && wr.classId != null
-      ? (await deps.scheduler.placeNew({ id: wr.id, classId: wr.classId, taskType: wr.taskType, taskName: wr.taskName })).find((a) => a.workRequestId === wr.id)
+      ? (
+          await deps.scheduler.placeNew({
+            id: wr.id,
+            classId: wr.classId,
+            taskType: wr.taskType,
+            taskName: wr.taskName,
+          })
+        ).find((a) => a.workRequestId === wr.id)
       : undefined;
-  if (!placement) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
+  if (!placement)
+    deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared.workspace.id, status: wr.status });
   for (const change of changed) deps.events.publish('workRequestChanged', change); // a workflow's children
   // Placed: the answer is the row as its assignment left it (ASSIGNED), as an entity of deps.em.
   return placement ? deps.em.map(WorkRequestSchema, placement.row) : wr;
@@ -517,7 +614,8 @@ export async function createWorkRequests(
 ): Promise<WorkRequestRecord[]> {
   requireUser(deps.viewer);
   const most = deps.config.input.maxBatchRequests;
-  if (inputs.length === 0) throw new InputError(ERROR_CODES.INVALID_INPUT, 'input.requests: give at least one request', 'input.requests');
+  if (inputs.length === 0)
+    throw new InputError(ERROR_CODES.INVALID_INPUT, 'input.requests: give at least one request', 'input.requests');
   if (inputs.length > most) {
     throw new InputError(
       ERROR_CODES.INVALID_INPUT,
@@ -539,7 +637,8 @@ export async function createWorkRequests(
   }
   if (problems.length) throw InputError.of(problems.slice(0, MAX_LISTED_PROBLEMS));
   const { created, changed } = await writeCreates(deps, prepared, (_tx, written) => written, options.record);
-  for (const [i, wr] of created.entries()) deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared[i].workspace.id, status: wr.status });
+  for (const [i, wr] of created.entries())
+    deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: prepared[i].workspace.id, status: wr.status });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   return created;
 }

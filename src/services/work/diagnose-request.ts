@@ -46,7 +46,11 @@ export const ESTIMATED_CLASSES = 50;
  * bounded number of statements (the heads in one, then the diagnoses' batched reads); these
  * estimates are not kept on the requests (only a request's own diagnosis keeps its first).
  */
-export async function estimateClassHeads(em: EntityManager, loaders: DiagnosisReads, classIds: readonly number[]): Promise<Map<number, StartEstimate>> {
+export async function estimateClassHeads(
+  em: EntityManager,
+  loaders: DiagnosisReads,
+  classIds: readonly number[],
+): Promise<Map<number, StartEstimate>> {
   const heads = await classHeads(em, classIds.slice(0, ESTIMATED_CLASSES));
   const diagnoses = await Promise.all(heads.map((h) => diagnoseRequest(loaders, h)));
   const out = new Map<number, StartEstimate>();
@@ -65,8 +69,19 @@ export async function estimateClassHeads(em: EntityManager, loaders: DiagnosisRe
  * operation's firstEstimateKeeper). Everything it reads goes through the operation's loaders, so a
  * list of requests costs a bounded number of statements.
  */
-export async function diagnoseRequest(loaders: DiagnosisReads, wr: DiagnosedRequest, options: { keep?: FirstEstimateKeeper } = {}): Promise<Diagnosis> {
-  const task = { id: wr.id, status: wr.status, taskType: wr.taskType, taskName: wr.taskName, providedTags: wr.providedTags, requiredTags: wr.requiredTags };
+export async function diagnoseRequest(
+  loaders: DiagnosisReads,
+  wr: DiagnosedRequest,
+  options: { keep?: FirstEstimateKeeper } = {},
+): Promise<Diagnosis> {
+  const task = {
+    id: wr.id,
+    status: wr.status,
+    taskType: wr.taskType,
+    taskName: wr.taskName,
+    providedTags: wr.providedTags,
+    requiredTags: wr.requiredTags,
+  };
   if (isOrchestrated(wr.taskType)) return diagnose(task, [], []); // no worker or pool is read for it
   const pending = wr.status === 'PENDING';
   const [workers, pools, backoffs, placement, queue, poolContext] = await Promise.all([
@@ -79,6 +94,12 @@ export async function diagnoseRequest(loaders: DiagnosisReads, wr: DiagnosedRequ
   ]);
   const diagnosis = { ...diagnose(task, workers, pools, backoffs, placement ?? undefined, poolContext), queue };
   if (!pending || !poolContext) return diagnosis;
-  const startEstimate = await estimateStart(loaders, wr, diagnosis, { workers, pools, poolContext, history: placement?.history ?? NO_HISTORY }, options);
+  const startEstimate = await estimateStart(
+    loaders,
+    wr,
+    diagnosis,
+    { workers, pools, poolContext, history: placement?.history ?? NO_HISTORY },
+    options,
+  );
   return { ...diagnosis, startEstimate };
 }

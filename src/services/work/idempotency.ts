@@ -80,7 +80,9 @@ export async function idempotent<T>(
   const cutoff = new Date(Date.now() - deps.ttlMs);
 
   const answerFrom = async (): Promise<T | null> => {
-    const found = await deps.em.fork().findOne(IdempotencyKeySchema, { user: user.id, key, createdAt: { $gt: cutoff } });
+    const found = await deps.em
+      .fork()
+      .findOne(IdempotencyKeySchema, { user: user.id, key, createdAt: { $gt: cutoff } });
     if (!found) return null;
     if (found.operation !== operation || found.inputHash !== inputHash) {
       throw new InputError(
@@ -89,9 +91,16 @@ export async function idempotent<T>(
         'idempotencyKey',
       );
     }
-    const answer = await how.replay(deps.em, found.resultId, found.sealedSecret ? deps.secrets.open(found.sealedSecret) : null, found.resultIds ?? [found.resultId]);
+    const answer = await how.replay(
+      deps.em,
+      found.resultId,
+      found.sealedSecret ? deps.secrets.open(found.sealedSecret) : null,
+      found.resultIds ?? [found.resultId],
+    );
     if (!(await how.mayRead(deps.em, deps.viewer, answer))) {
-      throw new ForbiddenError(`idempotencyKey: what "${key}" created is no longer yours to read; use a new key for a new ${operation}`);
+      throw new ForbiddenError(
+        `idempotencyKey: what "${key}" created is no longer yours to read; use a new key for a new ${operation}`,
+      );
     }
     return answer;
   };

@@ -25,7 +25,15 @@ import { ERROR_CODES, InputError, InvalidStateError, NotFoundError } from '../..
 import { isActive, isFinished } from '../../core/work-request-status.js';
 import type { Events } from '../../storage/events.js';
 import { requireWorker, type Viewer } from '../identity/auth.js';
-import { droppedMarker, lastLines, RERUN_MARKER_START, rerunMarker, sanitizeLogText, utf8BoundaryAfter, utf8PrefixLength } from '../../shared/log-text.js';
+import {
+  droppedMarker,
+  lastLines,
+  RERUN_MARKER_START,
+  rerunMarker,
+  sanitizeLogText,
+  utf8BoundaryAfter,
+  utf8PrefixLength,
+} from '../../shared/log-text.js';
 
 /** Sizes of job output, in bytes. */
 export const LOG_LIMITS = {
@@ -59,32 +67,50 @@ export interface AppendInput {
 }
 
 function wholeNumber(value: number, path: string): number {
-  if (!Number.isSafeInteger(value) || value < 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: ${value} is not a whole number of bytes ≥ 0`, path);
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: ${value} is not a whole number of bytes ≥ 0`, path);
   return value;
 }
 
 function requestId(raw: string): number {
   const id = Number(raw);
-  if (!Number.isSafeInteger(id) || id <= 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `input.id: "${raw}" is not a work request id`, 'input.id');
+  if (!Number.isSafeInteger(id) || id <= 0)
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `input.id: "${raw}" is not a work request id`, 'input.id');
   return id;
 }
 
 /** The worker adds a chunk of its run's output to the log of a request it holds (ASSIGNED or RUNNING). */
-export async function appendLog(deps: { em: EntityManager; viewer: Viewer; events: Events; maxLogBytes: number }, input: AppendInput): Promise<AppendAnswer> {
+export async function appendLog(
+  deps: { em: EntityManager; viewer: Viewer; events: Events; maxLogBytes: number },
+  input: AppendInput,
+): Promise<AppendAnswer> {
   const me = requireWorker(deps.viewer);
   const id = requestId(input.id);
   const offset = wholeNumber(input.offset, 'input.offset');
   const bytes = wholeNumber(input.bytes, 'input.bytes');
   const size = Buffer.byteLength(input.text, 'utf8');
   if (size > LOG_LIMITS.maxChunkBytes) {
-    throw new InputError(ERROR_CODES.LOG_CHUNK_TOO_LARGE, `input.text: ${size} bytes is over the limit of ${LOG_LIMITS.maxChunkBytes} per chunk: send it in parts`, 'input.text');
+    throw new InputError(
+      ERROR_CODES.LOG_CHUNK_TOO_LARGE,
+      `input.text: ${size} bytes is over the limit of ${LOG_LIMITS.maxChunkBytes} per chunk: send it in parts`,
+      'input.text',
+    );
   }
   const answer = await deps.em.transactional(async (tx) => {
-    const [wr] = await tx.execute<{ status: string; worker_id: number | null }[]>(`select status, worker_id from work_request where id = ? for share`, [id]);
+    const [wr] = await tx.execute<{ status: string; worker_id: number | null }[]>(
+      `select status, worker_id from work_request where id = ? for share`,
+      [id],
+    );
     // To a worker, another worker's request does not exist.
-    if (!wr || wr.worker_id !== me.id) throw new NotFoundError(`input.id: no work request ${input.id} assigned to you`, 'input.id');
-    if (!isActive(wr.status)) throw new InvalidStateError(`work request ${id} is ${wr.status}: output is taken only while it is ASSIGNED or RUNNING`);
-    const [log] = await tx.execute<{ agent_offset: string; total_bytes: string; head_bytes: string; tail_start: string; same_run: boolean }[]>(
+    if (!wr || wr.worker_id !== me.id)
+      throw new NotFoundError(`input.id: no work request ${input.id} assigned to you`, 'input.id');
+    if (!isActive(wr.status))
+      throw new InvalidStateError(
+        `work request ${id} is ${wr.status}: output is taken only while it is ASSIGNED or RUNNING`,
+      );
+    const [log] = await tx.execute<
+      { agent_offset: string; total_bytes: string; head_bytes: string; tail_start: string; same_run: boolean }[]
+    >(
       `insert into work_request_log (work_request_id) values (?)
        on conflict (work_request_id) do update set work_request_id = excluded.work_request_id
        returning agent_offset, total_bytes, head_bytes, tail_start,
@@ -182,7 +208,10 @@ export interface LogPage {
 
 /** The bytes of output a request has received so far, kept or not (0 without a log). */
 export async function logTotalBytes(em: EntityManager, id: number): Promise<number> {
-  const [log] = await em.execute<{ total_bytes: string }[]>(`select total_bytes from work_request_log where work_request_id = ?`, [id]);
+  const [log] = await em.execute<{ total_bytes: string }[]>(
+    `select total_bytes from work_request_log where work_request_id = ?`,
+    [id],
+  );
   return Number(log?.total_bytes ?? 0);
 }
 
@@ -217,7 +246,13 @@ export async function readLog(em: EntityManager, id: number, offset: number, lim
   const buf = Buffer.from(rows.map((r) => r.data).join(''), 'utf8');
   const a = utf8BoundaryAfter(buf, from - first);
   const b = utf8PrefixLength(buf, end - first);
-  return { text: marker + buf.subarray(a, Math.max(a, b)).toString('utf8'), offset: first + a, nextOffset: first + Math.max(a, b), totalBytes: total, droppedBytes: dropped };
+  return {
+    text: marker + buf.subarray(a, Math.max(a, b)).toString('utf8'),
+    offset: first + a,
+    nextOffset: first + Math.max(a, b),
+    totalBytes: total,
+    droppedBytes: dropped,
+  };
 }
 
 /**
@@ -250,19 +285,30 @@ export const isLogFinal = (status: string): boolean => isFinished(status);
  * merged together. Runs in the caller's transaction; the text never leaves PostgreSQL.
  */
 export async function compactLog(em: EntityManager, id: number): Promise<void> {
-  const chunks = (await em.execute<{ start: string; bytes: number }[]>(`select start, bytes from work_request_log_chunk where work_request_id = ? order by start`, [id])).map(
-    (c) => ({
-      start: Number(c.start),
-      bytes: c.bytes,
-    }),
-  );
+  const chunks = (
+    await em.execute<{ start: string; bytes: number }[]>(
+      `select start, bytes from work_request_log_chunk where work_request_id = ? order by start`,
+      [id],
+    )
+  ).map((c) => ({
+    start: Number(c.start),
+    bytes: c.bytes,
+  }));
   if (chunks.length < 2) return;
-  const [{ head_bytes }] = await em.execute<{ head_bytes: string }[]>(`select head_bytes from work_request_log where work_request_id = ?`, [id]);
+  const [{ head_bytes }] = await em.execute<{ head_bytes: string }[]>(
+    `select head_bytes from work_request_log where work_request_id = ?`,
+    [id],
+  );
   const head = Number(head_bytes);
   const groups: { first: number; last: number; end: number; bytes: number; members: number }[] = [];
   for (const c of chunks) {
     const g = groups.at(-1);
-    if (g && g.end === c.start && g.first < head === c.start < head && g.bytes + c.bytes <= LOG_LIMITS.compactedChunkBytes) {
+    if (
+      g &&
+      g.end === c.start &&
+      g.first < head === c.start < head &&
+      g.bytes + c.bytes <= LOG_LIMITS.compactedChunkBytes
+    ) {
       g.last = c.start;
       g.end = c.start + c.bytes;
       g.bytes += c.bytes;
@@ -277,6 +323,10 @@ export async function compactLog(em: EntityManager, id: number): Promise<void> {
         where c.work_request_id = ? and c.start = ?`,
       [id, g.first, g.last, id, g.first],
     );
-    await em.execute(`delete from work_request_log_chunk where work_request_id = ? and start > ? and start <= ?`, [id, g.first, g.last]);
+    await em.execute(`delete from work_request_log_chunk where work_request_id = ? and start > ? and start <= ?`, [
+      id,
+      g.first,
+      g.last,
+    ]);
   }
 }

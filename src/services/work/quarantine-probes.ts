@@ -53,17 +53,29 @@ export const DUE_FOR_PROBE_SQL = `
  * holds and when it was last probed are read after the lock, so a probe committed meanwhile is seen and
  * a worker never has two probes in flight. Runs in the caller's transaction; the caller publishes.
  */
-export async function startQuarantineProbes(em: EntityManager, config: Pick<Config, 'workers' | 'tags' | 'statistics'>, now: Date): Promise<ProbeRound> {
+export async function startQuarantineProbes(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags' | 'statistics'>,
+  now: Date,
+): Promise<ProbeRound> {
   if (config.workers.quarantineProbeMs <= 0) return { started: [], skipped: [] };
   const due = new Date(now.getTime() - config.workers.quarantineProbeMs);
-  const workers = await em.execute<{ id: number; name: string; provided_tags: string[]; required_tags: string[] }[]>(DUE_FOR_PROBE_SQL, [
-    ...availableParams(now, config.workers.metadataFreshMs),
-    due,
-  ]);
+  const workers = await em.execute<{ id: number; name: string; provided_tags: string[]; required_tags: string[] }[]>(
+    DUE_FOR_PROBE_SQL,
+    [...availableParams(now, config.workers.metadataFreshMs), due],
+  );
   if (!workers.length) return { started: [], skipped: [] };
   // In a statement of its own, after the locks (as in next-work.ts): what a concurrent transaction
   // committed before the lock was granted is seen.
-  const facts = await em.execute<{ id: number; active: number; last_probe_at: Date | string | null; workspace_id: number | null; created_by_id: number | null }[]>(
+  const facts = await em.execute<
+    {
+      id: number;
+      active: number;
+      last_probe_at: Date | string | null;
+      workspace_id: number | null;
+      created_by_id: number | null;
+    }[]
+  >(
     `select w.id,
             ${activeWorkSql('w.id')} as active,
             (select r.created_at from work_request r where r.worker_id = w.id and r.quarantine_probe order by r.id desc limit 1) as last_probe_at,
@@ -83,19 +95,35 @@ export async function startQuarantineProbes(em: EntityManager, config: Pick<Conf
     if (f.active > 0) continue; // it still holds work (maybe its last probe): it will finish or be taken back first
     if (f.last_probe_at !== null && new Date(f.last_probe_at) > due) continue;
     if (f.workspace_id === null || f.created_by_id === null) {
-      skipped.push({ workerName: worker.name, why: 'it has no errored request whose workspace and creator the probe could take' });
+      skipped.push({
+        workerName: worker.name,
+        why: 'it has no errored request whose workspace and creator the probe could take',
+      });
       continue;
     }
     const workspace = await em.findOneOrFail(WorkspaceSchema, { id: f.workspace_id }, { populate: ['scope'] });
     const creator = await em.findOneOrFail(UserSchema, { id: f.created_by_id });
-    const analysis = await analyzeRequest(em, config, { ...PROBE_TASK, workspace, creator, environmentId: null, userProvidedTags: [], userRequiredTags: [] });
+    const analysis = await analyzeRequest(em, config, {
+      ...PROBE_TASK,
+      workspace,
+      creator,
+      environmentId: null,
+      userProvidedTags: [],
+      userRequiredTags: [],
+    });
     if (!analysis.ok) {
-      skipped.push({ workerName: worker.name, why: `the probe's tags: ${analysis.errors.map((e) => e.message).join('; ')}` });
+      skipped.push({
+        workerName: worker.name,
+        why: `the probe's tags: ${analysis.errors.map((e) => e.message).join('; ')}`,
+      });
       continue;
     }
     // The two-way tag match every assignment obeys: a worker without a noop handler, or one that
     // requires what a noop in that workspace does not provide, cannot be probed (an admin lifts it).
-    const match = matchTags({ provided: analysis.providedTags, required: analysis.requiredTags }, { provided: worker.provided_tags, required: worker.required_tags });
+    const match = matchTags(
+      { provided: analysis.providedTags, required: analysis.requiredTags },
+      { provided: worker.provided_tags, required: worker.required_tags },
+    );
     if (!match.ok) {
       skipped.push({
         workerName: worker.name,
@@ -123,5 +151,13 @@ export async function startQuarantineProbes(em: EntityManager, config: Pick<Conf
     now,
   );
   const nameOf = new Map(workers.map((w) => [w.id, w.name]));
-  return { started: assigned.map((a) => ({ workRequestId: a.workRequestId, workerId: a.workerId, workspaceId: a.workspaceId, workerName: nameOf.get(a.workerId)! })), skipped };
+  return {
+    started: assigned.map((a) => ({
+      workRequestId: a.workRequestId,
+      workerId: a.workerId,
+      workspaceId: a.workspaceId,
+      workerName: nameOf.get(a.workerId)!,
+    })),
+    skipped,
+  };
 }

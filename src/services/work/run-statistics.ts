@@ -5,7 +5,10 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { WorkRequest } from '../../storage/entities/work-request.js';
-import { WorkRequestStatisticsSchema, type WorkRequestStatistics } from '../../storage/entities/work-request-statistics.js';
+import {
+  WorkRequestStatisticsSchema,
+  type WorkRequestStatistics,
+} from '../../storage/entities/work-request-statistics.js';
 import { ERROR_CODES, InputError } from '../../core/errors.js';
 import { RECORD_RUN_SQL, recordRunParams } from '../../scheduler/storage/task-statistics.js';
 import { runStatisticsErrors, type RunStatistics } from '../../shared/run-statistics.js';
@@ -14,7 +17,10 @@ import { statisticsKeyOf } from '../../core/tasks/statistics-key.js';
 /** Throws an InputError naming every figure out of bounds. */
 export function checkRunStatistics(s: RunStatistics): void {
   const errors = runStatisticsErrors(s);
-  if (errors.length) throw InputError.of(errors.map((message) => ({ code: ERROR_CODES.INVALID_INPUT, message, path: 'input.statistics', tag: null })));
+  if (errors.length)
+    throw InputError.of(
+      errors.map((message) => ({ code: ERROR_CODES.INVALID_INPUT, message, path: 'input.statistics', tag: null })),
+    );
 }
 
 /**

@@ -1,6 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import DataLoader from 'dataloader';
-import { DIAGNOSIS_STATES, matchingWorkersOf, poolRoomNow, type Diagnosis, type PoolContext } from '../../scheduler/matching/diagnosis.js';
+import {
+  DIAGNOSIS_STATES,
+  matchingWorkersOf,
+  poolRoomNow,
+  type Diagnosis,
+  type PoolContext,
+} from '../../scheduler/matching/diagnosis.js';
 import type { PoolTemplate } from '../../scheduler/matching/pool-template.js';
 import {
   medianOf,
@@ -14,7 +20,12 @@ import {
 import type { WorkerState } from '../../scheduler/matching/worker-state.js';
 import type { TaskHistory } from '../../scheduler/rules/heavy-work.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
-import { keepFirstEstimates, type ActiveRun, type AheadRun, type TaskRun } from '../../scheduler/storage/start-estimate.js';
+import {
+  keepFirstEstimates,
+  type ActiveRun,
+  type AheadRun,
+  type TaskRun,
+} from '../../scheduler/storage/start-estimate.js';
 import { DEFAULT_EXPECTED_SECONDS, expectedDurationSeconds } from '../../scheduler/storage/task-history.js';
 
 /** What a start estimate reads through the operation's loaders, batched over the requests of an operation. */
@@ -81,14 +92,27 @@ export async function estimateStart(
   options: { keep?: FirstEstimateKeeper } = {},
 ): Promise<StartEstimate> {
   // Both at once, and both awaited together: a failure of either is the caller's, never unhandled.
-  const [simulated, errors] = await Promise.all([simulate(reads, wr, diagnosis, context), wr.classId != null ? reads.estimateErrors.load(wr.classId) : Promise.resolve([])]);
+  const [simulated, errors] = await Promise.all([
+    simulate(reads, wr, diagnosis, context),
+    wr.classId != null ? reads.estimateErrors.load(wr.classId) : Promise.resolve([]),
+  ]);
   if (simulated.at && wr.estimatedStartAt == null && options.keep) await options.keep(wr.id, simulated.at);
   return { ...simulated, medianAbsoluteErrorSeconds: medianOf(errors), samples: errors.length };
 }
 
-async function simulate(reads: StartEstimateReads, wr: EstimatedRequest, diagnosis: Diagnosis, context: EstimateContext): Promise<SimulatedStart> {
+async function simulate(
+  reads: StartEstimateReads,
+  wr: EstimatedRequest,
+  diagnosis: Diagnosis,
+  context: EstimateContext,
+): Promise<SimulatedStart> {
   if (diagnosis.state === DIAGNOSIS_STATES.UNSCHEDULABLE) {
-    return { at: null, waitSeconds: null, basis: 'nothing can ever run it: no worker and no pool matches (see the mismatches)', extrapolated: false };
+    return {
+      at: null,
+      waitSeconds: null,
+      basis: 'nothing can ever run it: no worker and no pool matches (see the mismatches)',
+      extrapolated: false,
+    };
   }
   const { workers, poolContext, history } = context;
   const now = poolContext.now;
@@ -100,7 +124,11 @@ async function simulate(reads: StartEstimateReads, wr: EstimatedRequest, diagnos
     diagnosis.queue && diagnosis.queue.ahead > 0 ? reads.aheadRuns.load(wr.id) : Promise.resolve([]),
     reads.activeRuns.loadMany(available.filter((w) => w.active > 0).map((w) => w.id)),
   ]);
-  const activeOf = new Map(available.filter((w) => w.active > 0).map((w, i) => [w.id, active[i] instanceof Error ? [] : (active[i] as ActiveRun[])]));
+  const activeOf = new Map(
+    available
+      .filter((w) => w.active > 0)
+      .map((w, i) => [w.id, active[i] instanceof Error ? [] : (active[i] as ActiveRun[])]),
+  );
   const measured = (poolId: number) => {
     const s = poolOf.get(poolId)?.launchSeconds; // a double precision column: the driver may give a string
     return s == null ? null : Number(s);
@@ -109,8 +137,14 @@ async function simulate(reads: StartEstimateReads, wr: EstimatedRequest, diagnos
   // Launching instances of the matching pools: their worker, when it is recorded, is a matching one that has not connected yet.
   const matchingIds = new Set(matching.map((w) => w.id));
   const launching: EstimateLaunching[] = poolContext.launching
-    .filter((i) => matchingPools.some((p) => p.pool.id === i.poolId) && (i.workerId === null || matchingIds.has(i.workerId)))
-    .map((i) => ({ since: i.since, launchSeconds: launchSecondsOf(i.poolId), concurrency: poolConcurrency(poolOf.get(i.poolId)!.specifications) }));
+    .filter(
+      (i) => matchingPools.some((p) => p.pool.id === i.poolId) && (i.workerId === null || matchingIds.has(i.workerId)),
+    )
+    .map((i) => ({
+      since: i.since,
+      launchSeconds: launchSecondsOf(i.poolId),
+      concurrency: poolConcurrency(poolOf.get(i.poolId)!.specifications),
+    }));
   const pools: EstimatePool[] = matchingPools.map(({ pool }) => ({
     name: pool.name,
     launchSeconds: measured(pool.id),
@@ -120,11 +154,19 @@ async function simulate(reads: StartEstimateReads, wr: EstimatedRequest, diagnos
   const expected = (r: TaskRun) => expectedDurationSeconds(history, r.taskType, r.taskName);
   const result = simulateStart({
     now,
-    workers: available.map((w) => ({ concurrency: w.concurrency, busyUntil: (activeOf.get(w.id) ?? []).map((r) => new Date(r.since.getTime() + expected(r) * 1000)) })),
+    workers: available.map((w) => ({
+      concurrency: w.concurrency,
+      busyUntil: (activeOf.get(w.id) ?? []).map((r) => new Date(r.since.getTime() + expected(r) * 1000)),
+    })),
     launching,
     pools,
     ahead: diagnosis.queue?.ahead ?? 0,
     aheadSeconds: ahead.flatMap((run) => Array<number>(run.count).fill(expected(run))),
   });
-  return result.at ? { ...result, basis: `${result.basis}; each run as long as its task's history says (${DEFAULT_EXPECTED_SECONDS} s without history)` } : result;
+  return result.at
+    ? {
+        ...result,
+        basis: `${result.basis}; each run as long as its task's history says (${DEFAULT_EXPECTED_SECONDS} s without history)`,
+      }
+    : result;
 }

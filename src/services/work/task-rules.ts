@@ -27,11 +27,17 @@ export interface TaskRuleInput {
  * The workspace whose rules the viewer changes (null: the site's), once the viewer may: admins and
  * the workspace's owners for a workspace, admins for the site. One check for adding and removing.
  */
-async function ruleHolder(em: EntityManager, viewer: Viewer, workspaceName: string | null | undefined): Promise<Workspace | null> {
+async function ruleHolder(
+  em: EntityManager,
+  viewer: Viewer,
+  workspaceName: string | null | undefined,
+): Promise<Workspace | null> {
   requireUser(viewer);
   const workspace = workspaceName ? await findWorkspace(em, viewer, workspaceName, 'input.workspace') : null;
   if (workspace ? !isAdmin(viewer) && (await roleIn(em, viewer, workspace)) !== 'owner' : !isAdmin(viewer)) {
-    throw new ForbiddenError(workspace ? 'only admins and workspace owners may change workspace rules' : 'only admins may change site rules');
+    throw new ForbiddenError(
+      workspace ? 'only admins and workspace owners may change workspace rules' : 'only admins may change site rules',
+    );
   }
   return workspace;
 }
@@ -40,7 +46,12 @@ async function ruleHolder(em: EntityManager, viewer: Viewer, workspaceName: stri
  * Creates a task rule: with a workspace it is that workspace's rule (admins and owners), without one a
  * site rule (admins). The expression and tags are checked now, so that a rule never breaks analysis later.
  */
-export async function createTaskRule(em: EntityManager, viewer: Viewer, config: InputConfig, input: TaskRuleInput): Promise<TaskRule> {
+export async function createTaskRule(
+  em: EntityManager,
+  viewer: Viewer,
+  config: InputConfig,
+  input: TaskRuleInput,
+): Promise<TaskRule> {
   const workspace = await ruleHolder(em, viewer, input.workspace);
   const name = parseInput(nameSchema, input.name, 'input.name');
   if (input.taskName != null) parseInput(nameSchema, input.taskName, 'input.taskName');
@@ -53,9 +64,16 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
   }
   const providedTags = input.providedTags ?? [];
   const requiredTags = input.requiredTags ?? [];
-  checkTags([providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet], [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet]);
+  checkTags(
+    [providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet],
+    [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet],
+  );
   if (!providedTags.length && !requiredTags.length) {
-    throw new InputError(ERROR_CODES.INVALID_RULE, 'input: a rule must add at least one provided or required tag', 'input');
+    throw new InputError(
+      ERROR_CODES.INVALID_RULE,
+      'input: a rule must add at least one provided or required tag',
+      'input',
+    );
   }
   // One transaction: the workspace's row orders concurrent additions (site rules, added by admins
   // alone and seldom, lock the table against other writers), so that the count of rules holds until the
@@ -64,12 +82,23 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
     if (workspace) await tx.execute('select id from workspace where id = ? for update', [workspace.id]);
     else await tx.execute('lock table task_rule in share row exclusive mode');
     if ((await tx.count(TaskRuleSchema, { workspace })) >= LIST_MAXIMA.rulesPerWorkspace) {
-      throw new InputError(ERROR_CODES.INVALID_RULE, `input: ${workspace ? 'a workspace' : 'the site'} holds at most ${LIST_MAXIMA.rulesPerWorkspace} rules`, 'input');
+      throw new InputError(
+        ERROR_CODES.INVALID_RULE,
+        `input: ${workspace ? 'a workspace' : 'the site'} holds at most ${LIST_MAXIMA.rulesPerWorkspace} rules`,
+        'input',
+      );
     }
     if (await tx.count(TaskRuleSchema, { workspace, name })) {
       throw new InputError(ERROR_CODES.INVALID_RULE, `input.name: a rule "${name}" already exists there`, 'input.name');
     }
-    const rule = tx.create(TaskRuleSchema, { workspace, name, taskName: input.taskName ?? null, expression, providedTags, requiredTags });
+    const rule = tx.create(TaskRuleSchema, {
+      workspace,
+      name,
+      taskName: input.taskName ?? null,
+      expression,
+      providedTags,
+      requiredTags,
+    });
     await creating(`a rule "${name}"`, () => tx.flush());
     return rule;
   });
@@ -79,19 +108,34 @@ export async function createTaskRule(em: EntityManager, viewer: Viewer, config: 
  * Deletes a task rule of a workspace (admins and owners) or, without workspace, of the site (admins).
  * Work requests already created keep the tags the rule gave them; new ones no longer get them.
  */
-export async function deleteTaskRule(em: EntityManager, viewer: Viewer, input: { workspace?: string | null; name: string }): Promise<TaskRule> {
+export async function deleteTaskRule(
+  em: EntityManager,
+  viewer: Viewer,
+  input: { workspace?: string | null; name: string },
+): Promise<TaskRule> {
   const workspace = await ruleHolder(em, viewer, input.workspace);
   const rule = await em.findOne(TaskRuleSchema, { workspace, name: input.name });
-  if (!rule) throw new NotFoundError(`input.name: no rule "${input.name}" ${workspace ? `in "${input.workspace}"` : 'of the site'}`, 'input.name');
+  if (!rule)
+    throw new NotFoundError(
+      `input.name: no rule "${input.name}" ${workspace ? `in "${input.workspace}"` : 'of the site'}`,
+      'input.name',
+    );
   em.remove(rule);
   await em.flush();
   return rule;
 }
 
 /** The rules of these workspaces that the viewer may see, by name (one statement for all). */
-export function workspaceRules(em: EntityManager, viewer: Viewer, workspaceIds: readonly number[]): Promise<TaskRule[]> {
+export function workspaceRules(
+  em: EntityManager,
+  viewer: Viewer,
+  workspaceIds: readonly number[],
+): Promise<TaskRule[]> {
   const principal = principalOf(viewer);
-  const where: FilterQuery<TaskRule>[] = [{ workspace: { $in: [...workspaceIds] } }, asFilter((alias) => ruleSql(principal, alias))];
+  const where: FilterQuery<TaskRule>[] = [
+    { workspace: { $in: [...workspaceIds] } },
+    asFilter((alias) => ruleSql(principal, alias)),
+  ];
   return em.find(TaskRuleSchema, { $and: where }, { orderBy: { name: 'asc' } });
 }
 

@@ -5,7 +5,12 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ERROR_CODES, ForbiddenError, InputError, UnauthenticatedError } from '../../core/errors.js';
-import { keyString, readTaskStatistics, STATISTICS_WINDOW_DAYS, type TaskStatisticsSummary } from '../../scheduler/storage/task-statistics.js';
+import {
+  keyString,
+  readTaskStatistics,
+  STATISTICS_WINDOW_DAYS,
+  type TaskStatisticsSummary,
+} from '../../scheduler/storage/task-statistics.js';
 import type { StatisticsKey } from '../../core/tasks/statistics-key.js';
 import type { Viewer } from '../identity/auth.js';
 import { canSeeTaskStatistics, principalOf } from '../identity/visibility.js';
@@ -22,13 +27,31 @@ export interface TaskStatisticsQuery {
 }
 
 /** The aggregates of one task (package and architecture omitted: the task as a whole) over the last `days` days. */
-export async function taskStatistics(em: EntityManager, viewer: Viewer, q: TaskStatisticsQuery): Promise<TaskStatisticsSummary> {
+export async function taskStatistics(
+  em: EntityManager,
+  viewer: Viewer,
+  q: TaskStatisticsQuery,
+): Promise<TaskStatisticsSummary> {
   const principal = principalOf(viewer);
   if (!canSeeTaskStatistics(principal, false)) throw new UnauthenticatedError();
-  const key: StatisticsKey = { taskType: q.taskType, taskName: q.taskName, package: q.package ?? '', architecture: q.architecture ?? '' };
-  for (const [field, value] of Object.entries({ taskType: key.taskType, taskName: key.taskName, package: key.package, architecture: key.architecture })) {
+  const key: StatisticsKey = {
+    taskType: q.taskType,
+    taskName: q.taskName,
+    package: q.package ?? '',
+    architecture: q.architecture ?? '',
+  };
+  for (const [field, value] of Object.entries({
+    taskType: key.taskType,
+    taskName: key.taskName,
+    package: key.package,
+    architecture: key.architecture,
+  })) {
     if (value.length > MAX_KEY_LENGTH || value.includes('\0')) {
-      throw new InputError(ERROR_CODES.INVALID_INPUT, `${field} must be at most ${MAX_KEY_LENGTH} characters, without NUL`, field);
+      throw new InputError(
+        ERROR_CODES.INVALID_INPUT,
+        `${field} must be at most ${MAX_KEY_LENGTH} characters, without NUL`,
+        field,
+      );
     }
   }
   // Only two kinds of key are counted: the task as a whole, and the task with its package and architecture.
@@ -44,7 +67,9 @@ export async function taskStatistics(em: EntityManager, viewer: Viewer, q: TaskS
     throw new InputError(ERROR_CODES.INVALID_INPUT, `days must be from 1 to ${STATISTICS_WINDOW_DAYS}`, 'days');
   }
   if (key.package !== '' && !canSeeTaskStatistics(principal, true)) {
-    throw new ForbiddenError('statistics per package and architecture are for admins: they count private workspaces\u2019 runs too');
+    throw new ForbiddenError(
+      'statistics per package and architecture are for admins: they count private workspaces\u2019 runs too',
+    );
   }
   const found = await readTaskStatistics(em, [key], days);
   return found.get(keyString(key)) ?? { key, days, duration: null, memory: null, disk: null };

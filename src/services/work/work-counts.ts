@@ -29,7 +29,9 @@ export async function queueCounts(em: EntityManager, viewer: Viewer): Promise<Qu
  * The unfinished requests (BLOCKED, PENDING, ASSIGNED, RUNNING) per workspace id and status, the
  * groups that have any (one statement: an index-only scan of work_request_unfinished_workspace).
  */
-export function unfinishedByWorkspace(em: EntityManager): Promise<{ workspace_id: number; status: string; n: number }[]> {
+export function unfinishedByWorkspace(
+  em: EntityManager,
+): Promise<{ workspace_id: number; status: string; n: number }[]> {
   return em.execute<{ workspace_id: number; status: string; n: number }[]>(
     `select workspace_id, status, count(*)::int as n from work_request
       where status in (${UNFINISHED_SQL}) group by workspace_id, status`,
@@ -38,6 +40,8 @@ export function unfinishedByWorkspace(em: EntityManager): Promise<{ workspace_id
 
 /** When the request pending longest last became PENDING; null with none pending (one statement). */
 export async function oldestPendingSince(em: EntityManager): Promise<Date | null> {
-  const [oldest] = await em.execute<{ since: Date | string | null }[]>(`select min(pending_at) as since from work_request where status = 'PENDING'`);
+  const [oldest] = await em.execute<{ since: Date | string | null }[]>(
+    `select min(pending_at) as since from work_request where status = 'PENDING'`,
+  );
   return toDate(oldest?.since);
 }

@@ -24,7 +24,9 @@ export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | 
   const worker = requireWorker(deps.viewer);
   // A worker that asks is alive: the call counts as a heartbeat, recorded in the pull's transaction,
   // in the same round trip as the worker's lock.
-  const assignment = await deps.scheduler.requestWork(worker.id, { seen: seenByCall(new Date(), deps.serverStopping?.() ?? false) });
+  const assignment = await deps.scheduler.requestWork(worker.id, {
+    seen: seenByCall(new Date(), deps.serverStopping?.() ?? false),
+  });
   if (!assignment) return null;
   // The scheduler published the assignment (workAssigned, and workRequestChanged as ASSIGNED). The
   // answer is the row as the assignment left it; its workspace and creator are read by the loaders if asked for.
@@ -36,7 +38,12 @@ export async function requestWork(deps: WorkRequestDeps): Promise<WorkRequest | 
  * worker (a lease may have taken it back), and in the same statement whether the connection's token
  * may still be used (VALID_TOKEN_SQL; true for a connection without a token).
  */
-export async function stillAssigned(em: EntityManager, id: number, workerId: number, tokenId: number | null): Promise<{ workRequest: WorkRequest | null; tokenValid: boolean }> {
+export async function stillAssigned(
+  em: EntityManager,
+  id: number,
+  workerId: number,
+  tokenId: number | null,
+): Promise<{ workRequest: WorkRequest | null; tokenValid: boolean }> {
   const [row] = await em.execute<Record<string, unknown>[]>(
     `select r.*, ${tokenId === null ? 'true' : `exists (select 1 from token t where t.id = ? and ${VALID_TOKEN_SQL})`} as token_valid_
        from work_request r where r.id = ? and r.worker_id = ? and ${isUnacknowledgedSql('r')}`,
@@ -49,10 +56,13 @@ export async function stillAssigned(em: EntityManager, id: number, workerId: num
 
 async function lockAssigned(deps: WorkRequestDeps, rawId: string, tx: WorkRequestDeps['em']): Promise<WorkRequest> {
   const id = Number(rawId);
-  const wr = Number.isSafeInteger(id) ? await tx.findOne(WorkRequestSchema, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE }) : null;
+  const wr = Number.isSafeInteger(id)
+    ? await tx.findOne(WorkRequestSchema, { id }, { lockMode: LockMode.PESSIMISTIC_WRITE })
+    : null;
   const viewer = deps.viewer;
   // To a worker, another worker's request does not exist.
-  if (!wr || (viewer.kind === 'worker' && wr.worker?.id !== viewer.worker.id)) throw new NotFoundError(`id: no work request ${rawId} assigned to you`, 'id');
+  if (!wr || (viewer.kind === 'worker' && wr.worker?.id !== viewer.worker.id))
+    throw new NotFoundError(`id: no work request ${rawId} assigned to you`, 'id');
   return wr;
 }
 
@@ -67,14 +77,19 @@ export async function startWorkRequest(deps: WorkRequestDeps, rawId: string): Pr
     const [row] = await deps.em.execute<Record<string, unknown>[]>(START_SQL, [new Date(), id, me.id]);
     if (row) {
       const started = deps.em.map(WorkRequestSchema, row);
-      deps.events.publish('workRequestChanged', { id: started.id, workspaceId: started.workspace.id, status: 'RUNNING' });
+      deps.events.publish('workRequestChanged', {
+        id: started.id,
+        workspaceId: started.workspace.id,
+        status: 'RUNNING',
+      });
       return started;
     }
   }
   const wr = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
     if (locked.status === 'RUNNING') return locked; // a repeated acknowledgement is harmless
-    if (locked.status !== 'ASSIGNED') throw new InvalidStateError(`work request ${rawId} is ${locked.status}, not ASSIGNED`);
+    if (locked.status !== 'ASSIGNED')
+      throw new InvalidStateError(`work request ${rawId} is ${locked.status}, not ASSIGNED`);
     // Under the lock it is this worker's ASSIGNED request (lockAssigned): the same statement starts it.
     const [row] = await tx.execute<Record<string, unknown>[]>(START_SQL, [new Date(), locked.id, me.id]);
     return tx.map(WorkRequestSchema, row);
@@ -110,10 +125,16 @@ async function failureReason(em: EntityManager, wr: WorkRequest, outcome: RunOut
  * dependencies are now all complete become PENDING, and a pass is triggered for the freed slot.
  * A FAILURE or ERROR always gets a statusReason (failureReason); the log is compacted.
  */
-export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, result: WorkRequestResult, outcome: RunOutcome = {}): Promise<WorkRequest> {
+export async function completeWorkRequest(
+  deps: WorkRequestDeps,
+  rawId: string,
+  result: WorkRequestResult,
+  outcome: RunOutcome = {},
+): Promise<WorkRequest> {
   const viewer = deps.viewer;
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
-  if (viewer.kind !== 'worker' && !isAdmin(viewer)) throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
+  if (viewer.kind !== 'worker' && !isAdmin(viewer))
+    throw new ForbiddenError('only the assigned worker or an admin may complete a work request');
   const statistics = viewer.kind === 'worker' ? (outcome.statistics ?? null) : null;
   if (statistics) checkRunStatistics(statistics);
   const id = Number(rawId);
@@ -124,7 +145,12 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
       if (statistics) await keepRunStatistics(deps.em, done, statistics);
       deps.metrics?.completed(done, statistics);
       const refilled = await refill(deps, viewer.worker.id);
-      deps.events.publish('workRequestChanged', { id: done.id, workspaceId: done.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
+      deps.events.publish('workRequestChanged', {
+        id: done.id,
+        workspaceId: done.workspace.id,
+        status: 'COMPLETED',
+        ...(refilled ? { slotRefilled: true } : {}),
+      });
       if (!refilled) deps.scheduler.trigger('work-finished');
       return done;
     }
@@ -138,10 +164,14 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
       return { wr: locked, changed: [], repeated: true, quarantine: null };
     }
     if (!isActive(locked.status)) {
-      throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`);
+      throw new InvalidStateError(
+        `work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be completed`,
+      );
     }
     if (isOrchestrated(locked.taskType))
-      throw new InvalidStateError(`work request ${rawId} is a ${locked.taskType} task, which the server completes (a workflow when its children have finished)`);
+      throw new InvalidStateError(
+        `work request ${rawId} is a ${locked.taskType} task, which the server completes (a workflow when its children have finished)`,
+      );
     const now = new Date();
     locked.status = 'COMPLETED';
     locked.result = result;
@@ -152,7 +182,9 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
     await tx.flush();
     await recordCompletion(tx, locked, now);
     if (statistics) await keepRunStatistics(tx, locked, statistics);
-    const quarantine = locked.worker ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.workers.quarantineAfterErrors) : null;
+    const quarantine = locked.worker
+      ? await judgeWorker(tx, locked.worker.id, result, now, deps.config.workers.quarantineAfterErrors)
+      : null;
     await compactLog(tx, locked.id);
     return { wr: locked, changed: await settleDependents(tx, deps.config, [locked.id]), repeated: false, quarantine };
   });
@@ -160,7 +192,12 @@ export async function completeWorkRequest(deps: WorkRequestDeps, rawId: string, 
   if (quarantine) deps.events.publish('workerChanged', quarantine);
   deps.metrics?.completed(wr, statistics);
   const refilled = viewer.kind === 'worker' && (await refill(deps, viewer.worker.id));
-  deps.events.publish('workRequestChanged', { id: wr.id, workspaceId: wr.workspace.id, status: 'COMPLETED', ...(refilled ? { slotRefilled: true } : {}) });
+  deps.events.publish('workRequestChanged', {
+    id: wr.id,
+    workspaceId: wr.workspace.id,
+    status: 'COMPLETED',
+    ...(refilled ? { slotRefilled: true } : {}),
+  });
   for (const change of changed) deps.events.publish('workRequestChanged', change);
   if (!refilled) deps.scheduler.trigger('work-finished');
   return wr;
@@ -192,7 +229,13 @@ async function refill(deps: WorkRequestDeps, workerId: number): Promise<boolean>
  * transaction below writes them. Null when any condition fails: the caller then takes the full path,
  * which also answers repeated reports and refusals.
  */
-async function completeQuietSuccess(em: EntityManager, id: number, workerId: number, exitCode: number | null, now: Date): Promise<WorkRequest | null> {
+async function completeQuietSuccess(
+  em: EntityManager,
+  id: number,
+  workerId: number,
+  exitCode: number | null,
+  now: Date,
+): Promise<WorkRequest | null> {
   const [row] = await em.execute<Record<string, unknown>[]>(
     `with done as (
        update work_request r
@@ -249,7 +292,9 @@ export async function releaseWorkRequest(deps: WorkRequestDeps, rawId: string, r
   const wr = await deps.em.transactional(async (tx) => {
     const locked = await lockAssigned(deps, rawId, tx);
     if (!isActive(locked.status)) {
-      throw new InvalidStateError(`work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be released`);
+      throw new InvalidStateError(
+        `work request ${rawId} is ${locked.status}: only ASSIGNED or RUNNING work can be released`,
+      );
     }
     if (locked.quarantineProbe) {
       // A probe is for this worker alone (quarantine-probes.ts): back in the queue, another would run it.

@@ -20,7 +20,11 @@ export interface Dependencies {
 }
 
 /** The dependencies of each request, in the order of `ids` (one statement). */
-export async function dependenciesOf(em: EntityManager, viewer: Viewer, ids: readonly number[]): Promise<Dependencies[]> {
+export async function dependenciesOf(
+  em: EntityManager,
+  viewer: Viewer,
+  ids: readonly number[],
+): Promise<Dependencies[]> {
   const visible = workRequestSql(principalOf(viewer), 'dep');
   const rows = await em.execute<{ work_request_id: number; depends_on_id: number; visible: boolean }[]>(
     `select d.work_request_id, d.depends_on_id, ${visible.sql} as visible
@@ -30,14 +34,24 @@ export async function dependenciesOf(em: EntityManager, viewer: Viewer, ids: rea
   );
   return ids.map((id) => {
     const mine = rows.filter((r) => r.work_request_id === id);
-    return { visible: mine.filter((r) => r.visible).map((r) => r.depends_on_id), hidden: mine.filter((r) => !r.visible).length };
+    return {
+      visible: mine.filter((r) => r.visible).map((r) => r.depends_on_id),
+      hidden: mine.filter((r) => !r.visible).length,
+    };
   });
 }
 
 /** The requests of these ids the viewer may see, by id (one statement). */
-export async function visibleWorkRequests(em: EntityManager, viewer: Viewer, ids: readonly number[]): Promise<Map<number, WorkRequest>> {
+export async function visibleWorkRequests(
+  em: EntityManager,
+  viewer: Viewer,
+  ids: readonly number[],
+): Promise<Map<number, WorkRequest>> {
   const principal = principalOf(viewer);
-  const and: FilterQuery<WorkRequest>[] = [{ id: { $in: [...ids] } }, asFilter((alias) => workRequestSql(principal, alias))];
+  const and: FilterQuery<WorkRequest>[] = [
+    { id: { $in: [...ids] } },
+    asFilter((alias) => workRequestSql(principal, alias)),
+  ];
   const rows = await em.find(WorkRequestSchema, { $and: and });
   return new Map(rows.map((r) => [r.id, r]));
 }
@@ -48,7 +62,11 @@ export function visibleTaskTags(em: EntityManager, viewer: Viewer, ids: readonly
 }
 
 /** The last quarantine probe of each worker, by worker id, when the viewer may see it (two statements). */
-export async function lastQuarantineProbes(em: EntityManager, viewer: Viewer, workerIds: readonly number[]): Promise<Map<number, WorkRequest>> {
+export async function lastQuarantineProbes(
+  em: EntityManager,
+  viewer: Viewer,
+  workerIds: readonly number[],
+): Promise<Map<number, WorkRequest>> {
   const last = await em.execute<{ worker_id: number; id: number }[]>(
     `select distinct on (worker_id) worker_id, id from work_request where quarantine_probe and worker_id = any(?::int[]) order by worker_id, id desc`,
     [intArray(workerIds)],
@@ -72,7 +90,12 @@ export async function lastQuarantineProbes(em: EntityManager, viewer: Viewer, wo
  * The children of each workflow that the viewer may see, in creation order, after the child `after`
  * (0: from the first), `size` of them at most per workflow, by workflow id (two statements for all).
  */
-export async function childrenOf(em: EntityManager, viewer: Viewer, parentIds: readonly number[], page: { after: number; size: number }): Promise<Map<number, WorkRequest[]>> {
+export async function childrenOf(
+  em: EntityManager,
+  viewer: Viewer,
+  parentIds: readonly number[],
+  page: { after: number; size: number },
+): Promise<Map<number, WorkRequest[]>> {
   const visible = workRequestSql(principalOf(viewer), 'c');
   const rows = await em.execute<{ id: number; parent_id: number }[]>(
     `select id, parent_id from (

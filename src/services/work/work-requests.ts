@@ -29,15 +29,22 @@ export interface WorkRequestDeps {
 
 function parseId(raw: string | number, path: string): number {
   const id = typeof raw === 'number' ? raw : Number(raw);
-  if (!Number.isSafeInteger(id) || id <= 0) throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a work request id`, path);
+  if (!Number.isSafeInteger(id) || id <= 0)
+    throw new InputError(ERROR_CODES.INVALID_INPUT, `${path}: "${raw}" is not a work request id`, path);
   return id;
 }
 
 /** Finds a work request the viewer may see (others look like missing ones). */
-export async function findVisibleWorkRequest(em: EntityManager, viewer: Viewer, rawId: string | number, path = 'id'): Promise<WorkRequest> {
+export async function findVisibleWorkRequest(
+  em: EntityManager,
+  viewer: Viewer,
+  rawId: string | number,
+  path = 'id',
+): Promise<WorkRequest> {
   const id = parseId(rawId, path);
   const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope'] });
-  if (!wr || !(await viewerSeesWorkRequest(em, viewer, wr))) throw new NotFoundError(`${path}: no work request ${rawId}`, path);
+  if (!wr || !(await viewerSeesWorkRequest(em, viewer, wr)))
+    throw new NotFoundError(`${path}: no work request ${rawId}`, path);
   return wr;
 }
 
@@ -46,7 +53,8 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
   const { em, viewer, config } = deps;
   const { user } = requireUser(viewer);
   const wr = await findVisibleWorkRequest(em, viewer, rawId);
-  const mayAbort = isAdmin(viewer) || wr.createdBy.id === user.id || (await roleIn(em, viewer, wr.workspace)) === 'owner';
+  const mayAbort =
+    isAdmin(viewer) || wr.createdBy.id === user.id || (await roleIn(em, viewer, wr.workspace)) === 'owner';
   if (!mayAbort) throw new ForbiddenError('only the creator, the workspace owners and admins may abort a work request');
   if (isFinished(wr.status)) throw new InvalidStateError(`work request ${wr.id} is already ${wr.status}`);
   const changed = await em.transactional(async (tx) => {
@@ -61,7 +69,11 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
     const late = (await lockOpenDescendants(tx, wr.id)).filter((c) => !children.includes(c));
     const aborted = abortAll([...children, ...late], `workflow ${wr.id} was aborted by ${user.username}`);
     await tx.flush();
-    return [{ id: locked.id, workspaceId: wr.workspace.id }, ...aborted, ...(await settleDependents(tx, config, [locked.id, ...aborted.map((a) => a.id)]))];
+    return [
+      { id: locked.id, workspaceId: wr.workspace.id },
+      ...aborted,
+      ...(await settleDependents(tx, config, [locked.id, ...aborted.map((a) => a.id)])),
+    ];
   });
   await em.refresh(wr);
   for (const change of changed) deps.events.publish('workRequestChanged', change);
@@ -70,20 +82,38 @@ export async function abortWorkRequest(deps: WorkRequestDeps, rawId: string | nu
 }
 
 /** Adds dependencies to a BLOCKED request; a dependency cycle is refused. */
-export async function addWorkRequestDependencies(deps: WorkRequestDeps, rawId: string | number, rawDependsOn: (string | number)[]): Promise<WorkRequest> {
+export async function addWorkRequestDependencies(
+  deps: WorkRequestDeps,
+  rawId: string | number,
+  rawDependsOn: (string | number)[],
+): Promise<WorkRequest> {
   const { em, viewer } = deps;
   const { user } = requireUser(viewer);
   const wr = await findVisibleWorkRequest(em, viewer, rawId);
-  if (!isAdmin(viewer) && wr.createdBy.id !== user.id) throw new ForbiddenError('only the creator and admins may change dependencies');
+  if (!isAdmin(viewer) && wr.createdBy.id !== user.id)
+    throw new ForbiddenError('only the creator and admins may change dependencies');
   const ids = [...new Set(rawDependsOn.map((d, i) => parseId(d, `dependsOn[${i}]`)))];
   await em.transactional(async (tx) => {
-    const locked = await tx.findOneOrFail(WorkRequestSchema, { id: wr.id }, { lockMode: LockMode.PESSIMISTIC_WRITE, populate: ['dependencies'] });
-    if (locked.status !== 'BLOCKED') throw new InvalidStateError(`work request ${wr.id} is ${locked.status}: dependencies can only be added while it is BLOCKED`);
+    const locked = await tx.findOneOrFail(
+      WorkRequestSchema,
+      { id: wr.id },
+      { lockMode: LockMode.PESSIMISTIC_WRITE, populate: ['dependencies'] },
+    );
+    if (locked.status !== 'BLOCKED')
+      throw new InvalidStateError(
+        `work request ${wr.id} is ${locked.status}: dependencies can only be added while it is BLOCKED`,
+      );
     const targets = await tx.find(WorkRequestSchema, { id: { $in: ids } }, { populate: ['workspace'] });
     for (const id of ids) {
       const target = targets.find((t) => t.id === id);
-      if (!target || !(await viewerSeesWorkRequest(tx, viewer, target))) throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: no work request ${id}`, 'dependsOn');
-      if (target.status === 'ABORTED') throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: work request ${id} was aborted and will never complete`, 'dependsOn');
+      if (!target || !(await viewerSeesWorkRequest(tx, viewer, target)))
+        throw new InputError(ERROR_CODES.UNKNOWN_DEPENDENCY, `dependsOn: no work request ${id}`, 'dependsOn');
+      if (target.status === 'ABORTED')
+        throw new InputError(
+          ERROR_CODES.UNKNOWN_DEPENDENCY,
+          `dependsOn: work request ${id} was aborted and will never complete`,
+          'dependsOn',
+        );
     }
     // A cycle exists when the request is reachable from one of its new dependencies.
     const [{ cycle }] = await tx.execute<{ cycle: boolean }[]>(
@@ -93,7 +123,12 @@ export async function addWorkRequestDependencies(deps: WorkRequestDeps, rawId: s
        ) select exists(select 1 from reach where id = ?) as cycle`,
       [`{${ids.join(',')}}`, wr.id],
     );
-    if (cycle) throw new InputError(ERROR_CODES.DEPENDENCY_CYCLE, `dependsOn: work request ${wr.id} would depend on itself through ${ids.join(', ')}`, 'dependsOn');
+    if (cycle)
+      throw new InputError(
+        ERROR_CODES.DEPENDENCY_CYCLE,
+        `dependsOn: work request ${wr.id} would depend on itself through ${ids.join(', ')}`,
+        'dependsOn',
+      );
     for (const t of targets) locked.dependencies.add(t);
     await tx.flush();
   });

@@ -48,7 +48,13 @@ function toWorkRow(r: Record<string, unknown>): WorkRow {
  * A worker's work in some statuses, newest first: up to `limit` requests the viewer may see, and how
  * many others there are (counted, never described); two statements.
  */
-export async function workerWork(em: EntityManager, viewer: Viewer, workerId: number, statuses: readonly string[], limit: number): Promise<{ rows: WorkRow[]; hidden: number }> {
+export async function workerWork(
+  em: EntityManager,
+  viewer: Viewer,
+  workerId: number,
+  statuses: readonly string[],
+  limit: number,
+): Promise<{ rows: WorkRow[]; hidden: number }> {
   const vis = workRequestSql(principalOf(viewer), 'wr');
   const [rows, [hidden]] = await Promise.all([
     em.execute(
@@ -57,11 +63,10 @@ export async function workerWork(em: EntityManager, viewer: Viewer, workerId: nu
         order by coalesce(wr.completed_at, wr.started_at, wr.assigned_at) desc nulls last, wr.id desc limit ?`,
       [workerId, textArray(statuses), ...vis.params, limit],
     ),
-    em.execute<{ n: number }[]>(`select count(*)::int as n from work_request wr where wr.worker_id = ? and wr.status = any(?::text[]) and not (${vis.sql})`, [
-      workerId,
-      textArray(statuses),
-      ...vis.params,
-    ]),
+    em.execute<{ n: number }[]>(
+      `select count(*)::int as n from work_request wr where wr.worker_id = ? and wr.status = any(?::text[]) and not (${vis.sql})`,
+      [workerId, textArray(statuses), ...vis.params],
+    ),
   ]);
   return { rows: rows.map(toWorkRow), hidden: hidden.n };
 }
@@ -80,7 +85,9 @@ export interface PendingClass {
 /** The pending requests per task class, with those the viewer may see counted apart (one statement). */
 export async function pendingClasses(em: EntityManager, viewer: Viewer): Promise<PendingClass[]> {
   const vis = workRequestSql(principalOf(viewer), 'wr');
-  const rows = await em.execute<{ class_id: number | null; n: number; visible: number; oldest: Date | string | null }[]>(
+  const rows = await em.execute<
+    { class_id: number | null; n: number; visible: number; oldest: Date | string | null }[]
+  >(
     `select wr.class_id, count(*)::int as n, (count(*) filter (where ${vis.sql}))::int as visible, min(wr.pending_at) filter (where ${vis.sql}) as oldest
        from work_request wr where wr.status = 'PENDING' group by wr.class_id`,
     [...vis.params, ...vis.params],

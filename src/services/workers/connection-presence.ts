@@ -42,7 +42,11 @@ export interface ConnectionPresence {
 }
 
 /** The presence of one process's worker connections, written with EntityManagers from `fork`. */
-export function createConnectionPresence(deps: { fork: () => EntityManager; events: Events; log: Logger }): ConnectionPresence {
+export function createConnectionPresence(deps: {
+  fork: () => EntityManager;
+  events: Events;
+  log: Logger;
+}): ConnectionPresence {
   const { fork, events, log } = deps;
   // Open worker connections of this process, to mark a worker disconnected when its last one closes.
   const connections = new Map<number, number>();
@@ -123,7 +127,9 @@ export function createConnectionPresence(deps: { fork: () => EntityManager; even
       await Promise.all(recording.values());
       await Promise.all([...writes.values()].map((w) => w.catch(() => undefined)));
       await writer.idle();
-      await markManyDisconnected(fork(), events, held).catch((err: unknown) => log.warn({ err, workers: held.length }, 'could not record the disconnections'));
+      await markManyDisconnected(fork(), events, held).catch((err: unknown) =>
+        log.warn({ err, workers: held.length }, 'could not record the disconnections'),
+      );
     },
   };
 }

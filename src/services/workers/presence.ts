@@ -26,9 +26,17 @@ export function seenByCall(now: Date, stopping: boolean): { set: string; params:
  * A worker called, answered with its row: {@link seenByCall} in one statement, `em`'s entity of the
  * worker refreshed from the row it returns.
  */
-export async function markSeenReturning(em: EntityManager, workerId: number, now: Date, stopping: boolean): Promise<Worker> {
+export async function markSeenReturning(
+  em: EntityManager,
+  workerId: number,
+  now: Date,
+  stopping: boolean,
+): Promise<Worker> {
   const seen = seenByCall(now, stopping);
-  const [row] = await em.execute<Record<string, unknown>[]>(`update worker set ${seen.set} where id = ? returning *`, [...seen.params, workerId]);
+  const [row] = await em.execute<Record<string, unknown>[]>(`update worker set ${seen.set} where id = ? returning *`, [
+    ...seen.params,
+    workerId,
+  ]);
   if (!row) throw new UnauthenticatedError('the bearer token is for a worker that no longer exists');
   return em.map(WorkerSchema, row);
 }
@@ -68,14 +76,22 @@ export async function heartbeat(
  * heartbeat answers and a reconnecting agent's `assignments` subscription sends first (one statement).
  */
 export function unacknowledgedAssignments(em: EntityManager, workerId: number): Promise<WorkRequest[]> {
-  return em.find(WorkRequestSchema, { worker: workerId, status: 'ASSIGNED' }, { orderBy: { assignedAt: 'asc', id: 'asc' } });
+  return em.find(
+    WorkRequestSchema,
+    { worker: workerId, status: 'ASSIGNED' },
+    { orderBy: { assignedAt: 'asc', id: 'asc' } },
+  );
 }
 
 /**
  * Workers' connections opened (one statement): each is connected and seen now, a fresh agent is not
  * shutting down, and its instance, if any, is RUNNING.
  */
-export async function markManyConnected(em: EntityManager, events: Events, workerIds: readonly number[]): Promise<void> {
+export async function markManyConnected(
+  em: EntityManager,
+  events: Events,
+  workerIds: readonly number[],
+): Promise<void> {
   if (!workerIds.length) return;
   const now = new Date();
   const rows = await em.execute<{ id: number; name: string; pool_id: number | null }[]>(
@@ -94,7 +110,10 @@ export async function markManyConnected(em: EntityManager, events: Events, worke
  * that wait for the database's connections. Each call resolves when its own batch is written, and
  * rejects with that batch's error.
  */
-export function createPresenceWriter(write: { connected(ids: number[]): Promise<void>; disconnected(ids: number[]): Promise<void> }): {
+export function createPresenceWriter(write: {
+  connected(ids: number[]): Promise<void>;
+  disconnected(ids: number[]): Promise<void>;
+}): {
   connected(workerId: number): Promise<void>;
   disconnected(workerId: number): Promise<void>;
   /** Resolves when every batch asked for so far is written (or failed). */
@@ -153,10 +172,15 @@ export function createPresenceWriter(write: { connected(ids: number[]): Promise<
 }
 
 /** This process stops: the workers whose connections it held are disconnected (one statement). */
-export async function markManyDisconnected(em: EntityManager, events: Events, workerIds: readonly number[]): Promise<void> {
+export async function markManyDisconnected(
+  em: EntityManager,
+  events: Events,
+  workerIds: readonly number[],
+): Promise<void> {
   if (!workerIds.length) return;
-  const rows = await em.execute<{ id: number; name: string }[]>(`update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`, [
-    intArray(workerIds),
-  ]);
+  const rows = await em.execute<{ id: number; name: string }[]>(
+    `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
+    [intArray(workerIds)],
+  );
   for (const w of rows) events.publish('workerChanged', { id: w.id, name: w.name });
 }

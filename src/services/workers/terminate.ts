@@ -14,7 +14,8 @@ import { requeueWorkOf } from '../../scheduler/storage/leases.js';
 
 /** What becomes of the instance of a terminated worker: to be stopped at its provider, or already gone. */
 export type InstanceEnd =
-  { readonly state: Extract<InstanceState, 'STOPPING'> } | { readonly state: Extract<InstanceState, 'TERMINATED' | 'FAILED'>; readonly error: string | null };
+  | { readonly state: Extract<InstanceState, 'STOPPING'> }
+  | { readonly state: Extract<InstanceState, 'TERMINATED' | 'FAILED'>; readonly error: string | null };
 
 /** What a termination changed: the workers terminated, the requests taken back, the dependents settled. */
 export interface Terminated {
@@ -53,7 +54,10 @@ export async function terminateIn(
   const aborted = requeued.filter((c) => c.status === 'ABORTED').map((c) => c.id);
   const settled = aborted.length ? await settleDependents(tx, config, aborted) : [];
   if (end.state === 'STOPPING') {
-    await tx.execute(`update instance set state = 'STOPPING', stopping_at = ? where worker_id = any(?::int[]) and state in (${LAUNCHING_OR_RUNNING_SQL})`, [now, ids]);
+    await tx.execute(
+      `update instance set state = 'STOPPING', stopping_at = ? where worker_id = any(?::int[]) and state in (${LAUNCHING_OR_RUNNING_SQL})`,
+      [now, ids],
+    );
   } else {
     await tx.execute(
       `update instance set state = ?, error = coalesce(?, error), terminated_at = ?
@@ -81,7 +85,9 @@ export async function terminateWorkers(
   end: InstanceEnd,
   now: Date = new Date(),
 ): Promise<Terminated> {
-  const done = await retryingDeadlocks(() => em.fork().transactional((tx) => terminateIn(tx, config, workerIds, reason, end, now)));
+  const done = await retryingDeadlocks(() =>
+    em.fork().transactional((tx) => terminateIn(tx, config, workerIds, reason, end, now)),
+  );
   publishTermination(events, done);
   return done;
 }
@@ -100,7 +106,10 @@ export async function terminateWorker(
 ): Promise<Worker> {
   requireAdmin(viewer);
   const worker = await findWorker(em, input.name, 'input.name');
-  if (!worker.pool) throw new InvalidStateError(`worker "${worker.name}" is not a pool worker: only pool workers are terminated (disable or drain a static worker)`);
+  if (!worker.pool)
+    throw new InvalidStateError(
+      `worker "${worker.name}" is not a pool worker: only pool workers are terminated (disable or drain a static worker)`,
+    );
   if (worker.terminatedAt) return worker;
   await terminateWorkers(em, config, events, [worker.id], 'by an admin', { state: 'STOPPING' });
   return (await em.refresh(worker)) ?? worker;

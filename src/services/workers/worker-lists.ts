@@ -8,7 +8,13 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { asFilter } from '../../storage/db/condition.js';
 import { WorkerSchema, type Worker } from '../../storage/entities/worker.js';
 import { activeWorkSql } from '../../scheduler/rules/active-work.js';
-import { availabilityColumns, factsOfRow, workerStatus, type AvailabilityRow, type WorkerStatus } from '../../scheduler/rules/availability.js';
+import {
+  availabilityColumns,
+  factsOfRow,
+  workerStatus,
+  type AvailabilityRow,
+  type WorkerStatus,
+} from '../../scheduler/rules/availability.js';
 import type { Viewer } from '../identity/auth.js';
 import { principalOf, workerDetailsSql } from '../identity/visibility.js';
 
@@ -24,7 +30,12 @@ export interface WorkerListFilter {
 }
 
 /** The workers the filter keeps, by name, after the name `after` when given; `limit` at most (one statement). */
-export function listWorkers(em: EntityManager, viewer: Viewer, filter: WorkerListFilter | null | undefined, page: { after: string | null; limit: number }): Promise<Worker[]> {
+export function listWorkers(
+  em: EntityManager,
+  viewer: Viewer,
+  filter: WorkerListFilter | null | undefined,
+  page: { after: string | null; limit: number },
+): Promise<Worker[]> {
   const f = filter;
   const where: FilterQuery<Worker> = {};
   if (!f?.includeInactive) where.terminatedAt = null;
@@ -62,7 +73,11 @@ export interface WorkerRowFilter {
  * The active workers (terminated pool workers are history, left out), in type and name order, with
  * their status (scheduler/rules/availability.ts, metadata fresh for `metadataFreshMs`); one statement.
  */
-export async function activeWorkerRows(em: EntityManager, metadataFreshMs: number, filter: WorkerRowFilter = {}): Promise<WorkerRow[]> {
+export async function activeWorkerRows(
+  em: EntityManager,
+  metadataFreshMs: number,
+  filter: WorkerRowFilter = {},
+): Promise<WorkerRow[]> {
   const where: string[] = ['w.terminated_at is null'];
   const params: unknown[] = [];
   if (filter.pool === false) where.push('w.pool_id is null');
@@ -75,7 +90,9 @@ export async function activeWorkerRows(em: EntityManager, metadataFreshMs: numbe
     where.push(`w.provided_tags @> array[?]::text[] and ${details.sql}`);
     params.push(filter.providesTag.tag, ...details.params);
   }
-  const rows = await em.execute<(AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]>(
+  const rows = await em.execute<
+    (AvailabilityRow & { id: number; name: string; pool: string | null; last_seen_at: Date | null; active: number })[]
+  >(
     `select w.id, w.name, p.name as pool, ${availabilityColumns('w')}, w.last_seen_at,
             ${activeWorkSql('w.id')} as active
        from worker w left join worker_pool p on p.id = w.pool_id

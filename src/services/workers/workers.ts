@@ -6,7 +6,15 @@ import type { TagsConfig } from '../../core/config/tags.js';
 import { TokenSchema } from '../../storage/entities/token.js';
 import { WorkerPoolSchema, type WorkerPool } from '../../storage/entities/worker-pool.js';
 import { WORKER_TYPES, WorkerSchema, type Worker, type WorkerType } from '../../storage/entities/worker.js';
-import { AlreadyExistsError, ERROR_CODES, ForbiddenError, InputError, NotFoundError, UnauthenticatedError, type InputProblem } from '../../core/errors.js';
+import {
+  AlreadyExistsError,
+  ERROR_CODES,
+  ForbiddenError,
+  InputError,
+  NotFoundError,
+  UnauthenticatedError,
+  type InputProblem,
+} from '../../core/errors.js';
 import type { Events } from '../../storage/events.js';
 import type { WorkerMetadata } from '../../core/tags/worker-tags.js';
 import { requireAdmin, requireWorker, type Viewer } from '../identity/auth.js';
@@ -59,7 +67,12 @@ export function toWorkerMetadata(input: WorkerMetadataInput, path: string): Work
  * An admin's static metadata in its stored shape, or every problem of it at once: its shape, and each
  * tag the tag engine would refuse (admin-input.ts). `extra` are the problems of the rest of the input.
  */
-function judgeStaticMetadata(input: WorkerMetadataInput, path: string, config: Pick<Config, 'input' | 'tags'>, extra: InputProblem[] = []): WorkerMetadata {
+function judgeStaticMetadata(
+  input: WorkerMetadataInput,
+  path: string,
+  config: Pick<Config, 'input' | 'tags'>,
+  extra: InputProblem[] = [],
+): WorkerMetadata {
   const parsed = zodProblems(metadataInput, input, path);
   const metadata = parsed.data ? storedMetadata(parsed.data) : null;
   const problems = [...parsed.problems, ...(metadata ? staticMetadataProblems(metadata, path, config) : []), ...extra];
@@ -104,16 +117,29 @@ export async function registerWorker(
   requireAdmin(viewer);
   const name = parseInput(nameSchema, input.name, 'input.name');
   const type = parseInput(z.enum(WORKER_TYPES), input.type ?? 'worker', 'input.type');
-  const staticMetadata = input.staticMetadata ? judgeStaticMetadata(input.staticMetadata, 'input.staticMetadata', config) : {};
+  const staticMetadata = input.staticMetadata
+    ? judgeStaticMetadata(input.staticMetadata, 'input.staticMetadata', config)
+    : {};
   let pool: WorkerPool | null = null;
   if (input.pool) {
     pool = await em.findOne(WorkerPoolSchema, { name: input.pool });
     if (!pool) throw new NotFoundError(`input.pool: no worker pool "${input.pool}"`, 'input.pool');
   }
   // A pool worker takes its pool's concurrency unless told otherwise.
-  const concurrency = parseInput(z.number().int().min(1).max(1024), input.concurrency ?? (pool ? poolConcurrency(pool.specifications) : 1), 'input.concurrency');
+  const concurrency = parseInput(
+    z.number().int().min(1).max(1024),
+    input.concurrency ?? (pool ? poolConcurrency(pool.specifications) : 1),
+    'input.concurrency',
+  );
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
-  const worker = em.create(WorkerSchema, { name, type, concurrency, pool, staticMetadata, instanceCreatedAt: pool ? new Date() : null });
+  const worker = em.create(WorkerSchema, {
+    name,
+    type,
+    concurrency,
+    pool,
+    staticMetadata,
+    instanceCreatedAt: pool ? new Date() : null,
+  });
   refreshWorkerTags(worker, pool, config.tags);
   const { value } = issueToken(em, { kind: 'worker', worker, label: `worker ${name}` });
   await creating(`a worker "${name}"`, () => em.flush());
@@ -126,18 +152,28 @@ export async function registerWorker(
  * instance is bound to the worker created with it: that worker is the one activated (a name, if
  * given, must be its name). A pool-wide token (createActivationToken) creates a new worker in the pool.
  */
-export async function activateWorker(em: EntityManager, viewer: Viewer, config: TagsConfig, input: { name?: string | null }): Promise<{ worker: Worker; token: string }> {
+export async function activateWorker(
+  em: EntityManager,
+  viewer: Viewer,
+  config: TagsConfig,
+  input: { name?: string | null },
+): Promise<{ worker: Worker; token: string }> {
   if (viewer.kind === 'anonymous') throw new UnauthenticatedError();
   if (viewer.kind !== 'activation') throw new ForbiddenError('activateWorker needs an activation token');
   const tokenId = viewer.tokenId;
   // Claim the token with one conditional update: of concurrent uses of the same token, exactly one wins.
-  const claim = (tx: EntityManager) => tx.nativeUpdate(TokenSchema, { id: tokenId, usedAt: null, enabled: true }, { usedAt: new Date(), enabled: false });
+  const claim = (tx: EntityManager) =>
+    tx.nativeUpdate(TokenSchema, { id: tokenId, usedAt: null, enabled: true }, { usedAt: new Date(), enabled: false });
   if (viewer.workerId !== null) {
     const workerId = viewer.workerId;
     return em.transactional(async (tx) => {
       const worker = await tx.findOneOrFail(WorkerSchema, { id: workerId });
       if (input.name != null && input.name !== worker.name) {
-        throw new InputError(ERROR_CODES.INVALID_INPUT, `input.name: this activation token is for the worker "${worker.name}"`, 'input.name');
+        throw new InputError(
+          ERROR_CODES.INVALID_INPUT,
+          `input.name: this activation token is for the worker "${worker.name}"`,
+          'input.name',
+        );
       }
       if ((await claim(tx)) === 0) throw new UnauthenticatedError('the activation token was already used');
       const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated instance ${worker.name}` });
@@ -147,13 +183,20 @@ export async function activateWorker(em: EntityManager, viewer: Viewer, config: 
     });
   }
   const pool = await em.findOneOrFail(WorkerPoolSchema, { id: viewer.pool.id });
-  if (!pool.enabled) throw new ForbiddenError(`the worker pool "${pool.name}" is disabled: its activation tokens are refused`);
+  if (!pool.enabled)
+    throw new ForbiddenError(`the worker pool "${pool.name}" is disabled: its activation tokens are refused`);
   const name = parseInput(nameSchema, input.name ?? `${pool.name}-${randomBytes(4).toString('hex')}`, 'input.name');
   if (await em.count(WorkerSchema, { name })) throw new AlreadyExistsError(`a worker "${name}" already exists`);
   return creating(`a worker "${name}"`, () =>
     em.transactional(async (tx) => {
       if ((await claim(tx)) === 0) throw new UnauthenticatedError('the activation token was already used');
-      const worker = tx.create(WorkerSchema, { name, type: 'worker', pool, concurrency: poolConcurrency(pool.specifications), instanceCreatedAt: new Date() });
+      const worker = tx.create(WorkerSchema, {
+        name,
+        type: 'worker',
+        pool,
+        concurrency: poolConcurrency(pool.specifications),
+        instanceCreatedAt: new Date(),
+      });
       refreshWorkerTags(worker, pool, config);
       const { value } = issueToken(tx, { kind: 'worker', worker, label: `activated from pool ${pool.name}` });
       await tx.flush();
@@ -198,7 +241,10 @@ export async function setWorkerStaticMetadata(
   requireAdmin(viewer);
   const worker = await findWorker(em, input.name, 'input.name');
   // Judged whole before anything changes: a refused input leaves the worker as it was.
-  const concurrency = input.concurrency == null ? null : zodProblems(z.number().int().min(1).max(1024), input.concurrency, 'input.concurrency');
+  const concurrency =
+    input.concurrency == null
+      ? null
+      : zodProblems(z.number().int().min(1).max(1024), input.concurrency, 'input.concurrency');
   const metadata = judgeStaticMetadata(input.metadata, 'input.metadata', config, concurrency?.problems ?? []);
   worker.staticMetadata = metadata;
   if (concurrency?.data != null) worker.concurrency = concurrency.data;
@@ -219,7 +265,13 @@ export const WORKER_SWITCHES = {
 } as const;
 
 /** Flips one admin switch of a worker (drain, undrain, enable, disable, unquarantine). Admin only. */
-export async function switchWorker(em: EntityManager, viewer: Viewer, events: Events, name: string, change: keyof typeof WORKER_SWITCHES): Promise<Worker> {
+export async function switchWorker(
+  em: EntityManager,
+  viewer: Viewer,
+  events: Events,
+  name: string,
+  change: keyof typeof WORKER_SWITCHES,
+): Promise<Worker> {
   requireAdmin(viewer);
   const worker = await findWorker(em, name);
   Object.assign(worker, WORKER_SWITCHES[change]);

@@ -27,9 +27,15 @@ import type { RequestChange } from './request-change.js';
  * the children's combined result. Each workflow is locked before its children are counted, so that of
  * two children finishing at once the second to commit sees the first.
  */
-export async function completeFinishedWorkflows(em: EntityManager, finishedIds: readonly number[]): Promise<RequestChange[]> {
+export async function completeFinishedWorkflows(
+  em: EntityManager,
+  finishedIds: readonly number[],
+): Promise<RequestChange[]> {
   if (!finishedIds.length) return [];
-  const rows = await em.execute<{ id: number }[]>(`select distinct parent_id as id from work_request where id = any(?::int[]) and parent_id is not null`, [intArray(finishedIds)]);
+  const rows = await em.execute<{ id: number }[]>(
+    `select distinct parent_id as id from work_request where id = any(?::int[]) and parent_id is not null`,
+    [intArray(finishedIds)],
+  );
   if (!rows.length) return [];
   const workflows = await em.find(
     WorkRequestSchema,
@@ -38,12 +44,18 @@ export async function completeFinishedWorkflows(em: EntityManager, finishedIds: 
   );
   const changes: RequestChange[] = [];
   for (const workflow of workflows) {
-    const children = await em.execute<{ id: number; task_name: string; status: string; result: FinishedChild['result'] }[]>(
-      `select id, task_name, status, result from work_request where parent_id = ? order by id`,
-      [workflow.id],
-    );
+    const children = await em.execute<
+      { id: number; task_name: string; status: string; result: FinishedChild['result'] }[]
+    >(`select id, task_name, status, result from work_request where parent_id = ? order by id`, [workflow.id]);
     if (children.some((c) => !isFinished(c.status))) continue;
-    const combined = combineChildResults(children.map((c) => ({ id: c.id, taskName: c.task_name, status: c.status as FinishedChild['status'], result: c.result })));
+    const combined = combineChildResults(
+      children.map((c) => ({
+        id: c.id,
+        taskName: c.task_name,
+        status: c.status as FinishedChild['status'],
+        result: c.result,
+      })),
+    );
     workflow.status = 'COMPLETED';
     workflow.result = combined.result;
     workflow.statusReason = combined.reason;

@@ -20,7 +20,12 @@ import { expandWorkflow } from './workflow-expansion.js';
  * What the server runs itself runs now (orchestration.ts): a synchronization point completes, a
  * workflow expands. Returns what that changed, and the requests that finished (to settle).
  */
-export async function queueWorkRequest(em: EntityManager, config: AnalysisConfig, wr: WorkRequest, analysis?: WorkRequestAnalysis): Promise<Orchestrated> {
+export async function queueWorkRequest(
+  em: EntityManager,
+  config: AnalysisConfig,
+  wr: WorkRequest,
+  analysis?: WorkRequestAnalysis,
+): Promise<Orchestrated> {
   analysis ??= await analyzeQueued(em, config, wr);
   if (!freezeAnalysis(wr, analysis, new Date())) return { changed: [], finished: [wr.id] };
   [wr.classId] = await classIdsFor(em, [{ providedTags: wr.providedTags, requiredTags: wr.requiredTags }]);
@@ -33,7 +38,18 @@ export async function queueWorkRequest(em: EntityManager, config: AnalysisConfig
  * failed. Returns whether it became PENDING.
  */
 export function freezeAnalysis(
-  wr: Pick<WorkRequest, 'status' | 'completedAt' | 'statusReason' | 'pendingAt' | 'providedTags' | 'requiredTags' | 'providedEntries' | 'requiredEntries' | 'droppedTags'>,
+  wr: Pick<
+    WorkRequest,
+    | 'status'
+    | 'completedAt'
+    | 'statusReason'
+    | 'pendingAt'
+    | 'providedTags'
+    | 'requiredTags'
+    | 'providedEntries'
+    | 'requiredEntries'
+    | 'droppedTags'
+  >,
   analysis: WorkRequestAnalysis,
   now: Date,
 ): boolean {
@@ -73,7 +89,11 @@ async function analyzeQueued(em: EntityManager, config: AnalysisConfig, wr: Work
 }
 
 /** Runs what the server runs itself for a request that has just become PENDING; other requests are left as they are. */
-export async function runOrchestrated(em: EntityManager, config: AnalysisConfig, wr: WorkRequest): Promise<Orchestrated> {
+export async function runOrchestrated(
+  em: EntityManager,
+  config: AnalysisConfig,
+  wr: WorkRequest,
+): Promise<Orchestrated> {
   if (wr.taskType === 'workflow') return expandWorkflow(em, config, wr, queueWorkRequest);
   if (wr.taskType === 'internal') {
     const now = new Date();

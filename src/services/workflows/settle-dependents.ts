@@ -12,7 +12,11 @@ import type { RequestChange } from './request-change.js';
  * too (they could never run), and workflows whose children have all finished complete. What finishes
  * on the way is settled in turn. Returns the requests it changed, for the caller to publish.
  */
-export async function settleDependents(em: EntityManager, config: AnalysisConfig, finishedIds: number[]): Promise<RequestChange[]> {
+export async function settleDependents(
+  em: EntityManager,
+  config: AnalysisConfig,
+  finishedIds: number[],
+): Promise<RequestChange[]> {
   const changed: RequestChange[] = [];
   let frontier = finishedIds;
   while (frontier.length) {

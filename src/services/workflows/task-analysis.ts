@@ -5,7 +5,12 @@ import { TaskRuleSchema } from '../../storage/entities/task-rule.js';
 import type { User } from '../../storage/entities/user.js';
 import type { Workspace } from '../../storage/entities/workspace.js';
 import { keyString, readLearnedSources } from '../../scheduler/storage/task-statistics.js';
-import { analyzeWorkRequest, type TaskRule, type WorkRequestAnalysis, type WorkRequestAnalysisInput } from '../../core/tasks/analyze.js';
+import {
+  analyzeWorkRequest,
+  type TaskRule,
+  type WorkRequestAnalysis,
+  type WorkRequestAnalysisInput,
+} from '../../core/tasks/analyze.js';
 import { learnedHistoryOf, type LearnedHistory } from '../../core/tasks/learned-requirements.js';
 import { statisticsKeyOf, type StatisticsKey } from '../../core/tasks/statistics-key.js';
 import type { EnvironmentFacts } from '../../core/tasks/types.js';
@@ -38,7 +43,14 @@ const toRule = (r: RuleRow): TaskRule => ({
 });
 
 type GroupRow = { name: string; workspace: string | null };
-type RuleRow = { name: string; taskName?: string | null; expression?: string | null; providedTags: string[]; requiredTags: string[]; workspace?: unknown };
+type RuleRow = {
+  name: string;
+  taskName?: string | null;
+  expression?: string | null;
+  providedTags: string[];
+  requiredTags: string[];
+  workspace?: unknown;
+};
 
 /**
  * The rows analyses read besides the request itself (the creator's groups in a scope, the rules of a
@@ -99,7 +111,17 @@ export class AnalysisSources {
     if (!found) {
       found = this.em
         .findOne(EnvironmentSchema, { id })
-        .then((e) => (e ? { id: e.id, codename: e.codename, architecture: e.architecture, variant: e.variant ?? null, backend: e.backend ?? null } : null));
+        .then((e) =>
+          e
+            ? {
+                id: e.id,
+                codename: e.codename,
+                architecture: e.architecture,
+                variant: e.variant ?? null,
+                backend: e.backend ?? null,
+              }
+            : null,
+        );
       this.environments.set(id, found);
     }
     return found;
@@ -114,9 +136,11 @@ export class AnalysisSources {
     const k = `${keyString(key)}:${shared ? 'shared' : workspaceId}`;
     let found = this.histories.get(k);
     if (!found) {
-      found = readLearnedSources(this.em, key, shared ? null : (alias) => historyWorkspacesSql(workspaceId, alias)).then((figures) =>
-        figures.memory || figures.disk ? learnedHistoryOf(key, figures) : null,
-      );
+      found = readLearnedSources(
+        this.em,
+        key,
+        shared ? null : (alias) => historyWorkspacesSql(workspaceId, alias),
+      ).then((figures) => (figures.memory || figures.disk ? learnedHistoryOf(key, figures) : null));
       this.histories.set(k, found);
     }
     return found;
@@ -143,7 +167,12 @@ function historyWorkspacesSql(workspaceId: number, alias: string) {
  * one: the runs of its own workspace and public ones, or every run where the site shares its history
  * (TAGSCHED_SHARED_HISTORY). Reads only; the caller stores the result.
  */
-export function analyzeRequest(em: EntityManager, config: AnalysisConfig, req: AnalysisRequest, sources = new AnalysisSources(em)): Promise<WorkRequestAnalysis> {
+export function analyzeRequest(
+  em: EntityManager,
+  config: AnalysisConfig,
+  req: AnalysisRequest,
+  sources = new AnalysisSources(em),
+): Promise<WorkRequestAnalysis> {
   // Everything the analysis reads: the request's own fields, and ids that name what the sources read
   // (the same for the life of the sources). A taskData that JSON does not write exactly has no key.
   const data = jsonKey(req.taskData);
@@ -168,7 +197,11 @@ export function analyzeRequest(em: EntityManager, config: AnalysisConfig, req: A
   return sources.analysis(key, () => runAnalysis(config, req, sources));
 }
 
-async function runAnalysis(config: AnalysisConfig, req: AnalysisRequest, sources: AnalysisSources): Promise<WorkRequestAnalysis> {
+async function runAnalysis(
+  config: AnalysisConfig,
+  req: AnalysisRequest,
+  sources: AnalysisSources,
+): Promise<WorkRequestAnalysis> {
   const scope = req.workspace.scope;
   const [groups, rules, facts] = await Promise.all([
     sources.groupsOf(req.creator.id, scope.id),
@@ -193,6 +226,10 @@ async function runAnalysis(config: AnalysisConfig, req: AnalysisRequest, sources
   };
   const analysis = analyzeWorkRequest(input);
   if (!config.statistics.learnedRequirements || !analysis.ok) return analysis;
-  const learned = await sources.history(statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required), req.workspace.id, config.statistics.sharedHistory);
+  const learned = await sources.history(
+    statisticsKeyOf(req.taskType, req.taskName, analysis.provided, analysis.required),
+    req.workspace.id,
+    config.statistics.sharedHistory,
+  );
   return learned ? analyzeWorkRequest({ ...input, learned }) : analysis;
 }

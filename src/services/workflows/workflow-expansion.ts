@@ -40,21 +40,38 @@ export type PlannedChildren = { ok: true; children: PlannedChild[] } | { ok: fal
  * that a workflow whose children could not all be created is refused at submission, and is ABORTED
  * rather than half expanded later. Reads only.
  */
-export async function planChildren(em: EntityManager, config: AnalysisConfig, request: WorkflowRequest): Promise<PlannedChildren> {
+export async function planChildren(
+  em: EntityManager,
+  config: AnalysisConfig,
+  request: WorkflowRequest,
+): Promise<PlannedChildren> {
   const task = findTask('workflow', request.taskName);
   const parsed = task?.schema.safeParse(request.taskData);
-  if (!task?.expand || !parsed?.success) throw new Error(`workflow ${request.taskName} was not validated before its expansion`);
+  if (!task?.expand || !parsed?.success)
+    throw new Error(`workflow ${request.taskName} was not validated before its expansion`);
   const environments = await em.find(EnvironmentSchema, {});
   const plan = task.expand(
     parsed.data,
-    workflowContext(environments.map((e) => ({ id: e.id, codename: e.codename, architecture: e.architecture, variant: e.variant ?? null, backend: e.backend ?? null }))),
+    workflowContext(
+      environments.map((e) => ({
+        id: e.id,
+        codename: e.codename,
+        architecture: e.architecture,
+        variant: e.variant ?? null,
+        backend: e.backend ?? null,
+      })),
+    ),
   );
   if (!plan.ok) return { ok: false, errors: plan.errors };
   const errors: AnalysisError[] = [];
   const children: PlannedChild[] = [];
   for (const child of plan.children) {
     // A child's own fields are the workflow's: a problem with one is reported on the workflow's taskData.
-    const inChild = (e: AnalysisError): AnalysisError => ({ ...e, message: `child ${child.key}: ${e.message}`, path: e.path?.startsWith('taskData') ? 'taskData' : e.path });
+    const inChild = (e: AnalysisError): AnalysisError => ({
+      ...e,
+      message: `child ${child.key}: ${e.message}`,
+      path: e.path?.startsWith('taskData') ? 'taskData' : e.path,
+    });
     const validation = validateTaskInput(child.taskType, child.taskName, child.taskData);
     if (!validation.ok) {
       errors.push(inChild(validation.error));
@@ -78,7 +95,12 @@ export async function planChildren(em: EntityManager, config: AnalysisConfig, re
 }
 
 /** How a child with nothing to wait for is queued (queue-request.ts's `queueWorkRequest`, handed in by its caller). */
-export type QueueChild = (em: EntityManager, config: AnalysisConfig, wr: WorkRequest, analysis: WorkRequestAnalysis) => Promise<Orchestrated>;
+export type QueueChild = (
+  em: EntityManager,
+  config: AnalysisConfig,
+  wr: WorkRequest,
+  analysis: WorkRequestAnalysis,
+) => Promise<Orchestrated>;
 
 /**
  * PENDING → RUNNING for a workflow: creates all its children in the caller's transaction, which holds
@@ -88,9 +110,17 @@ export type QueueChild = (em: EntityManager, config: AnalysisConfig, wr: WorkReq
  * made; the others wait BLOCKED for their siblings. If the children cannot all be made (an
  * environment or a rule changed since submission), the workflow is ABORTED with the reason and has none.
  */
-export async function expandWorkflow(em: EntityManager, config: AnalysisConfig, wr: WorkRequest, queueWorkRequest: QueueChild): Promise<Orchestrated> {
+export async function expandWorkflow(
+  em: EntityManager,
+  config: AnalysisConfig,
+  wr: WorkRequest,
+  queueWorkRequest: QueueChild,
+): Promise<Orchestrated> {
   await em.flush(); // the workflow's own row first: its children name it
-  const [{ expanded }] = await em.execute<{ expanded: boolean }[]>(`select exists (select 1 from work_request where parent_id = ?) as expanded`, [wr.id]);
+  const [{ expanded }] = await em.execute<{ expanded: boolean }[]>(
+    `select exists (select 1 from work_request where parent_id = ?) as expanded`,
+    [wr.id],
+  );
   if (expanded) throw new Error(`workflow ${wr.id} became PENDING again after its expansion`);
   await em.populate(wr, ['workspace.scope']);
   const now = new Date();
@@ -153,5 +183,8 @@ export async function expandWorkflow(em: EntityManager, config: AnalysisConfig, 
     finished.push(wr.id);
   }
   await em.flush();
-  return { changed: [...[...created.values()].map((c) => ({ id: c.id, workspaceId: wr.workspace.id })), ...changed], finished };
+  return {
+    changed: [...[...created.values()].map((c) => ({ id: c.id, workspaceId: wr.workspace.id })), ...changed],
+    finished,
+  };
 }

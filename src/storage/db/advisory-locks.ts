@@ -26,19 +26,31 @@ export const ADVISORY_LOCKS = {
 export type AdvisoryLock = keyof typeof ADVISORY_LOCKS;
 
 /** The statement that waits for the lock, held until its transaction ends: to send in one trip with what needs the lock (executeInOneTrip). */
-export function lockForTransactionStatement(lock: AdvisoryLock, mode: 'exclusive' | 'shared' = 'exclusive'): TripStatement {
-  return { sql: `select ${mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock'}(?)`, params: [ADVISORY_LOCKS[lock]] };
+export function lockForTransactionStatement(
+  lock: AdvisoryLock,
+  mode: 'exclusive' | 'shared' = 'exclusive',
+): TripStatement {
+  return {
+    sql: `select ${mode === 'shared' ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock'}(?)`,
+    params: [ADVISORY_LOCKS[lock]],
+  };
 }
 
 /** Waits for the lock, held until the transaction of `em` ends. */
-export async function lockForTransaction(em: EntityManager, lock: AdvisoryLock, mode: 'exclusive' | 'shared' = 'exclusive'): Promise<void> {
+export async function lockForTransaction(
+  em: EntityManager,
+  lock: AdvisoryLock,
+  mode: 'exclusive' | 'shared' = 'exclusive',
+): Promise<void> {
   const { sql, params = [] } = lockForTransactionStatement(lock, mode);
   await em.execute(sql, [...params]);
 }
 
 /** Takes the lock until the transaction of `em` ends, if no one holds it; false (and no wait) if someone does. */
 export async function tryLockForTransaction(em: EntityManager, lock: AdvisoryLock): Promise<boolean> {
-  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [ADVISORY_LOCKS[lock]]);
+  const [{ locked }] = await em.execute<{ locked: boolean }[]>('select pg_try_advisory_xact_lock(?) as locked', [
+    ADVISORY_LOCKS[lock],
+  ]);
   return locked;
 }
 

@@ -8,7 +8,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
  * text must hold no other `?`). Runs in the EntityManager's transaction when it has one; errors are
  * the driver's exceptions, as EntityManager.execute throws them. Returns the rows.
  */
-export async function executeBound<T>(em: EntityManager, sql: string, params: readonly (string | number | boolean | null)[]): Promise<T[]> {
+export async function executeBound<T>(
+  em: EntityManager,
+  sql: string,
+  params: readonly (string | number | boolean | null)[],
+): Promise<T[]> {
   const query = em
     .getConnection()
     .getKnex()

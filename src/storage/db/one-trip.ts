@@ -21,15 +21,22 @@ export interface TripStatement {
  * parameters (both are checked, and refused before anything is sent). Errors from PostgreSQL are the
  * driver's exceptions, as EntityManager.execute throws them.
  */
-export async function executeInOneTrip<T extends readonly unknown[][]>(em: EntityManager, statements: readonly TripStatement[]): Promise<T> {
+export async function executeInOneTrip<T extends readonly unknown[][]>(
+  em: EntityManager,
+  statements: readonly TripStatement[],
+): Promise<T> {
   if (!statements.length) return [] as unknown as T;
   // The parameters are matched to the `?` of the whole text in order: a `?` that is not one (an operator
   // such as `?|`, a literal) would shift every later one, and a `;` of a statement's own would shift the results.
   for (const s of statements) {
     const marks = s.sql.split('?').length - 1;
     const given = s.params?.length ?? 0;
-    if (marks !== given) throw new Error(`executeInOneTrip: a statement has ${marks} \`?\` for ${given} parameters: ${s.sql.trim().slice(0, 80)}`);
-    if (/;\s*$/.test(s.sql)) throw new Error(`executeInOneTrip: a statement ends with its own \`;\`: ${s.sql.trim().slice(0, 80)}`);
+    if (marks !== given)
+      throw new Error(
+        `executeInOneTrip: a statement has ${marks} \`?\` for ${given} parameters: ${s.sql.trim().slice(0, 80)}`,
+      );
+    if (/;\s*$/.test(s.sql))
+      throw new Error(`executeInOneTrip: a statement ends with its own \`;\`: ${s.sql.trim().slice(0, 80)}`);
   }
   const sql = statements.map((s) => s.sql).join(';\n');
   const params = statements.flatMap((s) => s.params ?? []);

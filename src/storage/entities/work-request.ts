@@ -45,7 +45,13 @@ export const WorkRequestSchema = defineEntity({
     worker: () => p.manyToOne(WorkerSchema).nullable(),
     /** The workflow that created it (services/workflows/orchestration.ts); null for a request submitted by a client. */
     parent: () => p.manyToOne(WorkRequestSchema).nullable(),
-    dependencies: () => p.manyToMany(WorkRequestSchema).pivotTable('work_request_dependency').owner().joinColumn('work_request_id').inverseJoinColumn('depends_on_id'),
+    dependencies: () =>
+      p
+        .manyToMany(WorkRequestSchema)
+        .pivotTable('work_request_dependency')
+        .owner()
+        .joinColumn('work_request_id')
+        .inverseJoinColumn('depends_on_id'),
     userProvidedTags: p.array().columnType('text[]').default([]),
     userRequiredTags: p.array().columnType('text[]').default([]),
     providedTags: p.array().columnType('text[]').default([]),

@@ -9,7 +9,9 @@ import { WorkerImageSchema } from './worker-image.js';
 export const WorkerImagePublicationSchema = defineEntity({
   name: 'WorkerImagePublication',
   tableName: 'worker_image_publication',
-  uniques: [{ properties: ['image', 'provider', 'region'], name: 'worker_image_publication_image_provider_region_unique' }],
+  uniques: [
+    { properties: ['image', 'provider', 'region'], name: 'worker_image_publication_image_provider_region_unique' },
+  ],
   properties: {
     id: p.integer().primary().autoincrement(),
     image: () => p.manyToOne(WorkerImageSchema).deleteRule('cascade'),

@@ -56,9 +56,15 @@ export const WorkerSchema = defineEntity({
     // Workers in the placement's first order, static before pool workers, then by id (FREE_FOR_CLASS_SQL
     // in scheduler/storage/place.ts): a new request's placement reads the first few free ones in this order
     // instead of checking every worker and sorting them.
-    { name: 'worker_placement_order', expression: `create index "worker_placement_order" on "worker" (("pool_id" is not null), "id")` },
+    {
+      name: 'worker_placement_order',
+      expression: `create index "worker_placement_order" on "worker" (("pool_id" is not null), "id")`,
+    },
     // The quarantined workers alone, for the quarantine probes (services/work/quarantine-probes.ts), which look for them every pass.
-    { name: 'worker_quarantined', expression: `create index "worker_quarantined" on "worker" ("quarantined_at") where "quarantined_at" is not null` },
+    {
+      name: 'worker_quarantined',
+      expression: `create index "worker_quarantined" on "worker" ("quarantined_at") where "quarantined_at" is not null`,
+    },
   ],
 });
 export type Worker = InferEntity<typeof WorkerSchema>;

@@ -55,7 +55,13 @@ describe('users and tokens', () => {
     // With --json, the typed error is the GraphQL data as the server answered it, and the exit code says the same.
     const takenJson = await cli(['user', 'create', 'alice', '--json']);
     expect(takenJson.code).toBe(EXIT.conflict);
-    expect(JSON.parse(takenJson.stdout)).toEqual({ createUser: { __typename: 'AlreadyExistsError', code: 'ALREADY_EXISTS', message: expect.stringContaining('alice') } });
+    expect(JSON.parse(takenJson.stdout)).toEqual({
+      createUser: {
+        __typename: 'AlreadyExistsError',
+        code: 'ALREADY_EXISTS',
+        message: expect.stringContaining('alice'),
+      },
+    });
     const bad = await cli(['user', 'create', 'no spaces']);
     expect(bad.code).toBe(EXIT.invalidInput);
     expect(bad.stderr).toMatch(/\[INVALID_INPUT\]/);
@@ -89,7 +95,9 @@ describe('users and tokens', () => {
     expect((await cli(['whoami'], { token: value })).code).toBe(EXIT.auth);
     expect((await json(['whoami'], { token: newValue })).me.username).toBe('alice');
 
-    const newId = (await json(['token', 'list', '--user', 'alice'])).tokens.find((x: { valid: boolean; label: string }) => x.valid && x.label === 'ci').id;
+    const newId = (await json(['token', 'list', '--user', 'alice'])).tokens.find(
+      (x: { valid: boolean; label: string }) => x.valid && x.label === 'ci',
+    ).id;
     const revoked = await cli(['token', 'revoke', newId]);
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toBe(`Revoked token ${newId} (user of alice).\n`);
@@ -125,14 +133,22 @@ describe('workspaces, members, grants, rules, groups, environments', () => {
   });
 
   it('workspace create, list, show and update', async () => {
-    expect((await cli(['workspace', 'create', 'debian/main'])).stdout).toBe('Created workspace debian/main (public).\n');
+    expect((await cli(['workspace', 'create', 'debian/main'])).stdout).toBe(
+      'Created workspace debian/main (public).\n',
+    );
     const secret = await json(['workspace', 'create', 'debian/security', '--private', '--grant', 'task:security:']);
-    expect(secret.createWorkspace).toMatchObject({ name: 'debian/security', isPublic: false, providableTagPrefixes: ['task:security:'] });
+    expect(secret.createWorkspace).toMatchObject({
+      name: 'debian/security',
+      isPublic: false,
+      providableTagPrefixes: ['task:security:'],
+    });
     const listed = await cli(['workspace', 'list']);
     expect(listed.stdout).toMatch(/^debian\/main\s+public/m);
     expect(listed.stdout).toMatch(/^debian\/security\s+private\s+-\s+task:security:$/m);
     // bob is no member: the private workspace is not his to see.
-    expect((await json(['workspace', 'list'], { token: bobToken })).workspaces.map((w: { name: string }) => w.name)).toEqual(['debian/main']);
+    expect(
+      (await json(['workspace', 'list'], { token: bobToken })).workspaces.map((w: { name: string }) => w.name),
+    ).toEqual(['debian/main']);
     expect((await cli(['workspace', 'show', 'debian/security'], { token: bobToken })).code).toBe(EXIT.notFound);
     const updated = await cli(['workspace', 'update', 'debian/security', '--public']);
     expect(updated.stdout).toBe('Workspace debian/security is now public.\n');
@@ -143,10 +159,14 @@ describe('workspaces, members, grants, rules, groups, environments', () => {
   });
 
   it('workspace member add and list; a bad role is a usage error', async () => {
-    expect((await cli(['workspace', 'member', 'add', 'debian/security', 'bob', '--role', 'owner'])).stdout).toBe('bob is owner of debian/security.\n');
+    expect((await cli(['workspace', 'member', 'add', 'debian/security', 'bob', '--role', 'owner'])).stdout).toBe(
+      'bob is owner of debian/security.\n',
+    );
     const members = await cli(['workspace', 'member', 'list', 'debian/security'], { token: bobToken });
     expect(members.stdout).toMatch(/^bob\s+owner$/m);
-    expect((await cli(['workspace', 'member', 'add', 'debian/security', 'bob', '--role', 'king'])).code).toBe(EXIT.usage);
+    expect((await cli(['workspace', 'member', 'add', 'debian/security', 'bob', '--role', 'king'])).code).toBe(
+      EXIT.usage,
+    );
     expect((await cli(['workspace', 'member', 'add', 'debian/security', 'nobody'])).code).toBe(EXIT.notFound);
     const shown = await cli(['workspace', 'show', 'debian/security'], { token: bobToken });
     expect(shown.stdout).toMatch(/^Your role:\s+owner$/m);
@@ -179,32 +199,62 @@ describe('workspaces, members, grants, rules, groups, environments', () => {
     await cli(['rule', 'add', 'lintian-unshare', '--task', 'lintian', '--require', 'worker:executor:unshare']);
     const site = await json(['rule', 'list']);
     expect(site.siteRules).toEqual([
-      { name: 'lintian-unshare', taskName: 'lintian', expression: null, providedTags: [], requiredTags: ['worker:executor:unshare'], workspace: null },
+      {
+        name: 'lintian-unshare',
+        taskName: 'lintian',
+        expression: null,
+        providedTags: [],
+        requiredTags: ['worker:executor:unshare'],
+        workspace: null,
+      },
     ]);
     const ws = await cli(['rule', 'list', '--workspace', 'debian/main']);
-    expect(ws.stdout).toMatch(/^big\s+any\s+task:source-package:linux or task:source-package:libreoffice\s+-\s+worker:class:large$/m);
+    expect(ws.stdout).toMatch(
+      /^big\s+any\s+task:source-package:linux or task:source-package:libreoffice\s+-\s+worker:class:large$/m,
+    );
     const bad = await cli(['rule', 'add', 'broken', '--when', 'task:a and (', '--require', 'x:y']);
     expect(bad.code).toBe(EXIT.invalidInput);
     expect(bad.stderr).toMatch(/\[INVALID_RULE\]/);
     expect((await cli(['rule', 'add', 'empty'])).code).toBe(EXIT.usage);
-    expect((await cli(['rule', 'add', 'site-by-user', '--require', 'x:y'], { token: bobToken })).code).toBe(EXIT.forbidden);
+    expect((await cli(['rule', 'add', 'site-by-user', '--require', 'x:y'], { token: bobToken })).code).toBe(
+      EXIT.forbidden,
+    );
   });
 
   it('group create, list and add-member', async () => {
     const created = await cli(['group', 'create', 'debian', 'Debian']);
-    expect(created.stdout).toMatch(/^Created group Debian \(id \d+\) in scope debian: its members' work provides task:group:debian::Debian\.$/m);
+    expect(created.stdout).toMatch(
+      /^Created group Debian \(id \d+\) in scope debian: its members' work provides task:group:debian::Debian\.$/m,
+    );
     const added = await cli(['group', 'add-member', 'debian', 'Debian', 'alice', 'bob']);
     expect(added.stdout).toBe('Members of Debian: alice, bob.\n');
     const groups = await json(['group', 'list', 'debian']);
-    expect(groups.groups).toEqual([expect.objectContaining({ name: 'Debian', workspace: null, members: [{ username: 'alice' }, { username: 'bob' }] })]);
+    expect(groups.groups).toEqual([
+      expect.objectContaining({
+        name: 'Debian',
+        workspace: null,
+        members: [{ username: 'alice' }, { username: 'bob' }],
+      }),
+    ]);
     expect((await cli(['group', 'add-member', 'debian', 'Nope', 'alice'])).code).toBe(EXIT.notFound);
   });
 
   it('environment create and list', async () => {
-    const created = await cli(['environment', 'create', 'trixie', 'arm64', '--variant', 'sbuild', '--backend', 'unshare']);
+    const created = await cli([
+      'environment',
+      'create',
+      'trixie',
+      'arm64',
+      '--variant',
+      'sbuild',
+      '--backend',
+      'unshare',
+    ]);
     expect(created.stdout).toMatch(/^Created environment \d+: trixie\/arm64 \(sbuild\)\.$/m);
     const listed = await json(['environment', 'list']);
-    expect(listed.environments).toEqual([expect.objectContaining({ codename: 'trixie', architecture: 'arm64', variant: 'sbuild', backend: 'unshare' })]);
+    expect(listed.environments).toEqual([
+      expect.objectContaining({ codename: 'trixie', architecture: 'arm64', variant: 'sbuild', backend: 'unshare' }),
+    ]);
     expect((await cli(['environment', 'create', 'trixie', 'arm64'], { token: bobToken })).code).toBe(EXIT.forbidden);
   });
 });
@@ -221,7 +271,17 @@ describe('workers', () => {
 
   it('worker register prints the worker token once; a bad tag is refused with every problem', async () => {
     expect(buildToken).toMatch(/^tsk_worker_\S+$/);
-    const bad = await cli(['worker', 'register', 'bad-1', '--provide', 'task:scope:x', '--provide', 'no spaces', '--require', 'ok:tag']);
+    const bad = await cli([
+      'worker',
+      'register',
+      'bad-1',
+      '--provide',
+      'task:scope:x',
+      '--provide',
+      'no spaces',
+      '--require',
+      'ok:tag',
+    ]);
     expect(bad.code).toBe(EXIT.invalidInput);
     expect(bad.stderr).toMatch(/^tagsched-admin: the input was refused, 2 problems: \[TAG_NOT_ALLOWED\]$/m);
     expect(bad.stderr).toMatch(/^ {2}input\.staticMetadata\.providedTags\[0\]: .*task:scope:x.* \(TAG_NOT_ALLOWED\)$/m);
@@ -253,7 +313,11 @@ describe('workers', () => {
     expect(shown.stdout).toMatch(/^worker:class:large\s+admin\s+static-metadata$/m);
     expect(shown.stdout).toMatch(/^worker:build-arch:amd64\s+worker\s+\S+/m);
     const data = await json(['worker', 'show', 'build-1']);
-    expect(data.worker.providedTags).toContainEqual({ tag: 'worker:cap:sbuild', provenance: 'WORKER', source: expect.any(String) });
+    expect(data.worker.providedTags).toContainEqual({
+      tag: 'worker:cap:sbuild',
+      provenance: 'WORKER',
+      source: expect.any(String),
+    });
     const anonymous = await cli(['worker', 'show', 'build-1'], { token: null });
     expect(anonymous.stdout).toMatch(/hidden: your token may not see worker tags/);
     const unknown = await cli(['worker', 'show', 'nope']);
@@ -263,7 +327,9 @@ describe('workers', () => {
 
   it('worker disable, enable, drain and undrain change its status', async () => {
     const status = async () => (await json(['worker', 'show', 'build-1'])).worker.status;
-    expect((await cli(['worker', 'disable', 'build-1'])).stdout).toMatch(/^Worker build-1 receives no work .*status DISABLED\.$/m);
+    expect((await cli(['worker', 'disable', 'build-1'])).stdout).toMatch(
+      /^Worker build-1 receives no work .*status DISABLED\.$/m,
+    );
     expect(await status()).toBe('DISABLED');
     await cli(['worker', 'enable', 'build-1']);
     expect(await status()).toBe('IDLE');
@@ -302,7 +368,9 @@ describe('images', () => {
     fs.writeFileSync(file, JSON.stringify(imageManifest('trixie-sbuild'), null, 2));
     const r = await cli(['images', 'register', file]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^Registered image trixie-sbuild \(trixie\/amd64 backends=unshare tasks=sbuild, \d+ packages\); a pool names it with --image trixie-sbuild\.$/m);
+    expect(r.stdout).toMatch(
+      /^Registered image trixie-sbuild \(trixie\/amd64 backends=unshare tasks=sbuild, \d+ packages\); a pool names it with --image trixie-sbuild\.$/m,
+    );
     expect(r.stdout).toMatch(/^worker:cap:sbuild\s+package:sbuild\s+-$/m);
 
     const list = await cli(['images', 'list']);
@@ -314,10 +382,23 @@ describe('images', () => {
     expect(shown.stdout).toMatch(/^worker:task:worker:sbuild:version:1\s+handler:sbuild\s+-$/m);
     expect(shown.stdout).toMatch(/^sbuild\s+1\.0-1\s+amd64$/m);
     const data = await json(['images', 'show', 'trixie-sbuild']);
-    expect(data.workerImage).toMatchObject({ name: 'trixie-sbuild', recipe: { enableTasks: ['sbuild'] }, packageCount: expect.any(Number) });
+    expect(data.workerImage).toMatchObject({
+      name: 'trixie-sbuild',
+      recipe: { enableTasks: ['sbuild'] },
+      packageCount: expect.any(Number),
+    });
 
     // Disabled: the work tests below count on no pool that runs sbuild.
-    const pool = await json(['pool', 'create', 'imaged', '--provider', 'local', '--image', 'trixie-sbuild', '--disable']);
+    const pool = await json([
+      'pool',
+      'create',
+      'imaged',
+      '--provider',
+      'local',
+      '--image',
+      'trixie-sbuild',
+      '--disable',
+    ]);
     expect(pool.createWorkerPool.specifications.image).toBe('trixie-sbuild');
     const poolShown = await cli(['pool', 'show', 'imaged']);
     expect(poolShown.stdout).toMatch(/^worker:executor:unshare\s+admin\s+image:trixie-sbuild$/m);
@@ -341,8 +422,12 @@ describe('images', () => {
     expect((await cli(['images', 'show', 'never-built'])).code).toBe(EXIT.notFound);
     const unknown = await cli(['pool', 'create', 'ghostly', '--provider', 'local', '--image', 'never-built']);
     expect(unknown.code).toBe(EXIT.invalidInput);
-    expect(unknown.stderr).toMatch(/input\.specifications\.image: no worker image "never-built" is registered.*\[UNKNOWN_IMAGE\]/);
-    expect((await json(['images', 'list'])).workerImages.map((i: { name: string }) => i.name)).toEqual(['trixie-sbuild']);
+    expect(unknown.stderr).toMatch(
+      /input\.specifications\.image: no worker image "never-built" is registered.*\[UNKNOWN_IMAGE\]/,
+    );
+    expect((await json(['images', 'list'])).workerImages.map((i: { name: string }) => i.name)).toEqual([
+      'trixie-sbuild',
+    ]);
     // For the pool tests below: an image with no sbuild, so that their pool runs none of the work tests' sbuilds.
     fs.writeFileSync(file, JSON.stringify(imageManifest('trixie-autopkgtest', { enable_tasks: ['autopkgtest'] })));
     expect((await cli(['images', 'register', file])).code).toBe(0);
@@ -376,7 +461,9 @@ describe('pools', () => {
       'worker:class:cloud',
     ]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toBe('Created pool cloud (local, enabled): concurrency=1 cpuCount=8 handlers=noop=true image=trixie-autopkgtest memoryGib=32.\n');
+    expect(r.stdout).toBe(
+      'Created pool cloud (local, enabled): concurrency=1 cpuCount=8 handlers=noop=true image=trixie-autopkgtest memoryGib=32.\n',
+    );
     const shown = await cli(['pool', 'show', 'cloud']);
     expect(shown.stdout).toMatch(/^Provider:\s+local \(provider account set\)$/m);
     expect(shown.stdout).toMatch(/^worker:cpu-count=8\s+admin\s+\S+$/m);
@@ -387,9 +474,15 @@ describe('pools', () => {
       maxActiveInstances: 5,
       hasProviderAccount: true,
       degraded: false,
-      specifications: { cpuCount: 8, memoryGib: 32, image: 'trixie-autopkgtest', handlers: [{ task: 'noop', command: 'true' }] },
+      specifications: {
+        cpuCount: 8,
+        memoryGib: 32,
+        image: 'trixie-autopkgtest',
+        handlers: [{ task: 'noop', command: 'true' }],
+      },
     });
-    for (const out of [r.stdout, r.stderr, shown.stdout, JSON.stringify(data)]) expect(out).not.toContain('very-secret-provider-key');
+    for (const out of [r.stdout, r.stderr, shown.stdout, JSON.stringify(data)])
+      expect(out).not.toContain('very-secret-provider-key');
   });
 
   it('pool update changes only what is given; spec flags keep the other keys', async () => {
@@ -448,13 +541,21 @@ describe('pools', () => {
     const bad = await cli(['pool', 'create', 'badspec', '--spec-file', file]);
     expect(bad.code).toBe(EXIT.invalidInput);
     expect(bad.stderr).toMatch(/^tagsched-admin: the input was refused, 4 problems: \[INVALID_INPUT\]$/m);
-    for (const at of ['input.specifications.cpuCount', 'input.specifications.memoryGib', 'input.specifications.instanceType', 'input.specifications: Unrecognized key: "bogus"']) {
+    for (const at of [
+      'input.specifications.cpuCount',
+      'input.specifications.memoryGib',
+      'input.specifications.instanceType',
+      'input.specifications: Unrecognized key: "bogus"',
+    ]) {
       expect(bad.stderr).toContain(`  ${at}`);
     }
     expect((await cli(['pool', 'show', 'badspec'])).code).toBe(EXIT.notFound);
     const asJson = await cli(['pool', 'update', 'cloud', '--spec-file', file, '--json']);
     expect(asJson.code).toBe(EXIT.invalidInput);
-    expect(JSON.parse(asJson.stdout).updateWorkerPool).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
+    expect(JSON.parse(asJson.stdout).updateWorkerPool).toMatchObject({
+      __typename: 'InputError',
+      code: 'INVALID_INPUT',
+    });
     expect(JSON.parse(asJson.stdout).updateWorkerPool.problems).toHaveLength(4);
   });
 
@@ -463,7 +564,12 @@ describe('pools', () => {
     expect(r.code).toBe(0);
     const activation = r.stdout.trim();
     expect(r.stderr).toMatch(/one-shot activation token for pool cloud/);
-    const res = await ok(t, 'mutation { activateWorker(input: { name: "cloud-1" }) { __typename ... on WorkerTokenPayload { worker { name pool { name } } } } }', {}, activation);
+    const res = await ok(
+      t,
+      'mutation { activateWorker(input: { name: "cloud-1" }) { __typename ... on WorkerTokenPayload { worker { name pool { name } } } } }',
+      {},
+      activation,
+    );
     expect(res.activateWorker.worker).toEqual({ name: 'cloud-1', pool: { name: 'cloud' } });
     expect((await cli(['pool', 'activation-token', 'nowhere'])).code).toBe(EXIT.notFound);
   });
@@ -474,7 +580,9 @@ describe('pools', () => {
     const [, id, expires] = r.stderr.match(/token (\d+), expiring (\S+ \S+)/)!;
     expect(Math.abs(Date.parse(expires.replace(' ', 'T')) - (Date.now() + 2 * 3600_000))).toBeLessThan(60_000);
     const listed = await cli(['token', 'list', '--pool', 'cloud', '--no-color'], { columns: 200 });
-    expect(listed.stdout).toMatch(new RegExp(`^\\s*${id}\\s+ACTIVATION\\s+activation for pool cloud\\s+cloud\\s.*\\syes$`, 'm'));
+    expect(listed.stdout).toMatch(
+      new RegExp(`^\\s*${id}\\s+ACTIVATION\\s+activation for pool cloud\\s+cloud\\s.*\\syes$`, 'm'),
+    );
     expect((await cli(['token', 'revoke', id])).stdout).toBe(`Revoked token ${id} (activation of cloud).\n`);
     const after = await json(['token', 'list', '--pool', 'cloud']);
     expect(after.tokens.find((tk: { id: string }) => tk.id === id)).toMatchObject({ valid: false });
@@ -494,10 +602,17 @@ describe('pool instances and terminated workers', () => {
     expect(table.stdout).toMatch(/^NAME\s+STATE\s+WORKER\s+PROVIDER ID\s+REQUESTED\s+RUNTIME\s+ERROR$/m);
     expect(table.stdout).toMatch(/^cloud-manual\s+LAUNCHING\s+\S+\s+prov-42\s+\d+s ago\s+\d+s\s+-$/m);
     const stopped = await cli(['instance', 'stopped', 'cloud-manual', '--error', 'quota exceeded']);
-    expect(stopped.stdout).toMatch(/^Instance cloud-manual is FAILED \(quota exceeded\); its worker is terminated and its work re-queued\.$/m);
+    expect(stopped.stdout).toMatch(
+      /^Instance cloud-manual is FAILED \(quota exceeded\); its worker is terminated and its work re-queued\.$/m,
+    );
     const failed = await json(['pool', 'instances', 'cloud', '--state', 'failed']);
     expect(failed.workerPool.instances.edges.map((e: any) => e.node)).toEqual([
-      expect.objectContaining({ name: 'cloud-manual', state: 'FAILED', error: 'quota exceeded', providerId: 'prov-42' }),
+      expect.objectContaining({
+        name: 'cloud-manual',
+        state: 'FAILED',
+        error: 'quota exceeded',
+        providerId: 'prov-42',
+      }),
     ]);
     const shown = await cli(['pool', 'show', 'cloud']);
     expect(shown.stdout).toMatch(/^Instances \(newest first\)\nNAME\s+STATE/m);
@@ -515,19 +630,38 @@ describe('pool instances and terminated workers', () => {
     expect((await cli(['pool', 'update', 'cloud', '--price-per-hour', '-1'])).code).toBe(EXIT.usage);
     expect((await cli(['pool', 'update', 'cloud', '--price-per-hour', '2e6'])).code).toBe(EXIT.invalidInput);
     // A request that ran an hour on cloud-manual (whose price is the pool's now: it was recorded without one).
-    const created = await ok(t, `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } } }`, {
-      i: { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} },
-    });
+    const created = await ok(
+      t,
+      `mutation($i: CreateWorkRequestInput!) { createWorkRequest(input: $i) { ... on WorkRequest { id } } }`,
+      {
+        i: { workspace: 'debian/main', taskType: 'worker', taskName: 'noop', taskData: {} },
+      },
+    );
     const id = (created.createWorkRequest as { id: string }).id;
     await t.sql(
       `update work_request set status = 'COMPLETED', result = 'SUCCESS', worker_id = (select id from worker where name = 'cloud-manual'),
               assigned_at = now() - interval '2 hours', started_at = now() - interval '2 hours', completed_at = now() - interval '1 hour' where id = ?`,
       [Number(id)],
     );
-    const [{ concurrency }] = await t.sql<{ concurrency: number }>(`select concurrency from worker where name = 'cloud-manual'`);
+    const [{ concurrency }] = await t.sql<{ concurrency: number }>(
+      `select concurrency from worker where name = 'cloud-manual'`,
+    );
     const work = await cli(['work', 'show', id]);
-    expect(work.stdout).toMatch(new RegExp(`^Cost:\\s+${(0.6 / concurrency).toFixed(2).replace('.', '\\.')} \\(its share of its instance's cost\\)$`, 'm'));
-    const cleared = await json(['pool', 'update', 'cloud', '--price-per-hour', 'none', '--monthly-cost-budget', 'none']);
+    expect(work.stdout).toMatch(
+      new RegExp(
+        `^Cost:\\s+${(0.6 / concurrency).toFixed(2).replace('.', '\\.')} \\(its share of its instance's cost\\)$`,
+        'm',
+      ),
+    );
+    const cleared = await json([
+      'pool',
+      'update',
+      'cloud',
+      '--price-per-hour',
+      'none',
+      '--monthly-cost-budget',
+      'none',
+    ]);
     expect(cleared.updateWorkerPool).toMatchObject({ pricePerHour: null, monthlyCostBudget: null });
   });
 
@@ -554,8 +688,12 @@ describe('pool instances and terminated workers', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^Worker cloud-doomed is terminated \(INACTIVE\)/);
     expect((await json(['worker', 'list'])).workers.edges.map((e: any) => e.node.name)).not.toContain('cloud-doomed');
-    expect((await json(['worker', 'list', '--include-inactive'])).workers.edges.map((e: any) => e.node.name)).toContain('cloud-doomed');
-    expect((await json(['worker', 'list', '--status', 'inactive'])).workers.edges.map((e: any) => e.node.name)).toContain('cloud-doomed');
+    expect((await json(['worker', 'list', '--include-inactive'])).workers.edges.map((e: any) => e.node.name)).toContain(
+      'cloud-doomed',
+    );
+    expect(
+      (await json(['worker', 'list', '--status', 'inactive'])).workers.edges.map((e: any) => e.node.name),
+    ).toContain('cloud-doomed');
     expect((await t.gql('query { me { username } }', {}, activated.activateWorker.token)).status).toBe(401);
     expect((await cli(['worker', 'terminate', 'ghost'])).code).toBe(EXIT.notFound);
     const staticWorker = await cli(['worker', 'terminate', 'build-1']);
@@ -589,7 +727,9 @@ describe('work and demand', () => {
 
   it('work create assigns at once to a free worker; the next one waits for capacity', async () => {
     const first = await cli(sbuild('hello'));
-    expect(first.stdout).toMatch(/^Created work request (\d+) \(worker\/sbuild in debian\/main\): ASSIGNED on solo\.$/m);
+    expect(first.stdout).toMatch(
+      /^Created work request (\d+) \(worker\/sbuild in debian\/main\): ASSIGNED on solo\.$/m,
+    );
     const second = await json(sbuild('world'));
     expect(second.createWorkRequest.status).toBe('PENDING');
     ids = [first.stdout.match(/request (\d+)/)![1], second.createWorkRequest.id];
@@ -617,7 +757,12 @@ describe('work and demand', () => {
     expect(onSolo.workRequests.edges.map((e: any) => e.node.id)).toEqual([ids[0]]);
     const table = await cli(['work', 'list', '--task', 'sbuild', '--status', 'assigned,pending']);
     expect(table.stdout).toMatch(/^ID\s+STATUS\s+RESULT\s+TASK\s+WORKSPACE\s+WORKER\s+PRIO\s+BY\s+CREATED$/m);
-    expect(table.stdout).toMatch(new RegExp(`^\\s*${ids[0]}\\s+ASSIGNED\\s+-\\s+worker/sbuild\\s+debian/main\\s+solo\\s+0\\s+admin\\s+\\d+s ago$`, 'm'));
+    expect(table.stdout).toMatch(
+      new RegExp(
+        `^\\s*${ids[0]}\\s+ASSIGNED\\s+-\\s+worker/sbuild\\s+debian/main\\s+solo\\s+0\\s+admin\\s+\\d+s ago$`,
+        'm',
+      ),
+    );
     expect((await cli(['work', 'list', '--status', 'lost'])).code).toBe(EXIT.usage);
   });
 
@@ -635,40 +780,80 @@ describe('work and demand', () => {
   it('a workflow: work show lists its children, work why says the server orchestrates it', async () => {
     // trixie/arm64 was registered above; its children need trixie/amd64 too.
     await cli(['environment', 'create', 'trixie', 'amd64', '--variant', 'sbuild', '--backend', 'unshare']);
-    const data = { input: { source_package: 'hello' }, target_distribution: 'debian:trixie', architectures: ['amd64', 'arm64'] };
-    const created = await cli(['work', 'create', '--workspace', 'debian/main', '--type', 'workflow', '--task', 'sbuild', '--data', JSON.stringify(data)]);
+    const data = {
+      input: { source_package: 'hello' },
+      target_distribution: 'debian:trixie',
+      architectures: ['amd64', 'arm64'],
+    };
+    const created = await cli([
+      'work',
+      'create',
+      '--workspace',
+      'debian/main',
+      '--type',
+      'workflow',
+      '--task',
+      'sbuild',
+      '--data',
+      JSON.stringify(data),
+    ]);
     expect(created.code, created.stderr).toBe(0);
     const id = created.stdout.match(/request (\d+)/)![1];
     const shown = await cli(['work', 'show', id]);
     expect(shown.stdout).toMatch(/^Children\nID\s+STATUS/m);
     const children = (await json(['work', 'show', id])).workRequest.children.edges.map((e: any) => e.node);
     expect(children.length).toBeGreaterThanOrEqual(2);
-    for (const child of children) expect(shown.stdout).toMatch(new RegExp(`^\\s*${child.id}\\s+${child.status}\\s`, 'm'));
+    for (const child of children)
+      expect(shown.stdout).toMatch(new RegExp(`^\\s*${child.id}\\s+${child.status}\\s`, 'm'));
     const childShown = await cli(['work', 'show', children[0].id]);
     expect(childShown.stdout).toMatch(new RegExp(`^Part of:\\s+${id} \\(sbuild\\)$`, 'm'));
     const why = await cli(['work', 'why', id]);
-    expect(why.stdout).toMatch(new RegExp(`^${id}: orchestrated by the server, never by a worker .*: (running|pending)$`, 'm'));
+    expect(why.stdout).toMatch(
+      new RegExp(`^${id}: orchestrated by the server, never by a worker .*: (running|pending)$`, 'm'),
+    );
   });
 
   it('work create refuses bad task data (4), an unknown workspace (3) and bad JSON (64)', async () => {
-    const bad = await cli(['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', '{"host_architecture": 5}']);
+    const bad = await cli([
+      'work',
+      'create',
+      '--workspace',
+      'debian/main',
+      '--task',
+      'sbuild',
+      '--data',
+      '{"host_architecture": 5}',
+    ]);
     expect(bad.code).toBe(EXIT.invalidInput);
     expect(bad.stderr).toMatch(/\[INVALID_TASK_DATA\]/);
     expect((await cli(['work', 'create', '--workspace', 'debian/none', '--task', 'noop'])).code).toBe(EXIT.notFound);
-    expect((await cli(['work', 'create', '--workspace', 'debian/main', '--task', 'noop', '--data', '{oops'])).code).toBe(EXIT.usage);
+    expect(
+      (await cli(['work', 'create', '--workspace', 'debian/main', '--task', 'noop', '--data', '{oops'])).code,
+    ).toBe(EXIT.usage);
     expect((await cli(['work', 'create', '--task', 'noop'])).code).toBe(EXIT.usage);
   });
 
   it('work create reads task data from a file and stdin', async () => {
     const file = path.join(scratchDir(), 'task.json');
     fs.writeFileSync(file, JSON.stringify({ source_package: 'from-file', host_architecture: 'amd64' }));
-    const fromFile = await json(['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', `@${file}`]);
+    const fromFile = await json([
+      'work',
+      'create',
+      '--workspace',
+      'debian/main',
+      '--task',
+      'sbuild',
+      '--data',
+      `@${file}`,
+    ]);
     const fromStdin = await json(['work', 'create', '--workspace', 'debian/main', '--task', 'sbuild', '--data', '-'], {
       stdin: '{"source_package": "from-stdin", "host_architecture": "amd64"}',
     });
     const shown = await json(['work', 'show', fromStdin.createWorkRequest.id]);
     expect(shown.workRequest.taskData.source_package).toBe('from-stdin');
-    expect((await json(['work', 'show', fromFile.createWorkRequest.id])).workRequest.taskData.source_package).toBe('from-file');
+    expect((await json(['work', 'show', fromFile.createWorkRequest.id])).workRequest.taskData.source_package).toBe(
+      'from-file',
+    );
   });
 
   const APPEND = `mutation($i: AppendWorkRequestLogInput!) { appendWorkRequestLog(input: $i) { __typename ... on WorkRequestLogAck { accepted nextOffset } } }`;
@@ -707,7 +892,9 @@ describe('work and demand', () => {
     const pages = (await cli(['work', 'log', id, '--json'])).stdout.trim().split('\n');
     const before = JSON.parse(pages[pages.length - 1]).workRequest.log.totalBytes as number;
     let seen = '';
-    const following = cli(['work', 'log', id, '--follow', '--offset', String(before)], { onStdout: (chunk) => (seen += chunk) });
+    const following = cli(['work', 'log', id, '--follow', '--offset', String(before)], {
+      onStdout: (chunk) => (seen += chunk),
+    });
     const offset = await appendLog(id, before, 'compiling\n');
     await vi.waitFor(() => expect(seen).toContain('compiling\n'), { timeout: 30_000, interval: 50 });
     await appendLog(id, offset, 'error: it broke\n');
@@ -722,7 +909,9 @@ describe('work and demand', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('compiling\nerror: it broke\n');
     // The reason is the output's last lines (the server's, up to 1000 characters), on one line.
-    expect(r.stderr).toMatch(new RegExp(`^\\(work request ${id}: COMPLETED FAILURE, exit code 2: .*b \\| compiling \\| error: it broke\\)\n$`));
+    expect(r.stderr).toMatch(
+      new RegExp(`^\\(work request ${id}: COMPLETED FAILURE, exit code 2: .*b \\| compiling \\| error: it broke\\)\n$`),
+    );
   });
 
   it('work log --follow stops cleanly on Ctrl-C while the request still runs', async () => {
@@ -747,7 +936,12 @@ describe('work and demand', () => {
     const token = (await cli(['worker', 'register', 'escaper'])).stdout.trim();
     await reportMetadata(t, token, { ...AMD64_METADATA, architectures: ['ppc64el'] });
     const id = (await json(sbuild('escapes', 'ppc64el'))).createWorkRequest.id;
-    await ok(t, 'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }', { id }, token);
+    await ok(
+      t,
+      'mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename ... on WorkRequest { status } } }',
+      { id },
+      token,
+    );
     const reason = 'line one\n\u001b[31mred\u001b[0m line two\u001b]0;retitled\u0007\r\nline three\u0008';
     const done = await ok(
       t,
@@ -767,7 +961,9 @@ describe('work and demand', () => {
     expect(lines[at + 1].slice(0, column).trim()).toBe('');
     expect(lines[at + 3]).toMatch(/^Where it stands:/);
     const logged = await cli(['work', 'log', id]);
-    expect(logged.stderr).toBe(`(work request ${id}: COMPLETED FAILURE, exit code 3: line one | red line two | line three)\n`);
+    expect(logged.stderr).toBe(
+      `(work request ${id}: COMPLETED FAILURE, exit code 3: line one | red line two | line three)\n`,
+    );
     expect((await json(['work', 'show', id])).workRequest.statusReason).toBe(reason);
   });
 
@@ -775,7 +971,9 @@ describe('work and demand', () => {
     const r = await cli(['demand']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^Pending work requests: \d+$/m);
-    expect(r.stdout).toMatch(/^POOL\s+RUNNABLE\s+SHARE\s+COMING\s+IDLE\s+ACTIVE\s+STARTING\s+NEEDED\s+LAUNCH\s+STOP\s+LIMITED BY\s+AVG TASK$/m);
+    expect(r.stdout).toMatch(
+      /^POOL\s+RUNNABLE\s+SHARE\s+COMING\s+IDLE\s+ACTIVE\s+STARTING\s+NEEDED\s+LAUNCH\s+STOP\s+LIMITED BY\s+AVG TASK$/m,
+    );
     expect(r.stdout).toMatch(/^cloud\s+\d+/m);
     expect(r.stdout).toMatch(/^\s+1\s+worker:build-arch:riscv64, .*lacks worker:build-arch:riscv64/m);
     const data = await json(['demand']);
@@ -836,7 +1034,9 @@ describe('output and failures common to every command', () => {
     const wrong = 'tsk_admin_this-token-does-not-exist-0123456789';
     const r = await cli(['worker', 'list'], { token: wrong });
     expect(r.code).toBe(EXIT.auth);
-    expect(r.stderr).toMatch(/^tagsched-admin: the bearer token is not valid \[UNAUTHENTICATED\]\n {2}the token came from TAGSCHED_TOKEN\n$/);
+    expect(r.stderr).toMatch(
+      /^tagsched-admin: the bearer token is not valid \[UNAUTHENTICATED\]\n {2}the token came from TAGSCHED_TOKEN\n$/,
+    );
     expect(r.stdout + r.stderr).not.toContain(wrong);
     const none = await cli(['user', 'create', 'x'], { token: null });
     expect(none.code).toBe(EXIT.auth);
@@ -847,8 +1047,15 @@ describe('output and failures common to every command', () => {
     const port = await closedPort();
     const down = await runCli(`http://127.0.0.1:${port}/graphql`, ['worker', 'list'], { token: ADMIN_TOKEN });
     expect(down.code).toBe(EXIT.unreachable);
-    expect(down.stderr).toMatch(new RegExp(`^tagsched-admin: cannot reach the server at http://127\\.0\\.0\\.1:${port}/graphql: ECONNREFUSED$`, 'm'));
-    const notGraphql = await runCli(url.replace(/graphql$/, 'nothing-here'), ['worker', 'list'], { token: ADMIN_TOKEN });
+    expect(down.stderr).toMatch(
+      new RegExp(
+        `^tagsched-admin: cannot reach the server at http://127\\.0\\.0\\.1:${port}/graphql: ECONNREFUSED$`,
+        'm',
+      ),
+    );
+    const notGraphql = await runCli(url.replace(/graphql$/, 'nothing-here'), ['worker', 'list'], {
+      token: ADMIN_TOKEN,
+    });
     expect(notGraphql.code).toBe(EXIT.unreachable);
     expect((await cli(['--server', 'ftp://example.org/', 'worker', 'list'])).code).toBe(EXIT.usage);
   });
@@ -955,7 +1162,11 @@ describe('the config file', () => {
 
   it('login refuses a wrong token and writes nothing', async () => {
     const home = scratchDir();
-    const r = await cli(['login'], { token: null, env: { HOME: home, XDG_CONFIG_HOME: undefined }, stdin: 'tsk_user_not-a-real-token' });
+    const r = await cli(['login'], {
+      token: null,
+      env: { HOME: home, XDG_CONFIG_HOME: undefined },
+      stdin: 'tsk_user_not-a-real-token',
+    });
     expect(r.code).toBe(EXIT.auth);
     expect(fs.existsSync(path.join(home, '.config', 'tagsched', 'admin.json'))).toBe(false);
     expect((await cli(['login'], { token: null, env: { HOME: home }, stdin: '' })).code).toBe(EXIT.usage);

@@ -41,7 +41,12 @@ export async function runCli(server: string, argv: string[], options: RunOptions
   let stdout = '';
   let stderr = '';
   const home = options.env?.HOME ?? scratchDir();
-  const env: NodeJS.ProcessEnv = { HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), TAGSCHED_SERVER_URL: server, ...options.env };
+  const env: NodeJS.ProcessEnv = {
+    HOME: home,
+    XDG_CONFIG_HOME: path.join(home, '.config'),
+    TAGSCHED_SERVER_URL: server,
+    ...options.env,
+  };
   if (options.token) env.TAGSCHED_TOKEN = options.token;
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   const code = await runAdmin(argv, {
@@ -73,7 +78,11 @@ export interface CliProcess {
 }
 
 /** Starts bin/tagsched-admin.js (or `bin`) with only the given environment (plus PATH and HOME). */
-export function spawnCli(argv: string[], env: Record<string, string | undefined>, options: { stdin?: string; bin?: string } = {}): CliProcess {
+export function spawnCli(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  options: { stdin?: string; bin?: string } = {},
+): CliProcess {
   const clean: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
   for (const [k, v] of Object.entries(env)) if (v !== undefined) clean[k] = v;
   const child = spawn(process.execPath, [options.bin ?? BIN, ...argv], { env: clean, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -82,12 +91,18 @@ export function spawnCli(argv: string[], env: Record<string, string | undefined>
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   child.stdin!.end(options.stdin ?? '');
-  const done = new Promise<CliResult>((resolve) => child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : -1), stdout: out, stderr: err })));
+  const done = new Promise<CliResult>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : -1), stdout: out, stderr: err })),
+  );
   return { child, stdout: () => out, stderr: () => err, done };
 }
 
 /** Runs a child tagsched-admin to its end. */
-export function execCli(argv: string[], env: Record<string, string | undefined>, options: { stdin?: string; bin?: string } = {}): Promise<CliResult> {
+export function execCli(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  options: { stdin?: string; bin?: string } = {},
+): Promise<CliResult> {
   return spawnCli(argv, env, options).done;
 }
 

@@ -5,7 +5,8 @@ import { AdminError, EXIT, exitCodeOf } from '../../../src/cli/admin/exit-codes.
 import { ago, createOutput, fitWidths, renderTable } from '../../../src/cli/admin/output.js';
 
 const sink = { write: () => true };
-const out = (columns: number | undefined, isTTY = true) => createOutput(sink, { json: false, isTTY, columns, noColor: true });
+const out = (columns: number | undefined, isTTY = true) =>
+  createOutput(sink, { json: false, isTTY, columns, noColor: true });
 
 describe('fitWidths', () => {
   it.each([
@@ -33,7 +34,12 @@ describe('renderTable', () => {
 
   it('aligns columns, right-aligns numbers, and shows "-" for nothing', () => {
     expect(renderTable(out(undefined, false), rows, columns)).toBe(
-      ['NAME      N  TAGS', 'build-1   2  worker:cap:sbuild, worker:build-arch:amd64, worker:executor:unshare', 'arm-1    10  -', ''].join('\n'),
+      [
+        'NAME      N  TAGS',
+        'build-1   2  worker:cap:sbuild, worker:build-arch:amd64, worker:executor:unshare',
+        'arm-1    10  -',
+        '',
+      ].join('\n'),
     );
   });
 
@@ -44,7 +50,9 @@ describe('renderTable', () => {
   });
 
   it('keeps rows on one line whatever the values hold', () => {
-    expect(renderTable(out(undefined, false), [{ name: 'a\nb\tc', tags: '', n: 1 }], columns)).toBe('NAME   N  TAGS\na b c  1  -\n');
+    expect(renderTable(out(undefined, false), [{ name: 'a\nb\tc', tags: '', n: 1 }], columns)).toBe(
+      'NAME   N  TAGS\na b c  1  -\n',
+    );
   });
 
   it('says "(none)" for no rows', () => {

@@ -59,7 +59,9 @@ describe('tagsched-admin as a process', () => {
       expect(registered.code).toBe(0);
       expect(registered.stdout).toMatch(/^tsk_worker_\S+\n$/);
       const listed = await execCli(['worker', 'list', '--json'], { HOME: home });
-      expect(JSON.parse(listed.stdout).workers.edges.map((e: { node: { name: string } }) => e.node.name)).toEqual(['build-1']);
+      expect(JSON.parse(listed.stdout).workers.edges.map((e: { node: { name: string } }) => e.node.name)).toEqual([
+        'build-1',
+      ]);
       for (const r of [login, created, registered, listed]) expect(r.stdout + r.stderr).not.toContain(ADMIN_TOKEN);
     },
     PROCESS_TEST_MS,
@@ -69,12 +71,22 @@ describe('tagsched-admin as a process', () => {
     'a refused token exits 2 without showing it; an absent server exits 69; a bad flag 64',
     async () => {
       const wrong = 'tsk_admin_a-wrong-token-for-the-process-test-0123';
-      const refused = await execCli(['worker', 'list'], { HOME: scratchDir(), TAGSCHED_SERVER_URL: url, TAGSCHED_TOKEN: wrong });
+      const refused = await execCli(['worker', 'list'], {
+        HOME: scratchDir(),
+        TAGSCHED_SERVER_URL: url,
+        TAGSCHED_TOKEN: wrong,
+      });
       expect(refused.code).toBe(EXIT.auth);
-      expect(refused.stderr).toBe('tagsched-admin: the bearer token is not valid [UNAUTHENTICATED]\n  the token came from TAGSCHED_TOKEN\n');
+      expect(refused.stderr).toBe(
+        'tagsched-admin: the bearer token is not valid [UNAUTHENTICATED]\n  the token came from TAGSCHED_TOKEN\n',
+      );
       expect(refused.stdout).toBe('');
 
-      const down = await execCli(['demand'], { HOME: scratchDir(), TAGSCHED_SERVER_URL: `http://127.0.0.1:${await closedPort()}/graphql`, TAGSCHED_TOKEN: ADMIN_TOKEN });
+      const down = await execCli(['demand'], {
+        HOME: scratchDir(),
+        TAGSCHED_SERVER_URL: `http://127.0.0.1:${await closedPort()}/graphql`,
+        TAGSCHED_TOKEN: ADMIN_TOKEN,
+      });
       expect(down.code).toBe(EXIT.unreachable);
       expect(down.stderr).toMatch(/^tagsched-admin: cannot reach the server at .*: ECONNREFUSED\n/);
 
@@ -88,7 +100,11 @@ describe('tagsched-admin as a process', () => {
   it(
     'demand --watch refreshes until SIGINT, then exits 0 with nothing on stderr',
     async () => {
-      const watch = spawnCli(['demand', '--watch', '0.3'], { HOME: scratchDir(), TAGSCHED_SERVER_URL: url, TAGSCHED_TOKEN: ADMIN_TOKEN });
+      const watch = spawnCli(['demand', '--watch', '0.3'], {
+        HOME: scratchDir(),
+        TAGSCHED_SERVER_URL: url,
+        TAGSCHED_TOKEN: ADMIN_TOKEN,
+      });
       const frames = () => (watch.stdout().match(/Every 0\.3s: tagsched-admin demand/g) ?? []).length;
       await until(
         () => `three refreshes, got: ${watch.stdout()}${watch.stderr()}`,
@@ -108,7 +124,11 @@ describe('tagsched-admin in a pipe', () => {
   it(
     'stops quietly, exit 0, when its reader goes away (… | head -1)',
     async () => {
-      const watch = spawnCli(['demand', '--watch', '0.1', '--json'], { HOME: scratchDir(), TAGSCHED_SERVER_URL: url, TAGSCHED_TOKEN: ADMIN_TOKEN });
+      const watch = spawnCli(['demand', '--watch', '0.1', '--json'], {
+        HOME: scratchDir(),
+        TAGSCHED_SERVER_URL: url,
+        TAGSCHED_TOKEN: ADMIN_TOKEN,
+      });
       await until(
         () => `a first line, got: ${watch.stdout()}${watch.stderr()}`,
         () => watch.stdout().includes('\n'),
@@ -127,15 +147,45 @@ describe('the provisioning script of docs/operating/admin-cli.md', () => {
     'launches what the demand says, records each instance, stops what it says; run again, launches nothing more',
     async () => {
       await setUp(['workspace', 'create', 'debian/ci']);
-      await setUp(['pool', 'create', 'cloud', '--provider', 'local', '--provide', 'worker:task:worker:noop:version:1', '--max-active', '3', '--target-latency', '60']);
+      await setUp([
+        'pool',
+        'create',
+        'cloud',
+        '--provider',
+        'local',
+        '--provide',
+        'worker:task:worker:noop:version:1',
+        '--max-active',
+        '3',
+        '--target-latency',
+        '60',
+      ]);
       for (let i = 0; i < 4; i++) await setUp(['work', 'create', '--workspace', 'debian/ci', '--task', 'noop']);
       // An idle worker of a pool with no idle time allowed: the demand says to stop it.
-      await setUp(['pool', 'create', 'spare', '--provider', 'local', '--idle-timeout', '0', '--provide', 'worker:class:spare', '--handler', 'sbuild=true']);
+      await setUp([
+        'pool',
+        'create',
+        'spare',
+        '--provider',
+        'local',
+        '--idle-timeout',
+        '0',
+        '--provide',
+        'worker:class:spare',
+        '--handler',
+        'sbuild=true',
+      ]);
       const spare = (await setUp(['instance', 'create', 'spare', '--name', 'spare-1'])).stdout.trim();
-      const activated = await ok(t, 'mutation { activateWorker(input: { name: "spare-1" }) { ... on WorkerTokenPayload { token } ... on Error { code message } } }', {}, spare);
+      const activated = await ok(
+        t,
+        'mutation { activateWorker(input: { name: "spare-1" }) { ... on WorkerTokenPayload { token } ... on Error { code message } } }',
+        {},
+        spare,
+      );
       await reportMetadata(t, activated.activateWorker.token, AMD64_METADATA);
       const demand = JSON.parse((await setUp(['demand', '--json'])).stdout);
-      const byName = (name: string) => demand.provisioningDemand.pools.find((p: { pool: { name: string } }) => p.pool.name === name);
+      const byName = (name: string) =>
+        demand.provisioningDemand.pools.find((p: { pool: { name: string } }) => p.pool.name === name);
       expect(byName('cloud').launch).toBe(3); // four requests, three instances at most
       expect(byName('spare').stopWorkers).toEqual([{ name: 'spare-1' }]);
 
@@ -147,15 +197,28 @@ describe('the provisioning script of docs/operating/admin-cli.md', () => {
       fs.writeFileSync(path.join(dir, 'provision.sh'), script!, { mode: 0o755 });
       const bin = path.join(dir, 'bin');
       fs.mkdirSync(bin);
-      fs.writeFileSync(path.join(bin, 'tagsched-admin'), `#!/bin/sh\nexec ${process.execPath} ${path.resolve('bin/tagsched-admin.js')} "$@"\n`, { mode: 0o755 });
+      fs.writeFileSync(
+        path.join(bin, 'tagsched-admin'),
+        `#!/bin/sh\nexec ${process.execPath} ${path.resolve('bin/tagsched-admin.js')} "$@"\n`,
+        { mode: 0o755 },
+      );
       const started = path.join(dir, 'started');
       const stopped = path.join(dir, 'stopped');
       // Stand for the site's cloud CLI: record what they get (the activation token on stdin), print a provider id.
-      fs.writeFileSync(path.join(bin, 'start-instance'), `#!/bin/sh\nprintf '%s %s %s\\n' "$1" "$2" "$(cat)" >> ${started}\necho "prov-$2"\n`, { mode: 0o755 });
+      fs.writeFileSync(
+        path.join(bin, 'start-instance'),
+        `#!/bin/sh\nprintf '%s %s %s\\n' "$1" "$2" "$(cat)" >> ${started}\necho "prov-$2"\n`,
+        { mode: 0o755 },
+      );
       fs.writeFileSync(path.join(bin, 'stop-instance'), `#!/bin/sh\necho "$1" >> ${stopped}\n`, { mode: 0o755 });
       const provision = () =>
         promisify(execFile)('sh', [path.join(dir, 'provision.sh')], {
-          env: { PATH: `${bin}:${process.env.PATH}`, HOME: scratchDir(), TAGSCHED_SERVER_URL: url, TAGSCHED_TOKEN: ADMIN_TOKEN },
+          env: {
+            PATH: `${bin}:${process.env.PATH}`,
+            HOME: scratchDir(),
+            TAGSCHED_SERVER_URL: url,
+            TAGSCHED_TOKEN: ADMIN_TOKEN,
+          },
         });
       await provision();
 
@@ -165,16 +228,24 @@ describe('the provisioning script of docs/operating/admin-cli.md', () => {
         .split('\n')
         .map((l) => l.split(' '));
       expect(lines).toHaveLength(3);
-      const instances = JSON.parse((await setUp(['pool', 'instances', 'cloud', '--json'])).stdout).workerPool.instances.edges.map((e: any) => e.node);
+      const instances = JSON.parse(
+        (await setUp(['pool', 'instances', 'cloud', '--json'])).stdout,
+      ).workerPool.instances.edges.map((e: any) => e.node);
       expect(instances).toHaveLength(3);
       for (const [pool, name, token] of lines) {
         expect(pool).toBe('cloud');
-        expect(instances).toContainEqual(expect.objectContaining({ name, state: 'LAUNCHING', providerId: `prov-${name}` }));
+        expect(instances).toContainEqual(
+          expect.objectContaining({ name, state: 'LAUNCHING', providerId: `prov-${name}` }),
+        );
         expect(token).toMatch(/^tsk_\S+$/);
       }
       expect(fs.readFileSync(stopped, 'utf8')).toBe('spare-1\n');
-      const spareInstances = JSON.parse((await setUp(['pool', 'instances', 'spare', '--json'])).stdout).workerPool.instances.edges.map((e: any) => e.node);
-      expect(spareInstances).toEqual([expect.objectContaining({ name: 'spare-1', worker: { name: 'spare-1', status: 'INACTIVE' } })]);
+      const spareInstances = JSON.parse(
+        (await setUp(['pool', 'instances', 'spare', '--json'])).stdout,
+      ).workerPool.instances.edges.map((e: any) => e.node);
+      expect(spareInstances).toEqual([
+        expect.objectContaining({ name: 'spare-1', worker: { name: 'spare-1', status: 'INACTIVE' } }),
+      ]);
       // Each token is a real activation token: the machine's agent becomes the recorded instance's worker.
       const joined = await ok(
         t,
@@ -189,9 +260,13 @@ describe('the provisioning script of docs/operating/admin-cli.md', () => {
       expect(fs.readFileSync(started, 'utf8').trim().split('\n')).toHaveLength(3);
 
       // Done with them: abort the pending requests, by the list's ids.
-      const pending = JSON.parse((await setUp(['work', 'list', '--status', 'pending', '--workspace', 'debian/ci', '--json'])).stdout);
+      const pending = JSON.parse(
+        (await setUp(['work', 'list', '--status', 'pending', '--workspace', 'debian/ci', '--json'])).stdout,
+      );
       for (const { node } of pending.workRequests.edges) await setUp(['work', 'abort', node.id]);
-      expect(JSON.parse((await setUp(['work', 'list', '--status', 'pending', '--json'])).stdout).workRequests.edges).toEqual([]);
+      expect(
+        JSON.parse((await setUp(['work', 'list', '--status', 'pending', '--json'])).stdout).workRequests.edges,
+      ).toEqual([]);
     },
     PROCESS_TEST_MS,
   );
@@ -207,9 +282,22 @@ describe("a failing job's output", () => {
       const handler = 'noop=echo configuring; sleep 1; echo "make: *** [all] Error 2" >&2; exit 1';
       const agent = spawn(
         process.execPath,
-        [path.resolve('bin/tagsched-worker.js'), '--work-dir', path.join(scratchDir(), 'work'), '--log-interval', '0.2', '--handler', handler],
+        [
+          path.resolve('bin/tagsched-worker.js'),
+          '--work-dir',
+          path.join(scratchDir(), 'work'),
+          '--log-interval',
+          '0.2',
+          '--handler',
+          handler,
+        ],
         {
-          env: { PATH: process.env.PATH, TAGSCHED_SERVER_URL: url, TAGSCHED_WORKER_TOKEN: token, TAGSCHED_LOG_LEVEL: 'warn' },
+          env: {
+            PATH: process.env.PATH,
+            TAGSCHED_SERVER_URL: url,
+            TAGSCHED_WORKER_TOKEN: token,
+            TAGSCHED_LOG_LEVEL: 'warn',
+          },
           stdio: ['ignore', 'ignore', 'pipe'],
         },
       );
@@ -223,11 +311,15 @@ describe("a failing job's output", () => {
           await new Promise((r) => setTimeout(r, 100));
           status = (await ok(t, 'query { worker(name: "agent-1") { status } }')).worker.status;
         }
-        const created = JSON.parse((await setUp(['work', 'create', '--workspace', 'debian/logs', '--task', 'noop', '--json'])).stdout);
+        const created = JSON.parse(
+          (await setUp(['work', 'create', '--workspace', 'debian/logs', '--task', 'noop', '--json'])).stdout,
+        );
         const follow = await execCli(['work', 'log', created.createWorkRequest.id, '--follow'], env);
         expect(follow.code).toBe(0);
         expect(follow.stdout).toBe('configuring\nmake: *** [all] Error 2\n');
-        expect(follow.stderr).toBe(`(work request ${created.createWorkRequest.id}: COMPLETED FAILURE, exit code 1: configuring | make: *** [all] Error 2)\n`);
+        expect(follow.stderr).toBe(
+          `(work request ${created.createWorkRequest.id}: COMPLETED FAILURE, exit code 1: configuring | make: *** [all] Error 2)\n`,
+        );
         const again = await execCli(['work', 'log', created.createWorkRequest.id], env);
         expect(again.stdout).toBe(follow.stdout);
       } finally {

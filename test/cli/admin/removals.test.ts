@@ -27,7 +27,12 @@ beforeAll(async () => {
 });
 
 const membersOf = async (workspace: string) =>
-  ((await ok(t, '{ workspaces { name members { user { username } } } }')).workspaces as { name: string; members: { user: { username: string } }[] }[])
+  (
+    (await ok(t, '{ workspaces { name members { user { username } } } }')).workspaces as {
+      name: string;
+      members: { user: { username: string } }[];
+    }[]
+  )
     .find((w) => w.name === workspace)!
     .members.map((m) => m.user.username);
 
@@ -38,7 +43,9 @@ describe('user list', () => {
     expect(table.stdout).toMatch(/^USER\s+ADMIN\n/);
     expect(table.stdout).toMatch(/^carla\s+no$/m);
     expect(table.stdout).toMatch(/^olga\s+no$/m);
-    const all = JSON.parse((await cli(['user', 'list', '--json'])).stdout).users.edges.map((e: { node: { username: string } }) => e.node.username);
+    const all = JSON.parse((await cli(['user', 'list', '--json'])).stdout).users.edges.map(
+      (e: { node: { username: string } }) => e.node.username,
+    );
     expect(all).toEqual([...all].sort());
     expect(all).toEqual(expect.arrayContaining(['carla', 'olga', 'otto']));
     const one = await cli(['user', 'list', '--limit', '1']);
@@ -46,8 +53,12 @@ describe('user list', () => {
     expect(one.stderr).toContain('more users');
     // The API pages by name: the second page starts after the first one's cursor.
     const first = await ok(t, '{ users(first: 2) { edges { node { username } } pageInfo { hasNextPage endCursor } } }');
-    const next = await ok(t, 'query($a: String) { users(first: 2, after: $a) { edges { node { username } } } }', { a: first.users.pageInfo.endCursor });
-    expect([...first.users.edges, ...next.users.edges].map((e: { node: { username: string } }) => e.node.username)).toEqual(all.slice(0, 4));
+    const next = await ok(t, 'query($a: String) { users(first: 2, after: $a) { edges { node { username } } } }', {
+      a: first.users.pageInfo.endCursor,
+    });
+    expect(
+      [...first.users.edges, ...next.users.edges].map((e: { node: { username: string } }) => e.node.username),
+    ).toEqual(all.slice(0, 4));
   });
 
   it('is refused to non-admins (5) and without a token (2); the API answers FORBIDDEN and UNAUTHENTICATED', async () => {
@@ -75,18 +86,29 @@ describe('workspace member remove', () => {
   it('an outsider is told the private workspace does not exist, a member who is no owner is refused, no token is refused', async () => {
     await cli(['workspace', 'member', 'add', 'team/private', 'carla', '--role', 'viewer']);
     const carla = (await cli(['token', 'create', '--user', 'carla'])).stdout.trim();
-    expect((await cli(['workspace', 'member', 'remove', 'team/private', 'olga'], { token: outsiderToken })).code).toBe(EXIT.notFound);
-    expect((await cli(['workspace', 'member', 'remove', 'team/private', 'olga'], { token: carla })).code).toBe(EXIT.forbidden);
-    expect((await cli(['workspace', 'member', 'remove', 'team/private', 'olga'], { token: null })).code).toBe(EXIT.auth);
+    expect((await cli(['workspace', 'member', 'remove', 'team/private', 'olga'], { token: outsiderToken })).code).toBe(
+      EXIT.notFound,
+    );
+    expect((await cli(['workspace', 'member', 'remove', 'team/private', 'olga'], { token: carla })).code).toBe(
+      EXIT.forbidden,
+    );
+    expect((await cli(['workspace', 'member', 'remove', 'team/private', 'olga'], { token: null })).code).toBe(
+      EXIT.auth,
+    );
     expect(await membersOf('team/private')).toEqual(['carla', 'olga']);
-    const nul = await ok(t, 'mutation { removeWorkspaceMember(input: { workspace: "team/private", username: "ol\\u0000ga" }) { __typename ... on Error { code path } } }');
+    const nul = await ok(
+      t,
+      'mutation { removeWorkspaceMember(input: { workspace: "team/private", username: "ol\\u0000ga" }) { __typename ... on Error { code path } } }',
+    );
     expect(nul.removeWorkspaceMember).toMatchObject({ __typename: 'InputError', code: 'INVALID_INPUT' });
   });
 });
 
 describe('rule remove', () => {
   it('removes a workspace rule (its owner) and a site rule (an admin); new work no longer gets its tags', async () => {
-    await cli(['rule', 'add', 'big', '--workspace', 'team/private', '--require', 'worker:class:large'], { token: ownerToken });
+    await cli(['rule', 'add', 'big', '--workspace', 'team/private', '--require', 'worker:class:large'], {
+      token: ownerToken,
+    });
     await cli(['rule', 'add', 'site-wide', '--require', 'worker:executor:unshare']);
     const required = async () =>
       (
@@ -99,9 +121,15 @@ describe('rule remove', () => {
       ).createWorkRequest.requiredTags.map((e: { tag: string }) => e.tag);
     expect(await required()).toContain('worker:class:large');
     const removed = await cli(['rule', 'remove', 'big', '--workspace', 'team/private'], { token: ownerToken });
-    expect(removed.stdout).toBe('Removed rule big of team/private; work requests created from now on no longer get its tags.\n');
+    expect(removed.stdout).toBe(
+      'Removed rule big of team/private; work requests created from now on no longer get its tags.\n',
+    );
     const site = JSON.parse((await cli(['rule', 'remove', 'site-wide', '--json'])).stdout);
-    expect(site.deleteTaskRule).toMatchObject({ name: 'site-wide', workspace: null, requiredTags: ['worker:executor:unshare'] });
+    expect(site.deleteTaskRule).toMatchObject({
+      name: 'site-wide',
+      workspace: null,
+      requiredTags: ['worker:executor:unshare'],
+    });
     expect((await ok(t, '{ siteRules { name } }')).siteRules).toEqual([]);
     const after = await required();
     expect(after).not.toContain('worker:class:large');
@@ -113,7 +141,9 @@ describe('rule remove', () => {
     await cli(['rule', 'add', 'keep', '--require', 'worker:executor:unshare']);
     await cli(['rule', 'add', 'keep-ws', '--workspace', 'team/private', '--require', 'worker:class:large']);
     expect((await cli(['rule', 'remove', 'keep'], { token: ownerToken })).code).toBe(EXIT.forbidden);
-    expect((await cli(['rule', 'remove', 'keep-ws', '--workspace', 'team/private'], { token: outsiderToken })).code).toBe(EXIT.notFound);
+    expect(
+      (await cli(['rule', 'remove', 'keep-ws', '--workspace', 'team/private'], { token: outsiderToken })).code,
+    ).toBe(EXIT.notFound);
     expect((await cli(['rule', 'remove', 'keep'], { token: null })).code).toBe(EXIT.auth);
     expect((await cli(['rule', 'remove', 'ke\u0000ep'])).code).toBe(EXIT.invalidInput);
     expect((await ok(t, '{ siteRules { name } }')).siteRules).toEqual([{ name: 'keep' }]);

@@ -16,7 +16,10 @@ describe('terminal-safe text', () => {
   });
 
   it('cleans every string of GraphQL data, and leaves the rest as it is', () => {
-    expect(terminalSafeDeep({ a: ['x\u001b[1m', 2, null], b: { c: '\u0007y', d: true } })).toEqual({ a: ['x', 2, null], b: { c: 'y', d: true } });
+    expect(terminalSafeDeep({ a: ['x\u001b[1m', 2, null], b: { c: '\u0007y', d: true } })).toEqual({
+      a: ['x', 2, null],
+      b: { c: 'y', d: true },
+    });
   });
 
   it.each([

@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ProviderError, type LaunchSpec } from '../../../src/providers/provider.js';
-import { clientTokenOf, createEc2Provider, EC2_TAGS, launchTemplateNameOf, validateEc2Pool } from '../../../src/providers/ec2.js';
+import {
+  clientTokenOf,
+  createEc2Provider,
+  EC2_TAGS,
+  launchTemplateNameOf,
+  validateEc2Pool,
+} from '../../../src/providers/ec2.js';
 import { offeringsOf } from '../../../src/providers/offerings.js';
 import { cloudInitUserData } from '../../../src/providers/user-data.js';
 import { startEc2StandIn, type Ec2StandIn } from '../stand-ins/ec2.js';
@@ -20,7 +26,10 @@ let log: ReturnType<typeof captureLog>;
 
 beforeAll(async () => {
   api = await startEc2StandIn({
-    credentials: { [KEY_ID]: { secretAccessKey: SECRET }, [SESSION_KEY_ID]: { secretAccessKey: SESSION_SECRET, sessionToken: SESSION_TOKEN } },
+    credentials: {
+      [KEY_ID]: { secretAccessKey: SECRET },
+      [SESSION_KEY_ID]: { secretAccessKey: SESSION_SECRET, sessionToken: SESSION_TOKEN },
+    },
     images: [AMI],
   });
 });
@@ -34,7 +43,11 @@ beforeEach(() => {
 });
 
 const provider = (endpoint: string | null = api.url) => createEc2Provider({ endpoint, logger: log.logger });
-const agent = { serverUrl: 'https://ci.example.org/graphql', activationToken: 'tsk_activation_ec2', workerName: 'aws-0001' };
+const agent = {
+  serverUrl: 'https://ci.example.org/graphql',
+  activationToken: 'tsk_activation_ec2',
+  workerName: 'aws-0001',
+};
 const spec = (name = 'aws-0001', specifications: Record<string, unknown> = {}): LaunchSpec => ({
   pool: 'aws',
   name,
@@ -62,7 +75,11 @@ describe('ec2 provider against the stand-in', () => {
   it('runs a tagged instance with the user data, lists it, terminates it, and terminates it again', async () => {
     const p = provider();
     const { id } = await p.launch(
-      spec('aws-0001', { subnetId: 'subnet-0123456789abcdef0', securityGroupIds: ['sg-01234567', 'sg-89abcdef'], location: 'eu-central-1b' }),
+      spec('aws-0001', {
+        subnetId: 'subnet-0123456789abcdef0',
+        securityGroupIds: ['sg-01234567', 'sg-89abcdef'],
+        location: 'eu-central-1b',
+      }),
       providerCall(account),
     );
     const instance = api.instances.get(id)!;
@@ -78,10 +95,16 @@ describe('ec2 provider against the stand-in', () => {
       tags: { Name: 'aws-0001', [EC2_TAGS.pool]: 'aws', [EC2_TAGS.instance]: 'aws-0001' },
       volumeTags: { Name: 'aws-0001', [EC2_TAGS.pool]: 'aws', [EC2_TAGS.instance]: 'aws-0001' },
     });
-    expect(api.requests[0]).toMatchObject({ action: 'RunInstances', accessKeyId: KEY_ID, params: { Version: '2016-11-15' } });
+    expect(api.requests[0]).toMatchObject({
+      action: 'RunInstances',
+      accessKeyId: KEY_ID,
+      params: { Version: '2016-11-15' },
+    });
     api.seed({ tags: { [EC2_TAGS.pool]: 'other' }, state: 'running' });
 
-    expect(await p.list('aws', providerCall(account))).toEqual([{ id, name: 'aws-0001', state: 'starting', createdAt: expect.any(Date) }]);
+    expect(await p.list('aws', providerCall(account))).toEqual([
+      { id, name: 'aws-0001', state: 'starting', createdAt: expect.any(Date) },
+    ]);
     instance.state = 'running';
     expect((await p.list('aws', providerCall(account)))[0]!.state).toBe('running');
 
@@ -96,7 +119,12 @@ describe('ec2 provider against the stand-in', () => {
   });
 
   it('signs with temporary credentials and their session token', async () => {
-    const temporary = { accessKeyId: SESSION_KEY_ID, secretAccessKey: SESSION_SECRET, sessionToken: SESSION_TOKEN, region: 'us-east-1' };
+    const temporary = {
+      accessKeyId: SESSION_KEY_ID,
+      secretAccessKey: SESSION_SECRET,
+      sessionToken: SESSION_TOKEN,
+      region: 'us-east-1',
+    };
     await provider().launch(spec(), providerCall(temporary));
     expect(api.requests.at(-1)!.accessKeyId).toBe(SESSION_KEY_ID);
     const without = await failure(provider().list('aws', providerCall({ ...temporary, sessionToken: undefined })));
@@ -111,7 +139,11 @@ describe('ec2 provider against the stand-in', () => {
   });
 
   it('follows NextToken through a long list', async () => {
-    for (let i = 0; i < 2100; i++) api.seed({ state: 'running', tags: { [EC2_TAGS.pool]: i % 3 ? 'aws' : 'other', [EC2_TAGS.instance]: `aws-${i}` } });
+    for (let i = 0; i < 2100; i++)
+      api.seed({
+        state: 'running',
+        tags: { [EC2_TAGS.pool]: i % 3 ? 'aws' : 'other', [EC2_TAGS.instance]: `aws-${i}` },
+      });
     const listed = await provider().list('aws', providerCall(account));
     expect(listed).toHaveLength(1400);
     expect(new Set(listed.map((i) => i.id)).size).toBe(1400);
@@ -120,9 +152,13 @@ describe('ec2 provider against the stand-in', () => {
   });
 
   it('says auth for an unknown key id, a wrong secret, and an account without keys', async () => {
-    const unknown = await failure(provider().list('aws', providerCall({ ...account, accessKeyId: 'AKIAUNKNOWNKEY000000' })));
+    const unknown = await failure(
+      provider().list('aws', providerCall({ ...account, accessKeyId: 'AKIAUNKNOWNKEY000000' })),
+    );
     expect([unknown.kind, unknown.providerCode]).toEqual(['auth', 'AuthFailure']);
-    const wrongSecret = await failure(provider().list('aws', providerCall({ ...account, secretAccessKey: 'not-the-secret-access-key' })));
+    const wrongSecret = await failure(
+      provider().list('aws', providerCall({ ...account, secretAccessKey: 'not-the-secret-access-key' })),
+    );
     expect([wrongSecret.kind, wrongSecret.providerCode]).toEqual(['auth', 'SignatureDoesNotMatch']);
     const none = await failure(provider().list('aws', providerCall({ region: 'eu-central-1' })));
     expect([none.kind, none.providerCode]).toEqual(['auth', 'no_credentials']);
@@ -137,7 +173,9 @@ describe('ec2 provider against the stand-in', () => {
   });
 
   it('says invalid for an AMI that does not exist', async () => {
-    const err = await failure(provider().launch(spec('aws-0001', { providerImage: 'ami-0123456789abcdef0' }), providerCall(account)));
+    const err = await failure(
+      provider().launch(spec('aws-0001', { providerImage: 'ami-0123456789abcdef0' }), providerCall(account)),
+    );
     expect([err.kind, err.providerCode, err.retryable]).toEqual(['invalid', 'InvalidAMIID.NotFound', false]);
   });
 
@@ -191,7 +229,9 @@ describe('ec2 provider against the stand-in', () => {
   });
 
   it('refuses to launch with specifications EC2 cannot take, before any request', async () => {
-    const err = await failure(provider().launch(spec('aws-0001', { providerImage: 'debian-12' }), providerCall(account)));
+    const err = await failure(
+      provider().launch(spec('aws-0001', { providerImage: 'debian-12' }), providerCall(account)),
+    );
     expect([err.kind, err.providerCode]).toEqual(['invalid', 'invalid_specifications']);
     expect(err.message).toContain('providerImage');
     expect(api.requests).toEqual([]);
@@ -203,7 +243,13 @@ describe('ec2 pool validation', () => {
     expect(
       validateEc2Pool({
         name: 'aws',
-        specifications: { instanceType: 'm7g.large', providerImage: AMI, subnetId: 'subnet-01234567', securityGroupIds: ['sg-0123456789abcdef0'], location: 'eu-central-1a' },
+        specifications: {
+          instanceType: 'm7g.large',
+          providerImage: AMI,
+          subnetId: 'subnet-01234567',
+          securityGroupIds: ['sg-0123456789abcdef0'],
+          location: 'eu-central-1a',
+        },
         account,
       }),
     ).toEqual([]);
@@ -239,10 +285,20 @@ describe('ec2 pool validation', () => {
   });
 
   it('checks the zone against the region, and asks for an account', () => {
-    const problems = validateEc2Pool({ name: 'aws', specifications: { instanceType: 'c6i.large', providerImage: AMI, location: 'us-east-1a' }, account: null });
+    const problems = validateEc2Pool({
+      name: 'aws',
+      specifications: { instanceType: 'c6i.large', providerImage: AMI, location: 'us-east-1a' },
+      account: null,
+    });
     expect(problems.map((p) => p.path)).toEqual(['input.providerAccount']);
-    const zone = validateEc2Pool({ name: 'aws', specifications: { instanceType: 'c6i.large', providerImage: AMI, location: 'us-east-1a' }, account });
-    expect(zone.map((p) => p.message)).toEqual(['input.specifications.location: "us-east-1a" is not an availability zone of the account\'s region eu-central-1']);
+    const zone = validateEc2Pool({
+      name: 'aws',
+      specifications: { instanceType: 'c6i.large', providerImage: AMI, location: 'us-east-1a' },
+      account,
+    });
+    expect(zone.map((p) => p.message)).toEqual([
+      'input.specifications.location: "us-east-1a" is not an availability zone of the account\'s region eu-central-1',
+    ]);
   });
 });
 
@@ -302,8 +358,18 @@ describe('ec2 offerings: CreateFleet with fallback', () => {
     // The on-demand c6i.large in eu-central-1a had room: it started, with what RunInstances would have carried.
     expect(result.offering).toBe('on-demand:c6i.large@eu-central-1a');
     expect(result.unavailable).toEqual([
-      { key: 'spot:c6i.large@eu-central-1a<=0.05', kind: 'capacity', code: 'InsufficientInstanceCapacity', reason: expect.stringContaining('InsufficientInstanceCapacity') },
-      { key: 'spot:c6a.large@eu-central-1b', kind: 'quota', code: 'MaxSpotInstanceCountExceeded', reason: expect.stringContaining('MaxSpotInstanceCountExceeded') },
+      {
+        key: 'spot:c6i.large@eu-central-1a<=0.05',
+        kind: 'capacity',
+        code: 'InsufficientInstanceCapacity',
+        reason: expect.stringContaining('InsufficientInstanceCapacity'),
+      },
+      {
+        key: 'spot:c6a.large@eu-central-1b',
+        kind: 'quota',
+        code: 'MaxSpotInstanceCountExceeded',
+        reason: expect.stringContaining('MaxSpotInstanceCountExceeded'),
+      },
     ]);
     expect(api.instances.get(result.id)).toMatchObject({
       imageId: AMI,
@@ -315,7 +381,12 @@ describe('ec2 offerings: CreateFleet with fallback', () => {
       tags: { Name: 'aws-0001', [EC2_TAGS.pool]: 'aws', [EC2_TAGS.instance]: 'aws-0001' },
     });
     // The launch template held the user data for this launch only.
-    expect(api.requests.map((r) => r.action)).toEqual(['CreateLaunchTemplate', 'CreateFleet', 'CreateFleet', 'DeleteLaunchTemplate']);
+    expect(api.requests.map((r) => r.action)).toEqual([
+      'CreateLaunchTemplate',
+      'CreateFleet',
+      'CreateFleet',
+      'DeleteLaunchTemplate',
+    ]);
     expect(api.launchTemplates.size).toBe(0);
     expectNoSecret(log.text());
   });
@@ -324,11 +395,18 @@ describe('ec2 offerings: CreateFleet with fallback', () => {
     api.spotPrice = 0.08;
     const result = await provider().launch(fleetSpec(), providerCall(account));
     expect(result.offering).toBe('spot:c6a.large@eu-central-1b');
-    expect(result.unavailable).toEqual([expect.objectContaining({ key: 'spot:c6i.large@eu-central-1a<=0.05', code: 'SpotMaxPriceTooLow', kind: 'capacity' })]);
+    expect(result.unavailable).toEqual([
+      expect.objectContaining({
+        key: 'spot:c6i.large@eu-central-1a<=0.05',
+        code: 'SpotMaxPriceTooLow',
+        kind: 'capacity',
+      }),
+    ]);
   });
 
   it('fails naming every offering when none has room', async () => {
-    for (const o of ['c6i.large@*', 'c6a.large@*', 'm6i.large@*']) api.unavailable.set(o, 'InsufficientInstanceCapacity');
+    for (const o of ['c6i.large@*', 'c6a.large@*', 'm6i.large@*'])
+      api.unavailable.set(o, 'InsufficientInstanceCapacity');
     const e = await failure(provider().launch(fleetSpec(), providerCall(account)));
     expect(e.kind).toBe('capacity');
     expect(e.providerCode).toBe('InsufficientInstanceCapacity');
@@ -363,16 +441,27 @@ describe('ec2 offerings: CreateFleet with fallback', () => {
     api.failNext(500, 'InsufficientInstanceCapacity', 'We currently do not have sufficient c6i.large capacity');
     const e = await failure(provider().launch(spec(), providerCall(account)));
     expect(e.kind).toBe('capacity');
-    expect(e.offeringFailures).toEqual([expect.objectContaining({ key: 'on-demand:c6i.large@*', code: 'InsufficientInstanceCapacity' })]);
+    expect(e.offeringFailures).toEqual([
+      expect.objectContaining({ key: 'on-demand:c6i.large@*', code: 'InsufficientInstanceCapacity' }),
+    ]);
     expect(api.requests.map((r) => r.action)).toEqual(['RunInstances']);
   });
 
   it('checks every offering with its path', () => {
     const problems = validateEc2Pool({
       name: 'aws',
-      specifications: { providerImage: AMI, offerings: [{ instanceType: 'c6i.large' }, { instanceType: 'C6I LARGE', location: 'us-east-1a', market: 'spot' }] },
+      specifications: {
+        providerImage: AMI,
+        offerings: [
+          { instanceType: 'c6i.large' },
+          { instanceType: 'C6I LARGE', location: 'us-east-1a', market: 'spot' },
+        ],
+      },
       account,
     });
-    expect(problems.map((p) => p.path)).toEqual(['input.specifications.offerings[1].instanceType', 'input.specifications.offerings[1].location']);
+    expect(problems.map((p) => p.path)).toEqual([
+      'input.specifications.offerings[1].instanceType',
+      'input.specifications.offerings[1].location',
+    ]);
   });
 });

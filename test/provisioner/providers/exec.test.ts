@@ -25,16 +25,29 @@ function script(name: string, body: string): string {
 
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-exec-'));
-  script('leaky.sh', '#!/bin/sh\ncat >&2\necho "{\\"error\\":{\\"kind\\":\\"auth\\",\\"message\\":\\"refused token ' + TOKEN + '\\",\\"code\\":\\"' + TOKEN + '\\"}}"\nexit 1\n');
+  script(
+    'leaky.sh',
+    '#!/bin/sh\ncat >&2\necho "{\\"error\\":{\\"kind\\":\\"auth\\",\\"message\\":\\"refused token ' +
+      TOKEN +
+      '\\",\\"code\\":\\"' +
+      TOKEN +
+      '\\"}}"\nexit 1\n',
+  );
   script('garbage.sh', '#!/bin/sh\ncat >/dev/null\necho "hello, I am not JSON"\n');
   script('wrong-shape.sh', '#!/bin/sh\ncat >/dev/null\necho \'{"instances":[{"id":"a","state":"sleeping"}]}\'\n');
   script('huge.sh', `#!/bin/sh\ncat >/dev/null\nhead -c ${EXEC_LIMITS.maxAnswerBytes * 2} /dev/zero | tr '\\0' a\n`);
   script('crash.sh', '#!/bin/sh\ncat >/dev/null\necho "cannot reach the cloud" >&2\nexit 3\n');
-  script('capacity.sh', '#!/bin/sh\ncat >/dev/null\necho \'{"error":{"kind":"capacity","message":"no machines left in fsn1","code":"resource_unavailable"}}\'\n');
+  script(
+    'capacity.sh',
+    '#!/bin/sh\ncat >/dev/null\necho \'{"error":{"kind":"capacity","message":"no machines left in fsn1","code":"resource_unavailable"}}\'\n',
+  );
   // Sleeps forever, and so does a child of its, whose pid it leaves in a file: a timeout must kill both.
   script('slow.sh', `#!/bin/sh\nsleep 1000 &\necho $! > "${dir}/child.pid"\nwait\n`);
   // Records its argv and environment, then answers a launch.
-  script('record.sh', `#!/bin/sh\ncat > "${dir}/stdin.json"\necho "$0 $*" > "${dir}/argv.txt"\nenv > "${dir}/env.txt"\necho '{"id":"rec-1"}'\n`);
+  script(
+    'record.sh',
+    `#!/bin/sh\ncat > "${dir}/stdin.json"\necho "$0 $*" > "${dir}/argv.txt"\nenv > "${dir}/env.txt"\necho '{"id":"rec-1"}'\n`,
+  );
   script('echo-id.sh', '#!/bin/sh\ncat >/dev/null\necho "{\\"id\\":\\"' + TOKEN + '\\"}"\n');
 });
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -43,7 +56,8 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 function provider(command: string[], allowed = [command[0]!]) {
   const log = captureLog();
   const p = createExecProvider({ allowedCommands: allowed, environment, logger: log.logger });
-  const call = (acc: Record<string, unknown> | null, timeoutMs?: number) => providerCall(acc, timeoutMs, { name: 'ex-pool', specifications: { command } });
+  const call = (acc: Record<string, unknown> | null, timeoutMs?: number) =>
+    providerCall(acc, timeoutMs, { name: 'ex-pool', specifications: { command } });
   return { log, provider: p, call };
 }
 
@@ -60,8 +74,16 @@ const spec: LaunchSpec = {
   pool: 'ex-pool',
   name: 'ex-pool-0001',
   specifications: { instanceType: 'cx22' },
-  agent: { serverUrl: 'https://ci.example.org/graphql', activationToken: 'tsk_activation_abc', workerName: 'ex-pool-0001' },
-  userData: cloudInitUserData({ serverUrl: 'https://ci.example.org/graphql', activationToken: 'tsk_activation_abc', workerName: 'ex-pool-0001' }),
+  agent: {
+    serverUrl: 'https://ci.example.org/graphql',
+    activationToken: 'tsk_activation_abc',
+    workerName: 'ex-pool-0001',
+  },
+  userData: cloudInitUserData({
+    serverUrl: 'https://ci.example.org/graphql',
+    activationToken: 'tsk_activation_abc',
+    workerName: 'ex-pool-0001',
+  }),
 };
 
 async function failure(promise: Promise<unknown>): Promise<ProviderError> {
@@ -213,7 +235,9 @@ describe('exec pool validation', () => {
     const problems = check({ command: ['/bin/sh', '-c', 'x\0y'] });
     expect(problems.map((p) => p.path)).toEqual(['input.specifications.command[0]', 'input.specifications.command[2]']);
     expect(problems[0]!.message).toContain('/usr/local/bin/provider');
-    expect(check({ command: ['/usr/local/bin/provider'] }, [])[0]!.message).toContain('TAGSCHED_EXEC_COMMANDS is empty');
+    expect(check({ command: ['/usr/local/bin/provider'] }, [])[0]!.message).toContain(
+      'TAGSCHED_EXEC_COMMANDS is empty',
+    );
   });
 });
 

@@ -24,7 +24,11 @@ beforeEach(() => {
 });
 
 const provider = (apiUrl = api.url) => createHetznerProvider({ apiUrl, logger: log.logger });
-const agent = { serverUrl: 'https://ci.example.org/graphql', activationToken: 'tsk_activation_hz1', workerName: 'hz-0001' };
+const agent = {
+  serverUrl: 'https://ci.example.org/graphql',
+  activationToken: 'tsk_activation_hz1',
+  workerName: 'hz-0001',
+};
 const spec = (name = 'hz-0001'): LaunchSpec => ({
   pool: 'hz',
   name,
@@ -61,7 +65,9 @@ describe('hetzner provider against the stand-in', () => {
     });
     api.seed({ name: 'other-0001', labels: { [HETZNER_LABELS.pool]: 'other' } });
 
-    expect(await p.list('hz', providerCall(account))).toEqual([{ id, name: 'hz-0001', state: 'starting', createdAt: expect.any(Date) }]);
+    expect(await p.list('hz', providerCall(account))).toEqual([
+      { id, name: 'hz-0001', state: 'starting', createdAt: expect.any(Date) },
+    ]);
     api.servers.get(Number(id))!.status = 'running';
     expect((await p.list('hz', providerCall(account)))[0]!.state).toBe('running');
 
@@ -75,7 +81,12 @@ describe('hetzner provider against the stand-in', () => {
   });
 
   it('follows the pages of a long list', async () => {
-    for (let i = 0; i < 120; i++) api.seed({ name: `hz-${i}`, status: 'running', labels: { [HETZNER_LABELS.pool]: i % 2 ? 'hz' : 'other', [HETZNER_LABELS.instance]: `hz-${i}` } });
+    for (let i = 0; i < 120; i++)
+      api.seed({
+        name: `hz-${i}`,
+        status: 'running',
+        labels: { [HETZNER_LABELS.pool]: i % 2 ? 'hz' : 'other', [HETZNER_LABELS.instance]: `hz-${i}` },
+      });
     const listed = await provider().list('hz', providerCall(account));
     expect(listed).toHaveLength(60);
     expect(new Set(listed.map((i) => i.name)).size).toBe(60);
@@ -83,7 +94,10 @@ describe('hetzner provider against the stand-in', () => {
   });
 
   it('finds the server of a launch whose answer was lost, and refuses a name taken by another pool', async () => {
-    const lost = api.seed({ name: 'hz-0007', labels: { [HETZNER_LABELS.pool]: 'hz', [HETZNER_LABELS.instance]: 'hz-0007' } });
+    const lost = api.seed({
+      name: 'hz-0007',
+      labels: { [HETZNER_LABELS.pool]: 'hz', [HETZNER_LABELS.instance]: 'hz-0007' },
+    });
     expect(await provider().launch(spec('hz-0007'), providerCall(account))).toEqual({ id: String(lost.id) });
     api.seed({ name: 'hz-0008', labels: { [HETZNER_LABELS.pool]: 'other' } });
     const err = await failure(provider().launch(spec('hz-0008'), providerCall(account)));
@@ -159,14 +173,30 @@ describe('hetzner provider against the stand-in', () => {
 
 describe('hetzner pool validation', () => {
   it('accepts a complete pool', () => {
-    expect(validateHetznerPool({ name: 'hz-arm', specifications: { instanceType: 'cax21', providerImage: '114690387' }, account })).toEqual([]);
-    expect(validateHetznerPool({ name: 'hz-arm', specifications: { instanceType: 'cax21', providerImage: 'debian-12', location: 'hel1' } })).toEqual([]);
+    expect(
+      validateHetznerPool({
+        name: 'hz-arm',
+        specifications: { instanceType: 'cax21', providerImage: '114690387' },
+        account,
+      }),
+    ).toEqual([]);
+    expect(
+      validateHetznerPool({
+        name: 'hz-arm',
+        specifications: { instanceType: 'cax21', providerImage: 'debian-12', location: 'hel1' },
+      }),
+    ).toEqual([]);
   });
 
   it('names every problem, and never the token', () => {
     const problems = validateHetznerPool({
       name: 'hz_pool+1',
-      specifications: { providerImage: 'Debian 12!', location: 'Falkenstein', subnetId: 'subnet-0abc', command: ['/bin/true'] },
+      specifications: {
+        providerImage: 'Debian 12!',
+        location: 'Falkenstein',
+        subnetId: 'subnet-0abc',
+        command: ['/bin/true'],
+      },
       account: { token: 'has spaces ' + TOKEN, project: 'x' },
     });
     expect(problems.map((p) => p.path)).toEqual([
@@ -182,9 +212,13 @@ describe('hetzner pool validation', () => {
     expect(problems.find((p) => p.path === 'input.specifications.instanceType')!.message).toContain('cx22');
     expect(problems.find((p) => p.path === 'input.specifications.subnetId')!.message).toContain('ec2 pools');
     expect(JSON.stringify(problems)).not.toContain(TOKEN);
-    expect(validateHetznerPool({ name: 'hz', specifications: { instanceType: 'cx22', providerImage: 'debian-12' }, account: null }).map((p) => p.path)).toEqual([
-      'input.providerAccount',
-    ]);
+    expect(
+      validateHetznerPool({
+        name: 'hz',
+        specifications: { instanceType: 'cx22', providerImage: 'debian-12' },
+        account: null,
+      }).map((p) => p.path),
+    ).toEqual(['input.providerAccount']);
   });
 });
 
@@ -196,7 +230,10 @@ describe('hetzner offerings: server types and locations in order', () => {
   ];
   const fallbackSpec = (name = 'hz-0101'): LaunchSpec => {
     const s = spec(name);
-    const specifications = { providerImage: 'debian-12', offerings: offerings.map((o) => ({ ...o, market: 'on-demand' })) };
+    const specifications = {
+      providerImage: 'debian-12',
+      offerings: offerings.map((o) => ({ ...o, market: 'on-demand' })),
+    };
     return { ...s, specifications, offerings: offeringsOf(specifications) };
   };
   beforeEach(() => api.unavailable.clear());
@@ -206,17 +243,32 @@ describe('hetzner offerings: server types and locations in order', () => {
     api.unavailable.add('cpx31@fsn1');
     const result = await provider().launch(fallbackSpec(), providerCall(account));
     const posts = api.requests.filter((r) => r.method === 'POST' && r.path === '/v1/servers');
-    expect(posts.map((r) => [(r.body as { server_type: string }).server_type, (r.body as { location: string }).location])).toEqual([
+    expect(
+      posts.map((r) => [(r.body as { server_type: string }).server_type, (r.body as { location: string }).location]),
+    ).toEqual([
       ['cpx31', 'nbg1'],
       ['cpx31', 'fsn1'],
       ['cx42', 'hel1'],
     ]);
     expect(result.offering).toBe('on-demand:cx42@hel1');
     expect(result.unavailable).toEqual([
-      { key: 'on-demand:cpx31@nbg1', kind: 'capacity', code: 'resource_unavailable', reason: expect.stringContaining('unavailable in location nbg1') },
-      { key: 'on-demand:cpx31@fsn1', kind: 'capacity', code: 'resource_unavailable', reason: expect.stringContaining('unavailable in location fsn1') },
+      {
+        key: 'on-demand:cpx31@nbg1',
+        kind: 'capacity',
+        code: 'resource_unavailable',
+        reason: expect.stringContaining('unavailable in location nbg1'),
+      },
+      {
+        key: 'on-demand:cpx31@fsn1',
+        kind: 'capacity',
+        code: 'resource_unavailable',
+        reason: expect.stringContaining('unavailable in location fsn1'),
+      },
     ]);
-    expect(api.servers.get(Number(result.id))).toMatchObject({ server_type: { name: 'cx42' }, datacenter: { location: { name: 'hel1' } } });
+    expect(api.servers.get(Number(result.id))).toMatchObject({
+      server_type: { name: 'cx42' },
+      datacenter: { location: { name: 'hel1' } },
+    });
     expect(log.text()).not.toContain(TOKEN);
   });
 
@@ -224,8 +276,13 @@ describe('hetzner offerings: server types and locations in order', () => {
     for (const o of offerings) api.unavailable.add(`${o.instanceType}@${o.location}`);
     const e = await failure(provider().launch(fallbackSpec(), providerCall(account)));
     expect([e.kind, e.providerCode]).toEqual(['capacity', 'resource_unavailable']);
-    expect(e.offeringFailures.map((f) => f.key)).toEqual(['on-demand:cpx31@nbg1', 'on-demand:cpx31@fsn1', 'on-demand:cx42@hel1']);
-    for (const words of ['cpx31 in nbg1 (on-demand)', 'cpx31 in fsn1 (on-demand)', 'cx42 in hel1 (on-demand)']) expect(e.message).toContain(words);
+    expect(e.offeringFailures.map((f) => f.key)).toEqual([
+      'on-demand:cpx31@nbg1',
+      'on-demand:cpx31@fsn1',
+      'on-demand:cx42@hel1',
+    ]);
+    for (const words of ['cpx31 in nbg1 (on-demand)', 'cpx31 in fsn1 (on-demand)', 'cx42 in hel1 (on-demand)'])
+      expect(e.message).toContain(words);
     expect(api.servers.size).toBe(0);
   });
 
@@ -249,6 +306,11 @@ describe('hetzner offerings: server types and locations in order', () => {
       },
       account,
     });
-    expect(problems).toEqual([expect.objectContaining({ path: 'input.specifications.offerings[1].market', message: expect.stringContaining('no spot market') })]);
+    expect(problems).toEqual([
+      expect.objectContaining({
+        path: 'input.specifications.offerings[1].market',
+        message: expect.stringContaining('no spot market'),
+      }),
+    ]);
   });
 });

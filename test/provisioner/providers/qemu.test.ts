@@ -60,7 +60,10 @@ describe('QEMU arguments', () => {
     expect(values(args, '-cpu')).toEqual(['host']);
     const drives = values(args, '-drive');
     expect(drives[0]).toBe("file=/srv/a,,b/it's/overlay.qcow2,if=virtio,format=qcow2");
-    expect(drives.slice(2)).toEqual([`if=pflash,format=raw,unit=0,readonly=on,file=${OVMF.code}`, "if=pflash,format=raw,unit=1,file=/srv/a,,b/it's/uefi-vars.fd"]);
+    expect(drives.slice(2)).toEqual([
+      `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF.code}`,
+      "if=pflash,format=raw,unit=1,file=/srv/a,,b/it's/uefi-vars.fd",
+    ]);
     expect(values(args, '-netdev')[0]).toContain(`'/srv/a,,b/it'\\''s/tcp-pipe.mjs'`);
   });
 });
@@ -71,7 +74,10 @@ describe('the list of machines', () => {
     const machine = (name: string, pid: number, stopRequestedAt: string | null = null) => {
       const d = path.join(state, 'vms', name);
       fs.mkdirSync(d, { recursive: true });
-      fs.writeFileSync(path.join(d, 'instance.json'), JSON.stringify({ name, pool: 'vms', pid, createdAt: '2026-11-26T20:00:00.000Z', stopRequestedAt }));
+      fs.writeFileSync(
+        path.join(d, 'instance.json'),
+        JSON.stringify({ name, pool: 'vms', pid, createdAt: '2026-11-26T20:00:00.000Z', stopRequestedAt }),
+      );
       fs.writeFileSync(path.join(d, 'qemu.pid'), `${pid}\n`);
       return d;
     };
@@ -86,7 +92,9 @@ describe('the list of machines', () => {
       const gone = spawn(process.execPath, ['-e', '']);
       await new Promise((r) => gone.once('exit', r));
       machine('vms-gone', gone.pid!);
-      expect(listMachines(state, 'vms')).toEqual([{ id: 'vms-live', name: 'vms-live', state: 'running', createdAt: new Date('2026-11-26T20:00:00.000Z') }]);
+      expect(listMachines(state, 'vms')).toEqual([
+        { id: 'vms-live', name: 'vms-live', state: 'running', createdAt: new Date('2026-11-26T20:00:00.000Z') },
+      ]);
       expect(listMachines(state, 'other')).toEqual([]);
     } finally {
       child.kill('SIGKILL');
@@ -100,8 +108,18 @@ function manifest(overrides: Partial<Manifest> = {}): Manifest {
     name: 'img',
     createdAt: '2026-11-26T20:00:00Z',
     builtWith: { tagsched: '0.1.0', mmdebstrap: '1.5' },
-    recipe: { suite: 'trixie', architecture: 'amd64', mirror: null, source: null, enable_backends: ['unshare'], enable_tasks: ['sbuild'] },
-    files: { rootfs: { path: 'img.tar', bytes: 1, sha256: 'a'.repeat(64) }, diskImage: { path: 'img.qcow2', bytes: 4, sha256: 'b'.repeat(64) } },
+    recipe: {
+      suite: 'trixie',
+      architecture: 'amd64',
+      mirror: null,
+      source: null,
+      enable_backends: ['unshare'],
+      enable_tasks: ['sbuild'],
+    },
+    files: {
+      rootfs: { path: 'img.tar', bytes: 1, sha256: 'a'.repeat(64) },
+      diskImage: { path: 'img.qcow2', bytes: 4, sha256: 'b'.repeat(64) },
+    },
     boot: {
       format: 'qcow2',
       diskBytes: 3 * GIB,
@@ -139,7 +157,20 @@ describe('a qemu pool', () => {
   });
 
   it('names every problem at once', () => {
-    expect(check({ image: 'img', cpuCount: os.cpus().length + 1, memoryGib: 0.3, diskGib: 2, instanceType: 'cx22', command: ['x'] }, manifest(), { token: 'secret' })).toEqual([
+    expect(
+      check(
+        {
+          image: 'img',
+          cpuCount: os.cpus().length + 1,
+          memoryGib: 0.3,
+          diskGib: 2,
+          instanceType: 'cx22',
+          command: ['x'],
+        },
+        manifest(),
+        { token: 'secret' },
+      ),
+    ).toEqual([
       'input.specifications.instanceType: is for hetzner and ec2 pools; a qemu pool does not use it',
       'input.specifications.command: is for exec pools; a qemu pool does not use it',
       'input.providerAccount: a qemu pool has no account: leave it out',
@@ -147,23 +178,53 @@ describe('a qemu pool', () => {
       'input.specifications.memoryGib: must be a whole number of MiB (a multiple of 1/1024), not 0.3',
       "input.specifications.diskGib: is 2; the image's disk is 3.00 GiB and a machine's disk cannot be smaller",
     ]);
-    expect(check({ image: 'img', memoryGib: 0.25 })).toEqual(['input.specifications.memoryGib: must be at least 0.5 (512 MiB)']);
-    expect(check({ image: 'img', memoryGib: 1_000_000 })[0]).toMatch(/^input\.specifications\.memoryGib: is 1000000; this host has/);
+    expect(check({ image: 'img', memoryGib: 0.25 })).toEqual([
+      'input.specifications.memoryGib: must be at least 0.5 (512 MiB)',
+    ]);
+    expect(check({ image: 'img', memoryGib: 1_000_000 })[0]).toMatch(
+      /^input\.specifications\.memoryGib: is 1000000; this host has/,
+    );
   });
 
   it('needs an image with a disk image, that disk in the image directory, and the directory set', () => {
-    expect(check({})).toEqual(['input.specifications.image: is required: a qemu pool boots the disk image of a registered worker image']);
+    expect(check({})).toEqual([
+      'input.specifications.image: is required: a qemu pool boots the disk image of a registered worker image',
+    ]);
     expect(check({ image: 'img' }, manifest({ boot: null }))).toEqual([
       'input.specifications.image: the worker image "img" has no disk image (build it with tagsched-image build --disk-image)',
     ]);
     const elsewhere = manifest();
-    expect(check({ image: 'img' }, { ...elsewhere, files: { ...elsewhere.files, diskImage: { path: '../img.qcow2', bytes: 4, sha256: 'b'.repeat(64) } } })).toEqual([
+    expect(
+      check(
+        { image: 'img' },
+        {
+          ...elsewhere,
+          files: { ...elsewhere.files, diskImage: { path: '../img.qcow2', bytes: 4, sha256: 'b'.repeat(64) } },
+        },
+      ),
+    ).toEqual([
       'input.specifications.image: the worker image "img" names its disk image file "../img.qcow2", not a plain file name',
     ]);
-    expect(check({ image: 'img' }, { ...elsewhere, files: { ...elsewhere.files, diskImage: { path: 'other.qcow2', bytes: 4, sha256: 'b'.repeat(64) } } })).toEqual([
+    expect(
+      check(
+        { image: 'img' },
+        {
+          ...elsewhere,
+          files: { ...elsewhere.files, diskImage: { path: 'other.qcow2', bytes: 4, sha256: 'b'.repeat(64) } },
+        },
+      ),
+    ).toEqual([
       'input.specifications.image: the disk image of "img" is not in TAGSCHED_QEMU_IMAGE_DIR: copy other.qcow2 there',
     ]);
-    expect(check({ image: 'img' }, { ...elsewhere, files: { ...elsewhere.files, diskImage: { path: 'img.qcow2', bytes: 5, sha256: 'b'.repeat(64) } } })).toEqual([
+    expect(
+      check(
+        { image: 'img' },
+        {
+          ...elsewhere,
+          files: { ...elsewhere.files, diskImage: { path: 'img.qcow2', bytes: 5, sha256: 'b'.repeat(64) } },
+        },
+      ),
+    ).toEqual([
       'input.specifications.image: img.qcow2 in TAGSCHED_QEMU_IMAGE_DIR has 4 bytes; the manifest of "img" says 5',
     ]);
     expect(check({ image: 'img' }, manifest(), null, { qemuImageDir: null })).toEqual([
@@ -173,9 +234,18 @@ describe('a qemu pool', () => {
 
   it('gets the size its specifications give, or one CPU, 1 GiB and the image’s disk', () => {
     const disk = diskImageOf(manifest(), imageDir);
-    expect(disk).toMatchObject({ file: path.join(imageDir, 'img.qcow2'), format: 'qcow2', diskBytes: 3 * GIB, bootModes: ['bios', 'uefi'] });
+    expect(disk).toMatchObject({
+      file: path.join(imageDir, 'img.qcow2'),
+      format: 'qcow2',
+      diskBytes: 3 * GIB,
+      bootModes: ['bios', 'uefi'],
+    });
     expect(machineSize({}, { diskBytes: 3 * GIB })).toEqual({ cpus: 1, memoryMib: 1024, diskBytes: 3 * GIB });
-    expect(machineSize({ cpuCount: 2, memoryGib: 1.5, diskGib: 5.0001 }, { diskBytes: 3 * GIB })).toEqual({ cpus: 2, memoryMib: 1536, diskBytes: 5 * GIB + 2 ** 20 });
+    expect(machineSize({ cpuCount: 2, memoryGib: 1.5, diskGib: 5.0001 }, { diskBytes: 3 * GIB })).toEqual({
+      cpus: 2,
+      memoryMib: 1536,
+      diskBytes: 5 * GIB + 2 ** 20,
+    });
   });
 });
 
@@ -191,12 +261,18 @@ describe("the guest's server", () => {
       hostAddress: '127.0.0.1',
       hostPort: 8080,
     });
-    expect(guestServer('http://[::1]/graphql', { host: '::', port: 0 })).toEqual({ serverUrl: 'http://10.0.2.100/graphql', hostAddress: '::1', hostPort: 80 });
+    expect(guestServer('http://[::1]/graphql', { host: '::', port: 0 })).toEqual({
+      serverUrl: 'http://10.0.2.100/graphql',
+      hostAddress: '::1',
+      hostPort: 80,
+    });
     expect(guestServer('https://ci.example.org/graphql', { host: '0.0.0.0', port: 4000 })).toEqual({
       serverUrl: 'http://10.0.2.100/graphql',
       hostAddress: '127.0.0.1',
       hostPort: 4000,
     });
-    expect(() => guestServer('https://ci.example.org/graphql', { host: '0.0.0.0', port: 0 })).toThrow(/TAGSCHED_AGENT_SERVER_URL/);
+    expect(() => guestServer('https://ci.example.org/graphql', { host: '0.0.0.0', port: 0 })).toThrow(
+      /TAGSCHED_AGENT_SERVER_URL/,
+    );
   });
 });

@@ -17,7 +17,10 @@ let stateDir: string;
 
 beforeAll(async () => {
   hetzner = await startHetznerStandIn({ tokens: ['hz-token-registry'] });
-  ec2 = await startEc2StandIn({ credentials: { AKIAZ7TAGSCHEDTEST09: { secretAccessKey: 'registry-secret-access-key' } }, images: [] });
+  ec2 = await startEc2StandIn({
+    credentials: { AKIAZ7TAGSCHEDTEST09: { secretAccessKey: 'registry-secret-access-key' } },
+    images: [],
+  });
   stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-registry-'));
 });
 afterAll(async () => {
@@ -42,13 +45,23 @@ describe('the provider registry, made from the server configuration', () => {
     expect(fromHetzner.map((i) => i.name)).toEqual(['r-1']);
     const fromEc2 = await providerFactory('ec2')!(deps).list(
       'r',
-      providerCall({ accessKeyId: 'AKIAZ7TAGSCHEDTEST09', secretAccessKey: 'registry-secret-access-key', region: 'eu-central-1' }),
+      providerCall({
+        accessKeyId: 'AKIAZ7TAGSCHEDTEST09',
+        secretAccessKey: 'registry-secret-access-key',
+        region: 'eu-central-1',
+      }),
     );
     expect(fromEc2).toHaveLength(1);
     const exec = providerFactory('exec')!(deps);
     const call = providerCall({ token: 't' }, 10_000, { name: 'r', specifications: { command: [EXAMPLE, stateDir] } });
     const { id } = await exec.launch(
-      { pool: 'r', name: 'r-2', specifications: call.pool.specifications, agent: { serverUrl: 'http://x/graphql', activationToken: 'a', workerName: 'r-2' }, userData: '' },
+      {
+        pool: 'r',
+        name: 'r-2',
+        specifications: call.pool.specifications,
+        agent: { serverUrl: 'http://x/graphql', activationToken: 'a', workerName: 'r-2' },
+        userData: '',
+      },
       call,
     );
     expect((await exec.list('r', call)).map((i) => i.id)).toEqual([id]);

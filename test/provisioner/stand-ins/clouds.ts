@@ -16,12 +16,20 @@ export interface CloudStandIns {
   readonly appConfig: { readonly hetznerApiUrl: string; readonly ec2Endpoint: string };
 }
 
-export function useCloudStandIns(access: { hetznerToken: string; keyId: string; secretAccessKey: string; images: string[] }): CloudStandIns {
+export function useCloudStandIns(access: {
+  hetznerToken: string;
+  keyId: string;
+  secretAccessKey: string;
+  images: string[];
+}): CloudStandIns {
   let hetzner: HetznerStandIn | null = null;
   let ec2: Ec2StandIn | null = null;
   beforeAll(async () => {
     hetzner = await startHetznerStandIn({ tokens: [access.hetznerToken] });
-    ec2 = await startEc2StandIn({ credentials: { [access.keyId]: { secretAccessKey: access.secretAccessKey } }, images: access.images });
+    ec2 = await startEc2StandIn({
+      credentials: { [access.keyId]: { secretAccessKey: access.secretAccessKey } },
+      images: access.images,
+    });
   });
   afterAll(async () => {
     await hetzner?.close();
@@ -71,7 +79,10 @@ export function useCloudTestApp(
   overrides: ConfigOverrides = {},
 ): { clouds: CloudStandIns; t: TestApp } {
   const clouds = useCloudStandIns(access);
-  const provisioning: ConfigOverrides = { provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql' }, providers: { callTimeoutMs: 5_000 } };
+  const provisioning: ConfigOverrides = {
+    provisioner: { enabled: true, agentServerUrl: 'http://tagsched.test/graphql' },
+    providers: { callTimeoutMs: 5_000 },
+  };
   const t = useTestApp(withCloudStandIns(clouds, layered(provisioning, overrides)));
   return { clouds, t };
 }

@@ -59,9 +59,17 @@ export interface EbsFault {
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest();
 
 /** Handles one EBS direct API request, or returns false when the path is not one. */
-export function ebsHandler(store: { snapshots: Map<string, StandInSnapshot>; faults: EbsFault[]; snapshotPolls: number }) {
+export function ebsHandler(store: {
+  snapshots: Map<string, StandInSnapshot>;
+  faults: EbsFault[];
+  snapshotPolls: number;
+}) {
   const fail = (res: http.ServerResponse, status: number, type: string, message: string, reason?: string) => {
-    res.writeHead(status, { 'content-type': 'application/json', 'x-amzn-errortype': type, 'x-amzn-requestid': randomBytes(8).toString('hex') });
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'x-amzn-errortype': type,
+      'x-amzn-requestid': randomBytes(8).toString('hex'),
+    });
     res.end(JSON.stringify({ Message: message, ...(reason ? { Reason: reason } : {}) }));
   };
   const json = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
@@ -69,7 +77,9 @@ export function ebsHandler(store: { snapshots: Map<string, StandInSnapshot>; fau
     res.end(JSON.stringify(body));
   };
   const fault = (operation: EbsFault['operation'], blockIndex?: number) => {
-    const f = store.faults.find((x) => x.operation === operation && x.times > 0 && (x.blockIndex === undefined || x.blockIndex === blockIndex));
+    const f = store.faults.find(
+      (x) => x.operation === operation && x.times > 0 && (x.blockIndex === undefined || x.blockIndex === blockIndex),
+    );
     if (f) f.times--;
     return f;
   };
@@ -93,11 +103,22 @@ export function ebsHandler(store: { snapshots: Map<string, StandInSnapshot>; fau
       }
       const size = input.VolumeSize;
       if (typeof size !== 'number' || !Number.isInteger(size) || size < 1 || size > 65_536) {
-        return (void fail(res, 400, 'ValidationException', 'VolumeSize must be an integer from 1 to 65536 GiB', 'INVALID_PARAMETER_VALUE'), true);
+        return (
+          void fail(
+            res,
+            400,
+            'ValidationException',
+            'VolumeSize must be an integer from 1 to 65536 GiB',
+            'INVALID_PARAMETER_VALUE',
+          ),
+          true
+        );
       }
       const token = typeof input.ClientToken === 'string' ? input.ClientToken : null;
       const earlier = token ? [...store.snapshots.values()].find((s) => s.clientToken === token) : undefined;
-      const tags = Object.fromEntries(((input.Tags as { Key: string; Value: string }[] | undefined) ?? []).map((t) => [t.Key, t.Value]));
+      const tags = Object.fromEntries(
+        ((input.Tags as { Key: string; Value: string }[] | undefined) ?? []).map((t) => [t.Key, t.Value]),
+      );
       const snapshot: StandInSnapshot = earlier ?? {
         id: `snap-${randomBytes(9).toString('hex').slice(0, 17)}`,
         state: 'pending',
@@ -129,18 +150,51 @@ export function ebsHandler(store: { snapshots: Map<string, StandInSnapshot>; fau
       const index = Number(m[2]);
       const f = fault('PutSnapshotBlock', index);
       if (f) return (void fail(res, f.status, f.type, f.message), true);
-      if (!snapshot) return (void fail(res, 404, 'ResourceNotFoundException', `The snapshot ${m[1]} does not exist`, 'SNAPSHOT_NOT_FOUND'), true);
-      if (snapshot.state !== 'pending') return (void fail(res, 400, 'ValidationException', 'The snapshot is not in the pending state', 'INVALID_SNAPSHOT_STATE'), true);
+      if (!snapshot)
+        return (
+          void fail(res, 404, 'ResourceNotFoundException', `The snapshot ${m[1]} does not exist`, 'SNAPSHOT_NOT_FOUND'),
+          true
+        );
+      if (snapshot.state !== 'pending')
+        return (
+          void fail(
+            res,
+            400,
+            'ValidationException',
+            'The snapshot is not in the pending state',
+            'INVALID_SNAPSHOT_STATE',
+          ),
+          true
+        );
       if (!Number.isInteger(index) || index < 0 || index * EBS_BLOCK_SIZE >= snapshot.volumeSizeGib * 2 ** 30) {
-        return (void fail(res, 400, 'ValidationException', 'The block index is out of the volume', 'INVALID_BLOCK'), true);
+        return (
+          void fail(res, 400, 'ValidationException', 'The block index is out of the volume', 'INVALID_BLOCK'),
+          true
+        );
       }
       if (Number(header(req, 'x-amz-Data-Length')) !== EBS_BLOCK_SIZE || body.length !== EBS_BLOCK_SIZE) {
-        return (void fail(res, 400, 'ValidationException', `The data length must be ${EBS_BLOCK_SIZE}`, 'INVALID_DATA_LENGTH'), true);
+        return (
+          void fail(
+            res,
+            400,
+            'ValidationException',
+            `The data length must be ${EBS_BLOCK_SIZE}`,
+            'INVALID_DATA_LENGTH',
+          ),
+          true
+        );
       }
       if (header(req, 'x-amz-Checksum-Algorithm') !== 'SHA256')
-        return (void fail(res, 400, 'ValidationException', 'Only SHA256 checksums are supported', 'UNSUPPORTED_CHECKSUM'), true);
+        return (
+          void fail(res, 400, 'ValidationException', 'Only SHA256 checksums are supported', 'UNSUPPORTED_CHECKSUM'),
+          true
+        );
       const checksum = sha256(body).toString('base64');
-      if (header(req, 'x-amz-Checksum') !== checksum) return (void fail(res, 400, 'ValidationException', 'The checksum does not match the data', 'INVALID_CHECKSUM'), true);
+      if (header(req, 'x-amz-Checksum') !== checksum)
+        return (
+          void fail(res, 400, 'ValidationException', 'The checksum does not match the data', 'INVALID_CHECKSUM'),
+          true
+        );
       snapshot.blocks.set(index, Buffer.from(body));
       res.writeHead(201, { 'x-amz-checksum': checksum, 'x-amz-checksum-algorithm': 'SHA256' });
       return (void res.end(), true);
@@ -149,21 +203,65 @@ export function ebsHandler(store: { snapshots: Map<string, StandInSnapshot>; fau
       const f = fault('CompleteSnapshot');
       if (f) return (void fail(res, f.status, f.type, f.message), true);
       const snapshot = store.snapshots.get(decodeURIComponent(m[1]!));
-      if (!snapshot) return (void fail(res, 404, 'ResourceNotFoundException', `The snapshot ${m[1]} does not exist`, 'SNAPSHOT_NOT_FOUND'), true);
-      if (snapshot.state !== 'pending') return (void fail(res, 400, 'ValidationException', 'The snapshot is not in the pending state', 'INVALID_SNAPSHOT_STATE'), true);
+      if (!snapshot)
+        return (
+          void fail(res, 404, 'ResourceNotFoundException', `The snapshot ${m[1]} does not exist`, 'SNAPSHOT_NOT_FOUND'),
+          true
+        );
+      if (snapshot.state !== 'pending')
+        return (
+          void fail(
+            res,
+            400,
+            'ValidationException',
+            'The snapshot is not in the pending state',
+            'INVALID_SNAPSHOT_STATE',
+          ),
+          true
+        );
       const changed = Number(header(req, 'x-amz-ChangedBlocksCount'));
       if (changed !== snapshot.blocks.size) {
-        return (void fail(res, 400, 'ValidationException', `ChangedBlocksCount ${changed} is not the ${snapshot.blocks.size} blocks written`, 'INVALID_PARAMETER_VALUE'), true);
+        return (
+          void fail(
+            res,
+            400,
+            'ValidationException',
+            `ChangedBlocksCount ${changed} is not the ${snapshot.blocks.size} blocks written`,
+            'INVALID_PARAMETER_VALUE',
+          ),
+          true
+        );
       }
       const given = header(req, 'x-amz-Checksum');
       if (given !== undefined) {
-        if (header(req, 'x-amz-Checksum-Algorithm') !== 'SHA256' || header(req, 'x-amz-Checksum-Aggregation-Method') !== 'LINEAR') {
-          return (void fail(res, 400, 'ValidationException', 'The aggregated checksum must be SHA256, LINEAR', 'UNSUPPORTED_CHECKSUM'), true);
+        if (
+          header(req, 'x-amz-Checksum-Algorithm') !== 'SHA256' ||
+          header(req, 'x-amz-Checksum-Aggregation-Method') !== 'LINEAR'
+        ) {
+          return (
+            void fail(
+              res,
+              400,
+              'ValidationException',
+              'The aggregated checksum must be SHA256, LINEAR',
+              'UNSUPPORTED_CHECKSUM',
+            ),
+            true
+          );
         }
         const ordered = [...snapshot.blocks.entries()].sort(([a], [b]) => a - b).map(([, block]) => sha256(block));
         if (sha256(Buffer.concat(ordered)).toString('base64') !== given) {
           snapshot.state = 'error';
-          return (void fail(res, 400, 'ValidationException', 'The aggregated checksum does not match the blocks', 'INVALID_CHECKSUM'), true);
+          return (
+            void fail(
+              res,
+              400,
+              'ValidationException',
+              'The aggregated checksum does not match the blocks',
+              'INVALID_CHECKSUM',
+            ),
+            true
+          );
         }
       }
       snapshot.state = 'completed';

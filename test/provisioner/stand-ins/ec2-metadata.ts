@@ -39,7 +39,8 @@ export async function startMetadataStandIn(): Promise<MetadataStandIn> {
     if (req.method === 'GET' && req.url?.startsWith('/latest/meta-data/')) {
       const token = String(req.headers['x-aws-ec2-metadata-token'] ?? '');
       if (!((tokens.get(token) ?? 0) > Date.now())) return send(401, 'Unauthorized');
-      if (req.url === '/latest/meta-data/spot/instance-action') return notice ? send(200, JSON.stringify(notice), 'application/json') : send(404, 'Not Found');
+      if (req.url === '/latest/meta-data/spot/instance-action')
+        return notice ? send(200, JSON.stringify(notice), 'application/json') : send(404, 'Not Found');
       return send(404, 'Not Found');
     }
     send(405, 'Method Not Allowed');

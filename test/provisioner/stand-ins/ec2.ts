@@ -100,7 +100,14 @@ export interface Ec2StandInImage {
 }
 
 const XMLNS = 'http://ec2.amazonaws.com/doc/2016-11-15/';
-const STATE_CODES = { pending: 0, running: 16, 'shutting-down': 32, terminated: 48, stopping: 64, stopped: 80 } as const;
+const STATE_CODES = {
+  pending: 0,
+  running: 16,
+  'shutting-down': 32,
+  terminated: 48,
+  stopping: 64,
+  stopped: 80,
+} as const;
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const hex = (n: number) => randomBytes(n).toString('hex').slice(0, n);
@@ -113,7 +120,14 @@ function list(params: Record<string, string>, prefix: string): string[] {
 }
 
 /** Checks a SigV4 signature the way AWS does: the canonical request, the string to sign, the derived key. */
-function signatureMatches(req: http.IncomingMessage, body: Buffer, secret: string, credential: string, signedHeaders: string, signature: string): boolean {
+function signatureMatches(
+  req: http.IncomingMessage,
+  body: Buffer,
+  secret: string,
+  credential: string,
+  signedHeaders: string,
+  signature: string,
+): boolean {
   const [, date, region, service] = credential.split('/');
   const amzDate = String(req.headers['x-amz-date'] ?? '');
   const declared = req.headers['x-amz-content-sha256'];
@@ -133,9 +147,18 @@ function signatureMatches(req: http.IncomingMessage, body: Buffer, secret: strin
     .sort()
     .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
     .join('&');
-  const canonicalRequest = [req.method, url.pathname, canonicalQuery, canonicalHeaders, signedHeaders, payloadHash].join('\n');
+  const canonicalRequest = [
+    req.method,
+    url.pathname,
+    canonicalQuery,
+    canonicalHeaders,
+    signedHeaders,
+    payloadHash,
+  ].join('\n');
   const scope = `${date}/${region}/${service}/aws4_request`;
-  const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
+  const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join(
+    '\n',
+  );
   const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest();
   const key = hmac(hmac(hmac(hmac(`AWS4${secret}`, date!), region!), service!), 'aws4_request');
   return createHmac('sha256', key).update(toSign).digest('hex') === signature;
@@ -152,16 +175,26 @@ export async function startEc2StandIn(options: {
   const registeredImages = new Map<string, Ec2StandInImage>();
   const requests: Ec2StandIn['requests'] = [];
   const fleets = new Map<string, string>();
-  const injected: ({ kind: 'error'; status: number; code: string; message: string } | { kind: 'garbage'; status: number; body: string })[] = [];
+  const injected: (
+    { kind: 'error'; status: number; code: string; message: string } | { kind: 'garbage'; status: number; body: string }
+  )[] = [];
 
   const xml = (res: http.ServerResponse, status: number, text: string) => {
     res.writeHead(status, { 'content-type': 'text/xml;charset=UTF-8' });
     res.end(`<?xml version="1.0" encoding="UTF-8"?>\n${text}`);
   };
   const fail = (res: http.ServerResponse, status: number, code: string, message: string) =>
-    xml(res, status, `<Response><Errors><Error><Code>${esc(code)}</Code><Message>${esc(message)}</Message></Error></Errors><RequestID>${hex(8)}-${hex(4)}</RequestID></Response>`);
+    xml(
+      res,
+      status,
+      `<Response><Errors><Error><Code>${esc(code)}</Code><Message>${esc(message)}</Message></Error></Errors><RequestID>${hex(8)}-${hex(4)}</RequestID></Response>`,
+    );
   const answer = (res: http.ServerResponse, action: string, inner: string) =>
-    xml(res, 200, `<${action}Response xmlns="${XMLNS}"><requestId>${hex(8)}-${hex(4)}</requestId>${inner}</${action}Response>`);
+    xml(
+      res,
+      200,
+      `<${action}Response xmlns="${XMLNS}"><requestId>${hex(8)}-${hex(4)}</requestId>${inner}</${action}Response>`,
+    );
 
   const make = (fields: Partial<Ec2StandInInstance>): Ec2StandInInstance => {
     const instance: Ec2StandInInstance = {
@@ -242,17 +275,24 @@ export async function startEc2StandIn(options: {
     const known = options.credentials[accessKeyId!];
     if (!known) return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
     if (!signatureMatches(req, body, known.secretAccessKey, m[1]!, m[2]!, m[3]!)) {
-      return fail(res, 403, 'SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided.');
+      return fail(
+        res,
+        403,
+        'SignatureDoesNotMatch',
+        'The request signature we calculated does not match the signature you provided.',
+      );
     }
     if (known.sessionToken !== undefined && req.headers['x-amz-security-token'] !== known.sessionToken) {
       return fail(res, 401, 'AuthFailure', 'AWS was not able to validate the provided access credentials');
     }
     if (isEbs) {
-      if (m[1]!.split('/')[3] !== 'ebs') return fail(res, 403, 'SignatureDoesNotMatch', 'The credential scope does not name the ebs service');
+      if (m[1]!.split('/')[3] !== 'ebs')
+        return fail(res, 403, 'SignatureDoesNotMatch', 'The credential scope does not name the ebs service');
       ebs(req, url, body, res);
       return;
     }
-    if (req.method !== 'POST' || params.Version !== '2016-11-15') return fail(res, 400, 'InvalidParameterValue', 'expected a POST of API version 2016-11-15');
+    if (req.method !== 'POST' || params.Version !== '2016-11-15')
+      return fail(res, 400, 'InvalidParameterValue', 'expected a POST of API version 2016-11-15');
     const fault = injected.shift();
     if (fault?.kind === 'error') return fail(res, fault.status, fault.code, fault.message);
     if (fault?.kind === 'garbage') {
@@ -263,12 +303,14 @@ export async function startEc2StandIn(options: {
     switch (params.Action) {
       case 'RunInstances': {
         for (const required of ['ImageId', 'InstanceType', 'MinCount', 'MaxCount']) {
-          if (!params[required]) return fail(res, 400, 'MissingParameter', `The request must contain the parameter ${required}`);
+          if (!params[required])
+            return fail(res, 400, 'MissingParameter', `The request must contain the parameter ${required}`);
         }
         const token = params.ClientToken ?? null;
         const earlier = token ? [...instances.values()].filter((i) => i.clientToken === token) : [];
         if (earlier.length) return answer(res, 'RunInstances', reservation(earlier));
-        if (!/^ami-[0-9a-f]{8}([0-9a-f]{9})?$/.test(params.ImageId!)) return fail(res, 400, 'InvalidAMIID.Malformed', `Invalid id: "${params.ImageId}"`);
+        if (!/^ami-[0-9a-f]{8}([0-9a-f]{9})?$/.test(params.ImageId!))
+          return fail(res, 400, 'InvalidAMIID.Malformed', `Invalid id: "${params.ImageId}"`);
         if (!options.images.includes(params.ImageId!) && !registeredImages.has(params.ImageId!))
           return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${params.ImageId}]' does not exist`);
         const count = Number(params.MaxCount);
@@ -311,8 +353,10 @@ export async function startEc2StandIn(options: {
         const ids = list(params, 'InstanceId');
         if (!ids.length) return fail(res, 400, 'MissingParameter', 'The request must contain the parameter InstanceId');
         for (const id of ids) {
-          if (!/^i-[0-9a-f]{8}([0-9a-f]{9})?$/.test(id)) return fail(res, 400, 'InvalidInstanceID.Malformed', `Invalid id: "${id}"`);
-          if (!instances.has(id)) return fail(res, 400, 'InvalidInstanceID.NotFound', `The instance ID '${id}' does not exist`);
+          if (!/^i-[0-9a-f]{8}([0-9a-f]{9})?$/.test(id))
+            return fail(res, 400, 'InvalidInstanceID.Malformed', `Invalid id: "${id}"`);
+          if (!instances.has(id))
+            return fail(res, 400, 'InvalidInstanceID.NotFound', `The instance ID '${id}' does not exist`);
         }
         const items = ids.map((id) => {
           const i = instances.get(id)!;
@@ -324,9 +368,11 @@ export async function startEc2StandIn(options: {
       }
       case 'DescribeInstances': {
         const filters: { name: string; values: string[] }[] = [];
-        for (let n = 1; params[`Filter.${n}.Name`]; n++) filters.push({ name: params[`Filter.${n}.Name`]!, values: list(params, `Filter.${n}.Value`) });
+        for (let n = 1; params[`Filter.${n}.Name`]; n++)
+          filters.push({ name: params[`Filter.${n}.Name`]!, values: list(params, `Filter.${n}.Value`) });
         const max = params.MaxResults ? Number(params.MaxResults) : 1000;
-        if (max < 5 || max > 1000) return fail(res, 400, 'InvalidParameterValue', 'MaxResults must be between 5 and 1000');
+        if (max < 5 || max > 1000)
+          return fail(res, 400, 'InvalidParameterValue', 'MaxResults must be between 5 and 1000');
         const start = params.NextToken ? Number(Buffer.from(params.NextToken, 'base64url').toString()) : 0;
         const matching = [...instances.values()].filter((i) =>
           filters.every((f) => {
@@ -339,7 +385,11 @@ export async function startEc2StandIn(options: {
         const next = start + max < matching.length ? Buffer.from(String(start + max)).toString('base64url') : null;
         // One reservation per instance, as separate RunInstances calls make them.
         const set = page.map((i) => `<item>${reservation([i])}</item>`).join('');
-        return answer(res, 'DescribeInstances', `<reservationSet>${set}</reservationSet>${next ? `<nextToken>${next}</nextToken>` : ''}`);
+        return answer(
+          res,
+          'DescribeInstances',
+          `<reservationSet>${set}</reservationSet>${next ? `<nextToken>${next}</nextToken>` : ''}`,
+        );
       }
       case 'DescribeSnapshots': {
         const ids = list(params, 'SnapshotId');
@@ -364,25 +414,33 @@ export async function startEc2StandIn(options: {
       }
       case 'DeleteSnapshot': {
         const id = params.SnapshotId ?? '';
-        if (!snapshots.has(id)) return fail(res, 400, 'InvalidSnapshot.NotFound', `The snapshot '${id}' does not exist.`);
+        if (!snapshots.has(id))
+          return fail(res, 400, 'InvalidSnapshot.NotFound', `The snapshot '${id}' does not exist.`);
         const user = [...registeredImages.values()].find((i) => i.snapshotId === id);
-        if (user) return fail(res, 400, 'InvalidSnapshot.InUse', `The snapshot ${id} is currently in use by ${user.id}`);
+        if (user)
+          return fail(res, 400, 'InvalidSnapshot.InUse', `The snapshot ${id} is currently in use by ${user.id}`);
         snapshots.delete(id);
         return answer(res, 'DeleteSnapshot', '<return>true</return>');
       }
       case 'RegisterImage': {
         const name = params.Name ?? '';
-        if (!/^[A-Za-z0-9()[\] ./\-'@_]{3,128}$/.test(name)) return fail(res, 400, 'InvalidAMIName.Malformed', `AMI name ${name} is invalid`);
-        if ([...registeredImages.values()].some((i) => i.name === name)) return fail(res, 400, 'InvalidAMIName.Duplicate', `AMI name ${name} is already in use by an AMI`);
+        if (!/^[A-Za-z0-9()[\] ./\-'@_]{3,128}$/.test(name))
+          return fail(res, 400, 'InvalidAMIName.Malformed', `AMI name ${name} is invalid`);
+        if ([...registeredImages.values()].some((i) => i.name === name))
+          return fail(res, 400, 'InvalidAMIName.Duplicate', `AMI name ${name} is already in use by an AMI`);
         const root = params.RootDeviceName ?? '';
         let mapping = 0;
-        for (let n = 1; params[`BlockDeviceMapping.${n}.DeviceName`]; n++) if (params[`BlockDeviceMapping.${n}.DeviceName`] === root) mapping = n;
-        if (!mapping) return fail(res, 400, 'InvalidBlockDeviceMapping', `The root device ${root} has no block device mapping`);
+        for (let n = 1; params[`BlockDeviceMapping.${n}.DeviceName`]; n++)
+          if (params[`BlockDeviceMapping.${n}.DeviceName`] === root) mapping = n;
+        if (!mapping)
+          return fail(res, 400, 'InvalidBlockDeviceMapping', `The root device ${root} has no block device mapping`);
         const snapshotId = params[`BlockDeviceMapping.${mapping}.Ebs.SnapshotId`] ?? '';
         const snap = snapshots.get(snapshotId);
         if (!snap) return fail(res, 400, 'InvalidSnapshot.NotFound', `The snapshot '${snapshotId}' does not exist.`);
-        if (snap.state !== 'completed') return fail(res, 400, 'IncorrectState', `Snapshot ${snapshotId} is not completed`);
-        if (!['x86_64', 'arm64', 'i386'].includes(params.Architecture ?? 'x86_64')) return fail(res, 400, 'InvalidParameterValue', 'Invalid architecture');
+        if (snap.state !== 'completed')
+          return fail(res, 400, 'IncorrectState', `Snapshot ${snapshotId} is not completed`);
+        if (!['x86_64', 'arm64', 'i386'].includes(params.Architecture ?? 'x86_64'))
+          return fail(res, 400, 'InvalidParameterValue', 'Invalid architecture');
         if (params.BootMode !== undefined && !['legacy-bios', 'uefi', 'uefi-preferred'].includes(params.BootMode))
           return fail(res, 400, 'InvalidParameterValue', 'Invalid boot mode');
         const tags: Record<string, string> = {};
@@ -408,20 +466,39 @@ export async function startEc2StandIn(options: {
       }
       case 'DeregisterImage': {
         const id = params.ImageId ?? '';
-        if (!registeredImages.delete(id)) return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${id}]' does not exist`);
+        if (!registeredImages.delete(id))
+          return fail(res, 400, 'InvalidAMIID.NotFound', `The image id '[${id}]' does not exist`);
         return answer(res, 'DeregisterImage', '<return>true</return>');
       }
       case 'CreateLaunchTemplate': {
         const name = params.LaunchTemplateName ?? '';
-        if (!/^[a-zA-Z0-9().\-/_]{3,128}$/.test(name)) return fail(res, 400, 'InvalidLaunchTemplateName.MalformedException', `Launch template name ${name} is malformed`);
+        if (!/^[a-zA-Z0-9().\-/_]{3,128}$/.test(name))
+          return fail(
+            res,
+            400,
+            'InvalidLaunchTemplateName.MalformedException',
+            `Launch template name ${name} is malformed`,
+          );
         const earlier = standIn.launchTemplates.get(name);
         const token = params.ClientToken ?? null;
         if (earlier && !(token && earlier.clientToken === token)) {
-          return fail(res, 400, 'InvalidLaunchTemplateName.AlreadyExistsException', `Launch template name already in use.`);
+          return fail(
+            res,
+            400,
+            'InvalidLaunchTemplateName.AlreadyExistsException',
+            `Launch template name already in use.`,
+          );
         }
-        if (!params['LaunchTemplateData.ImageId']) return fail(res, 400, 'MissingParameter', 'The request must contain the parameter LaunchTemplateData.ImageId');
+        if (!params['LaunchTemplateData.ImageId'])
+          return fail(
+            res,
+            400,
+            'MissingParameter',
+            'The request must contain the parameter LaunchTemplateData.ImageId',
+          );
         const data: Record<string, string> = {};
-        for (const [k, v] of Object.entries(params)) if (k.startsWith('LaunchTemplateData.')) data[k.slice('LaunchTemplateData.'.length)] = v;
+        for (const [k, v] of Object.entries(params))
+          if (k.startsWith('LaunchTemplateData.')) data[k.slice('LaunchTemplateData.'.length)] = v;
         const template = earlier ?? { id: `lt-${hex(17)}`, clientToken: token, data };
         standIn.launchTemplates.set(name, template);
         return answer(
@@ -435,7 +512,13 @@ export async function startEc2StandIn(options: {
       case 'DeleteLaunchTemplate': {
         const name = params.LaunchTemplateName ?? '';
         const template = standIn.launchTemplates.get(name);
-        if (!template) return fail(res, 400, 'InvalidLaunchTemplateName.NotFoundException', `The specified launch template, with template name ${name}, does not exist.`);
+        if (!template)
+          return fail(
+            res,
+            400,
+            'InvalidLaunchTemplateName.NotFoundException',
+            `The specified launch template, with template name ${name}, does not exist.`,
+          );
         standIn.launchTemplates.delete(name);
         return answer(
           res,
@@ -444,17 +527,33 @@ export async function startEc2StandIn(options: {
         );
       }
       case 'CreateFleet': {
-        if (params.Type !== 'instant') return fail(res, 400, 'InvalidParameterValue', 'this stand-in answers instant fleets only');
+        if (params.Type !== 'instant')
+          return fail(res, 400, 'InvalidParameterValue', 'this stand-in answers instant fleets only');
         const token = params.ClientToken ?? null;
         if (token && fleets.has(token)) return answer(res, 'CreateFleet', fleets.get(token)!);
         const prefix = 'LaunchTemplateConfigs.1';
         const templateName = params[`${prefix}.LaunchTemplateSpecification.LaunchTemplateName`] ?? '';
         const template = standIn.launchTemplates.get(templateName);
-        if (!template) return fail(res, 400, 'InvalidLaunchTemplateName.NotFoundException', `The specified launch template, with template name ${templateName}, does not exist.`);
-        if (params['TargetCapacitySpecification.TotalTargetCapacity'] !== '1') return fail(res, 400, 'InvalidParameterValue', 'this stand-in starts fleets of one instance');
+        if (!template)
+          return fail(
+            res,
+            400,
+            'InvalidLaunchTemplateName.NotFoundException',
+            `The specified launch template, with template name ${templateName}, does not exist.`,
+          );
+        if (params['TargetCapacitySpecification.TotalTargetCapacity'] !== '1')
+          return fail(res, 400, 'InvalidParameterValue', 'this stand-in starts fleets of one instance');
         const market = params['TargetCapacitySpecification.DefaultTargetCapacityType'] ?? '';
-        if (market !== 'on-demand' && market !== 'spot') return fail(res, 400, 'InvalidParameterValue', `Invalid DefaultTargetCapacityType: ${market}`);
-        const overrides: { n: number; instanceType: string; zone: string | null; subnetId: string | null; maxPrice: string | null; priority: number | null }[] = [];
+        if (market !== 'on-demand' && market !== 'spot')
+          return fail(res, 400, 'InvalidParameterValue', `Invalid DefaultTargetCapacityType: ${market}`);
+        const overrides: {
+          n: number;
+          instanceType: string;
+          zone: string | null;
+          subnetId: string | null;
+          maxPrice: string | null;
+          priority: number | null;
+        }[] = [];
         for (let n = 1; params[`${prefix}.Overrides.${n}.InstanceType`] !== undefined; n++) {
           const at = `${prefix}.Overrides.${n}`;
           overrides.push({
@@ -466,7 +565,8 @@ export async function startEc2StandIn(options: {
             priority: params[`${at}.Priority`] === undefined ? null : Number(params[`${at}.Priority`]),
           });
         }
-        if (!overrides.length) return fail(res, 400, 'MissingParameter', 'The request must contain LaunchTemplateConfigs.1.Overrides');
+        if (!overrides.length)
+          return fail(res, 400, 'MissingParameter', 'The request must contain LaunchTemplateConfigs.1.Overrides');
         // By priority, lowest first; an override without one comes last.
         const ordered = [...overrides].sort((a, b) => (a.priority ?? Infinity) - (b.priority ?? Infinity) || a.n - b.n);
         const lifecycle = market;
@@ -481,17 +581,29 @@ export async function startEc2StandIn(options: {
         const errors: string[] = [];
         let started: { o: (typeof overrides)[number]; instance: Ec2StandInInstance } | null = null;
         const data = template.data;
-        const active = () => [...instances.values()].filter((i) => i.state === 'pending' || i.state === 'running').length;
+        const active = () =>
+          [...instances.values()].filter((i) => i.state === 'pending' || i.state === 'running').length;
         for (const o of ordered) {
           const zone = o.zone ?? 'eu-central-1a';
           const u = standIn.unavailable;
           let code =
-            [`${market}:${o.instanceType}@${zone}`, `${market}:${o.instanceType}@*`, `${o.instanceType}@${zone}`, `${o.instanceType}@*`].map((k) => u.get(k)).find(Boolean) ?? null;
-          if (!code && market === 'spot' && o.maxPrice !== null && Number(o.maxPrice) < standIn.spotPrice) code = 'SpotMaxPriceTooLow';
+            [
+              `${market}:${o.instanceType}@${zone}`,
+              `${market}:${o.instanceType}@*`,
+              `${o.instanceType}@${zone}`,
+              `${o.instanceType}@*`,
+            ]
+              .map((k) => u.get(k))
+              .find(Boolean) ?? null;
+          if (!code && market === 'spot' && o.maxPrice !== null && Number(o.maxPrice) < standIn.spotPrice)
+            code = 'SpotMaxPriceTooLow';
           if (!code && active() >= standIn.instanceLimit) code = 'InstanceLimitExceeded';
-          if (!code && !options.images.includes(data.ImageId!) && !registeredImages.has(data.ImageId!)) code = 'InvalidAMIID.NotFound';
+          if (!code && !options.images.includes(data.ImageId!) && !registeredImages.has(data.ImageId!))
+            code = 'InvalidAMIID.NotFound';
           if (code) {
-            errors.push(`<item>${overrideXml(o)}<errorCode>${esc(code)}</errorCode><errorMessage>${esc(`${code}: no ${o.instanceType} in ${zone} now`)}</errorMessage></item>`);
+            errors.push(
+              `<item>${overrideXml(o)}<errorCode>${esc(code)}</errorCode><errorMessage>${esc(`${code}: no ${o.instanceType} in ${zone} now`)}</errorMessage></item>`,
+            );
             continue;
           }
           const tagsFor = (type: string) => {

@@ -49,7 +49,8 @@ export async function startRescueStandIn(targets: () => Iterable<[number, Rescue
         const parsed = ssh2.utils.parseKey(line);
         if (parsed instanceof Error) continue;
         // Without a signature the client only asks whether the key would do; with one, it proves it holds the private key.
-        if (ctx.signature && ctx.blob && parsed.verify(ctx.blob, ctx.signature, ctx.hashAlgo) !== true) return ctx.reject();
+        if (ctx.signature && ctx.blob && parsed.verify(ctx.blob, ctx.signature, ctx.hashAlgo) !== true)
+          return ctx.reject();
         target = { id, server: s };
         return ctx.accept();
       }

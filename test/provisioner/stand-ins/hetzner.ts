@@ -31,7 +31,14 @@ export interface StandInServer {
   created: string;
   labels: Record<string, string>;
   /** As the API shows it: its name and, for the types `prices` has, its price per location (strings of decimals, as the API writes them). */
-  server_type: { name: string; prices?: { location: string; price_hourly: { net: string; gross: string }; price_monthly: { net: string; gross: string } }[] };
+  server_type: {
+    name: string;
+    prices?: {
+      location: string;
+      price_hourly: { net: string; gross: string };
+      price_monthly: { net: string; gross: string };
+    }[];
+  };
   image: { name: string };
   datacenter: { location: { name: string } };
   user_data: string;
@@ -134,7 +141,8 @@ const STATUS_OF: Record<string, number> = {
 };
 
 const LABEL_VALUE = /^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$/;
-const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+const HOSTNAME =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 const USER_DATA_MAX = 32 * 1024;
 
 /** `key==value`, `key=value`, `key!=value`, `key`, `!key`, joined with commas (AND). */
@@ -149,7 +157,10 @@ function matchesSelector(labels: Record<string, string>, selector: string): bool
   });
 }
 
-export async function startHetznerStandIn(options: { tokens: readonly string[]; maxServers?: number }): Promise<HetznerStandIn> {
+export async function startHetznerStandIn(options: {
+  tokens: readonly string[];
+  maxServers?: number;
+}): Promise<HetznerStandIn> {
   const servers = new Map<number, StandInServer>();
   const sshKeys = new Map<number, StandInSshKey>();
   const images = new Map<number, StandInImage>();
@@ -157,7 +168,8 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
   const rescue = await startRescueStandIn(function* () {
     for (const s of servers.values()) {
       const target = {
-        rescueKeys: () => (s.inRescue ? s.rescueKeyIds.map((id) => sshKeys.get(id)?.public_key ?? '').filter(Boolean) : []),
+        rescueKeys: () =>
+          s.inRescue ? s.rescueKeyIds.map((id) => sshKeys.get(id)?.public_key ?? '').filter(Boolean) : [],
         get disk() {
           return s.disk;
         },
@@ -191,13 +203,17 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     }
     if (a.command === 'create_server' && target.status === 'initializing') target.status = 'off';
   };
-  const injected: ({ kind: 'error'; status: number; code: string; message: string } | { kind: 'garbage'; body: string; contentType: string })[] = [];
+  const injected: (
+    | { kind: 'error'; status: number; code: string; message: string }
+    | { kind: 'garbage'; body: string; contentType: string }
+  )[] = [];
 
   const send = (res: http.ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   };
-  const error = (res: http.ServerResponse, code: string, message: string, details: unknown = {}) => send(res, STATUS_OF[code] ?? 400, { error: { code, message, details } });
+  const error = (res: http.ServerResponse, code: string, message: string, details: unknown = {}) =>
+    send(res, STATUS_OF[code] ?? 400, { error: { code, message, details } });
   const action = (command: string, id: number, type = 'server') => {
     const left = standIn.failActions.get(command) ?? 0;
     if (left > 0) standIn.failActions.set(command, left - 1);
@@ -280,12 +296,19 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     const url = new URL(req.url ?? '/', 'http://stand-in');
     let body: unknown;
     const text = raw.toString('utf8');
-    requests.push({ method: req.method ?? '', path: url.pathname + url.search, body: text ? safeJson(text) : undefined, authorization: req.headers.authorization });
+    requests.push({
+      method: req.method ?? '',
+      path: url.pathname + url.search,
+      body: text ? safeJson(text) : undefined,
+      authorization: req.headers.authorization,
+    });
     if (standIn.hang) return; // no answer; the client's deadline must cut it
     const auth = req.headers.authorization ?? '';
-    if (!auth.startsWith('Bearer ') || !options.tokens.includes(auth.slice(7))) return error(res, 'unauthorized', 'unable to authenticate');
+    if (!auth.startsWith('Bearer ') || !options.tokens.includes(auth.slice(7)))
+      return error(res, 'unauthorized', 'unable to authenticate');
     const fault = injected.shift();
-    if (fault?.kind === 'error') return send(res, fault.status, { error: { code: fault.code, message: fault.message, details: {} } });
+    if (fault?.kind === 'error')
+      return send(res, fault.status, { error: { code: fault.code, message: fault.message, details: {} } });
     if (fault?.kind === 'garbage') {
       res.writeHead(200, { 'content-type': fault.contentType });
       return void res.end(fault.body);
@@ -297,7 +320,9 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
       const name = url.searchParams.get('name');
       const perPage = Math.min(Math.max(Number(url.searchParams.get('per_page') ?? 25) || 25, 1), 50);
       const page = Math.max(Number(url.searchParams.get('page') ?? 1) || 1, 1);
-      const all = [...servers.values()].filter((s) => (!selector || matchesSelector(s.labels, selector)) && (!name || s.name === name));
+      const all = [...servers.values()].filter(
+        (s) => (!selector || matchesSelector(s.labels, selector)) && (!name || s.name === name),
+      );
       const lastPage = Math.max(1, Math.ceil(all.length / perPage));
       return send(res, 200, {
         servers: all.slice((page - 1) * perPage, page * perPage).map(view),
@@ -321,20 +346,36 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
       }
       const b = (body ?? {}) as Record<string, unknown>;
       const invalid = [
-        typeof b.name !== 'string' || !HOSTNAME.test(b.name) ? { name: 'name', messages: ['must be a valid hostname'] } : null,
-        typeof b.server_type !== 'string' || !b.server_type ? { name: 'server_type', messages: ['Missing data for required field.'] } : null,
-        typeof b.image !== 'string' || !b.image ? { name: 'image', messages: ['Missing data for required field.'] } : null,
-        typeof b.user_data === 'string' && b.user_data.length > USER_DATA_MAX ? { name: 'user_data', messages: ['too long'] } : null,
+        typeof b.name !== 'string' || !HOSTNAME.test(b.name)
+          ? { name: 'name', messages: ['must be a valid hostname'] }
+          : null,
+        typeof b.server_type !== 'string' || !b.server_type
+          ? { name: 'server_type', messages: ['Missing data for required field.'] }
+          : null,
+        typeof b.image !== 'string' || !b.image
+          ? { name: 'image', messages: ['Missing data for required field.'] }
+          : null,
+        typeof b.user_data === 'string' && b.user_data.length > USER_DATA_MAX
+          ? { name: 'user_data', messages: ['too long'] }
+          : null,
         b.labels !== undefined && !validLabels(b.labels) ? { name: 'labels', messages: ['invalid label'] } : null,
       ].filter(Boolean);
       if (invalid.length) return error(res, 'invalid_input', 'invalid input in fields', { fields: invalid });
       if ([...servers.values()].some((s) => s.name === b.name)) {
         return error(res, 'uniqueness_error', 'server name is already used', { fields: [{ name: 'name' }] });
       }
-      if (servers.size >= standIn.maxServers) return error(res, 'resource_limit_exceeded', 'server limit exceeded', { limits: [{ name: 'server_limit' }] });
+      if (servers.size >= standIn.maxServers)
+        return error(res, 'resource_limit_exceeded', 'server limit exceeded', { limits: [{ name: 'server_limit' }] });
       const where = typeof b.location === 'string' ? b.location : 'fsn1';
-      if (standIn.unavailable.has(`${b.server_type as string}@${where}`) || standIn.unavailable.has(`${b.server_type as string}@*`)) {
-        return error(res, 'resource_unavailable', `server type ${b.server_type as string} is unavailable in location ${where}`);
+      if (
+        standIn.unavailable.has(`${b.server_type as string}@${where}`) ||
+        standIn.unavailable.has(`${b.server_type as string}@*`)
+      ) {
+        return error(
+          res,
+          'resource_unavailable',
+          `server type ${b.server_type as string} is unavailable in location ${where}`,
+        );
       }
       const created = make({
         name: b.name as string,
@@ -345,7 +386,12 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
         user_data: typeof b.user_data === 'string' ? b.user_data : '',
       });
       const next = b.start_after_create === false ? [] : [action('start_server', created.id)];
-      return send(res, 201, { server: view(created), action: action('create_server', created.id), next_actions: next, root_password: null });
+      return send(res, 201, {
+        server: view(created),
+        action: action('create_server', created.id),
+        next_actions: next,
+        root_password: null,
+      });
     }
     const parse = (): Record<string, unknown> | null => {
       try {
@@ -389,20 +435,26 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
           const keys = b.ssh_keys ?? [];
           if (!Array.isArray(keys) || !keys.every((k) => sshKeys.has(Number(k))))
             return error(res, 'invalid_input', 'invalid input in field ssh_keys', { fields: [{ name: 'ssh_keys' }] });
-          if (b.type !== undefined && b.type !== 'linux64') return error(res, 'invalid_input', 'invalid rescue type', { fields: [{ name: 'type' }] });
+          if (b.type !== undefined && b.type !== 'linux64')
+            return error(res, 'invalid_input', 'invalid rescue type', { fields: [{ name: 'type' }] });
           target.rescue_enabled = true;
           target.rescueKeyIds = keys.map(Number);
           return send(res, 201, { root_password: null, action: action('enable_rescue', target.id) });
         }
         case 'poweron':
         case 'reset':
-          return send(res, 201, { action: action(serverAction[2] === 'poweron' ? 'start_server' : 'reset_server', target.id) });
+          return send(res, 201, {
+            action: action(serverAction[2] === 'poweron' ? 'start_server' : 'reset_server', target.id),
+          });
         case 'poweroff':
           return send(res, 201, { action: action('stop_server', target.id) });
         case 'create_image': {
-          if (b.type !== undefined && b.type !== 'snapshot' && b.type !== 'backup') return error(res, 'invalid_input', 'invalid image type', { fields: [{ name: 'type' }] });
+          if (b.type !== undefined && b.type !== 'snapshot' && b.type !== 'backup')
+            return error(res, 'invalid_input', 'invalid image type', { fields: [{ name: 'type' }] });
           if (b.labels !== undefined && !validLabels(b.labels))
-            return error(res, 'invalid_input', 'invalid input in field labels', { fields: [{ name: 'labels', messages: ['invalid label'] }] });
+            return error(res, 'invalid_input', 'invalid input in field labels', {
+              fields: [{ name: 'labels', messages: ['invalid label'] }],
+            });
           const image: StandInImage = {
             id: nextImage++,
             type: 'snapshot',
@@ -415,7 +467,10 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
           images.set(image.id, image);
           const a = action('create_image', target.id);
           actions.get(a.id)!.resources.push({ id: image.id, type: 'image' });
-          return send(res, 201, { image: imageView(image), action: actions.get(a.id) ? actionView(actions.get(a.id)!) : a });
+          return send(res, 201, {
+            image: imageView(image),
+            action: actions.get(a.id) ? actionView(actions.get(a.id)!) : a,
+          });
         }
         default:
           return error(res, 'not_found', `server action ${serverAction[2]} is not part of this stand-in`);
@@ -424,13 +479,19 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     if (url.pathname === '/v1/ssh_keys' && req.method === 'POST') {
       const b = parse();
       if (!b) return error(res, 'json_error', 'invalid JSON in request body');
-      if (typeof b.name !== 'string' || !b.name) return error(res, 'invalid_input', 'invalid input in field name', { fields: [{ name: 'name' }] });
+      if (typeof b.name !== 'string' || !b.name)
+        return error(res, 'invalid_input', 'invalid input in field name', { fields: [{ name: 'name' }] });
       if (typeof b.public_key !== 'string' || !/^ssh-(ed25519|rsa) [A-Za-z0-9+/=]+( .*)?$/.test(b.public_key)) {
         return error(res, 'invalid_input', 'invalid input in field public_key', { fields: [{ name: 'public_key' }] });
       }
-      if ([...sshKeys.values()].some((k) => k.name === b.name)) return error(res, 'uniqueness_error', 'SSH key with the same name already exists', { fields: [{ name: 'name' }] });
+      if ([...sshKeys.values()].some((k) => k.name === b.name))
+        return error(res, 'uniqueness_error', 'SSH key with the same name already exists', {
+          fields: [{ name: 'name' }],
+        });
       if ([...sshKeys.values()].some((k) => k.public_key === b.public_key))
-        return error(res, 'uniqueness_error', 'SSH key with the same fingerprint already exists', { fields: [{ name: 'public_key' }] });
+        return error(res, 'uniqueness_error', 'SSH key with the same fingerprint already exists', {
+          fields: [{ name: 'public_key' }],
+        });
       const key: StandInSshKey = {
         id: nextKey++,
         name: b.name,
@@ -446,7 +507,8 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
     }
     const keyMatch = url.pathname.match(/^\/v1\/ssh_keys\/(\d+)$/);
     if (keyMatch && req.method === 'DELETE') {
-      if (!sshKeys.delete(Number(keyMatch[1]))) return error(res, 'not_found', `SSH key with ID '${keyMatch[1]}' not found`);
+      if (!sshKeys.delete(Number(keyMatch[1])))
+        return error(res, 'not_found', `SSH key with ID '${keyMatch[1]}' not found`);
       res.writeHead(204);
       return void res.end();
     }
@@ -457,7 +519,8 @@ export async function startHetznerStandIn(options: { tokens: readonly string[]; 
       return send(res, 200, { image: imageView(image) });
     }
     if (imageMatch && req.method === 'DELETE') {
-      if (!images.delete(Number(imageMatch[1]))) return error(res, 'not_found', `image with ID '${imageMatch[1]}' not found`);
+      if (!images.delete(Number(imageMatch[1])))
+        return error(res, 'not_found', `image with ID '${imageMatch[1]}' not found`);
       res.writeHead(204);
       return void res.end();
     }
@@ -485,12 +548,22 @@ function view(s: StandInServer) {
 /** An image as the API shows it. */
 function imageView(i: StandInImage) {
   const { disk, ...rest } = i;
-  return { ...rest, image_size: disk.length / 2 ** 30, disk_size: Math.ceil(disk.length / 2 ** 30), os_flavor: 'debian', rapid_deploy: false, protection: { delete: false } };
+  return {
+    ...rest,
+    image_size: disk.length / 2 ** 30,
+    disk_size: Math.ceil(disk.length / 2 ** 30),
+    os_flavor: 'debian',
+    rapid_deploy: false,
+    protection: { delete: false },
+  };
 }
 
 function validLabels(labels: unknown): boolean {
   if (!labels || typeof labels !== 'object' || Array.isArray(labels)) return false;
-  return Object.entries(labels).every(([k, v]) => /^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$/.test(k) && typeof v === 'string' && LABEL_VALUE.test(v));
+  return Object.entries(labels).every(
+    ([k, v]) =>
+      /^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$/.test(k) && typeof v === 'string' && LABEL_VALUE.test(v),
+  );
 }
 
 function safeJson(text: string): unknown {

@@ -9,7 +9,9 @@ export interface StandInServer {
 }
 
 /** Starts `handle` on an ephemeral port; held requests are closed with the server. */
-export async function serve(handle: (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void | Promise<void>): Promise<StandInServer> {
+export async function serve(
+  handle: (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void | Promise<void>,
+): Promise<StandInServer> {
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));

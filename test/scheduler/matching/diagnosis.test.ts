@@ -35,9 +35,19 @@ const task = (over: Partial<Parameters<typeof diagnose>[0]> = {}): Parameters<ty
 });
 
 describe('the diagnosis of a request', () => {
-  const cases: { name: string; workers: WorkerState[]; over?: Parameters<typeof task>[0]; backoffs?: { workerId: number; until: Date }[]; state: string }[] = [
+  const cases: {
+    name: string;
+    workers: WorkerState[];
+    over?: Parameters<typeof task>[0];
+    backoffs?: { workerId: number; until: Date }[];
+    state: string;
+  }[] = [
     { name: 'a free matching worker: READY', workers: [worker(1, 'a')], state: DIAGNOSIS_STATES.READY },
-    { name: 'matching workers all busy: WAITING_FOR_CAPACITY', workers: [worker(1, 'a', { active: 1, free: 0 })], state: DIAGNOSIS_STATES.WAITING_FOR_CAPACITY },
+    {
+      name: 'matching workers all busy: WAITING_FOR_CAPACITY',
+      workers: [worker(1, 'a', { active: 1, free: 0 })],
+      state: DIAGNOSIS_STATES.WAITING_FOR_CAPACITY,
+    },
     {
       name: 'matching workers unavailable: WAITING_FOR_WORKERS',
       workers: [worker(1, 'a', { unavailable: 'DISCONNECTED', free: 0 })],
@@ -49,16 +59,35 @@ describe('the diagnosis of a request', () => {
       backoffs: [{ workerId: 1, until: new Date(NOW.getTime() + 60_000) }],
       state: DIAGNOSIS_STATES.WAITING_FOR_BACKOFF,
     },
-    { name: 'no worker and no pool: UNSCHEDULABLE', workers: [worker(1, 'a', { providedTags: ['os:macos'] })], state: DIAGNOSIS_STATES.UNSCHEDULABLE },
-    { name: 'not pending: NOT_PENDING', workers: [worker(1, 'a')], over: { status: 'RUNNING' }, state: DIAGNOSIS_STATES.NOT_PENDING },
-    { name: 'a workflow: ORCHESTRATED', workers: [worker(1, 'a')], over: { taskType: 'workflow' }, state: DIAGNOSIS_STATES.ORCHESTRATED },
+    {
+      name: 'no worker and no pool: UNSCHEDULABLE',
+      workers: [worker(1, 'a', { providedTags: ['os:macos'] })],
+      state: DIAGNOSIS_STATES.UNSCHEDULABLE,
+    },
+    {
+      name: 'not pending: NOT_PENDING',
+      workers: [worker(1, 'a')],
+      over: { status: 'RUNNING' },
+      state: DIAGNOSIS_STATES.NOT_PENDING,
+    },
+    {
+      name: 'a workflow: ORCHESTRATED',
+      workers: [worker(1, 'a')],
+      over: { taskType: 'workflow' },
+      state: DIAGNOSIS_STATES.ORCHESTRATED,
+    },
   ];
-  for (const c of cases) it(c.name, () => expect(diagnose(task(c.over), c.workers, [], c.backoffs).state).toBe(c.state));
+  for (const c of cases)
+    it(c.name, () => expect(diagnose(task(c.over), c.workers, [], c.backoffs).state).toBe(c.state));
 
   it('names what is missing on each side, and the placement of a pending request', () => {
     const d = diagnose(
       task({ providedTags: [] }),
-      [worker(1, 'b', { requiredTags: ['team:a'] }), worker(2, 'a', { providedTags: ['os:linux', 'worker:cpu-count=8'] }), worker(3, 'c')],
+      [
+        worker(1, 'b', { requiredTags: ['team:a'] }),
+        worker(2, 'a', { providedTags: ['os:linux', 'worker:cpu-count=8'] }),
+        worker(3, 'c'),
+      ],
       [],
       [],
       {
@@ -66,7 +95,9 @@ describe('the diagnosis of a request', () => {
         eligibleCount: () => 1,
       },
     );
-    expect(d.mismatches.map((m) => [m.workerNames, m.missingOnWorker, m.missingOnTask])).toEqual([[['b'], [], ['team:a']]]);
+    expect(d.mismatches.map((m) => [m.workerNames, m.missingOnWorker, m.missingOnTask])).toEqual([
+      [['b'], [], ['team:a']],
+    ]);
     // Light work: the smallest first.
     expect(d.placement?.preferredWorkers).toEqual(['c', 'a']);
     expect(d.placement?.decidedBy).toBe('SMALLEST_FOR_LIGHT');
@@ -75,7 +106,12 @@ describe('the diagnosis of a request', () => {
 
 describe('the candidates of requests', () => {
   it('each request gets the workers that could run it, in name order; available only: those with a free slot', () => {
-    const workers = [worker(1, 'b'), worker(2, 'a', { free: 0, active: 1 }), worker(3, 'c', { providedTags: ['os:macos'] }), worker(4, 'd', { requiredTags: ['team:a'] })];
+    const workers = [
+      worker(1, 'b'),
+      worker(2, 'a', { free: 0, active: 1 }),
+      worker(3, 'c', { providedTags: ['os:macos'] }),
+      worker(4, 'd', { requiredTags: ['team:a'] }),
+    ];
     const tasks = [
       { id: 10, providedTags: [], requiredTags: ['os:linux'] },
       { id: 11, providedTags: ['team:a'], requiredTags: ['os:linux'] },

@@ -9,8 +9,19 @@ import { mergeHeads, PassMatching, type FreeWorker, type Head } from '../../../s
 import type { Backoff } from '../../../src/scheduler/rules/release-backoff.js';
 
 const NOW = new Date('2026-06-01T12:00:00.000Z');
-const head = (id: number, classId: number, prio = 0, fairKey = 0): Head => ({ id, classId, prio, fairKey: BigInt(fairKey), createdUs: BigInt(id) });
-const worker = (id: number, free: number, eligible: number[], options: { pooled?: boolean; cpus?: number } = {}): FreeWorker => ({
+const head = (id: number, classId: number, prio = 0, fairKey = 0): Head => ({
+  id,
+  classId,
+  prio,
+  fairKey: BigInt(fairKey),
+  createdUs: BigInt(id),
+});
+const worker = (
+  id: number,
+  free: number,
+  eligible: number[],
+  options: { pooled?: boolean; cpus?: number } = {},
+): FreeWorker => ({
   id,
   free,
   eligible,
@@ -20,7 +31,11 @@ const worker = (id: number, free: number, eligible: number[], options: { pooled?
 const light = () => false;
 
 /** A matching with every head of `heads` read at once (each class read to its end). */
-function matched(workers: FreeWorker[], heads: Head[], options: { heavy?: (h: Head) => boolean; backoffs?: Map<number, Backoff[]>; max?: number; skipped?: number[] } = {}) {
+function matched(
+  workers: FreeWorker[],
+  heads: Head[],
+  options: { heavy?: (h: Head) => boolean; backoffs?: Map<number, Backoff[]>; max?: number; skipped?: number[] } = {},
+) {
   const m = new PassMatching(workers, NOW, options.max ?? 1000, { firstHeads: 1000 });
   const sorted = [...heads].sort((a, b) => b.prio - a.prio || Number(a.fairKey - b.fairKey) || a.id - b.id);
   m.add(m.classIds, sorted, options.backoffs ?? new Map(), options.heavy ?? light);
@@ -28,7 +43,13 @@ function matched(workers: FreeWorker[], heads: Head[], options: { heavy?: (h: He
 }
 
 describe('the matching of a pass', () => {
-  const cases: { name: string; workers: FreeWorker[]; heads: Head[]; options?: Parameters<typeof matched>[2]; expected: number[][] }[] = [
+  const cases: {
+    name: string;
+    workers: FreeWorker[];
+    heads: Head[];
+    options?: Parameters<typeof matched>[2];
+    expected: number[][];
+  }[] = [
     {
       name: 'queue order: the higher priority first, then the earlier fair key',
       workers: [worker(1, 2, [10])],
@@ -40,7 +61,11 @@ describe('the matching of a pass', () => {
     },
     {
       name: 'static workers before pool workers, then the smallest for light work',
-      workers: [worker(1, 1, [10], { pooled: true, cpus: 1 }), worker(2, 1, [10], { cpus: 8 }), worker(3, 1, [10], { cpus: 2 })],
+      workers: [
+        worker(1, 1, [10], { pooled: true, cpus: 1 }),
+        worker(2, 1, [10], { cpus: 8 }),
+        worker(3, 1, [10], { cpus: 2 }),
+      ],
       heads: [head(101, 10), head(102, 10), head(103, 10)],
       expected: [
         [101, 3],
@@ -137,6 +162,8 @@ describe('the matching of a pass', () => {
   });
 
   it('mergeHeads keeps queue order', () => {
-    expect(mergeHeads([head(1, 1, 1), head(3, 1, 0)], [head(2, 2, 1), head(4, 2, 0)]).map((h) => h.id)).toEqual([1, 2, 3, 4]);
+    expect(mergeHeads([head(1, 1, 1), head(3, 1, 0)], [head(2, 2, 1), head(4, 2, 0)]).map((h) => h.id)).toEqual([
+      1, 2, 3, 4,
+    ]);
   });
 });

@@ -5,11 +5,24 @@
  * room add slots after their launch time.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LAUNCH_SECONDS, simulateStart, SIMULATED_AHEAD, type StartEstimateInput } from '../../../src/scheduler/matching/start-estimate.js';
+import {
+  DEFAULT_LAUNCH_SECONDS,
+  simulateStart,
+  SIMULATED_AHEAD,
+  type StartEstimateInput,
+} from '../../../src/scheduler/matching/start-estimate.js';
 
 const NOW = new Date('2026-06-01T12:00:00.000Z');
 const at = (seconds: number) => new Date(NOW.getTime() + seconds * 1000);
-const input = (over: Partial<StartEstimateInput>): StartEstimateInput => ({ now: NOW, workers: [], launching: [], pools: [], ahead: 0, aheadSeconds: [], ...over });
+const input = (over: Partial<StartEstimateInput>): StartEstimateInput => ({
+  now: NOW,
+  workers: [],
+  launching: [],
+  pools: [],
+  ahead: 0,
+  aheadSeconds: [],
+  ...over,
+});
 const sixty = (n: number) => Array.from({ length: n }, () => 60);
 
 describe('simulateStart', () => {
@@ -19,7 +32,11 @@ describe('simulateStart', () => {
       input: input({ workers: [{ concurrency: 1, busyUntil: [at(20)] }], ahead: 4, aheadSeconds: sixty(4) }),
       wait: 260,
     },
-    { name: 'an idle worker and nothing ahead: now', input: input({ workers: [{ concurrency: 1, busyUntil: [] }] }), wait: 0 },
+    {
+      name: 'an idle worker and nothing ahead: now',
+      input: input({ workers: [{ concurrency: 1, busyUntil: [] }] }),
+      wait: 0,
+    },
     {
       name: 'a worker of concurrency 2, one slot free: the first ahead takes the free slot, it takes the other when its run ends',
       input: input({ workers: [{ concurrency: 2, busyUntil: [at(30)] }], ahead: 1, aheadSeconds: [60] }),
@@ -56,12 +73,19 @@ describe('simulateStart', () => {
     },
     {
       name: 'a busy worker free in 600 s, a pool launching in 120 s (measured): the pool worker first',
-      input: input({ workers: [{ concurrency: 1, busyUntil: [at(600)] }], pools: [{ name: 'p', launchSeconds: 120, concurrency: 1, launchable: 3 }] }),
+      input: input({
+        workers: [{ concurrency: 1, busyUntil: [at(600)] }],
+        pools: [{ name: 'p', launchSeconds: 120, concurrency: 1, launchable: 3 }],
+      }),
       wait: 120,
     },
     {
       name: 'a pool of concurrency 2 with room for one instance, 2 ahead: two slots after the launch, then the first to end',
-      input: input({ pools: [{ name: 'p', launchSeconds: 100, concurrency: 2, launchable: 1 }], ahead: 2, aheadSeconds: [60, 80] }),
+      input: input({
+        pools: [{ name: 'p', launchSeconds: 100, concurrency: 2, launchable: 1 }],
+        ahead: 2,
+        aheadSeconds: [60, 80],
+      }),
       wait: 160,
     },
     {
@@ -75,7 +99,11 @@ describe('simulateStart', () => {
       wait: 40,
     },
     { name: 'no slot at all: no estimate', input: input({ ahead: 3, aheadSeconds: sixty(3) }), wait: null },
-    { name: 'a pool with no room adds no slot', input: input({ pools: [{ name: 'p', launchSeconds: 10, concurrency: 1, launchable: 0 }] }), wait: null },
+    {
+      name: 'a pool with no room adds no slot',
+      input: input({ pools: [{ name: 'p', launchSeconds: 10, concurrency: 1, launchable: 0 }] }),
+      wait: null,
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -94,7 +122,9 @@ describe('simulateStart', () => {
 
   it('beyond the simulated requests ahead the rest is extrapolated at their mean over all the slots, and says so', () => {
     const ahead = SIMULATED_AHEAD + 400;
-    const got = simulateStart(input({ workers: [{ concurrency: 4, busyUntil: [] }], ahead, aheadSeconds: sixty(SIMULATED_AHEAD) }));
+    const got = simulateStart(
+      input({ workers: [{ concurrency: 4, busyUntil: [] }], ahead, aheadSeconds: sixty(SIMULATED_AHEAD) }),
+    );
     // Exact: 1400 ahead on 4 slots of 60 s = 350 rounds of 60 s. The extrapolation gives the same here.
     expect(got.waitSeconds).toBeCloseTo((ahead / 4) * 60, 6);
     expect(got.extrapolated).toBe(true);
@@ -103,7 +133,12 @@ describe('simulateStart', () => {
 
   it('the basis names the slots it simulated on', () => {
     const got = simulateStart(
-      input({ workers: [{ concurrency: 2, busyUntil: [at(5)] }], pools: [{ name: 'cloud', launchSeconds: null, concurrency: 1, launchable: 2 }], ahead: 1, aheadSeconds: [9] }),
+      input({
+        workers: [{ concurrency: 2, busyUntil: [at(5)] }],
+        pools: [{ name: 'cloud', launchSeconds: null, concurrency: 1, launchable: 2 }],
+        ahead: 1,
+        aheadSeconds: [9],
+      }),
     );
     expect(got.basis).toBe(
       '1 request ahead simulated on 2 slots of 1 available matching worker, up to 2 new workers of pool cloud after a launch of 300 s (default: none measured yet)',

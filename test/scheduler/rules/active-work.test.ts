@@ -7,23 +7,48 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isActive, WORK_REQUEST_STATUSES } from '../../../src/core/work-request-status.js';
-import { activeByWorkerSql, activeWorkSql, freeSlots, hasFreeSlotSql, isActiveSql, isUnacknowledged, isUnacknowledgedSql } from '../../../src/scheduler/rules/active-work.js';
+import {
+  activeByWorkerSql,
+  activeWorkSql,
+  freeSlots,
+  hasFreeSlotSql,
+  isActiveSql,
+  isUnacknowledged,
+  isUnacknowledgedSql,
+} from '../../../src/scheduler/rules/active-work.js';
 import { useTestApp } from '../../helpers/app.js';
 
 const t = useTestApp();
 
 const workersArb = fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 12 });
-const requestArb = (workers: number) => fc.record({ worker: fc.option(fc.integer({ min: 1, max: workers }), { nil: null }), status: fc.constantFrom(...WORK_REQUEST_STATUSES) });
-const farmArb = workersArb.chain((concurrency) => fc.record({ concurrency: fc.constant(concurrency), requests: fc.array(requestArb(concurrency.length), { maxLength: 40 }) }));
+const requestArb = (workers: number) =>
+  fc.record({
+    worker: fc.option(fc.integer({ min: 1, max: workers }), { nil: null }),
+    status: fc.constantFrom(...WORK_REQUEST_STATUSES),
+  });
+const farmArb = workersArb.chain((concurrency) =>
+  fc.record({
+    concurrency: fc.constant(concurrency),
+    requests: fc.array(requestArb(concurrency.length), { maxLength: 40 }),
+  }),
+);
 
 describe('active work and capacity in SQL and in TypeScript', () => {
   it('the counts, the per-worker relation and the free-slot condition agree with isActive and freeSlots', async () => {
     await fc.assert(
       fc.asyncProperty(farmArb, async ({ concurrency, requests }) => {
         const workers = concurrency.map((c, i) => ({ id: i + 1, concurrency: c }));
-        const requestRows = requests.length ? requests.map(() => '(?::int, ?::text)').join(', ') : '(null::int, null::text)';
+        const requestRows = requests.length
+          ? requests.map(() => '(?::int, ?::text)').join(', ')
+          : '(null::int, null::text)';
         const requestParams = requests.length ? requests.flatMap((r) => [r.worker, r.status]) : [];
-        const rows = await t.sql<{ id: number; active: number; grouped: number | null; free: boolean; statuses: number }>(
+        const rows = await t.sql<{
+          id: number;
+          active: number;
+          grouped: number | null;
+          free: boolean;
+          statuses: number;
+        }>(
           `with worker(id, concurrency) as (values ${workers.map(() => '(?::int, ?::int)').join(', ')}),
                 work_request(worker_id, status) as (select * from (values ${requestRows}) v(worker_id, status) where v.status is not null)
            select w.id, ${activeWorkSql('w.id')} as active, g.active as grouped, ${hasFreeSlotSql('w')} as free,
@@ -34,7 +59,13 @@ describe('active work and capacity in SQL and in TypeScript', () => {
         );
         const expected = workers.map((w) => {
           const active = requests.filter((r) => r.worker === w.id && isActive(r.status)).length;
-          return { id: w.id, active, grouped: active || null, free: freeSlots(w.concurrency, active) > 0, statuses: active };
+          return {
+            id: w.id,
+            active,
+            grouped: active || null,
+            free: freeSlots(w.concurrency, active) > 0,
+            statuses: active,
+          };
         });
         expect(rows).toEqual(expected);
       }),
@@ -53,6 +84,8 @@ describe('active work and capacity in SQL and in TypeScript', () => {
 
   it('isActive holds for ASSIGNED and RUNNING only; freeSlots never goes below 0', () => {
     expect(WORK_REQUEST_STATUSES.filter(isActive)).toEqual(['ASSIGNED', 'RUNNING']);
-    expect([freeSlots(2, 0), freeSlots(2, 1), freeSlots(2, 2), freeSlots(1, 3), freeSlots(0, 0)]).toEqual([2, 1, 0, 0, 0]);
+    expect([freeSlots(2, 0), freeSlots(2, 1), freeSlots(2, 2), freeSlots(1, 3), freeSlots(0, 0)]).toEqual([
+      2, 1, 0, 0, 0,
+    ]);
   });
 });

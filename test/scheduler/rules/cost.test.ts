@@ -1,6 +1,12 @@
 /** Cost (rules/pool-cost.ts), table-tested: by the second and by started period, the month split, a request's share, the launch price. */
 import { describe, expect, it } from 'vitest';
-import { costInMonth, instanceCost, launchPrice, monthStartUtc, workRequestCost } from '../../../src/scheduler/rules/pool-cost.js';
+import {
+  costInMonth,
+  instanceCost,
+  launchPrice,
+  monthStartUtc,
+  workRequestCost,
+} from '../../../src/scheduler/rules/pool-cost.js';
 import { billedSeconds, paidPeriodLeft } from '../../../src/scheduler/rules/scale-in.js';
 
 const T0 = new Date('2026-11-10T10:00:00Z');
@@ -20,7 +26,8 @@ describe('billedSeconds', () => {
   });
 
   it('between period starts, billed is the age plus the paid period left (scale-in.ts)', () => {
-    for (const age of [1, 1799, 3599, 3601, 9000]) expect(billedSeconds(age, 3600)).toBe(age + paidPeriodLeft(T0, 3600, at(age)));
+    for (const age of [1, 1799, 3599, 3601, 9000])
+      expect(billedSeconds(age, 3600)).toBe(age + paidPeriodLeft(T0, 3600, at(age)));
   });
 });
 
@@ -61,8 +68,13 @@ describe('costInMonth', () => {
     const requested = before(5000);
     const end = after(9000);
     for (const period of [null, 3600, 600]) {
-      const last = costInMonth(0.3, requested, end, new Date('2026-11-01T00:00:00Z'), period) - costInMonth(0.3, requested, end, month, period);
-      expect(last + costInMonth(0.3, requested, end, month, period)).toBeCloseTo(instanceCost(0.3, requested, end, period)!, 10);
+      const last =
+        costInMonth(0.3, requested, end, new Date('2026-11-01T00:00:00Z'), period) -
+        costInMonth(0.3, requested, end, month, period);
+      expect(last + costInMonth(0.3, requested, end, month, period)).toBeCloseTo(
+        instanceCost(0.3, requested, end, period)!,
+        10,
+      );
     }
   });
 
@@ -112,7 +124,12 @@ describe('launchPrice', () => {
   });
 
   it.each([
-    ["the offering's own price wins over the provider's", { market: 'on-demand', maxPricePerHour: null, pricePerHour: 0.1 }, 0.5, 0.1],
+    [
+      "the offering's own price wins over the provider's",
+      { market: 'on-demand', maxPricePerHour: null, pricePerHour: 0.1 },
+      0.5,
+      0.1,
+    ],
     ["the provider's price wins over the pool's", { market: 'on-demand', maxPricePerHour: null }, 0.5, 0.0119],
     ["the provider's price wins over a spot maximum", { market: 'spot', maxPricePerHour: 0.05 }, 0.5, 0.0119],
     ["no offering: the provider's", null, 0.5, 0.0119],

@@ -8,7 +8,17 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { textArray } from '../../../src/storage/db/arrays.js';
-import { classFits, classMismatch, fitsOf, mayFit, mayFitParams, mayFitSql, providedIndexOf, type TaskClassRow, type WorkerTags } from '../../../src/scheduler/rules/fit.js';
+import {
+  classFits,
+  classMismatch,
+  fitsOf,
+  mayFit,
+  mayFitParams,
+  mayFitSql,
+  providedIndexOf,
+  type TaskClassRow,
+  type WorkerTags,
+} from '../../../src/scheduler/rules/fit.js';
 import { matchTags } from '../../../src/core/tags/match.js';
 import { useTestApp } from '../../helpers/app.js';
 
@@ -22,11 +32,19 @@ const classArb = fc.record({
 }) satisfies fc.Arbitrary<TaskClassRow>;
 const workerArb = fc.record({
   type: fc.constantFrom('worker', 'worker', 'not-assignable'),
-  providedTags: subset(['os:linux', 'arch:x86', 'worker:memory-gib=2', 'worker:memory-gib=16', 'worker:cpu-count=4', 'team:a']),
+  providedTags: subset([
+    'os:linux',
+    'arch:x86',
+    'worker:memory-gib=2',
+    'worker:memory-gib=16',
+    'worker:cpu-count=4',
+    'team:a',
+  ]),
   requiredTags: subset(['team:a', 'secure', 'zone>=1', 'worker:memory-gib>=4']),
 }) satisfies fc.Arbitrary<WorkerTags>;
 
-const hasMinimum = (c: TaskClassRow, w: WorkerTags) => [...c.requiredTags, ...w.requiredTags].some((tag) => tag.includes('>='));
+const hasMinimum = (c: TaskClassRow, w: WorkerTags) =>
+  [...c.requiredTags, ...w.requiredTags].some((tag) => tag.includes('>='));
 
 describe('the fit of a class to a worker in SQL and in TypeScript', () => {
   it('mayFitSql equals mayFit; classFits implies it, and equals it without minimums', async () => {
@@ -41,7 +59,8 @@ describe('the fit of a class to a worker in SQL and in TypeScript', () => {
         expect(rows.map((r) => r.may)).toEqual(workers.map((w) => mayFit(c, w)));
         for (const w of workers) {
           if (classFits(c, w)) expect(mayFit(c, w), JSON.stringify({ c, w })).toBe(true);
-          if (!hasMinimum(c, w) && w.type !== 'not-assignable') expect(classFits(c, w), JSON.stringify({ c, w })).toBe(mayFit(c, w));
+          if (!hasMinimum(c, w) && w.type !== 'not-assignable')
+            expect(classFits(c, w), JSON.stringify({ c, w })).toBe(mayFit(c, w));
         }
       }),
       { numRuns: 60 },
@@ -52,7 +71,10 @@ describe('the fit of a class to a worker in SQL and in TypeScript', () => {
     fc.assert(
       fc.property(classArb, workerArb, (c, w) => {
         expect(fitsOf(w)(c)).toBe(classFits(c, w));
-        const m = matchTags({ provided: c.significantProvidedTags, required: c.requiredTags }, { provided: w.providedTags, required: w.requiredTags });
+        const m = matchTags(
+          { provided: c.significantProvidedTags, required: c.requiredTags },
+          { provided: w.providedTags, required: w.requiredTags },
+        );
         expect(classMismatch(c, { index: providedIndexOf(w.providedTags), requiredTags: w.requiredTags })).toEqual({
           missingOnWorker: m.missingOnWorker,
           missingOnTask: m.missingOnTask,
@@ -64,8 +86,16 @@ describe('the fit of a class to a worker in SQL and in TypeScript', () => {
   });
 
   it('a table of cases: valued tags by >=, plain tags by identity, both ways', () => {
-    const c = (requiredTags: string[], significantProvidedTags: string[] = []): TaskClassRow => ({ id: 1, requiredTags, significantProvidedTags });
-    const w = (providedTags: string[], requiredTags: string[] = []): WorkerTags => ({ type: 'worker', providedTags, requiredTags });
+    const c = (requiredTags: string[], significantProvidedTags: string[] = []): TaskClassRow => ({
+      id: 1,
+      requiredTags,
+      significantProvidedTags,
+    });
+    const w = (providedTags: string[], requiredTags: string[] = []): WorkerTags => ({
+      type: 'worker',
+      providedTags,
+      requiredTags,
+    });
     const cases: [TaskClassRow, WorkerTags, boolean][] = [
       [c(['worker:memory-gib>=4']), w(['worker:memory-gib=4']), true],
       [c(['worker:memory-gib>=4']), w(['worker:memory-gib=3']), false],

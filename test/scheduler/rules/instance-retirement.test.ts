@@ -4,7 +4,12 @@
  * rollout has. Their SQL forms are pinned in test/provisioner/retirement-cycle.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { outlived, reachedWorkRequestLimit, replacementRoom, templateFingerprint } from '../../../src/scheduler/rules/instance-retirement.js';
+import {
+  outlived,
+  reachedWorkRequestLimit,
+  replacementRoom,
+  templateFingerprint,
+} from '../../../src/scheduler/rules/instance-retirement.js';
 
 const NOW = new Date('2026-06-01T12:00:00Z');
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000);
@@ -32,15 +37,29 @@ describe('instance retirement', () => {
   });
 
   it('the fingerprint follows what an instance is made from, not the order of its keys or unset fields', () => {
-    const a = templateFingerprint({ providerType: 'hetzner', specifications: { image: 'sbuild-1', instanceType: 'cx22', location: null } });
-    expect(templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx22', image: 'sbuild-1' } })).toBe(a);
-    expect(templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx22', image: 'sbuild-2' } })).not.toBe(a);
-    expect(templateFingerprint({ providerType: 'ec2', specifications: { instanceType: 'cx22', image: 'sbuild-1' } })).not.toBe(a);
-    expect(templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx32', image: 'sbuild-1' } })).not.toBe(a);
+    const a = templateFingerprint({
+      providerType: 'hetzner',
+      specifications: { image: 'sbuild-1', instanceType: 'cx22', location: null },
+    });
+    expect(
+      templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx22', image: 'sbuild-1' } }),
+    ).toBe(a);
+    expect(
+      templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx22', image: 'sbuild-2' } }),
+    ).not.toBe(a);
+    expect(
+      templateFingerprint({ providerType: 'ec2', specifications: { instanceType: 'cx22', image: 'sbuild-1' } }),
+    ).not.toBe(a);
+    expect(
+      templateFingerprint({ providerType: 'hetzner', specifications: { instanceType: 'cx32', image: 'sbuild-1' } }),
+    ).not.toBe(a);
     expect(a).toMatch(/^[0-9a-f]{32}$/);
     // An offering's price is for cost only: changing it replaces no machine; changing its type does.
     const offered = (pricePerHour: number | null, instanceType = 'cx22') =>
-      templateFingerprint({ providerType: 'hetzner', specifications: { image: 'sbuild-1', offerings: [{ instanceType, location: 'fsn1', pricePerHour }] } });
+      templateFingerprint({
+        providerType: 'hetzner',
+        specifications: { image: 'sbuild-1', offerings: [{ instanceType, location: 'fsn1', pricePerHour }] },
+      });
     expect(offered(0.01)).toBe(offered(0.02));
     expect(offered(0.01)).toBe(offered(null));
     expect(offered(0.01, 'cx32')).not.toBe(offered(0.01));

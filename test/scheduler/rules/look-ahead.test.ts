@@ -25,12 +25,20 @@ describe('coming work in SQL and in TypeScript', () => {
   });
 
   it('agree on generated dependencies', async () => {
-    const arb = fc.array(fc.array(fc.constantFrom(...WORK_REQUEST_STATUSES), { maxLength: 4 }), { minLength: 1, maxLength: 10 });
+    const arb = fc.array(fc.array(fc.constantFrom(...WORK_REQUEST_STATUSES), { maxLength: 4 }), {
+      minLength: 1,
+      maxLength: 10,
+    });
     await fc.assert(
       fc.asyncProperty(arb, async (blocked) => {
         // Request ids: the blocked ones 1..n, their dependencies from 1000 on.
-        const deps = blocked.flatMap((statuses, i) => statuses.map((status, j) => ({ id: i + 1, dep: 1000 + i * 10 + j, status })));
-        const requests = [...blocked.map((_, i) => ({ id: i + 1, status: 'BLOCKED' })), ...deps.map((d) => ({ id: d.dep, status: d.status }))];
+        const deps = blocked.flatMap((statuses, i) =>
+          statuses.map((status, j) => ({ id: i + 1, dep: 1000 + i * 10 + j, status })),
+        );
+        const requests = [
+          ...blocked.map((_, i) => ({ id: i + 1, status: 'BLOCKED' })),
+          ...deps.map((d) => ({ id: d.dep, status: d.status })),
+        ];
         const rows = await t.sql<{ id: number; coming: boolean }>(
           `with work_request(id, status) as (values ${requests.map(() => '(?::int, ?::text)').join(', ')}),
                 work_request_dependency(work_request_id, depends_on_id) as (select * from (values ${deps.length ? deps.map(() => '(?::int, ?::int)').join(', ') : '(null::int, null::int)'}) v(a, b) where v.a is not null)

@@ -6,18 +6,33 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decidingRule, PLACEMENT_RULES, staticBeforePool, staticFirst, staticFirstSql, workerPreference } from '../../../src/scheduler/rules/placement-preference.js';
+import {
+  decidingRule,
+  PLACEMENT_RULES,
+  staticBeforePool,
+  staticFirst,
+  staticFirstSql,
+  workerPreference,
+} from '../../../src/scheduler/rules/placement-preference.js';
 import { useTestApp } from '../../helpers/app.js';
 
 const t = useTestApp();
 
-const workerArb = fc.record({ pooled: fc.boolean(), cpus: fc.integer({ min: 0, max: 4 }), eligible: fc.integer({ min: 1, max: 3 }) });
+const workerArb = fc.record({
+  pooled: fc.boolean(),
+  cpus: fc.integer({ min: 0, max: 4 }),
+  eligible: fc.integer({ min: 1, max: 3 }),
+});
 
 describe('placement preference in SQL and in TypeScript', () => {
   it('order by staticFirstSql is staticFirst; static before pool decides first for either kind of work', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(workerArb, { minLength: 1, maxLength: 20 }), async (generated) => {
-        const workers = generated.map((w, i) => ({ ...w, id: (i * 7919) % 1009, size: [w.cpus, 0] as [number, number] }));
+        const workers = generated.map((w, i) => ({
+          ...w,
+          id: (i * 7919) % 1009,
+          size: [w.cpus, 0] as [number, number],
+        }));
         const rows = await t.sql<{ id: number }>(
           `select w.id from (values ${workers.map(() => '(?::int, ?::int)').join(', ')}) as w(id, pool_id) order by ${staticFirstSql('w')}`,
           workers.flatMap((w) => [w.id, w.pooled ? 1 : null]),

@@ -5,7 +5,12 @@
  * is pinned by test/faults/quarantine-probe.test.ts and test/api/completion-paths.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { erroredTasks, liftsQuarantine, mayQuarantine, quarantineReason } from '../../../src/scheduler/rules/quarantine.js';
+import {
+  erroredTasks,
+  liftsQuarantine,
+  mayQuarantine,
+  quarantineReason,
+} from '../../../src/scheduler/rules/quarantine.js';
 
 const r = (result: string | null, taskName = 'sbuild') => ({ result, taskName });
 
@@ -33,6 +38,8 @@ describe('the quarantine rule', () => {
   });
 
   it('the reason names the tasks and the success elsewhere', () => {
-    expect(quarantineReason(3, ['a', 'b'], { taskName: 'a', worker: 'w2' })).toBe('its last 3 results are ERROR (a, b) while a succeeded on w2');
+    expect(quarantineReason(3, ['a', 'b'], { taskName: 'a', worker: 'w2' })).toBe(
+      'its last 3 results are ERROR (a, b) while a succeeded on w2',
+    );
   });
 });

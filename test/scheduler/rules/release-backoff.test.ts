@@ -6,7 +6,12 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isBackedOff, notBackedOffParams, notBackedOffSql, type Backoff } from '../../../src/scheduler/rules/release-backoff.js';
+import {
+  isBackedOff,
+  notBackedOffParams,
+  notBackedOffSql,
+  type Backoff,
+} from '../../../src/scheduler/rules/release-backoff.js';
 import { useTestApp } from '../../helpers/app.js';
 
 const t = useTestApp();
@@ -23,18 +28,27 @@ describe('release backoff in SQL and in TypeScript', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(backoffArb, { maxLength: 12 }), async (backoffs) => {
         const pairs = [1, 2, 3, 4].flatMap((request) => [1, 2, 3, 4].map((worker) => ({ request, worker })));
-        const rows = backoffs.length ? backoffs.map(() => '(?::int, ?::int, ?::timestamptz)').join(', ') : '(null::int, null::int, null::timestamptz)';
+        const rows = backoffs.length
+          ? backoffs.map(() => '(?::int, ?::int, ?::timestamptz)').join(', ')
+          : '(null::int, null::int, null::timestamptz)';
         const answers = await Promise.all(
           pairs.map(async ({ request, worker }) => {
             const [row] = await t.sql<{ free: boolean }>(
               `with release_backoff(work_request_id, worker_id, until) as (select * from (values ${rows}) v(r, w, u) where v.r is not null)
                select ${notBackedOffSql('x')} as free from (select ?::int as id) x`,
-              [...backoffs.flatMap((b) => [b.request, b.worker, new Date(b.untilMs)]), ...notBackedOffParams(worker, NOW), request],
+              [
+                ...backoffs.flatMap((b) => [b.request, b.worker, new Date(b.untilMs)]),
+                ...notBackedOffParams(worker, NOW),
+                request,
+              ],
             );
             return row.free;
           }),
         );
-        const ofRequest = (request: number): Backoff[] => backoffs.filter((b) => b.request === request).map((b) => ({ workerId: b.worker, until: new Date(b.untilMs) }));
+        const ofRequest = (request: number): Backoff[] =>
+          backoffs
+            .filter((b) => b.request === request)
+            .map((b) => ({ workerId: b.worker, until: new Date(b.untilMs) }));
         expect(answers).toEqual(pairs.map(({ request, worker }) => !isBackedOff(ofRequest(request), worker, NOW)));
       }),
       { numRuns: 30 },

@@ -4,7 +4,16 @@
  * launch rate, and warm capacity by schedule, across a daylight saving time change.
  */
 import { describe, expect, it } from 'vitest';
-import { localTime, minIdleNow, minutesOf, paidPeriodLeft, rateRoom, stopHold, stopOrder, type WarmSchedule } from '../../../src/scheduler/rules/scale-in.js';
+import {
+  localTime,
+  minIdleNow,
+  minutesOf,
+  paidPeriodLeft,
+  rateRoom,
+  stopHold,
+  stopOrder,
+  type WarmSchedule,
+} from '../../../src/scheduler/rules/scale-in.js';
 
 const NOW = new Date('2026-06-01T12:00:00Z');
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000);
@@ -29,7 +38,13 @@ describe('scale-in', () => {
     ['billed by the hour, just into its second hour', { billingPeriodSeconds: 3600 }, ago(3700), null, 'PAID_PERIOD'],
     ['a short period: its last tenth', { billingPeriodSeconds: 600 }, ago(545), null, null],
     ['a short period: before its last tenth', { billingPeriodSeconds: 600 }, ago(500), null, 'PAID_PERIOD'],
-    ['a short period: its last minute at least (a tenth would be 30 s)', { billingPeriodSeconds: 300 }, ago(245), null, null],
+    [
+      'a short period: its last minute at least (a tenth would be 30 s)',
+      { billingPeriodSeconds: 300 },
+      ago(245),
+      null,
+      null,
+    ],
     ['a short period: before its last minute', { billingPeriodSeconds: 300 }, ago(235), null, 'PAID_PERIOD'],
     ['the shortest period: its second half', { billingPeriodSeconds: 60 }, ago(31), null, null],
     ['the shortest period: its first half', { billingPeriodSeconds: 60 }, ago(29), null, 'PAID_PERIOD'],
@@ -38,12 +53,17 @@ describe('scale-in', () => {
     expect(stopHold(pool, created, lastLaunch, NOW)).toBe(hold);
   });
 
-  it.each([60, 61, 90, 119, 120, 300, 599, 600, 3600, 86_400])('billed by %i s: a periodic cycle every 30 s reaches the stop window, whatever the phase', (period) => {
-    for (let phase = 0; phase < 30; phase += 0.5) {
-      const cycles = Array.from({ length: Math.ceil(period / 30) + 1 }, (_, i) => phase + 30 * i).filter((t) => t <= period);
-      expect(cycles.some((t) => stopHold({ billingPeriodSeconds: period }, ago(t), null, NOW) === null)).toBe(true);
-    }
-  });
+  it.each([60, 61, 90, 119, 120, 300, 599, 600, 3600, 86_400])(
+    'billed by %i s: a periodic cycle every 30 s reaches the stop window, whatever the phase',
+    (period) => {
+      for (let phase = 0; phase < 30; phase += 0.5) {
+        const cycles = Array.from({ length: Math.ceil(period / 30) + 1 }, (_, i) => phase + 30 * i).filter(
+          (t) => t <= period,
+        );
+        expect(cycles.some((t) => stopHold({ billingPeriodSeconds: period }, ago(t), null, NOW) === null)).toBe(true);
+      }
+    },
+  );
 
   it('stops first the idle instance nearest the end of its paid period; without a period, the one idle longest', () => {
     const a = { name: 'a', createdAt: ago(3000), idleSince: ago(100) }; // 600 s left

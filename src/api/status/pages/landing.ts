@@ -8,8 +8,16 @@ import { html } from '../html.js';
 import { layout, viewerLabel, type PageContext } from '../layout.js';
 import { countByStatus, STATUS_LABELS } from './workers.js';
 
-export async function landingPage(em: EntityManager, config: Pick<Config, 'workers'>, ctx: PageContext): Promise<string> {
-  const [workers, pools, work] = await Promise.all([activeWorkerRows(em, config.workers.metadataFreshMs), poolCounts(em), queueCounts(em, ctx.viewer)]);
+export async function landingPage(
+  em: EntityManager,
+  config: Pick<Config, 'workers'>,
+  ctx: PageContext,
+): Promise<string> {
+  const [workers, pools, work] = await Promise.all([
+    activeWorkerRows(em, config.workers.metadataFreshMs),
+    poolCounts(em),
+    queueCounts(em, ctx.viewer),
+  ]);
   const counts = countByStatus(workers);
   const who = viewerLabel(ctx.viewer);
   const body = html`<h1>tagsched</h1>
@@ -19,8 +27,11 @@ export async function landingPage(em: EntityManager, config: Pick<Config, 'worke
       : html`You are not signed in: you see workers and the work of public workspaces. <a href="/-/status/login?next=%2F">Sign in</a> with a token to see tags and metadata.`
   }</p>
 <div class="cards">
-<div class="card"><h2><a href="/-/status/workers/">Workers</a></h2><p class="big">${workers.length}</p><p>${[...counts.entries()].map(
-    ([s, n], i) => html`${i ? ' · ' : ''}<a href="/-/status/workers/?status=${s}">${n} ${STATUS_LABELS[s].toLowerCase()}</a>`,
+<div class="card"><h2><a href="/-/status/workers/">Workers</a></h2><p class="big">${workers.length}</p><p>${[
+    ...counts.entries(),
+  ].map(
+    ([s, n], i) =>
+      html`${i ? ' · ' : ''}<a href="/-/status/workers/?status=${s}">${n} ${STATUS_LABELS[s].toLowerCase()}</a>`,
   )}</p></div>
 <div class="card"><h2><a href="/-/status/queue/">Queue</a></h2><p class="big">${work.pending}</p><p>pending (${work.visiblePending} you can see) · ${work.running} assigned or running</p></div>
 <div class="card"><h2><a href="/-/status/pools/">Pools</a></h2><p class="big">${pools.n}</p><p>${pools.enabled} enabled: instances, demand, limits and budget</p></div>

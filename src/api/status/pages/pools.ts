@@ -45,11 +45,19 @@ const LOG_TAIL_BYTES = 64 * 1024;
 const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,149}$/;
 
 /** An instance's log for an admin, when `?log=NAME` names an instance of this pool; null otherwise. */
-async function logSection(em: EntityManager, config: Pick<Config, 'providers'>, ctx: PageContext, pool: WorkerPool, params: Map<string, string>): Promise<Html | null> {
+async function logSection(
+  em: EntityManager,
+  config: Pick<Config, 'providers'>,
+  ctx: PageContext,
+  pool: WorkerPool,
+  params: Map<string, string>,
+): Promise<Html | null> {
   const name = params.get('log');
   if (!name || !isAdmin(ctx.viewer)) return null;
-  if (!INSTANCE_NAME.test(name)) throw new StatusError(404, `Pool ${pool.name} has no instance “${name.slice(0, 100)}”.`);
-  if (!(await poolHasInstance(em, pool.id, name))) throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
+  if (!INSTANCE_NAME.test(name))
+    throw new StatusError(404, `Pool ${pool.name} has no instance “${name.slice(0, 100)}”.`);
+  if (!(await poolHasInstance(em, pool.id, name)))
+    throw new StatusError(404, `Pool ${pool.name} has no instance “${name}”.`);
   const log = instanceLogFor(ctx.viewer, config.providers, name, LOG_TAIL_BYTES);
   const text = log ? consoleText(log.text) : ''; // escape sequences removed, other control characters shown
   return html`<h2 id="log">Log of ${name}</h2>
@@ -57,7 +65,11 @@ ${log ? html`<p class="muted">${log.truncated ? `The last ${LOG_TAIL_BYTES / 102
 }
 
 /** A retiring instance's reason, in a few words for its badge. */
-const RETIRING_WORDS: Record<RetiringReason, string> = { WORK_REQUESTS: 'ran its requests', LIFETIME: 'lifetime reached', OUTDATED: 'outdated' };
+const RETIRING_WORDS: Record<RetiringReason, string> = {
+  WORK_REQUESTS: 'ran its requests',
+  LIFETIME: 'lifetime reached',
+  OUTDATED: 'outdated',
+};
 
 const isLive = (i: PoolInstanceRow) => isLiveInstance(i.state);
 
@@ -70,9 +82,13 @@ const rollout = (c: RolloutCounts, pool: WorkerPool): string =>
 /** The pool's scale-in settings and warm capacity in words (scheduler/rules/scale-in.ts). */
 const scaleIn = (pool: WorkerPool, now: Date): string =>
   [
-    pool.billingPeriodSeconds ? `billed by ${duration(pool.billingPeriodSeconds)}: idle instances stop near the end of their paid period` : 'billed by the second',
+    pool.billingPeriodSeconds
+      ? `billed by ${duration(pool.billingPeriodSeconds)}: idle instances stop near the end of their paid period`
+      : 'billed by the second',
     pool.scaleDownDelaySeconds ? `no stop within ${duration(pool.scaleDownDelaySeconds)} of a launch` : '',
-    pool.maxLaunchesPerMinute ? `at most ${pool.maxLaunchesPerMinute} launch${pool.maxLaunchesPerMinute === 1 ? '' : 'es'} a minute` : '',
+    pool.maxLaunchesPerMinute
+      ? `at most ${pool.maxLaunchesPerMinute} launch${pool.maxLaunchesPerMinute === 1 ? '' : 'es'} a minute`
+      : '',
     pool.warmSchedule?.periods.length
       ? `warm capacity ${pool.warmSchedule.periods.map((w) => `${w.days.join(',')} ${w.from}–${w.to}: ${w.minIdleInstances} idle`).join('; ')} (${pool.warmSchedule.timeZone}); ${minIdleNow(pool, now)} kept idle now`
       : '',
@@ -88,7 +104,9 @@ const retirement = (pool: WorkerPool): string =>
       : pool.maxWorkRequestsPerInstance === 1
         ? 'a fresh instance for each work request'
         : `an instance retires after ${pool.maxWorkRequestsPerInstance} work requests`,
-    pool.maxInstanceLifetimeSeconds == null ? '' : `an instance retires after ${duration(pool.maxInstanceLifetimeSeconds)}`,
+    pool.maxInstanceLifetimeSeconds == null
+      ? ''
+      : `an instance retires after ${duration(pool.maxInstanceLifetimeSeconds)}`,
   ]
     .filter(Boolean)
     .join('; ') || 'none: instances run until idle';
@@ -109,12 +127,15 @@ function health(pool: WorkerPool, config: Pick<Config, 'provisioner'>, now: Date
   if (!pool.enabled) return badge('DISABLED', 'disabled');
   if (h.degraded)
     return html`${badge('degraded')}${h.backingOff && pool.launchRetryAt ? html` <span class="muted">next try ${ago(pool.launchRetryAt, now).replace(' ago', '')}</span>` : ''}`;
-  if (pool.launchFailures > 0) return html`${badge('PENDING', `${pool.launchFailures} failed launch${pool.launchFailures === 1 ? '' : 'es'}`)}`;
+  if (pool.launchFailures > 0)
+    return html`${badge('PENDING', `${pool.launchFailures} failed launch${pool.launchFailures === 1 ? '' : 'es'}`)}`;
   return badge('IDLE', 'healthy');
 }
 
 const states = (counts: Map<string, number> | undefined) => {
-  const parts = INSTANCE_STATES.filter((s) => counts?.get(s)).map((s) => html`${badge(s, `${counts!.get(s)} ${s.toLowerCase()}`)} `);
+  const parts = INSTANCE_STATES.filter((s) => counts?.get(s)).map(
+    (s) => html`${badge(s, `${counts!.get(s)} ${s.toLowerCase()}`)} `,
+  );
   return parts.length ? parts : html`<span class="muted">none</span>`;
 };
 
@@ -124,8 +145,13 @@ const demandLine = (d: PoolDemand | undefined): Html =>
     : html`<span class="muted">none (disabled)</span>`;
 
 /** An offering's price per hour in words: a spot offering costed at its maximum says so. */
-const priceWords = (price: number | null, o: { market: string; maxPricePerHour: number | null; pricePerHour?: number | null }): string =>
-  price === null ? '—' : `${formatCost(price)}${o.pricePerHour == null && o.market === 'spot' && o.maxPricePerHour !== null ? ' (at most)' : ''}`;
+const priceWords = (
+  price: number | null,
+  o: { market: string; maxPricePerHour: number | null; pricePerHour?: number | null },
+): string =>
+  price === null
+    ? '—'
+    : `${formatCost(price)}${o.pricePerHour == null && o.market === 'spot' && o.maxPricePerHour !== null ? ' (at most)' : ''}`;
 
 /** An instance row's cost: its price × its runtime (scheduler/rules/pool-cost.ts), or a dash without a price. */
 function instanceCostWords(pool: WorkerPool, i: PoolInstanceRow, now: Date): string {
@@ -134,7 +160,12 @@ function instanceCostWords(pool: WorkerPool, i: PoolInstanceRow, now: Date): str
   return c === null ? '—' : formatCost(c);
 }
 
-export async function poolsPage(em: EntityManager, config: Pick<Config, 'workers' | 'tags' | 'provisioner'>, scheduler: Scheduler, ctx: PageContext): Promise<string> {
+export async function poolsPage(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags' | 'provisioner'>,
+  scheduler: Scheduler,
+  ctx: PageContext,
+): Promise<string> {
   const now = new Date();
   const [pools, demand, { runtime, cost }, counts] = await Promise.all([
     listPools(em),
@@ -159,7 +190,10 @@ export async function poolsPage(em: EntityManager, config: Pick<Config, 'workers
 ${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', 'Limits', 'Runtime this month', 'Cost this month'], rows, 'No pools yet: static workers only.', { stack: true })}
 ${pools
   .filter((p) => p.lastError && poolHealth(p, now, config.provisioner.degradedAfterFailures).degraded)
-  .map((p) => html`<p class="error"><strong><a href="${href(['pools', p.name])}">${p.name}</a></strong>: ${p.lastErrorKind ?? 'error'}: ${p.lastError}</p>`)}`;
+  .map(
+    (p) =>
+      html`<p class="error"><strong><a href="${href(['pools', p.name])}">${p.name}</a></strong>: ${p.lastErrorKind ?? 'error'}: ${p.lastError}</p>`,
+  )}`;
   return layout(ctx, { title: 'Pools', section: 'pools' }, body);
 }
 

@@ -31,7 +31,9 @@ function estimateLine(e: StartEstimate | undefined): Html | string {
   if (!e) return '';
   if (e.waitSeconds === null) return html`<p>Estimated wait: <span class="muted">none (${e.basis})</span></p>`;
   const trust =
-    e.samples && e.medianAbsoluteErrorSeconds !== null ? `estimates off by ${duration(e.medianAbsoluteErrorSeconds)} (median of the last ${e.samples})` : 'no estimate checked yet';
+    e.samples && e.medianAbsoluteErrorSeconds !== null
+      ? `estimates off by ${duration(e.medianAbsoluteErrorSeconds)} (median of the last ${e.samples})`
+      : 'no estimate checked yet';
   return html`<p>Estimated wait: ${duration(Math.max(0, e.waitSeconds))} <span class="muted">until its next request starts · ${trust}</span></p>`;
 }
 
@@ -46,14 +48,18 @@ export async function queuePage(
   const classParam = wholeNumber(params, 'class', null);
   const principal = principalOf(ctx.viewer);
   const classes = await pendingClasses(em, ctx.viewer);
-  const shown = classes.filter((c) => c.visible > 0).sort((a, b) => a.oldest!.getTime() - b.oldest!.getTime() || (a.classId ?? 0) - (b.classId ?? 0));
+  const shown = classes
+    .filter((c) => c.visible > 0)
+    .sort((a, b) => a.oldest!.getTime() - b.oldest!.getTime() || (a.classId ?? 0) - (b.classId ?? 0));
   const total = classes.reduce((s, c) => s + c.n, 0);
   const hidden = total - shown.reduce((s, c) => s + c.visible, 0);
   // One class (`?class=ID`): all its requests the viewer may see, paged; else a page of classes, each with its oldest.
   const one = classParam === null ? null : shown.find((c) => (c.classId ?? 0) === classParam);
-  if (classParam !== null && !one) throw new StatusError(404, `There is no task class ${classParam} with pending work you may see.`);
+  if (classParam !== null && !one)
+    throw new StatusError(404, `There is no task class ${classParam} with pending work you may see.`);
   const pages = Math.max(1, Math.ceil(one ? one.visible / REQUESTS_PER_PAGE : shown.length / CLASSES_PER_PAGE));
-  if (page > pages) throw new StatusError(404, `There is no page ${page}: ${one ? 'the class' : 'the queue'} fills ${pages}.`);
+  if (page > pages)
+    throw new StatusError(404, `There is no page ${page}: ${one ? 'the class' : 'the queue'} fills ${pages}.`);
   const onPage = one ? [one] : shown.slice((page - 1) * CLASSES_PER_PAGE, page * CLASSES_PER_PAGE);
   const [from, to] = one ? [(page - 1) * REQUESTS_PER_PAGE, page * REQUESTS_PER_PAGE] : [0, REQUESTS_PER_CLASS];
   const now = new Date();
@@ -81,7 +87,8 @@ export async function queuePage(
       onPage.flatMap((c) => (c.classId === null ? [] : [c.classId])),
     ),
   ]);
-  const classLink = (c: { classId: number | null }, p = 1) => href(['queue'], { class: c.classId ?? 0, page: p > 1 ? p : null });
+  const classLink = (c: { classId: number | null }, p = 1) =>
+    href(['queue'], { class: c.classId ?? 0, page: p > 1 ? p : null });
   const workerTags = (m: Mismatch) => canSeeWorkerGroupTags(principal, m.workerIds);
 
   const sections = onPage.map((c, i) => {
@@ -106,7 +113,9 @@ ${table(
   });
   const body = html`${one ? html`<p class="muted"><a href="/-/status/queue/">Queue</a> /</p>` : ''}<h1>${one ? 'Queue: one task class' : 'Queue'}</h1>
 <p>${total} request${total === 1 ? '' : 's'} pending${shown.length ? html` in ${shown.length} class${shown.length === 1 ? '' : 'es'} you can see` : ''}, the class waiting longest first.${
-    hidden ? html` ${hidden} of them ${hidden === 1 ? 'is' : 'are'} in workspaces you cannot see: counted, not shown.` : ''
+    hidden
+      ? html` ${hidden} of them ${hidden === 1 ? 'is' : 'are'} in workspaces you cannot see: counted, not shown.`
+      : ''
   }</p>
 ${sections.length ? sections : html`<p class="muted">Nothing you may see is pending.</p>`}
 ${pager(page, pages, (p) => (one ? classLink(one, p) : href(['queue'], { page: p > 1 ? p : null })))}`;

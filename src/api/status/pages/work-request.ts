@@ -18,7 +18,12 @@ import { taskStatistics } from '../../../services/work/task-statistics.js';
 import type { TaskStatisticsSummary } from '../../../scheduler/storage/task-statistics.js';
 import { statisticsKeyOf } from '../../../core/tasks/statistics-key.js';
 import type { WorkRequestStatistics } from '../../../storage/entities/work-request-statistics.js';
-import { canSeeTaskStatistics, canSeeWorkerGroupTags, principalOf, viewerSeesWorkRequest } from '../../../services/identity/visibility.js';
+import {
+  canSeeTaskStatistics,
+  canSeeWorkerGroupTags,
+  principalOf,
+  viewerSeesWorkRequest,
+} from '../../../services/identity/visibility.js';
 import { MEMORY_METHOD_LABELS, type MemoryMethod } from '../../../shared/run-statistics.js';
 import { isOrchestrated } from '../../../core/tasks/types.js';
 import { between, bytes, duration, when } from '../format.js';
@@ -48,9 +53,14 @@ function startEstimateText(e: StartEstimate, now: Date): Html {
 
 /** What the run used, as its agent reported it, in one line. */
 function usedText(s: WorkRequestStatistics): string {
-  const parts = [`run ${duration(Number(s.runSeconds))} (setup ${duration(Number(s.setupSeconds))}, teardown ${duration(Number(s.teardownSeconds))})`];
+  const parts = [
+    `run ${duration(Number(s.runSeconds))} (setup ${duration(Number(s.setupSeconds))}, teardown ${duration(Number(s.teardownSeconds))})`,
+  ];
   if (s.cpuSeconds != null) parts.push(`CPU ${duration(Number(s.cpuSeconds))}`);
-  if (s.peakMemoryBytes != null) parts.push(`peak memory ${bytes(s.peakMemoryBytes)} (${MEMORY_METHOD_LABELS[s.memoryMethod as MemoryMethod] ?? s.memoryMethod})`);
+  if (s.peakMemoryBytes != null)
+    parts.push(
+      `peak memory ${bytes(s.peakMemoryBytes)} (${MEMORY_METHOD_LABELS[s.memoryMethod as MemoryMethod] ?? s.memoryMethod})`,
+    );
   if (s.peakDiskBytes != null) parts.push(`peak disk ${bytes(s.peakDiskBytes)} in its directory`);
   parts.push(`${s.cpuCount} CPU${s.cpuCount === 1 ? '' : 's'} on the worker`);
   return parts.join(' · ');
@@ -60,7 +70,9 @@ function usedText(s: WorkRequestStatistics): string {
 function historyText(s: TaskStatisticsSummary): string | null {
   if (!s.duration) return null;
   const what = [s.key.package, s.key.architecture].filter(Boolean).join(' on ');
-  const parts = [`${s.duration.count} run${s.duration.count === 1 ? '' : 's'} of ${s.key.taskName}${what ? ` for ${what}` : ''} in ${s.days} days`];
+  const parts = [
+    `${s.duration.count} run${s.duration.count === 1 ? '' : 's'} of ${s.key.taskName}${what ? ` for ${what}` : ''} in ${s.days} days`,
+  ];
   parts.push(`run median ${duration(s.duration.median)}, p95 ${duration(s.duration.p95)}`);
   if (s.memory) parts.push(`peak memory median ${bytes(s.memory.median)}, p95 ${bytes(s.memory.p95)}`);
   if (s.disk) parts.push(`peak disk median ${bytes(s.disk.median)}, p95 ${bytes(s.disk.p95)}`);
@@ -77,8 +89,13 @@ export async function workRequestPage(
 ): Promise<string> {
   const id = idSegment(rawId, 'work request');
   const offsetParam = wholeNumber(params, 'offset', null);
-  const wr = await em.findOne(WorkRequestSchema, { id }, { populate: ['workspace', 'workspace.scope', 'worker', 'parent'] });
-  if (!wr || !(await viewerSeesWorkRequest(em, ctx.viewer, wr))) throw new StatusError(404, `There is no work request ${id} you may see.`);
+  const wr = await em.findOne(
+    WorkRequestSchema,
+    { id },
+    { populate: ['workspace', 'workspace.scope', 'worker', 'parent'] },
+  );
+  if (!wr || !(await viewerSeesWorkRequest(em, ctx.viewer, wr)))
+    throw new StatusError(404, `There is no work request ${id} you may see.`);
   const principal = principalOf(ctx.viewer);
   const now = new Date();
   const loaders = createLoaders(em, config, scheduler.workers, scheduler);
@@ -93,13 +110,19 @@ export async function workRequestPage(
     // The aggregates of its task, as the API gives them: per package and architecture to admins, the
     // task as a whole to other signed-in viewers, nothing to anonymous ones.
     canSeeTaskStatistics(principal, false) && !orchestrated
-      ? taskStatistics(em, ctx.viewer, canSeeTaskStatistics(principal, true) ? key : { ...key, package: '', architecture: '' })
+      ? taskStatistics(
+          em,
+          ctx.viewer,
+          canSeeTaskStatistics(principal, true) ? key : { ...key, package: '', architecture: '' },
+        )
       : null,
   ]);
   const historyLine = history ? historyText(history) : null;
   // Its share of its instance's cost (scheduler/rules/pool-cost.ts: workRequestCost).
   const price = wr.worker && wr.startedAt ? await loaders.workerPrices.load(wr.worker.id) : null;
-  const share = price ? workRequestCost(price.pricePerHour, wr.startedAt ?? null, wr.completedAt ?? now, price.concurrency) : null;
+  const share = price
+    ? workRequestCost(price.pricePerHour, wr.startedAt ?? null, wr.completedAt ?? now, price.concurrency)
+    : null;
   const offset = Math.min(offsetParam ?? Math.max(0, totalBytes - LOG_PAGE_BYTES), totalBytes);
   const log = await readLog(em, wr.id, offset, LOG_PAGE_BYTES);
   const live = isActive(wr.status);
@@ -117,7 +140,11 @@ ${log.nextOffset < log.totalBytes ? html`<p><a href="${href(['work-requests', wr
     .slice(0, CANDIDATES_SHOWN)
     .map((w) => [
       html`<a href="${href(['workers', w.name])}">${w.name}</a>`,
-      w.unavailable ? badge('DISCONNECTED', w.unavailable.toLowerCase().replace(/_/g, ' ')) : w.free > 0 ? badge('IDLE', `${w.free} free`) : badge('BUSY', 'busy'),
+      w.unavailable
+        ? badge('DISCONNECTED', w.unavailable.toLowerCase().replace(/_/g, ' '))
+        : w.free > 0
+          ? badge('IDLE', `${w.free} free`)
+          : badge('BUSY', 'busy'),
     ]);
 
   const body = html`<p class="muted"><a href="/-/status/queue/">Queue</a> /</p>
@@ -152,5 +179,9 @@ ${tagTable(wr.requiredEntries)}
 <h2>Provided tags</h2>
 ${tagTable(wr.providedEntries)}
 ${wr.droppedTags.length ? html`<h2>Dropped tags</h2>${refusedTable(wr.droppedTags)}` : ''}`;
-  return layout(ctx, { title: `Work request ${wr.id}`, section: 'queue', refreshSeconds: live ? REFRESH_SECONDS : undefined }, body);
+  return layout(
+    ctx,
+    { title: `Work request ${wr.id}`, section: 'queue', refreshSeconds: live ? REFRESH_SECONDS : undefined },
+    body,
+  );
 }

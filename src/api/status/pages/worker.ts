@@ -21,7 +21,12 @@ const RECENT = 20;
 /** The most of a worker's metadata shown, in characters of JSON. */
 const MAX_METADATA_CHARS = 8000;
 
-export async function workerPage(em: EntityManager, config: Pick<Config, 'workers' | 'tags'>, ctx: PageContext, rawName: string): Promise<string> {
+export async function workerPage(
+  em: EntityManager,
+  config: Pick<Config, 'workers' | 'tags'>,
+  ctx: PageContext,
+  rawName: string,
+): Promise<string> {
   const name = nameParam(rawName, 'worker', 404);
   const worker = await em.findOne(WorkerSchema, { name }, { populate: ['pool'] });
   if (!worker) throw new StatusError(404, `There is no worker “${name}”.`);

@@ -40,7 +40,12 @@ export const seesOtherWorkersDetails = (principal: Principal): boolean => canSee
 
 const SHOWN_STATUSES = WORKER_STATUSES.filter((s) => s !== 'INACTIVE');
 
-export async function workersPage(em: EntityManager, config: Pick<Config, 'workers'>, ctx: PageContext, params: Map<string, string>): Promise<string> {
+export async function workersPage(
+  em: EntityManager,
+  config: Pick<Config, 'workers'>,
+  ctx: PageContext,
+  params: Map<string, string>,
+): Promise<string> {
   const status = params.get('status') ? oneOfParam(params.get('status')!, SHOWN_STATUSES, 'status') : null;
   const poolValue = params.get('pool') || null;
   const pool = poolValue && poolValue !== STATIC_POOL ? nameParam(poolValue, 'pool') : poolValue;
@@ -50,22 +55,32 @@ export async function workersPage(em: EntityManager, config: Pick<Config, 'worke
   const pools = (await listPools(em)).map((p) => p.name);
   if (pool && pool !== STATIC_POOL && !pools.includes(pool)) throw new StatusError(404, `There is no pool “${pool}”.`);
 
-  const rows = await activeWorkerRows(em, config.workers.metadataFreshMs, { pool: pool === STATIC_POOL ? false : pool, providesTag: tag ? { tag, viewer: ctx.viewer } : null });
+  const rows = await activeWorkerRows(em, config.workers.metadataFreshMs, {
+    pool: pool === STATIC_POOL ? false : pool,
+    providesTag: tag ? { tag, viewer: ctx.viewer } : null,
+  });
   const counts = countByStatus(rows);
   const shown = status ? rows.filter((r) => r.status === status) : rows;
   const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
   if (page > pages) throw new StatusError(404, `There is no page ${page}: the list has ${pages}.`);
   const link = (q: { status?: string | null; page?: number }) =>
-    href(['workers'], { status: 'status' in q ? q.status : status, pool, tag, page: q.page && q.page > 1 ? q.page : null });
+    href(['workers'], {
+      status: 'status' in q ? q.status : status,
+      pool,
+      tag,
+      page: q.page && q.page > 1 ? q.page : null,
+    });
   const now = new Date();
 
   const chips = [
     html`<li><a href="${link({ status: null })}"${status === null ? html` aria-current="true"` : ''}>All <strong>${rows.length}</strong></a></li>`,
     ...SHOWN_STATUSES.map(
-      (s) => html`<li><a href="${link({ status: s })}"${status === s ? html` aria-current="true"` : ''}>${STATUS_LABELS[s]} <strong>${counts.get(s) ?? 0}</strong></a></li>`,
+      (s) =>
+        html`<li><a href="${link({ status: s })}"${status === s ? html` aria-current="true"` : ''}>${STATUS_LABELS[s]} <strong>${counts.get(s) ?? 0}</strong></a></li>`,
     ),
   ];
-  const option = (value: string, label: string, selected: boolean) => html`<option value="${value}"${selected ? html` selected` : ''}>${label}</option>`;
+  const option = (value: string, label: string, selected: boolean) =>
+    html`<option value="${value}"${selected ? html` selected` : ''}>${label}</option>`;
   const filters = html`<form class="filters" method="get" action="/-/status/workers/">
 <label>Status<select name="status">${option('', 'any', status === null)}${SHOWN_STATUSES.map((s) => option(s, STATUS_LABELS[s], status === s))}</select></label>
 <label>Pool<select name="pool">${option('', 'any', pool === null)}${option(STATIC_POOL, 'static (no pool)', pool === STATIC_POOL)}${pools.map((p) => option(p, p, pool === p))}</select></label>

@@ -6,7 +6,9 @@ import type { TaskDefinition } from '../types.js';
 const schema = z
   .object({
     unsigned: objectId,
-    key: z.string().regex(/^([0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})$/, 'expected an OpenPGP fingerprint of 40 or 64 hexadecimal digits'),
+    key: z
+      .string()
+      .regex(/^([0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})$/, 'expected an OpenPGP fingerprint of 40 or 64 hexadecimal digits'),
   })
   .strict();
 

@@ -13,7 +13,8 @@ const schema = z
 
 /** UEFI signing needs sbsign on the worker; OpenPGP signing is built into every signing worker. */
 function analyze(data: z.output<typeof schema>): TaskTags {
-  if (data.purpose === 'uefi') return { provided: [], required: [{ tag: 'worker:cap:sbsign', source: 'task-data:purpose' }] };
+  if (data.purpose === 'uefi')
+    return { provided: [], required: [{ tag: 'worker:cap:sbsign', source: 'task-data:purpose' }] };
   return { provided: [], required: [] };
 }
 

@@ -1,6 +1,12 @@
 /** The autopkgtest worker task: runs a source package's test suite. */
 import { z } from 'zod';
-import { debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
+import {
+  debianArchitecture,
+  executorEnvironmentId,
+  executorFields,
+  executorTags,
+  sourcePackageName,
+} from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
 
 const schema = z

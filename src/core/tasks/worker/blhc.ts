@@ -1,6 +1,12 @@
 /** The blhc worker task: checks a build log for missing hardening flags. */
 import { z } from 'zod';
-import { debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
+import {
+  debianArchitecture,
+  executorEnvironmentId,
+  executorFields,
+  executorTags,
+  sourcePackageName,
+} from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
 
 const schema = z

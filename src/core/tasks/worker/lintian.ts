@@ -1,6 +1,12 @@
 /** The lintian worker task: checks packages for policy violations. */
 import { z } from 'zod';
-import { debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
+import {
+  debianArchitecture,
+  executorEnvironmentId,
+  executorFields,
+  executorTags,
+  sourcePackageName,
+} from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
 
 const schema = z

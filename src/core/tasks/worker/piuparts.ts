@@ -1,6 +1,12 @@
 /** The piuparts worker task: tests installation, upgrade and removal of binary packages. */
 import { z } from 'zod';
-import { debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
+import {
+  debianArchitecture,
+  executorEnvironmentId,
+  executorFields,
+  executorTags,
+  sourcePackageName,
+} from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
 
 const schema = z

@@ -1,6 +1,13 @@
 /** The sbuild worker task: builds a source package into binary packages. */
 import { z } from 'zod';
-import { buildProfile, debianArchitecture, executorEnvironmentId, executorFields, executorTags, sourcePackageName } from '../task-data.js';
+import {
+  buildProfile,
+  debianArchitecture,
+  executorEnvironmentId,
+  executorFields,
+  executorTags,
+  sourcePackageName,
+} from '../task-data.js';
 import type { TaskDefinition } from '../types.js';
 
 const schema = z

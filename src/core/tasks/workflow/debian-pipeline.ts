@@ -22,7 +22,9 @@ const schema = z
     autopkgtest_backend: backend,
     enable_lintian: z.boolean().default(true),
     lintian_backend: backend,
-    lintian_fail_on_severity: z.enum(['error', 'warning', 'info', 'pedantic', 'experimental', 'overridden', 'none']).optional(),
+    lintian_fail_on_severity: z
+      .enum(['error', 'warning', 'info', 'pedantic', 'experimental', 'overridden', 'none'])
+      .optional(),
     enable_piuparts: z.boolean().default(true),
     piuparts_backend: backend,
   })
@@ -32,13 +34,22 @@ type Data = z.output<typeof schema>;
 
 /** The checks run on each architecture's build, in this order, each depending on that build. */
 const CHECKS = [
-  { task: 'lintian', enabled: (d: Data) => d.enable_lintian, extra: (d: Data) => ({ backend: d.lintian_backend, fail_on_severity: d.lintian_fail_on_severity }) },
-  { task: 'autopkgtest', enabled: (d: Data) => d.enable_autopkgtest, extra: (d: Data) => ({ backend: d.autopkgtest_backend }) },
+  {
+    task: 'lintian',
+    enabled: (d: Data) => d.enable_lintian,
+    extra: (d: Data) => ({ backend: d.lintian_backend, fail_on_severity: d.lintian_fail_on_severity }),
+  },
+  {
+    task: 'autopkgtest',
+    enabled: (d: Data) => d.enable_autopkgtest,
+    extra: (d: Data) => ({ backend: d.autopkgtest_backend }),
+  },
   { task: 'piuparts', enabled: (d: Data) => d.enable_piuparts, extra: (d: Data) => ({ backend: d.piuparts_backend }) },
 ] as const;
 
 /** The fields that were given: a child's stored taskData holds no undefined keys. */
-const given = (fields: Record<string, unknown>) => Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+const given = (fields: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
 
 /**
  * The sbuild workflow's children (one per architecture; without `architectures`, one per architecture
@@ -61,9 +72,15 @@ function expand(data: Data, ctx: WorkflowContext): WorkflowPlan {
     };
   }
   const path = data.architectures ? 'taskData.architectures' : 'taskData.codename';
-  const { targets, errors } = architectureTargets({ codename: data.codename, architectures, archAllHost: data.arch_all_host_architecture, variant, path }, ctx);
+  const { targets, errors } = architectureTargets(
+    { codename: data.codename, architectures, archAllHost: data.arch_all_host_architecture, variant, path },
+    ctx,
+  );
   if (errors.length) return { ok: false, errors };
-  const children: ChildPlan[] = sbuildChildren({ sourcePackage: data.source_package, backend: data.sbuild_backend, buildProfiles: undefined }, targets);
+  const children: ChildPlan[] = sbuildChildren(
+    { sourcePackage: data.source_package, backend: data.sbuild_backend, buildProfiles: undefined },
+    targets,
+  );
   for (const t of targets) {
     for (const check of CHECKS) {
       if (!check.enabled(data)) continue;
@@ -71,7 +88,12 @@ function expand(data: Data, ctx: WorkflowContext): WorkflowPlan {
         key: `${check.task}:${t.architecture}`,
         taskType: 'worker',
         taskName: check.task,
-        taskData: given({ source_package: data.source_package, host_architecture: t.host, environment_id: t.environment.id, ...check.extra(data) }),
+        taskData: given({
+          source_package: data.source_package,
+          host_architecture: t.host,
+          environment_id: t.environment.id,
+          ...check.extra(data),
+        }),
         dependsOn: [sbuildKey(t.architecture)],
       });
     }

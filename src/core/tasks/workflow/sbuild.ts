@@ -1,8 +1,22 @@
 /** The sbuild workflow: fans a source package out into one sbuild work request per architecture. */
 import { z } from 'zod';
-import { buildProfile, debianArchitecture, noTags, objectId, sourcePackageName, targetDistribution } from '../task-data.js';
+import {
+  buildProfile,
+  debianArchitecture,
+  noTags,
+  objectId,
+  sourcePackageName,
+  targetDistribution,
+} from '../task-data.js';
 import { EXECUTOR_BACKENDS } from '../types.js';
-import type { ChildPlan, EnvironmentFacts, TaskDefinition, WorkflowContext, WorkflowPlan, WorkflowPlanError } from '../types.js';
+import type {
+  ChildPlan,
+  EnvironmentFacts,
+  TaskDefinition,
+  WorkflowContext,
+  WorkflowPlan,
+  WorkflowPlanError,
+} from '../types.js';
 
 /** The architecture name that stands for `Architecture: all` packages, built on a concrete one. */
 export const ARCH_ALL = 'all';
@@ -39,7 +53,13 @@ export interface ArchitectureTarget {
  * registered. Every missing one is an error on `path`, so one answer names them all.
  */
 export function architectureTargets(
-  request: { codename: string; architectures: readonly string[]; archAllHost: string; variant: string | null; path: string },
+  request: {
+    codename: string;
+    architectures: readonly string[];
+    archAllHost: string;
+    variant: string | null;
+    path: string;
+  },
   ctx: WorkflowContext,
 ): { targets: ArchitectureTarget[]; errors: WorkflowPlanError[] } {
   const targets: ArchitectureTarget[] = [];
@@ -91,11 +111,23 @@ export function sbuildChildren(
 function expand(data: z.output<typeof schema>, ctx: WorkflowContext): WorkflowPlan {
   const codename = data.target_distribution.slice(data.target_distribution.indexOf(':') + 1);
   const { targets, errors } = architectureTargets(
-    { codename, architectures: data.architectures, archAllHost: data.arch_all_host_architecture, variant: data.environment_variant ?? null, path: 'taskData.target_distribution' },
+    {
+      codename,
+      architectures: data.architectures,
+      archAllHost: data.arch_all_host_architecture,
+      variant: data.environment_variant ?? null,
+      path: 'taskData.target_distribution',
+    },
     ctx,
   );
   if (errors.length) return { ok: false, errors };
-  return { ok: true, children: sbuildChildren({ sourcePackage: data.input.source_package, backend: data.backend, buildProfiles: data.build_profiles }, targets) };
+  return {
+    ok: true,
+    children: sbuildChildren(
+      { sourcePackage: data.input.source_package, backend: data.backend, buildProfiles: data.build_profiles },
+      targets,
+    ),
+  };
 }
 
 /** Expands on the server into one sbuild per architecture; the workflow itself is never assigned. */
