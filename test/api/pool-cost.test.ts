@@ -35,9 +35,7 @@ beforeAll(async () => {
 });
 
 /** Each instance of a pool by name. */
-async function instancesOf(
-  pool: string,
-): Promise<{
+async function instancesOf(pool: string): Promise<{
   pool: Record<string, unknown>;
   instances: Record<string, { pricePerHour: number | null; cost: number | null }>;
 }> {

@@ -144,14 +144,12 @@ describe('a pull in one round trip', () => {
       ),
     ).rejects.toThrow(/cannot skip/);
     await expect(
-      t.app.orm.em
-        .fork()
-        .transactional((tx) =>
-          assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), {
-            seen,
-            skipLocked: true,
-          }),
-        ),
+      t.app.orm.em.fork().transactional((tx) =>
+        assignNextWork(tx, t.app.scheduler.classes, t.app.config.workers, workerId, new Date(), {
+          seen,
+          skipLocked: true,
+        }),
+      ),
     ).rejects.toThrow(/cannot skip/);
   });
 

@@ -104,13 +104,11 @@ async function listUsers(ctx: Ctx, opts: { limit: string }) {
 async function listTokens(ctx: Ctx, opts: { user?: string; worker?: string; pool?: string }) {
   if ([opts.user, opts.worker, opts.pool].filter(Boolean).length > 1)
     throw usageError('give one of --user, --worker and --pool');
-  const data = await ctx
-    .api()
-    .query<{ tokens: TokenRow[] }>(TOKENS, {
-      username: opts.user ?? null,
-      worker: opts.worker ?? null,
-      pool: opts.pool ?? null,
-    });
+  const data = await ctx.api().query<{ tokens: TokenRow[] }>(TOKENS, {
+    username: opts.user ?? null,
+    worker: opts.worker ?? null,
+    pool: opts.pool ?? null,
+  });
   if (ctx.out.json) return ctx.out.writeJson(data);
   ctx.out.write(tokenTable(ctx.out, data.tokens));
 }

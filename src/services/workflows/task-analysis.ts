@@ -109,19 +109,17 @@ export class AnalysisSources {
   environment(id: number): Promise<EnvironmentFacts | null> {
     let found = this.environments.get(id);
     if (!found) {
-      found = this.em
-        .findOne(EnvironmentSchema, { id })
-        .then((e) =>
-          e
-            ? {
-                id: e.id,
-                codename: e.codename,
-                architecture: e.architecture,
-                variant: e.variant ?? null,
-                backend: e.backend ?? null,
-              }
-            : null,
-        );
+      found = this.em.findOne(EnvironmentSchema, { id }).then((e) =>
+        e
+          ? {
+              id: e.id,
+              codename: e.codename,
+              architecture: e.architecture,
+              variant: e.variant ?? null,
+              backend: e.backend ?? null,
+            }
+          : null,
+      );
       this.environments.set(id, found);
     }
     return found;
