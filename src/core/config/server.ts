@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, countVar } from './variables.js';
 
@@ -16,18 +17,29 @@ export interface ServerConfig {
   /** Key for encrypting pool provider accounts at rest; null derives one stored in the database directory. */
   readonly secretKey: string | null;
   readonly logLevel: string;
+  /** This machine's name (TAGSCHED_HOST_NAME, else the OS host name): host-bound pools (local, qemu) run only on the host they name. */
+  readonly hostName: string;
+  /**
+   * This process's name among the replicas of one database (TAGSCHED_PROCESS_NAME, else `<host name>:<port>`):
+   * its row in the process registry and its server workers' names; the same across its restarts.
+   */
+  readonly processName: string;
 }
 
 /** Reads the server section from the environment. */
 export function readServerConfig(env: NodeJS.ProcessEnv): ServerConfig {
+  const port = countVar(env, 'PORT', 4000, 65535); // 0: any free port (the process name then takes the pid)
+  const hostName = nameVar(env, 'TAGSCHED_HOST_NAME') ?? os.hostname();
   return {
-    port: countVar(env, 'PORT', 4000, 65535), // 0: any free port
+    port,
     host: env.HOST || '0.0.0.0',
     databaseUrl: env.DATABASE_URL || null,
     dataDir: path.resolve(env.TAGSCHED_DATA_DIR || './data'),
     adminToken: adminTokenVar(env),
     secretKey: env.TAGSCHED_SECRET_KEY || null,
     logLevel: env.LOG_LEVEL || 'info',
+    hostName,
+    processName: nameVar(env, 'TAGSCHED_PROCESS_NAME') ?? `${hostName}:${port || process.pid}`,
   };
 }
 
@@ -40,5 +52,16 @@ function adminTokenVar(env: NodeJS.ProcessEnv): string | null {
       `TAGSCHED_ADMIN_TOKEN is ${raw.length} characters long; it must have at least ${ADMIN_TOKEN_MIN_LENGTH} (e.g. openssl rand -base64 32)`,
     );
   }
+  return raw;
+}
+
+/** A host or process name: 1–100 printable characters, no spaces; unset or empty is null. */
+function nameVar(env: NodeJS.ProcessEnv, name: string): string | null {
+  const raw = env[name];
+  if (!raw) return null;
+  if (!/^[\x21-\x7e]{1,100}$/.test(raw))
+    throw new ConfigError(
+      `${name} must be 1 to 100 printable ASCII characters without spaces, got ${JSON.stringify(raw.slice(0, 120))}`,
+    );
   return raw;
 }
