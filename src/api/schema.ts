@@ -16,7 +16,9 @@ import './schema/task-statistics.js';
 import './schema/work-lifecycle.js';
 import './schema/scheduling.js';
 import './schema/job-output.js';
+import './schema/leaders.js';
 import './schema/subscriptions.js';
+import './schema/server-processes.js';
 
 builder.queryType({
   description:

@@ -12,28 +12,32 @@ export interface Housekeeping {
 }
 
 /**
- * Hourly: idempotency keys past their lifetime are deleted (and a lookup never answers with one), and
- * instance logs not written to for TAGSCHED_INSTANCE_LOG_RETENTION_DAYS (providers/instance-logs.ts), and
- * the task statistics' histogram rows older than their window (scheduler/storage/task-statistics.ts).
+ * Hourly, in every process: its host's instance logs not written to for TAGSCHED_INSTANCE_LOG_RETENTION_DAYS
+ * (providers/instance-logs.ts). And in the process that does the chores: idempotency keys past their
+ * lifetime are deleted (and a lookup never answers with one), and the task statistics' histogram rows
+ * older than their window (scheduler/storage/task-statistics.ts).
  */
 export function createHousekeeping(
   orm: MikroORM,
   config: Pick<Config, 'input' | 'providers'>,
   log: Logger,
+  /** Whether this process does the chores now (the chores duty's leader: loops/leadership.ts); always when absent. */
+  leadsChores: () => boolean = () => true,
 ): Housekeeping {
   let timer: NodeJS.Timeout | null = null;
   return {
     start() {
       timer ??= setInterval(
         () => {
+          const pruned = pruneInstanceLogs(config.providers.instanceLogDir, config.providers.instanceLogRetentionMs);
+          if (pruned) log.info({ pruned }, 'deleted instance logs past their retention');
+          if (!leadsChores()) return;
           purgeIdempotencyKeys(orm.em.fork(), config.input.idempotencyKeyTtlMs).catch((err: unknown) =>
             log.warn({ err }, 'could not delete expired idempotency keys'),
           );
           pruneTaskStatistics(orm.em.fork()).catch((err: unknown) =>
             log.warn({ err }, 'could not delete old task statistics'),
           );
-          const pruned = pruneInstanceLogs(config.providers.instanceLogDir, config.providers.instanceLogRetentionMs);
-          if (pruned) log.info({ pruned }, 'deleted instance logs past their retention');
         },
         60 * 60 * 1000,
       ).unref();

@@ -53,6 +53,17 @@ export function runsHandlers(type: string): boolean {
   return RUNS_HANDLERS.has(type);
 }
 
+/**
+ * Provider types that run machines on the host of the process that launches them and list them from
+ * that host's files: a pool of one names its host (worker_pool.host, scheduler/rules/pool-host.ts).
+ */
+const HOST_BOUND = new Set(['local', 'qemu']);
+
+/** Whether pools of this provider type run only on one host. */
+export function hostBound(type: string): boolean {
+  return HOST_BOUND.has(type);
+}
+
 /** The provider types a pool may name, in registry order. */
 export function providerTypes(): string[] {
   return [...PROVIDERS.keys()];
@@ -76,17 +87,22 @@ export function poolProviderProblems(type: string, pool: PoolProviderInput, conf
 export function registerProvider(
   type: string,
   factory: ProviderFactory,
-  options: { runsHandlers?: boolean } = {},
+  options: { runsHandlers?: boolean; hostBound?: boolean } = {},
 ): () => void {
   const before = PROVIDERS.get(type);
   const handled = RUNS_HANDLERS.has(type);
+  const bound = HOST_BOUND.has(type);
   PROVIDERS.set(type, factory);
   if (options.runsHandlers) RUNS_HANDLERS.add(type);
   else RUNS_HANDLERS.delete(type);
+  if (options.hostBound) HOST_BOUND.add(type);
+  else HOST_BOUND.delete(type);
   return () => {
     if (before) PROVIDERS.set(type, before);
     else PROVIDERS.delete(type);
     if (handled) RUNS_HANDLERS.add(type);
     else RUNS_HANDLERS.delete(type);
+    if (bound) HOST_BOUND.add(type);
+    else HOST_BOUND.delete(type);
   };
 }

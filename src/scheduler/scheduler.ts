@@ -13,6 +13,7 @@ import type { Assignment } from './storage/assign.js';
 import {
   assignNextWork,
   assignNextWorkInOneTrip,
+  isLockTimeout,
   PullShapes,
   type CallSeen,
   type NextAssignment,
@@ -90,6 +91,11 @@ export function createScheduler(deps: {
   settleDependents: SettleDependents;
   startProbes?: StartProbes;
   metrics?: SchedulerMetrics;
+  /**
+   * Whether this process does the periodic chores now (the lease sweep, the quarantine probes): the
+   * leader of the chores duty (loops/leadership.ts) among several processes; always, when absent.
+   */
+  leadsChores?: () => boolean;
 }): Scheduler {
   const { orm, config, log, events, settleDependents, startProbes } = deps;
   const metrics = deps.metrics ?? NO_SCHEDULER_METRICS;
@@ -203,18 +209,30 @@ export function createScheduler(deps: {
       const now = new Date();
       // One round trip when this process knows the worker's shape; else (or when that trip cannot
       // decide) the pull's transaction, which learns the shape for the next time.
+      // A pull that waited for a lock longer than TAGSCHED_PULL_LOCK_TIMEOUT_MS (another transaction
+      // holds the worker's row, or its host went silent holding it) answers no work now, as when nothing fits.
       const shape = pullShapes.get(workerId);
-      let assignment = shape
-        ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config.workers, workerId, shape, now, {
-            seen: options.seen,
-          })
-        : undefined;
-      if (assignment === undefined) {
-        assignment = await orm.em
-          .fork()
-          .transactional((tx) =>
-            assignNextWork(tx, classes, config.workers, workerId, now, { seen: options.seen, shapes: pullShapes }),
-          );
+      let assignment: NextAssignment | null | undefined;
+      try {
+        assignment = shape
+          ? await assignNextWorkInOneTrip(orm.em.fork(), classes, config.workers, workerId, shape, now, {
+              seen: options.seen,
+            })
+          : undefined;
+        if (assignment === undefined) {
+          assignment = await orm.em
+            .fork()
+            .transactional((tx) =>
+              assignNextWork(tx, classes, config.workers, workerId, now, { seen: options.seen, shapes: pullShapes }),
+            );
+        }
+      } catch (err) {
+        if (!isLockTimeout(err)) throw err;
+        log.debug(
+          { workerId, lockTimeoutMs: config.workers.pullLockTimeoutMs },
+          'pull waited too long for a lock: no work now',
+        );
+        return null;
       }
       if (assignment) publish([assignment], 'pull');
       return assignment;
@@ -271,12 +289,16 @@ export function createScheduler(deps: {
       })();
       // Leases are judged only on silence this process could have heard: see expireLeases.
       const startedAt = new Date();
+      // The sweep and the probes in the process that does the chores; the periodic pass in every process.
       timer = setInterval(() => {
-        sweep(new Date(), startedAt)
-          .catch((err: unknown) => log.error({ err }, 'lease sweep failed'))
-          .then(() => probe())
-          .catch((err: unknown) => log.error({ err }, 'quarantine probes failed'))
-          .finally(() => runSoon('periodic'));
+        const chores = deps.leadsChores?.() ?? true;
+        (chores
+          ? sweep(new Date(), startedAt)
+              .catch((err: unknown) => log.error({ err }, 'lease sweep failed'))
+              .then(() => probe())
+              .catch((err: unknown) => log.error({ err }, 'quarantine probes failed'))
+          : Promise.resolve()
+        ).finally(() => runSoon('periodic'));
       }, config.scheduler.passIntervalMs);
       timer.unref();
       runSoon('startup');

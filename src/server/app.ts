@@ -6,12 +6,14 @@ import { createClientAuth } from '../api/client-auth.js';
 import type { Config } from '../core/config/config.js';
 import type { Context } from '../api/context.js';
 import { createContextFactory } from '../api/context-factory.js';
-import { openDatabase } from './database.js';
+import { databaseSessionUrl, openDatabase } from './database.js';
 import { TokenSchema } from '../storage/entities/token.js';
 import { createLocalEvents, createPgEvents, type Events } from '../storage/events.js';
 import { GRAPHIQL_EXAMPLES } from '../api/graphiql-examples.js';
 import { createHousekeeping } from '../loops/housekeeping.js';
+import { createProcessTakeover } from '../loops/process-takeover.js';
 import { createErrorMasking, useVariableErrors } from '../api/http/error-masking.js';
+import { requestAddress } from '../api/http/client-address.js';
 import { createHttpContext } from '../api/http/graphql-context.js';
 import { createHttpRouter } from '../api/http/router.js';
 import { trackOperationsInFlight } from '../api/http/operations-in-flight.js';
@@ -23,10 +25,12 @@ import { yogaLogging } from '../api/log-adapters.js';
 import { createProcessMetrics, type ProcessMetrics } from '../api/metrics/process-metrics.js';
 import { useParseGuard } from '../api/parse-guard.js';
 import { createProvisioner, type Provisioner } from '../loops/provisioner/provisioner.js';
+import { createLeadership, DUTIES, type Leadership } from '../loops/leadership.js';
 import { createScheduler, type Scheduler } from '../scheduler/scheduler.js';
 import { schema } from '../api/schema.js';
-import { loadSecretKey } from './secret-key.js';
+import { checkSharedSecretKey, loadSecretKey } from './secret-key.js';
 import { createServerWorkers, type ServerWorkers } from '../loops/server-tasks/server-workers.js';
+import { createProcessHeartbeat, registerProcess } from '../services/processes/registry.js';
 import { ensureAdminAccess } from '../services/identity/bootstrap.js';
 import { createSecretBox, type SecretBox } from '../services/identity/secrets.js';
 import { announceRevoked } from '../services/identity/token-lifecycle.js';
@@ -58,8 +62,12 @@ export interface App {
   readonly serverWorkers: ServerWorkers;
   /** Launches and stops pool instances; started with the service unless TAGSCHED_PROVISIONER=off. */
   readonly provisioner: Provisioner;
+  /** The leases this process takes of what must happen once across the processes of its database. */
+  readonly leadership: Leadership;
   /** The admin token created on the first start of an empty database (null otherwise). */
   readonly firstAdminToken: string | null;
+  /** This process's id in the process registry (services/processes/registry.ts): the owner of the workers it holds. */
+  readonly processId: number;
   start(): Promise<{ port: number; url: string }>;
   stop(): Promise<void>;
 }
@@ -68,19 +76,41 @@ export interface App {
 export async function buildApp(config: Config, options: { log?: Logger; events?: Events } = {}): Promise<App> {
   const log = options.log ?? createLogger(config.server.logLevel);
   const { orm, embedded, migrations } = await openDatabase(config.server, log);
+  const secretKey = loadSecretKey(config.server, log);
+  const secrets: SecretBox = createSecretBox(secretKey);
+  // Every process of the database seals with one key: one with another is refused before it writes anything.
+  await checkSharedSecretKey(orm.em.fork(), secretKey, secrets, config.server, log).catch(async (err: unknown) => {
+    await orm.close(true);
+    await embedded?.stop();
+    throw err;
+  });
   const { firstToken, revokedTokenIds, revokedConfigured } = await ensureAdminAccess(
     orm.em.fork(),
     config.server.adminToken,
   );
-  const secrets: SecretBox = createSecretBox(loadSecretKey(config.server, log));
+  // This process in the registry, before any worker connects: it owns the workers whose sockets it holds.
+  const processId = await registerProcess(orm.em.fork(), config, log);
+  const processHeartbeat = createProcessHeartbeat({ orm, config, log });
   // Several processes share one PostgreSQL server: events cross them through LISTEN/NOTIFY. The
   // embedded database is one process (and its single session cannot LISTEN across connections).
   const events =
     options.events ??
-    (config.server.databaseUrl ? createPgEvents(config.server.databaseUrl, log) : createLocalEvents(log));
+    (config.server.databaseUrl
+      ? createPgEvents({ pool: config.server.databaseUrl, session: databaseSessionUrl(config.server)! }, log)
+      : createLocalEvents(log));
   // The scheduler depends on the lifecycle through these functions, not on the services layer; they
   // read the sections of the configuration the scheduler does not.
   const metrics = createProcessMetrics();
+  // What must happen once across the processes of this database is led (loops/leadership.ts).
+  const leadership = createLeadership({
+    orm,
+    events,
+    log,
+    holder: config.server.processName,
+    leaseMs: config.leases.leaderLeaseMs,
+  });
+  const leadsChores = () => leadership.held(DUTIES.CHORES) !== null;
+  metrics.trackLeadership(() => leadership.leading());
   const scheduler = createScheduler({
     orm,
     config,
@@ -89,9 +119,19 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     settleDependents: (em, abortedIds) => settleDependents(em, config, abortedIds),
     startProbes: (em, now) => startQuarantineProbes(em, config, now),
     metrics,
+    leadsChores,
   });
-  const serverWorkers = createServerWorkers({ orm, config, log, events, scheduler, metrics });
-  const provisioner = createProvisioner({ orm, config, log, events, secrets, scheduler, metrics });
+  const serverWorkers = createServerWorkers({ orm, config, log, events, scheduler, metrics, processId });
+  const provisioner = createProvisioner({
+    orm,
+    config,
+    log,
+    events,
+    secrets,
+    scheduler,
+    metrics,
+    leadership,
+  });
 
   const throttle = createAuthThrottle(config.limits.authFailuresPerMinute);
   const anonymous = createAnonymousLimits({
@@ -136,7 +176,10 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     // Yoga's own lines go to the JSON log (log-adapters.ts).
     logging: yogaLogging(log),
     context: ({ request, req }: { request: Request; req?: IncomingMessage }) =>
-      httpContext(request.headers.get('authorization'), req?.socket.remoteAddress ?? 'unknown'),
+      httpContext(
+        request.headers.get('authorization'),
+        req ? requestAddress(req, config.limits.trustedProxies) : 'unknown',
+      ),
   });
 
   const httpServer: Server = createServer(
@@ -154,7 +197,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     }),
   );
 
-  const housekeeping = createHousekeeping(orm, config, log);
+  const housekeeping = createHousekeeping(orm, config, log, leadsChores);
+  const takeover = createProcessTakeover({ orm, events, config, log, leadsChores });
   const ws = startWsServer({
     httpServer,
     yoga,
@@ -167,6 +211,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     anonymous,
     tokenGuard: createTokenGuard(orm),
     metrics,
+    processId,
   });
   // Tokens an earlier TAGSCHED_ADMIN_TOKEN created, revoked by ensureAdminAccess: other processes close their sockets too.
   announceRevoked(events, revokedTokenIds);
@@ -183,13 +228,19 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     metrics,
     serverWorkers,
     provisioner,
+    leadership,
     firstAdminToken: firstToken,
+    processId,
     async start() {
+      processHeartbeat.start();
       // Workflows and synchronization points an older version left PENDING run now.
       for (const change of await resumeOrchestration(orm.em.fork(), config))
         events.publish('workRequestChanged', change);
+      // A new chores leader looks for dead processes at once.
+      leadership.follow(DUTIES.CHORES, () => void takeover.runOnce());
       scheduler.start();
       housekeeping.start();
+      takeover.start();
       try {
         await new Promise<void>((resolve, reject) => {
           httpServer.once('error', reject);
@@ -207,7 +258,7 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       }
       const { port } = httpServer.address() as AddressInfo;
       const url = `http://${config.server.host === '0.0.0.0' ? '127.0.0.1' : config.server.host}:${port}/graphql`;
-      await serverWorkers.start(port);
+      await serverWorkers.start();
       if (firstToken) {
         // Printed on stderr, outside the JSON log, exactly once and only once the service listens: it is
         // the only copy. Before the "listening" line, which is what scripts (and tests) wait for.
@@ -223,11 +274,14 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     async stop() {
       shuttingDown = true;
       housekeeping.stop();
+      await takeover.stop();
       // The provisioner before the scheduler and the connections: local agents it stops can still
       // report what they finish.
       await provisioner.stop();
       await serverWorkers.stop();
       await scheduler.stop();
+      // Its leases given up: the other processes take its duties at once.
+      await leadership.stop();
       // Calls that began before the stop (and so may still mark their worker connected) end first.
       await operations.drain(OPERATIONS_DRAIN_MS);
       // The workers connected here are marked disconnected before the database closes: one statement
@@ -240,6 +294,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
       // Operations still running (their sockets are closed) end before the database closes under them.
       await operations.drain(OPERATIONS_DRAIN_MS);
       await events.close?.();
+      // Recorded stopped last: it holds no connection any more.
+      await processHeartbeat.stop();
       await orm.close(true);
       await embedded?.stop();
     },

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { WorkRequestStatus } from '../core/work-request-status.js';
 import type { Logger } from '../core/log.js';
+import { PG_KEEPALIVE } from './orm.js';
 
 /** What an assignment event carries. */
 export interface AssignmentEvent {
@@ -30,6 +31,8 @@ export type Topics = {
   tokensRevoked: [{ tokenIds: number[] }];
   /** Output was added to a request's log; routed by request id, so only its followers hear it. */
   workRequestLogAppended: [workRequestId: string, payload: { id: number; totalBytes: number }];
+  /** A process gave up the lease of a duty (loops/leadership.ts): the processes that follow it try to take it at once. */
+  leaseReleased: [{ duty: string }];
 };
 
 /**
@@ -117,7 +120,12 @@ export function createLocalEvents(log?: Logger): Events {
   return bufferedPubSub(new EventTarget() as PubSubEventTarget<Topics>, log);
 }
 
-const CHANNEL_PREFIX = 'tagsched:';
+/**
+ * The channels: one per topic, `tagsched:topic:<topic>`; an event's routing key (a worker's id, a
+ * request's) travels in its notification. A process LISTENs to a topic's channel while one of its
+ * subscriptions wants any event of that topic, and hands each event to the subscriptions of its key.
+ */
+const CHANNEL_PREFIX = 'tagsched:topic:';
 const RECONNECT_MS = { first: 250, max: 5_000 } as const;
 /**
  * How long the listening and publishing connections wait for PostgreSQL to accept them. Without a
@@ -125,51 +133,150 @@ const RECONNECT_MS = { first: 250, max: 5_000 } as const;
  * then hears no other process's events again.
  */
 const CONNECT_TIMEOUT_MS = 10_000;
+/** The longest payload NOTIFY takes, in bytes: PostgreSQL refuses 8000 or more (NOTIFY_PAYLOAD_MAX_LENGTH at its default block size). */
+export const NOTIFY_PAYLOAD_MAX_BYTES = 7_999;
+/**
+ * The largest event (its routing key and payload, as JSON) sent to the other processes, in bytes: one
+ * longer than a notification takes goes in fragments, each a notification of its own; one longer than
+ * this is refused alone, with a warning, and only this process's listeners hear it.
+ */
+export const EVENT_MAX_BYTES = 1024 * 1024;
+/**
+ * Topics whose events come at a high rate and only wake their readers up (each reader then reads what is
+ * new from where it stands: followLog in api/schema/job-output.ts), with how long, in milliseconds, what
+ * this process publishes of them is held before it goes to the other processes: the newest event of each
+ * routing key in that time, together in as few notifications as they fit in. Listeners in this process
+ * hear each event at once.
+ */
+export const COALESCED_TOPICS: Readonly<Partial<Record<keyof Topics, number>>> = { workRequestLogAppended: 50 };
 
 type Listener = EventListenerOrEventListenerObject;
 
-/** The property of a notification's payload that names the process that published it (createPgEventTarget). */
-const ORIGIN_KEY = '_origin';
-/** What `unmarked` answers for a notification of this process's own. */
-const OWN = Symbol('own event');
-
-/** An event's payload as a notification carries it: an object (as every topic's is) with the publishing process's mark. */
-function marked(detail: unknown, origin: string): string {
-  return JSON.stringify(
-    detail !== null && typeof detail === 'object' && !Array.isArray(detail)
-      ? { ...detail, [ORIGIN_KEY]: origin }
-      : detail,
-  );
+/** Where the events' connections go: `session` for LISTEN (a session: PostgreSQL itself, or a pooler in session mode), `pool` for NOTIFY. */
+export interface PgEventUrls {
+  readonly pool: string;
+  readonly session: string;
 }
 
-/** A notification's payload without its mark, or OWN when `origin` (this process) published it. */
-function unmarked(payload: unknown, origin: string): unknown {
-  if (payload === null || typeof payload !== 'object' || !(ORIGIN_KEY in payload)) return payload;
-  const { [ORIGIN_KEY]: from, ...detail } = payload as Record<string, unknown>;
-  return from === origin ? OWN : detail;
+/** An event on its way to the other processes: its topic's channel and, as JSON, `[routing key or null, payload]`. */
+interface Outgoing {
+  readonly topic: string;
+  readonly channel: string;
+  readonly entry: string;
+}
+
+/** An event's type as yoga names it (`topic` or `topic:routing key`), cut into the two. */
+function topicAndKey(type: string): [topic: string, key: string | null] {
+  const at = type.indexOf(':');
+  return at < 0 ? [type, null] : [type.slice(0, at), type.slice(at + 1)];
+}
+
+/** The name of a topic's channel. */
+function channelOf(topic: string): string {
+  const channel = CHANNEL_PREFIX + topic;
+  if (Buffer.byteLength(channel) > 63) throw new Error(`event channel too long: ${channel}`);
+  return channel;
+}
+
+const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
+
+/**
+ * `text` cut into pieces each of which, as a JSON string, takes at most `budget` bytes (a piece may end
+ * between the two halves of a surrogate pair: JSON carries each half, and joining the pieces makes the pair again).
+ */
+function piecesOf(text: string, budget: number): string[] {
+  const pieces: string[] = [];
+  for (let at = 0; at < text.length;) {
+    let length = Math.min(text.length - at, budget);
+    for (;;) {
+      const bytes = Buffer.byteLength(JSON.stringify(text.slice(at, at + length)));
+      if (bytes <= budget) break;
+      length = Math.max(1, Math.min(length - 1, Math.floor((length * budget) / bytes)));
+    }
+    pieces.push(text.slice(at, at + length));
+    at += length;
+  }
+  return pieces;
+}
+
+/**
+ * The notifications that carry `batch` to the other processes, in its order. A notification's payload is
+ * `{"o": origin, "e": [[key, payload], …]}`: the consecutive events of one channel, as many as fit in one
+ * (NOTIFY_PAYLOAD_MAX_BYTES). An event that fits in none goes alone in fragments, `{"o": origin, "f":
+ * [id, index, count, piece of its JSON]}`, consecutive, one fragment id each (`fragmentId`).
+ */
+function notificationsOf(
+  batch: readonly Outgoing[],
+  origin: string,
+  fragmentId: () => number,
+): { channel: string; payload: string }[] {
+  const out: { channel: string; payload: string }[] = [];
+  const head = `{"o":${JSON.stringify(origin)},"e":[`;
+  const tail = ']}';
+  const framing = Buffer.byteLength(head) + tail.length;
+  let run: { channel: string; entries: string[]; bytes: number } | null = null;
+  const flush = () => {
+    if (run) out.push({ channel: run.channel, payload: head + run.entries.join(',') + tail });
+    run = null;
+  };
+  for (const event of batch) {
+    const bytes = Buffer.byteLength(event.entry);
+    if (run && run.channel === event.channel && run.bytes + 1 + bytes <= NOTIFY_PAYLOAD_MAX_BYTES) {
+      run.entries.push(event.entry);
+      run.bytes += 1 + bytes;
+      continue;
+    }
+    flush();
+    if (framing + bytes <= NOTIFY_PAYLOAD_MAX_BYTES) {
+      run = { channel: event.channel, entries: [event.entry], bytes: framing + bytes };
+      continue;
+    }
+    const id = fragmentId();
+    // Room for the fragment's numbers: an id, an index and a count of up to 15 digits each.
+    const fragmentHead = `{"o":${JSON.stringify(origin)},"f":[`;
+    const budget = NOTIFY_PAYLOAD_MAX_BYTES - Buffer.byteLength(fragmentHead) - 3 * 16 - tail.length;
+    const pieces = piecesOf(event.entry, budget);
+    pieces.forEach((piece, index) =>
+      out.push({
+        channel: event.channel,
+        payload: `${fragmentHead}${id},${index},${pieces.length},${JSON.stringify(piece)}${tail}`,
+      }),
+    );
+  }
+  flush();
+  return out;
 }
 
 /**
  * A yoga event target on PostgreSQL LISTEN/NOTIFY, so that events cross server processes: one
- * dedicated listening connection that reconnects with backoff (and LISTENs again) when PostgreSQL
- * restarts, and one connection for NOTIFY (kept in order). Payloads are JSON of ids, far below NOTIFY's 8000 bytes.
+ * dedicated listening connection on the session URL that reconnects with backoff (and LISTENs again)
+ * when PostgreSQL restarts, and one connection for NOTIFY on the pool's URL (kept in order), both with
+ * TCP keepalives. Events go on one channel per topic, their routing keys in the payloads; the
+ * events published close together go in one statement, those of one topic in a row packed into one
+ * notification as far as they fit, those of the coalesced topics (COALESCED_TOPICS) held a moment and
+ * folded by routing key; an event longer than a notification goes in fragments, and one longer than
+ * EVENT_MAX_BYTES is refused alone (logged), never taking the others with it.
  * An event published here reaches this process's own listeners at once, not after a round trip
  * through PostgreSQL (for a push to a worker connected here, that round trip was a millisecond or
  * more of its latency); its notification, marked with the process's own random id, is passed over
  * when it comes back. The listeners of either hear a copy of the payload, as JSON makes it (bufferedPubSub).
  */
 export function createPgEventTarget(
-  connectionString: string,
+  urls: string | PgEventUrls,
   log: Logger,
 ): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> } {
+  const { pool: poolUrl, session: sessionUrl } = typeof urls === 'string' ? { pool: urls, session: urls } : urls;
   const listeners = new Map<string, Set<Listener>>();
+  // Each topic some listener here wants, with how many event types (routing keys) of it have listeners.
+  const topics = new Map<string, number>();
   // One publishing connection: NOTIFYs sent on it are delivered in the order they were published, so
   // every process hears a process's events in that order (two pooled connections could swap them).
   const notifier = new pg.Pool({
-    connectionString,
+    connectionString: poolUrl,
     max: 1,
     idleTimeoutMillis: 10_000,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    ...PG_KEEPALIVE,
   });
   notifier.on('error', (err) => log.warn({ err: err.message }, 'event publisher connection lost'));
   // This process's mark on the events it publishes: a notification that carries it is an event of this
@@ -191,25 +298,27 @@ export function createPgEventTarget(
   // Events published while a NOTIFY is on its way wait here, and go together in the next statement
   // (in order): one round trip for a burst instead of one each. PostgreSQL delivers the NOTIFYs of one
   // statement in order, and folds only identical ones (the same event twice says nothing more).
-  let queued: { channel: string; payload: string; type: string }[] = [];
+  let queued: Outgoing[] = [];
   let sending: Promise<void> | null = null;
+  let fragments = 0;
   const sendQueued = (): void => {
     if (sending || !queued.length) return;
     const batch = queued;
     queued = [];
+    const notes = notificationsOf(batch, origin, () => ++fragments);
     const sql =
-      batch.length === 1
-        ? notifier.query('select pg_notify($1, $2)', [batch[0].channel, batch[0].payload])
+      notes.length === 1
+        ? notifier.query('select pg_notify($1, $2)', [notes[0].channel, notes[0].payload])
         : notifier.query(
             'select pg_notify(e.channel, e.payload) from unnest($1::text[], $2::text[]) as e(channel, payload)',
-            [batch.map((b) => b.channel), batch.map((b) => b.payload)],
+            [notes.map((n) => n.channel), notes.map((n) => n.payload)],
           );
     sending = sql
       .then(
         () => undefined,
         (err: Error) =>
           log.warn(
-            { err: err.message, types: [...new Set(batch.map((b) => b.type))], events: batch.length },
+            { err: err.message, types: [...new Set(batch.map((b) => b.topic))], events: batch.length },
             'event not published',
           ),
       )
@@ -218,18 +327,53 @@ export function createPgEventTarget(
         sendQueued();
       });
   };
-  let delay: number = RECONNECT_MS.first;
-  const quote = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
-  const channelOf = (type: string) => {
-    const channel = CHANNEL_PREFIX + type;
-    if (Buffer.byteLength(channel) > 63) throw new Error(`event channel too long: ${channel}`);
-    return channel;
+  // The events of coalesced topics held until their topic's timer, the newest of each type (routing key).
+  const held = new Map<string, Map<string, Outgoing>>();
+  const holding = new Map<string, NodeJS.Timeout>();
+  const release = (topic: string): void => {
+    clearTimeout(holding.get(topic));
+    holding.delete(topic);
+    const events = held.get(topic);
+    held.delete(topic);
+    if (events) queued.push(...events.values());
+    sendQueued();
   };
+  const enqueue = (type: string, detail: unknown): void => {
+    const [topic, key] = topicAndKey(type);
+    const event: Outgoing = { topic, channel: channelOf(topic), entry: JSON.stringify([key, detail]) };
+    const bytes = Buffer.byteLength(event.entry);
+    if (bytes > EVENT_MAX_BYTES) {
+      log.warn(
+        { type: topic, bytes, maxBytes: EVENT_MAX_BYTES },
+        'event too large for the other processes: only this one heard it',
+      );
+      return;
+    }
+    const window = COALESCED_TOPICS[topic as keyof Topics];
+    if (!window) {
+      queued.push(event);
+      sendQueued();
+      return;
+    }
+    let events = held.get(topic);
+    if (!events) held.set(topic, (events = new Map()));
+    events.delete(type); // the newest goes last
+    events.set(type, event);
+    if (!holding.has(topic))
+      holding.set(
+        topic,
+        setTimeout(() => release(topic), window),
+      );
+  };
+
+  let delay: number = RECONNECT_MS.first;
 
   // Every listener hears the event, whatever one of them throws.
   const dispatchLocal = (type: string, detail: unknown) => {
+    const set = listeners.get(type);
+    if (!set) return;
     const event = new CustomEvent(type, { detail });
-    for (const l of listeners.get(type) ?? []) {
+    for (const l of set) {
       try {
         if (typeof l === 'function') l(event);
         else l.handleEvent(event);
@@ -238,18 +382,57 @@ export function createPgEventTarget(
       }
     }
   };
+  const dispatchEntry = (topic: string, entry: unknown): void => {
+    if (!Array.isArray(entry) || entry.length !== 2 || (entry[0] !== null && typeof entry[0] !== 'string'))
+      throw new Error('not an event');
+    const [key, detail] = entry as [string | null, unknown];
+    dispatchLocal(key === null ? topic : `${topic}:${key}`, detail);
+  };
+  // An event in fragments being put together, per publishing process: its fragments come in a row.
+  let partial = new Map<string, { id: number; count: number; pieces: string[] }>();
+  const onFragment = (topic: string, from: string, fragment: unknown): void => {
+    const [id, index, count, piece] = Array.isArray(fragment) ? (fragment as unknown[]) : [];
+    if (
+      !Number.isSafeInteger(id) ||
+      !Number.isSafeInteger(index) ||
+      !Number.isSafeInteger(count) ||
+      typeof piece !== 'string'
+    )
+      throw new Error('not an event fragment');
+    if (index === 0) partial.set(from, { id: id as number, count: count as number, pieces: [] });
+    const p = partial.get(from);
+    if (!p || p.id !== id || p.count !== count || p.pieces.length !== index) {
+      partial.delete(from);
+      log.warn({ type: topic }, 'an event came with fragments missing: it is passed over');
+      return;
+    }
+    p.pieces.push(piece);
+    if (p.pieces.length < p.count) return;
+    partial.delete(from);
+    dispatchEntry(topic, JSON.parse(p.pieces.join('')));
+  };
+  const onNotification = (msg: pg.Notification): void => {
+    if (!msg.channel.startsWith(CHANNEL_PREFIX)) return;
+    const topic = msg.channel.slice(CHANNEL_PREFIX.length);
+    try {
+      const note = JSON.parse(msg.payload ?? 'null') as { o?: unknown; e?: unknown; f?: unknown } | null;
+      if (note === null || typeof note !== 'object' || typeof note.o !== 'string') throw new Error('not an event');
+      if (note.o === origin) return; // heard when it was published
+      if (note.f !== undefined) return onFragment(topic, note.o, note.f);
+      if (!Array.isArray(note.e)) throw new Error('not an event');
+      for (const entry of note.e) dispatchEntry(topic, entry);
+    } catch (err) {
+      log.error({ err, channel: msg.channel }, 'bad event payload');
+    }
+  };
 
   async function connect(): Promise<void> {
-    const c = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
-    c.on('notification', (msg) => {
-      if (!msg.channel.startsWith(CHANNEL_PREFIX)) return;
-      try {
-        const detail = unmarked(msg.payload ? JSON.parse(msg.payload) : null, origin);
-        if (detail !== OWN) dispatchLocal(msg.channel.slice(CHANNEL_PREFIX.length), detail);
-      } catch (err) {
-        log.error({ err, channel: msg.channel }, 'bad event payload');
-      }
+    const c = new pg.Client({
+      connectionString: sessionUrl,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      ...PG_KEEPALIVE,
     });
+    c.on('notification', onNotification);
     const lost = (err?: Error) => {
       if (client !== c) return;
       client = null;
@@ -264,7 +447,8 @@ export function createPgEventTarget(
     c.on('end', () => lost());
     await c.connect();
     client = c;
-    for (const type of listeners.keys()) await onListener(c, `LISTEN ${quote(channelOf(type))}`);
+    partial = new Map(); // fragments heard on the connection before are not followed by theirs
+    for (const topic of topics.keys()) await onListener(c, `LISTEN ${quote(channelOf(topic))}`);
     delay = RECONNECT_MS.first;
     log.info('event listener connected');
   }
@@ -297,7 +481,10 @@ export function createPgEventTarget(
       let set = listeners.get(type);
       if (!set) {
         listeners.set(type, (set = new Set()));
-        if (client) void onListener(client, `LISTEN ${quote(channelOf(type))}`);
+        const [topic] = topicAndKey(type);
+        const types = (topics.get(topic) ?? 0) + 1;
+        topics.set(topic, types);
+        if (types === 1 && client) void onListener(client, `LISTEN ${quote(channelOf(topic))}`);
       }
       set.add(listener);
     },
@@ -305,17 +492,19 @@ export function createPgEventTarget(
       const set = listeners.get(type);
       if (!set || !listener) return;
       set.delete(listener);
-      if (!set.size) {
-        listeners.delete(type);
-        if (client && !closed) void onListener(client, `UNLISTEN ${quote(channelOf(type))}`);
-      }
+      if (set.size) return;
+      listeners.delete(type);
+      const [topic] = topicAndKey(type);
+      const types = (topics.get(topic) ?? 1) - 1;
+      if (types > 0) return void topics.set(topic, types);
+      topics.delete(topic);
+      if (client && !closed) void onListener(client, `UNLISTEN ${quote(channelOf(topic))}`);
     },
     // This process's listeners hear it at once, the other processes' through PostgreSQL. The detail
     // is bufferedPubSub's copy already, what the other processes read.
     dispatchEvent(event: CustomEvent) {
-      queued.push({ channel: channelOf(event.type), payload: marked(event.detail ?? null, origin), type: event.type });
+      enqueue(event.type, event.detail ?? null);
       dispatchLocal(event.type, event.detail ?? null);
-      sendQueued();
       return true;
     },
     async close() {
@@ -323,17 +512,56 @@ export function createPgEventTarget(
       const c = client;
       client = null;
       await c?.end().catch(() => undefined);
-      while (sending) await sending; // what was published before close() is sent
+      for (const topic of [...holding.keys()]) release(topic); // what was published before close() is sent
+      while (sending) await sending;
       await notifier.end();
     },
   } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> };
 }
 
-/** Events that cross server processes through PostgreSQL. */
-export function createPgEvents(connectionString: string, log: Logger): Events {
-  const target = createPgEventTarget(connectionString, log);
+/**
+ * Events that cross server processes through PostgreSQL: `urls` a URL for both connections, or the
+ * pool's URL (NOTIFY) and the session URL (LISTEN) apart (createPgEventTarget).
+ */
+export function createPgEvents(urls: string | PgEventUrls, log: Logger): Events {
+  const target = createPgEventTarget(urls, log);
   const pubsub = bufferedPubSub(target, log);
   pubsub.close = () => target.close();
   pubsub.listening = () => target.listening();
   return pubsub;
+}
+
+/**
+ * Whether a LISTEN on `session` hears, within `timeoutMs`, a NOTIFY that `notify` sends on another
+ * connection (the pool's), on a channel of its own (its LISTEN is undone after). It does not when the
+ * session goes through a transaction pooler (PgBouncer in transaction mode runs each statement on any
+ * of its server connections: the one that ran LISTEN is soon another client's, or idle), nor when the
+ * two connections are to different databases.
+ */
+export async function listenHearsNotify(
+  session: pg.Client,
+  notify: (channel: string, payload: string) => Promise<unknown>,
+  timeoutMs: number,
+): Promise<boolean> {
+  const channel = `tagsched:check:${randomUUID()}`;
+  const payload = randomUUID();
+  let heard = (): void => undefined;
+  const got = new Promise<boolean>((resolve) => (heard = () => resolve(true)));
+  const onNotification = (msg: pg.Notification) => {
+    if (msg.channel === channel && msg.payload === payload) heard();
+  };
+  let timer: NodeJS.Timeout | undefined;
+  session.on('notification', onNotification);
+  try {
+    await session.query(`LISTEN ${quote(channel)}`);
+    await notify(channel, payload);
+    return await Promise.race([
+      got,
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    session.off('notification', onNotification);
+    await session.query(`UNLISTEN ${quote(channel)}`).catch(() => undefined);
+  }
 }

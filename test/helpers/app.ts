@@ -36,10 +36,22 @@ export function layered(base: ConfigOverrides, over: ConfigOverrides): ConfigOve
   return out as ConfigOverrides;
 }
 
-/** The server section of every test app: its own database, a port of its own, the test admin token and secret key. */
-function testServer(databaseUrl: string): ConfigOverrides['server'] {
+let testApps = 0;
+/**
+ * A process name of its own for each test app: the apps of one test process would otherwise all be
+ * `<host>:4000` (the name is made from PORT, which a test's environment leaves unset), one row of the
+ * process registry and the same server worker names.
+ */
+const nextProcessName = () => `test-${process.pid}-${++testApps}`;
+
+/**
+ * The server section of every test app: its own database, a port and a process name of its own, the
+ * test admin token and secret key.
+ */
+function testServer(databaseUrl: string, processName = nextProcessName()): ConfigOverrides['server'] {
   return {
     databaseUrl,
+    processName,
     dataDir: path.join(os.tmpdir(), 'tagsched-test'),
     adminToken: ADMIN_TOKEN,
     secretKey: 'test-secret-key',
@@ -112,7 +124,10 @@ export function useTestApp(overrides: ConfigOverrides = {}, options: { log?: () 
  * limits among them), but for `overrides`.
  */
 export function secondAppConfig(t: TestApp, overrides: ConfigOverrides = {}): Config {
-  return loadConfig({}, layered({ server: testServer(t.dbUrl), serverWorkers: { count: 0 } }, overrides));
+  // Started again on its port, it has the same process name (and so the same server workers).
+  const port = overrides.server?.port;
+  const server = testServer(t.dbUrl, port ? `${os.hostname()}:${port}` : undefined);
+  return loadConfig({}, layered({ server, serverWorkers: { count: 0 } }, overrides));
 }
 
 /**

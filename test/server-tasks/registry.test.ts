@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/log.js';
 import { SERVER_TASK_RUNNERS, findServerTaskRunner } from '../../src/loops/server-tasks/registry.js';
 import { serverWorkerName } from '../../src/loops/server-tasks/server-workers.js';
+import { isServerWorkerOf } from '../../src/services/processes/server-worker-names.js';
 import { TASKS } from '../../src/core/tasks/registry.js';
 
 const ctx = { workRequestId: 1, log: createLogger('silent'), signal: new AbortController().signal };
@@ -29,14 +30,34 @@ describe('server-task runners', () => {
 });
 
 describe('server worker names', () => {
+  const long = 'h'.repeat(100);
   it.each([
-    ['build.example.org', 4000, 1, 1, 'server-build.example.org-4000'],
-    ['build.example.org', 4000, 2, 3, 'server-build.example.org-4000-2'],
-    ['odd host/name', 4001, 1, 1, 'server-odd-host-name-4001'],
-    ['h'.repeat(200), 4000, 12, 12, `server-${'h'.repeat(100 - 'server-'.length - '-4000-12'.length)}-4000-12`],
-  ])('%s, port %i, %i of %i: %s', (host, port, index, count, name) => {
-    const got = serverWorkerName(host, port, index, count);
-    expect(got).toBe(name);
-    expect(got.length).toBeLessThanOrEqual(100);
+    ['build.example.org:4000', 1, 1, 'server-build.example.org-4000'],
+    ['build.example.org:4000', 2, 3, 'server-build.example.org-4000-2'],
+    ['odd host/name', 1, 1, 'server-odd-host-name'],
+    ['replica-a', 1, 1, 'server-replica-a'],
+  ])('process %s, %i of %i: %s', (processName, index, count, name) => {
+    expect(serverWorkerName(processName, index, count)).toBe(name);
+  });
+
+  it('a process name too long to fit keeps its beginning and a hash of the whole name, within 100 characters', () => {
+    const one = serverWorkerName(`${long}:4000`, 12, 12);
+    const other = serverWorkerName(`${long}:4001`, 12, 12);
+    for (const name of [one, other]) {
+      expect(name).toHaveLength(100);
+      expect(name).toMatch(/^server-h+-[0-9a-f]{8}-12$/);
+    }
+    expect(one).not.toBe(other);
+    expect(serverWorkerName(`${long}:4000`, 12, 12)).toBe(one);
+  });
+
+  it("tells a process's server workers, whatever their count, from another process's", () => {
+    expect(isServerWorkerOf('server-replica-a', 'replica-a')).toBe(true);
+    expect(isServerWorkerOf('server-replica-a-3', 'replica-a')).toBe(true);
+    expect(isServerWorkerOf(serverWorkerName(`${long}:1`, 2, 2), `${long}:1`)).toBe(true);
+    expect(isServerWorkerOf('server-replica-a', 'replica-b')).toBe(false);
+    expect(isServerWorkerOf('server-replica-ab', 'replica-a')).toBe(false);
+    expect(isServerWorkerOf('server-replica-a-x', 'replica-a')).toBe(false);
+    expect(isServerWorkerOf(serverWorkerName(`${long}:1`, 2, 2), `${long}:2`)).toBe(false);
   });
 });

@@ -316,7 +316,8 @@ describe('server tasks on the built-in server workers', () => {
 
   it('one held by a killed server process is taken back by the lease rules and run by another process', async () => {
     const dead = await f.server(WITH_SERVER_WORKER, 'dead');
-    const deadWorker = serverWorkerName(os.hostname(), dead.port, 1, 1);
+    // Its process name is `<host>:<pid>` (PORT=0).
+    const deadWorker = serverWorkerName(`${os.hostname()}:${dead.child.pid}`, 1, 1);
     expect(
       await f.sql(`select type, connected_at is not null as connected from worker where name = $1`, [deadWorker]),
     ).toEqual([{ type: 'server', connected: true }]);

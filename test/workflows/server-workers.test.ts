@@ -64,9 +64,10 @@ async function finished(ids: string[]) {
 }
 
 describe('built-in server workers', () => {
-  it('each process has one, named after its host and port, connected, of type server, offering its server tasks', async () => {
+  it('each process has one, named after its process name, connected, of type server, offering its server tasks', async () => {
     const names = [a.app.serverWorkers.names, b!.serverWorkers.names];
-    expect(names[1]).toEqual([serverWorkerName(os.hostname(), B_PORT, 1, 1)]);
+    expect(names[1]).toEqual([serverWorkerName(`${os.hostname()}:${B_PORT}`, 1, 1)]);
+    expect(names[0]).toEqual([serverWorkerName(a.app.config.server.processName, 1, 1)]);
     const data = await ok(
       a,
       `{ workers(first: 10) { edges { node { name type status concurrency providedTags { tag provenance source } } } } }`,

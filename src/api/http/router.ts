@@ -4,6 +4,7 @@ import type { YogaServerInstance } from 'graphql-yoga';
 import type { ClientAuth } from '../client-auth.js';
 import type { Config } from '../../core/config/config.js';
 import type { Context } from '../context.js';
+import { requestAddress } from './client-address.js';
 import { handleProbe } from '../health.js';
 import { anonymousRateMessage, isAnonymousRequest, type AnonymousLimits } from '../limits/anonymous.js';
 import { refuseLargeBody } from '../limits/http.js';
@@ -31,11 +32,12 @@ export interface HttpRoutes {
 
 /**
  * The HTTP server's request handler: the probes, then (past the anonymous request limit: 429) /metrics,
- * the status pages, and GraphQL for the rest (bodies over the limit refused).
+ * the status pages, and GraphQL for the rest (bodies over the limit refused). The client's address
+ * (client-address.ts) is taken once per request, for the anonymous limit, its log line and the status pages.
  */
 export function createHttpRouter(routes: HttpRoutes): (req: IncomingMessage, res: ServerResponse) => void {
   const { orm, config, log, scheduler, metrics, yoga, migrations, stopping } = routes;
-  const route = (req: IncomingMessage, res: ServerResponse, pathname: string): void => {
+  const route = (req: IncomingMessage, res: ServerResponse, pathname: string, address: string): void => {
     if (pathname === '/metrics') {
       serveMetrics(req, res, { orm, config, scheduler, metrics, log }).catch((err: unknown) => {
         log.error({ err }, '/metrics failed');
@@ -45,13 +47,15 @@ export function createHttpRouter(routes: HttpRoutes): (req: IncomingMessage, res
       return;
     }
     if (isStatusPath(pathname)) {
-      handleStatusPage({ em: orm.em.fork(), config, scheduler, authenticate: routes.authenticate }, req, res).catch(
-        (err: unknown) => {
-          log.error({ err }, 'status page failed');
-          if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
-          res.end('internal error');
-        },
-      );
+      handleStatusPage(
+        { em: orm.em.fork(), config, scheduler, authenticate: routes.authenticate, address },
+        req,
+        res,
+      ).catch((err: unknown) => {
+        log.error({ err }, 'status page failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error');
+      });
       return;
     }
     if (refuseLargeBody(req, res, config.limits.maxBodyBytes)) return;
@@ -60,14 +64,15 @@ export function createHttpRouter(routes: HttpRoutes): (req: IncomingMessage, res
   return (req, res) => {
     const pathname = (req.url ?? '/').split('?')[0];
     if (handleProbe(pathname, res, { orm, migrations, stopping })) return;
-    if (!isAnonymousRequest(req)) return route(req, res, pathname);
+    const address = requestAddress(req, config.limits.trustedProxies);
+    if (!isAnonymousRequest(req)) return route(req, res, pathname, address);
     routes.anonymous
-      .request(req.socket.remoteAddress ?? 'unknown')
+      .request(address)
       .then((waitMs) => {
-        if (!waitMs) return route(req, res, pathname);
+        if (!waitMs) return route(req, res, pathname, address);
         const message = anonymousRateMessage(waitMs);
         log.info(
-          { address: req.socket.remoteAddress, limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' },
+          { address, limit: 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE' },
           'anonymous request refused: over the limit',
         );
         const retryAfter = String(Math.ceil(waitMs / 1000));

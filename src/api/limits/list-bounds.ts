@@ -88,6 +88,8 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
     'createTaskRule refuses a site rule past the maximum',
     'siteRules',
   ),
+  'Query.leaders': rows(LIST_MAXIMA.processesShown, 'the leases of the duties, the first by duty'),
+  'Query.serverProcesses': rows(LIST_MAXIMA.processesShown, 'the registered processes, the first by name'),
   'Workspace.members': rows(
     LIST_MAXIMA.membersPerWorkspace,
     'setWorkspaceMember refuses a member past the maximum',

@@ -38,6 +38,8 @@ export interface ProcessMetrics extends SchedulerRecorder, LifecycleRecorder, Pr
   graphqlPlugin(): Plugin;
   connectionOpened(kind: ConnectionKind): void;
   connectionClosed(kind: ConnectionKind): void;
+  /** Reads, at each scrape, which duties this process follows and whether it leads each (loops/leadership.ts). */
+  trackLeadership(read: () => readonly { duty: string; leads: boolean }[]): void;
 }
 
 const seconds = (from: Date | null | undefined, to: Date): number | null =>
@@ -108,6 +110,17 @@ export function createProcessMetrics(): ProcessMetrics {
     labelNames: ['operation', 'type'] as const,
     buckets: GRAPHQL_BUCKETS,
     registers: [registry],
+  });
+  let leadership: () => readonly { duty: string; leads: boolean }[] = () => [];
+  new Gauge({
+    name: 'tagsched_leader',
+    help: 'Whether this process leads a duty (1) or follows it (0): over the processes of one database, each duty sums to 1',
+    labelNames: ['duty'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const { duty, leads } of leadership()) this.set({ duty }, leads ? 1 : 0);
+    },
   });
   const connections = new Gauge({
     name: 'tagsched_websocket_connections',
@@ -200,6 +213,9 @@ export function createProcessMetrics(): ProcessMetrics {
     },
     connectionClosed(kind) {
       connections.dec({ viewer: kind });
+    },
+    trackLeadership(read) {
+      leadership = read;
     },
   };
 }

@@ -216,6 +216,12 @@ WorkerPoolRef.implement({
   fields: (t) => ({
     name: t.exposeString('name', { description: 'Its unique name' }),
     providerType: t.exposeString('providerType', { description: 'local, exec, hetzner, ec2 or qemu' }),
+    host: t.string({
+      nullable: true,
+      description:
+        'Host-bound providers (local, qemu): the host (TAGSCHED_HOST_NAME) its instances run on, launched and listed by a server process of that host; null: any host (a cloud pool, or a local or qemu pool made before pools kept their host)',
+      resolve: (pool) => pool.host ?? null,
+    }),
     hasProviderAccount: t.boolean({
       description: 'Whether provider credentials are set; they are never returned',
       resolve: (pool) => pool.providerAccountEncrypted != null,
@@ -477,6 +483,10 @@ const WorkerPoolInput = builder.inputType('WorkerPoolInput', {
   fields: (t) => ({
     name: t.string({ required: true, description: 'Its unique name' }),
     providerType: t.string({ description: 'local, exec, hetzner, ec2 or qemu (docs/operating/pools.md, "Providers")' }),
+    host: t.string({
+      description:
+        'Local and qemu pools only: the host (its TAGSCHED_HOST_NAME) whose server processes run its instances; omitted or null: on create, the host of the process that creates it; on update, unchanged. Changed only while the pool has no live instance',
+    }),
     providerAccount: t.field({
       type: 'JSON',
       description: 'Provider credentials (a JSON object); write-only, encrypted at rest',

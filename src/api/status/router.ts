@@ -28,6 +28,8 @@ export interface StatusDeps {
   readonly config: Config;
   readonly scheduler: Scheduler;
   readonly authenticate: ClientAuth;
+  /** The client's address (api/http/client-address.ts), which its token's lookup is throttled by. */
+  readonly address: string;
 }
 
 /** The largest sign-in form body read, in bytes. */
@@ -160,7 +162,7 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
   let ctx: PageContext = { viewer: { kind: 'anonymous' }, here: '/', graphiql: deps.config.api.graphiql };
   const extra: Record<string, string> = {};
   try {
-    const { viewer, setCookie } = await pageViewer(deps.em, deps.authenticate, req);
+    const { viewer, setCookie } = await pageViewer(deps.em, deps.authenticate, req, deps.address);
     if (setCookie) extra['set-cookie'] = setCookie;
     ctx = {
       viewer,
@@ -188,7 +190,7 @@ export async function handleStatusPage(deps: StatusDeps, req: IncomingMessage, r
         const form = await readForm(req);
         const next = safeNext(form.get('next'));
         try {
-          const signed = await signIn(deps.em, deps.authenticate, req, form.get('token') ?? '');
+          const signed = await signIn(deps.em, deps.authenticate, req, deps.address, form.get('token') ?? '');
           return send(req, res, 303, '', { location: next, 'set-cookie': signed.cookie });
         } catch (err) {
           if (!(err instanceof StatusError) || err.status === 429) throw err;

@@ -43,13 +43,13 @@ function overHttps(req: IncomingMessage): boolean {
 /** The Set-Cookie header that removes it. */
 export const CLEARED_COOKIE = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;
 
-/** The viewer of a page request, and a Set-Cookie header to send when its cookie must go. */
+/** The viewer of a page request from the client at `address`, and a Set-Cookie header to send when its cookie must go. */
 export async function pageViewer(
   em: EntityManager,
   authenticate: ClientAuth,
   req: IncomingMessage,
+  address: string,
 ): Promise<{ viewer: Viewer; setCookie: string | null }> {
-  const address = req.socket.remoteAddress ?? 'unknown';
   const header = req.headers.authorization;
   if (header) {
     try {
@@ -78,17 +78,18 @@ export async function pageViewer(
   }
 }
 
-/** Checks a token given to the sign-in form, as the API would; throws a StatusError for a refused one. */
+/** Checks a token given to the sign-in form by the client at `address`, as the API would; throws a StatusError for a refused one. */
 export async function signIn(
   em: EntityManager,
   authenticate: ClientAuth,
   req: IncomingMessage,
+  address: string,
   token: string,
 ): Promise<{ viewer: Viewer; cookie: string }> {
   const value = token.trim();
   if (!value || value.length > MAX_TOKEN_LENGTH) throw new StatusError(401, 'That is not a valid token.');
   try {
-    const { viewer, expiresAt } = await authenticate(em, value, req.socket.remoteAddress ?? 'unknown');
+    const { viewer, expiresAt } = await authenticate(em, value, address);
     if (viewer.kind === 'anonymous') throw new StatusError(401, 'That is not a valid token.');
     if (viewer.kind === 'activation')
       throw new StatusError(400, 'An activation token is for a new worker: it cannot sign in.');

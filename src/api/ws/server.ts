@@ -1,5 +1,6 @@
 import { anonymousRateMessage, type AnonymousLimits } from '../limits/anonymous.js';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import type { BlockList } from 'node:net';
 import { DriverException, type MikroORM } from '@mikro-orm/postgresql';
 import { getOperationAST, GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
@@ -7,6 +8,7 @@ import type { Context as WsContext } from 'graphql-ws';
 import { useServer, type Extra } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ClientRefusal, type ClientAuth } from '../client-auth.js';
+import { clientAddress } from '../http/client-address.js';
 import type { Config } from '../../core/config/config.js';
 import type { ConnectionHandle, Context } from '../context.js';
 import type { ContextFactory } from '../context-factory.js';
@@ -32,11 +34,17 @@ export interface ConnectionRecorder {
   connectionClosed(kind: Viewer['kind']): void;
 }
 
-/** The address a socket's client connects from. */
-const addressOf = (socket: WebSocket, request: { socket?: { remoteAddress?: string } }) =>
-  request.socket?.remoteAddress ??
-  (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress ??
-  'unknown';
+/**
+ * The address a socket's client connects from: that of its upgrade request (its peer, or past trusted
+ * proxies its X-Forwarded-For: api/http/client-address.ts), as over HTTP.
+ */
+const addressOf = (socket: WebSocket, request: IncomingMessage, trusted: BlockList) =>
+  clientAddress(
+    request.socket?.remoteAddress ??
+      (socket as unknown as { _socket?: { remoteAddress?: string } })._socket?.remoteAddress,
+    request.headers ?? {},
+    trusted,
+  );
 
 /**
  * The graphql-ws server on the HTTP server's GraphQL path (docs/design.md: interfaces and limits and tokens): a connection
@@ -58,6 +66,8 @@ export function startWsServer(deps: {
   authenticateClient: ClientAuth;
   anonymous: AnonymousLimits;
   tokenGuard: TokenGuard;
+  /** This process's id in the process registry: the owner of the workers whose sockets it holds. */
+  processId: number;
   /** Told of every connection counted and closed (the connections gauge). */
   metrics?: ConnectionRecorder;
 }) {
@@ -75,7 +85,7 @@ export function startWsServer(deps: {
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
   });
   const registry = createConnectionRegistry({ maxPerToken: limits.maxConnectionsPerToken });
-  const presence = createConnectionPresence({ fork: () => orm.em.fork(), events, log });
+  const presence = createConnectionPresence({ fork: () => orm.em.fork(), events, log, processId: deps.processId });
   // The worker of each accepted worker connection.
   const workerOf = new WeakMap<object, number>();
   const states = new WeakMap<object, ConnectionState>();
@@ -105,7 +115,7 @@ export function startWsServer(deps: {
    */
   const acceptConnection = async (ctx: WsContext<Record<string, unknown>, Extra>): Promise<boolean> => {
     const socket = ctx.extra.socket;
-    const address = addressOf(socket, ctx.extra.request);
+    const address = addressOf(socket, ctx.extra.request, limits.trustedProxies);
     let viewer: Viewer;
     let expiresAt: Date | null;
     try {
@@ -188,7 +198,7 @@ export function startWsServer(deps: {
           if (!(err instanceof DriverException)) throw err;
           if (!stopping)
             log.warn(
-              { err, address: addressOf(ctx.extra.socket, ctx.extra.request) },
+              { err, address: addressOf(ctx.extra.socket, ctx.extra.request, limits.trustedProxies) },
               'could not accept a connection: its database failed',
             );
           closeSocket(
@@ -281,11 +291,7 @@ export function startWsServer(deps: {
         } else {
           const em = orm.em.fork();
           try {
-            const { viewer } = await authenticateClient(
-              em,
-              authorizationOf(ctx.connectionParams),
-              addressOf(ctx.extra.socket, ctx.extra.request),
-            );
+            const { viewer } = await authenticateClient(em, authorizationOf(ctx.connectionParams), state.address);
             contextValue = contexts.forOperation(viewer, em, state.handle);
           } catch (err) {
             if (!(err instanceof ClientRefusal)) throw err;

@@ -18,6 +18,7 @@ import { registerGroupCommands } from './groups.js';
 import { registerImageCommands } from './images.js';
 import { registerInstanceCommands } from './instances.js';
 import { registerPoolCommands } from './pools.js';
+import { registerReplicaCommands } from './replicas.js';
 import { registerRuleCommands } from './rules.js';
 import { registerSessionCommands } from './session.js';
 import { registerTaskCommands } from './tasks.js';
@@ -136,6 +137,7 @@ export function buildProgram(io: AdminIo): { program: Command; token: () => stri
   registerDemandCommands(program, action);
   registerTaskCommands(program, action);
   registerWorkCommands(program, action);
+  registerReplicaCommands(program, action);
   return { program, token: () => connection?.token ?? null };
 }
 

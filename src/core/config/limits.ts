@@ -1,4 +1,5 @@
-import { intVar } from './variables.js';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { ConfigError, intVar } from './variables.js';
 
 /** What one operation may ask for, and what a client may send (docs/design.md: limits and tokens); see `src/api/limits/` and docs/reference/limits.md. */
 export interface LimitsConfig {
@@ -26,6 +27,8 @@ export interface LimitsConfig {
   readonly anonymousRequestsPerMinute: number;
   /** Anonymous WebSockets one client address may hold open at once, per process; 0: no limit. */
   readonly anonymousConnectionsPerAddress: number;
+  /** The proxies whose X-Forwarded-For names the client (src/api/http/client-address.ts); empty: none, the peer is the client. */
+  readonly trustedProxies: BlockList;
 }
 
 /** Reads the limits section from the environment. */
@@ -43,5 +46,29 @@ export function readLimitsConfig(env: NodeJS.ProcessEnv): LimitsConfig {
     authFailuresPerMinute: intVar(env, 'TAGSCHED_AUTH_FAILURES_PER_MINUTE', 30),
     anonymousRequestsPerMinute: intVar(env, 'TAGSCHED_ANONYMOUS_REQUESTS_PER_MINUTE', 600),
     anonymousConnectionsPerAddress: intVar(env, 'TAGSCHED_ANONYMOUS_CONNECTIONS_PER_ADDRESS', 50),
+    trustedProxies: addressListVar(env, 'TAGSCHED_TRUSTED_PROXIES'),
   };
+}
+
+/** IPv4 and IPv6 addresses and CIDRs separated by commas (none when unset); an entry that is neither is a ConfigError naming it. */
+function addressListVar(env: NodeJS.ProcessEnv, name: string): BlockList {
+  const list = new BlockList();
+  for (const raw of (env[name] ?? '').split(',')) {
+    const entry = raw.trim();
+    if (!entry) continue;
+    const [address, prefix, ...rest] = entry.split('/');
+    const family = isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : null;
+    const bits = prefix === undefined ? null : /^\d{1,3}$/.test(prefix) ? Number(prefix) : -1;
+    const refused = new ConfigError(
+      `${name} must be IPv4 or IPv6 addresses or CIDRs separated by commas: "${entry}" is neither`,
+    );
+    if (!family || rest.length || bits === -1 || (bits ?? 0) > (family === 'ipv4' ? 32 : 128)) throw refused;
+    try {
+      if (bits === null) list.addAddress(address, family);
+      else list.addSubnet(address, bits, family);
+    } catch {
+      throw refused; // one that BlockList refuses, though isIP took it
+    }
+  }
+  return list;
 }

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, countVar } from './variables.js';
+import { ConfigError, countVar, intVar, positiveIntVar } from './variables.js';
 
 /** The shortest TAGSCHED_ADMIN_TOKEN accepted: a value people could guess is not a secret. */
 export const ADMIN_TOKEN_MIN_LENGTH = 32;
@@ -11,6 +11,13 @@ export interface ServerConfig {
   readonly host: string;
   /** A PostgreSQL URL; null means the embedded PGlite database under `dataDir`. */
   readonly databaseUrl: string | null;
+  /**
+   * The URL of a session connection to the same database (TAGSCHED_DATABASE_SESSION_URL), for LISTEN and the
+   * migration lock, when DATABASE_URL goes through a transaction pooler; null: DATABASE_URL itself.
+   */
+  readonly databaseSessionUrl: string | null;
+  /** The most connections of the ORM's pool (TAGSCHED_DATABASE_POOL_SIZE); the embedded database always has 1. */
+  readonly databasePoolSize: number;
   readonly dataDir: string;
   /** An admin token that must exist after start-up (deployments and scripts); null for none. */
   readonly adminToken: string | null;
@@ -24,22 +31,40 @@ export interface ServerConfig {
    * its row in the process registry and its server workers' names; the same across its restarts.
    */
   readonly processName: string;
+  /** How often this process writes its heartbeat into the process registry (services/processes/registry.ts), in milliseconds. */
+  readonly processHeartbeatMs: number;
+  /**
+   * A process whose registry heartbeat is older than this is taken as dead, in milliseconds: the leader marks its
+   * workers disconnected and re-queues their unacknowledged work (takeOverDeadProcesses).
+   */
+  readonly processTimeoutMs: number;
 }
 
 /** Reads the server section from the environment. */
 export function readServerConfig(env: NodeJS.ProcessEnv): ServerConfig {
   const port = countVar(env, 'PORT', 4000, 65535); // 0: any free port (the process name then takes the pid)
   const hostName = nameVar(env, 'TAGSCHED_HOST_NAME') ?? os.hostname();
+  const processHeartbeatMs = positiveIntVar(env, 'TAGSCHED_PROCESS_HEARTBEAT_SECONDS', 3) * 1000;
+  const processTimeoutMs = positiveIntVar(env, 'TAGSCHED_PROCESS_TIMEOUT_SECONDS', 15) * 1000;
+  // One late heartbeat (a slow statement) must not make a live process look dead.
+  if (processTimeoutMs < 2 * processHeartbeatMs)
+    throw new ConfigError(
+      `TAGSCHED_PROCESS_TIMEOUT_SECONDS (${processTimeoutMs / 1000}) must be at least twice TAGSCHED_PROCESS_HEARTBEAT_SECONDS (${processHeartbeatMs / 1000})`,
+    );
   return {
     port,
     host: env.HOST || '0.0.0.0',
     databaseUrl: env.DATABASE_URL || null,
+    databaseSessionUrl: sessionUrlVar(env),
+    databasePoolSize: poolSizeVar(env),
     dataDir: path.resolve(env.TAGSCHED_DATA_DIR || './data'),
     adminToken: adminTokenVar(env),
     secretKey: env.TAGSCHED_SECRET_KEY || null,
     logLevel: env.LOG_LEVEL || 'info',
     hostName,
     processName: nameVar(env, 'TAGSCHED_PROCESS_NAME') ?? `${hostName}:${port || process.pid}`,
+    processHeartbeatMs,
+    processTimeoutMs,
   };
 }
 
@@ -64,4 +89,25 @@ function nameVar(env: NodeJS.ProcessEnv, name: string): string | null {
       `${name} must be 1 to 100 printable ASCII characters without spaces, got ${JSON.stringify(raw.slice(0, 120))}`,
     );
   return raw;
+}
+
+/** TAGSCHED_DATABASE_SESSION_URL: unset or empty is null (DATABASE_URL is the session URL too); it needs DATABASE_URL. */
+function sessionUrlVar(env: NodeJS.ProcessEnv): string | null {
+  const raw = env.TAGSCHED_DATABASE_SESSION_URL;
+  if (!raw) return null;
+  if (!env.DATABASE_URL)
+    throw new ConfigError(
+      'TAGSCHED_DATABASE_SESSION_URL is set without DATABASE_URL: the embedded database has no session URL',
+    );
+  return raw;
+}
+
+/** TAGSCHED_DATABASE_POOL_SIZE: a whole number from 1 to 1000, 10 when unset. */
+function poolSizeVar(env: NodeJS.ProcessEnv): number {
+  const n = intVar(env, 'TAGSCHED_DATABASE_POOL_SIZE', 10);
+  if (!Number.isInteger(n) || n < 1 || n > 1000)
+    throw new ConfigError(
+      `TAGSCHED_DATABASE_POOL_SIZE must be a whole number from 1 to 1000, got "${env.TAGSCHED_DATABASE_POOL_SIZE}"`,
+    );
+  return n;
 }

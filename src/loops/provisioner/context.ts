@@ -12,6 +12,8 @@ import type { WorkerSnapshot } from '../../scheduler/storage/worker-snapshot.js'
 import { callProvider } from './calls.js';
 import { ProviderError, type Provider, type ProviderCall } from '../../providers/provider.js';
 import type { ProvisionerMetrics } from './provisioner-metrics.js';
+import type { LeaseHold } from '../leadership.js';
+import { holdsLease } from '../../storage/db/leader-lease.js';
 
 /** The sections a cycle reads: its own and the providers', and those of the demand it computes and of the terminations it makes. */
 export type CycleConfig = Pick<Config, 'provisioner' | 'providers' | 'workers' | 'tags' | 'leases' | 'statistics'>;
@@ -32,6 +34,30 @@ export interface CycleContext {
   /** The provider of a type (one per process), or null when this server has none of that type. */
   provider(type: string): Provider | null;
   readonly metrics: ProvisionerMetrics;
+  /** The lease of the duty this cycle runs for (loops/leadership.ts): checked before every provider call, and in the transactions it fences. */
+  readonly lease: LeaseHold;
+  /** Whether a pool is this cycle's to provision (its duty: cloud pools, or the host-bound pools of this host). */
+  runsHere(pool: WorkerPool): boolean;
+}
+
+/** The cycle's lease was lost (expired, taken, or given up as the process stops): the cycle stops where it is. */
+export class LeaseLostError extends Error {
+  constructor(duty: string) {
+    super(`this process no longer leads "${duty}"`);
+  }
+}
+
+/** Throws {@link LeaseLostError} unless the cycle's lease is still held (this process's own view: loops/leadership.ts). */
+export function checkLease(ctx: CycleContext): void {
+  if (!ctx.lease.valid()) throw new LeaseLostError(ctx.lease.duty);
+}
+
+/**
+ * The fence of a write that comes before a provider call, in that write's transaction `tx`: true while
+ * the cycle's lease is held in its term (the database says so, and its row stays locked until `tx` ends).
+ */
+export async function fence(ctx: CycleContext, tx: EntityManager): Promise<boolean> {
+  return ctx.lease.valid() && (await holdsLease(tx, ctx.lease.duty, ctx.lease.holder, ctx.lease.term));
 }
 
 /** A ProviderError for anything a step caught. */
@@ -41,13 +67,14 @@ export function asProviderError(err: unknown): ProviderError {
     : new ProviderError('unavailable', err instanceof Error ? err.message : String(err));
 }
 
-/** Calls a pool's provider (calls.ts: its account, the timeout); throws a ProviderError. */
+/** Calls a pool's provider (calls.ts: its account, the timeout), if the cycle's lease is still held; throws a ProviderError, or LeaseLostError. */
 export async function call<T>(
   ctx: CycleContext,
   pool: WorkerPool,
   what: string,
   run: (provider: Provider, call: ProviderCall) => Promise<T>,
 ): Promise<T> {
+  checkLease(ctx);
   const provider = ctx.provider(pool.providerType);
   if (!provider)
     throw new ProviderError('invalid', `pool ${pool.name}: this server has no provider "${pool.providerType}"`);

@@ -18,7 +18,16 @@ import { rateRoom } from '../../scheduler/rules/scale-in.js';
 import { intArray } from '../../storage/db/arrays.js';
 import { computeDemand } from '../../scheduler/storage/demand.js';
 import { retryingDeadlocks } from '../../storage/db/deadlocks.js';
-import { asProviderError, call, recordLaunchSuccess, recordPoolError, type CycleContext } from './context.js';
+import {
+  asProviderError,
+  call,
+  checkLease,
+  fence,
+  LeaseLostError,
+  recordLaunchSuccess,
+  recordPoolError,
+  type CycleContext,
+} from './context.js';
 import { planCycle } from './plan.js';
 import { accountKey, scrubFailures } from './calls.js';
 import { ProviderError } from '../../providers/provider.js';
@@ -65,6 +74,7 @@ async function stopIdle(
 ): Promise<boolean> {
   const done = await retryingDeadlocks(() =>
     ctx.orm.em.fork().transactional(async (tx) => {
+      if (!(await fence(ctx, tx))) throw new LeaseLostError(ctx.lease.duty);
       const [w] = await tx.execute<{ id: number }[]>(
         `select id from worker where id = ? and terminated_at is null for update`,
         [workerId],
@@ -152,15 +162,19 @@ async function launch(
       await recordPoolError(em, pool, e, now, { failuresBefore: pool.launchFailures, config: ctx.config.provisioner });
       return;
     }
-    // The cost budget, checked for each launch in the transaction that records it (every launch recorded before it counted).
-    const record = await recordBudgetedLaunch(em.fork(), ctx.config.tags, pool, new Date());
-    if (!record) {
+    // The lease, the instance cap and the cost budget, checked for each launch in the transaction that records it.
+    const recorded = await recordBudgetedLaunch(em.fork(), ctx.config.tags, pool, new Date(), (tx) => fence(ctx, tx));
+    if ('refused' in recorded) {
+      if (recorded.refused === 'lease') throw new LeaseLostError(ctx.lease.duty);
       ctx.log.info(
-        { pool: pool.name, launched: i, wanted: count },
-        'launches held back: the pool’s committed cost this month reached its monthly cost budget',
+        { pool: pool.name, launched: i, wanted: count, limit: recorded.refused },
+        recorded.refused === 'budget'
+          ? 'launches held back: the pool’s committed cost this month reached its monthly cost budget'
+          : 'launches held back: the pool has its maxActiveInstances',
       );
       return;
     }
+    const record = recorded;
     ctx.events.publish('workerChanged', { id: record.worker.id, name: record.worker.name });
     const agent: AgentBootstrap = {
       serverUrl: ctx.agentServerUrl,
@@ -213,6 +227,8 @@ async function launch(
       ctx.metrics.launched(pool.name);
       ctx.log.info({ pool: pool.name, instance: record.instance.name, providerId: id, offering }, 'instance launched');
     } catch (err) {
+      // Recorded and not asked: the next leader's reconciliation ends it (reconcile.ts: an interrupted launch).
+      if (err instanceof LeaseLostError) throw err;
       const e = asProviderError(err);
       await mark(e.offeringFailures);
       report.launchFailures++;
@@ -273,13 +289,36 @@ export async function runCycleBody(
     launchFailures: 0,
     stopped: 0,
   };
-  const pools = await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } });
+  try {
+    await cycleSteps(ctx, options, report, now);
+  } catch (err) {
+    // The lease is gone (expired while the cycle ran, or taken): the cycle stops; its leader's next one finishes.
+    if (!(err instanceof LeaseLostError)) throw err;
+    ctx.log.warn(
+      { duty: ctx.lease.duty, term: ctx.lease.term, ...report },
+      'provisioner cycle stopped: its lease was lost',
+    );
+  }
+  return report;
+}
+
+async function cycleSteps(
+  ctx: CycleContext,
+  options: { reconcile: boolean },
+  report: CycleReport,
+  now: Date,
+): Promise<void> {
+  const on = ctx.config.provisioner.enabled;
+  const pools = (await ctx.orm.em.fork().find(WorkerPoolSchema, {}, { orderBy: { name: 'asc' } })).filter((p) =>
+    ctx.runsHere(p),
+  );
   // A site without pools has nothing to provision: every step below is about pools, their instances
   // and their workers, and the demand would read every worker's state for no pool to serve.
-  if (!pools.length) return report;
+  if (!pools.length) return;
+  checkLease(ctx);
   if (!on) {
     await retire(ctx, pools, report, now);
-    return report;
+    return;
   }
   if (options.reconcile) {
     for (const pool of pools) {
@@ -289,9 +328,12 @@ export async function runCycleBody(
   }
   // Retired workers first: stopped as soon as they are idle, so that the demand read next no longer
   // counts them and launches their replacements in this cycle.
+  checkLease(ctx);
   await retire(ctx, pools, report, now);
   const { plan } = await decide(ctx, now);
+  checkLease(ctx);
   for (const stop of plan.stops) {
+    if (!ctx.runsHere(stop.pool)) continue;
     const { name, maxWorkRequestsPerInstance, maxInstanceLifetimeSeconds } = stop.pool;
     // One that retired since the retirements above were read: stopped for its retirement.
     const why = stop.retired
@@ -310,8 +352,9 @@ export async function runCycleBody(
       ? new Map(pools.map((p) => [p.id, accountKey(p, ctx.secrets)]))
       : null;
   for (const { pool, count } of plan.launches) {
+    const mine = pools.find((p) => p.id === pool.id);
+    if (!mine) continue; // another duty's pool (a host-bound pool of another host)
     const sameAccount = keys ? pools.filter((p) => keys.get(p.id) === keys.get(pool.id)).map((p) => p.id) : [pool.id];
-    await launch(ctx, pools.find((p) => p.id === pool.id) ?? pool, count, report, now, sameAccount);
+    await launch(ctx, mine, count, report, now, sameAccount);
   }
-  return report;
 }

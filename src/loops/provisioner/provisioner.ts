@@ -2,13 +2,15 @@
  * The provisioner of one server process (docs/design.md: pools and instances): it runs a cycle (cycle.ts) when the demand may
  * have changed (the events the scheduler hears, debounced) and every TAGSCHED_PROVISIONER_INTERVAL_SECONDS
  * (those cycles also reconcile with every provider's list). With TAGSCHED_PROVISIONER=off it runs on
- * the same schedule, and a cycle is only the retirements (no provider is called). Across server processes one cycle runs at
- * a time: a cycle holds a transaction-scoped advisory lock, and a process that cannot take it skips
- * its turn (the one holding it is doing the work). The embedded database serves one process: no lock.
+ * the same schedule, and a cycle is only the retirements (no provider is called). Across server processes,
+ * a cycle runs only in the process that leads its duty (loops/leadership.ts): the cloud pools' duty, and
+ * each host's duty for the host-bound pools of that host (scheduler/rules/pool-host.ts). A process that
+ * does not lead a duty skips its turn; one that becomes its leader runs a reconciling cycle at once. The
+ * cycle checks the lease before each provider call and fences the writes that come before one by its term.
  */
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../../core/config/config.js';
-import { tryLockForTransaction } from '../../storage/db/advisory-locks.js';
+import { DUTIES, hostProvisionerDuty, type LeaseHold, type Leadership } from '../leadership.js';
 import type { Events } from '../../storage/events.js';
 import type { Logger } from '../../core/log.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
@@ -16,8 +18,9 @@ import type { SecretBox } from '../../services/identity/secrets.js';
 import type { CycleConfig, CycleContext } from './context.js';
 import { decide, runCycleBody, type CycleReport } from './cycle.js';
 import type { Provider } from '../../providers/provider.js';
+import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 import { NO_PROVISIONER_METRICS, type ProvisionerMetrics } from './provisioner-metrics.js';
-import { providerFactory } from '../../providers/registry.js';
+import { hostBound, providerFactory } from '../../providers/registry.js';
 
 /** The provisioner module of a server process. */
 export interface Provisioner {
@@ -44,6 +47,17 @@ export interface ProvisionerDeps {
   readonly scheduler: Pick<Scheduler, 'classes' | 'workers'>;
   /** Launches, failures and ends, for /metrics; none recorded when absent. */
   readonly metrics?: ProvisionerMetrics;
+  /** The leases of its duties. */
+  readonly leadership: Leadership;
+}
+
+/**
+ * The duty a pool is provisioned under: a host-bound pool that names its host, that host's duty (which
+ * only the processes of that host follow: scheduler/rules/pool-host.ts, poolRunsOn); any other pool, the
+ * cloud pools' duty.
+ */
+export function provisionerDutyOf(pool: Pick<WorkerPool, 'providerType' | 'host'>): string {
+  return hostBound(pool.providerType) && pool.host != null ? hostProvisionerDuty(pool.host) : DUTIES.PROVISIONER;
 }
 
 /** Creates the provisioner of one server process (it does nothing until start() or runCycle()). */
@@ -73,7 +87,9 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     return p;
   }
 
-  const context = (): CycleContext => ({
+  const duties = [DUTIES.PROVISIONER, hostProvisionerDuty(config.server.hostName)];
+
+  const context = (lease: LeaseHold): CycleContext => ({
     orm,
     config,
     log: log,
@@ -86,19 +102,27 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
     agentServerUrl: agentServerUrl ?? `http://127.0.0.1:${config.server.port}/graphql`,
     provider,
     metrics: deps.metrics ?? NO_PROVISIONER_METRICS,
+    lease,
+    runsHere: (pool) => provisionerDutyOf(pool) === lease.duty,
   });
 
-  /** One cycle under the lock (none in embedded mode). */
-  async function locked(options: { reconcile: boolean }): Promise<CycleReport | null> {
-    if (!config.server.databaseUrl) return runCycleBody(context(), options);
-    // The lock's transaction sits idle while the cycle works on other connections, and ends with it.
-    return orm.em.fork().transactional(async (tx) => {
-      return (await tryLockForTransaction(tx, 'PROVISIONER')) ? runCycleBody(context(), options) : null;
-    });
+  /** A cycle of each duty this process leads (its lease renewed, or taken if it is free, first); null when it leads none. */
+  async function led(options: { reconcile: boolean }): Promise<CycleReport | null> {
+    let total: CycleReport | null = null;
+    for (const duty of duties) {
+      const lease = await deps.leadership.claim(duty);
+      if (!lease) continue;
+      const report = await runCycleBody(context(lease), options);
+      if (!total) total = report;
+      else
+        for (const [k, v] of Object.entries(report))
+          if (typeof v === 'number') (total as unknown as Record<string, number>)[k] += v;
+    }
+    return total;
   }
 
   function runCycle(options: { reconcile?: boolean } = {}): Promise<CycleReport | null> {
-    const run = chain.then(() => locked({ reconcile: options.reconcile ?? false }));
+    const run = chain.then(() => led({ reconcile: options.reconcile ?? false }));
     chain = run.catch(() => undefined);
     return run.then((report) => {
       if (
@@ -135,7 +159,19 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
 
   return {
     runCycle,
-    decide: () => decide(context(), new Date()),
+    // The bench's decisions: no provider is called, so no lease is needed.
+    decide: () =>
+      decide(
+        context({
+          duty: DUTIES.PROVISIONER,
+          holder: deps.leadership.holder,
+          term: 0,
+          since: new Date(),
+          lost: new AbortController().signal,
+          valid: () => false,
+        }),
+        new Date(),
+      ),
     provider,
     trigger() {
       if (debounce || stopped) return;
@@ -159,7 +195,8 @@ export function createProvisioner(deps: ProvisionerDeps): Provisioner {
       }
       timer = setInterval(() => soon(true), config.provisioner.cycleIntervalMs);
       timer.unref();
-      soon(true); // at start: reconcile what a previous process left
+      // A new term of a duty starts with a reconciling cycle: what the previous leader left is finished.
+      for (const duty of duties) deps.leadership.follow(duty, () => soon(true));
       if (config.provisioner.enabled)
         log.info({ agentServerUrl, intervalMs: config.provisioner.cycleIntervalMs }, 'provisioner started');
       else

@@ -10,7 +10,7 @@ import { isLiveInstance, LIVE_INSTANCE_STATES } from '../../core/instance-state.
 import { InstanceSchema, type Instance } from '../../storage/entities/instance.js';
 import type { WorkerPool } from '../../storage/entities/worker-pool.js';
 import { terminateWorkers, type InstanceEnd } from '../../services/workers/terminate.js';
-import { asProviderError, call, recordPoolError, type CycleContext } from './context.js';
+import { asProviderError, call, checkLease, LeaseLostError, recordPoolError, type CycleContext } from './context.js';
 import type { ProviderInstance } from '../../providers/provider.js';
 import { INSTANCE_END_REASONS } from './provisioner-metrics.js';
 
@@ -42,6 +42,7 @@ async function end(
   how: InstanceEnd,
   now: Date,
 ): Promise<void> {
+  checkLease(ctx); // what the listing says is acted on by the leader that listed it only
   if (instance.worker) {
     await terminateWorkers(em, ctx.config, ctx.events, [instance.worker.id], reason, how, now);
   } else {
@@ -69,6 +70,7 @@ export async function askToStop(
     if (instanceId !== null) await em.nativeUpdate(InstanceSchema, { id: instanceId }, { terminateRequestedAt: now });
     return true;
   } catch (err) {
+    if (err instanceof LeaseLostError) throw err;
     const e = asProviderError(err);
     ctx.log.warn(
       { pool: pool.name, providerId, kind: e.kind, error: e.message },
@@ -94,6 +96,7 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
       if (i.state === 'gone' && i.endedAt) endedAt.set(i.id, i.endedAt.getTime() <= now.getTime() ? i.endedAt : now);
     listed = all.filter((i) => i.state !== 'gone');
   } catch (err) {
+    if (err instanceof LeaseLostError) throw err;
     const e = asProviderError(err);
     ctx.log.warn(
       { pool: pool.name, kind: e.kind, error: e.message },
@@ -141,6 +144,7 @@ export async function reconcilePool(ctx: CycleContext, pool: WorkerPool, now: Da
         { pool: pool.name, instance: instance.name, providerId: l.id },
         'found the instance of an interrupted launch',
       );
+      checkLease(ctx);
       await em.nativeUpdate(InstanceSchema, { id: instance.id }, { providerId: l.id });
       instance.providerId = l.id;
       report.adopted++;

@@ -1,19 +1,20 @@
 /**
  * The built-in server workers of one process (docs/design.md: server tasks and workflows): worker rows of type `server`, named after
- * the host and port of the process, that run server tasks in the service itself. They get work the
+ * the process (TAGSCHED_PROCESS_NAME: services/processes/server-worker-names.ts), that run server tasks in the service itself. They get work the
  * way any worker does (placement, passes, `requestWork`: assigned atomically, leased, retried), report
  * the tasks they have runners for, and are connected while the process runs: they heartbeat, and are
- * marked disconnected when it stops. Like an agent, they report their metadata at start and again on
+ * marked disconnected when it stops. Their rows are owned by this process in the process registry
+ * (`connected_process_id`), so that the leader takes them over when its heartbeat expires
+ * (services/processes/registry.ts), and stop() disconnects only those it still owns. Like an agent, they report their metadata at start and again on
  * every tick (well within TAGSCHED_METADATA_FRESH_SECONDS), so they stay available for as long as their
  * process runs: the metadata is what the process has runners for, which does not change while it runs,
- * so the tick's report renews its time. A process killed with work in hand leaves it to the lease rules
- * (another process's sweep takes it back), or, if it comes back under the same name first, takes it
- * back itself at start as an expired lease would be taken.
+ * so the tick's report renews its time. A process killed with work in hand leaves it to the take-over of
+ * dead processes (the leader re-queues it once the heartbeat expires) and the lease rules, or, if it comes
+ * back under the same name first, takes it back itself at start as an expired lease would be taken.
  *
  * Each task is started with a conditional ASSIGNED → RUNNING on the row (never "already RUNNING, go
  * on"), so a task is run at most once per assignment even if two processes ever shared a name.
  */
-import os from 'node:os';
 import { LockMode } from '@mikro-orm/core';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../../core/config/config.js';
@@ -32,6 +33,7 @@ import { completeWorkRequest } from '../../services/work/work-lifecycle.js';
 import type { WorkRequestDeps } from '../../services/work/work-requests.js';
 import { settleDependents } from '../../services/workflows/settle-dependents.js';
 import { refreshWorkerTags } from '../../services/workers/worker-tags.js';
+import { serverWorkerName } from '../../services/processes/server-worker-names.js';
 import { findServerTaskRunner, SERVER_TASK_RUNNERS } from './registry.js';
 import type { ServerTaskOutcome, ServerTaskRunner } from './types.js';
 
@@ -39,9 +41,9 @@ import type { ServerTaskOutcome, ServerTaskRunner } from './types.js';
 export interface ServerWorkers {
   /** Their names, once started. */
   readonly names: readonly string[];
-  /** Registers (or takes over) the workers of this process, listening on `port`, and starts taking work. */
-  start(port: number): Promise<void>;
-  /** Takes nothing new, waits a while for what runs, and marks the workers disconnected. */
+  /** Registers (or takes over) the workers of this process, named after it, and starts taking work. */
+  start(): Promise<void>;
+  /** Takes nothing new, waits a while for what runs, and marks the workers it still owns disconnected. */
   stop(): Promise<void>;
 }
 
@@ -49,18 +51,9 @@ export interface ServerWorkers {
 const NO_TOKEN = 0;
 /** How long stop() waits for running server tasks before leaving them to the lease rules. */
 const STOP_GRACE_MS = 10_000;
-const NAME_MAX = 100;
 
-/**
- * `server-HOST-PORT` (and `-N` when there are several): two processes on one machine listen on
- * different ports, so they never share a name, and a process restarted on its port finds its worker again.
- */
-export function serverWorkerName(host: string, port: number, index: number, count: number): string {
-  const suffix = `-${port}${count > 1 ? `-${index}` : ''}`;
-  const cleanHost =
-    host.replace(/[^A-Za-z0-9._+-]/g, '-').slice(0, NAME_MAX - 'server-'.length - suffix.length) || 'host';
-  return `server-${cleanHost}${suffix}`;
-}
+/** `server-<process name>` (and `-N` when there are several): services/processes/server-worker-names.ts. */
+export { serverWorkerName };
 
 /**
  * The heartbeat, metadata report and catch-up period: well within both leases and the metadata freshness
@@ -79,15 +72,17 @@ export function tickMsOf(config: Pick<Config, 'leases' | 'workers'>): number {
 /** Creates the server workers of this process (nothing happens before start()). */
 export function createServerWorkers(deps: {
   orm: MikroORM;
-  /** Their own section, the leases', and what the work-request operations they call read. */
-  config: Pick<Config, 'serverWorkers' | 'leases'> & WorkRequestDeps['config'];
+  /** Their own section, the leases', the process name, and what the work-request operations they call read. */
+  config: Pick<Config, 'serverWorkers' | 'leases' | 'server'> & WorkRequestDeps['config'];
+  /** This process's id in the process registry (services/processes/registry.ts): the owner of its server workers' rows. */
+  processId: number;
   log: Logger;
   events: Events;
   scheduler: Scheduler;
   metrics?: LifecycleRecorder;
   runners?: readonly ServerTaskRunner[];
 }): ServerWorkers {
-  const { orm, config, events, scheduler, metrics } = deps;
+  const { orm, config, events, scheduler, metrics, processId } = deps;
   const log = deps.log.child({ component: 'server-workers' });
   const runners = deps.runners ?? SERVER_TASK_RUNNERS;
   const workers: { id: number; name: string }[] = [];
@@ -124,10 +119,16 @@ export function createServerWorkers(deps: {
       };
       worker.connectedAt = now;
       worker.lastSeenAt = now;
+      // A server worker of a retired process (terminated by the registry) runs again under its name.
+      if (worker.terminatedAt) {
+        worker.terminatedAt = null;
+        worker.draining = false;
+      }
       worker.metadataReportedAt = now; // its metadata is what this process runs, set just above
       worker.shuttingDown = false;
       refreshWorkerTags(worker, null, config.tags);
       await tx.flush();
+      await tx.execute(`update worker set connected_process_id = ? where id = ?`, [processId, worker.id]);
       return { worker: { id: worker.id, name: worker.name }, changes, settled };
     });
     if (!worker) {
@@ -226,9 +227,9 @@ export function createServerWorkers(deps: {
     const em = orm.em.fork();
     const back = await em.execute<{ id: number; name: string; reconnected: boolean }[]>(
       `with before as (select id, connected_at from worker where id = any(?::int[]) for update)
-       update worker w set last_seen_at = ?, metadata_reported_at = ?, connected_at = coalesce(w.connected_at, ?) from before
+       update worker w set last_seen_at = ?, metadata_reported_at = ?, connected_at = coalesce(w.connected_at, ?), connected_process_id = ? from before
         where w.id = before.id returning w.id, w.name, before.connected_at is null as reconnected`,
-      [ids, now, now, now],
+      [ids, now, now, now, processId],
     );
     // Marked disconnected meanwhile (a lease lapsed while the database was out of reach): back now.
     for (const w of back) if (w.reconnected) events.publish('workerChanged', { id: w.id, name: w.name });
@@ -257,11 +258,10 @@ export function createServerWorkers(deps: {
     get names() {
       return workers.map((w) => w.name);
     },
-    async start(port) {
+    async start() {
       const count = config.serverWorkers.concurrency > 0 ? config.serverWorkers.count : 0;
-      const host = os.hostname();
       for (let i = 1; i <= count; i++) {
-        const worker = await register(serverWorkerName(host, port, i, count));
+        const worker = await register(serverWorkerName(config.server.processName, i, count));
         if (!worker) continue;
         workers.push(worker);
         listen(worker);
@@ -299,12 +299,11 @@ export function createServerWorkers(deps: {
           { running: [...running.keys()] },
           'server tasks still running at stop: the lease rules take them back',
         );
-      const gone = await orm.em
-        .fork()
-        .execute<{ id: number; name: string }[]>(
-          `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
-          [intArray(workers.map((w) => w.id))],
-        );
+      const gone = await orm.em.fork().execute<{ id: number; name: string }[]>(
+        `update worker set connected_at = null, connected_process_id = null
+            where id = any(?::int[]) and connected_at is not null and connected_process_id = ? returning id, name`,
+        [intArray(workers.map((w) => w.id)), processId],
+      );
       for (const w of gone) events.publish('workerChanged', w);
     },
   };

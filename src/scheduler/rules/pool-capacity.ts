@@ -65,6 +65,15 @@ export function costBudgetRoom(budget: number | null | undefined, committedCost:
 }
 
 /**
+ * How many more instances a pool may have (its maxActiveInstances), beside the `instances` it has (its
+ * workers not terminated): what the demand plans with (launchRoom) and what the provisioner checks again
+ * in the transaction that records each launch (services/pools/instances.ts: recordBudgetedLaunch).
+ */
+export function instanceRoom(maxActiveInstances: number, instances: number): number {
+  return Math.max(0, maxActiveInstances - instances);
+}
+
+/**
  * The one rule for a pool's room to launch, shared by demand (which then cuts its launches to it) and
  * the diagnosis (which says whether a matching pool could start a worker, or which limit holds it):
  * `instances` are the pool's workers not yet terminated, `runtimeSeconds` its instances' runtime this
@@ -89,7 +98,7 @@ export function launchRoom(
   launchesLastMinute = 0,
   committedCost = 0,
 ): LaunchRoom {
-  const room = Math.max(0, pool.maxActiveInstances - instances);
+  const room = instanceRoom(pool.maxActiveInstances, instances);
   const rate = rateRoom(pool, launchesLastMinute);
   const overBudget = pool.monthlyRuntimeBudgetSeconds != null && runtimeSeconds >= pool.monthlyRuntimeBudgetSeconds;
   const overCostBudget = !underCostBudget(pool.monthlyCostBudget, committedCost);

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, textArray } from '../../storage/db/arrays.js';
-import { isActiveSql } from '../rules/active-work.js';
+import { isActiveSql, isUnacknowledgedSql } from '../rules/active-work.js';
 
 /** What one sweep changed, for events and for settling dependents. */
 export interface LeaseChange {
@@ -78,6 +78,36 @@ export async function requeueWorkOf(
               format('worker %s was terminated (%s)', k.name, ?::text) as why
          from work_request w join worker k on k.id = w.worker_id
         where w.worker_id = any(?::int[]) and ${isActiveSql('w')}
+        for update of w`),
+    [reason, intArray(workerIds), ...requeueParams(now, limits.maxRetries)],
+  );
+}
+
+/**
+ * Takes back the work of workers whose server process is gone (services/processes/registry.ts: its
+ * heartbeat expired while it held their connections): what they had not acknowledged (ASSIGNED) goes
+ * back to PENDING at once, untouched (it never started: no retry counted); a built-in server worker's
+ * RUNNING work too, since its task ran in that process, as a retry or ABORTED past the maximum, by the same
+ * rule as an expired lease. An agent's RUNNING work is left to its own heartbeat (it runs on the agent's
+ * machine). Waits for rows another transaction holds (an acknowledgement being recorded wins, and its
+ * request, RUNNING by then, is left alone). Runs in the caller's transaction.
+ */
+export async function requeueWorkOfLostProcess(
+  em: EntityManager,
+  workerIds: readonly number[],
+  /** Why, after "worker NAME lost its server process", e.g. the process's name and what became of it. */
+  reason: string,
+  now: Date,
+  limits: { maxRetries: number },
+): Promise<LeaseChange[]> {
+  if (!workerIds.length) return [];
+  return em.execute<LeaseChange[]>(
+    requeueSql(`
+       select w.id, w.status, w.retry_count, w.assigned_at, w.quarantine_probe, k.id as worker_id, w.status = 'RUNNING' as counts,
+              format('worker %s lost its server process (%s)', k.name, ?::text) as why
+         from work_request w join worker k on k.id = w.worker_id
+        where w.worker_id = any(?::int[])
+          and (${isUnacknowledgedSql('w')} or (w.status = 'RUNNING' and k.type = 'server'))
         for update of w`),
     [reason, intArray(workerIds), ...requeueParams(now, limits.maxRetries)],
   );

@@ -46,6 +46,22 @@ export class PullShapes {
 /** A worker's shape as a pull needs it: its type and tags, and the version PostgreSQL gave that shape. */
 export type PullShape = WorkerTags & { readonly version: string };
 
+/**
+ * The first statement of a pull that may wait for the worker's row lock: PostgreSQL's lock_timeout for the
+ * pull's own transaction (`set_config(..., true)`: transaction-local), so that a lock held by a transaction
+ * that hangs (its host gone silent, its process paused) ends the pull's wait after `ms` with SQLSTATE 55P03
+ * (isLockTimeout) instead of making it wait as long as that lock is held. None for 0 (the server's own setting, by default no limit).
+ * It goes in the trip of the pull's first statements: no round trip of its own.
+ */
+function lockTimeoutStatements(ms: number): TripStatement[] {
+  return ms > 0 ? [{ sql: `select set_config('lock_timeout', ?, true)`, params: [`${ms}ms`] }] : [];
+}
+
+/** Whether an error is PostgreSQL's lock_timeout (SQLSTATE 55P03, lock_not_available): a pull that waited too long for a lock. */
+export function isLockTimeout(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '55P03';
+}
+
 /** The transaction-local setting through which a one-trip pull's second statement knows that its first took the worker's lock. */
 const LOCKED_SETTING = 'tagsched.pull_locked';
 
@@ -59,7 +75,9 @@ const LOCKED_SETTING = 'tagsched.pull_locked';
  * the assignment, null (locked elsewhere with `skipLocked`, unavailable, full, or nothing it may run),
  * or undefined when assignNextWork must decide: in a transaction already, the shape changed, a class is
  * newer, or every head it looked at was taken by a concurrent caller. The call is recorded whenever
- * the lock is taken.
+ * the lock is taken. Unless it skips a locked worker, it waits for the worker's lock no longer than
+ * `config.pullLockTimeoutMs`: past it, it throws PostgreSQL's error (isLockTimeout) and the trip's
+ * implicit transaction is rolled back.
  */
 export async function assignNextWorkInOneTrip(
   em: EntityManager,
@@ -95,15 +113,9 @@ export async function assignNextWorkInOneTrip(
         sql: `select ${mark} from (select id from worker where id = ? for update${options.skipLocked ? ' skip locked' : ''}) w`,
         params: [workerId],
       };
-  const [, [{ locked_: locked, fit_: fit, free_: free, heads_: heads, ...row }]] = await executeInOneTrip<
-    [
-      unknown[],
-      ({ locked_: boolean | null; fit_: boolean | null; free_: boolean | null; heads_: number } & Record<
-        string,
-        unknown
-      >)[],
-    ]
-  >(em, [
+  const timeout = options.skipLocked ? [] : lockTimeoutStatements(config.pullLockTimeoutMs);
+  const results = await executeInOneTrip<unknown[][]>(em, [
+    ...timeout,
     lock,
     {
       sql: assignFirstSql(guard),
@@ -122,6 +134,13 @@ export async function assignNextWorkInOneTrip(
       ],
     },
   ]);
+  const [, [{ locked_: locked, fit_: fit, free_: free, heads_: heads, ...row }]] = results.slice(timeout.length) as [
+    unknown[],
+    ({ locked_: boolean | null; fit_: boolean | null; free_: boolean | null; heads_: number } & Record<
+      string,
+      unknown
+    >)[],
+  ];
   if (locked === null) return null; // no such worker
   if (!locked) return options.skipLocked ? null : undefined; // busy in another transaction
   if (!fit) return undefined;
@@ -145,7 +164,9 @@ const assignmentOf = (workerId: number, row: Record<string, unknown>): NextAssig
  * With `skipLocked` a worker locked by another transaction is passed over (null) instead of waited
  * for. With `seen` (not with `skipLocked`: its UPDATE waits for the lock), the worker's call is
  * recorded first, in the same trip as the lock. With `shapes`, the worker's shape is kept there for
- * its next pulls (assignNextWorkInOneTrip). Runs inside the caller's transaction.
+ * its next pulls (assignNextWorkInOneTrip). Runs inside the caller's transaction. Unless it skips a
+ * locked worker, it sets the transaction's lock_timeout to `config.pullLockTimeoutMs` first (in the same
+ * trip): a lock held longer fails the transaction with PostgreSQL's error (isLockTimeout).
  */
 export async function assignNextWork(
   em: EntityManager,
@@ -172,11 +193,14 @@ export async function assignNextWork(
     required_tags: string[];
     latest_class: number;
   };
-  const seen: TripStatement[] = options.seen
-    ? [{ sql: `update worker set ${options.seen.set} where id = ?`, params: [...options.seen.params, workerId] }]
-    : [];
+  const before: TripStatement[] = [
+    ...(options.skipLocked ? [] : lockTimeoutStatements(config.pullLockTimeoutMs)),
+    ...(options.seen
+      ? [{ sql: `update worker set ${options.seen.set} where id = ?`, params: [...options.seen.params, workerId] }]
+      : []),
+  ];
   const results = await executeInOneTrip<unknown[][]>(em, [
-    ...seen,
+    ...before,
     {
       sql: `select w.id, w.type, w.shape_version::text as version, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
             (select coalesce(max(id), 0) from task_class) as latest_class
@@ -185,7 +209,7 @@ export async function assignNextWork(
     },
     { sql: `select ${activeWorkSql('?')} as active`, params: [workerId] },
   ]);
-  const [[w], [{ active }]] = results.slice(seen.length) as [Locked[], { active: number }[]];
+  const [[w], [{ active }]] = results.slice(before.length) as [Locked[], { active: number }[]];
   if (!w) return null; // no such worker, or (skipLocked) busy in another transaction
   options.shapes?.set(workerId, {
     version: w.version,

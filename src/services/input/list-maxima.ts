@@ -11,6 +11,8 @@ export const LIST_MAXIMA = {
   membersPerGroup: 100,
   /** A worker's concurrency (registerWorker, setWorkerStaticMetadata, pool specifications). */
   workerConcurrency: 1024,
+  /** Server processes, and the leases of their duties, in one answer (Query.serverProcesses, Query.leaders). */
+  processesShown: 500,
   /** Worker pools in one answer: a page of workerPools, the pools of provisioningDemand. */
   poolsShown: 200,
   /** PoolDemand.stopWorkers: idle workers to stop, per pool, shown in one answer (the provisioner itself stops them all). */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { nextLaunchPrice } from '../../scheduler/rules/pool-cost.js';
-import { underCostBudget } from '../../scheduler/rules/pool-capacity.js';
+import { instanceRoom, underCostBudget } from '../../scheduler/rules/pool-capacity.js';
 import { committedCostOf } from '../../scheduler/storage/pool-runtime.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
@@ -55,29 +55,40 @@ export async function recordLaunch(
   );
 }
 
+/** Why {@link recordBudgetedLaunch} recorded nothing. */
+export type LaunchRefusal = 'lease' | 'instances' | 'budget' | 'gone';
+
 /**
- * {@link recordLaunch} for the provisioner: the pool's monthly cost budget is checked in the same
- * transaction, after its row is locked (so launches of one pool are recorded one at a time, whichever
- * process records them): the launch is recorded only while the pool's committed cost this month,
- * every launch recorded before this one counted (scheduler/rules/pool-cost.ts: committedCostInMonth), is
- * below its budget (scheduler/rules/pool-capacity.ts: underCostBudget). Null, with nothing written, when it is not.
+ * {@link recordLaunch} for the provisioner, fenced and within the pool's limits, all in its one
+ * transaction: `fence` first (loops/provisioner/context.ts: the cycle's lease still held in its term, its
+ * row then locked until commit, so that a process that lost the lease records nothing); then the pool's
+ * row locked (so launches of one pool are recorded one at a time, whichever process records them); then
+ * the pool's instance cap (scheduler/rules/pool-capacity.ts: instanceRoom, over the pool's workers not
+ * terminated, as the demand counts them) and its monthly cost budget (the committed cost this month, every
+ * launch recorded before this one counted: scheduler/rules/pool-cost.ts, checked by underCostBudget). A
+ * refusal, with nothing written, says which stopped it.
  */
 export async function recordBudgetedLaunch(
   em: EntityManager,
   config: TagsConfig,
   pool: WorkerPool,
   now: Date,
+  fence: (tx: EntityManager) => Promise<boolean>,
   name: string = newInstanceName(pool.name),
-): Promise<LaunchRecord | null> {
+): Promise<LaunchRecord | { refused: LaunchRefusal }> {
   return creating(`an instance or worker "${name}"`, () =>
-    em.transactional(async (tx) => {
-      const [row] = await tx.execute<{ monthly_cost_budget: number | null }[]>(
-        `select monthly_cost_budget from worker_pool where id = ? for no key update`,
+    em.transactional(async (tx): Promise<LaunchRecord | { refused: LaunchRefusal }> => {
+      if (!(await fence(tx))) return { refused: 'lease' };
+      const [row] = await tx.execute<{ monthly_cost_budget: number | null; max_active_instances: number; n: number }[]>(
+        `select p.monthly_cost_budget, p.max_active_instances,
+                (select count(*)::int from worker w where w.pool_id = p.id and w.terminated_at is null) as n
+           from worker_pool p where p.id = ? for no key update of p`,
         [pool.id],
       );
-      if (!row) return null;
+      if (!row) return { refused: 'gone' };
+      if (instanceRoom(row.max_active_instances, row.n) === 0) return { refused: 'instances' };
       const budget = row.monthly_cost_budget == null ? null : Number(row.monthly_cost_budget);
-      if (budget != null && !underCostBudget(budget, await committedCostOf(tx, pool.id))) return null;
+      if (budget != null && !underCostBudget(budget, await committedCostOf(tx, pool.id))) return { refused: 'budget' };
       return recordIn(tx, config, pool, now, name);
     }),
   );

@@ -15,7 +15,9 @@ import {
   type InputProblem,
 } from '../../core/errors.js';
 import type { Token } from '../../storage/entities/token.js';
-import { poolProviderProblems, providerTypes } from '../../providers/registry.js';
+import { hostBound, poolProviderProblems, providerTypes } from '../../providers/registry.js';
+import { LIVE_INSTANCE_STATES } from '../../core/instance-state.js';
+import { InstanceSchema } from '../../storage/entities/instance.js';
 import type { Events } from '../../storage/events.js';
 import { requireAdmin, type Viewer } from '../identity/auth.js';
 import type { SecretBox } from '../identity/secrets.js';
@@ -35,6 +37,8 @@ import { isPricePerHour, MAX_MONTHLY_COST_BUDGET, PRICE_PER_HOUR_RANGE } from '.
 export interface WorkerPoolInput {
   name: string;
   providerType?: string | null;
+  /** A host-bound pool's host (scheduler/rules/pool-host.ts); null or omitted keeps it (on create: this process's host). */
+  host?: string | null;
   providerAccount?: unknown;
   specifications?: unknown;
   providedTags?: string[] | null;
@@ -115,6 +119,39 @@ const limitsSchema = z.object({
 // The provider account is a JSON object of credentials; it is only ever written, never read back.
 const providerAccountSchema = z.record(z.string(), z.unknown());
 
+// A host name as TAGSCHED_HOST_NAME takes it (core/config/server.ts).
+const hostSchema = z
+  .string()
+  .regex(/^[\x21-\x7e]{1,100}$/, 'must be 1 to 100 printable ASCII characters without spaces, as TAGSCHED_HOST_NAME');
+
+/**
+ * What is wrong with the host the input gives a pool whose provider will be `type`: a host for a
+ * provider that is not host-bound, a malformed name, or a new host while the pool has live instances
+ * (they run, and are listed, on the host they were launched on).
+ */
+function hostProblems(pool: WorkerPool, type: string, host: string | null | undefined, liveInstances: number) {
+  if (host == null) return [];
+  const problem = (message: string): InputProblem => ({
+    code: ERROR_CODES.INVALID_INPUT,
+    message: `input.host: ${message}`,
+    path: 'input.host',
+    tag: null,
+  });
+  if (!hostBound(type)) {
+    const bound = providerTypes().filter(hostBound).join(', ');
+    return [problem(`${type} pools run on any host; only pools of a host-bound provider (${bound}) have one`)];
+  }
+  const parsed = zodProblems(hostSchema, host, 'input.host');
+  if (parsed.problems.length) return parsed.problems;
+  if (pool.host != null && host !== pool.host && liveInstances > 0)
+    return [
+      problem(
+        `the pool has ${liveInstances} live instance${liveInstances === 1 ? '' : 's'} on host ${pool.host}: let ${liveInstances === 1 ? 'it' : 'them'} stop first (maxActiveInstances 0, or enabled false)`,
+      ),
+    ];
+  return [];
+}
+
 /**
  * Judges a pool input whole (admin-input.ts) and, when nothing is wrong, applies it; otherwise it
  * throws one InputError with every problem, the pool unchanged: provider, account, specifications,
@@ -126,9 +163,10 @@ function applyPoolInput(
   input: WorkerPoolInput,
   image: WorkerImage | null,
   published: readonly PublishedPlace[],
-  config: Pick<Config, 'input' | 'tags' | 'providers'>,
+  config: Pick<Config, 'input' | 'tags' | 'providers' | 'server'>,
   secrets: SecretBox,
   creating: boolean,
+  liveInstances = 0,
 ): void {
   const providerType =
     input.providerType == null
@@ -159,6 +197,7 @@ function applyPoolInput(
   const problems = [
     ...missingProvider,
     ...(providerType?.problems ?? []),
+    ...(providerType?.problems.length ? [] : hostProblems(pool, type, input.host, liveInstances)),
     ...(account?.problems ?? []),
     ...(specifications?.problems ?? []),
     ...handlerProblems(type, specifications?.data ?? {}, 'input.specifications'),
@@ -194,6 +233,11 @@ function applyPoolInput(
     problems.push(...poolPublicationProblems(type, specs, published, regionAccount, 'input.specifications'));
   }
   if (problems.length) throw InputError.of(problems);
+  // A host-bound pool runs on the host given, else keeps its own, else (new, or new to a host-bound
+  // provider) runs on the host of the process that makes it; any other pool runs anywhere.
+  if (!hostBound(type)) pool.host = null;
+  else if (input.host != null) pool.host = input.host;
+  else if (creating || !hostBound(pool.providerType)) pool.host = config.server.hostName;
   if (providerType?.data) pool.providerType = providerType.data;
   if (account?.data) pool.providerAccountEncrypted = secrets.seal(JSON.stringify(account.data));
   pool.specifications = specs;
@@ -245,7 +289,7 @@ function storedAccount(pool: WorkerPool, secrets: SecretBox): Record<string, unk
 export async function createWorkerPool(
   em: EntityManager,
   viewer: Viewer,
-  config: Pick<Config, 'input' | 'tags' | 'providers'>,
+  config: Pick<Config, 'input' | 'tags' | 'providers' | 'server'>,
   secrets: SecretBox,
   input: WorkerPoolInput,
 ): Promise<WorkerPool> {
@@ -277,7 +321,7 @@ export async function createWorkerPool(
 export async function updateWorkerPool(
   em: EntityManager,
   viewer: Viewer,
-  config: Pick<Config, 'input' | 'tags' | 'providers'>,
+  config: Pick<Config, 'input' | 'tags' | 'providers' | 'server'>,
   secrets: SecretBox,
   events: Events,
   input: WorkerPoolInput,
@@ -286,7 +330,12 @@ export async function updateWorkerPool(
   const pool = await em.findOne(WorkerPoolSchema, { name: input.name });
   if (!pool) throw new NotFoundError(`input.name: no worker pool "${input.name}"`, 'input.name');
   const published = await publishedPlaces(em, imageNameOf(input.specifications ?? pool.specifications));
-  applyPoolInput(pool, input, await imageOf(em, input, pool), published, config, secrets, false);
+  // A pool moves to another host only once its instances stopped (hostProblems).
+  const liveInstances =
+    input.host != null && pool.host != null && input.host !== pool.host
+      ? await em.count(InstanceSchema, { pool, state: { $in: [...LIVE_INSTANCE_STATES] } })
+      : 0;
+  applyPoolInput(pool, input, await imageOf(em, input, pool), published, config, secrets, false, liveInstances);
   // The admin may have fixed what made launches fail: the pool tries again at once.
   pool.launchFailures = 0;
   pool.launchRetryAt = null;

@@ -6,7 +6,9 @@
  * Each worker's writes are made one after the other, in the order of its connections' events: a
  * disconnection written after a newer connection's "connected" would leave an open connection's worker
  * marked disconnected (and given no work). The writes themselves go in batches (createPresenceWriter:
- * a reconnection storm makes a few statements). When the process stops, the connections' ends write
+ * a reconnection storm makes a few statements). A worker connected here is owned by this process
+ * (`processId`, its row in the process registry); a disconnection written here touches only the workers
+ * this process still owns, never one whose agent reconnected to another process meanwhile. When the process stops, the connections' ends write
  * nothing; finishStop() records every worker it held disconnected in one statement, once the writes
  * in flight are done, so that none lands after it.
  */
@@ -37,7 +39,7 @@ export interface ConnectionPresence {
   closed(workerId: number): Promise<void>;
   /** The process stops: from now on no worker connection is accepted and no connection's end writes anything. */
   beginStop(): void;
-  /** After beginStop() and the connections closed: the writes in flight end, then every worker held here is recorded disconnected (one statement). */
+  /** After beginStop() and the connections closed: the writes in flight end, then every worker held here and still owned by this process is recorded disconnected (one statement). */
   finishStop(): Promise<void>;
 }
 
@@ -46,15 +48,17 @@ export function createConnectionPresence(deps: {
   fork: () => EntityManager;
   events: Events;
   log: Logger;
+  /** This process's id in the process registry (services/processes/registry.ts). */
+  processId: number;
 }): ConnectionPresence {
-  const { fork, events, log } = deps;
+  const { fork, events, log, processId } = deps;
   // Open worker connections of this process, to mark a worker disconnected when its last one closes.
   const connections = new Map<number, number>();
   // Each worker's last write in order (inOrder).
   const writes = new Map<number, Promise<unknown>>();
   const writer = createPresenceWriter({
-    connected: (ids) => markManyConnected(fork(), events, ids),
-    disconnected: (ids) => markManyDisconnected(fork(), events, ids),
+    connected: (ids) => markManyConnected(fork(), events, ids, processId),
+    disconnected: (ids) => markManyDisconnected(fork(), events, ids, processId),
   });
   let stopping = false;
   // Disconnections being recorded: finishStop() records them too, in case the ORM closes under them.
@@ -127,7 +131,7 @@ export function createConnectionPresence(deps: {
       await Promise.all(recording.values());
       await Promise.all([...writes.values()].map((w) => w.catch(() => undefined)));
       await writer.idle();
-      await markManyDisconnected(fork(), events, held).catch((err: unknown) =>
+      await markManyDisconnected(fork(), events, held, processId).catch((err: unknown) =>
         log.warn({ err, workers: held.length }, 'could not record the disconnections'),
       );
     },

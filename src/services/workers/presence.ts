@@ -84,19 +84,22 @@ export function unacknowledgedAssignments(em: EntityManager, workerId: number): 
 }
 
 /**
- * Workers' connections opened (one statement): each is connected and seen now, a fresh agent is not
- * shutting down, and its instance, if any, is RUNNING.
+ * Workers' connections opened in the process `processId` (one statement): each is connected and seen
+ * now, owned by that process (the one holding its WebSocket: services/processes/registry.ts), a fresh
+ * agent is not shutting down, and its instance, if any, is RUNNING.
  */
 export async function markManyConnected(
   em: EntityManager,
   events: Events,
   workerIds: readonly number[],
+  processId: number,
 ): Promise<void> {
   if (!workerIds.length) return;
   const now = new Date();
   const rows = await em.execute<{ id: number; name: string; pool_id: number | null }[]>(
-    `update worker set connected_at = ?, last_seen_at = ?, shutting_down = false where id = any(?::int[]) returning id, name, pool_id`,
-    [now, now, intArray(workerIds)],
+    `update worker set connected_at = ?, last_seen_at = ?, shutting_down = false, connected_process_id = ?
+      where id = any(?::int[]) returning id, name, pool_id`,
+    [now, now, processId, intArray(workerIds)],
   );
   // One instance at a time: each start is a sample of its pool's launch time.
   for (const w of rows) if (w.pool_id !== null) await markInstanceRunning(em, w.id, now);
@@ -171,16 +174,22 @@ export function createPresenceWriter(write: {
   };
 }
 
-/** This process stops: the workers whose connections it held are disconnected (one statement). */
+/**
+ * Workers' last connections to the process `processId` closed (or it stops): those it still owns are
+ * disconnected and owned by none (one statement). A worker whose agent connected to another process
+ * meanwhile is that process's, and stays connected.
+ */
 export async function markManyDisconnected(
   em: EntityManager,
   events: Events,
   workerIds: readonly number[],
+  processId: number,
 ): Promise<void> {
   if (!workerIds.length) return;
   const rows = await em.execute<{ id: number; name: string }[]>(
-    `update worker set connected_at = null where id = any(?::int[]) and connected_at is not null returning id, name`,
-    [intArray(workerIds)],
+    `update worker set connected_at = null, connected_process_id = null
+      where id = any(?::int[]) and connected_at is not null and connected_process_id = ? returning id, name`,
+    [intArray(workerIds), processId],
   );
   for (const w of rows) events.publish('workerChanged', { id: w.id, name: w.name });
 }

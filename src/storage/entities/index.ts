@@ -5,6 +5,7 @@ import { IdempotencyKeySchema } from './idempotency-key.js';
 import { InstanceSchema } from './instance.js';
 import { ReleaseBackoffSchema } from './release-backoff.js';
 import { ScopeSchema } from './scope.js';
+import { ServerProcessSchema } from './server-process.js';
 import { SignificantTagSchema } from './significant-tag.js';
 import { TaskClassSchema } from './task-class.js';
 import { TaskDurationSchema } from './task-duration.js';
@@ -53,4 +54,5 @@ export const entities = [
   ReleaseBackoffSchema,
   WorkerStateSchema,
   ClassPendingCountSchema,
+  ServerProcessSchema,
 ];

@@ -10,6 +10,12 @@ export const WorkerPoolSchema = defineEntity({
     name: p.string().length(100).unique(),
     /** A key of the provider registry (src/providers/registry.ts). */
     providerType: p.string().length(50),
+    /**
+     * The host a pool of a host-bound provider (local, qemu) runs on: a server process's TAGSCHED_HOST_NAME
+     * (src/scheduler/rules/pool-host.ts); null for the other providers, and for host-bound pools made
+     * before hosts were kept, which run on any host.
+     */
+    host: p.text().nullable(),
     /** AES-256-GCM ciphertext of the provider account JSON; never leaves the server. */
     providerAccountEncrypted: p.text().nullable(),
     specifications: p.json<PoolSpecifications>().default('{}'),
