@@ -2,8 +2,8 @@
  * Leadership (docs/operating/replicas.md): what must happen once across the server processes of one
  * database (the provisioner's cycles, the periodic chores) is done by the process that holds the duty's
  * lease (storage/db/leader-lease.ts). A process follows the duties it can do: it tries to take each one's
- * lease every renewal interval (a fifth of TAGSCHED_LEADER_LEASE_SECONDS), and at once when its holder
- * gives it up (the leaseReleased event); while it leads, it renews the lease at that interval.
+ * lease every second, and at once when its holder gives it up (the leaseReleased event); while it leads,
+ * it renews the lease every fifth of TAGSCHED_LEADER_LEASE_SECONDS.
  *
  * A hold is valid until its local deadline: two thirds of the lease's length after the renewal that
  * extended it was sent, which is before the database lets anyone else take it (the lease runs from the
@@ -82,6 +82,10 @@ export function createLeadership(deps: LeadershipDeps): Leadership {
   const { orm, events, holder, leaseMs } = deps;
   const log = deps.log.child({ module: 'leadership' });
   const renewMs = Math.max(100, Math.floor(leaseMs / 5));
+  // Followers try every second (or at the renewal interval, when it is shorter): a lease that expires is taken within a second.
+  const tryMs = Math.min(renewMs, 1_000);
+  // When each held lease's last renewal was sent.
+  const renewedAt = new Map<string, number>();
   const validMs = Math.floor((leaseMs * 2) / 3);
   const holds = new Map<string, Held>();
   const followed = new Map<string, ((hold: LeaseHold) => void) | undefined>();
@@ -103,6 +107,7 @@ export function createLeadership(deps: LeadershipDeps): Leadership {
   async function claimOnce(duty: string): Promise<LeaseHold | null> {
     const current = holds.get(duty);
     const sentAt = Date.now();
+    renewedAt.set(duty, sentAt);
     let row;
     try {
       row = await claimLease(orm.em.fork(), duty, holder, current?.hold.term ?? null, leaseMs);
@@ -168,8 +173,11 @@ export function createLeadership(deps: LeadershipDeps): Leadership {
   }
 
   function tick(): void {
-    for (const duty of followed.keys())
+    const now = Date.now();
+    for (const duty of followed.keys()) {
+      if (holds.has(duty) && now - (renewedAt.get(duty) ?? 0) < renewMs - tryMs / 2) continue; // not due yet
       void claim(duty).catch((err: unknown) => log.warn({ err, duty }, 'lease claim failed'));
+    }
   }
 
   return {
@@ -183,7 +191,7 @@ export function createLeadership(deps: LeadershipDeps): Leadership {
       if (stopped) return;
       followed.set(duty, onLead);
       if (!timer) {
-        timer = setInterval(tick, renewMs);
+        timer = setInterval(tick, tryMs);
         timer.unref();
         // A lease given up elsewhere is taken at once, not at the next interval.
         const stream = events.subscribe('leaseReleased')[Symbol.asyncIterator]();

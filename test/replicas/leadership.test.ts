@@ -12,7 +12,7 @@ import { createLogger } from '../../src/core/log.js';
 import { startSecondApp, useTestApp } from '../helpers/app.js';
 import { registerWorker } from '../helpers/fixtures.js';
 
-// A long lease (renewed every 6 s): a takeover faster than that comes from the released lease's event.
+// A long lease (renewed every 6 s, expiring after 30 s): a takeover within seconds comes from the lease given up.
 const settings = { leases: { leaderLeaseMs: 30_000 }, serverWorkers: { count: 0 } };
 const t = useTestApp(settings);
 let a: App;
@@ -72,7 +72,7 @@ describe('leadership', () => {
     const stoppedAt = Date.now();
     await a.stop();
     const taken = await until(leaders, (ls) => ls.every((l) => l.holder === b!.config.server.processName && l.held));
-    // Well before the 6 s of a renewal interval, and the 30 s of the lease.
+    // Long before the 30 s after which the lease would have expired by itself.
     expect(Date.now() - stoppedAt).toBeLessThan(5_000);
     for (const l of taken) expect(l.term).toBe(2);
     const gb = await gauge(b!);

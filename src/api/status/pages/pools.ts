@@ -191,7 +191,7 @@ export async function poolsPage(
   ]);
   const unschedulable = demand.unschedulable.reduce((n, g) => n + g.count, 0) + demand.hiddenUnschedulableCount;
   const body = html`<h1>Pools</h1>
-${leaders.map((l) => (l.held ? html`<p class="leader">The ${l.duty} duty is led by <strong>${l.holder}</strong> since ${when(l.acquiredAt, now)} (term ${String(l.term)}).</p>` : html`<p class="leader error">No process leads the ${l.duty} duty now (its last leader was ${l.holder}).</p>`))}
+${leaders.map((l) => (l.held ? html`<p class="leader">The ${l.duty} duty is led by <strong>${l.holder}</strong> since ${when(l.acquiredAt, now)}, in term ${String(l.term)}.</p>` : html`<p class="leader error">No process leads the ${l.duty} duty now (its last leader was ${l.holder}).</p>`))}
 <p>${demand.pendingTotal} request${demand.pendingTotal === 1 ? '' : 's'} pending in all${unschedulable ? html`, ${unschedulable} of them unschedulable (see the <a href="/-/status/queue/">queue</a>)` : ''}.${demand.comingTotal ? ` ${demand.comingTotal} more coming: blocked only on work that is running now.` : ''}</p>
 ${table(['Pool', 'Provider', 'Health', 'Instances', 'Demand', 'Limits', 'Runtime this month', 'Cost this month'], rows, 'No pools yet: static workers only.', { stack: true })}
 ${pools
