@@ -12,6 +12,13 @@ const PROCESS_SUITES = [
   'test/workflows/pipeline.test.ts',
 ];
 const processes = process.env.TAGSCHED_TEST_PROCESSES === '1';
+/**
+ * The cluster suite (test/cluster/): etcd, Patroni, HAProxy, PgBouncer and three server processes, started
+ * by the suite itself. It needs root and those packages, and takes the whole machine for several minutes:
+ * `npm run test:cluster` (TAGSCHED_TEST_CLUSTER=1) alone, after the other suites in CI.
+ */
+const CLUSTER_SUITES = ['test/cluster/**/*.test.ts'];
+const cluster = process.env.TAGSCHED_TEST_CLUSTER === '1';
 
 export default defineConfig({
   resolve: {
@@ -22,9 +29,14 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }],
   },
   test: {
-    include: processes ? PROCESS_SUITES : ['test/**/*.test.ts'],
-    exclude: processes ? configDefaults.exclude : [...configDefaults.exclude, ...PROCESS_SUITES],
-    globalSetup: ['test/global-setup.ts'],
+    include: cluster ? CLUSTER_SUITES : processes ? PROCESS_SUITES : ['test/**/*.test.ts'],
+    exclude: cluster
+      ? configDefaults.exclude
+      : processes
+        ? [...configDefaults.exclude, ...CLUSTER_SUITES]
+        : [...configDefaults.exclude, ...PROCESS_SUITES, ...CLUSTER_SUITES],
+    // The cluster suite makes its own databases (on its Patroni nodes), not the template's.
+    globalSetup: cluster ? [] : ['test/global-setup.ts'],
     pool: 'forks',
     // Vitest's default is cores - 1, one worker on this 2-core machine; database tests wait on I/O.
     maxWorkers: processes ? 2 : 3,
