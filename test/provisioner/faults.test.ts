@@ -88,6 +88,11 @@ describe.sequential('pools under faults', () => {
     const [s] = await settled(f, [id], 120_000);
     expectExactlyOnce(f, [s]);
     expect(s.worker).toBe(instance.name);
+    // The dead server's provisioner lease expires first (TAGSCHED_LEADER_LEASE_SECONDS, 15 s): then the next
+    // server leads, and its first cycle reconciles.
+    await until('the next server to lead and reconcile the pool', () =>
+      next.logs.some((l) => l.msg === 'found the instance of an interrupted launch'),
+    );
     const instances = await poolInstances(f, 'crash');
     expect(instances).toHaveLength(1); // launched once, never again
     expect(instances[0].provider_id).toBe(instance.name);
