@@ -2,10 +2,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { httpGql, startServerProcess } from './helpers/server-process.js';
+import { until } from './faults/harness.js';
+import { httpGql, startServerProcess, type ServerProcess } from './helpers/server-process.js';
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tagsched-embedded-'));
 afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+/** The first admin token a server printed on stderr, once it has arrived (or undefined after 10 s). */
+const adminTokenOf = (server: ServerProcess) =>
+  until(
+    () => `the admin token on stderr:\n${server.stderr()}`,
+    () => /^\s+(tsk_admin_\S+)$/m.exec(server.stderr())?.[1],
+    10_000,
+    50,
+  ).catch(() => undefined);
 
 // With no DATABASE_URL the service runs on PGlite persisted in TAGSCHED_DATA_DIR.
 const env = { DATABASE_URL: undefined, TAGSCHED_DATA_DIR: dataDir, TAGSCHED_ADMIN_TOKEN: undefined };
@@ -15,7 +25,8 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
     const first = await startServerProcess(env);
     let id: string;
     try {
-      const token = /^\s+(tsk_admin_\S+)$/m.exec(first.stderr())?.[1];
+      // The banner is on stderr, the "listening" line the start waited for on stdout: two pipes, either may arrive first.
+      const token = await adminTokenOf(first);
       expect(token, first.stderr()).toBeDefined();
       const ws = await httpGql(
         first.url,
@@ -64,7 +75,7 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
       TAGSCHED_SCHEDULER: 'manual',
     });
     try {
-      const admin = /^\s+(tsk_admin_\S+)$/m.exec(server.stderr())?.[1];
+      const admin = await adminTokenOf(server);
       expect(admin, server.stderr()).toBeDefined();
       const call = async (query: string, variables: Record<string, unknown>, token: string | undefined) => {
         const res = await httpGql(server.url, query, variables, token);
