@@ -2,43 +2,14 @@
  * A start that cannot succeed says why in one line on stderr and exits 2, for every cause an operator
  * can fix; and the first admin token of an empty database is shown only once the service listens.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from './helpers/db.js';
-import { startServerProcess } from './helpers/server-process.js';
+import { runServerToExit, startServerProcess } from './helpers/server-process.js';
 import { until } from './faults/harness.js';
-
-/** Runs the server entry to its exit, with the given environment; what it printed on stderr, and its exit code. */
-function runServer(
-  env: Record<string, string | undefined>,
-  timeoutMs = 90_000,
-): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  const clean: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }))
-    if (v !== undefined) clean[k] = v;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], {
-    env: clean,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  let stdout = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`the server did not exit in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stderr, stdout });
-    });
-  });
-}
 
 /** A port something else listens on, for as long as the file's tests run. */
 let holder: net.Server;
@@ -73,7 +44,7 @@ describe('a start that cannot succeed', () => {
   ])(
     '%s: one line, exit 2, no password',
     async (_what, env, line) => {
-      const run = await runServer({ PORT: '0', ...env });
+      const run = await runServerToExit({ PORT: '0', ...env });
       expect(run.code).toBe(2);
       const lines = run.stderr.trim().split('\n');
       expect(lines, run.stderr).toHaveLength(1);
@@ -84,7 +55,7 @@ describe('a start that cannot succeed', () => {
   );
 
   it('a port in use: one line, exit 2', async () => {
-    const run = await runServer({
+    const run = await runServerToExit({
       PORT: String(heldPort),
       DATABASE_URL: db.url,
       TAGSCHED_ADMIN_TOKEN: 'tsk_admin_startup-test-0123456789abcdef',
@@ -102,7 +73,7 @@ describe('the first admin token of an empty database', () => {
   const env = { DATABASE_URL: undefined, TAGSCHED_DATA_DIR: dataDir, TAGSCHED_ADMIN_TOKEN: undefined };
 
   it('is not shown, and not kept, when the port is in use; the next start shows one that works', async () => {
-    const failed = await runServer({ ...env, PORT: String(heldPort) });
+    const failed = await runServerToExit({ ...env, PORT: String(heldPort) });
     expect(failed.code).toBe(2);
     expect(failed.stderr).not.toContain('tsk_admin_');
     expect(failed.stderr.trim()).toBe(

@@ -23,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { killGroup, postmasterPid, trackDataDir, trackDir, trackGroup, untrackGroup } from './reaper.js';
+import { until } from '../faults/harness.js';
 
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
 /** The database the tagsched processes share. */
@@ -140,31 +141,14 @@ export function startDaemon(
   };
 }
 
-/** Polls `fn` until it returns a value that is not undefined, null or false; fails after `timeoutMs` with `what`. */
-export async function waitFor<T>(
+/** The fault suites' `until` (test/faults/harness.ts), with the cluster's defaults: a minute, every 200 ms. */
+export function waitFor<T>(
   what: string | (() => string),
   fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   timeoutMs = 60_000,
   intervalMs = 200,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown = null;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== null && v !== false) return v as T;
-      lastError = null;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) {
-      const label = typeof what === 'function' ? what() : what;
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${label}${lastError ? ` (last error: ${String(lastError)})` : ''}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+  return until(what, fn, timeoutMs, intervalMs);
 }
 
 /** The HTTP status of a GET, or 0 when nothing answered within `timeoutMs`. */

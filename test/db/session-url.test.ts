@@ -5,9 +5,7 @@
  * or (what this test can set up) when the session URL names another database, whose LISTEN hears
  * nothing of this one's NOTIFY.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
@@ -17,31 +15,7 @@ import { describeStartupError } from '../../src/server/startup-errors.js';
 import { openDatabase, SESSION_CHECK_MS } from '../../src/server/database.js';
 import { createTestDatabase } from '../helpers/db.js';
 import { adminUrl, databaseUrl } from '../helpers/pg-url.js';
-
-/** Runs the server entry to its exit with `env`: its exit code and what it wrote. */
-function runServer(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  const clean: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }))
-    if (v !== undefined) clean[k] = v;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], {
-    env: clean,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  let stdout = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`the server did not exit:\n${stdout}\n${stderr}`));
-    }, 90_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stderr, stdout });
-    });
-  });
-}
+import { runServerToExit } from '../helpers/server-process.js';
 
 async function admin(sql: string): Promise<void> {
   const c = new pg.Client({ connectionString: adminUrl() });
@@ -91,7 +65,7 @@ afterAll(async () => {
 describe('the start-up check of the session URL', () => {
   it('a session URL whose LISTEN does not hear the pool: one line naming TAGSCHED_DATABASE_SESSION_URL, exit 2, nothing written', async () => {
     const started = Date.now();
-    const run = await runServer({
+    const run = await runServerToExit({
       DATABASE_URL: withPassword(databaseUrl(empty)),
       TAGSCHED_DATABASE_SESSION_URL: withPassword(other.url),
       TAGSCHED_ADMIN_TOKEN: 'tsk_admin_session-url-test-0123456789abcdef',

@@ -75,3 +75,34 @@ export async function httpGql(url: string, query: string, variables: Record<stri
   });
   return { status: res.status, ...((await res.json()) as { data?: Record<string, any>; errors?: unknown[] }) };
 }
+
+/**
+ * Runs `src/server.ts` with `env` (PORT=0 unless given) to its exit, as `npm start` would: its exit code
+ * and what it wrote on stdout and stderr; killed, and the promise rejected, after `timeoutMs`.
+ */
+export function runServerToExit(
+  env: Record<string, string | undefined>,
+  timeoutMs = 90_000,
+): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  const clean: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }))
+    if (v !== undefined) clean[k] = v;
+  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], {
+    env: clean,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  let stdout = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the server did not exit in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr, stdout });
+    });
+  });
+}

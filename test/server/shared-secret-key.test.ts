@@ -3,7 +3,6 @@
  * the fingerprint of the first one's, and a process with another key refuses to start, having written
  * nothing, with one line that names neither key nor a whole fingerprint.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,7 +14,7 @@ import { createSecretBox } from '../../src/services/identity/secrets.js';
 import { captureLog } from '../helpers/log-capture.js';
 import { FINGERPRINT_SETTING, secretKeyFingerprint } from '../../src/server/secret-key.js';
 import { ADMIN_TOKEN, secondAppConfig, useTestApp } from '../helpers/app.js';
-import { startServerProcess } from '../helpers/server-process.js';
+import { runServerToExit, startServerProcess } from '../helpers/server-process.js';
 import { ALL_TABLES, ok, snapshot } from '../helpers/fixtures.js';
 
 const t = useTestApp();
@@ -135,30 +134,13 @@ describe('one secret key for every process of a database', () => {
   });
 });
 
-/** Runs the server entry to its exit with `env` (killed after 90 s): its exit code and what it printed on stderr. */
-async function runServer(env: Record<string, string | undefined>): Promise<{ code: number | null; stderr: string }> {
-  const clean: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env }))
-    if (v !== undefined) clean[k] = v;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('src/server.ts')], {
-    env: clean,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  clearTimeout(timer);
-  return { code, stderr };
-}
-
 /** The one line a refused server entry prints. */
 const REFUSED_LINE =
   /^tagsched: this database's pool provider accounts are sealed with another secret key: .*every server process of one database must have the same TAGSCHED_SECRET_KEY$/;
 
 describe('the server entry', () => {
   it('a process with another key: one line on stderr, exit 2', async () => {
-    const run = await runServer({
+    const run = await runServerToExit({
       DATABASE_URL: t.dbUrl,
       TAGSCHED_SECRET_KEY: OTHER_KEY,
       TAGSCHED_ADMIN_TOKEN: OTHER_ADMIN,
@@ -177,7 +159,7 @@ describe('the server entry', () => {
       const first = await startServerProcess({ ...env, TAGSCHED_SECRET_KEY: undefined });
       expect(await first.stop()).toBe(0);
       const generated = fs.readFileSync(path.join(dataDir, 'secret.key'), 'utf8').trim();
-      const refused = await runServer({ ...env, TAGSCHED_SECRET_KEY: OTHER_KEY });
+      const refused = await runServerToExit({ ...env, TAGSCHED_SECRET_KEY: OTHER_KEY });
       expect(refused.code).toBe(2);
       expect(refused.stderr.trim()).toMatch(REFUSED_LINE);
       expect(refused.stderr).not.toContain(generated);
