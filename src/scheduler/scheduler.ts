@@ -276,15 +276,23 @@ export function createScheduler(deps: {
       // Any change of a worker (connected, reported, undrained, retagged) or of a request (new pending
       // work, work finished), in this process or, through PostgreSQL, in another, may allow assignments.
       // A change that cannot free a slot or add pending work (changeMayAllowAssignments) asks for none.
+      // A change made in another process is that process's own to pass for (its subscription heard it
+      // when it was published); among the others only the chores leader passes for it too, for a
+      // process that stopped or failed before its pass. N processes then run at most two passes per
+      // change, not N.
+      const passesFor = (change: unknown): boolean =>
+        !events.fromAnotherProcess?.(change) || (deps.leadsChores?.() ?? true);
       const workers = events.subscribe('workerChanged')[Symbol.asyncIterator]();
       const requests = events.subscribe('workRequestChanged')[Symbol.asyncIterator]();
       streams.push(workers, requests);
       void (async () => {
-        while (!stopped && !(await workers.next()).done) this.trigger('worker-changed');
+        for (let next = await workers.next(); !stopped && !next.done; next = await workers.next()) {
+          if (passesFor(next.value)) this.trigger('worker-changed');
+        }
       })();
       void (async () => {
         for (let next = await requests.next(); !stopped && !next.done; next = await requests.next()) {
-          if (changeMayAllowAssignments(next.value)) this.trigger('new-pending');
+          if (changeMayAllowAssignments(next.value) && passesFor(next.value)) this.trigger('new-pending');
         }
       })();
       // Leases are judged only on silence this process could have heard: see expireLeases.

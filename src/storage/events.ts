@@ -40,7 +40,15 @@ export type Topics = {
  * every subscription opened so far also hears the other processes: call it after a stream's first
  * next() (which is what subscribes) and before reading the state the stream will keep current.
  */
-export type Events = PubSub<Topics> & { close?: () => Promise<void>; listening?: () => Promise<void> };
+export type Events = PubSub<Topics> & {
+  close?: () => Promise<void>;
+  listening?: () => Promise<void>;
+  /**
+   * Whether a payload a subscription handed over was published by another process (heard through
+   * PostgreSQL), not by this one; false for every payload of in-process events.
+   */
+  fromAnotherProcess?: (payload: unknown) => boolean;
+};
 
 /**
  * How many events one subscription holds that its reader has not taken yet. Events come in bursts: a
@@ -152,6 +160,14 @@ export const COALESCED_TOPICS: Readonly<Partial<Record<keyof Topics, number>>> =
 
 type Listener = EventListenerOrEventListenerObject;
 
+/** The event target through PostgreSQL (createPgEventTarget). */
+export type PgEventTarget = PubSubEventTarget<Topics> & {
+  close(): Promise<void>;
+  ready: Promise<void>;
+  listening(): Promise<void>;
+  fromAnotherProcess(payload: unknown): boolean;
+};
+
 /** Where the events' connections go: `session` for LISTEN (a session: PostgreSQL itself, or a pooler in session mode), `pool` for NOTIFY. */
 export interface PgEventUrls {
   readonly pool: string;
@@ -261,10 +277,7 @@ function notificationsOf(
  * more of its latency); its notification, marked with the process's own random id, is passed over
  * when it comes back. The listeners of either hear a copy of the payload, as JSON makes it (bufferedPubSub).
  */
-export function createPgEventTarget(
-  urls: string | PgEventUrls,
-  log: Logger,
-): PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> } {
+export function createPgEventTarget(urls: string | PgEventUrls, log: Logger): PgEventTarget {
   const { pool: poolUrl, session: sessionUrl } = typeof urls === 'string' ? { pool: urls, session: urls } : urls;
   const listeners = new Map<string, Set<Listener>>();
   // Each topic some listener here wants, with how many event types (routing keys) of it have listeners.
@@ -386,8 +399,11 @@ export function createPgEventTarget(
     if (!Array.isArray(entry) || entry.length !== 2 || (entry[0] !== null && typeof entry[0] !== 'string'))
       throw new Error('not an event');
     const [key, detail] = entry as [string | null, unknown];
+    if (detail !== null && typeof detail === 'object') heard.add(detail);
     dispatchLocal(key === null ? topic : `${topic}:${key}`, detail);
   };
+  // The payloads heard from the other processes (fromAnotherProcess), for as long as a reader holds them.
+  const heard = new WeakSet<object>();
   // An event in fragments being put together, per publishing process: its fragments come in a row.
   let partial = new Map<string, { id: number; count: number; pieces: string[] }>();
   const onFragment = (topic: string, from: string, fragment: unknown): void => {
@@ -470,6 +486,7 @@ export function createPgEventTarget(
 
   return {
     ready,
+    fromAnotherProcess: (payload: unknown) => payload !== null && typeof payload === 'object' && heard.has(payload),
     // After the first connection attempt too: before it, no LISTEN has been sent.
     listening: () =>
       ready.then(
@@ -516,7 +533,7 @@ export function createPgEventTarget(
       while (sending) await sending;
       await notifier.end();
     },
-  } as PubSubEventTarget<Topics> & { close(): Promise<void>; ready: Promise<void>; listening(): Promise<void> };
+  } as PgEventTarget;
 }
 
 /**
@@ -528,6 +545,7 @@ export function createPgEvents(urls: string | PgEventUrls, log: Logger): Events 
   const pubsub = bufferedPubSub(target, log);
   pubsub.close = () => target.close();
   pubsub.listening = () => target.listening();
+  pubsub.fromAnotherProcess = target.fromAnotherProcess;
   return pubsub;
 }
 

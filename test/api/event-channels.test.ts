@@ -85,6 +85,25 @@ describe('events between processes', () => {
     await raw.query('UNLISTEN *');
   });
 
+  it('fromAnotherProcess: true for what another process published, false for what this one did', async () => {
+    await twoProcesses(async (here, elsewhere) => {
+      const there = elsewhere.subscribe('workerChanged')[Symbol.asyncIterator]();
+      const mine = here.subscribe('workerChanged')[Symbol.asyncIterator]();
+      const [fromHere, atHome] = [there.next(), mine.next()];
+      await Promise.all([here.listening!(), elsewhere.listening!()]);
+      here.publish('workerChanged', { id: 4, name: 'w4' });
+      const [heardThere, heardHere] = [(await fromHere).value, (await atHome).value];
+      expect(heardThere).toEqual({ id: 4, name: 'w4' });
+      expect(heardHere).toEqual({ id: 4, name: 'w4' });
+      expect(elsewhere.fromAnotherProcess!(heardThere)).toBe(true);
+      expect(here.fromAnotherProcess!(heardHere)).toBe(false);
+      // An object never heard through PostgreSQL, and a value that is not an object, are this process's.
+      expect(elsewhere.fromAnotherProcess!({ id: 4, name: 'w4' })).toBe(false);
+      expect(elsewhere.fromAnotherProcess!('4')).toBe(false);
+      await Promise.all([there.return?.(), mine.return?.()]);
+    });
+  });
+
   it("log appends: this process's listeners hear each at once, the others the newest of each request, in one notification", async () => {
     expect(COALESCED_TOPICS.workRequestLogAppended).toBeGreaterThan(0);
     await raw.query('LISTEN "tagsched:topic:workRequestLogAppended"');
