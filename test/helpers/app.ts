@@ -36,6 +36,30 @@ export function layered(base: ConfigOverrides, over: ConfigOverrides): ConfigOve
   return out as ConfigOverrides;
 }
 
+/** One GraphQL operation through `app`'s yoga, as the admin unless `token` says otherwise (null: anonymous). */
+export async function gqlOn<T = Record<string, any>>(
+  app: App,
+  query: string,
+  variables?: Record<string, unknown>,
+  token: string | null = ADMIN_TOKEN,
+): Promise<GqlResult<T>> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await app.yoga.fetch('http://test/graphql', {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ query, variables }),
+  });
+  return { ...((await res.json()) as Omit<GqlResult<T>, 'status'>), status: res.status };
+}
+
+/** The harness `t` with its operations sent to another process's app (one started by startSecondApp). */
+export const harnessOn = (t: TestApp, app: App): TestApp => ({
+  ...t,
+  app,
+  gql: (query, variables, token) => gqlOn(app, query, variables, token),
+});
+
 let testApps = 0;
 /**
  * A process name of its own for each test app: the apps of one test process would otherwise all be
@@ -95,17 +119,8 @@ export function useTestApp(overrides: ConfigOverrides = {}, options: { log?: () 
       app,
       adminToken: ADMIN_TOKEN,
       dbUrl: db.url,
-      async gql(query: string, variables?: Record<string, unknown>, token: string | null = ADMIN_TOKEN) {
-        const headers: Record<string, string> = { 'content-type': 'application/json' };
-        if (token) headers.authorization = `Bearer ${token}`;
-        const res = await app.yoga.fetch('http://test/graphql', {
-          method: 'POST',
-          headers,
-          body: JSON.stringify({ query, variables }),
-        });
-        const body = (await res.json()) as Omit<GqlResult, 'status'>;
-        return { ...body, status: res.status };
-      },
+      gql: (query: string, variables?: Record<string, unknown>, token?: string | null) =>
+        gqlOn(app, query, variables, token),
       async sql(query: string, params: unknown[] = []) {
         return app.orm.em.getConnection().execute(query, params);
       },

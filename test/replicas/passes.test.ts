@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/server/app.js';
-import { startSecondApp, useTestApp, type GqlResult, type TestApp } from '../helpers/app.js';
+import { harnessOn, startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, sbuild, submitOk } from '../helpers/fixtures.js';
 
 // No periodic pass in the time of a test: every pass counted is one a change asked for.
@@ -15,21 +15,6 @@ const t = useTestApp(settings);
 // and leads the chores, B does not.
 let a: App;
 let b: App;
-/** The harness of `t`, its operations sent to `app` instead. */
-const harnessOf = (app: App): TestApp => ({
-  ...t,
-  app,
-  async gql<T>(query: string, variables?: Record<string, unknown>, token: string | null = t.adminToken) {
-    const headers: Record<string, string> = { 'content-type': 'application/json' };
-    if (token) headers.authorization = `Bearer ${token}`;
-    const res = await app.yoga.fetch('http://test/graphql', {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ query, variables }),
-    });
-    return { ...((await res.json()) as Omit<GqlResult<T>, 'status'>), status: res.status };
-  },
-});
 
 beforeAll(async () => {
   a = await startSecondApp(t, settings);
@@ -70,7 +55,7 @@ describe('passes across processes', () => {
   it('a change made by the chores leader is passed for there only', async () => {
     const [a0, b0] = await settled();
     // An sbuild no worker can run: it stays pending, so each pass asked for is run and counted.
-    await submitOk(harnessOf(a), sbuild('debian/passes', 'one'));
+    await submitOk(harnessOn(t, a), sbuild('debian/passes', 'one'));
     const [a1, b1] = await settled();
     expect(a1).toBeGreaterThan(a0);
     expect(b1).toBe(b0);
@@ -78,7 +63,7 @@ describe('passes across processes', () => {
 
   it('a change made by another process is passed for there and by the chores leader', async () => {
     const [a0, b0] = await settled();
-    await submitOk(harnessOf(b), sbuild('debian/passes', 'two'));
+    await submitOk(harnessOn(t, b), sbuild('debian/passes', 'two'));
     const [a1, b1] = await settled();
     expect(b1).toBeGreaterThan(b0);
     expect(a1).toBeGreaterThan(a0);

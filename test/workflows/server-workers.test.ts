@@ -11,7 +11,7 @@ import type { App } from '../../src/server/app.js';
 import type { ConfigOverrides } from '../../src/core/config/config.js';
 import { serverWorkerName } from '../../src/loops/server-tasks/server-workers.js';
 import { until } from '../faults/harness.js';
-import { ADMIN_TOKEN, startSecondApp, useTestApp } from '../helpers/app.js';
+import { harnessOn, startSecondApp, useTestApp } from '../helpers/app.js';
 import { createWorkspace, ok, submitOk } from '../helpers/fixtures.js';
 import { captureLog } from '../helpers/log-capture.js';
 
@@ -96,10 +96,7 @@ describe('built-in server workers', () => {
   });
 
   it('two processes never run a server task twice: many created through both at once each run exactly once', async () => {
-    const through = {
-      ...a,
-      gql: (q: string, v?: Record<string, unknown>, token?: string | null) => gqlOn(b!, q, v, token),
-    } as typeof a;
+    const through = harnessOn(a, b!);
     const ids = (
       await Promise.all(Array.from({ length: 40 }, (_, i) => submitOk(i % 2 ? a : through, servernoop())))
     ).map((r) => r.id as string);
@@ -142,15 +139,3 @@ describe('built-in server workers', () => {
     }
   });
 });
-
-/** The same GraphQL operation, sent to another app instance. */
-async function gqlOn(app: App, query: string, variables?: Record<string, unknown>, token: string | null = ADMIN_TOKEN) {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const res = await app.yoga.fetch('http://test/graphql', {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({ query, variables }),
-  });
-  return { ...((await res.json()) as Record<string, any>), status: res.status };
-}
