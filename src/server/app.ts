@@ -232,7 +232,8 @@ export async function buildApp(config: Config, options: { log?: Logger; events?:
     firstAdminToken: firstToken,
     processId,
     async start() {
-      processHeartbeat.start();
+      // After a silence past its timeout, the workers still connected here are taken back from a take-over.
+      processHeartbeat.start(() => ws.reclaimConnections());
       // Workflows and synchronization points an older version left PENDING run now.
       for (const change of await resumeOrchestration(orm.em.fork(), config))
         events.publish('workRequestChanged', change);

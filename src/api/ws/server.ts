@@ -313,6 +313,8 @@ export function startWsServer(deps: {
   );
 
   return {
+    /** Takes back the workers this process still holds connections of that a take-over marked disconnected (ConnectionPresence.reclaim). */
+    reclaimConnections: (): Promise<number> => presence.reclaim(),
     /** Closes every connection and marks this process's workers disconnected (one statement). */
     async stop(): Promise<void> {
       stopping = true;

@@ -60,8 +60,12 @@ export async function registerProcess(
 
 /** The heartbeat of this process's registry row; see {@link createProcessHeartbeat}. */
 export interface ProcessHeartbeat {
-  /** Writes the heartbeat every `processHeartbeatMs` from now on. */
-  start(): void;
+  /**
+   * Writes the heartbeat every `processHeartbeatMs` from now on. `lapsed` is called after a beat that
+   * found the previous one older than `processTimeoutMs` (the process was paused, or could not reach the
+   * database): the chores leader may have taken its workers over meanwhile.
+   */
+  start(lapsed?: () => Promise<unknown>): void;
   /** Stops writing it and records the process stopped (a clean stop: it holds no connection any more). */
   stop(): Promise<void>;
 }
@@ -83,13 +87,22 @@ export function createProcessHeartbeat(deps: {
   let beating: Promise<void> | null = null;
   let warnedMissing = false;
 
+  let lapsed: (() => Promise<unknown>) | undefined;
+
   const beat = async (): Promise<void> => {
-    const rows = await orm.em
-      .fork()
-      .execute<{ id: number }[]>(
-        `update server_process set heartbeat_at = now(), stopped_at = null where name = ? returning id`,
-        [processName],
-      );
+    // The previous beat read under the row's lock: a take-over holding it (registry rows are locked
+    // first) has committed by then, and a lapse it acted on is seen.
+    const rows = await orm.em.fork().execute<{ id: number; lapsed: boolean }[]>(
+      `update server_process s set heartbeat_at = now(), stopped_at = null
+         from (select id, heartbeat_at from server_process where name = ? for update) prev
+        where s.id = prev.id
+       returning s.id, prev.heartbeat_at < now() - ? * interval '1 millisecond' as lapsed`,
+      [processName, config.server.processTimeoutMs],
+    );
+    if (rows[0]?.lapsed && lapsed) {
+      log.warn({ processName }, 'this process was silent past its timeout: its workers may have been taken over');
+      await lapsed();
+    }
     if (!rows.length && !warnedMissing) {
       warnedMissing = true;
       log.warn(
@@ -100,8 +113,9 @@ export function createProcessHeartbeat(deps: {
   };
 
   return {
-    start() {
+    start(onLapsed) {
       if (timer) return;
+      lapsed = onLapsed;
       timer = setInterval(() => {
         if (beating) return;
         beating = beat()

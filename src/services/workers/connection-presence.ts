@@ -15,7 +15,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../../core/log.js';
 import type { Events } from '../../storage/events.js';
-import { createPresenceWriter, markManyConnected, markManyDisconnected } from './presence.js';
+import { createPresenceWriter, markManyConnected, markManyDisconnected, reclaimConnected } from './presence.js';
 
 /** What a process's WebSocket server tells of its worker connections; see {@link createConnectionPresence}. */
 export interface ConnectionPresence {
@@ -37,6 +37,12 @@ export interface ConnectionPresence {
    * failure is logged). Nothing is written while the process stops.
    */
   closed(workerId: number): Promise<void>;
+  /**
+   * After a take-over marked this process's workers disconnected (its heartbeat had lapsed: it was paused,
+   * or cut off from the database), those it still holds connections of are connected and owned here again,
+   * each after its writes so far; the number taken back. Nothing is written while the process stops.
+   */
+  reclaim(): Promise<number>;
   /** The process stops: from now on no worker connection is accepted and no connection's end writes anything. */
   beginStop(): void;
   /** After beginStop() and the connections closed: the writes in flight end, then every worker held here and still owned by this process is recorded disconnected (one statement). */
@@ -72,6 +78,21 @@ export function createConnectionPresence(deps: {
       .then(() => {
         if (writes.get(id) === run) writes.delete(id);
       });
+    return run;
+  };
+
+  /** inOrder for one write of several workers: after the earlier writes of each, before their next ones. */
+  const inOrderMany = <T>(ids: readonly number[], write: () => Promise<T>): Promise<T> => {
+    const before = Promise.all(ids.map((id) => (writes.get(id) ?? Promise.resolve()).catch(() => undefined)));
+    const run = before.then(write);
+    for (const id of ids) {
+      writes.set(id, run);
+      void run
+        .catch(() => undefined)
+        .then(() => {
+          if (writes.get(id) === run) writes.delete(id);
+        });
+    }
     return run;
   };
 
@@ -119,6 +140,27 @@ export function createConnectionPresence(deps: {
       recording.set(id, recorded);
       await recorded;
       if (recording.get(id) === recorded) recording.delete(id);
+    },
+    async reclaim() {
+      const ids = [...connections.keys()];
+      if (stopping || !ids.length) return 0;
+      // Decided when their turn comes: a worker whose last connection closed meanwhile is not taken back.
+      const taken = await inOrderMany(ids, () =>
+        stopping
+          ? Promise.resolve([])
+          : reclaimConnected(
+              fork(),
+              events,
+              ids.filter((id) => connections.has(id)),
+              processId,
+            ),
+      );
+      if (taken.length)
+        log.warn(
+          { workers: taken.map((w) => w.name) },
+          'workers taken over while this process was silent are connected here again',
+        );
+      return taken.length;
     },
     beginStop() {
       stopping = true;

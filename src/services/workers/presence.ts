@@ -107,6 +107,29 @@ export async function markManyConnected(
 }
 
 /**
+ * Workers whose connections the process `processId` still holds, taken back after a take-over
+ * (services/processes/registry.ts) marked them disconnected while the process was silent (paused, cut
+ * off from the database): each one owned by no process now is connected again, owned by this one, and
+ * seen now. One that connected to another process meanwhile stays that process's. Returns those taken back.
+ */
+export async function reclaimConnected(
+  em: EntityManager,
+  events: Events,
+  workerIds: readonly number[],
+  processId: number,
+): Promise<{ id: number; name: string }[]> {
+  if (!workerIds.length) return [];
+  const now = new Date();
+  const rows = await em.execute<{ id: number; name: string }[]>(
+    `update worker set connected_at = ?, last_seen_at = ?, connected_process_id = ?
+      where id = any(?::int[]) and connected_process_id is null and terminated_at is null returning id, name`,
+    [now, now, processId, intArray(workerIds)],
+  );
+  for (const w of rows) events.publish('workerChanged', { id: w.id, name: w.name });
+  return rows;
+}
+
+/**
  * Writes workers' presence in batches: the connections and disconnections that arrive while one
  * batch is written go together in the next (two statements at most, whatever their number), so that
  * ten thousand agents connecting or going away at once make a few statements, not ten thousand
