@@ -70,17 +70,6 @@ export function createConnectionPresence(deps: {
   // Disconnections being recorded: finishStop() records them too, in case the ORM closes under them.
   const recording = new Map<number, Promise<void>>();
 
-  const inOrder = <T>(id: number, write: () => Promise<T>): Promise<T> => {
-    const run = (writes.get(id) ?? Promise.resolve()).catch(() => undefined).then(write);
-    writes.set(id, run);
-    void run
-      .catch(() => undefined)
-      .then(() => {
-        if (writes.get(id) === run) writes.delete(id);
-      });
-    return run;
-  };
-
   /** inOrder for one write of several workers: after the earlier writes of each, before their next ones. */
   const inOrderMany = <T>(ids: readonly number[], write: () => Promise<T>): Promise<T> => {
     const before = Promise.all(ids.map((id) => (writes.get(id) ?? Promise.resolve()).catch(() => undefined)));
@@ -95,6 +84,7 @@ export function createConnectionPresence(deps: {
     }
     return run;
   };
+  const inOrder = <T>(id: number, write: () => Promise<T>): Promise<T> => inOrderMany([id], write);
 
   /** One connection of the worker fewer; true when it was its last one here. */
   const uncount = (id: number): boolean => {
