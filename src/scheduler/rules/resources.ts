@@ -1,0 +1,234 @@
+/**
+ * Shared resources, the rule's one home: a worker offers CPUs, memory and disk rather than identical
+ * slots, each request reserves some of them while it is active work (ASSIGNED or RUNNING,
+ * rules/active-work.ts), and a request fits a worker when every figure it reserves is at most what the
+ * worker has free (its offer less what its active work reserves, never below 0). In two forms: the
+ * TypeScript predicates (freeResources, fitsResources) and their SQL fragments (freeResourcesSql,
+ * fitsResourcesSql) on the columns that {@link RESOURCE_COLUMNS} names; test/scheduler/rules/resources.test.ts
+ * checks that the two forms agree on generated workers and requests of every status. Beside them, the
+ * words of a shortfall (resourceShortfalls, describeShortfall) and, pure, the reservation of a host for
+ * a large request and the backfill of smaller work around it (reservedStart, mayBackfill,
+ * reservationExpired).
+ *
+ * Nothing reads this module yet: the scheduler (pass and placement), the pull, demand and the
+ * diagnosis count slots (rules/active-work.ts), and the columns it names are not in the schema (the
+ * test makes them in common table expressions). A request that reserves nothing (NO_RESOURCES) fits any
+ * worker, and a worker that offers nothing takes only such requests.
+ */
+import { isActiveSql } from './active-work.js';
+
+/** What a worker offers, or a request reserves: whole CPUs, memory and disk in MiB (integers, never negative). */
+export interface Resources {
+  readonly cpus: number;
+  readonly memoryMib: number;
+  readonly diskMib: number;
+}
+
+/** Nothing: what a request that asks for no resources reserves. */
+export const NO_RESOURCES: Resources = Object.freeze({ cpus: 0, memoryMib: 0, diskMib: 0 });
+
+/** The figures of {@link Resources}, in the order every list of them (shortfalls, sorts) follows. */
+const FIGURES = ['cpus', 'memoryMib', 'diskMib'] as const;
+type Figure = (typeof FIGURES)[number];
+
+/**
+ * The columns the SQL form reads and the ones it gives, per figure: on the worker table what it offers,
+ * on the work_request table what a request reserves, and the columns of the relation of
+ * {@link freeResourcesSql}.
+ */
+export const RESOURCE_COLUMNS = {
+  worker: { cpus: 'offered_cpus', memoryMib: 'offered_memory_mib', diskMib: 'offered_disk_mib' },
+  workRequest: { cpus: 'reserved_cpus', memoryMib: 'reserved_memory_mib', diskMib: 'reserved_disk_mib' },
+  free: { cpus: 'free_cpus', memoryMib: 'free_memory_mib', diskMib: 'free_disk_mib' },
+} as const satisfies Record<string, Record<Figure, string>>;
+
+const resources = (figure: (f: Figure) => number): Resources => ({
+  cpus: figure('cpus'),
+  memoryMib: figure('memoryMib'),
+  diskMib: figure('diskMib'),
+});
+
+/** The figure-by-figure sum of some reservations. */
+const sum = (all: readonly Resources[]): Resources => resources((f) => all.reduce((total, r) => total + r[f], 0));
+
+/** What a worker has free: what it offers less the sum of what its active work reserves, each figure never below 0. */
+export const freeResources = (offered: Resources, reserved: readonly Resources[]): Resources => {
+  const used = sum(reserved);
+  return resources((f) => Math.max(0, offered[f] - used[f]));
+};
+
+/** Whether a request fits: every figure it reserves is at most the free one. */
+export const fitsResources = (request: Resources, free: Resources): boolean =>
+  FIGURES.every((f) => request[f] <= free[f]);
+
+/** The name of a figure in a shortfall. */
+export type ResourceName = 'cpus' | 'memory' | 'disk';
+
+const NAMES: Record<Figure, ResourceName> = { cpus: 'cpus', memoryMib: 'memory', diskMib: 'disk' };
+
+/** One figure of a request that does not fit: what it needs, what the worker has free and what it offers (CPUs, or MiB). */
+export interface ResourceShortfall {
+  readonly resource: ResourceName;
+  readonly needs: number;
+  readonly free: number;
+  readonly offered: number;
+}
+
+/** The figures of `request` that do not fit in `free` (cpus, memory, disk, in that order); none when it fits. */
+export const resourceShortfalls = (request: Resources, free: Resources, offered: Resources): ResourceShortfall[] =>
+  FIGURES.filter((f) => request[f] > free[f]).map((f) => ({
+    resource: NAMES[f],
+    needs: request[f],
+    free: free[f],
+    offered: offered[f],
+  }));
+
+/**
+ * MiB in GiB with at most one decimal, a trailing `.0` dropped. A need is rounded up to the tenth and
+ * what a worker has down, so that the words never make a shortfall look like a fit (16,384 MiB needed
+ * with 16,383 free reads `16` and `15.9`). Exact: tenths of a GiB are MiB × 10 / 1024, a division by a
+ * power of two.
+ */
+const gib = (mib: number, round: (tenths: number) => number): string => String(round((mib * 10) / 1024) / 10);
+
+/**
+ * The diagnosis's words for one shortfall on the worker `workerName`:
+ * `needs 4 CPUs; build-7 has 2 free of 8`, `needs 16 GiB of memory; build-7 has 6 GiB free of 64`.
+ */
+export const describeShortfall = (workerName: string, s: ResourceShortfall): string => {
+  if (s.resource === 'cpus')
+    return `needs ${s.needs} ${s.needs === 1 ? 'CPU' : 'CPUs'}; ${workerName} has ${s.free} free of ${s.offered}`;
+  return (
+    `needs ${gib(s.needs, Math.ceil)} GiB of ${s.resource}; ` +
+    `${workerName} has ${gib(s.free, Math.floor)} GiB free of ${gib(s.offered, Math.floor)}`
+  );
+};
+
+/**
+ * {@link freeResources} of the worker row under `workerAlias`, as a relation of one row whose columns
+ * are those of RESOURCE_COLUMNS.free (ints): its offer (RESOURCE_COLUMNS.worker) less the sum of what its
+ * active work reserves (RESOURCE_COLUMNS.workRequest over the work_request rows with its worker_id for
+ * which isActiveSql holds), each never below 0. An aggregate without grouping, so exactly one row even
+ * for a worker that holds nothing. Use it after the worker in a FROM list, `cross join lateral
+ * ${freeResourcesSql('w')} f`, or inside a subquery that reads the worker row (as fitsResourcesSql does).
+ */
+export const freeResourcesSql = (workerAlias: string): string => {
+  const { worker, workRequest, free } = RESOURCE_COLUMNS;
+  const columns = FIGURES.map(
+    (f) => `greatest(0, ${workerAlias}.${worker[f]} - coalesce(sum(held.${workRequest[f]}), 0))::int as ${free[f]}`,
+  );
+  return `(select ${columns.join(', ')} from work_request held where held.worker_id = ${workerAlias}.id and ${isActiveSql('held')})`;
+};
+
+/**
+ * {@link fitsResources} as a SQL condition: what the work_request row under `requestAlias` reserves fits in
+ * what the worker row under `workerAlias` has free (freeResourcesSql). A request that is itself active
+ * work of that worker counts in its free resources, as it does in freeResources.
+ */
+export const fitsResourcesSql = (workerAlias: string, requestAlias: string): string => {
+  const { workRequest, free } = RESOURCE_COLUMNS;
+  const fits = FIGURES.map((f) => `${requestAlias}.${workRequest[f]} <= free_of_worker.${free[f]}`);
+  return `(select ${fits.join(' and ')} from ${freeResourcesSql(workerAlias)} free_of_worker)`;
+};
+
+/** A piece of a worker's active work, as the reservation of a host sees it. */
+export interface RunningWork {
+  readonly reserved: Resources;
+  /** Its start plus its task's expected run; one already past is taken as now. */
+  readonly expectedEndAt: Date;
+}
+
+/** When a piece of running work is taken to end: its expected end, or now when that has passed. */
+const endOf = (work: RunningWork, now: Date): number => Math.max(work.expectedEndAt.getTime(), now.getTime());
+
+/**
+ * The earliest time at which `request` fits on a worker offering `offered`, if its running work ends
+ * at its expected ends: now when it fits now, else the first end (in order of the ends, a past one taken
+ * as now) after which what is still running leaves room for it. Null when it does not fit in `offered`
+ * even with nothing running.
+ */
+export const reservedStart = (
+  offered: Resources,
+  running: readonly RunningWork[],
+  request: Resources,
+  now: Date,
+): Date | null => {
+  if (!fitsResources(request, offered)) return null;
+  if (
+    fitsResources(
+      request,
+      freeResources(
+        offered,
+        running.map((w) => w.reserved),
+      ),
+    )
+  )
+    return now;
+  const byEnd = [...running].sort((a, b) => endOf(a, now) - endOf(b, now));
+  for (let ended = 1; ended <= byEnd.length; ended++) {
+    const still = byEnd.slice(ended).map((w) => w.reserved);
+    if (fitsResources(request, freeResources(offered, still))) return new Date(endOf(byEnd[ended - 1], now));
+  }
+  // Unreachable: with all of it ended the worker is free, and the request fits in what it offers.
+  return null;
+};
+
+/** A request that could run now on a host reserved for another. */
+export interface BackfillCandidate {
+  readonly reserved: Resources;
+  /** Its task's expected run in seconds; null when unknown. */
+  readonly expectedSeconds: number | null;
+}
+
+/** A host's reservation: the request it is held for and when that request is to start (reservedStart). */
+export interface Reservation {
+  readonly request: Resources;
+  readonly startsAt: Date;
+}
+
+/**
+ * Whether `candidate` may run now on a worker reserved for `reservation.request`: it fits in what the
+ * worker has free now, and either
+ * - it leaves room for the reserved request at `startsAt` even if it is still running then: the work
+ *   still running at `startsAt` (its end after it; work ending at `startsAt` exactly has ended), the
+ *   candidate and the reserved request together fit in `offered`; or
+ * - it is expected to have ended by then: now + expectedSeconds × safetyFactor is at or before
+ *   `startsAt`. A candidate with no expected duration (null) has only the first way.
+ */
+export const mayBackfill = (
+  candidate: BackfillCandidate,
+  reservation: Reservation,
+  offered: Resources,
+  running: readonly RunningWork[],
+  now: Date,
+  safetyFactor: number,
+): boolean => {
+  if (
+    !fitsResources(
+      candidate.reserved,
+      freeResources(
+        offered,
+        running.map((w) => w.reserved),
+      ),
+    )
+  )
+    return false;
+  const startsAt = reservation.startsAt.getTime();
+  const stillRunning = running.filter((w) => endOf(w, now) > startsAt).map((w) => w.reserved);
+  const atStart = sum([...stillRunning, candidate.reserved, reservation.request]);
+  if (fitsResources(atStart, offered)) return true;
+  return (
+    candidate.expectedSeconds !== null && now.getTime() + candidate.expectedSeconds * safetyFactor * 1000 <= startsAt
+  );
+};
+
+/**
+ * The defaults of a reservation: the factor a backfill candidate's expected run is stretched by
+ * (mayBackfill), and how long a host may be held for one request before its reservation lapses
+ * (reservationExpired), in seconds (six hours).
+ */
+export const RESERVATION_DEFAULTS = Object.freeze({ safetyFactor: 1.5, maxSeconds: 6 * 3600 });
+
+/** Whether a reservation made at `since` has lapsed by `now`: it has been held for `maxSeconds` or more. */
+export const reservationExpired = (since: Date, now: Date, maxSeconds: number): boolean =>
+  now.getTime() - since.getTime() >= maxSeconds * 1000;
