@@ -3,6 +3,7 @@ import { builder } from './builder.js';
 import './schema/scalars.js';
 import './schema/errors.js';
 import './schema/tag-entry.js';
+import './schema/resources.js';
 import './schema/worker-image.js';
 import './schema/worker-pool.js';
 import './schema/worker.js';

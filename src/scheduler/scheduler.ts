@@ -222,8 +222,12 @@ export function createScheduler(deps: {
         if (assignment === undefined) {
           assignment = await orm.em
             .fork()
-            .transactional((tx) =>
-              assignNextWork(tx, classes, config.workers, workerId, now, { seen: options.seen, shapes: pullShapes }),
+            .transactional(async (tx) =>
+              assignNextWork(tx, classes, config.workers, workerId, now, {
+                seen: options.seen,
+                shapes: pullShapes,
+                durations: await history.get(tx, now),
+              }),
             );
         }
       } catch (err) {

@@ -36,6 +36,7 @@ import {
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
+import { ResourceRequestRef, ResourcesInput, ResourcesPartialRef } from './resources.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerRef } from './worker.js';
 import { UserRef, WorkspaceRef } from './workspace.js';
@@ -128,6 +129,25 @@ WorkRequestRef.implement({
       type: [TagRefusalRef],
       description: 'Rule tags refused for their provenance',
       resolve: (w) => w.droppedTags,
+    }),
+    resources: t.field({
+      type: ResourceRequestRef,
+      nullable: true,
+      description:
+        'What it reserves of a worker that shares its resources, with where each figure came from; frozen with its tags, null before',
+      resolve: (w) =>
+        w.resourceSources
+          ? {
+              resources: { cpus: w.reservedCpus, memoryMib: w.reservedMemoryMib, diskMib: w.reservedDiskMib },
+              sources: w.resourceSources,
+            }
+          : null,
+    }),
+    userResources: t.field({
+      type: ResourcesPartialRef,
+      nullable: true,
+      description: 'The resources asked for at submission, as given; null when none were',
+      resolve: (w) => w.userResources ?? null,
     }),
     userProvidedTags: t.exposeStringList('userProvidedTags', { description: 'As submitted' }),
     userRequiredTags: t.exposeStringList('userRequiredTags', { description: 'As submitted' }),
@@ -281,6 +301,11 @@ const CreateWorkRequestInput = builder.inputType('CreateWorkRequestInput', {
     priorityBase: t.int({ description: 'Higher runs first, -1000000 to 1000000 (default 0)' }),
     priorityAdjustment: t.int({ description: 'A positive adjustment needs admin' }),
     dependsOn: t.idList({ description: 'BLOCKED until all of these are COMPLETED' }),
+    resources: t.field({
+      type: ResourcesInput,
+      description:
+        'What it reserves of a worker that shares its resources; before the workspace’s and site’s rules, the statistics and the task’s default',
+    }),
   }),
 });
 

@@ -151,6 +151,11 @@ const PoolSpecificationsRef = builder.objectRef<PoolSpecifications>('PoolSpecifi
       description: 'The concurrency of the pool\u2019s workers (1 when unset)',
       resolve: (s) => poolConcurrency(s),
     }),
+    offersResources: t.boolean({
+      description:
+        'Whether its workers share their CPUs, memory and disk among the requests they run (concurrency then caps their number); false when unset',
+      resolve: (s) => s.offersResources === true,
+    }),
     architectures: t.stringList({
       description: 'Debian architectures its machines run natively',
       resolve: (s) => s.architectures ?? [],
@@ -450,6 +455,10 @@ const PoolSpecificationsInput = builder.inputType('PoolSpecificationsInput', {
     memoryGib: t.float({ description: 'Memory per instance, GiB (worker:memory-gib)' }),
     diskGib: t.float({ description: 'Disk per instance, GiB (worker:disk-gib)' }),
     concurrency: t.int({ description: 'Work requests each worker of the pool runs at once (1 to 1024; 1 when unset)' }),
+    offersResources: t.boolean({
+      description:
+        'Its workers share their CPUs, memory and disk: each request reserves what it needs of them, concurrency caps the count (false when unset)',
+    }),
     architectures: t.stringList({
       description: 'Debian architectures its machines run natively (worker:build-arch:*)',
     }),

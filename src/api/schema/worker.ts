@@ -322,6 +322,10 @@ builder.mutationFields((t) => ({
             concurrency: f.int({
               description: "How many work requests it runs at once, 1 to 1024 (default: its pool's, else 1)",
             }),
+            offersResources: f.boolean({
+              description:
+                'It shares its CPUs, memory and disk (from its metadata) among the requests it runs, concurrency capping their number (default false; a pool worker takes its pool’s setting)',
+            }),
             pool: f.string({ description: 'The pool it belongs to; omitted for a static worker' }),
             staticMetadata: f.field({
               type: WorkerMetadataInput,
@@ -414,6 +418,9 @@ builder.mutationFields((t) => ({
               description: 'The static metadata; it replaces the previous one',
             }),
             concurrency: f.int({ description: 'A new concurrency, 1 to 1024; omitted: unchanged' }),
+            offersResources: f.boolean({
+              description: 'Whether it shares its CPUs, memory and disk (a static worker); omitted: unchanged',
+            }),
           }),
         }),
         required: true,

@@ -39,6 +39,8 @@ export interface PoolSpecifications {
   memoryGib?: number;
   diskGib?: number;
   concurrency?: number;
+  /** Its workers share their resources instead of fixed slots (scheduler/rules/resources.ts); false when unset. */
+  offersResources?: boolean;
   architectures?: string[];
   enableBackends?: string[];
   enableTasks?: string[];

@@ -12,6 +12,7 @@ import { PROVENANCES, REFUSAL_CODES } from '../tags/types.js';
 import type { Provenance, TagEntry, TagRefusal } from '../tags/types.js';
 import { learnedRequiredTags, type LearnedHistory } from './learned-requirements.js';
 import { TASKS, findTask } from './registry.js';
+import { resolveResourceRequest, resourceInputProblems, type PartialResources, type ResourceRequest } from './resource-request.js';
 import { statisticsKeyOf } from './statistics-key.js';
 import { describeTaskDataIssues } from './task-data-issues.js';
 import { TASK_TYPES, UNASSIGNABLE_TASK_TYPES } from './types.js';
@@ -26,6 +27,8 @@ export interface TaskRule {
   expression: string | null;
   providedTags: string[];
   requiredTags: string[];
+  /** What a matching request reserves of a worker that shares its resources (core/tasks/resource-request.ts); null or absent for nothing. */
+  resources?: PartialResources | null;
 }
 
 /** Stable codes of the errors that stop an analysis. */
@@ -75,6 +78,8 @@ export interface WorkRequestAnalysisInput {
    * task, source package and architecture, read beforehand. A history of another key adds nothing.
    */
   learned?: LearnedHistory | null;
+  /** The resources the user asked for (createWorkRequest's `resources`), checked at input; null for none. */
+  userResources?: PartialResources | null;
 }
 
 /** The two tag sets of a work request, or every error that prevented computing them. */
@@ -86,6 +91,8 @@ export type WorkRequestAnalysis =
       providedTags: string[];
       requiredTags: string[];
       dropped: TagRefusal[];
+      /** What it reserves of a worker that shares its resources, with each figure's source (core/tasks/resource-request.ts). */
+      resources: ResourceRequest;
     }
   | { ok: false; errors: AnalysisError[] };
 
@@ -134,8 +141,10 @@ export function analyzeWorkRequest(input: WorkRequestAnalysisInput): WorkRequest
 
   // Every rule sees the same pre-rule set, so the result does not depend on the order of the rules.
   const preRule = new Set([...provided.tags(), ...required.tags()]);
+  const applied: CompiledRule[] = [];
   for (const rule of rules) {
     if (rule.expression !== null && !evaluateExpression(rule.expression, preRule)) continue;
+    applied.push(rule);
     provided.addAll(rule.providedTags, rule.provenance, rule.source);
     required.addAll(rule.requiredTags, rule.provenance, rule.source);
   }
@@ -150,6 +159,15 @@ export function analyzeWorkRequest(input: WorkRequestAnalysisInput): WorkRequest
 
   const providedEntries = sortEntries(provided.entries());
   const requiredEntries = sortEntries(required.entries());
+  const figures = (kind: CompiledRule['kind']) =>
+    applied.filter((r) => r.kind === kind && r.resources).map((r) => ({ source: r.source, resources: r.resources! }));
+  const resources = resolveResourceRequest({
+    user: input.userResources,
+    workspaceRules: figures('workspace'),
+    siteRules: figures('site'),
+    key,
+    learned: input.learned,
+  });
   return {
     ok: true,
     provided: providedEntries,
@@ -157,6 +175,7 @@ export function analyzeWorkRequest(input: WorkRequestAnalysisInput): WorkRequest
     providedTags: uniqueTags(providedEntries),
     requiredTags: uniqueTags(requiredEntries),
     dropped: sortEntries(dropped),
+    resources,
   };
 }
 
@@ -205,11 +224,13 @@ function analyzeTask(
 const FROM_DATA = /^(task-data:|environment:)/;
 
 interface CompiledRule {
+  kind: 'workspace' | 'site';
   provenance: Provenance;
   source: string;
   expression: TagExpression | null;
   providedTags: readonly string[];
   requiredTags: readonly string[];
+  resources: PartialResources | null;
 }
 
 /**
@@ -250,8 +271,14 @@ function compileRules(
         errors.push({ code: 'INVALID_RULE', message: `${label}: ${parsed.error.message}`, tag });
       }
     }
+    for (const problem of resourceInputProblems(rule.resources, 'resources')) {
+      ok = false;
+      errors.push({ code: 'INVALID_RULE', message: `${label}: ${problem.path} ${problem.message}` });
+    }
     if (ok) {
       compiled.push({
+        kind,
+        resources: rule.resources ?? null,
         provenance: kind === 'workspace' ? 'workspace' : 'system',
         source: `${kind}-rule:${rule.name}`,
         expression,

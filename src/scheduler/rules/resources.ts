@@ -15,21 +15,49 @@
  * test makes them in common table expressions). A request that reserves nothing (NO_RESOURCES) fits any
  * worker, and a worker that offers nothing takes only such requests.
  */
+import { RESOURCE_FIGURES, type ResourceFigure, type Resources } from '../../core/tasks/resource-request.js';
 import { isActiveSql } from './active-work.js';
 
-/** What a worker offers, or a request reserves: whole CPUs, memory and disk in MiB (integers, never negative). */
-export interface Resources {
-  readonly cpus: number;
-  readonly memoryMib: number;
-  readonly diskMib: number;
+export type { Resources } from '../../core/tasks/resource-request.js';
+export { NO_RESOURCES } from '../../core/tasks/resource-request.js';
+
+const FIGURES = RESOURCE_FIGURES;
+type Figure = ResourceFigure;
+
+/** The largest figure a column holds (int4). */
+const MAX_FIGURE = 2 ** 31 - 1;
+
+/** A figure of untrusted metadata, when it is one: a finite number from 0, floored, at most MAX_FIGURE. */
+const figureOf = (value: unknown, scale: number): number | null =>
+  typeof value === 'number' && Number.isFinite(value) && value >= 0
+    ? Math.min(MAX_FIGURE, Math.floor(value / scale))
+    : null;
+
+const BYTES_PER_MIB = 1024 * 1024;
+
+/**
+ * What a worker that shares its resources offers, figure by figure from the first that gives it: its
+ * static (admin) metadata, its agent's report, its pool's instance size (`cpuCount`, `memoryGib`,
+ * `diskGib`); 0 when none does. CPUs from `system:cpu_count`, memory from `system:total_physical_memory`,
+ * disk from `system:disk_free` (bytes, in whole MiB). The disk figure is the free disk its agent last
+ * reported, so it is best reported when the worker is idle (the agent reports at its start).
+ */
+export function offeredResources(
+  staticMetadata: Readonly<Record<string, unknown>>,
+  dynamicMetadata: Readonly<Record<string, unknown>>,
+  pool: { readonly cpuCount?: unknown; readonly memoryGib?: unknown; readonly diskGib?: unknown } | null,
+): Resources {
+  const first = (key: string, scale: number, poolValue: unknown, poolScale: number) =>
+    figureOf(staticMetadata[key], scale) ??
+    figureOf(dynamicMetadata[key], scale) ??
+    figureOf(typeof poolValue === 'number' ? poolValue * poolScale : null, 1) ??
+    0;
+  return {
+    cpus: first('system:cpu_count', 1, pool?.cpuCount, 1),
+    memoryMib: first('system:total_physical_memory', BYTES_PER_MIB, pool?.memoryGib, 1024),
+    diskMib: first('system:disk_free', BYTES_PER_MIB, pool?.diskGib, 1024),
+  };
 }
-
-/** Nothing: what a request that asks for no resources reserves. */
-export const NO_RESOURCES: Resources = Object.freeze({ cpus: 0, memoryMib: 0, diskMib: 0 });
-
-/** The figures of {@link Resources}, in the order every list of them (shortfalls, sorts) follows. */
-const FIGURES = ['cpus', 'memoryMib', 'diskMib'] as const;
-type Figure = (typeof FIGURES)[number];
 
 /**
  * The columns the SQL form reads and the ones it gives, per figure: on the worker table what it offers,

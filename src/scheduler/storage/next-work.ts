@@ -9,6 +9,8 @@ import type { WorkerTags } from '../rules/fit.js';
 import type { Assignment } from './assign.js';
 import { ASSIGN_FIRST_SQL, assignFirstSql } from './queue-heads.js';
 import { notBackedOffParams } from '../rules/release-backoff.js';
+import { assignOnHost } from './host-pull.js';
+import type { DurationHistory } from './task-history.js';
 
 const HEADS_PER_CLASS = 4; // candidates per class; more only if others keep taking them first
 const ATTEMPTS = 4;
@@ -94,7 +96,7 @@ export async function assignNextWorkInOneTrip(
   const eligible = cache.eligibleFor(shape);
   const guard = {
     cte: `select current_setting('${LOCKED_SETTING}', true) is not distinct from ? as locked_,
-                 w.shape_version = ?::bigint and (select coalesce(max(id), 0) from task_class) <= ? as fit_,
+                 w.shape_version = ?::bigint and (select coalesce(max(id), 0) from task_class) <= ? and not w.offers_resources as fit_,
                  ${availableSql('w')} and ${hasFreeSlotSql('w')} as free_
             from worker w where w.id = ?`,
     holds: 'locked_ and fit_ and free_',
@@ -174,7 +176,7 @@ export async function assignNextWork(
   config: WorkersConfig,
   workerId: number,
   now: Date,
-  options: { skipLocked?: boolean; seen?: CallSeen; shapes?: PullShapes } = {},
+  options: { skipLocked?: boolean; seen?: CallSeen; shapes?: PullShapes; durations?: DurationHistory } = {},
 ): Promise<NextAssignment | null> {
   if (options.seen && options.skipLocked)
     throw new Error('assignNextWork: a recorded call (seen) waits for the worker; it cannot skip it');
@@ -192,6 +194,10 @@ export async function assignNextWork(
     provided_tags: string[];
     required_tags: string[];
     latest_class: number;
+    offers_resources: boolean;
+    offered_cpus: number;
+    offered_memory_mib: number;
+    offered_disk_mib: number;
   };
   const before: TripStatement[] = [
     ...(options.skipLocked ? [] : lockTimeoutStatements(config.pullLockTimeoutMs)),
@@ -203,6 +209,7 @@ export async function assignNextWork(
     ...before,
     {
       sql: `select w.id, w.type, w.shape_version::text as version, ${availableSql('w')} as available, w.concurrency, w.provided_tags, w.required_tags,
+            w.offers_resources, w.offered_cpus, w.offered_memory_mib, w.offered_disk_mib,
             (select coalesce(max(id), 0) from task_class) as latest_class
        from worker w where w.id = ? for update of w${options.skipLocked ? ' skip locked' : ''}`,
       params: [...availableParams(now, config.metadataFreshMs), workerId],
@@ -223,6 +230,10 @@ export async function assignNextWork(
   await cache.refreshIfBehind(em, w.latest_class);
   const eligible = cache.eligibleFor({ type: w.type, providedTags: w.provided_tags, requiredTags: w.required_tags });
   if (!eligible.length) return null;
+  if (w.offers_resources) {
+    const offered = { cpus: w.offered_cpus, memoryMib: w.offered_memory_mib, diskMib: w.offered_disk_mib };
+    return assignOnHost(em, { id: workerId, offered }, eligible, now, options.durations);
+  }
   let perClass = HEADS_PER_CLASS;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const [{ heads_: heads, ...row }] = await em.execute<({ heads_: number } & Record<string, unknown>)[]>(

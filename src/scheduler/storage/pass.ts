@@ -9,6 +9,7 @@ import { availableParams, availableSql } from '../rules/availability.js';
 import { anyHeavyByHistory, heaviness, type TaskHistory } from '../rules/heavy-work.js';
 import { workerSize } from '../rules/placement-preference.js';
 import { assignRequests, type Assignment } from './assign.js';
+import { assignOnHost } from './host-pull.js';
 import { classHeadsSql, LOCK_ALL_SQL } from './queue-heads.js';
 import { backoffsOf } from './release-backoffs.js';
 import type { TaskHistoryCache } from './task-history.js';
@@ -52,14 +53,86 @@ export async function runPass(
   // compilation for a statement of a few hundred) and sort on disk (work_mem 4 MB).
   await em.execute(`select set_config('jit', 'off', true), set_config('work_mem', '${PASS_WORK_MEM}', true)`);
   const workers = await readFreeWorkers(em, cache, config, now);
-  if (!workers.length) return [];
-  const matching = new PassMatching(workers, now, maxAssignments, options);
   const averages = await history.get(em, now);
+  const slotted = workers.length ? await passSlots(em, cache, averages, workers, now, maxAssignments, options) : [];
+  const hosts = await passHosts(em, cache, averages, config, now, maxAssignments - slotted.length);
+  return [...slotted, ...hosts];
+}
+
+/** The pass over the workers with slots: their heads matched in memory, the chosen requests locked and assigned in one statement. */
+async function passSlots(
+  em: EntityManager,
+  cache: ClassCache,
+  averages: TaskHistory,
+  workers: FreeWorker[],
+  now: Date,
+  maxAssignments: number,
+  options: PassOptions,
+): Promise<Assignment[]> {
+  const matching = new PassMatching(workers, now, maxAssignments, options);
   const read = headsReader(em, cache, averages, matching, now);
   await read(matching.classIds);
   if (matching.empty) return [];
   const chosen = await lockChosen(em, matching, read);
   return assignRequests(em, chosen, now);
+}
+
+/**
+ * The pass over the workers that share their resources: each available one under its concurrency, its
+ * row locked (SKIP LOCKED: one busy in a pull is being served), pulls as its own pull would
+ * (host-pull.ts: assignOnHost) until it takes nothing more, at most `maxAssignments` in all.
+ */
+async function passHosts(
+  em: EntityManager,
+  cache: ClassCache,
+  averages: TaskHistory,
+  config: WorkersConfig,
+  now: Date,
+  maxAssignments: number,
+): Promise<Assignment[]> {
+  if (maxAssignments <= 0) return [];
+  const rows = await em.execute<
+    {
+      id: number;
+      type: string;
+      concurrency: number;
+      provided_tags: string[];
+      required_tags: string[];
+      offered_cpus: number;
+      offered_memory_mib: number;
+      offered_disk_mib: number;
+    }[]
+  >(
+    `select id, type, concurrency, to_json(provided_tags) as provided_tags, to_json(required_tags) as required_tags,
+            offered_cpus, offered_memory_mib, offered_disk_mib
+       from worker w
+      where w.offers_resources and ${availableSql('w')} and ${hasFreeSlotSql('w')}
+      order by w.id
+      for update skip locked`,
+    availableParams(now, config.metadataFreshMs),
+  );
+  if (!rows.length) return [];
+  await cache.refresh(em);
+  const loads = new Map(
+    (
+      await em.execute<{ worker_id: number; n: number }[]>(
+        `select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`,
+        [intArray(rows.map((r) => r.id))],
+      )
+    ).map((r) => [r.worker_id, r.n]),
+  );
+  const made: Assignment[] = [];
+  for (const r of rows) {
+    const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
+    if (!eligible.length) continue;
+    const offered = { cpus: r.offered_cpus, memoryMib: r.offered_memory_mib, diskMib: r.offered_disk_mib };
+    for (let free = freeSlots(r.concurrency, loads.get(r.id) ?? 0); free > 0 && made.length < maxAssignments; free--) {
+      const a = await assignOnHost(em, { id: r.id, offered }, eligible, now, averages);
+      if (!a) break;
+      made.push({ workRequestId: a.workRequestId, workerId: a.workerId, workspaceId: a.workspaceId, pendingAt: a.pendingAt });
+    }
+  }
+  return made;
 }
 
 /**
@@ -89,6 +162,7 @@ async function readFreeWorkers(
        from worker w
       where ${availableSql('w')}
         and ${hasFreeSlotSql('w')}
+        and not w.offers_resources
       for update skip locked`,
     availableParams(now, config.metadataFreshMs),
   );

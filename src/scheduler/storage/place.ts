@@ -123,14 +123,15 @@ export async function placeRequest(
   );
 
   const assignments: NextAssignment[] = [];
+  const durations = await history.get(em, now);
   for (const c of candidates.slice(0, ATTEMPTS)) {
     // Outside a transaction, one trip with the shape the walk read; in one, or when that trip cannot
     // decide (the worker changed since the walk, every head taken), the pull's transaction.
     let assignment = await assignNextWorkInOneTrip(em, cache, config, c.id, c.shape, now, { skipLocked: true });
     if (assignment === undefined) {
       assignment = em.isInTransaction()
-        ? await assignNextWork(em, cache, config, c.id, now, { skipLocked: true })
-        : await em.transactional((tx) => assignNextWork(tx, cache, config, c.id, now, { skipLocked: true }));
+        ? await assignNextWork(em, cache, config, c.id, now, { skipLocked: true, durations })
+        : await em.transactional((tx) => assignNextWork(tx, cache, config, c.id, now, { skipLocked: true, durations }));
     }
     if (!assignment) continue; // busy elsewhere, or full by now
     assignments.push(assignment);

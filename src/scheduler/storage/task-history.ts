@@ -65,6 +65,12 @@ export function expectedDurationSeconds(history: DurationHistory, taskType: stri
   return history.medianSeconds?.get(key) ?? history.averageSeconds.get(key) ?? DEFAULT_EXPECTED_SECONDS;
 }
 
+/** {@link expectedDurationSeconds} when the task has a history; null when it has none (a backfill then does not count on it ending). */
+export function knownDurationSeconds(history: DurationHistory, taskType: string, taskName: string): number | null {
+  const key = taskKey(taskType, taskName);
+  return history.medianSeconds?.get(key) ?? history.averageSeconds.get(key) ?? null;
+}
+
 /** Reads a {@link DurationHistory} and the tasks it knows: two statements over the daily rows, a few per task whatever the history. */
 export async function readDurationHistory(
   em: EntityManager,

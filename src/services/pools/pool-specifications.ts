@@ -63,6 +63,7 @@ const specificationsSchema = z
     memoryGib: z.number().positive().max(1_000_000).nullish(),
     diskGib: z.number().positive().max(1_000_000).nullish(),
     concurrency: z.number().int().min(1).max(1024).nullish(),
+    offersResources: z.boolean().nullish(),
     architectures: z
       .array(debianArchitecture.max(50))
       .max(20)

@@ -14,6 +14,7 @@ import {
   type WorkRequestAnalysis,
 } from '../../core/tasks/analyze.js';
 import { isOrchestrated } from '../../core/tasks/types.js';
+import { RESOURCE_FIGURES, resourceInputProblems, type PartialResources } from '../../core/tasks/resource-request.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { runOrchestrated, freezeAnalysis } from '../workflows/queue-request.js';
@@ -38,6 +39,8 @@ export interface CreateWorkRequestInput {
   priorityBase?: number | null;
   priorityAdjustment?: number | null;
   dependsOn?: (string | number)[] | null;
+  /** What it reserves of a worker that shares its resources, figure by figure (core/tasks/resource-request.ts). */
+  resources?: PartialResources | null;
 }
 
 /** Records what a create made inside its transaction (an idempotency key: services/work/idempotency.ts). */
@@ -56,6 +59,7 @@ interface PreparedCreate {
   readonly requiredTags: string[];
   readonly dependencyIds: number[];
   readonly analysis: WorkRequestAnalysis;
+  readonly userResources: PartialResources | null;
 }
 
 /** What the creates of one operation look up once: workspaces and the viewer's right to submit there, task data checks, analyses. */
@@ -83,6 +87,11 @@ function analysisErrorToInput(base: string, errors: AnalysisError[]): InputError
       tag: e.tag ?? null,
     })),
   );
+}
+
+/** The figures a user gave, and nothing else of the input object (GraphQL hands over its keys as given). */
+function pickResources(given: PartialResources): PartialResources {
+  return Object.fromEntries(RESOURCE_FIGURES.flatMap((f) => (given[f] == null ? [] : [[f, given[f]]])));
 }
 
 function parseId(raw: string | number, path: string): number {
@@ -127,6 +136,17 @@ async function prepareCreate(
       `${path}.priorityAdjustment: only admins may raise a priority (positive priorityAdjustment)`,
     );
   const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `${path}.dependsOn[${i}]`)))];
+  const resourceProblems = resourceInputProblems(input.resources, `${path}.resources`);
+  if (resourceProblems.length)
+    throw InputError.of(
+      resourceProblems.map((p) => ({
+        code: ERROR_CODES.INVALID_INPUT,
+        message: `${p.path}: ${p.message}`,
+        path: p.path,
+        tag: null,
+      })),
+    );
+  const userResources = input.resources ? pickResources(input.resources) : null;
 
   let workspace = lookups.workspaces.get(input.workspace);
   if (!workspace) {
@@ -166,6 +186,7 @@ async function prepareCreate(
       environmentId: validation.environmentId,
       userProvidedTags: providedTags,
       userRequiredTags: requiredTags,
+      userResources,
     },
     lookups.analysis,
   );
@@ -194,6 +215,7 @@ async function prepareCreate(
     requiredTags,
     dependencyIds,
     analysis,
+    userResources,
   };
 }
 
@@ -220,6 +242,11 @@ type NewRow = Pick<
   | 'classId'
   | 'expectedClassId'
   | 'fairKey'
+  | 'userResources'
+  | 'reservedCpus'
+  | 'reservedMemoryMib'
+  | 'reservedDiskMib'
+  | 'resourceSources'
 > & { workspace: number; createdBy: number };
 
 /** Distinct JSON texts, numbered from 1 in the order first seen (as `with ordinality` numbers a JSON array's elements). */
@@ -259,6 +286,11 @@ const OWN_COLUMNS: readonly Column[] = [
   ['class_id', 'int', (r) => r.classId],
   ['expected_class_id', 'int', (r) => r.expectedClassId],
   ['fair_key', 'bigint', (r) => r.fairKey],
+  ['user_resources', 'jsonb', (r) => r.userResources],
+  ['reserved_cpus', 'int', (r) => r.reservedCpus],
+  ['reserved_memory_mib', 'int', (r) => r.reservedMemoryMib],
+  ['reserved_disk_mib', 'int', (r) => r.reservedDiskMib],
+  ['resource_sources', 'jsonb', (r) => r.resourceSources],
 ];
 
 /** The columns of a row's tag sets (the user's and the frozen ones), which the rows of one analysis share. */
@@ -274,7 +306,7 @@ const TAG_SET_COLUMNS: readonly Column[] = [
 
 /** Element `i` of the JSON array `json` as a value of the column's type. */
 function element(json: string, i: number, type: Column[1]): string {
-  if (type === 'jsonb') return `${json}->${i}`;
+  if (type === 'jsonb') return `nullif(${json}->${i}, 'null'::jsonb)`; // a JSON null is SQL's
   if (type === 'text[]') return `array(select jsonb_array_elements_text(${json}->${i}))`;
   return `(${json}->>${i})::${type}`;
 }
@@ -372,6 +404,11 @@ function writtenRecord(
     droppedTags: r.droppedTags.slice(),
     classId: r.classId,
     expectedClassId: r.expectedClassId,
+    userResources: r.userResources,
+    reservedCpus: r.reservedCpus,
+    reservedMemoryMib: r.reservedMemoryMib,
+    reservedDiskMib: r.reservedDiskMib,
+    resourceSources: r.resourceSources,
     retryCount: 0,
     quarantineProbe: false,
     createdAt: r.createdAt,
@@ -487,6 +524,11 @@ async function writeCreates<T>(
         classId: null,
         expectedClassId: null,
         fairKey: 0, // set below
+        userResources: p.userResources,
+        reservedCpus: 0,
+        reservedMemoryMib: 0,
+        reservedDiskMib: 0,
+        resourceSources: null,
       };
       const waits = p.dependencyIds.some((id) => visible.get(id)!.status !== 'COMPLETED');
       if (!waits) freezeAnalysis(row, p.analysis, now);

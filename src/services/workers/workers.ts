@@ -103,6 +103,8 @@ export interface RegisterWorkerInput {
   name: string;
   type?: WorkerType | null;
   concurrency?: number | null;
+  /** It shares its CPUs, memory and disk among its requests (a static worker; a pool worker takes its pool's setting). */
+  offersResources?: boolean | null;
   pool?: string | null;
   staticMetadata?: WorkerMetadataInput | null;
 }
@@ -136,6 +138,7 @@ export async function registerWorker(
     name,
     type,
     concurrency,
+    offersResources: input.offersResources === true,
     pool,
     staticMetadata,
     instanceCreatedAt: pool ? new Date() : null,
@@ -236,7 +239,7 @@ export async function setWorkerStaticMetadata(
   viewer: Viewer,
   config: Pick<Config, 'input' | 'tags'>,
   events: Events,
-  input: { name: string; metadata: WorkerMetadataInput; concurrency?: number | null },
+  input: { name: string; metadata: WorkerMetadataInput; concurrency?: number | null; offersResources?: boolean | null },
 ): Promise<Worker> {
   requireAdmin(viewer);
   const worker = await findWorker(em, input.name, 'input.name');
@@ -248,6 +251,7 @@ export async function setWorkerStaticMetadata(
   const metadata = judgeStaticMetadata(input.metadata, 'input.metadata', config, concurrency?.problems ?? []);
   worker.staticMetadata = metadata;
   if (concurrency?.data != null) worker.concurrency = concurrency.data;
+  if (input.offersResources != null) worker.offersResources = input.offersResources;
   refreshWorkerTags(worker, await loadPool(em, worker), config.tags);
   await em.flush();
   await noteRequiredTags(em, worker.requiredTags);

@@ -13,7 +13,7 @@ import { analyzeRequest, type AnalysisConfig } from './task-analysis.js';
 import { expandWorkflow } from './workflow-expansion.js';
 
 /**
- * BLOCKED → PENDING: computes the two task tag sets once and freezes them. If they cannot be
+ * BLOCKED → PENDING: computes the two task tag sets and the resources it reserves once and freezes them. If they cannot be
  * computed (a rule or environment changed since submission) the request is ABORTED with the reason
  * and both sets stay empty: never half-tagged, never schedulable. `analysis` is one computed by the
  * caller a moment ago (a request created with nothing to wait for); otherwise it is computed here.
@@ -49,6 +49,10 @@ export function freezeAnalysis(
     | 'providedEntries'
     | 'requiredEntries'
     | 'droppedTags'
+    | 'reservedCpus'
+    | 'reservedMemoryMib'
+    | 'reservedDiskMib'
+    | 'resourceSources'
   >,
   analysis: WorkRequestAnalysis,
   now: Date,
@@ -66,6 +70,10 @@ export function freezeAnalysis(
   wr.providedEntries = analysis.provided;
   wr.requiredEntries = analysis.required;
   wr.droppedTags = analysis.dropped;
+  wr.reservedCpus = analysis.resources.resources.cpus;
+  wr.reservedMemoryMib = analysis.resources.resources.memoryMib;
+  wr.reservedDiskMib = analysis.resources.resources.diskMib;
+  wr.resourceSources = analysis.resources.sources;
   return true;
 }
 
@@ -85,6 +93,7 @@ async function analyzeQueued(em: EntityManager, config: AnalysisConfig, wr: Work
     userProvidedTags: wr.userProvidedTags,
     userRequiredTags: wr.userRequiredTags,
     dataSource: wr.parent ? `workflow:${wr.parent.id}` : null,
+    userResources: wr.userResources ?? null,
   });
 }
 

@@ -11,6 +11,7 @@ import {
   type WorkRequestAnalysis,
   type WorkRequestAnalysisInput,
 } from '../../core/tasks/analyze.js';
+import type { PartialResources } from '../../core/tasks/resource-request.js';
 import { learnedHistoryOf, type LearnedHistory } from '../../core/tasks/learned-requirements.js';
 import { statisticsKeyOf, type StatisticsKey } from '../../core/tasks/statistics-key.js';
 import type { EnvironmentFacts } from '../../core/tasks/types.js';
@@ -32,6 +33,8 @@ export interface AnalysisRequest {
   userRequiredTags: readonly string[];
   /** `workflow:ID` for a workflow's child (see WorkRequestAnalysisInput.dataSource). */
   dataSource?: string | null;
+  /** The resources the user asked for (see WorkRequestAnalysisInput.userResources). */
+  userResources?: PartialResources | null;
 }
 
 const toRule = (r: RuleRow): TaskRule => ({
@@ -40,6 +43,7 @@ const toRule = (r: RuleRow): TaskRule => ({
   expression: r.expression ?? null,
   providedTags: r.providedTags,
   requiredTags: r.requiredTags,
+  resources: r.resources ?? null,
 });
 
 type GroupRow = { name: string; workspace: string | null };
@@ -49,6 +53,7 @@ type RuleRow = {
   expression?: string | null;
   providedTags: string[];
   requiredTags: string[];
+  resources?: PartialResources | null;
   workspace?: unknown;
 };
 
@@ -188,6 +193,7 @@ export function analyzeRequest(
           req.userProvidedTags,
           req.userRequiredTags,
           req.dataSource ?? null,
+          req.userResources ?? null,
           config.tags.defaultArchitecture,
           config.statistics.learnedRequirements,
           config.statistics.sharedHistory,
@@ -221,6 +227,7 @@ async function runAnalysis(
     workspaceRules: rules.filter((r) => r.workspace).map(toRule),
     siteRules: rules.filter((r) => !r.workspace).map(toRule),
     dataSource: req.dataSource ?? null,
+    userResources: req.userResources ?? null,
   };
   const analysis = analyzeWorkRequest(input);
   if (!config.statistics.learnedRequirements || !analysis.ok) return analysis;

@@ -21,6 +21,7 @@ import { WorkRequestSchema } from './work-request.js';
 import { WorkerImagePublicationSchema } from './worker-image-publication.js';
 import { WorkerImageSchema } from './worker-image.js';
 import { WorkerPoolSchema } from './worker-pool.js';
+import { WorkerReservationSchema } from './worker-reservation.js';
 import { WorkerStateSchema } from './worker-state.js';
 import { WorkerSchema } from './worker.js';
 import { WorkspaceMemberSchema } from './workspace-member.js';
@@ -55,4 +56,5 @@ export const entities = [
   WorkerStateSchema,
   ClassPendingCountSchema,
   ServerProcessSchema,
+  WorkerReservationSchema,
 ];

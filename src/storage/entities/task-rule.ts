@@ -1,4 +1,5 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import type { PartialResources } from '../../core/tasks/resource-request.js';
 import { WorkspaceSchema } from './workspace.js';
 
 /** A task configuration rule: for matching work requests, add tags; without a workspace it is a site rule. */
@@ -13,6 +14,8 @@ export const TaskRuleSchema = defineEntity({
     expression: p.text().nullable(),
     providedTags: p.array().columnType('text[]').default([]),
     requiredTags: p.array().columnType('text[]').default([]),
+    /** What a matching request reserves (core/tasks/resource-request.ts), figure by figure; null for nothing. */
+    resources: p.json<PartialResources>().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
   },
   uniques: [{ properties: ['workspace', 'name'] }],

@@ -1,5 +1,6 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
 import type { TagEntry, TagRefusal } from '../../core/tags/types.js';
+import type { PartialResources, ResourceSources } from '../../core/tasks/resource-request.js';
 import { ACTIVE_SQL, UNFINISHED_SQL, WORK_REQUEST_STATUSES } from '../../core/work-request-status.js';
 import { UserSchema } from './user.js';
 import { WorkerSchema } from './worker.js';
@@ -67,6 +68,16 @@ export const WorkRequestSchema = defineEntity({
      * (src/scheduler/rules/look-ahead.ts); its tags are computed again when it is queued.
      */
     expectedClassId: p.integer().nullable(),
+    /** The resources the user asked for at submission (core/tasks/resource-request.ts), as given; null for none. */
+    userResources: p.json<PartialResources>().nullable(),
+    /**
+     * What it reserves of a worker that shares its resources (scheduler/rules/resources.ts), frozen with its
+     * tags; 0 before. Where each figure came from is in `resourceSources`.
+     */
+    reservedCpus: p.integer().default(0),
+    reservedMemoryMib: p.integer().default(0),
+    reservedDiskMib: p.integer().default(0),
+    resourceSources: p.json<ResourceSources>().nullable(),
     retryCount: p.integer().default(0),
     /** A noop the server gave a quarantined worker to see whether it runs work again (services/work/quarantine-probes.ts); never queued, never re-queued. */
     quarantineProbe: p.boolean().default(false),

@@ -22,6 +22,15 @@ export const WorkerSchema = defineEntity({
     staticMetadata: p.json<WorkerMetadata>().default('{}'),
     dynamicMetadata: p.json<WorkerMetadata>().default('{}'),
     concurrency: p.integer().default(1),
+    /**
+     * Whether it shares its resources (docs/reference/resources.md): each request reserves CPUs, memory and
+     * disk of what it offers (scheduler/rules/resources.ts), and concurrency caps only their number.
+     */
+    offersResources: p.boolean().default(false),
+    /** What it offers while it shares its resources: from its metadata (services/workers/worker-tags.ts); 0 while it does not. */
+    offeredCpus: p.integer().default(0),
+    offeredMemoryMib: p.integer().default(0),
+    offeredDiskMib: p.integer().default(0),
     enabled: p.boolean().default(true),
     draining: p.boolean().default(false),
     /** Set by the worker's own agent when it is shutting down (SIGTERM): it finishes its work and takes nothing new. */

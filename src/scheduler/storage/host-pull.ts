@@ -1,0 +1,223 @@
+/**
+ * The pull of a worker that shares its resources (docs/reference/resources.md): what it holds, its
+ * reservation and the heads of the classes it may run, read under its row lock; the choice made in
+ * memory (matching/host-choice.ts, on the rules of rules/resources.ts); the reservation written and the
+ * first chosen request not locked elsewhere assigned, under the SQL form of the fit (fitsResourcesSql),
+ * so that no statement can over-commit the worker. Every path that assigns work to such a worker comes
+ * here: its own pull and a placement (next-work.ts: assignNextWork) and the pass (pass.ts), each holding
+ * the worker's row lock, so one worker's assignments are made one after another.
+ */
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { intArray, toDate } from '../../storage/db/arrays.js';
+import { chooseOnHost, type HostCandidate, type HostChoice, type StoredReservation } from '../matching/host-choice.js';
+import { isActiveSql } from '../rules/active-work.js';
+import { headsOrderSql, queueOrderSql, effectivePrioritySql } from '../rules/queue-order.js';
+import { notBackedOffParams, notBackedOffSql } from '../rules/release-backoff.js';
+import { fitsResourcesSql, RESERVATION_DEFAULTS, type Resources, type RunningWork } from '../rules/resources.js';
+import { assignSql } from './assign.js';
+import type { NextAssignment } from './next-work.js';
+import {
+  DEFAULT_EXPECTED_SECONDS,
+  expectedDurationSeconds,
+  knownDurationSeconds,
+  type DurationHistory,
+} from './task-history.js';
+
+/** Heads read per eligible class: a host takes one request a pull, but may pass over several that do not fit. */
+const HOST_HEADS_PER_CLASS = 8;
+/** Heads read in all, over every class. */
+const HOST_HEADS = 64;
+
+/** A worker that shares its resources, as its pull needs it (read under its lock by the caller). */
+export interface HostWorker {
+  readonly id: number;
+  readonly offered: Resources;
+}
+
+/** The settings of the reservations (RESERVATION_DEFAULTS unless a test or the configuration says otherwise). */
+export interface ReservationSettings {
+  readonly safetyFactor: number;
+  readonly maxSeconds: number;
+}
+
+type Row = Record<string, unknown>;
+const resourcesOf = (r: Row): Resources => ({
+  cpus: Number(r.reserved_cpus),
+  memoryMib: Number(r.reserved_memory_mib),
+  diskMib: Number(r.reserved_disk_mib),
+});
+
+/** The heads of the classes, with what each reserves and whether it holds another worker; parameters: classes, per class, worker, now (backoff), worker, total. */
+const HOST_HEADS_SQL = `
+  select t.* from unnest(?::int[]) as c(id)
+   cross join lateral (
+     select w.id, ${effectivePrioritySql('w')} as prio, w.fair_key, w.created_at, w.reserved_cpus, w.reserved_memory_mib,
+            w.reserved_disk_mib, w.task_type, w.task_name
+       from work_request w
+      where w.status = 'PENDING' and w.class_id = c.id and ${notBackedOffSql('w')}
+      order by ${queueOrderSql('w')}
+      limit ?
+   ) t
+   order by ${headsOrderSql('t')}
+   limit ?`;
+
+/** Reads what the choice needs, the worker's row locked by the caller's transaction. */
+async function readHost(
+  em: EntityManager,
+  worker: HostWorker,
+  eligible: readonly number[],
+  now: Date,
+  durations: DurationHistory | undefined,
+): Promise<{
+  running: RunningWork[];
+  reservation: StoredReservation | null;
+  heldBy: number | null;
+  candidates: HostCandidate[];
+}> {
+  const held = await em.execute<Row[]>(
+    `select a.reserved_cpus, a.reserved_memory_mib, a.reserved_disk_mib, a.task_type, a.task_name,
+            coalesce(a.started_at, a.assigned_at) as since
+       from work_request a where a.worker_id = ? and ${isActiveSql('a')}`,
+    [worker.id],
+  );
+  const [stored] = await em.execute<Row[]>(
+    `select r.work_request_id, r.reserved_at, r.lapsed_at, q.status, q.reserved_cpus, q.reserved_memory_mib, q.reserved_disk_mib,
+            ${effectivePrioritySql('q')} as prio, q.fair_key, q.created_at, q.task_type, q.task_name
+       from worker_reservation r join work_request q on q.id = r.work_request_id
+      where r.worker_id = ?`,
+    [worker.id],
+  );
+  const heads = eligible.length
+    ? await em.execute<Row[]>(HOST_HEADS_SQL, [
+        intArray(eligible),
+        HOST_HEADS_PER_CLASS,
+        ...notBackedOffParams(worker.id, now),
+        HOST_HEADS,
+      ])
+    : [];
+  // A candidate's run counts only when its task has a history (a backfill then relies on it ending); the
+  // work already running is taken to end after its expected run, the default one without a history.
+  const expected = (r: Row) =>
+    durations ? knownDurationSeconds(durations, String(r.task_type), String(r.task_name)) : null;
+  const runFor = (r: Row) =>
+    durations ? expectedDurationSeconds(durations, String(r.task_type), String(r.task_name)) : DEFAULT_EXPECTED_SECONDS;
+  const running = held.map((r): RunningWork => {
+    const since = toDate(r.since as Date | string | null) ?? now;
+    return { reserved: resourcesOf(r), expectedEndAt: new Date(since.getTime() + runFor(r) * 1000) };
+  });
+  const pendingReserved = stored && stored.status === 'PENDING' && !stored.lapsed_at;
+  const reservation: StoredReservation | null = stored
+    ? {
+        workRequestId: Number(stored.work_request_id),
+        reservedAt: toDate(stored.reserved_at as Date | string)!,
+        lapsed: stored.lapsed_at !== null,
+        request: stored.status === 'PENDING' ? resourcesOf(stored) : null,
+      }
+    : null;
+  // The reserved request is a candidate in its place in the queue even when it is not among the heads read.
+  const rows = [...heads];
+  if (pendingReserved && !rows.some((r) => Number(r.id) === Number(stored.work_request_id)))
+    rows.push({ ...stored, id: stored.work_request_id });
+  const key = (r: Row) => [-Number(r.prio), BigInt(String(r.fair_key)), toDate(r.created_at as Date | string)!.getTime(), Number(r.id)] as const;
+  rows.sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+  });
+  const ids = rows.map((r) => Number(r.id));
+  const elsewhere = new Set(
+    ids.length
+      ? (
+          await em.execute<{ id: number }[]>(
+            `select work_request_id as id from worker_reservation
+              where work_request_id = any(?::int[]) and lapsed_at is null and worker_id <> ?`,
+            [intArray(ids), worker.id],
+          )
+        ).map((r) => Number(r.id))
+      : [],
+  );
+  const candidates = rows.map(
+    (r): HostCandidate => ({
+      id: Number(r.id),
+      reserved: resourcesOf(r),
+      expectedSeconds: expected(r),
+      reservedElsewhere: elsewhere.has(Number(r.id)),
+    }),
+  );
+  return { running, reservation, heldBy: reservation?.workRequestId ?? null, candidates };
+}
+
+/** Writes the choice's change to the worker's reservation. */
+async function writeReservation(em: EntityManager, workerId: number, choice: HostChoice, now: Date): Promise<void> {
+  const change = choice.reservation;
+  if (change.kind === 'clear') await em.execute(`delete from worker_reservation where worker_id = ?`, [workerId]);
+  else if (change.kind === 'lapse')
+    await em.execute(`update worker_reservation set lapsed_at = ? where worker_id = ? and lapsed_at is null`, [
+      now,
+      workerId,
+    ]);
+  else if (change.kind === 'keep' && change.startsAt)
+    await em.execute(`update worker_reservation set starts_at = ? where worker_id = ? and lapsed_at is null`, [
+      change.startsAt,
+      workerId,
+    ]);
+  else if (change.kind === 'reserve') {
+    await em.execute(`delete from worker_reservation where worker_id = ?`, [workerId]);
+    // Another worker's concurrent pull may have reserved the same request first: then this one holds nothing.
+    await em.execute(
+      `insert into worker_reservation (worker_id, work_request_id, reserved_at, starts_at) values (?, ?, ?, ?)
+       on conflict (work_request_id) where lapsed_at is null do nothing`,
+      [workerId, change.workRequestId, now, change.startsAt],
+    );
+  }
+}
+
+/**
+ * Assigns to the worker `worker` (its row locked by the caller's transaction, available, under its
+ * concurrency) the first request the choice takes that is not locked elsewhere and still fits, and
+ * writes its reservation. Returns the assignment, or null when it takes nothing now.
+ */
+export async function assignOnHost(
+  em: EntityManager,
+  worker: HostWorker,
+  eligible: readonly number[],
+  now: Date,
+  durations?: DurationHistory,
+  settings: ReservationSettings = RESERVATION_DEFAULTS,
+): Promise<NextAssignment | null> {
+  const read = await readHost(em, worker, eligible, now, durations);
+  const choice = chooseOnHost({
+    offered: worker.offered,
+    running: read.running,
+    reservation: read.reservation,
+    candidates: read.candidates,
+    now,
+    safetyFactor: settings.safetyFactor,
+    maxSeconds: settings.maxSeconds,
+  });
+  await writeReservation(em, worker.id, choice, now);
+  if (!choice.take.length) return null;
+  const [row] = await em.execute<Row[]>(
+    `with pick as (
+       select w.id from work_request w cross join worker wk
+        where wk.id = ? and w.id = any(?::int[]) and w.status = 'PENDING' and ${fitsResourcesSql('wk', 'w')}
+        order by array_position(?::int[], w.id)
+        limit 1
+        for update of w skip locked
+     ),
+     assigned as (${assignSql('(select pick.id, ?::int from pick)', 'w.*')})
+     select a.* from assigned a`,
+    [worker.id, intArray(choice.take), intArray(choice.take), now, worker.id],
+  );
+  if (!row) return null;
+  // The request it was held for starts here: the worker is held for nothing now.
+  if (Number(row.id) === read.heldBy)
+    await em.execute(`delete from worker_reservation where worker_id = ?`, [worker.id]);
+  return {
+    workRequestId: Number(row.id),
+    workerId: worker.id,
+    workspaceId: Number(row.workspace_id),
+    pendingAt: toDate(row.pending_at as Date | string | null),
+    row,
+  };
+}
