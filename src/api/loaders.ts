@@ -6,6 +6,7 @@ import DataLoader from 'dataloader';
 import type { Config } from '../core/config/config.js';
 import type { Instance } from '../storage/entities/instance.js';
 import { activeWorkCounts } from '../scheduler/storage/active-work.js';
+import { workerResourceStates, type WorkerResourceState } from '../scheduler/storage/worker-resources.js';
 import { instancePages } from '../services/pools/instance-reads.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
 import type { ClassCache } from '../scheduler/matching/class-cache.js';
@@ -42,6 +43,8 @@ export interface PlacementCaches {
 export interface Loaders {
   /** Number of ASSIGNED or RUNNING work requests per worker id. */
   readonly activeWorkCount: DataLoader<number, number>;
+  /** What each worker that shares its resources has free and whom it is held for, by worker id (null: it has slots). */
+  readonly workerResources: DataLoader<number, WorkerResourceState | null>;
   /** Every active worker with its load, read once per operation. */
   workerStates(): Promise<WorkerState[]>;
   /** The enabled pools with their template tags, read once per operation. */
@@ -214,6 +217,10 @@ export function createLoaders(
     activeWorkCount: new DataLoader(async (ids) => {
       const found = await activeWorkCounts(em, ids);
       return ids.map((id) => found.get(id) ?? 0);
+    }),
+    workerResources: new DataLoader(async (ids) => {
+      const found = await workerResourceStates(em, ids);
+      return ids.map((id) => found.get(id) ?? null);
     }),
   };
 }

@@ -220,15 +220,13 @@ export function createScheduler(deps: {
             })
           : undefined;
         if (assignment === undefined) {
-          assignment = await orm.em
-            .fork()
-            .transactional(async (tx) =>
-              assignNextWork(tx, classes, config.workers, workerId, now, {
-                seen: options.seen,
-                shapes: pullShapes,
-                durations: await history.get(tx, now),
-              }),
-            );
+          assignment = await orm.em.fork().transactional(async (tx) =>
+            assignNextWork(tx, classes, config.workers, workerId, now, {
+              seen: options.seen,
+              shapes: pullShapes,
+              durations: await history.get(tx, now),
+            }),
+          );
         }
       } catch (err) {
         if (!isLockTimeout(err)) throw err;

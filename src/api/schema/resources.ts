@@ -38,13 +38,20 @@ ResourceRequestRef.implement({
   description:
     'What a work request reserves of a worker that shares its resources (workers with fixed slots ignore it), frozen with its tags',
   fields: (t) => ({
-    cpus: t.int({ description: 'Whole CPUs; its run gets TAGSCHED_PARALLEL from it', resolve: (r) => r.resources.cpus }),
+    cpus: t.int({
+      description: 'Whole CPUs; its run gets TAGSCHED_PARALLEL from it',
+      resolve: (r) => r.resources.cpus,
+    }),
     memoryMib: t.int({
       description: 'Memory in MiB; its run is limited to it where the agent has cgroups',
       resolve: (r) => r.resources.memoryMib,
     }),
     diskMib: t.int({ description: 'Disk in MiB', resolve: (r) => r.resources.diskMib }),
-    sources: t.field({ type: ResourceSourcesRef, description: 'Where each figure came from', resolve: (r) => r.sources }),
+    sources: t.field({
+      type: ResourceSourcesRef,
+      description: 'Where each figure came from',
+      resolve: (r) => r.sources,
+    }),
   }),
 });
 

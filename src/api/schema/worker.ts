@@ -25,6 +25,8 @@ import { adminsOnly } from '../../services/work/idempotency.js';
 import { createOnce, IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
+import { ResourcesRef } from './resources.js';
+import type { HeldFor } from '../../scheduler/storage/worker-resources.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerPoolRef } from './worker-pool.js';
 import { factsOfWorker, workerStatus, type WorkerStatus } from '../../scheduler/rules/availability.js';
@@ -74,6 +76,19 @@ const DETAILS = 'Null for viewers who may not see worker details (anonymous call
 const details = <T>(ctx: Context, worker: Worker, value: T): T | null =>
   canSeeWorkerDetails(principalOf(ctx.viewer), worker) ? value : null;
 
+const WorkerReservationRef = builder.objectRef<HeldFor>('WorkerReservation').implement({
+  description:
+    'A worker that shares its resources held for a large pending request (docs/reference/resources.md): until it starts, the worker takes only work that leaves it room or ends before',
+  fields: (t) => ({
+    workRequestId: t.id({ description: 'The request it is held for', resolve: (h) => h.workRequestId }),
+    reservedAt: t.expose('reservedAt', { type: 'DateTime', description: 'Since when' }),
+    startsAt: t.expose('startsAt', {
+      type: 'DateTime',
+      description: 'When that request is expected to fit, from the expected runs of the work it holds',
+    }),
+  }),
+});
+
 /** A worker. */
 export const WorkerRef = builder.loadableObjectRef<Worker, number>('Worker', {
   load: async (ids, ctx) =>
@@ -108,6 +123,31 @@ WorkerRef.implement({
       resolve: (w, _args, ctx) => ctx.loaders.activeWorkCount.load(w.id),
     }),
     concurrency: t.exposeInt('concurrency', { description: 'How many work requests it runs at once, at most' }),
+    offersResources: t.exposeBoolean('offersResources', {
+      description:
+        'True when it shares its CPUs, memory and disk among the requests it runs (each reserves what it needs); false: fixed slots (concurrency)',
+    }),
+    offeredResources: t.field({
+      type: ResourcesRef,
+      nullable: true,
+      description:
+        'What it offers while it shares its resources (from its metadata or its pool); null with fixed slots',
+      resolve: (w) =>
+        w.offersResources ? { cpus: w.offeredCpus, memoryMib: w.offeredMemoryMib, diskMib: w.offeredDiskMib } : null,
+    }),
+    freeResources: t.field({
+      type: ResourcesRef,
+      nullable: true,
+      description: 'What it offers less what its assigned and running requests reserve; null with fixed slots',
+      resolve: async (w, _a, ctx) => (await ctx.loaders.workerResources.load(w.id))?.free ?? null,
+    }),
+    reservation: t.field({
+      type: WorkerReservationRef,
+      nullable: true,
+      description:
+        'The pending request it is held for while that request does not fit yet: it takes only work that would not delay it. Null when it is held for none',
+      resolve: async (w, _a, ctx) => details(ctx, w, (await ctx.loaders.workerResources.load(w.id))?.heldFor ?? null),
+    }),
     enabled: t.exposeBoolean('enabled', { description: 'False when an admin disabled it (disableWorker)' }),
     draining: t.exposeBoolean('draining', {
       description: 'True when an admin drained it (drainWorker), or it retires (retiringReason): it takes nothing new',

@@ -12,7 +12,12 @@ import { PROVENANCES, REFUSAL_CODES } from '../tags/types.js';
 import type { Provenance, TagEntry, TagRefusal } from '../tags/types.js';
 import { learnedRequiredTags, type LearnedHistory } from './learned-requirements.js';
 import { TASKS, findTask } from './registry.js';
-import { resolveResourceRequest, resourceInputProblems, type PartialResources, type ResourceRequest } from './resource-request.js';
+import {
+  resolveResourceRequest,
+  resourceInputProblems,
+  type PartialResources,
+  type ResourceRequest,
+} from './resource-request.js';
 import { statisticsKeyOf } from './statistics-key.js';
 import { describeTaskDataIssues } from './task-data-issues.js';
 import { TASK_TYPES, UNASSIGNABLE_TASK_TYPES } from './types.js';

@@ -77,7 +77,10 @@ const given = (value: number | null | undefined, figure: ResourceFigure): value 
   typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= RESOURCE_LIMITS[figure];
 
 /** The highest figure the rules give, with the source of the first rule that gives it. */
-function fromRules(rules: readonly ResourceRuleFigures[], figure: ResourceFigure): { value: number; source: string } | null {
+function fromRules(
+  rules: readonly ResourceRuleFigures[],
+  figure: ResourceFigure,
+): { value: number; source: string } | null {
   let best: { value: number; source: string } | null = null;
   for (const rule of rules) {
     const value = rule.resources[figure];

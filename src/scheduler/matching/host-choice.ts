@@ -2,12 +2,13 @@
  * What a worker that shares its resources takes next (docs/reference/resources.md), pure: given what it
  * offers, the work it holds, its reservation and the pending requests it may run in queue order, which
  * of those it may take now, and what becomes of its reservation. The rules are those of
- * rules/resources.ts: a request is taken when it fits in what the worker has free (fitsResources); while
- * the worker is reserved for a request, another is taken only when it would not delay that one
- * (mayBackfill); the first request in queue order that fits what the worker offers but not what it has
- * free reserves it, unless that request holds another worker already; a reservation lapses after
- * `maxSeconds` (reservationExpired), and that request does not reserve this worker again while the
- * lapsed row is kept. The storage (scheduler/storage/host-pull.ts) reads the inputs under the worker's
+ * rules/resources.ts: a request is taken when it fits in what the worker has free (fitsResources). The
+ * worker is held for the first request in queue order that fits what it offers but not what it has free
+ * (reservedStart), unless that request holds another worker already: the request it is held for moves up
+ * the queue with it, so a large request is never passed by the small ones behind it. Work ahead of
+ * that request in the queue is taken when it fits; work behind it only when it does not delay it
+ * (mayBackfill). A reservation lapses after `maxSeconds` (reservationExpired), and that request does not
+ * reserve this worker again while the lapsed row is kept. The storage (scheduler/storage/host-pull.ts) reads the inputs under the worker's
  * lock and writes the answer.
  */
 import {
@@ -71,53 +72,49 @@ export function chooseOnHost(input: HostChoiceInput): HostChoice {
     offered,
     running.map((w) => w.reserved),
   );
+  // The stored reservation: gone with its request, lapsed after its longest hold, or still in force.
   const stored = input.reservation;
   let change: ReservationChange = { kind: 'keep', startsAt: null };
-  let held: { workRequestId: number; request: Resources; startsAt: Date } | null = null;
+  let inForce: number | null = null;
   if (stored) {
     if (stored.request === null) change = { kind: 'clear' };
     else if (!stored.lapsed && reservationExpired(stored.reservedAt, now, input.maxSeconds)) change = { kind: 'lapse' };
-    else if (!stored.lapsed) {
-      const startsAt = reservedStart(offered, running, stored.request, now);
-      if (startsAt === null) change = { kind: 'clear' }; // it no longer fits what the worker offers
-      else {
-        held = { workRequestId: stored.workRequestId, request: stored.request, startsAt };
-        change = { kind: 'keep', startsAt };
-      }
-    }
+    else if (!stored.lapsed) inForce = stored.workRequestId;
   }
   const lapsedHere = stored && (stored.lapsed || change.kind === 'lapse') ? stored.workRequestId : null;
-  const take: number[] = [];
-  for (const c of input.candidates) {
-    const fitsNow = fitsResources(c.reserved, free);
-    if (held && c.id === held.workRequestId) {
-      if (fitsNow) take.push(c.id);
-      continue;
-    }
-    if (fitsNow) {
-      if (
-        !held ||
-        mayBackfill(
-          c,
-          { request: held.request, startsAt: held.startsAt },
-          offered,
-          running,
-          now,
-          input.safetyFactor,
-        )
-      )
-        take.push(c.id);
-      continue;
-    }
-    if (held || c.reservedElsewhere || c.id === lapsedHere) continue;
+  // The request the worker is held for: the first in queue order that does not fit now but fits what it
+  // offers, and may hold it (the one it is held for already, or one that holds no other worker and did
+  // not lapse here).
+  let held: { workRequestId: number; request: Resources; startsAt: Date } | null = null;
+  let heldAt = -1;
+  input.candidates.forEach((c, i) => {
+    if (held || fitsResources(c.reserved, free)) return;
+    if (c.id !== inForce && (c.reservedElsewhere || c.id === lapsedHere)) return;
     const startsAt = reservedStart(offered, running, c.reserved, now);
-    if (startsAt === null) continue; // larger than the worker: it never fits here
+    if (startsAt === null) return; // larger than the worker: it never fits here
     held = { workRequestId: c.id, request: c.reserved, startsAt };
-    change = { kind: 'reserve', workRequestId: c.id, startsAt };
-  }
+    heldAt = i;
+  });
+  const h = held as { workRequestId: number; request: Resources; startsAt: Date } | null;
+  if (h)
+    change =
+      h.workRequestId === inForce
+        ? { kind: 'keep', startsAt: h.startsAt }
+        : { kind: 'reserve', workRequestId: h.workRequestId, startsAt: h.startsAt };
+  else if (inForce !== null && !input.candidates.some((c) => c.id === inForce)) change = { kind: 'clear' };
+  // What it takes: what fits, ahead of the held request in the queue; behind it, only what does not delay it.
+  const take = input.candidates
+    .filter(
+      (c, i) =>
+        fitsResources(c.reserved, free) &&
+        (!h ||
+          i < heldAt ||
+          mayBackfill(c, { request: h.request, startsAt: h.startsAt }, offered, running, now, input.safetyFactor)),
+    )
+    .map((c) => c.id);
   return {
     take,
     reservation: change,
-    heldFor: held ? { workRequestId: held.workRequestId, startsAt: held.startsAt } : null,
+    heldFor: h ? { workRequestId: h.workRequestId, startsAt: h.startsAt } : null,
   };
 }

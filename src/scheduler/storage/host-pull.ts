@@ -47,7 +47,7 @@ const resourcesOf = (r: Row): Resources => ({
   diskMib: Number(r.reserved_disk_mib),
 });
 
-/** The heads of the classes, with what each reserves and whether it holds another worker; parameters: classes, per class, worker, now (backoff), worker, total. */
+/** The heads of the classes not backed off from the worker, with what each reserves and its task; parameters: classes, notBackedOffParams, heads per class, heads in all. */
 const HOST_HEADS_SQL = `
   select t.* from unnest(?::int[]) as c(id)
    cross join lateral (
@@ -90,8 +90,8 @@ async function readHost(
   const heads = eligible.length
     ? await em.execute<Row[]>(HOST_HEADS_SQL, [
         intArray(eligible),
-        HOST_HEADS_PER_CLASS,
         ...notBackedOffParams(worker.id, now),
+        HOST_HEADS_PER_CLASS,
         HOST_HEADS,
       ])
     : [];
@@ -118,7 +118,13 @@ async function readHost(
   const rows = [...heads];
   if (pendingReserved && !rows.some((r) => Number(r.id) === Number(stored.work_request_id)))
     rows.push({ ...stored, id: stored.work_request_id });
-  const key = (r: Row) => [-Number(r.prio), BigInt(String(r.fair_key)), toDate(r.created_at as Date | string)!.getTime(), Number(r.id)] as const;
+  const key = (r: Row) =>
+    [
+      -Number(r.prio),
+      BigInt(String(r.fair_key)),
+      toDate(r.created_at as Date | string)!.getTime(),
+      Number(r.id),
+    ] as const;
   rows.sort((a, b) => {
     const [x, y] = [key(a), key(b)];
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
@@ -136,14 +142,12 @@ async function readHost(
         ).map((r) => Number(r.id))
       : [],
   );
-  const candidates = rows.map(
-    (r): HostCandidate => ({
-      id: Number(r.id),
-      reserved: resourcesOf(r),
-      expectedSeconds: expected(r),
-      reservedElsewhere: elsewhere.has(Number(r.id)),
-    }),
-  );
+  const candidates = rows.map((r): HostCandidate => ({
+    id: Number(r.id),
+    reserved: resourcesOf(r),
+    expectedSeconds: expected(r),
+    reservedElsewhere: elsewhere.has(Number(r.id)),
+  }));
   return { running, reservation, heldBy: reservation?.workRequestId ?? null, candidates };
 }
 

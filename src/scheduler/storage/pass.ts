@@ -129,7 +129,12 @@ async function passHosts(
     for (let free = freeSlots(r.concurrency, loads.get(r.id) ?? 0); free > 0 && made.length < maxAssignments; free--) {
       const a = await assignOnHost(em, { id: r.id, offered }, eligible, now, averages);
       if (!a) break;
-      made.push({ workRequestId: a.workRequestId, workerId: a.workerId, workspaceId: a.workspaceId, pendingAt: a.pendingAt });
+      made.push({
+        workRequestId: a.workRequestId,
+        workerId: a.workerId,
+        workspaceId: a.workspaceId,
+        pendingAt: a.pendingAt,
+      });
     }
   }
   return made;

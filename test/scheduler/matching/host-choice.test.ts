@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { chooseOnHost, type HostCandidate, type StoredReservation } from '../../../src/scheduler/matching/host-choice.js';
+import {
+  chooseOnHost,
+  type HostCandidate,
+  type StoredReservation,
+} from '../../../src/scheduler/matching/host-choice.js';
 import type { Resources, RunningWork } from '../../../src/scheduler/rules/resources.js';
 
 const GIB = 1024;
@@ -10,8 +14,16 @@ const r = (cpus: number, memoryGib: number, diskGib = 0): Resources => ({
   memoryMib: memoryGib * GIB,
   diskMib: diskGib * GIB,
 });
-const run = (res: Resources, endsInMinutes: number): RunningWork => ({ reserved: res, expectedEndAt: at(endsInMinutes) });
-const cand = (id: number, res: Resources, expectedMinutes: number | null = null, reservedElsewhere = false): HostCandidate => ({
+const run = (res: Resources, endsInMinutes: number): RunningWork => ({
+  reserved: res,
+  expectedEndAt: at(endsInMinutes),
+});
+const cand = (
+  id: number,
+  res: Resources,
+  expectedMinutes: number | null = null,
+  reservedElsewhere = false,
+): HostCandidate => ({
   id,
   reserved: res,
   expectedSeconds: expectedMinutes === null ? null : expectedMinutes * 60,
@@ -83,7 +95,12 @@ describe('chooseOnHost', () => {
   });
 
   it('lets a reservation lapse after its longest hold, and that request does not reserve the worker again', () => {
-    const reservation: StoredReservation = { workRequestId: 9, reservedAt: at(-6 * 60), lapsed: false, request: r(4, 12) };
+    const reservation: StoredReservation = {
+      workRequestId: 9,
+      reservedAt: at(-6 * 60),
+      lapsed: false,
+      request: r(4, 12),
+    };
     const c = choose([run(r(2, 10), 30)], [cand(9, r(4, 12)), cand(10, r(1, 2))], reservation);
     expect(c.reservation).toEqual({ kind: 'lapse' });
     expect(c.take).toEqual([10]); // nothing is held back any more
@@ -100,5 +117,14 @@ describe('chooseOnHost', () => {
   it('never takes work that exceeds what is free, on any figure', () => {
     const c = choose([run(r(1, 1, 90), 5)], [cand(1, r(1, 1, 20)), cand(2, r(1, 1, 10))], null, r(8, 16, 100));
     expect(c.take).toEqual([2]);
+  });
+
+  it('moves the reservation to a request that comes first in the queue, and takes fitting work ahead of it', () => {
+    const stored: StoredReservation = { workRequestId: 9, reservedAt: at(-5), lapsed: false, request: r(2, 2) };
+    // Full on CPUs: 9 (2 CPUs) waits for one; 8 (2 CPUs, 12 GiB) is now ahead of it in the queue.
+    const running = [run(r(6, 2), 10), run(r(1, 2), 20)];
+    const c = choose(running, [cand(7, r(1, 1)), cand(8, r(2, 12)), cand(9, r(2, 2))], stored);
+    expect(c.reservation).toEqual({ kind: 'reserve', workRequestId: 8, startsAt: at(10) });
+    expect(c.take).toEqual([7]); // ahead of 8 in the queue, and it fits
   });
 });

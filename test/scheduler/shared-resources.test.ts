@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+
+const t = useTestApp();
+const GIB = 1024 ** 3;
+
+const REPORT = {
+  architectures: ['amd64'],
+  cpuCount: 32, // the admin's static figures below win over the agent's
+  totalPhysicalMemory: 64 * GIB,
+  diskFree: 500 * GIB,
+  executors: ['unshare'],
+  tools: [],
+  tasks: [{ type: 'worker', name: 'noop', version: 1 }],
+};
+
+async function host(name: string): Promise<string> {
+  const reg = await t.gql(
+    `mutation($n: String!, $m: WorkerMetadataInput!) {
+       registerWorker(input: { name: $n, concurrency: 16, offersResources: true, staticMetadata: $m }) {
+         ... on WorkerTokenPayload { token } ... on Error { code message } } }`,
+    { n: name, m: { cpuCount: 8, totalPhysicalMemory: 16 * GIB, diskFree: 100 * GIB } },
+  );
+  const token = reg.data!.registerWorker.token as string;
+  expect(token, JSON.stringify(reg)).toBeDefined();
+  const rep = await t.gql(
+    `mutation($m: WorkerMetadataInput!) { reportWorkerMetadata(input: { metadata: $m }) { __typename } }`,
+    { m: REPORT },
+    token,
+  );
+  expect(rep.data!.reportWorkerMetadata.__typename).toBe('Worker');
+  return token;
+}
+
+async function submit(resources: Record<string, number> | null): Promise<string> {
+  const r = await t.gql(
+    `mutation($r: ResourcesInput) { createWorkRequest(input: { workspace: "debian/main", taskType: "worker", taskName: "noop", taskData: {}, resources: $r }) {
+       ... on WorkRequest { id } ... on Error { code message } } }`,
+    { r: resources },
+  );
+  expect(r.data!.createWorkRequest.id, JSON.stringify(r)).toBeDefined();
+  return r.data!.createWorkRequest.id as string;
+}
+
+const PULL = `mutation { requestWork { ... on RequestWorkPayload { workRequest { id } } ... on Error { code message } } }`;
+const pull = async (token: string): Promise<string | null> => {
+  const r = await t.gql(PULL, {}, token);
+  if (!r.data) throw new Error(JSON.stringify(r));
+  return (r.data.requestWork?.workRequest?.id as string | undefined) ?? null;
+};
+
+async function finish(id: string, token: string): Promise<void> {
+  await t.gql(`mutation($id: ID!) { startWorkRequest(input: { id: $id }) { __typename } }`, { id }, token);
+  const done = await t.gql(
+    `mutation($id: ID!) { completeWorkRequest(input: { id: $id, result: SUCCESS }) { ... on WorkRequest { status } } }`,
+    { id },
+    token,
+  );
+  expect(done.data!.completeWorkRequest.status).toBe('COMPLETED');
+}
+
+const WORKER = `query($n: String!) { worker(name: $n) { offersResources offeredResources { cpus memoryMib diskMib }
+  freeResources { cpus memoryMib diskMib } reservation { workRequestId } activeWorkCount } }`;
+
+describe('workers that share their resources', () => {
+  it('resolves what a request reserves, packs a host by it, reserves the host for a large request and backfills around it', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/main" }) { __typename } }`);
+    const token = await host('big-1');
+    const w0 = await t.gql(WORKER, { n: 'big-1' });
+    expect(w0.data!.worker).toMatchObject({
+      offersResources: true,
+      offeredResources: { cpus: 8, memoryMib: 16 * 1024, diskMib: 100 * 1024 },
+      freeResources: { cpus: 8, memoryMib: 16 * 1024, diskMib: 100 * 1024 },
+      reservation: null,
+    });
+
+    // Four 2-CPU requests run at once on 8 CPUs; each figure keeps its source.
+    const small = [];
+    for (let i = 0; i < 5; i++) small.push(await submit({ cpus: 2, memoryMib: 2048 }));
+    const shown = await t.gql(
+      `query($id: ID!) { workRequest(id: $id) { resources { cpus memoryMib diskMib sources { cpus memoryMib diskMib } } userResources { cpus memoryMib diskMib } } }`,
+      { id: small[0] },
+    );
+    expect(shown.data!.workRequest).toEqual({
+      resources: {
+        cpus: 2,
+        memoryMib: 2048,
+        diskMib: 1024,
+        sources: { cpus: 'user', memoryMib: 'user', diskMib: 'task-default' },
+      },
+      userResources: { cpus: 2, memoryMib: 2048, diskMib: null },
+    });
+    const got = [await pull(token), await pull(token), await pull(token), await pull(token), await pull(token)];
+    expect(got.slice(0, 4)).toEqual(small.slice(0, 4));
+    expect(got[4]).toBeNull(); // 8 CPUs reserved: the fifth waits although 12 slots are left
+    const w1 = await t.gql(WORKER, { n: 'big-1' });
+    expect(w1.data!.worker.freeResources).toEqual({ cpus: 0, memoryMib: 8 * 1024, diskMib: 96 * 1024 });
+
+    // A 12 GiB request, before the fifth small one in the queue: it reserves the host.
+    const big = await submit({ cpus: 2, memoryMib: 12 * 1024 });
+    await t.sql(`update work_request set priority_base = 10 where id = ?`, [Number(big)]);
+    await finish(small[0], token);
+    // 2 CPUs and 10 GiB free: the big one does not fit yet, and the small one would delay it.
+    expect(await pull(token)).toBeNull();
+    const w2 = await t.gql(WORKER, { n: 'big-1' });
+    expect(w2.data!.worker.reservation).toEqual({ workRequestId: big });
+    const diagnosis = await t.gql(`query($id: ID!) { workRequest(id: $id) { status } }`, { id: small[4] });
+    expect(diagnosis.data!.workRequest.status).toBe('PENDING');
+
+    // A small request that leaves room for the big one is backfilled: 0 memory, so it leaves room at any time.
+    const tiny = await submit({ cpus: 1, memoryMib: 0, diskMib: 0 });
+    expect(await pull(token)).toBe(tiny);
+    await finish(tiny, token);
+
+    // Once one more small one ends, the big one fits (2 CPUs, 12 GiB free) and starts; the reservation goes.
+    await finish(small[1], token);
+    expect(await pull(token)).toBe(big);
+    const w3 = await t.gql(WORKER, { n: 'big-1' });
+    expect(w3.data!.worker.reservation).toBeNull();
+    expect(w3.data!.worker.freeResources).toEqual({ cpus: 2, memoryMib: 0, diskMib: 97 * 1024 });
+  });
+
+  it('refuses a figure out of range, naming its path, and writes nothing', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/bad" }) { __typename } }`);
+    const before = await t.sql<{ n: number }>(`select count(*)::int as n from work_request`);
+    for (const resources of [{ cpus: -1 }, { cpus: 2000 }, { memoryMib: 5 * 1024 * 1024 }]) {
+      const r = await t.gql(
+        `mutation($r: ResourcesInput) { createWorkRequest(input: { workspace: "debian/bad", taskType: "worker", taskName: "noop", taskData: {}, resources: $r }) {
+           ... on WorkRequest { id } ... on Error { code message } } }`,
+        { r: resources },
+      );
+      expect(r.status).toBe(200);
+      expect(r.data!.createWorkRequest.code).toBe('INVALID_INPUT');
+      expect(r.data!.createWorkRequest.message).toMatch(
+        /^input\.resources\.(cpus|memoryMib): must be a whole number from 0 to/,
+      );
+    }
+    const huge = await t.gql(
+      `mutation { createWorkRequest(input: { workspace: "debian/bad", taskType: "worker", taskName: "noop", taskData: {}, resources: { cpus: 99999999999 } }) { __typename } }`,
+    );
+    expect(huge.errors?.length).toBeGreaterThan(0); // not an Int: refused by GraphQL, not a 500
+    expect(huge.status).not.toBe(500);
+    const after = await t.sql<{ n: number }>(`select count(*)::int as n from work_request`);
+    expect(after[0].n).toBe(before[0].n);
+  });
+});
