@@ -47,6 +47,8 @@ export interface Loaders {
   readonly workerResources: DataLoader<number, WorkerResourceState | null>;
   /** Every active worker with its load, read once per operation. */
   workerStates(): Promise<WorkerState[]>;
+  /** Every worker that shares its resources: what it offers, has free and is held for, by id (read once per operation). */
+  hostStates(): Promise<Map<number, WorkerResourceState>>;
   /** The enabled pools with their template tags, read once per operation. */
   poolTemplates(): Promise<PoolTemplate[]>;
   /** Each pool's runtime this month, in seconds, by pool id (read once per operation). */
@@ -103,6 +105,8 @@ export function createLoaders(
 ): Loaders {
   let states: Promise<WorkerState[]> | null = null;
   const workerStates = () => (states ??= loadWorkerStates(em, new Date(), config.workers.metadataFreshMs, snapshot));
+  let hosts: Promise<Map<number, WorkerResourceState>> | null = null;
+  const hostStates = () => (hosts ??= workerResourceStates(em, null));
   const candidateLoaders = new Map<boolean, DataLoader<number, WorkerState[]>>();
   const taskTags = new DataLoader<number, TaskTagsRow | null>(async (ids) => {
     const found = new Map((await loadTaskTags(em, ids)).map((t) => [t.id, t]));
@@ -194,6 +198,7 @@ export function createLoaders(
       return ids.map((id) => found.get(id) ?? []);
     }),
     workerStates,
+    hostStates,
     taskTags,
     poolTemplates: () => (templates ??= loadPoolTemplates(em, config.tags)),
     candidates(availableOnly) {

@@ -104,8 +104,22 @@ describe('workers that share their resources', () => {
     expect(await pull(token)).toBeNull();
     const w2 = await t.gql(WORKER, { n: 'big-1' });
     expect(w2.data!.worker.reservation).toEqual({ workRequestId: big });
-    const diagnosis = await t.gql(`query($id: ID!) { workRequest(id: $id) { status } }`, { id: small[4] });
-    expect(diagnosis.data!.workRequest.status).toBe('PENDING');
+    const DIAGNOSIS = `query($id: ID!) { workRequest(id: $id) { status diagnosis { state busyWorkers resourceWaits { workerName reasons } } } }`;
+    const held = await t.gql(DIAGNOSIS, { id: small[4] });
+    expect(held.data!.workRequest.status).toBe('PENDING');
+    expect(held.data!.workRequest.diagnosis.state).toBe('WAITING_FOR_CAPACITY');
+    expect(held.data!.workRequest.diagnosis.resourceWaits).toEqual([
+      {
+        workerName: 'big-1',
+        reasons: [expect.stringMatching(new RegExp(`^big-1 is held for work request ${big}, expected to fit at `))],
+      },
+    ]);
+    const waiting = await t.gql(DIAGNOSIS, { id: big });
+    expect(waiting.data!.workRequest.diagnosis).toEqual({
+      state: 'WAITING_FOR_CAPACITY',
+      busyWorkers: 1,
+      resourceWaits: [{ workerName: 'big-1', reasons: ['needs 12 GiB of memory; big-1 has 10 GiB free of 16'] }],
+    });
 
     // A small request that leaves room for the big one is backfilled: 0 memory, so it leaves room at any time.
     const tiny = await submit({ cpus: 1, memoryMib: 0, diskMib: 0 });

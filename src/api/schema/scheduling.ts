@@ -17,6 +17,7 @@ import {
 import {
   DIAGNOSIS_STATES,
   type BackedOff,
+  type ResourceWait,
   type Diagnosis,
   type DiagnosisUnavailableReason,
   type Mismatch,
@@ -219,6 +220,23 @@ const DiagnosisRef = builder.objectRef<Diagnosis>('Diagnosis').implement({
       description:
         'Matching workers that released it recently (TAGSCHED_RELEASE_BACKOFF_SECONDS); free ones do not count as available',
       resolve: (d) => d.releaseBackoffs,
+    }),
+    resourceWaits: t.field({
+      type: [
+        builder.objectRef<ResourceWait>('ResourceWait').implement({
+          description:
+            'A matching worker that shares its resources, with a free slot but no room for the request now (docs/reference/resources.md)',
+          fields: (f) => ({
+            workerName: f.exposeString('workerName', { description: 'The worker' }),
+            reasons: f.exposeStringList('reasons', {
+              description:
+                'Why, in words: `needs 16 GiB of memory; build-7 has 6 GiB free of 64`, or the request it is held for',
+            }),
+          }),
+        }),
+      ],
+      description: 'Matching workers that share their resources and have no room for it now (counted as busy)',
+      resolve: (d) => d.resourceWaits,
     }),
     placement: t.field({
       type: PlacementRef,

@@ -17,6 +17,7 @@ import type { Backoff } from '../rules/release-backoff.js';
 import { launchRoom, type LaunchLimit } from '../rules/pool-capacity.js';
 import { groupBy, workerSignature, type WorkerState } from './worker-state.js';
 import type { StartEstimate } from './start-estimate.js';
+import { describeShortfall, resourceShortfalls, type Resources } from '../rules/resources.js';
 
 /** Where a work request stands, as data. */
 export const DIAGNOSIS_STATES = {
@@ -144,6 +145,27 @@ export function poolRoomNow(pool: PoolTemplate['pool'], workers: readonly Worker
   );
 }
 
+/** A matching worker that shares its resources, as a diagnosis sees it. */
+export interface HostView {
+  readonly offered: Resources;
+  readonly free: Resources;
+  /** The pending request it is held for, and when that one is expected to fit; null when none. */
+  readonly heldFor: { readonly workRequestId: number; readonly startsAt: Date } | null;
+}
+
+/** What a diagnosis needs to judge the workers that share their resources: what the request reserves, and those workers by id. */
+export interface ResourceContext {
+  readonly request: Resources;
+  readonly hosts: ReadonlyMap<number, HostView>;
+}
+
+/** A matching worker with a free slot that has no room for the request now: why, in words (rules/resources.ts). */
+export interface ResourceWait {
+  readonly workerName: string;
+  /** `needs 16 GiB of memory; build-7 has 6 GiB free of 64`, or whom the worker is held for. */
+  readonly reasons: string[];
+}
+
 /** Why a request waits. */
 export interface Diagnosis {
   readonly state: DiagnosisState;
@@ -157,6 +179,8 @@ export interface Diagnosis {
   readonly mismatches: Mismatch[];
   /** Matching workers it is backed off from: free ones are not counted as available. */
   readonly releaseBackoffs: BackedOff[];
+  /** Matching workers that share their resources, with a free slot but no room for it now (counted as busy), and why. */
+  readonly resourceWaits: ResourceWait[];
   /** For a PENDING request diagnosed with a placement context: which free worker it would go to, and why. */
   readonly placement: PlacementView | null;
   /** For a PENDING request: how many of its class are ahead of it in the queue, and why (queue-position.ts; filled in by the caller). */
@@ -179,6 +203,7 @@ const ORCHESTRATED: Diagnosis = {
   pools: [],
   mismatches: [],
   releaseBackoffs: [],
+  resourceWaits: [],
   placement: null,
   queue: null,
   startEstimate: null,
@@ -244,6 +269,7 @@ export function diagnose(
   backoffs: readonly Backoff[] = [],
   placement?: PlacementContext,
   poolContext?: PoolContext,
+  resources?: ResourceContext,
 ): Diagnosis {
   if (isOrchestrated(task.taskType)) return ORCHESTRATED;
   const taskSets = { provided: task.providedTags, required: task.requiredTags };
@@ -286,10 +312,30 @@ export function diagnose(
   const releaseBackoffs = matching
     .filter((w) => untilOf.has(w.id))
     .map((w) => ({ workerName: w.name, until: untilOf.get(w.id)! }));
-  const free = matching.filter((w) => w.free > 0 && !untilOf.has(w.id));
+  // A worker that shares its resources has room when the request fits in what it has free, and it is not
+  // held for another request (host-choice.ts may still backfill it there: the diagnosis does not promise it).
+  const waits = new Map<number, string[]>();
+  for (const w of matching) {
+    const host = resources?.hosts.get(w.id);
+    if (!host || w.free === 0 || w.unavailable) continue;
+    const reasons = resourceShortfalls(resources!.request, host.free, host.offered).map((s) =>
+      describeShortfall(w.name, s),
+    );
+    if (host.heldFor && host.heldFor.workRequestId !== task.id)
+      reasons.push(
+        `${w.name} is held for work request ${host.heldFor.workRequestId}, expected to fit at ${host.heldFor.startsAt.toISOString()}: it takes only work that does not delay it`,
+      );
+    if (reasons.length) waits.set(w.id, reasons);
+  }
+  const hasRoom = (w: WorkerState) => w.free > 0 && !waits.has(w.id);
+  const free = matching.filter((w) => hasRoom(w) && !untilOf.has(w.id));
   const available = free.length;
-  const backedOff = matching.some((w) => w.free > 0 && untilOf.has(w.id));
-  const busy = matching.filter((w) => !w.unavailable && w.free === 0).length;
+  const backedOff = matching.some((w) => hasRoom(w) && untilOf.has(w.id));
+  const busy = matching.filter((w) => !w.unavailable && !hasRoom(w)).length;
+  const resourceWaits = matching
+    .filter((w) => waits.has(w.id))
+    .slice(0, NAMES_PER_GROUP)
+    .map((w) => ({ workerName: w.name, reasons: waits.get(w.id)! }));
   const launchingWorkers = new Set((poolContext?.launching ?? []).map((i) => i.workerId));
   const reasonOf = (w: WorkerState): DiagnosisUnavailableReason =>
     w.unavailable === 'DISCONNECTED' && launchingWorkers.has(w.id) ? 'LAUNCHING' : w.unavailable!;
@@ -330,6 +376,7 @@ export function diagnose(
     pools: poolOutlooks,
     mismatches,
     releaseBackoffs,
+    resourceWaits,
     placement: placement && task.status === 'PENDING' ? placementOf(task, free, placement) : null,
     queue: null,
     startEstimate: null,

@@ -11,6 +11,9 @@ export interface Assignment {
   readonly pendingAt?: Date | null;
 }
 
+/** An assignment by a worker's pull (next-work.ts, host-pull.ts), with every column of the request as the assignment left it. */
+export type NextAssignment = Assignment & { readonly row: Record<string, unknown> };
+
 /**
  * The one way a request is assigned: a PENDING request becomes ASSIGNED to a worker, now. `pairs` is
  * a relation of `(id, worker_id)` (a subquery or a function call, with its parameters), read as the

@@ -14,8 +14,7 @@ import { isActiveSql } from '../rules/active-work.js';
 import { headsOrderSql, queueOrderSql, effectivePrioritySql } from '../rules/queue-order.js';
 import { notBackedOffParams, notBackedOffSql } from '../rules/release-backoff.js';
 import { fitsResourcesSql, RESERVATION_DEFAULTS, type Resources, type RunningWork } from '../rules/resources.js';
-import { assignSql } from './assign.js';
-import type { NextAssignment } from './next-work.js';
+import { assignSql, type NextAssignment } from './assign.js';
 import {
   DEFAULT_EXPECTED_SECONDS,
   expectedDurationSeconds,

@@ -6,7 +6,7 @@ import { activeWorkSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.j
 import { availableParams, availableSql } from '../rules/availability.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import type { WorkerTags } from '../rules/fit.js';
-import type { Assignment } from './assign.js';
+import type { NextAssignment } from './assign.js';
 import { ASSIGN_FIRST_SQL, assignFirstSql } from './queue-heads.js';
 import { notBackedOffParams } from '../rules/release-backoff.js';
 import { assignOnHost } from './host-pull.js';
@@ -21,8 +21,7 @@ export interface CallSeen {
   readonly params: readonly unknown[];
 }
 
-/** An assignment by assignNextWork, with every column of the request as the assignment left it. */
-export type NextAssignment = Assignment & { readonly row: Record<string, unknown> };
+export type { NextAssignment } from './assign.js';
 
 /** How many workers' shapes PullShapes keeps; past it, it starts again empty (a pull then takes the long way once). */
 const PULL_SHAPES_KEPT = 100_000;

@@ -15,33 +15,40 @@ export interface HeldFor {
   readonly startsAt: Date;
 }
 
-/** What a worker that shares its resources has free now, and its reservation in force (null: none). */
+/** What a worker that shares its resources offers and has free now, and its reservation in force (null: none). */
 export interface WorkerResourceState {
+  readonly offered: Resources;
   readonly free: Resources;
   readonly heldFor: HeldFor | null;
 }
 
-/** The state of each worker of `ids` that shares its resources, by id (workers with slots are left out). */
+/**
+ * The state of each worker of `ids` that shares its resources, by id (workers with slots are left out);
+ * with `ids` null, of every such worker not terminated.
+ */
 export async function workerResourceStates(
   em: EntityManager,
-  ids: readonly number[],
+  ids: readonly number[] | null,
 ): Promise<Map<number, WorkerResourceState>> {
-  if (!ids.length) return new Map();
+  if (ids && !ids.length) return new Map();
   const f = RESOURCE_COLUMNS.free;
+  const o = RESOURCE_COLUMNS.worker;
   const rows = await em.execute<Record<string, unknown>[]>(
-    `select w.id, f.${f.cpus}, f.${f.memoryMib}, f.${f.diskMib}, r.work_request_id, r.reserved_at, r.starts_at
+    `select w.id, w.${o.cpus}, w.${o.memoryMib}, w.${o.diskMib}, f.${f.cpus}, f.${f.memoryMib}, f.${f.diskMib},
+            r.work_request_id, r.reserved_at, r.starts_at
        from worker w
        cross join lateral ${freeResourcesSql('w')} f
        left join worker_reservation r
          on r.worker_id = w.id and r.lapsed_at is null
         and exists (select 1 from work_request q where q.id = r.work_request_id and q.status = 'PENDING')
-      where w.id = any(?::int[]) and w.offers_resources`,
-    [intArray(ids)],
+      where ${ids ? 'w.id = any(?::int[])' : 'w.terminated_at is null'} and w.offers_resources`,
+    ids ? [intArray(ids)] : [],
   );
   return new Map(
     rows.map((r) => [
       Number(r.id),
       {
+        offered: { cpus: Number(r[o.cpus]), memoryMib: Number(r[o.memoryMib]), diskMib: Number(r[o.diskMib]) },
         free: { cpus: Number(r[f.cpus]), memoryMib: Number(r[f.memoryMib]), diskMib: Number(r[f.diskMib]) },
         heldFor:
           r.work_request_id == null

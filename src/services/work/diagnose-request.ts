@@ -7,6 +7,7 @@ import type { PoolTemplate } from '../../scheduler/matching/pool-template.js';
 import type { QueuePosition } from '../../scheduler/rules/queue-order.js';
 import type { WorkerState } from '../../scheduler/matching/worker-state.js';
 import { diagnose } from '../../scheduler/matching/diagnosis.js';
+import type { WorkerResourceState } from '../../scheduler/storage/worker-resources.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
 import { classHeads } from '../../scheduler/storage/start-estimate.js';
@@ -25,11 +26,16 @@ export interface DiagnosedRequest {
   readonly classId?: number | null;
   /** Its first start estimate, once kept. */
   readonly estimatedStartAt?: Date | null;
+  /** What it reserves of a worker that shares its resources (0 each when absent). */
+  readonly reservedCpus?: number;
+  readonly reservedMemoryMib?: number;
+  readonly reservedDiskMib?: number;
 }
 
 /** What a diagnosis reads through the operation's loaders (the interface layer's `Loaders` has all of these). */
 export interface DiagnosisReads extends StartEstimateReads {
   workerStates(): Promise<WorkerState[]>;
+  hostStates(): Promise<ReadonlyMap<number, WorkerResourceState>>;
   poolTemplates(): Promise<PoolTemplate[]>;
   readonly releaseBackoffs: Pick<DataLoader<number, Backoff[]>, 'load'>;
   readonly queuePositions: Pick<DataLoader<number, QueuePosition | null>, 'load'>;
@@ -84,15 +90,27 @@ export async function diagnoseRequest(
   };
   if (isOrchestrated(wr.taskType)) return diagnose(task, [], []); // no worker or pool is read for it
   const pending = wr.status === 'PENDING';
-  const [workers, pools, backoffs, placement, queue, poolContext] = await Promise.all([
+  const [workers, hosts, pools, backoffs, placement, queue, poolContext] = await Promise.all([
     loaders.workerStates(),
+    loaders.hostStates(),
     loaders.poolTemplates(),
     loaders.releaseBackoffs.load(wr.id),
     pending ? loaders.placementContext() : null,
     pending ? loaders.queuePositions.load(wr.id) : null,
     pending ? loaders.poolContext() : undefined,
   ]);
-  const diagnosis = { ...diagnose(task, workers, pools, backoffs, placement ?? undefined, poolContext), queue };
+  const resources = {
+    request: {
+      cpus: wr.reservedCpus ?? 0,
+      memoryMib: wr.reservedMemoryMib ?? 0,
+      diskMib: wr.reservedDiskMib ?? 0,
+    },
+    hosts,
+  };
+  const diagnosis = {
+    ...diagnose(task, workers, pools, backoffs, placement ?? undefined, poolContext, resources),
+    queue,
+  };
   if (!pending || !poolContext) return diagnosis;
   const startEstimate = await estimateStart(
     loaders,
