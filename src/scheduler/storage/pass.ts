@@ -36,7 +36,8 @@ interface HeadRow {
  * never blocks the requests behind it. The steps: read the free workers (readFreeWorkers), read and
  * match heads until the matching is the full read's (matchAsFullRead, matching/pass-matching.ts),
  * lock the chosen requests (lockChosen), write the assignments (assignRequests). Runs inside the
- * caller's transaction; returns the assignments.
+ * caller's transaction; returns the assignments. Workers that share their resources are not matched
+ * here but pull in turn (passHosts), by the same rule as their own pulls.
  */
 export async function runPass(
   em: EntityManager,
