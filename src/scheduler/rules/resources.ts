@@ -10,10 +10,11 @@
  * a large request and the backfill of smaller work around it (reservedStart, mayBackfill,
  * reservationExpired).
  *
- * Nothing reads this module yet: the scheduler (pass and placement), the pull, demand and the
- * diagnosis count slots (rules/active-work.ts), and the columns it names are not in the schema (the
- * test makes them in common table expressions). A request that reserves nothing (NO_RESOURCES) fits any
- * worker, and a worker that offers nothing takes only such requests.
+ * It applies to the workers whose `offers_resources` is set: their pulls, placements and passes go through
+ * storage/host-pull.ts (the choice: matching/host-choice.ts), and the diagnosis names their shortfalls;
+ * workers with fixed slots count slots (rules/active-work.ts). Demand and the candidates do not read it
+ * yet. A request that reserves nothing (NO_RESOURCES) fits any worker, and a worker that offers nothing
+ * takes only such requests.
  */
 import { RESOURCE_FIGURES, type ResourceFigure, type Resources } from '../../core/tasks/resource-request.js';
 import { isActiveSql } from './active-work.js';

@@ -114,13 +114,9 @@ async function passHosts(
   );
   if (!rows.length) return [];
   await cache.refresh(em);
-  const loads = new Map(
-    (
-      await em.execute<{ worker_id: number; n: number }[]>(
-        `select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`,
-        [intArray(rows.map((r) => r.id))],
-      )
-    ).map((r) => [r.worker_id, r.n]),
+  const loads = await loadsOf(
+    em,
+    rows.map((r) => r.id),
   );
   const made: Assignment[] = [];
   for (const r of rows) {
@@ -172,13 +168,9 @@ async function readFreeWorkers(
       for update skip locked`,
     availableParams(now, config.metadataFreshMs),
   );
-  const loads = new Map(
-    (
-      await em.execute<{ worker_id: number; n: number }[]>(
-        `select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`,
-        [intArray(rows.map((r) => r.id))],
-      )
-    ).map((r) => [r.worker_id, r.n]),
+  const loads = await loadsOf(
+    em,
+    rows.map((r) => r.id),
   );
   await cache.refresh(em);
   const workers: FreeWorker[] = [];
@@ -272,4 +264,13 @@ async function lockChosen(
     for (const id of missed) skipped.add(id);
   }
   return chosen.filter((a) => held.has(a.workRequestId));
+}
+
+/** How many requests each of the workers `ids` holds, counted now (those that hold none are left out). */
+async function loadsOf(em: EntityManager, ids: readonly number[]): Promise<Map<number, number>> {
+  const rows = await em.execute<{ worker_id: number; n: number }[]>(
+    `select worker_id, active as n from ${activeByWorkerSql('a.worker_id = any(?::int[])')} x`,
+    [intArray(ids)],
+  );
+  return new Map(rows.map((r) => [r.worker_id, r.n]));
 }
