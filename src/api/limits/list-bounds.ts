@@ -156,6 +156,8 @@ export const LIST_BOUNDS: Readonly<Record<string, ListBound>> = {
   'Diagnosis.mismatches': held('part of the diagnosis'),
   'Diagnosis.releaseBackoffs': held('part of the diagnosis'),
   'Diagnosis.unavailableWorkers': held('part of the diagnosis'),
+  'Diagnosis.resourceWaits': held('part of the diagnosis'),
+  'ResourceWait.reasons': held('part of the diagnosis'),
   'TagMismatch.missingOnTask': held('part of the diagnosis'),
   'TagMismatch.missingOnWorker': held('part of the diagnosis'),
   'TagMismatch.workerNames': held('part of the diagnosis'),

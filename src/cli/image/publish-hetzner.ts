@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { accountRedactor } from '../../providers/redact.js';
 import { HETZNER_PUBLICATION_REGION } from '../../providers/publication.js';
 import { PublishError, type PublishImage, type PublishPlan } from './publish.js';
+import { generateSshKeyPair } from './ssh-key.js';
 
 /** The labels of the snapshot (a label value holds 63 characters: the sha256 is split in two halves). */
 export const HETZNER_PUBLISH_LABELS = {
@@ -224,7 +225,7 @@ export function hetznerPublishPlan(image: PublishImage, options: HetznerPublishO
           throw new PublishError(
             `"${image.name}" cannot be a Hetzner label value: rebuild it with a name of letters, digits, ".", "-" and "_"`,
           );
-        const keys = ssh2.utils.generateKeyPairSync('ed25519', { comment: temporary });
+        const keys = generateSshKeyPair(temporary);
         state.privateKey = keys.private;
         const labels = { [HETZNER_PUBLISH_LABELS.publishing]: image.name };
         const { ssh_key } = await api(

@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import ssh2 from 'ssh2';
+import { generateSshKeyPair } from '../../../src/cli/image/ssh-key.js';
 
 /** What the rescue system needs of a stand-in server. */
 export interface RescueTarget {
@@ -34,7 +35,7 @@ const keyData = (line: string): Buffer | null => {
 
 /** Starts the rescue system of the servers `targets` lists (read at each login). */
 export async function startRescueStandIn(targets: () => Iterable<[number, RescueTarget]>): Promise<RescueStandIn> {
-  const hostKey = ssh2.utils.generateKeyPairSync('ed25519').private;
+  const hostKey = generateSshKeyPair().private;
   const commands: RescueStandIn['commands'] = [];
   const rescue = { commands, failWrites: false } as RescueStandIn;
 
