@@ -17,6 +17,7 @@ import type { Answer, Api, Assignment, RunReport, TypedError } from './operation
 import { runStatisticsErrors, type RunStatistics } from '../shared/run-statistics.js';
 import type { RunUsage } from './measure.js';
 import { suggestedParallelism } from './parallelism.js';
+import { runLimits } from './run-limits.js';
 import { REASON_FILE, resultOf, type Outcome, type Run, type RunSpec, type TaskResult } from './runner.js';
 
 /** The process exit codes of tagsched-worker. */
@@ -209,12 +210,24 @@ export function createAgent(deps: AgentDeps): Agent {
     acknowledgedAt: number,
   ): Promise<{ result: TaskResult; report: RunReport }> {
     const { cpuCount, load1 } = deps.load();
-    const parallel = suggestedParallelism({ cpuCount, load1, running: runs.size + 1 });
-    const run = deps.startRun({ task: a, command, runsDir, parallel, env: deps.env });
+    const suggested = suggestedParallelism({ cpuCount, load1, running: runs.size + 1 });
+    const limits = runLimits(a.runLimits, suggested, config.handlerMemoryLimitBytes);
+    const run = deps.startRun({ task: a, command, runsDir, env: deps.env, ...limits });
     const startedAt = Date.now();
     runs.add(run);
     if (run.pid !== undefined)
-      log.info({ id: a.id, taskName: a.taskName, pid: run.pid, parallel, logFile: run.logFile }, MESSAGES.started);
+      log.info(
+        {
+          id: a.id,
+          taskName: a.taskName,
+          pid: run.pid,
+          parallel: limits.parallel,
+          memoryLimitBytes: limits.memoryLimitBytes,
+          reserved: a.runLimits ?? null,
+          logFile: run.logFile,
+        },
+        MESSAGES.started,
+      );
     const shipper = startShipper({
       id: a.id,
       file: run.logFile,

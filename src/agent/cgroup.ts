@@ -111,6 +111,15 @@ const messageOf = (err: unknown) => (err instanceof Error ? err.message : String
 /** The files the leaf of each kind must have to be measured. */
 const PEAK_FILE = { v2: 'memory.peak', v1: 'memory.max_usage_in_bytes' } as const;
 
+/** Turns on the cpu controller for the children too, where it is delegated: runs then get a CPU weight (createLeaf). */
+function enableCpuController(subtree: string): void {
+  try {
+    writeControl(subtree, '+cpu');
+  } catch {
+    // not delegated: runs share the CPUs by the kernel's default
+  }
+}
+
 /**
  * Turns on the memory controller for the children of `parent` (cgroup v2), or says why it cannot.
  * The kernel refuses it while processes live in `parent` itself (but for the root cgroup). When the
@@ -164,6 +173,7 @@ function trial(kind: 'v2' | 'v1', parent: string): string | null {
       if (!(read(path.join(leaf, 'cgroup.controllers')) ?? '').split(/\s+/).includes('memory'))
         return `the memory controller is not available in ${parent}`;
     }
+    if (kind === 'v2') enableCpuController(path.join(parent, 'cgroup.subtree_control'));
     if (!fs.existsSync(path.join(leaf, PEAK_FILE[kind])))
       return `${PEAK_FILE[kind]} is missing in ${parent} (the kernel is too old)`;
     const joined = spawnSync(
@@ -311,9 +321,15 @@ function removeLeafNow(dir: string): boolean {
 /**
  * Makes the leaf `name` under the plan's parent (a leftover of the same name, from an agent that
  * was killed, is emptied and removed first), with a memory limit when `limitBytes` is given (swap
- * included, where the kernel counts it). Throws when it cannot.
+ * included, where the kernel counts it), and a CPU weight when `cpuWeight` is given and the leaf has
+ * `cpu.weight` (v2 with the cpu controller; without it the weight is left out). Throws when it cannot.
  */
-export function createLeaf(plan: { kind: 'v2' | 'v1'; parent: string }, name: string, limitBytes: number | null): Leaf {
+export function createLeaf(
+  plan: { kind: 'v2' | 'v1'; parent: string },
+  name: string,
+  limitBytes: number | null,
+  cpuWeight: number | null = null,
+): Leaf {
   const dir = path.join(plan.parent, name);
   removeLeafNow(dir);
   fs.mkdirSync(dir);
@@ -328,6 +344,8 @@ export function createLeaf(plan: { kind: 'v2' | 'v1'; parent: string }, name: st
           writeControl(path.join(dir, 'memory.memsw.limit_in_bytes'), String(limitBytes));
       }
     }
+    if (cpuWeight !== null && plan.kind === 'v2' && fs.existsSync(path.join(dir, 'cpu.weight')))
+      writeControl(path.join(dir, 'cpu.weight'), String(cpuWeight));
   } catch (err) {
     removeLeafNow(dir);
     throw err;

@@ -262,7 +262,6 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
           ...spec,
           isolation: isolation ?? undefined,
           memoryCgroup: memoryCgroup ?? undefined,
-          memoryLimitBytes: config.handlerMemoryLimitBytes,
         }),
       load: () => ({ cpuCount: os.availableParallelism(), load1: os.loadavg()[0] }),
       env,

@@ -27,7 +27,7 @@ export class UnexpectedAnswerError extends Error {
 }
 
 const ERROR_FIELDS = '... on Error { code message }';
-const ASSIGNMENT_FIELDS = 'id taskType taskName taskData';
+const ASSIGNMENT_FIELDS = 'id taskType taskName taskData runLimits { cpus memoryMib }';
 
 export const DOCUMENTS = {
   activateWorker: `mutation ActivateWorker($name: String) {
@@ -78,6 +78,11 @@ export const assignmentSchema = z.object({
   taskType: z.string(),
   taskName: z.string(),
   taskData: z.unknown(),
+  /** Its reservation, on a worker that shares its resources (run-limits.ts); null on one with slots. */
+  runLimits: z
+    .object({ cpus: z.number().int().min(0), memoryMib: z.number().int().min(0) })
+    .nullable()
+    .optional(),
 });
 export type Assignment = z.infer<typeof assignmentSchema>;
 

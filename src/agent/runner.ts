@@ -54,8 +54,10 @@ export interface RunSpec {
   isolation?: Isolation;
   /** Where the run's memory cgroup is made; none when absent (the process tree is measured). */
   memoryCgroup?: MemoryCgroup;
-  /** The memory limit of the run's cgroup, in bytes (`--handler-memory-limit`); none when null or absent, or without a cgroup. */
+  /** The memory limit of the run's cgroup, in bytes (run-limits.ts); none when null or absent, or without a cgroup. */
   memoryLimitBytes?: number | null;
+  /** The CPU weight of the run's cgroup (run-limits.ts), where it has the cpu controller; the default when null or absent. */
+  cpuWeight?: number | null;
 }
 
 /** A started handler. */
@@ -168,7 +170,7 @@ export function startRun(spec: RunSpec): Run {
   const plan = spec.memoryCgroup;
   if (plan && plan.kind !== 'none') {
     try {
-      leaf = createLeaf(plan, cgroupLeafName(spec.task.id), spec.memoryLimitBytes ?? null);
+      leaf = createLeaf(plan, cgroupLeafName(spec.task.id), spec.memoryLimitBytes ?? null, spec.cpuWeight ?? null);
     } catch {
       leaf = null;
     }

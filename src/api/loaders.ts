@@ -6,7 +6,7 @@ import DataLoader from 'dataloader';
 import type { Config } from '../core/config/config.js';
 import type { Instance } from '../storage/entities/instance.js';
 import { activeWorkCounts } from '../scheduler/storage/active-work.js';
-import { workerResourceStates, type WorkerResourceState } from '../scheduler/storage/worker-resources.js';
+import { sharingWorkers, workerResourceStates, type WorkerResourceState } from '../scheduler/storage/worker-resources.js';
 import { instancePages } from '../services/pools/instance-reads.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
 import type { ClassCache } from '../scheduler/matching/class-cache.js';
@@ -45,6 +45,8 @@ export interface Loaders {
   readonly activeWorkCount: DataLoader<number, number>;
   /** What each worker that shares its resources has free and whom it is held for, by worker id (null: it has slots). */
   readonly workerResources: DataLoader<number, WorkerResourceState | null>;
+  /** Whether each worker shares its resources (rather than having fixed slots), by worker id. */
+  readonly sharesResources: DataLoader<number, boolean>;
   /** Every active worker with its load, read once per operation. */
   workerStates(): Promise<WorkerState[]>;
   /** Every worker that shares its resources: what it offers, has free and is held for, by id (read once per operation). */
@@ -226,6 +228,10 @@ export function createLoaders(
     workerResources: new DataLoader(async (ids) => {
       const found = await workerResourceStates(em, ids);
       return ids.map((id) => found.get(id) ?? null);
+    }),
+    sharesResources: new DataLoader(async (ids) => {
+      const found = await sharingWorkers(em, ids);
+      return ids.map((id) => found.has(id));
     }),
   };
 }

@@ -133,6 +133,8 @@ export interface RegisterOptions {
   staticMetadata?: Record<string, unknown>;
   /** The pool it joins (a worker made by hand in a pool: it has no instance). */
   pool?: string;
+  /** It shares its resources (CPUs, memory, disk) among its runs instead of counting slots. */
+  offersResources?: boolean;
 }
 
 export interface Fleet {

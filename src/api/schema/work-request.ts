@@ -36,7 +36,7 @@ import {
 import { IDEMPOTENCY_KEY_DESCRIPTION } from './idempotency.js';
 import { decodeCursor, encodeCursor, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
-import { ResourceRequestRef, ResourcesInput, ResourcesPartialRef } from './resources.js';
+import { ResourceRequestRef, ResourcesInput, ResourcesPartialRef, ResourcesRef } from './resources.js';
 import { TagEntryRef, TagRefusalRef } from './tag-entry.js';
 import { WorkerRef } from './worker.js';
 import { UserRef, WorkspaceRef } from './workspace.js';
@@ -141,6 +141,16 @@ WorkRequestRef.implement({
               resources: { cpus: w.reservedCpus, memoryMib: w.reservedMemoryMib, diskMib: w.reservedDiskMib },
               sources: w.resourceSources,
             }
+          : null,
+    }),
+    runLimits: t.field({
+      type: ResourcesRef,
+      nullable: true,
+      description:
+        'What its run may use on the worker it is assigned to, when that worker shares its resources: its reservation, which the agent applies (TAGSCHED_PARALLEL from the CPUs, the cgroup memory limit); null on a worker with fixed slots or before it is assigned',
+      resolve: async (w, _a, ctx) =>
+        w.worker && w.resourceSources && (await ctx.loaders.sharesResources.load(w.worker.id))
+          ? { cpus: w.reservedCpus, memoryMib: w.reservedMemoryMib, diskMib: w.reservedDiskMib }
           : null,
     }),
     userResources: t.field({

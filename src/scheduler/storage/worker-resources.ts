@@ -62,3 +62,13 @@ export async function workerResourceStates(
     ]),
   );
 }
+
+/** The workers of `ids` that share their resources (one short read: the flag alone). */
+export async function sharingWorkers(em: EntityManager, ids: readonly number[]): Promise<Set<number>> {
+  if (!ids.length) return new Set();
+  const rows = await em.execute<{ id: number }[]>(
+    'select id from worker where id = any(?::int[]) and offers_resources',
+    [intArray(ids)],
+  );
+  return new Set(rows.map((r) => Number(r.id)));
+}
