@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
+import { createPool } from '../helpers/fixtures.js';
 
 const t = useTestApp();
 const GIB = 1024 ** 3;
@@ -156,5 +157,71 @@ describe('workers that share their resources', () => {
     expect(huge.status).not.toBe(500);
     const after = await t.sql<{ n: number }>(`select count(*)::int as n from work_request`);
     expect(after[0].n).toBe(before[0].n);
+  });
+
+  it('sizes a pool whose machines share their resources by packing: 40 two-CPU requests on 16-CPU machines ask for 5', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/pack" }) { __typename } }`);
+    // A noop is expected to take ten minutes, the pools' target latency: the latency asks for no fewer machines than the packing.
+    await t.sql(`delete from task_duration`);
+    await t.sql(`delete from task_statistics_histogram`);
+    await t.sql(
+      `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date, 10, 6000)`,
+    );
+    const specifications = { offersResources: true, cpuCount: 16, memoryGib: 64, diskGib: 200, concurrency: 16 };
+    await createPool(t, { name: 'big-hosts', providedTags: ['site:pack'], maxActiveInstances: 20, specifications });
+    await createPool(t, {
+      name: 'slots',
+      providedTags: ['site:slots'],
+      maxActiveInstances: 20,
+      specifications: { concurrency: 16 },
+    });
+    const send = async (site: string, resources: Record<string, number>) => {
+      const r = await t.gql(
+        `mutation($t: [String!], $r: ResourcesInput) { createWorkRequest(input: { workspace: "debian/pack", taskType: "worker", taskName: "noop", taskData: {}, requiredTags: $t, resources: $r }) {
+           ... on WorkRequest { id } ... on Error { code message } } }`,
+        { t: [site], r: resources },
+      );
+      expect(r.data!.createWorkRequest.id, JSON.stringify(r)).toBeDefined();
+    };
+    for (let i = 0; i < 40; i++) await send('site:pack', { cpus: 2, memoryMib: 2048, diskMib: 1024 });
+    for (let i = 0; i < 40; i++) await send('site:slots', { cpus: 2, memoryMib: 2048, diskMib: 1024 });
+    const DEMAND = `{ provisioningDemand { pools { pool { name } pendingAssigned workersRequired launch
+      resourcePlan { machineSize { cpus memoryMib diskMib } requests reserved { cpus memoryMib diskMib } machines unplaceable reason } } } }`;
+    const demandOf = async (name: string) =>
+      ((await t.gql(DEMAND)).data!.provisioningDemand.pools as { pool: { name: string } }[]).find(
+        (p) => p.pool.name === name,
+      );
+    expect(await demandOf('big-hosts')).toEqual({
+      pool: { name: 'big-hosts' },
+      pendingAssigned: 40,
+      workersRequired: 5,
+      launch: 5,
+      resourcePlan: {
+        machineSize: { cpus: 16, memoryMib: 64 * 1024, diskMib: 200 * 1024 },
+        requests: 40,
+        reserved: { cpus: 80, memoryMib: 80 * 1024, diskMib: 40 * 1024 },
+        machines: 5,
+        unplaceable: 0,
+        reason:
+          '40 requests (80 CPUs, 80 GiB memory, 40 GiB disk) fill 5 machines of 16 CPUs, 64 GiB memory, 200 GiB disk: CPUs fill them first',
+      },
+    });
+    // The pool's page says it too.
+    const page = await (
+      await fetch(`${(await t.app.start()).url.replace(/\/graphql$/, '')}/-/status/pools/big-hosts/`, {
+        headers: { authorization: `Bearer ${t.adminToken}` },
+      })
+    ).text();
+    expect(page).toContain('in resources: 40 requests (80 CPUs, 80 GiB memory, 40 GiB disk) fill 5 machines');
+    // The same work on a pool with 16 slots a machine asks for 3 machines and has no plan in resources.
+    expect(await demandOf('slots')).toMatchObject({ workersRequired: 3, resourcePlan: null });
+
+    // A request larger than a machine gets no launch, and the plan says so.
+    await send('site:pack', { cpus: 32 });
+    const plan = (await demandOf('big-hosts')) as unknown as { resourcePlan: { unplaceable: number; reason: string } };
+    expect(plan.resourcePlan.unplaceable).toBe(1);
+    expect(plan.resourcePlan.reason).toMatch(
+      /; 1 larger than a machine \(16 CPUs, 64 GiB memory, 200 GiB disk\) get none$/,
+    );
   });
 });

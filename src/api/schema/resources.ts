@@ -4,6 +4,7 @@
  */
 import { builder } from '../builder.js';
 import type { PartialResources, Resources, ResourceSources } from '../../core/tasks/resource-request.js';
+import type { ResourcePlan } from '../../scheduler/matching/demand-plan.js';
 
 /** Whole CPUs, memory and disk in MiB. */
 export const ResourcesRef = builder.objectRef<Resources>('Resources');
@@ -74,5 +75,34 @@ export const ResourcesInput = builder.inputType('ResourcesInput', {
     cpus: t.int({ description: 'Whole CPUs' }),
     memoryMib: t.int({ description: 'Memory, in MiB' }),
     diskMib: t.int({ description: 'Disk, in MiB' }),
+  }),
+});
+
+/** How a pool whose machines share their resources is sized (matching/demand-plan.ts). */
+export const ResourcePlanRef = builder.objectRef<ResourcePlan>('ResourcePlan');
+ResourcePlanRef.implement({
+  description:
+    'How a pool whose machines share their resources is sized: the requests left to it packed onto its machine size by first-fit decreasing, at most its concurrency on a machine (docs/reference/resources.md)',
+  fields: (t) => ({
+    machineSize: t.field({
+      type: ResourcesRef,
+      description: 'What one machine offers: the pool’s cpuCount, memoryGib and diskGib',
+      resolve: (p) => p.machineSize,
+    }),
+    requests: t.exposeInt('requests', {
+      description: 'The requests packed: those left to the pool, pending and coming',
+    }),
+    reserved: t.field({
+      type: ResourcesRef,
+      description: 'What the placed ones reserve together',
+      resolve: (p) => p.reserved,
+    }),
+    machines: t.exposeInt('machines', { description: 'The machines the packing needs' }),
+    unplaceable: t.exposeInt('unplaceable', {
+      description: 'Requests larger than a machine on some figure: the pool launches nothing for them',
+    }),
+    reason: t.exposeString('reason', {
+      description: 'The packing in words, with the figure that fills the machines first',
+    }),
   }),
 });

@@ -28,6 +28,7 @@ import type { StartEstimate } from '../../scheduler/matching/start-estimate.js';
 import { PlacementRef, QueuePositionRef } from './placement.js';
 import { WorkRequestRef } from './work-request.js';
 import { WorkerRef } from './worker.js';
+import { ResourcePlanRef } from './resources.js';
 import { poolOfferingStates, PoolOfferingRef, WorkerPoolRef } from './worker-pool.js';
 
 const DiagnosisStateEnum = builder.enumType('DiagnosisState', {
@@ -338,6 +339,13 @@ const PoolDemandRef = builder.objectRef<PoolDemand>('PoolDemand').implement({
   description: "One pool's part of the demand: what it should start and stop now",
   fields: (t) => ({
     pool: t.field({ type: WorkerPoolRef, description: 'The pool', resolve: (d) => d.pool }),
+    resourcePlan: t.field({
+      type: ResourcePlanRef,
+      nullable: true,
+      description:
+        'For a pool whose machines share their resources, how its requests were packed onto its machine size (its workersRequired); null for a pool with slots',
+      resolve: (d) => d.resourcePlan,
+    }),
     pendingRunnable: t.exposeInt('pendingRunnable', { description: 'Pending requests its template tags can run' }),
     pendingAssigned: t.exposeInt('pendingAssigned', {
       description: 'Of those, the ones left for this pool after idle capacity and earlier pools',

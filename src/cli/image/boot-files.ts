@@ -161,8 +161,9 @@ export function grubEarlyConfig(ids: DiskIds): string {
 
 /**
  * grub.cfg: the kernel and initramfs through the /vmlinuz and /initrd.img links, which the
- * kernel's packages move on an upgrade, so that the file never needs rewriting; menu and kernel
- * messages on the serial console too. A kernel panic restarts the machine after 10 s (`panic=10`)
+ * kernel's packages move on an upgrade, so that the file never needs rewriting; GRUB's and the
+ * kernel's messages on the serial console too. No menu and no countdown: the one entry boots at
+ * once (a menu waiting on a countdown once stayed on a test machine's console for 15 minutes). A kernel panic restarts the machine after 10 s (`panic=10`)
  * rather than leaving it hung: a cloud machine comes back, and a qemu machine (run with
  * `-no-reboot`) exits, so that its instance ends and the pool replaces it.
  */
@@ -171,7 +172,8 @@ export function grubConfig(boot: ArchitectureBoot, ids: DiskIds): string {
   return [
     '# Written by tagsched-image. The links /vmlinuz and /initrd.img follow kernel upgrades.',
     'set default=0',
-    'set timeout=1',
+    'set timeout_style=hidden',
+    'set timeout=0',
     'serial --unit=0 --speed=115200',
     'terminal_input console serial',
     'terminal_output console serial',

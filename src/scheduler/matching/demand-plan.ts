@@ -14,6 +14,9 @@ import { minIdleNow, stopHold, stopOrder } from '../rules/scale-in.js';
 import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
+import { packGroups, type PackingGroup } from './resource-packing.js';
+import { fitsResources, offeredResources, type Resources } from '../rules/resources.js';
+import { TASK_DEFAULT_RESOURCES } from '../../core/tasks/resource-request.js';
 
 /** Seconds a task is assumed to take when its history has none (docs/design.md: provisioning demand). */
 export const DEFAULT_TASK_SECONDS = 600;
@@ -52,6 +55,27 @@ export interface PoolDemand {
   readonly stop: WorkerState[];
   /** Of `stop`, the retired workers, with why each retired. */
   readonly retired: ReadonlyMap<number, RetiringReason>;
+  /** For a pool whose machines share their resources, how its requests were packed; null for a pool with slots. */
+  readonly resourcePlan: ResourcePlan | null;
+}
+
+/**
+ * How a pool whose machines share their resources is sized: the requests left to it packed onto its
+ * machine size (first-fit decreasing, at most its concurrency on a machine), and what fills them first.
+ */
+export interface ResourcePlan {
+  /** What one machine offers: the pool's cpuCount, memoryGib and diskGib. */
+  readonly machineSize: Resources;
+  /** The requests packed (those left to the pool, pending and coming). */
+  readonly requests: number;
+  /** What they reserve together. */
+  readonly reserved: Resources;
+  /** The machines they need, by the packing. */
+  readonly machines: number;
+  /** Requests larger than a machine on some figure: the pool launches nothing for them. */
+  readonly unplaceable: number;
+  /** In words: `40 requests (80 CPUs, 80 GiB memory, 40 GiB disk) fill 5 machines of 16 CPUs, 64 GiB memory, 200 GiB disk: CPUs fill them first`. */
+  readonly reason: string;
 }
 
 /** Pending requests no worker and no pool could ever run, grouped by what they require. */
@@ -134,6 +158,12 @@ export interface DemandInput {
   readonly degradedAfterFailures: number;
   /** The retiring pool workers with a live instance (storage/retiring-workers.ts), by worker id; none when absent. */
   readonly retiring?: ReadonlyMap<number, RetiringReason>;
+  /**
+   * What the pending requests of each class reserve (storage/demand.ts reads it when a pool shares its
+   * resources), in groups of equal requests in queue order of their first; a class's requests past those
+   * listed, and coming work, are taken to reserve the task default. None when absent.
+   */
+  readonly reservations?: ReadonlyMap<number, readonly PackingGroup[]>;
 }
 
 /** Demand as planned: each pool's part, the classes no worker and no pool could run, and the groups of workers alike for every class. */
@@ -190,6 +220,8 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       declined: number;
       workSeconds: number;
       idleGroups: Set<number>;
+      /** What the requests left to it reserve, with their expected seconds (pools that share resources only). */
+      packing: (PackingGroup & { seconds: number })[];
     }
   >();
   for (const p of pools)
@@ -201,7 +233,26 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       declined: 0,
       workSeconds: 0,
       idleGroups: new Set(),
+      packing: [],
     });
+  const sharing = new Set(pools.filter((p) => p.pool.specifications.offersResources === true).map((p) => p.pool.id));
+  // Each class's reservations, taken in order: idle slots first, then the pools (coming work: the default).
+  const reservationsLeft = new Map<number, PackingGroup[]>();
+  const takeReservations = (classId: number, n: number, coming: boolean): PackingGroup[] => {
+    if (coming) return n > 0 ? [{ request: TASK_DEFAULT_RESOURCES, n }] : [];
+    let left = reservationsLeft.get(classId);
+    if (!left) reservationsLeft.set(classId, (left = (input.reservations?.get(classId) ?? []).map((g) => ({ ...g }))));
+    const taken: PackingGroup[] = [];
+    while (n > 0 && left.length) {
+      const k = Math.min(n, left[0].n);
+      taken.push({ request: left[0].request, n: k });
+      n -= k;
+      if (k === left[0].n) left.shift();
+      else left[0] = { request: left[0].request, n: left[0].n - k };
+    }
+    if (n > 0) taken.push({ request: TASK_DEFAULT_RESOURCES, n });
+    return taken;
+  };
   // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
   const limitsOf = new Map(
     pools.map((p) => {
@@ -270,6 +321,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       }
       if (!residual) break;
     }
+    if (sharing.size && n > residual) takeReservations(cls.id, n - residual, coming); // served by idle slots
     const seconds = avg.get(taskNameOf(cls) ?? '') ?? DEFAULT_TASK_SECONDS;
     for (const p of fittingPools) {
       const d = perPool.get(p.pool.id)!;
@@ -283,6 +335,8 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       if (coming) d.comingAssigned += n;
       else d.assigned += n;
       d.workSeconds += n * seconds;
+      if (sharing.has(poolId)) for (const g of takeReservations(cls.id, n, coming)) d.packing.push({ ...g, seconds });
+      else if (sharing.size) takeReservations(cls.id, n, coming);
     };
     for (const p of fittingPools) {
       if (!residual) break;
@@ -316,8 +370,13 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
     const idle = mine.filter((w) => !w.unavailable && w.active === 0);
     const minIdle = minIdleNow(p.pool, now); // its warm capacity now (rules/scale-in.ts)
     const share = d.assigned + d.comingAssigned;
-    const byLatency = Math.ceil(d.workSeconds / (p.pool.targetLatencySeconds * concurrency));
-    const workersRequired = Math.min(byLatency, Math.ceil(share / concurrency));
+    const resourcePlan = sharing.has(p.pool.id) ? planResources(p.pool, d.packing, concurrency) : null;
+    const workersRequired = resourcePlan
+      ? Math.min(resourcePlan.machines, resourceLatencyMachines(d.packing, resourcePlan, p.pool.targetLatencySeconds))
+      : Math.min(
+          Math.ceil(d.workSeconds / (p.pool.targetLatencySeconds * concurrency)),
+          Math.ceil(share / concurrency),
+        );
     const wanted = Math.max(workersRequired - starting, minIdle - idle.length - starting, 0);
     // Why it launches fewer than its share, or passed part of it on to the next pool.
     const limitedBy: LaunchLimit[] = [];
@@ -382,9 +441,68 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       degraded: health.degraded,
       stop,
       retired: new Map(retired.map((w) => [w.id, retiring.get(w.id)!])),
+      resourcePlan,
     };
   });
   return { pendingTotal, comingTotal, pools: poolDemands, unschedulable, workerGroups };
+}
+
+const GIB = 1024;
+const describeResources = (r: Resources) =>
+  `${r.cpus} CPU${r.cpus === 1 ? '' : 's'}, ${Math.round((r.memoryMib / GIB) * 10) / 10} GiB memory, ${Math.round((r.diskMib / GIB) * 10) / 10} GiB disk`;
+
+/**
+ * The packing of what a pool that shares its resources is left (rules/resources.ts: its machine size is
+ * offeredResources of its specifications), and the figure that fills its machines first.
+ */
+function planResources(
+  pool: WorkerPool,
+  groups: readonly (PackingGroup & { seconds: number })[],
+  concurrency: number,
+): ResourcePlan {
+  const machineSize = offeredResources({}, {}, pool.specifications);
+  const packing = packGroups(machineSize, groups, concurrency);
+  const requests = groups.reduce((sum, g) => sum + g.n, 0);
+  const placed = packing.machines.reduce((sum, m) => sum + m.count, 0);
+  const reserved = {
+    cpus: packing.machines.reduce((sum, m) => sum + m.used.cpus, 0),
+    memoryMib: packing.machines.reduce((sum, m) => sum + m.used.memoryMib, 0),
+    diskMib: packing.machines.reduce((sum, m) => sum + m.used.diskMib, 0),
+  };
+  const machines = packing.machines.length;
+  const share = (used: number, each: number) => (machines && each > 0 ? used / (machines * each) : 0);
+  const fills = [
+    { what: 'CPUs', share: share(reserved.cpus, machineSize.cpus) },
+    { what: 'memory', share: share(reserved.memoryMib, machineSize.memoryMib) },
+    { what: 'disk', share: share(reserved.diskMib, machineSize.diskMib) },
+    { what: `its concurrency (${concurrency} at once)`, share: share(placed, concurrency) },
+  ].sort((a, b) => b.share - a.share)[0];
+  const apart = packing.unplaceable
+    ? `; ${packing.unplaceable} larger than a machine (${describeResources(machineSize)}) get none`
+    : '';
+  const reason = machines
+    ? `${placed} request${placed === 1 ? '' : 's'} (${describeResources(reserved)}) fill ${machines} machine${machines === 1 ? '' : 's'} of ${describeResources(machineSize)}: ${fills.what} fill${fills.what === 'memory' || fills.what === 'disk' ? 's' : ''} them first${apart}`
+    : requests
+      ? `no machine: ${packing.unplaceable} request${packing.unplaceable === 1 ? '' : 's'} larger than a machine (${describeResources(machineSize)})`
+      : 'no requests left to it';
+  return { machineSize, requests, reserved, machines, unplaceable: packing.unplaceable, reason };
+}
+
+/**
+ * The machines a pool that shares its resources needs to run what it is left within its target latency:
+ * the CPU-seconds of its requests (a request that reserves no CPU counts as one) over what one machine
+ * does in the target latency, and at least one when it has any.
+ */
+function resourceLatencyMachines(
+  groups: readonly (PackingGroup & { seconds: number })[],
+  plan: ResourcePlan,
+  latencySeconds: number,
+): number {
+  const cpuSeconds = groups
+    .filter((g) => fitsResources(g.request, plan.machineSize))
+    .reduce((sum, g) => sum + g.n * g.seconds * Math.max(1, g.request.cpus), 0);
+  if (!cpuSeconds) return 0;
+  return Math.max(1, Math.ceil(cpuSeconds / (latencySeconds * Math.max(1, plan.machineSize.cpus))));
 }
 
 /**

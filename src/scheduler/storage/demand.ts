@@ -13,8 +13,58 @@ import { loadPoolTemplates } from './pool-templates.js';
 import { retiringWorkers } from './retiring-workers.js';
 import { expectedDurationSeconds, readDurationHistory } from './task-history.js';
 import { loadWorkerStates, type WorkerSnapshot } from './worker-snapshot.js';
+import type { PackingGroup } from '../matching/resource-packing.js';
+import type { PoolTemplate } from '../matching/pool-template.js';
+import type { WorkerState } from '../matching/worker-state.js';
+import { poolConcurrency } from '../rules/pool-capacity.js';
+import { RESOURCE_COLUMNS } from '../rules/resources.js';
 
 const SAMPLE_IDS = 20;
+/** The most pending requests of one class whose reservations demand reads (past them, the task default). */
+const RESERVATIONS_PER_CLASS = 50_000;
+
+/**
+ * What the pending requests of each class reserve, grouped by equal figures, in queue order of each
+ * group's first request; read only when a pool shares its resources, and per class only as many
+ * requests as could ever be placed at once: what the idle slots and every such pool at its
+ * maxActiveInstances and concurrency hold (RESERVATIONS_PER_CLASS at most). Demand packs them
+ * (matching/demand-plan.ts); no more could run at once, so the rest changes no launch.
+ */
+async function readReservations(
+  em: EntityManager,
+  counts: readonly { class_id: number; n: number }[],
+  pools: readonly PoolTemplate[],
+  workers: readonly WorkerState[],
+): Promise<Map<number, PackingGroup[]> | undefined> {
+  const sharing = pools.filter((p) => p.pool.specifications.offersResources === true);
+  const classes = counts.filter((c) => c.class_id !== null).map((c) => c.class_id);
+  if (!sharing.length || !classes.length) return undefined;
+  const limit = Math.min(
+    RESERVATIONS_PER_CLASS,
+    workers.reduce((sum, w) => sum + Math.max(0, w.free), 0) +
+      sharing.reduce((sum, p) => sum + p.pool.maxActiveInstances * poolConcurrency(p.pool.specifications), 0),
+  );
+  const c = RESOURCE_COLUMNS.workRequest;
+  const rows = await em.execute<{ class_id: number; cpus: number; memory: number; disk: number; n: number }[]>(
+    `select x.class_id, x.${c.cpus} as cpus, x.${c.memoryMib} as memory, x.${c.diskMib} as disk, count(*)::int as n
+       from unnest(?::int[]) as k(id)
+       cross join lateral (
+         select s.class_id, s.${c.cpus}, s.${c.memoryMib}, s.${c.diskMib},
+                row_number() over (order by ${queueOrderSql('s')}) as rank
+           from work_request s where s.status = 'PENDING' and s.class_id = k.id
+          order by ${queueOrderSql('s')} limit ?
+       ) x
+      group by 1, 2, 3, 4 order by 1, min(x.rank)`,
+    [intArray(classes), limit],
+  );
+  const byClass = new Map<number, PackingGroup[]>();
+  for (const r of rows) {
+    const list = byClass.get(Number(r.class_id)) ?? [];
+    list.push({ request: { cpus: Number(r.cpus), memoryMib: Number(r.memory), diskMib: Number(r.disk) }, n: r.n });
+    byClass.set(Number(r.class_id), list);
+  }
+  return byClass;
+}
 
 /**
  * docs/design.md: provisioning demand and pools and instances in bulk: read, plan (matching/demand-plan.ts), then read the samples of what no
@@ -54,9 +104,11 @@ export async function computeDemand(
       Math.max(expectedDurationSeconds(durations, taskType, taskName), expected.get(taskName) ?? 0),
     );
   }
+  const reservations = await readReservations(em, counts, pools, workers);
   const plan = planDemand(
     {
       counts,
+      reservations,
       coming,
       launches,
       workers,

@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { packOnto, type PackingRequest } from '../../../src/scheduler/matching/resource-packing.js';
+import { packGroups, packOnto, type PackingRequest } from '../../../src/scheduler/matching/resource-packing.js';
 import { fitsResources, freeResources, NO_RESOURCES, type Resources } from '../../../src/scheduler/rules/resources.js';
 
 const GiB = 1024;
@@ -176,6 +176,64 @@ describe('packOnto, property', () => {
         expect(machines.length).toBeGreaterThanOrEqual(lowerBound);
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('packGroups: equal requests in bulk', () => {
+  it('40 requests of 2 CPUs on 16-CPU machines take 5; a concurrency of 4 makes it 10; larger ones are set apart', () => {
+    const size = res(16, 64, 200);
+    expect(packGroups(size, [{ request: res(2, 2), n: 40 }]).machines.map((m) => m.count)).toEqual([8, 8, 8, 8, 8]);
+    expect(packGroups(size, [{ request: res(2, 2), n: 40 }], 4).machines).toHaveLength(10);
+    expect(
+      packGroups(size, [
+        { request: res(32), n: 3 },
+        { request: res(2), n: 1 },
+      ]),
+    ).toEqual({
+      machines: [{ count: 1, used: res(2) }],
+      unplaceable: 3,
+    });
+    // A request that reserves nothing is held back by the count alone.
+    expect(packGroups(size, [{ request: NO_RESOURCES, n: 9 }], 4).machines.map((m) => m.count)).toEqual([4, 4, 1]);
+  });
+
+  it('packs as packOnto does the same requests one by one', () => {
+    const arb = fc.record({
+      size: fc.record({
+        cpus: fc.integer({ min: 1, max: 16 }),
+        memoryMib: fc.integer({ min: 1, max: 64 }).map((g) => g * GiB),
+        diskMib: fc.integer({ min: 1, max: 200 }).map((g) => g * GiB),
+      }),
+      groups: fc.array(
+        fc.record({
+          request: fc.record({
+            cpus: fc.integer({ min: 0, max: 20 }),
+            memoryMib: fc.integer({ min: 0, max: 80 }).map((g) => g * GiB),
+            diskMib: fc.integer({ min: 0, max: 250 }).map((g) => g * GiB),
+          }),
+          n: fc.integer({ min: 0, max: 12 }),
+        }),
+        { maxLength: 8 },
+      ),
+    });
+    fc.assert(
+      fc.property(arb, ({ size, groups }) => {
+        // Equal requests given as separate groups pack as one: merge them, as demand reads them grouped.
+        const merged = new Map<string, { request: Resources; n: number }>();
+        for (const g of groups) {
+          const key = JSON.stringify(g.request);
+          merged.set(key, { request: g.request, n: (merged.get(key)?.n ?? 0) + g.n });
+        }
+        let id = 0;
+        const one = [...merged.values()].flatMap((g) =>
+          Array.from({ length: g.n }, () => ({ id: ++id, request: g.request })),
+        );
+        const single = packOnto(size, one);
+        const bulk = packGroups(size, [...merged.values()]);
+        expect(bulk.unplaceable).toBe(single.unplaceable.length);
+        expect(bulk.machines).toEqual(single.machines.map((m) => ({ count: m.ids.length, used: m.used })));
+      }),
     );
   });
 });

@@ -142,7 +142,7 @@ const states = (counts: Map<string, number> | undefined) => {
 
 const demandLine = (d: PoolDemand | undefined): Html =>
   d
-    ? html`${d.pendingRunnable} pending it can run${d.comingRunnable ? `, ${d.comingRunnable} coming` : ''}; needs ${d.workersRequired}; ${d.activeInstances} active, ${d.startingInstances} starting; launch ${d.launch}${d.stop.length ? `, stop ${d.stop.length}` : ''}${d.limitedBy.length ? html` <span class="muted">(limited by ${d.limitedBy.join(', ').toLowerCase().replace(/_/g, ' ')})</span>` : ''}`
+    ? html`${d.pendingRunnable} pending it can run${d.comingRunnable ? `, ${d.comingRunnable} coming` : ''}; needs ${d.workersRequired}; ${d.activeInstances} active, ${d.startingInstances} starting; launch ${d.launch}${d.stop.length ? `, stop ${d.stop.length}` : ''}${d.limitedBy.length ? html` <span class="muted">(limited by ${d.limitedBy.join(', ').toLowerCase().replace(/_/g, ' ')})</span>` : ''}${d.resourcePlan ? html`<br><span class="muted">in resources: ${d.resourcePlan.reason}</span>` : ''}`
     : html`<span class="muted">none (disabled)</span>`;
 
 /** An offering's price per hour in words: a spot offering costed at its maximum says so. */
