@@ -6,7 +6,11 @@ import DataLoader from 'dataloader';
 import type { Config } from '../core/config/config.js';
 import type { Instance } from '../storage/entities/instance.js';
 import { activeWorkCounts } from '../scheduler/storage/active-work.js';
-import { sharingWorkers, workerResourceStates, type WorkerResourceState } from '../scheduler/storage/worker-resources.js';
+import {
+  sharingWorkers,
+  workerResourceStates,
+  type WorkerResourceState,
+} from '../scheduler/storage/worker-resources.js';
 import { instancePages } from '../services/pools/instance-reads.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
 import type { ClassCache } from '../scheduler/matching/class-cache.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { createPool } from '../helpers/fixtures.js';
+import { runCli } from '../cli/admin/harness.js';
 
 const t = useTestApp();
 const GIB = 1024 ** 3;
@@ -59,6 +60,10 @@ async function finish(id: string, token: string): Promise<void> {
   );
   expect(done.data!.completeWorkRequest.status).toBe('COMPLETED');
 }
+
+let started: Promise<string> | null = null;
+/** The app's address, listening from the first call on. */
+const baseUrl = () => (started ??= t.app.start().then((a) => a.url.replace(/\/graphql$/, '')));
 
 const WORKER = `query($n: String!) { worker(name: $n) { offersResources offeredResources { cpus memoryMib diskMib }
   freeResources { cpus memoryMib diskMib } reservation { workRequestId } activeWorkCount } }`;
@@ -121,6 +126,24 @@ describe('workers that share their resources', () => {
       busyWorkers: 1,
       resourceWaits: [{ workerName: 'big-1', reasons: ['needs 12 GiB of memory; big-1 has 10 GiB free of 16'] }],
     });
+
+    // The pages and `work show` say it too.
+    const base = await baseUrl();
+    const page = async (path: string) =>
+      (await fetch(`${base}/-/status/${path}`, { headers: { authorization: `Bearer ${t.adminToken}` } })).text();
+    expect(await page('workers/big-1/')).toContain(
+      `<dt>Held for</dt><dd>work request <a href="/-/status/work-requests/${big}/">`,
+    );
+    expect(await page('workers/big-1/')).toContain(
+      'shares 8 CPUs, 16 GiB memory, 100 GiB disk; free 2 CPUs, 10 GiB memory, 97 GiB disk',
+    );
+    expect(await page(`work-requests/${big}/`)).toContain(
+      '<dt>Reserves</dt><dd>2 CPUs (user), 12 GiB memory (user), 1 GiB disk (task-default)',
+    );
+    const shownByCli = await runCli(`${base}/graphql`, ['work', 'show', big], { token: t.adminToken });
+    expect(shownByCli.stdout).toMatch(
+      /Resources:\s+2 CPUs \(user\), 12 GiB memory \(user\), 1 GiB disk \(task-default\)/,
+    );
 
     // A small request that leaves room for the big one is backfilled: 0 memory, so it leaves room at any time.
     const tiny = await submit({ cpus: 1, memoryMib: 0, diskMib: 0 });
@@ -208,7 +231,7 @@ describe('workers that share their resources', () => {
     });
     // The pool's page says it too.
     const page = await (
-      await fetch(`${(await t.app.start()).url.replace(/\/graphql$/, '')}/-/status/pools/big-hosts/`, {
+      await fetch(`${await baseUrl()}/-/status/pools/big-hosts/`, {
         headers: { authorization: `Bearer ${t.adminToken}` },
       })
     ).text();

@@ -3,6 +3,7 @@
  * words), log (work-log.ts), create and abort.
  */
 import { formatCost } from '../../scheduler/rules/pool-cost.js';
+import { describeReservation } from '../../scheduler/rules/resources.js';
 import type { Command } from 'commander';
 import { collect, enumArg, integer, items, jsonArg } from './arguments.js';
 import { ERROR_SELECTION } from './client.js';
@@ -45,6 +46,13 @@ interface WorkDetail extends WorkRow, WhyData {
   completedAt: string | null;
   /** Its share of its instance's cost; null without one. */
   cost: number | null;
+  /** What it reserves of a worker that shares its resources, frozen with its tags; null before. */
+  resources: {
+    cpus: number;
+    memoryMib: number;
+    diskMib: number;
+    sources: { cpus: string; memoryMib: string; diskMib: string };
+  } | null;
   userProvidedTags: string[];
   userRequiredTags: string[];
   providedTags: { tag: string; provenance: string; source: string }[];
@@ -62,6 +70,7 @@ const WORK_REQUESTS = `query WorkRequests($filter: WorkRequestFilter, $first: In
 const WORK_REQUEST = `query WorkRequest($id: ID!) {
   workRequest(id: $id) {
     ${ROW_FIELDS} ${WHY_FIELDS} taskData exitCode priorityBase priorityAdjustment retryCount pendingAt assignedAt startedAt completedAt cost
+    resources { cpus memoryMib diskMib sources { cpus memoryMib diskMib } }
     userProvidedTags userRequiredTags providedTags { tag provenance source } requiredTags { tag provenance source }
     droppedTags { tag provenance source set reason }
     parent { id taskName }
@@ -170,6 +179,7 @@ async function show(ctx: Ctx, id: string) {
       ['Worker', w.worker?.name],
       ['Priority', `${w.priority} (base ${w.priorityBase}, adjustment ${w.priorityAdjustment})`],
       ['Retries', w.retryCount],
+      ['Resources', w.resources ? describeReservation(w.resources, w.resources.sources) : null],
       ['Part of', w.parent ? `${w.parent.id} (${w.parent.taskName})` : null],
       [
         'Depends on',

@@ -15,7 +15,7 @@ import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
 import { packGroups, type PackingGroup } from './resource-packing.js';
-import { fitsResources, offeredResources, type Resources } from '../rules/resources.js';
+import { describeResources, fitsResources, offeredResources, type Resources } from '../rules/resources.js';
 import { TASK_DEFAULT_RESOURCES } from '../../core/tasks/resource-request.js';
 
 /** Seconds a task is assumed to take when its history has none (docs/design.md: provisioning demand). */
@@ -446,10 +446,6 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   });
   return { pendingTotal, comingTotal, pools: poolDemands, unschedulable, workerGroups };
 }
-
-const GIB = 1024;
-const describeResources = (r: Resources) =>
-  `${r.cpus} CPU${r.cpus === 1 ? '' : 's'}, ${Math.round((r.memoryMib / GIB) * 10) / 10} GiB memory, ${Math.round((r.diskMib / GIB) * 10) / 10} GiB disk`;
 
 /**
  * The packing of what a pool that shares its resources is left (rules/resources.ts: its machine size is

@@ -133,6 +133,17 @@ export const describeShortfall = (workerName: string, s: ResourceShortfall): str
   );
 };
 
+/** Some figures in words: `2 CPUs, 12 GiB memory, 1 GiB disk` (GiB rounded to the tenth). */
+export const describeResources = (r: Resources): string =>
+  `${r.cpus} ${r.cpus === 1 ? 'CPU' : 'CPUs'}, ${gib(r.memoryMib, Math.round)} GiB memory, ${gib(r.diskMib, Math.round)} GiB disk`;
+
+/**
+ * A request's reservation in words, each figure with where it came from (`work show`, the request's page):
+ * `2 CPUs (user), 12 GiB memory (user), 1 GiB disk (task-default)`.
+ */
+export const describeReservation = (r: Resources, sources: { readonly [F in Figure]: string }): string =>
+  `${r.cpus} ${r.cpus === 1 ? 'CPU' : 'CPUs'} (${sources.cpus}), ${gib(r.memoryMib, Math.round)} GiB memory (${sources.memoryMib}), ${gib(r.diskMib, Math.round)} GiB disk (${sources.diskMib})`;
+
 /**
  * {@link freeResources} of the worker row under `workerAlias`, as a relation of one row whose columns
  * are those of RESOURCE_COLUMNS.free (ints): its offer (RESOURCE_COLUMNS.worker) less the sum of what its

@@ -17,6 +17,7 @@ import { runStatisticsOf } from '../../../services/work/run-statistics.js';
 import { taskStatistics } from '../../../services/work/task-statistics.js';
 import type { TaskStatisticsSummary } from '../../../scheduler/storage/task-statistics.js';
 import { statisticsKeyOf } from '../../../core/tasks/statistics-key.js';
+import { describeReservation } from '../../../scheduler/rules/resources.js';
 import type { WorkRequestStatistics } from '../../../storage/entities/work-request-statistics.js';
 import {
   canSeeTaskStatistics,
@@ -165,6 +166,7 @@ ${wr.startedAt ? html`<dt>Started</dt><dd>${when(wr.startedAt, now)}</dd>` : ''}
 ${wr.completedAt ? html`<dt>Finished</dt><dd>${when(wr.completedAt, now)}</dd>` : ''}
 ${wr.startedAt ? html`<dt>Duration</dt><dd>${duration(between(wr.startedAt, wr.completedAt, now))}${wr.completedAt ? '' : ' so far'}</dd>` : ''}
 ${share !== null ? html`<dt>Cost</dt><dd>${formatCost(share)}${wr.completedAt ? '' : ' so far'} <span class="muted">(its instance’s price per hour × its run time${price!.concurrency > 1 ? ` ÷ ${price!.concurrency}, the requests its worker runs at once` : ''})</span></dd>` : ''}
+${wr.resourceSources ? html`<dt>Reserves</dt><dd>${describeReservation({ cpus: wr.reservedCpus, memoryMib: wr.reservedMemoryMib, diskMib: wr.reservedDiskMib }, wr.resourceSources)} <span class="muted">(of a worker that shares its resources)</span></dd>` : ''}
 ${statistics ? html`<dt>Used</dt><dd>${usedText(statistics)}</dd>` : ''}
 ${historyLine ? html`<dt>Its task lately</dt><dd>${historyLine} <span class="muted">(estimates at most 5% high)</span></dd>` : ''}
 ${wr.retryCount ? html`<dt>Retries</dt><dd>${wr.retryCount}</dd>` : ''}

@@ -6,6 +6,8 @@ import { ACTIVE_STATUSES, FINISHED_STATUSES } from '../../../core/work-request-s
 import { canSeeWorkerDetails, principalOf } from '../../../services/identity/visibility.js';
 import { poolTagInput } from '../../../scheduler/storage/pool-templates.js';
 import { activeWorkCounts } from '../../../scheduler/storage/active-work.js';
+import { workerResourceStates } from '../../../scheduler/storage/worker-resources.js';
+import { describeResources } from '../../../scheduler/rules/resources.js';
 import { factsOfWorker, workerStatus } from '../../../scheduler/rules/availability.js';
 import { computePoolTemplateTags } from '../../../core/tags/worker-tags.js';
 import { ago, when } from '../format.js';
@@ -32,11 +34,13 @@ export async function workerPage(
   if (!worker) throw new StatusError(404, `There is no worker “${name}”.`);
   const principal = principalOf(ctx.viewer);
   const now = new Date();
-  const [running, recent, activeCounts] = await Promise.all([
+  const [running, recent, activeCounts, hosts] = await Promise.all([
     workerWork(em, ctx.viewer, worker.id, ACTIVE_STATUSES, 100),
     workerWork(em, ctx.viewer, worker.id, FINISHED_STATUSES, RECENT),
     activeWorkCounts(em, [worker.id]),
+    worker.offersResources ? workerResourceStates(em, [worker.id]) : null,
   ]);
+  const host = hosts?.get(worker.id) ?? null;
   const active = activeCounts.get(worker.id) ?? 0;
   const status = workerStatus(factsOfWorker(worker), active, now, config.workers.metadataFreshMs);
   const pool = worker.pool;
@@ -52,6 +56,8 @@ export async function workerPage(
 <dt>Type</dt><dd>${worker.type}</dd>
 <dt>Pool</dt><dd>${pool ? html`<a href="${href(['pools', pool.name])}">${pool.name}</a>` : 'none (a static worker)'}</dd>
 <dt>Concurrency</dt><dd>${worker.concurrency} (${active} held now)</dd>
+${host ? html`<dt>Resources</dt><dd>shares ${describeResources(host.offered)}; free ${describeResources(host.free)}</dd>` : ''}
+${host?.heldFor && details ? html`<dt>Held for</dt><dd>work request <a href="${href(['work-requests', String(host.heldFor.workRequestId)])}">${host.heldFor.workRequestId}</a> since ${when(host.heldFor.reservedAt, now)}, expected to fit ${when(host.heldFor.startsAt, now)}: it takes only work that does not delay it</dd>` : ''}
 <dt>Connected</dt><dd>${ago(worker.connectedAt, now)}</dd>
 <dt>Last seen</dt><dd>${ago(worker.lastSeenAt, now)}</dd>
 <dt>Registered</dt><dd>${when(worker.registeredAt, now)}</dd>
