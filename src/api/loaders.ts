@@ -11,6 +11,7 @@ import {
   workerResourceStates,
   type WorkerResourceState,
 } from '../scheduler/storage/worker-resources.js';
+import { hostCandidate } from '../scheduler/rules/resources.js';
 import { instancePages } from '../services/pools/instance-reads.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
 import type { ClassCache } from '../scheduler/matching/class-cache.js';
@@ -219,6 +220,21 @@ export function createLoaders(
             availableOnly,
             snapshot ? (required) => snapshot.keying(required) : undefined,
           );
+          // Workers that share their resources count only where the request fits them (rules/resources.ts).
+          const hosts = await hostStates();
+          if (hosts.size)
+            for (const task of tasks) {
+              const list = found.get(task.id);
+              const reserved = task.reserved;
+              if (!list || !reserved) continue;
+              found.set(
+                task.id,
+                list.filter((w) => {
+                  const host = hosts.get(w.id);
+                  return !host || hostCandidate(reserved, host, availableOnly);
+                }),
+              );
+            }
           return ids.map((id) => found.get(id) ?? []);
         });
         candidateLoaders.set(availableOnly, loader);

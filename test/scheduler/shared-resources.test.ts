@@ -127,6 +127,13 @@ describe('workers that share their resources', () => {
       resourceWaits: [{ workerName: 'big-1', reasons: ['needs 12 GiB of memory; big-1 has 10 GiB free of 16'] }],
     });
 
+    // A worker that shares its resources is a candidate for what fits what it offers, and for nothing larger.
+    const huge = await submit({ cpus: 64 });
+    const CANDIDATES = `query($id: ID!) { workRequest(id: $id) { candidateWorkers(availableOnly: false) { name } } }`;
+    expect((await t.gql(CANDIDATES, { id: big })).data!.workRequest.candidateWorkers).toEqual([{ name: 'big-1' }]);
+    expect((await t.gql(CANDIDATES, { id: huge })).data!.workRequest.candidateWorkers).toEqual([]);
+    await t.gql(`mutation($id: ID!) { abortWorkRequest(input: { id: $id }) { __typename } }`, { id: huge });
+
     // The pages and `work show` say it too.
     const base = await baseUrl();
     const page = async (path: string) =>

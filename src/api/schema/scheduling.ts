@@ -272,7 +272,8 @@ builder.objectFields(WorkRequestRef, (t) => ({
     args: {
       availableOnly: t.arg.boolean({
         defaultValue: true,
-        description: 'Only workers that may take work now (connected, enabled, not draining)',
+        description:
+          'Only workers that may take work now (connected, enabled, not draining; one that shares its resources with room for it now)',
       }),
       first: t.arg.int({ defaultValue: 100, description: firstDescription('WorkRequest.candidateWorkers', 'workers') }),
     },
@@ -486,7 +487,8 @@ builder.queryFields((t) => ({
       workRequestIds: t.arg.idList({ required: true, description: 'The work requests' }),
       availableOnly: t.arg.boolean({
         defaultValue: true,
-        description: 'Only workers that may take work now (connected, enabled, not draining)',
+        description:
+          'Only workers that may take work now (connected, enabled, not draining; one that shares its resources with room for it now)',
       }),
     },
     resolve: async (_r, args, ctx) => {

@@ -6,12 +6,15 @@ import { tagName } from '../../core/tags/syntax.js';
 import { classKey } from './class-key.js';
 import { MatchKeys } from './match-keys.js';
 import { groupBy, type WorkerState } from './worker-state.js';
+import { RESOURCE_COLUMNS, type Resources } from '../rules/resources.js';
 
 /** The tags of a work request, as the bulk matcher reads them. */
 export interface TaskTagsRow {
   readonly id: number;
   readonly providedTags: readonly string[];
   readonly requiredTags: readonly string[];
+  /** What it reserves of a worker that shares its resources (rules/resources.ts); none when absent. */
+  readonly reserved?: Resources;
 }
 
 /**
@@ -119,11 +122,20 @@ export async function loadTaskTags(
   visible: SqlCondition = ALWAYS,
 ): Promise<TaskTagsRow[]> {
   if (!ids.length) return [];
-  const rows = await em.execute<{ id: number; provided_tags: string[]; required_tags: string[] }[]>(
+  const c = RESOURCE_COLUMNS.workRequest;
+  const rows = await em.execute<
+    { id: number; provided_tags: string[]; required_tags: string[]; cpus: number; memory: number; disk: number }[]
+  >(
     // Arrays as JSON: the driver parses JSON natively, text[] several times slower.
-    `select wr.id, to_json(wr.provided_tags) as provided_tags, to_json(wr.required_tags) as required_tags
+    `select wr.id, to_json(wr.provided_tags) as provided_tags, to_json(wr.required_tags) as required_tags,
+            wr.${c.cpus} as cpus, wr.${c.memoryMib} as memory, wr.${c.diskMib} as disk
        from work_request wr where wr.id = any(?::int[]) and ${visible.sql}`,
     [intArray(ids), ...visible.params],
   );
-  return rows.map((r) => ({ id: r.id, providedTags: r.provided_tags, requiredTags: r.required_tags }));
+  return rows.map((r) => ({
+    id: r.id,
+    providedTags: r.provided_tags,
+    requiredTags: r.required_tags,
+    reserved: { cpus: Number(r.cpus), memoryMib: Number(r.memory), diskMib: Number(r.disk) },
+  }));
 }

@@ -133,6 +133,17 @@ export const describeShortfall = (workerName: string, s: ResourceShortfall): str
   );
 };
 
+/**
+ * Whether a worker that shares its resources is a candidate for a request: the request fits in what it
+ * offers (ever), and, when only workers that could take it now count (`availableOnly`), in what it has
+ * free now. A worker with slots is not judged here (it has no `host`).
+ */
+export const hostCandidate = (
+  request: Resources,
+  host: { readonly offered: Resources; readonly free: Resources },
+  availableOnly: boolean,
+): boolean => fitsResources(request, host.offered) && (!availableOnly || fitsResources(request, host.free));
+
 /** Some figures in words: `2 CPUs, 12 GiB memory, 1 GiB disk` (GiB rounded to the tenth). */
 export const describeResources = (r: Resources): string =>
   `${r.cpus} ${r.cpus === 1 ? 'CPU' : 'CPUs'}, ${gib(r.memoryMib, Math.round)} GiB memory, ${gib(r.diskMib, Math.round)} GiB disk`;
