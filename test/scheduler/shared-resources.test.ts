@@ -254,4 +254,45 @@ describe('workers that share their resources', () => {
       /; 1 larger than a machine \(16 CPUs, 64 GiB memory, 200 GiB disk\) get none$/,
     );
   });
+
+  it('takes figures from workspace and site rules given through createTaskRule; bad figures are refused, nothing written', async () => {
+    await t.gql(`mutation { createWorkspace(input: { name: "debian/ruled" }) { __typename } }`);
+    const RULE = `mutation($i: CreateTaskRuleInput!) { createTaskRule(input: $i) { __typename ... on TaskRule { name resources { cpus memoryMib diskMib } } ... on Error { code message } } }`;
+    const site = await t.gql(RULE, {
+      i: {
+        name: 'big-builds',
+        expression: 'task:source-package:libreoffice',
+        resources: { memoryMib: 32768, diskMib: 65536 },
+      },
+    });
+    expect(site.data!.createTaskRule).toEqual({
+      __typename: 'TaskRule',
+      name: 'big-builds',
+      resources: { cpus: null, memoryMib: 32768, diskMib: 65536 },
+    });
+    const ws = await t.gql(RULE, {
+      i: { workspace: 'debian/ruled', name: 'wide', taskName: 'noop', resources: { cpus: 4 } },
+    });
+    expect(ws.data!.createTaskRule.resources).toEqual({ cpus: 4, memoryMib: null, diskMib: null });
+    const before = await t.sql<{ n: number }>(`select count(*)::int as n from task_rule`);
+    const bad = await t.gql(RULE, { i: { workspace: 'debian/ruled', name: 'bad', resources: { cpus: 5000 } } });
+    expect(bad.data!.createTaskRule).toMatchObject({
+      code: 'INVALID_RULE',
+      message: 'input.resources.cpus: must be a whole number from 0 to 1024',
+    });
+    const empty = await t.gql(RULE, { i: { workspace: 'debian/ruled', name: 'empty', resources: {} } });
+    expect(empty.data!.createTaskRule.message).toBe(
+      'input: a rule must add at least one provided or required tag, or resources',
+    );
+    expect(await t.sql<{ n: number }>(`select count(*)::int as n from task_rule`)).toEqual(before);
+
+    const r = await t.gql(
+      `mutation { createWorkRequest(input: { workspace: "debian/ruled", taskType: "worker", taskName: "noop", taskData: {} }) {
+         ... on WorkRequest { resources { cpus memoryMib diskMib sources { cpus memoryMib diskMib } } } ... on Error { code message } } }`,
+    );
+    expect(r.data!.createWorkRequest.resources).toMatchObject({
+      cpus: 4,
+      sources: { cpus: 'workspace-rule:wide' },
+    });
+  });
 });

@@ -25,6 +25,7 @@ import {
 import { visibleGroups, visibleWorkspace, visibleWorkspaces } from '../../services/identity/directory-reads.js';
 import { audienceOf, canSeeGroupMembers, canSeeWorkspaceMembers } from '../../services/identity/visibility.js';
 import { createTaskRule, deleteTaskRule, siteRules, workspaceRules } from '../../services/work/task-rules.js';
+import { ResourcesInput, ResourcesPartialRef } from './resources.js';
 import { decodeCursor, encodeCursor, firstDescription, firstOf, pageSize, toConnection } from './pagination.js';
 import { PAGE } from '../limits/page.js';
 import { adminsOnly } from '../../services/work/idempotency.js';
@@ -95,6 +96,12 @@ export const TaskRuleRef = builder.objectRef<TaskRule>('TaskRule').implement({
     }),
     providedTags: t.exposeStringList('providedTags', { description: 'Tags it adds to the provided side' }),
     requiredTags: t.exposeStringList('requiredTags', { description: 'Tags it adds to the required side' }),
+    resources: t.field({
+      type: ResourcesPartialRef,
+      nullable: true,
+      description: 'What the requests it matches reserve of a worker that shares its resources; null when it sets none',
+      resolve: (r) => r.resources ?? null,
+    }),
   }),
 });
 
@@ -429,6 +436,11 @@ builder.mutationFields((t) => ({
             }),
             providedTags: f.stringList({ description: 'Tags to add to the provided side' }),
             requiredTags: f.stringList({ description: 'Tags to add to the required side' }),
+            resources: f.field({
+              type: ResourcesInput,
+              description:
+                'What the requests it matches reserve of a worker that shares its resources; a workspace rule’s figures win over a site rule’s, a user’s over both (the largest of several rules)',
+            }),
           }),
         }),
         required: true,

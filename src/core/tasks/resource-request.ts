@@ -132,3 +132,8 @@ export function resourceInputProblems(
     return [{ path: `${path}.${figure}`, message: `must be a whole number from 0 to ${RESOURCE_LIMITS[figure]}` }];
   });
 }
+
+/** The figures given, without those left out or null (what is stored of a user's or a rule's input). */
+export function givenFigures(given: PartialResources): PartialResources {
+  return Object.fromEntries(RESOURCE_FIGURES.flatMap((f) => (given[f] == null ? [] : [[f, given[f]]])));
+}

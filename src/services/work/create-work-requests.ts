@@ -14,7 +14,7 @@ import {
   type WorkRequestAnalysis,
 } from '../../core/tasks/analyze.js';
 import { isOrchestrated } from '../../core/tasks/types.js';
-import { RESOURCE_FIGURES, resourceInputProblems, type PartialResources } from '../../core/tasks/resource-request.js';
+import { givenFigures, resourceInputProblems, type PartialResources } from '../../core/tasks/resource-request.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { runOrchestrated, freezeAnalysis } from '../workflows/queue-request.js';
@@ -90,10 +90,6 @@ function analysisErrorToInput(base: string, errors: AnalysisError[]): InputError
 }
 
 /** The figures a user gave, and nothing else of the input object (GraphQL hands over its keys as given). */
-function pickResources(given: PartialResources): PartialResources {
-  return Object.fromEntries(RESOURCE_FIGURES.flatMap((f) => (given[f] == null ? [] : [[f, given[f]]])));
-}
-
 function parseId(raw: string | number, path: string): number {
   const id = typeof raw === 'number' ? raw : Number(raw);
   if (!Number.isSafeInteger(id) || id <= 0)
@@ -146,7 +142,7 @@ async function prepareCreate(
         tag: null,
       })),
     );
-  const userResources = input.resources ? pickResources(input.resources) : null;
+  const userResources = input.resources ? givenFigures(input.resources) : null;
 
   let workspace = lookups.workspaces.get(input.workspace);
   if (!workspace) {

@@ -7,6 +7,7 @@ import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../co
 import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { parseExpression } from '../../core/tags/expression.js';
 import type { InputConfig } from '../../core/config/input.js';
+import { givenFigures, resourceInputProblems, type PartialResources } from '../../core/tasks/resource-request.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { principalOf, ruleSql } from '../identity/visibility.js';
@@ -21,6 +22,8 @@ export interface TaskRuleInput {
   expression?: string | null;
   providedTags?: string[] | null;
   requiredTags?: string[] | null;
+  /** What the requests it matches reserve of a worker that shares its resources (core/tasks/resource-request.ts). */
+  resources?: PartialResources | null;
 }
 
 /**
@@ -68,10 +71,22 @@ export async function createTaskRule(
     [providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet],
     [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet],
   );
-  if (!providedTags.length && !requiredTags.length) {
+  const problems = resourceInputProblems(input.resources, 'input.resources');
+  if (problems.length)
+    throw InputError.of(
+      problems.map((p) => ({
+        code: ERROR_CODES.INVALID_RULE,
+        message: `${p.path}: ${p.message}`,
+        path: p.path,
+        tag: null,
+      })),
+    );
+  const resources = input.resources ? givenFigures(input.resources) : null;
+  const hasResources = resources !== null && Object.keys(resources).length > 0;
+  if (!providedTags.length && !requiredTags.length && !hasResources) {
     throw new InputError(
       ERROR_CODES.INVALID_RULE,
-      'input: a rule must add at least one provided or required tag',
+      'input: a rule must add at least one provided or required tag, or resources',
       'input',
     );
   }
@@ -98,6 +113,7 @@ export async function createTaskRule(
       expression,
       providedTags,
       requiredTags,
+      resources: hasResources ? resources : null,
     });
     await creating(`a rule "${name}"`, () => tx.flush());
     return rule;
