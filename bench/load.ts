@@ -68,7 +68,7 @@ export async function loadWorkload(
   workload: Workload,
   serverUrl: string,
   dbName: string,
-  options: { history?: number } = {},
+  options: { history?: number; sharedResources?: boolean } = {},
 ): Promise<LoadedDatabase> {
   const timings: Record<string, number> = {};
   const url = withDatabase(serverUrl, dbName);
@@ -122,6 +122,11 @@ export async function loadWorkload(
     const checked = await checkSample(client, orm, config, workload, ids, firstRequestId);
     timings.check = p.end(`${checked.rows} rows agree, ${checked.rules} (workspace, rule) pairs that fired among them`);
 
+    if (options.sharedResources) {
+      p = phase('shared resources: half the workers, every pending request');
+      timings.sharedResources = p.end(await shareResources(client));
+    }
+
     p = phase('vacuum analyze');
     await client.query('vacuum analyze');
     timings.vacuum = p.end();
@@ -132,6 +137,27 @@ export async function loadWorkload(
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Every other worker shares its resources, offering what its metadata reports, and every pending request
+ * reserves 1 to 8 CPUs, 1 to 32 GiB of memory and 1 to 16 GiB of disk (by its id: the same on every run).
+ */
+async function shareResources(c: pg.Client): Promise<string> {
+  const workers = await c.query(
+    `update worker set offers_resources = true,
+            offered_cpus = coalesce((dynamic_metadata->>'system:cpu_count')::int, 8),
+            offered_memory_mib = coalesce(((dynamic_metadata->>'system:total_physical_memory')::bigint / 1048576)::int, 16384),
+            offered_disk_mib = coalesce(((dynamic_metadata->>'system:disk_free')::bigint / 1048576)::int, 102400)
+      where id % 2 = 0`,
+  );
+  const requests = await c.query(
+    `update work_request set reserved_cpus = 1 << (id % 4), reserved_memory_mib = 1024 << (id % 6),
+            reserved_disk_mib = 1024 << (id % 5),
+            resource_sources = '{"cpus":"user","memoryMib":"user","diskMib":"user"}'
+      where status = 'PENDING'`,
+  );
+  return `${workers.rowCount} workers, ${requests.rowCount} requests`;
 }
 
 interface DirectoryIds {

@@ -41,6 +41,7 @@ interface Options {
   old: boolean;
   clients: boolean;
   history: number;
+  sharedResources: boolean;
   seed: number;
   databaseUrl: string;
   dbName: string;
@@ -81,6 +82,7 @@ function stageOptions(o: Options, size: { workers: number; requests: number }): 
     runs: o.runs,
     oldCapMs: o.oldCapSeconds * 1000,
     history: o.history,
+    sharedResources: o.sharedResources,
   };
 }
 
@@ -113,6 +115,7 @@ async function runChild(o: Options, stage: Stage, size: string, dir: string): Pr
     o.dbName,
     '--history',
     String(o.history),
+    ...(o.sharedResources ? ['--shared-resources'] : []),
   );
   const started = performance.now();
   const code = await new Promise<number | null>((resolve, reject) => {
@@ -171,7 +174,13 @@ async function runClients(
 
 /** What a loaded database holds, written on it (COMMENT ON DATABASE) so that `--reuse` can tell whether it fits. */
 const workloadMark = (o: Options, label: string) =>
-  JSON.stringify({ tagschedBench: 1, size: label, seed: o.seed, history: o.history });
+  JSON.stringify({
+    tagschedBench: 1,
+    size: label,
+    seed: o.seed,
+    history: o.history,
+    ...(o.sharedResources ? { sharedResources: true } : {}),
+  });
 
 async function withServer<T>(o: Options, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: o.databaseUrl });
@@ -287,6 +296,7 @@ const program = new Command('bench')
     nonNegative,
     1,
   )
+  .option('--shared-resources', 'half the workers share their resources and every pending request reserves some', false)
   .option('--seed <n>', 'workload seed', positiveInt, Number(process.env.BENCH_SEED) || 20261121)
   .option(
     '--database-url <url>',

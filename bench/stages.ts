@@ -49,6 +49,8 @@ export interface StageOptions {
   readonly oldCapMs: number;
   /** Completed requests in the history per pending request. */
   readonly history: number;
+  /** Half the workers share their resources, and every pending request reserves some (load.ts: shareResources). */
+  readonly sharedResources?: boolean;
 }
 
 /** Peak memory of a stage's process. */
@@ -80,7 +82,7 @@ export async function loadStage(o: StageOptions): Promise<LoadResult> {
   const workload = generateWorkload({ workers: o.workers, requests: o.requests }, o.seed);
   const generateMs = p.end(`${workload.variants.length} request variants`);
   const started = performance.now();
-  const db = await loadWorkload(workload, o.serverUrl, o.dbName, { history: o.history });
+  const db = await loadWorkload(workload, o.serverUrl, o.dbName, { history: o.history, sharedResources: o.sharedResources });
   const loadMs = performance.now() - started;
   await db.orm.close(true);
   return {
