@@ -14,7 +14,8 @@ import {
   type WorkRequestAnalysis,
 } from '../../core/tasks/analyze.js';
 import { isOrchestrated } from '../../core/tasks/types.js';
-import { givenFigures, resourceInputProblems, type PartialResources } from '../../core/tasks/resource-request.js';
+import { givenFigures, type PartialResources } from '../../core/tasks/resource-request.js';
+import { checkResourceInput } from '../input/resource-input.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { runOrchestrated, freezeAnalysis } from '../workflows/queue-request.js';
@@ -132,16 +133,7 @@ async function prepareCreate(
       `${path}.priorityAdjustment: only admins may raise a priority (positive priorityAdjustment)`,
     );
   const dependencyIds = [...new Set((input.dependsOn ?? []).map((d, i) => parseId(d, `${path}.dependsOn[${i}]`)))];
-  const resourceProblems = resourceInputProblems(input.resources, `${path}.resources`);
-  if (resourceProblems.length)
-    throw InputError.of(
-      resourceProblems.map((p) => ({
-        code: ERROR_CODES.INVALID_INPUT,
-        message: `${p.path}: ${p.message}`,
-        path: p.path,
-        tag: null,
-      })),
-    );
+  checkResourceInput(input.resources, `${path}.resources`, ERROR_CODES.INVALID_INPUT);
   const userResources = input.resources ? givenFigures(input.resources) : null;
 
   let workspace = lookups.workspaces.get(input.workspace);

@@ -7,7 +7,8 @@ import { ERROR_CODES, ForbiddenError, InputError, NotFoundError } from '../../co
 import { LIST_MAXIMA } from '../input/list-maxima.js';
 import { parseExpression } from '../../core/tags/expression.js';
 import type { InputConfig } from '../../core/config/input.js';
-import { givenFigures, resourceInputProblems, type PartialResources } from '../../core/tasks/resource-request.js';
+import { givenFigures, type PartialResources } from '../../core/tasks/resource-request.js';
+import { checkResourceInput } from '../input/resource-input.js';
 import { isAdmin, requireUser, type Viewer } from '../identity/auth.js';
 import { findWorkspace, roleIn } from '../identity/directory.js';
 import { principalOf, ruleSql } from '../identity/visibility.js';
@@ -71,16 +72,7 @@ export async function createTaskRule(
     [providedTags, 'provided', 'input.providedTags', config.maxTagsPerSet],
     [requiredTags, 'required', 'input.requiredTags', config.maxTagsPerSet],
   );
-  const problems = resourceInputProblems(input.resources, 'input.resources');
-  if (problems.length)
-    throw InputError.of(
-      problems.map((p) => ({
-        code: ERROR_CODES.INVALID_RULE,
-        message: `${p.path}: ${p.message}`,
-        path: p.path,
-        tag: null,
-      })),
-    );
+  checkResourceInput(input.resources, 'input.resources', ERROR_CODES.INVALID_RULE);
   const resources = input.resources ? givenFigures(input.resources) : null;
   const hasResources = resources !== null && Object.keys(resources).length > 0;
   if (!providedTags.length && !requiredTags.length && !hasResources) {
