@@ -82,7 +82,10 @@ export async function loadStage(o: StageOptions): Promise<LoadResult> {
   const workload = generateWorkload({ workers: o.workers, requests: o.requests }, o.seed);
   const generateMs = p.end(`${workload.variants.length} request variants`);
   const started = performance.now();
-  const db = await loadWorkload(workload, o.serverUrl, o.dbName, { history: o.history, sharedResources: o.sharedResources });
+  const db = await loadWorkload(workload, o.serverUrl, o.dbName, {
+    history: o.history,
+    sharedResources: o.sharedResources,
+  });
   const loadMs = performance.now() - started;
   await db.orm.close(true);
   return {
