@@ -477,7 +477,7 @@ function planResources(
     ? `; ${packing.unplaceable} larger than a machine (${describeResources(machineSize)}) get none`
     : '';
   const reason = machines
-    ? `${placed} request${placed === 1 ? '' : 's'} (${describeResources(reserved)}) fill ${machines} machine${machines === 1 ? '' : 's'} of ${describeResources(machineSize)}: ${fills.what} fill${fills.what === 'memory' || fills.what === 'disk' ? 's' : ''} them first${apart}`
+    ? `${placed} request${placed === 1 ? '' : 's'} (${describeResources(reserved)}) fill ${machines} machine${machines === 1 ? '' : 's'} of ${describeResources(machineSize)}: ${fills.what} fill${fills.what === 'CPUs' ? '' : 's'} them first${apart}`
     : requests
       ? `no machine: ${packing.unplaceable} request${packing.unplaceable === 1 ? '' : 's'} larger than a machine (${describeResources(machineSize)})`
       : 'no requests left to it';
