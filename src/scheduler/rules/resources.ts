@@ -6,15 +6,17 @@
  * TypeScript predicates (freeResources, fitsResources) and their SQL fragments (freeResourcesSql,
  * fitsResourcesSql) on the columns that {@link RESOURCE_COLUMNS} names; test/scheduler/rules/resources.test.ts
  * checks that the two forms agree on generated workers and requests of every status. Beside them, the
- * words of a shortfall (resourceShortfalls, describeShortfall) and, pure, the reservation of a host for
- * a large request and the backfill of smaller work around it (reservedStart, mayBackfill,
+ * words of a shortfall (resourceShortfalls, describeShortfall) and of figures (describeResources,
+ * describeReservation), whether a host is a candidate (hostCandidate) and, pure, the reservation of a host
+ * for a large request and the backfill of smaller work around it (reservedStart, mayBackfill,
  * reservationExpired).
  *
  * It applies to the workers whose `offers_resources` is set: their pulls, placements and passes go through
  * storage/host-pull.ts (the choice: matching/host-choice.ts), and the diagnosis names their shortfalls;
- * workers with fixed slots count slots (rules/active-work.ts). Demand and the candidates do not read it
- * yet. A request that reserves nothing (NO_RESOURCES) fits any worker, and a worker that offers nothing
- * takes only such requests.
+ * workers with fixed slots count slots (rules/active-work.ts). The candidates keep a host only where a
+ * request fits it (api/loaders.ts), and demand packs requests onto the machines of pools that share their
+ * resources (matching/resource-packing.ts). A request that reserves nothing (NO_RESOURCES) fits any
+ * worker, and a worker that offers nothing takes only such requests.
  */
 import { RESOURCE_FIGURES, type ResourceFigure, type Resources } from '../../core/tasks/resource-request.js';
 import { isActiveSql } from './active-work.js';
