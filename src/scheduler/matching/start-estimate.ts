@@ -7,6 +7,8 @@
  * pool's launch time has passed since the launch) and of the workers the matching pools with room
  * could launch (their launch time from now). Storage reads the inputs (storage/start-estimate.ts).
  */
+import { Heap } from './heap.js';
+
 
 /** How many of the requests ahead are simulated one by one; beyond, the rest is extrapolated at their mean run over all the slots. */
 export const SIMULATED_AHEAD = 1000;
@@ -56,45 +58,6 @@ export interface SimulatedStart {
   readonly basis: string;
   /** Whether the requests ahead beyond the first {@link SIMULATED_AHEAD} were extrapolated rather than simulated. */
   readonly extrapolated: boolean;
-}
-
-/** A binary min-heap of numbers (slot free times in ms). */
-class MinHeap {
-  private readonly a: number[] = [];
-  get size(): number {
-    return this.a.length;
-  }
-  push(v: number): void {
-    const a = this.a;
-    a.push(v);
-    let i = a.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (a[p] <= a[i]) break;
-      [a[p], a[i]] = [a[i], a[p]];
-      i = p;
-    }
-  }
-  pop(): number {
-    const a = this.a;
-    const top = a[0];
-    const last = a.pop()!;
-    if (a.length) {
-      a[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < a.length && a[l] < a[m]) m = l;
-        if (r < a.length && a[r] < a[m]) m = r;
-        if (m === i) break;
-        [a[m], a[i]] = [a[i], a[m]];
-        i = m;
-      }
-    }
-    return top;
-  }
 }
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -148,10 +111,10 @@ export function simulateStart(input: StartEstimateInput): SimulatedStart {
     };
   }
   initial.sort((a, b) => a - b);
-  const heap = new MinHeap();
+  const heap = new Heap<number>((x, y) => x < y); // slot free times in ms
   for (const t of initial.slice(0, need)) heap.push(t);
-  for (let i = 0; i < simulated; i++) heap.push(heap.pop() + input.aheadSeconds[i] * 1000);
-  let start = heap.pop();
+  for (let i = 0; i < simulated; i++) heap.push(heap.pop()! + input.aheadSeconds[i] * 1000);
+  let start = heap.pop()!;
   const parts = [`${plural(simulated, 'request')} ahead simulated`];
   const slotParts: string[] = [];
   if (workerSlots)

@@ -44,16 +44,21 @@ export const aheadInQueueSql = (o: string, r: string) =>
 /** The same order over queue heads already selected with their effective priority as `prio` (storage/queue-heads.ts). */
 export const headsOrderSql = (t: string) => `${t}.prio desc, ${t}.fair_key, ${t}.created_at, ${t}.id`;
 
-/** A request's place in the queue order: its effective priority, fair key (ms), creation (µs since the epoch, all of PostgreSQL's precision) and id. */
-export interface QueueKey {
+/**
+ * A request's place in the queue order: its effective priority, fair key (ms), creation (µs since the
+ * epoch, all of PostgreSQL's precision) and id. The fair key and creation as bigints, or as numbers
+ * where they are known to be exact (below 2^53: creations until the year 2255), which compare faster;
+ * two keys compared are of the same kind.
+ */
+export interface QueueKey<N extends bigint | number = bigint> {
   readonly prio: number;
-  readonly fairKey: bigint;
-  readonly createdUs: bigint;
+  readonly fairKey: N;
+  readonly createdUs: N;
   readonly id: number;
 }
 
 /** Whether request `a` comes before request `b` in the queue order: exactly {@link queueOrderSql} and {@link aheadInQueueSql}. */
-export function queueBefore(a: QueueKey, b: QueueKey): boolean {
+export function queueBefore<N extends bigint | number>(a: QueueKey<N>, b: QueueKey<N>): boolean {
   if (a.prio !== b.prio) return a.prio > b.prio;
   if (a.fairKey !== b.fairKey) return a.fairKey < b.fairKey;
   if (a.createdUs !== b.createdUs) return a.createdUs < b.createdUs;

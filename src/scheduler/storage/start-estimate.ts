@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { intArray, toDate } from '../../storage/db/arrays.js';
+import { intArray, timestampArray, toDate } from '../../storage/db/arrays.js';
 import { isActiveSql } from '../rules/active-work.js';
 import { aheadInQueueSql, effectivePrioritySql, headsOrderSql, queueOrderSql } from '../rules/queue-order.js';
 import { SIMULATED_AHEAD } from '../matching/start-estimate.js';
@@ -92,7 +92,7 @@ export async function keepFirstEstimates(
     `update work_request w set estimated_start_at = s.at
        from unnest(?::int[], ?::timestamptz[]) as s(id, at)
       where w.id = s.id and w.status = 'PENDING' and w.estimated_start_at is null`,
-    [intArray(estimates.map((e) => e.id)), `{${estimates.map((e) => `"${e.at.toISOString()}"`).join(',')}}`],
+    [intArray(estimates.map((e) => e.id)), timestampArray(estimates.map((e) => e.at))],
   );
 }
 

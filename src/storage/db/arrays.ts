@@ -20,6 +20,13 @@ export function textArray(items: Iterable<string>): string {
   return `{${out.join(',')}}`;
 }
 
+/** `{"2026-12-03T15:00:00.000Z",NULL}` for `?::timestamptz[]`: each date in ISO form, null as NULL. */
+export function timestampArray(dates: Iterable<Date | null>): string {
+  const out: string[] = [];
+  for (const d of dates) out.push(d ? `"${d.toISOString()}"` : 'NULL');
+  return `{${out.join(',')}}`;
+}
+
 /** A timestamp from a raw row (the driver hands them to the ORM as strings) as a Date, or null. */
 export function toDate(value: Date | string | null | undefined): Date | null {
   if (value == null) return null;
