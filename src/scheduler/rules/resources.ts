@@ -3,8 +3,8 @@
  * slots, each request reserves some of them while it is active work (ASSIGNED or RUNNING,
  * rules/active-work.ts), and a request fits a worker when every figure it reserves is at most what the
  * worker has free (its offer less what its active work reserves, never below 0). In two forms: the
- * TypeScript predicates (freeResources, fitsResources) and their SQL fragments (freeResourcesSql,
- * fitsResourcesSql) on the columns that {@link RESOURCE_COLUMNS} names; test/scheduler/rules/resources.test.ts
+ * TypeScript predicates (freeResources, fitsResources, and overCommittedBy for a batch of assignments)
+ * and their SQL fragments (freeResourcesSql, fitsResourcesSql, overCommittedBySql) on the columns that {@link RESOURCE_COLUMNS} names; test/scheduler/rules/resources.test.ts
  * checks that the two forms agree on generated workers and requests of every status. Beside them, the
  * words of a shortfall (resourceShortfalls, describeShortfall) and of figures (describeResources,
  * describeReservation), whether a host is a candidate (hostCandidate) and, pure, the reservation of a host
@@ -12,9 +12,9 @@
  * reservationExpired).
  *
  * It applies to the workers whose `offers_resources` is set: their pulls, placements and passes go through
- * storage/host-pull.ts (the choice: matching/host-choice.ts), and the diagnosis names their shortfalls;
+ * storage/host-pull.ts and, for the pass, storage/host-pass.ts (the choice: matching/host-choice.ts), and the diagnosis names their shortfalls;
  * workers with fixed slots count slots (rules/active-work.ts). The candidates keep a host only where a
- * request fits it (api/loaders.ts), and demand packs requests onto the machines of pools that share their
+ * request fits it (matching/candidates.ts), and demand packs requests onto the machines of pools that share their
  * resources (matching/resource-packing.ts). A request that reserves nothing (NO_RESOURCES) fits any
  * worker, and a worker that offers nothing takes only such requests.
  */
@@ -73,24 +73,35 @@ export const RESOURCE_COLUMNS = {
   free: { cpus: 'free_cpus', memoryMib: 'free_memory_mib', diskMib: 'free_disk_mib' },
 } as const satisfies Record<string, Record<Figure, string>>;
 
-const resources = (figure: (f: Figure) => number): Resources => ({
-  cpus: figure('cpus'),
-  memoryMib: figure('memoryMib'),
-  diskMib: figure('diskMib'),
-});
+// The three functions below spell the figures out rather than loop over FIGURES: the pass calls them for
+// every candidate of every pull (matching/host-choice.ts), and the loops' closures cost more than the sums.
 
 /** The figure-by-figure sum of some reservations. */
-const sum = (all: readonly Resources[]): Resources => resources((f) => all.reduce((total, r) => total + r[f], 0));
+const sum = (all: readonly Resources[]): Resources => {
+  let cpus = 0;
+  let memoryMib = 0;
+  let diskMib = 0;
+  for (const r of all) {
+    cpus += r.cpus;
+    memoryMib += r.memoryMib;
+    diskMib += r.diskMib;
+  }
+  return { cpus, memoryMib, diskMib };
+};
 
 /** What a worker has free: what it offers less the sum of what its active work reserves, each figure never below 0. */
 export const freeResources = (offered: Resources, reserved: readonly Resources[]): Resources => {
   const used = sum(reserved);
-  return resources((f) => Math.max(0, offered[f] - used[f]));
+  return {
+    cpus: Math.max(0, offered.cpus - used.cpus),
+    memoryMib: Math.max(0, offered.memoryMib - used.memoryMib),
+    diskMib: Math.max(0, offered.diskMib - used.diskMib),
+  };
 };
 
 /** Whether a request fits: every figure it reserves is at most the free one. */
 export const fitsResources = (request: Resources, free: Resources): boolean =>
-  FIGURES.every((f) => request[f] <= free[f]);
+  request.cpus <= free.cpus && request.memoryMib <= free.memoryMib && request.diskMib <= free.diskMib;
 
 /** The name of a figure in a shortfall. */
 export type ResourceName = 'cpus' | 'memory' | 'disk';
@@ -182,6 +193,36 @@ export const fitsResourcesSql = (workerAlias: string, requestAlias: string): str
   const { workRequest, free } = RESOURCE_COLUMNS;
   const fits = FIGURES.map((f) => `${requestAlias}.${workRequest[f]} <= free_of_worker.${free[f]}`);
   return `(select ${fits.join(' and ')} from ${freeResourcesSql(workerAlias)} free_of_worker)`;
+};
+
+/**
+ * Whether `added`, assigned one after another to a worker offering `offered` whose active work reserves
+ * `before`, would not each fit in turn (fitsResources on what is free after the ones before it): the
+ * check of a batch of assignments to one worker made in one statement. In any order the same answer: a
+ * figure is over-committed by the batch when the batch reserves some of it and the sum of everything
+ * exceeds the offer.
+ */
+export const overCommittedBy = (offered: Resources, before: readonly Resources[], added: readonly Resources[]): boolean => {
+  const held = [...before];
+  for (const a of added) {
+    if (!fitsResources(a, freeResources(offered, held))) return true;
+    held.push(a);
+  }
+  return false;
+};
+
+/**
+ * {@link overCommittedBy} as a SQL condition on the worker row under `workerAlias`, its active work read
+ * now (the batch already assigned), the batch being the requests of the one `?::int[]` parameter.
+ */
+export const overCommittedBySql = (workerAlias: string): string => {
+  const { worker, workRequest } = RESOURCE_COLUMNS;
+  const sums = FIGURES.map(
+    (f) =>
+      `(coalesce(sum(held.${workRequest[f]}), 0) > ${workerAlias}.${worker[f]} and coalesce(sum(held.${workRequest[f]}) filter (where held.id = any(batch.ids)), 0) > 0)`,
+  );
+  return `(select ${sums.join(' or ')} from work_request held, (select ?::int[] as ids) batch
+            where held.worker_id = ${workerAlias}.id and ${isActiveSql('held')})`;
 };
 
 /** A piece of a worker's active work, as the reservation of a host sees it. */

@@ -3,15 +3,16 @@
  * reservation and the heads of the classes it may run, read under its row lock; the choice made in
  * memory (matching/host-choice.ts, on the rules of rules/resources.ts); the reservation written and the
  * first chosen request not locked elsewhere assigned, under the SQL form of the fit (fitsResourcesSql),
- * so that no statement can over-commit the worker. Every path that assigns work to such a worker comes
- * here: its own pull and a placement (next-work.ts: assignNextWork) and the pass (pass.ts), each holding
- * the worker's row lock, so one worker's assignments are made one after another.
+ * so that no statement can over-commit the worker. A worker's own pull and a placement (next-work.ts:
+ * assignNextWork) come here; the pass takes what these pulls would in bulk (host-pass.ts). Each holds the
+ * worker's row lock, so one worker's assignments are made one after another.
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, toDate } from '../../storage/db/arrays.js';
+import { HOST_HEADS, HOST_HEADS_PER_CLASS } from '../matching/host-pass-matching.js';
 import { chooseOnHost, type HostCandidate, type HostChoice, type StoredReservation } from '../matching/host-choice.js';
 import { isActiveSql } from '../rules/active-work.js';
-import { headsOrderSql, queueOrderSql, effectivePrioritySql } from '../rules/queue-order.js';
+import { headsOrderSql, queueBefore, queueOrderSql, effectivePrioritySql, type QueueKey } from '../rules/queue-order.js';
 import { notBackedOffParams, notBackedOffSql } from '../rules/release-backoff.js';
 import { fitsResourcesSql, RESERVATION_DEFAULTS, type Resources, type RunningWork } from '../rules/resources.js';
 import { assignSql, type NextAssignment } from './assign.js';
@@ -22,10 +23,6 @@ import {
   type DurationHistory,
 } from './task-history.js';
 
-/** Heads read per eligible class: a host takes one request a pull, but may pass over several that do not fit. */
-const HOST_HEADS_PER_CLASS = 8;
-/** Heads read in all, over every class. */
-const HOST_HEADS = 64;
 
 /** A worker that shares its resources, as its pull needs it (read under its lock by the caller). */
 export interface HostWorker {
@@ -50,7 +47,8 @@ const resourcesOf = (r: Row): Resources => ({
 const HOST_HEADS_SQL = `
   select t.* from unnest(?::int[]) as c(id)
    cross join lateral (
-     select w.id, ${effectivePrioritySql('w')} as prio, w.fair_key, w.created_at, w.reserved_cpus, w.reserved_memory_mib,
+     select w.id, ${effectivePrioritySql('w')} as prio, w.fair_key, w.created_at,
+            (extract(epoch from w.created_at) * 1000000)::bigint::text as created_us, w.reserved_cpus, w.reserved_memory_mib,
             w.reserved_disk_mib, w.task_type, w.task_name
        from work_request w
       where w.status = 'PENDING' and w.class_id = c.id and ${notBackedOffSql('w')}
@@ -81,7 +79,8 @@ async function readHost(
   );
   const [stored] = await em.execute<Row[]>(
     `select r.work_request_id, r.reserved_at, r.lapsed_at, q.status, q.reserved_cpus, q.reserved_memory_mib, q.reserved_disk_mib,
-            ${effectivePrioritySql('q')} as prio, q.fair_key, q.created_at, q.task_type, q.task_name
+            ${effectivePrioritySql('q')} as prio, q.fair_key, q.created_at,
+            (extract(epoch from q.created_at) * 1000000)::bigint::text as created_us, q.task_type, q.task_name
        from worker_reservation r join work_request q on q.id = r.work_request_id
       where r.worker_id = ?`,
     [worker.id],
@@ -117,18 +116,13 @@ async function readHost(
   const rows = [...heads];
   if (pendingReserved && !rows.some((r) => Number(r.id) === Number(stored.work_request_id)))
     rows.push({ ...stored, id: stored.work_request_id });
-  const key = (r: Row) =>
-    [
-      -Number(r.prio),
-      BigInt(String(r.fair_key)),
-      toDate(r.created_at as Date | string)!.getTime(),
-      Number(r.id),
-    ] as const;
-  rows.sort((a, b) => {
-    const [x, y] = [key(a), key(b)];
-    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
-    return 0;
+  const key = (r: Row): QueueKey<number> => ({
+    prio: Number(r.prio),
+    fairKey: Number(r.fair_key),
+    createdUs: Number(r.created_us),
+    id: Number(r.id),
   });
+  rows.sort((a, b) => (queueBefore(key(a), key(b)) ? -1 : 1));
   const ids = rows.map((r) => Number(r.id));
   const elsewhere = new Set(
     ids.length

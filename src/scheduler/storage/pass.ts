@@ -9,7 +9,7 @@ import { availableParams, availableSql } from '../rules/availability.js';
 import { anyHeavyByHistory, heaviness, type TaskHistory } from '../rules/heavy-work.js';
 import { workerSize } from '../rules/placement-preference.js';
 import { assignRequests, type Assignment } from './assign.js';
-import { assignOnHost } from './host-pull.js';
+import { passOverHosts, type HostRow } from './host-pass.js';
 import { classHeadsSql, LOCK_ALL_SQL } from './queue-heads.js';
 import { backoffsOf } from './release-backoffs.js';
 import type { TaskHistoryCache } from './task-history.js';
@@ -37,7 +37,7 @@ interface HeadRow {
  * match heads until the matching is the full read's (matchAsFullRead, matching/pass-matching.ts),
  * lock the chosen requests (lockChosen), write the assignments (assignRequests). Runs inside the
  * caller's transaction; returns the assignments. Workers that share their resources are not matched
- * here but pull in turn (passHosts), by the same rule as their own pulls.
+ * here but take what their own pulls would (passHosts, host-pass.ts).
  */
 export async function runPass(
   em: EntityManager,
@@ -80,8 +80,8 @@ async function passSlots(
 
 /**
  * The pass over the workers that share their resources: each available one under its concurrency, its
- * row locked (SKIP LOCKED: one busy in a pull is being served), pulls as its own pull would
- * (host-pull.ts: assignOnHost) until it takes nothing more, at most `maxAssignments` in all.
+ * row locked (SKIP LOCKED: one busy in a pull is being served), takes what its own pulls would take
+ * (host-pass.ts, in bulk), at most `maxAssignments` in all.
  */
 async function passHosts(
   em: EntityManager,
@@ -118,23 +118,19 @@ async function passHosts(
     em,
     rows.map((r) => r.id),
   );
-  const made: Assignment[] = [];
+  const hosts: HostRow[] = [];
   for (const r of rows) {
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
-    if (!eligible.length) continue;
-    const offered = { cpus: r.offered_cpus, memoryMib: r.offered_memory_mib, diskMib: r.offered_disk_mib };
-    for (let free = freeSlots(r.concurrency, loads.get(r.id) ?? 0); free > 0 && made.length < maxAssignments; free--) {
-      const a = await assignOnHost(em, { id: r.id, offered }, eligible, now, averages);
-      if (!a) break;
-      made.push({
-        workRequestId: a.workRequestId,
-        workerId: a.workerId,
-        workspaceId: a.workspaceId,
-        pendingAt: a.pendingAt,
+    const free = freeSlots(r.concurrency, loads.get(r.id) ?? 0);
+    if (eligible.length && free > 0)
+      hosts.push({
+        id: r.id,
+        offered: { cpus: r.offered_cpus, memoryMib: r.offered_memory_mib, diskMib: r.offered_disk_mib },
+        freeSlots: free,
+        eligible,
       });
-    }
   }
-  return made;
+  return passOverHosts(em, hosts, averages, now, maxAssignments);
 }
 
 /**
