@@ -11,8 +11,8 @@ import {
   workerResourceStates,
   type WorkerResourceState,
 } from '../scheduler/storage/worker-resources.js';
-import { hostCandidate } from '../scheduler/rules/resources.js';
 import { instancePages } from '../services/pools/instance-reads.js';
+import { fitsResources, NO_RESOURCES } from '../scheduler/rules/resources.js';
 import { candidatesOf, loadTaskTags, type TaskTagsRow } from '../scheduler/matching/candidates.js';
 import type { ClassCache } from '../scheduler/matching/class-cache.js';
 import type { PlacementContext, PoolContext } from '../scheduler/matching/diagnosis.js';
@@ -219,22 +219,9 @@ export function createLoaders(
             workers,
             availableOnly,
             snapshot ? (required) => snapshot.keying(required) : undefined,
+            // A request that reserves nothing fits every host: the hosts are read only when one reserves something.
+            tasks.some((t) => t.reserved && !fitsResources(t.reserved, NO_RESOURCES)) ? await hostStates() : undefined,
           );
-          // Workers that share their resources count only where the request fits them (rules/resources.ts).
-          const hosts = await hostStates();
-          if (hosts.size)
-            for (const task of tasks) {
-              const list = found.get(task.id);
-              const reserved = task.reserved;
-              if (!list || !reserved) continue;
-              found.set(
-                task.id,
-                list.filter((w) => {
-                  const host = hosts.get(w.id);
-                  return !host || hostCandidate(reserved, host, availableOnly);
-                }),
-              );
-            }
           return ids.map((id) => found.get(id) ?? []);
         });
         candidateLoaders.set(availableOnly, loader);

@@ -6,7 +6,13 @@ import { tagName } from '../../core/tags/syntax.js';
 import { classKey } from './class-key.js';
 import { MatchKeys } from './match-keys.js';
 import { groupBy, type WorkerState } from './worker-state.js';
-import { RESOURCE_COLUMNS, type Resources } from '../rules/resources.js';
+import { hostCandidate, RESOURCE_COLUMNS, type Resources } from '../rules/resources.js';
+
+/** What a worker that shares its resources offers and has free now. */
+export interface HostResources {
+  readonly offered: Resources;
+  readonly free: Resources;
+}
 
 /** The tags of a work request, as the bulk matcher reads them. */
 export interface TaskTagsRow {
@@ -23,7 +29,9 @@ export interface TaskTagsRow {
  * requirements, and each pair of groups is matched once. `availableOnly` keeps the workers with a
  * free slot now. Each list is in worker name order. `keying` gives the match key of a worker for
  * the tasks' requirements: a fresh MatchKeys by default, or a process's WorkerSnapshot.keying, which
- * keeps each worker's key between calls.
+ * keeps each worker's key between calls. `hosts`, what the workers that share their resources offer and
+ * have free by id, keeps such a worker only for the tasks that fit it (rules/resources.ts: hostCandidate;
+ * with `availableOnly`, that fit what it has free now); a task that reserves nothing fits any.
  */
 export function candidatesOf(
   tasks: readonly TaskTagsRow[],
@@ -33,6 +41,7 @@ export function candidatesOf(
     const keys = new MatchKeys(requiredTags);
     return (w) => keys.keyOf(w);
   },
+  hosts: ReadonlyMap<number, HostResources> = new Map(),
 ): Map<number, WorkerState[]> {
   const byName = inNameOrder(availableOnly ? workers.filter((w) => w.free > 0) : workers);
   const significant = new Set<string>();
@@ -100,7 +109,18 @@ export function candidatesOf(
       }
       lists.set(which, list);
     }
-    for (const { task } of group) out.set(task.id, list);
+    for (const { task } of group) {
+      const reserved = task.reserved;
+      out.set(
+        task.id,
+        hosts.size && reserved
+          ? list.filter((w) => {
+              const host = hosts.get(w.id);
+              return !host || hostCandidate(reserved, host, availableOnly);
+            })
+          : list,
+      );
+    }
   }
   return out;
 }
