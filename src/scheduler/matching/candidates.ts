@@ -76,6 +76,7 @@ export function candidatesOf(
   const marked = new Uint8Array(byName.length); // positions of one list, for the lists gathered from several keys
   const out = new Map<number, WorkerState[]>();
   const lists = new Map<string, WorkerState[]>(); // task groups that fit the same keys share one list
+  const filtered = new Map<string, WorkerState[]>(); // and the hosts of a list that fit some figures
   for (const group of taskGroups.values()) {
     const fitting = fitsOfKey.flatMap((fitsClass, k) => (fitsClass(group[0].cls) ? [k] : []));
     const which = fitting.join(',');
@@ -111,15 +112,22 @@ export function candidatesOf(
     }
     for (const { task } of group) {
       const reserved = task.reserved;
-      out.set(
-        task.id,
-        hosts.size && reserved
-          ? list.filter((w) => {
-              const host = hosts.get(w.id);
-              return !host || hostCandidate(reserved, host, availableOnly);
-            })
-          : list,
-      );
+      if (!hosts.size || !reserved) {
+        out.set(task.id, list);
+        continue;
+      }
+      // Tasks of one list that reserve the same figures share one filtered list.
+      const key = `${which}|${reserved.cpus},${reserved.memoryMib},${reserved.diskMib}`;
+      let fitting = filtered.get(key);
+      if (!fitting) {
+        const from = list;
+        fitting = from.filter((w) => {
+          const host = hosts.get(w.id);
+          return !host || hostCandidate(reserved, host, availableOnly);
+        });
+        filtered.set(key, fitting);
+      }
+      out.set(task.id, fitting);
     }
   }
   return out;

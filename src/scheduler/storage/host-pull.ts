@@ -58,6 +58,30 @@ const HOST_HEADS_SQL = `
    order by ${headsOrderSql('t')}
    limit ?`;
 
+/**
+ * What the choice reads, in one statement (parameters: the worker, the worker, the worker, then those of
+ * HOST_HEADS_SQL, then the worker): the worker's active work, its reservation row with its request, the
+ * heads, and which of the heads and that request hold another worker's reservation in force, each as JSON.
+ */
+const READ_HOST_SQL = `
+  with held as (
+    select a.reserved_cpus, a.reserved_memory_mib, a.reserved_disk_mib, a.task_type, a.task_name,
+           coalesce(a.started_at, a.assigned_at) as since
+      from work_request a where a.worker_id = ? and ${isActiveSql('a')}
+  ), stored as (
+    select r.work_request_id, r.reserved_at, r.lapsed_at, q.status, q.reserved_cpus, q.reserved_memory_mib, q.reserved_disk_mib,
+           ${effectivePrioritySql('q')} as prio, q.fair_key, q.created_at,
+           (extract(epoch from q.created_at) * 1000000)::bigint::text as created_us, q.task_type, q.task_name
+      from worker_reservation r join work_request q on q.id = r.work_request_id
+     where r.worker_id = ?
+  ), heads as (${HOST_HEADS_SQL})
+  select (select coalesce(json_agg(held), '[]') from held) as held,
+         (select row_to_json(stored) from stored) as stored,
+         (select coalesce(json_agg(heads), '[]') from heads) as heads,
+         (select coalesce(json_agg(x.work_request_id), '[]') from worker_reservation x
+           where x.lapsed_at is null and x.worker_id <> ?
+             and (x.work_request_id in (select id from heads) or x.work_request_id in (select work_request_id from stored))) as elsewhere`;
+
 /** Reads what the choice needs, the worker's row locked by the caller's transaction. */
 async function readHost(
   em: EntityManager,
@@ -71,28 +95,19 @@ async function readHost(
   heldBy: number | null;
   candidates: HostCandidate[];
 }> {
-  const held = await em.execute<Row[]>(
-    `select a.reserved_cpus, a.reserved_memory_mib, a.reserved_disk_mib, a.task_type, a.task_name,
-            coalesce(a.started_at, a.assigned_at) as since
-       from work_request a where a.worker_id = ? and ${isActiveSql('a')}`,
-    [worker.id],
+  const [read] = await em.execute<{ held: Row[]; stored: Row | null; heads: Row[]; elsewhere: number[] }[]>(
+    READ_HOST_SQL,
+    [
+      worker.id,
+      worker.id,
+      intArray(eligible),
+      ...notBackedOffParams(worker.id, now),
+      HOST_HEADS_PER_CLASS,
+      HOST_HEADS,
+      worker.id,
+    ],
   );
-  const [stored] = await em.execute<Row[]>(
-    `select r.work_request_id, r.reserved_at, r.lapsed_at, q.status, q.reserved_cpus, q.reserved_memory_mib, q.reserved_disk_mib,
-            ${effectivePrioritySql('q')} as prio, q.fair_key, q.created_at,
-            (extract(epoch from q.created_at) * 1000000)::bigint::text as created_us, q.task_type, q.task_name
-       from worker_reservation r join work_request q on q.id = r.work_request_id
-      where r.worker_id = ?`,
-    [worker.id],
-  );
-  const heads = eligible.length
-    ? await em.execute<Row[]>(HOST_HEADS_SQL, [
-        intArray(eligible),
-        ...notBackedOffParams(worker.id, now),
-        HOST_HEADS_PER_CLASS,
-        HOST_HEADS,
-      ])
-    : [];
+  const { held, stored, heads } = read;
   // A candidate's run counts only when its task has a history (a backfill then relies on it ending); the
   // work already running is taken to end after its expected run, the default one without a history.
   const expected = (r: Row) =>
@@ -123,18 +138,7 @@ async function readHost(
     id: Number(r.id),
   });
   rows.sort((a, b) => (queueBefore(key(a), key(b)) ? -1 : 1));
-  const ids = rows.map((r) => Number(r.id));
-  const elsewhere = new Set(
-    ids.length
-      ? (
-          await em.execute<{ id: number }[]>(
-            `select work_request_id as id from worker_reservation
-              where work_request_id = any(?::int[]) and lapsed_at is null and worker_id <> ?`,
-            [intArray(ids), worker.id],
-          )
-        ).map((r) => Number(r.id))
-      : [],
-  );
+  const elsewhere = new Set(read.elsewhere.map(Number));
   const candidates = rows.map((r): HostCandidate => ({
     id: Number(r.id),
     reserved: resourcesOf(r),
