@@ -96,7 +96,11 @@ async function pullEachHost(tx: EntityManager, now: Date): Promise<void> {
 /** A farm of `hosts` sharing workers and `requests` pending ones, from the seed. */
 async function seedFarm(seed: number, hosts: number, requests: number): Promise<void> {
   const rnd = new Random(seed);
-  const workers = contendedWorkers(`h${seed}`, hosts, 1).map((w) => ({ ...w, concurrency: rnd.int(2, 8), active: rnd.int(0, 2) }));
+  const workers = contendedWorkers(`h${seed}`, hosts, 1).map((w) => ({
+    ...w,
+    concurrency: rnd.int(2, 8),
+    active: rnd.int(0, 2),
+  }));
   const pending: RequestRow[] = Array.from({ length: requests }, (_, i) => ({
     key: `task-${seed}-${i % 7}`,
     providedTags: [],
@@ -118,26 +122,30 @@ async function seedFarm(seed: number, hosts: number, requests: number): Promise<
     `update work_request set reserved_cpus = 1, reserved_memory_mib = 1024, reserved_disk_mib = 0 where status <> 'PENDING'`,
   );
   for (const id of await t.sql<{ id: number }>(`select id from work_request where status = 'PENDING' order by id`))
-    await t.sql(`update work_request set reserved_cpus = ?, reserved_memory_mib = ?, reserved_disk_mib = ? where id = ?`, [
-      rnd.chance(0.15) ? rnd.pick([8, 12, 16]) : rnd.int(0, 3),
-      rnd.chance(0.15) ? rnd.pick([12, 24]) * 1024 : rnd.int(0, 4) * 1024,
-      rnd.int(0, 20) * 1024,
-      id.id,
-    ]);
+    await t.sql(
+      `update work_request set reserved_cpus = ?, reserved_memory_mib = ?, reserved_disk_mib = ? where id = ?`,
+      [
+        rnd.chance(0.15) ? rnd.pick([8, 12, 16]) : rnd.int(0, 3),
+        rnd.chance(0.15) ? rnd.pick([12, 24]) * 1024 : rnd.int(0, 4) * 1024,
+        rnd.int(0, 20) * 1024,
+        id.id,
+      ],
+    );
   // Histories for some tasks (backfill counts on those), one for the running noop work.
   for (let k = 0; k < 7; k++)
     if (rnd.chance(0.6))
-      await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 1, 1, ?)`, [
-        `task-${seed}-${k}`,
-        rnd.pick([30, 300, 3600, 20000]),
-      ]);
-  await t.sql(`insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date - 1, 1, ?)`, [
-    rnd.pick([60, 7200]),
-  ]);
-  // Reservations: some in force, one lapsed; backoffs of some requests from some workers.
-  const pendingIds = (await t.sql<{ id: number }>(`select id from work_request where status = 'PENDING' order by id`)).map(
-    (r) => r.id,
+      await t.sql(
+        `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', ?, current_date - 1, 1, ?)`,
+        [`task-${seed}-${k}`, rnd.pick([30, 300, 3600, 20000])],
+      );
+  await t.sql(
+    `insert into task_duration (task_type, task_name, day, runs, seconds) values ('worker', 'noop', current_date - 1, 1, ?)`,
+    [rnd.pick([60, 7200])],
   );
+  // Reservations: some in force, one lapsed; backoffs of some requests from some workers.
+  const pendingIds = (
+    await t.sql<{ id: number }>(`select id from work_request where status = 'PENDING' order by id`)
+  ).map((r) => r.id);
   const reserved = new Set<number>();
   for (const w of ids) {
     if (!rnd.chance(0.3)) continue;
@@ -188,7 +196,9 @@ describe('the pass over workers that share their resources', () => {
     const ids = (await t.sql<{ id: number }>(`select id from worker order by id`)).map((r) => r.id);
     // One class, 60 requests, every one but the last backed off from both workers: the first read (a window's
     // worth and one per free slot) sees none it may take.
-    await t.sql(`update worker set concurrency = 1, offered_cpus = 4, offered_memory_mib = 4096, offered_disk_mib = 4096`);
+    await t.sql(
+      `update worker set concurrency = 1, offered_cpus = 4, offered_memory_mib = 4096, offered_disk_mib = 4096`,
+    );
     await t.sql(`delete from work_request where status = 'PENDING'`);
     await t.sql(`delete from work_request where status <> 'PENDING'`);
     const rows: RequestRow[] = Array.from({ length: 60 }, (_, i) => ({
@@ -200,16 +210,16 @@ describe('the pass over workers that share their resources', () => {
       createdAtSeconds: i,
     }));
     await seedScheduling(t, { workers: [], requests: rows });
-    const pending = (await t.sql<{ id: number }>(`select id from work_request where status = 'PENDING' order by id`)).map(
-      (r) => r.id,
-    );
+    const pending = (
+      await t.sql<{ id: number }>(`select id from work_request where status = 'PENDING' order by id`)
+    ).map((r) => r.id);
     await t.sql(`update work_request set reserved_cpus = 1, reserved_memory_mib = 0, reserved_disk_mib = 0`);
     for (const q of pending.slice(0, -2))
       for (const w of ids)
-        await t.sql(`insert into release_backoff (work_request_id, worker_id, until) values (?, ?, now() + interval '1 hour')`, [
-          q,
-          w,
-        ]);
+        await t.sql(
+          `insert into release_backoff (work_request_id, worker_id, until) values (?, ?, now() + interval '1 hour')`,
+          [q, w],
+        );
     const now = new Date();
     const made = await inRollback(t, async (tx) => {
       const a = await runPass(tx, t.app.scheduler.classes, t.app.scheduler.history, t.app.config.workers, now);

@@ -190,6 +190,8 @@ describe('a mixed workload: fixed slots against shared resources', () => {
     expect(shared.utilisation).toBeGreaterThan(results['fixed slots, concurrency 4'].utilisation);
     expect(shared.longestBigWaitSeconds).toBeLessThanOrEqual(RESERVATION_DEFAULTS.maxSeconds + HOUR);
     // On slotted hosts a large build starts at once in a free slot but runs on its slot's share of the host.
-    expect(shared.longestBigTurnaroundSeconds).toBeLessThan(results['fixed slots, concurrency 4'].longestBigTurnaroundSeconds);
+    expect(shared.longestBigTurnaroundSeconds).toBeLessThan(
+      results['fixed slots, concurrency 4'].longestBigTurnaroundSeconds,
+    );
   });
 });

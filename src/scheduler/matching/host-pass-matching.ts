@@ -113,7 +113,12 @@ export class HostPassMatching {
    * Adds heads of a class, in queue order after those added before, with their backoffs; `complete`
    * when the read returned fewer than it asked for (the class has no more pending requests).
    */
-  addHeads(classId: number, heads: readonly HostHead[], backoffs: ReadonlyMap<number, readonly Backoff[]>, complete: boolean) {
+  addHeads(
+    classId: number,
+    heads: readonly HostHead[],
+    backoffs: ReadonlyMap<number, readonly Backoff[]>,
+    complete: boolean,
+  ) {
     const list = this.heads.get(classId) ?? [];
     list.push(...heads);
     this.heads.set(classId, list);
@@ -198,14 +203,12 @@ export class HostPassMatching {
       offered: host.offered,
       running,
       reservation: stored,
-      candidates: candidates.map(
-        (h): HostCandidate => ({
-          id: h.id,
-          reserved: h.reserved,
-          expectedSeconds: h.expectedSeconds,
-          reservedElsewhere: (this.reservedBy.get(h.id) ?? host.id) !== host.id,
-        }),
-      ),
+      candidates: candidates.map((h): HostCandidate => ({
+        id: h.id,
+        reserved: h.reserved,
+        expectedSeconds: h.expectedSeconds,
+        reservedElsewhere: (this.reservedBy.get(h.id) ?? host.id) !== host.id,
+      })),
       now,
       safetyFactor: this.input.safetyFactor,
       maxSeconds: this.input.maxSeconds,

@@ -9,7 +9,6 @@
  */
 import { Heap } from './heap.js';
 
-
 /** How many of the requests ahead are simulated one by one; beyond, the rest is extrapolated at their mean run over all the slots. */
 export const SIMULATED_AHEAD = 1000;
 /** A pool's launch time when none of its launches was measured yet, in seconds (five minutes). */

@@ -202,7 +202,11 @@ export const fitsResourcesSql = (workerAlias: string, requestAlias: string): str
  * figure is over-committed by the batch when the batch reserves some of it and the sum of everything
  * exceeds the offer.
  */
-export const overCommittedBy = (offered: Resources, before: readonly Resources[], added: readonly Resources[]): boolean => {
+export const overCommittedBy = (
+  offered: Resources,
+  before: readonly Resources[],
+  added: readonly Resources[],
+): boolean => {
   const held = [...before];
   for (const a of added) {
     if (!fitsResources(a, freeResources(offered, held))) return true;

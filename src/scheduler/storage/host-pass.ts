@@ -8,12 +8,7 @@
  */
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { intArray, timestampArray, toDate } from '../../storage/db/arrays.js';
-import {
-  HostPassMatching,
-  type HostHead,
-  type PassHost,
-  type ReservationRow,
-} from '../matching/host-pass-matching.js';
+import { HostPassMatching, type HostHead, type PassHost, type ReservationRow } from '../matching/host-pass-matching.js';
 import { isActiveSql } from '../rules/active-work.js';
 import { effectivePrioritySql, headsOrderSql, queueOrderSql } from '../rules/queue-order.js';
 import { overCommittedBySql, RESERVATION_DEFAULTS, type Resources } from '../rules/resources.js';
@@ -46,7 +41,9 @@ const resourcesOf = (r: Row): Resources => ({
 });
 
 /** The columns of a request read as a head: its queue key (exact, as text), class, what it reserves and its task. */
-const HEAD_COLUMNS = (w: string) => `${w}.id, ${w}.class_id, ${effectivePrioritySql(w)} as prio, ${w}.fair_key::text as fair_key,
+const HEAD_COLUMNS = (
+  w: string,
+) => `${w}.id, ${w}.class_id, ${effectivePrioritySql(w)} as prio, ${w}.fair_key::text as fair_key,
   (extract(epoch from ${w}.created_at) * 1000000)::bigint::text as created_us, ${w}.reserved_cpus, ${w}.reserved_memory_mib,
   ${w}.reserved_disk_mib, ${w}.task_type, ${w}.task_name`;
 
@@ -160,9 +157,9 @@ async function writeAnswer(em: EntityManager, matching: HostPassMatching, now: D
   let made: Assignment[] = [];
   if (pairs.length) {
     const locked = new Set(
-      (
-        await em.execute<{ id: number }[]>(LOCK_ALL_SQL, [intArray(pairs.map((p) => p.workRequestId))])
-      ).map((r) => Number(r.id)),
+      (await em.execute<{ id: number }[]>(LOCK_ALL_SQL, [intArray(pairs.map((p) => p.workRequestId))])).map((r) =>
+        Number(r.id),
+      ),
     );
     made = await assignRequests(
       em,

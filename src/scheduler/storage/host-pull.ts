@@ -12,7 +12,13 @@ import { intArray, toDate } from '../../storage/db/arrays.js';
 import { HOST_HEADS, HOST_HEADS_PER_CLASS } from '../matching/host-pass-matching.js';
 import { chooseOnHost, type HostCandidate, type HostChoice, type StoredReservation } from '../matching/host-choice.js';
 import { isActiveSql } from '../rules/active-work.js';
-import { headsOrderSql, queueBefore, queueOrderSql, effectivePrioritySql, type QueueKey } from '../rules/queue-order.js';
+import {
+  headsOrderSql,
+  queueBefore,
+  queueOrderSql,
+  effectivePrioritySql,
+  type QueueKey,
+} from '../rules/queue-order.js';
 import { notBackedOffParams, notBackedOffSql } from '../rules/release-backoff.js';
 import { fitsResourcesSql, RESERVATION_DEFAULTS, type Resources, type RunningWork } from '../rules/resources.js';
 import { assignSql, type NextAssignment } from './assign.js';
@@ -22,7 +28,6 @@ import {
   knownDurationSeconds,
   type DurationHistory,
 } from './task-history.js';
-
 
 /** A worker that shares its resources, as its pull needs it (read under its lock by the caller). */
 export interface HostWorker {

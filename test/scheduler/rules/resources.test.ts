@@ -458,21 +458,29 @@ describe('shared resources in SQL and in TypeScript', () => {
 
   it('overCommittedBySql agrees with overCommittedBy: a batch of the active work, its other work before it', async () => {
     await fc.assert(
-      fc.asyncProperty(farmArb, fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }), async ({ offers, requests }, inBatch) => {
-        const batch = requests.flatMap((r, i) => (inBatch[i] && r.worker !== null && isActive(r.status) ? [i + 1] : []));
-        const { ctes, params } = farm(offers, requests);
-        const answered = await t.sql<{ id: number; over: boolean }>(
-          `${ctes} select w.id, ${overCommittedBySql('w')} as over from worker w order by w.id`,
-          [...params, `{${batch.join(',')}}`],
-        );
-        const want = offers.map((offered, i) => {
-          const active = requests.flatMap((r, q) => (r.worker === i + 1 && isActive(r.status) ? [{ r, id: q + 1 }] : []));
-          const before = active.filter((a) => !batch.includes(a.id)).map((a) => a.r.reserved);
-          const added = active.filter((a) => batch.includes(a.id)).map((a) => a.r.reserved);
-          return { id: i + 1, over: overCommittedBy(offered, before, added) };
-        });
-        expect(answered).toEqual(want);
-      }),
+      fc.asyncProperty(
+        farmArb,
+        fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }),
+        async ({ offers, requests }, inBatch) => {
+          const batch = requests.flatMap((r, i) =>
+            inBatch[i] && r.worker !== null && isActive(r.status) ? [i + 1] : [],
+          );
+          const { ctes, params } = farm(offers, requests);
+          const answered = await t.sql<{ id: number; over: boolean }>(
+            `${ctes} select w.id, ${overCommittedBySql('w')} as over from worker w order by w.id`,
+            [...params, `{${batch.join(',')}}`],
+          );
+          const want = offers.map((offered, i) => {
+            const active = requests.flatMap((r, q) =>
+              r.worker === i + 1 && isActive(r.status) ? [{ r, id: q + 1 }] : [],
+            );
+            const before = active.filter((a) => !batch.includes(a.id)).map((a) => a.r.reserved);
+            const added = active.filter((a) => batch.includes(a.id)).map((a) => a.r.reserved);
+            return { id: i + 1, over: overCommittedBy(offered, before, added) };
+          });
+          expect(answered).toEqual(want);
+        },
+      ),
       { numRuns: 60 },
     );
   });
