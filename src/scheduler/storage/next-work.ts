@@ -44,8 +44,11 @@ export class PullShapes {
   }
 }
 
-/** A worker's shape as a pull needs it: its type and tags, and the version PostgreSQL gave that shape. */
-export type PullShape = WorkerTags & { readonly version: string };
+/**
+ * A worker's shape as a pull needs it: its type and tags, and the version PostgreSQL gave that shape;
+ * and whether it shares its resources, as last read (such a worker's pull takes the long way: host-pull.ts).
+ */
+export type PullShape = WorkerTags & { readonly version: string; readonly offersResources?: boolean };
 
 /**
  * The first statement of a pull that may wait for the worker's row lock: PostgreSQL's lock_timeout for the
@@ -91,7 +94,9 @@ export async function assignNextWorkInOneTrip(
 ): Promise<NextAssignment | null | undefined> {
   if (options.seen && options.skipLocked)
     throw new Error('assignNextWorkInOneTrip: a recorded call (seen) waits for the worker; it cannot skip it');
-  if (em.isInTransaction()) return undefined;
+  // A worker that shares its resources pulls the long way; a flag changed since it was read is caught
+  // by the statement's own check (fit_), and the long way reads it again.
+  if (em.isInTransaction() || shape.offersResources) return undefined;
   const eligible = cache.eligibleFor(shape);
   const guard = {
     cte: `select current_setting('${LOCKED_SETTING}', true) is not distinct from ? as locked_,
@@ -222,6 +227,7 @@ export async function assignNextWork(
     type: w.type,
     providedTags: w.provided_tags,
     requiredTags: w.required_tags,
+    offersResources: w.offers_resources,
   });
   if (!w.available) return null;
   if (freeSlots(w.concurrency, active) === 0) return null;
