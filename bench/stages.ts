@@ -155,7 +155,9 @@ export async function newStage(o: StageOptions): Promise<NewResult> {
       server: {
         databaseUrl: url,
         adminToken,
-        secretKey: randomBytes(32).toString('base64url'),
+        // One key per bench database, the same on every run: `--reuse` measures a database an earlier run
+        // sealed its pool accounts in. It guards nothing but the bench's own made-up accounts.
+        secretKey: `tagsched-bench-${o.dbName}`,
         dataDir: path.join(os.tmpdir(), 'tagsched-bench'),
         logLevel: 'silent',
       },
