@@ -38,9 +38,13 @@ export async function workerResourceStates(
             r.work_request_id, r.reserved_at, r.starts_at
        from worker w
        cross join lateral ${freeResourcesSql('w')} f
-       left join worker_reservation r
-         on r.worker_id = w.id and r.lapsed_at is null
-        and exists (select 1 from work_request q where q.id = r.work_request_id and q.status = 'PENDING')
+       -- By the worker's key, one lookup a worker: a join on the small table's stale statistics (it grows within
+       -- minutes as passes reserve) made PostgreSQL compare every worker with every reservation.
+       left join lateral (
+         select r.work_request_id, r.reserved_at, r.starts_at from worker_reservation r
+          where r.worker_id = w.id and r.lapsed_at is null
+            and exists (select 1 from work_request q where q.id = r.work_request_id and q.status = 'PENDING')
+       ) r on true
       where ${ids ? 'w.id = any(?::int[])' : 'w.terminated_at is null'} and w.offers_resources`,
     ids ? [intArray(ids)] : [],
   );
