@@ -164,6 +164,11 @@ export interface DemandInput {
    * listed, and coming work, are taken to reserve the task default. None when absent.
    */
   readonly reservations?: ReadonlyMap<number, readonly PackingGroup[]>;
+  /**
+   * What the available workers that share their resources have free now, by worker id: their free slots serve
+   * a request only while it fits (storage/worker-resources.ts). Workers not in it count slots alone.
+   */
+  readonly hostFree?: ReadonlyMap<number, Resources>;
 }
 
 /** Demand as planned: each pool's part, the classes no worker and no pool could run, and the groups of workers alike for every class. */
@@ -178,7 +183,8 @@ export interface DemandPlan {
 /**
  * Each class is matched against each group of workers alike for every class (one match key, whose
  * eligible classes the cache keeps) and each pool template. Free slots serve first, static workers'
- * before pool workers' (so that pools can shrink); what is left goes to the pools that can run it in
+ * before pool workers' (so that pools can shrink), a worker that shares its resources only while the
+ * requests fit what it has free (`hostFree`); what is left goes to the pools that can run it in
  * name order, each taking what its limits leave it room for (maxActiveInstances, the month's budgets:
  * no more launches than the cost budget has room for, a backoff after failed launches) and the next pool the rest; what no pool has room for stays with
  * the first. Each pool's needs follow from the expected duration of its tasks (the median run) and its
@@ -238,10 +244,14 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   const sharing = new Set(pools.filter((p) => p.pool.specifications.offersResources === true).map((p) => p.pool.id));
   // Each class's reservations, taken in order: idle slots first, then the pools (coming work: the default).
   const reservationsLeft = new Map<number, PackingGroup[]>();
-  const takeReservations = (classId: number, n: number, coming: boolean): PackingGroup[] => {
-    if (coming) return n > 0 ? [{ request: TASK_DEFAULT_RESOURCES, n }] : [];
+  const reservationsOf = (classId: number): PackingGroup[] => {
     let left = reservationsLeft.get(classId);
     if (!left) reservationsLeft.set(classId, (left = (input.reservations?.get(classId) ?? []).map((g) => ({ ...g }))));
+    return left;
+  };
+  const takeReservations = (classId: number, n: number, coming: boolean): PackingGroup[] => {
+    if (coming) return n > 0 ? [{ request: TASK_DEFAULT_RESOURCES, n }] : [];
+    const left = reservationsOf(classId);
     const taken: PackingGroup[] = [];
     while (n > 0 && left.length) {
       const k = Math.min(n, left[0].n);
@@ -253,6 +263,12 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
     if (n > 0) taken.push({ request: TASK_DEFAULT_RESOURCES, n });
     return taken;
   };
+  /** What the next request of the class reserves (the task default past those read, and for coming work). */
+  const nextReservation = (classId: number, coming: boolean): Resources =>
+    coming ? TASK_DEFAULT_RESOURCES : (reservationsOf(classId)[0]?.request ?? TASK_DEFAULT_RESOURCES);
+  // What the idle workers that share their resources have free, consumed as their slots serve requests.
+  const hostFree = new Map([...(input.hostFree ?? [])].map(([id, r]) => [id, { ...r }]));
+  const readsReservations = sharing.size > 0 || hostFree.size > 0;
   // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
   const limitsOf = new Map(
     pools.map((p) => {
@@ -311,17 +327,33 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
     let residual = n;
     for (const i of fittingGroups) {
       const group = workerGroups[i];
-      while (residual > 0 && groupCursor[i] < group.length) {
-        const w = group[groupCursor[i]];
+      for (let at = groupCursor[i]; residual > 0 && at < group.length; at++) {
+        const w = group[at];
         const left = slotsLeft.get(w.id) ?? 0;
-        const used = Math.min(left, residual);
+        const free = hostFree.get(w.id);
+        let used = 0;
+        if (!free) {
+          used = Math.min(left, residual);
+          if (readsReservations) takeReservations(cls.id, used, coming);
+        } else {
+          // A worker that shares its resources serves the class's next requests while they fit what it has free
+          // (rules/resources.ts), as its pulls would take them in queue order.
+          for (; used < left && used < residual; used++) {
+            const next = nextReservation(cls.id, coming);
+            if (!fitsResources(next, free)) break;
+            takeReservations(cls.id, 1, coming);
+            free.cpus -= next.cpus;
+            free.memoryMib -= next.memoryMib;
+            free.diskMib -= next.diskMib;
+          }
+        }
         slotsLeft.set(w.id, left - used);
         residual -= used;
-        if (left === used) groupCursor[i]++; // this worker has nothing left
       }
+      // The workers at the front with nothing left are passed for good.
+      while (groupCursor[i] < group.length && (slotsLeft.get(group[groupCursor[i]].id) ?? 0) === 0) groupCursor[i]++;
       if (!residual) break;
     }
-    if (sharing.size && n > residual) takeReservations(cls.id, n - residual, coming); // served by idle slots
     const seconds = avg.get(taskNameOf(cls) ?? '') ?? DEFAULT_TASK_SECONDS;
     for (const p of fittingPools) {
       const d = perPool.get(p.pool.id)!;
@@ -336,7 +368,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
       else d.assigned += n;
       d.workSeconds += n * seconds;
       if (sharing.has(poolId)) for (const g of takeReservations(cls.id, n, coming)) d.packing.push({ ...g, seconds });
-      else if (sharing.size) takeReservations(cls.id, n, coming);
+      else if (readsReservations) takeReservations(cls.id, n, coming);
     };
     for (const p of fittingPools) {
       if (!residual) break;

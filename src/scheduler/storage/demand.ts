@@ -18,6 +18,7 @@ import type { PoolTemplate } from '../matching/pool-template.js';
 import type { WorkerState } from '../matching/worker-state.js';
 import { poolConcurrency } from '../rules/pool-capacity.js';
 import { RESOURCE_COLUMNS } from '../rules/resources.js';
+import { workerResourceStates } from './worker-resources.js';
 
 const SAMPLE_IDS = 20;
 /** The most pending requests of one class whose reservations demand reads (past them, the task default). */
@@ -25,7 +26,7 @@ const RESERVATIONS_PER_CLASS = 50_000;
 
 /**
  * What the pending requests of each class reserve, grouped by equal figures, in queue order of each
- * group's first request; read only when a pool shares its resources, and per class only as many
+ * group's first request; read only when a pool or an idle worker shares its resources, and per class only as many
  * requests as could ever be placed at once: what the idle slots and every such pool at its
  * maxActiveInstances and concurrency hold (RESERVATIONS_PER_CLASS at most). Demand packs them
  * (matching/demand-plan.ts); no more could run at once, so the rest changes no launch.
@@ -35,10 +36,11 @@ async function readReservations(
   counts: readonly { class_id: number; n: number }[],
   pools: readonly PoolTemplate[],
   workers: readonly WorkerState[],
+  idleHosts: number,
 ): Promise<Map<number, PackingGroup[]> | undefined> {
   const sharing = pools.filter((p) => p.pool.specifications.offersResources === true);
   const classes = counts.filter((c) => c.class_id !== null).map((c) => c.class_id);
-  if (!sharing.length || !classes.length) return undefined;
+  if ((!sharing.length && !idleHosts) || !classes.length) return undefined;
   const limit = Math.min(
     RESERVATIONS_PER_CLASS,
     workers.reduce((sum, w) => sum + Math.max(0, w.free), 0) +
@@ -104,11 +106,21 @@ export async function computeDemand(
       Math.max(expectedDurationSeconds(durations, taskType, taskName), expected.get(taskName) ?? 0),
     );
   }
-  const reservations = await readReservations(em, counts, pools, workers);
+  // What the idle workers that share their resources have free: their slots serve only what fits it.
+  const hostFree = new Map(
+    [
+      ...(await workerResourceStates(
+        em,
+        workers.filter((w) => w.free > 0).map((w) => w.id),
+      )),
+    ].map(([id, state]) => [id, state.free]),
+  );
+  const reservations = await readReservations(em, counts, pools, workers, hostFree.size);
   const plan = planDemand(
     {
       counts,
       reservations,
+      hostFree,
       coming,
       launches,
       workers,

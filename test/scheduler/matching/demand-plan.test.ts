@@ -327,4 +327,70 @@ describe('the demand plan', () => {
       ).toBe(0);
     });
   });
+
+  describe('idle workers that share their resources', () => {
+    const res = (cpus: number, memoryGib = 0) => ({ cpus, memoryMib: memoryGib * 1024, diskMib: 0 });
+    const sharingPool = pool(7, 'hosts', {
+      specifications: { offersResources: true, cpuCount: 16, memoryGib: 64, diskGib: 100, concurrency: 16 },
+      maxActiveInstances: 10,
+    });
+
+    it('serve only the requests that fit what they have free; the rest goes to the pool', () => {
+      // A host with 16 free slots but 8 CPUs free: two 4-CPU requests, not ten.
+      const plan = planDemand(
+        input({
+          counts: [{ class_id: LINUX, n: 10 }],
+          reservations: new Map([[LINUX, [{ request: res(4, 4), n: 10 }]]]),
+          workers: [worker(1, 'host', 16)],
+          hostFree: new Map([[1, res(8, 64)]]),
+          pools: [sharingPool],
+        }),
+        cache,
+        NOW,
+      );
+      const [p] = plan.pools;
+      expect([p.pendingRunnable, p.pendingAssigned]).toEqual([10, 8]);
+      expect(p.resourcePlan).toMatchObject({ requests: 8, reserved: res(32, 32), machines: 2 });
+    });
+
+    it("take the class's requests in queue order while they fit, then leave the rest to slotted workers", () => {
+      // The host fits the first (8 CPUs) but not the next (12): the slotted worker takes the next two.
+      const plan = planDemand(
+        input({
+          counts: [{ class_id: LINUX, n: 4 }],
+          reservations: new Map([
+            [
+              LINUX,
+              [
+                { request: res(8), n: 1 },
+                { request: res(12), n: 3 },
+              ],
+            ],
+          ]),
+          workers: [worker(1, 'host', 16), worker(2, 'slots', 2)],
+          hostFree: new Map([[1, res(10)]]),
+          pools: [sharingPool],
+        }),
+        cache,
+        NOW,
+      );
+      const [p] = plan.pools;
+      expect(p.pendingAssigned).toBe(1);
+      expect(p.resourcePlan).toMatchObject({ requests: 1, reserved: res(12) });
+    });
+
+    it('count slots alone when no free resources are given for them', () => {
+      const plan = planDemand(
+        input({
+          counts: [{ class_id: LINUX, n: 10 }],
+          reservations: new Map([[LINUX, [{ request: res(4, 4), n: 10 }]]]),
+          workers: [worker(1, 'host', 16)],
+          pools: [sharingPool],
+        }),
+        cache,
+        NOW,
+      );
+      expect(plan.pools[0].pendingAssigned).toBe(0);
+    });
+  });
 });
