@@ -18,7 +18,8 @@ import type { PoolTemplate } from '../matching/pool-template.js';
 import type { WorkerState } from '../matching/worker-state.js';
 import { poolConcurrency } from '../rules/pool-capacity.js';
 import { RESOURCE_COLUMNS } from '../rules/resources.js';
-import { workerResourceStates } from './worker-resources.js';
+import { freeResourcesOf } from './worker-resources.js';
+import { HOST_HEADS_PER_CLASS } from '../matching/host-pass-matching.js';
 
 const SAMPLE_IDS = 20;
 /** The most pending requests of one class whose reservations demand reads (past them, the task default). */
@@ -28,7 +29,8 @@ const RESERVATIONS_PER_CLASS = 50_000;
  * What the pending requests of each class reserve, grouped by equal figures, in queue order of each
  * group's first request; read only when a pool or an idle worker shares its resources, and per class only as many
  * requests as could ever be placed at once: what the idle slots and every such pool at its
- * maxActiveInstances and concurrency hold (RESERVATIONS_PER_CLASS at most). Demand packs them
+ * maxActiveInstances and concurrency hold (RESERVATIONS_PER_CLASS at most); with idle hosts alone, the
+ * first HOST_HEADS_PER_CLASS of each class (what a host's pull looks at). Demand packs them
  * (matching/demand-plan.ts); no more could run at once, so the rest changes no launch.
  */
 async function readReservations(
@@ -41,11 +43,15 @@ async function readReservations(
   const sharing = pools.filter((p) => p.pool.specifications.offersResources === true);
   const classes = counts.filter((c) => c.class_id !== null).map((c) => c.class_id);
   if ((!sharing.length && !idleHosts) || !classes.length) return undefined;
-  const limit = Math.min(
-    RESERVATIONS_PER_CLASS,
-    workers.reduce((sum, w) => sum + Math.max(0, w.free), 0) +
-      sharing.reduce((sum, p) => sum + p.pool.maxActiveInstances * poolConcurrency(p.pool.specifications), 0),
-  );
+  // Without a pool that shares its resources, only the idle hosts' fit needs the figures: the first few
+  // requests of each class (the task default past them).
+  const limit = sharing.length
+    ? Math.min(
+        RESERVATIONS_PER_CLASS,
+        workers.reduce((sum, w) => sum + Math.max(0, w.free), 0) +
+          sharing.reduce((sum, p) => sum + p.pool.maxActiveInstances * poolConcurrency(p.pool.specifications), 0),
+      )
+    : HOST_HEADS_PER_CLASS;
   const c = RESOURCE_COLUMNS.workRequest;
   const rows = await em.execute<{ class_id: number; cpus: number; memory: number; disk: number; n: number }[]>(
     `select x.class_id, x.${c.cpus} as cpus, x.${c.memoryMib} as memory, x.${c.diskMib} as disk, count(*)::int as n
@@ -107,13 +113,9 @@ export async function computeDemand(
     );
   }
   // What the idle workers that share their resources have free: their slots serve only what fits it.
-  const hostFree = new Map(
-    [
-      ...(await workerResourceStates(
-        em,
-        workers.filter((w) => w.free > 0).map((w) => w.id),
-      )),
-    ].map(([id, state]) => [id, state.free]),
+  const hostFree = await freeResourcesOf(
+    em,
+    workers.filter((w) => w.free > 0).map((w) => w.id),
   );
   const reservations = await readReservations(em, counts, pools, workers, hostFree.size);
   const plan = planDemand(

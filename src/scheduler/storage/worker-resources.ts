@@ -67,6 +67,24 @@ export async function workerResourceStates(
   );
 }
 
+/** What each worker of `ids` that shares its resources has free now, by id (workers with slots are left out): demand's read. */
+export async function freeResourcesOf(em: EntityManager, ids: readonly number[]): Promise<Map<number, Resources>> {
+  if (!ids.length) return new Map();
+  const f = RESOURCE_COLUMNS.free;
+  const rows = await em.execute<Record<string, number>[]>(
+    `select w.id, f.${f.cpus}, f.${f.memoryMib}, f.${f.diskMib}
+       from worker w cross join lateral ${freeResourcesSql('w')} f
+      where w.id = any(?::int[]) and w.offers_resources`,
+    [intArray(ids)],
+  );
+  return new Map(
+    rows.map((r) => [
+      Number(r.id),
+      { cpus: Number(r[f.cpus]), memoryMib: Number(r[f.memoryMib]), diskMib: Number(r[f.diskMib]) },
+    ]),
+  );
+}
+
 /** The workers of `ids` that share their resources (one short read: the flag alone). */
 export async function sharingWorkers(em: EntityManager, ids: readonly number[]): Promise<Set<number>> {
   if (!ids.length) return new Set();
