@@ -65,7 +65,7 @@ export interface HostPassInput {
   readonly maxAssignments: number;
   readonly safetyFactor: number;
   readonly maxSeconds: number;
-  /** The pending requests held by a reservation (not lapsed) of any worker, whatever their class: request id → worker id. */
+  /** The requests held by a reservation in force (not lapsed) of any worker, whatever their class: request id → worker id. */
   readonly reservedBy: ReadonlyMap<number, number>;
   /** The pending requests the workers' reservations are for, as heads (those not pending are left out). */
   readonly reservedHeads: readonly HostHead[];
@@ -95,7 +95,7 @@ export class HostPassMatching {
     }
   }
 
-  /** Heads to read first per class: a window's worth and one for each free slot of the workers that may run it. */
+  /** Heads to read first per class: a window's worth and one for each free slot of the workers that may run it, at most `cap`. */
   initialReads(cap: number): Map<number, number> {
     const out = new Map<number, number>();
     for (const h of this.input.hosts)

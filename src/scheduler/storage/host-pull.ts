@@ -64,8 +64,8 @@ const HOST_HEADS_SQL = `
    limit ?`;
 
 /**
- * What the choice reads, in one statement (parameters: the worker, the worker, the worker, then those of
- * HOST_HEADS_SQL, then the worker): the worker's active work, its reservation row with its request, the
+ * What the choice reads, in one statement (parameters: the worker twice, then those of HOST_HEADS_SQL,
+ * then the worker): the worker's active work, its reservation row with its request, the
  * heads, and which of the heads and that request hold another worker's reservation in force, each as JSON.
  */
 const READ_HOST_SQL = `
