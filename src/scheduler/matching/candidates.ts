@@ -120,8 +120,8 @@ export function candidatesOf(
       const key = `${which}|${reserved.cpus},${reserved.memoryMib},${reserved.diskMib}`;
       let fitting = filtered.get(key);
       if (!fitting) {
-        const from = list;
-        fitting = from.filter((w) => {
+        const of = list; // the list of this group, for the closure
+        fitting = of.filter((w) => {
           const host = hosts.get(w.id);
           return !host || hostCandidate(reserved, host, availableOnly);
         });

@@ -15,7 +15,13 @@ import type { PoolTemplate } from './pool-template.js';
 import type { ClassCache } from './class-cache.js';
 import { groupBy, type WorkerState } from './worker-state.js';
 import { packGroups, type PackingGroup } from './resource-packing.js';
-import { describeResources, fitsResources, offeredResources, type Resources } from '../rules/resources.js';
+import {
+  describeResources,
+  fitsResources,
+  freeResources,
+  offeredResources,
+  type Resources,
+} from '../rules/resources.js';
 import { TASK_DEFAULT_RESOURCES } from '../../core/tasks/resource-request.js';
 
 /** Seconds a task is assumed to take when its history has none (docs/design.md: provisioning demand). */
@@ -267,7 +273,7 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
   const nextReservation = (classId: number, coming: boolean): Resources =>
     coming ? TASK_DEFAULT_RESOURCES : (reservationsOf(classId)[0]?.request ?? TASK_DEFAULT_RESOURCES);
   // What the idle workers that share their resources have free, consumed as their slots serve requests.
-  const hostFree = new Map([...(input.hostFree ?? [])].map(([id, r]) => [id, { ...r }]));
+  const hostFree = new Map(input.hostFree ?? []);
   const readsReservations = sharing.size > 0 || hostFree.size > 0;
   // Each pool's limits, decided once: how many instances it has, may still launch, and why not more.
   const limitsOf = new Map(
@@ -338,13 +344,11 @@ export function planDemand(input: DemandInput, cache: ClassCache, now: Date): De
         } else {
           // A worker that shares its resources serves the class's next requests while they fit what it has free
           // (rules/resources.ts), as its pulls would take them in queue order.
-          for (; used < left && used < residual; used++) {
+          for (let room = free; used < left && used < residual; used++) {
             const next = nextReservation(cls.id, coming);
-            if (!fitsResources(next, free)) break;
+            if (!fitsResources(next, room)) break;
             takeReservations(cls.id, 1, coming);
-            free.cpus -= next.cpus;
-            free.memoryMib -= next.memoryMib;
-            free.diskMib -= next.diskMib;
+            hostFree.set(w.id, (room = freeResources(room, [next])));
           }
         }
         slotsLeft.set(w.id, left - used);
