@@ -29,6 +29,19 @@ export function databaseSessionUrl(config: ServerConfig): string | null {
 }
 
 /**
+ * The idle_in_transaction_session_timeout (ms) the pool's connections ask PostgreSQL for, or null: only
+ * when DATABASE_URL is PostgreSQL itself. PostgreSQL then ends the session of a process that stopped in
+ * the middle of a transaction (SIGSTOP, a frozen VM, a cut network), which frees the row locks it held,
+ * the leader lease's among them, instead of keeping them until that process comes back. A transaction
+ * pooler (TAGSCHED_DATABASE_SESSION_URL set) refuses a startup parameter it does not know; PgBouncer's
+ * idle_transaction_timeout does the same there (docs/operating/replicas.md).
+ */
+export function idleTransactionTimeout(config: ServerConfig): number | null {
+  if (!config.databaseUrl || config.databaseSessionUrl) return null;
+  return config.databaseIdleTransactionTimeoutMs || null;
+}
+
+/**
  * Opens the database (embedded when no URL) and migrates it. With a URL, before anything is written, a
  * LISTEN on the session URL must hear a NOTIFY sent through the pool (checkSessionUrl); the same session
  * connection then holds the migration lock while the migrations run on the pool.
@@ -47,9 +60,15 @@ export async function openDatabase(config: ServerConfig, log: Logger): Promise<O
     );
   }
   // PGlite serves one session: one pooled connection, or transactions on two connections deadlock.
+  const logging = ormLogging(log);
+  const idle = idleTransactionTimeout(config);
   const orm = await createOrm(target, {
     pool: embedded ? { min: 0, max: 1 } : { min: 0, max: config.databasePoolSize },
-    ...ormLogging(log),
+    ...logging,
+    driverOptions: {
+      ...logging.driverOptions,
+      ...(idle ? { connection: { idle_in_transaction_session_timeout: idle } } : {}),
+    },
   });
   try {
     const sessionUrl = databaseSessionUrl(config);

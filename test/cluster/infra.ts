@@ -10,7 +10,8 @@
  *     pooler; the pooled port, for PgBouncer alone, whose connections HAProxy makes from 127.0.0.2 so that
  *     pg_stat_activity tells them apart), and the tagsched processes round robin in http mode (WebSocket
  *     upgrades, `timeout tunnel 1h`, `option forwardfor`, health check `GET /readyz`);
- *   - PgBouncer in transaction mode in front of the pooled port.
+ *   - PgBouncer in transaction mode in front of the pooled port, with `idle_transaction_timeout` set as
+ *     docs/operating/replicas.md asks (a paused process's open transaction, and its locks, end after 10 s).
  *
  * PostgreSQL and PgBouncer refuse to run as root: they run as the `postgres` user (setpriv, which execs,
  * so that the pid the suite holds is theirs). Every process is started in a process group of its own and
@@ -591,5 +592,6 @@ default_pool_size = 40
 server_connect_timeout = 3
 server_login_retry = 1
 ignore_startup_parameters = extra_float_digits
+idle_transaction_timeout = 10
 `;
 }

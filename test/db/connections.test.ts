@@ -1,12 +1,13 @@
 /**
  * The service's connections to PostgreSQL: every one has TCP keepalives, first probe after 10 s of
  * silence (read from the kernel's table of this machine's TCP sockets: a keepalive timer armed, and
- * when it fires), and the ORM's pool holds at most TAGSCHED_DATABASE_POOL_SIZE of them.
+ * when it fires), and the ORM's pool holds at most TAGSCHED_DATABASE_POOL_SIZE of them; a transaction
+ * left idle on the pool (a paused process) is ended by the server, its locks freed.
  */
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/core/config/config.js';
-import { openDatabase } from '../../src/server/database.js';
+import { idleTransactionTimeout, openDatabase } from '../../src/server/database.js';
 import { createLogger } from '../../src/core/log.js';
 import { connectSession } from '../../src/storage/orm.js';
 import { useTestApp } from '../helpers/app.js';
@@ -107,6 +108,62 @@ describe("the service's connections", () => {
   });
 });
 
+describe('a transaction left idle by a stopped process', () => {
+  it('is ended by PostgreSQL after TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS, and its row locks with it', async () => {
+    const config = loadConfig({ DATABASE_URL: t.dbUrl, TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS: '1' });
+    expect(config.server.databaseIdleTransactionTimeoutMs).toBe(1000);
+    const { orm } = await openDatabase(config.server, createLogger('silent'));
+    const other = await connectSession(t.dbUrl);
+    try {
+      const [{ setting }] = await orm.em
+        .getConnection()
+        .execute<{ setting: string }[]>(`select current_setting('idle_in_transaction_session_timeout') as setting`);
+      expect(setting).toBe('1s');
+      // A lock held by the pool's connection in a transaction that then goes quiet, as a paused process's would.
+      await t.sql(`create table if not exists idle_lock_probe (id int primary key)`);
+      await t.sql(`insert into idle_lock_probe values (1) on conflict do nothing`);
+      const held = orm.em.fork().transactional(async (tx) => {
+        await tx.execute(`select id from idle_lock_probe where id = 1 for update`);
+        await new Promise((r) => setTimeout(r, 3000));
+        await tx.execute(`select 1`);
+      });
+      const outcome = held.then(
+        () => 'committed',
+        (err: unknown) => String(err),
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      const started = Date.now();
+      await other.query(`set lock_timeout = '10s'`);
+      await other.query(`begin`);
+      await other.query(`select id from idle_lock_probe where id = 1 for update`);
+      const waited = Date.now() - started;
+      await other.query(`rollback`);
+      // The lock came free when the server ended the idle session (about 1 s), long before the 3 s pause ended.
+      expect(waited).toBeLessThan(2900);
+      expect(await outcome).not.toBe('committed');
+    } finally {
+      await other.end();
+      await orm.close(true);
+    }
+  });
+
+  it('is not asked of a transaction pooler (a session URL set), nor with 0', () => {
+    const pooled = loadConfig({
+      DATABASE_URL: 'postgres://root@127.0.0.1:6432/x',
+      TAGSCHED_DATABASE_SESSION_URL: 'postgres://root@127.0.0.1:5432/x',
+    });
+    expect(idleTransactionTimeout(pooled.server)).toBeNull();
+    const direct = loadConfig({ DATABASE_URL: 'postgres://root@127.0.0.1:5432/x' });
+    expect(idleTransactionTimeout(direct.server)).toBe(10_000);
+    const off = loadConfig({
+      DATABASE_URL: 'postgres://root@127.0.0.1:5432/x',
+      TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS: '0',
+    });
+    expect(idleTransactionTimeout(off.server)).toBeNull();
+    expect(idleTransactionTimeout(loadConfig({}).server)).toBeNull();
+  });
+});
+
 describe('the database settings', () => {
   it.each([
     [
@@ -116,6 +173,10 @@ describe('the database settings', () => {
     [{ TAGSCHED_DATABASE_POOL_SIZE: '1001' }, /^TAGSCHED_DATABASE_POOL_SIZE must be a whole number from 1 to 1000/],
     [{ TAGSCHED_DATABASE_POOL_SIZE: '2.5' }, /^TAGSCHED_DATABASE_POOL_SIZE must be a whole number from 1 to 1000/],
     [{ TAGSCHED_DATABASE_POOL_SIZE: 'ten' }, /^TAGSCHED_DATABASE_POOL_SIZE must be a non-negative number, got "ten"$/],
+    [
+      { TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS: '3601' },
+      /^TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS must be a whole number from 0 to 3600/,
+    ],
     [{ TAGSCHED_PULL_LOCK_TIMEOUT_MS: '-1' }, /^TAGSCHED_PULL_LOCK_TIMEOUT_MS must be a non-negative number/],
     [
       { TAGSCHED_DATABASE_SESSION_URL: 'postgres://root@127.0.0.1/x' },

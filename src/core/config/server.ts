@@ -18,6 +18,14 @@ export interface ServerConfig {
   readonly databaseSessionUrl: string | null;
   /** The most connections of the ORM's pool (TAGSCHED_DATABASE_POOL_SIZE); the embedded database always has 1. */
   readonly databasePoolSize: number;
+  /**
+   * PostgreSQL's idle_in_transaction_session_timeout on the pool's connections, in milliseconds
+   * (TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS; 0: none): a process paused or cut off inside a
+   * transaction has its session ended by the server after this long, and its row locks with it. Sent only
+   * when DATABASE_URL is PostgreSQL itself (no TAGSCHED_DATABASE_SESSION_URL): a transaction pooler refuses
+   * it, and has a setting of its own (PgBouncer's idle_transaction_timeout).
+   */
+  readonly databaseIdleTransactionTimeoutMs: number;
   readonly dataDir: string;
   /** An admin token that must exist after start-up (deployments and scripts); null for none. */
   readonly adminToken: string | null;
@@ -57,6 +65,8 @@ export function readServerConfig(env: NodeJS.ProcessEnv): ServerConfig {
     databaseUrl: env.DATABASE_URL || null,
     databaseSessionUrl: sessionUrlVar(env),
     databasePoolSize: poolSizeVar(env),
+    databaseIdleTransactionTimeoutMs:
+      countVar(env, 'TAGSCHED_DATABASE_IDLE_TRANSACTION_TIMEOUT_SECONDS', 10, 3600) * 1000,
     dataDir: path.resolve(env.TAGSCHED_DATA_DIR || './data'),
     adminToken: adminTokenVar(env),
     secretKey: env.TAGSCHED_SECRET_KEY || null,

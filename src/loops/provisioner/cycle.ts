@@ -185,6 +185,8 @@ async function launch(
       const { id, unavailable, offering, pricePerHour } = await call(ctx, pool, 'launch', async (p, c) => {
         // A pool naming a published image and no providerImage boots the image's id for its provider and region.
         const specifications = await launchSpecifications(em.fork(), pool.providerType, pool.specifications, c.account);
+        // Checked again after that read: a process paused during it must not launch once it resumes.
+        checkLease(ctx);
         const launched = await p.launch(
           {
             pool: pool.name,
@@ -228,7 +230,8 @@ async function launch(
       ctx.log.info({ pool: pool.name, instance: record.instance.name, providerId: id, offering }, 'instance launched');
     } catch (err) {
       // Recorded and not asked: the next leader's reconciliation ends it (reconcile.ts: an interrupted launch).
-      if (err instanceof LeaseLostError) throw err;
+      // A lease lost inside the call reaches here as the provider error callProvider made of it.
+      if (err instanceof LeaseLostError || !ctx.lease.valid()) throw new LeaseLostError(ctx.lease.duty);
       const e = asProviderError(err);
       await mark(e.offeringFailures);
       report.launchFailures++;
