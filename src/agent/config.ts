@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { validateTagList } from '../core/tags/syntax.js';
 import { MEMORY_CGROUP_CHOICES, type MemoryCgroupChoice } from './cgroup.js';
 import { ISOLATION_CHOICES, type IsolationChoice } from './isolation.js';
+import { SPEED_TEST_DEFAULT_MS, SPEED_TEST_MAX_MS } from './speed.js';
 
 /** pino's levels, plus `silent`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -56,6 +57,8 @@ export interface AgentConfig {
   /** `--metadata-url`: the instance metadata service the notice is read from. */
   readonly metadataUrl: string;
   readonly interruptionPollMs: number;
+  /** `--speed-test`: the host-speed benchmark's time at start, in milliseconds (speed.ts); 0 runs none. */
+  readonly speedTestMs: number;
 }
 
 /** A flag or variable with a value the agent cannot use; the message says which and why. */
@@ -88,6 +91,7 @@ export const ENV = {
   interruptionNotice: 'TAGSCHED_INTERRUPTION_NOTICE',
   metadataUrl: 'TAGSCHED_METADATA_URL',
   interruptionPoll: 'TAGSCHED_INTERRUPTION_POLL',
+  speedTest: 'TAGSCHED_SPEED_TEST',
 } as const;
 type Key = keyof typeof ENV;
 
@@ -106,6 +110,7 @@ const DEFAULTS = {
   interruptionNotice: 'none',
   metadataUrl: EC2_METADATA_URL,
   interruptionPoll: '5',
+  speedTest: String(SPEED_TEST_DEFAULT_MS),
 } as const;
 
 const HANDLER_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]*$/;
@@ -144,6 +149,10 @@ Signals:
 
 Exit codes:
   0 drained   1 unexpected error   2 token refused or activation failed   3 interrupted by the provider   64 bad usage
+
+Configuration advisor:
+  \`tagsched-worker advise\` reads this host, asks a few questions (or none, with --yes) and prints
+  the configuration it proposes as an environment file (tagsched-worker advise --help).
 
 Examples:
   tagsched-worker --server http://ci.example.org:4000/graphql --token tsk_worker_… \\
@@ -255,6 +264,13 @@ export function buildProgram(version: string, output?: OutputConfiguration): Com
     'the instance metadata service the notice is read from',
     work,
     DEFAULTS.metadataUrl,
+  );
+  option(
+    '--speed-test <ms>',
+    'speedTest',
+    `milliseconds of CPU benchmark at start, on one core then on all (reported as worker:cpu-speed and worker:cpu-speed-all); 0 runs none, at most ${SPEED_TEST_MAX_MS}`,
+    work,
+    DEFAULTS.speedTest,
   );
   const timing = 'Timing (seconds):';
   option(
@@ -427,6 +443,13 @@ export function parseConfig(
       `${where('metadataUrl')} must be an http:// or https:// URL, got ${JSON.stringify(metadataUrl)}`,
     );
 
+  const speedText = text('speedTest') ?? DEFAULTS.speedTest;
+  const speedTestMs = Number(speedText);
+  if (!/^\d+$/.test(speedText.trim()) || speedTestMs > SPEED_TEST_MAX_MS || (speedTestMs > 0 && speedTestMs < 30))
+    throw new UsageError(
+      `${where('speedTest')} must be 0 or a whole number of milliseconds from 30 to ${SPEED_TEST_MAX_MS}, got ${JSON.stringify(speedText)}`,
+    );
+
   const cwd = options.cwd ?? process.cwd();
   const workDir = path.resolve(cwd, text('workDir') ?? DEFAULTS.workDir);
   const stateFile = text('stateFile');
@@ -457,5 +480,6 @@ export function parseConfig(
     interruptionNotice: interruptionNotice as InterruptionSource,
     metadataUrl,
     interruptionPollMs: seconds('interruptionPoll'),
+    speedTestMs,
   });
 }

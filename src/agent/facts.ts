@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { HostSpeed } from './speed.js';
 
 /** The outside world as detection sees it. */
 export interface Probe {
@@ -34,6 +35,8 @@ export interface Facts {
   diskFree: number | null;
   executors: string[];
   tools: string[];
+  /** The host's speed scores, measured once at start (speed.ts); null when not measured. */
+  speed?: HostSpeed | null;
 }
 
 /** One task this agent has a handler for, as the server's TaskVersionInput. */
@@ -47,6 +50,8 @@ export interface TaskVersion {
 export interface WorkerMetadataInput {
   architectures: string[];
   cpuCount: number;
+  cpuSpeed?: number;
+  cpuSpeedAll?: number;
   totalPhysicalMemory: number;
   diskFree?: number;
   executors: string[];
@@ -168,6 +173,7 @@ export function metadataInput(
   return {
     architectures: facts.architectures,
     cpuCount: facts.cpuCount,
+    ...(facts.speed ? { cpuSpeed: facts.speed.single, cpuSpeedAll: facts.speed.all } : {}),
     totalPhysicalMemory: facts.totalPhysicalMemory,
     ...(facts.diskFree === null ? {} : { diskFree: facts.diskFree }),
     executors: facts.executors,

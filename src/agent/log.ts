@@ -18,6 +18,7 @@ export const MESSAGES = {
   disconnected: 'disconnected', // code, reason
   reconnecting: 'reconnecting', // attempt, delayMs, cause (why the last connection ended or attempt failed)
   metadataReported: 'metadata reported', // status, architectures, executors, tools, tasks
+  speedMeasured: 'host speed measured', // single, all, threads (speed.ts: the benchmark at start)
   tagRejected: 'tag rejected by the server', // tag, code, reason
   assignmentReceived: 'assignment received', // id, taskType, taskName
   duplicateIgnored: 'duplicate assignment ignored', // id

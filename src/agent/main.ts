@@ -25,6 +25,8 @@ import { startedByNpm, watchParent } from './parent-watch.js';
 import { describeMemoryCgroup, planMemoryCgroup, type MemoryCgroup } from './cgroup.js';
 import { describeIsolation, IsolationError, planIsolation, type Isolation } from './isolation.js';
 import { startRun } from './runner.js';
+import { measureSpeed, type HostSpeed } from './speed.js';
+import { advise } from './advise-main.js';
 import { chooseCredential, readState, StateFileError, writeState, type AgentState } from './state.js';
 
 // Imported rather than read at run time, so that the bundled agent (dist/tagsched-worker.mjs) carries it.
@@ -127,6 +129,14 @@ async function rotate(
 
 /** Runs the agent and returns the process exit code. */
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  // `tagsched-worker advise …`: the configuration advisor, a program of its own (advise-main.ts).
+  if (argv[0] === 'advise')
+    return advise(argv.slice(1), env, {
+      input: process.stdin,
+      output: process.stdout,
+      error: process.stderr,
+      argv1: process.argv[1],
+    });
   let config: AgentConfig;
   try {
     config = parseConfig(argv, env, { version });
@@ -234,6 +244,20 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (stopping.signal.aborted) return exit(EXIT_CODES.drained);
 
     const probe = systemProbe(env);
+    // Measured once, before the first report of the facts, which waits for it; a failure reports none.
+    const speed: Promise<HostSpeed | null> =
+      config.speedTestMs > 0
+        ? measureSpeed({ budgetMs: config.speedTestMs, threads: os.availableParallelism() }).then(
+            (s) => {
+              log.info({ single: s.single, all: s.all, threads: s.threads }, MESSAGES.speedMeasured);
+              return s;
+            },
+            (err: unknown) => {
+              log.warn({ error: (err as Error).message }, 'host speed not measured');
+              return null;
+            },
+          )
+        : Promise.resolve(null);
     let stream: AssignmentStream | null = null;
     agent = createAgent({
       config,
@@ -256,7 +280,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
           log,
           ...handlers,
         })),
-      detectFacts: () => detectFacts(probe, config.workDir),
+      detectFacts: async () => ({ ...(await detectFacts(probe, config.workDir)), speed: await speed }),
       startRun: (spec) =>
         startRun({
           ...spec,

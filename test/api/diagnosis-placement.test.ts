@@ -94,7 +94,7 @@ describe('diagnosis: the free worker a request would go to, and the rule that de
       heavyReason: 'HISTORY',
       averageSeconds: 5400,
       thresholdSeconds: 3600,
-      rules: ['STATIC_BEFORE_POOL', 'LARGEST_FOR_HEAVY', 'MOST_SPECIALISED', 'OLDEST'],
+      rules: ['STATIC_BEFORE_POOL', 'FASTEST_FOR_HEAVY', 'LARGEST_FOR_HEAVY', 'MOST_SPECIALISED', 'OLDEST'],
       preferredWorkers: ['dp-large', 'dp-small'],
       decidedBy: 'LARGEST_FOR_HEAVY',
     });

@@ -19,6 +19,8 @@ const PlacementRuleEnum = builder.enumType('PlacementRule', {
     'A rule that orders the free workers that may take a work request; the first that tells two workers apart decides',
   values: describedValues<(typeof PLACEMENT_RULES)[keyof typeof PLACEMENT_RULES]>({
     STATIC_BEFORE_POOL: 'Static workers before pool workers, so that pools can shrink',
+    FASTEST_FOR_HEAVY:
+      'Heavy work: the fastest host first, by its all-core speed score (worker:cpu-speed-all; a host without one last)',
     LARGEST_FOR_HEAVY:
       'Heavy work: the largest worker first (CPUs, then memory, from worker:cpu-count and worker:memory-gib)',
     SMALLEST_FOR_LIGHT:

@@ -254,6 +254,13 @@ const WorkerMetadataInput = builder.inputType('WorkerMetadataInput', {
       description: 'Debian architectures the machine runs natively (dpkg --print-architecture, arch-test)',
     }),
     cpuCount: t.int({ description: 'Processors the machine has' }),
+    cpuSpeed: t.int({
+      description:
+        "The host's single-core speed score (the agent's benchmark at start; it ranks hosts): worker:cpu-speed=N",
+    }),
+    cpuSpeedAll: t.int({
+      description: "The host's all-core speed score, every core at once: worker:cpu-speed-all=N",
+    }),
     totalPhysicalMemory: t.float({ description: 'Bytes' }),
     diskFree: t.float({ description: 'Bytes free in the work directory' }),
     executors: t.stringList({ description: 'unshare, incus-lxc, incus-vm, qemu' }),

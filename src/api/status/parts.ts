@@ -85,6 +85,7 @@ export const DIAGNOSIS_WORDS: Record<Diagnosis['state'], string> = {
 /** What decided which free worker comes first, in words. */
 export const PLACEMENT_RULE_WORDS: Record<PlacementRule, string> = {
   STATIC_BEFORE_POOL: 'static workers before pool workers',
+  FASTEST_FOR_HEAVY: 'the fastest host first, for heavy work',
   LARGEST_FOR_HEAVY: 'the largest first, for heavy work',
   SMALLEST_FOR_LIGHT: 'the smallest that fits first',
   MOST_SPECIALISED: 'the most specialised first',

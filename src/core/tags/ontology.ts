@@ -8,6 +8,7 @@
  * that could invent them could attract work meant for other machines. An admin who wants a worker
  * to provide one puts it in the worker's static metadata or its pool's tags.
  */
+import { CPU_SPEED_ALL_TAG, CPU_SPEED_TAG } from './host-speed.js';
 import { tagName } from './syntax.js';
 import type { Provenance } from './types.js';
 
@@ -49,6 +50,13 @@ export const ONTOLOGIES: readonly Ontology[] = [
   { prefix: 'worker:cpu-count', valued: true, description: 'number of CPUs', allowed: 'all' },
   { prefix: 'worker:memory-gib', valued: true, description: 'memory in GiB', allowed: 'all' },
   { prefix: 'worker:disk-gib', valued: true, description: 'free disk in GiB', allowed: 'all' },
+  { prefix: CPU_SPEED_TAG, valued: true, description: 'single-core speed score (the agent benchmark)', allowed: 'all' },
+  {
+    prefix: CPU_SPEED_ALL_TAG,
+    valued: true,
+    description: 'all-core speed score (the agent benchmark)',
+    allowed: 'all',
+  },
   { prefix: 'task:scope:', description: 'the task is in that scope', allowed: ['system'] },
   { prefix: 'task:workspace:', description: 'the task is in that workspace', allowed: ['system'] },
   { prefix: 'task:group:', description: 'the creator is in that group', allowed: ['system'] },

@@ -6,6 +6,7 @@
  * shape is skipped and recorded as a refusal naming its key, and a tag the provenance rules
  * refuse is recorded too, so that a worker's heartbeat never fails because of one bad tag.
  */
+import { CPU_SPEED_ALL_TAG, CPU_SPEED_TAG } from './host-speed.js';
 import { imageTags, type CatalogTask } from './pool-image.js';
 import { PROVENANCE_TRUST } from './provenance.js';
 import { BYTES_PER_GIB, DEFAULT_SIZE_THRESHOLDS, sizeClass } from './size-class.js';
@@ -21,6 +22,9 @@ import type { Provenance, TagEntry, TagRefusal } from './types.js';
 export interface WorkerMetadata {
   'system:architectures'?: string[];
   'system:cpu_count'?: number;
+  /** The single-core and all-core scores of the agent's benchmark (agent/speed.ts). */
+  'system:cpu_speed'?: number;
+  'system:cpu_speed_all'?: number;
   /** Bytes. */
   'system:total_physical_memory'?: number;
   /** Bytes. */
@@ -113,6 +117,8 @@ function wholeGib(bytes: number): number {
 /** Facts that are numbers, each becoming one valued tag; byte counts are floored to whole GiB. */
 const NUMBER_FACTS = [
   { key: 'system:cpu_count', name: 'worker:cpu-count', toValue: (n: number) => n },
+  { key: 'system:cpu_speed', name: CPU_SPEED_TAG, toValue: (n: number) => n },
+  { key: 'system:cpu_speed_all', name: CPU_SPEED_ALL_TAG, toValue: (n: number) => n },
   { key: 'system:total_physical_memory', name: 'worker:memory-gib', toValue: wholeGib },
   { key: 'system:disk_free', name: 'worker:disk-gib', toValue: wholeGib },
 ] as const;

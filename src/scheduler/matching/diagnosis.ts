@@ -7,7 +7,7 @@ import {
   decidingRule,
   placementRules,
   workerPreference,
-  workerSize,
+  placementFigures,
   type PlacementRule,
   type Preferable,
 } from '../rules/placement-preference.js';
@@ -221,7 +221,7 @@ function placementOf(
       id: w.id,
       name: w.name,
       pooled: w.poolId !== null,
-      size: workerSize(w.providedTags),
+      ...placementFigures(w.providedTags),
       eligible: context.eligibleCount(w),
     }))
     .sort(workerPreference(h.heavy));

@@ -35,6 +35,8 @@ export interface FreeWorker {
   readonly eligible: readonly number[];
   readonly pooled: boolean;
   readonly size: readonly [number, number];
+  /** Its all-core speed score, 0 when unknown (rules/placement-preference.ts). */
+  readonly speed: number;
 }
 
 /** The head of a class's queue: its place in the queue order and its class. */

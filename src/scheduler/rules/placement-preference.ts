@@ -7,10 +7,14 @@
  * test/scheduler/rules/placement-preference.test.ts checks that it is the same order.
  */
 
+import { allCoreSpeed } from '../../core/tags/host-speed.js';
+
 /** The rules that order the free workers of a request, as data. */
 export const PLACEMENT_RULES = {
   /** Static workers before pool workers, so that pools can shrink. */
   STATIC_BEFORE_POOL: 'STATIC_BEFORE_POOL',
+  /** Heavy work (heavy-work.ts): the fastest host first, by its all-core speed score (a host without one last). */
+  FASTEST_FOR_HEAVY: 'FASTEST_FOR_HEAVY',
   /** Heavy work (heavy-work.ts): the largest worker first (CPUs, then memory). */
   LARGEST_FOR_HEAVY: 'LARGEST_FOR_HEAVY',
   /** Other work: the smallest worker that fits first, so that large workers stay free for heavy work. */
@@ -33,9 +37,16 @@ export function workerSize(providedTags: readonly string[]): [number, number] {
   return [cpus, memory];
 }
 
-/** A free worker as the preference sees it: pool or not, its size, how many classes it may run, its id. */
+/** What the preference reads of a worker's provided tags: its size (workerSize) and its all-core speed score. */
+export function placementFigures(providedTags: readonly string[]): { size: [number, number]; speed: number } {
+  return { size: workerSize(providedTags), speed: allCoreSpeed(providedTags) };
+}
+
+/** A free worker as the preference sees it: pool or not, its speed and size, how many classes it may run, its id. */
 export interface Preferable {
   readonly pooled: boolean;
+  /** Its all-core speed score (core/tags/host-speed.ts: allCoreSpeed), 0 when unknown. */
+  readonly speed: number;
   readonly size: readonly [number, number];
   readonly eligible: number;
   readonly id: number;
@@ -48,12 +59,19 @@ const oldestOrder = (a: Pick<Preferable, 'id'>, b: Pick<Preferable, 'id'>) => a.
 /** Each rule as a comparison: negative when it puts `a` first. */
 const COMPARE: Record<PlacementRule, (a: Preferable, b: Preferable) => number> = {
   STATIC_BEFORE_POOL: staticBeforePoolOrder,
+  FASTEST_FOR_HEAVY: (a, b) => b.speed - a.speed,
   LARGEST_FOR_HEAVY: (a, b) => -bySize(a, b),
   SMALLEST_FOR_LIGHT: bySize,
   MOST_SPECIALISED: (a, b) => a.eligible - b.eligible,
   OLDEST: oldestOrder,
 };
-const HEAVY_RULES: readonly PlacementRule[] = ['STATIC_BEFORE_POOL', 'LARGEST_FOR_HEAVY', 'MOST_SPECIALISED', 'OLDEST'];
+const HEAVY_RULES: readonly PlacementRule[] = [
+  'STATIC_BEFORE_POOL',
+  'FASTEST_FOR_HEAVY',
+  'LARGEST_FOR_HEAVY',
+  'MOST_SPECIALISED',
+  'OLDEST',
+];
 const LIGHT_RULES: readonly PlacementRule[] = [
   'STATIC_BEFORE_POOL',
   'SMALLEST_FOR_LIGHT',
@@ -71,8 +89,8 @@ export function decidingRule(heavy: boolean, a: Preferable, b: Preferable): Plac
 }
 
 /**
- * The order in which free workers are offered a request: static before pool workers; the largest
- * first for heavy work, the smallest first for other work; the most specialised; the oldest.
+ * The order in which free workers are offered a request: static before pool workers; the fastest, then
+ * the largest first for heavy work, the smallest first for other work; the most specialised; the oldest.
  */
 export const workerPreference = (heavy: boolean) => {
   const rules = placementRules(heavy).map((r) => COMPARE[r]);

@@ -7,7 +7,7 @@ import { PassMatching, type FreeWorker, type Head, type Match, type PassOptions 
 import { activeByWorkerSql, freeSlots, hasFreeSlotSql } from '../rules/active-work.js';
 import { availableParams, availableSql } from '../rules/availability.js';
 import { anyHeavyByHistory, heaviness, type TaskHistory } from '../rules/heavy-work.js';
-import { workerSize } from '../rules/placement-preference.js';
+import { placementFigures } from '../rules/placement-preference.js';
 import { assignRequests, type Assignment } from './assign.js';
 import { passOverHosts, type HostRow } from './host-pass.js';
 import { classHeadsSql, LOCK_ALL_SQL } from './queue-heads.js';
@@ -175,7 +175,7 @@ async function readFreeWorkers(
     if (free <= 0) continue;
     const eligible = cache.eligibleFor({ type: r.type, providedTags: r.provided_tags, requiredTags: r.required_tags });
     if (eligible.length)
-      workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null, size: workerSize(r.provided_tags) });
+      workers.push({ id: r.id, free, eligible, pooled: r.pool_id !== null, ...placementFigures(r.provided_tags) });
   }
   return workers;
 }

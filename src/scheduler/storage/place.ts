@@ -7,7 +7,7 @@ import { mayFitParams, mayFitSql } from '../rules/fit.js';
 import type { ClassCache } from '../matching/class-cache.js';
 import { assignNextWork, assignNextWorkInOneTrip, type NextAssignment, type PullShape } from './next-work.js';
 import { heaviness } from '../rules/heavy-work.js';
-import { staticFirstSql, workerPreference, workerSize } from '../rules/placement-preference.js';
+import { staticFirstSql, workerPreference, placementFigures, type Preferable } from '../rules/placement-preference.js';
 import type { TaskHistoryCache } from './task-history.js';
 
 const CANDIDATES = 32; // free workers read for one request; the tag test in SQL leaves few false ones
@@ -98,7 +98,7 @@ export async function placeRequest(
       unknown[],
     ]
   >(em, freeForClassTrip([...availableParams(now, config.metadataFreshMs), ...mayFitParams(taskClass)]));
-  const candidates: { id: number; shape: PullShape; eligible: number; pooled: boolean; size: [number, number] }[] = [];
+  const candidates: (Preferable & { shape: PullShape })[] = [];
   for (const r of rows) {
     const shape: PullShape = {
       version: r.version,
@@ -113,7 +113,7 @@ export async function placeRequest(
         shape,
         eligible: eligible.length,
         pooled: r.pool_id !== null,
-        size: workerSize(r.provided_tags),
+        ...placementFigures(r.provided_tags),
       });
   }
   candidates.sort(

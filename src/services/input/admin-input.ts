@@ -92,6 +92,8 @@ export function staticMetadataProblems(
       set: 'worker-provided' as const,
     })),
     ...valued(metadata['system:cpu_count'], 'worker:cpu-count', `${path}.cpuCount`),
+    ...valued(metadata['system:cpu_speed'], 'worker:cpu-speed', `${path}.cpuSpeed`),
+    ...valued(metadata['system:cpu_speed_all'], 'worker:cpu-speed-all', `${path}.cpuSpeedAll`),
     ...valued(gib(metadata['system:total_physical_memory']), 'worker:memory-gib', `${path}.totalPhysicalMemory`),
     ...valued(gib(metadata['system:disk_free']), 'worker:disk-gib', `${path}.diskFree`),
   ];

@@ -28,11 +28,14 @@ import { noteRequiredTags, refreshWorkerTags } from './worker-tags.js';
 import { creating } from '../input/flush.js';
 import { noteActivation } from '../identity/visibility.js';
 import { poolConcurrency } from '../../scheduler/rules/pool-capacity.js';
+import { MAX_SPEED_SCORE } from '../../core/tags/host-speed.js';
 
 /** Metadata as clients send it (GraphQL input); stored in the Debusine-style `system:*` keys. */
 export interface WorkerMetadataInput {
   architectures?: string[] | null;
   cpuCount?: number | null;
+  cpuSpeed?: number | null;
+  cpuSpeedAll?: number | null;
   totalPhysicalMemory?: number | null;
   diskFree?: number | null;
   executors?: string[] | null;
@@ -46,6 +49,8 @@ const listOf = (max: number) => z.array(z.string().max(300)).max(max).nullish();
 const metadataInput = z.object({
   architectures: listOf(50),
   cpuCount: z.number().int().nonnegative().nullish(),
+  cpuSpeed: z.number().int().nonnegative().max(MAX_SPEED_SCORE).nullish(),
+  cpuSpeedAll: z.number().int().nonnegative().max(MAX_SPEED_SCORE).nullish(),
   totalPhysicalMemory: z.number().nonnegative().nullish(),
   diskFree: z.number().nonnegative().nullish(),
   executors: listOf(50),
@@ -84,6 +89,8 @@ function storedMetadata(m: z.output<typeof metadataInput>): WorkerMetadata {
   const out: WorkerMetadata = {};
   if (m.architectures != null) out['system:architectures'] = m.architectures;
   if (m.cpuCount != null) out['system:cpu_count'] = m.cpuCount;
+  if (m.cpuSpeed != null) out['system:cpu_speed'] = m.cpuSpeed;
+  if (m.cpuSpeedAll != null) out['system:cpu_speed_all'] = m.cpuSpeedAll;
   if (m.totalPhysicalMemory != null) out['system:total_physical_memory'] = m.totalPhysicalMemory;
   if (m.diskFree != null) out['system:disk_free'] = m.diskFree;
   if (m.executors != null) out['system:executors'] = m.executors;

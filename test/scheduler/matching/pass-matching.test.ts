@@ -27,6 +27,7 @@ const worker = (
   eligible,
   pooled: options.pooled ?? false,
   size: [options.cpus ?? 1, 1],
+  speed: 0,
 });
 const light = () => false;
 

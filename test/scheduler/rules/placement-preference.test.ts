@@ -13,6 +13,7 @@ import {
   staticFirst,
   staticFirstSql,
   workerPreference,
+  placementFigures,
 } from '../../../src/scheduler/rules/placement-preference.js';
 import { useTestApp } from '../../helpers/app.js';
 
@@ -21,6 +22,7 @@ const t = useTestApp();
 const workerArb = fc.record({
   pooled: fc.boolean(),
   cpus: fc.integer({ min: 0, max: 4 }),
+  speed: fc.integer({ min: 0, max: 3 }),
   eligible: fc.integer({ min: 1, max: 3 }),
 });
 
@@ -32,6 +34,7 @@ describe('placement preference in SQL and in TypeScript', () => {
           ...w,
           id: (i * 7919) % 1009,
           size: [w.cpus, 0] as [number, number],
+          speed: w.speed * 1000,
         }));
         const rows = await t.sql<{ id: number }>(
           `select w.id from (values ${workers.map(() => '(?::int, ?::int)').join(', ')}) as w(id, pool_id) order by ${staticFirstSql('w')}`,
@@ -48,6 +51,31 @@ describe('placement preference in SQL and in TypeScript', () => {
       }),
       { numRuns: 40 },
     );
+  });
+
+  it('heavy work goes to the fastest host first, then the largest; other work to the smallest, whatever its speed', () => {
+    const host = (id: number, speed: number, cpus: number) => ({
+      id,
+      pooled: false,
+      eligible: 1,
+      speed,
+      size: [cpus, 8] as const,
+    });
+    const slowBig = host(1, 2000, 64);
+    const fastSmall = host(2, 9000, 8);
+    const unmeasured = host(3, 0, 128);
+    const fastBig = host(4, 9000, 16);
+    const all = [slowBig, fastSmall, unmeasured, fastBig];
+    expect([...all].sort(workerPreference(true)).map((w) => w.id)).toEqual([4, 2, 1, 3]);
+    expect(decidingRule(true, fastSmall, slowBig)).toBe(PLACEMENT_RULES.FASTEST_FOR_HEAVY);
+    expect(decidingRule(true, fastBig, fastSmall)).toBe(PLACEMENT_RULES.LARGEST_FOR_HEAVY);
+    expect([...all].sort(workerPreference(false)).map((w) => w.id)).toEqual([2, 4, 1, 3]);
+    expect(decidingRule(false, fastSmall, slowBig)).toBe(PLACEMENT_RULES.SMALLEST_FOR_LIGHT);
+    expect(placementFigures(['worker:cpu-count=8', 'worker:memory-gib=31', 'worker:cpu-speed-all=4200'])).toEqual({
+      size: [8, 31],
+      speed: 4200,
+    });
+    expect(placementFigures(['worker:cpu-speed=900'])).toEqual({ size: [0, 0], speed: 0 });
   });
 
   it('staticBeforePool is a stable partition', () => {
