@@ -79,7 +79,8 @@ describe('embedded PostgreSQL (no DATABASE_URL)', () => {
       expect(admin, server.stderr()).toBeDefined();
       const call = async (query: string, variables: Record<string, unknown>, token: string | undefined) => {
         const res = await httpGql(server.url, query, variables, token);
-        expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+        // On a failure, the server's last log lines say why (it logs the error behind an answer's INTERNAL_SERVER_ERROR).
+        expect(res.errors, `${JSON.stringify(res.errors)}\n${server.logTail().slice(-4000)}`).toBeUndefined();
         return res.data!;
       };
       await call(`mutation { createWorkspace(input: { name: "debian/pulls" }) { __typename } }`, {}, admin);

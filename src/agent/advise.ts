@@ -1,5 +1,5 @@
 /**
- * The configuration advisor's rules (`tagsched-worker advise`, docs/guides/advise.md), as pure code:
+ * The configuration advisor's rules (`tagsched-worker advise`, docs/reference/host-speed.md), as pure code:
  * from the host's facts and a few answers, the worker configuration it proposes (how many requests
  * at once or the resources to offer, each run's -jN and memory limit, the cache size, the executors
  * the agent will find) and the environment file that says it. The questions, their defaults and how

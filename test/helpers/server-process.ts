@@ -1,10 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 
+const LOG_TAIL_CHARS = 64 * 1024;
+
 /** A tagsched server started the way `npm start` starts it, as a child process. */
 export interface ServerProcess {
   url: string;
   stderr: () => string;
+  /** Its last log lines (stdout, at most the last 64 KiB), to show why a call failed. */
+  logTail: () => string;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   child: ChildProcess;
 }
@@ -47,11 +51,14 @@ export function startServerProcess(
         clearTimeout(timer);
         child.removeAllListeners('exit');
         child.stdout!.off('data', onData);
-        child.stdout!.resume(); // keep draining the pipe so the child never blocks on a full buffer
+        // Kept draining, so that the child never blocks on a full pipe; its last 64 KiB are kept.
+        let tail = out.slice(-LOG_TAIL_CHARS);
+        child.stdout!.on('data', (more: Buffer) => (tail = (tail + more.toString()).slice(-LOG_TAIL_CHARS)));
         resolve({
           url,
           child,
           stderr: () => err,
+          logTail: () => tail,
           stop: (signal = 'SIGTERM') =>
             new Promise((done) => {
               if (child.exitCode !== null) return done(child.exitCode);
