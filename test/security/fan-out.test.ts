@@ -41,8 +41,30 @@ async function subscribers(n: number, userTokens: string[]) {
     clients.push(client);
     subs.push(collect(client, SELECTION));
   }
-  await new Promise((r) => setTimeout(r, 500)); // every subscription listening
+  await listening(subs);
   return subs;
+}
+
+/**
+ * Waits until every subscription hears the worker's events: reports of the worker, one after another,
+ * until one has reached all of them (a fixed wait was too short on a loaded machine, and the statements
+ * of a subscription still starting were then counted as the event's).
+ */
+async function listening(subs: ReturnType<typeof collect>[]): Promise<void> {
+  for (let cpu = 100; cpu < 160; cpu++) {
+    const before = subs.map((s) => s.items.length);
+    await reportMetadata(t, workerToken, { ...AMD64_METADATA, cpuCount: cpu });
+    const heard = await Promise.all(
+      subs.map((s, i) =>
+        s.next(before[i] + 1, 2_000).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
+    if (heard.every(Boolean)) return;
+  }
+  throw new Error('the subscriptions never all heard an event');
 }
 
 /** The statements the service sends for one report of the worker and its delivery to every subscriber. */
