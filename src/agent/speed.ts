@@ -3,9 +3,9 @@
  * on one core and then on every core at once, whose two scores it reports with its facts (the server
  * makes them `worker:cpu-speed=N` and `worker:cpu-speed-all=N`). The kernel is integer work on a table
  * that stays in the first-level cache, with data-dependent branches, as a compiler's inner loops are;
- * the scores rank hosts, they are not a standard unit. Each score is the best of a few short rounds,
- * rounded to two significant figures, so that a restart reports the same figure in most cases and a
- * worker's tags do not change for noise.
+ * the scores rank hosts, they are not a standard unit. The single-core score is the best of three
+ * short rounds; both are rounded to two significant figures (docs/reference/host-speed.md gives how much
+ * they vary from one run to the next).
  */
 import { Worker } from 'node:worker_threads';
 
