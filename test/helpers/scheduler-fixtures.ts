@@ -294,3 +294,16 @@ export async function inRollback<T>(t: TestApp, fn: (tx: EntityManager) => Promi
     await em.rollback();
   }
 }
+
+/** The name of the worker holding a request, or null while it is pending. */
+export async function holderOf(t: TestApp, id: string): Promise<string | null> {
+  const [row] = await t.sql<{ name: string | null }>(
+    `select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
+    [Number(id)],
+  );
+  return row.name;
+}
+
+/** Puts every pending and active request aside (ABORTED), so that every worker is free again. */
+export const abortAllActive = (t: TestApp) =>
+  t.sql(`update work_request set status = 'ABORTED' where status in ('PENDING', 'ASSIGNED', 'RUNNING')`);

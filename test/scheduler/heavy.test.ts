@@ -11,7 +11,7 @@ import { runPass } from '../../src/scheduler/storage/pass.js';
 import { TaskHistoryCache } from '../../src/scheduler/storage/task-history.js';
 import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createWorkspace, submitOk } from '../helpers/fixtures.js';
-import { inRollback, resetScheduling } from '../helpers/scheduler-fixtures.js';
+import { inRollback, resetScheduling, holderOf, abortAllActive } from '../helpers/scheduler-fixtures.js';
 
 // Automatic scheduling on, so that a new request is placed at once, but no pass runs by itself (the
 // debounce and the interval are an hour, and app.start() is never called). The threshold is the default.
@@ -58,18 +58,8 @@ const NOOP = { workspace: 'heavy/main', taskType: 'worker', taskName: 'noop', ta
 
 const submitted = async (input: Record<string, unknown>) => (await submitOk(t, input)).id as string;
 
-/** The worker holding a request, or null while it is pending. */
-async function holder(id: string): Promise<string | null> {
-  const [row] = await t.sql<{ name: string | null }>(
-    `select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
-    [Number(id)],
-  );
-  return row.name;
-}
-
-/** Puts every request aside, so that every worker is free again. */
-const freeAll = () =>
-  t.sql(`update work_request set status = 'ABORTED' where status in ('PENDING', 'ASSIGNED', 'RUNNING')`);
+const holder = (id: string) => holderOf(t, id);
+const freeAll = () => abortAllActive(t);
 
 beforeEach(async () => {
   await resetScheduling(t);

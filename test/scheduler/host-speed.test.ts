@@ -7,7 +7,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { connectedWorker, createWorkspace, submitOk } from '../helpers/fixtures.js';
-import { resetScheduling } from '../helpers/scheduler-fixtures.js';
+import { abortAllActive, holderOf, resetScheduling } from '../helpers/scheduler-fixtures.js';
 
 const t = useTestApp({ scheduler: { automatic: true, passDebounceMs: 3_600_000, passIntervalMs: 3_600_000 } });
 
@@ -45,15 +45,8 @@ const HEAVY = {
 const LIGHT = { workspace: 'speed/main', taskType: 'worker', taskName: 'noop', taskData: {} };
 
 const submitted = async (input: Record<string, unknown>) => (await submitOk(t, input)).id as string;
-async function holder(id: string): Promise<string | null> {
-  const [row] = await t.sql<{ name: string | null }>(
-    `select w.name from work_request r left join worker w on w.id = r.worker_id where r.id = ?`,
-    [Number(id)],
-  );
-  return row.name;
-}
-const freeAll = () =>
-  t.sql(`update work_request set status = 'ABORTED' where status in ('PENDING', 'ASSIGNED', 'RUNNING')`);
+const holder = (id: string) => holderOf(t, id);
+const freeAll = () => abortAllActive(t);
 
 beforeEach(async () => {
   await resetScheduling(t);
