@@ -7,7 +7,7 @@
  * test/scheduler/rules/placement-preference.test.ts checks that it is the same order.
  */
 
-import { allCoreSpeed } from '../../core/tags/host-speed.js';
+import { CPU_SPEED_ALL_TAG } from '../../core/tags/host-speed.js';
 
 /** The rules that order the free workers of a request, as data. */
 export const PLACEMENT_RULES = {
@@ -26,26 +26,30 @@ export const PLACEMENT_RULES = {
 } as const;
 export type PlacementRule = (typeof PLACEMENT_RULES)[keyof typeof PLACEMENT_RULES];
 
-/** A worker's size for placement: its CPUs, then its memory in GiB, as its provided valued tags say (0 when absent). */
-export function workerSize(providedTags: readonly string[]): [number, number] {
+const CPUS = 'worker:cpu-count=';
+const MEMORY = 'worker:memory-gib=';
+const SPEED = `${CPU_SPEED_ALL_TAG}=`;
+
+/**
+ * What the preference reads of a worker's provided tags, in one walk over them: its size (its CPUs,
+ * then its memory in GiB) and its all-core speed score, each 0 when its valued tag is absent.
+ */
+export function placementFigures(providedTags: readonly string[]): { size: [number, number]; speed: number } {
   let cpus = 0;
   let memory = 0;
+  let speed = 0;
   for (const t of providedTags) {
-    if (t.startsWith('worker:cpu-count=')) cpus = Number(t.slice('worker:cpu-count='.length)) || 0;
-    else if (t.startsWith('worker:memory-gib=')) memory = Number(t.slice('worker:memory-gib='.length)) || 0;
+    if (t.startsWith(CPUS)) cpus = Number(t.slice(CPUS.length)) || 0;
+    else if (t.startsWith(MEMORY)) memory = Number(t.slice(MEMORY.length)) || 0;
+    else if (t.startsWith(SPEED)) speed = Number(t.slice(SPEED.length)) || 0;
   }
-  return [cpus, memory];
-}
-
-/** What the preference reads of a worker's provided tags: its size (workerSize) and its all-core speed score. */
-export function placementFigures(providedTags: readonly string[]): { size: [number, number]; speed: number } {
-  return { size: workerSize(providedTags), speed: allCoreSpeed(providedTags) };
+  return { size: [cpus, memory], speed };
 }
 
 /** A free worker as the preference sees it: pool or not, its speed and size, how many classes it may run, its id. */
 export interface Preferable {
   readonly pooled: boolean;
-  /** Its all-core speed score (core/tags/host-speed.ts: allCoreSpeed), 0 when unknown. */
+  /** Its all-core speed score (`worker:cpu-speed-all`), 0 when unknown. */
   readonly speed: number;
   readonly size: readonly [number, number];
   readonly eligible: number;
