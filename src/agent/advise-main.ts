@@ -197,7 +197,41 @@ export async function advise(
   const adminToken = env.TAGSCHED_TOKEN ?? '';
   if (o.register !== undefined && !adminToken) return usage("--register needs an admin's token in TAGSCHED_TOKEN");
   if (o.write && !o.force && fs.existsSync(o.write)) return usage(`${o.write} exists: give --force to replace it`);
+  // A new file beside the one asked for is opened before anything else is done, so that a registration
+  // never loses its token to a place that cannot be written. It replaces that file once the proposal is
+  // in it, and is removed otherwise: a file given with --force is left as it was.
+  const partial = o.write ? path.join(path.dirname(o.write), `.${path.basename(o.write)}.${process.pid}.tmp`) : null;
+  let file: number | null = null;
+  if (partial) {
+    try {
+      file = fs.openSync(partial, 'wx', 0o600);
+    } catch (err) {
+      return usage(`cannot write ${o.write}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  let r: { code: number; wrote: boolean; token: boolean } = { code: 1, wrote: false, token: false };
+  try {
+    r = await proposal(o, io, env, adminToken, speedMs, file);
+  } finally {
+    if (file !== null) fs.closeSync(file);
+    if (partial && !r.wrote) fs.rmSync(partial, { force: true });
+  }
+  if (partial && o.write && r.wrote) {
+    fs.renameSync(partial, o.write);
+    io.output.write(`Wrote ${o.write}${r.token ? ' (it holds the worker token: mode 0600)' : ''}.\n`);
+  }
+  return r.code;
+}
 
+/** advise() past its checks: reads the host, asks, registers if asked to, and writes the proposal to `file` or prints it. */
+async function proposal(
+  o: { yes?: boolean; write?: string; server: string; workDir: string; register?: string },
+  io: { input: NodeJS.ReadableStream; output: NodeJS.WritableStream; error: NodeJS.WritableStream; argv1?: string },
+  env: NodeJS.ProcessEnv,
+  adminToken: string,
+  speedMs: number,
+  file: number | null,
+): Promise<{ code: number; wrote: boolean; token: boolean }> {
   io.error.write('Reading this host');
   const speed = speedMs > 0 ? await measureSpeed({ budgetMs: speedMs, threads: os.availableParallelism() }) : null;
   const facts = await readHost(systemProbe(env), o.workDir, speed, io.argv1);
@@ -218,21 +252,22 @@ export async function advise(
       rl.close();
     }
   }
-  const proposal = propose(facts, answers);
+  const proposed = propose(facts, answers);
   let token: string | undefined;
   if (o.register !== undefined) {
     try {
-      token = await register(o.server, adminToken, o.register, facts, proposal.concurrency);
+      token = await register(o.server, adminToken, o.register, facts, proposed.concurrency);
     } catch (err) {
       io.error.write(`tagsched-worker advise: ${(err as Error).message}\n`);
-      return 1;
+      return { code: 1, wrote: false, token: false };
     }
   }
-  const text = envFile(facts, answers, proposal, { server: o.server, now: new Date(), name: o.register, token });
-  if (o.write) {
-    fs.writeFileSync(o.write, text, { mode: 0o600 });
-    fs.chmodSync(o.write, 0o600);
-    io.output.write(`Wrote ${o.write}${token ? ' (it holds the worker token: mode 0600)' : ''}.\n`);
-  } else io.output.write(text);
-  return 0;
+  const text = envFile(facts, answers, proposed, { server: o.server, now: new Date(), name: o.register, token });
+  if (file !== null) {
+    fs.writeSync(file, text);
+    fs.fsyncSync(file);
+    return { code: 0, wrote: true, token: token !== undefined };
+  }
+  io.output.write(text);
+  return { code: 0, wrote: false, token: false };
 }

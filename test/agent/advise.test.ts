@@ -259,6 +259,34 @@ describe('tagsched-worker advise', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('the server did not register adv-1');
     expect(fs.existsSync(out)).toBe(false);
+    // A place that cannot be written is found before the registration, which then never happens; a file
+    // given with --force is left as it was when the registration is refused; no partial file stays behind.
+    const nowhere = await advise(
+      [
+        '--yes',
+        '--speed-test',
+        '0',
+        '--server',
+        server.url,
+        '--register',
+        'adv-1',
+        '--write',
+        path.join(f.dir, 'no', 'such', 'dir.env'),
+      ],
+      { TAGSCHED_TOKEN: ADMIN },
+    );
+    expect(nowhere.code).toBe(64);
+    expect(nowhere.stderr).toContain('cannot write');
+    const kept = path.join(f.dir, 'kept.env');
+    fs.writeFileSync(kept, 'OLD=1\n');
+    const refusedAgain = await advise(
+      ['--yes', '--speed-test', '0', '--server', server.url, '--register', 'adv-1', '--write', kept, '--force'],
+      { TAGSCHED_TOKEN: 'tsk_user_not-a-real-token' },
+    );
+    expect(refusedAgain.code).toBe(1);
+    expect(fs.readFileSync(kept, 'utf8')).toBe('OLD=1\n');
+    expect(fs.readdirSync(f.dir).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    expect((await f.gql(server.url, `{ worker(name: "adv-1") { name } }`)).data?.worker).toBeNull();
 
     const r = await advise(
       ['--yes', '--speed-test', '50', '--server', server.url, '--register', 'adv-1', '--write', out],
